@@ -1,0 +1,36 @@
+//===- GraphDialect.td - The Graph dialect definition ------*- tablegen -*-===//
+
+#ifndef PCC_GRAPH_DIALECT
+#define PCC_GRAPH_DIALECT
+
+include "mlir/IR/OpBase.td"
+
+def Graph_Dialect : Dialect {
+  let name = "graph";
+  let cppNamespace = "::pcc::graph";
+  let summary = "Static-shaped tensor operations at the level of ONNX";
+  let description = [{
+    The Graph dialect is where every pcc compilation starts: the ONNX
+    importer produces one `func.func` of `graph` operations on statically
+    shaped tensors, and every later pass (loss, autodiff, sharding, pipeline
+    partitioning, bufferization and code generation) consumes it.
+
+    The operations follow ONNX semantics with the opset differences removed:
+    operands that ONNX passes as constant tensors (axes, shapes, slice
+    bounds, split sizes) are attributes here, normalized to non-negative
+    axes, and every shape is static. Shape computations (`Shape`,
+    `ConstantOfShape`, `Range`, ...) fold to constants during import.
+
+    Each operation carries the name of the ONNX node it came from as its
+    location, so diagnostics from any pass point at the node.
+
+    Operations implement the interfaces later passes are generic over:
+    `CostOpInterface` (flops and bytes), `ShardingRuleOpInterface` (a
+    factor-based sharding rule) and `DifferentiableOpInterface` (the
+    vector-Jacobian product).
+  }];
+  let hasConstantMaterializer = 1;
+  let usePropertiesForAttributes = 0;
+}
+
+#endif // PCC_GRAPH_DIALECT

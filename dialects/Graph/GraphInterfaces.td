@@ -1,0 +1,62 @@
+//===- GraphInterfaces.td - Op interfaces of the Graph dialect -*- tablegen -*-===//
+
+#ifndef PCC_GRAPH_INTERFACES
+#define PCC_GRAPH_INTERFACES
+
+include "mlir/IR/OpBase.td"
+
+def Graph_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::pcc::graph";
+  let description = [{
+    The static cost of one execution of an operation: floating-point
+    operations and bytes moved to and from memory. The compile report and the
+    pipeline partitioner (balancing stages) read it. The defaults count one
+    operation per result element and every operand and result byte once.
+  }];
+  let methods = [
+    InterfaceMethod<"Floating-point operations of one execution.",
+      "int64_t", "getFlops", (ins), [{}], [{
+        return ::pcc::graph::detail::defaultFlops($_op);
+      }]>,
+    InterfaceMethod<"Bytes read and written by one execution.",
+      "int64_t", "getBytesAccessed", (ins), [{}], [{
+        return ::pcc::graph::detail::defaultBytesAccessed($_op);
+      }]>,
+  ];
+}
+
+def Graph_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::pcc::graph";
+  let description = [{
+    A factor-based sharding rule, as in GSPMD and Shardy: every dimension of
+    every operand and result is mapped to a factor (or to none), dimensions
+    mapped to the same factor must be sharded alike, and a factor that
+    appears in operands but in no result is a reduction, so sharding it
+    leaves partial sums that need an all-reduce. The sharding propagation
+    and partitioning passes are generic over this rule.
+  }];
+  let methods = [
+    InterfaceMethod<"Returns the sharding rule of this operation.",
+      "::pcc::graph::ShardingRule", "getShardingRule", (ins)>,
+  ];
+}
+
+def Graph_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
+  let cppNamespace = "::pcc::graph";
+  let description = [{
+    Reverse-mode differentiation: given the gradients of the results (null
+    for results that do not reach the loss), build with `builder` the
+    vector-Jacobian product and append one gradient per operand (null for
+    operands that are not differentiable, such as integer indices). The
+    autodiff pass is generic over this interface.
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the vector-Jacobian product of this operation.",
+      "::llvm::LogicalResult", "buildVjp",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
+#endif // PCC_GRAPH_INTERFACES

@@ -1,0 +1,414 @@
+//===- GraphOps.td - Operations of the Graph dialect -------*- tablegen -*-===//
+
+#ifndef PCC_GRAPH_OPS
+#define PCC_GRAPH_OPS
+
+include "GraphDialect.td"
+include "GraphInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+class Graph_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Graph_Dialect, mnemonic,
+         !listconcat(traits, [Pure])>;
+
+// One result whose shape and element type equal the operand's.
+class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : Graph_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType, Graph_CostOpInterface,
+          DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>])> {
+  let summary = what # ", element by element";
+  let description = [{
+    Applies the function to every element; ONNX operator of the same name.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+  let hasFolder = 1;
+}
+
+// Numpy-style broadcasting of operands; the result element type is the
+// first operand's, or i1 for comparisons.
+class Graph_BroadcastOp<string mnemonic, list<Trait> traits = []>
+    : Graph_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor, Graph_CostOpInterface,
+          DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>])> {
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, ::std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::pcc::graph::detail::inferBroadcastType(
+          loc, adaptor.getOperands(), resultElementType(context, adaptor),
+          types, getOperationName());
+    }
+  }];
+}
+
+class Graph_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : Graph_BroadcastOp<mnemonic, traits> {
+  let summary = what # ", element by element with broadcasting";
+  let description = [{
+    ONNX operator of the same name: applies the operation to the operands
+    broadcast against each other (numpy rules).
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    static ::mlir::Type resultElementType(::mlir::MLIRContext *,
+                                          Adaptor adaptor) {
+      return ::mlir::getElementTypeOrSelf(adaptor.getLhs().getType());
+    }
+  }];
+}
+
+class Graph_CompareOp<string mnemonic, string what>
+    : Graph_BinaryOp<mnemonic, what> {
+  let summary = what # ", element by element with broadcasting, giving i1";
+  let extraClassDeclaration = [{
+    static ::mlir::Type resultElementType(::mlir::MLIRContext *context,
+                                          Adaptor) {
+      return ::mlir::IntegerType::get(context, 1);
+    }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+def Graph_ConstantOp : Graph_Op<"constant", [ConstantLike, Graph_CostOpInterface,
+    AllTypesMatch<["value", "output"]>]> {
+  let summary = "A constant tensor, or a named model parameter";
+  let description = [{
+    Holds a constant tensor. When `name` is present the constant is an ONNX
+    initializer of that name: a model parameter whose identity training,
+    sharding and checkpoints rely on, so folders never fold through it.
+    Constants without a name are anonymous (ONNX `Constant` nodes, folded
+    shape computations).
+
+    ```mlir
+    %w = graph.constant {name = "fc.weight"} dense<1.0> : tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value, OptionalAttr<StrAttr>:$name);
+  let results = (outs AnyRankedTensor:$output);
+  let hasFolder = 1;
+  let assemblyFormat = "attr-dict $value";
+  let builders = [
+    OpBuilder<(ins "::mlir::ElementsAttr":$value), [{
+      build($_builder, $_state, value.getType(), value, nullptr);
+    }]>,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise operations
+//===----------------------------------------------------------------------===//
+
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "Square root">;
+def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", "Reciprocal (1/x)">;
+def Graph_NegOp : Graph_UnaryOp<"neg", "Negation">;
+def Graph_AbsOp : Graph_UnaryOp<"abs", "Absolute value">;
+def Graph_ErfOp : Graph_UnaryOp<"erf", "Gauss error function">;
+def Graph_TanhOp : Graph_UnaryOp<"tanh", "Hyperbolic tangent">;
+def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "Logistic sigmoid">;
+def Graph_ExpOp : Graph_UnaryOp<"exp", "Exponential">;
+def Graph_LogOp : Graph_UnaryOp<"log", "Natural logarithm">;
+def Graph_ReluOp : Graph_UnaryOp<"relu", "Rectified linear unit max(x, 0)">;
+def Graph_FloorOp : Graph_UnaryOp<"floor", "Round down">;
+def Graph_CeilOp : Graph_UnaryOp<"ceil", "Round up">;
+def Graph_SinOp : Graph_UnaryOp<"sin", "Sine">;
+def Graph_CosOp : Graph_UnaryOp<"cos", "Cosine">;
+def Graph_NotOp : Graph_UnaryOp<"not", "Logical negation of i1">;
+
+def Graph_AddOp : Graph_BinaryOp<"add", "Addition", [Commutative]>;
+def Graph_SubOp : Graph_BinaryOp<"sub", "Subtraction">;
+def Graph_MulOp : Graph_BinaryOp<"mul", "Multiplication", [Commutative]>;
+def Graph_DivOp : Graph_BinaryOp<"div", "Division (truncating for integers)">;
+def Graph_PowOp : Graph_BinaryOp<"pow", "Power lhs^rhs">;
+def Graph_MaxOp : Graph_BinaryOp<"max", "Maximum", [Commutative]>;
+def Graph_MinOp : Graph_BinaryOp<"min", "Minimum", [Commutative]>;
+def Graph_AndOp : Graph_BinaryOp<"and", "Logical and of i1", [Commutative]>;
+def Graph_OrOp : Graph_BinaryOp<"or", "Logical or of i1", [Commutative]>;
+def Graph_XorOp : Graph_BinaryOp<"xor", "Logical exclusive or of i1",
+                                 [Commutative]>;
+
+def Graph_EqualOp : Graph_CompareOp<"equal", "Equality">;
+def Graph_LessOp : Graph_CompareOp<"less", "Less than">;
+def Graph_LessOrEqualOp : Graph_CompareOp<"less_or_equal", "Less or equal">;
+def Graph_GreaterOp : Graph_CompareOp<"greater", "Greater than">;
+def Graph_GreaterOrEqualOp
+    : Graph_CompareOp<"greater_or_equal", "Greater or equal">;
+
+def Graph_WhereOp : Graph_BroadcastOp<"where"> {
+  let summary = "Selects lhs where the condition holds, else rhs";
+  let description = [{
+    ONNX `Where`: `output = condition ? lhs : rhs`, the three operands
+    broadcast against each other.
+  }];
+  let arguments = (ins RankedTensorOf<[I1]>:$condition,
+                   AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$condition `,` $lhs `,` $rhs attr-dict `:` "
+                       "functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    static ::mlir::Type resultElementType(::mlir::MLIRContext *,
+                                          Adaptor adaptor) {
+      return ::mlir::getElementTypeOrSelf(adaptor.getLhs().getType());
+    }
+  }];
+  let hasVerifier = 1;
+}
+
+def Graph_CastOp : Graph_Op<"cast", [SameOperandsAndResultShape, Graph_CostOpInterface,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Converts every element to the result's element type";
+  let description = [{
+    ONNX `Cast`. Float to integer conversion truncates toward zero; any
+    non-zero value converts to true.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `to` type($output)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and normalizations
+//===----------------------------------------------------------------------===//
+
+def Graph_MatMulOp : Graph_Op<"matmul", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Matrix product with numpy semantics";
+  let description = [{
+    ONNX `MatMul`: batched matrix product, batch dimensions broadcast; a
+    rank-1 operand is promoted to a matrix and the added dimension removed
+    from the result.
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+def Graph_GemmOp : Graph_Op<"gemm", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "General matrix multiply alpha*op(a)*op(b) + beta*c";
+  let description = [{
+    ONNX `Gemm` on matrices; `c` is optional and broadcasts to the result.
+  }];
+  let arguments = (ins AnyRankedTensor:$a, AnyRankedTensor:$b,
+                   Optional<AnyRankedTensor>:$c,
+                   DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                   DefaultValuedAttr<BoolAttr, "false">:$transA,
+                   DefaultValuedAttr<BoolAttr, "false">:$transB);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$a `,` $b (`,` $c^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Graph_SoftmaxOp : Graph_Op<"softmax", [SameOperandsAndResultType, Graph_CostOpInterface,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Normalized exponential along one axis";
+  let description = [{
+    ONNX `Softmax` (opset 13 semantics): `exp(x) / sum(exp(x))` along `axis`,
+    computed stably.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+def Graph_LogSoftmaxOp : Graph_Op<"log_softmax", [SameOperandsAndResultType, Graph_CostOpInterface,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Logarithm of the softmax along one axis";
+  let description = [{
+    ONNX `LogSoftmax` (opset 13 semantics): `x - log(sum(exp(x)))` along
+    `axis`, computed stably.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+def Graph_LayerNormOp : Graph_Op<"layer_norm", [InferTypeOpAdaptor, Graph_CostOpInterface,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Layer normalization over the trailing dimensions";
+  let description = [{
+    ONNX `LayerNormalization`: normalizes over dimensions `axis..rank-1`,
+    then scales and shifts (`scale` and `bias` broadcast to those
+    dimensions). Also returns the mean and the inverse standard deviation,
+    shaped like the input with the normalized dimensions set to 1.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, AnyRankedTensor:$scale,
+                   Optional<AnyRankedTensor>:$bias, I64Attr:$axis,
+                   DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon);
+  let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$mean,
+                 AnyRankedTensor:$inv_std_dev);
+  let assemblyFormat = "$input `,` $scale (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+class Graph_ReduceOp<string mnemonic, string what>
+    : Graph_Op<mnemonic, [InferTypeOpAdaptor, Graph_CostOpInterface,
+        DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = what # " over the given axes";
+  let description = [{
+    ONNX operator of the same name. `axes` are sorted, non-negative and
+    unique; the importer turns "no axes" into all axes. With `keepdims`
+    the reduced dimensions stay as extent 1.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$axes,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Mean">;
+def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum">;
+def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum">;
+def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Graph_ReshapeOp : Graph_Op<"reshape", [
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Reinterprets the elements with the result's shape";
+  let description = [{
+    ONNX `Reshape`, `Squeeze`, `Unsqueeze` and `Flatten` all import as this
+    operation: the row-major element order is kept and the result type
+    carries the new static shape.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `to` type($output)";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Graph_TransposeOp : Graph_Op<"transpose", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Permutes the dimensions";
+  let description = [{
+    ONNX `Transpose`: result dimension `i` is input dimension `perm[i]`.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Graph_ExpandOp : Graph_Op<"expand", [
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Broadcasts the input to the result's shape";
+  let description = [{
+    ONNX `Expand`; the result type carries the broadcast shape.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat =
+      "$input attr-dict `:` type($input) `to` type($output)";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Graph_SliceOp : Graph_Op<"slice", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Strided slice with one (start, step) per dimension";
+  let description = [{
+    ONNX `Slice` normalized to every dimension: result dimension `d` takes
+    `sizes[d]` elements starting at `starts[d]` with stride `steps[d]`
+    (negative steps walk backwards). The importer clamps ONNX's bounds.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$steps);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+def Graph_ConcatOp : Graph_Op<"concat", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Joins tensors along one axis";
+  let description = [{ ONNX `Concat`; `axis` is non-negative. }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Graph_SplitOp : Graph_Op<"split", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Cuts a tensor into pieces along one axis";
+  let description = [{
+    ONNX `Split`: result `i` has extent `sizes[i]` along `axis`; the sizes
+    add up to the input's extent.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis,
+                   DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<AnyRankedTensor>:$outputs);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Graph_GatherOp : Graph_Op<"gather", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Takes slices of data at integer indices along one axis";
+  let description = [{
+    ONNX `Gather`: the result shape is `data.shape[:axis] + indices.shape +
+    data.shape[axis+1:]`; negative indices count from the end.
+  }];
+  let arguments = (ins AnyRankedTensor:$data,
+                   RankedTensorOf<[I32, I64]>:$indices, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat =
+      "$data `[` $indices `]` attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Graph_GatherElementsOp : Graph_Op<"gather_elements", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Takes single elements of data at indices along one axis";
+  let description = [{
+    ONNX `GatherElements`: `output[i][j][k] = data[index[i][j][k]][j][k]`
+    for axis 0, and so on; the result has the shape of `indices`.
+  }];
+  let arguments = (ins AnyRankedTensor:$data,
+                   RankedTensorOf<[I32, I64]>:$indices, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat =
+      "$data `[` $indices `]` attr-dict `:` functional-type(operands, results)";
+}
+
+def Graph_TriluOp : Graph_Op<"trilu", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Keeps the upper or lower triangle of the last two dims";
+  let description = [{
+    ONNX `Trilu`: with `upper`, keeps elements with `col - row >= k`,
+    otherwise those with `col - row <= k`; the rest become zero.
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                   DefaultValuedAttr<BoolAttr, "true">:$upper,
+                   DefaultValuedAttr<I64Attr, "0">:$k);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+#endif // PCC_GRAPH_OPS

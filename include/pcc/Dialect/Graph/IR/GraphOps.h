@@ -1,0 +1,59 @@
+//===- GraphOps.h - The Graph dialect, its ops and interfaces ---*- C++ -*-===//
+
+#ifndef PCC_DIALECT_GRAPH_IR_GRAPHOPS_H
+#define PCC_DIALECT_GRAPH_IR_GRAPHOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace pcc::graph {
+
+/// A factor-based sharding rule (GSPMD/Shardy style). Every dimension of
+/// every operand and result names the factor it is indexed by, or
+/// `kNoFactor` when it must stay whole (a softmax axis, a broadcast
+/// dimension of extent 1). A factor used by operands but by no result is a
+/// reduction: sharding it leaves partial sums.
+struct ShardingRule {
+  static constexpr int64_t kNoFactor = -1;
+  enum class FactorKind { Parallel, Reduction };
+  llvm::SmallVector<int64_t> factorSizes;
+  llvm::SmallVector<FactorKind> factorKinds;
+  llvm::SmallVector<llvm::SmallVector<int64_t>> operandFactors;
+  llvm::SmallVector<llvm::SmallVector<int64_t>> resultFactors;
+
+  /// Adds a factor of the given extent and kind; returns its index.
+  int64_t addFactor(int64_t size, FactorKind kind = FactorKind::Parallel);
+};
+
+namespace detail {
+int64_t defaultFlops(mlir::Operation *op);
+int64_t defaultBytesAccessed(mlir::Operation *op);
+/// Infers the numpy-broadcast result of `operands` with `elementType`.
+llvm::LogicalResult inferBroadcastType(std::optional<mlir::Location> loc,
+                                       mlir::ValueRange operands,
+                                       mlir::Type elementType,
+                                       llvm::SmallVectorImpl<mlir::Type> &types,
+                                       llvm::StringRef opName);
+} // namespace detail
+
+/// Broadcasts two static shapes by numpy rules; fails when incompatible.
+llvm::FailureOr<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
+
+} // namespace pcc::graph
+
+#include "pcc/Dialect/Graph/IR/GraphInterfaces.h.inc"
+
+#include "pcc/Dialect/Graph/IR/GraphDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "pcc/Dialect/Graph/IR/GraphOps.h.inc"
+
+#endif // PCC_DIALECT_GRAPH_IR_GRAPHOPS_H

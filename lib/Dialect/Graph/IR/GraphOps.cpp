@@ -1,0 +1,1102 @@
+//===- GraphOps.cpp - Graph dialect: type inference, verifiers, folders ---===//
+
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace pcc::graph;
+
+#include "pcc/Dialect/Graph/IR/GraphDialect.cpp.inc"
+#include "pcc/Dialect/Graph/IR/GraphInterfaces.cpp.inc"
+
+void GraphDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "pcc/Dialect/Graph/IR/GraphOps.cpp.inc"
+      >();
+}
+
+Operation *GraphDialect::materializeConstant(OpBuilder &builder,
+                                             Attribute value, Type type,
+                                             Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// Shape helpers
+//===----------------------------------------------------------------------===//
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+static int64_t numElements(ArrayRef<int64_t> shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t(1),
+                         std::multiplies<int64_t>());
+}
+
+static SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+FailureOr<SmallVector<int64_t>>
+pcc::graph::broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return failure();
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, ",");
+  return s + "]";
+}
+
+LogicalResult pcc::graph::detail::inferBroadcastType(
+    std::optional<Location> loc, ValueRange operands, Type elementType,
+    SmallVectorImpl<Type> &types, StringRef opName) {
+  SmallVector<int64_t> shape;
+  for (Value v : operands) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || !t.hasStaticShape())
+      return emitOptionalError(loc, opName, ": operands must be static tensors");
+    auto b = broadcastShapes(shape, t.getShape());
+    if (failed(b))
+      return emitOptionalError(loc, opName, ": shapes ", shapeStr(shape),
+                               " and ", shapeStr(t.getShape()),
+                               " do not broadcast");
+    shape = *b;
+  }
+  types.push_back(RankedTensorType::get(shape, elementType));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Cost and sharding defaults
+//===----------------------------------------------------------------------===//
+
+int64_t ShardingRule::addFactor(int64_t size, FactorKind kind) {
+  factorSizes.push_back(size);
+  factorKinds.push_back(kind);
+  return factorSizes.size() - 1;
+}
+
+static int64_t bytesOf(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t)
+    return 0;
+  int64_t bits = t.getElementTypeBitWidth();
+  return numElements(t.getShape()) * std::max<int64_t>(1, bits / 8);
+}
+
+int64_t pcc::graph::detail::defaultFlops(Operation *op) {
+  int64_t flops = 0;
+  for (Type t : op->getResultTypes())
+    if (auto rt = dyn_cast<RankedTensorType>(t))
+      flops += numElements(rt.getShape());
+  return isa<ConstantOp>(op) ? 0 : flops;
+}
+
+int64_t pcc::graph::detail::defaultBytesAccessed(Operation *op) {
+  int64_t bytes = 0;
+  for (Type t : op->getOperandTypes())
+    bytes += bytesOf(t);
+  for (Type t : op->getResultTypes())
+    bytes += bytesOf(t);
+  return bytes;
+}
+
+// Data movement performs no arithmetic.
+int64_t ReshapeOp::getFlops() { return 0; }
+int64_t TransposeOp::getFlops() { return 0; }
+int64_t ExpandOp::getFlops() { return 0; }
+int64_t SliceOp::getFlops() { return 0; }
+int64_t ConcatOp::getFlops() { return 0; }
+int64_t SplitOp::getFlops() { return 0; }
+int64_t GatherOp::getFlops() { return 0; }
+int64_t GatherElementsOp::getFlops() { return 0; }
+int64_t TriluOp::getFlops() { return 0; }
+
+int64_t MatMulOp::getFlops() {
+  ArrayRef<int64_t> a = shapeOf(getLhs());
+  int64_t k = a.back();
+  return 2 * k * numElements(shapeOf(getOutput()));
+}
+
+int64_t GemmOp::getFlops() {
+  ArrayRef<int64_t> a = shapeOf(getA());
+  int64_t k = getTransA() ? a[0] : a[1];
+  return 2 * k * numElements(shapeOf(getOutput()));
+}
+
+/// One parallel factor per dimension of `v`.
+static SmallVector<int64_t> freshFactors(ShardingRule &rule, Value v) {
+  SmallVector<int64_t> f;
+  for (int64_t d : shapeOf(v))
+    f.push_back(rule.addFactor(d));
+  return f;
+}
+
+/// Operands aligned to the result's trailing dimensions; broadcast
+/// dimensions of extent 1 get no factor.
+static ShardingRule broadcastRule(Operation *op) {
+  ShardingRule rule;
+  Value out = op->getResult(0);
+  SmallVector<int64_t> outF = freshFactors(rule, out);
+  ArrayRef<int64_t> outShape = shapeOf(out);
+  for (Value in : op->getOperands()) {
+    ArrayRef<int64_t> s = shapeOf(in);
+    SmallVector<int64_t> f;
+    for (size_t i = 0; i < s.size(); ++i) {
+      size_t o = i + outShape.size() - s.size();
+      f.push_back(s[i] == outShape[o] ? outF[o] : ShardingRule::kNoFactor);
+    }
+    rule.operandFactors.push_back(f);
+  }
+  rule.resultFactors.push_back(outF);
+  return rule;
+}
+
+/// Like broadcastRule, but dimensions from `axis` on are not shardable.
+static ShardingRule rowwiseRule(Operation *op, int64_t axis) {
+  ShardingRule rule = broadcastRule(op);
+  auto clear = [&](SmallVector<int64_t> &f) {
+    for (size_t i = axis; i < f.size(); ++i)
+      f[i] = ShardingRule::kNoFactor;
+  };
+  clear(rule.operandFactors[0]);
+  for (size_t i = 1; i < rule.operandFactors.size(); ++i)
+    for (int64_t &f : rule.operandFactors[i])
+      f = ShardingRule::kNoFactor;
+  for (auto &f : rule.resultFactors)
+    clear(f);
+  return rule;
+}
+
+#define PCC_BROADCAST_RULE(Op)                                                 \
+  ShardingRule Op::getShardingRule() { return broadcastRule(*this); }
+PCC_BROADCAST_RULE(SqrtOp)
+PCC_BROADCAST_RULE(ReciprocalOp)
+PCC_BROADCAST_RULE(NegOp)
+PCC_BROADCAST_RULE(AbsOp)
+PCC_BROADCAST_RULE(ErfOp)
+PCC_BROADCAST_RULE(TanhOp)
+PCC_BROADCAST_RULE(SigmoidOp)
+PCC_BROADCAST_RULE(ExpOp)
+PCC_BROADCAST_RULE(LogOp)
+PCC_BROADCAST_RULE(ReluOp)
+PCC_BROADCAST_RULE(FloorOp)
+PCC_BROADCAST_RULE(CeilOp)
+PCC_BROADCAST_RULE(SinOp)
+PCC_BROADCAST_RULE(CosOp)
+PCC_BROADCAST_RULE(NotOp)
+PCC_BROADCAST_RULE(AddOp)
+PCC_BROADCAST_RULE(SubOp)
+PCC_BROADCAST_RULE(MulOp)
+PCC_BROADCAST_RULE(DivOp)
+PCC_BROADCAST_RULE(PowOp)
+PCC_BROADCAST_RULE(MaxOp)
+PCC_BROADCAST_RULE(MinOp)
+PCC_BROADCAST_RULE(AndOp)
+PCC_BROADCAST_RULE(OrOp)
+PCC_BROADCAST_RULE(XorOp)
+PCC_BROADCAST_RULE(EqualOp)
+PCC_BROADCAST_RULE(LessOp)
+PCC_BROADCAST_RULE(LessOrEqualOp)
+PCC_BROADCAST_RULE(GreaterOp)
+PCC_BROADCAST_RULE(GreaterOrEqualOp)
+PCC_BROADCAST_RULE(WhereOp)
+PCC_BROADCAST_RULE(CastOp)
+#undef PCC_BROADCAST_RULE
+
+ShardingRule SoftmaxOp::getShardingRule() {
+  ShardingRule rule = broadcastRule(*this);
+  rule.operandFactors[0][getAxis()] = ShardingRule::kNoFactor;
+  rule.resultFactors[0][getAxis()] = ShardingRule::kNoFactor;
+  return rule;
+}
+
+ShardingRule LogSoftmaxOp::getShardingRule() {
+  ShardingRule rule = broadcastRule(*this);
+  rule.operandFactors[0][getAxis()] = ShardingRule::kNoFactor;
+  rule.resultFactors[0][getAxis()] = ShardingRule::kNoFactor;
+  return rule;
+}
+
+ShardingRule LayerNormOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> f = freshFactors(rule, getInput());
+  for (size_t i = getAxis(); i < f.size(); ++i)
+    f[i] = ShardingRule::kNoFactor;
+  rule.operandFactors.push_back(f);
+  for (Value v : ValueRange{getScale(), getBias()})
+    if (v)
+      rule.operandFactors.push_back(SmallVector<int64_t>(
+          shapeOf(v).size(), ShardingRule::kNoFactor));
+  for (int i = 0; i < 3; ++i)
+    rule.resultFactors.push_back(f);
+  return rule;
+}
+
+template <typename ReduceOpT>
+static ShardingRule reduceRule(ReduceOpT op) {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(op.getInput());
+  ArrayRef<int64_t> axes = op.getAxes();
+  SmallVector<int64_t> inF, outF;
+  for (size_t i = 0; i < in.size(); ++i) {
+    bool reduced = llvm::is_contained(axes, int64_t(i));
+    int64_t f = rule.addFactor(in[i], reduced
+                                          ? ShardingRule::FactorKind::Reduction
+                                          : ShardingRule::FactorKind::Parallel);
+    inF.push_back(f);
+    if (!reduced)
+      outF.push_back(f);
+    else if (op.getKeepdims())
+      outF.push_back(ShardingRule::kNoFactor);
+  }
+  rule.operandFactors.push_back(inF);
+  rule.resultFactors.push_back(outF);
+  return rule;
+}
+
+ShardingRule ReduceMeanOp::getShardingRule() { return reduceRule(*this); }
+ShardingRule ReduceSumOp::getShardingRule() { return reduceRule(*this); }
+ShardingRule ReduceMaxOp::getShardingRule() { return reduceRule(*this); }
+ShardingRule ReduceMinOp::getShardingRule() { return reduceRule(*this); }
+
+ShardingRule TransposeOp::getShardingRule() {
+  ShardingRule rule;
+  SmallVector<int64_t> in = freshFactors(rule, getInput());
+  SmallVector<int64_t> out;
+  for (int64_t p : getPerm())
+    out.push_back(in[p]);
+  rule.operandFactors.push_back(in);
+  rule.resultFactors.push_back(out);
+  return rule;
+}
+
+ShardingRule MatMulOp::getShardingRule() {
+  // Batch dimensions broadcast like an element-wise op; m, n parallel and k
+  // a reduction.
+  ShardingRule rule;
+  ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
+  ArrayRef<int64_t> c = shapeOf(getOutput());
+  int64_t k = rule.addFactor(a.back(), ShardingRule::FactorKind::Reduction);
+  int64_t m = a.size() >= 2 ? rule.addFactor(a[a.size() - 2])
+                            : ShardingRule::kNoFactor;
+  int64_t n = b.size() >= 2 ? rule.addFactor(b.back()) : ShardingRule::kNoFactor;
+  size_t cBatch = c.size() - (a.size() >= 2) - (b.size() >= 2);
+  SmallVector<int64_t> batch;
+  for (size_t i = 0; i < cBatch; ++i)
+    batch.push_back(rule.addFactor(c[i]));
+  auto batchOf = [&](ArrayRef<int64_t> s, size_t matDims) {
+    SmallVector<int64_t> f;
+    size_t nb = s.size() - matDims;
+    for (size_t i = 0; i < nb; ++i) {
+      size_t o = i + cBatch - nb;
+      f.push_back(s[i] == c[o] ? batch[o] : ShardingRule::kNoFactor);
+    }
+    return f;
+  };
+  SmallVector<int64_t> fa = batchOf(a, std::min<size_t>(a.size(), 2));
+  if (a.size() >= 2)
+    fa.push_back(m);
+  fa.push_back(k);
+  SmallVector<int64_t> fb = batchOf(b, std::min<size_t>(b.size(), 2));
+  fb.push_back(k);
+  if (b.size() >= 2)
+    fb.push_back(n);
+  SmallVector<int64_t> fc(batch);
+  if (a.size() >= 2)
+    fc.push_back(m);
+  if (b.size() >= 2)
+    fc.push_back(n);
+  rule.operandFactors = {fa, fb};
+  rule.resultFactors = {fc};
+  return rule;
+}
+
+ShardingRule GemmOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> c = shapeOf(getOutput());
+  ArrayRef<int64_t> a = shapeOf(getA());
+  int64_t m = rule.addFactor(c[0]), n = rule.addFactor(c[1]);
+  int64_t k = rule.addFactor(getTransA() ? a[0] : a[1],
+                             ShardingRule::FactorKind::Reduction);
+  rule.operandFactors.push_back(getTransA() ? SmallVector<int64_t>{k, m}
+                                            : SmallVector<int64_t>{m, k});
+  rule.operandFactors.push_back(getTransB() ? SmallVector<int64_t>{n, k}
+                                            : SmallVector<int64_t>{k, n});
+  if (Value bias = getC()) {
+    ArrayRef<int64_t> s = shapeOf(bias);
+    SmallVector<int64_t> f;
+    for (size_t i = 0; i < s.size(); ++i) {
+      size_t o = i + 2 - s.size();
+      f.push_back(s[i] == c[o] ? (o == 0 ? m : n) : ShardingRule::kNoFactor);
+    }
+    rule.operandFactors.push_back(f);
+  }
+  rule.resultFactors.push_back({m, n});
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Type inference and verifiers
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType tensorOf(Value v) {
+  return dyn_cast<RankedTensorType>(v.getType());
+}
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto a = tensorOf(adaptor.getLhs()), b = tensorOf(adaptor.getRhs());
+  if (a.getRank() == 0 || b.getRank() == 0)
+    return emitOptionalError(loc, "MatMul: operands must have rank >= 1");
+  if (a.getElementType() != b.getElementType())
+    return emitOptionalError(loc, "MatMul: element types differ");
+  SmallVector<int64_t> sa(a.getShape()), sb(b.getShape());
+  bool vecA = sa.size() == 1, vecB = sb.size() == 1;
+  if (vecA)
+    sa.insert(sa.begin(), 1);
+  if (vecB)
+    sb.push_back(1);
+  if (sa.back() != sb[sb.size() - 2])
+    return emitOptionalError(loc, "MatMul: contraction sizes differ (",
+                             shapeStr(a.getShape()), " x ",
+                             shapeStr(b.getShape()), ")");
+  auto batch = broadcastShapes(ArrayRef<int64_t>(sa).drop_back(2),
+                               ArrayRef<int64_t>(sb).drop_back(2));
+  if (failed(batch))
+    return emitOptionalError(loc, "MatMul: batch dimensions do not broadcast");
+  SmallVector<int64_t> shape(*batch);
+  if (!vecA)
+    shape.push_back(sa[sa.size() - 2]);
+  if (!vecB)
+    shape.push_back(sb.back());
+  types.push_back(RankedTensorType::get(shape, a.getElementType()));
+  return success();
+}
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto a = tensorOf(adaptor.getA()), b = tensorOf(adaptor.getB());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return emitOptionalError(loc, "Gemm: operands must be matrices");
+  int64_t m = adaptor.getTransA() ? a.getDimSize(1) : a.getDimSize(0);
+  int64_t ka = adaptor.getTransA() ? a.getDimSize(0) : a.getDimSize(1);
+  int64_t kb = adaptor.getTransB() ? b.getDimSize(1) : b.getDimSize(0);
+  int64_t n = adaptor.getTransB() ? b.getDimSize(0) : b.getDimSize(1);
+  if (ka != kb)
+    return emitOptionalError(loc, "Gemm: contraction sizes differ (", ka,
+                             " vs ", kb, ")");
+  if (Value c = adaptor.getC()) {
+    auto bc = broadcastShapes({m, n}, tensorOf(c).getShape());
+    if (failed(bc) || (*bc)[0] != m || (*bc)[1] != n || bc->size() != 2)
+      return emitOptionalError(loc, "Gemm: C does not broadcast to [", m, ",",
+                               n, "]");
+  }
+  types.push_back(RankedTensorType::get({m, n}, a.getElementType()));
+  return success();
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto x = tensorOf(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= x.getRank())
+    return emitOptionalError(loc, "LayerNormalization: axis ", axis,
+                             " out of range for rank ", x.getRank());
+  ArrayRef<int64_t> normalized = x.getShape().drop_front(axis);
+  for (Value v : {adaptor.getScale(), adaptor.getBias()}) {
+    if (!v)
+      continue;
+    auto bc = broadcastShapes(normalized, tensorOf(v).getShape());
+    if (failed(bc) || ArrayRef<int64_t>(*bc) != normalized)
+      return emitOptionalError(
+          loc, "LayerNormalization: scale/bias shape ",
+          shapeStr(tensorOf(v).getShape()),
+          " does not broadcast to the normalized shape ", shapeStr(normalized));
+  }
+  SmallVector<int64_t> stat(x.getShape());
+  for (size_t i = axis; i < stat.size(); ++i)
+    stat[i] = 1;
+  types.push_back(x);
+  auto statType = RankedTensorType::get(stat, x.getElementType());
+  types.push_back(statType);
+  types.push_back(statType);
+  return success();
+}
+
+template <typename AdaptorT>
+static LogicalResult inferReduce(std::optional<Location> loc, AdaptorT adaptor,
+                                 SmallVectorImpl<Type> &types) {
+  auto x = tensorOf(adaptor.getInput());
+  SmallVector<int64_t> shape;
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] < 0 || axes[i] >= x.getRank() || (i && axes[i] <= axes[i - 1]))
+      return emitOptionalError(
+          loc, "reduce: axes must be sorted, unique and in [0, rank)");
+  for (int64_t i = 0; i < x.getRank(); ++i) {
+    if (!llvm::is_contained(axes, i))
+      shape.push_back(x.getDimSize(i));
+    else if (adaptor.getKeepdims())
+      shape.push_back(1);
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+#define PCC_INFER_REDUCE(Op)                                                   \
+  LogicalResult Op::inferReturnTypes(MLIRContext *,                            \
+                                     std::optional<Location> loc,              \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &types) {           \
+    return inferReduce(loc, adaptor, types);                                   \
+  }
+PCC_INFER_REDUCE(ReduceMeanOp)
+PCC_INFER_REDUCE(ReduceSumOp)
+PCC_INFER_REDUCE(ReduceMaxOp)
+PCC_INFER_REDUCE(ReduceMinOp)
+#undef PCC_INFER_REDUCE
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto x = tensorOf(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  SmallVector<bool> seen(x.getRank(), false);
+  if (int64_t(perm.size()) != x.getRank())
+    return emitOptionalError(loc, "Transpose: perm has ", perm.size(),
+                             " entries for rank ", x.getRank());
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.getRank() || seen[p])
+      return emitOptionalError(loc, "Transpose: perm is not a permutation");
+    seen[p] = true;
+    shape.push_back(x.getDimSize(p));
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto x = tensorOf(adaptor.getInput());
+  if (int64_t(adaptor.getSizes().size()) != x.getRank())
+    return emitOptionalError(loc, "Slice: one size per dimension expected");
+  types.push_back(
+      RankedTensorType::get(adaptor.getSizes(), x.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  if (getStarts().size() != in.size() || getSteps().size() != in.size())
+    return emitOpError("needs one start, size and step per dimension");
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t start = getStarts()[d], size = getSizes()[d], step = getSteps()[d];
+    if (step == 0 || size < 0)
+      return emitOpError("dimension ") << d << ": zero step or negative size";
+    if (size == 0)
+      continue;
+    int64_t last = start + (size - 1) * step;
+    if (start < 0 || start >= in[d] || last < 0 || last >= in[d])
+      return emitOpError("dimension ") << d << ": slice out of bounds";
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(loc, "Concat: no inputs");
+  auto first = tensorOf(adaptor.getInputs()[0]);
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= first.getRank())
+    return emitOptionalError(loc, "Concat: axis ", axis, " out of range");
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (Value v : adaptor.getInputs()) {
+    auto t = tensorOf(v);
+    if (t.getRank() != first.getRank() ||
+        t.getElementType() != first.getElementType())
+      return emitOptionalError(loc, "Concat: inputs differ in rank or type");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
+        return emitOptionalError(loc, "Concat: input shapes ",
+                                 shapeStr(first.getShape()), " and ",
+                                 shapeStr(t.getShape()), " differ off axis");
+    shape[axis] += t.getDimSize(axis);
+  }
+  types.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto x = tensorOf(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= x.getRank())
+    return emitOptionalError(loc, "Split: axis ", axis, " out of range");
+  int64_t total = 0;
+  for (int64_t s : adaptor.getSizes()) {
+    if (s < 0)
+      return emitOptionalError(loc, "Split: negative size");
+    total += s;
+    SmallVector<int64_t> shape(x.getShape());
+    shape[axis] = s;
+    types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  }
+  if (total != x.getDimSize(axis))
+    return emitOptionalError(loc, "Split: sizes add up to ", total,
+                             " but the axis has ", x.getDimSize(axis));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto data = tensorOf(adaptor.getData());
+  auto idx = tensorOf(adaptor.getIndices());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= data.getRank())
+    return emitOptionalError(loc, "Gather: axis ", axis, " out of range");
+  SmallVector<int64_t> shape(data.getShape().take_front(axis));
+  llvm::append_range(shape, idx.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(axis + 1));
+  types.push_back(RankedTensorType::get(shape, data.getElementType()));
+  return success();
+}
+
+LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &types) {
+  auto data = tensorOf(adaptor.getData());
+  auto idx = tensorOf(adaptor.getIndices());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis >= data.getRank() || idx.getRank() != data.getRank())
+    return emitOptionalError(loc, "GatherElements: axis out of range or "
+                                  "ranks differ");
+  types.push_back(RankedTensorType::get(idx.getShape(), data.getElementType()));
+  return success();
+}
+
+LogicalResult WhereOp::verify() {
+  if (getLhs().getType().getElementType() !=
+      getRhs().getType().getElementType())
+    return emitOpError("branches have different element types");
+  return success();
+}
+
+static LogicalResult verifyAxis(Operation *op, int64_t axis) {
+  int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
+  if (axis < 0 || axis >= rank)
+    return op->emitOpError("axis ") << axis << " out of range for rank "
+                                    << rank;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() { return verifyAxis(*this, getAxis()); }
+LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this, getAxis()); }
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), out = getOutput().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type");
+  if (!in.hasStaticShape() || !out.hasStaticShape() ||
+      in.getNumElements() != out.getNumElements())
+    return emitOpError("element counts differ: ")
+           << shapeStr(in.getShape()) << " vs " << shapeStr(out.getShape());
+  return success();
+}
+
+LogicalResult ExpandOp::verify() {
+  auto in = getInput().getType(), out = getOutput().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("changes the element type");
+  auto b = broadcastShapes(in.getShape(), out.getShape());
+  if (failed(b) || ArrayRef<int64_t>(*b) != out.getShape())
+    return emitOpError("cannot broadcast ")
+           << shapeStr(in.getShape()) << " to " << shapeStr(out.getShape());
+  return success();
+}
+
+LogicalResult TriluOp::verify() {
+  if (getInput().getType().getRank() < 2)
+    return emitOpError("needs rank >= 2");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Folding
+//===----------------------------------------------------------------------===//
+
+/// Folding copies constants, so keep it to small tensors (shape
+/// computations, masks) and never fold through a named parameter.
+static constexpr int64_t kMaxFoldElements = 1 << 16;
+
+static bool mayFold(Operation *op) {
+  for (Value v : op->getOperands())
+    if (auto c = v.getDefiningOp<ConstantOp>(); c && c.getName())
+      return false;
+  for (Type t : op->getResultTypes()) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    if (!rt || !rt.hasStaticShape() || rt.getNumElements() > kMaxFoldElements)
+      return false;
+  }
+  return true;
+}
+
+static DenseElementsAttr denseOf(Attribute a) {
+  return dyn_cast_or_null<DenseElementsAttr>(a);
+}
+
+/// Scalars of a constant, as doubles (floats) or int64 (integers, i1).
+namespace {
+struct Scalars {
+  bool isFloat = false;
+  SmallVector<double> f;
+  SmallVector<int64_t> i;
+};
+} // namespace
+
+static Scalars scalarsOf(DenseElementsAttr a) {
+  Scalars s;
+  Type et = a.getElementType();
+  if (isa<FloatType>(et)) {
+    s.isFloat = true;
+    for (APFloat v : a.getValues<APFloat>())
+      s.f.push_back(v.convertToDouble());
+  } else {
+    bool isUnsigned = et.isUnsignedInteger() || et.isInteger(1);
+    for (APInt v : a.getValues<APInt>())
+      s.i.push_back(isUnsigned ? int64_t(v.getZExtValue()) : v.getSExtValue());
+  }
+  return s;
+}
+
+static DenseElementsAttr makeDense(RankedTensorType type, ArrayRef<double> f,
+                                   ArrayRef<int64_t> i) {
+  Type et = type.getElementType();
+  if (auto ft = dyn_cast<FloatType>(et)) {
+    SmallVector<APFloat> vals;
+    for (double d : f) {
+      APFloat v(d);
+      bool lost;
+      v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      vals.push_back(v);
+    }
+    return DenseElementsAttr::get(type, vals);
+  }
+  unsigned width = et.getIntOrFloatBitWidth();
+  SmallVector<APInt> vals;
+  for (int64_t v : i)
+    vals.push_back(APInt(width, uint64_t(v), /*isSigned=*/true,
+                         /*implicitTrunc=*/true));
+  return DenseElementsAttr::get(type, vals);
+}
+
+/// Maps each result element to an element of the operand; `src` returns the
+/// operand's linear index for a result multi-index.
+static Attribute
+foldMovement(Operation *op, DenseElementsAttr in,
+             llvm::function_ref<int64_t(ArrayRef<int64_t>)> src) {
+  auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+  ArrayRef<int64_t> shape = outType.getShape();
+  if (in.isSplat())
+    return DenseElementsAttr::get(outType, in.getSplatValue<Attribute>());
+  SmallVector<Attribute> vals(in.getValues<Attribute>());
+  SmallVector<Attribute> out;
+  SmallVector<int64_t> idx(shape.size(), 0);
+  int64_t n = numElements(shape);
+  out.reserve(n);
+  for (int64_t e = 0; e < n; ++e) {
+    out.push_back(vals[src(idx)]);
+    for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return DenseElementsAttr::get(outType, out);
+}
+
+/// Folds a broadcasting element-wise op on constant operands.
+static Attribute
+foldBroadcast(Operation *op, ArrayRef<Attribute> operands,
+              llvm::function_ref<double(ArrayRef<double>)> fnF,
+              llvm::function_ref<int64_t(ArrayRef<int64_t>)> fnI,
+              bool floatCompare = false) {
+  if (!mayFold(op))
+    return {};
+  SmallVector<DenseElementsAttr> in;
+  for (Attribute a : operands) {
+    if (!denseOf(a))
+      return {};
+    in.push_back(denseOf(a));
+  }
+  auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+  ArrayRef<int64_t> shape = outType.getShape();
+  SmallVector<Scalars> vals;
+  SmallVector<SmallVector<int64_t>> strides;
+  for (DenseElementsAttr a : in) {
+    vals.push_back(scalarsOf(a));
+    ArrayRef<int64_t> s = a.getType().getShape();
+    SmallVector<int64_t> st = stridesOf(s), full(shape.size(), 0);
+    for (size_t i = 0; i < s.size(); ++i)
+      full[i + shape.size() - s.size()] = s[i] == 1 ? 0 : st[i];
+    strides.push_back(full);
+  }
+  bool isFloat = isa<FloatType>(outType.getElementType()) || floatCompare;
+  int64_t n = numElements(shape);
+  SmallVector<double> outF;
+  SmallVector<int64_t> outI;
+  SmallVector<int64_t> idx(shape.size(), 0);
+  SmallVector<double> argsF(in.size());
+  SmallVector<int64_t> argsI(in.size());
+  for (int64_t e = 0; e < n; ++e) {
+    for (size_t k = 0; k < in.size(); ++k) {
+      int64_t off = 0;
+      for (size_t d = 0; d < shape.size(); ++d)
+        off += idx[d] * strides[k][d];
+      if (in[k].isSplat())
+        off = 0;
+      if (vals[k].isFloat)
+        argsF[k] = vals[k].f[off], argsI[k] = int64_t(vals[k].f[off]);
+      else
+        argsI[k] = vals[k].i[off], argsF[k] = double(vals[k].i[off]);
+    }
+    if (isFloat) {
+      double r = fnF(argsF);
+      outF.push_back(r);
+      outI.push_back(int64_t(r));
+    } else {
+      outI.push_back(fnI(argsI));
+    }
+    for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  if (!isa<FloatType>(outType.getElementType()) && isFloat)
+    outF.clear();
+  return makeDense(outType, outF, outI);
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+template <typename F>
+static Attribute foldUnaryF(Operation *op, Attribute a, F fn) {
+  return foldBroadcast(
+      op, {a}, [&](ArrayRef<double> x) { return fn(x[0]); },
+      [&](ArrayRef<int64_t> x) { return int64_t(fn(double(x[0]))); });
+}
+
+OpFoldResult SqrtOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return std::sqrt(x); });
+}
+OpFoldResult ReciprocalOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return 1.0 / x; });
+}
+OpFoldResult NegOp::fold(FoldAdaptor a) {
+  return foldBroadcast(
+      *this, {a.getInput()}, [](ArrayRef<double> x) { return -x[0]; },
+      [](ArrayRef<int64_t> x) { return -x[0]; });
+}
+OpFoldResult AbsOp::fold(FoldAdaptor a) {
+  return foldBroadcast(
+      *this, {a.getInput()}, [](ArrayRef<double> x) { return std::fabs(x[0]); },
+      [](ArrayRef<int64_t> x) { return x[0] < 0 ? -x[0] : x[0]; });
+}
+OpFoldResult ErfOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return std::erf(x); });
+}
+OpFoldResult TanhOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return std::tanh(x); });
+}
+OpFoldResult SigmoidOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(),
+                    [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+}
+OpFoldResult ExpOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return std::exp(x); });
+}
+OpFoldResult LogOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return std::log(x); });
+}
+OpFoldResult ReluOp::fold(FoldAdaptor a) {
+  return foldBroadcast(
+      *this, {a.getInput()},
+      [](ArrayRef<double> x) { return x[0] > 0 ? x[0] : 0.0; },
+      [](ArrayRef<int64_t> x) { return x[0] > 0 ? x[0] : int64_t(0); });
+}
+OpFoldResult FloorOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return std::floor(x); });
+}
+OpFoldResult CeilOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return std::ceil(x); });
+}
+OpFoldResult SinOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return std::sin(x); });
+}
+OpFoldResult CosOp::fold(FoldAdaptor a) {
+  return foldUnaryF(*this, a.getInput(), [](double x) { return std::cos(x); });
+}
+OpFoldResult NotOp::fold(FoldAdaptor a) {
+  return foldBroadcast(
+      *this, {a.getInput()}, [](ArrayRef<double> x) { return double(!x[0]); },
+      [](ArrayRef<int64_t> x) { return int64_t(!x[0]); });
+}
+
+#define PCC_FOLD_BINARY(Op, EXPR_F, EXPR_I)                                    \
+  OpFoldResult Op::fold(FoldAdaptor a) {                                       \
+    return foldBroadcast(                                                      \
+        *this, {a.getLhs(), a.getRhs()},                                       \
+        [](ArrayRef<double> x) -> double { return EXPR_F; },                   \
+        [](ArrayRef<int64_t> x) -> int64_t { return EXPR_I; });                \
+  }
+PCC_FOLD_BINARY(AddOp, x[0] + x[1], x[0] + x[1])
+PCC_FOLD_BINARY(SubOp, x[0] - x[1], x[0] - x[1])
+PCC_FOLD_BINARY(MulOp, x[0] * x[1], x[0] * x[1])
+PCC_FOLD_BINARY(PowOp, std::pow(x[0], x[1]),
+                int64_t(std::pow(double(x[0]), double(x[1]))))
+PCC_FOLD_BINARY(MaxOp, std::max(x[0], x[1]), std::max(x[0], x[1]))
+PCC_FOLD_BINARY(MinOp, std::min(x[0], x[1]), std::min(x[0], x[1]))
+PCC_FOLD_BINARY(AndOp, double(x[0] && x[1]), int64_t(x[0] && x[1]))
+PCC_FOLD_BINARY(OrOp, double(x[0] || x[1]), int64_t(x[0] || x[1]))
+PCC_FOLD_BINARY(XorOp, double(bool(x[0]) != bool(x[1])),
+                int64_t(bool(x[0]) != bool(x[1])))
+#undef PCC_FOLD_BINARY
+
+OpFoldResult DivOp::fold(FoldAdaptor a) {
+  // Integer division by zero is left to run time, where it is defined by
+  // the target.
+  if (auto rhs = denseOf(a.getRhs()); rhs && !isa<FloatType>(rhs.getElementType()))
+    for (APInt v : rhs.getValues<APInt>())
+      if (v.isZero())
+        return {};
+  return foldBroadcast(
+      *this, {a.getLhs(), a.getRhs()},
+      [](ArrayRef<double> x) { return x[0] / x[1]; },
+      [](ArrayRef<int64_t> x) { return x[0] / x[1]; });
+}
+
+#define PCC_FOLD_COMPARE(Op, CMP)                                              \
+  OpFoldResult Op::fold(FoldAdaptor a) {                                       \
+    auto lhs = denseOf(a.getLhs());                                            \
+    bool f = lhs && isa<FloatType>(lhs.getElementType());                      \
+    return foldBroadcast(                                                      \
+        *this, {a.getLhs(), a.getRhs()},                                       \
+        [](ArrayRef<double> x) -> double { return x[0] CMP x[1]; },            \
+        [](ArrayRef<int64_t> x) -> int64_t { return x[0] CMP x[1]; }, f);      \
+  }
+PCC_FOLD_COMPARE(EqualOp, ==)
+PCC_FOLD_COMPARE(LessOp, <)
+PCC_FOLD_COMPARE(LessOrEqualOp, <=)
+PCC_FOLD_COMPARE(GreaterOp, >)
+PCC_FOLD_COMPARE(GreaterOrEqualOp, >=)
+#undef PCC_FOLD_COMPARE
+
+OpFoldResult WhereOp::fold(FoldAdaptor a) {
+  return foldBroadcast(
+      *this, {a.getLhs(), a.getRhs(), a.getCondition()},
+      [](ArrayRef<double> x) { return x[2] ? x[0] : x[1]; },
+      [](ArrayRef<int64_t> x) { return x[2] ? x[0] : x[1]; });
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getOutput().getType())
+    return getInput();
+  auto in = denseOf(a.getInput());
+  if (!in || !mayFold(*this))
+    return {};
+  auto outType = getOutput().getType();
+  Scalars s = scalarsOf(in);
+  Type et = outType.getElementType();
+  SmallVector<double> f;
+  SmallVector<int64_t> i;
+  size_t n = s.isFloat ? s.f.size() : s.i.size();
+  for (size_t k = 0; k < n; ++k) {
+    double d = s.isFloat ? s.f[k] : double(s.i[k]);
+    if (isa<FloatType>(et))
+      f.push_back(d);
+    else if (et.isInteger(1))
+      i.push_back(d != 0);
+    else
+      i.push_back(s.isFloat ? int64_t(d) : s.i[k]);
+  }
+  return makeDense(outType, f, i);
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getOutput().getType())
+    return getInput();
+  if (auto producer = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(producer.getInput());
+    return getResult();
+  }
+  if (auto in = denseOf(a.getInput()); in && mayFold(*this))
+    return in.reshape(getOutput().getType());
+  return {};
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor a) {
+  ArrayRef<int64_t> perm = getPerm();
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i)
+    identity &= perm[i] == int64_t(i);
+  if (identity)
+    return getInput();
+  auto in = denseOf(a.getInput());
+  if (!in || !mayFold(*this))
+    return {};
+  SmallVector<int64_t> st = stridesOf(shapeOf(getInput()));
+  return foldMovement(*this, in, [&](ArrayRef<int64_t> idx) {
+    int64_t off = 0;
+    for (size_t i = 0; i < idx.size(); ++i)
+      off += idx[i] * st[perm[i]];
+    return off;
+  });
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getOutput().getType())
+    return getInput();
+  auto in = denseOf(a.getInput());
+  if (!in || !mayFold(*this))
+    return {};
+  ArrayRef<int64_t> s = shapeOf(getInput());
+  size_t rank = shapeOf(getOutput()).size();
+  SmallVector<int64_t> st = stridesOf(s);
+  return foldMovement(*this, in, [&](ArrayRef<int64_t> idx) {
+    int64_t off = 0;
+    for (size_t i = 0; i < s.size(); ++i)
+      off += s[i] == 1 ? 0 : idx[i + rank - s.size()] * st[i];
+    return off;
+  });
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor a) {
+  if (getInput().getType() == getOutput().getType() &&
+      llvm::all_of(getStarts(), [](int64_t s) { return s == 0; }) &&
+      llvm::all_of(getSteps(), [](int64_t s) { return s == 1; }))
+    return getInput();
+  auto in = denseOf(a.getInput());
+  if (!in || !mayFold(*this))
+    return {};
+  SmallVector<int64_t> st = stridesOf(shapeOf(getInput()));
+  return foldMovement(*this, in, [&](ArrayRef<int64_t> idx) {
+    int64_t off = 0;
+    for (size_t i = 0; i < idx.size(); ++i)
+      off += (getStarts()[i] + idx[i] * getSteps()[i]) * st[i];
+    return off;
+  });
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor a) {
+  if (getInputs().size() == 1)
+    return getInputs()[0];
+  if (!mayFold(*this))
+    return {};
+  SmallVector<Attribute> vals;
+  SmallVector<DenseElementsAttr> ins;
+  for (Attribute attr : a.getInputs()) {
+    if (!denseOf(attr))
+      return {};
+    ins.push_back(denseOf(attr));
+  }
+  // Row-major concatenation: for each outer index, append each input's
+  // block of `dim[axis] * inner` elements.
+  ArrayRef<int64_t> shape = shapeOf(getOutput());
+  int64_t axis = getAxis();
+  int64_t outer = numElements(shape.take_front(axis));
+  int64_t inner = numElements(shape.drop_front(axis + 1));
+  SmallVector<SmallVector<Attribute>> inVals;
+  for (DenseElementsAttr d : ins) {
+    SmallVector<Attribute> v;
+    if (d.isSplat())
+      v.assign(d.getNumElements(), d.getSplatValue<Attribute>());
+    else
+      v.assign(d.getValues<Attribute>().begin(), d.getValues<Attribute>().end());
+    inVals.push_back(std::move(v));
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t k = 0; k < ins.size(); ++k) {
+      int64_t block = ins[k].getType().getShape()[axis] * inner;
+      for (int64_t e = 0; e < block; ++e)
+        vals.push_back(inVals[k][o * block + e]);
+    }
+  return DenseElementsAttr::get(getOutput().getType(), vals);
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor a) {
+  auto data = denseOf(a.getData());
+  auto indices = denseOf(a.getIndices());
+  if (!data || !indices || !mayFold(*this))
+    return {};
+  ArrayRef<int64_t> ds = shapeOf(getData());
+  int64_t axis = getAxis(), extent = ds[axis];
+  SmallVector<int64_t> idxVals;
+  for (APInt v : indices.getValues<APInt>()) {
+    int64_t i = v.getSExtValue();
+    if (i < -extent || i >= extent)
+      return {};
+    idxVals.push_back(i < 0 ? i + extent : i);
+  }
+  ArrayRef<int64_t> is = shapeOf(getIndices());
+  SmallVector<int64_t> dst = stridesOf(ds), ist = stridesOf(is);
+  return foldMovement(*this, data, [&](ArrayRef<int64_t> idx) {
+    int64_t off = 0, ioff = 0;
+    for (int64_t i = 0; i < axis; ++i)
+      off += idx[i] * dst[i];
+    for (size_t i = 0; i < is.size(); ++i)
+      ioff += idx[axis + i] * ist[i];
+    off += idxVals[ioff] * dst[axis];
+    for (size_t i = axis + 1; i < ds.size(); ++i)
+      off += idx[i - 1 + is.size()] * dst[i];
+    return off;
+  });
+}
+
+#define GET_OP_CLASSES
+#include "pcc/Dialect/Graph/IR/GraphOps.cpp.inc"

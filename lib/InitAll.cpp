@@ -1,0 +1,20 @@
+//===- InitAll.cpp - Registers every pcc dialect and pass -----------------===//
+
+#include "pcc/InitAll.h"
+
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+#include "pcc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void pcc::registerAllDialects(mlir::DialectRegistry &registry) {
+  registry.insert<pcc::graph::GraphDialect, mlir::func::FuncDialect>();
+}
+
+void pcc::registerAllPasses() {
+  pcc::registerPCCPasses();
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+}
