@@ -1,0 +1,67 @@
+//===- Driver.h - The compile and run pipelines of the pcc tool -*- C++ -*-===//
+
+#ifndef PCC_DRIVER_DRIVER_H
+#define PCC_DRIVER_DRIVER_H
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pcc {
+
+struct CompileOptions {
+  std::string model;
+  std::string outDir;
+  std::string target = "cpu";
+  int64_t tp = 1, pp = 1, microbatches = 0, virtualStages = 1;
+  std::string schedule = "1f1b";
+  bool train = false;
+  /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
+  std::map<std::string, std::string> bindings;
+  bool retie = true;
+  /// Symbol prefix of the generated library.
+  std::string symbolPrefix = "pcc";
+};
+
+/// The passes between import and code generation: folding, dead-code
+/// removal and the static-shape check the targets rely on.
+void buildCompilePipeline(mlir::OpPassManager &pm,
+                          const CompileOptions &options);
+
+/// `pcc compile`: imports, optimizes, emits C++, builds OUT/libmodel.so and
+/// writes OUT/weights.safetensors and OUT/report.json. OUT is replaced only
+/// by a complete result. Diagnostics go to stderr as one line
+/// `pcc: error: <node>: <message>`; a summary goes to `summary`.
+llvm::LogicalResult compile(const CompileOptions &options,
+                            llvm::raw_ostream &summary);
+
+struct RunOptions {
+  std::string dir;
+  std::vector<std::string> inputs;
+  std::string dumpDir;
+  int64_t steps = 1;
+};
+
+/// `pcc run`: loads OUT, binds the inputs, runs and optionally dumps the
+/// outputs. Errors are printed as one line to stderr.
+llvm::LogicalResult run(const RunOptions &options, llvm::raw_ostream &summary);
+
+/// Installs the one-line `pcc: error: <node>: <message>` diagnostic format
+/// on `context` for the lifetime of the returned handler.
+std::unique_ptr<mlir::ScopedDiagnosticHandler>
+installDiagnosticPrinter(mlir::MLIRContext &context);
+
+/// Compiles C++ `source` into the shared library `output` with the host
+/// compiler ($PCC_CXX or c++), adding the BLAS flags found at configure
+/// time. On failure returns the compiler's first error line.
+llvm::LogicalResult buildSharedLibrary(const std::string &source,
+                                       const std::string &output,
+                                       const std::string &logFile,
+                                       std::string &error);
+
+} // namespace pcc
+
+#endif // PCC_DRIVER_DRIVER_H

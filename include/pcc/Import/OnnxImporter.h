@@ -1,0 +1,48 @@
+//===- OnnxImporter.h - ONNX models to the Graph dialect --------*- C++ -*-===//
+
+#ifndef PCC_IMPORT_ONNXIMPORTER_H
+#define PCC_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pcc {
+
+struct ImportOptions {
+  /// Graph inputs fixed at compile time: input name -> TensorProto file.
+  std::map<std::string, std::string> bindings;
+  /// Re-tie 2-D initializers that are the transpose of an earlier one.
+  bool retie = true;
+};
+
+/// What the importer decided beyond the IR, for the compile report.
+struct ImportReport {
+  /// (re-tied initializer, the initializer it is the transpose of).
+  std::vector<std::pair<std::string, std::string>> reties;
+};
+
+/// Imports an ONNX model file: binary protobuf, or ONNX's text format when
+/// the file does not parse as protobuf and looks like text. Returns a module
+/// holding `func.func @main`, or null after emitting a diagnostic.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxFile(mlir::MLIRContext &context, const std::string &path,
+               const ImportOptions &options = {},
+               ImportReport *report = nullptr);
+
+/// Imports ONNX's text format from memory (`name` is used in diagnostics).
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxText(mlir::MLIRContext &context, llvm::StringRef text,
+               llvm::StringRef name, const ImportOptions &options = {},
+               ImportReport *report = nullptr);
+
+/// The attribute names that carry ONNX value names on the function's
+/// arguments and results.
+inline constexpr llvm::StringLiteral kOnnxNameAttr = "onnx.name";
+
+} // namespace pcc
+
+#endif // PCC_IMPORT_ONNXIMPORTER_H

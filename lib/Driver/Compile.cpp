@@ -1,0 +1,330 @@
+//===- Compile.cpp - The `pcc compile` pipeline ---------------------------===//
+
+#include "pcc/Driver/Driver.h"
+
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+#include "pcc/Import/OnnxImporter.h"
+#include "pcc/InitAll.h"
+#include "pcc/Target/Cpu/CppEmitter.h"
+#include "pcc/Transforms/Passes.h"
+
+#include "pccrt/Runtime.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+
+#include <fstream>
+#include <sstream>
+
+using namespace mlir;
+using namespace pcc;
+
+#ifndef PCC_BLAS_FLAGS
+#define PCC_BLAS_FLAGS ""
+#endif
+
+std::unique_ptr<ScopedDiagnosticHandler>
+pcc::installDiagnosticPrinter(MLIRContext &context) {
+  return std::make_unique<ScopedDiagnosticHandler>(
+      &context, [](Diagnostic &diag) {
+        if (diag.getSeverity() != DiagnosticSeverity::Error)
+          return success();
+        std::string where;
+        if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
+          where = name.getName().str();
+        else if (auto file = dyn_cast<FileLineColLoc>(diag.getLocation()))
+          where = file.getFilename().str();
+        std::string msg = diag.str();
+        std::replace(msg.begin(), msg.end(), '\n', ' ');
+        llvm::errs() << "pcc: error: " << (where.empty() ? "" : where + ": ")
+                     << msg << "\n";
+        return success();
+      });
+}
+
+void pcc::buildCompilePipeline(OpPassManager &pm,
+                               const CompileOptions &options) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addNestedPass<func::FuncOp>(createCheckStaticShapes());
+}
+
+LogicalResult pcc::buildSharedLibrary(const std::string &source,
+                                      const std::string &output,
+                                      const std::string &logFile,
+                                      std::string &error) {
+  std::string cxx = "c++";
+  if (auto env = llvm::sys::Process::GetEnv("PCC_CXX"))
+    cxx = *env;
+  auto program = llvm::sys::findProgramByName(cxx);
+  if (!program) {
+    error = "C++ compiler '" + cxx + "' not found (set PCC_CXX)";
+    return failure();
+  }
+  SmallVector<std::string> args{*program, "-std=c++17", "-O2", "-fPIC",
+                                "-shared", "-w", "-o", output, source};
+  std::istringstream blas(PCC_BLAS_FLAGS);
+  for (std::string flag; blas >> flag;)
+    args.push_back(flag);
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logFile),
+                                          StringRef(logFile)};
+  std::string execError;
+  int rc = llvm::sys::ExecuteAndWait(*program, argRefs, std::nullopt,
+                                     redirects, 0, 0, &execError);
+  if (rc == 0)
+    return success();
+  error = "the C++ compiler failed on the generated code";
+  std::ifstream log(logFile);
+  for (std::string line; std::getline(log, line);)
+    if (line.find("error") != std::string::npos) {
+      error += ": " + line;
+      break;
+    }
+  if (!execError.empty())
+    error += ": " + execError;
+  return failure();
+}
+
+namespace {
+/// A folder that is removed unless committed: `pcc compile` builds into it
+/// and renames it over the output only once everything succeeded.
+class TempDir {
+public:
+  explicit TempDir(std::string path) : path(std::move(path)) {}
+  ~TempDir() {
+    if (!committed)
+      llvm::sys::fs::remove_directories(path);
+  }
+  std::string path;
+  bool committed = false;
+};
+} // namespace
+
+static std::string humanCount(double v, StringRef unit) {
+  const char *suffix[] = {"", "K", "M", "G", "T"};
+  int i = 0;
+  while (v >= 1000 && i < 4)
+    v /= 1000, ++i;
+  return llvm::formatv("{0:F2} {1}{2}", v, suffix[i], unit).str();
+}
+
+static llvm::json::Value shapeJson(Type t) {
+  llvm::json::Array a;
+  for (int64_t d : cast<RankedTensorType>(t).getShape())
+    a.push_back(d);
+  return a;
+}
+
+LogicalResult pcc::compile(const CompileOptions &options,
+                           llvm::raw_ostream &summary) {
+  auto fail = [](const Twine &msg) {
+    llvm::errs() << "pcc: error: " << msg << "\n";
+    return failure();
+  };
+  if (options.target != "cpu")
+    return fail("target '" + options.target +
+                "' is not available yet; use --target cpu");
+  if (options.tp != 1 || options.pp != 1)
+    return fail("tensor and pipeline parallelism (--tp/--pp > 1) are not "
+                "implemented yet");
+  if (options.train)
+    return fail("--train is not implemented yet");
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.disableMultithreading();
+  auto diagPrinter = installDiagnosticPrinter(context);
+
+  ImportOptions importOptions;
+  importOptions.bindings = options.bindings;
+  importOptions.retie = options.retie;
+  ImportReport importReport;
+  OwningOpRef<ModuleOp> module =
+      importOnnxFile(context, options.model, importOptions, &importReport);
+  if (!module)
+    return failure();
+  PassManager pm(&context);
+  buildCompilePipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return failure();
+  auto func = cast<func::FuncOp>(module->getBody()->front());
+
+  // Everything is written into a temporary folder beside OUT.
+  SmallString<256> outAbs(options.outDir);
+  llvm::sys::fs::make_absolute(outAbs);
+  llvm::sys::path::remove_dots(outAbs, true);
+  StringRef parent = llvm::sys::path::parent_path(outAbs);
+  if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+    return fail("output folder's parent '" + parent + "' does not exist");
+  if (llvm::sys::fs::exists(outAbs) && !llvm::sys::fs::is_directory(outAbs))
+    return fail("output '" + options.outDir + "' exists and is not a folder");
+  TempDir tmp((outAbs + ".pcc-tmp-" +
+               Twine(llvm::sys::Process::getProcessId()))
+                  .str());
+  llvm::sys::fs::remove_directories(tmp.path);
+  if (llvm::sys::fs::create_directory(tmp.path))
+    return fail("cannot create '" + tmp.path + "'");
+  auto path = [&](StringRef name) { return (tmp.path + "/" + name).str(); };
+
+  std::error_code ec;
+  CppEmitOptions emitOptions;
+  emitOptions.symbolPrefix = options.symbolPrefix;
+  FailureOr<CppEmitResult> emitted;
+  {
+    llvm::raw_fd_ostream source(path("model.cpp"), ec);
+    if (ec)
+      return fail("cannot write model.cpp: " + ec.message());
+    emitted = emitCpp(func, source, emitOptions);
+    if (failed(emitted))
+      return failure();
+  }
+  for (auto [name, text] : {std::pair<StringRef, StringRef>{"pcc_kernels.h",
+                                                             getKernelHeader()},
+                            {"pccrt.h", getAbiHeader()}}) {
+    llvm::raw_fd_ostream os(path(name), ec);
+    if (ec)
+      return fail("cannot write " + name + ": " + ec.message());
+    os << text;
+  }
+
+  // Weights, in the order the generated code expects them.
+  std::vector<pccrt::Tensor> tensors;
+  int64_t paramElements = 0, paramBytes = 0, paramCount = 0;
+  for (const WeightEntry &w : emitted->weights) {
+    pccrt::Tensor t;
+    t.name = w.name;
+    t.dtype = getOnnxDataType(w.value.getElementType());
+    auto shape = w.value.getType().getShape();
+    t.shape.assign(shape.begin(), shape.end());
+    t.data = getRawBytes(w.value);
+    if (!StringRef(w.name).starts_with("pcc.const.")) {
+      ++paramCount;
+      paramElements += w.value.getNumElements();
+      paramBytes += t.data.size();
+    }
+    tensors.push_back(std::move(t));
+  }
+  try {
+    pccrt::writeSafetensors(path("weights.safetensors"), tensors,
+                            {{"format", "pcc"}});
+  } catch (const pccrt::Error &e) {
+    return fail(e.what());
+  }
+  tensors.clear();
+
+  std::string buildError;
+  if (failed(buildSharedLibrary(path("model.cpp"), path("libmodel.so"),
+                                path("build.log"), buildError)))
+    return fail(buildError);
+
+  // The report: what the compile decided.
+  llvm::StringMap<int64_t> opCounts;
+  int64_t flops = 0, numOps = 0;
+  func.walk([&](Operation *op) {
+    if (isa<func::FuncOp, func::ReturnOp>(op))
+      return;
+    ++opCounts[op->getName().getStringRef()];
+    ++numOps;
+    if (auto cost = dyn_cast<graph::CostOpInterface>(op))
+      flops += cost.getFlops();
+  });
+  int64_t ioBytes = 0;
+  auto bytesOf = [](Type t) {
+    auto rt = cast<RankedTensorType>(t);
+    int64_t w = rt.getElementType().isInteger(1)
+                    ? 1
+                    : rt.getElementTypeBitWidth() / 8;
+    return rt.getNumElements() * w;
+  };
+  for (Type t : func.getArgumentTypes())
+    ioBytes += bytesOf(t);
+  for (Type t : func.getResultTypes())
+    ioBytes += bytesOf(t);
+  llvm::json::Object ops;
+  for (auto &kv : opCounts)
+    ops[kv.getKey()] = kv.getValue();
+  llvm::json::Array reties, inputs, outputs;
+  for (auto &[tied, to] : importReport.reties)
+    reties.push_back(llvm::json::Object{{"initializer", tied},
+                                        {"transpose_of", to}});
+  for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
+    inputs.push_back(llvm::json::Object{
+        {"name", func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr).getValue()},
+        {"shape", shapeJson(t)}});
+  for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
+    outputs.push_back(llvm::json::Object{
+        {"name",
+         func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr).getValue()},
+        {"shape", shapeJson(t)}});
+  int64_t perRank = paramBytes + int64_t(emitted->workspaceBytes) + ioBytes;
+  llvm::json::Object report{
+      {"model", options.model},
+      {"target", options.target},
+      {"tp", options.tp},
+      {"pp", options.pp},
+      {"train", options.train},
+      {"inputs", std::move(inputs)},
+      {"outputs", std::move(outputs)},
+      {"num_ops", numOps},
+      {"ops", std::move(ops)},
+      {"parameters",
+       llvm::json::Object{{"count", paramCount},
+                          {"elements", paramElements},
+                          {"bytes", paramBytes}}},
+      {"flops", flops},
+      {"memory",
+       llvm::json::Object{{"weights_bytes", paramBytes},
+                          {"workspace_bytes", int64_t(emitted->workspaceBytes)},
+                          {"io_bytes", ioBytes},
+                          {"per_rank_bytes", llvm::json::Array{perRank}}}},
+      {"saved_activations",
+       llvm::json::Object{{"count", 0}, {"bytes", 0}}},
+      {"reties", std::move(reties)},
+  };
+  {
+    llvm::raw_fd_ostream os(path("report.json"), ec);
+    if (ec)
+      return fail("cannot write report.json: " + ec.message());
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+  }
+
+  // Replace OUT by the complete result.
+  std::string old;
+  if (llvm::sys::fs::exists(outAbs)) {
+    old = (outAbs + ".pcc-old-" + Twine(llvm::sys::Process::getProcessId()))
+              .str();
+    llvm::sys::fs::remove_directories(old);
+    if (llvm::sys::fs::rename(outAbs, old))
+      return fail("cannot replace '" + options.outDir + "'");
+  }
+  if (std::error_code rec = llvm::sys::fs::rename(tmp.path, outAbs)) {
+    if (!old.empty())
+      llvm::sys::fs::rename(old, outAbs);
+    return fail("cannot create '" + options.outDir + "': " + rec.message());
+  }
+  tmp.committed = true;
+  if (!old.empty())
+    llvm::sys::fs::remove_directories(old);
+
+  for (auto &[tied, to] : importReport.reties)
+    summary << "pcc: re-tied initializer '" << tied << "' as the transpose of '"
+            << to << "'\n";
+  summary << "pcc: compiled " << options.model << " -> " << options.outDir
+          << " (target " << options.target << ")\n"
+          << "  ops: " << numOps << ", parameters: " << paramCount << " ("
+          << humanCount(paramElements, "") << " elements), flops/step: "
+          << humanCount(flops, "FLOP") << "\n"
+          << "  memory: weights " << humanCount(paramBytes, "B")
+          << ", workspace " << humanCount(emitted->workspaceBytes, "B")
+          << ", inputs+outputs " << humanCount(ioBytes, "B") << "\n";
+  return success();
+}

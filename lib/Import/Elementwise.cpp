@@ -1,0 +1,130 @@
+//===- Elementwise.cpp - Import element-wise ONNX operators ---------------===//
+
+#include "NodeImporter.h"
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::import;
+
+template <typename OpTy>
+static LogicalResult importUnary(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  auto r = n.createWithTypes(OpTy::getOperationName(), n.input(0).getType(),
+                             n.input(0));
+  if (failed(r))
+    return failure();
+  n.results = *r;
+  return success();
+}
+
+template <typename OpTy>
+static LogicalResult importBinary(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto r = n.create1<OpTy>({n.input(0), n.input(1)});
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+/// Sum, Max, Min, Mean take any number of operands: a chain of binaries.
+template <typename OpTy>
+static LogicalResult importVariadic(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  Value acc = n.input(0);
+  for (size_t i = 1; i < n.numInputs(); ++i) {
+    auto r = n.create1<OpTy>({acc, n.input(i)});
+    if (failed(r))
+      return failure();
+    acc = *r;
+  }
+  n.results = {acc};
+  return success();
+}
+
+static LogicalResult importMean(NodeImporter &n) {
+  if (failed(importVariadic<graph::AddOp>(n)))
+    return failure();
+  if (n.numInputs() == 1)
+    return success();
+  Type et = getElementTypeOrSelf(n.results[0].getType());
+  auto scalarType = RankedTensorType::get({}, et);
+  DenseElementsAttr count =
+      isa<FloatType>(et)
+          ? DenseElementsAttr::get(scalarType,
+                                   FloatAttr::get(et, double(n.numInputs())))
+          : DenseElementsAttr::get(
+                scalarType, IntegerAttr::get(et, int64_t(n.numInputs())));
+  auto r = n.create1<graph::DivOp>({n.results[0], n.constant(count)});
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+static LogicalResult importWhere(NodeImporter &n) {
+  if (failed(n.requireInputs(3)))
+    return failure();
+  auto r = n.create1<graph::WhereOp>({n.input(0), n.input(1), n.input(2)});
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+static LogicalResult importCast(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  int64_t to = n.attrInt("to", 0);
+  Type et = convertElementType(n.b.getContext(), int32_t(to));
+  if (!et)
+    return emitError(n.loc) << "Cast: unsupported target type " << to,
+           failure();
+  auto type = RankedTensorType::get(n.inputType(0).getShape(), et);
+  auto r = n.create1WithType(graph::CastOp::getOperationName(), type,
+                             n.input(0));
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+void pcc::import::registerElementwiseImporters(ImporterMap &map) {
+  map["Sqrt"] = importUnary<graph::SqrtOp>;
+  map["Reciprocal"] = importUnary<graph::ReciprocalOp>;
+  map["Neg"] = importUnary<graph::NegOp>;
+  map["Abs"] = importUnary<graph::AbsOp>;
+  map["Erf"] = importUnary<graph::ErfOp>;
+  map["Tanh"] = importUnary<graph::TanhOp>;
+  map["Sigmoid"] = importUnary<graph::SigmoidOp>;
+  map["Exp"] = importUnary<graph::ExpOp>;
+  map["Log"] = importUnary<graph::LogOp>;
+  map["Relu"] = importUnary<graph::ReluOp>;
+  map["Floor"] = importUnary<graph::FloorOp>;
+  map["Ceil"] = importUnary<graph::CeilOp>;
+  map["Sin"] = importUnary<graph::SinOp>;
+  map["Cos"] = importUnary<graph::CosOp>;
+  map["Not"] = importUnary<graph::NotOp>;
+  map["Add"] = importBinary<graph::AddOp>;
+  map["Sub"] = importBinary<graph::SubOp>;
+  map["Mul"] = importBinary<graph::MulOp>;
+  map["Div"] = importBinary<graph::DivOp>;
+  map["Pow"] = importBinary<graph::PowOp>;
+  map["And"] = importBinary<graph::AndOp>;
+  map["Or"] = importBinary<graph::OrOp>;
+  map["Xor"] = importBinary<graph::XorOp>;
+  map["Equal"] = importBinary<graph::EqualOp>;
+  map["Less"] = importBinary<graph::LessOp>;
+  map["LessOrEqual"] = importBinary<graph::LessOrEqualOp>;
+  map["Greater"] = importBinary<graph::GreaterOp>;
+  map["GreaterOrEqual"] = importBinary<graph::GreaterOrEqualOp>;
+  map["Max"] = importVariadic<graph::MaxOp>;
+  map["Min"] = importVariadic<graph::MinOp>;
+  map["Sum"] = importVariadic<graph::AddOp>;
+  map["Mean"] = importMean;
+  map["Where"] = importWhere;
+  map["Cast"] = importCast;
+}

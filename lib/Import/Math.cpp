@@ -1,0 +1,159 @@
+//===- Math.cpp - Import contractions, normalizations and reductions ------===//
+
+#include "NodeImporter.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::import;
+
+static LogicalResult importMatMul(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto r = n.create1<graph::MatMulOp>({n.input(0), n.input(1)});
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+static LogicalResult importGemm(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  SmallVector<Value> operands{n.input(0), n.input(1)};
+  if (n.input(2))
+    operands.push_back(n.input(2));
+  SmallVector<NamedAttribute> attrs{
+      n.b.getNamedAttr("alpha", n.b.getF32FloatAttr(n.attrFloat("alpha", 1))),
+      n.b.getNamedAttr("beta", n.b.getF32FloatAttr(n.attrFloat("beta", 1))),
+      n.b.getNamedAttr("transA", n.b.getBoolAttr(n.attrInt("transA", 0))),
+      n.b.getNamedAttr("transB", n.b.getBoolAttr(n.attrInt("transB", 0)))};
+  auto r = n.create1<graph::GemmOp>(operands, attrs);
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+/// Softmax and LogSoftmax. Before opset 13 they flattened the input to 2-D
+/// at `axis` (default 1) and normalized over the whole trailing block.
+template <typename OpTy>
+static LogicalResult importSoftmax(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  RankedTensorType type = n.inputType(0);
+  int64_t rank = type.getRank();
+  auto axis = n.normalizeAxis(n.attrInt("axis", n.opset < 13 ? 1 : -1),
+                              std::max<int64_t>(rank, 1));
+  if (failed(axis))
+    return failure();
+  Value x = n.input(0);
+  bool flatten = n.opset < 13 && *axis != rank - 1;
+  if (flatten) {
+    ArrayRef<int64_t> s = type.getShape();
+    int64_t outer = std::accumulate(s.begin(), s.begin() + *axis, int64_t(1),
+                                    std::multiplies<int64_t>());
+    int64_t inner = type.getNumElements() / std::max<int64_t>(outer, 1);
+    auto flat = RankedTensorType::get({outer, inner}, type.getElementType());
+    auto r = n.create1WithType(graph::ReshapeOp::getOperationName(), flat, x);
+    if (failed(r))
+      return failure();
+    x = *r;
+  }
+  int64_t opAxis = flatten ? 1 : *axis;
+  auto r = n.createWithTypes(OpTy::getOperationName(), x.getType(), x,
+                             n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(opAxis)));
+  if (failed(r))
+    return failure();
+  Value y = (*r)[0];
+  if (flatten) {
+    auto back = n.create1WithType(graph::ReshapeOp::getOperationName(), type, y);
+    if (failed(back))
+      return failure();
+    y = *back;
+  }
+  n.results = {y};
+  return success();
+}
+
+static LogicalResult importLayerNorm(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto axis = n.normalizeAxis(n.attrInt("axis", -1), n.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<Value> operands{n.input(0), n.input(1)};
+  if (n.input(2))
+    operands.push_back(n.input(2));
+  auto r = n.create<graph::LayerNormOp>(
+      operands,
+      {n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)),
+       n.b.getNamedAttr("epsilon",
+                        n.b.getF32FloatAttr(n.attrFloat("epsilon", 1e-5f)))});
+  if (failed(r))
+    return failure();
+  n.results = *r;
+  return success();
+}
+
+/// ReduceSum took its axes as an input from opset 13, the other reductions
+/// from opset 18.
+template <typename OpTy>
+static LogicalResult importReduce(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  bool axesAsInput =
+      n.opset >= 18 || (n.opset >= 13 && n.node.op_type() == "ReduceSum");
+  SmallVector<int64_t> axes;
+  if (axesAsInput) {
+    if (n.input(1)) {
+      auto c = n.constInts(1, "axes");
+      if (failed(c))
+        return failure();
+      axes = *c;
+    }
+  } else if (auto a = n.attrInts("axes")) {
+    axes = *a;
+  }
+  int64_t rank = n.inputType(0).getRank();
+  if (axes.empty()) {
+    if (n.attrInt("noop_with_empty_axes", 0)) {
+      n.results = {n.input(0)};
+      return success();
+    }
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  for (int64_t &a : axes) {
+    auto na = n.normalizeAxis(a, rank);
+    if (failed(na))
+      return failure();
+    a = *na;
+  }
+  llvm::sort(axes);
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    return emitError(n.loc) << n.node.op_type() << ": repeated axis",
+           failure();
+  auto r = n.create1<OpTy>(
+      n.input(0),
+      {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr(axes)),
+       n.b.getNamedAttr("keepdims",
+                        n.b.getBoolAttr(n.attrInt("keepdims", 1) != 0))});
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+void pcc::import::registerMathImporters(ImporterMap &map) {
+  map["MatMul"] = importMatMul;
+  map["Gemm"] = importGemm;
+  map["Softmax"] = importSoftmax<graph::SoftmaxOp>;
+  map["LogSoftmax"] = importSoftmax<graph::LogSoftmaxOp>;
+  map["LayerNormalization"] = importLayerNorm;
+  map["ReduceMean"] = importReduce<graph::ReduceMeanOp>;
+  map["ReduceSum"] = importReduce<graph::ReduceSumOp>;
+  map["ReduceMax"] = importReduce<graph::ReduceMaxOp>;
+  map["ReduceMin"] = importReduce<graph::ReduceMinOp>;
+}

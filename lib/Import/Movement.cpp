@@ -1,0 +1,434 @@
+//===- Movement.cpp - Import data-movement ONNX operators -----------------===//
+//
+// Reshape, Squeeze, Unsqueeze and Flatten become graph.reshape; Slice is
+// normalized to one (start, size, step) per dimension; operands that ONNX
+// passes as tensors (shapes, axes, bounds, split sizes) must be constants.
+//
+//===----------------------------------------------------------------------===//
+
+#include "NodeImporter.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::import;
+
+static LogicalResult reshapeTo(NodeImporter &n, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, n.inputType(0).getElementType());
+  if (type.getNumElements() != n.inputType(0).getNumElements())
+    return emitError(n.loc) << n.node.op_type() << ": cannot reshape "
+                            << n.inputType(0) << " to " << type,
+           failure();
+  auto r = n.create1WithType(graph::ReshapeOp::getOperationName(), type,
+                             n.input(0));
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+static LogicalResult importReshape(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto shape = n.constInts(1, "shape");
+  if (failed(shape))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  bool allowZero = n.attrInt("allowzero", 0);
+  SmallVector<int64_t> out;
+  int64_t inferred = -1, known = 1;
+  for (auto [i, d] : llvm::enumerate(*shape)) {
+    if (d == 0 && !allowZero) {
+      if (i >= in.size())
+        return emitError(n.loc) << "Reshape: 0 at position " << i
+                                << " has no input dimension to copy",
+               failure();
+      d = in[i];
+    }
+    if (d == -1) {
+      if (inferred >= 0)
+        return emitError(n.loc) << "Reshape: more than one -1", failure();
+      inferred = i;
+      out.push_back(1);
+      continue;
+    }
+    if (d < 0)
+      return emitError(n.loc) << "Reshape: invalid dimension " << d, failure();
+    known *= d;
+    out.push_back(d);
+  }
+  int64_t total = n.inputType(0).getNumElements();
+  if (inferred >= 0) {
+    if (known == 0 || total % known)
+      return emitError(n.loc) << "Reshape: cannot infer -1 for "
+                              << n.inputType(0),
+             failure();
+    out[inferred] = total / known;
+  }
+  return reshapeTo(n, out);
+}
+
+/// Axes from the attribute (before `inputFromOpset`) or from input #1.
+static FailureOr<SmallVector<int64_t>>
+axesOperand(NodeImporter &n, int64_t inputFromOpset, int64_t rank,
+            bool &present) {
+  SmallVector<int64_t> axes;
+  present = false;
+  if (n.opset >= inputFromOpset) {
+    if (n.input(1)) {
+      auto c = n.constInts(1, "axes");
+      if (failed(c))
+        return failure();
+      axes = *c;
+      present = true;
+    }
+  } else if (auto a = n.attrInts("axes")) {
+    axes = *a;
+    present = true;
+  }
+  for (int64_t &a : axes) {
+    auto na = n.normalizeAxis(a, rank);
+    if (failed(na))
+      return failure();
+    a = *na;
+  }
+  return axes;
+}
+
+static LogicalResult importSqueeze(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  bool present;
+  auto axes = axesOperand(n, 13, in.size(), present);
+  if (failed(axes))
+    return failure();
+  SmallVector<int64_t> out;
+  for (auto [i, d] : llvm::enumerate(in)) {
+    bool listed = llvm::is_contained(*axes, int64_t(i));
+    if (listed && d != 1)
+      return emitError(n.loc) << "Squeeze: dimension " << i << " has extent "
+                              << d << ", not 1",
+             failure();
+    if (!(listed || (!present && d == 1)))
+      out.push_back(d);
+  }
+  return reshapeTo(n, out);
+}
+
+static LogicalResult importUnsqueeze(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  bool present;
+  SmallVector<int64_t> raw;
+  if (n.opset >= 13) {
+    auto c = n.constInts(1, "axes");
+    if (failed(c))
+      return failure();
+    raw = *c;
+  } else if (auto a = n.attrInts("axes")) {
+    raw = *a;
+  }
+  (void)present;
+  int64_t rank = in.size() + raw.size();
+  SmallVector<int64_t> axes;
+  for (int64_t a : raw) {
+    auto na = n.normalizeAxis(a, rank);
+    if (failed(na))
+      return failure();
+    axes.push_back(*na);
+  }
+  SmallVector<int64_t> out;
+  size_t next = 0;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (llvm::is_contained(axes, i))
+      out.push_back(1);
+    else if (next < in.size())
+      out.push_back(in[next++]);
+    else
+      return emitError(n.loc) << "Unsqueeze: repeated or invalid axes",
+             failure();
+  }
+  return reshapeTo(n, out);
+}
+
+static LogicalResult importFlatten(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  int64_t axis = n.attrInt("axis", 1);
+  if (axis < 0)
+    axis += in.size();
+  if (axis < 0 || axis > int64_t(in.size()))
+    return emitError(n.loc) << "Flatten: axis out of range", failure();
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= in[i];
+  int64_t total = n.inputType(0).getNumElements();
+  return reshapeTo(n, {outer, outer ? total / outer : 0});
+}
+
+static LogicalResult importIdentity(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  n.results = {n.input(0)};
+  return success();
+}
+
+/// Dropout in inference: the identity, and an all-true mask.
+static LogicalResult importDropout(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  if (auto training = NodeImporter::constantOf(n.input(2)))
+    if (training.getSplatValue<bool>())
+      return emitError(n.loc) << "Dropout: training mode is not supported",
+             failure();
+  auto maskType = RankedTensorType::get(n.inputType(0).getShape(),
+                                        n.b.getI1Type());
+  n.results = {n.input(0),
+               n.constant(DenseElementsAttr::get(maskType, true))};
+  return success();
+}
+
+static LogicalResult importTranspose(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  int64_t rank = n.inputType(0).getRank();
+  SmallVector<int64_t> perm;
+  if (auto p = n.attrInts("perm"))
+    perm = *p;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  for (int64_t &p : perm)
+    if (p < 0)
+      p += rank;
+  auto r = n.create1<graph::TransposeOp>(
+      n.input(0), n.b.getNamedAttr("perm", n.b.getDenseI64ArrayAttr(perm)));
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+static LogicalResult importExpand(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto shape = n.constInts(1, "shape");
+  if (failed(shape))
+    return failure();
+  auto out = graph::broadcastShapes(n.inputType(0).getShape(), *shape);
+  if (failed(out) || llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
+    return emitError(n.loc) << "Expand: cannot broadcast " << n.inputType(0)
+                            << " to the requested shape",
+           failure();
+  auto type = RankedTensorType::get(*out, n.inputType(0).getElementType());
+  auto r = n.create1WithType(graph::ExpandOp::getOperationName(), type,
+                             n.input(0));
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+static LogicalResult importSlice(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  int64_t rank = in.size();
+  SmallVector<int64_t> starts, ends, axes, steps;
+  if (n.opset < 10) {
+    starts = n.attrInts("starts").value_or(SmallVector<int64_t>{});
+    ends = n.attrInts("ends").value_or(SmallVector<int64_t>{});
+    axes = n.attrInts("axes").value_or(SmallVector<int64_t>{});
+  } else {
+    if (failed(n.requireInputs(3)))
+      return failure();
+    auto s = n.constInts(1, "starts"), e = n.constInts(2, "ends");
+    if (failed(s) || failed(e))
+      return failure();
+    starts = *s, ends = *e;
+    if (n.input(3)) {
+      auto a = n.constInts(3, "axes");
+      if (failed(a))
+        return failure();
+      axes = *a;
+    }
+    if (n.input(4)) {
+      auto st = n.constInts(4, "steps");
+      if (failed(st))
+        return failure();
+      steps = *st;
+    }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return emitError(n.loc) << "Slice: starts, ends, axes and steps differ "
+                               "in length",
+           failure();
+  SmallVector<int64_t> oStart(rank, 0), oSize(in), oStep(rank, 1);
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto axis = n.normalizeAxis(axes[i], rank);
+    if (failed(axis))
+      return failure();
+    if (seen[*axis])
+      return emitError(n.loc) << "Slice: repeated axis", failure();
+    seen[*axis] = true;
+    int64_t dim = in[*axis], step = steps[i];
+    if (step == 0)
+      return emitError(n.loc) << "Slice: step 0", failure();
+    // ONNX clamps starts and ends to the valid range (dimension-dependent
+    // for negative steps).
+    auto adjust = [&](int64_t v, int64_t lo, int64_t hi) {
+      if (v < 0)
+        v = v < -dim ? lo : v + dim;
+      return std::min(std::max(v, lo), hi);
+    };
+    if (step == std::numeric_limits<int64_t>::min())
+      step = -dim - 1;
+    int64_t start, end, size;
+    if (step > 0) {
+      start = adjust(starts[i], 0, dim);
+      end = adjust(ends[i], 0, dim);
+      size = end > start ? (end - start - 1) / step + 1 : 0;
+    } else {
+      start = adjust(starts[i], 0, dim - 1);
+      end = adjust(ends[i], -1, dim - 1);
+      size = start > end ? (start - end - 1) / -step + 1 : 0;
+    }
+    oStart[*axis] = size ? start : 0;
+    oSize[*axis] = size;
+    oStep[*axis] = step;
+  }
+  auto r = n.create1<graph::SliceOp>(
+      n.input(0), {n.b.getNamedAttr("starts", n.b.getDenseI64ArrayAttr(oStart)),
+                   n.b.getNamedAttr("sizes", n.b.getDenseI64ArrayAttr(oSize)),
+                   n.b.getNamedAttr("steps", n.b.getDenseI64ArrayAttr(oStep))});
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+static LogicalResult importConcat(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  SmallVector<Value> operands;
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    if (n.input(i))
+      operands.push_back(n.input(i));
+  auto axis = n.normalizeAxis(n.attrInt("axis", 0), n.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  auto r = n.create1<graph::ConcatOp>(
+      operands, n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)));
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+static LogicalResult importSplit(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  auto axis = n.normalizeAxis(n.attrInt("axis", 0), in.size());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> sizes;
+  if (n.opset >= 13 && n.input(1)) {
+    auto c = n.constInts(1, "split");
+    if (failed(c))
+      return failure();
+    sizes = *c;
+  } else if (auto a = n.attrInts("split"); a && n.opset < 13) {
+    sizes = *a;
+  } else {
+    // Equal parts: num_outputs (opset 18) or one per output; the last part
+    // is smaller when the extent does not divide.
+    int64_t parts = n.attrInt("num_outputs", n.node.output_size());
+    if (parts <= 0)
+      return emitError(n.loc) << "Split: no outputs", failure();
+    int64_t dim = in[*axis];
+    int64_t chunk = (dim + parts - 1) / parts;
+    if (!n.attr("num_outputs") && dim % parts)
+      return emitError(n.loc) << "Split: extent " << dim
+                              << " does not divide into " << parts
+                              << " outputs",
+             failure();
+    for (int64_t p = 0; p < parts; ++p)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - p * chunk)));
+  }
+  auto r = n.create<graph::SplitOp>(
+      n.input(0), {n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)),
+                   n.b.getNamedAttr("sizes", n.b.getDenseI64ArrayAttr(sizes))});
+  if (failed(r))
+    return failure();
+  n.results = *r;
+  return success();
+}
+
+template <typename OpTy>
+static LogicalResult importGather(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto axis = n.normalizeAxis(n.attrInt("axis", 0), n.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  auto r = n.create1<OpTy>(
+      {n.input(0), n.input(1)},
+      n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)));
+  if (failed(r))
+    return failure();
+  n.results = {*r};
+  return success();
+}
+
+static LogicalResult importTrilu(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  int64_t k = 0;
+  if (n.input(1)) {
+    auto c = n.constInts(1, "k");
+    if (failed(c))
+      return failure();
+    if (c->size() != 1)
+      return emitError(n.loc) << "Trilu: k must be a scalar", failure();
+    k = (*c)[0];
+  }
+  auto r = n.createWithTypes(
+      graph::TriluOp::getOperationName(), n.input(0).getType(), n.input(0),
+      {n.b.getNamedAttr("upper", n.b.getBoolAttr(n.attrInt("upper", 1))),
+       n.b.getNamedAttr("k", n.b.getI64IntegerAttr(k))});
+  if (failed(r))
+    return failure();
+  n.results = *r;
+  return success();
+}
+
+void pcc::import::registerMovementImporters(ImporterMap &map) {
+  map["Reshape"] = importReshape;
+  map["Squeeze"] = importSqueeze;
+  map["Unsqueeze"] = importUnsqueeze;
+  map["Flatten"] = importFlatten;
+  map["Identity"] = importIdentity;
+  map["Dropout"] = importDropout;
+  map["Transpose"] = importTranspose;
+  map["Expand"] = importExpand;
+  map["Slice"] = importSlice;
+  map["Concat"] = importConcat;
+  map["Split"] = importSplit;
+  map["Gather"] = importGather<graph::GatherOp>;
+  map["GatherElements"] = importGather<graph::GatherElementsOp>;
+  map["Trilu"] = importTrilu;
+}

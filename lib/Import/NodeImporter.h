@@ -1,0 +1,132 @@
+//===- NodeImporter.h - Shared state for importing one ONNX node -*- C++ -*-===//
+//
+// Every op family's importer (Elementwise.cpp, Math.cpp, Movement.cpp,
+// ShapeOps.cpp) receives a NodeImporter: the node, its operands as Graph
+// values, typed attribute accessors and a `create` that infers result types,
+// verifies and folds, reporting errors at the node's location.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_LIB_IMPORT_NODEIMPORTER_H
+#define PCC_LIB_IMPORT_NODEIMPORTER_H
+
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+namespace pcc::import {
+
+class NodeImporter;
+using ImportFn = llvm::LogicalResult (*)(NodeImporter &);
+
+/// Registry of op importers by ONNX op type.
+using ImporterMap = llvm::StringMap<ImportFn>;
+void registerElementwiseImporters(ImporterMap &map);
+void registerMathImporters(ImporterMap &map);
+void registerMovementImporters(ImporterMap &map);
+void registerShapeImporters(ImporterMap &map);
+
+/// Converts an ONNX TensorProto data type to an MLIR element type, or null.
+mlir::Type convertElementType(mlir::MLIRContext *ctx, int32_t onnxType);
+
+/// Converts a TensorProto to a dense attribute. External data is read from
+/// `modelDir` only. Emits an error at `loc` and returns null on failure.
+mlir::DenseElementsAttr convertTensor(const onnx::TensorProto &tensor,
+                                      llvm::StringRef modelDir,
+                                      mlir::Location loc);
+
+class NodeImporter {
+public:
+  NodeImporter(const onnx::NodeProto &node, int64_t opset, mlir::Location loc,
+               mlir::OpBuilder &builder, llvm::ArrayRef<mlir::Value> inputs,
+               llvm::StringRef modelDir)
+      : node(node), opset(opset), loc(loc), b(builder), inputs(inputs),
+        modelDir(modelDir) {}
+
+  const onnx::NodeProto &node;
+  const int64_t opset;
+  const mlir::Location loc;
+  mlir::OpBuilder &b;
+
+  /// Operand `i`, or null when absent or given as "".
+  mlir::Value input(size_t i) const {
+    return i < inputs.size() ? inputs[i] : mlir::Value();
+  }
+  size_t numInputs() const { return inputs.size(); }
+  mlir::RankedTensorType inputType(size_t i) const {
+    return mlir::cast<mlir::RankedTensorType>(input(i).getType());
+  }
+  /// Requires operands [0, n) to be present.
+  llvm::LogicalResult requireInputs(size_t n);
+
+  /// The constant elements of operand `i` as int64 (for axes, shapes,
+  /// bounds); fails with a diagnostic when it is not a compile-time
+  /// constant. `what` names the operand in the message.
+  llvm::FailureOr<llvm::SmallVector<int64_t>> constInts(size_t i,
+                                                        llvm::StringRef what);
+  /// The constant value of `v`, when it is one.
+  static mlir::DenseElementsAttr constantOf(mlir::Value v);
+
+  // Attributes.
+  const onnx::AttributeProto *attr(llvm::StringRef name) const;
+  int64_t attrInt(llvm::StringRef name, int64_t dflt) const;
+  float attrFloat(llvm::StringRef name, float dflt) const;
+  std::string attrString(llvm::StringRef name, llvm::StringRef dflt) const;
+  std::optional<llvm::SmallVector<int64_t>> attrInts(llvm::StringRef name) const;
+
+  /// Normalizes a possibly negative axis against `rank`.
+  llvm::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+  /// Creates a Graph op whose result types are inferred, verifies it and
+  /// folds it when possible. Returns its results (folded values included).
+  template <typename OpTy>
+  llvm::FailureOr<llvm::SmallVector<mlir::Value>>
+  create(mlir::ValueRange operands,
+         llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+    llvm::SmallVector<mlir::Type> types;
+    mlir::DictionaryAttr dict = b.getDictionaryAttr(attrs);
+    if (failed(OpTy::inferReturnTypes(b.getContext(), loc, operands, dict,
+                                      mlir::OpaqueProperties(nullptr), {},
+                                      types)))
+      return mlir::failure();
+    return createWithTypes(OpTy::getOperationName(), types, operands, attrs);
+  }
+  /// Same, with the result types given.
+  llvm::FailureOr<llvm::SmallVector<mlir::Value>>
+  createWithTypes(llvm::StringRef opName, mlir::TypeRange types,
+                  mlir::ValueRange operands,
+                  llvm::ArrayRef<mlir::NamedAttribute> attrs = {});
+
+  /// Single-result conveniences.
+  template <typename OpTy>
+  mlir::FailureOr<mlir::Value>
+  create1(mlir::ValueRange operands,
+          llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+    auto r = create<OpTy>(operands, attrs);
+    if (failed(r))
+      return mlir::failure();
+    return (*r)[0];
+  }
+  mlir::FailureOr<mlir::Value> create1WithType(llvm::StringRef opName,
+                                               mlir::Type type,
+                                               mlir::ValueRange operands);
+  /// A constant of the given values.
+  mlir::Value constant(mlir::DenseElementsAttr value);
+
+  /// Results of the node, in output order.
+  llvm::SmallVector<mlir::Value> results;
+
+  llvm::StringRef getModelDir() const { return modelDir; }
+
+private:
+  llvm::ArrayRef<mlir::Value> inputs;
+  llvm::StringRef modelDir;
+};
+
+} // namespace pcc::import
+
+#endif // PCC_LIB_IMPORT_NODEIMPORTER_H

@@ -1,0 +1,694 @@
+//===- OnnxImporter.cpp - ONNX models to the Graph dialect ----------------===//
+//
+// Reads the model (protobuf or ONNX text), turns initializers into named
+// constants, graph inputs into function arguments, and each node, in
+// topological order, into Graph ops through the per-family importers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Import/OnnxImporter.h"
+
+#include "NodeImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/Hashing.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/defs/parser.h>
+
+#include <deque>
+#include <fstream>
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::import;
+
+//===----------------------------------------------------------------------===//
+// Tensors
+//===----------------------------------------------------------------------===//
+
+Type pcc::import::convertElementType(MLIRContext *ctx, int32_t t) {
+  Builder b(ctx);
+  using TP = onnx::TensorProto;
+  switch (t) {
+  case TP::FLOAT: return b.getF32Type();
+  case TP::DOUBLE: return b.getF64Type();
+  case TP::FLOAT16: return b.getF16Type();
+  case TP::BFLOAT16: return b.getBF16Type();
+  case TP::BOOL: return b.getI1Type();
+  case TP::INT8: return b.getIntegerType(8);
+  case TP::INT16: return b.getIntegerType(16);
+  case TP::INT32: return b.getIntegerType(32);
+  case TP::INT64: return b.getIntegerType(64);
+  case TP::UINT8: return b.getIntegerType(8, /*isSigned=*/false);
+  case TP::UINT16: return b.getIntegerType(16, false);
+  case TP::UINT32: return b.getIntegerType(32, false);
+  case TP::UINT64: return b.getIntegerType(64, false);
+  default: return {};
+  }
+}
+
+/// Upper bound on elements of one tensor: rejects absurd dimensions before
+/// anything is allocated.
+static constexpr int64_t kMaxElements = int64_t(1) << 34;
+
+static FailureOr<RankedTensorType> tensorType(ArrayRef<int64_t> dims,
+                                              int32_t dtype, Location loc,
+                                              StringRef what) {
+  Type et = convertElementType(loc.getContext(), dtype);
+  if (!et)
+    return emitError(loc) << what << ": unsupported element type " << dtype,
+           failure();
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0 || (d > 0 && n > kMaxElements / d))
+      return emitError(loc) << what << ": absurd dimensions", failure();
+    n *= d;
+  }
+  return RankedTensorType::get(dims, et);
+}
+
+/// Reads `length` bytes at `offset` of an external data file, which must lie
+/// inside the model's folder.
+static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
+                                           StringRef modelDir, Location loc) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &kv : t.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset")
+      offset = std::atoll(kv.value().c_str());
+    else if (kv.key() == "length")
+      length = std::atoll(kv.value().c_str());
+  }
+  if (location.empty() || llvm::sys::path::is_absolute(location))
+    return emitError(loc) << "initializer '" << t.name()
+                          << "': external data location '" << location
+                          << "' must be a relative path inside the model's "
+                             "folder",
+           failure();
+  SmallString<256> dir, file;
+  if (llvm::sys::fs::real_path(modelDir.empty() ? "." : modelDir, dir))
+    return emitError(loc) << "cannot resolve model folder '" << modelDir << "'",
+           failure();
+  SmallString<256> joined(dir);
+  llvm::sys::path::append(joined, location);
+  if (llvm::sys::fs::real_path(joined, file))
+    return emitError(loc) << "initializer '" << t.name()
+                          << "': external data file '" << location
+                          << "' not found",
+           failure();
+  StringRef fileRef(file);
+  if (!fileRef.starts_with(dir) ||
+      !llvm::sys::path::is_separator(fileRef[dir.size()]))
+    return emitError(loc) << "initializer '" << t.name()
+                          << "': external data '" << location
+                          << "' points outside the model's folder",
+           failure();
+  auto buf = llvm::MemoryBuffer::getFile(file, /*IsText=*/false);
+  if (!buf)
+    return emitError(loc) << "cannot read external data '" << location << "'",
+           failure();
+  int64_t size = (*buf)->getBufferSize();
+  if (length < 0)
+    length = size - offset;
+  if (offset < 0 || length < 0 || offset > size || length > size - offset)
+    return emitError(loc) << "initializer '" << t.name()
+                          << "': external data range out of file bounds",
+           failure();
+  return std::string((*buf)->getBufferStart() + offset, length);
+}
+
+DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
+                                             StringRef modelDir, Location loc) {
+  std::string what = "tensor '" + t.name() + "'";
+  auto type = tensorType(SmallVector<int64_t>(t.dims().begin(), t.dims().end()),
+                         t.data_type(), loc, what);
+  if (failed(type))
+    return {};
+  int64_t n = type->getNumElements();
+  Type et = type->getElementType();
+  size_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
+  std::string raw;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    auto ext = readExternal(t, modelDir, loc);
+    if (failed(ext))
+      return {};
+    raw = std::move(*ext);
+  } else if (t.has_raw_data()) {
+    raw = t.raw_data();
+  } else {
+    // Typed fields: pack into little-endian raw bytes.
+    raw.resize(n * width);
+    auto fail = [&]() {
+      emitError(loc) << what << ": holds the wrong number of elements";
+      return DenseElementsAttr();
+    };
+    using TP = onnx::TensorProto;
+    switch (t.data_type()) {
+    case TP::FLOAT:
+      if (t.float_data_size() != n) return fail();
+      memcpy(raw.data(), t.float_data().data(), n * 4);
+      break;
+    case TP::DOUBLE:
+      if (t.double_data_size() != n) return fail();
+      memcpy(raw.data(), t.double_data().data(), n * 8);
+      break;
+    case TP::INT64:
+      if (t.int64_data_size() != n) return fail();
+      memcpy(raw.data(), t.int64_data().data(), n * 8);
+      break;
+    case TP::UINT32:
+    case TP::UINT64:
+      if (t.uint64_data_size() != n) return fail();
+      for (int64_t i = 0; i < n; ++i) {
+        uint64_t v = t.uint64_data(i);
+        memcpy(raw.data() + i * width, &v, width);
+      }
+      break;
+    default:
+      // INT32, INT16, INT8, UINT8, UINT16, BOOL, FLOAT16, BFLOAT16.
+      if (t.int32_data_size() != n) return fail();
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t v = t.int32_data(i);
+        memcpy(raw.data() + i * width, &v, width);
+      }
+    }
+  }
+  if (int64_t(raw.size()) != n * int64_t(width)) {
+    emitError(loc) << what << ": data has " << raw.size() << " bytes, "
+                   << n * width << " expected for its shape";
+    return {};
+  }
+  if (et.isInteger(1)) {
+    SmallVector<bool> bits;
+    for (char c : raw)
+      bits.push_back(c != 0);
+    return DenseElementsAttr::get(*type, bits);
+  }
+  bool detectedSplat = false;
+  if (!DenseElementsAttr::isValidRawBuffer(*type, ArrayRef<char>(raw.data(), raw.size()), detectedSplat)) {
+    emitError(loc) << what << ": invalid data buffer";
+    return {};
+  }
+  return DenseElementsAttr::getFromRawBuffer(
+      *type, ArrayRef<char>(raw.data(), raw.size()));
+}
+
+//===----------------------------------------------------------------------===//
+// NodeImporter
+//===----------------------------------------------------------------------===//
+
+LogicalResult NodeImporter::requireInputs(size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!input(i))
+      return emitError(loc) << node.op_type() << " needs input #" << i,
+             failure();
+  return success();
+}
+
+DenseElementsAttr NodeImporter::constantOf(Value v) {
+  if (!v)
+    return {};
+  if (auto c = v.getDefiningOp<graph::ConstantOp>())
+    return dyn_cast<DenseElementsAttr>(c.getValue());
+  return {};
+}
+
+FailureOr<SmallVector<int64_t>> NodeImporter::constInts(size_t i,
+                                                        StringRef what) {
+  DenseElementsAttr c = constantOf(input(i));
+  if (!c || !isa<IntegerType>(c.getElementType()))
+    return emitError(loc) << node.op_type() << ": input '" << what << "' (#"
+                          << i
+                          << ") must be a compile-time integer constant; "
+                             "fix graph inputs with --bind NAME=FILE.pb",
+           failure();
+  SmallVector<int64_t> out;
+  for (APInt v : c.getValues<APInt>())
+    out.push_back(v.getSExtValue());
+  return out;
+}
+
+const onnx::AttributeProto *NodeImporter::attr(StringRef name) const {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t NodeImporter::attrInt(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+
+float NodeImporter::attrFloat(StringRef name, float dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+
+std::string NodeImporter::attrString(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+
+std::optional<SmallVector<int64_t>>
+NodeImporter::attrInts(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return emitError(loc) << node.op_type() << ": axis " << axis
+                          << " out of range for rank " << rank,
+           failure();
+  return axis < 0 ? axis + rank : axis;
+}
+
+FailureOr<SmallVector<Value>>
+NodeImporter::createWithTypes(StringRef opName, TypeRange types,
+                              ValueRange operands,
+                              ArrayRef<NamedAttribute> attrs) {
+  OperationState state(loc, opName);
+  state.addOperands(operands);
+  state.addAttributes(attrs);
+  state.addTypes(types);
+  Operation *op = b.create(state);
+  if (failed(mlir::verify(op))) {
+    op->erase();
+    return failure();
+  }
+  SmallVector<Value> results;
+  if (succeeded(b.tryFold(op, results)) && !results.empty()) {
+    op->erase();
+    return results;
+  }
+  return SmallVector<Value>(op->getResults());
+}
+
+FailureOr<Value> NodeImporter::create1WithType(StringRef opName, Type type,
+                                               ValueRange operands) {
+  auto r = createWithTypes(opName, type, operands);
+  if (failed(r))
+    return failure();
+  return (*r)[0];
+}
+
+Value NodeImporter::constant(DenseElementsAttr value) {
+  return graph::ConstantOp::create(b, loc, value);
+}
+
+//===----------------------------------------------------------------------===//
+// Graph import
+//===----------------------------------------------------------------------===//
+
+namespace {
+class GraphImporter {
+public:
+  GraphImporter(MLIRContext &ctx, const onnx::ModelProto &model,
+                StringRef modelDir, StringRef fileName,
+                const ImportOptions &options, ImportReport *report)
+      : ctx(ctx), model(model), modelDir(modelDir), fileName(fileName),
+        options(options), report(report), builder(&ctx) {}
+
+  OwningOpRef<ModuleOp> run();
+
+private:
+  Location nodeLoc(const onnx::NodeProto &node, size_t index) {
+    std::string name = node.name().empty()
+                           ? node.op_type() + "_" + std::to_string(index)
+                           : node.name();
+    return NameLoc::get(StringAttr::get(&ctx, name));
+  }
+  Location fileLoc() { return NameLoc::get(StringAttr::get(&ctx, fileName)); }
+  LogicalResult importInitializers();
+  void retieInitializers();
+  FailureOr<SmallVector<const onnx::NodeProto *>> sortNodes();
+  LogicalResult importNode(const onnx::NodeProto &node, size_t index);
+  int64_t opsetVersion();
+
+  MLIRContext &ctx;
+  const onnx::ModelProto &model;
+  StringRef modelDir, fileName;
+  const ImportOptions &options;
+  ImportReport *report;
+  OpBuilder builder;
+  llvm::StringMap<Value> values;
+  ImporterMap importers;
+  int64_t opset = 0;
+};
+} // namespace
+
+int64_t GraphImporter::opsetVersion() {
+  for (const auto &o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      return o.version();
+  return 0;
+}
+
+LogicalResult GraphImporter::importInitializers() {
+  for (const auto &init : model.graph().initializer()) {
+    if (init.name().empty())
+      return emitError(fileLoc()) << "initializer without a name", failure();
+    DenseElementsAttr value = convertTensor(init, modelDir, fileLoc());
+    if (!value)
+      return failure();
+    values[init.name()] = graph::ConstantOp::create(
+        builder, NameLoc::get(StringAttr::get(&ctx, init.name())),
+        value.getType(), value, builder.getStringAttr(init.name()));
+  }
+  return success();
+}
+
+/// Hash of a 2-D constant's bytes in transposed order.
+static llvm::hash_code transposedHash(DenseElementsAttr a) {
+  ArrayRef<char> raw = a.getRawData();
+  int64_t rows = a.getType().getDimSize(0), cols = a.getType().getDimSize(1);
+  size_t w = a.getElementType().getIntOrFloatBitWidth() / 8;
+  std::string t(raw.size(), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      memcpy(&t[(c * rows + r) * w], &raw[(r * cols + c) * w], w);
+  return llvm::hash_value(StringRef(t));
+}
+
+static bool isTransposeOf(DenseElementsAttr a, DenseElementsAttr b) {
+  ArrayRef<char> ra = a.getRawData(), rb = b.getRawData();
+  int64_t rows = a.getType().getDimSize(0), cols = a.getType().getDimSize(1);
+  size_t w = a.getElementType().getIntOrFloatBitWidth() / 8;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      if (memcmp(&ra[(r * cols + c) * w], &rb[(c * rows + r) * w], w))
+        return false;
+  return true;
+}
+
+/// A constant-folding exporter may store a tied parameter twice (an
+/// embedding and its transpose as the LM head). Training must see one
+/// parameter, so a 2-D float initializer bit-identical to the transpose of
+/// an earlier, non-symmetric one becomes a Transpose of it.
+void GraphImporter::retieInitializers() {
+  struct Candidate {
+    graph::ConstantOp op;
+    DenseElementsAttr value;
+    llvm::hash_code hash, tHash;
+  };
+  SmallVector<Candidate> seen;
+  for (const auto &init : model.graph().initializer()) {
+    auto op = values[init.name()].getDefiningOp<graph::ConstantOp>();
+    auto value = dyn_cast<DenseElementsAttr>(op.getValue());
+    if (!value || value.isSplat() || value.getType().getRank() != 2 ||
+        !isa<FloatType>(value.getElementType()))
+      continue;
+    Candidate cand{op, value, llvm::hash_value(StringRef(
+                                  value.getRawData().data(),
+                                  value.getRawData().size())),
+                   transposedHash(value)};
+    for (Candidate &prev : seen) {
+      ArrayRef<int64_t> ps = prev.value.getType().getShape();
+      ArrayRef<int64_t> cs = value.getType().getShape();
+      if (prev.hash == prev.tHash || cand.hash != prev.tHash ||
+          ps[0] != cs[1] || ps[1] != cs[0] ||
+          prev.value.getElementType() != value.getElementType() ||
+          !isTransposeOf(prev.value, value))
+        continue;
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointAfter(op);
+      Value t = graph::TransposeOp::create(builder, op.getLoc(),
+                                           prev.op.getResult(),
+                                           ArrayRef<int64_t>{1, 0});
+      values[init.name()] = t;
+      op.erase();
+      if (report)
+        report->reties.push_back({init.name(), prev.op.getName()->str()});
+      break;
+    }
+    if (values[init.name()].getDefiningOp<graph::ConstantOp>())
+      seen.push_back(cand);
+  }
+}
+
+FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
+  const auto &nodes = model.graph().node();
+  llvm::StringMap<size_t> producer;
+  for (int i = 0; i < nodes.size(); ++i)
+    for (const auto &out : nodes[i].output())
+      if (!out.empty())
+        producer[out] = i;
+  // Kahn's algorithm, stable in file order.
+  SmallVector<SmallVector<size_t>> users(nodes.size());
+  SmallVector<size_t> pending(nodes.size(), 0);
+  for (int i = 0; i < nodes.size(); ++i)
+    for (const auto &in : nodes[i].input()) {
+      if (in.empty() || values.count(in))
+        continue;
+      auto it = producer.find(in);
+      if (it == producer.end())
+        return emitError(nodeLoc(nodes[i], i))
+                   << nodes[i].op_type() << ": input '" << in
+                   << "' is not produced by any node, initializer or graph "
+                      "input",
+               failure();
+      users[it->second].push_back(i);
+      ++pending[i];
+    }
+  std::deque<size_t> ready;
+  for (size_t i = 0; i < pending.size(); ++i)
+    if (!pending[i])
+      ready.push_back(i);
+  SmallVector<const onnx::NodeProto *> order;
+  while (!ready.empty()) {
+    size_t i = ready.front();
+    ready.pop_front();
+    order.push_back(&nodes[i]);
+    for (size_t u : users[i])
+      if (--pending[u] == 0)
+        ready.push_back(u);
+  }
+  if (order.size() != size_t(nodes.size())) {
+    for (size_t i = 0; i < pending.size(); ++i)
+      if (pending[i])
+        return emitError(nodeLoc(nodes[i], i))
+                   << nodes[i].op_type() << ": the graph has a cycle "
+                   << "through this node",
+               failure();
+  }
+  return order;
+}
+
+LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
+                                        size_t index) {
+  Location loc = nodeLoc(node, index);
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return emitError(loc) << "unsupported op '" << node.domain()
+                          << "::" << node.op_type() << "'",
+           failure();
+  auto it = importers.find(node.op_type());
+  if (it == importers.end())
+    return emitError(loc) << "unsupported op '" << node.op_type() << "'",
+           failure();
+  SmallVector<Value> inputs;
+  for (const auto &in : node.input()) {
+    if (in.empty()) {
+      inputs.push_back({});
+      continue;
+    }
+    auto v = values.find(in);
+    if (v == values.end() || !v->second)
+      return emitError(loc) << node.op_type() << ": input '" << in
+                            << "' is not available (an optional output "
+                               "that the producer does not compute)",
+             failure();
+    inputs.push_back(v->second);
+  }
+  NodeImporter ni(node, opset, loc, builder, inputs, modelDir);
+  if (failed(it->second(ni)))
+    return failure();
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty())
+      values[node.output(i)] =
+          size_t(i) < ni.results.size() ? ni.results[i] : Value();
+  return success();
+}
+
+OwningOpRef<ModuleOp> GraphImporter::run() {
+  ctx.loadDialect<graph::GraphDialect, func::FuncDialect>();
+  registerElementwiseImporters(importers);
+  registerMathImporters(importers);
+  registerMovementImporters(importers);
+  registerShapeImporters(importers);
+
+  if (!model.has_graph())
+    return emitError(fileLoc()) << "not an ONNX model (no graph)", nullptr;
+  opset = opsetVersion();
+  if (opset < 7)
+    return emitError(fileLoc())
+               << "unsupported default-domain opset " << opset
+               << " (pcc imports opsets 7 to 21, tested from 13)",
+           nullptr;
+  const onnx::GraphProto &graph = model.graph();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc());
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = func::FuncOp::create(builder, fileLoc(), "main",
+                                   builder.getFunctionType({}, {}));
+  Block *body = func.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+
+  if (failed(importInitializers()))
+    return nullptr;
+  if (options.retie)
+    retieInitializers();
+
+  // Graph inputs that are not initializers become arguments, unless bound.
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  std::set<std::string> bound;
+  for (const auto &in : graph.input()) {
+    if (values.count(in.name()))
+      continue;
+    auto bind = options.bindings.find(in.name());
+    if (bind != options.bindings.end()) {
+      onnx::TensorProto t;
+      std::ifstream f(bind->second, std::ios::binary);
+      if (!f || !t.ParseFromIstream(&f))
+        return emitError(fileLoc()) << "--bind " << in.name() << ": cannot read "
+                                    << "TensorProto '" << bind->second << "'",
+               nullptr;
+      DenseElementsAttr value = convertTensor(
+          t, llvm::sys::path::parent_path(bind->second), fileLoc());
+      if (!value)
+        return nullptr;
+      values[in.name()] = graph::ConstantOp::create(builder, fileLoc(), value);
+      bound.insert(in.name());
+      continue;
+    }
+    if (!in.type().has_tensor_type())
+      return emitError(fileLoc()) << "graph input '" << in.name()
+                                  << "' is not a tensor",
+             nullptr;
+    const auto &tt = in.type().tensor_type();
+    SmallVector<int64_t> dims;
+    for (const auto &d : tt.shape().dim()) {
+      if (!d.has_dim_value())
+        return emitError(fileLoc())
+                   << "graph input '" << in.name() << "' has symbolic dimension '"
+                   << d.dim_param()
+                   << "'; export the model with static shapes",
+               nullptr;
+      dims.push_back(d.dim_value());
+    }
+    auto type = tensorType(dims, tt.elem_type(), fileLoc(),
+                           "graph input '" + in.name() + "'");
+    if (failed(type))
+      return nullptr;
+    argTypes.push_back(*type);
+    argNames.push_back(in.name());
+    values[in.name()] = body->addArgument(*type, fileLoc());
+  }
+  for (const auto &kv : options.bindings)
+    if (!bound.count(kv.first))
+      return emitError(fileLoc()) << "--bind " << kv.first
+                                  << ": the model has no such graph input",
+             nullptr;
+
+  auto order = sortNodes();
+  if (failed(order))
+    return nullptr;
+  for (auto [i, node] : llvm::enumerate(*order))
+    if (failed(importNode(*node, i)))
+      return nullptr;
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &out : graph.output()) {
+    auto v = values.find(out.name());
+    if (v == values.end() || !v->second)
+      return emitError(fileLoc()) << "graph output '" << out.name()
+                                  << "' is not produced by the graph",
+             nullptr;
+    results.push_back(v->second);
+    resultTypes.push_back(v->second.getType());
+  }
+  if (results.empty())
+    return emitError(fileLoc()) << "the graph has no outputs", nullptr;
+  func::ReturnOp::create(builder, fileLoc(), results);
+  func.setType(builder.getFunctionType(argTypes, resultTypes));
+  for (auto [i, name] : llvm::enumerate(argNames))
+    func.setArgAttr(i, kOnnxNameAttr, builder.getStringAttr(name));
+  for (auto [i, out] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, kOnnxNameAttr, builder.getStringAttr(out.name()));
+
+  // Drop what folding left unused, keeping parameters (they are model
+  // state even when unused) out of it only if something uses them.
+  SmallVector<Operation *> dead;
+  for (Operation &op : llvm::reverse(*body))
+    if (op.use_empty() && !isa<func::ReturnOp>(op) && isPure(&op))
+      dead.push_back(&op);
+  for (Operation *op : dead)
+    if (op->use_empty())
+      op->erase();
+  return module;
+}
+
+static OwningOpRef<ModuleOp> importModel(MLIRContext &ctx,
+                                         const onnx::ModelProto &model,
+                                         StringRef modelDir, StringRef name,
+                                         const ImportOptions &options,
+                                         ImportReport *report) {
+  GraphImporter importer(ctx, model, modelDir, name, options, report);
+  return importer.run();
+}
+
+OwningOpRef<ModuleOp> pcc::importOnnxText(MLIRContext &ctx, StringRef text,
+                                          StringRef name,
+                                          const ImportOptions &options,
+                                          ImportReport *report) {
+  onnx::ModelProto model;
+  std::string str = text.str();
+  onnx::Status status = onnx::OnnxParser::Parse(model, str.c_str());
+  if (!status.IsOK()) {
+    std::string msg = status.ErrorMessage();
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    emitError(NameLoc::get(StringAttr::get(&ctx, name)))
+        << "cannot parse ONNX text: " << msg;
+    return nullptr;
+  }
+  return importModel(ctx, model, llvm::sys::path::parent_path(name), name,
+                     options, report);
+}
+
+OwningOpRef<ModuleOp> pcc::importOnnxFile(MLIRContext &ctx,
+                                          const std::string &path,
+                                          const ImportOptions &options,
+                                          ImportReport *report) {
+  Location loc = NameLoc::get(StringAttr::get(&ctx, path));
+  if (llvm::sys::fs::is_directory(path))
+    return emitError(loc) << "is a directory, not an ONNX model", nullptr;
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+  if (!buf)
+    return emitError(loc) << "cannot read: " << buf.getError().message(),
+           nullptr;
+  StringRef bytes = (*buf)->getBuffer();
+  if (bytes.empty())
+    return emitError(loc) << "empty file", nullptr;
+  onnx::ModelProto model;
+  if (model.ParseFromArray(bytes.data(), int(bytes.size())) &&
+      model.has_graph())
+    return importModel(ctx, model, llvm::sys::path::parent_path(path), path,
+                       options, report);
+  StringRef trimmed = bytes.ltrim();
+  if (trimmed.starts_with("<") || trimmed.starts_with("agraph"))
+    return importOnnxText(ctx, bytes, path, options, report);
+  return emitError(loc) << "not a valid ONNX model (protobuf parse failed: "
+                           "truncated or corrupt file)",
+         nullptr;
+}

@@ -1,0 +1,191 @@
+//===- pcc_kernels.h - Kernels called by pcc's generated CPU code ---------===//
+//
+// Header-only C++17, copied next to every generated model.cpp. The emitter
+// writes element-wise ops, reductions and data movement as loops of their
+// own; these are the kernels whose loops are not worth emitting per op.
+// All shapes arrive as compile-time constants at the call sites.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_KERNELS_H
+#define PCC_KERNELS_H
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#ifdef PCC_USE_CBLAS
+#include <cblas.h>
+#endif
+
+namespace pcc_k {
+
+/// Row-major C = alpha * op(A) * op(B) + beta * C, op = optional transpose.
+template <typename T>
+inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+                 int64_t lda, bool transA, const T *b, int64_t ldb,
+                 bool transB, T beta, T *c, int64_t ldc) {
+#ifdef PCC_USE_CBLAS
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
+                ldb, beta, c, ldc);
+    return;
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b,
+                ldb, beta, c, ldc);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < m; ++i) {
+    T *ci = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j)
+      ci[j] = beta == T(0) ? T(0) : beta * ci[j];
+    for (int64_t p = 0; p < k; ++p) {
+      T av = alpha * (transA ? a[p * lda + i] : a[i * lda + p]);
+      if (!transB) {
+        const T *bp = b + p * ldb;
+        for (int64_t j = 0; j < n; ++j)
+          ci[j] += av * bp[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          ci[j] += av * b[j * ldb + p];
+      }
+    }
+  }
+}
+
+/// Softmax (or log-softmax) over the middle extent of [outer, n, inner].
+template <typename T>
+inline void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
+                    bool log) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const T *xs = x + o * n * inner + i;
+      T *ys = y + o * n * inner + i;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < n; ++j)
+        mx = std::max(mx, xs[j * inner]);
+      if (mx == -std::numeric_limits<T>::infinity())
+        mx = T(0);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(double(xs[j * inner] - mx));
+      if (log) {
+        T lse = T(std::log(sum));
+        for (int64_t j = 0; j < n; ++j)
+          ys[j * inner] = xs[j * inner] - mx - lse;
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          ys[j * inner] = T(std::exp(double(xs[j * inner] - mx)) / sum);
+      }
+    }
+}
+
+/// Layer normalization of each row of [outer, n]; scale and bias have n
+/// elements (bias may be null). Also writes the mean and 1/stddev per row.
+template <typename T>
+inline void layerNorm(const T *x, const T *scale, const T *bias, T *y,
+                      T *mean, T *invStd, int64_t outer, int64_t n, T eps) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *xr = x + o * n;
+    double s = 0;
+    for (int64_t j = 0; j < n; ++j)
+      s += xr[j];
+    double mu = s / double(n);
+    double v = 0;
+    for (int64_t j = 0; j < n; ++j)
+      v += (xr[j] - mu) * (xr[j] - mu);
+    double inv = 1.0 / std::sqrt(v / double(n) + double(eps));
+    for (int64_t j = 0; j < n; ++j) {
+      double r = (xr[j] - mu) * inv * double(scale[j]);
+      y[o * n + j] = T(bias ? r + double(bias[j]) : r);
+    }
+    mean[o] = T(mu);
+    invStd[o] = T(inv);
+  }
+}
+
+/// Gather along the middle extent of data [outer, k, inner] at `count`
+/// indices. Returns 1 when an index is out of range.
+template <typename T, typename I>
+inline int gather(const T *data, const I *idx, T *out, int64_t outer,
+                  int64_t k, int64_t inner, int64_t count) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t i = int64_t(idx[j]);
+      if (i < 0)
+        i += k;
+      if (i < 0 || i >= k)
+        return 1;
+      std::memcpy(out + (o * count + j) * inner, data + (o * k + i) * inner,
+                  sizeof(T) * inner);
+    }
+  return 0;
+}
+
+/// GatherElements: out has the indices' shape; the coordinate along `axis`
+/// comes from the index. Returns 1 when an index is out of range.
+template <typename T, typename I>
+inline int gatherElements(const T *data, const I *idx, T *out, int rank,
+                          const int64_t *dataShape, const int64_t *idxShape,
+                          int axis) {
+  int64_t total = 1;
+  for (int d = 0; d < rank; ++d)
+    total *= idxShape[d];
+  int64_t coord[16] = {0};
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t off = 0;
+    for (int d = 0; d < rank; ++d) {
+      int64_t c = coord[d];
+      if (d == axis) {
+        c = int64_t(idx[e]);
+        if (c < 0)
+          c += dataShape[d];
+        if (c < 0 || c >= dataShape[d])
+          return 1;
+      }
+      off = off * dataShape[d] + c;
+    }
+    out[e] = data[off];
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++coord[d] < idxShape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return 0;
+}
+
+/// Keeps the upper (col - row >= k) or lower (col - row <= k) triangle of
+/// each [rows, cols] matrix.
+template <typename T>
+inline void trilu(const T *x, T *y, int64_t batch, int64_t rows, int64_t cols,
+                  bool upper, int64_t k) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t i = (b * rows + r) * cols + c;
+        bool keep = upper ? c - r >= k : c - r <= k;
+        y[i] = keep ? x[i] : T(0);
+      }
+}
+
+template <typename T> inline T ipow(T base, T exp) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::pow(base, exp);
+  } else {
+    T r = 1;
+    for (T i = 0; i < exp; ++i)
+      r *= base;
+    return r;
+  }
+}
+
+} // namespace pcc_k
+
+#endif // PCC_KERNELS_H

@@ -1,0 +1,248 @@
+//===- Model.cpp - Loading and running generated model libraries ----------===//
+
+#include "Internal.h"
+
+#include <cstdlib>
+#include <dlfcn.h>
+#include <filesystem>
+#include <unordered_map>
+
+using namespace pccrt;
+using namespace pccrt::detail;
+
+namespace {
+/// Stands in for the data of empty tensors, so generated code never sees a
+/// null pointer.
+alignas(64) uint8_t emptyBuffer[64];
+
+std::vector<int64_t> shapeOf(const pccrt_tensor_info &info) {
+  if (info.rank <= 0)
+    return {};
+  return std::vector<int64_t>(info.shape, info.shape + info.rank);
+}
+
+/// Empty if \p tensor fits \p info, else "expected ..., got ...".
+std::string mismatch(const pccrt_tensor_info &info, const Tensor &tensor) {
+  std::vector<int64_t> shape = shapeOf(info);
+  if (tensor.dtype != info.dtype || tensor.shape != shape)
+    return "expected shape " + describeType(info.dtype, shape) + ", got " +
+           describeType(tensor.dtype, tensor.shape);
+  uint64_t byteSize = uint64_t(tensor.numElements()) * dtypeSize(info.dtype);
+  if (tensor.data.size() != byteSize)
+    return "expected " + std::to_string(byteSize) + " bytes of data, got " +
+           std::to_string(tensor.data.size());
+  return {};
+}
+
+/// Checks one table of a model's info, so that later code may trust it.
+void validateTable(int32_t count, const pccrt_tensor_info *table,
+                   const std::string &kind, const std::string &library) {
+  if (count < 0 || (count > 0 && !table))
+    fail(library, "malformed model info: bad " + kind + " table");
+  for (int32_t i = 0; i < count; ++i) {
+    const pccrt_tensor_info &info = table[i];
+    if (!info.name)
+      fail(library, "malformed model info: " + kind + " " + std::to_string(i) +
+                        " has no name");
+    std::string label = library + ": " + kind + " " + quote(info.name);
+    if (info.rank < 0 || (info.rank > 0 && !info.shape))
+      fail(label, "malformed model info: bad shape");
+    checkedByteSize(info.dtype, shapeOf(info), label);
+  }
+}
+
+std::string runErrorName(int code) {
+  return code == PCCRT_ERR_INDEX_OUT_OF_RANGE ? "index out of range"
+                                              : "unknown error";
+}
+
+void *dataPointer(const Tensor &tensor) {
+  return tensor.data.empty() ? emptyBuffer
+                             : const_cast<uint8_t *>(tensor.data.data());
+}
+} // namespace
+
+void Model::FreeDeleter::operator()(void *p) const { std::free(p); }
+
+Model::~Model() {
+  if (handle)
+    dlclose(handle);
+}
+
+std::unique_ptr<Model> Model::load(const std::string &libraryPath,
+                                   const std::string &weightsPath,
+                                   const std::string &symbolPrefix) {
+  std::unique_ptr<Model> model(new Model());
+  // Without a slash dlopen searches the library path, not the current
+  // directory, which is never what a user naming a file means.
+  std::string path = libraryPath.find('/') == std::string::npos
+                         ? "./" + libraryPath
+                         : libraryPath;
+  model->handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!model->handle) {
+    const char *cause = dlerror();
+    fail(libraryPath, std::string("cannot load model library: ") +
+                          (cause ? cause : "unknown error"));
+  }
+  auto symbol = [&](const std::string &name) {
+    void *address = dlsym(model->handle, name.c_str());
+    if (!address)
+      fail(libraryPath, "missing symbol " + quote(name));
+    return address;
+  };
+  auto infoFn = reinterpret_cast<const pccrt_model_info *(*)()>(
+      symbol(symbolPrefix + "_model_info"));
+  model->runFn = reinterpret_cast<RunFn>(symbol(symbolPrefix + "_model_run"));
+  const pccrt_model_info *info = infoFn();
+  if (!info)
+    fail(libraryPath, symbolPrefix + "_model_info returned null");
+  if (info->abi_version != PCCRT_ABI_VERSION)
+    fail(libraryPath, "model ABI version " + std::to_string(info->abi_version) +
+                          ", runtime expects " +
+                          std::to_string(PCCRT_ABI_VERSION));
+  validateTable(info->num_inputs, info->inputs, "input", libraryPath);
+  validateTable(info->num_outputs, info->outputs, "output", libraryPath);
+  validateTable(info->num_weights, info->weights, "weight", libraryPath);
+  model->modelInfo = info;
+
+  if (info->num_weights == 0)
+    return model;
+  if (weightsPath.empty())
+    fail(libraryPath, "model needs " + std::to_string(info->num_weights) +
+                          " weights but no weights file was given");
+  std::vector<Tensor> file = readSafetensors(weightsPath);
+  std::unordered_map<std::string, size_t> byName;
+  for (size_t i = 0; i < file.size(); ++i)
+    byName.emplace(file[i].name, i);
+  std::vector<size_t> order;
+  std::vector<bool> used(file.size(), false);
+  for (int32_t i = 0; i < info->num_weights; ++i) {
+    const pccrt_tensor_info &expected = info->weights[i];
+    std::string label = "weight " + quote(expected.name);
+    auto found = byName.find(expected.name);
+    if (found == byName.end())
+      fail(weightsPath, "missing " + label);
+    if (std::string problem = mismatch(expected, file[found->second]);
+        !problem.empty())
+      fail(weightsPath, label + ": " + problem);
+    order.push_back(found->second);
+    used[found->second] = true;
+  }
+  // Keep the file's tensors in place (no copies of large weights), but free
+  // the data of those the model does not use.
+  for (size_t i = 0; i < file.size(); ++i)
+    if (!used[i])
+      std::vector<uint8_t>().swap(file[i].data);
+  model->weights = std::move(file);
+  for (size_t index : order)
+    model->weightPointers.push_back(dataPointer(model->weights[index]));
+  return model;
+}
+
+std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
+  const pccrt_model_info &info = *modelInfo;
+  if (inputs.size() != size_t(info.num_inputs))
+    throw Error("model expects " + std::to_string(info.num_inputs) +
+                " inputs, got " + std::to_string(inputs.size()));
+  std::vector<void *> inputPointers;
+  for (int32_t i = 0; i < info.num_inputs; ++i) {
+    if (std::string problem = mismatch(info.inputs[i], inputs[i]);
+        !problem.empty())
+      throw Error("input " + quote(info.inputs[i].name) + ": " + problem);
+    inputPointers.push_back(dataPointer(inputs[i]));
+  }
+
+  std::vector<Tensor> outputs(info.num_outputs);
+  std::vector<void *> outputPointers;
+  for (int32_t i = 0; i < info.num_outputs; ++i) {
+    Tensor &output = outputs[i];
+    output.name = info.outputs[i].name;
+    output.dtype = info.outputs[i].dtype;
+    output.shape = shapeOf(info.outputs[i]);
+    output.data.resize(output.numElements() * dtypeSize(output.dtype));
+    outputPointers.push_back(dataPointer(output));
+  }
+
+  if (!workspace && info.workspace_bytes) {
+    // aligned_alloc wants a multiple of the alignment.
+    uint64_t size = (info.workspace_bytes + 63) / 64 * 64;
+    void *memory = size >= info.workspace_bytes && size <= SIZE_MAX
+                       ? std::aligned_alloc(64, size_t(size))
+                       : nullptr;
+    if (!memory)
+      throw Error("cannot allocate " + std::to_string(info.workspace_bytes) +
+                  " bytes of workspace");
+    workspace.reset(memory);
+  }
+
+  int code =
+      runFn(inputPointers.data(), outputPointers.data(), weightPointers.data(),
+            workspace ? workspace.get() : emptyBuffer);
+  if (code != PCCRT_OK)
+    throw Error("model run failed: " + runErrorName(code) + " (code " +
+                std::to_string(code) + ")");
+  return outputs;
+}
+
+std::vector<Tensor> pccrt::bindInputs(const pccrt_model_info &info,
+                                      const std::vector<std::string> &files) {
+  size_t numInputs = info.num_inputs > 0 ? size_t(info.num_inputs) : 0;
+  std::vector<Tensor> bound(numInputs);
+  std::vector<bool> isBound(numInputs, false);
+  size_t nextPositional = 0, numProtoFiles = 0;
+  bool anySafetensors = false;
+
+  auto bind = [&](size_t index, Tensor tensor, const std::string &file) {
+    std::string label = "input " + quote(info.inputs[index].name);
+    if (isBound[index])
+      fail(file, label + " is given twice");
+    if (std::string problem = mismatch(info.inputs[index], tensor);
+        !problem.empty())
+      fail(file, label + ": " + problem);
+    tensor.name = info.inputs[index].name;
+    bound[index] = std::move(tensor);
+    isBound[index] = true;
+  };
+
+  for (const std::string &file : files) {
+    static const std::string suffix = ".safetensors";
+    if (file.size() >= suffix.size() &&
+        file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      anySafetensors = true;
+      for (Tensor &tensor : readSafetensors(file))
+        for (size_t i = 0; i < numInputs; ++i)
+          if (tensor.name == info.inputs[i].name) {
+            bind(i, std::move(tensor), file);
+            break;
+          }
+      continue;
+    }
+    ++numProtoFiles;
+    while (nextPositional < numInputs && isBound[nextPositional])
+      ++nextPositional;
+    if (nextPositional == numInputs)
+      fail(file, "too many input files: model has " +
+                     std::to_string(numInputs) + " inputs");
+    bind(nextPositional, readTensorProto(file), file);
+  }
+
+  for (size_t i = 0; i < numInputs; ++i)
+    if (!isBound[i])
+      throw Error("missing input " + quote(info.inputs[i].name) + ": " +
+                  (anySafetensors
+                       ? std::string("not found in the .safetensors files")
+                       : "too few input files (model has " +
+                             std::to_string(numInputs) + " inputs, got " +
+                             std::to_string(numProtoFiles) + ")"));
+  return bound;
+}
+
+void pccrt::dumpOutputs(const std::string &dir,
+                        const std::vector<Tensor> &outputs) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    fail(dir, "cannot create directory: " + error.message());
+  writeSafetensors(
+      (std::filesystem::path(dir) / "outputs.safetensors").string(), outputs);
+}

@@ -1,0 +1,120 @@
+//===- Tensor.cpp - Element types, shapes and shared helpers --------------===//
+
+#include "Internal.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+using namespace pccrt;
+
+namespace {
+struct DtypeEntry {
+  int32_t dtype;
+  const char *name;
+  size_t size;
+};
+
+constexpr DtypeEntry kDtypes[] = {
+    {PCCRT_F32, "F32", 4},   {PCCRT_F64, "F64", 8}, {PCCRT_F16, "F16", 2},
+    {PCCRT_BF16, "BF16", 2}, {PCCRT_I64, "I64", 8}, {PCCRT_I32, "I32", 4},
+    {PCCRT_I16, "I16", 2},   {PCCRT_I8, "I8", 1},   {PCCRT_U64, "U64", 8},
+    {PCCRT_U32, "U32", 4},   {PCCRT_U16, "U16", 2}, {PCCRT_U8, "U8", 1},
+    {PCCRT_BOOL, "BOOL", 1}};
+
+const DtypeEntry *findDtype(int32_t dtype) {
+  for (const DtypeEntry &entry : kDtypes)
+    if (entry.dtype == dtype)
+      return &entry;
+  return nullptr;
+}
+} // namespace
+
+size_t pccrt::dtypeSize(int32_t dtype) {
+  const DtypeEntry *entry = findDtype(dtype);
+  return entry ? entry->size : 0;
+}
+
+std::string pccrt::dtypeName(int32_t dtype) {
+  const DtypeEntry *entry = findDtype(dtype);
+  return entry ? entry->name : "dtype(" + std::to_string(dtype) + ")";
+}
+
+int32_t pccrt::dtypeFromSafetensorsName(const std::string &name) {
+  for (const DtypeEntry &entry : kDtypes)
+    if (name == entry.name)
+      return entry.dtype;
+  return 0;
+}
+
+std::string pccrt::formatShape(const std::vector<int64_t> &shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? "," : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string pccrt::describeType(int32_t dtype,
+                                const std::vector<int64_t> &shape) {
+  return formatShape(shape) + " of " + dtypeName(dtype);
+}
+
+int64_t Tensor::numElements() const {
+  // Unsigned so that a nonsensical shape wraps instead of being UB.
+  uint64_t count = 1;
+  for (int64_t extent : shape)
+    count *= uint64_t(extent);
+  return int64_t(count);
+}
+
+void detail::fail(const std::string &what, const std::string &cause) {
+  throw Error(what + ": " + cause);
+}
+
+std::string detail::quote(const std::string &s) {
+  std::string out = "'";
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c != 0x7f) {
+      out += char(c);
+      continue;
+    }
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", c);
+    out += buf;
+  }
+  return out + "'";
+}
+
+uint64_t detail::checkedByteSize(int32_t dtype,
+                                 const std::vector<int64_t> &shape,
+                                 const std::string &what) {
+  size_t elementSize = dtypeSize(dtype);
+  if (!elementSize)
+    fail(what, "unsupported data type " + std::to_string(dtype));
+  uint64_t limit = kMaxTensorBytes / elementSize, count = 1;
+  for (int64_t extent : shape) {
+    if (extent < 0)
+      fail(what, "negative extent in shape " + formatShape(shape));
+    uint64_t e = uint64_t(extent);
+    if (e > limit || (e && count > limit / e))
+      fail(what, "shape " + formatShape(shape) + " of " + dtypeName(dtype) +
+                     " exceeds 16 GiB");
+    count *= e;
+  }
+  return count * elementSize;
+}
+
+std::vector<uint8_t> detail::readFile(const std::string &path) {
+  std::FILE *file = std::fopen(path.c_str(), "rb");
+  if (!file)
+    fail(path, std::string("cannot open: ") + std::strerror(errno));
+  std::vector<uint8_t> bytes;
+  uint8_t buffer[1 << 16];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, file))
+    bytes.insert(bytes.end(), buffer, buffer + n);
+  int error = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (error)
+    fail(path, std::string("cannot read: ") + std::strerror(error));
+  return bytes;
+}

@@ -1,0 +1,590 @@
+//===- RuntimeTest.cpp - Unit tests of libpccrt ---------------------------===//
+
+#include "pccrt/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <unistd.h>
+
+using namespace pccrt;
+namespace fs = std::filesystem;
+
+namespace {
+const int32_t kAllDtypes[] = {PCCRT_F32, PCCRT_U8,  PCCRT_I8,  PCCRT_U16,
+                              PCCRT_I16, PCCRT_I32, PCCRT_I64, PCCRT_BOOL,
+                              PCCRT_F16, PCCRT_F64, PCCRT_U32, PCCRT_U64,
+                              PCCRT_BF16};
+
+/// Succeeds if \p body throws a one-line pccrt::Error containing \p needle.
+testing::AssertionResult failsWith(const std::function<void()> &body,
+                                   const std::string &needle) {
+  try {
+    body();
+  } catch (const Error &error) {
+    std::string message = error.what();
+    if (message.find(needle) == std::string::npos)
+      return testing::AssertionFailure()
+             << "message '" << message << "' lacks '" << needle << "'";
+    if (message.find('\n') != std::string::npos)
+      return testing::AssertionFailure() << "multi-line message: " << message;
+    return testing::AssertionSuccess();
+  }
+  return testing::AssertionFailure() << "no error; expected '" << needle << "'";
+}
+
+/// Builds protobuf wire-format bytes by hand.
+struct Proto {
+  std::vector<uint8_t> bytes;
+
+  Proto &varint(uint64_t value) {
+    for (; value >= 0x80; value >>= 7)
+      bytes.push_back(uint8_t(value | 0x80));
+    bytes.push_back(uint8_t(value));
+    return *this;
+  }
+  Proto &tag(unsigned field, unsigned wire) {
+    return varint(field << 3 | wire);
+  }
+  Proto &field(unsigned field, uint64_t value) {
+    return tag(field, 0).varint(value);
+  }
+  template <typename T> Proto &fixed(T value) {
+    const uint8_t *p = reinterpret_cast<const uint8_t *>(&value);
+    bytes.insert(bytes.end(), p, p + sizeof(T));
+    return *this;
+  }
+  Proto &nested(unsigned field, const Proto &body) {
+    tag(field, 2).varint(body.bytes.size());
+    bytes.insert(bytes.end(), body.bytes.begin(), body.bytes.end());
+    return *this;
+  }
+  Tensor parse() const {
+    return parseTensorProto(bytes.data(), bytes.size(), "test.pb");
+  }
+};
+
+template <typename T> std::vector<T> elements(const Tensor &tensor) {
+  std::vector<T> out(tensor.data.size() / sizeof(T));
+  if (!out.empty())
+    std::memcpy(out.data(), tensor.data.data(), tensor.data.size());
+  return out;
+}
+
+template <typename T>
+Tensor makeTensor(const std::string &name, int32_t dtype,
+                  std::vector<int64_t> shape, const std::vector<T> &values) {
+  Tensor tensor{name, dtype, std::move(shape), {}};
+  tensor.data.resize(values.size() * sizeof(T));
+  if (!values.empty())
+    std::memcpy(tensor.data.data(), values.data(), tensor.data.size());
+  return tensor;
+}
+
+/// A fresh directory for each test, removed afterwards.
+class RuntimeFiles : public testing::Test {
+protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "pccrt-test-XXXXXX");
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  std::string path(const std::string &name) const { return (dir / name); }
+  void writeBytes(const std::string &name, const std::vector<uint8_t> &bytes) {
+    std::ofstream(path(name), std::ios::binary)
+        .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  }
+
+  fs::path dir;
+};
+} // namespace
+
+TEST(Dtype, NamesAndSizes) {
+  for (int32_t dtype : kAllDtypes) {
+    EXPECT_EQ(dtypeFromSafetensorsName(dtypeName(dtype)), dtype);
+    EXPECT_GT(dtypeSize(dtype), 0u);
+  }
+  EXPECT_EQ(dtypeName(PCCRT_BF16), "BF16");
+  EXPECT_EQ(dtypeSize(PCCRT_BOOL), 1u);
+  EXPECT_EQ(dtypeSize(PCCRT_I64), 8u);
+  EXPECT_EQ(dtypeSize(8), 0u); // ONNX STRING
+  EXPECT_EQ(dtypeName(99), "dtype(99)");
+  EXPECT_EQ(dtypeFromSafetensorsName("F8_E4M3"), 0);
+  EXPECT_EQ(describeType(PCCRT_I64, {2, 32}), "[2,32] of I64");
+  EXPECT_EQ((Tensor{"", PCCRT_F32, {}, {}}).numElements(), 1);
+}
+
+TEST(TensorProto, RoundTripEachDtype) {
+  for (int32_t dtype : kAllDtypes) {
+    for (std::vector<int64_t> shape :
+         {std::vector<int64_t>{2, 3}, {}, {0, 4}}) {
+      Tensor tensor{"t_" + dtypeName(dtype), dtype, shape, {}};
+      tensor.data.resize(tensor.numElements() * dtypeSize(dtype));
+      for (size_t i = 0; i < tensor.data.size(); ++i)
+        tensor.data[i] = dtype == PCCRT_BOOL ? i % 2 : uint8_t(i * 37 + 11);
+      std::vector<uint8_t> bytes = serializeTensorProto(tensor);
+      Tensor back = parseTensorProto(bytes.data(), bytes.size(), "rt");
+      EXPECT_EQ(back.name, tensor.name);
+      EXPECT_EQ(back.dtype, dtype);
+      EXPECT_EQ(back.shape, shape);
+      EXPECT_EQ(back.data, tensor.data) << dtypeName(dtype);
+    }
+  }
+  Tensor bad{"bad", PCCRT_F32, {2}, {1, 2, 3}};
+  EXPECT_TRUE(failsWith([&] { serializeTensorProto(bad); }, "needs 8"));
+}
+
+TEST(TensorProto, TypedFields) {
+  // float_data packed, dims packed.
+  Proto packedDims, packedFloats;
+  packedDims.varint(2).varint(2);
+  for (float f : {1.5f, -2.0f, 0.25f, 8.0f})
+    packedFloats.fixed(f);
+  Tensor t = Proto()
+                 .nested(1, packedDims)
+                 .field(2, PCCRT_F32)
+                 .nested(4, packedFloats)
+                 .nested(8, Proto{{'w'}})
+                 .parse();
+  EXPECT_EQ(t.name, "w");
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(elements<float>(t), (std::vector<float>{1.5f, -2.0f, 0.25f, 8.0f}));
+
+  // float_data unpacked, with unknown fields of every wire type interleaved.
+  t = Proto()
+          .field(1, 3)
+          .nested(12, Proto{{'d', 'o', 'c'}}) // doc_string
+          .field(2, PCCRT_F32)
+          .nested(3, Proto().field(1, 0)) // segment
+          .tag(4, 5)
+          .fixed(1.0f)
+          .field(100, 7)
+          .tag(101, 1)
+          .fixed(uint64_t(1))
+          .tag(4, 5)
+          .fixed(2.0f)
+          .tag(102, 5)
+          .fixed(uint32_t(1))
+          .tag(4, 5)
+          .fixed(3.0f)
+          .parse();
+  EXPECT_EQ(elements<float>(t), (std::vector<float>{1.0f, 2.0f, 3.0f}));
+
+  // int64_data, unpacked then packed.
+  t = Proto()
+          .field(1, 3)
+          .field(2, PCCRT_I64)
+          .field(7, uint64_t(int64_t(-5)))
+          .nested(7, Proto().varint(1).varint(uint64_t(1) << 40))
+          .parse();
+  EXPECT_EQ(elements<int64_t>(t),
+            (std::vector<int64_t>{-5, 1, int64_t(1) << 40}));
+
+  // int32_data holds BOOL (normalized to 0/1), INT8 and F16 bits.
+  t = Proto()
+          .field(1, 3)
+          .field(2, PCCRT_BOOL)
+          .nested(5, Proto().varint(0).varint(1).varint(7))
+          .parse();
+  EXPECT_EQ(t.data, (std::vector<uint8_t>{0, 1, 1}));
+  t = Proto()
+          .field(1, 2)
+          .field(2, PCCRT_I8)
+          .field(5, uint64_t(int64_t(-3))) // a 10-byte varint
+          .field(5, 127)
+          .parse();
+  EXPECT_EQ(elements<int8_t>(t), (std::vector<int8_t>{-3, 127}));
+  t = Proto().field(2, PCCRT_F16).field(5, 0x3c00).parse();
+  EXPECT_EQ(t.data, (std::vector<uint8_t>{0x00, 0x3c}));
+
+  // double_data and uint64_data.
+  t = Proto()
+          .field(1, 2)
+          .field(2, PCCRT_F64)
+          .nested(10, Proto().fixed(0.5).fixed(-1e300))
+          .parse();
+  EXPECT_EQ(elements<double>(t), (std::vector<double>{0.5, -1e300}));
+  t = Proto().field(1, 1).field(2, PCCRT_U32).field(11, 0xffffffffu).parse();
+  EXPECT_EQ(elements<uint32_t>(t), (std::vector<uint32_t>{0xffffffffu}));
+}
+
+TEST(TensorProto, MalformedRejected) {
+  auto fails = [](const Proto &proto, const std::string &needle) {
+    return failsWith([&] { proto.parse(); }, needle);
+  };
+  EXPECT_TRUE(fails(Proto(), "test.pb: empty file"));
+  EXPECT_TRUE(fails(Proto{{0x08, 0x80}}, "truncated TensorProto"));
+  EXPECT_TRUE(fails(Proto{{0x08}}, "truncated TensorProto"));
+  EXPECT_TRUE(fails(Proto{std::vector<uint8_t>(12, 0xff)}, "malformed varint"));
+  EXPECT_TRUE(fails(Proto().field(2, 1).tag(9, 2).varint(100).varint(1),
+                    "test.pb: truncated TensorProto (field 9 runs past end)"));
+  EXPECT_TRUE(fails(Proto().field(2, 1).nested(4, Proto().fixed(uint16_t(1))),
+                    "field 4 runs past end"));
+  // Payload does not match dims.
+  EXPECT_TRUE(fails(Proto()
+                        .field(1, 2)
+                        .field(1, 3)
+                        .field(2, PCCRT_F32)
+                        .nested(9, Proto{std::vector<uint8_t>(20)}),
+                    "raw_data has 20 bytes but [2,3] of F32 needs 24"));
+  EXPECT_TRUE(
+      fails(Proto().field(1, 2).field(2, PCCRT_F32).tag(4, 5).fixed(1.0f),
+            "payload has 1 elements but dims [2] need 2"));
+  EXPECT_TRUE(fails(Proto().field(1, 4).field(2, PCCRT_F32), "payload has 0"));
+  EXPECT_TRUE(
+      fails(Proto().field(1, 1).field(2, PCCRT_I64).tag(4, 5).fixed(1.0f),
+            "float_data cannot hold I64"));
+  EXPECT_TRUE(fails(
+      Proto().field(1, 1).field(2, PCCRT_F32).field(5, 1).tag(4, 5).fixed(1.0f),
+      "both int32_data and float_data"));
+  // Absurd dims.
+  EXPECT_TRUE(fails(Proto()
+                        .field(1, uint64_t(1) << 40)
+                        .field(1, uint64_t(1) << 40)
+                        .field(2, PCCRT_F32),
+                    "exceeds 16 GiB"));
+  EXPECT_TRUE(fails(Proto().field(1, ~uint64_t(0)).field(2, PCCRT_F32),
+                    "negative extent"));
+  // Data types.
+  EXPECT_TRUE(fails(Proto().field(1, 1), "no data_type"));
+  EXPECT_TRUE(fails(Proto().field(2, 14), "unsupported data type 14"));
+  EXPECT_TRUE(
+      fails(Proto().field(2, uint64_t(1) << 33 | 1), "unsupported data type"));
+  EXPECT_TRUE(fails(Proto().field(2, 8), "string tensors are not supported"));
+  EXPECT_TRUE(fails(Proto().field(2, 1).nested(6, Proto{{'a'}}),
+                    "string tensors are not supported"));
+  // External data and bad wire types.
+  EXPECT_TRUE(fails(Proto().field(2, 1).nested(13, Proto()), "external data"));
+  EXPECT_TRUE(fails(Proto().field(2, 1).field(14, 1), "external data"));
+  EXPECT_TRUE(fails(Proto().field(2, 1).tag(20, 3), "groups"));
+  EXPECT_TRUE(fails(Proto().field(2, 1).tag(20, 7), "wire type 7"));
+  EXPECT_TRUE(fails(Proto().field(8, 1), "unexpected wire type 0 for field 8"));
+  EXPECT_TRUE(fails(Proto{{0x00}}, "invalid field number 0"));
+}
+
+TEST_F(RuntimeFiles, TensorProtoFiles) {
+  Tensor tensor = makeTensor<int32_t>("ids", PCCRT_I32, {3}, {1, -2, 3});
+  writeBytes("ids.pb", serializeTensorProto(tensor));
+  Tensor back = readTensorProto(path("ids.pb"));
+  EXPECT_EQ(back.data, tensor.data);
+  writeBytes("empty.pb", {});
+  EXPECT_TRUE(failsWith([&] { readTensorProto(path("empty.pb")); },
+                        path("empty.pb") + ": empty file"));
+  EXPECT_TRUE(
+      failsWith([&] { readTensorProto(path("none.pb")); }, "cannot open"));
+}
+
+TEST_F(RuntimeFiles, SafetensorsRoundTrip) {
+  std::vector<Tensor> tensors = {
+      makeTensor<float>("z \"quoted\" \\back\\", PCCRT_F32, {2, 3},
+                        {1, 2, 3, 4, 5, 6}),
+      makeTensor<int64_t>("a/empty\n\x01", PCCRT_I64, {0, 5}, {}),
+      makeTensor<uint8_t>("scalar \xc3\xa9", PCCRT_BOOL, {}, {1}),
+      makeTensor<uint16_t>("m", PCCRT_BF16, {3}, {0x3f80, 0x4000, 0xbf80}),
+      makeTensor<uint8_t>("odd", PCCRT_U8, {3}, {7, 8, 9})};
+  std::map<std::string, std::string> metadata = {
+      {"format", "pt"}, {"quote\"key", "back\\slash\ttab"}};
+  writeSafetensors(path("w.safetensors"), tensors, metadata);
+
+  std::map<std::string, std::string> readMetadata;
+  std::vector<Tensor> back =
+      readSafetensors(path("w.safetensors"), &readMetadata);
+  EXPECT_EQ(readMetadata, metadata);
+  ASSERT_EQ(back.size(), tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    EXPECT_EQ(back[i].name, tensors[i].name); // order kept, not sorted
+    EXPECT_EQ(back[i].dtype, tensors[i].dtype);
+    EXPECT_EQ(back[i].shape, tensors[i].shape);
+    EXPECT_EQ(back[i].data, tensors[i].data);
+  }
+
+  // The header is padded so that the data section is 8-byte aligned, and
+  // the in-memory parser agrees with the file reader.
+  std::ifstream in(path("w.safetensors"), std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  uint64_t headerLength;
+  std::memcpy(&headerLength, bytes.data(), 8);
+  EXPECT_EQ(headerLength % 8, 0u);
+  std::vector<Tensor> parsed =
+      parseSafetensors(bytes.data(), bytes.size(), "m");
+  ASSERT_EQ(parsed.size(), tensors.size());
+  EXPECT_EQ(parsed[3].data, tensors[3].data);
+  // Nothing but the file itself is left behind.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), {}), 1);
+
+  writeSafetensors(path("none.safetensors"), {});
+  EXPECT_TRUE(readSafetensors(path("none.safetensors")).empty());
+  EXPECT_TRUE(failsWith(
+      [&] {
+        writeSafetensors(path("d.safetensors"), {tensors[0], tensors[0]});
+      },
+      "duplicate"));
+  Tensor short_{"s", PCCRT_F32, {2}, {0, 0}};
+  EXPECT_TRUE(
+      failsWith([&] { writeSafetensors(path("s.safetensors"), {short_}); },
+                "has 2 bytes of data but [2] of F32 needs 8"));
+  EXPECT_TRUE(failsWith([&] { readSafetensors(path("missing.safetensors")); },
+                        "missing.safetensors: cannot open"));
+}
+
+namespace {
+std::vector<uint8_t> safetensorsBytes(const std::string &json, size_t dataBytes,
+                                      uint64_t claimedLength = 0) {
+  uint64_t length = claimedLength ? claimedLength : json.size();
+  std::vector<uint8_t> bytes(8);
+  std::memcpy(bytes.data(), &length, 8);
+  bytes.insert(bytes.end(), json.begin(), json.end());
+  bytes.resize(bytes.size() + dataBytes);
+  return bytes;
+}
+
+std::vector<Tensor> parseJson(const std::string &json, size_t dataBytes) {
+  std::vector<uint8_t> bytes = safetensorsBytes(json, dataBytes);
+  return parseSafetensors(bytes.data(), bytes.size(), "x.safetensors");
+}
+
+testing::AssertionResult jsonFails(const std::string &json, size_t dataBytes,
+                                   const std::string &needle) {
+  return failsWith([&] { parseJson(json, dataBytes); }, needle);
+}
+} // namespace
+
+TEST(Safetensors, HeaderParsing) {
+  // Unsorted offsets, gaps, escapes, unknown keys and whitespace are fine.
+  std::vector<Tensor> tensors = parseJson(
+      " {\"b\\u00e9\\ud83d\\ude00\": {\"dtype\":\"I32\", \"shape\":[1], "
+      "\"data_offsets\":[8,12], \"extra\":[{\"k\":[]}]},\n"
+      "\"a\":{\"shape\":[],\"dtype\":\"U8\",\"data_offsets\":[0,1]}}   ",
+      16);
+  ASSERT_EQ(tensors.size(), 2u);
+  EXPECT_EQ(tensors[0].name, "b\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(tensors[1].name, "a");
+  EXPECT_EQ(tensors[1].shape, std::vector<int64_t>{});
+}
+
+TEST(Safetensors, MalformedRejected) {
+  auto fails = [](const std::vector<uint8_t> &bytes,
+                  const std::string &needle) {
+    return failsWith(
+        [&] { parseSafetensors(bytes.data(), bytes.size(), "x.safetensors"); },
+        needle);
+  };
+  EXPECT_TRUE(fails({}, "x.safetensors: empty file"));
+  EXPECT_TRUE(fails({1, 2, 3}, "too short"));
+  EXPECT_TRUE(fails(safetensorsBytes("{}", 4, 1000),
+                    "header length 1000 runs past end of file"));
+  EXPECT_TRUE(fails(safetensorsBytes("{}", 0, ~uint64_t(0)), "runs past end"));
+
+  const char *entry = "\"dtype\":\"F32\",\"shape\":[2]";
+  auto one = [&](const std::string &rest) {
+    return std::string("{\"a\":{") + entry + rest + "}}";
+  };
+  EXPECT_TRUE(jsonFails("", 0, "bad safetensors header: unexpected end"));
+  EXPECT_TRUE(jsonFails("{\"a\":", 0, "bad safetensors header"));
+  EXPECT_TRUE(jsonFails("{\"a\" 1}", 0, "expected ':'"));
+  EXPECT_TRUE(jsonFails("{\"a\":1,}", 0, "expected string"));
+  EXPECT_TRUE(jsonFails("{} x", 0, "trailing characters"));
+  EXPECT_TRUE(jsonFails("{\"a\\q\":1}", 0, "bad escape"));
+  EXPECT_TRUE(jsonFails("{\"\\ud800\":1}", 0, "unpaired surrogate"));
+  EXPECT_TRUE(jsonFails("{\"a\x01\":1}", 0, "control character"));
+  EXPECT_TRUE(jsonFails("{\"a\":true}", 0, "unexpected character"));
+  EXPECT_TRUE(jsonFails(std::string(100000, '['), 0, "nesting too deep"));
+  EXPECT_TRUE(jsonFails("[1,2]", 0, "not a JSON object"));
+  EXPECT_TRUE(jsonFails("{\"a\":[]}", 0, "tensor 'a' is not a JSON object"));
+  EXPECT_TRUE(jsonFails("{\"a\":{\"shape\":[1.5]}}", 0, "only integers"));
+  EXPECT_TRUE(jsonFails("{\"a\":{\"shape\":[99999999999999999999]}}", 0,
+                        "integer too large"));
+  // Schema.
+  EXPECT_TRUE(jsonFails(one(",\"data_offsets\":[0,8]"), 4,
+                        "tensor 'a': data_offsets [0,8] out of range "
+                        "(data section has 4 bytes)"));
+  EXPECT_TRUE(jsonFails(one(",\"data_offsets\":[4,0]"), 8, "out of range"));
+  EXPECT_TRUE(jsonFails(one(",\"data_offsets\":[-4,4]"), 8, "out of range"));
+  EXPECT_TRUE(jsonFails(one(",\"data_offsets\":[0,12]"), 12,
+                        "span 12 bytes but [2] of F32 needs 8"));
+  EXPECT_TRUE(jsonFails(one(""), 8, "\"data_offsets\" must be two integers"));
+  EXPECT_TRUE(jsonFails(one(",\"data_offsets\":[0]"), 8, "two integers"));
+  EXPECT_TRUE(jsonFails("{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[],"
+                        "\"data_offsets\":[0,1]}}",
+                        1, "tensor 'a': unknown dtype 'F8_E4M3'"));
+  EXPECT_TRUE(
+      jsonFails("{\"a\":{\"dtype\":1}}", 1, "\"dtype\" must be a string"));
+  EXPECT_TRUE(jsonFails("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],"
+                        "\"data_offsets\":[0,0]}}",
+                        0, "negative extent"));
+  EXPECT_TRUE(jsonFails("{\"a\":{\"dtype\":\"F32\",\"shape\":[65536,65536,4],"
+                        "\"data_offsets\":[0,0]}}",
+                        0, "exceeds 16 GiB"));
+  EXPECT_TRUE(jsonFails("{\"a\":{\"dtype\":\"F32\",\"shape\":\"2\"}}", 0,
+                        "\"shape\" must be an array of integers"));
+  EXPECT_TRUE(jsonFails(one(",\"data_offsets\":[0,8]") + "x", 8, "trailing"));
+  std::string twice = "{\"a\":{\"dtype\":\"U8\",\"shape\":[],"
+                      "\"data_offsets\":[0,1]},\"a\":{\"dtype\":\"U8\","
+                      "\"shape\":[],\"data_offsets\":[1,2]}}";
+  EXPECT_TRUE(jsonFails(twice, 2, "duplicate tensor 'a'"));
+  std::string overlap = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+                        "\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\","
+                        "\"shape\":[2],\"data_offsets\":[4,12]}}";
+  EXPECT_TRUE(jsonFails(overlap, 12, "data of tensors 'a' and 'b' overlap"));
+  EXPECT_TRUE(jsonFails("{\"__metadata__\":{\"k\":1}}", 0, "__metadata__"));
+  EXPECT_TRUE(jsonFails("{\"__metadata__\":[]}", 0, "__metadata__"));
+}
+
+TEST(Model, LoadMissingLibrary) {
+  EXPECT_TRUE(failsWith([] { Model::load("/nonexistent/model.so", ""); },
+                        "/nonexistent/model.so: cannot load model library"));
+  EXPECT_TRUE(failsWith([] { Model::load("no-such-model.so", ""); },
+                        "no-such-model.so: cannot load model library"));
+}
+
+TEST(Model, BindInputsWithoutLibrary) {
+  const int64_t shapeA[] = {2}, shapeB[] = {1};
+  pccrt_tensor_info inputs[] = {{"a", PCCRT_F32, 1, shapeA},
+                                {"b", PCCRT_I64, 1, shapeB}};
+  pccrt_model_info info = {PCCRT_ABI_VERSION, 2, inputs,  0,
+                           nullptr,           0, nullptr, 0};
+  std::string dir =
+      (fs::temp_directory_path() / ("pccrt-bind-" + std::to_string(getpid())));
+  fs::create_directories(dir);
+  std::string pb = dir + "/a.pb", st = dir + "/b.safetensors";
+  std::vector<uint8_t> bytes =
+      serializeTensorProto(makeTensor<float>("other", PCCRT_F32, {2}, {1, 2}));
+  std::ofstream(pb, std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  writeSafetensors(st, {makeTensor<float>("unused", PCCRT_F32, {1}, {0}),
+                        makeTensor<int64_t>("b", PCCRT_I64, {1}, {42})});
+
+  // The safetensors file binds "b" by name; the .pb binds the first free one.
+  std::vector<Tensor> bound = bindInputs(info, {st, pb});
+  ASSERT_EQ(bound.size(), 2u);
+  EXPECT_EQ(bound[0].name, "a");
+  EXPECT_EQ(elements<float>(bound[0]), (std::vector<float>{1, 2}));
+  EXPECT_EQ(elements<int64_t>(bound[1]), std::vector<int64_t>{42});
+  EXPECT_TRUE(failsWith([&] { bindInputs(info, {pb}); },
+                        "missing input 'b': too few input files "
+                        "(model has 2 inputs, got 1)"));
+  EXPECT_TRUE(failsWith(
+      [&] {
+        bindInputs(info, {st, pb, pb});
+      },
+      "a.pb: too many input files: model has 2 inputs"));
+  EXPECT_TRUE(failsWith([&] { bindInputs(info, {st}); },
+                        "missing input 'a': not found in the .safetensors"));
+  EXPECT_TRUE(failsWith(
+      [&] {
+        bindInputs(info, {st, st});
+      },
+      "input 'b' is given twice"));
+  inputs[1].dtype = PCCRT_I32;
+  EXPECT_TRUE(failsWith(
+      [&] {
+        bindInputs(info, {pb, st});
+      },
+      "b.safetensors: input 'b': expected shape [1] of I32, "
+      "got [1] of I64"));
+  fs::remove_all(dir);
+}
+
+namespace {
+// One F32 [2,3] input x, one F32 [3] weight, y = x + weight. It fails with
+// an out-of-range code on negative input, and with code 2 if the runtime
+// breaks the workspace contract.
+const char *kModelSource = R"(
+#include "pccrt/pccrt.h"
+static const int64_t xShape[] = {2, 3}, wShape[] = {3};
+static const pccrt_tensor_info inputs[] = {{"x", PCCRT_F32, 2, xShape}};
+static const pccrt_tensor_info weights[] = {{"bias", PCCRT_F32, 1, wShape}};
+static const pccrt_tensor_info outputs[] = {{"y", PCCRT_F32, 2, xShape}};
+static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1,
+                                      outputs, 1, weights, 100};
+const pccrt_model_info *test_model_info(void) { return &info; }
+int test_model_run(void *const *in, void *const *out, const void *const *w,
+                   void *workspace) {
+  const float *x = in[0], *b = w[0];
+  float *y = out[0];
+  unsigned char *scratch = workspace;
+  if ((uintptr_t)workspace % 64 != 0)
+    return 2;
+  scratch[99] = 1;
+  for (int i = 0; i < 6; ++i) {
+    if (x[i] < 0)
+      return PCCRT_ERR_INDEX_OUT_OF_RANGE;
+    y[i] = x[i] + b[i % 3];
+  }
+  return PCCRT_OK;
+}
+)";
+} // namespace
+
+TEST_F(RuntimeFiles, ModelEndToEnd) {
+  if (std::system("cc --version > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no C compiler";
+  std::ofstream(path("model.c")) << kModelSource;
+  std::string command = "cc -shared -fPIC -I" PCCRT_TEST_INCLUDE_DIR " -o " +
+                        path("libmodel.so") + " " + path("model.c");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::string lib = path("libmodel.so"), weights = path("w.safetensors");
+  writeSafetensors(weights,
+                   {makeTensor<float>("ignored", PCCRT_I64, {1}, {0, 0}),
+                    makeTensor<float>("bias", PCCRT_F32, {3}, {10, 20, 30})});
+
+  std::unique_ptr<Model> model = Model::load(lib, weights, "test");
+  EXPECT_EQ(model->info().num_inputs, 1);
+  Tensor x = makeTensor<float>("x", PCCRT_F32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  for (int i = 0; i < 2; ++i) { // the second run reuses the workspace
+    std::vector<Tensor> outputs = model->run({x});
+    ASSERT_EQ(outputs.size(), 1u);
+    EXPECT_EQ(outputs[0].name, "y");
+    EXPECT_EQ(outputs[0].shape, (std::vector<int64_t>{2, 3}));
+    EXPECT_EQ(elements<float>(outputs[0]),
+              (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  }
+
+  EXPECT_TRUE(failsWith(
+      [&] {
+        model->run(
+            {makeTensor<float>("x", PCCRT_F32, {3, 2}, {1, 2, 3, 4, 5, 6})});
+      },
+      "input 'x': expected shape [2,3] of F32, got [3,2] of F32"));
+  EXPECT_TRUE(
+      failsWith([&] { model->run({}); }, "model expects 1 inputs, got 0"));
+  EXPECT_TRUE(failsWith(
+      [&] {
+        model->run(
+            {makeTensor<float>("x", PCCRT_F32, {2, 3}, {1, -2, 3, 4, 5, 6})});
+      },
+      "model run failed: index out of range (code 1)"));
+
+  // Inputs from files, outputs to a directory.
+  writeBytes("x.pb", serializeTensorProto(x));
+  std::vector<Tensor> outputs =
+      model->run(bindInputs(model->info(), {path("x.pb")}));
+  dumpOutputs(path("out/nested"), outputs);
+  std::vector<Tensor> dumped =
+      readSafetensors(path("out/nested/outputs.safetensors"));
+  ASSERT_EQ(dumped.size(), 1u);
+  EXPECT_EQ(dumped[0].name, "y");
+  EXPECT_EQ(dumped[0].data, outputs[0].data);
+
+  // Load errors name the file and the cause.
+  EXPECT_TRUE(failsWith([&] { Model::load(lib, weights); },
+                        "missing symbol 'pcc_model_info'"));
+  EXPECT_TRUE(failsWith([&] { Model::load(lib, "", "test"); },
+                        "model needs 1 weights but no weights file was given"));
+  writeSafetensors(path("bad.safetensors"),
+                   {makeTensor<float>("bias", PCCRT_F32, {4}, {1, 2, 3, 4})});
+  EXPECT_TRUE(failsWith(
+      [&] { Model::load(lib, path("bad.safetensors"), "test"); },
+      "bad.safetensors: weight 'bias': expected shape [3] of F32, got [4] of "
+      "F32"));
+  writeSafetensors(path("other.safetensors"),
+                   {makeTensor<float>("b", PCCRT_F32, {3}, {1, 2, 3})});
+  EXPECT_TRUE(
+      failsWith([&] { Model::load(lib, path("other.safetensors"), "test"); },
+                "other.safetensors: missing weight 'bias'"));
+}
