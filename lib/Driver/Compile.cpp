@@ -49,6 +49,21 @@ pcc::installDiagnosticPrinter(MLIRContext &context) {
       });
 }
 
+LogicalResult pcc::importAndPrint(const std::string &model,
+                                  const ImportOptions &options,
+                                  raw_ostream &os) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  auto diagPrinter = installDiagnosticPrinter(context);
+  OwningOpRef<ModuleOp> module = importOnnxFile(context, model, options);
+  if (!module)
+    return failure();
+  module->print(os, OpPrintingFlags().elideLargeElementsAttrs(16));
+  os << "\n";
+  return success();
+}
+
 void pcc::buildCompilePipeline(OpPassManager &pm,
                                const CompileOptions &options) {
   pm.addPass(createCanonicalizerPass());

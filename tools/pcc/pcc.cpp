@@ -14,6 +14,8 @@ using namespace pcc;
 static const char kUsage[] =
     R"(usage: pcc compile MODEL.onnx -o OUT [options]
        pcc run OUT --input FILE [--input FILE ...] [--steps K] [--dump DIR]
+       pcc import MODEL.onnx [--bind NAME=FILE.pb] [--no-retie]
+                             (prints the imported Graph dialect IR)
 
 compile options:
   -o OUT                 output folder (replaced only by a complete result)
@@ -153,6 +155,40 @@ static int compileCommand(Args &args) {
   return failed(compile(o, llvm::outs())) ? 1 : 0;
 }
 
+static int importCommand(Args &args) {
+  std::string model;
+  ImportOptions options;
+  while (!args.done()) {
+    llvm::StringRef a = args.next();
+    std::string v;
+    if (a == "--bind") {
+      if (!args.value(a, v))
+        return 1;
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) {
+        llvm::errs() << "pcc: error: --bind expects NAME=FILE.pb, got '" << v
+                     << "'\n";
+        return 1;
+      }
+      options.bindings[v.substr(0, eq)] = v.substr(eq + 1);
+    } else if (a == "--no-retie") {
+      options.retie = false;
+    } else if (a.starts_with("-")) {
+      return unknown(a);
+    } else if (model.empty()) {
+      model = a.str();
+    } else {
+      llvm::errs() << "pcc: error: more than one model given\n";
+      return 1;
+    }
+  }
+  if (model.empty()) {
+    llvm::errs() << "pcc: error: import needs MODEL.onnx\n";
+    return 1;
+  }
+  return failed(importAndPrint(model, options, llvm::outs())) ? 1 : 0;
+}
+
 static int runCommand(Args &args) {
   RunOptions o;
   while (!args.done()) {
@@ -204,7 +240,9 @@ int main(int argc, char **argv) {
     return compileCommand(args);
   if (cmd == "run")
     return runCommand(args);
+  if (cmd == "import")
+    return importCommand(args);
   llvm::errs() << "pcc: error: unknown command '" << cmd
-               << "' (expected compile or run; see pcc --help)\n";
+               << "' (expected compile, run or import; see pcc --help)\n";
   return 1;
 }

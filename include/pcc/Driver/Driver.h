@@ -3,6 +3,8 @@
 #ifndef PCC_DRIVER_DRIVER_H
 #define PCC_DRIVER_DRIVER_H
 
+#include "pcc/Import/OnnxImporter.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -48,6 +50,11 @@ struct RunOptions {
 /// `pcc run`: loads OUT, binds the inputs, runs and optionally dumps the
 /// outputs. Errors are printed as one line to stderr.
 llvm::LogicalResult run(const RunOptions &options, llvm::raw_ostream &summary);
+
+/// `pcc import`: prints the Graph dialect IR the importer produces.
+llvm::LogicalResult importAndPrint(const std::string &model,
+                                   const ImportOptions &options,
+                                   llvm::raw_ostream &os);
 
 /// Installs the one-line `pcc: error: <node>: <message>` diagnostic format
 /// on `context` for the lifetime of the returned handler.

@@ -1,0 +1,62 @@
+// RUN: pcc-opt %s --canonicalize --split-input-file | FileCheck %s
+
+// Shape arithmetic on anonymous constants folds away.
+// CHECK-LABEL: func.func @fold_shape_arith
+// CHECK-NEXT: %[[C:.*]] = graph.constant dense<[2, 4, 6]> : tensor<3xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @fold_shape_arith() -> tensor<3xi64> {
+  %a = graph.constant dense<[1, 2, 3]> : tensor<3xi64>
+  %b = graph.add %a, %a : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
+  return %b : tensor<3xi64>
+}
+
+// -----
+
+// Named constants are parameters: never folded through.
+// CHECK-LABEL: func.func @keep_parameters
+// CHECK: graph.constant {name = "w"}
+// CHECK: graph.transpose
+func.func @keep_parameters() -> tensor<3x2xf32> {
+  %w = graph.constant {name = "w"} dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
+  %t = graph.transpose %w {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return %t : tensor<3x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @identity_movement
+// CHECK-NEXT: return %arg0
+func.func @identity_movement(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = graph.transpose %x {perm = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = graph.reshape %0 : tensor<2x3xf32> to tensor<2x3xf32>
+  %2 = graph.expand %1 : tensor<2x3xf32> to tensor<2x3xf32>
+  return %2 : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @fold_gather_concat
+// CHECK-NEXT: %[[C:.*]] = graph.constant dense<[32, 2, 7]> : tensor<3xi64>
+// CHECK-NEXT: return %[[C]]
+func.func @fold_gather_concat() -> tensor<3xi64> {
+  %shape = graph.constant dense<[2, 32]> : tensor<2xi64>
+  %i = graph.constant dense<[1, 0]> : tensor<2xi64>
+  %g = graph.gather %shape[%i] {axis = 0 : i64} : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %seven = graph.constant dense<7> : tensor<1xi64>
+  %c = graph.concat %g, %seven {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>) -> tensor<3xi64>
+  return %c : tensor<3xi64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @fold_where_equal_cast
+// CHECK-NEXT: graph.constant dense<[1.000000e+00, 0xFF800000]> : tensor<2xf32>
+func.func @fold_where_equal_cast() -> tensor<2xf32> {
+  %m = graph.constant dense<[1, 0]> : tensor<2xi64>
+  %z = graph.constant dense<0> : tensor<i64>
+  %eq = graph.equal %m, %z : (tensor<2xi64>, tensor<i64>) -> tensor<2xi1>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %w = graph.where %eq, %ninf, %one : (tensor<2xi1>, tensor<f32>, tensor<f32>) -> tensor<2xf32>
+  return %w : tensor<2xf32>
+}
