@@ -23,6 +23,7 @@
 
 #include <deque>
 #include <fstream>
+#include <limits>
 
 using namespace mlir;
 using namespace pcc;
@@ -666,6 +667,30 @@ OwningOpRef<ModuleOp> pcc::importOnnxText(MLIRContext &ctx, StringRef text,
                      options, report);
 }
 
+OwningOpRef<ModuleOp> pcc::importOnnxBuffer(MLIRContext &ctx, StringRef bytes,
+                                            StringRef name,
+                                            const ImportOptions &options,
+                                            ImportReport *report) {
+  Location loc = NameLoc::get(StringAttr::get(&ctx, name));
+  if (bytes.empty())
+    return emitError(loc) << "empty file", nullptr;
+  if (bytes.size() > size_t(std::numeric_limits<int>::max()))
+    return emitError(loc) << "model larger than 2 GiB; store the weights as "
+                             "external data",
+           nullptr;
+  onnx::ModelProto model;
+  if (model.ParseFromArray(bytes.data(), int(bytes.size())) &&
+      model.has_graph())
+    return importModel(ctx, model, llvm::sys::path::parent_path(name), name,
+                       options, report);
+  StringRef trimmed = bytes.ltrim();
+  if (trimmed.starts_with("<") || trimmed.starts_with("agraph"))
+    return importOnnxText(ctx, bytes, name, options, report);
+  return emitError(loc) << "not a valid ONNX model (protobuf parse failed: "
+                           "truncated or corrupt file)",
+         nullptr;
+}
+
 OwningOpRef<ModuleOp> pcc::importOnnxFile(MLIRContext &ctx,
                                           const std::string &path,
                                           const ImportOptions &options,
@@ -677,18 +702,5 @@ OwningOpRef<ModuleOp> pcc::importOnnxFile(MLIRContext &ctx,
   if (!buf)
     return emitError(loc) << "cannot read: " << buf.getError().message(),
            nullptr;
-  StringRef bytes = (*buf)->getBuffer();
-  if (bytes.empty())
-    return emitError(loc) << "empty file", nullptr;
-  onnx::ModelProto model;
-  if (model.ParseFromArray(bytes.data(), int(bytes.size())) &&
-      model.has_graph())
-    return importModel(ctx, model, llvm::sys::path::parent_path(path), path,
-                       options, report);
-  StringRef trimmed = bytes.ltrim();
-  if (trimmed.starts_with("<") || trimmed.starts_with("agraph"))
-    return importOnnxText(ctx, bytes, path, options, report);
-  return emitError(loc) << "not a valid ONNX model (protobuf parse failed: "
-                           "truncated or corrupt file)",
-         nullptr;
+  return importOnnxBuffer(ctx, (*buf)->getBuffer(), path, options, report);
 }

@@ -33,6 +33,13 @@ importOnnxFile(mlir::MLIRContext &context, const std::string &path,
                const ImportOptions &options = {},
                ImportReport *report = nullptr);
 
+/// Imports a model held in memory (protobuf or text); `name` is the path
+/// used in diagnostics and to locate external data.
+mlir::OwningOpRef<mlir::ModuleOp>
+importOnnxBuffer(mlir::MLIRContext &context, llvm::StringRef bytes,
+                 llvm::StringRef name, const ImportOptions &options = {},
+                 ImportReport *report = nullptr);
+
 /// Imports ONNX's text format from memory (`name` is used in diagnostics).
 mlir::OwningOpRef<mlir::ModuleOp>
 importOnnxText(mlir::MLIRContext &context, llvm::StringRef text,

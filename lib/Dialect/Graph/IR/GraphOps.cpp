@@ -250,7 +250,7 @@ ShardingRule LayerNormOp::getShardingRule() {
   for (size_t i = getAxis(); i < f.size(); ++i)
     f[i] = ShardingRule::kNoFactor;
   rule.operandFactors.push_back(f);
-  for (Value v : ValueRange{getScale(), getBias()})
+  for (Value v : {getScale(), getBias()})
     if (v)
       rule.operandFactors.push_back(SmallVector<int64_t>(
           shapeOf(v).size(), ShardingRule::kNoFactor));

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds pcc's libFuzzer targets with clang-22 (ASan + UBSan) and runs each
+# for a few seconds: the ONNX importer, the TensorProto decoder and the
+# safetensors reader, i.e. every parser of untrusted bytes.
+#   test/fuzz/run-fuzzers.sh BUILD_DIR [SECONDS]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "$1" && pwd)
+seconds=${2:-30}
+out="$build/fuzz"
+mkdir -p "$out"
+cxx=${PCC_FUZZ_CXX:-clang++-22}
+flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined
+  -fno-sanitize-recover=undefined -fexceptions)
+
+# The runtime parsers depend on nothing but the standard library.
+rt_src=("$root"/runtime/lib/{Tensor,TensorProto,Safetensors,Model}.cpp)
+for f in TensorProto Safetensors; do
+  "$cxx" "${flags[@]}" -I"$root/runtime/include" \
+    "$root/runtime/lib/fuzz/${f}Fuzzer.cpp" "${rt_src[@]}" -ldl \
+    -o "$out/$f-fuzzer"
+done
+
+# The importer, instrumented together with the dialect it builds.
+mlir_inc=/usr/lib/llvm-22/include
+"$cxx" "${flags[@]}" -DONNX_ML=1 -DONNX_NAMESPACE=onnx \
+  -I"$root/include" -I"$build/include" -isystem "$mlir_inc" \
+  "$root/test/fuzz/ImportFuzzer.cpp" "$root"/lib/Import/*.cpp \
+  "$root/lib/Dialect/Graph/IR/GraphOps.cpp" \
+  -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lMLIR -lLLVM \
+  -lonnx -lonnx_proto -lprotobuf -o "$out/Import-fuzzer"
+
+# Seeds: the text-format import tests and small TensorProto / safetensors
+# files written by the tests.
+mkdir -p "$out/seed-import" "$out/seed-tp" "$out/seed-st"
+cp "$root"/test/Import/*.onnxtxt "$out/seed-import/" 2>/dev/null || true
+find "$root/test" -name '*.onnx' -size -64k -exec cp {} "$out/seed-import/" \; 2>/dev/null || true
+
+export ASAN_OPTIONS=detect_leaks=0:detect_container_overflow=0
+status=0
+for f in Import TensorProto Safetensors; do
+  seed="$out/seed-import"
+  [ "$f" = TensorProto ] && seed="$out/seed-tp"
+  [ "$f" = Safetensors ] && seed="$out/seed-st"
+  echo "fuzz: $f for ${seconds}s"
+  if ! "$out/$f-fuzzer" -max_total_time="$seconds" -max_len=65536 \
+      -print_final_stats=0 -artifact_prefix="$out/$f-" "$seed" \
+      >"$out/$f.log" 2>&1; then
+    echo "fuzz: $f FAILED (see $out/$f.log)"; tail -30 "$out/$f.log"
+    status=1
+  else
+    echo "fuzz: $f ok ($(grep -c '^#' "$out/$f.log" || true) progress lines)"
+  fi
+done
+exit $status
