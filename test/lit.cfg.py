@@ -10,7 +10,7 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".onnxtxt", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.pcc_obj_root, "test")
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt",
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "embedder.cpp",
                    "unittests", "models", "Inputs"]
 
 llvm_config.use_default_substitutions()
@@ -24,3 +24,4 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 llvm_config.with_environment("PATH", config.pcc_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["pcc", "pcc-opt"], [config.pcc_tools_dir])
+config.substitutions.append(("%pcc_obj_root", config.pcc_obj_root))
