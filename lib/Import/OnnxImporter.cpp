@@ -360,6 +360,10 @@ LogicalResult GraphImporter::importInitializers() {
   for (const auto &init : model.graph().initializer()) {
     if (init.name().empty())
       return emitError(fileLoc()) << "initializer without a name", failure();
+    if (values.count(init.name()))
+      return emitError(fileLoc())
+                 << "duplicate initializer name '" << init.name() << "'",
+             failure();
     DenseElementsAttr value = convertTensor(init, modelDir, fileLoc());
     if (!value)
       return failure();
@@ -406,6 +410,8 @@ void GraphImporter::retieInitializers() {
   SmallVector<Candidate> seen;
   for (const auto &init : model.graph().initializer()) {
     auto op = values[init.name()].getDefiningOp<graph::ConstantOp>();
+    if (!op)
+      continue;
     auto value = dyn_cast<DenseElementsAttr>(op.getValue());
     if (!value || value.isSplat() || value.getType().getRank() != 2 ||
         !isa<FloatType>(value.getElementType()))
