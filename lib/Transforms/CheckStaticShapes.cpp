@@ -14,7 +14,7 @@ namespace pcc {
 static bool isSupportedElementType(Type t) {
   if (auto i = dyn_cast<IntegerType>(t))
     return llvm::is_contained({1u, 8u, 16u, 32u, 64u}, i.getWidth());
-  return t.isF32() || t.isF64();
+  return t.isF32() || t.isF64() || t.isF16() || t.isBF16();
 }
 
 static LogicalResult checkValue(Value v, Operation *where) {

@@ -62,6 +62,8 @@ int32_t pcc::getOnnxDataType(Type t) {
 static std::string cType(Type t) {
   if (t.isF32()) return "float";
   if (t.isF64()) return "double";
+  if (t.isF16()) return "pcc_k::f16";
+  if (t.isBF16()) return "pcc_k::bf16";
   auto i = cast<IntegerType>(t);
   if (i.getWidth() == 1) return "bool";
   return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth()) +
@@ -606,7 +608,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
                     else if (isMin)
                       body += y + " = std::min<" + t + ">(" + y + ", " + x + ");";
                     else
-                      body += y + " += " + x + ";";
+                      body += y + " = " + t + "(" + y + " + " + x + ");";
                   });
             if (isa<ReduceMeanOp>(op)) {
               int64_t count = numElements(in) / std::max<int64_t>(outN, 1);

@@ -23,6 +23,99 @@
 
 namespace pcc_k {
 
+/// IEEE half precision storage; arithmetic happens in float.
+struct f16 {
+  uint16_t bits;
+  f16() = default;
+  template <typename U, typename = std::enable_if_t<std::is_arithmetic_v<U>>>
+  f16(U v) : bits(fromFloat(float(v))) {}
+  operator float() const { return toFloat(bits); }
+  static f16 fromBits(uint16_t b) {
+    f16 h;
+    h.bits = b;
+    return h;
+  }
+  // Round to nearest even, with overflow to infinity and gradual underflow.
+  static uint16_t fromFloat(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
+    int exp = int((x >> 23) & 0xff);
+    if (exp == 0xff)
+      return uint16_t(sign | 0x7c00 | (mant ? 0x200 | (mant >> 13) : 0));
+    int e = exp - 127 + 15;
+    if (e >= 0x1f)
+      return uint16_t(sign | 0x7c00);
+    if (e <= 0) {
+      if (e < -10)
+        return uint16_t(sign);
+      mant |= 0x800000;
+      int shift = 14 - e;
+      uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1);
+      uint32_t mid = 1u << (shift - 1);
+      if (rem > mid || (rem == mid && (h & 1)))
+        ++h;
+      return uint16_t(sign | h);
+    }
+    uint32_t h = (uint32_t(e) << 10) | (mant >> 13), rem = mant & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+      ++h;
+    return uint16_t(sign | h);
+  }
+  static float toFloat(uint16_t h) {
+    uint32_t sign = uint32_t(h & 0x8000) << 16, mant = h & 0x3ff;
+    int exp = (h >> 10) & 0x1f;
+    uint32_t x;
+    if (exp == 0x1f) {
+      x = sign | 0x7f800000 | (mant << 13);
+    } else if (exp == 0) {
+      if (!mant) {
+        x = sign;
+      } else {
+        int e = -1;
+        do {
+          ++e;
+          mant <<= 1;
+        } while (!(mant & 0x400));
+        x = sign | (uint32_t(127 - 15 - e) << 23) | ((mant & 0x3ff) << 13);
+      }
+    } else {
+      x = sign | (uint32_t(exp - 15 + 127) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+  }
+};
+
+/// bfloat16 storage (the upper half of a float); arithmetic in float.
+struct bf16 {
+  uint16_t bits;
+  bf16() = default;
+  template <typename U, typename = std::enable_if_t<std::is_arithmetic_v<U>>>
+  bf16(U v) : bits(fromFloat(float(v))) {}
+  operator float() const {
+    uint32_t x = uint32_t(bits) << 16;
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+  }
+  static bf16 fromBits(uint16_t b) {
+    bf16 h;
+    h.bits = b;
+    return h;
+  }
+  // Round to nearest even; NaNs stay quiet NaNs.
+  static uint16_t fromFloat(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000)
+      return uint16_t((x >> 16) | 0x40);
+    x += 0x7fff + ((x >> 16) & 1);
+    return uint16_t(x >> 16);
+  }
+};
+
 /// Row-major C = alpha * op(A) * op(B) + beta * C, op = optional transpose.
 template <typename T>
 inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
@@ -187,5 +280,21 @@ template <typename T> inline T ipow(T base, T exp) {
 }
 
 } // namespace pcc_k
+
+// Limits of the 16-bit float types, for reductions' initial values.
+template <> struct std::numeric_limits<pcc_k::f16> {
+  static constexpr bool is_specialized = true;
+  static pcc_k::f16 infinity() { return pcc_k::f16::fromBits(0x7c00); }
+  static pcc_k::f16 quiet_NaN() { return pcc_k::f16::fromBits(0x7e00); }
+  static pcc_k::f16 lowest() { return pcc_k::f16::fromBits(0xfbff); }
+  static pcc_k::f16 max() { return pcc_k::f16::fromBits(0x7bff); }
+};
+template <> struct std::numeric_limits<pcc_k::bf16> {
+  static constexpr bool is_specialized = true;
+  static pcc_k::bf16 infinity() { return pcc_k::bf16::fromBits(0x7f80); }
+  static pcc_k::bf16 quiet_NaN() { return pcc_k::bf16::fromBits(0x7fc0); }
+  static pcc_k::bf16 lowest() { return pcc_k::bf16::fromBits(0xff7f); }
+  static pcc_k::bf16 max() { return pcc_k::bf16::fromBits(0x7f7f); }
+};
 
 #endif // PCC_KERNELS_H
