@@ -33,7 +33,11 @@ class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
 
 // Numpy-style broadcasting of operands; the result element type is the
 // first operand's, or i1 for comparisons.
-class Graph_BroadcastOp<string mnemonic, list<Trait> traits = []>
+// `firstValue` is the first operand whose element type is the value type
+// (Where's condition precedes it); `sameType` requires all value operands to
+// share it (Pow's exponent may differ).
+class Graph_BroadcastOp<string mnemonic, list<Trait> traits = [],
+                        int firstValue = 0, bit sameType = 1>
     : Graph_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor, Graph_CostOpInterface,
           DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>])> {
   let hasFolder = 1;
@@ -43,13 +47,15 @@ class Graph_BroadcastOp<string mnemonic, list<Trait> traits = []>
         Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
       return ::pcc::graph::detail::inferBroadcastType(
           loc, adaptor.getOperands(), resultElementType(context, adaptor),
-          types, getOperationName());
+          types, getOperationName(), }] # firstValue # [{, }] #
+          !if(sameType, "true", "false") # [{);
     }
   }];
 }
 
-class Graph_BinaryOp<string mnemonic, string what, list<Trait> traits = []>
-    : Graph_BroadcastOp<mnemonic, traits> {
+class Graph_BinaryOp<string mnemonic, string what, list<Trait> traits = [],
+                     bit sameType = 1>
+    : Graph_BroadcastOp<mnemonic, traits, 0, sameType> {
   let summary = what # ", element by element with broadcasting";
   let description = [{
     ONNX operator of the same name: applies the operation to the operands
@@ -84,27 +90,45 @@ class Graph_CompareOp<string mnemonic, string what>
 
 def Graph_ConstantOp : Graph_Op<"constant", [ConstantLike, Graph_CostOpInterface,
     AllTypesMatch<["value", "output"]>]> {
-  let summary = "A constant tensor, or a named model parameter";
+  let summary = "A constant tensor";
   let description = [{
-    Holds a constant tensor. When `name` is present the constant is an ONNX
-    initializer of that name: a model parameter whose identity training,
-    sharding and checkpoints rely on, so folders never fold through it.
-    Constants without a name are anonymous (ONNX `Constant` nodes, folded
-    shape computations).
+    Holds a constant tensor: ONNX `Constant` nodes, non-float initializers
+    (shape pieces, masks, index tables) and everything folding computes.
+    Model parameters are `graph.weight`, which never folds.
 
     ```mlir
-    %w = graph.constant {name = "fc.weight"} dense<1.0> : tensor<4x4xf32>
+    %c = graph.constant dense<[2, 32]> : tensor<2xi64>
     ```
   }];
-  let arguments = (ins ElementsAttr:$value, OptionalAttr<StrAttr>:$name);
+  let arguments = (ins ElementsAttr:$value);
   let results = (outs AnyRankedTensor:$output);
   let hasFolder = 1;
   let assemblyFormat = "attr-dict $value";
   let builders = [
     OpBuilder<(ins "::mlir::ElementsAttr":$value), [{
-      build($_builder, $_state, value.getType(), value, nullptr);
+      build($_builder, $_state, value.getType(), value);
     }]>,
   ];
+}
+
+def Graph_WeightOp : Graph_Op<"weight", [
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    AllTypesMatch<["value", "output"]>]> {
+  let summary = "A model parameter: a float ONNX initializer, by name";
+  let description = [{
+    A float initializer of the ONNX model. Its `name` is the parameter's
+    identity, which training (gradients are reported by initializer name),
+    sharding and checkpoints rely on, so unlike `graph.constant` it does not
+    fold: no folder sees its value, and equal weights are never merged.
+    `value` is the initial value, written to the weights file.
+
+    ```mlir
+    %w = graph.weight "fc.weight" dense<1.0> : tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$name attr-dict $value";
 }
 
 //===----------------------------------------------------------------------===//
@@ -131,7 +155,7 @@ def Graph_AddOp : Graph_BinaryOp<"add", "Addition", [Commutative]>;
 def Graph_SubOp : Graph_BinaryOp<"sub", "Subtraction">;
 def Graph_MulOp : Graph_BinaryOp<"mul", "Multiplication", [Commutative]>;
 def Graph_DivOp : Graph_BinaryOp<"div", "Division (truncating for integers)">;
-def Graph_PowOp : Graph_BinaryOp<"pow", "Power lhs^rhs">;
+def Graph_PowOp : Graph_BinaryOp<"pow", "Power lhs^rhs", [], 0>;
 def Graph_MaxOp : Graph_BinaryOp<"max", "Maximum", [Commutative]>;
 def Graph_MinOp : Graph_BinaryOp<"min", "Minimum", [Commutative]>;
 def Graph_AndOp : Graph_BinaryOp<"and", "Logical and of i1", [Commutative]>;
@@ -146,7 +170,7 @@ def Graph_GreaterOp : Graph_CompareOp<"greater", "Greater than">;
 def Graph_GreaterOrEqualOp
     : Graph_CompareOp<"greater_or_equal", "Greater or equal">;
 
-def Graph_WhereOp : Graph_BroadcastOp<"where"> {
+def Graph_WhereOp : Graph_BroadcastOp<"where", [], 1> {
   let summary = "Selects lhs where the condition holds, else rhs";
   let description = [{
     ONNX `Where`: `output = condition ? lhs : rhs`, the three operands

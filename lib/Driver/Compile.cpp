@@ -128,7 +128,9 @@ static std::string humanCount(double v, StringRef unit) {
   int i = 0;
   while (v >= 1000 && i < 4)
     v /= 1000, ++i;
-  return llvm::formatv("{0:F2} {1}{2}", v, suffix[i], unit).str();
+  std::string scaled = (suffix[i] + unit).str();
+  return llvm::formatv("{0:F2}{1}{2}", v, scaled.empty() ? "" : " ", scaled)
+      .str();
 }
 
 static llvm::json::Value shapeJson(Type t) {

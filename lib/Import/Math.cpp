@@ -106,6 +106,14 @@ static LogicalResult importReduce(NodeImporter &n) {
   bool axesAsInput =
       n.opset >= 18 || (n.opset >= 13 && n.node.op_type() == "ReduceSum");
   SmallVector<int64_t> axes;
+  if (axesAsInput && n.attr("axes"))
+    return emitError(n.loc) << n.node.op_type() << ": opset " << n.opset
+                            << " takes axes as an input, not an attribute",
+           failure();
+  if (!axesAsInput && n.input(1))
+    return emitError(n.loc) << n.node.op_type() << ": opset " << n.opset
+                            << " takes axes as an attribute, not an input",
+           failure();
   if (axesAsInput) {
     if (n.input(1)) {
       auto c = n.constInts(1, "axes");

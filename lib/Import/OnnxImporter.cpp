@@ -217,8 +217,12 @@ LogicalResult NodeImporter::requireInputs(size_t n) {
 DenseElementsAttr NodeImporter::constantOf(Value v) {
   if (!v)
     return {};
+  // Import may read a parameter's value (a float Range bound given as an
+  // initializer); folders never do.
   if (auto c = v.getDefiningOp<graph::ConstantOp>())
     return dyn_cast<DenseElementsAttr>(c.getValue());
+  if (auto w = v.getDefiningOp<graph::WeightOp>())
+    return dyn_cast<DenseElementsAttr>(w.getValue());
   return {};
 }
 
@@ -333,7 +337,9 @@ private:
   Location fileLoc() { return NameLoc::get(StringAttr::get(&ctx, fileName)); }
   LogicalResult importInitializers();
   void retieInitializers();
-  FailureOr<SmallVector<const onnx::NodeProto *>> sortNodes();
+  /// Nodes in topological order, each with its index in the file.
+  FailureOr<SmallVector<std::pair<size_t, const onnx::NodeProto *>>>
+  sortNodes();
   LogicalResult importNode(const onnx::NodeProto &node, size_t index);
   int64_t opsetVersion();
 
@@ -367,9 +373,14 @@ LogicalResult GraphImporter::importInitializers() {
     DenseElementsAttr value = convertTensor(init, modelDir, fileLoc());
     if (!value)
       return failure();
-    values[init.name()] = graph::ConstantOp::create(
-        builder, NameLoc::get(StringAttr::get(&ctx, init.name())),
-        value.getType(), value, builder.getStringAttr(init.name()));
+    // Float initializers are parameters; integer and bool ones (shape
+    // pieces, masks, index tables) are constants that may fold.
+    Location loc = NameLoc::get(StringAttr::get(&ctx, init.name()));
+    if (isa<FloatType>(value.getElementType()))
+      values[init.name()] = graph::WeightOp::create(
+          builder, loc, value.getType(), init.name(), value);
+    else
+      values[init.name()] = graph::ConstantOp::create(builder, loc, value);
   }
   return success();
 }
@@ -403,13 +414,13 @@ static bool isTransposeOf(DenseElementsAttr a, DenseElementsAttr b) {
 /// an earlier, non-symmetric one becomes a Transpose of it.
 void GraphImporter::retieInitializers() {
   struct Candidate {
-    graph::ConstantOp op;
+    graph::WeightOp op;
     DenseElementsAttr value;
     llvm::hash_code hash, tHash;
   };
   SmallVector<Candidate> seen;
   for (const auto &init : model.graph().initializer()) {
-    auto op = values[init.name()].getDefiningOp<graph::ConstantOp>();
+    auto op = values[init.name()].getDefiningOp<graph::WeightOp>();
     if (!op)
       continue;
     auto value = dyn_cast<DenseElementsAttr>(op.getValue());
@@ -436,15 +447,16 @@ void GraphImporter::retieInitializers() {
       values[init.name()] = t;
       op.erase();
       if (report)
-        report->reties.push_back({init.name(), prev.op.getName()->str()});
+        report->reties.push_back({init.name(), prev.op.getName().str()});
       break;
     }
-    if (values[init.name()].getDefiningOp<graph::ConstantOp>())
+    if (values[init.name()].getDefiningOp<graph::WeightOp>())
       seen.push_back(cand);
   }
 }
 
-FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
+FailureOr<SmallVector<std::pair<size_t, const onnx::NodeProto *>>>
+GraphImporter::sortNodes() {
   const auto &nodes = model.graph().node();
   llvm::StringMap<size_t> producer;
   for (int i = 0; i < nodes.size(); ++i)
@@ -472,11 +484,11 @@ FailureOr<SmallVector<const onnx::NodeProto *>> GraphImporter::sortNodes() {
   for (size_t i = 0; i < pending.size(); ++i)
     if (!pending[i])
       ready.push_back(i);
-  SmallVector<const onnx::NodeProto *> order;
+  SmallVector<std::pair<size_t, const onnx::NodeProto *>> order;
   while (!ready.empty()) {
     size_t i = ready.front();
     ready.pop_front();
-    order.push_back(&nodes[i]);
+    order.push_back({i, &nodes[i]});
     for (size_t u : users[i])
       if (--pending[u] == 0)
         ready.push_back(u);
@@ -610,8 +622,8 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   auto order = sortNodes();
   if (failed(order))
     return nullptr;
-  for (auto [i, node] : llvm::enumerate(*order))
-    if (failed(importNode(*node, i)))
+  for (auto [index, node] : *order)
+    if (failed(importNode(*node, index)))
       return nullptr;
 
   SmallVector<Value> results;
@@ -661,7 +673,16 @@ OwningOpRef<ModuleOp> pcc::importOnnxText(MLIRContext &ctx, StringRef text,
                                           ImportReport *report) {
   onnx::ModelProto model;
   std::string str = text.str();
-  onnx::Status status = onnx::OnnxParser::Parse(model, str.c_str());
+  onnx::Status status;
+  // ONNX's parser converts numbers with std::stol/stof, which throw on
+  // malformed or out-of-range literals.
+  try {
+    status = onnx::OnnxParser::Parse(model, str.c_str());
+  } catch (const std::exception &e) {
+    emitError(NameLoc::get(StringAttr::get(&ctx, name)))
+        << "cannot parse ONNX text: invalid number (" << e.what() << ")";
+    return nullptr;
+  }
   if (!status.IsOK()) {
     std::string msg = status.ErrorMessage();
     std::replace(msg.begin(), msg.end(), '\n', ' ');
@@ -689,7 +710,10 @@ OwningOpRef<ModuleOp> pcc::importOnnxBuffer(MLIRContext &ctx, StringRef bytes,
       model.has_graph())
     return importModel(ctx, model, llvm::sys::path::parent_path(name), name,
                        options, report);
+  // ONNX text starts with the model header, possibly after '#' comments.
   StringRef trimmed = bytes.ltrim();
+  while (trimmed.starts_with("#"))
+    trimmed = trimmed.drop_until([](char c) { return c == '\n'; }).ltrim();
   if (trimmed.starts_with("<") || trimmed.starts_with("agraph"))
     return importOnnxText(ctx, bytes, name, options, report);
   return emitError(loc) << "not a valid ONNX model (protobuf parse failed: "

@@ -100,8 +100,8 @@ def locations(which):
         nodes.append(helper.make_node("Relu", ["h"], ["r"]))
         nodes.append(helper.make_node("Softmax", ["r"], ["y"], axis=2))
     elif which == "trilu":
-        nodes.append(helper.make_node("ReduceSum", ["h"], ["r"], axes=[0],
-                                      keepdims=0, name="/blocks.0/ReduceSum"))
+        nodes.append(helper.make_node("ReduceMean", ["h"], ["r"], axes=[0],
+                                      keepdims=0, name="/blocks.0/ReduceMean"))
         nodes.append(helper.make_node("Trilu", ["r"], ["y"],
                                       name="/blocks.0/attn/Trilu"))
     elif which == "rank17":

@@ -240,7 +240,7 @@ LogicalResult Emitter::planBuffers() {
   llvm::DenseMap<Value, int64_t> outputSlot;
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (isa<OpResult>(v) && !root.count(v) &&
-        !isa<ConstantOp>(v.getDefiningOp()) && !outputSlot.count(v))
+        !isa<ConstantOp, WeightOp>(v.getDefiningOp()) && !outputSlot.count(v))
       outputSlot[v] = k;
 
   for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
@@ -266,7 +266,7 @@ LogicalResult Emitter::planBuffers() {
     return std::make_pair(at, size);
   };
   for (auto [i, op] : llvm::enumerate(ops)) {
-    if (isa<ConstantOp>(op))
+    if (isa<ConstantOp, WeightOp>(op))
       continue;
     for (Value v : op->getResults()) {
       std::string n = "v" + std::to_string(counter++);
@@ -306,22 +306,26 @@ LogicalResult Emitter::planBuffers() {
 
 void Emitter::emitConstants() {
   for (Operation &op : func.getBody().front()) {
-    auto c = dyn_cast<ConstantOp>(op);
-    if (!c)
+    if (!isa<ConstantOp, WeightOp>(op))
       continue;
-    auto value = dyn_cast<DenseElementsAttr>(c.getValue());
+    Value v = op.getResult(0);
+    auto weight = dyn_cast<WeightOp>(op);
+    auto value = cast<DenseElementsAttr>(
+        weight ? weight.getValue() : cast<ConstantOp>(op).getValue());
     std::string n = "c" + std::to_string(counter++);
-    names[c.getResult()] = n;
-    std::string t = type(c.getResult());
-    if (!c.getName() && value.getNumElements() <= options.maxInlineElements) {
+    names[v] = n;
+    std::string t = type(v);
+    // Small constants live in the code; parameters and large constants in
+    // the weights file.
+    if (!weight && value.getNumElements() <= options.maxInlineElements) {
       globals += llvm::formatv("static const {0} {1}_data[] = {{{2}};\n", t, n,
                                value.getNumElements() ? literals(value) : "0");
       body += llvm::formatv("  {0}* {1} = ({0}*){1}_data;\n", t, n);
       continue;
     }
-    std::string wname = c.getName() ? c.getName()->str()
-                                    : "pcc.const." + std::to_string(
-                                                         result.weights.size());
+    std::string wname =
+        weight ? weight.getName().str()
+               : "pcc.const." + std::to_string(result.weights.size());
     body += llvm::formatv("  {0}* {1} = ({0}*)w[{2}];\n", t, n,
                           result.weights.size());
     result.weights.push_back({wname, value});
@@ -485,7 +489,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
                         op->getLoc());
   auto result = [&](unsigned i = 0) { return op->getResult(i); };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<ConstantOp, ReshapeOp>([](auto) { return success(); })
+      .Case<ConstantOp, WeightOp, ReshapeOp>([](auto) { return success(); })
       .Case<SqrtOp, ReciprocalOp, NegOp, AbsOp, ErfOp, TanhOp, SigmoidOp,
             ExpOp, LogOp, ReluOp, FloorOp, CeilOp, SinOp, CosOp, NotOp, AddOp,
             SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, XorOp,

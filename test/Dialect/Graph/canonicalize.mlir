@@ -14,10 +14,10 @@ func.func @fold_shape_arith() -> tensor<3xi64> {
 
 // Named constants are parameters: never folded through.
 // CHECK-LABEL: func.func @keep_parameters
-// CHECK: graph.constant {name = "w"}
+// CHECK: graph.weight "w"
 // CHECK: graph.transpose
 func.func @keep_parameters() -> tensor<3x2xf32> {
-  %w = graph.constant {name = "w"} dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
+  %w = graph.weight "w" dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
   %t = graph.transpose %w {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
   return %t : tensor<3x2xf32>
 }

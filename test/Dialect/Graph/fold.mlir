@@ -510,8 +510,8 @@ func.func @fold_size_limit() -> (tensor<65536xf32>, tensor<65537xf32>) {
 // -----
 
 // CHECK-LABEL: func.func @named_elementwise
-// CHECK-DAG: %[[W:.*]] = graph.constant {name = "w"} dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
-// CHECK-DAG: %[[B:.*]] = graph.constant {name = "b"} dense<[true, false]> : tensor<2xi1>
+// CHECK-DAG: %[[W:.*]] = graph.weight "w" dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+// CHECK-DAG: %[[B:.*]] = graph.weight "b" dense<[true, false]> : tensor<2xi1>
 // CHECK-DAG: %[[ONE:.*]] = graph.constant dense<1.000000e+00> : tensor<f32>
 // CHECK-DAG: %[[ADD:.*]] = graph.add %[[W]], %[[ONE]]
 // CHECK-DAG: %[[NEG:.*]] = graph.neg %[[W]]
@@ -520,8 +520,8 @@ func.func @fold_size_limit() -> (tensor<65536xf32>, tensor<65537xf32>) {
 // CHECK-DAG: %[[SEL:.*]] = graph.where %[[B]], %[[ONE]], %[[ONE]]
 // CHECK: return %[[ADD]], %[[NEG]], %[[LT]], %[[CAST]], %[[SEL]]
 func.func @named_elementwise() -> (tensor<2xf32>, tensor<2xf32>, tensor<2xi1>, tensor<2xi64>, tensor<2xf32>) {
-  %w = graph.constant {name = "w"} dense<[1.0, 2.0]> : tensor<2xf32>
-  %b = graph.constant {name = "b"} dense<[true, false]> : tensor<2xi1>
+  %w = graph.weight "w" dense<[1.0, 2.0]> : tensor<2xf32>
+  %b = graph.weight "b" dense<[true, false]> : tensor<2xi1>
   %one = graph.constant dense<1.0> : tensor<f32>
   %0 = graph.add %w, %one : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
   %1 = graph.neg %w : tensor<2xf32>
@@ -534,7 +534,7 @@ func.func @named_elementwise() -> (tensor<2xf32>, tensor<2xf32>, tensor<2xi1>, t
 // -----
 
 // CHECK-LABEL: func.func @named_movement
-// CHECK-DAG: %[[W:.*]] = graph.constant {name = "emb"} dense<{{\[\[}}1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+// CHECK-DAG: %[[W:.*]] = graph.weight "emb" dense<{{\[\[}}1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
 // CHECK-DAG: %[[I:.*]] = graph.constant dense<1> : tensor<1xi64>
 // CHECK-DAG: %[[R:.*]] = graph.reshape %[[W]] : tensor<2x3xi64> to tensor<6xi64>
 // CHECK-DAG: %[[T:.*]] = graph.transpose %[[W]]
@@ -544,7 +544,7 @@ func.func @named_elementwise() -> (tensor<2xf32>, tensor<2xf32>, tensor<2xi1>, t
 // CHECK-DAG: %[[G:.*]] = graph.gather %[[W]][%[[I]]]
 // CHECK: return %[[R]], %[[T]], %[[S]], %[[E]], %[[C]], %[[G]]
 func.func @named_movement() -> (tensor<6xi64>, tensor<3x2xi64>, tensor<1x3xi64>, tensor<2x2x3xi64>, tensor<4x3xi64>, tensor<1x3xi64>) {
-  %w = graph.constant {name = "emb"} dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
+  %w = graph.weight "emb" dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>
   %0 = graph.reshape %w : tensor<2x3xi64> to tensor<6xi64>
   %1 = graph.transpose %w {perm = array<i64: 1, 0>} : (tensor<2x3xi64>) -> tensor<3x2xi64>
   %2 = graph.slice %w {starts = array<i64: 1, 0>, sizes = array<i64: 1, 3>, steps = array<i64: 1, 1>} : (tensor<2x3xi64>) -> tensor<1x3xi64>
@@ -559,11 +559,11 @@ func.func @named_movement() -> (tensor<6xi64>, tensor<3x2xi64>, tensor<1x3xi64>,
 
 // Named indices are parameters as well.
 // CHECK-LABEL: func.func @named_indices
-// CHECK: %[[I:.*]] = graph.constant {name = "idx"}
+// CHECK: %[[I:.*]] = graph.weight "idx"
 // CHECK: graph.gather %{{.*}}[%[[I]]]
 func.func @named_indices() -> tensor<1xi64> {
   %a = graph.constant dense<[10, 20]> : tensor<2xi64>
-  %i = graph.constant {name = "idx"} dense<1> : tensor<1xi64>
+  %i = graph.weight "idx" dense<1> : tensor<1xi64>
   %0 = graph.gather %a[%i] {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>) -> tensor<1xi64>
   return %0 : tensor<1xi64>
 }
@@ -572,10 +572,10 @@ func.func @named_indices() -> tensor<1xi64> {
 
 // Identities still apply to parameters: they do not copy them.
 // CHECK-LABEL: func.func @named_identity
-// CHECK-NEXT: %[[W:.*]] = graph.constant {name = "w"}
+// CHECK-NEXT: %[[W:.*]] = graph.weight "w"
 // CHECK-NEXT: return %[[W]], %[[W]]
 func.func @named_identity() -> (tensor<2x3xf32>, tensor<2x3xf32>) {
-  %w = graph.constant {name = "w"} dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
+  %w = graph.weight "w" dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf32>
   %0 = graph.transpose %w {perm = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %1 = graph.reshape %w : tensor<2x3xf32> to tensor<2x3xf32>
   return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>

@@ -1,11 +1,10 @@
-// XFAIL: *
 // BUG: the broadcasting element-wise ops (graph.add ... graph.xor, the
 // comparisons) and graph.gemm accept operands of different element types
 // (ONNX requires one type T): graph.add of f32 and i64 verifies, giving an
 // f32 result, and graph.gemm of f32 and f16 verifies. graph.matmul does
 // reject it ("MatMul: element types differ"). See inferBroadcastType and
 // GemmOp::inferReturnTypes in lib/Dialect/Graph/IR/GraphOps.cpp.
-// Each case below must be rejected; remove the XFAIL line once fixed.
+// Each case below must be rejected.
 // RUN: not pcc-opt %s -split-input-file 2>&1 | FileCheck %s
 
 func.func @add_mixed(%x: tensor<2x3xf32>, %y: tensor<2x3xi64>) {

@@ -1,4 +1,3 @@
-// XFAIL: *
 // BUG: SliceOp::verify (lib/Dialect/Graph/IR/GraphOps.cpp) checks that
 // `starts` and `steps` have one entry per dimension but not `sizes`, then
 // reads getSizes()[d] for every dimension d: with fewer sizes than the rank
@@ -6,7 +5,6 @@
 // reports a bogus "slice out of bounds" from whatever memory follows). The
 // custom verifier runs before type inference, so the "Slice: one size per
 // dimension expected" check of inferReturnTypes never gets the chance.
-// Remove the XFAIL line once fixed.
 // RUN: pcc-opt %s -split-input-file -verify-diagnostics
 
 func.func @slice_sizes_too_short(%x: tensor<2x3xf32>) {

@@ -16,9 +16,9 @@ func.func @constant_type_mismatch() {
 
 // -----
 
-func.func @constant_name_not_string() {
-  // expected-error @+1 {{'graph.constant' op attribute 'name' failed to satisfy constraint: string attribute}}
-  %0 = graph.constant {name = 3} dense<1.0> : tensor<2xf32>
+func.func @weight_type_mismatch() {
+  // expected-error @+1 {{'graph.weight' op failed to verify that all of {value, output} have same type}}
+  %0 = "graph.weight"() {name = "w", value = dense<1.0> : tensor<2xf32>} : () -> tensor<3xf32>
   return
 }
 

@@ -8,8 +8,8 @@
 func.func @constants() -> (tensor<2x3xf32>, tensor<2x2xf32>, tensor<3xi64>, tensor<i1>) {
   // CHECK: graph.constant dense<1.000000e+00> : tensor<2x3xf32>
   %0 = graph.constant dense<1.0> : tensor<2x3xf32>
-  // CHECK: graph.constant {name = "fc.weight"} dense<{{\[\[}}1.000000e+00, 2.000000e+00], [3.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
-  %1 = graph.constant {name = "fc.weight"} dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  // CHECK: graph.weight "fc.weight" dense<{{\[\[}}1.000000e+00, 2.000000e+00], [3.000000e+00, 4.000000e+00]]> : tensor<2x2xf32>
+  %1 = graph.weight "fc.weight" dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
   // CHECK: graph.constant dense<[1, -2, 3]> : tensor<3xi64>
   %2 = graph.constant dense<[1, -2, 3]> : tensor<3xi64>
   // CHECK: graph.constant dense<true> : tensor<i1>

@@ -75,7 +75,15 @@ static std::string shapeStr(ArrayRef<int64_t> shape) {
 
 LogicalResult pcc::graph::detail::inferBroadcastType(
     std::optional<Location> loc, ValueRange operands, Type elementType,
-    SmallVectorImpl<Type> &types, StringRef opName) {
+    SmallVectorImpl<Type> &types, StringRef opName, unsigned firstValue,
+    bool sameType) {
+  if (sameType)
+    for (Value v : operands.drop_front(firstValue))
+      if (getElementTypeOrSelf(v.getType()) !=
+          getElementTypeOrSelf(operands[firstValue].getType()))
+        return emitOptionalError(loc, opName, ": operand element types differ (",
+                                 getElementTypeOrSelf(operands[firstValue].getType()),
+                                 " vs ", getElementTypeOrSelf(v.getType()), ")");
   SmallVector<int64_t> shape;
   for (Value v : operands) {
     auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -128,6 +136,7 @@ int64_t pcc::graph::detail::defaultBytesAccessed(Operation *op) {
 }
 
 // Data movement performs no arithmetic.
+int64_t WeightOp::getFlops() { return 0; }
 int64_t ReshapeOp::getFlops() { return 0; }
 int64_t TransposeOp::getFlops() { return 0; }
 int64_t ExpandOp::getFlops() { return 0; }
@@ -409,6 +418,10 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
   auto a = tensorOf(adaptor.getA()), b = tensorOf(adaptor.getB());
   if (a.getRank() != 2 || b.getRank() != 2)
     return emitOptionalError(loc, "Gemm: operands must be matrices");
+  if (a.getElementType() != b.getElementType() ||
+      (adaptor.getC() &&
+       tensorOf(adaptor.getC()).getElementType() != a.getElementType()))
+    return emitOptionalError(loc, "Gemm: operand element types differ");
   int64_t m = adaptor.getTransA() ? a.getDimSize(1) : a.getDimSize(0);
   int64_t ka = adaptor.getTransA() ? a.getDimSize(0) : a.getDimSize(1);
   int64_t kb = adaptor.getTransB() ? b.getDimSize(1) : b.getDimSize(0);
@@ -524,7 +537,8 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
 
 LogicalResult SliceOp::verify() {
   ArrayRef<int64_t> in = shapeOf(getInput());
-  if (getStarts().size() != in.size() || getSteps().size() != in.size())
+  if (getStarts().size() != in.size() || getSteps().size() != in.size() ||
+      getSizes().size() != in.size())
     return emitOpError("needs one start, size and step per dimension");
   for (size_t d = 0; d < in.size(); ++d) {
     int64_t start = getStarts()[d], size = getSizes()[d], step = getSteps()[d];
@@ -671,13 +685,10 @@ LogicalResult TriluOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// Folding copies constants, so keep it to small tensors (shape
-/// computations, masks) and never fold through a named parameter.
+/// computations, masks). Parameters (graph.weight) never reach a folder.
 static constexpr int64_t kMaxFoldElements = 1 << 16;
 
 static bool mayFold(Operation *op) {
-  for (Value v : op->getOperands())
-    if (auto c = v.getDefiningOp<ConstantOp>(); c && c.getName())
-      return false;
   for (Type t : op->getResultTypes()) {
     auto rt = dyn_cast<RankedTensorType>(t);
     if (!rt || !rt.hasStaticShape() || rt.getNumElements() > kMaxFoldElements)
@@ -699,7 +710,8 @@ struct Scalars {
 };
 } // namespace
 
-static Scalars scalarsOf(DenseElementsAttr a) {
+/// Fails for unsigned 64-bit values that int64 cannot hold.
+static std::optional<Scalars> scalarsOf(DenseElementsAttr a) {
   Scalars s;
   Type et = a.getElementType();
   if (isa<FloatType>(et)) {
@@ -708,8 +720,11 @@ static Scalars scalarsOf(DenseElementsAttr a) {
       s.f.push_back(v.convertToDouble());
   } else {
     bool isUnsigned = et.isUnsignedInteger() || et.isInteger(1);
-    for (APInt v : a.getValues<APInt>())
+    for (APInt v : a.getValues<APInt>()) {
+      if (isUnsigned && v.isNegative() && v.getBitWidth() == 64)
+        return std::nullopt;
       s.i.push_back(isUnsigned ? int64_t(v.getZExtValue()) : v.getSExtValue());
+    }
   }
   return s;
 }
@@ -779,7 +794,10 @@ foldBroadcast(Operation *op, ArrayRef<Attribute> operands,
   SmallVector<Scalars> vals;
   SmallVector<SmallVector<int64_t>> strides;
   for (DenseElementsAttr a : in) {
-    vals.push_back(scalarsOf(a));
+    std::optional<Scalars> sc = scalarsOf(a);
+    if (!sc)
+      return {};
+    vals.push_back(std::move(*sc));
     ArrayRef<int64_t> s = a.getType().getShape();
     SmallVector<int64_t> st = stridesOf(s), full(shape.size(), 0);
     for (size_t i = 0; i < s.size(); ++i)
@@ -951,7 +969,10 @@ OpFoldResult CastOp::fold(FoldAdaptor a) {
   if (!in || !mayFold(*this))
     return {};
   auto outType = getOutput().getType();
-  Scalars s = scalarsOf(in);
+  std::optional<Scalars> maybe = scalarsOf(in);
+  if (!maybe)
+    return {};
+  Scalars &s = *maybe;
   Type et = outType.getElementType();
   SmallVector<double> f;
   SmallVector<int64_t> i;

@@ -40,7 +40,8 @@ llvm::LogicalResult inferBroadcastType(std::optional<mlir::Location> loc,
                                        mlir::ValueRange operands,
                                        mlir::Type elementType,
                                        llvm::SmallVectorImpl<mlir::Type> &types,
-                                       llvm::StringRef opName);
+                                       llvm::StringRef opName,
+                                       unsigned firstValue, bool sameType);
 } // namespace detail
 
 /// Broadcasts two static shapes by numpy rules; fails when incompatible.
