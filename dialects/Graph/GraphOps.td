@@ -20,7 +20,8 @@ class Graph_Op<string mnemonic, list<Trait> traits = []>
 // One result whose shape and element type equal the operand's.
 class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType, Graph_CostOpInterface,
-          DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>])> {
+          DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>,
+          DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>])> {
   let summary = what # ", element by element";
   let description = [{
     Applies the function to every element; ONNX operator of the same name.
@@ -39,7 +40,8 @@ class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
 class Graph_BroadcastOp<string mnemonic, list<Trait> traits = [],
                         int firstValue = 0, bit sameType = 1>
     : Graph_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor, Graph_CostOpInterface,
-          DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>])> {
+          DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>,
+          DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>])> {
   let hasFolder = 1;
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::inferReturnTypes(
@@ -190,7 +192,7 @@ def Graph_WhereOp : Graph_BroadcastOp<"where", [], 1> {
   let hasVerifier = 1;
 }
 
-def Graph_CastOp : Graph_Op<"cast", [SameOperandsAndResultShape, Graph_CostOpInterface,
+def Graph_CastOp : Graph_Op<"cast", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, SameOperandsAndResultShape, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Converts every element to the result's element type";
   let description = [{
@@ -208,7 +210,7 @@ def Graph_CastOp : Graph_Op<"cast", [SameOperandsAndResultShape, Graph_CostOpInt
 // Contractions and normalizations
 //===----------------------------------------------------------------------===//
 
-def Graph_MatMulOp : Graph_Op<"matmul", [InferTypeOpAdaptor,
+def Graph_MatMulOp : Graph_Op<"matmul", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Matrix product with numpy semantics";
@@ -223,7 +225,7 @@ def Graph_MatMulOp : Graph_Op<"matmul", [InferTypeOpAdaptor,
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_GemmOp : Graph_Op<"gemm", [InferTypeOpAdaptor,
+def Graph_GemmOp : Graph_Op<"gemm", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "General matrix multiply alpha*op(a)*op(b) + beta*c";
@@ -241,7 +243,7 @@ def Graph_GemmOp : Graph_Op<"gemm", [InferTypeOpAdaptor,
                        "functional-type(operands, results)";
 }
 
-def Graph_SoftmaxOp : Graph_Op<"softmax", [SameOperandsAndResultType, Graph_CostOpInterface,
+def Graph_SoftmaxOp : Graph_Op<"softmax", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, SameOperandsAndResultType, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Normalized exponential along one axis";
   let description = [{
@@ -254,7 +256,7 @@ def Graph_SoftmaxOp : Graph_Op<"softmax", [SameOperandsAndResultType, Graph_Cost
   let hasVerifier = 1;
 }
 
-def Graph_LogSoftmaxOp : Graph_Op<"log_softmax", [SameOperandsAndResultType, Graph_CostOpInterface,
+def Graph_LogSoftmaxOp : Graph_Op<"log_softmax", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, SameOperandsAndResultType, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Logarithm of the softmax along one axis";
   let description = [{
@@ -267,7 +269,7 @@ def Graph_LogSoftmaxOp : Graph_Op<"log_softmax", [SameOperandsAndResultType, Gra
   let hasVerifier = 1;
 }
 
-def Graph_LayerNormOp : Graph_Op<"layer_norm", [InferTypeOpAdaptor, Graph_CostOpInterface,
+def Graph_LayerNormOp : Graph_Op<"layer_norm", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Layer normalization over the trailing dimensions";
   let description = [{
@@ -287,7 +289,8 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [InferTypeOpAdaptor, Graph_CostOp
 
 class Graph_ReduceOp<string mnemonic, string what>
     : Graph_Op<mnemonic, [InferTypeOpAdaptor, Graph_CostOpInterface,
-        DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+        DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>,
+        DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>]> {
   let summary = what # " over the given axes";
   let description = [{
     ONNX operator of the same name. `axes` are sorted, non-negative and
@@ -309,7 +312,7 @@ def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Graph_ReshapeOp : Graph_Op<"reshape", [
+def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Reinterprets the elements with the result's shape";
   let description = [{
@@ -325,7 +328,7 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [
   let hasVerifier = 1;
 }
 
-def Graph_TransposeOp : Graph_Op<"transpose", [InferTypeOpAdaptor,
+def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Permutes the dimensions";
@@ -338,7 +341,7 @@ def Graph_TransposeOp : Graph_Op<"transpose", [InferTypeOpAdaptor,
   let hasFolder = 1;
 }
 
-def Graph_ExpandOp : Graph_Op<"expand", [
+def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Broadcasts the input to the result's shape";
   let description = [{
@@ -352,7 +355,7 @@ def Graph_ExpandOp : Graph_Op<"expand", [
   let hasVerifier = 1;
 }
 
-def Graph_SliceOp : Graph_Op<"slice", [InferTypeOpAdaptor,
+def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Strided slice with one (start, step) per dimension";
   let description = [{
@@ -368,7 +371,7 @@ def Graph_SliceOp : Graph_Op<"slice", [InferTypeOpAdaptor,
   let hasVerifier = 1;
 }
 
-def Graph_ConcatOp : Graph_Op<"concat", [InferTypeOpAdaptor,
+def Graph_ConcatOp : Graph_Op<"concat", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Joins tensors along one axis";
   let description = [{ ONNX `Concat`; `axis` is non-negative. }];
@@ -378,7 +381,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [InferTypeOpAdaptor,
   let hasFolder = 1;
 }
 
-def Graph_SplitOp : Graph_Op<"split", [InferTypeOpAdaptor,
+def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Cuts a tensor into pieces along one axis";
   let description = [{
@@ -391,7 +394,7 @@ def Graph_SplitOp : Graph_Op<"split", [InferTypeOpAdaptor,
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_GatherOp : Graph_Op<"gather", [InferTypeOpAdaptor,
+def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Takes slices of data at integer indices along one axis";
   let description = [{
@@ -406,7 +409,7 @@ def Graph_GatherOp : Graph_Op<"gather", [InferTypeOpAdaptor,
   let hasFolder = 1;
 }
 
-def Graph_GatherElementsOp : Graph_Op<"gather_elements", [InferTypeOpAdaptor,
+def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Takes single elements of data at indices along one axis";
   let description = [{
@@ -420,7 +423,7 @@ def Graph_GatherElementsOp : Graph_Op<"gather_elements", [InferTypeOpAdaptor,
       "$data `[` $indices `]` attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_TriluOp : Graph_Op<"trilu", [SameOperandsAndResultType,
+def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Keeps the upper or lower triangle of the last two dims";
   let description = [{
@@ -432,6 +435,59 @@ def Graph_TriluOp : Graph_Op<"trilu", [SameOperandsAndResultType,
                    DefaultValuedAttr<I64Attr, "0">:$k);
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Ops that reverse-mode differentiation introduces
+//===----------------------------------------------------------------------===//
+
+def Graph_ScatterAddOp : Graph_Op<"scatter_add", [
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Adds slices into a zero tensor at indices along an axis";
+  let description = [{
+    The adjoint of `graph.gather`: starts from zeros of the result type and,
+    for every index `j` of `indices`, adds the slice of `updates` at `j` to
+    the result's slice at `indices[j]` along `axis` (negative indices count
+    from the end; repeated indices accumulate). `updates` has the shape
+    `result.shape[:axis] + indices.shape + result.shape[axis+1:]`.
+  }];
+  let arguments = (ins AnyRankedTensor:$updates,
+                   RankedTensorOf<[I32, I64]>:$indices, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$updates `[` $indices `]` attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_ScatterElementsAddOp : Graph_Op<"scatter_elements_add", [
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Adds elements into a zero tensor at indices along an axis";
+  let description = [{
+    The adjoint of `graph.gather_elements`: starts from zeros of the result
+    type and adds `updates[i][j][k]` to `result[indices[i][j][k]][j][k]` for
+    axis 0, and so on. `updates` and `indices` have the same shape.
+  }];
+  let arguments = (ins AnyRankedTensor:$updates,
+                   RankedTensorOf<[I32, I64]>:$indices, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$updates `[` $indices `]` attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Graph_InsertSliceOp : Graph_Op<"insert_slice", [
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Places a tensor into a zero tensor at a strided slice";
+  let description = [{
+    The adjoint of `graph.slice`: the result is zero except for the slice
+    that `graph.slice` with the same `starts` and `steps` (and the source's
+    shape as sizes) would read, which holds `source`.
+  }];
+  let arguments = (ins AnyRankedTensor:$source, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$steps);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$source attr-dict `:` type($source) `to` type($output)";
   let hasVerifier = 1;
 }
 

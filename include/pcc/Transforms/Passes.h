@@ -18,6 +18,40 @@ namespace pcc {
 /// supported element type; emits an error at the first that is not.
 llvm::LogicalResult checkStaticShapes(mlir::func::FuncOp func);
 
+/// Appends the causal-LM cross-entropy of the logits against the shifted
+/// labels as a result named "loss" (see the pcc-attach-loss pass).
+llvm::LogicalResult attachLoss(mlir::func::FuncOp func, llvm::StringRef labels,
+                               llvm::StringRef logits);
+
+/// Appends the gradient of the "loss" result with respect to every trainable
+/// parameter (see the pcc-autodiff pass).
+llvm::LogicalResult differentiate(mlir::func::FuncOp func,
+                                  llvm::StringRef freezeRegex);
+
+struct OptimizerConfig {
+  std::string kind = "adamw";
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Negative: the optimizer's default (0.01 for AdamW, 0 for SGD).
+  double weightDecay = -1;
+  double momentum = 0;
+};
+
+/// Turns trained parameters into state and appends their updates (see the
+/// pcc-optimizer pass).
+llvm::LogicalResult applyOptimizer(mlir::func::FuncOp func,
+                                   const OptimizerConfig &options);
+
+/// Appends `values` to the function's results, each with its attributes.
+void appendResults(mlir::func::FuncOp func, mlir::ValueRange values,
+                   llvm::ArrayRef<mlir::DictionaryAttr> attrs);
+
+/// Function attribute names of the training contract.
+inline constexpr llvm::StringLiteral kGradAttr = "pcc.grad";
+inline constexpr llvm::StringLiteral kStateAttr = "pcc.state";
+inline constexpr llvm::StringLiteral kStateInitAttr = "pcc.init";
+inline constexpr llvm::StringLiteral kStateUpdateAttr = "pcc.state_update";
+inline constexpr llvm::StringLiteral kBackwardAttr = "pcc.backward";
+
 } // namespace pcc
 
 #endif // PCC_TRANSFORMS_PASSES_H

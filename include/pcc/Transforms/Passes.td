@@ -15,4 +15,73 @@ def CheckStaticShapes : Pass<"pcc-check-static-shapes", "::mlir::func::FuncOp"> 
   }];
 }
 
+def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
+  let summary = "Appends the causal-LM cross-entropy loss as a result";
+  let description = [{
+    Builds, as Graph ops, the mean cross-entropy of `logits[:, :-1]` against
+    `labels[:, 1:]`, computed stably (`log_softmax`, then the negated mean
+    of the label's log-probability), and returns it as a rank-0 result named
+    `loss`. The tensors are found by type, not by name: the labels are the
+    first integer argument of rank 2, the logits the first float result of
+    rank 3; `labels` and `logits` name them explicitly (ONNX names).
+    Expressing the loss in Graph ops lets later passes transform it (a
+    vocabulary-parallel cross-entropy, the loss on the last stage).
+  }];
+  let options = [
+    Option<"labels", "labels", "std::string", /*default=*/"\"\"",
+           "ONNX name of the labels input (default: first int [B, T] input)">,
+    Option<"logits", "logits", "std::string", /*default=*/"\"\"",
+           "ONNX name of the logits output (default: first float rank-3 "
+           "output)">,
+  ];
+}
+
+def Autodiff : Pass<"pcc-autodiff", "::mlir::func::FuncOp"> {
+  let summary = "Reverse-mode differentiation of the loss";
+  let description = [{
+    Differentiates the result named `loss` with respect to every trainable
+    parameter: each float `graph.weight` that reaches the loss through a
+    differentiable path, minus those whose name matches `freeze`. Walks the
+    ops in reverse and asks each op on the path for its vector-Jacobian
+    product through `DifferentiableOpInterface`; gradients of values used in
+    several places (a tied embedding and LM head) accumulate. Integer and
+    boolean values carry no gradient. Each parameter's gradient is appended
+    as a result with the attribute `pcc.grad = "<parameter name>"`; the
+    backward ops carry the unit attribute `pcc.backward`. Only the forward
+    values the backward ops read stay alive (the emitter's buffer planning
+    frees the rest).
+  }];
+  let options = [
+    Option<"freeze", "freeze", "std::string", /*default=*/"\"\"",
+           "Regular expression of parameter names not to train">,
+  ];
+}
+
+def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {
+  let summary = "Appends the optimizer update of every trained parameter";
+  let description = [{
+    Turns every parameter that has a gradient result (`pcc.grad`) into
+    persistent state: the `graph.weight` becomes a function argument with
+    `pcc.state = "<name>"` and `pcc.init = <value>`, the optimizer's moments
+    become state arguments initialized to zero, and the updated values are
+    returned with `pcc.state_update = "<name>"`. A step counter
+    (`pcc.step`) drives AdamW's bias correction. Semantics follow PyTorch:
+    AdamW with decoupled weight decay (`p *= 1 - lr * wd`, then
+    `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`); SGD with
+    optional momentum and L2 weight decay.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
+           "Weight decay (default: 0.01 for adamw, 0 for sgd)">,
+    Option<"momentum", "momentum", "double", /*default=*/"0",
+           "SGD momentum">,
+  ];
+}
+
 #endif // PCC_TRANSFORMS_PASSES

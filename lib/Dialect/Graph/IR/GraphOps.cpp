@@ -146,6 +146,13 @@ int64_t SplitOp::getFlops() { return 0; }
 int64_t GatherOp::getFlops() { return 0; }
 int64_t GatherElementsOp::getFlops() { return 0; }
 int64_t TriluOp::getFlops() { return 0; }
+int64_t InsertSliceOp::getFlops() { return 0; }
+int64_t ScatterAddOp::getFlops() {
+  return numElements(shapeOf(getUpdates()));
+}
+int64_t ScatterElementsAddOp::getFlops() {
+  return numElements(shapeOf(getUpdates()));
+}
 
 int64_t MatMulOp::getFlops() {
   ArrayRef<int64_t> a = shapeOf(getLhs());
@@ -671,6 +678,58 @@ LogicalResult ExpandOp::verify() {
   if (failed(b) || ArrayRef<int64_t>(*b) != out.getShape())
     return emitOpError("cannot broadcast ")
            << shapeStr(in.getShape()) << " to " << shapeStr(out.getShape());
+  return success();
+}
+
+LogicalResult ScatterAddOp::verify() {
+  ArrayRef<int64_t> out = shapeOf(getOutput()), idx = shapeOf(getIndices());
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= int64_t(out.size()))
+    return emitOpError("axis ") << axis << " out of range";
+  SmallVector<int64_t> expected(out.take_front(axis));
+  llvm::append_range(expected, idx);
+  llvm::append_range(expected, out.drop_front(axis + 1));
+  if (ArrayRef<int64_t>(expected) != shapeOf(getUpdates()))
+    return emitOpError("updates must have shape ") << shapeStr(expected);
+  if (getUpdates().getType().getElementType() !=
+      getOutput().getType().getElementType())
+    return emitOpError("changes the element type");
+  return success();
+}
+
+LogicalResult ScatterElementsAddOp::verify() {
+  int64_t rank = getOutput().getType().getRank();
+  if (getAxis() < 0 || getAxis() >= rank)
+    return emitOpError("axis ") << getAxis() << " out of range";
+  if (shapeOf(getUpdates()) != shapeOf(getIndices()) ||
+      getUpdates().getType().getRank() != rank)
+    return emitOpError("updates and indices must have one shape and the "
+                       "result's rank");
+  if (getUpdates().getType().getElementType() !=
+      getOutput().getType().getElementType())
+    return emitOpError("changes the element type");
+  return success();
+}
+
+LogicalResult InsertSliceOp::verify() {
+  ArrayRef<int64_t> out = shapeOf(getOutput()), src = shapeOf(getSource());
+  if (src.size() != out.size() || getStarts().size() != out.size() ||
+      getSteps().size() != out.size())
+    return emitOpError("needs one start and step per dimension of a result "
+                       "of the source's rank");
+  if (getSource().getType().getElementType() !=
+      getOutput().getType().getElementType())
+    return emitOpError("changes the element type");
+  for (size_t d = 0; d < out.size(); ++d) {
+    int64_t start = getStarts()[d], step = getSteps()[d];
+    if (step == 0)
+      return emitOpError("dimension ") << d << ": zero step";
+    if (src[d] == 0)
+      continue;
+    int64_t last = start + (src[d] - 1) * step;
+    if (start < 0 || start >= out[d] || last < 0 || last >= out[d])
+      return emitOpError("dimension ") << d << ": slice out of bounds";
+  }
   return success();
 }
 
