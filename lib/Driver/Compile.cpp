@@ -13,7 +13,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -66,6 +68,14 @@ LogicalResult pcc::importAndPrint(const std::string &model,
 
 void pcc::buildCompilePipeline(OpPassManager &pm,
                                const CompileOptions &options) {
+  if (options.train) {
+    OpPassManager &fpm = pm.nest<func::FuncOp>();
+    fpm.addPass(createAttachLoss({options.labels, options.logits}));
+    fpm.addPass(createAutodiff({options.freeze}));
+    const OptimizerConfig &o = options.optimizer;
+    fpm.addPass(createOptimizer({o.kind, o.lr, o.beta1, o.beta2, o.eps,
+                                 o.weightDecay, o.momentum}));
+  }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(createCheckStaticShapes());
@@ -152,8 +162,6 @@ LogicalResult pcc::compile(const CompileOptions &options,
   if (options.tp != 1 || options.pp != 1)
     return fail("tensor and pipeline parallelism (--tp/--pp > 1) are not "
                 "implemented yet");
-  if (options.train)
-    return fail("--train is not implemented yet");
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -215,7 +223,6 @@ LogicalResult pcc::compile(const CompileOptions &options,
 
   // Weights, in the order the generated code expects them.
   std::vector<pccrt::Tensor> tensors;
-  int64_t paramElements = 0, paramBytes = 0, paramCount = 0;
   for (const WeightEntry &w : emitted->weights) {
     pccrt::Tensor t;
     t.name = w.name;
@@ -223,13 +230,35 @@ LogicalResult pcc::compile(const CompileOptions &options,
     auto shape = w.value.getType().getShape();
     t.shape.assign(shape.begin(), shape.end());
     t.data = getRawBytes(w.value);
-    if (!StringRef(w.name).starts_with("pcc.const.")) {
-      ++paramCount;
-      paramElements += w.value.getNumElements();
-      paramBytes += t.data.size();
-    }
     tensors.push_back(std::move(t));
   }
+  // Parameters: the forward's graph.weight ops and, in a training step, the
+  // state that has a gradient; the rest of the state is the optimizer's.
+  int64_t paramElements = 0, paramBytes = 0, paramCount = 0, stateBytes = 0;
+  auto bytesOf = [](Type t) {
+    auto rt = cast<RankedTensorType>(t);
+    int64_t w = rt.getElementType().isInteger(1)
+                    ? 1
+                    : rt.getElementTypeBitWidth() / 8;
+    return rt.getNumElements() * w;
+  };
+  llvm::StringSet<> graded;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
+      graded.insert(g.getValue());
+  auto countParam = [&](Type t) {
+    ++paramCount;
+    paramElements += cast<RankedTensorType>(t).getNumElements();
+    paramBytes += bytesOf(t);
+  };
+  func.walk([&](graph::WeightOp w) { countParam(w.getType()); });
+  for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
+    if (auto s = func.getArgAttrOfType<StringAttr>(i, kStateAttr)) {
+      if (graded.contains(s.getValue()))
+        countParam(t);
+      else
+        stateBytes += bytesOf(t);
+    }
   try {
     pccrt::writeSafetensors(path("weights.safetensors"), tensors,
                             {{"format", "pcc"}});
@@ -254,18 +283,31 @@ LogicalResult pcc::compile(const CompileOptions &options,
     if (auto cost = dyn_cast<graph::CostOpInterface>(op))
       flops += cost.getFlops();
   });
+  // Saved activations: forward values that the backward ops read, i.e.
+  // what a training step keeps alive between its forward and backward.
+  int64_t savedCount = 0, savedBytes = 0;
+  llvm::DenseSet<Value> saved;
+  func.walk([&](Operation *op) {
+    if (!op->hasAttr(kBackwardAttr))
+      return;
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (!def || def->hasAttr(kBackwardAttr) ||
+          isa<graph::ConstantOp, graph::WeightOp>(def) || !saved.insert(v).second)
+        continue;
+      auto t = cast<RankedTensorType>(v.getType());
+      ++savedCount;
+      savedBytes += t.getNumElements() *
+                    std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+    }
+  });
   int64_t ioBytes = 0;
-  auto bytesOf = [](Type t) {
-    auto rt = cast<RankedTensorType>(t);
-    int64_t w = rt.getElementType().isInteger(1)
-                    ? 1
-                    : rt.getElementTypeBitWidth() / 8;
-    return rt.getNumElements() * w;
-  };
-  for (Type t : func.getArgumentTypes())
-    ioBytes += bytesOf(t);
-  for (Type t : func.getResultTypes())
-    ioBytes += bytesOf(t);
+  for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
+    if (func.getArgAttr(i, kOnnxNameAttr))
+      ioBytes += bytesOf(t);
+  for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
+    if (!func.getResultAttr(i, kStateUpdateAttr))
+      ioBytes += bytesOf(t);
   llvm::json::Object ops;
   for (auto &kv : opCounts)
     ops[kv.getKey()] = kv.getValue();
@@ -273,16 +315,21 @@ LogicalResult pcc::compile(const CompileOptions &options,
   for (auto &[tied, to] : importReport.reties)
     reties.push_back(llvm::json::Object{{"initializer", tied},
                                         {"transpose_of", to}});
+  // Graph inputs and outputs by ONNX name; training state and gradients are
+  // reported by the emitter's weights and the optimizer.
   for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
-    inputs.push_back(llvm::json::Object{
-        {"name", func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr).getValue()},
-        {"shape", shapeJson(t)}});
-  for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
-    outputs.push_back(llvm::json::Object{
-        {"name",
-         func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr).getValue()},
-        {"shape", shapeJson(t)}});
-  int64_t perRank = paramBytes + int64_t(emitted->workspaceBytes) + ioBytes;
+    if (auto name = func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr))
+      inputs.push_back(llvm::json::Object{{"name", name.getValue()},
+                                          {"shape", shapeJson(t)}});
+  int64_t numGrads = 0;
+  for (auto [i, t] : llvm::enumerate(func.getResultTypes())) {
+    if (auto name = func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
+      outputs.push_back(llvm::json::Object{{"name", name.getValue()},
+                                           {"shape", shapeJson(t)}});
+    numGrads += func.getResultAttrOfType<StringAttr>(i, kGradAttr) != nullptr;
+  }
+  int64_t perRank = paramBytes + stateBytes +
+                    int64_t(emitted->workspaceBytes) + ioBytes;
   llvm::json::Object report{
       {"model", options.model},
       {"target", options.target},
@@ -300,12 +347,14 @@ LogicalResult pcc::compile(const CompileOptions &options,
       {"flops", flops},
       {"memory",
        llvm::json::Object{{"weights_bytes", paramBytes},
+                          {"optimizer_state_bytes", stateBytes},
                           {"workspace_bytes", int64_t(emitted->workspaceBytes)},
                           {"io_bytes", ioBytes},
                           {"per_rank_bytes", llvm::json::Array{perRank}}}},
       {"saved_activations",
-       llvm::json::Object{{"count", 0}, {"bytes", 0}}},
+       llvm::json::Object{{"count", savedCount}, {"bytes", savedBytes}}},
       {"reties", std::move(reties)},
+      {"gradients", numGrads},
   };
   {
     llvm::raw_fd_ostream os(path("report.json"), ec);
@@ -343,5 +392,10 @@ LogicalResult pcc::compile(const CompileOptions &options,
           << "  memory: weights " << humanCount(paramBytes, "B")
           << ", workspace " << humanCount(emitted->workspaceBytes, "B")
           << ", inputs+outputs " << humanCount(ioBytes, "B") << "\n";
+  if (options.train)
+    summary << "  training: " << options.optimizer.kind << ", " << numGrads
+            << " gradients, optimizer state " << humanCount(stateBytes, "B")
+            << ", saved activations: " << savedCount << " ("
+            << humanCount(savedBytes, "B") << ")\n";
   return success();
 }

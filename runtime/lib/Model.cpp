@@ -2,10 +2,14 @@
 
 #include "Internal.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 #include <filesystem>
 #include <unordered_map>
+#include <unordered_set>
 
 using namespace pccrt;
 using namespace pccrt::detail;
@@ -34,9 +38,12 @@ std::string mismatch(const pccrt_tensor_info &info, const Tensor &tensor) {
   return {};
 }
 
-/// Checks one table of a model's info, so that later code may trust it.
+/// Checks one table of a model's info, so that later code may trust it:
+/// every entry has a name, a valid type and one of the kinds \p kindA or
+/// \p kindB that its table allows.
 void validateTable(int32_t count, const pccrt_tensor_info *table,
-                   const std::string &kind, const std::string &library) {
+                   const std::string &kind, const std::string &library,
+                   int32_t kindA, int32_t kindB) {
   if (count < 0 || (count > 0 && !table))
     fail(library, "malformed model info: bad " + kind + " table");
   for (int32_t i = 0; i < count; ++i) {
@@ -47,6 +54,9 @@ void validateTable(int32_t count, const pccrt_tensor_info *table,
     std::string label = library + ": " + kind + " " + quote(info.name);
     if (info.rank < 0 || (info.rank > 0 && !info.shape))
       fail(label, "malformed model info: bad shape");
+    if (info.kind != kindA && info.kind != kindB)
+      fail(label, "malformed model info: kind " + kindName(info.kind) +
+                      " is not allowed in the " + kind + " table");
     checkedByteSize(info.dtype, shapeOf(info), label);
   }
 }
@@ -61,6 +71,17 @@ void *dataPointer(const Tensor &tensor) {
                              : const_cast<uint8_t *>(tensor.data.data());
 }
 } // namespace
+
+std::string pccrt::kindName(int32_t kind) {
+  switch (kind) {
+  case PCCRT_KIND_INPUT: return "INPUT";
+  case PCCRT_KIND_OUTPUT: return "OUTPUT";
+  case PCCRT_KIND_GRAD: return "GRAD";
+  case PCCRT_KIND_CONSTANT: return "CONSTANT";
+  case PCCRT_KIND_STATE: return "STATE";
+  default: return "kind(" + std::to_string(kind) + ")";
+  }
+}
 
 void Model::FreeDeleter::operator()(void *p) const { std::free(p); }
 
@@ -100,9 +121,19 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
     fail(libraryPath, "model ABI version " + std::to_string(info->abi_version) +
                           ", runtime expects " +
                           std::to_string(PCCRT_ABI_VERSION));
-  validateTable(info->num_inputs, info->inputs, "input", libraryPath);
-  validateTable(info->num_outputs, info->outputs, "output", libraryPath);
-  validateTable(info->num_weights, info->weights, "weight", libraryPath);
+  validateTable(info->num_inputs, info->inputs, "input", libraryPath,
+                PCCRT_KIND_INPUT, PCCRT_KIND_INPUT);
+  validateTable(info->num_outputs, info->outputs, "output", libraryPath,
+                PCCRT_KIND_OUTPUT, PCCRT_KIND_GRAD);
+  validateTable(info->num_weights, info->weights, "weight", libraryPath,
+                PCCRT_KIND_CONSTANT, PCCRT_KIND_STATE);
+  // Each weight gets its own buffer; two entries of one name would have to
+  // share a STATE buffer that two updates write.
+  std::unordered_set<std::string> weightNames;
+  for (int32_t i = 0; i < info->num_weights; ++i)
+    if (!weightNames.insert(info->weights[i].name).second)
+      fail(libraryPath, "malformed model info: weight " +
+                            quote(info->weights[i].name) + " appears twice");
   model->modelInfo = info;
 
   if (info->num_weights == 0)
@@ -115,7 +146,6 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
   for (size_t i = 0; i < file.size(); ++i)
     byName.emplace(file[i].name, i);
   std::vector<size_t> order;
-  std::vector<bool> used(file.size(), false);
   for (int32_t i = 0; i < info->num_weights; ++i) {
     const pccrt_tensor_info &expected = info->weights[i];
     std::string label = "weight " + quote(expected.name);
@@ -126,16 +156,15 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
         !problem.empty())
       fail(weightsPath, label + ": " + problem);
     order.push_back(found->second);
-    used[found->second] = true;
   }
-  // Keep the file's tensors in place (no copies of large weights), but free
-  // the data of those the model does not use.
-  for (size_t i = 0; i < file.size(); ++i)
-    if (!used[i])
-      std::vector<uint8_t>().swap(file[i].data);
-  model->weights = std::move(file);
-  for (size_t index : order)
-    model->weightPointers.push_back(dataPointer(model->weights[index]));
+  // Move the file's tensors (no copies of large weights) into table order;
+  // those the model does not use are freed with `file`.
+  for (int32_t i = 0; i < info->num_weights; ++i) {
+    Tensor &weight = model->weights.emplace_back(std::move(file[order[i]]));
+    weight.kind = info->weights[i].kind;
+  }
+  for (Tensor &weight : model->weights)
+    model->weightPointers.push_back(dataPointer(weight));
   return model;
 }
 
@@ -157,6 +186,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
   for (int32_t i = 0; i < info.num_outputs; ++i) {
     Tensor &output = outputs[i];
     output.name = info.outputs[i].name;
+    output.kind = info.outputs[i].kind;
     output.dtype = info.outputs[i].dtype;
     output.shape = shapeOf(info.outputs[i]);
     output.data.resize(output.numElements() * dtypeSize(output.dtype));
@@ -182,6 +212,75 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
     throw Error("model run failed: " + runErrorName(code) + " (code " +
                 std::to_string(code) + ")");
   return outputs;
+}
+
+bool Model::isTraining() const {
+  for (const Tensor &weight : weights)
+    if (weight.kind == PCCRT_KIND_STATE)
+      return true;
+  for (int32_t i = 0; i < modelInfo->num_outputs; ++i)
+    if (std::string(modelInfo->outputs[i].name) == "loss")
+      return true;
+  return false;
+}
+
+std::vector<Tensor> Model::state() const { return weights; }
+
+void Model::loadState(const std::vector<Tensor> &tensors,
+                      const std::string &source) {
+  std::string what =
+      "checkpoint" + (source.empty() ? std::string() : " " + source);
+  std::unordered_map<std::string, const Tensor *> byName;
+  for (const Tensor &tensor : tensors)
+    byName.emplace(tensor.name, &tensor);
+  // Check everything before changing anything.
+  std::vector<std::pair<Tensor *, const Tensor *>> updates;
+  for (int32_t i = 0; i < modelInfo->num_weights; ++i) {
+    const pccrt_tensor_info &expected = modelInfo->weights[i];
+    if (expected.kind != PCCRT_KIND_STATE)
+      continue;
+    auto found = byName.find(expected.name);
+    if (found == byName.end())
+      throw Error(what + " does not match this model: missing " +
+                  quote(expected.name));
+    if (std::string problem = mismatch(expected, *found->second);
+        !problem.empty())
+      throw Error(what + " does not match this model: mismatched " +
+                  quote(expected.name) + ": " + problem);
+    updates.emplace_back(&weights[i], found->second);
+  }
+  // Copy into the existing buffers, which weightPointers point to.
+  for (auto [weight, tensor] : updates)
+    if (!tensor->data.empty())
+      std::memcpy(weight->data.data(), tensor->data.data(),
+                  tensor->data.size());
+}
+
+std::string Model::fingerprint() const {
+  // Sorted by name: the order of the weights table does not matter to a
+  // checkpoint, which binds by name.
+  std::vector<std::string> entries;
+  for (int32_t i = 0; i < modelInfo->num_weights; ++i) {
+    const pccrt_tensor_info &w = modelInfo->weights[i];
+    if (w.kind == PCCRT_KIND_STATE)
+      entries.push_back(std::string(w.name) + '\0' +
+                        describeType(w.dtype, shapeOf(w)));
+  }
+  std::sort(entries.begin(), entries.end());
+  // FNV-1a, 64 bits: stable across builds and platforms, unlike std::hash.
+  uint64_t hash = 0xcbf29ce484222325ull;
+  auto mix = [&](unsigned char byte) {
+    hash ^= byte;
+    hash *= 0x100000001b3ull;
+  };
+  for (const std::string &entry : entries) {
+    for (unsigned char c : entry)
+      mix(c);
+    mix('\n');
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", (unsigned long long)hash);
+  return text;
 }
 
 std::vector<Tensor> pccrt::bindInputs(const pccrt_model_info &info,

@@ -14,6 +14,8 @@ using namespace pcc;
 static const char kUsage[] =
     R"(usage: pcc compile MODEL.onnx -o OUT [options]
        pcc run OUT --input FILE [--input FILE ...] [--steps K] [--dump DIR]
+               [--data FILE [--data-dtype uint16|int32]] [--load CKPT]
+               [--save CKPT]
        pcc import MODEL.onnx [--bind NAME=FILE.pb] [--no-retie]
                              (prints the imported Graph dialect IR)
 
@@ -26,13 +28,29 @@ compile options:
   --virtual-stages V     chunks per rank for the interleaved schedule
   --bind NAME=FILE.pb    fix graph input NAME to a tensor at compile time
   --no-retie             keep transposed duplicate initializers separate
-  --train                compile a training step (not available yet)
+  --train                compile a training step: causal-LM loss, backward
+                         and optimizer update
+  --optimizer adamw|sgd  (default adamw) with --lr X (1e-3), --weight-decay X
+                         (0.01 for adamw, 0 for sgd), --beta1, --beta2, --eps,
+                         --momentum (sgd)
+  --freeze REGEX         parameters (initializer names) not to train
+  --labels NAME, --logits NAME
+                         the loss's tensors, when not found by type
 
 run options:
   --input FILE           a TensorProto .pb (binds inputs in order) or a
                          .safetensors file (binds inputs by name)
-  --steps K              run K times (default 1)
-  --dump DIR             write DIR/outputs.safetensors (first step)
+  --steps K              run K times (default 1); a training build
+                         prints each step's loss and time
+  --dump DIR             write DIR/outputs.safetensors (first step) and, for
+                         a training build, DIR/grads.safetensors (the first
+                         step's gradients, before the update)
+  --data FILE            feed the first input (int64 [B,T] token ids) a new
+                         batch each step, sampled from a flat token file
+  --data-dtype T         uint16 (default, nanoGPT/llm.c) or int32 tokens
+  --seed N               seed of the --data batch sampler (default 0)
+  --load CKPT            restore weights, optimizer state and step count
+  --save CKPT            write them after the last step
 )";
 
 namespace {
@@ -61,13 +79,13 @@ public:
     }
     return true;
   }
-  bool number(llvm::StringRef flag) {
+  bool number(llvm::StringRef flag, double &d) {
     std::string v;
-    double d;
     if (!value(flag, v))
       return false;
-    if (llvm::StringRef(v).getAsDouble(d)) {
-      llvm::errs() << "pcc: error: " << flag << " expects a number, got '"
+    if (llvm::StringRef(v).getAsDouble(d) || d < 0) {
+      llvm::errs() << "pcc: error: " << flag
+                   << " expects a non-negative number, got '"
                    << v << "'\n";
       return false;
     }
@@ -130,12 +148,30 @@ static int compileCommand(Args &args) {
       o.retie = false;
     else if (a == "--train")
       o.train = true;
-    else if (a == "--optimizer" || a == "--freeze" || a == "--labels" ||
-             a == "--logits")
-      ok = args.value(a, v);
-    else if (a == "--lr" || a == "--weight-decay" || a == "--beta1" ||
-             a == "--beta2" || a == "--eps" || a == "--momentum")
-      ok = args.number(a);
+    else if (a == "--optimizer") {
+      ok = args.value(a, o.optimizer.kind);
+      if (ok && o.optimizer.kind != "adamw" && o.optimizer.kind != "sgd") {
+        llvm::errs() << "pcc: error: --optimizer must be adamw or sgd\n";
+        return 1;
+      }
+    } else if (a == "--freeze")
+      ok = args.value(a, o.freeze);
+    else if (a == "--labels")
+      ok = args.value(a, o.labels);
+    else if (a == "--logits")
+      ok = args.value(a, o.logits);
+    else if (a == "--lr")
+      ok = args.number(a, o.optimizer.lr);
+    else if (a == "--weight-decay")
+      ok = args.number(a, o.optimizer.weightDecay);
+    else if (a == "--beta1")
+      ok = args.number(a, o.optimizer.beta1);
+    else if (a == "--beta2")
+      ok = args.number(a, o.optimizer.beta2);
+    else if (a == "--eps")
+      ok = args.number(a, o.optimizer.eps);
+    else if (a == "--momentum")
+      ok = args.number(a, o.optimizer.momentum);
     else if (a.starts_with("-"))
       return unknown(a);
     else if (o.model.empty())
@@ -202,12 +238,25 @@ static int runCommand(Args &args) {
       ok = args.value(a, o.dumpDir);
     else if (a == "--steps")
       ok = args.integer(a, o.steps, 1);
-    else if (a == "--data" || a == "--data-dtype" || a == "--save" ||
-             a == "--load") {
-      llvm::errs() << "pcc: error: " << a
-                   << " needs a training build (--train), not available yet\n";
-      return 1;
-    } else if (a.starts_with("-"))
+    else if (a == "--data")
+      ok = args.value(a, o.dataFile);
+    else if (a == "--data-dtype") {
+      ok = args.value(a, o.dataDtype);
+      if (ok && o.dataDtype != "uint16" && o.dataDtype != "int32") {
+        llvm::errs() << "pcc: error: --data-dtype must be uint16 or int32, "
+                        "got '"
+                     << o.dataDtype << "'\n";
+        return 1;
+      }
+    } else if (a == "--seed") {
+      int64_t seed = 0;
+      ok = args.integer(a, seed, 0);
+      o.seed = uint64_t(seed);
+    } else if (a == "--load")
+      ok = args.value(a, o.loadCheckpoint);
+    else if (a == "--save")
+      ok = args.value(a, o.saveCheckpoint);
+    else if (a.starts_with("-"))
       return unknown(a);
     else if (o.dir.empty())
       o.dir = a.str();

@@ -4,6 +4,7 @@
 #define PCC_DRIVER_DRIVER_H
 
 #include "pcc/Import/OnnxImporter.h"
+#include "pcc/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
@@ -21,6 +22,11 @@ struct CompileOptions {
   int64_t tp = 1, pp = 1, microbatches = 0, virtualStages = 1;
   std::string schedule = "1f1b";
   bool train = false;
+  /// Training (--train): the optimizer and its hyper-parameters, parameters
+  /// not to train (--freeze REGEX), and the loss's tensors when they cannot
+  /// be found by type (--labels, --logits).
+  OptimizerConfig optimizer;
+  std::string freeze, labels, logits;
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
   bool retie = true;
@@ -45,10 +51,20 @@ struct RunOptions {
   std::vector<std::string> inputs;
   std::string dumpDir;
   int64_t steps = 1;
+  /// A token file that feeds the first input a new batch every step
+  /// (--data), its token type (--data-dtype uint16|int32) and the seed of
+  /// the batch sampler (--seed).
+  std::string dataFile;
+  std::string dataDtype = "uint16";
+  uint64_t seed = 0;
+  /// Checkpoints restored before the first step (--load) and written after
+  /// the last (--save).
+  std::string loadCheckpoint, saveCheckpoint;
 };
 
-/// `pcc run`: loads OUT, binds the inputs, runs and optionally dumps the
-/// outputs. Errors are printed as one line to stderr.
+/// `pcc run`: loads OUT, binds the inputs, runs K steps and optionally
+/// dumps the first step's outputs (and, for a training step, gradients).
+/// Errors are printed as one line to stderr.
 llvm::LogicalResult run(const RunOptions &options, llvm::raw_ostream &summary);
 
 /// `pcc import`: prints the Graph dialect IR the importer produces.

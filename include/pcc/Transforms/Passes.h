@@ -3,6 +3,8 @@
 #ifndef PCC_TRANSFORMS_PASSES_H
 #define PCC_TRANSFORMS_PASSES_H
 
+#include "pcc/Transforms/TrainingAttrs.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -44,13 +46,6 @@ llvm::LogicalResult applyOptimizer(mlir::func::FuncOp func,
 /// Appends `values` to the function's results, each with its attributes.
 void appendResults(mlir::func::FuncOp func, mlir::ValueRange values,
                    llvm::ArrayRef<mlir::DictionaryAttr> attrs);
-
-/// Function attribute names of the training contract.
-inline constexpr llvm::StringLiteral kGradAttr = "pcc.grad";
-inline constexpr llvm::StringLiteral kStateAttr = "pcc.state";
-inline constexpr llvm::StringLiteral kStateInitAttr = "pcc.init";
-inline constexpr llvm::StringLiteral kStateUpdateAttr = "pcc.state_update";
-inline constexpr llvm::StringLiteral kBackwardAttr = "pcc.backward";
 
 } // namespace pcc
 

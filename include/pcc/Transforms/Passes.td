@@ -45,7 +45,8 @@ def Autodiff : Pass<"pcc-autodiff", "::mlir::func::FuncOp"> {
     ops in reverse and asks each op on the path for its vector-Jacobian
     product through `DifferentiableOpInterface`; gradients of values used in
     several places (a tied embedding and LM head) accumulate. Integer and
-    boolean values carry no gradient. Each parameter's gradient is appended
+    boolean values carry no gradient, nor do the exponents of `graph.pow`
+    (model constants, as in PyTorch). Each parameter's gradient is appended
     as a result with the attribute `pcc.grad = "<parameter name>"`; the
     backward ops carry the unit attribute `pcc.backward`. Only the forward
     values the backward ops read stay alive (the emitter's buffer planning

@@ -4,7 +4,9 @@
 // every buffer is planned at compile time (liveness-based reuse of one
 // workspace, reshapes alias their input), element-wise ops, reductions and
 // data movement become loop nests with constant bounds and strides, and
-// contractions, normalizations and gathers call pcc_kernels.h.
+// contractions, normalizations and gathers call pcc_kernels.h. For a
+// training step, state arguments live in the weights table and the state
+// updates are copied back into it once everything else is computed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -186,9 +188,13 @@ public:
   FailureOr<CppEmitResult> run();
 
 private:
+  /// What a result of the function is for.
+  enum class Role { Output, Grad, StateUpdate };
+
+  LogicalResult collectInterface();
   LogicalResult planBuffers();
   LogicalResult emitOp(Operation *op);
-  void emitConstants();
+  LogicalResult emitConstants();
 
   std::string ptr(Value v) { return names.lookup(v); }
   std::string type(Value v) { return cType(elemOf(v)); }
@@ -204,27 +210,117 @@ private:
   void copy(Value src, const Access &srcAccess, Value dst,
             const Access &dstAccess, ArrayRef<int64_t> shape);
   std::string scalarExpr(Operation *op, ArrayRef<std::string> a);
+  /// The buffer `v` lives in: reshapes alias their operand.
+  Value rootOf(Value v) const {
+    auto it = root.find(v);
+    return it == root.end() ? v : it->second;
+  }
+  bool isSplatInWorkspace(Operation *op) const {
+    return splatsInWorkspace.contains(op);
+  }
 
   func::FuncOp func;
   raw_ostream &out;
   const CppEmitOptions &options;
   CppEmitResult result;
   llvm::DenseMap<Value, std::string> names;
+  llvm::DenseMap<Value, Value> root;
   std::string body, globals;
   int counter = 0;
+
+  /// Per argument: its index in the inputs table, or, for a state, in the
+  /// weights table (argWeight >= 0).
+  SmallVector<int64_t> argInput, argWeight;
+  /// Per result: its role, and its index in the outputs table or, for a
+  /// state update, the weights table index of the state it updates.
+  SmallVector<Role> resultRole;
+  SmallVector<int64_t> resultIndex;
+  llvm::StringMap<int64_t> stateByName;
+  /// Large anonymous splat constants, filled into the workspace.
+  llvm::DenseSet<Operation *> splatsInWorkspace;
+  /// State updates that read another updated state's old value, which that
+  /// state's own update may overwrite first: result index -> the name of a
+  /// workspace copy taken before any update lands.
+  llvm::DenseMap<int64_t, std::string> updateSnapshots;
 };
 
 } // namespace
+
+LogicalResult Emitter::collectInterface() {
+  Block &block = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  int64_t numInputs = 0;
+  for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
+    Attribute stateAttr = func.getArgAttr(i, kStateAttr);
+    if (!stateAttr) {
+      argInput.push_back(numInputs++);
+      argWeight.push_back(-1);
+      continue;
+    }
+    auto name = dyn_cast<StringAttr>(stateAttr);
+    if (!name || name.getValue().empty())
+      return func.emitError("argument ")
+             << i << ": " << kStateAttr << " must be a non-empty string";
+    auto init = func.getArgAttrOfType<DenseElementsAttr>(i, kStateInitAttr);
+    if (!init)
+      return func.emitError("state '")
+             << name.getValue() << "' has no dense " << kStateInitAttr
+             << " initial value";
+    if (init.getType() != arg.getType())
+      return func.emitError("state '")
+             << name.getValue() << "': " << kStateInitAttr << " has type "
+             << init.getType() << ", the argument " << arg.getType();
+    int64_t index = result.weights.size();
+    if (!stateByName.try_emplace(name.getValue(), index).second)
+      return func.emitError("state '") << name.getValue() << "' appears twice";
+    argInput.push_back(-1);
+    argWeight.push_back(index);
+    result.weights.push_back({name.str(), init, WeightKind::State});
+  }
+
+  int64_t numOutputs = 0;
+  llvm::DenseSet<int64_t> updated;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    Attribute update = func.getResultAttr(i, kStateUpdateAttr);
+    Attribute grad = func.getResultAttr(i, kGradAttr);
+    if (update && grad)
+      return func.emitError("result ")
+             << i << " is both a gradient and a state update";
+    if (grad && !isa<StringAttr>(grad))
+      return func.emitError("result ") << i << ": " << kGradAttr
+                                       << " must be a string";
+    if (!update) {
+      resultRole.push_back(grad ? Role::Grad : Role::Output);
+      resultIndex.push_back(numOutputs++);
+      continue;
+    }
+    auto name = dyn_cast<StringAttr>(update);
+    if (!name)
+      return func.emitError("result ") << i << ": " << kStateUpdateAttr
+                                       << " must be a string";
+    auto state = stateByName.find(name.getValue());
+    if (state == stateByName.end())
+      return func.emitError("result ")
+             << i << " updates '" << name.getValue()
+             << "', which is no state argument";
+    if (!updated.insert(state->second).second)
+      return func.emitError("state '")
+             << name.getValue() << "' is updated twice";
+    Type stateType = result.weights[state->second].value.getType();
+    if (v.getType() != stateType)
+      return func.emitError("the update of state '")
+             << name.getValue() << "' has type " << v.getType()
+             << ", the state " << stateType;
+    resultRole.push_back(Role::StateUpdate);
+    resultIndex.push_back(state->second);
+  }
+  return success();
+}
 
 LogicalResult Emitter::planBuffers() {
   Block &block = func.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
   // Reshapes alias their operand; liveness is tracked per root buffer.
-  llvm::DenseMap<Value, Value> root;
-  auto rootOf = [&](Value v) {
-    auto it = root.find(v);
-    return it == root.end() ? v : it->second;
-  };
   llvm::DenseMap<Value, int64_t> lastUse;
   SmallVector<Operation *> ops;
   for (Operation &op : block.without_terminator())
@@ -235,17 +331,24 @@ LogicalResult Emitter::planBuffers() {
     for (Value v : op->getOperands())
       lastUse[rootOf(v)] = std::max<int64_t>(lastUse.lookup(rootOf(v)), i);
   }
-  // A result returned first by position k is computed in place in
-  // outputs[k]; everything else the function returns is copied at the end.
+  // A value first returned as output k is computed in place in
+  // outputs[k]; everything else the function returns is copied at the end
+  // (state updates into their state buffers).
   llvm::DenseMap<Value, int64_t> outputSlot;
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
-    if (isa<OpResult>(v) && !root.count(v) &&
-        !isa<ConstantOp, WeightOp>(v.getDefiningOp()) && !outputSlot.count(v))
-      outputSlot[v] = k;
+    if (resultRole[k] != Role::StateUpdate && isa<OpResult>(v) &&
+        !root.count(v) && !isa<ConstantOp, WeightOp>(v.getDefiningOp()) &&
+        !outputSlot.count(v))
+      outputSlot[v] = resultIndex[k];
 
   for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
     std::string n = "a" + std::to_string(i);
-    body += llvm::formatv("  {0}* {1} = ({0}*)in[{2}];\n", type(arg), n, i);
+    if (argWeight[i] >= 0)
+      body += llvm::formatv("  {0}* {1} = ({0}*)w[{2}];\n", type(arg), n,
+                            argWeight[i]);
+    else
+      body += llvm::formatv("  {0}* {1} = ({0}*)in[{2}];\n", type(arg), n,
+                            argInput[i]);
     names[arg] = n;
   }
 
@@ -266,7 +369,7 @@ LogicalResult Emitter::planBuffers() {
     return std::make_pair(at, size);
   };
   for (auto [i, op] : llvm::enumerate(ops)) {
-    if (isa<ConstantOp, WeightOp>(op))
+    if (isa<ConstantOp, WeightOp>(op) && !isSplatInWorkspace(op))
       continue;
     for (Value v : op->getResults()) {
       std::string n = "v" + std::to_string(counter++);
@@ -300,18 +403,55 @@ LogicalResult Emitter::planBuffers() {
              });
     });
   }
+
+  // An update that reads another state, itself updated, must read it
+  // before that update lands: snapshot it in a buffer of its own. (Every
+  // returned value is still live here, so the snapshots overlap none.)
+  llvm::DenseSet<int64_t> updatedStates;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (resultRole[k] == Role::StateUpdate)
+      updatedStates.insert(resultIndex[k]);
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    if (resultRole[k] != Role::StateUpdate)
+      continue;
+    auto arg = dyn_cast<BlockArgument>(rootOf(v));
+    if (!arg || argWeight[arg.getArgNumber()] < 0 ||
+        argWeight[arg.getArgNumber()] == resultIndex[k] ||
+        !updatedStates.contains(argWeight[arg.getArgNumber()]))
+      continue;
+    int64_t bytes = numElements(shapeOf(v)) * elementBytes(elemOf(v));
+    auto [offset, size] = allocate(bytes);
+    live.push_back({offset, size, v});
+    std::string n = "snap" + std::to_string(counter++);
+    body += llvm::formatv("  {0}* {1} = ({0}*)(ws + {2});\n", type(v), n,
+                          offset);
+    updateSnapshots[k] = n;
+  }
   result.workspaceBytes = high;
   return success();
 }
 
-void Emitter::emitConstants() {
+LogicalResult Emitter::emitConstants() {
   for (Operation &op : func.getBody().front()) {
     if (!isa<ConstantOp, WeightOp>(op))
       continue;
     Value v = op.getResult(0);
     auto weight = dyn_cast<WeightOp>(op);
-    auto value = cast<DenseElementsAttr>(
+    auto value = dyn_cast<DenseElementsAttr>(
         weight ? weight.getValue() : cast<ConstantOp>(op).getValue());
+    if (!value)
+      return op.emitError("the CPU target needs dense constants");
+    if (weight && stateByName.count(weight.getName()))
+      return op.emitError("weight '")
+             << weight.getName() << "' has the name of a state argument";
+    if (!weight && value.isSplat() &&
+        value.getNumElements() > options.maxInlineElements) {
+      // Autodiff creates large zero tensors: writing them to the weights
+      // file would cost disk and load time for nothing. planBuffers gives
+      // them a workspace buffer and emitOp fills it.
+      splatsInWorkspace.insert(&op);
+      continue;
+    }
     std::string n = "c" + std::to_string(counter++);
     names[v] = n;
     std::string t = type(v);
@@ -330,6 +470,7 @@ void Emitter::emitConstants() {
                           result.weights.size());
     result.weights.push_back({wname, value});
   }
+  return success();
 }
 
 void Emitter::loops(ArrayRef<int64_t> shape, ArrayRef<Access> accesses,
@@ -489,7 +630,21 @@ LogicalResult Emitter::emitOp(Operation *op) {
                         op->getLoc());
   auto result = [&](unsigned i = 0) { return op->getResult(i); };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<ConstantOp, WeightOp, ReshapeOp>([](auto) { return success(); })
+      .Case([&](ConstantOp c) {
+        if (!isSplatInWorkspace(op))
+          return success();
+        // A large splat: filled here, in its workspace buffer.
+        auto value = cast<DenseElementsAttr>(c.getValue());
+        Type et = value.getElementType();
+        std::string element =
+            literals(value.resizeSplat(RankedTensorType::get({1}, et)));
+        body += llvm::formatv("  for (int64_t k = 0; k < {0}; ++k) "
+                              "{1}[k] = {2}({3});\n",
+                              value.getNumElements(), ptr(result()),
+                              type(result()), element);
+        return success();
+      })
+      .Case<WeightOp, ReshapeOp>([](auto) { return success(); })
       .Case<SqrtOp, ReciprocalOp, NegOp, AbsOp, ErfOp, TanhOp, SigmoidOp,
             ExpOp, LogOp, ReluOp, FloorOp, CeilOp, SinOp, CosOp, NotOp, AddOp,
             SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, XorOp,
@@ -718,6 +873,56 @@ LogicalResult Emitter::emitOp(Operation *op) {
                               t.getK());
         return success();
       })
+      .Case([&](ScatterAddOp sc) {
+        ArrayRef<int64_t> d = shapeOf(result());
+        int64_t axis = sc.getAxis();
+        body += llvm::formatv(
+            "  if (pcc_k::scatterAdd({0}, {1}, {2}, {3}, {4}, {5}, {6})) return "
+            "PCCRT_ERR_INDEX_OUT_OF_RANGE;\n",
+            ptr(sc.getUpdates()), ptr(sc.getIndices()), ptr(result()),
+            numElements(d.take_front(axis)), d[axis],
+            numElements(d.drop_front(axis + 1)),
+            numElements(shapeOf(sc.getIndices())));
+        return success();
+      })
+      .Case([&](ScatterElementsAddOp sc) -> LogicalResult {
+        ArrayRef<int64_t> d = shapeOf(result()), i = shapeOf(sc.getIndices());
+        if (d.size() > 16)
+          return op->emitError("ScatterElementsAdd: rank above 16");
+        std::string n = "s" + std::to_string(counter++);
+        auto join = [](ArrayRef<int64_t> v) {
+          std::string s;
+          llvm::raw_string_ostream os(s);
+          llvm::interleaveComma(v, os);
+          return s;
+        };
+        globals += llvm::formatv("static const int64_t {0}_d[] = {{{1}};\n"
+                                 "static const int64_t {0}_i[] = {{{2}};\n",
+                                 n, join(d), join(i));
+        body += llvm::formatv(
+            "  if (pcc_k::scatterElementsAdd({0}, {1}, {2}, {3}, {4}_d, {4}_i, "
+            "{5})) return PCCRT_ERR_INDEX_OUT_OF_RANGE;\n",
+            ptr(sc.getUpdates()), ptr(sc.getIndices()), ptr(result()),
+            d.size(), n, sc.getAxis());
+        return success();
+      })
+      .Case([&](InsertSliceOp is) {
+        ArrayRef<int64_t> outShape = shapeOf(result());
+        ArrayRef<int64_t> srcShape = shapeOf(is.getSource());
+        std::string t = type(result());
+        body += llvm::formatv("  for (int64_t k = 0; k < {0}; ++k) {1}[k] = "
+                              "{2}(0);\n",
+                              numElements(outShape), ptr(result()), t);
+        SmallVector<int64_t> st = contiguousStrides(outShape);
+        Access dst;
+        for (size_t d = 0; d < st.size(); ++d) {
+          dst.base += is.getStarts()[d] * st[d];
+          dst.strides.push_back(is.getSteps()[d] * st[d]);
+        }
+        copy(is.getSource(), broadcastAccess(srcShape, srcShape), result(),
+             dst, srcShape);
+        return success();
+      })
       .Default([](Operation *o) {
         return o->emitError("the CPU target cannot lower '")
                << o->getName() << "'";
@@ -725,29 +930,54 @@ LogicalResult Emitter::emitOp(Operation *op) {
 }
 
 FailureOr<CppEmitResult> Emitter::run() {
-  Block &block = func.getBody().front();
   if (!llvm::hasSingleElement(func.getBody()))
     return func.emitError("the CPU target expects a single block"), failure();
-  emitConstants();
-  if (failed(planBuffers()))
+  Block &block = func.getBody().front();
+  if (failed(collectInterface()) || failed(emitConstants()) ||
+      failed(planBuffers()))
     return failure();
   for (Operation &op : block.without_terminator())
     if (failed(emitOp(&op)))
       return failure();
 
-  // Outputs that are not computed in place are copied.
+  // Outputs that are not computed in place are copied. Then the state
+  // updates land, last, so that every read of a state (outputs and
+  // gradients that alias one included) sees its old value.
   auto ret = cast<func::ReturnOp>(block.getTerminator());
+  auto bytesOf = [](Value v) {
+    return numElements(shapeOf(v)) * elementBytes(elemOf(v));
+  };
   for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
-    std::string target = llvm::formatv("(({0}*)out[{1}])", type(v), k).str();
-    std::string src = ptr(v);
-    int64_t bytes = numElements(shapeOf(v)) * elementBytes(elemOf(v));
+    if (resultRole[k] == Role::StateUpdate)
+      continue;
+    std::string target =
+        llvm::formatv("(({0}*)out[{1}])", type(v), resultIndex[k]).str();
     body += llvm::formatv("  if ((void*){0} != (void*){1}) "
                           "std::memcpy({0}, {1}, {2});\n",
-                          target, src, bytes);
+                          target, ptr(v), bytesOf(v));
+  }
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (auto it = updateSnapshots.find(k); it != updateSnapshots.end())
+      body += llvm::formatv("  std::memcpy({0}, {1}, {2});\n", it->second,
+                            ptr(v), bytesOf(v));
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    if (resultRole[k] != Role::StateUpdate)
+      continue;
+    std::string target =
+        llvm::formatv("(({0}*)w[{1}])", type(v), resultIndex[k]).str();
+    auto snapshot = updateSnapshots.find(k);
+    std::string src =
+        snapshot != updateSnapshots.end() ? snapshot->second : ptr(v);
+    body += llvm::formatv("  // state update '{0}'\n",
+                          result.weights[resultIndex[k]].name);
+    body += llvm::formatv("  if ((void*){0} != (void*){1}) "
+                          "std::memcpy({0}, {1}, {2});\n",
+                          target, src, bytesOf(v));
   }
 
   std::string p = options.symbolPrefix;
-  auto tableEntry = [&](StringRef name, Type t, int i, StringRef group) {
+  auto tableEntry = [&](StringRef name, Type t, int64_t i, StringRef group,
+                        StringRef kind) {
     auto rt = cast<RankedTensorType>(t);
     std::string shapeName = llvm::formatv("{0}_{1}_shape{2}", p, group, i);
     std::string dims;
@@ -761,24 +991,36 @@ FailureOr<CppEmitResult> Emitter::run() {
         escaped += '\\';
       escaped += ch;
     }
-    return llvm::formatv("  {{\"{0}\", {1}, {2}, {3}},\n", escaped,
+    return llvm::formatv("  {{\"{0}\", {1}, {2}, {3}, {4}},\n", escaped,
                          getOnnxDataType(rt.getElementType()), rt.getRank(),
-                         shapeName)
+                         shapeName, kind)
         .str();
   };
   std::string inputs, outputs, weights;
+  int64_t numInputs = 0, numOutputs = 0;
   for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
+    if (argWeight[i] >= 0)
+      continue;
     auto name = func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr);
     inputs += tableEntry(name ? name.getValue() : "input_" + std::to_string(i),
-                         arg.getType(), i, "in");
+                         arg.getType(), numInputs++, "in", "PCCRT_KIND_INPUT");
   }
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    auto name = func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr);
-    outputs += tableEntry(name ? name.getValue() : "output_" + std::to_string(i),
-                          v.getType(), i, "out");
+    if (resultRole[i] == Role::StateUpdate)
+      continue;
+    bool isGrad = resultRole[i] == Role::Grad;
+    auto name = func.getResultAttrOfType<StringAttr>(
+        i, isGrad ? StringRef(kGradAttr) : StringRef(kOnnxNameAttr));
+    outputs += tableEntry(
+        name ? name.getValue() : "output_" + std::to_string(i), v.getType(),
+        numOutputs++, "out", isGrad ? "PCCRT_KIND_GRAD" : "PCCRT_KIND_OUTPUT");
   }
   for (auto [i, w] : llvm::enumerate(result.weights))
-    weights += tableEntry(w.name, w.value.getType(), i, "w");
+    weights += tableEntry(w.name, w.value.getType(), i, "w",
+                          w.kind == WeightKind::State ? "PCCRT_KIND_STATE"
+                                                      : "PCCRT_KIND_CONSTANT");
+  // C++ has no empty arrays: an empty table holds one unused entry.
+  static const char kNoEntry[] = "  {nullptr, 0, 0, nullptr, 0},\n";
 
   out << "// Generated by pcc: the model as straight-line C++ on static "
          "shapes.\n"
@@ -786,24 +1028,24 @@ FailureOr<CppEmitResult> Emitter::run() {
       << "namespace " << p << "_model {\n"
       << globals << "\n"
       << "static const pccrt_tensor_info inputs[] = {\n"
-      << (inputs.empty() ? "  {nullptr, 0, 0, nullptr},\n" : inputs)
+      << (inputs.empty() ? kNoEntry : inputs)
       << "};\nstatic const pccrt_tensor_info outputs[] = {\n"
-      << outputs
+      << (outputs.empty() ? kNoEntry : outputs)
       << "};\nstatic const pccrt_tensor_info weights[] = {\n"
-      << (weights.empty() ? "  {nullptr, 0, 0, nullptr},\n" : weights)
+      << (weights.empty() ? kNoEntry : weights)
       << "};\n} // namespace " << p << "_model\n\n"
       << "extern \"C\" const pccrt_model_info *" << p << "_model_info(void) {\n"
       << "  using namespace " << p << "_model;\n"
       << "  static const pccrt_model_info info = {PCCRT_ABI_VERSION, "
-      << block.getNumArguments() << ", inputs, " << ret.getNumOperands()
-      << ", outputs, " << result.weights.size() << ", weights, "
-      << result.workspaceBytes << "ULL};\n  return &info;\n}\n\n"
+      << numInputs << ", inputs, " << numOutputs << ", outputs, "
+      << result.weights.size() << ", weights, " << result.workspaceBytes
+      << "ULL};\n  return &info;\n}\n\n"
       << "extern \"C\" int " << p
       << "_model_run(void *const *in, void *const *out, "
-         "const void *const *w, void *workspace) {\n"
+         "void *const *w, void *workspace) {\n"
       << "  using namespace " << p << "_model;\n"
       << "  char *ws = (char *)workspace;\n"
-      << "  (void)in; (void)w; (void)ws;\n"
+      << "  (void)in; (void)out; (void)w; (void)ws;\n"
       << body << "  return PCCRT_OK;\n}\n";
   return result;
 }

@@ -254,6 +254,65 @@ inline int gatherElements(const T *data, const I *idx, T *out, int rank,
   return 0;
 }
 
+/// The adjoint of gather: out [outer, k, inner] = 0, then adds each of the
+/// `count` update slices at its index. Returns 1 on an index out of range.
+template <typename T, typename I>
+inline int scatterAdd(const T *updates, const I *idx, T *out, int64_t outer,
+                      int64_t k, int64_t inner, int64_t count) {
+  for (int64_t e = 0; e < outer * k * inner; ++e)
+    out[e] = T(0);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t i = int64_t(idx[j]);
+      if (i < 0)
+        i += k;
+      if (i < 0 || i >= k)
+        return 1;
+      T *dst = out + (o * k + i) * inner;
+      const T *src = updates + (o * count + j) * inner;
+      for (int64_t t = 0; t < inner; ++t)
+        dst[t] = T(dst[t] + src[t]);
+    }
+  return 0;
+}
+
+/// The adjoint of gatherElements: out = 0, then out[... idx[e] ...] +=
+/// updates[e] with the index replacing the coordinate along `axis`.
+template <typename T, typename I>
+inline int scatterElementsAdd(const T *updates, const I *idx, T *out, int rank,
+                              const int64_t *outShape, const int64_t *idxShape,
+                              int axis) {
+  int64_t outTotal = 1, total = 1;
+  for (int d = 0; d < rank; ++d) {
+    outTotal *= outShape[d];
+    total *= idxShape[d];
+  }
+  for (int64_t e = 0; e < outTotal; ++e)
+    out[e] = T(0);
+  int64_t coord[16] = {0};
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t off = 0;
+    for (int d = 0; d < rank; ++d) {
+      int64_t c = coord[d];
+      if (d == axis) {
+        c = int64_t(idx[e]);
+        if (c < 0)
+          c += outShape[d];
+        if (c < 0 || c >= outShape[d])
+          return 1;
+      }
+      off = off * outShape[d] + c;
+    }
+    out[off] = T(out[off] + updates[e]);
+    for (int d = rank - 1; d >= 0; --d) {
+      if (++coord[d] < idxShape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return 0;
+}
+
 /// Keeps the upper (col - row >= k) or lower (col - row <= k) triangle of
 /// each [rows, cols] matrix.
 template <typename T>

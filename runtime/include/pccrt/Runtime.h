@@ -2,8 +2,11 @@
 //
 // Loads a model library emitted by pcc (see pccrt.h), binds its weights from
 // a safetensors file, and runs it on tensors read from ONNX TensorProto or
-// safetensors files. Depends only on the C++ standard library and libdl, so
-// that deploying a compiled model needs neither MLIR nor protobuf.
+// safetensors files, or on token batches sampled from a token file. For a
+// training step the model owns its state (parameters, optimizer moments,
+// step counter), which every run updates and which checkpoints save and
+// restore. Depends only on the C++ standard library and libdl, so that
+// deploying a compiled model needs neither MLIR nor protobuf.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,12 +42,18 @@ std::string formatShape(const std::vector<int64_t> &shape);
 /// "[2,3] of F32", the form used by mismatch messages.
 std::string describeType(int32_t dtype, const std::vector<int64_t> &shape);
 
+/// "INPUT", "OUTPUT", "GRAD", "CONSTANT", "STATE", or "kind(N)".
+std::string kindName(int32_t kind);
+
 /// A dense, row-major, little-endian tensor; BOOL takes one byte an element.
 struct Tensor {
   std::string name;
   int32_t dtype = PCCRT_F32;
   std::vector<int64_t> shape;
   std::vector<uint8_t> data;
+  /// The pccrt_kind of a tensor of a model's interface (what Model::run and
+  /// Model::state return); 0 for tensors read from files.
+  int32_t kind = 0;
 
   int64_t numElements() const;
 };
@@ -72,8 +81,10 @@ void writeSafetensors(const std::string &path,
                       const std::vector<Tensor> &tensors,
                       const std::map<std::string, std::string> &metadata = {});
 
-/// A loaded model library with its weights bound. run() reuses one
-/// workspace, so a Model must not run on two threads at once.
+/// A loaded model library with its weights bound. The Model owns the
+/// weights: CONSTANT ones as read from the weights file, STATE ones as
+/// updated by every run(). run() reuses one workspace, so a Model must not
+/// run on two threads at once.
 class Model {
 public:
   /// Loads \p libraryPath, which exports `<symbolPrefix>_model_info` and
@@ -87,23 +98,40 @@ public:
   Model &operator=(const Model &) = delete;
 
   const pccrt_model_info &info() const { return *modelInfo; }
-  /// Runs on \p inputs, given in the order of info().inputs (their names are
-  /// not looked at), and returns outputs named and ordered as info().outputs.
+  /// Runs one step on \p inputs, given in the order of info().inputs (their
+  /// names are not looked at), and returns outputs named, ordered and kinded
+  /// as info().outputs. On a training step this also updates the STATE
+  /// weights; a failed run leaves them as they were.
   std::vector<Tensor> run(const std::vector<Tensor> &inputs);
+
+  /// True if the model has STATE weights or an output named "loss".
+  bool isTraining() const;
+  /// Copies of the current STATE and CONSTANT weights, by name, in
+  /// info().weights order, each with its kind.
+  std::vector<Tensor> state() const;
+  /// Replaces every STATE weight by the tensor of the same name in
+  /// \p tensors (other tensors are ignored). Each STATE weight must be
+  /// present with its dtype and shape, else nothing changes and an Error
+  /// "checkpoint <source> does not match this model: missing 'name'" (or
+  /// "mismatched 'name': ...") is thrown.
+  void loadState(const std::vector<Tensor> &tensors,
+                 const std::string &source = "");
+  /// A hex hash of the STATE weights' names, dtypes and shapes: checkpoints
+  /// carry it, so that one model's state is never loaded into another.
+  std::string fingerprint() const;
 
 private:
   Model() = default;
   struct FreeDeleter {
     void operator()(void *p) const;
   };
-  using RunFn = int (*)(void *const *, void *const *, const void *const *,
-                        void *);
+  using RunFn = int (*)(void *const *, void *const *, void *const *, void *);
 
   void *handle = nullptr;
   const pccrt_model_info *modelInfo = nullptr;
   RunFn runFn = nullptr;
-  std::vector<Tensor> weights; ///< the weights file; unused entries emptied
-  std::vector<const void *> weightPointers; ///< in info().weights order
+  std::vector<Tensor> weights; ///< in info().weights order, with kinds
+  std::vector<void *> weightPointers; ///< their data, as the run fn wants
   std::unique_ptr<void, FreeDeleter> workspace;
 };
 
@@ -116,6 +144,56 @@ std::vector<Tensor> bindInputs(const pccrt_model_info &info,
 
 /// Writes \p outputs to `dir/outputs.safetensors`, creating \p dir if needed.
 void dumpOutputs(const std::string &dir, const std::vector<Tensor> &outputs);
+/// Writes \p grads to `dir/grads.safetensors` as float32 (F16, BF16 and F64
+/// gradients are converted), creating \p dir if needed.
+void dumpGrads(const std::string &dir, const std::vector<Tensor> &grads);
+
+/// Saves the STATE weights of \p model to the safetensors file \p path
+/// (replaced atomically), with metadata {"format": "pcc-checkpoint",
+/// "model": model.fingerprint()} plus \p metadata.
+void saveCheckpoint(const std::string &path, const Model &model,
+                    const std::map<std::string, std::string> &metadata = {});
+/// Restores the STATE weights of \p model from a checkpoint written by
+/// saveCheckpoint, and returns the checkpoint's metadata. Refuses (naming
+/// \p path) files that are not pcc checkpoints or were saved by a model with
+/// another fingerprint; on error the model is unchanged.
+std::map<std::string, std::string> loadCheckpoint(const std::string &path,
+                                                  Model &model);
+
+/// Training batches sampled from a flat file of little-endian token ids
+/// (uint16, the nanoGPT/llm.c format, or int32). An llm.c header (magic
+/// 20240520 and token count in 256 int32s) is recognized and skipped.
+/// Batches are a pure function of (seed, step), so that a run resumed from a
+/// checkpoint at step s sees the batches an uninterrupted run would.
+class TokenData {
+public:
+  /// Opens \p path holding tokens of \p dtype (PCCRT_U16 or PCCRT_I32).
+  TokenData(const std::string &path, int32_t dtype = PCCRT_U16,
+            uint64_t seed = 0);
+  ~TokenData();
+  TokenData(const TokenData &) = delete;
+  TokenData &operator=(const TokenData &) = delete;
+
+  /// "uint16" -> PCCRT_U16, "int32" -> PCCRT_I32, anything else -> 0.
+  static int32_t dtypeFromName(const std::string &name);
+
+  int64_t numTokens() const { return count; }
+  /// Checks that \p input (a model's token input) is an int64 [B,T] tensor
+  /// and that the file holds at least T tokens.
+  void check(const pccrt_tensor_info &input) const;
+  /// The batch of step \p step: B rows of T consecutive tokens, each from a
+  /// random offset, as an int64 tensor named and shaped like \p input.
+  Tensor batch(const pccrt_tensor_info &input, uint64_t step) const;
+
+private:
+  std::string path;
+  int32_t dtype;
+  uint64_t seed;
+  const uint8_t *tokens = nullptr; ///< the first token, in the mapping
+  int64_t count = 0;
+  void *mapping = nullptr;
+  size_t mappingSize = 0;
+};
 
 } // namespace pccrt
 

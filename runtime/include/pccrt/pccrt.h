@@ -6,7 +6,7 @@
 //
 //   const pccrt_model_info *<prefix>_model_info(void);
 //   int <prefix>_model_run(void *const *inputs, void *const *outputs,
-//                          const void *const *weights, void *workspace);
+//                          void *const *weights, void *workspace);
 //
 // Tensors are dense, row-major and stored with their ONNX element type.
 // `inputs`, `outputs` and `weights` hold one pointer per entry of the
@@ -14,6 +14,23 @@
 // at least `workspace_bytes` bytes aligned to 64. The run function returns 0
 // on success and a non-zero code on failure (for example an index out of
 // range in a Gather).
+//
+// Every table entry carries a kind (pccrt_kind):
+//  - `inputs` holds PCCRT_KIND_INPUT entries, read-only.
+//  - `outputs` holds PCCRT_KIND_OUTPUT entries (graph outputs, the training
+//    loss "loss") and PCCRT_KIND_GRAD entries (the gradient of a parameter
+//    for this step, computed before the update, named by the parameter).
+//  - `weights` holds PCCRT_KIND_CONSTANT entries, which the run function
+//    only reads, and PCCRT_KIND_STATE entries (trainable parameters,
+//    optimizer moments, the step counter), which one call reads and then
+//    overwrites in place with their values after the step. A state buffer
+//    is written only at the very end of a successful run, after every read
+//    of it, so no part of the step sees a half-updated state. The runtime
+//    initializes all weights from the weights file and owns them; a
+//    checkpoint is the set of STATE tensors.
+//
+// Version history: 1 had no kinds and read-only weights; 2 added `kind` and
+// made `weights` writable for STATE entries.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,7 +43,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 1
+#define PCCRT_ABI_VERSION 2
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -45,13 +62,24 @@ typedef enum pccrt_dtype {
   PCCRT_BF16 = 16
 } pccrt_dtype;
 
-/// One tensor of the model's interface: a graph input or output, or a weight
-/// read from the weights file by name.
+/// The role of a tensor of the model's interface. Numbered from 1 so that an
+/// entry whose kind was left out (zero) is rejected, not taken for an input.
+typedef enum pccrt_kind {
+  PCCRT_KIND_INPUT = 1,    ///< a graph input (`inputs` table)
+  PCCRT_KIND_OUTPUT = 2,   ///< a graph output or the loss (`outputs`)
+  PCCRT_KIND_GRAD = 3,     ///< a parameter's gradient (`outputs`)
+  PCCRT_KIND_CONSTANT = 4, ///< a read-only weight (`weights`)
+  PCCRT_KIND_STATE = 5     ///< a weight each run updates in place (`weights`)
+} pccrt_kind;
+
+/// One tensor of the model's interface: a graph input or output, a
+/// gradient, or a weight read from the weights file by name.
 typedef struct pccrt_tensor_info {
   const char *name;
   int32_t dtype; ///< a pccrt_dtype
   int32_t rank;
   const int64_t *shape; ///< `rank` extents; may be null when rank is 0
+  int32_t kind;         ///< a pccrt_kind allowed in the entry's table
 } pccrt_tensor_info;
 
 typedef struct pccrt_model_info {

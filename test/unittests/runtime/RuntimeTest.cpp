@@ -100,6 +100,19 @@ protected:
         .write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
   }
 
+  /// Compiles the C \p source into `lib<name>.so` in the test directory and
+  /// returns its path, or "" if there is no C compiler.
+  std::string buildModel(const std::string &source, const std::string &name) {
+    if (std::system("cc --version > /dev/null 2>&1") != 0)
+      return "";
+    std::ofstream(path(name + ".c")) << source;
+    std::string library = path("lib" + name + ".so");
+    std::string command = "cc -shared -fPIC -I" PCCRT_TEST_INCLUDE_DIR " -o " +
+                          library + " " + path(name + ".c");
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    return library;
+  }
+
   fs::path dir;
 };
 } // namespace
@@ -444,8 +457,8 @@ TEST(Model, LoadMissingLibrary) {
 
 TEST(Model, BindInputsWithoutLibrary) {
   const int64_t shapeA[] = {2}, shapeB[] = {1};
-  pccrt_tensor_info inputs[] = {{"a", PCCRT_F32, 1, shapeA},
-                                {"b", PCCRT_I64, 1, shapeB}};
+  pccrt_tensor_info inputs[] = {{"a", PCCRT_F32, 1, shapeA, PCCRT_KIND_INPUT},
+                                {"b", PCCRT_I64, 1, shapeB, PCCRT_KIND_INPUT}};
   pccrt_model_info info = {PCCRT_ABI_VERSION, 2, inputs,  0,
                            nullptr,           0, nullptr, 0};
   std::string dir =
@@ -497,13 +510,16 @@ namespace {
 const char *kModelSource = R"(
 #include "pccrt/pccrt.h"
 static const int64_t xShape[] = {2, 3}, wShape[] = {3};
-static const pccrt_tensor_info inputs[] = {{"x", PCCRT_F32, 2, xShape}};
-static const pccrt_tensor_info weights[] = {{"bias", PCCRT_F32, 1, wShape}};
-static const pccrt_tensor_info outputs[] = {{"y", PCCRT_F32, 2, xShape}};
+static const pccrt_tensor_info inputs[] = {
+    {"x", PCCRT_F32, 2, xShape, PCCRT_KIND_INPUT}};
+static const pccrt_tensor_info weights[] = {
+    {"bias", PCCRT_F32, 1, wShape, PCCRT_KIND_CONSTANT}};
+static const pccrt_tensor_info outputs[] = {
+    {"y", PCCRT_F32, 2, xShape, PCCRT_KIND_OUTPUT}};
 static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1,
                                       outputs, 1, weights, 100};
 const pccrt_model_info *test_model_info(void) { return &info; }
-int test_model_run(void *const *in, void *const *out, const void *const *w,
+int test_model_run(void *const *in, void *const *out, void *const *w,
                    void *workspace) {
   const float *x = in[0], *b = w[0];
   float *y = out[0];
@@ -540,6 +556,7 @@ TEST_F(RuntimeFiles, ModelEndToEnd) {
     std::vector<Tensor> outputs = model->run({x});
     ASSERT_EQ(outputs.size(), 1u);
     EXPECT_EQ(outputs[0].name, "y");
+    EXPECT_EQ(outputs[0].kind, PCCRT_KIND_OUTPUT);
     EXPECT_EQ(outputs[0].shape, (std::vector<int64_t>{2, 3}));
     EXPECT_EQ(elements<float>(outputs[0]),
               (std::vector<float>{11, 22, 33, 14, 25, 36}));
@@ -587,4 +604,352 @@ TEST_F(RuntimeFiles, ModelEndToEnd) {
   EXPECT_TRUE(
       failsWith([&] { Model::load(lib, path("other.safetensors"), "test"); },
                 "other.safetensors: missing weight 'bias'"));
+}
+
+namespace {
+// A training step as the emitter lays it out: input x F32 [3], STATE
+// "w" F32 [N] and "pcc.step" I64 [], CONSTANT "lr" F32 []; outputs "loss" =
+// sum((w - x)^2) and GRAD "w" = 2 (w - x); then w -= lr * grad and the step
+// counter increments, written only once everything is computed. N is 3 for
+// the model the tests train, 4 for the "other" model whose checkpoints must
+// not fit. A negative x fails the run before any state is written.
+std::string trainingModelSource(int n, const std::string &prefix) {
+  std::string source = R"(
+#include "pccrt/pccrt.h"
+#include <string.h>
+#define N @N@
+static const int64_t xShape[] = {3}, wShape[] = {N};
+static const pccrt_tensor_info inputs[] = {
+    {"x", PCCRT_F32, 1, xShape, PCCRT_KIND_INPUT}};
+static const pccrt_tensor_info outputs[] = {
+    {"loss", PCCRT_F32, 0, 0, PCCRT_KIND_OUTPUT},
+    {"w", PCCRT_F32, 1, wShape, PCCRT_KIND_GRAD}};
+static const pccrt_tensor_info weights[] = {
+    {"w", PCCRT_F32, 1, wShape, PCCRT_KIND_STATE},
+    {"lr", PCCRT_F32, 0, 0, PCCRT_KIND_CONSTANT},
+    {"pcc.step", PCCRT_I64, 0, 0, PCCRT_KIND_STATE}};
+static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2,
+                                      outputs, 3, weights, 64};
+const pccrt_model_info *@P@_model_info(void) { return &info; }
+int @P@_model_run(void *const *in, void *const *out, void *const *w,
+                  void *workspace) {
+  const float *x = in[0], *lr = w[1];
+  float *loss = out[0], *grad = out[1], *state = w[0];
+  float *updated = workspace;
+  long long *step = w[2];
+  *loss = 0;
+  for (int i = 0; i < N; ++i) {
+    if (x[i % 3] < 0)
+      return PCCRT_ERR_INDEX_OUT_OF_RANGE;
+    float d = state[i] - x[i % 3];
+    *loss += d * d;
+    grad[i] = 2 * d;
+    updated[i] = state[i] - *lr * grad[i];
+  }
+  memcpy(state, updated, sizeof(float) * N);
+  *step += 1;
+  return PCCRT_OK;
+}
+)";
+  auto replace = [&](const std::string &key, const std::string &value) {
+    for (size_t at; (at = source.find(key)) != std::string::npos;)
+      source.replace(at, key.size(), value);
+  };
+  replace("@N@", std::to_string(n));
+  replace("@P@", prefix);
+  return source;
+}
+
+float scalarOf(const Tensor &tensor) { return elements<float>(tensor).at(0); }
+} // namespace
+
+class TrainingFiles : public RuntimeFiles {
+protected:
+  void SetUp() override {
+    RuntimeFiles::SetUp();
+    library = buildModel(trainingModelSource(3, "train"), "train");
+    if (library.empty())
+      GTEST_SKIP() << "no C compiler";
+    weights = path("weights.safetensors");
+    writeSafetensors(weights,
+                     {makeTensor<float>("w", PCCRT_F32, {3}, {1, 2, 3}),
+                      makeTensor<float>("lr", PCCRT_F32, {}, {0.25f}),
+                      makeTensor<int64_t>("pcc.step", PCCRT_I64, {}, {0})});
+  }
+  std::unique_ptr<Model> load() { return Model::load(library, weights, "train"); }
+
+  std::string library, weights;
+  Tensor x = makeTensor<float>("x", PCCRT_F32, {3}, {0, 0, 0});
+};
+
+TEST_F(TrainingFiles, StateUpdatesAcrossRuns) {
+  std::unique_ptr<Model> model = load();
+  EXPECT_TRUE(model->isTraining());
+  std::vector<Tensor> outputs = model->run({x});
+  ASSERT_EQ(outputs.size(), 2u);
+  EXPECT_EQ(outputs[0].name, "loss");
+  EXPECT_EQ(outputs[0].kind, PCCRT_KIND_OUTPUT);
+  EXPECT_EQ(outputs[1].name, "w");
+  EXPECT_EQ(outputs[1].kind, PCCRT_KIND_GRAD);
+  EXPECT_FLOAT_EQ(scalarOf(outputs[0]), 14);
+  EXPECT_EQ(elements<float>(outputs[1]), (std::vector<float>{2, 4, 6}));
+
+  // The second run sees the first one's update.
+  outputs = model->run({x});
+  EXPECT_FLOAT_EQ(scalarOf(outputs[0]), 3.5f);
+  EXPECT_EQ(elements<float>(outputs[1]), (std::vector<float>{1, 2, 3}));
+
+  std::vector<Tensor> state = model->state();
+  ASSERT_EQ(state.size(), 3u);
+  EXPECT_EQ(state[0].name, "w");
+  EXPECT_EQ(state[0].kind, PCCRT_KIND_STATE);
+  EXPECT_EQ(elements<float>(state[0]), (std::vector<float>{0.25, 0.5, 0.75}));
+  EXPECT_EQ(state[1].kind, PCCRT_KIND_CONSTANT);
+  EXPECT_EQ(elements<int64_t>(state[2]), std::vector<int64_t>{2});
+
+  // A failed run leaves the state alone.
+  EXPECT_TRUE(failsWith(
+      [&] { model->run({makeTensor<float>("x", PCCRT_F32, {3}, {-1, 0, 0})}); },
+      "index out of range"));
+  EXPECT_EQ(elements<float>(model->state()[0]),
+            (std::vector<float>{0.25, 0.5, 0.75}));
+
+  // A fresh model starts from the weights file again.
+  EXPECT_FLOAT_EQ(scalarOf(load()->run({x})[0]), 14);
+}
+
+TEST_F(TrainingFiles, LoadState) {
+  std::unique_ptr<Model> model = load();
+  std::vector<Tensor> state = model->state();
+  state[0] = makeTensor<float>("w", PCCRT_F32, {3}, {0, 0, 1});
+  model->loadState(state);
+  EXPECT_FLOAT_EQ(scalarOf(model->run({x})[0]), 1);
+
+  // Errors change nothing.
+  std::vector<Tensor> missing = {state[2]};
+  EXPECT_TRUE(failsWith([&] { model->loadState(missing, "c.safetensors"); },
+                        "checkpoint c.safetensors does not match this model: "
+                        "missing 'w'"));
+  std::vector<Tensor> wrong = {makeTensor<float>("w", PCCRT_F32, {2}, {0, 0}),
+                               state[2]};
+  EXPECT_TRUE(failsWith([&] { model->loadState(wrong); },
+                        "checkpoint does not match this model: mismatched "
+                        "'w': expected shape [3] of F32, got [2] of F32"));
+  EXPECT_EQ(elements<float>(model->state()[0]),
+            (std::vector<float>{0, 0, 0.5}));
+  // CONSTANT weights are not part of the state and are not replaced.
+  std::vector<Tensor> withLr = model->state();
+  withLr[1] = makeTensor<float>("lr", PCCRT_F32, {}, {100});
+  model->loadState(withLr);
+  EXPECT_FLOAT_EQ(scalarOf(model->state()[1]), 0.25f);
+}
+
+TEST_F(TrainingFiles, CheckpointRoundTrip) {
+  // Two steps in one go equal one step, save, load, one step.
+  std::unique_ptr<Model> straight = load();
+  straight->run({x});
+  std::vector<Tensor> expected = straight->run({x});
+
+  std::unique_ptr<Model> first = load();
+  first->run({x});
+  std::string checkpoint = path("ckpt.safetensors");
+  saveCheckpoint(checkpoint, *first, {{"step", "1"}});
+
+  std::map<std::string, std::string> metadata;
+  std::vector<Tensor> saved = readSafetensors(checkpoint, &metadata);
+  EXPECT_EQ(metadata.at("format"), "pcc-checkpoint");
+  EXPECT_EQ(metadata.at("model"), first->fingerprint());
+  EXPECT_EQ(metadata.at("step"), "1");
+  ASSERT_EQ(saved.size(), 2u); // the STATE weights only
+  EXPECT_EQ(saved[0].name, "w");
+  EXPECT_EQ(saved[1].name, "pcc.step");
+
+  std::unique_ptr<Model> resumed = load();
+  EXPECT_EQ(loadCheckpoint(checkpoint, *resumed).at("step"), "1");
+  std::vector<Tensor> got = resumed->run({x});
+  EXPECT_EQ(got[0].data, expected[0].data);
+  EXPECT_EQ(got[1].data, expected[1].data);
+  EXPECT_EQ(resumed->state()[0].data, straight->state()[0].data);
+  EXPECT_EQ(elements<int64_t>(resumed->state()[2]), std::vector<int64_t>{2});
+}
+
+TEST_F(TrainingFiles, CheckpointOfAnotherModelRefused) {
+  std::string other = buildModel(trainingModelSource(4, "other"), "other");
+  writeSafetensors(path("other.safetensors"),
+                   {makeTensor<float>("w", PCCRT_F32, {4}, {1, 2, 3, 4}),
+                    makeTensor<float>("lr", PCCRT_F32, {}, {0.25f}),
+                    makeTensor<int64_t>("pcc.step", PCCRT_I64, {}, {0})});
+  std::unique_ptr<Model> otherModel =
+      Model::load(other, path("other.safetensors"), "other");
+  std::unique_ptr<Model> model = load();
+  EXPECT_NE(model->fingerprint(), otherModel->fingerprint());
+  EXPECT_EQ(model->fingerprint(), load()->fingerprint());
+  EXPECT_EQ(model->fingerprint().size(), 16u);
+
+  std::string checkpoint = path("other.ckpt");
+  saveCheckpoint(checkpoint, *otherModel);
+  EXPECT_TRUE(failsWith([&] { loadCheckpoint(checkpoint, *model); },
+                        checkpoint + ": checkpoint of a different model"));
+  // The weights file is no checkpoint.
+  EXPECT_TRUE(failsWith([&] { loadCheckpoint(weights, *model); },
+                        weights + ": not a pcc checkpoint"));
+  EXPECT_TRUE(failsWith([&] { loadCheckpoint(path("none"), *model); },
+                        "none: cannot open"));
+  // A checkpoint whose fingerprint matches but whose tensors do not (edited
+  // by hand) is still refused by loadState.
+  writeSafetensors(checkpoint, {makeTensor<float>("w", PCCRT_F32, {3}, {0, 0, 0})},
+                   {{"format", "pcc-checkpoint"},
+                    {"model", model->fingerprint()}});
+  EXPECT_TRUE(failsWith([&] { loadCheckpoint(checkpoint, *model); },
+                        "checkpoint " + checkpoint +
+                            " does not match this model: missing 'pcc.step'"));
+  EXPECT_EQ(elements<float>(model->state()[0]), (std::vector<float>{1, 2, 3}));
+}
+
+TEST_F(RuntimeFiles, ModelInfoKindsChecked) {
+  std::string source = trainingModelSource(3, "bad");
+  // The GRAD output moved to the weights table.
+  size_t at = source.find("{\"lr\", PCCRT_F32, 0, 0, PCCRT_KIND_CONSTANT}");
+  ASSERT_NE(at, std::string::npos);
+  source.replace(at, std::string("{\"lr\", PCCRT_F32, 0, 0, PCCRT_KIND_CONSTANT}").size(),
+                 "{\"lr\", PCCRT_F32, 0, 0, PCCRT_KIND_GRAD}");
+  std::string library = buildModel(source, "bad");
+  if (library.empty())
+    GTEST_SKIP() << "no C compiler";
+  EXPECT_TRUE(failsWith([&] { Model::load(library, "", "bad"); },
+                        "weight 'lr': malformed model info: kind GRAD is not "
+                        "allowed in the weight table"));
+  EXPECT_EQ(kindName(PCCRT_KIND_STATE), "STATE");
+  EXPECT_EQ(kindName(0), "kind(0)");
+}
+
+TEST_F(RuntimeFiles, DumpGrads) {
+  std::vector<Tensor> grads = {
+      makeTensor<float>("a", PCCRT_F32, {2}, {1.5f, -2}),
+      makeTensor<uint16_t>("h", PCCRT_F16, {3}, {0x3c00, 0xc000, 0x0001}),
+      makeTensor<uint16_t>("b", PCCRT_BF16, {2}, {0x3f80, 0xc040}),
+      makeTensor<double>("d", PCCRT_F64, {}, {0.125})};
+  dumpGrads(path("dump"), grads);
+  std::vector<Tensor> back = readSafetensors(path("dump/grads.safetensors"));
+  ASSERT_EQ(back.size(), 4u);
+  for (const Tensor &t : back)
+    EXPECT_EQ(t.dtype, PCCRT_F32) << t.name;
+  EXPECT_EQ(back[0].name, "a");
+  EXPECT_EQ(elements<float>(back[0]), (std::vector<float>{1.5f, -2}));
+  EXPECT_EQ(elements<float>(back[1]),
+            (std::vector<float>{1, -2, 5.9604644775390625e-08f}));
+  EXPECT_EQ(elements<float>(back[2]), (std::vector<float>{1, -3}));
+  EXPECT_EQ(back[3].shape, std::vector<int64_t>{});
+  EXPECT_EQ(elements<float>(back[3]), std::vector<float>{0.125f});
+  EXPECT_TRUE(failsWith(
+      [&] {
+        dumpGrads(path("dump2"), {makeTensor<int64_t>("i", PCCRT_I64, {1}, {1})});
+      },
+      "gradient 'i' has dtype I64, not a float type"));
+}
+
+namespace {
+template <typename T>
+void writeTokens(const std::string &file, const std::vector<T> &tokens,
+                 const std::vector<int32_t> &header = {}) {
+  std::ofstream out(file, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(header.data()),
+            header.size() * sizeof(int32_t));
+  out.write(reinterpret_cast<const char *>(tokens.data()),
+            tokens.size() * sizeof(T));
+}
+} // namespace
+
+TEST_F(RuntimeFiles, TokenDataSamples) {
+  std::vector<uint16_t> tokens(1000);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = uint16_t(i + 60000); // above int16: read as unsigned
+  writeTokens(path("tokens.bin"), tokens);
+  const int64_t shape[] = {4, 8};
+  pccrt_tensor_info input = {"input_ids", PCCRT_I64, 2, shape,
+                             PCCRT_KIND_INPUT};
+
+  TokenData data(path("tokens.bin"));
+  EXPECT_EQ(data.numTokens(), 1000);
+  Tensor batch = data.batch(input, 0);
+  EXPECT_EQ(batch.name, "input_ids");
+  EXPECT_EQ(batch.dtype, PCCRT_I64);
+  EXPECT_EQ(batch.shape, (std::vector<int64_t>{4, 8}));
+  std::vector<int64_t> ids = elements<int64_t>(batch);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_GE(ids[r * 8], 60000);
+    EXPECT_LE(ids[r * 8], 60000 + 1000 - 8);
+    for (int t = 1; t < 8; ++t) // each row is a window of the file
+      EXPECT_EQ(ids[r * 8 + t], ids[r * 8] + t);
+  }
+  // Deterministic per (seed, step), whatever was drawn before.
+  EXPECT_EQ(TokenData(path("tokens.bin")).batch(input, 0).data, batch.data);
+  Tensor step5 = data.batch(input, 5);
+  EXPECT_NE(step5.data, batch.data);
+  EXPECT_EQ(TokenData(path("tokens.bin")).batch(input, 5).data, step5.data);
+  EXPECT_NE(TokenData(path("tokens.bin"), PCCRT_U16, 7).batch(input, 0).data,
+            batch.data);
+
+  // int32 tokens; a window as long as the file.
+  writeTokens<int32_t>(path("i32.bin"), {70000, 70001, 70002, 70003, 70004,
+                                         70005, 70006, 70007});
+  TokenData wide(path("i32.bin"), PCCRT_I32);
+  EXPECT_EQ(elements<int64_t>(wide.batch(input, 3)),
+            (std::vector<int64_t>{70000, 70001, 70002, 70003, 70004, 70005,
+                                  70006, 70007, 70000, 70001, 70002, 70003,
+                                  70004, 70005, 70006, 70007, 70000, 70001,
+                                  70002, 70003, 70004, 70005, 70006, 70007,
+                                  70000, 70001, 70002, 70003, 70004, 70005,
+                                  70006, 70007}));
+
+  // llm.c's header is skipped.
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 1;
+  header[2] = 8;
+  writeTokens<uint16_t>(path("llmc.bin"), {1, 2, 3, 4, 5, 6, 7, 8}, header);
+  TokenData llmc(path("llmc.bin"));
+  EXPECT_EQ(llmc.numTokens(), 8);
+  EXPECT_EQ(elements<int64_t>(llmc.batch(input, 0))[0], 1);
+
+  EXPECT_EQ(TokenData::dtypeFromName("uint16"), PCCRT_U16);
+  EXPECT_EQ(TokenData::dtypeFromName("int32"), PCCRT_I32);
+  EXPECT_EQ(TokenData::dtypeFromName("int64"), 0);
+}
+
+TEST_F(RuntimeFiles, TokenDataErrors) {
+  const int64_t shape[] = {2, 8};
+  pccrt_tensor_info input = {"ids", PCCRT_I64, 2, shape, PCCRT_KIND_INPUT};
+  writeBytes("empty.bin", {});
+  EXPECT_TRUE(failsWith([&] { TokenData data(path("empty.bin")); },
+                        "empty.bin: empty token file"));
+  EXPECT_TRUE(failsWith([&] { TokenData data(path("none.bin")); },
+                        "none.bin: cannot open"));
+  EXPECT_TRUE(failsWith([&] { TokenData data(dir.string()); },
+                        "not a regular file"));
+  writeBytes("odd.bin", {1, 2, 3});
+  EXPECT_TRUE(failsWith([&] { TokenData data(path("odd.bin")); },
+                        "odd.bin: 3 bytes of tokens is not a multiple of 2"));
+  EXPECT_TRUE(failsWith([&] { TokenData data(path("odd.bin"), PCCRT_I64); },
+                        "token dtype must be uint16 or int32"));
+
+  writeTokens<uint16_t>(path("short.bin"), {1, 2, 3, 4, 5});
+  TokenData shortData(path("short.bin"));
+  EXPECT_TRUE(failsWith([&] { shortData.batch(input, 0); },
+                        "short.bin: too short: 5 tokens, a batch row of input "
+                        "'ids' needs 8"));
+
+  writeTokens<uint16_t>(path("ok.bin"), std::vector<uint16_t>(100, 1));
+  TokenData data(path("ok.bin"));
+  pccrt_tensor_info floats = {"x", PCCRT_F32, 2, shape, PCCRT_KIND_INPUT};
+  EXPECT_TRUE(failsWith([&] { data.check(floats); },
+                        "--data needs a model whose first input is int64 "
+                        "[B,T] token ids; input 'x' is [2,8] of F32"));
+  pccrt_tensor_info flat = {"ids", PCCRT_I64, 1, shape, PCCRT_KIND_INPUT};
+  EXPECT_TRUE(failsWith([&] { data.batch(flat, 0); }, "input 'ids' is [2] of I64"));
+
+  writeTokens<int32_t>(path("neg.bin"), std::vector<int32_t>(8, -3));
+  TokenData negative(path("neg.bin"), PCCRT_I32);
+  EXPECT_TRUE(failsWith([&] { negative.batch(input, 0); },
+                        "neg.bin: negative token -3 at token 0"));
 }

@@ -1,7 +1,22 @@
 //===- CppEmitter.h - Graph dialect to C++ for the CPU target ---*- C++ -*-===//
+//
+// The function the emitter receives is either an inference graph (arguments
+// and results named by `onnx.name`) or a training step, whose signature
+// also carries the model's persistent state:
+//  - an argument with `pcc.state = "<name>"` and `pcc.init = <elements>` is
+//    a piece of state (parameter, optimizer moment, step counter): a STATE
+//    entry of the weights table, initialized from pcc.init;
+//  - a result with `pcc.state_update = "<name>"` is that state's value after
+//    the step, written back into the state buffer at the end of the run;
+//  - a result with `pcc.grad = "<parameter>"` is a GRAD output named by the
+//    parameter; every other result is an OUTPUT.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef PCC_TARGET_CPU_CPPEMITTER_H
 #define PCC_TARGET_CPU_CPPEMITTER_H
+
+#include "pcc/Transforms/TrainingAttrs.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -17,14 +32,22 @@ struct CppEmitOptions {
   /// several models can share one translation unit with distinct prefixes.
   std::string symbolPrefix = "pcc";
   /// Anonymous constants up to this many elements are emitted inline; larger
-  /// ones go to the weights file.
+  /// ones go to the weights file, except splats, which are filled into the
+  /// workspace where they are defined.
   int64_t maxInlineElements = 1024;
 };
 
-/// A tensor the generated code reads from the weights file.
+enum class WeightKind {
+  Constant, ///< read-only (a named initializer or a large constant)
+  State,    ///< updated in place by every run (a `pcc.state` argument)
+};
+
+/// A tensor the generated code reads from the weights file: `value` is the
+/// constant, or the initial value of a state.
 struct WeightEntry {
   std::string name;
   mlir::DenseElementsAttr value;
+  WeightKind kind = WeightKind::Constant;
 };
 
 /// What the emitter planned, for the compile report.
@@ -35,7 +58,8 @@ struct CppEmitResult {
 
 /// Emits `func` (Graph ops on static tensors) as a C++17 translation unit
 /// implementing the pccrt ABI (runtime/include/pccrt/pccrt.h). Emits a
-/// diagnostic at the offending op and fails on anything it cannot lower.
+/// diagnostic at the offending op and fails on anything it cannot lower or
+/// on malformed state attributes.
 llvm::FailureOr<CppEmitResult> emitCpp(mlir::func::FuncOp func,
                                        llvm::raw_ostream &os,
                                        const CppEmitOptions &options = {});

@@ -189,27 +189,26 @@ PCC_BINARY_VJP(GreaterOp, Value(), Value())
 PCC_BINARY_VJP(GreaterOrEqualOp, Value(), Value())
 #undef PCC_BINARY_VJP
 
+/// Only the base is differentiated: exponents are constants of the model
+/// (x^2 in RMSNorm, x^3 in tanh-GELU), as in PyTorch, where `x ** 3.0` has
+/// no gradient for the exponent; d/dr l^r = l^r log(l) is not even defined
+/// for the negative bases those ops see.
 LogicalResult PowOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
                               SmallVectorImpl<Value> &operandGrads) {
-  Value g = resultGrads[0], l = getLhs(), r = getRhs(), y = getOutput();
-  if (!g || !isFloatTensor(y)) {
+  Value g = resultGrads[0], l = getLhs(), r = getRhs();
+  if (!g || !isFloatTensor(l)) {
     operandGrads.append(2, Value());
     return success();
   }
   VjpBuilder v(builder, getLoc());
   // d/dl l^r = r * l^(r-1); an integer exponent is cast to the base type.
   Value rf = r;
-  if (!isFloatTensor(r))
+  if (!isFloatTensor(r) || v.elem(r) != v.elem(l))
     rf = CastOp::create(builder, getLoc(),
                         RankedTensorType::get(v.shape(r), v.elem(l)), r);
   Value lPow = PowOp::create(builder, getLoc(), l, v.sub(rf, v.scalar(rf, 1)));
   operandGrads.push_back(v.sumTo(v.mul(g, v.mul(rf, lPow)), l));
-  operandGrads.push_back(
-      isFloatTensor(r)
-          ? v.sumTo(v.mul(g, v.mul(y, LogOp::create(builder, getLoc(),
-                                                    l.getType(), l))),
-                    r)
-          : Value());
+  operandGrads.push_back({});
   return success();
 }
 

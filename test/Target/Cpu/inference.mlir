@@ -1,0 +1,32 @@
+// RUN: pcc-translate --graph-to-cpp %s | FileCheck %s
+
+// An inference function: graph inputs and outputs by their ONNX names, a
+// parameter read from the weights table as a CONSTANT, the result computed
+// in place in its output buffer, and the ABI v2 signature (writable weights).
+
+func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<2x3xf32> {onnx.name = "y"}) {
+  %w = graph.weight "bias" dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+  %0 = graph.add %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = graph.relu %0 : tensor<2x3xf32>
+  return %1 : tensor<2x3xf32>
+}
+
+// CHECK:      static const pccrt_tensor_info inputs[] = {
+// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT},
+// CHECK-NEXT: };
+// CHECK-NEXT: static const pccrt_tensor_info outputs[] = {
+// CHECK-NEXT:   {"y", 1, 2, pcc_out_shape0, PCCRT_KIND_OUTPUT},
+// CHECK-NEXT: };
+// CHECK-NEXT: static const pccrt_tensor_info weights[] = {
+// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT},
+// CHECK-NEXT: };
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 1, weights, 64ULL};
+// CHECK:      extern "C" int pcc_model_run(void *const *in, void *const *out, void *const *w, void *workspace) {
+// CHECK:        float* [[W:c[0-9]+]] = (float*)w[0];
+// CHECK-NEXT:   float* [[X:a[0-9]+]] = (float*)in[0];
+// CHECK-NEXT:   float* [[T:v[0-9]+]] = (float*)(ws + 0);
+// CHECK-NEXT:   float* [[Y:v[0-9]+]] = (float*)out[0];
+// CHECK:        [[T]][0 + {{.*}}] = float([[X]][0 + {{.*}}] + [[W]][0 + {{.*}}]);
+// CHECK:        [[Y]][0 + {{.*}}] = ([[T]][0 + {{.*}}] > float(0)
+// CHECK:        if ((void*)((float*)out[0]) != (void*)[[Y]]) std::memcpy(((float*)out[0]), [[Y]], 24);
+// CHECK-NEXT:   return PCCRT_OK;

@@ -1,0 +1,103 @@
+// RUN: pcc-translate --graph-to-cpp --split-input-file %s | FileCheck %s
+
+// A training step: the state arguments (a parameter, its moment, the step
+// counter) become STATE entries of the weights table, read through w[j];
+// the gradient is a GRAD output named by its parameter; the loss is an
+// OUTPUT; the state updates are no outputs but are copied into their state
+// buffers at the very end, after the outputs.
+
+func.func @step(%x: tensor<2x3xf32> {onnx.name = "x"},
+                %w: tensor<3xf32> {pcc.state = "w", pcc.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>},
+                %m: tensor<3xf32> {pcc.state = "w.adamw.m", pcc.init = dense<0.0> : tensor<3xf32>},
+                %step: tensor<f32> {pcc.state = "pcc.step", pcc.init = dense<0.0> : tensor<f32>})
+    -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "w"},
+        tensor<3xf32> {pcc.state_update = "w"},
+        tensor<3xf32> {pcc.state_update = "w.adamw.m"},
+        tensor<f32> {pcc.state_update = "pcc.step"}) {
+  %d = graph.add %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %sq = graph.mul %d, %d : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %loss = graph.reduce_mean %sq {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+  %k = graph.constant dense<0.333333343> : tensor<f32>
+  %gd = graph.mul %d, %k : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %g = graph.reduce_sum %gd {axes = array<i64: 0>, keepdims = false} : (tensor<2x3xf32>) -> tensor<3xf32>
+  %beta = graph.constant dense<0.9> : tensor<f32>
+  %mb = graph.mul %m, %beta : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %m1 = graph.add %mb, %g : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %lr = graph.constant dense<0.1> : tensor<f32>
+  %u = graph.mul %m1, %lr : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %w1 = graph.sub %w, %u : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %s1 = graph.add %step, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %loss, %g, %w1, %m1, %s1 : tensor<f32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+}
+
+// CHECK:      static const pccrt_tensor_info inputs[] = {
+// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT},
+// CHECK-NEXT: };
+// CHECK-NEXT: static const pccrt_tensor_info outputs[] = {
+// CHECK-NEXT:   {"loss", 1, 0, pcc_out_shape0, PCCRT_KIND_OUTPUT},
+// CHECK-NEXT:   {"w", 1, 1, pcc_out_shape1, PCCRT_KIND_GRAD},
+// CHECK-NEXT: };
+// CHECK-NEXT: static const pccrt_tensor_info weights[] = {
+// CHECK-NEXT:   {"w", 1, 1, pcc_w_shape0, PCCRT_KIND_STATE},
+// CHECK-NEXT:   {"w.adamw.m", 1, 1, pcc_w_shape1, PCCRT_KIND_STATE},
+// CHECK-NEXT:   {"pcc.step", 1, 0, pcc_w_shape2, PCCRT_KIND_STATE},
+// CHECK-NEXT: };
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 3, weights, {{[0-9]+}}ULL};
+// CHECK:      float* [[X:a[0-9]+]] = (float*)in[0];
+// CHECK-NEXT: float* [[W:a[0-9]+]] = (float*)w[0];
+// CHECK-NEXT: float* [[M:a[0-9]+]] = (float*)w[1];
+// CHECK-NEXT: float* [[S:a[0-9]+]] = (float*)w[2];
+// The loss and the gradient are computed in place in their outputs.
+// CHECK:      float* [[LOSS:v[0-9]+]] = (float*)out[0];
+// CHECK:      float* [[G:v[0-9]+]] = (float*)out[1];
+// CHECK:      float* [[M1:v[0-9]+]] = (float*)(ws + {{[0-9]+}});
+// CHECK:      float* [[W1:v[0-9]+]] = (float*)(ws + {{[0-9]+}});
+// CHECK:      float* [[S1:v[0-9]+]] = (float*)(ws + {{[0-9]+}});
+// CHECK:      // graph.sub
+// CHECK:      [[W1]][0 + {{.*}}] = float([[W]][0 + {{.*}}] - {{.*}});
+// CHECK:      [[S1]][0] = float([[S]][0] + {{.*}});
+// CHECK-NEXT: }
+// CHECK-NEXT: if ((void*)((float*)out[0]) != (void*)[[LOSS]]) std::memcpy(((float*)out[0]), [[LOSS]], 4);
+// CHECK-NEXT: if ((void*)((float*)out[1]) != (void*)[[G]]) std::memcpy(((float*)out[1]), [[G]], 12);
+// CHECK-NEXT: // state update 'w'
+// CHECK-NEXT: if ((void*)((float*)w[0]) != (void*)[[W1]]) std::memcpy(((float*)w[0]), [[W1]], 12);
+// CHECK-NEXT: // state update 'w.adamw.m'
+// CHECK-NEXT: if ((void*)((float*)w[1]) != (void*)[[M1]]) std::memcpy(((float*)w[1]), [[M1]], 12);
+// CHECK-NEXT: // state update 'pcc.step'
+// CHECK-NEXT: if ((void*)((float*)w[2]) != (void*)[[S1]]) std::memcpy(((float*)w[2]), [[S1]], 4);
+// CHECK-NEXT: return PCCRT_OK;
+
+// -----
+
+// State updates that read states: "a" takes b's old value, which b's own
+// update overwrites, so it is snapshot first; "c" keeps its value (no copy
+// needed at run time); the output "old_a" is copied before any update.
+
+func.func @swap(%a: tensor<4xf32> {pcc.state = "a", pcc.init = dense<1.0> : tensor<4xf32>},
+                %b: tensor<4xf32> {pcc.state = "b", pcc.init = dense<2.0> : tensor<4xf32>},
+                %c: tensor<2x2xf32> {pcc.state = "c", pcc.init = dense<3.0> : tensor<2x2xf32>})
+    -> (tensor<4xf32> {onnx.name = "old_a"},
+        tensor<4xf32> {pcc.state_update = "a"}, tensor<4xf32> {pcc.state_update = "b"},
+        tensor<2x2xf32> {pcc.state_update = "c"}) {
+  %r = graph.reshape %c : tensor<2x2xf32> to tensor<4xf32>
+  %ab = graph.add %a, %r : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %a, %b, %ab, %c : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x2xf32>
+}
+
+// CHECK-LABEL: static const pccrt_tensor_info inputs[] = {
+// CHECK-NEXT:   {nullptr, 0, 0, nullptr, 0},
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 3, weights, 128ULL};
+// CHECK:      float* [[A:a[0-9]+]] = (float*)w[0];
+// CHECK-NEXT: float* [[B:a[0-9]+]] = (float*)w[1];
+// CHECK-NEXT: float* [[C:a[0-9]+]] = (float*)w[2];
+// CHECK:      float* [[AB:v[0-9]+]] = (float*)(ws + 0);
+// CHECK-NEXT: float* [[SNAP:snap[0-9]+]] = (float*)(ws + 64);
+// CHECK:      if ((void*)((float*)out[0]) != (void*)[[A]]) std::memcpy(((float*)out[0]), [[A]], 16);
+// CHECK-NEXT: std::memcpy([[SNAP]], [[B]], 16);
+// CHECK-NEXT: // state update 'a'
+// CHECK-NEXT: if ((void*)((float*)w[0]) != (void*)[[SNAP]]) std::memcpy(((float*)w[0]), [[SNAP]], 16);
+// CHECK-NEXT: // state update 'b'
+// CHECK-NEXT: if ((void*)((float*)w[1]) != (void*)[[AB]]) std::memcpy(((float*)w[1]), [[AB]], 16);
+// CHECK-NEXT: // state update 'c'
+// CHECK-NEXT: if ((void*)((float*)w[2]) != (void*)[[C]]) std::memcpy(((float*)w[2]), [[C]], 16);

@@ -1,0 +1,97 @@
+//===- pcc-translate.cpp - mlir-translate with pcc's target emitters ------===//
+//
+// `pcc-translate --graph-to-cpp in.mlir` prints the C++ that `pcc compile`
+// would build for the module's function, so that lit tests can pin the
+// emitted code without going through ONNX. `--weights FILE` also writes the
+// weights file the code reads (as OUT/weights.safetensors), which lets tests
+// build and run hand-written functions with `pcc run`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/InitAll.h"
+#include "pcc/Target/Cpu/CppEmitter.h"
+
+#include "pccrt/Runtime.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/CommandLine.h"
+
+using namespace mlir;
+
+static llvm::cl::opt<std::string>
+    symbolPrefix("symbol-prefix",
+                 llvm::cl::desc("prefix of the exported model symbols"),
+                 llvm::cl::init("pcc"));
+static llvm::cl::opt<int64_t> maxInlineElements(
+    "max-inline-elements",
+    llvm::cl::desc("largest anonymous constant emitted inline"),
+    llvm::cl::init(1024));
+static llvm::cl::opt<std::string>
+    functionName("function",
+                 llvm::cl::desc("the function to emit (default: the only "
+                                "one in the module)"));
+static llvm::cl::opt<std::string> weightsFile(
+    "weights",
+    llvm::cl::desc("also write the weights the code reads to this "
+                   "safetensors file"));
+
+/// The function to translate: --function, or the module's only function.
+static func::FuncOp pickFunction(ModuleOp module) {
+  if (!functionName.empty()) {
+    auto func = module.lookupSymbol<func::FuncOp>(functionName);
+    if (!func)
+      module.emitError("no function named '") << functionName << "'";
+    return func;
+  }
+  auto funcs = module.getOps<func::FuncOp>();
+  if (funcs.empty() || std::next(funcs.begin()) != funcs.end()) {
+    module.emitError("expected exactly one function (or --function NAME)");
+    return nullptr;
+  }
+  return *funcs.begin();
+}
+
+static LogicalResult writeWeights(ModuleOp module,
+                                  const pcc::CppEmitResult &emitted) {
+  std::vector<pccrt::Tensor> tensors;
+  for (const pcc::WeightEntry &w : emitted.weights) {
+    pccrt::Tensor t;
+    t.name = w.name;
+    t.dtype = pcc::getOnnxDataType(w.value.getElementType());
+    auto shape = w.value.getType().getShape();
+    t.shape.assign(shape.begin(), shape.end());
+    t.data = pcc::getRawBytes(w.value);
+    tensors.push_back(std::move(t));
+  }
+  try {
+    pccrt::writeSafetensors(weightsFile, tensors, {{"format", "pcc"}});
+  } catch (const pccrt::Error &e) {
+    return module.emitError(e.what());
+  }
+  return success();
+}
+
+int main(int argc, char **argv) {
+  TranslateFromMLIRRegistration graphToCpp(
+      "graph-to-cpp", "Graph dialect to C++ for the CPU target (pccrt ABI)",
+      [](ModuleOp module, raw_ostream &os) -> LogicalResult {
+        func::FuncOp func = pickFunction(module);
+        if (!func)
+          return failure();
+        pcc::CppEmitOptions options;
+        options.symbolPrefix = symbolPrefix;
+        options.maxInlineElements = maxInlineElements;
+        FailureOr<pcc::CppEmitResult> emitted =
+            pcc::emitCpp(func, os, options);
+        if (failed(emitted))
+          return failure();
+        if (!weightsFile.empty())
+          return writeWeights(module, *emitted);
+        return success();
+      },
+      [](DialectRegistry &registry) { pcc::registerAllDialects(registry); });
+  return failed(mlirTranslateMain(argc, argv, "pcc translation driver"));
+}
