@@ -7,7 +7,8 @@ MODEL_DIR holds meta.json and ref/ as made by the export scripts. The loss
 (DUMP_DIR/outputs.safetensors, "loss") must be within R (default 1e-5)
 relative of ref/loss.pb. Every parameter that meta.json maps to one ONNX
 initializer, as is ("onnx_initializer") or transposed
-("onnx_initializer_transposed"), must have a gradient in
+("onnx_initializer_transposed"), or whose several initializers were re-tied
+into one, must have a gradient in
 DUMP_DIR/grads.safetensors within T (default 1e-4) x max|ref grad|,
 compared transposed for transposed initializers. Prints one line per check
 and exits 1 on any failure.
@@ -60,16 +61,21 @@ def main(argv):
     for param, info in sorted(meta["grads"].items()):
         same = info.get("onnx_initializer", [])
         trans = info.get("onnx_initializer_transposed", [])
-        if len(same) + len(trans) != 1:
+        # A parameter stored twice (a tied embedding and its transposed
+        # copy) is re-tied by the importer and reported under one name.
+        present = [(n, False) for n in same if n in grads] + \
+                  [(n, True) for n in trans if n in grads]
+        if len(same) + len(trans) != 1 and len(present) != 1:
             continue
-        name = (same or trans)[0]
+        name, transposed = present[0] if len(present) == 1 else \
+            ((same or trans)[0], bool(trans))
         ref = read_pb(os.path.join(model, "ref", "grads", info["file"]))
         if name not in grads:
             print(f"FAIL {param}: no gradient for initializer '{name}'")
             ok = False
             continue
         got = grads[name].astype(np.float64)
-        if trans:
+        if transposed:
             got = got.T
         if got.shape != ref.shape:
             print(f"FAIL {param}: shape {list(got.shape)} vs {list(ref.shape)}")
