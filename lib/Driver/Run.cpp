@@ -45,8 +45,8 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     if (!llvm::sys::fs::exists(lib))
       throw pccrt::Error(options.dir +
                          ": no libmodel.so (not a pcc compile output)");
-    auto model = pccrt::Model::load(
-        lib, llvm::sys::fs::exists(weights) ? weights : "");
+    auto model =
+        pccrt::Model::load(lib, llvm::sys::fs::exists(weights) ? weights : "");
     const pccrt_model_info &info = model->info();
     if (options.steps < 1)
       throw pccrt::Error("--steps must be at least 1");
@@ -54,14 +54,13 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     bool hasState = false;
     for (int32_t i = 0; i < info.num_weights; ++i)
       hasState |= info.weights[i].kind == PCCRT_KIND_STATE;
-    for (const std::string *flag : {&options.loadCheckpoint,
-                                    &options.saveCheckpoint})
+    for (const std::string *flag :
+         {&options.loadCheckpoint, &options.saveCheckpoint})
       if (!flag->empty() && !hasState)
-        throw pccrt::Error(std::string(flag == &options.loadCheckpoint
-                                           ? "--load"
-                                           : "--save") +
-                           " needs a training build (pcc compile --train): " +
-                           options.dir + " has no state to checkpoint");
+        throw pccrt::Error(
+            std::string(flag == &options.loadCheckpoint ? "--load" : "--save") +
+            " needs a training build (pcc compile --train): " + options.dir +
+            " has no state to checkpoint");
 
     // Inputs: --data feeds the first one a batch per step, --input files
     // bind the others.
@@ -74,6 +73,7 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
                            options.dataDtype + "'");
       if (info.num_inputs < 1)
         throw pccrt::Error("--data: " + options.dir + " takes no inputs");
+      pccrt::TokenData::checkInput(info.inputs[0]);
       data = std::make_unique<pccrt::TokenData>(options.dataFile, dtype,
                                                 options.seed);
       data->check(info.inputs[0]);
@@ -128,8 +128,8 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     }
     if (!training)
       for (const pccrt::Tensor &t : first)
-        summary << "output '" << t.name << "': "
-                << pccrt::describeType(t.dtype, t.shape) << "\n";
+        summary << "output '" << t.name
+                << "': " << pccrt::describeType(t.dtype, t.shape) << "\n";
     summary << llvm::formatv("pcc: ran {0} step(s) of {1} in {2:F3} ms\n",
                              options.steps, options.dir, total);
     if (!options.dumpDir.empty()) {
@@ -144,8 +144,8 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
       uint64_t last = firstStep + uint64_t(options.steps);
       pccrt::saveCheckpoint(options.saveCheckpoint, *model,
                             {{"step", std::to_string(last)}});
-      summary << "pcc: saved checkpoint " << options.saveCheckpoint
-              << " (step " << last << ")\n";
+      summary << "pcc: saved checkpoint " << options.saveCheckpoint << " (step "
+              << last << ")\n";
     }
     return llvm::success();
   } catch (const pccrt::Error &e) {

@@ -74,12 +74,18 @@ void *dataPointer(const Tensor &tensor) {
 
 std::string pccrt::kindName(int32_t kind) {
   switch (kind) {
-  case PCCRT_KIND_INPUT: return "INPUT";
-  case PCCRT_KIND_OUTPUT: return "OUTPUT";
-  case PCCRT_KIND_GRAD: return "GRAD";
-  case PCCRT_KIND_CONSTANT: return "CONSTANT";
-  case PCCRT_KIND_STATE: return "STATE";
-  default: return "kind(" + std::to_string(kind) + ")";
+  case PCCRT_KIND_INPUT:
+    return "INPUT";
+  case PCCRT_KIND_OUTPUT:
+    return "OUTPUT";
+  case PCCRT_KIND_GRAD:
+    return "GRAD";
+  case PCCRT_KIND_CONSTANT:
+    return "CONSTANT";
+  case PCCRT_KIND_STATE:
+    return "STATE";
+  default:
+    return "kind(" + std::to_string(kind) + ")";
   }
 }
 

@@ -82,7 +82,8 @@ void createDirectory(const std::string &dir) {
 }
 } // namespace
 
-void pccrt::dumpGrads(const std::string &dir, const std::vector<Tensor> &grads) {
+void pccrt::dumpGrads(const std::string &dir,
+                      const std::vector<Tensor> &grads) {
   std::vector<Tensor> converted;
   for (const Tensor &grad : grads)
     converted.push_back(toFloat32(grad));
@@ -97,19 +98,19 @@ void pccrt::dumpGrads(const std::string &dir, const std::vector<Tensor> &grads) 
 
 void pccrt::saveCheckpoint(const std::string &path, const Model &model,
                            const std::map<std::string, std::string> &metadata) {
-  std::vector<Tensor> state = model.state();
+  // Copies the STATE weights only: CONSTANT ones may be most of the model.
   std::vector<Tensor> tensors;
-  for (Tensor &tensor : state)
-    if (tensor.kind == PCCRT_KIND_STATE)
-      tensors.push_back(std::move(tensor));
+  for (const Tensor &weight : model.weights)
+    if (weight.kind == PCCRT_KIND_STATE)
+      tensors.push_back(weight);
   std::map<std::string, std::string> all = metadata;
   all["format"] = kCheckpointFormat;
   all["model"] = model.fingerprint();
   writeSafetensors(path, tensors, all);
 }
 
-std::map<std::string, std::string> pccrt::loadCheckpoint(const std::string &path,
-                                                         Model &model) {
+std::map<std::string, std::string>
+pccrt::loadCheckpoint(const std::string &path, Model &model) {
   std::map<std::string, std::string> metadata;
   std::vector<Tensor> tensors = readSafetensors(path, &metadata);
   auto format = metadata.find("format");
@@ -204,18 +205,23 @@ TokenData::~TokenData() {
     ::munmap(mapping, mappingSize);
 }
 
-void TokenData::check(const pccrt_tensor_info &input) const {
+void TokenData::checkInput(const pccrt_tensor_info &input) {
+  if (input.dtype == PCCRT_I64 && input.rank == 2)
+    return;
   std::vector<int64_t> shape;
   if (input.rank > 0)
     shape.assign(input.shape, input.shape + input.rank);
-  if (input.dtype != PCCRT_I64 || input.rank != 2)
-    throw Error("--data needs a model whose first input is int64 [B,T] token "
-                "ids; input " +
-                quote(input.name) + " is " + describeType(input.dtype, shape));
-  if (shape[1] > count)
+  throw Error("--data needs a model whose first input is int64 [B,T] token "
+              "ids; input " +
+              quote(input.name) + " is " + describeType(input.dtype, shape));
+}
+
+void TokenData::check(const pccrt_tensor_info &input) const {
+  checkInput(input);
+  if (input.shape[1] > count)
     fail(path, "too short: " + std::to_string(count) +
                    " tokens, a batch row of input " + quote(input.name) +
-                   " needs " + std::to_string(shape[1]));
+                   " needs " + std::to_string(input.shape[1]));
 }
 
 Tensor TokenData::batch(const pccrt_tensor_info &input, uint64_t step) const {

@@ -33,10 +33,10 @@ static llvm::cl::opt<std::string>
     functionName("function",
                  llvm::cl::desc("the function to emit (default: the only "
                                 "one in the module)"));
-static llvm::cl::opt<std::string> weightsFile(
-    "weights",
-    llvm::cl::desc("also write the weights the code reads to this "
-                   "safetensors file"));
+static llvm::cl::opt<std::string>
+    weightsFile("weights",
+                llvm::cl::desc("also write the weights the code reads to this "
+                               "safetensors file"));
 
 /// The function to translate: --function, or the module's only function.
 static func::FuncOp pickFunction(ModuleOp module) {
@@ -84,8 +84,7 @@ int main(int argc, char **argv) {
         pcc::CppEmitOptions options;
         options.symbolPrefix = symbolPrefix;
         options.maxInlineElements = maxInlineElements;
-        FailureOr<pcc::CppEmitResult> emitted =
-            pcc::emitCpp(func, os, options);
+        FailureOr<pcc::CppEmitResult> emitted = pcc::emitCpp(func, os, options);
         if (failed(emitted))
           return failure();
         if (!weightsFile.empty())

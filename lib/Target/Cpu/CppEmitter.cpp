@@ -263,9 +263,8 @@ LogicalResult Emitter::collectInterface() {
              << i << ": " << kStateAttr << " must be a non-empty string";
     auto init = func.getArgAttrOfType<DenseElementsAttr>(i, kStateInitAttr);
     if (!init)
-      return func.emitError("state '")
-             << name.getValue() << "' has no dense " << kStateInitAttr
-             << " initial value";
+      return func.emitError("state '") << name.getValue() << "' has no dense "
+                                       << kStateInitAttr << " initial value";
     if (init.getType() != arg.getType())
       return func.emitError("state '")
              << name.getValue() << "': " << kStateInitAttr << " has type "
@@ -287,8 +286,8 @@ LogicalResult Emitter::collectInterface() {
       return func.emitError("result ")
              << i << " is both a gradient and a state update";
     if (grad && !isa<StringAttr>(grad))
-      return func.emitError("result ") << i << ": " << kGradAttr
-                                       << " must be a string";
+      return func.emitError("result ")
+             << i << ": " << kGradAttr << " must be a string";
     if (!update) {
       resultRole.push_back(grad ? Role::Grad : Role::Output);
       resultIndex.push_back(numOutputs++);
@@ -296,13 +295,12 @@ LogicalResult Emitter::collectInterface() {
     }
     auto name = dyn_cast<StringAttr>(update);
     if (!name)
-      return func.emitError("result ") << i << ": " << kStateUpdateAttr
-                                       << " must be a string";
+      return func.emitError("result ")
+             << i << ": " << kStateUpdateAttr << " must be a string";
     auto state = stateByName.find(name.getValue());
     if (state == stateByName.end())
-      return func.emitError("result ")
-             << i << " updates '" << name.getValue()
-             << "', which is no state argument";
+      return func.emitError("result ") << i << " updates '" << name.getValue()
+                                       << "', which is no state argument";
     if (!updated.insert(state->second).second)
       return func.emitError("state '")
              << name.getValue() << "' is updated twice";
@@ -423,8 +421,8 @@ LogicalResult Emitter::planBuffers() {
     auto [offset, size] = allocate(bytes);
     live.push_back({offset, size, v});
     std::string n = "snap" + std::to_string(counter++);
-    body += llvm::formatv("  {0}* {1} = ({0}*)(ws + {2});\n", type(v), n,
-                          offset);
+    body +=
+        llvm::formatv("  {0}* {1} = ({0}*)(ws + {2});\n", type(v), n, offset);
     updateSnapshots[k] = n;
   }
   result.workspaceBytes = high;

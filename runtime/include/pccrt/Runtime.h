@@ -121,6 +121,8 @@ public:
   std::string fingerprint() const;
 
 private:
+  friend void saveCheckpoint(const std::string &, const Model &,
+                             const std::map<std::string, std::string> &);
   Model() = default;
   struct FreeDeleter {
     void operator()(void *p) const;
@@ -130,7 +132,7 @@ private:
   void *handle = nullptr;
   const pccrt_model_info *modelInfo = nullptr;
   RunFn runFn = nullptr;
-  std::vector<Tensor> weights; ///< in info().weights order, with kinds
+  std::vector<Tensor> weights;        ///< in info().weights order, with kinds
   std::vector<void *> weightPointers; ///< their data, as the run fn wants
   std::unique_ptr<void, FreeDeleter> workspace;
 };
@@ -178,8 +180,9 @@ public:
   static int32_t dtypeFromName(const std::string &name);
 
   int64_t numTokens() const { return count; }
-  /// Checks that \p input (a model's token input) is an int64 [B,T] tensor
-  /// and that the file holds at least T tokens.
+  /// Checks that \p input (a model's token input) is an int64 [B,T] tensor.
+  static void checkInput(const pccrt_tensor_info &input);
+  /// checkInput, and that the file holds at least T tokens.
   void check(const pccrt_tensor_info &input) const;
   /// The batch of step \p step: B rows of T consecutive tokens, each from a
   /// random offset, as an int64 tensor named and shaped like \p input.
