@@ -118,6 +118,36 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   return failure();
 }
 
+std::vector<pccrt::Tensor>
+pcc::getWeightTensors(const CppEmitResult &emitted) {
+  std::vector<pccrt::Tensor> tensors;
+  for (const WeightEntry &w : emitted.weights) {
+    pccrt::Tensor t;
+    t.name = w.name;
+    t.dtype = getOnnxDataType(w.value.getElementType());
+    auto shape = w.value.getType().getShape();
+    t.shape.assign(shape.begin(), shape.end());
+    t.data = getRawBytes(w.value);
+    tensors.push_back(std::move(t));
+  }
+  return tensors;
+}
+
+LogicalResult pcc::writeRuntimeHeaders(StringRef dir, std::string &error) {
+  for (auto [name, text] :
+       {std::pair<StringRef, StringRef>{"pcc_kernels.h", getKernelHeader()},
+        {"pccrt.h", getAbiHeader()}}) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os((dir + "/" + name).str(), ec);
+    if (ec) {
+      error = ("cannot write " + name + ": " + ec.message()).str();
+      return failure();
+    }
+    os << text;
+  }
+  return success();
+}
+
 namespace {
 /// A folder that is removed unless committed: `pcc compile` builds into it
 /// and renames it over the output only once everything succeeded.
@@ -212,26 +242,12 @@ LogicalResult pcc::compile(const CompileOptions &options,
     if (failed(emitted))
       return failure();
   }
-  for (auto [name, text] : {std::pair<StringRef, StringRef>{"pcc_kernels.h",
-                                                             getKernelHeader()},
-                            {"pccrt.h", getAbiHeader()}}) {
-    llvm::raw_fd_ostream os(path(name), ec);
-    if (ec)
-      return fail("cannot write " + name + ": " + ec.message());
-    os << text;
-  }
+  std::string headerError;
+  if (failed(writeRuntimeHeaders(tmp.path, headerError)))
+    return fail(headerError);
 
   // Weights, in the order the generated code expects them.
-  std::vector<pccrt::Tensor> tensors;
-  for (const WeightEntry &w : emitted->weights) {
-    pccrt::Tensor t;
-    t.name = w.name;
-    t.dtype = getOnnxDataType(w.value.getElementType());
-    auto shape = w.value.getType().getShape();
-    t.shape.assign(shape.begin(), shape.end());
-    t.data = getRawBytes(w.value);
-    tensors.push_back(std::move(t));
-  }
+  std::vector<pccrt::Tensor> tensors = getWeightTensors(*emitted);
   // Parameters: the forward's graph.weight ops and, in a training step, the
   // state that has a gradient; the rest of the state is the optimizer's.
   int64_t paramElements = 0, paramBytes = 0, paramCount = 0, stateBytes = 0;

@@ -32,7 +32,7 @@ static LogicalResult importBinary(NodeImporter &n) {
 /// Sum, Max, Min, Mean take any number of operands: a chain of binaries.
 template <typename OpTy>
 static LogicalResult importVariadic(NodeImporter &n) {
-  if (failed(n.requireInputs(1)))
+  if (failed(n.requireInputs(std::max<size_t>(1, n.numInputs()))))
     return failure();
   Value acc = n.input(0);
   for (size_t i = 1; i < n.numInputs(); ++i) {

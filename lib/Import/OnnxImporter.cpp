@@ -155,15 +155,18 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
     switch (t.data_type()) {
     case TP::FLOAT:
       if (t.float_data_size() != n) return fail();
-      memcpy(raw.data(), t.float_data().data(), n * 4);
+      if (n)
+        memcpy(raw.data(), t.float_data().data(), n * 4);
       break;
     case TP::DOUBLE:
       if (t.double_data_size() != n) return fail();
-      memcpy(raw.data(), t.double_data().data(), n * 8);
+      if (n)
+        memcpy(raw.data(), t.double_data().data(), n * 8);
       break;
     case TP::INT64:
       if (t.int64_data_size() != n) return fail();
-      memcpy(raw.data(), t.int64_data().data(), n * 8);
+      if (n)
+        memcpy(raw.data(), t.int64_data().data(), n * 8);
       break;
     case TP::UINT32:
     case TP::UINT64:

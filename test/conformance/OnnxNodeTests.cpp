@@ -423,18 +423,9 @@ int importChild(const Test &t, const std::string &tmp) {
     return fail("emit");
   }
   if (!emitted->weights.empty()) {
-    std::vector<pccrt::Tensor> tensors;
-    for (const pcc::WeightEntry &w : emitted->weights) {
-      pccrt::Tensor tensor;
-      tensor.name = w.name;
-      tensor.dtype = pcc::getOnnxDataType(w.value.getElementType());
-      auto shape = w.value.getType().getShape();
-      tensor.shape.assign(shape.begin(), shape.end());
-      tensor.data = pcc::getRawBytes(w.value);
-      tensors.push_back(std::move(tensor));
-    }
     try {
-      pccrt::writeSafetensors(t.weights, tensors, {{"format", "pcc"}});
+      pccrt::writeSafetensors(t.weights, pcc::getWeightTensors(*emitted),
+                              {{"format", "pcc"}});
     } catch (const pccrt::Error &e) {
       firstError = e.what();
       return fail("weights");
@@ -749,10 +740,8 @@ int Runner::main() {
     }
     tmp = dir.str().str();
   }
-  if (!writeWholeFile(tmp + "/pccrt.h", pcc::getAbiHeader()) ||
-      !writeWholeFile(tmp + "/pcc_kernels.h", pcc::getKernelHeader())) {
-    llvm::errs() << "pcc-onnx-node-tests: error: cannot write into '" << tmp
-                 << "'\n";
+  if (std::string error; failed(pcc::writeRuntimeHeaders(tmp, error))) {
+    llvm::errs() << "pcc-onnx-node-tests: error: " << error << "\n";
     return 2;
   }
   for (auto [i, t] : llvm::enumerate(tests)) {

@@ -26,7 +26,7 @@ mlir_inc=/usr/lib/llvm-22/include
 "$cxx" "${flags[@]}" -DONNX_ML=1 -DONNX_NAMESPACE=onnx \
   -I"$root/include" -I"$build/include" -isystem "$mlir_inc" \
   "$root/test/fuzz/ImportFuzzer.cpp" "$root"/lib/Import/*.cpp \
-  "$root/lib/Dialect/Graph/IR/GraphOps.cpp" \
+  "$root"/lib/Dialect/Graph/IR/*.cpp \
   -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lMLIR -lLLVM \
   -lonnx -lonnx_proto -lprotobuf -o "$out/Import-fuzzer"
 

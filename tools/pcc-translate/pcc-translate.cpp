@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Driver/Driver.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 
@@ -56,18 +57,9 @@ static func::FuncOp pickFunction(ModuleOp module) {
 
 static LogicalResult writeWeights(ModuleOp module,
                                   const pcc::CppEmitResult &emitted) {
-  std::vector<pccrt::Tensor> tensors;
-  for (const pcc::WeightEntry &w : emitted.weights) {
-    pccrt::Tensor t;
-    t.name = w.name;
-    t.dtype = pcc::getOnnxDataType(w.value.getElementType());
-    auto shape = w.value.getType().getShape();
-    t.shape.assign(shape.begin(), shape.end());
-    t.data = pcc::getRawBytes(w.value);
-    tensors.push_back(std::move(t));
-  }
   try {
-    pccrt::writeSafetensors(weightsFile, tensors, {{"format", "pcc"}});
+    pccrt::writeSafetensors(weightsFile, pcc::getWeightTensors(emitted),
+                            {{"format", "pcc"}});
   } catch (const pccrt::Error &e) {
     return module.emitError(e.what());
   }

@@ -4,7 +4,10 @@
 #define PCC_DRIVER_DRIVER_H
 
 #include "pcc/Import/OnnxImporter.h"
+#include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Transforms/Passes.h"
+
+#include "pccrt/Runtime.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
@@ -84,6 +87,14 @@ llvm::LogicalResult buildSharedLibrary(const std::string &source,
                                        const std::string &output,
                                        const std::string &logFile,
                                        std::string &error);
+
+/// The emitter's weights as runtime tensors, ready for writeSafetensors.
+std::vector<pccrt::Tensor> getWeightTensors(const CppEmitResult &emitted);
+
+/// Writes pccrt.h and pcc_kernels.h, which generated code includes, into
+/// `dir`. On failure returns the reason in `error`.
+llvm::LogicalResult writeRuntimeHeaders(llvm::StringRef dir,
+                                        std::string &error);
 
 } // namespace pcc
 

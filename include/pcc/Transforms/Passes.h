@@ -3,6 +3,7 @@
 #ifndef PCC_TRANSFORMS_PASSES_H
 #define PCC_TRANSFORMS_PASSES_H
 
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Transforms/TrainingAttrs.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -16,20 +16,21 @@ def CheckStaticShapes : Pass<"pcc-check-static-shapes", "::mlir::func::FuncOp"> 
 }
 
 def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Appends the causal-LM cross-entropy loss as a result";
   let description = [{
     Builds, as Graph ops, the mean cross-entropy of `logits[:, :-1]` against
     `labels[:, 1:]`, computed stably (`log_softmax`, then the negated mean
     of the label's log-probability), and returns it as a rank-0 result named
     `loss`. The tensors are found by type, not by name: the labels are the
-    first integer argument of rank 2, the logits the first float result of
+    first int64 argument of rank 2, the logits the first float result of
     rank 3; `labels` and `logits` name them explicitly (ONNX names).
     Expressing the loss in Graph ops lets later passes transform it (a
     vocabulary-parallel cross-entropy, the loss on the last stage).
   }];
   let options = [
     Option<"labels", "labels", "std::string", /*default=*/"\"\"",
-           "ONNX name of the labels input (default: first int [B, T] input)">,
+           "ONNX name of the labels input (default: first int64 [B, T] input)">,
     Option<"logits", "logits", "std::string", /*default=*/"\"\"",
            "ONNX name of the logits output (default: first float rank-3 "
            "output)">,
@@ -37,6 +38,7 @@ def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
 }
 
 def Autodiff : Pass<"pcc-autodiff", "::mlir::func::FuncOp"> {
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Reverse-mode differentiation of the loss";
   let description = [{
     Differentiates the result named `loss` with respect to every trainable
@@ -59,6 +61,7 @@ def Autodiff : Pass<"pcc-autodiff", "::mlir::func::FuncOp"> {
 }
 
 def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Appends the optimizer update of every trained parameter";
   let description = [{
     Turns every parameter that has a gradient result (`pcc.grad`) into

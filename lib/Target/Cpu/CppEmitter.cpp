@@ -210,6 +210,15 @@ private:
   void copy(Value src, const Access &srcAccess, Value dst,
             const Access &dstAccess, ArrayRef<int64_t> shape);
   std::string scalarExpr(Operation *op, ArrayRef<std::string> a);
+  /// A call of a gather/scatter kernel over slices of `shape` ([outer, k,
+  /// inner] around `axis`) at the indices.
+  void slicesAlongAxis(StringRef kernel, Operation *op, Value src, Value idx,
+                       ArrayRef<int64_t> shape, int64_t axis);
+  /// A call of an element-wise gather/scatter kernel, which walks the
+  /// indices' shape and needs both shapes as arrays.
+  LogicalResult elementsAlongAxis(StringRef kernel, Operation *op, Value src,
+                                  Value idx, ArrayRef<int64_t> dataShape,
+                                  int64_t axis);
   /// The buffer `v` lives in: reshapes alias their operand.
   Value rootOf(Value v) const {
     auto it = root.find(v);
@@ -623,6 +632,41 @@ std::string Emitter::scalarExpr(Operation *op, ArrayRef<std::string> a) {
       .Default([](Operation *) { return std::string(); });
 }
 
+void Emitter::slicesAlongAxis(StringRef kernel, Operation *op, Value src,
+                              Value idx, ArrayRef<int64_t> shape,
+                              int64_t axis) {
+  body += llvm::formatv(
+      "  if (pcc_k::{0}({1}, {2}, {3}, {4}, {5}, {6}, {7})) return "
+      "PCCRT_ERR_INDEX_OUT_OF_RANGE;\n",
+      kernel, ptr(src), ptr(idx), ptr(op->getResult(0)),
+      numElements(shape.take_front(axis)), shape[axis],
+      numElements(shape.drop_front(axis + 1)), numElements(shapeOf(idx)));
+}
+
+LogicalResult Emitter::elementsAlongAxis(StringRef kernel, Operation *op,
+                                         Value src, Value idx,
+                                         ArrayRef<int64_t> dataShape,
+                                         int64_t axis) {
+  if (dataShape.size() > 16)
+    return op->emitOpError("of rank above 16 is not supported by the CPU "
+                           "target");
+  auto join = [](ArrayRef<int64_t> v) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    llvm::interleaveComma(v, os);
+    return s;
+  };
+  std::string n = "s" + std::to_string(counter++);
+  globals += llvm::formatv("static const int64_t {0}_d[] = {{{1}};\n"
+                           "static const int64_t {0}_i[] = {{{2}};\n",
+                           n, join(dataShape), join(shapeOf(idx)));
+  body += llvm::formatv("  if (pcc_k::{0}({1}, {2}, {3}, {4}, {5}_d, {5}_i, "
+                        "{6})) return PCCRT_ERR_INDEX_OUT_OF_RANGE;\n",
+                        kernel, ptr(src), ptr(idx), ptr(op->getResult(0)),
+                        dataShape.size(), n, axis);
+  return success();
+}
+
 LogicalResult Emitter::emitOp(Operation *op) {
   body += llvm::formatv("  // {0} {1}\n", op->getName().getStringRef(),
                         op->getLoc());
@@ -828,37 +872,14 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](GatherOp g) {
-        ArrayRef<int64_t> d = shapeOf(g.getData());
-        int64_t axis = g.getAxis();
-        body += llvm::formatv(
-            "  if (pcc_k::gather({0}, {1}, {2}, {3}, {4}, {5}, {6})) return "
-            "PCCRT_ERR_INDEX_OUT_OF_RANGE;\n",
-            ptr(g.getData()), ptr(g.getIndices()), ptr(result()),
-            numElements(d.take_front(axis)), d[axis],
-            numElements(d.drop_front(axis + 1)),
-            numElements(shapeOf(g.getIndices())));
+        slicesAlongAxis("gather", op, g.getData(), g.getIndices(),
+                        shapeOf(g.getData()), g.getAxis());
         return success();
       })
-      .Case([&](GatherElementsOp g) -> LogicalResult {
-        ArrayRef<int64_t> d = shapeOf(g.getData()), i = shapeOf(g.getIndices());
-        if (d.size() > 16)
-          return op->emitError("GatherElements: rank above 16");
-        std::string n = "s" + std::to_string(counter++);
-        auto join = [](ArrayRef<int64_t> v) {
-          std::string s;
-          llvm::raw_string_ostream os(s);
-          llvm::interleaveComma(v, os);
-          return s;
-        };
-        globals += llvm::formatv("static const int64_t {0}_d[] = {{{1}};\n"
-                                 "static const int64_t {0}_i[] = {{{2}};\n",
-                                 n, join(d), join(i));
-        body += llvm::formatv(
-            "  if (pcc_k::gatherElements({0}, {1}, {2}, {3}, {4}_d, {4}_i, "
-            "{5})) return PCCRT_ERR_INDEX_OUT_OF_RANGE;\n",
-            ptr(g.getData()), ptr(g.getIndices()), ptr(result()), d.size(), n,
-            g.getAxis());
-        return success();
+      .Case([&](GatherElementsOp g) {
+        return elementsAlongAxis("gatherElements", op, g.getData(),
+                                 g.getIndices(), shapeOf(g.getData()),
+                                 g.getAxis());
       })
       .Case([&](TriluOp t) {
         ArrayRef<int64_t> s = shapeOf(t.getInput());
@@ -872,37 +893,14 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](ScatterAddOp sc) {
-        ArrayRef<int64_t> d = shapeOf(result());
-        int64_t axis = sc.getAxis();
-        body += llvm::formatv(
-            "  if (pcc_k::scatterAdd({0}, {1}, {2}, {3}, {4}, {5}, {6})) return "
-            "PCCRT_ERR_INDEX_OUT_OF_RANGE;\n",
-            ptr(sc.getUpdates()), ptr(sc.getIndices()), ptr(result()),
-            numElements(d.take_front(axis)), d[axis],
-            numElements(d.drop_front(axis + 1)),
-            numElements(shapeOf(sc.getIndices())));
+        slicesAlongAxis("scatterAdd", op, sc.getUpdates(), sc.getIndices(),
+                        shapeOf(result()), sc.getAxis());
         return success();
       })
-      .Case([&](ScatterElementsAddOp sc) -> LogicalResult {
-        ArrayRef<int64_t> d = shapeOf(result()), i = shapeOf(sc.getIndices());
-        if (d.size() > 16)
-          return op->emitError("ScatterElementsAdd: rank above 16");
-        std::string n = "s" + std::to_string(counter++);
-        auto join = [](ArrayRef<int64_t> v) {
-          std::string s;
-          llvm::raw_string_ostream os(s);
-          llvm::interleaveComma(v, os);
-          return s;
-        };
-        globals += llvm::formatv("static const int64_t {0}_d[] = {{{1}};\n"
-                                 "static const int64_t {0}_i[] = {{{2}};\n",
-                                 n, join(d), join(i));
-        body += llvm::formatv(
-            "  if (pcc_k::scatterElementsAdd({0}, {1}, {2}, {3}, {4}_d, {4}_i, "
-            "{5})) return PCCRT_ERR_INDEX_OUT_OF_RANGE;\n",
-            ptr(sc.getUpdates()), ptr(sc.getIndices()), ptr(result()),
-            d.size(), n, sc.getAxis());
-        return success();
+      .Case([&](ScatterElementsAddOp sc) {
+        return elementsAlongAxis("scatterElementsAdd", op, sc.getUpdates(),
+                                 sc.getIndices(), shapeOf(result()),
+                                 sc.getAxis());
       })
       .Case([&](InsertSliceOp is) {
         ArrayRef<int64_t> outShape = shapeOf(result());

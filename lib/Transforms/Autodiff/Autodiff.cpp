@@ -31,6 +31,9 @@ LogicalResult pcc::differentiate(func::FuncOp func, StringRef freezeRegex) {
   if (!loss)
     return func.emitError("pcc-autodiff: no result named 'loss' (run "
                           "pcc-attach-loss first)");
+  if (!isFloat(loss) || cast<ShapedType>(loss.getType()).getRank() != 0)
+    return func.emitError("pcc-autodiff: the loss must be a float scalar, got ")
+           << loss.getType();
   llvm::Regex freeze(freezeRegex);
   std::string regexError;
   if (!freezeRegex.empty() && !freeze.isValid(regexError))

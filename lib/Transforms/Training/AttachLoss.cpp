@@ -36,7 +36,9 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
   Operation *ret = body.getTerminator();
   Value labels, logits;
   for (BlockArgument arg : body.getArguments()) {
-    auto t = cast<RankedTensorType>(arg.getType());
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    if (!t)
+      continue;
     StringRef name = onnxName(func.getArgAttrDict(arg.getArgNumber()));
     bool match = labelsName.empty()
                      ? t.getRank() == 2 && t.getElementType().isInteger(64)
@@ -47,7 +49,9 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
     }
   }
   for (auto [i, v] : llvm::enumerate(ret->getOperands())) {
-    auto t = cast<RankedTensorType>(v.getType());
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t)
+      continue;
     StringRef name = onnxName(func.getResultAttrDict(i));
     bool match = logitsName.empty()
                      ? t.getRank() == 3 && isa<FloatType>(t.getElementType())
@@ -71,6 +75,9 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
            << " (--logits NAME)";
   auto lt = cast<RankedTensorType>(labels.getType());
   auto zt = cast<RankedTensorType>(logits.getType());
+  if (!lt.hasStaticShape() || !zt.hasStaticShape())
+    return func.emitError("training needs static shapes, got labels ")
+           << lt << " and logits " << zt;
   if (lt.getRank() != 2 || !isa<IntegerType>(lt.getElementType()) ||
       zt.getRank() != 3 || !isa<FloatType>(zt.getElementType()))
     return func.emitError("training needs integer labels [batch, seq] and "

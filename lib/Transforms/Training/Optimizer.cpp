@@ -71,7 +71,8 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func,
   Operation *ret = body.getTerminator();
   llvm::StringMap<WeightOp> weights;
   for (WeightOp w : body.getOps<WeightOp>())
-    weights[w.getName()] = w;
+    if (!weights.try_emplace(w.getName(), w).second)
+      return w.emitError("two parameters are named '") << w.getName() << "'";
   SmallVector<std::pair<WeightOp, Value>> trained;
   for (unsigned i = 0; i < func.getNumResults(); ++i)
     if (auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {

@@ -136,28 +136,14 @@ TEST_P(VjpTest, MatchesCentralDifferences) {
     emitted = pcc::emitCpp(func, os);
     ASSERT_TRUE(succeeded(emitted));
   }
-  for (auto [name, text] : {std::pair<const char *, StringRef>{
-                                "pcc_kernels.h", pcc::getKernelHeader()},
-                            {"pccrt.h", pcc::getAbiHeader()}}) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os((dir + "/" + name).str(), ec);
-    os << text;
-  }
-  std::string lib = (dir + "/libmodel.so").str(), error;
+  std::string error;
+  ASSERT_TRUE(succeeded(pcc::writeRuntimeHeaders(dir, error))) << error;
+  std::string lib = (dir + "/libmodel.so").str();
   ASSERT_TRUE(succeeded(pcc::buildSharedLibrary(
       source, lib, (dir + "/build.log").str(), error)))
       << error;
 
-  std::vector<pccrt::Tensor> weights;
-  for (const pcc::WeightEntry &w : emitted->weights) {
-    pccrt::Tensor t;
-    t.name = w.name;
-    t.dtype = pcc::getOnnxDataType(w.value.getElementType());
-    auto s = w.value.getType().getShape();
-    t.shape.assign(s.begin(), s.end());
-    t.data = pcc::getRawBytes(w.value);
-    weights.push_back(std::move(t));
-  }
+  std::vector<pccrt::Tensor> weights = pcc::getWeightTensors(*emitted);
   std::string weightsFile = (dir + "/weights.safetensors").str();
   auto evaluate = [&]() {
     pccrt::writeSafetensors(weightsFile, weights);

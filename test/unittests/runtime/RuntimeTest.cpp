@@ -676,7 +676,9 @@ protected:
                       makeTensor<float>("lr", PCCRT_F32, {}, {0.25f}),
                       makeTensor<int64_t>("pcc.step", PCCRT_I64, {}, {0})});
   }
-  std::unique_ptr<Model> load() { return Model::load(library, weights, "train"); }
+  std::unique_ptr<Model> load() {
+    return Model::load(library, weights, "train");
+  }
 
   std::string library, weights;
   Tensor x = makeTensor<float>("x", PCCRT_F32, {3}, {0, 0, 0});
@@ -709,7 +711,9 @@ TEST_F(TrainingFiles, StateUpdatesAcrossRuns) {
 
   // A failed run leaves the state alone.
   EXPECT_TRUE(failsWith(
-      [&] { model->run({makeTensor<float>("x", PCCRT_F32, {3}, {-1, 0, 0})}); },
+      [&] {
+        model->run({makeTensor<float>("x", PCCRT_F32, {3}, {-1, 0, 0})});
+      },
       "index out of range"));
   EXPECT_EQ(elements<float>(model->state()[0]),
             (std::vector<float>{0.25, 0.5, 0.75}));
@@ -797,9 +801,9 @@ TEST_F(TrainingFiles, CheckpointOfAnotherModelRefused) {
                         "none: cannot open"));
   // A checkpoint whose fingerprint matches but whose tensors do not (edited
   // by hand) is still refused by loadState.
-  writeSafetensors(checkpoint, {makeTensor<float>("w", PCCRT_F32, {3}, {0, 0, 0})},
-                   {{"format", "pcc-checkpoint"},
-                    {"model", model->fingerprint()}});
+  writeSafetensors(
+      checkpoint, {makeTensor<float>("w", PCCRT_F32, {3}, {0, 0, 0})},
+      {{"format", "pcc-checkpoint"}, {"model", model->fingerprint()}});
   EXPECT_TRUE(failsWith([&] { loadCheckpoint(checkpoint, *model); },
                         "checkpoint " + checkpoint +
                             " does not match this model: missing 'pcc.step'"));
@@ -811,8 +815,9 @@ TEST_F(RuntimeFiles, ModelInfoKindsChecked) {
   // The GRAD output moved to the weights table.
   size_t at = source.find("{\"lr\", PCCRT_F32, 0, 0, PCCRT_KIND_CONSTANT}");
   ASSERT_NE(at, std::string::npos);
-  source.replace(at, std::string("{\"lr\", PCCRT_F32, 0, 0, PCCRT_KIND_CONSTANT}").size(),
-                 "{\"lr\", PCCRT_F32, 0, 0, PCCRT_KIND_GRAD}");
+  source.replace(
+      at, std::string("{\"lr\", PCCRT_F32, 0, 0, PCCRT_KIND_CONSTANT}").size(),
+      "{\"lr\", PCCRT_F32, 0, 0, PCCRT_KIND_GRAD}");
   std::string library = buildModel(source, "bad");
   if (library.empty())
     GTEST_SKIP() << "no C compiler";
@@ -843,7 +848,8 @@ TEST_F(RuntimeFiles, DumpGrads) {
   EXPECT_EQ(elements<float>(back[3]), std::vector<float>{0.125f});
   EXPECT_TRUE(failsWith(
       [&] {
-        dumpGrads(path("dump2"), {makeTensor<int64_t>("i", PCCRT_I64, {1}, {1})});
+        dumpGrads(path("dump2"),
+                  {makeTensor<int64_t>("i", PCCRT_I64, {1}, {1})});
       },
       "gradient 'i' has dtype I64, not a float type"));
 }
@@ -895,12 +901,11 @@ TEST_F(RuntimeFiles, TokenDataSamples) {
                                          70005, 70006, 70007});
   TokenData wide(path("i32.bin"), PCCRT_I32);
   EXPECT_EQ(elements<int64_t>(wide.batch(input, 3)),
-            (std::vector<int64_t>{70000, 70001, 70002, 70003, 70004, 70005,
-                                  70006, 70007, 70000, 70001, 70002, 70003,
-                                  70004, 70005, 70006, 70007, 70000, 70001,
-                                  70002, 70003, 70004, 70005, 70006, 70007,
-                                  70000, 70001, 70002, 70003, 70004, 70005,
-                                  70006, 70007}));
+            (std::vector<int64_t>{
+                70000, 70001, 70002, 70003, 70004, 70005, 70006, 70007,
+                70000, 70001, 70002, 70003, 70004, 70005, 70006, 70007,
+                70000, 70001, 70002, 70003, 70004, 70005, 70006, 70007,
+                70000, 70001, 70002, 70003, 70004, 70005, 70006, 70007}));
 
   // llm.c's header is skipped.
   std::vector<int32_t> header(256, 0);
@@ -925,8 +930,8 @@ TEST_F(RuntimeFiles, TokenDataErrors) {
                         "empty.bin: empty token file"));
   EXPECT_TRUE(failsWith([&] { TokenData data(path("none.bin")); },
                         "none.bin: cannot open"));
-  EXPECT_TRUE(failsWith([&] { TokenData data(dir.string()); },
-                        "not a regular file"));
+  EXPECT_TRUE(
+      failsWith([&] { TokenData data(dir.string()); }, "not a regular file"));
   writeBytes("odd.bin", {1, 2, 3});
   EXPECT_TRUE(failsWith([&] { TokenData data(path("odd.bin")); },
                         "odd.bin: 3 bytes of tokens is not a multiple of 2"));
@@ -946,7 +951,8 @@ TEST_F(RuntimeFiles, TokenDataErrors) {
                         "--data needs a model whose first input is int64 "
                         "[B,T] token ids; input 'x' is [2,8] of F32"));
   pccrt_tensor_info flat = {"ids", PCCRT_I64, 1, shape, PCCRT_KIND_INPUT};
-  EXPECT_TRUE(failsWith([&] { data.batch(flat, 0); }, "input 'ids' is [2] of I64"));
+  EXPECT_TRUE(
+      failsWith([&] { data.batch(flat, 0); }, "input 'ids' is [2] of I64"));
 
   writeTokens<int32_t>(path("neg.bin"), std::vector<int32_t>(8, -3));
   TokenData negative(path("neg.bin"), PCCRT_I32);

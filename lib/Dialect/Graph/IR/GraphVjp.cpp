@@ -294,7 +294,7 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder,
   }
   VjpBuilder v(builder, getLoc());
   // dx = y * (g - sum(g * y)) along the axis.
-  Value dot = v.reduceSum(v.mul(g, y), {getAxis()}, true);
+  Value dot = v.reduceSum(v.mul(g, y), {int64_t(getAxis())}, true);
   operandGrads.push_back(v.mul(y, v.sub(g, dot)));
   return success();
 }
@@ -309,7 +309,7 @@ LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &builder,
   }
   VjpBuilder v(builder, getLoc());
   // dx = g - softmax(x) * sum(g) along the axis.
-  Value sum = v.reduceSum(g, {getAxis()}, true);
+  Value sum = v.reduceSum(g, {int64_t(getAxis())}, true);
   operandGrads.push_back(v.sub(g, v.mul(v.exp(y), sum)));
   return success();
 }
