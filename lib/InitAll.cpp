@@ -4,6 +4,7 @@
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipelines.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -15,6 +16,7 @@ void pcc::registerAllDialects(mlir::DialectRegistry &registry) {
 
 void pcc::registerAllPasses() {
   pcc::registerPCCPasses();
+  pcc::registerPipelines();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
 }

@@ -13,8 +13,9 @@ namespace pcc {
 /// to `registry`.
 void registerAllDialects(mlir::DialectRegistry &registry);
 
-/// Registers every pcc pass and named pipeline with the global registry, so
-/// that `--pcc-...` flags work in pcc-opt and in embedders' tools.
+/// Registers every pcc pass and named pipeline (`pcc-parallelize`) with the
+/// global registry, so that `--pcc-...` flags work in pcc-opt and in
+/// embedders' tools.
 void registerAllPasses();
 
 } // namespace pcc

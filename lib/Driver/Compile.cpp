@@ -7,6 +7,7 @@
 #include "pcc/InitAll.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipelines.h"
 
 #include "pccrt/Runtime.h"
 
@@ -68,17 +69,20 @@ LogicalResult pcc::importAndPrint(const std::string &model,
 
 void pcc::buildCompilePipeline(OpPassManager &pm,
                                const CompileOptions &options) {
-  if (options.train) {
-    OpPassManager &fpm = pm.nest<func::FuncOp>();
-    fpm.addPass(createAttachLoss({options.labels, options.logits}));
-    fpm.addPass(createAutodiff({options.freeze}));
-    const OptimizerConfig &o = options.optimizer;
-    fpm.addPass(createOptimizer({o.kind, o.lr, o.beta1, o.beta2, o.eps,
-                                 o.weightDecay, o.momentum}));
-  }
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
-  pm.addNestedPass<func::FuncOp>(createCheckStaticShapes());
+  ParallelizeOptions p;
+  p.train = options.train;
+  const OptimizerConfig &o = options.optimizer;
+  p.optimizer = o.kind;
+  p.lr = o.lr;
+  p.beta1 = o.beta1;
+  p.beta2 = o.beta2;
+  p.eps = o.eps;
+  p.weightDecay = o.weightDecay;
+  p.momentum = o.momentum;
+  p.freeze = options.freeze;
+  p.labels = options.labels;
+  p.logits = options.logits;
+  buildParallelizePipeline(pm, p);
 }
 
 LogicalResult pcc::buildSharedLibrary(const std::string &source,

@@ -37,8 +37,8 @@ struct CompileOptions {
   std::string symbolPrefix = "pcc";
 };
 
-/// The passes between import and code generation: folding, dead-code
-/// removal and the static-shape check the targets rely on.
+/// The `pcc-parallelize` pipeline (pcc/Transforms/Pipelines.h) configured
+/// from the compile options.
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompileOptions &options);
 

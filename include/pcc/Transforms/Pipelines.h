@@ -1,0 +1,53 @@
+//===- Pipelines.h - pcc's named pass pipelines -----------------*- C++ -*-===//
+
+#ifndef PCC_TRANSFORMS_PIPELINES_H
+#define PCC_TRANSFORMS_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace pcc {
+
+/// Options of the `pcc-parallelize` pipeline: what `pcc compile` runs
+/// between import and code generation. Tensor and pipeline parallelism
+/// join these options as their passes land.
+struct ParallelizeOptions
+    : public mlir::PassPipelineOptions<ParallelizeOptions> {
+  Option<bool> train{*this, "train",
+                     llvm::cl::desc("Compile a training step: loss, "
+                                    "backward and optimizer update"),
+                     llvm::cl::init(false)};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("adamw or sgd"),
+                                llvm::cl::init("adamw")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                    llvm::cl::init(1e-3)};
+  Option<double> beta1{*this, "beta1", llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::init(1e-8)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("Weight decay (negative: the optimizer's default)"),
+      llvm::cl::init(-1)};
+  Option<double> momentum{*this, "momentum", llvm::cl::init(0)};
+  Option<std::string> freeze{
+      *this, "freeze",
+      llvm::cl::desc("Regular expression of parameters not to train")};
+  Option<std::string> labels{*this, "labels",
+                             llvm::cl::desc("ONNX name of the labels")};
+  Option<std::string> logits{*this, "logits",
+                             llvm::cl::desc("ONNX name of the logits")};
+};
+
+/// Builds the pipeline: for training, pcc-attach-loss, pcc-autodiff and
+/// pcc-optimizer; then folding, CSE and the static-shape check that the
+/// targets rely on.
+void buildParallelizePipeline(mlir::OpPassManager &pm,
+                              const ParallelizeOptions &options);
+
+/// Registers `pcc-parallelize` with the global pipeline registry.
+void registerPipelines();
+
+} // namespace pcc
+
+#endif // PCC_TRANSFORMS_PIPELINES_H

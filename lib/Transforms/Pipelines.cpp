@@ -1,0 +1,33 @@
+//===- Pipelines.cpp - pcc's named pass pipelines -------------------------===//
+
+#include "pcc/Transforms/Pipelines.h"
+
+#include "pcc/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+void pcc::buildParallelizePipeline(OpPassManager &pm,
+                                   const ParallelizeOptions &options) {
+  if (options.train) {
+    OpPassManager &fpm = pm.nest<func::FuncOp>();
+    fpm.addPass(createAttachLoss({options.labels, options.logits}));
+    fpm.addPass(createAutodiff({options.freeze}));
+    fpm.addPass(createOptimizer({options.optimizer, options.lr, options.beta1,
+                                 options.beta2, options.eps,
+                                 options.weightDecay, options.momentum}));
+  }
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addNestedPass<func::FuncOp>(createCheckStaticShapes());
+}
+
+void pcc::registerPipelines() {
+  PassPipelineRegistration<ParallelizeOptions>(
+      "pcc-parallelize",
+      "What `pcc compile` runs between import and code generation "
+      "(training passes when train=true, folding, the static-shape check)",
+      buildParallelizePipeline);
+}
