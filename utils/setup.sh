@@ -53,5 +53,5 @@ fi
 # Every suite: lit (dialect, import, bad input, end-to-end models), the
 # runtime's GoogleTests and the ONNX node-test conformance run.
 ctest --test-dir "$build" --output-on-failure
-# A short libFuzzer run of the parsers of untrusted bytes.
-"$root/test/fuzz/run-fuzzers.sh" "$build" "${PCC_FUZZ_SECONDS:-30}"
+# A short, seeded libFuzzer run of the parsers of untrusted bytes.
+"$root/test/fuzz/run-fuzzers.sh" "$build" "${PCC_FUZZ_RUNS:-300000}"

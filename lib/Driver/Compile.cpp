@@ -97,8 +97,9 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
     error = "C++ compiler '" + cxx + "' not found (set PCC_CXX)";
     return failure();
   }
-  SmallVector<std::string> args{*program, "-std=c++17", "-O2", "-fPIC",
-                                "-shared", "-w", "-o", output, source};
+  SmallVector<std::string> args{*program, "-std=c++17", "-O2",
+                                "-fPIC",  "-shared",    "-w",
+                                "-o",     output,       source};
   std::istringstream blas(PCC_BLAS_FLAGS);
   for (std::string flag; blas >> flag;)
     args.push_back(flag);
@@ -106,8 +107,8 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logFile),
                                           StringRef(logFile)};
   std::string execError;
-  int rc = llvm::sys::ExecuteAndWait(*program, argRefs, std::nullopt,
-                                     redirects, 0, 0, &execError);
+  int rc = llvm::sys::ExecuteAndWait(*program, argRefs, std::nullopt, redirects,
+                                     0, 0, &execError);
   if (rc == 0)
     return success();
   error = "the C++ compiler failed on the generated code";
@@ -122,8 +123,7 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   return failure();
 }
 
-std::vector<pccrt::Tensor>
-pcc::getWeightTensors(const CppEmitResult &emitted) {
+std::vector<pccrt::Tensor> pcc::getWeightTensors(const CppEmitResult &emitted) {
   std::vector<pccrt::Tensor> tensors;
   for (const WeightEntry &w : emitted.weights) {
     pccrt::Tensor t;
@@ -226,9 +226,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
     return fail("output folder's parent '" + parent + "' does not exist");
   if (llvm::sys::fs::exists(outAbs) && !llvm::sys::fs::is_directory(outAbs))
     return fail("output '" + options.outDir + "' exists and is not a folder");
-  TempDir tmp((outAbs + ".pcc-tmp-" +
-               Twine(llvm::sys::Process::getProcessId()))
-                  .str());
+  TempDir tmp(
+      (outAbs + ".pcc-tmp-" + Twine(llvm::sys::Process::getProcessId())).str());
   llvm::sys::fs::remove_directories(tmp.path);
   if (llvm::sys::fs::create_directory(tmp.path))
     return fail("cannot create '" + tmp.path + "'");
@@ -257,9 +256,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
   int64_t paramElements = 0, paramBytes = 0, paramCount = 0, stateBytes = 0;
   auto bytesOf = [](Type t) {
     auto rt = cast<RankedTensorType>(t);
-    int64_t w = rt.getElementType().isInteger(1)
-                    ? 1
-                    : rt.getElementTypeBitWidth() / 8;
+    int64_t w =
+        rt.getElementType().isInteger(1) ? 1 : rt.getElementTypeBitWidth() / 8;
     return rt.getNumElements() * w;
   };
   llvm::StringSet<> graded;
@@ -313,7 +311,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
     for (Value v : op->getOperands()) {
       Operation *def = v.getDefiningOp();
       if (!def || def->hasAttr(kBackwardAttr) ||
-          isa<graph::ConstantOp, graph::WeightOp>(def) || !saved.insert(v).second)
+          isa<graph::ConstantOp, graph::WeightOp>(def) ||
+          !saved.insert(v).second)
         continue;
       auto t = cast<RankedTensorType>(v.getType());
       ++savedCount;
@@ -333,8 +332,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
     ops[kv.getKey()] = kv.getValue();
   llvm::json::Array reties, inputs, outputs;
   for (auto &[tied, to] : importReport.reties)
-    reties.push_back(llvm::json::Object{{"initializer", tied},
-                                        {"transpose_of", to}});
+    reties.push_back(
+        llvm::json::Object{{"initializer", tied}, {"transpose_of", to}});
   // Graph inputs and outputs by ONNX name; training state and gradients are
   // reported by the emitter's weights and the optimizer.
   for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
@@ -348,8 +347,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
                                            {"shape", shapeJson(t)}});
     numGrads += func.getResultAttrOfType<StringAttr>(i, kGradAttr) != nullptr;
   }
-  int64_t perRank = paramBytes + stateBytes +
-                    int64_t(emitted->workspaceBytes) + ioBytes;
+  int64_t perRank =
+      paramBytes + stateBytes + int64_t(emitted->workspaceBytes) + ioBytes;
   llvm::json::Object report{
       {"model", options.model},
       {"target", options.target},
@@ -360,10 +359,9 @@ LogicalResult pcc::compile(const CompileOptions &options,
       {"outputs", std::move(outputs)},
       {"num_ops", numOps},
       {"ops", std::move(ops)},
-      {"parameters",
-       llvm::json::Object{{"count", paramCount},
-                          {"elements", paramElements},
-                          {"bytes", paramBytes}}},
+      {"parameters", llvm::json::Object{{"count", paramCount},
+                                        {"elements", paramElements},
+                                        {"bytes", paramBytes}}},
       {"flops", flops},
       {"memory",
        llvm::json::Object{{"weights_bytes", paramBytes},
@@ -407,8 +405,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
   summary << "pcc: compiled " << options.model << " -> " << options.outDir
           << " (target " << options.target << ")\n"
           << "  ops: " << numOps << ", parameters: " << paramCount << " ("
-          << humanCount(paramElements, "") << " elements), flops/step: "
-          << humanCount(flops, "FLOP") << "\n"
+          << humanCount(paramElements, "")
+          << " elements), flops/step: " << humanCount(flops, "FLOP") << "\n"
           << "  memory: weights " << humanCount(paramBytes, "B")
           << ", workspace " << humanCount(emitted->workspaceBytes, "B")
           << ", inputs+outputs " << humanCount(ioBytes, "B") << "\n";

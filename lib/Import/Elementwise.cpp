@@ -6,8 +6,7 @@ using namespace mlir;
 using namespace pcc;
 using namespace pcc::import;
 
-template <typename OpTy>
-static LogicalResult importUnary(NodeImporter &n) {
+template <typename OpTy> static LogicalResult importUnary(NodeImporter &n) {
   if (failed(n.requireInputs(1)))
     return failure();
   auto r = n.createWithTypes(OpTy::getOperationName(), n.input(0).getType(),
@@ -18,8 +17,7 @@ static LogicalResult importUnary(NodeImporter &n) {
   return success();
 }
 
-template <typename OpTy>
-static LogicalResult importBinary(NodeImporter &n) {
+template <typename OpTy> static LogicalResult importBinary(NodeImporter &n) {
   if (failed(n.requireInputs(2)))
     return failure();
   auto r = n.create1<OpTy>({n.input(0), n.input(1)});
@@ -30,8 +28,7 @@ static LogicalResult importBinary(NodeImporter &n) {
 }
 
 /// Sum, Max, Min, Mean take any number of operands: a chain of binaries.
-template <typename OpTy>
-static LogicalResult importVariadic(NodeImporter &n) {
+template <typename OpTy> static LogicalResult importVariadic(NodeImporter &n) {
   if (failed(n.requireInputs(std::max<size_t>(1, n.numInputs()))))
     return failure();
   Value acc = n.input(0);
@@ -84,8 +81,8 @@ static LogicalResult importCast(NodeImporter &n) {
     return emitError(n.loc) << "Cast: unsupported target type " << to,
            failure();
   auto type = RankedTensorType::get(n.inputType(0).getShape(), et);
-  auto r = n.create1WithType(graph::CastOp::getOperationName(), type,
-                             n.input(0));
+  auto r =
+      n.create1WithType(graph::CastOp::getOperationName(), type, n.input(0));
   if (failed(r))
     return failure();
   n.results = {*r};

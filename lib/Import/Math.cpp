@@ -38,8 +38,7 @@ static LogicalResult importGemm(NodeImporter &n) {
 
 /// Softmax and LogSoftmax. Before opset 13 they flattened the input to 2-D
 /// at `axis` (default 1) and normalized over the whole trailing block.
-template <typename OpTy>
-static LogicalResult importSoftmax(NodeImporter &n) {
+template <typename OpTy> static LogicalResult importSoftmax(NodeImporter &n) {
   if (failed(n.requireInputs(1)))
     return failure();
   RankedTensorType type = n.inputType(0);
@@ -62,13 +61,15 @@ static LogicalResult importSoftmax(NodeImporter &n) {
     x = *r;
   }
   int64_t opAxis = flatten ? 1 : *axis;
-  auto r = n.createWithTypes(OpTy::getOperationName(), x.getType(), x,
-                             n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(opAxis)));
+  auto r = n.createWithTypes(
+      OpTy::getOperationName(), x.getType(), x,
+      n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(opAxis)));
   if (failed(r))
     return failure();
   Value y = (*r)[0];
   if (flatten) {
-    auto back = n.create1WithType(graph::ReshapeOp::getOperationName(), type, y);
+    auto back =
+        n.create1WithType(graph::ReshapeOp::getOperationName(), type, y);
     if (failed(back))
       return failure();
     y = *back;
@@ -99,8 +100,7 @@ static LogicalResult importLayerNorm(NodeImporter &n) {
 
 /// ReduceSum took its axes as an input from opset 13, the other reductions
 /// from opset 18.
-template <typename OpTy>
-static LogicalResult importReduce(NodeImporter &n) {
+template <typename OpTy> static LogicalResult importReduce(NodeImporter &n) {
   if (failed(n.requireInputs(1)))
     return failure();
   bool axesAsInput =
@@ -141,8 +141,7 @@ static LogicalResult importReduce(NodeImporter &n) {
   }
   llvm::sort(axes);
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
-    return emitError(n.loc) << n.node.op_type() << ": repeated axis",
-           failure();
+    return emitError(n.loc) << n.node.op_type() << ": repeated axis", failure();
   auto r = n.create1<OpTy>(
       n.input(0),
       {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr(axes)),

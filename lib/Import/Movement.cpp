@@ -22,8 +22,8 @@ static LogicalResult reshapeTo(NodeImporter &n, ArrayRef<int64_t> shape) {
     return emitError(n.loc) << n.node.op_type() << ": cannot reshape "
                             << n.inputType(0) << " to " << type,
            failure();
-  auto r = n.create1WithType(graph::ReshapeOp::getOperationName(), type,
-                             n.input(0));
+  auto r =
+      n.create1WithType(graph::ReshapeOp::getOperationName(), type, n.input(0));
   if (failed(r))
     return failure();
   n.results = {*r};
@@ -63,8 +63,8 @@ static LogicalResult importReshape(NodeImporter &n) {
   int64_t total = n.inputType(0).getNumElements();
   if (inferred >= 0) {
     if (known == 0 || total % known)
-      return emitError(n.loc) << "Reshape: cannot infer -1 for "
-                              << n.inputType(0),
+      return emitError(n.loc)
+                 << "Reshape: cannot infer -1 for " << n.inputType(0),
              failure();
     out[inferred] = total / known;
   }
@@ -72,9 +72,10 @@ static LogicalResult importReshape(NodeImporter &n) {
 }
 
 /// Axes from the attribute (before `inputFromOpset`) or from input #1.
-static FailureOr<SmallVector<int64_t>>
-axesOperand(NodeImporter &n, int64_t inputFromOpset, int64_t rank,
-            bool &present) {
+static FailureOr<SmallVector<int64_t>> axesOperand(NodeImporter &n,
+                                                   int64_t inputFromOpset,
+                                                   int64_t rank,
+                                                   bool &present) {
   SmallVector<int64_t> axes;
   present = false;
   if (n.opset >= inputFromOpset) {
@@ -184,13 +185,13 @@ static LogicalResult importDropout(NodeImporter &n) {
   if (failed(n.requireInputs(1)))
     return failure();
   if (auto training = NodeImporter::constantOf(n.input(2)))
-    if (training.getSplatValue<bool>())
+    if (!training.getElementType().isInteger(1) ||
+        llvm::any_of(training.getValues<bool>(), [](bool b) { return b; }))
       return emitError(n.loc) << "Dropout: training mode is not supported",
              failure();
-  auto maskType = RankedTensorType::get(n.inputType(0).getShape(),
-                                        n.b.getI1Type());
-  n.results = {n.input(0),
-               n.constant(DenseElementsAttr::get(maskType, true))};
+  auto maskType =
+      RankedTensorType::get(n.inputType(0).getShape(), n.b.getI1Type());
+  n.results = {n.input(0), n.constant(DenseElementsAttr::get(maskType, true))};
   return success();
 }
 
@@ -227,8 +228,8 @@ static LogicalResult importExpand(NodeImporter &n) {
                             << " to the requested shape",
            failure();
   auto type = RankedTensorType::get(*out, n.inputType(0).getElementType());
-  auto r = n.create1WithType(graph::ExpandOp::getOperationName(), type,
-                             n.input(0));
+  auto r =
+      n.create1WithType(graph::ExpandOp::getOperationName(), type, n.input(0));
   if (failed(r))
     return failure();
   n.results = {*r};
@@ -362,9 +363,9 @@ static LogicalResult importSplit(NodeImporter &n) {
     int64_t dim = in[*axis];
     int64_t chunk = (dim + parts - 1) / parts;
     if (!n.attr("num_outputs") && dim % parts)
-      return emitError(n.loc) << "Split: extent " << dim
-                              << " does not divide into " << parts
-                              << " outputs",
+      return emitError(n.loc)
+                 << "Split: extent " << dim << " does not divide into " << parts
+                 << " outputs",
              failure();
     for (int64_t p = 0; p < parts; ++p)
       sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - p * chunk)));
@@ -378,16 +379,15 @@ static LogicalResult importSplit(NodeImporter &n) {
   return success();
 }
 
-template <typename OpTy>
-static LogicalResult importGather(NodeImporter &n) {
+template <typename OpTy> static LogicalResult importGather(NodeImporter &n) {
   if (failed(n.requireInputs(2)))
     return failure();
   auto axis = n.normalizeAxis(n.attrInt("axis", 0), n.inputType(0).getRank());
   if (failed(axis))
     return failure();
-  auto r = n.create1<OpTy>(
-      {n.input(0), n.input(1)},
-      n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)));
+  auto r =
+      n.create1<OpTy>({n.input(0), n.input(1)},
+                      n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)));
   if (failed(r))
     return failure();
   n.results = {*r};

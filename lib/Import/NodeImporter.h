@@ -1,4 +1,5 @@
-//===- NodeImporter.h - Shared state for importing one ONNX node -*- C++ -*-===//
+//===- NodeImporter.h - Shared state for importing one ONNX node -*- C++
+//-*-===//
 //
 // Every op family's importer (Elementwise.cpp, Math.cpp, Movement.cpp,
 // ShapeOps.cpp) receives a NodeImporter: the node, its operands as Graph
@@ -76,7 +77,8 @@ public:
   int64_t attrInt(llvm::StringRef name, int64_t dflt) const;
   float attrFloat(llvm::StringRef name, float dflt) const;
   std::string attrString(llvm::StringRef name, llvm::StringRef dflt) const;
-  std::optional<llvm::SmallVector<int64_t>> attrInts(llvm::StringRef name) const;
+  std::optional<llvm::SmallVector<int64_t>>
+  attrInts(llvm::StringRef name) const;
 
   /// Normalizes a possibly negative axis against `rank`.
   llvm::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank);

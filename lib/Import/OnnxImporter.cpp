@@ -37,20 +37,34 @@ Type pcc::import::convertElementType(MLIRContext *ctx, int32_t t) {
   Builder b(ctx);
   using TP = onnx::TensorProto;
   switch (t) {
-  case TP::FLOAT: return b.getF32Type();
-  case TP::DOUBLE: return b.getF64Type();
-  case TP::FLOAT16: return b.getF16Type();
-  case TP::BFLOAT16: return b.getBF16Type();
-  case TP::BOOL: return b.getI1Type();
-  case TP::INT8: return b.getIntegerType(8);
-  case TP::INT16: return b.getIntegerType(16);
-  case TP::INT32: return b.getIntegerType(32);
-  case TP::INT64: return b.getIntegerType(64);
-  case TP::UINT8: return b.getIntegerType(8, /*isSigned=*/false);
-  case TP::UINT16: return b.getIntegerType(16, false);
-  case TP::UINT32: return b.getIntegerType(32, false);
-  case TP::UINT64: return b.getIntegerType(64, false);
-  default: return {};
+  case TP::FLOAT:
+    return b.getF32Type();
+  case TP::DOUBLE:
+    return b.getF64Type();
+  case TP::FLOAT16:
+    return b.getF16Type();
+  case TP::BFLOAT16:
+    return b.getBF16Type();
+  case TP::BOOL:
+    return b.getI1Type();
+  case TP::INT8:
+    return b.getIntegerType(8);
+  case TP::INT16:
+    return b.getIntegerType(16);
+  case TP::INT32:
+    return b.getIntegerType(32);
+  case TP::INT64:
+    return b.getIntegerType(64);
+  case TP::UINT8:
+    return b.getIntegerType(8, /*isSigned=*/false);
+  case TP::UINT16:
+    return b.getIntegerType(16, false);
+  case TP::UINT32:
+    return b.getIntegerType(32, false);
+  case TP::UINT64:
+    return b.getIntegerType(64, false);
+  default:
+    return {};
   }
 }
 
@@ -108,9 +122,8 @@ static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
   StringRef fileRef(file);
   if (!fileRef.starts_with(dir) ||
       !llvm::sys::path::is_separator(fileRef[dir.size()]))
-    return emitError(loc) << "initializer '" << t.name()
-                          << "': external data '" << location
-                          << "' points outside the model's folder",
+    return emitError(loc) << "initializer '" << t.name() << "': external data '"
+                          << location << "' points outside the model's folder",
            failure();
   auto buf = llvm::MemoryBuffer::getFile(file, /*IsText=*/false);
   if (!buf)
@@ -154,23 +167,27 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
     using TP = onnx::TensorProto;
     switch (t.data_type()) {
     case TP::FLOAT:
-      if (t.float_data_size() != n) return fail();
+      if (t.float_data_size() != n)
+        return fail();
       if (n)
         memcpy(raw.data(), t.float_data().data(), n * 4);
       break;
     case TP::DOUBLE:
-      if (t.double_data_size() != n) return fail();
+      if (t.double_data_size() != n)
+        return fail();
       if (n)
         memcpy(raw.data(), t.double_data().data(), n * 8);
       break;
     case TP::INT64:
-      if (t.int64_data_size() != n) return fail();
+      if (t.int64_data_size() != n)
+        return fail();
       if (n)
         memcpy(raw.data(), t.int64_data().data(), n * 8);
       break;
     case TP::UINT32:
     case TP::UINT64:
-      if (t.uint64_data_size() != n) return fail();
+      if (t.uint64_data_size() != n)
+        return fail();
       for (int64_t i = 0; i < n; ++i) {
         uint64_t v = t.uint64_data(i);
         memcpy(raw.data() + i * width, &v, width);
@@ -178,7 +195,8 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
       break;
     default:
       // INT32, INT16, INT8, UINT8, UINT16, BOOL, FLOAT16, BFLOAT16.
-      if (t.int32_data_size() != n) return fail();
+      if (t.int32_data_size() != n)
+        return fail();
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = t.int32_data(i);
         memcpy(raw.data() + i * width, &v, width);
@@ -197,7 +215,8 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
     return DenseElementsAttr::get(*type, bits);
   }
   bool detectedSplat = false;
-  if (!DenseElementsAttr::isValidRawBuffer(*type, ArrayRef<char>(raw.data(), raw.size()), detectedSplat)) {
+  if (!DenseElementsAttr::isValidRawBuffer(
+          *type, ArrayRef<char>(raw.data(), raw.size()), detectedSplat)) {
     emitError(loc) << what << ": invalid data buffer";
     return {};
   }
@@ -430,9 +449,9 @@ void GraphImporter::retieInitializers() {
     if (!value || value.isSplat() || value.getType().getRank() != 2 ||
         !isa<FloatType>(value.getElementType()))
       continue;
-    Candidate cand{op, value, llvm::hash_value(StringRef(
-                                  value.getRawData().data(),
-                                  value.getRawData().size())),
+    Candidate cand{op, value,
+                   llvm::hash_value(StringRef(value.getRawData().data(),
+                                              value.getRawData().size())),
                    transposedHash(value)};
     for (Candidate &prev : seen) {
       ArrayRef<int64_t> ps = prev.value.getType().getShape();
@@ -444,9 +463,8 @@ void GraphImporter::retieInitializers() {
         continue;
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPointAfter(op);
-      Value t = graph::TransposeOp::create(builder, op.getLoc(),
-                                           prev.op.getResult(),
-                                           ArrayRef<int64_t>{1, 0});
+      Value t = graph::TransposeOp::create(
+          builder, op.getLoc(), prev.op.getResult(), ArrayRef<int64_t>{1, 0});
       values[init.name()] = t;
       op.erase();
       if (report)
@@ -582,8 +600,9 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       onnx::TensorProto t;
       std::ifstream f(bind->second, std::ios::binary);
       if (!f || !t.ParseFromIstream(&f))
-        return emitError(fileLoc()) << "--bind " << in.name() << ": cannot read "
-                                    << "TensorProto '" << bind->second << "'",
+        return emitError(fileLoc())
+                   << "--bind " << in.name() << ": cannot read "
+                   << "TensorProto '" << bind->second << "'",
                nullptr;
       DenseElementsAttr value = convertTensor(
           t, llvm::sys::path::parent_path(bind->second), fileLoc());
@@ -594,16 +613,16 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       continue;
     }
     if (!in.type().has_tensor_type())
-      return emitError(fileLoc()) << "graph input '" << in.name()
-                                  << "' is not a tensor",
+      return emitError(fileLoc())
+                 << "graph input '" << in.name() << "' is not a tensor",
              nullptr;
     const auto &tt = in.type().tensor_type();
     SmallVector<int64_t> dims;
     for (const auto &d : tt.shape().dim()) {
       if (!d.has_dim_value())
         return emitError(fileLoc())
-                   << "graph input '" << in.name() << "' has symbolic dimension '"
-                   << d.dim_param()
+                   << "graph input '" << in.name()
+                   << "' has symbolic dimension '" << d.dim_param()
                    << "'; export the model with static shapes",
                nullptr;
       dims.push_back(d.dim_value());

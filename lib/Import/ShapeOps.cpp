@@ -71,8 +71,8 @@ static LogicalResult importConstantOfShape(NodeImporter &n) {
                                    0.0f);
   }
   auto type = RankedTensorType::get(*shape, value.getElementType());
-  n.results = {
-      n.constant(DenseElementsAttr::get(type, value.getValues<Attribute>()[0]))};
+  n.results = {n.constant(
+      DenseElementsAttr::get(type, value.getValues<Attribute>()[0]))};
   return success();
 }
 
@@ -88,10 +88,15 @@ static LogicalResult importRange(NodeImporter &n) {
                                "with --bind NAME=FILE.pb",
            failure();
   Type et = start.getElementType();
+  for (DenseElementsAttr a : {start, limit, delta})
+    if (a.getElementType() != et || a.getNumElements() != 1 ||
+        !(isa<FloatType>(et) || isa<IntegerType>(et)))
+      return emitError(n.loc) << "Range: start, limit and delta must be "
+                                 "scalars of one numeric type",
+             failure();
   auto scalar = [&](DenseElementsAttr a) {
-    return isa<FloatType>(et)
-               ? a.getValues<APFloat>()[0].convertToDouble()
-               : double(a.getValues<APInt>()[0].getSExtValue());
+    return isa<FloatType>(et) ? a.getValues<APFloat>()[0].convertToDouble()
+                              : double(a.getValues<APInt>()[0].getSExtValue());
   };
   double s = scalar(start), l = scalar(limit), d = scalar(delta);
   if (d == 0)

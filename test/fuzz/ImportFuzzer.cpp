@@ -22,9 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ctx->loadDialect<pcc::graph::GraphDialect, mlir::func::FuncDialect>();
     return ctx;
   }();
-  mlir::ScopedDiagnosticHandler quiet(context, [](mlir::Diagnostic &) {
-    return mlir::success();
-  });
+  mlir::ScopedDiagnosticHandler quiet(
+      context, [](mlir::Diagnostic &) { return mlir::success(); });
   // External data resolves against a folder that does not exist, so no
   // input can make the importer read files.
   auto module = pcc::importOnnxBuffer(

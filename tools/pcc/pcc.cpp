@@ -73,8 +73,8 @@ public:
     if (!value(flag, v))
       return false;
     if (llvm::StringRef(v).getAsInteger(10, out) || out < min) {
-      llvm::errs() << "pcc: error: " << flag << " expects an integer >= "
-                   << min << ", got '" << v << "'\n";
+      llvm::errs() << "pcc: error: " << flag << " expects an integer >= " << min
+                   << ", got '" << v << "'\n";
       return false;
     }
     return true;
@@ -85,8 +85,7 @@ public:
       return false;
     if (llvm::StringRef(v).getAsDouble(d) || d < 0) {
       llvm::errs() << "pcc: error: " << flag
-                   << " expects a non-negative number, got '"
-                   << v << "'\n";
+                   << " expects a non-negative number, got '" << v << "'\n";
       return false;
     }
     return true;

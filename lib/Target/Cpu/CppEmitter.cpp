@@ -43,31 +43,46 @@ StringRef pcc::getAbiHeader() { return kAbiHeader; }
 //===----------------------------------------------------------------------===//
 
 int32_t pcc::getOnnxDataType(Type t) {
-  if (t.isF32()) return 1;
-  if (t.isF64()) return 11;
-  if (t.isF16()) return 10;
-  if (t.isBF16()) return 16;
+  if (t.isF32())
+    return 1;
+  if (t.isF64())
+    return 11;
+  if (t.isF16())
+    return 10;
+  if (t.isBF16())
+    return 16;
   auto i = dyn_cast<IntegerType>(t);
   if (!i)
     return 0;
   bool u = i.isUnsigned();
   switch (i.getWidth()) {
-  case 1: return 9;
-  case 8: return u ? 2 : 3;
-  case 16: return u ? 4 : 5;
-  case 32: return u ? 12 : 6;
-  case 64: return u ? 13 : 7;
-  default: return 0;
+  case 1:
+    return 9;
+  case 8:
+    return u ? 2 : 3;
+  case 16:
+    return u ? 4 : 5;
+  case 32:
+    return u ? 12 : 6;
+  case 64:
+    return u ? 13 : 7;
+  default:
+    return 0;
   }
 }
 
 static std::string cType(Type t) {
-  if (t.isF32()) return "float";
-  if (t.isF64()) return "double";
-  if (t.isF16()) return "pcc_k::f16";
-  if (t.isBF16()) return "pcc_k::bf16";
+  if (t.isF32())
+    return "float";
+  if (t.isF64())
+    return "double";
+  if (t.isF16())
+    return "pcc_k::f16";
+  if (t.isBF16())
+    return "pcc_k::bf16";
   auto i = cast<IntegerType>(t);
-  if (i.getWidth() == 1) return "bool";
+  if (i.getWidth() == 1)
+    return "bool";
   return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth()) +
          "_t";
 }
@@ -360,7 +375,10 @@ LogicalResult Emitter::planBuffers() {
   }
 
   // First-fit allocation in a 64-byte aligned workspace.
-  struct Block_ { int64_t offset, size; Value owner; };
+  struct Block_ {
+    int64_t offset, size;
+    Value owner;
+  };
   SmallVector<Block_> live;
   int64_t high = 0;
   auto allocate = [&](int64_t size) {
@@ -394,8 +412,8 @@ LogicalResult Emitter::planBuffers() {
       int64_t bytes = numElements(shapeOf(v)) * elementBytes(elemOf(v));
       auto [offset, size] = allocate(bytes);
       live.push_back({offset, size, v});
-      body += llvm::formatv("  {0}* {1} = ({0}*)(ws + {2});\n", type(v), n,
-                            offset);
+      body +=
+          llvm::formatv("  {0}* {1} = ({0}*)(ws + {2});\n", type(v), n, offset);
       // A result nobody reads is still written: free it after this op.
       if (!lastUse.count(v))
         lastUse[v] = i;
@@ -405,9 +423,8 @@ LogicalResult Emitter::planBuffers() {
     llvm::erase_if(live, [&](const Block_ &b) {
       return lastUse.lookup(b.owner) <= int64_t(i) &&
              !llvm::is_contained(ret.getOperands(), b.owner) &&
-             llvm::none_of(ret.getOperands(), [&](Value r) {
-               return rootOf(r) == b.owner;
-             });
+             llvm::none_of(ret.getOperands(),
+                           [&](Value r) { return rootOf(r) == b.owner; });
     });
   }
 
@@ -496,9 +513,8 @@ void Emitter::loops(ArrayRef<int64_t> shape, ArrayRef<Access> accesses,
       strides[k].push_back(accesses[k].strides[d]);
   }
   for (int64_t d = int64_t(dims.size()) - 2; d >= 0; --d) {
-    bool mergeable = llvm::all_of(strides, [&](auto &s) {
-      return s[d] == s[d + 1] * dims[d + 1];
-    });
+    bool mergeable = llvm::all_of(
+        strides, [&](auto &s) { return s[d] == s[d + 1] * dims[d + 1]; });
     if (!mergeable)
       continue;
     dims[d] *= dims[d + 1];
@@ -513,9 +529,9 @@ void Emitter::loops(ArrayRef<int64_t> shape, ArrayRef<Access> accesses,
   body += "  {\n";
   for (int64_t n : dims) {
     std::string v = "i" + std::to_string(counter++);
-    body += indent + llvm::formatv("  for (int64_t {0} = 0; {0} < {1}; ++{0})\n",
-                                   v, n)
-                         .str();
+    body += indent +
+            llvm::formatv("  for (int64_t {0} = 0; {0} < {1}; ++{0})\n", v, n)
+                .str();
     indent += "  ";
     vars.push_back(v);
   }
@@ -570,8 +586,8 @@ std::string Emitter::scalarExpr(Operation *op, ArrayRef<std::string> a) {
       .Case([&](NegOp) { return t + "(-" + a[0] + ")"; })
       .Case([&](AbsOp) {
         return isFloat ? call("fabs")
-                       : "(" + a[0] + " < 0 ? " + t + "(-" + a[0] + ") : " +
-                             a[0] + ")";
+                       : "(" + a[0] + " < 0 ? " + t + "(-" + a[0] +
+                             ") : " + a[0] + ")";
       })
       .Case([&](ErfOp) { return call("erf"); })
       .Case([&](TanhOp) { return call("tanh"); })
@@ -618,9 +634,7 @@ std::string Emitter::scalarExpr(Operation *op, ArrayRef<std::string> a) {
       .Case([&](LessOp) { return "(" + a[0] + " < " + a[1] + ")"; })
       .Case([&](LessOrEqualOp) { return "(" + a[0] + " <= " + a[1] + ")"; })
       .Case([&](GreaterOp) { return "(" + a[0] + " > " + a[1] + ")"; })
-      .Case([&](GreaterOrEqualOp) {
-        return "(" + a[0] + " >= " + a[1] + ")";
-      })
+      .Case([&](GreaterOrEqualOp) { return "(" + a[0] + " >= " + a[1] + ")"; })
       .Case([&](WhereOp) {
         return "(" + a[0] + " ? " + a[1] + " : " + a[2] + ")";
       })
@@ -687,15 +701,14 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<WeightOp, ReshapeOp>([](auto) { return success(); })
-      .Case<SqrtOp, ReciprocalOp, NegOp, AbsOp, ErfOp, TanhOp, SigmoidOp,
-            ExpOp, LogOp, ReluOp, FloorOp, CeilOp, SinOp, CosOp, NotOp, AddOp,
-            SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, XorOp,
-            EqualOp, LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp,
-            WhereOp, CastOp>([&](Operation *o) {
+      .Case<SqrtOp, ReciprocalOp, NegOp, AbsOp, ErfOp, TanhOp, SigmoidOp, ExpOp,
+            LogOp, ReluOp, FloorOp, CeilOp, SinOp, CosOp, NotOp, AddOp, SubOp,
+            MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp,
+            LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp, WhereOp,
+            CastOp>([&](Operation *o) {
         SmallVector<Value> ins(o->getOperands());
-        elementwise(o, ins, [&](ArrayRef<std::string> a) {
-          return scalarExpr(o, a);
-        });
+        elementwise(o, ins,
+                    [&](ArrayRef<std::string> a) { return scalarExpr(o, a); });
         return success();
       })
       .Case([&](MatMulOp m) {
@@ -712,9 +725,12 @@ LogicalResult Emitter::emitOp(Operation *op) {
         Access aa = broadcastAccess(ArrayRef<int64_t>(a).drop_back(2), batch);
         Access ab = broadcastAccess(ArrayRef<int64_t>(b).drop_back(2), batch);
         Access ac = broadcastAccess(batch, batch);
-        for (int64_t &s : aa.strides) s *= M * K;
-        for (int64_t &s : ab.strides) s *= K * N;
-        for (int64_t &s : ac.strides) s *= M * N;
+        for (int64_t &s : aa.strides)
+          s *= M * K;
+        for (int64_t &s : ab.strides)
+          s *= K * N;
+        for (int64_t &s : ac.strides)
+          s *= M * N;
         std::string t = type(result());
         if (numElements(batch) == 0 || M * N == 0)
           return success();
@@ -769,56 +785,54 @@ LogicalResult Emitter::emitOp(Operation *op) {
             "{0}({9}));\n",
             type(result()), ptr(l.getInput()), ptr(l.getScale()),
             l.getBias() ? ptr(l.getBias()) : "nullptr", ptr(result(0)),
-            ptr(result(1)), ptr(result(2)), numElements(sh.take_front(l.getAxis())),
-            n, floatLiteral(l.getEpsilon().convertToFloat(), true));
+            ptr(result(1)), ptr(result(2)),
+            numElements(sh.take_front(l.getAxis())), n,
+            floatLiteral(l.getEpsilon().convertToFloat(), true));
         return success();
       })
-      .Case<ReduceMeanOp, ReduceSumOp, ReduceMaxOp, ReduceMinOp>(
-          [&](auto r) {
-            // Iterate over the input; the output access has stride 0 along
-            // reduced dimensions.
-            ArrayRef<int64_t> in = shapeOf(r.getInput());
-            SmallVector<int64_t> kept;
-            for (size_t d = 0; d < in.size(); ++d)
-              kept.push_back(llvm::is_contained(r.getAxes(), int64_t(d))
-                                 ? 1
-                                 : in[d]);
-            Access ao = broadcastAccess(kept, in);
-            for (size_t d = 0; d < in.size(); ++d)
-              if (llvm::is_contained(r.getAxes(), int64_t(d)))
-                ao.strides[d] = 0;
-            std::string t = type(result());
-            int64_t outN = numElements(shapeOf(result()));
-            bool isMax = isa<ReduceMaxOp>(op), isMin = isa<ReduceMinOp>(op);
-            std::string init =
-                isMax   ? "std::numeric_limits<" + t + ">::lowest()"
-                : isMin ? "std::numeric_limits<" + t + ">::max()"
-                        : t + "(0)";
-            if (isa<FloatType>(elemOf(result())) && (isMax || isMin))
-              init = std::string(isMax ? "-" : "") + "std::numeric_limits<" +
-                     t + ">::infinity()";
-            body += llvm::formatv("  for (int64_t k = 0; k < {0}; ++k) "
-                                  "{1}[k] = {2};\n",
-                                  outN, ptr(result()), init);
-            loops(in, {ao, broadcastAccess(in, in)},
-                  [&](ArrayRef<std::string> off) {
-                    std::string y = ptr(result()) + "[" + off[0] + "]";
-                    std::string x = ptr(r.getInput()) + "[" + off[1] + "]";
-                    if (isMax)
-                      body += y + " = std::max<" + t + ">(" + y + ", " + x + ");";
-                    else if (isMin)
-                      body += y + " = std::min<" + t + ">(" + y + ", " + x + ");";
-                    else
-                      body += y + " = " + t + "(" + y + " + " + x + ");";
-                  });
-            if (isa<ReduceMeanOp>(op)) {
-              int64_t count = numElements(in) / std::max<int64_t>(outN, 1);
-              body += llvm::formatv("  for (int64_t k = 0; k < {0}; ++k) "
-                                    "{1}[k] = {1}[k] / {2}({3});\n",
-                                    outN, ptr(result()), t, count);
-            }
-            return success();
-          })
+      .Case<ReduceMeanOp, ReduceSumOp, ReduceMaxOp, ReduceMinOp>([&](auto r) {
+        // Iterate over the input; the output access has stride 0 along
+        // reduced dimensions.
+        ArrayRef<int64_t> in = shapeOf(r.getInput());
+        SmallVector<int64_t> kept;
+        for (size_t d = 0; d < in.size(); ++d)
+          kept.push_back(llvm::is_contained(r.getAxes(), int64_t(d)) ? 1
+                                                                     : in[d]);
+        Access ao = broadcastAccess(kept, in);
+        for (size_t d = 0; d < in.size(); ++d)
+          if (llvm::is_contained(r.getAxes(), int64_t(d)))
+            ao.strides[d] = 0;
+        std::string t = type(result());
+        int64_t outN = numElements(shapeOf(result()));
+        bool isMax = isa<ReduceMaxOp>(op), isMin = isa<ReduceMinOp>(op);
+        std::string init = isMax   ? "std::numeric_limits<" + t + ">::lowest()"
+                           : isMin ? "std::numeric_limits<" + t + ">::max()"
+                                   : t + "(0)";
+        if (isa<FloatType>(elemOf(result())) && (isMax || isMin))
+          init = std::string(isMax ? "-" : "") + "std::numeric_limits<" + t +
+                 ">::infinity()";
+        body += llvm::formatv("  for (int64_t k = 0; k < {0}; ++k) "
+                              "{1}[k] = {2};\n",
+                              outN, ptr(result()), init);
+        loops(in, {ao, broadcastAccess(in, in)},
+              [&](ArrayRef<std::string> off) {
+                std::string y = ptr(result()) + "[" + off[0] + "]";
+                std::string x = ptr(r.getInput()) + "[" + off[1] + "]";
+                if (isMax)
+                  body += y + " = std::max<" + t + ">(" + y + ", " + x + ");";
+                else if (isMin)
+                  body += y + " = std::min<" + t + ">(" + y + ", " + x + ");";
+                else
+                  body += y + " = " + t + "(" + y + " + " + x + ");";
+              });
+        if (isa<ReduceMeanOp>(op)) {
+          int64_t count = numElements(in) / std::max<int64_t>(outN, 1);
+          body += llvm::formatv("  for (int64_t k = 0; k < {0}; ++k) "
+                                "{1}[k] = {1}[k] / {2}({3});\n",
+                                outN, ptr(result()), t, count);
+        }
+        return success();
+      })
       .Case([&](TransposeOp tr) {
         ArrayRef<int64_t> outShape = shapeOf(result());
         SmallVector<int64_t> st = contiguousStrides(shapeOf(tr.getInput()));
@@ -884,12 +898,12 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case([&](TriluOp t) {
         ArrayRef<int64_t> s = shapeOf(t.getInput());
         int64_t rows = s[s.size() - 2], cols = s.back();
-        body += llvm::formatv("  pcc_k::trilu({0}, {1}, {2}, {3}, {4}, {5}, "
-                              "{6}LL);\n",
-                              ptr(t.getInput()), ptr(result()),
-                              numElements(s) / std::max<int64_t>(rows * cols, 1),
-                              rows, cols, t.getUpper() ? "true" : "false",
-                              t.getK());
+        body += llvm::formatv(
+            "  pcc_k::trilu({0}, {1}, {2}, {3}, {4}, {5}, "
+            "{6}LL);\n",
+            ptr(t.getInput()), ptr(result()),
+            numElements(s) / std::max<int64_t>(rows * cols, 1), rows, cols,
+            t.getUpper() ? "true" : "false", t.getK());
         return success();
       })
       .Case([&](ScatterAddOp sc) {
@@ -915,8 +929,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
           dst.base += is.getStarts()[d] * st[d];
           dst.strides.push_back(is.getSteps()[d] * st[d]);
         }
-        copy(is.getSource(), broadcastAccess(srcShape, srcShape), result(),
-             dst, srcShape);
+        copy(is.getSource(), broadcastAccess(srcShape, srcShape), result(), dst,
+             srcShape);
         return success();
       })
       .Default([](Operation *o) {
@@ -1028,8 +1042,8 @@ FailureOr<CppEmitResult> Emitter::run() {
       << "};\nstatic const pccrt_tensor_info outputs[] = {\n"
       << (outputs.empty() ? kNoEntry : outputs)
       << "};\nstatic const pccrt_tensor_info weights[] = {\n"
-      << (weights.empty() ? kNoEntry : weights)
-      << "};\n} // namespace " << p << "_model\n\n"
+      << (weights.empty() ? kNoEntry : weights) << "};\n} // namespace " << p
+      << "_model\n\n"
       << "extern \"C\" const pccrt_model_info *" << p << "_model_info(void) {\n"
       << "  using namespace " << p << "_model;\n"
       << "  static const pccrt_model_info info = {PCCRT_ABI_VERSION, "

@@ -119,8 +119,8 @@ struct bf16 {
 /// Row-major C = alpha * op(A) * op(B) + beta * C, op = optional transpose.
 template <typename T>
 inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
-                 int64_t lda, bool transA, const T *b, int64_t ldb,
-                 bool transB, T beta, T *c, int64_t ldc) {
+                 int64_t lda, bool transA, const T *b, int64_t ldb, bool transB,
+                 T beta, T *c, int64_t ldc) {
 #ifdef PCC_USE_CBLAS
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
@@ -182,8 +182,8 @@ inline void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
 /// Layer normalization of each row of [outer, n]; scale and bias have n
 /// elements (bias may be null). Also writes the mean and 1/stddev per row.
 template <typename T>
-inline void layerNorm(const T *x, const T *scale, const T *bias, T *y,
-                      T *mean, T *invStd, int64_t outer, int64_t n, T eps) {
+inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
+                      T *invStd, int64_t outer, int64_t n, T eps) {
   for (int64_t o = 0; o < outer; ++o) {
     const T *xr = x + o * n;
     double s = 0;
@@ -206,8 +206,8 @@ inline void layerNorm(const T *x, const T *scale, const T *bias, T *y,
 /// Gather along the middle extent of data [outer, k, inner] at `count`
 /// indices. Returns 1 when an index is out of range.
 template <typename T, typename I>
-inline int gather(const T *data, const I *idx, T *out, int64_t outer,
-                  int64_t k, int64_t inner, int64_t count) {
+inline int gather(const T *data, const I *idx, T *out, int64_t outer, int64_t k,
+                  int64_t inner, int64_t count) {
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < count; ++j) {
       int64_t i = int64_t(idx[j]);

@@ -52,7 +52,8 @@ LogicalResult pcc::differentiate(func::FuncOp func, StringRef freezeRegex) {
       }
       continue;
     }
-    if (llvm::any_of(op.getOperands(), [&](Value v) { return active.count(v); }))
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return active.count(v); }))
       for (Value r : op.getResults())
         if (isFloat(r))
           active.insert(r);
@@ -79,8 +80,8 @@ LogicalResult pcc::differentiate(func::FuncOp func, StringRef freezeRegex) {
   auto lossType = cast<RankedTensorType>(loss.getType());
   grads[loss] = ConstantOp::create(
       builder, loss.getLoc(),
-      DenseElementsAttr::get(lossType,
-                             builder.getFloatAttr(lossType.getElementType(), 1)));
+      DenseElementsAttr::get(
+          lossType, builder.getFloatAttr(lossType.getElementType(), 1)));
   for (Operation *op : path) {
     SmallVector<Value> resultGrads;
     for (Value r : op->getResults())
@@ -101,8 +102,7 @@ LogicalResult pcc::differentiate(func::FuncOp func, StringRef freezeRegex) {
       acc = acc ? Value(AddOp::create(builder, op->getLoc(), acc, g)) : g;
     }
   }
-  for (Operation *op = lastForward ? lastForward->getNextNode()
-                                   : &body.front();
+  for (Operation *op = lastForward ? lastForward->getNextNode() : &body.front();
        op != ret; op = op->getNextNode())
     op->setAttr(kBackwardAttr, builder.getUnitAttr());
 

@@ -63,9 +63,8 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
   }
   if (!labels)
     return func.emitError("training needs the labels: ")
-           << (labelsName.empty()
-                   ? "the model has no int64 [batch, seq] input"
-                   : "no graph input named '" + labelsName + "'")
+           << (labelsName.empty() ? "the model has no int64 [batch, seq] input"
+                                  : "no graph input named '" + labelsName + "'")
            << " (--labels NAME)";
   if (!logits)
     return func.emitError("training needs the logits: ")
@@ -94,9 +93,9 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
   Value z = SliceOp::create(builder, loc, logits, ArrayRef<int64_t>{0, 0, 0},
                             ArrayRef<int64_t>{b, t - 1, v},
                             ArrayRef<int64_t>{1, 1, 1});
-  Value y = SliceOp::create(builder, loc, labels, ArrayRef<int64_t>{0, 1},
-                            ArrayRef<int64_t>{b, t - 1},
-                            ArrayRef<int64_t>{1, 1});
+  Value y =
+      SliceOp::create(builder, loc, labels, ArrayRef<int64_t>{0, 1},
+                      ArrayRef<int64_t>{b, t - 1}, ArrayRef<int64_t>{1, 1});
   auto idxType = RankedTensorType::get({b, t - 1, 1}, builder.getI64Type());
   if (!lt.getElementType().isInteger(64))
     y = CastOp::create(builder, loc,
@@ -109,8 +108,8 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
                                     ArrayRef<int64_t>{0, 1, 2}, false);
   Value loss = NegOp::create(builder, loc, mean.getType(), mean);
   if (!zt.getElementType().isF32())
-    loss = CastOp::create(builder, loc,
-                          RankedTensorType::get({}, builder.getF32Type()), loss);
+    loss = CastOp::create(
+        builder, loc, RankedTensorType::get({}, builder.getF32Type()), loss);
   appendResults(func, loss,
                 builder.getDictionaryAttr(builder.getNamedAttr(
                     kOnnxNameAttr, builder.getStringAttr("loss"))));

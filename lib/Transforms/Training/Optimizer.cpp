@@ -33,8 +33,8 @@ public:
   }
   Value zerosState(StringRef name, Type type) {
     auto t = cast<RankedTensorType>(type);
-    return state(name, DenseElementsAttr::get(
-                           t, b.getZeroAttr(t.getElementType())));
+    return state(name,
+                 DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
   }
   void update(StringRef name, Value value) {
     results.push_back(value);
@@ -62,11 +62,10 @@ public:
 };
 } // namespace
 
-LogicalResult pcc::applyOptimizer(func::FuncOp func,
-                                  const OptimizerConfig &o) {
+LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
   if (o.kind != "adamw" && o.kind != "sgd")
-    return func.emitError("unknown optimizer '") << o.kind
-                                                 << "' (adamw or sgd)";
+    return func.emitError("unknown optimizer '")
+           << o.kind << "' (adamw or sgd)";
   Block &body = func.getBody().front();
   Operation *ret = body.getTerminator();
   llvm::StringMap<WeightOp> weights;
@@ -114,12 +113,14 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func,
       Value v2 =
           u.add(u.mul(sc(o.beta2), v), u.mul(sc(1 - o.beta2), u.mul(g, g)));
       Value decayed = wd ? u.mul(p, sc(1 - o.lr * wd)) : p;
-      Value c1e = et == f32 ? c1 : CastOp::create(u.b, u.loc,
-                                                 RankedTensorType::get({}, et),
-                                                 c1).getResult();
-      Value c2e = et == f32 ? c2 : CastOp::create(u.b, u.loc,
-                                                 RankedTensorType::get({}, et),
-                                                 c2).getResult();
+      Value c1e = et == f32 ? c1
+                            : CastOp::create(u.b, u.loc,
+                                             RankedTensorType::get({}, et), c1)
+                                  .getResult();
+      Value c2e = et == f32 ? c2
+                            : CastOp::create(u.b, u.loc,
+                                             RankedTensorType::get({}, et), c2)
+                                  .getResult();
       Value denom = u.add(u.div(u.sqrt(v2), u.sqrt(c2e)), sc(o.eps));
       Value stepSize = u.div(sc(o.lr), c1e);
       updated = u.sub(decayed, u.mul(stepSize, u.div(m2, denom)));

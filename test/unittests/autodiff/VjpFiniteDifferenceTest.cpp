@@ -88,16 +88,18 @@ TEST_P(VjpTest, MatchesCentralDifferences) {
   std::mt19937 rng(std::hash<std::string>{}(c.name) & 0xffff);
 
   // The function: weights, the op, a random projection, the sum.
-  std::string yShape = llvm::StringRef(c.yType).drop_front(7).drop_back(5).str();
+  std::string yShape =
+      llvm::StringRef(c.yType).drop_front(7).drop_back(5).str();
   if (llvm::StringRef(yShape).ends_with("x"))
     yShape.pop_back();
   int64_t yRank = yShape.empty() ? 0 : llvm::count(yShape, 'x') + 1;
-  std::string src = "func.func @main() -> (tensor<f64> {onnx.name = \"loss\"}) {\n";
+  std::string src =
+      "func.func @main() -> (tensor<f64> {onnx.name = \"loss\"}) {\n";
   for (size_t i = 0; i < c.weights.size(); ++i)
-    src += llvm::formatv("  %w{0} = graph.weight \"w{0}\" {1} : {2}\n", i,
-                         dense(rng, numElements(c.weights[i].shape),
-                               c.weights[i]),
-                         tensorType(c.weights[i].shape));
+    src +=
+        llvm::formatv("  %w{0} = graph.weight \"w{0}\" {1} : {2}\n", i,
+                      dense(rng, numElements(c.weights[i].shape), c.weights[i]),
+                      tensorType(c.weights[i].shape));
   src += c.body;
   std::string axes;
   for (int64_t i = 0; i < yRank; ++i)
@@ -139,8 +141,8 @@ TEST_P(VjpTest, MatchesCentralDifferences) {
   std::string error;
   ASSERT_TRUE(succeeded(pcc::writeRuntimeHeaders(dir, error))) << error;
   std::string lib = (dir + "/libmodel.so").str();
-  ASSERT_TRUE(succeeded(pcc::buildSharedLibrary(
-      source, lib, (dir + "/build.log").str(), error)))
+  ASSERT_TRUE(succeeded(
+      pcc::buildSharedLibrary(source, lib, (dir + "/build.log").str(), error)))
       << error;
 
   std::vector<pccrt::Tensor> weights = pcc::getWeightTensors(*emitted);
@@ -192,15 +194,15 @@ const Weight kAwayFromZero{"2x3", -2, 2, 0.2};
 
 #define UNARY(NAME, W)                                                         \
   Case {                                                                       \
-    #NAME, {W},                                                                \
-        "  %y = graph." #NAME " %w0 : tensor<2x3xf64>\n", "tensor<2x3xf64>"     \
+#NAME, {W }, "  %y = graph." #NAME " %w0 : tensor<2x3xf64>\n",             \
+            "tensor<2x3xf64>"                                                  \
   }
 #define BINARY(NAME, WA, WB, TA, TB)                                           \
   Case {                                                                       \
-    #NAME, {WA, WB},                                                           \
-        "  %y = graph." #NAME " %w0, %w1 : (" TA ", " TB                       \
-        ") -> tensor<2x3xf64>\n",                                              \
-        "tensor<2x3xf64>"                                                      \
+#NAME, {WA, WB },                                                          \
+            "  %y = graph." #NAME " %w0, %w1 : (" TA ", " TB                   \
+            ") -> tensor<2x3xf64>\n",                                          \
+            "tensor<2x3xf64>"                                                  \
   }
 
 const Case kCases[] = {

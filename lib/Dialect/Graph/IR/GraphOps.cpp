@@ -81,14 +81,16 @@ LogicalResult pcc::graph::detail::inferBroadcastType(
     for (Value v : operands.drop_front(firstValue))
       if (getElementTypeOrSelf(v.getType()) !=
           getElementTypeOrSelf(operands[firstValue].getType()))
-        return emitOptionalError(loc, opName, ": operand element types differ (",
-                                 getElementTypeOrSelf(operands[firstValue].getType()),
-                                 " vs ", getElementTypeOrSelf(v.getType()), ")");
+        return emitOptionalError(
+            loc, opName, ": operand element types differ (",
+            getElementTypeOrSelf(operands[firstValue].getType()), " vs ",
+            getElementTypeOrSelf(v.getType()), ")");
   SmallVector<int64_t> shape;
   for (Value v : operands) {
     auto t = dyn_cast<RankedTensorType>(v.getType());
     if (!t || !t.hasStaticShape())
-      return emitOptionalError(loc, opName, ": operands must be static tensors");
+      return emitOptionalError(loc, opName,
+                               ": operands must be static tensors");
     auto b = broadcastShapes(shape, t.getShape());
     if (failed(b))
       return emitOptionalError(loc, opName, ": shapes ", shapeStr(shape),
@@ -147,9 +149,7 @@ int64_t GatherOp::getFlops() { return 0; }
 int64_t GatherElementsOp::getFlops() { return 0; }
 int64_t TriluOp::getFlops() { return 0; }
 int64_t InsertSliceOp::getFlops() { return 0; }
-int64_t ScatterAddOp::getFlops() {
-  return numElements(shapeOf(getUpdates()));
-}
+int64_t ScatterAddOp::getFlops() { return numElements(shapeOf(getUpdates())); }
 int64_t ScatterElementsAddOp::getFlops() {
   return numElements(shapeOf(getUpdates()));
 }
@@ -268,24 +268,23 @@ ShardingRule LayerNormOp::getShardingRule() {
   rule.operandFactors.push_back(f);
   for (Value v : {getScale(), getBias()})
     if (v)
-      rule.operandFactors.push_back(SmallVector<int64_t>(
-          shapeOf(v).size(), ShardingRule::kNoFactor));
+      rule.operandFactors.push_back(
+          SmallVector<int64_t>(shapeOf(v).size(), ShardingRule::kNoFactor));
   for (int i = 0; i < 3; ++i)
     rule.resultFactors.push_back(f);
   return rule;
 }
 
-template <typename ReduceOpT>
-static ShardingRule reduceRule(ReduceOpT op) {
+template <typename ReduceOpT> static ShardingRule reduceRule(ReduceOpT op) {
   ShardingRule rule;
   ArrayRef<int64_t> in = shapeOf(op.getInput());
   ArrayRef<int64_t> axes = op.getAxes();
   SmallVector<int64_t> inF, outF;
   for (size_t i = 0; i < in.size(); ++i) {
     bool reduced = llvm::is_contained(axes, int64_t(i));
-    int64_t f = rule.addFactor(in[i], reduced
-                                          ? ShardingRule::FactorKind::Reduction
-                                          : ShardingRule::FactorKind::Parallel);
+    int64_t f =
+        rule.addFactor(in[i], reduced ? ShardingRule::FactorKind::Reduction
+                                      : ShardingRule::FactorKind::Parallel);
     inF.push_back(f);
     if (!reduced)
       outF.push_back(f);
@@ -320,9 +319,10 @@ ShardingRule MatMulOp::getShardingRule() {
   ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
   ArrayRef<int64_t> c = shapeOf(getOutput());
   int64_t k = rule.addFactor(a.back(), ShardingRule::FactorKind::Reduction);
-  int64_t m = a.size() >= 2 ? rule.addFactor(a[a.size() - 2])
-                            : ShardingRule::kNoFactor;
-  int64_t n = b.size() >= 2 ? rule.addFactor(b.back()) : ShardingRule::kNoFactor;
+  int64_t m =
+      a.size() >= 2 ? rule.addFactor(a[a.size() - 2]) : ShardingRule::kNoFactor;
+  int64_t n =
+      b.size() >= 2 ? rule.addFactor(b.back()) : ShardingRule::kNoFactor;
   size_t cBatch = c.size() - (a.size() >= 2) - (b.size() >= 2);
   SmallVector<int64_t> batch;
   for (size_t i = 0; i < cBatch; ++i)
@@ -461,10 +461,10 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
       continue;
     auto bc = broadcastShapes(normalized, tensorOf(v).getShape());
     if (failed(bc) || ArrayRef<int64_t>(*bc) != normalized)
-      return emitOptionalError(
-          loc, "LayerNormalization: scale/bias shape ",
-          shapeStr(tensorOf(v).getShape()),
-          " does not broadcast to the normalized shape ", shapeStr(normalized));
+      return emitOptionalError(loc, "LayerNormalization: scale/bias shape ",
+                               shapeStr(tensorOf(v).getShape()),
+                               " does not broadcast to the normalized shape ",
+                               shapeStr(normalized));
   }
   SmallVector<int64_t> stat(x.getShape());
   for (size_t i = axis; i < stat.size(); ++i)
@@ -497,10 +497,9 @@ static LogicalResult inferReduce(std::optional<Location> loc, AdaptorT adaptor,
 }
 
 #define PCC_INFER_REDUCE(Op)                                                   \
-  LogicalResult Op::inferReturnTypes(MLIRContext *,                            \
-                                     std::optional<Location> loc,              \
-                                     Adaptor adaptor,                          \
-                                     SmallVectorImpl<Type> &types) {           \
+  LogicalResult Op::inferReturnTypes(                                          \
+      MLIRContext *, std::optional<Location> loc, Adaptor adaptor,             \
+      SmallVectorImpl<Type> &types) {                                          \
     return inferReduce(loc, adaptor, types);                                   \
   }
 PCC_INFER_REDUCE(ReduceMeanOp)
@@ -651,8 +650,8 @@ LogicalResult WhereOp::verify() {
 static LogicalResult verifyAxis(Operation *op, int64_t axis) {
   int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
   if (axis < 0 || axis >= rank)
-    return op->emitOpError("axis ") << axis << " out of range for rank "
-                                    << rank;
+    return op->emitOpError("axis ")
+           << axis << " out of range for rank " << rank;
   return success();
 }
 
@@ -948,7 +947,8 @@ OpFoldResult ReluOp::fold(FoldAdaptor a) {
       [](ArrayRef<int64_t> x) { return x[0] > 0 ? x[0] : int64_t(0); });
 }
 OpFoldResult FloorOp::fold(FoldAdaptor a) {
-  return foldUnaryF(*this, a.getInput(), [](double x) { return std::floor(x); });
+  return foldUnaryF(*this, a.getInput(),
+                    [](double x) { return std::floor(x); });
 }
 OpFoldResult CeilOp::fold(FoldAdaptor a) {
   return foldUnaryF(*this, a.getInput(), [](double x) { return std::ceil(x); });
@@ -988,7 +988,8 @@ PCC_FOLD_BINARY(XorOp, double(bool(x[0]) != bool(x[1])),
 OpFoldResult DivOp::fold(FoldAdaptor a) {
   // Integer division by zero is left to run time, where it is defined by
   // the target.
-  if (auto rhs = denseOf(a.getRhs()); rhs && !isa<FloatType>(rhs.getElementType()))
+  if (auto rhs = denseOf(a.getRhs());
+      rhs && !isa<FloatType>(rhs.getElementType()))
     for (APInt v : rhs.getValues<APInt>())
       if (v.isZero())
         return {};
@@ -1137,7 +1138,8 @@ OpFoldResult ConcatOp::fold(FoldAdaptor a) {
     if (d.isSplat())
       v.assign(d.getNumElements(), d.getSplatValue<Attribute>());
     else
-      v.assign(d.getValues<Attribute>().begin(), d.getValues<Attribute>().end());
+      v.assign(d.getValues<Attribute>().begin(),
+               d.getValues<Attribute>().end());
     inVals.push_back(std::move(v));
   }
   for (int64_t o = 0; o < outer; ++o)

@@ -131,20 +131,19 @@ PCC_UNARY_VJP(AbsOp, v.mul(g, v.where(LessOp::create(builder, getLoc(), x,
                                                      v.scalar(x, 0)),
                                       v.scalar(x, -1), v.scalar(x, 1))))
 PCC_UNARY_VJP(ErfOp, v.mul(g, v.mul(v.scalar(g, 2.0 / std::sqrt(M_PI)),
-                                   v.exp(v.neg(v.mul(x, x))))))
+                                    v.exp(v.neg(v.mul(x, x))))))
 PCC_UNARY_VJP(TanhOp, v.mul(g, v.sub(v.scalar(y, 1), v.mul(y, y))))
 PCC_UNARY_VJP(SigmoidOp, v.mul(g, v.mul(y, v.sub(v.scalar(y, 1), y))))
 PCC_UNARY_VJP(ExpOp, v.mul(g, y))
 PCC_UNARY_VJP(LogOp, v.div(g, x))
-PCC_UNARY_VJP(ReluOp,
-              v.maskedOrZero(GreaterOp::create(builder, getLoc(), x,
-                                               v.scalar(x, 0)),
-                             g, true))
+PCC_UNARY_VJP(ReluOp, v.maskedOrZero(GreaterOp::create(builder, getLoc(), x,
+                                                       v.scalar(x, 0)),
+                                     g, true))
 PCC_UNARY_VJP(FloorOp, Value())
 PCC_UNARY_VJP(CeilOp, Value())
 PCC_UNARY_VJP(SinOp, v.mul(g, CosOp::create(builder, getLoc(), x.getType(), x)))
-PCC_UNARY_VJP(CosOp, v.neg(v.mul(g, SinOp::create(builder, getLoc(),
-                                                  x.getType(), x))))
+PCC_UNARY_VJP(CosOp,
+              v.neg(v.mul(g, SinOp::create(builder, getLoc(), x.getType(), x))))
 PCC_UNARY_VJP(NotOp, Value())
 #undef PCC_UNARY_VJP
 
@@ -175,10 +174,10 @@ PCC_BINARY_VJP(MaxOp,
                v.maskedOrZero(GreaterOrEqualOp::create(builder, getLoc(), l, r),
                               g, false))
 PCC_BINARY_VJP(MinOp,
-               v.maskedOrZero(LessOrEqualOp::create(builder, getLoc(), l, r),
-                              g, true),
-               v.maskedOrZero(LessOrEqualOp::create(builder, getLoc(), l, r),
-                              g, false))
+               v.maskedOrZero(LessOrEqualOp::create(builder, getLoc(), l, r), g,
+                              true),
+               v.maskedOrZero(LessOrEqualOp::create(builder, getLoc(), l, r), g,
+                              false))
 PCC_BINARY_VJP(AndOp, Value(), Value())
 PCC_BINARY_VJP(OrOp, Value(), Value())
 PCC_BINARY_VJP(XorOp, Value(), Value())
@@ -212,8 +211,7 @@ LogicalResult PowOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
   return success();
 }
 
-LogicalResult WhereOp::buildVjp(OpBuilder &builder,
-                                ArrayRef<Value> resultGrads,
+LogicalResult WhereOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
                                 SmallVectorImpl<Value> &operandGrads) {
   Value g = resultGrads[0];
   operandGrads.push_back({});
@@ -335,9 +333,10 @@ LogicalResult LayerNormOp::buildVjp(OpBuilder &builder,
   // dx = invstd * (gs - mean(gs) - xhat * mean(gs * xhat)).
   Value xhat = v.mul(v.sub(x, getMean()), getInvStdDev());
   Value gs = v.mul(g, scale);
-  Value dx = v.mul(getInvStdDev(),
-                   v.sub(v.sub(gs, v.reduceMean(gs, axes, true)),
-                         v.mul(xhat, v.reduceMean(v.mul(gs, xhat), axes, true))));
+  Value dx =
+      v.mul(getInvStdDev(),
+            v.sub(v.sub(gs, v.reduceMean(gs, axes, true)),
+                  v.mul(xhat, v.reduceMean(v.mul(gs, xhat), axes, true))));
   operandGrads.push_back(dx);
   operandGrads.push_back(v.sumTo(v.mul(g, xhat), scale));
   if (Value bias = getBias())
@@ -483,8 +482,7 @@ LogicalResult SplitOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
   SmallVector<Value> parts;
   for (auto [g, r] : llvm::zip(resultGrads, getResults()))
     parts.push_back(g ? g : v.zerosLike(r));
-  operandGrads.push_back(
-      ConcatOp::create(builder, getLoc(), parts, getAxis()));
+  operandGrads.push_back(ConcatOp::create(builder, getLoc(), parts, getAxis()));
   return success();
 }
 
@@ -505,12 +503,11 @@ LogicalResult GatherElementsOp::buildVjp(OpBuilder &builder,
                                          ArrayRef<Value> resultGrads,
                                          SmallVectorImpl<Value> &operandGrads) {
   Value g = resultGrads[0];
-  operandGrads.push_back(
-      g && isFloatTensor(getData())
-          ? Value(ScatterElementsAddOp::create(builder, getLoc(),
-                                               getData().getType(), g,
-                                               getIndices(), getAxis()))
-          : Value());
+  operandGrads.push_back(g && isFloatTensor(getData())
+                             ? Value(ScatterElementsAddOp::create(
+                                   builder, getLoc(), getData().getType(), g,
+                                   getIndices(), getAxis()))
+                             : Value());
   operandGrads.push_back({});
   return success();
 }
@@ -518,9 +515,9 @@ LogicalResult GatherElementsOp::buildVjp(OpBuilder &builder,
 LogicalResult TriluOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
                                 SmallVectorImpl<Value> &operandGrads) {
   Value g = resultGrads[0];
-  operandGrads.push_back(g ? Value(TriluOp::create(builder, getLoc(),
-                                                   g.getType(), g, getUpper(),
-                                                   getK()))
-                           : Value());
+  operandGrads.push_back(
+      g ? Value(TriluOp::create(builder, getLoc(), g.getType(), g, getUpper(),
+                                getK()))
+        : Value());
   return success();
 }
