@@ -194,22 +194,6 @@ static ShardingRule broadcastRule(Operation *op) {
   return rule;
 }
 
-/// Like broadcastRule, but dimensions from `axis` on are not shardable.
-static ShardingRule rowwiseRule(Operation *op, int64_t axis) {
-  ShardingRule rule = broadcastRule(op);
-  auto clear = [&](SmallVector<int64_t> &f) {
-    for (size_t i = axis; i < f.size(); ++i)
-      f[i] = ShardingRule::kNoFactor;
-  };
-  clear(rule.operandFactors[0]);
-  for (size_t i = 1; i < rule.operandFactors.size(); ++i)
-    for (int64_t &f : rule.operandFactors[i])
-      f = ShardingRule::kNoFactor;
-  for (auto &f : rule.resultFactors)
-    clear(f);
-  return rule;
-}
-
 #define PCC_BROADCAST_RULE(Op)                                                 \
   ShardingRule Op::getShardingRule() { return broadcastRule(*this); }
 PCC_BROADCAST_RULE(SqrtOp)
@@ -697,9 +681,9 @@ LogicalResult ScatterAddOp::verify() {
 }
 
 LogicalResult ScatterElementsAddOp::verify() {
-  int64_t rank = getOutput().getType().getRank();
-  if (getAxis() < 0 || getAxis() >= rank)
-    return emitOpError("axis ") << getAxis() << " out of range";
+  int64_t rank = getOutput().getType().getRank(), axis = getAxis();
+  if (axis < 0 || axis >= rank)
+    return emitOpError("axis ") << axis << " out of range";
   if (shapeOf(getUpdates()) != shapeOf(getIndices()) ||
       getUpdates().getType().getRank() != rank)
     return emitOpError("updates and indices must have one shape and the "
