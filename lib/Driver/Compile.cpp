@@ -33,21 +33,23 @@ using namespace pcc;
 #define PCC_BLAS_FLAGS ""
 #endif
 
+std::string pcc::formatDiagnostic(Diagnostic &diag) {
+  std::string where;
+  if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
+    where = name.getName().str();
+  else if (auto file = dyn_cast<FileLineColLoc>(diag.getLocation()))
+    where = file.getFilename().str();
+  std::string msg = diag.str();
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  return where.empty() ? msg : where + ": " + msg;
+}
+
 std::unique_ptr<ScopedDiagnosticHandler>
 pcc::installDiagnosticPrinter(MLIRContext &context) {
   return std::make_unique<ScopedDiagnosticHandler>(
       &context, [](Diagnostic &diag) {
-        if (diag.getSeverity() != DiagnosticSeverity::Error)
-          return success();
-        std::string where;
-        if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
-          where = name.getName().str();
-        else if (auto file = dyn_cast<FileLineColLoc>(diag.getLocation()))
-          where = file.getFilename().str();
-        std::string msg = diag.str();
-        std::replace(msg.begin(), msg.end(), '\n', ' ');
-        llvm::errs() << "pcc: error: " << (where.empty() ? "" : where + ": ")
-                     << msg << "\n";
+        if (diag.getSeverity() == DiagnosticSeverity::Error)
+          llvm::errs() << "pcc: error: " << formatDiagnostic(diag) << "\n";
         return success();
       });
 }

@@ -31,6 +31,10 @@ std::string quote(const std::string &s);
 uint64_t checkedByteSize(int32_t dtype, const std::vector<int64_t> &shape,
                          const std::string &what);
 
+/// Throws (naming \p what) unless \p tensor's data has exactly the bytes
+/// its dtype and shape take.
+void checkDataSize(const Tensor &tensor, const std::string &what);
+
 std::vector<uint8_t> readFile(const std::string &path);
 
 } // namespace pccrt::detail

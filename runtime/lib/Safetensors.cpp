@@ -421,12 +421,8 @@ void pccrt::writeSafetensors(
     std::string what = path + ": tensor " + quote(tensor.name);
     if (tensor.name == "__metadata__" || !names.insert(tensor.name).second)
       fail(path, "duplicate or reserved tensor name " + quote(tensor.name));
-    uint64_t byteSize = checkedByteSize(tensor.dtype, tensor.shape, what);
-    if (tensor.data.size() != byteSize)
-      fail(what, "has " + std::to_string(tensor.data.size()) +
-                     " bytes of data but " +
-                     describeType(tensor.dtype, tensor.shape) + " needs " +
-                     std::to_string(byteSize));
+    checkDataSize(tensor, what);
+    uint64_t byteSize = tensor.data.size();
     std::string shape = formatShape(tensor.shape);
     header += (header.back() == '{' ? "" : ",") + jsonString(tensor.name) +
               ":{\"dtype\":\"" + dtypeName(tensor.dtype) +

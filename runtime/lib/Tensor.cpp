@@ -85,6 +85,15 @@ std::string detail::quote(const std::string &s) {
   return out + "'";
 }
 
+void detail::checkDataSize(const Tensor &tensor, const std::string &what) {
+  uint64_t byteSize = checkedByteSize(tensor.dtype, tensor.shape, what);
+  if (tensor.data.size() != byteSize)
+    fail(what, "has " + std::to_string(tensor.data.size()) +
+                   " bytes of data but " +
+                   describeType(tensor.dtype, tensor.shape) + " needs " +
+                   std::to_string(byteSize));
+}
+
 uint64_t detail::checkedByteSize(int32_t dtype,
                                  const std::vector<int64_t> &shape,
                                  const std::string &what) {

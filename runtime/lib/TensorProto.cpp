@@ -277,12 +277,7 @@ Tensor pccrt::readTensorProto(const std::string &path) {
 
 std::vector<uint8_t> pccrt::serializeTensorProto(const Tensor &tensor) {
   std::string what = "tensor " + quote(tensor.name);
-  uint64_t byteSize = checkedByteSize(tensor.dtype, tensor.shape, what);
-  if (tensor.data.size() != byteSize)
-    fail(what, "has " + std::to_string(tensor.data.size()) +
-                   " bytes of data but " +
-                   describeType(tensor.dtype, tensor.shape) + " needs " +
-                   std::to_string(byteSize));
+  checkDataSize(tensor, what);
   // Fields in number order and dims unpacked, as protobuf itself writes
   // onnx.proto's proto2 messages.
   std::vector<uint8_t> out;

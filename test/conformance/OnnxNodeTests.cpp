@@ -351,14 +351,9 @@ int importChild(const Test &t, const std::string &tmp) {
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     if (diag.getSeverity() != DiagnosticSeverity::Error || !firstError.empty())
       return success();
-    std::string where;
-    if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
-      where = name.getName().str();
-    else if (auto file = dyn_cast<FileLineColLoc>(diag.getLocation()))
-      where = file.getFilename().str();
-    if (where == modelPath)
-      where = "model.onnx";
-    firstError = (where.empty() ? "" : where + ": ") + oneLine(diag.str());
+    firstError = pcc::formatDiagnostic(diag);
+    if (llvm::StringRef(firstError).starts_with(modelPath + ": "))
+      firstError = "model.onnx" + firstError.substr(modelPath.size());
     return success();
   });
   std::string statusPath = tmp + "/" + t.prefix + ".status";

@@ -75,6 +75,9 @@ llvm::LogicalResult importAndPrint(const std::string &model,
                                    const ImportOptions &options,
                                    llvm::raw_ostream &os);
 
+/// One line for a diagnostic: "<ONNX node or file>: <message>".
+std::string formatDiagnostic(mlir::Diagnostic &diag);
+
 /// Installs the one-line `pcc: error: <node>: <message>` diagnostic format
 /// on `context` for the lifetime of the returned handler.
 std::unique_ptr<mlir::ScopedDiagnosticHandler>

@@ -221,12 +221,14 @@ inline int gather(const T *data, const I *idx, T *out, int64_t outer, int64_t k,
   return 0;
 }
 
-/// GatherElements: out has the indices' shape; the coordinate along `axis`
-/// comes from the index. Returns 1 when an index is out of range.
-template <typename T, typename I>
-inline int gatherElements(const T *data, const I *idx, T *out, int rank,
-                          const int64_t *dataShape, const int64_t *idxShape,
-                          int axis) {
+/// Walks the positions of an index tensor of shape `idxShape` and calls
+/// `f(e, off)` with the linear position `e` and the offset into a tensor of
+/// shape `dataShape` whose coordinate along `axis` is `idx[e]` (negative
+/// counts from the end). Returns 1 when an index is out of range.
+template <typename I, typename F>
+inline int forEachIndexedElement(const I *idx, int rank,
+                                 const int64_t *dataShape,
+                                 const int64_t *idxShape, int axis, F f) {
   int64_t total = 1;
   for (int d = 0; d < rank; ++d)
     total *= idxShape[d];
@@ -244,7 +246,7 @@ inline int gatherElements(const T *data, const I *idx, T *out, int rank,
       }
       off = off * dataShape[d] + c;
     }
-    out[e] = data[off];
+    f(e, off);
     for (int d = rank - 1; d >= 0; --d) {
       if (++coord[d] < idxShape[d])
         break;
@@ -252,6 +254,33 @@ inline int gatherElements(const T *data, const I *idx, T *out, int rank,
     }
   }
   return 0;
+}
+
+/// GatherElements: out has the indices' shape; the coordinate along `axis`
+/// comes from the index. Returns 1 when an index is out of range.
+template <typename T, typename I>
+inline int gatherElements(const T *data, const I *idx, T *out, int rank,
+                          const int64_t *dataShape, const int64_t *idxShape,
+                          int axis) {
+  return forEachIndexedElement(
+      idx, rank, dataShape, idxShape, axis,
+      [&](int64_t e, int64_t off) { out[e] = data[off]; });
+}
+
+/// The adjoint of gatherElements: out = 0, then out[... idx[e] ...] +=
+/// updates[e] with the index replacing the coordinate along `axis`.
+template <typename T, typename I>
+inline int scatterElementsAdd(const T *updates, const I *idx, T *out, int rank,
+                              const int64_t *outShape, const int64_t *idxShape,
+                              int axis) {
+  int64_t outTotal = 1;
+  for (int d = 0; d < rank; ++d)
+    outTotal *= outShape[d];
+  for (int64_t e = 0; e < outTotal; ++e)
+    out[e] = T(0);
+  return forEachIndexedElement(
+      idx, rank, outShape, idxShape, axis,
+      [&](int64_t e, int64_t off) { out[off] = T(out[off] + updates[e]); });
 }
 
 /// The adjoint of gather: out [outer, k, inner] = 0, then adds each of the
@@ -273,43 +302,6 @@ inline int scatterAdd(const T *updates, const I *idx, T *out, int64_t outer,
       for (int64_t t = 0; t < inner; ++t)
         dst[t] = T(dst[t] + src[t]);
     }
-  return 0;
-}
-
-/// The adjoint of gatherElements: out = 0, then out[... idx[e] ...] +=
-/// updates[e] with the index replacing the coordinate along `axis`.
-template <typename T, typename I>
-inline int scatterElementsAdd(const T *updates, const I *idx, T *out, int rank,
-                              const int64_t *outShape, const int64_t *idxShape,
-                              int axis) {
-  int64_t outTotal = 1, total = 1;
-  for (int d = 0; d < rank; ++d) {
-    outTotal *= outShape[d];
-    total *= idxShape[d];
-  }
-  for (int64_t e = 0; e < outTotal; ++e)
-    out[e] = T(0);
-  int64_t coord[16] = {0};
-  for (int64_t e = 0; e < total; ++e) {
-    int64_t off = 0;
-    for (int d = 0; d < rank; ++d) {
-      int64_t c = coord[d];
-      if (d == axis) {
-        c = int64_t(idx[e]);
-        if (c < 0)
-          c += outShape[d];
-        if (c < 0 || c >= outShape[d])
-          return 1;
-      }
-      off = off * outShape[d] + c;
-    }
-    out[off] = T(out[off] + updates[e]);
-    for (int d = rank - 1; d >= 0; --d) {
-      if (++coord[d] < idxShape[d])
-        break;
-      coord[d] = 0;
-    }
-  }
   return 0;
 }
 
