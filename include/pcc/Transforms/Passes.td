@@ -88,4 +88,15 @@ def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {
   ];
 }
 
+def PrintShardingRules : Pass<"pcc-print-sharding-rules",
+                               "::mlir::func::FuncOp"> {
+  let summary = "Reports each op's factor-based sharding rule as a remark";
+  let description = [{
+    For every op implementing `ShardingRuleOpInterface`, emits a remark at
+    the op with its rule in Shardy's notation, e.g.
+    `([i, j, k], [k, l]) -> ([i, j, l]) {i=2, j=3, k=4, l=5} reduction={k}`.
+    A debugging aid and the way lit tests pin the rules.
+  }];
+}
+
 #endif // PCC_TRANSFORMS_PASSES

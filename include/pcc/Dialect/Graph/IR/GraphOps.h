@@ -30,6 +30,11 @@ struct ShardingRule {
 
   /// Adds a factor of the given extent and kind; returns its index.
   int64_t addFactor(int64_t size, FactorKind kind = FactorKind::Parallel);
+
+  /// Prints the rule in Shardy's notation, factors named i, j, k, ...:
+  /// `([i, k], [k, j]) -> ([i, j]) {i=2, j=4, k=3} reduction={k}`, with `_`
+  /// for a dimension without a factor.
+  void print(llvm::raw_ostream &os) const;
 };
 
 namespace detail {
