@@ -11,20 +11,14 @@ template <typename OpTy> static LogicalResult importUnary(NodeImporter &n) {
     return failure();
   auto r = n.createWithTypes(OpTy::getOperationName(), n.input(0).getType(),
                              n.input(0));
-  if (failed(r))
-    return failure();
-  n.results = *r;
-  return success();
+  return n.setResults(r);
 }
 
 template <typename OpTy> static LogicalResult importBinary(NodeImporter &n) {
   if (failed(n.requireInputs(2)))
     return failure();
   auto r = n.create1<OpTy>({n.input(0), n.input(1)});
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 /// Sum, Max, Min, Mean take any number of operands: a chain of binaries.
@@ -56,20 +50,14 @@ static LogicalResult importMean(NodeImporter &n) {
           : DenseElementsAttr::get(
                 scalarType, IntegerAttr::get(et, int64_t(n.numInputs())));
   auto r = n.create1<graph::DivOp>({n.results[0], n.constant(count)});
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 static LogicalResult importWhere(NodeImporter &n) {
   if (failed(n.requireInputs(3)))
     return failure();
   auto r = n.create1<graph::WhereOp>({n.input(0), n.input(1), n.input(2)});
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 static LogicalResult importCast(NodeImporter &n) {
@@ -83,10 +71,7 @@ static LogicalResult importCast(NodeImporter &n) {
   auto type = RankedTensorType::get(n.inputType(0).getShape(), et);
   auto r =
       n.create1WithType(graph::CastOp::getOperationName(), type, n.input(0));
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 void pcc::import::registerElementwiseImporters(ImporterMap &map) {

@@ -12,10 +12,7 @@ static LogicalResult importMatMul(NodeImporter &n) {
   if (failed(n.requireInputs(2)))
     return failure();
   auto r = n.create1<graph::MatMulOp>({n.input(0), n.input(1)});
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 static LogicalResult importGemm(NodeImporter &n) {
@@ -30,10 +27,7 @@ static LogicalResult importGemm(NodeImporter &n) {
       n.b.getNamedAttr("transA", n.b.getBoolAttr(n.attrInt("transA", 0))),
       n.b.getNamedAttr("transB", n.b.getBoolAttr(n.attrInt("transB", 0)))};
   auto r = n.create1<graph::GemmOp>(operands, attrs);
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 /// Softmax and LogSoftmax. Before opset 13 they flattened the input to 2-D
@@ -92,10 +86,7 @@ static LogicalResult importLayerNorm(NodeImporter &n) {
       {n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)),
        n.b.getNamedAttr("epsilon",
                         n.b.getF32FloatAttr(n.attrFloat("epsilon", 1e-5f)))});
-  if (failed(r))
-    return failure();
-  n.results = *r;
-  return success();
+  return n.setResults(r);
 }
 
 /// ReduceSum took its axes as an input from opset 13, the other reductions
@@ -147,10 +138,7 @@ template <typename OpTy> static LogicalResult importReduce(NodeImporter &n) {
       {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr(axes)),
        n.b.getNamedAttr("keepdims",
                         n.b.getBoolAttr(n.attrInt("keepdims", 1) != 0))});
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 void pcc::import::registerMathImporters(ImporterMap &map) {

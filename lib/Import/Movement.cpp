@@ -24,10 +24,7 @@ static LogicalResult reshapeTo(NodeImporter &n, ArrayRef<int64_t> shape) {
            failure();
   auto r =
       n.create1WithType(graph::ReshapeOp::getOperationName(), type, n.input(0));
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 static LogicalResult importReshape(NodeImporter &n) {
@@ -210,10 +207,7 @@ static LogicalResult importTranspose(NodeImporter &n) {
       p += rank;
   auto r = n.create1<graph::TransposeOp>(
       n.input(0), n.b.getNamedAttr("perm", n.b.getDenseI64ArrayAttr(perm)));
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 static LogicalResult importExpand(NodeImporter &n) {
@@ -230,10 +224,7 @@ static LogicalResult importExpand(NodeImporter &n) {
   auto type = RankedTensorType::get(*out, n.inputType(0).getElementType());
   auto r =
       n.create1WithType(graph::ExpandOp::getOperationName(), type, n.input(0));
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 static LogicalResult importSlice(NodeImporter &n) {
@@ -315,10 +306,7 @@ static LogicalResult importSlice(NodeImporter &n) {
       n.input(0), {n.b.getNamedAttr("starts", n.b.getDenseI64ArrayAttr(oStart)),
                    n.b.getNamedAttr("sizes", n.b.getDenseI64ArrayAttr(oSize)),
                    n.b.getNamedAttr("steps", n.b.getDenseI64ArrayAttr(oStep))});
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 static LogicalResult importConcat(NodeImporter &n) {
@@ -333,10 +321,7 @@ static LogicalResult importConcat(NodeImporter &n) {
     return failure();
   auto r = n.create1<graph::ConcatOp>(
       operands, n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)));
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 static LogicalResult importSplit(NodeImporter &n) {
@@ -373,10 +358,7 @@ static LogicalResult importSplit(NodeImporter &n) {
   auto r = n.create<graph::SplitOp>(
       n.input(0), {n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)),
                    n.b.getNamedAttr("sizes", n.b.getDenseI64ArrayAttr(sizes))});
-  if (failed(r))
-    return failure();
-  n.results = *r;
-  return success();
+  return n.setResults(r);
 }
 
 template <typename OpTy> static LogicalResult importGather(NodeImporter &n) {
@@ -388,10 +370,7 @@ template <typename OpTy> static LogicalResult importGather(NodeImporter &n) {
   auto r =
       n.create1<OpTy>({n.input(0), n.input(1)},
                       n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)));
-  if (failed(r))
-    return failure();
-  n.results = {*r};
-  return success();
+  return n.setResult(r);
 }
 
 static LogicalResult importTrilu(NodeImporter &n) {
@@ -410,10 +389,7 @@ static LogicalResult importTrilu(NodeImporter &n) {
       graph::TriluOp::getOperationName(), n.input(0).getType(), n.input(0),
       {n.b.getNamedAttr("upper", n.b.getBoolAttr(n.attrInt("upper", 1))),
        n.b.getNamedAttr("k", n.b.getI64IntegerAttr(k))});
-  if (failed(r))
-    return failure();
-  n.results = *r;
-  return success();
+  return n.setResults(r);
 }
 
 void pcc::import::registerMovementImporters(ImporterMap &map) {

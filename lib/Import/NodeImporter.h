@@ -122,6 +122,21 @@ public:
   /// Results of the node, in output order.
   llvm::SmallVector<mlir::Value> results;
 
+  /// Takes the outcome of a `create` as the node's results.
+  llvm::LogicalResult
+  setResults(llvm::FailureOr<llvm::SmallVector<mlir::Value>> r) {
+    if (failed(r))
+      return mlir::failure();
+    results = std::move(*r);
+    return mlir::success();
+  }
+  llvm::LogicalResult setResult(mlir::FailureOr<mlir::Value> r) {
+    if (failed(r))
+      return mlir::failure();
+    results = {*r};
+    return mlir::success();
+  }
+
   llvm::StringRef getModelDir() const { return modelDir; }
 
 private:
