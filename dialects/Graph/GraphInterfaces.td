@@ -56,6 +56,16 @@ def Graph_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
       (ins "::mlir::OpBuilder &":$builder,
            "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
            "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+    InterfaceMethod<[{
+        The role operand `index` plays when the other operands are
+        activations: the training passes read it to tell a model's
+        parameters (the weights of a contraction, a looked-up table, a
+        normalization's scale and bias) from constants that exporters
+        store as initializers (masks, scalars, rotary tables). `Movement`
+        passes the value through unchanged in value (reshape, slice, ...).
+      }],
+      "::pcc::graph::OperandRole", "getOperandRole", (ins "unsigned":$index),
+      [{}], [{ return ::pcc::graph::OperandRole::Other; }]>,
   ];
 }
 

@@ -21,7 +21,8 @@ class Graph_Op<string mnemonic, list<Trait> traits = []>
 class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType, Graph_CostOpInterface,
           DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>,
-          DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>])> {
+          DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface,
+                                    ["getOperandRole"]>])> {
   let summary = what # ", element by element";
   let description = [{
     Applies the function to every element; ONNX operator of the same name.
@@ -30,6 +31,11 @@ class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($output)";
   let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::pcc::graph::OperandRole $cppClass::getOperandRole(unsigned) {
+      return ::pcc::graph::OperandRole::Elementwise;
+    }
+  }];
 }
 
 // Numpy-style broadcasting of operands; the result element type is the
@@ -38,10 +44,12 @@ class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
 // (Where's condition precedes it); `sameType` requires all value operands to
 // share it (Pow's exponent may differ).
 class Graph_BroadcastOp<string mnemonic, list<Trait> traits = [],
-                        int firstValue = 0, bit sameType = 1>
+                        int firstValue = 0, bit sameType = 1,
+                        string role = "Elementwise">
     : Graph_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor, Graph_CostOpInterface,
           DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>,
-          DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>])> {
+          DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface,
+                                    ["getOperandRole"]>])> {
   let hasFolder = 1;
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::inferReturnTypes(
@@ -52,12 +60,19 @@ class Graph_BroadcastOp<string mnemonic, list<Trait> traits = [],
           types, getOperationName(), }] # firstValue # [{, }] #
           !if(sameType, "true", "false") # [{);
     }
+    // Where's values are selected, not combined; its condition has no role.
+    ::pcc::graph::OperandRole $cppClass::getOperandRole(unsigned index) {
+      if (index < }] # firstValue # [{)
+        return ::pcc::graph::OperandRole::Other;
+      return ::pcc::graph::OperandRole::}] #
+          !if(firstValue, "Select", role) # [{;
+    }
   }];
 }
 
 class Graph_BinaryOp<string mnemonic, string what, list<Trait> traits = [],
-                     bit sameType = 1>
-    : Graph_BroadcastOp<mnemonic, traits, 0, sameType> {
+                     bit sameType = 1, string role = "Elementwise">
+    : Graph_BroadcastOp<mnemonic, traits, 0, sameType, role> {
   let summary = what # ", element by element with broadcasting";
   let description = [{
     ONNX operator of the same name: applies the operation to the operands
@@ -116,21 +131,31 @@ def Graph_ConstantOp : Graph_Op<"constant", [ConstantLike, Graph_CostOpInterface
 def Graph_WeightOp : Graph_Op<"weight", [
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     AllTypesMatch<["value", "output"]>]> {
-  let summary = "A model parameter: a float ONNX initializer, by name";
+  let summary = "A float ONNX initializer, by name";
   let description = [{
-    A float initializer of the ONNX model. Its `name` is the parameter's
-    identity, which training (gradients are reported by initializer name),
-    sharding and checkpoints rely on, so unlike `graph.constant` it does not
-    fold: no folder sees its value, and equal weights are never merged.
-    `value` is the initial value, written to the weights file.
+    A float initializer of the ONNX model. Its `name` is its identity, which
+    training (gradients are reported by initializer name), sharding and
+    checkpoints rely on, so unlike `graph.constant` it does not fold: no
+    folder sees its value, and equal weights are never merged. `value` is
+    the initial value, written to the weights file.
+
+    Exporters store both the model's parameters and constants they folded
+    (attention masks, rotary tables, scalars) as float initializers.
+    `exported_as` keeps what the exporter recorded, when it did
+    (`"parameter"`, `"buffer"` or `"constant"`: the dynamo exporter's
+    `InputSpec.kind`); `trainable` marks the weights a training step
+    updates, set by `pcc-select-trainable`.
 
     ```mlir
-    %w = graph.weight "fc.weight" dense<1.0> : tensor<4x4xf32>
+    %w = graph.weight "fc.weight" trainable {exported_as = "parameter"}
+        dense<1.0> : tensor<4x4xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name, ElementsAttr:$value);
+  let arguments = (ins StrAttr:$name, ElementsAttr:$value,
+                   OptionalAttr<StrAttr>:$exported_as, UnitAttr:$trainable);
   let results = (outs AnyRankedTensor:$output);
-  let assemblyFormat = "$name attr-dict $value";
+  let assemblyFormat = "$name (`trainable` $trainable^)? attr-dict $value";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -153,10 +178,13 @@ def Graph_SinOp : Graph_UnaryOp<"sin", "Sine">;
 def Graph_CosOp : Graph_UnaryOp<"cos", "Cosine">;
 def Graph_NotOp : Graph_UnaryOp<"not", "Logical negation of i1">;
 
-def Graph_AddOp : Graph_BinaryOp<"add", "Addition", [Commutative]>;
-def Graph_SubOp : Graph_BinaryOp<"sub", "Subtraction">;
-def Graph_MulOp : Graph_BinaryOp<"mul", "Multiplication", [Commutative]>;
-def Graph_DivOp : Graph_BinaryOp<"div", "Division (truncating for integers)">;
+def Graph_AddOp : Graph_BinaryOp<"add", "Addition", [Commutative], 1,
+                                  "Additive">;
+def Graph_SubOp : Graph_BinaryOp<"sub", "Subtraction", [], 1, "Additive">;
+def Graph_MulOp : Graph_BinaryOp<"mul", "Multiplication", [Commutative], 1,
+                                  "Multiplicative">;
+def Graph_DivOp : Graph_BinaryOp<"div", "Division (truncating for integers)",
+                                  [], 1, "Multiplicative">;
 def Graph_PowOp : Graph_BinaryOp<"pow", "Power lhs^rhs", [], 0>;
 def Graph_MaxOp : Graph_BinaryOp<"max", "Maximum", [Commutative]>;
 def Graph_MinOp : Graph_BinaryOp<"min", "Minimum", [Commutative]>;
@@ -192,7 +220,7 @@ def Graph_WhereOp : Graph_BroadcastOp<"where", [], 1> {
   let hasVerifier = 1;
 }
 
-def Graph_CastOp : Graph_Op<"cast", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, SameOperandsAndResultShape, Graph_CostOpInterface,
+def Graph_CastOp : Graph_Op<"cast", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultShape, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Converts every element to the result's element type";
   let description = [{
@@ -210,7 +238,7 @@ def Graph_CastOp : Graph_Op<"cast", [DeclareOpInterfaceMethods<Graph_Differentia
 // Contractions and normalizations
 //===----------------------------------------------------------------------===//
 
-def Graph_MatMulOp : Graph_Op<"matmul", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
+def Graph_MatMulOp : Graph_Op<"matmul", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Matrix product with numpy semantics";
@@ -225,7 +253,7 @@ def Graph_MatMulOp : Graph_Op<"matmul", [DeclareOpInterfaceMethods<Graph_Differe
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_GemmOp : Graph_Op<"gemm", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
+def Graph_GemmOp : Graph_Op<"gemm", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "General matrix multiply alpha*op(a)*op(b) + beta*c";
@@ -243,7 +271,7 @@ def Graph_GemmOp : Graph_Op<"gemm", [DeclareOpInterfaceMethods<Graph_Differentia
                        "functional-type(operands, results)";
 }
 
-def Graph_SoftmaxOp : Graph_Op<"softmax", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, SameOperandsAndResultType, Graph_CostOpInterface,
+def Graph_SoftmaxOp : Graph_Op<"softmax", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultType, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Normalized exponential along one axis";
   let description = [{
@@ -256,7 +284,7 @@ def Graph_SoftmaxOp : Graph_Op<"softmax", [DeclareOpInterfaceMethods<Graph_Diffe
   let hasVerifier = 1;
 }
 
-def Graph_LogSoftmaxOp : Graph_Op<"log_softmax", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, SameOperandsAndResultType, Graph_CostOpInterface,
+def Graph_LogSoftmaxOp : Graph_Op<"log_softmax", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultType, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Logarithm of the softmax along one axis";
   let description = [{
@@ -269,7 +297,7 @@ def Graph_LogSoftmaxOp : Graph_Op<"log_softmax", [DeclareOpInterfaceMethods<Grap
   let hasVerifier = 1;
 }
 
-def Graph_LayerNormOp : Graph_Op<"layer_norm", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor, Graph_CostOpInterface,
+def Graph_LayerNormOp : Graph_Op<"layer_norm", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Layer normalization over the trailing dimensions";
   let description = [{
@@ -312,7 +340,7 @@ def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, 
+def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Reinterprets the elements with the result's shape";
   let description = [{
@@ -328,7 +356,7 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_Diffe
   let hasVerifier = 1;
 }
 
-def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
+def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Permutes the dimensions";
@@ -341,7 +369,7 @@ def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_D
   let hasFolder = 1;
 }
 
-def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, 
+def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Broadcasts the input to the result's shape";
   let description = [{
@@ -355,7 +383,7 @@ def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_Differe
   let hasVerifier = 1;
 }
 
-def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
+def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Strided slice with one (start, step) per dimension";
   let description = [{
@@ -371,7 +399,7 @@ def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_Different
   let hasVerifier = 1;
 }
 
-def Graph_ConcatOp : Graph_Op<"concat", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
+def Graph_ConcatOp : Graph_Op<"concat", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Joins tensors along one axis";
   let description = [{ ONNX `Concat`; `axis` is non-negative. }];
@@ -381,7 +409,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [DeclareOpInterfaceMethods<Graph_Differe
   let hasFolder = 1;
 }
 
-def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
+def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Cuts a tensor into pieces along one axis";
   let description = [{
@@ -394,7 +422,7 @@ def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_Different
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
+def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Takes slices of data at integer indices along one axis";
   let description = [{
@@ -409,7 +437,7 @@ def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_Differe
   let hasFolder = 1;
 }
 
-def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, InferTypeOpAdaptor,
+def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Takes single elements of data at indices along one axis";
   let description = [{
@@ -423,7 +451,7 @@ def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMeth
       "$data `[` $indices `]` attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>, SameOperandsAndResultType,
+def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Keeps the upper or lower triangle of the last two dims";
   let description = [{

@@ -45,11 +45,24 @@ std::string pcc::formatDiagnostic(Diagnostic &diag) {
 }
 
 std::unique_ptr<ScopedDiagnosticHandler>
-pcc::installDiagnosticPrinter(MLIRContext &context) {
+pcc::installDiagnosticPrinter(MLIRContext &context,
+                              std::function<void(Diagnostic &)> onRemark) {
   return std::make_unique<ScopedDiagnosticHandler>(
-      &context, [](Diagnostic &diag) {
-        if (diag.getSeverity() == DiagnosticSeverity::Error)
+      &context, [onRemark = std::move(onRemark)](Diagnostic &diag) {
+        switch (diag.getSeverity()) {
+        case DiagnosticSeverity::Error:
           llvm::errs() << "pcc: error: " << formatDiagnostic(diag) << "\n";
+          break;
+        case DiagnosticSeverity::Warning:
+          llvm::errs() << "pcc: warning: " << formatDiagnostic(diag) << "\n";
+          break;
+        case DiagnosticSeverity::Remark:
+          if (onRemark)
+            onRemark(diag);
+          break;
+        default:
+          break;
+        }
         return success();
       });
 }
@@ -81,7 +94,9 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.eps = o.eps;
   p.weightDecay = o.weightDecay;
   p.momentum = o.momentum;
+  p.trainable = options.trainable;
   p.freeze = options.freeze;
+  p.remarks = options.train;
   p.labels = options.labels;
   p.logits = options.logits;
   buildParallelizePipeline(pm, p);
@@ -203,7 +218,21 @@ LogicalResult pcc::compile(const CompileOptions &options,
   registerAllDialects(registry);
   MLIRContext context(registry);
   context.disableMultithreading();
-  auto diagPrinter = installDiagnosticPrinter(context);
+  // pcc-select-trainable reports each initializer's decision as a remark
+  // "trainable: <reason>" or "constant: <reason>" at the initializer.
+  struct Decision {
+    std::string name, reason;
+    bool trainable;
+  };
+  std::vector<Decision> decisions;
+  auto diagPrinter = installDiagnosticPrinter(context, [&](Diagnostic &diag) {
+    auto name = dyn_cast<NameLoc>(diag.getLocation());
+    std::string message = diag.str();
+    auto [verdict, reason] = StringRef(message).split(": ");
+    if (name && (verdict == "trainable" || verdict == "constant"))
+      decisions.push_back({name.getName().str(), reason.str(),
+                           verdict == "trainable"});
+  });
 
   ImportOptions importOptions;
   importOptions.bindings = options.bindings;
@@ -332,7 +361,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
   llvm::json::Object ops;
   for (auto &kv : opCounts)
     ops[kv.getKey()] = kv.getValue();
-  llvm::json::Array reties, inputs, outputs;
+  llvm::json::Array reties, inputs, outputs, trainableSet;
+  for (const Decision &d : decisions)
+    trainableSet.push_back(llvm::json::Object{{"initializer", d.name},
+                                              {"trainable", d.trainable},
+                                              {"reason", d.reason}});
   for (auto &[tied, to] : importReport.reties)
     reties.push_back(
         llvm::json::Object{{"initializer", tied}, {"transpose_of", to}});
@@ -374,6 +407,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
       {"saved_activations",
        llvm::json::Object{{"count", savedCount}, {"bytes", savedBytes}}},
       {"reties", std::move(reties)},
+      {"trainable_set", std::move(trainableSet)},
       {"gradients", numGrads},
   };
   {
@@ -412,6 +446,21 @@ LogicalResult pcc::compile(const CompileOptions &options,
           << "  memory: weights " << humanCount(paramBytes, "B")
           << ", workspace " << humanCount(emitted->workspaceBytes, "B")
           << ", inputs+outputs " << humanCount(ioBytes, "B") << "\n";
+  if (options.train) {
+    // Decisions by the exporter's record are counted; every other decision
+    // is listed with its reason.
+    llvm::StringMap<int> byRecord;
+    for (const Decision &d : decisions)
+      if (StringRef(d.reason).starts_with("exported as"))
+        ++byRecord[(d.trainable ? "trained, " : "constant, ") + d.reason];
+    for (auto &kv : byRecord)
+      summary << "  " << kv.getKey() << ": " << kv.getValue()
+              << " initializer(s)\n";
+    for (const Decision &d : decisions)
+      if (!StringRef(d.reason).starts_with("exported as"))
+        summary << "  " << (d.trainable ? "trained" : "constant") << " '"
+                << d.name << "': " << d.reason << "\n";
+  }
   if (options.train)
     summary << "  training: " << options.optimizer.kind << ", " << numGrads
             << " gradients, optimizer state " << humanCount(stateBytes, "B")

@@ -19,6 +19,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <google/protobuf/unknown_field_set.h>
 #include <onnx/defs/parser.h>
 
 #include <deque>
@@ -384,7 +385,62 @@ int64_t GraphImporter::opsetVersion() {
   return 0;
 }
 
+/// Metadata entries a newer ONNX wrote into a message field that Debian's
+/// ONNX 1.12 proto does not know: ValueInfoProto.metadata_props (field 4)
+/// and TensorProto.metadata_props (field 16) arrive as unknown fields.
+static void readUnknownMetadata(const google::protobuf::Message &msg,
+                                int fieldNumber,
+                                std::map<std::string, std::string> &out) {
+  const google::protobuf::UnknownFieldSet &fields =
+      msg.GetReflection()->GetUnknownFields(msg);
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const google::protobuf::UnknownField &f = fields.field(i);
+    if (f.number() != fieldNumber ||
+        f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(f.length_delimited()))
+      out[entry.key()] = entry.value();
+  }
+}
+
+/// What the exporter recorded about each initializer: the dynamo exporter
+/// writes torch.export's InputSpec.kind (PARAMETER, BUFFER,
+/// CONSTANT_TENSOR) into the metadata of the initializer's value_info.
+static llvm::StringMap<std::string>
+exporterRecords(const onnx::GraphProto &graph) {
+  static constexpr char kKindKey[] =
+      "pkg.torch.export.graph_signature.InputSpec.kind";
+  llvm::StringMap<std::string> kinds;
+  auto record = [&](const std::string &name,
+                    const std::map<std::string, std::string> &meta) {
+    auto it = meta.find(kKindKey);
+    if (it == meta.end())
+      return;
+    StringRef kind = it->second;
+    if (kind == "PARAMETER")
+      kinds[name] = "parameter";
+    else if (kind == "BUFFER")
+      kinds[name] = "buffer";
+    else if (kind == "CONSTANT_TENSOR")
+      kinds[name] = "constant";
+  };
+  for (const auto &init : graph.initializer()) {
+    std::map<std::string, std::string> meta;
+    readUnknownMetadata(init, 16, meta);
+    record(init.name(), meta);
+  }
+  for (const auto *infos : {&graph.value_info(), &graph.input()})
+    for (const auto &vi : *infos) {
+      std::map<std::string, std::string> meta;
+      readUnknownMetadata(vi, 4, meta);
+      record(vi.name(), meta);
+    }
+  return kinds;
+}
+
 LogicalResult GraphImporter::importInitializers() {
+  llvm::StringMap<std::string> records = exporterRecords(model.graph());
   for (const auto &init : model.graph().initializer()) {
     if (init.name().empty())
       return emitError(fileLoc()) << "initializer without a name", failure();
@@ -398,10 +454,13 @@ LogicalResult GraphImporter::importInitializers() {
     // Float initializers are parameters; integer and bool ones (shape
     // pieces, masks, index tables) are constants that may fold.
     Location loc = NameLoc::get(StringAttr::get(&ctx, init.name()));
-    if (isa<FloatType>(value.getElementType()))
+    if (isa<FloatType>(value.getElementType())) {
+      auto record = records.find(init.name());
       values[init.name()] = graph::WeightOp::create(
-          builder, loc, value.getType(), init.name(), value);
-    else
+          builder, loc, value.getType(), init.name(), value,
+          record == records.end() ? StringAttr()
+                                  : builder.getStringAttr(record->second));
+    } else
       values[init.name()] = graph::ConstantOp::create(builder, loc, value);
   }
   return success();

@@ -13,8 +13,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
                                    const ParallelizeOptions &options) {
   if (options.train) {
     OpPassManager &fpm = pm.nest<func::FuncOp>();
+    fpm.addPass(createSelectTrainable(
+        {options.trainable, options.freeze, options.remarks}));
     fpm.addPass(createAttachLoss({options.labels, options.logits}));
-    fpm.addPass(createAutodiff({options.freeze}));
+    fpm.addPass(createAutodiff());
     fpm.addPass(createOptimizer({options.optimizer, options.lr, options.beta1,
                                  options.beta2, options.eps,
                                  options.weightDecay, options.momentum}));

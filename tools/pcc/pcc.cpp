@@ -33,7 +33,9 @@ compile options:
   --optimizer adamw|sgd  (default adamw) with --lr X (1e-3), --weight-decay X
                          (0.01 for adamw, 0 for sgd), --beta1, --beta2, --eps,
                          --momentum (sgd)
-  --freeze REGEX         parameters (initializer names) not to train
+  --trainable REGEX      initializers to train whatever pcc decides
+  --freeze REGEX         initializers not to train (wins over --trainable);
+                         the compile prints each decision and its reason
   --labels NAME, --logits NAME
                          the loss's tensors, when not found by type
 
@@ -155,6 +157,8 @@ static int compileCommand(Args &args) {
       }
     } else if (a == "--freeze")
       ok = args.value(a, o.freeze);
+    else if (a == "--trainable")
+      ok = args.value(a, o.trainable);
     else if (a == "--labels")
       ok = args.value(a, o.labels);
     else if (a == "--logits")

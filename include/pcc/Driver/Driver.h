@@ -12,6 +12,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,11 +26,12 @@ struct CompileOptions {
   int64_t tp = 1, pp = 1, microbatches = 0, virtualStages = 1;
   std::string schedule = "1f1b";
   bool train = false;
-  /// Training (--train): the optimizer and its hyper-parameters, parameters
-  /// not to train (--freeze REGEX), and the loss's tensors when they cannot
-  /// be found by type (--labels, --logits).
+  /// Training (--train): the optimizer and its hyper-parameters,
+  /// initializers to train or not regardless of pcc-select-trainable's
+  /// decision (--trainable REGEX, --freeze REGEX), and the loss's tensors
+  /// when they cannot be found by type (--labels, --logits).
   OptimizerConfig optimizer;
-  std::string freeze, labels, logits;
+  std::string trainable, freeze, labels, logits;
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
   bool retie = true;
@@ -78,10 +80,13 @@ llvm::LogicalResult importAndPrint(const std::string &model,
 /// One line for a diagnostic: "<ONNX node or file>: <message>".
 std::string formatDiagnostic(mlir::Diagnostic &diag);
 
-/// Installs the one-line `pcc: error: <node>: <message>` diagnostic format
-/// on `context` for the lifetime of the returned handler.
+/// Installs the one-line `pcc: error: <node>: <message>` (and `pcc:
+/// warning: ...`) diagnostic format on `context` for the lifetime of the
+/// returned handler; remarks go to `onRemark`, when given.
 std::unique_ptr<mlir::ScopedDiagnosticHandler>
-installDiagnosticPrinter(mlir::MLIRContext &context);
+installDiagnosticPrinter(
+    mlir::MLIRContext &context,
+    std::function<void(mlir::Diagnostic &)> onRemark = nullptr);
 
 /// Compiles C++ `source` into the shared library `output` with the host
 /// compiler ($PCC_CXX or c++), adding the BLAS flags found at configure

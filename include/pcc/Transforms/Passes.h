@@ -21,15 +21,30 @@ namespace pcc {
 /// supported element type; emits an error at the first that is not.
 llvm::LogicalResult checkStaticShapes(mlir::func::FuncOp func);
 
+/// One initializer's place in the trainable set, and why.
+struct TrainableDecision {
+  std::string name;
+  bool trainable = false;
+  std::string reason;
+  /// What the exporter recorded ("parameter", "buffer", "constant"), if any.
+  std::string exportedAs;
+};
+
+/// Decides which float initializers (graph.weight) a training step updates
+/// and marks them `trainable` (see the pcc-select-trainable pass). Warns
+/// about exports that lost their parameters. Fails on a bad regex.
+llvm::FailureOr<llvm::SmallVector<TrainableDecision>>
+selectTrainable(mlir::func::FuncOp func, llvm::StringRef trainableRegex,
+                llvm::StringRef freezeRegex);
+
 /// Appends the causal-LM cross-entropy of the logits against the shifted
 /// labels as a result named "loss" (see the pcc-attach-loss pass).
 llvm::LogicalResult attachLoss(mlir::func::FuncOp func, llvm::StringRef labels,
                                llvm::StringRef logits);
 
-/// Appends the gradient of the "loss" result with respect to every trainable
-/// parameter (see the pcc-autodiff pass).
-llvm::LogicalResult differentiate(mlir::func::FuncOp func,
-                                  llvm::StringRef freezeRegex);
+/// Appends the gradient of the "loss" result with respect to every
+/// graph.weight marked `trainable` (see the pcc-autodiff pass).
+llvm::LogicalResult differentiate(mlir::func::FuncOp func);
 
 struct OptimizerConfig {
   std::string kind = "adamw";

@@ -15,6 +15,47 @@ def CheckStaticShapes : Pass<"pcc-check-static-shapes", "::mlir::func::FuncOp"> 
   }];
 }
 
+def SelectTrainable : Pass<"pcc-select-trainable", "::mlir::func::FuncOp"> {
+  let summary = "Decides which initializers a training step updates";
+  let description = [{
+    Marks `trainable` the float initializers (`graph.weight`) that are the
+    model's parameters, and only those: exporters also store masks, rotary
+    tables and scalars as float initializers, and training those changes
+    the model after the first step. In order:
+
+    1. What the exporter recorded (`exported_as`, the dynamo exporter's
+       `InputSpec.kind`): a parameter is trainable, a buffer or constant
+       tensor is not.
+    2. Otherwise a structural rule: the initializer is followed through
+       ops that combine it only with other constants until it meets the
+       model's activations, and judged by the role it plays there
+       (`DifferentiableOpInterface::getOperandRole`). An operand of a
+       matrix product, a table looked up by the inputs, a normalization's
+       scale or bias, a per-feature scale or bias, and an additive table
+       that does not feed a softmax (a position embedding) are parameters;
+       scalars, additive masks feeding a softmax, tables that multiply
+       activations (rotary cos/sin), values selected by a condition and
+       anything never combined with the inputs are constants.
+    3. `freeze` (a regular expression over initializer names) removes,
+       `trainable` adds; `freeze` wins.
+
+    Warns when an annotated export holds unannotated initializers that the
+    rule trains (the exporter folded parameters: transposed copies, slices)
+    and when one trainable initializer is the per-feature scale or bias of
+    several layers (the exporter merged equal parameters of a fresh model).
+    With `remarks`, emits one remark per initializer with the decision and
+    its reason (how `pcc compile` reports them).
+  }];
+  let options = [
+    Option<"trainable", "trainable", "std::string", /*default=*/"\"\"",
+           "Regular expression of initializer names to train regardless">,
+    Option<"freeze", "freeze", "std::string", /*default=*/"\"\"",
+           "Regular expression of initializer names not to train">,
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark with each initializer's decision">,
+  ];
+}
+
 def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Appends the causal-LM cross-entropy loss as a result";
@@ -41,9 +82,9 @@ def Autodiff : Pass<"pcc-autodiff", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Reverse-mode differentiation of the loss";
   let description = [{
-    Differentiates the result named `loss` with respect to every trainable
-    parameter: each float `graph.weight` that reaches the loss through a
-    differentiable path, minus those whose name matches `freeze`. Walks the
+    Differentiates the result named `loss` with respect to every
+    `graph.weight` marked `trainable` (by `pcc-select-trainable`) that
+    reaches the loss through a differentiable path. Walks the
     ops in reverse and asks each op on the path for its vector-Jacobian
     product through `DifferentiableOpInterface`; gradients of values used in
     several places (a tied embedding and LM head) accumulate. Integer and
@@ -54,10 +95,6 @@ def Autodiff : Pass<"pcc-autodiff", "::mlir::func::FuncOp"> {
     values the backward ops read stay alive (the emitter's buffer planning
     frees the rest).
   }];
-  let options = [
-    Option<"freeze", "freeze", "std::string", /*default=*/"\"\"",
-           "Regular expression of parameter names not to train">,
-  ];
 }
 
 def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {

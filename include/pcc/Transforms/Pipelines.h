@@ -30,17 +30,24 @@ struct ParallelizeOptions
       llvm::cl::desc("Weight decay (negative: the optimizer's default)"),
       llvm::cl::init(-1)};
   Option<double> momentum{*this, "momentum", llvm::cl::init(0)};
+  Option<std::string> trainable{
+      *this, "trainable",
+      llvm::cl::desc("Regular expression of initializers to train")};
   Option<std::string> freeze{
       *this, "freeze",
-      llvm::cl::desc("Regular expression of parameters not to train")};
+      llvm::cl::desc("Regular expression of initializers not to train")};
+  Option<bool> remarks{
+      *this, "remarks",
+      llvm::cl::desc("Report each initializer's trainable decision"),
+      llvm::cl::init(false)};
   Option<std::string> labels{*this, "labels",
                              llvm::cl::desc("ONNX name of the labels")};
   Option<std::string> logits{*this, "logits",
                              llvm::cl::desc("ONNX name of the logits")};
 };
 
-/// Builds the pipeline: for training, pcc-attach-loss, pcc-autodiff and
-/// pcc-optimizer; then folding, CSE and the static-shape check that the
+/// Builds the pipeline: for training, pcc-select-trainable,
+/// pcc-attach-loss, pcc-autodiff and pcc-optimizer; then folding, CSE and the static-shape check that the
 /// targets rely on.
 void buildParallelizePipeline(mlir::OpPassManager &pm,
                               const ParallelizeOptions &options);

@@ -6,7 +6,6 @@
 #include "pcc/Import/OnnxImporter.h"
 
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/Support/Regex.h"
 
 using namespace mlir;
 using namespace pcc::graph;
@@ -20,7 +19,7 @@ static bool isFloat(Value v) {
   return isa<FloatType>(getElementTypeOrSelf(v.getType()));
 }
 
-LogicalResult pcc::differentiate(func::FuncOp func, StringRef freezeRegex) {
+LogicalResult pcc::differentiate(func::FuncOp func) {
   Block &body = func.getBody().front();
   Operation *ret = body.getTerminator();
   Value loss;
@@ -34,19 +33,13 @@ LogicalResult pcc::differentiate(func::FuncOp func, StringRef freezeRegex) {
   if (!isFloat(loss) || cast<ShapedType>(loss.getType()).getRank() != 0)
     return func.emitError("pcc-autodiff: the loss must be a float scalar, got ")
            << loss.getType();
-  llvm::Regex freeze(freezeRegex);
-  std::string regexError;
-  if (!freezeRegex.empty() && !freeze.isValid(regexError))
-    return func.emitError("--freeze: invalid regular expression: ")
-           << regexError;
 
   // Values that depend on a trainable parameter through float values...
   SmallVector<WeightOp> params;
   llvm::DenseSet<Value> active;
   for (Operation &op : body.without_terminator()) {
     if (auto w = dyn_cast<WeightOp>(op)) {
-      if (isFloat(w.getResult()) &&
-          (freezeRegex.empty() || !freeze.match(w.getName()))) {
+      if (w.getTrainable() && isFloat(w.getResult())) {
         params.push_back(w);
         active.insert(w.getResult());
       }
@@ -117,7 +110,9 @@ LogicalResult pcc::differentiate(func::FuncOp func, StringRef freezeRegex) {
         builder.getNamedAttr(kGradAttr, w.getNameAttr())));
   }
   if (results.empty())
-    return func.emitError("nothing to train: no parameter reaches the loss");
+    return func.emitError("nothing to train: no trainable parameter reaches "
+                          "the loss (see the trainable set in report.json; "
+                          "--trainable REGEX adds initializers)");
   appendResults(func, results, attrs);
   return success();
 }
@@ -126,7 +121,7 @@ namespace {
 struct AutodiffPass : pcc::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
   void runOnOperation() override {
-    if (failed(pcc::differentiate(getOperation(), freeze)))
+    if (failed(pcc::differentiate(getOperation())))
       signalPassFailure();
   }
 };

@@ -97,7 +97,7 @@ TEST_P(VjpTest, MatchesCentralDifferences) {
       "func.func @main() -> (tensor<f64> {onnx.name = \"loss\"}) {\n";
   for (size_t i = 0; i < c.weights.size(); ++i)
     src +=
-        llvm::formatv("  %w{0} = graph.weight \"w{0}\" {1} : {2}\n", i,
+        llvm::formatv("  %w{0} = graph.weight \"w{0}\" trainable {1} : {2}\n", i,
                       dense(rng, numElements(c.weights[i].shape), c.weights[i]),
                       tensorType(c.weights[i].shape));
   src += c.body;
@@ -120,7 +120,7 @@ TEST_P(VjpTest, MatchesCentralDifferences) {
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(src, &context);
   ASSERT_TRUE(module) << src;
   auto func = cast<func::FuncOp>(module->getBody()->front());
-  ASSERT_TRUE(succeeded(pcc::differentiate(func, ""))) << src;
+  ASSERT_TRUE(succeeded(pcc::differentiate(func))) << src;
   PassManager pm(&context);
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -324,6 +324,17 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult WeightOp::verify() {
+  if (std::optional<StringRef> kind = getExportedAs();
+      kind && !llvm::is_contained({"parameter", "buffer", "constant"}, *kind))
+    return emitOpError("exported_as must be \"parameter\", \"buffer\" or "
+                       "\"constant\", got \"")
+           << *kind << "\"";
+  if (getTrainable() && !isa<FloatType>(getElementTypeOrSelf(getOutput().getType())))
+    return emitOpError("only a float weight can be trainable");
+  return success();
+}
+
 LogicalResult SliceOp::verify() {
   ArrayRef<int64_t> in = shapeOf(getInput());
   if (getStarts().size() != in.size() || getSteps().size() != in.size() ||

@@ -521,3 +521,32 @@ LogicalResult TriluOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
         : Value());
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Operand roles (element-wise ops define theirs in ODS)
+//===----------------------------------------------------------------------===//
+
+#define PCC_OPERAND_ROLE(Op, ROLE)                                             \
+  OperandRole Op::getOperandRole(unsigned index) { return ROLE; }
+
+PCC_OPERAND_ROLE(CastOp, OperandRole::Movement)
+PCC_OPERAND_ROLE(MatMulOp, OperandRole::Contraction)
+PCC_OPERAND_ROLE(GemmOp, OperandRole::Contraction)
+PCC_OPERAND_ROLE(SoftmaxOp, OperandRole::SoftmaxInput)
+PCC_OPERAND_ROLE(LogSoftmaxOp, OperandRole::SoftmaxInput)
+PCC_OPERAND_ROLE(LayerNormOp,
+                 index == 0 ? OperandRole::Other : OperandRole::Affine)
+PCC_OPERAND_ROLE(ReshapeOp, OperandRole::Movement)
+PCC_OPERAND_ROLE(TransposeOp, OperandRole::Movement)
+PCC_OPERAND_ROLE(ExpandOp, OperandRole::Movement)
+PCC_OPERAND_ROLE(SliceOp, OperandRole::Movement)
+PCC_OPERAND_ROLE(ConcatOp, OperandRole::Movement)
+PCC_OPERAND_ROLE(SplitOp, OperandRole::Movement)
+PCC_OPERAND_ROLE(TriluOp, OperandRole::Movement)
+// A gather with indices that depend on the input looks rows up; with
+// constant indices it only moves values (a position table's slice).
+PCC_OPERAND_ROLE(GatherOp,
+                 index == 0 ? OperandRole::Lookup : OperandRole::Other)
+PCC_OPERAND_ROLE(GatherElementsOp,
+                 index == 0 ? OperandRole::Lookup : OperandRole::Other)
+#undef PCC_OPERAND_ROLE

@@ -37,6 +37,23 @@ struct ShardingRule {
   void print(llvm::raw_ostream &os) const;
 };
 
+/// What an operand does in its op, as far as training cares: the
+/// trainable-set rule (pcc-select-trainable) follows an initializer through
+/// `Movement` ops until it meets the model's activations and judges it by
+/// the role it plays there.
+enum class OperandRole {
+  Other,        ///< none of the roles below (indices, conditions, ...)
+  Contraction,  ///< an operand of a matrix product (or Gemm's addend)
+  Lookup,       ///< the table a gather reads rows of
+  Affine,       ///< the scale or bias of a normalization
+  Additive,     ///< added or subtracted, with broadcasting
+  Multiplicative, ///< multiplied or divided, with broadcasting
+  Elementwise,  ///< combined element by element otherwise
+  Select,       ///< a value chosen element by element by a condition
+  Movement,     ///< moved, reshaped or converted: values pass through
+  SoftmaxInput, ///< the input of a softmax (attention scores, logits)
+};
+
 namespace detail {
 int64_t defaultFlops(mlir::Operation *op);
 int64_t defaultBytesAccessed(mlir::Operation *op);
