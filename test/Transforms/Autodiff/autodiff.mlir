@@ -1,8 +1,8 @@
 // RUN: pcc-opt %s --pcc-autodiff --split-input-file | FileCheck %s
 // RUN: pcc-opt %s --pcc-autodiff --canonicalize --split-input-file | FileCheck %s --check-prefix=CANON
-// RUN: pcc-opt %s --pcc-autodiff="freeze=^emb\." --split-input-file | FileCheck %s --check-prefix=FREEZE
+// RUN: pcc-opt %s --pcc-select-trainable="trainable=. freeze=^emb\." --pcc-autodiff --split-input-file | FileCheck %s --check-prefix=FREEZE
 
-// Each function is a graph.weight, the op under test and a `loss` result
+// Each function is a trainable graph.weight, the op under test and a `loss` result
 // (mostly the sum of everything). The first RUN shows every vector-Jacobian
 // product as built: the backward ops are appended before the return, carry
 // `pcc.backward`, and each parameter's gradient is a new result with
@@ -18,7 +18,7 @@
 
 // CHECK-LABEL: func.func @sqrt()
 // CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "w"})
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "w" dense<1.000000e+00> : tensor<2x3xf32>
+// CHECK-NEXT:    %[[W:.*]] = graph.weight "w" trainable dense<1.000000e+00> : tensor<2x3xf32>
 // CHECK-NEXT:    %[[Y:.*]] = graph.sqrt %[[W]] : tensor<2x3xf32>
 // CHECK-NEXT:    %[[L:.*]] = graph.reduce_sum %[[Y]] {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
 // CHECK-NEXT:    %[[ONE:.*]] = graph.constant {pcc.backward} dense<1.000000e+00> : tensor<f32>
@@ -37,7 +37,7 @@
 // CANON:         %[[DW:.*]] = graph.div %[[HALF]], %[[Y]] {pcc.backward}
 // CANON-NEXT:    return %{{.*}}, %[[DW]]
 func.func @sqrt() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.sqrt %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -55,7 +55,7 @@ func.func @sqrt() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.neg %[[GYY]] {pcc.backward} : tensor<2x3xf32>
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @reciprocal() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.reciprocal %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -70,7 +70,7 @@ func.func @reciprocal() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.neg %[[G]] {pcc.backward} : tensor<2x3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @neg() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.neg %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -91,7 +91,7 @@ func.func @neg() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[SIGN]] {pcc.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @abs() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.abs %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -112,7 +112,7 @@ func.func @abs() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[KE]] {pcc.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @erf() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.erf %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -131,7 +131,7 @@ func.func @erf() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[D]] {pcc.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @tanh() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.tanh %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -150,7 +150,7 @@ func.func @tanh() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[D]] {pcc.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @sigmoid() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.sigmoid %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -166,7 +166,7 @@ func.func @sigmoid() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[Y]] {pcc.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @exp() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.exp %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -182,7 +182,7 @@ func.func @exp() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.div %[[G]], %[[W]] {pcc.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @log() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.log %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -201,7 +201,7 @@ func.func @log() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[Z2]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @relu() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.relu %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -218,7 +218,7 @@ func.func @relu() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[C]] {pcc.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @sin() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.sin %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -236,7 +236,7 @@ func.func @sin() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.neg %[[GS]] {pcc.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @cos() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.cos %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -252,7 +252,7 @@ func.func @cos() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[E]] {pcc.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @zero_derivative() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %f = graph.floor %w : tensor<2x3xf32>
   %c = graph.ceil %w : tensor<2x3xf32>
   %e = graph.exp %w : tensor<2x3xf32>
@@ -280,8 +280,8 @@ func.func @zero_derivative() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x3xf32> to tensor<3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]], %[[DB]] : tensor<f32>, tensor<2x1xf32>, tensor<3xf32>
 func.func @add() -> (tensor<f32> {onnx.name = "loss"}) {
-  %a = graph.weight "a" dense<1.0> : tensor<2x1xf32>
-  %b = graph.weight "b" dense<1.0> : tensor<3xf32>
+  %a = graph.weight "a" trainable dense<1.0> : tensor<2x1xf32>
+  %b = graph.weight "b" trainable dense<1.0> : tensor<3xf32>
   %y = graph.add %a, %b : (tensor<2x1xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -299,8 +299,8 @@ func.func @add() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x1xf32> to tensor<f32>
 // CHECK-NEXT:    return %{{.*}}, %[[G]], %[[DB]] : tensor<f32>, tensor<2x3xf32>, tensor<f32>
 func.func @sub() -> (tensor<f32> {onnx.name = "loss"}) {
-  %a = graph.weight "a" dense<1.0> : tensor<2x3xf32>
-  %b = graph.weight "b" dense<1.0> : tensor<f32>
+  %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
+  %b = graph.weight "b" trainable dense<1.0> : tensor<f32>
   %y = graph.sub %a, %b : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -321,8 +321,8 @@ func.func @sub() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x3xf32> to tensor<3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]], %[[DB]]
 func.func @mul() -> (tensor<f32> {onnx.name = "loss"}) {
-  %a = graph.weight "a" dense<1.0> : tensor<2x3xf32>
-  %b = graph.weight "b" dense<1.0> : tensor<3xf32>
+  %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
+  %b = graph.weight "b" trainable dense<1.0> : tensor<3xf32>
   %y = graph.mul %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -345,8 +345,8 @@ func.func @mul() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DB:.*]] = graph.reduce_sum %[[NQ]] {axes = array<i64: 1>, pcc.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]], %[[DB]]
 func.func @div() -> (tensor<f32> {onnx.name = "loss"}) {
-  %a = graph.weight "a" dense<1.0> : tensor<2x3xf32>
-  %b = graph.weight "b" dense<2.0> : tensor<2x1xf32>
+  %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
+  %b = graph.weight "b" trainable dense<2.0> : tensor<2x1xf32>
   %y = graph.div %a, %b : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -370,8 +370,8 @@ func.func @div() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NOT:     graph.log
 // CHECK:         return %{{.*}}, %[[DW]] : tensor<f32>, tensor<2x3xf32>
 func.func @pow() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
-  %e = graph.weight "e" dense<3.0> : tensor<f32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
+  %e = graph.weight "e" trainable dense<3.0> : tensor<f32>
   %y = graph.pow %w, %e : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -389,7 +389,7 @@ func.func @pow() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[P:.*]] = graph.pow %{{.*}}, %[[EM1]] {pcc.backward}
 // CHECK-DAG:     graph.mul %[[EF]], %[[P]] {pcc.backward}
 func.func @pow_int_exponent() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %e = graph.constant dense<3> : tensor<i64>
   %y = graph.pow %w, %e : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -416,8 +416,8 @@ func.func @pow_int_exponent() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x3xf32> to tensor<3xf32>
 // CHECK:         return %{{.*}}, %[[DA]], %[[DB]]
 func.func @max() -> (tensor<f32> {onnx.name = "loss"}) {
-  %a = graph.weight "a" dense<1.0> : tensor<2x3xf32>
-  %b = graph.weight "b" dense<1.0> : tensor<3xf32>
+  %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
+  %b = graph.weight "b" trainable dense<1.0> : tensor<3xf32>
   %y = graph.max %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -438,7 +438,7 @@ func.func @max() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DB:.*]] = graph.reduce_sum %[[GB]] {axes = array<i64: 1>, pcc.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
 // CHECK:         return %{{.*}}, %[[DB]] : tensor<f32>, tensor<2x1xf32>
 func.func @min(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %b = graph.weight "b" dense<1.0> : tensor<2x1xf32>
+  %b = graph.weight "b" trainable dense<1.0> : tensor<2x1xf32>
   %y = graph.min %x, %b : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -460,8 +460,8 @@ func.func @min(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x1xf32> to tensor<f32>
 // CHECK:         return %{{.*}}, %[[DA]], %[[DB]]
 func.func @where(%c: tensor<2x3xi1>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %a = graph.weight "a" dense<1.0> : tensor<2x3xf32>
-  %b = graph.weight "b" dense<0.0> : tensor<f32>
+  %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
+  %b = graph.weight "b" trainable dense<0.0> : tensor<f32>
   %y = graph.where %c, %a, %b : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -479,7 +479,7 @@ func.func @where(%c: tensor<2x3xi1>) -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.cast %[[GE]] {pcc.backward} : tensor<2x3xf64> to tensor<2x3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]] : tensor<f32>, tensor<2x3xf32>
 func.func @cast() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %d = graph.cast %w : tensor<2x3xf32> to tensor<2x3xf64>
   %e = graph.exp %d : tensor<2x3xf64>
   %f = graph.cast %e : tensor<2x3xf64> to tensor<2x3xf32>
@@ -512,7 +512,7 @@ func.func @cast() -> (tensor<f32> {onnx.name = "loss"}) {
 // CANON-NOT:     -> tensor<4x2x3xf32>
 // CANON:         graph.reduce_sum %{{.*}} {axes = array<i64: 0>, pcc.backward} : (tensor<4x3x5xf32>) -> tensor<1x3x5xf32>
 func.func @matmul(%x: tensor<4x2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<3x5xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<3x5xf32>
   %y = graph.matmul %x, %w : (tensor<4x2x3xf32>, tensor<3x5xf32>) -> tensor<4x2x5xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<4x2x5xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -532,7 +532,7 @@ func.func @matmul(%x: tensor<4x2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.reshape %[[SW]] {pcc.backward} : tensor<1x2x3xf32> to tensor<2x3xf32>
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @matmul_lhs(%x: tensor<4x3x5xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.matmul %w, %x : (tensor<2x3xf32>, tensor<4x3x5xf32>) -> tensor<4x2x5xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<4x2x5xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -559,8 +559,8 @@ func.func @matmul_lhs(%x: tensor<4x3x5xf32>) -> (tensor<f32> {onnx.name = "loss"
 // CHECK-DAG:     %[[DC:.*]] = graph.reshape %[[SC]] {pcc.backward} : tensor<1x5xf32> to tensor<5xf32>
 // CHECK:         return %{{.*}}, %[[DB]], %[[DC]] : tensor<f32>, tensor<5x3xf32>, tensor<5xf32>
 func.func @gemm_trans(%x: tensor<3x2xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %b = graph.weight "b" dense<1.0> : tensor<5x3xf32>
-  %c = graph.weight "c" dense<1.0> : tensor<5xf32>
+  %b = graph.weight "b" trainable dense<1.0> : tensor<5x3xf32>
+  %c = graph.weight "c" trainable dense<1.0> : tensor<5xf32>
   %y = graph.gemm %x, %b, %c {transA = true, transB = true, alpha = 2.0 : f32, beta = 0.5 : f32} : (tensor<3x2xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<2x5xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x5xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -579,7 +579,7 @@ func.func @gemm_trans(%x: tensor<3x2xf32>) -> (tensor<f32> {onnx.name = "loss"})
 // CHECK-NEXT:    graph.gemm %[[A]], %[[G]] {beta = 0.000000e+00 : f32, pcc.backward, transA = true} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]] : tensor<f32>, tensor<2x3xf32>
 func.func @gemm(%x: tensor<3x5xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %a = graph.weight "a" dense<1.0> : tensor<2x3xf32>
+  %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.gemm %a, %x : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x5xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -600,7 +600,7 @@ func.func @gemm(%x: tensor<3x5xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.mul %[[Y]], %[[D]] {pcc.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.softmax %w {axis = 1 : i64} : tensor<2x3xf32>
   %p = graph.mul %y, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %p {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -622,7 +622,7 @@ func.func @softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.sub %[[GY]], %[[ES]] {pcc.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @log_softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.log_softmax %w {axis = 0 : i64} : tensor<2x3xf32>
   %p = graph.mul %y, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %p {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -660,9 +660,9 @@ func.func @log_softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}
 // CHECK-DAG:     %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x1x4xf32> to tensor<4xf32>
 // CHECK:         return %{{.*}}, %[[DX]], %[[DS]], %[[DB]]
 func.func @layer_norm() -> (tensor<f32> {onnx.name = "loss"}) {
-  %x = graph.weight "x" dense<1.0> : tensor<2x3x4xf32>
-  %s = graph.weight "scale" dense<1.0> : tensor<4xf32>
-  %b = graph.weight "bias" dense<0.0> : tensor<4xf32>
+  %x = graph.weight "x" trainable dense<1.0> : tensor<2x3x4xf32>
+  %s = graph.weight "scale" trainable dense<1.0> : tensor<4xf32>
+  %b = graph.weight "bias" trainable dense<0.0> : tensor<4xf32>
   %y, %mean, %isd = graph.layer_norm %x, %s, %b {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x1xf32>, tensor<2x3x1xf32>)
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -686,7 +686,7 @@ func.func @layer_norm() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.div %[[E]], %[[N]] {pcc.backward}
 // CHECK:         return %{{.*}}, %[[DW]] : tensor<f32>, tensor<2x3x4xf32>
 func.func @reduce_mean() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3x4xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3x4xf32>
   %m = graph.reduce_mean %w {axes = array<i64: 1>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
   %l = graph.reduce_sum %m {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -702,7 +702,7 @@ func.func @reduce_mean() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.expand %[[G]] {pcc.backward} : tensor<1x3xf32> to tensor<2x3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @reduce_sum_keepdims() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %s = graph.reduce_sum %w {axes = array<i64: 0>, keepdims = true} : (tensor<2x3xf32>) -> tensor<1x3xf32>
   %l = graph.reduce_sum %s {axes = array<i64: 0, 1>, keepdims = false} : (tensor<1x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -725,7 +725,7 @@ func.func @reduce_sum_keepdims() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.where %[[HIT]], %[[GE]], %[[Z]] {pcc.backward}
 // CHECK:         return %{{.*}}, %[[DW]] : tensor<f32>, tensor<2x4xf32>
 func.func @reduce_max() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x4xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x4xf32>
   %m = graph.reduce_max %w {axes = array<i64: 0>, keepdims = false} : (tensor<2x4xf32>) -> tensor<4xf32>
   %l = graph.reduce_sum %m {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -745,7 +745,7 @@ func.func @reduce_max() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-DAG:     %[[DW:.*]] = graph.where %[[HIT]], %[[GE]], %{{.*}} {pcc.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
 func.func @reduce_min() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x4xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x4xf32>
   %m = graph.reduce_min %w {axes = array<i64: 1>, keepdims = true} : (tensor<2x4xf32>) -> tensor<2x1xf32>
   %l = graph.reduce_sum %m {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x1xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -766,7 +766,7 @@ func.func @reduce_min() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.transpose %[[R]] {pcc.backward, perm = array<i64: 2, 0, 1>} : (tensor<3x4x2xf32>) -> tensor<2x3x4xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @reshape_transpose() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x3x4xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3x4xf32>
   %t = graph.transpose %w {perm = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
   %r = graph.reshape %t : tensor<3x4x2xf32> to tensor<12x2xf32>
   %l = graph.reduce_sum %r {axes = array<i64: 0, 1>, keepdims = false} : (tensor<12x2xf32>) -> tensor<f32>
@@ -784,7 +784,7 @@ func.func @reshape_transpose() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.reshape %[[S]] {pcc.backward} : tensor<1x3x1xf32> to tensor<3x1xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @expand() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<3x1xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<3x1xf32>
   %e = graph.expand %w : tensor<3x1xf32> to tensor<2x3x4xf32>
   %l = graph.reduce_sum %e {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -800,7 +800,7 @@ func.func @expand() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.insert_slice %[[G]] {pcc.backward, starts = array<i64: 1, 5>, steps = array<i64: 1, -2>} : tensor<2x3xf32> to tensor<4x6xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @slice() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<4x6xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<4x6xf32>
   %s = graph.slice %w {starts = array<i64: 1, 5>, sizes = array<i64: 2, 3>, steps = array<i64: 1, -2>} : (tensor<4x6xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %s {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -818,8 +818,8 @@ func.func @slice() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DB:.*]] = graph.slice %[[G]] {pcc.backward, sizes = array<i64: 2, 1>, starts = array<i64: 0, 5>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x1xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]], %[[DB]]
 func.func @concat(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %a = graph.weight "a" dense<1.0> : tensor<2x2xf32>
-  %b = graph.weight "b" dense<1.0> : tensor<2x1xf32>
+  %a = graph.weight "a" trainable dense<1.0> : tensor<2x2xf32>
+  %b = graph.weight "b" trainable dense<1.0> : tensor<2x1xf32>
   %c = graph.concat %x, %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x2xf32>, tensor<2x1xf32>) -> tensor<2x6xf32>
   %l = graph.reduce_sum %c {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x6xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -836,7 +836,7 @@ func.func @concat(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK:         %[[DW:.*]] = graph.concat %[[Z0]], %[[G]], %[[Z2]] {axis = 1 : i64, pcc.backward} : (tensor<2x1xf32>, tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x5xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @split() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x5xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x5xf32>
   %p:3 = graph.split %w {axis = 1 : i64, sizes = array<i64: 1, 3, 1>} : (tensor<2x5xf32>) -> (tensor<2x1xf32>, tensor<2x3xf32>, tensor<2x1xf32>)
   %l = graph.reduce_sum %p#1 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -853,7 +853,7 @@ func.func @split() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.scatter_add %[[G]][%[[IDS]]] {axis = 0 : i64, pcc.backward} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @gather(%ids: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<10x4xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<10x4xf32>
   %e = graph.gather %w[%ids] {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
   %l = graph.reduce_sum %e {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -869,7 +869,7 @@ func.func @gather(%ids: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.scatter_elements_add %[[G]][%[[IDX]]] {axis = 1 : i64, pcc.backward} : (tensor<2x1xf32>, tensor<2x1xi32>) -> tensor<2x5xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @gather_elements(%idx: tensor<2x1xi32>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<2x5xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x5xf32>
   %e = graph.gather_elements %w[%idx] {axis = 1 : i64} : (tensor<2x5xf32>, tensor<2x1xi32>) -> tensor<2x1xf32>
   %l = graph.reduce_sum %e {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x1xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -884,7 +884,7 @@ func.func @gather_elements(%idx: tensor<2x1xi32>) -> (tensor<f32> {onnx.name = "
 // CHECK-NEXT:    %[[DW:.*]] = graph.trilu %[[G]] {k = 1 : i64, pcc.backward, upper = false} : tensor<3x3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @trilu() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<3x3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<3x3xf32>
   %t = graph.trilu %w {upper = false, k = 1 : i64} : tensor<3x3xf32>
   %l = graph.reduce_sum %t {axes = array<i64: 0, 1>, keepdims = false} : (tensor<3x3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -917,7 +917,7 @@ func.func @trilu() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK:         %[[DW:.*]] = graph.add %[[HEAD]], %[[EMB]] {pcc.backward} : (tensor<10x4xf32>, tensor<10x4xf32>) -> tensor<10x4xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]] : tensor<f32>, tensor<10x4xf32>
 func.func @tied(%ids: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "wte" dense<1.0> : tensor<10x4xf32>
+  %w = graph.weight "wte" trainable dense<1.0> : tensor<10x4xf32>
   %h = graph.gather %w[%ids] {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : (tensor<10x4xf32>) -> tensor<4x10xf32>
   %z = graph.matmul %h, %wt : (tensor<2x3x4xf32>, tensor<4x10xf32>) -> tensor<2x3x10xf32>
@@ -937,7 +937,7 @@ func.func @tied(%ids: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    %[[DW:.*]] = graph.add %[[D1]], %[[D2]] {pcc.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
 func.func @square() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<3xf32>
   %y = graph.mul %w, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
   return %l : tensor<f32>
@@ -954,18 +954,18 @@ func.func @square() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // FREEZE-LABEL: func.func @freeze()
 // FREEZE-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "pos.emb.weight"}, tensor<3xf32> {pcc.grad = "head.weight"})
-// FREEZE-NEXT:    %[[E:.*]] = graph.weight "emb.weight"
-// FREEZE-NEXT:    %[[P:.*]] = graph.weight "pos.emb.weight"
-// FREEZE-NEXT:    %[[H:.*]] = graph.weight "head.weight"
+// FREEZE-NEXT:    %[[E:.*]] = graph.weight "emb.weight" dense
+// FREEZE-NEXT:    %[[P:.*]] = graph.weight "pos.emb.weight" trainable
+// FREEZE-NEXT:    %[[H:.*]] = graph.weight "head.weight" trainable
 // FREEZE-NEXT:    %[[X:.*]] = graph.add %[[E]], %[[P]]
 // FREEZE:         %[[G:.*]] = graph.expand {{.*}} to tensor<3xf32>
 // FREEZE-NEXT:    %[[DX:.*]] = graph.mul %[[G]], %[[H]] {pcc.backward}
 // FREEZE-NEXT:    %[[DH:.*]] = graph.mul %[[G]], %[[X]] {pcc.backward}
 // FREEZE-NEXT:    return %{{.*}}, %[[DX]], %[[DH]]
 func.func @freeze() -> (tensor<f32> {onnx.name = "loss"}) {
-  %e = graph.weight "emb.weight" dense<1.0> : tensor<3xf32>
-  %p = graph.weight "pos.emb.weight" dense<1.0> : tensor<3xf32>
-  %h = graph.weight "head.weight" dense<1.0> : tensor<3xf32>
+  %e = graph.weight "emb.weight" trainable dense<1.0> : tensor<3xf32>
+  %p = graph.weight "pos.emb.weight" trainable dense<1.0> : tensor<3xf32>
+  %h = graph.weight "head.weight" trainable dense<1.0> : tensor<3xf32>
   %x = graph.add %e, %p : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %y = graph.mul %x, %h : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
@@ -991,7 +991,7 @@ func.func @freeze() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    return %{{.*}}, %[[DW]] : tensor<f32>, tensor<3xf32>
 // CHECK-NOT:     pcc.grad = "idx"
 func.func @integer_paths() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.5> : tensor<3xf32>
+  %w = graph.weight "w" trainable dense<1.5> : tensor<3xf32>
   %idx = graph.weight "idx" dense<[2, 0]> : tensor<2xi64>
   %i = graph.cast %w : tensor<3xf32> to tensor<3xi64>
   %c = graph.cast %i : tensor<3xi64> to tensor<3xf32>
@@ -1016,8 +1016,8 @@ func.func @integer_paths() -> (tensor<f32> {onnx.name = "loss"}) {
 // CHECK-NEXT:    return %{{.*}}, %{{.*}}, %{{.*}}, %[[DW]] :
 func.func @loss_among_results(%x: tensor<3xf32>)
     -> (tensor<3xf32> {onnx.name = "logits"}, tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {onnx.name = "other"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<3xf32>
-  %u = graph.weight "unused" dense<1.0> : tensor<3xf32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<3xf32>
+  %u = graph.weight "unused" trainable dense<1.0> : tensor<3xf32>
   %y = graph.mul %x, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %o = graph.add %y, %u : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
@@ -1034,6 +1034,6 @@ func.func @loss_among_results(%x: tensor<3xf32>)
 // CHECK-NEXT:    %[[ONE:.*]] = graph.constant {pcc.backward} dense<1.000000e+00> : tensor<f32>
 // CHECK-NEXT:    return %[[W]], %[[ONE]]
 func.func @weight_is_loss() -> (tensor<f32> {onnx.name = "loss"}) {
-  %w = graph.weight "w" dense<1.0> : tensor<f32>
+  %w = graph.weight "w" trainable dense<1.0> : tensor<f32>
   return %w : tensor<f32>
 }
