@@ -220,6 +220,19 @@ def Graph_WhereOp : Graph_BroadcastOp<"where", [], 1> {
   let hasVerifier = 1;
 }
 
+def Graph_IsNaNOp : Graph_Op<"is_nan", [SameOperandsAndResultShape,
+    Graph_CostOpInterface, DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "True where an element is not a number";
+  let description = [{
+    ONNX `IsNaN`: an i1 tensor of the input's shape. PyTorch's
+    scaled-dot-product attention exports guard fully masked rows with it.
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input);
+  let results = (outs RankedTensorOf<[I1]>:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasFolder = 1;
+}
+
 def Graph_CastOp : Graph_Op<"cast", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultShape, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Converts every element to the result's element type";
@@ -449,6 +462,25 @@ def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMeth
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat =
       "$data `[` $indices `]` attr-dict `:` functional-type(operands, results)";
+}
+
+def Graph_CumSumOp : Graph_Op<"cumsum", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>,
+    Graph_CostOpInterface, DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Cumulative sum along one axis";
+  let description = [{
+    ONNX `CumSum` with a constant axis: `output[..., i, ...]` is the sum of
+    `input[..., j, ...]` for `j <= i` (`j < i` when `exclusive`; `j >= i`
+    and `j > i` when `reverse`). Exporters build position ids with it
+    (RoBERTa, OPT) and attention masks.
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                   DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultType,

@@ -74,6 +74,30 @@ static LogicalResult importCast(NodeImporter &n) {
   return n.setResult(r);
 }
 
+/// CastLike: a Cast to the element type of the second operand.
+static LogicalResult importCastLike(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto type = RankedTensorType::get(n.inputType(0).getShape(),
+                                    n.inputType(1).getElementType());
+  auto r =
+      n.create1WithType(graph::CastOp::getOperationName(), type, n.input(0));
+  return n.setResult(r);
+}
+
+static LogicalResult importIsNaN(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  if (!isa<FloatType>(n.inputType(0).getElementType()))
+    return emitError(n.loc) << "IsNaN: input must be a float tensor, got "
+                            << n.inputType(0),
+           failure();
+  auto type = RankedTensorType::get(n.inputType(0).getShape(), n.b.getI1Type());
+  auto r =
+      n.create1WithType(graph::IsNaNOp::getOperationName(), type, n.input(0));
+  return n.setResult(r);
+}
+
 void pcc::import::registerElementwiseImporters(ImporterMap &map) {
   map["Sqrt"] = importUnary<graph::SqrtOp>;
   map["Reciprocal"] = importUnary<graph::ReciprocalOp>;
@@ -109,4 +133,6 @@ void pcc::import::registerElementwiseImporters(ImporterMap &map) {
   map["Mean"] = importMean;
   map["Where"] = importWhere;
   map["Cast"] = importCast;
+  map["CastLike"] = importCastLike;
+  map["IsNaN"] = importIsNaN;
 }

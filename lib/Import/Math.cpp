@@ -141,9 +141,31 @@ template <typename OpTy> static LogicalResult importReduce(NodeImporter &n) {
   return n.setResult(r);
 }
 
+static LogicalResult importCumSum(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto axisValue = n.constInts(1, "axis");
+  if (failed(axisValue))
+    return failure();
+  if (axisValue->size() != 1)
+    return emitError(n.loc) << "CumSum: axis must hold one value", failure();
+  auto axis = n.normalizeAxis((*axisValue)[0], n.inputType(0).getRank());
+  if (failed(axis))
+    return failure();
+  auto r = n.createWithTypes(
+      graph::CumSumOp::getOperationName(), n.input(0).getType(), n.input(0),
+      {n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)),
+       n.b.getNamedAttr("exclusive",
+                        n.b.getBoolAttr(n.attrInt("exclusive", 0) != 0)),
+       n.b.getNamedAttr("reverse",
+                        n.b.getBoolAttr(n.attrInt("reverse", 0) != 0))});
+  return n.setResults(r);
+}
+
 void pcc::import::registerMathImporters(ImporterMap &map) {
   map["MatMul"] = importMatMul;
   map["Gemm"] = importGemm;
+  map["CumSum"] = importCumSum;
   map["Softmax"] = importSoftmax<graph::SoftmaxOp>;
   map["LogSoftmax"] = importSoftmax<graph::LogSoftmaxOp>;
   map["LayerNormalization"] = importLayerNorm;

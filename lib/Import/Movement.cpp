@@ -221,10 +221,216 @@ static LogicalResult importExpand(NodeImporter &n) {
     return emitError(n.loc) << "Expand: cannot broadcast " << n.inputType(0)
                             << " to the requested shape",
            failure();
+  if (failed(n.checkElements(*out, kMaxTensorElements)))
+    return failure();
   auto type = RankedTensorType::get(*out, n.inputType(0).getElementType());
   auto r =
       n.create1WithType(graph::ExpandOp::getOperationName(), type, n.input(0));
   return n.setResult(r);
+}
+
+static FailureOr<Value> reshapeValue(NodeImporter &n, Value v,
+                                     ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, getElementTypeOrSelf(v.getType()));
+  return n.create1WithType(graph::ReshapeOp::getOperationName(), type, v);
+}
+
+/// Tile repeats the whole tensor along each dimension: the input reshaped
+/// to [1, d0, 1, d1, ...], expanded to [r0, d0, r1, d1, ...] and merged back
+/// to [r0 * d0, r1 * d1, ...]. Only movement ops, so it differentiates.
+static LogicalResult importTile(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  auto repeats = n.constInts(1, "repeats");
+  if (failed(repeats))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  if (repeats->size() != in.size())
+    return emitError(n.loc) << "Tile: " << repeats->size()
+                            << " repeats for an input of rank " << in.size(),
+           failure();
+  SmallVector<int64_t> spread, expanded, out;
+  for (auto [d, r] : llvm::zip(in, *repeats)) {
+    if (r < 0)
+      return emitError(n.loc) << "Tile: negative repeat " << r, failure();
+    spread.append({1, d});
+    expanded.append({r, d});
+    out.push_back(r * d);
+  }
+  if (failed(n.checkElements(expanded, kMaxTensorElements)))
+    return failure();
+  auto s = reshapeValue(n, n.input(0), spread);
+  if (failed(s))
+    return failure();
+  auto type = RankedTensorType::get(expanded, n.inputType(0).getElementType());
+  auto e = n.create1WithType(graph::ExpandOp::getOperationName(), type, *s);
+  if (failed(e))
+    return failure();
+  return n.setResult(reshapeValue(n, *e, out));
+}
+
+/// GatherND becomes a gather along one merged axis: the data's batch and
+/// indexed dimensions are merged, and each index tuple (negative entries
+/// counted from the end) becomes one linear index, computed with Graph ops
+/// so that constant indices fold and others run.
+static LogicalResult importGatherND(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  ArrayRef<int64_t> data = n.inputType(0).getShape();
+  ArrayRef<int64_t> idxShape = n.inputType(1).getShape();
+  int64_t b = n.attrInt("batch_dims", 0), r = data.size(), q = idxShape.size();
+  if (!n.inputType(1).getElementType().isInteger(64))
+    return emitError(n.loc) << "GatherND: indices must be int64", failure();
+  if (q < 1 || b < 0 || b >= q || b >= r)
+    return emitError(n.loc) << "GatherND: batch_dims " << b
+                            << " does not fit data of rank " << r
+                            << " and indices of rank " << q,
+           failure();
+  int64_t k = idxShape.back();
+  if (k < 1 || b + k > r)
+    return emitError(n.loc) << "GatherND: index tuples of length " << k
+                            << " do not fit data of rank " << r
+                            << " with batch_dims " << b,
+           failure();
+  for (int64_t i = 0; i < b; ++i)
+    if (data[i] != idxShape[i])
+      return emitError(n.loc) << "GatherND: batch dimension " << i
+                              << " differs (" << data[i] << " vs "
+                              << idxShape[i] << ")",
+             failure();
+  Type i64 = n.b.getIntegerType(64);
+  auto i64Const = [&](ArrayRef<int64_t> shape, ArrayRef<int64_t> values) {
+    return n.constant(
+        DenseElementsAttr::get(RankedTensorType::get(shape, i64), values));
+  };
+  // Merged data: [prod(data[0 : b + k]), data[b + k :]...].
+  int64_t merged = 1, tuple = 1;
+  for (int64_t i = 0; i < b + k; ++i)
+    merged *= data[i];
+  SmallVector<int64_t> flatShape{merged};
+  flatShape.append(data.begin() + b + k, data.end());
+  auto flat = reshapeValue(n, n.input(0), flatShape);
+  if (failed(flat))
+    return failure();
+  // Linear index within the batch: sum_j norm(idx[..., j]) * stride_j.
+  SmallVector<int64_t> extents(data.begin() + b, data.begin() + b + k);
+  SmallVector<int64_t> strides(k, 1);
+  for (int64_t j = k - 2; j >= 0; --j)
+    strides[j] = strides[j + 1] * extents[j + 1];
+  tuple = strides[0] * extents[0];
+  Value idx = n.input(1);
+  auto negative = n.create1<graph::LessOp>({idx, i64Const({}, {0})});
+  auto wrapped = n.create1<graph::AddOp>({idx, i64Const({k}, extents)});
+  if (failed(negative) || failed(wrapped))
+    return failure();
+  auto norm = n.create1<graph::WhereOp>({*negative, *wrapped, idx});
+  if (failed(norm))
+    return failure();
+  auto scaled = n.create1<graph::MulOp>({*norm, i64Const({k}, strides)});
+  if (failed(scaled))
+    return failure();
+  auto linear = n.create1<graph::ReduceSumOp>(
+      *scaled, {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr({q - 1})),
+                n.b.getNamedAttr("keepdims", n.b.getBoolAttr(false))});
+  if (failed(linear))
+    return failure();
+  Value lin = *linear;
+  if (b > 0) {
+    // Each batch element's tuples start at its own block of the merged axis.
+    SmallVector<int64_t> offShape(idxShape.begin(), idxShape.begin() + b);
+    offShape.append(q - 1 - b, 1);
+    int64_t batches = 1;
+    for (int64_t i = 0; i < b; ++i)
+      batches *= idxShape[i];
+    SmallVector<int64_t> offsets;
+    for (int64_t i = 0; i < batches; ++i)
+      offsets.push_back(i * tuple);
+    auto shifted = n.create1<graph::AddOp>({lin, i64Const(offShape, offsets)});
+    if (failed(shifted))
+      return failure();
+    lin = *shifted;
+  }
+  auto r2 = n.create1<graph::GatherOp>(
+      {*flat, lin}, n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(0)));
+  return n.setResult(r2);
+}
+
+/// SplitToSequence: the parts of a split, kept as a sequence that
+/// SequenceAt reads at import time.
+static LogicalResult importSplitToSequence(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  auto axis = n.normalizeAxis(n.attrInt("axis", 0), in.size());
+  if (failed(axis))
+    return failure();
+  int64_t dim = in[*axis];
+  SmallVector<int64_t> sizes;
+  bool squeeze = false;
+  if (n.input(1)) {
+    auto split = n.constInts(1, "split");
+    if (failed(split))
+      return failure();
+    if (cast<RankedTensorType>(n.input(1).getType()).getRank() == 0) {
+      int64_t chunk = (*split)[0];
+      if (chunk <= 0)
+        return emitError(n.loc) << "SplitToSequence: split " << chunk
+                                << " must be positive",
+               failure();
+      for (int64_t at = 0; at < dim; at += chunk)
+        sizes.push_back(std::min(chunk, dim - at));
+    } else {
+      sizes = *split;
+    }
+  } else {
+    sizes.assign(dim, 1);
+    squeeze = n.attrInt("keepdims", 1) == 0;
+  }
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      return emitError(n.loc) << "SplitToSequence: negative split size",
+             failure();
+    total += s;
+  }
+  if (total != dim)
+    return emitError(n.loc) << "SplitToSequence: split sizes sum to " << total
+                            << ", not the extent " << dim,
+           failure();
+  auto parts = n.create<graph::SplitOp>(
+      n.input(0), {n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)),
+                   n.b.getNamedAttr("sizes", n.b.getDenseI64ArrayAttr(sizes))});
+  if (failed(parts))
+    return failure();
+  SmallVector<Value> elements(*parts);
+  if (squeeze)
+    for (Value &e : elements) {
+      SmallVector<int64_t> shape(in);
+      shape.erase(shape.begin() + *axis);
+      auto sq = reshapeValue(n, e, shape);
+      if (failed(sq))
+        return failure();
+      e = *sq;
+    }
+  n.setSequenceOutput(0, std::move(elements));
+  return success();
+}
+
+static LogicalResult importSequenceAt(NodeImporter &n) {
+  const SmallVector<Value> *seq = n.sequenceInput(0);
+  if (!seq)
+    return failure();
+  auto position = n.constInts(1, "position");
+  if (failed(position))
+    return failure();
+  int64_t size = seq->size(), p = position->empty() ? 0 : (*position)[0];
+  if (position->size() != 1 || p < -size || p >= size)
+    return emitError(n.loc) << "SequenceAt: position out of range for a "
+                               "sequence of "
+                            << size << " tensors",
+           failure();
+  n.results = {(*seq)[p < 0 ? p + size : p]};
+  return success();
 }
 
 static LogicalResult importSlice(NodeImporter &n) {
@@ -407,4 +613,8 @@ void pcc::import::registerMovementImporters(ImporterMap &map) {
   map["Gather"] = importGather<graph::GatherOp>;
   map["GatherElements"] = importGather<graph::GatherElementsOp>;
   map["Trilu"] = importTrilu;
+  map["Tile"] = importTile;
+  map["GatherND"] = importGatherND;
+  map["SplitToSequence"] = importSplitToSequence;
+  map["SequenceAt"] = importSequenceAt;
 }

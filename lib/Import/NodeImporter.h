@@ -42,11 +42,15 @@ mlir::DenseElementsAttr convertTensor(const onnx::TensorProto &tensor,
 
 class NodeImporter {
 public:
+  /// ONNX sequences (SplitToSequence, SequenceAt) are resolved at import:
+  /// a sequence is a list of tensors held here by value name.
+  using SequenceMap = llvm::StringMap<llvm::SmallVector<mlir::Value>>;
+
   NodeImporter(const onnx::NodeProto &node, int64_t opset, mlir::Location loc,
                mlir::OpBuilder &builder, llvm::ArrayRef<mlir::Value> inputs,
-               llvm::StringRef modelDir)
+               llvm::StringRef modelDir, SequenceMap &sequences)
       : node(node), opset(opset), loc(loc), b(builder), inputs(inputs),
-        modelDir(modelDir) {}
+        modelDir(modelDir), sequences(sequences) {}
 
   const onnx::NodeProto &node;
   const int64_t opset;
@@ -79,6 +83,11 @@ public:
   std::string attrString(llvm::StringRef name, llvm::StringRef dflt) const;
   std::optional<llvm::SmallVector<int64_t>>
   attrInts(llvm::StringRef name) const;
+
+  /// Fails with "<op>: result of N elements exceeds pcc's limit of M" when
+  /// `shape` holds more than `limit` elements (or a negative extent).
+  llvm::LogicalResult checkElements(llvm::ArrayRef<int64_t> shape,
+                                    int64_t limit);
 
   /// Normalizes a possibly negative axis against `rank`.
   llvm::FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank);
@@ -139,10 +148,26 @@ public:
 
   llvm::StringRef getModelDir() const { return modelDir; }
 
+  /// The sequence that input `i` names, or null with a diagnostic.
+  const llvm::SmallVector<mlir::Value> *sequenceInput(size_t i);
+  /// Makes output `i` the sequence `elements`.
+  void setSequenceOutput(size_t i, llvm::SmallVector<mlir::Value> elements) {
+    sequences[node.output(i)] = std::move(elements);
+  }
+
 private:
   llvm::ArrayRef<mlir::Value> inputs;
   llvm::StringRef modelDir;
+  SequenceMap &sequences;
 };
+
+/// Upper bound on the elements of a constant the importer computes from a
+/// few numbers (Range): a small model must not make the compiler allocate
+/// gigabytes.
+inline constexpr int64_t kMaxMaterializedElements = int64_t(1) << 24;
+/// Upper bound on the elements of a tensor an op makes from a few numbers
+/// (Expand, Tile, ConstantOfShape): the program would allocate it when run.
+inline constexpr int64_t kMaxTensorElements = int64_t(1) << 31;
 
 } // namespace pcc::import
 

@@ -16,6 +16,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/Hashing.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -229,6 +230,17 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
 // NodeImporter
 //===----------------------------------------------------------------------===//
 
+const SmallVector<Value> *NodeImporter::sequenceInput(size_t i) {
+  if (int(i) < node.input_size()) {
+    auto it = sequences.find(node.input(i));
+    if (it != sequences.end())
+      return &it->second;
+  }
+  emitError(loc) << node.op_type() << ": input #" << i
+                 << " must be a sequence made by SplitToSequence";
+  return nullptr;
+}
+
 LogicalResult NodeImporter::requireInputs(size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (!input(i))
@@ -292,6 +304,24 @@ NodeImporter::attrInts(StringRef name) const {
   if (!a)
     return std::nullopt;
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+LogicalResult NodeImporter::checkElements(ArrayRef<int64_t> shape,
+                                          int64_t limit) {
+  // Saturating product: the extents come from the model's numbers.
+  double n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return emitError(loc) << node.op_type() << ": negative extent " << d,
+             failure();
+    n *= double(d);
+  }
+  if (n <= double(limit))
+    return success();
+  return emitError(loc) << node.op_type() << ": result of "
+                        << llvm::formatv("{0:g}", n).str()
+                        << " elements exceeds pcc's limit of " << limit,
+         failure();
 }
 
 FailureOr<int64_t> NodeImporter::normalizeAxis(int64_t axis, int64_t rank) {
@@ -373,6 +403,7 @@ private:
   ImportReport *report;
   OpBuilder builder;
   llvm::StringMap<Value> values;
+  NodeImporter::SequenceMap sequences;
   ImporterMap importers;
   int64_t opset = 0;
 };
@@ -601,6 +632,10 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
       inputs.push_back({});
       continue;
     }
+    if (sequences.count(in)) {
+      inputs.push_back({});
+      continue;
+    }
     auto v = values.find(in);
     if (v == values.end() || !v->second)
       return emitError(loc) << node.op_type() << ": input '" << in
@@ -609,11 +644,11 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &node,
              failure();
     inputs.push_back(v->second);
   }
-  NodeImporter ni(node, opset, loc, builder, inputs, modelDir);
+  NodeImporter ni(node, opset, loc, builder, inputs, modelDir, sequences);
   if (failed(it->second(ni)))
     return failure();
   for (int i = 0; i < node.output_size(); ++i)
-    if (!node.output(i).empty())
+    if (!node.output(i).empty() && !sequences.count(node.output(i)))
       values[node.output(i)] =
           size_t(i) < ni.results.size() ? ni.results[i] : Value();
   return success();

@@ -8,6 +8,8 @@
 
 #include "NodeImporter.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <cmath>
 
 using namespace mlir;
@@ -54,10 +56,8 @@ static LogicalResult importConstantOfShape(NodeImporter &n) {
   auto shape = n.constInts(0, "input");
   if (failed(shape))
     return failure();
-  for (int64_t d : *shape)
-    if (d < 0 || d > (int64_t(1) << 31))
-      return emitError(n.loc) << "ConstantOfShape: absurd dimension " << d,
-             failure();
+  if (failed(n.checkElements(*shape, kMaxTensorElements)))
+    return failure();
   DenseElementsAttr value;
   if (const auto *a = n.attr("value")) {
     value = convertTensor(a->t(), n.getModelDir(), n.loc);
@@ -102,8 +102,15 @@ static LogicalResult importRange(NodeImporter &n) {
   if (d == 0)
     return emitError(n.loc) << "Range: delta is 0", failure();
   double count = std::ceil((l - s) / d);
-  if (!(count < double(int64_t(1) << 31)))
-    return emitError(n.loc) << "Range: absurd number of elements", failure();
+  if (std::isnan(count))
+    return emitError(n.loc) << "Range: start, limit or delta is not a number",
+           failure();
+  if (count > double(kMaxMaterializedElements))
+    return emitError(n.loc) << "Range: result of "
+                            << llvm::formatv("{0:g}", count).str()
+                            << " elements exceeds pcc's limit of "
+                            << kMaxMaterializedElements,
+           failure();
   int64_t num = std::max<int64_t>(0, int64_t(count));
   auto type = RankedTensorType::get({num}, et);
   if (auto ft = dyn_cast<FloatType>(et)) {

@@ -604,6 +604,7 @@ std::string Emitter::scalarExpr(Operation *op, ArrayRef<std::string> a) {
       .Case([&](SinOp) { return call("sin"); })
       .Case([&](CosOp) { return call("cos"); })
       .Case([&](NotOp) { return "!" + a[0]; })
+      .Case([&](IsNaNOp) { return "std::isnan(" + a[0] + ")"; })
       .Case([&](AddOp) { return t + "(" + a[0] + " + " + a[1] + ")"; })
       .Case([&](SubOp) { return t + "(" + a[0] + " - " + a[1] + ")"; })
       .Case([&](MulOp) { return t + "(" + a[0] + " * " + a[1] + ")"; })
@@ -705,7 +706,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
             LogOp, ReluOp, FloorOp, CeilOp, SinOp, CosOp, NotOp, AddOp, SubOp,
             MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp,
             LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp, WhereOp,
-            CastOp>([&](Operation *o) {
+            CastOp, IsNaNOp>([&](Operation *o) {
         SmallVector<Value> ins(o->getOperands());
         elementwise(o, ins,
                     [&](ArrayRef<std::string> a) { return scalarExpr(o, a); });
@@ -894,6 +895,35 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return elementsAlongAxis("gatherElements", op, g.getData(),
                                  g.getIndices(), shapeOf(g.getData()),
                                  g.getAxis());
+      })
+      .Case([&](CumSumOp c) {
+        ArrayRef<int64_t> s = shapeOf(result());
+        int64_t axis = c.getAxis(), n = s[axis];
+        int64_t inner = numElements(s.drop_front(axis + 1));
+        std::string t = type(result());
+        // i runs along the axis in summing order; e is the element index.
+        body += llvm::formatv(
+            "  for (int64_t o = 0; o < {0}; ++o)\n"
+            "    for (int64_t k = 0; k < {1}; ++k) {{\n"
+            "      {2} acc = {2}(0);\n"
+            "      for (int64_t step = 0; step < {3}; ++step) {{\n"
+            "        int64_t i = {4};\n"
+            "        int64_t e = (o * {3} + i) * {1} + k;\n"
+            "        {5}\n"
+            "      }\n"
+            "    }\n",
+            numElements(s.take_front(axis)), inner, t, n,
+            c.getReverse() ? llvm::formatv("{0} - 1 - step", n).str()
+                           : std::string("step"),
+            c.getExclusive()
+                ? llvm::formatv("{0} x = {1}[e]; {2}[e] = acc; acc = {0}(acc "
+                                "+ x);",
+                                t, ptr(c.getInput()), ptr(result()))
+                      .str()
+                : llvm::formatv("acc = {0}(acc + {1}[e]); {2}[e] = acc;", t,
+                                ptr(c.getInput()), ptr(result()))
+                      .str());
+        return success();
       })
       .Case([&](TriluOp t) {
         ArrayRef<int64_t> s = shapeOf(t.getInput());

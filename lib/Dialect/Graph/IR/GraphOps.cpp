@@ -753,6 +753,61 @@ OpFoldResult SinOp::fold(FoldAdaptor a) {
 OpFoldResult CosOp::fold(FoldAdaptor a) {
   return foldUnaryF(*this, a.getInput(), [](double x) { return std::cos(x); });
 }
+OpFoldResult IsNaNOp::fold(FoldAdaptor a) {
+  return foldBroadcast(
+      *this, {a.getInput()},
+      [](ArrayRef<double> x) { return double(std::isnan(x[0])); },
+      [](ArrayRef<int64_t>) { return int64_t(0); }, /*floatCompare=*/true);
+}
+
+OpFoldResult CumSumOp::fold(FoldAdaptor a) {
+  DenseElementsAttr in = denseOf(a.getInput());
+  if (!in || !mayFold(*this))
+    return {};
+  std::optional<Scalars> vals = scalarsOf(in);
+  if (!vals)
+    return {};
+  auto type = cast<RankedTensorType>(getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t axis = getAxis(), n = shape[axis];
+  int64_t inner = numElements(shape.drop_front(axis + 1));
+  int64_t outer = numElements(shape.take_front(axis));
+  int64_t total = numElements(shape);
+  auto at = [&](int64_t o, int64_t i, int64_t k) {
+    return in.isSplat() ? 0 : (o * n + i) * inner + k;
+  };
+  SmallVector<double> outF(vals->isFloat ? total : 0);
+  SmallVector<int64_t> outI(vals->isFloat ? 0 : total);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) {
+      double sumF = 0;
+      int64_t sumI = 0;
+      for (int64_t step = 0; step < n; ++step) {
+        int64_t i = getReverse() ? n - 1 - step : step;
+        int64_t src = at(o, i, k), dst = (o * n + i) * inner + k;
+        if (getExclusive()) {
+          vals->isFloat ? outF[dst] = sumF : outI[dst] = sumI;
+        }
+        if (vals->isFloat)
+          sumF += vals->f[src];
+        else
+          sumI += vals->i[src];
+        if (!getExclusive()) {
+          vals->isFloat ? outF[dst] = sumF : outI[dst] = sumI;
+        }
+      }
+    }
+  return makeDense(type, outF, outI);
+}
+
+LogicalResult CumSumOp::verify() {
+  int64_t rank = cast<RankedTensorType>(getType()).getRank();
+  if (getAxis() < 0 || getAxis() >= std::max<int64_t>(rank, 1) || rank == 0)
+    return emitOpError("axis ") << getAxis() << " out of range for rank "
+                                << rank;
+  return success();
+}
+
 OpFoldResult NotOp::fold(FoldAdaptor a) {
   return foldBroadcast(
       *this, {a.getInput()}, [](ArrayRef<double> x) { return double(!x[0]); },

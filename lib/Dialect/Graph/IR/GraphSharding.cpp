@@ -120,7 +120,16 @@ PCC_BROADCAST_RULE(GreaterOp)
 PCC_BROADCAST_RULE(GreaterOrEqualOp)
 PCC_BROADCAST_RULE(WhereOp)
 PCC_BROADCAST_RULE(CastOp)
+PCC_BROADCAST_RULE(IsNaNOp)
 #undef PCC_BROADCAST_RULE
+
+// The summed axis stays whole.
+ShardingRule CumSumOp::getShardingRule() {
+  ShardingRule rule = broadcastRule(*this);
+  rule.operandFactors[0][getAxis()] = ShardingRule::kNoFactor;
+  rule.resultFactors[0][getAxis()] = ShardingRule::kNoFactor;
+  return rule;
+}
 
 ShardingRule SoftmaxOp::getShardingRule() {
   ShardingRule rule = broadcastRule(*this);

@@ -512,6 +512,19 @@ LogicalResult GatherElementsOp::buildVjp(OpBuilder &builder,
   return success();
 }
 
+/// The adjoint of a running sum is the running sum the other way.
+LogicalResult CumSumOp::buildVjp(OpBuilder &builder,
+                                 ArrayRef<Value> resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  Value g = resultGrads[0];
+  operandGrads.push_back(
+      g && isFloatTensor(getInput())
+          ? Value(CumSumOp::create(builder, getLoc(), g.getType(), g,
+                                   getAxis(), getExclusive(), !getReverse()))
+          : Value());
+  return success();
+}
+
 LogicalResult TriluOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
                                 SmallVectorImpl<Value> &operandGrads) {
   Value g = resultGrads[0];
@@ -543,6 +556,7 @@ PCC_OPERAND_ROLE(SliceOp, OperandRole::Movement)
 PCC_OPERAND_ROLE(ConcatOp, OperandRole::Movement)
 PCC_OPERAND_ROLE(SplitOp, OperandRole::Movement)
 PCC_OPERAND_ROLE(TriluOp, OperandRole::Movement)
+PCC_OPERAND_ROLE(CumSumOp, OperandRole::Elementwise)
 // A gather with indices that depend on the input looks rows up; with
 // constant indices it only moves values (a position table's slice).
 PCC_OPERAND_ROLE(GatherOp,
