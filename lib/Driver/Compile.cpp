@@ -184,6 +184,68 @@ public:
 };
 } // namespace
 
+/// The file that marks a folder as a `pcc compile` output, which a later
+/// compile may replace; pcc never replaces a folder without it.
+static constexpr char kOutputMarker[] = ".pcc-output";
+
+/// True when `inner` is `outer` or lies inside it (both absolute, resolved).
+static bool isWithin(StringRef inner, StringRef outer) {
+  if (!inner.starts_with(outer))
+    return false;
+  return inner.size() == outer.size() ||
+         llvm::sys::path::is_separator(inner[outer.size()]) ||
+         outer == llvm::sys::path::root_path(outer);
+}
+
+/// The real path of `p` when it exists, else its absolute form without dots.
+static std::string resolvedPath(StringRef p) {
+  SmallString<256> real;
+  if (!llvm::sys::fs::real_path(p, real))
+    return real.str().str();
+  SmallString<256> abs(p);
+  llvm::sys::fs::make_absolute(abs);
+  llvm::sys::path::remove_dots(abs, true);
+  return abs.str().str();
+}
+
+/// Refuses an output folder whose replacement could destroy something pcc
+/// did not write: the folder holding the model or a bound input, the
+/// current folder or one of its parents, or an existing non-empty folder
+/// without pcc's marker.
+static LogicalResult checkOutputFolder(const CompileOptions &options,
+                                       StringRef outAbs,
+                                       llvm::function_ref<LogicalResult(
+                                           const Twine &)> fail) {
+  std::string out = resolvedPath(outAbs);
+  SmallVector<std::pair<std::string, std::string>> inputs{
+      {options.model, "the model"}};
+  for (const auto &[name, file] : options.bindings)
+    inputs.push_back({file, "--bind " + name});
+  for (const auto &[file, what] : inputs)
+    if (isWithin(resolvedPath(file), out))
+      return fail("-o " + options.outDir + " would replace the folder "
+                  "holding " + what + " (" + file +
+                  "); choose another output folder");
+  SmallString<256> cwd;
+  if (!llvm::sys::fs::current_path(cwd) && isWithin(resolvedPath(cwd), out))
+    return fail("-o " + options.outDir +
+                " is the current folder or one of its parents; choose a new "
+                "folder for the output");
+  if (!llvm::sys::fs::exists(outAbs))
+    return success();
+  if (!llvm::sys::fs::is_directory(outAbs))
+    return fail("output '" + options.outDir + "' exists and is not a folder");
+  if (llvm::sys::fs::exists(outAbs + "/" + kOutputMarker))
+    return success();
+  std::error_code ec;
+  llvm::sys::fs::directory_iterator it(outAbs, ec);
+  if (!ec && it == llvm::sys::fs::directory_iterator())
+    return success();
+  return fail("output folder '" + options.outDir +
+              "' exists and was not written by pcc compile; pcc replaces "
+              "only its own output folders (remove it or choose another)");
+}
+
 static std::string humanCount(double v, StringRef unit) {
   const char *suffix[] = {"", "K", "M", "G", "T"};
   int i = 0;
@@ -213,6 +275,20 @@ LogicalResult pcc::compile(const CompileOptions &options,
   if (options.tp != 1 || options.pp != 1)
     return fail("tensor and pipeline parallelism (--tp/--pp > 1) are not "
                 "implemented yet");
+
+  // The output folder is checked before any work: a compile that would
+  // destroy a user's files is refused at once.
+  SmallString<256> outAbs(options.outDir);
+  llvm::sys::fs::make_absolute(outAbs);
+  llvm::sys::path::remove_dots(outAbs, true);
+  while (outAbs.size() > 1 &&
+         llvm::sys::path::is_separator(outAbs.back()))
+    outAbs.pop_back();
+  StringRef parent = llvm::sys::path::parent_path(outAbs);
+  if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
+    return fail("output folder's parent '" + parent + "' does not exist");
+  if (failed(checkOutputFolder(options, outAbs, fail)))
+    return failure();
 
   DialectRegistry registry;
   registerAllDialects(registry);
@@ -249,18 +325,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
   auto func = cast<func::FuncOp>(module->getBody()->front());
 
   // Everything is written into a temporary folder beside OUT.
-  SmallString<256> outAbs(options.outDir);
-  llvm::sys::fs::make_absolute(outAbs);
-  llvm::sys::path::remove_dots(outAbs, true);
-  StringRef parent = llvm::sys::path::parent_path(outAbs);
-  if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
-    return fail("output folder's parent '" + parent + "' does not exist");
-  if (llvm::sys::fs::exists(outAbs) && !llvm::sys::fs::is_directory(outAbs))
-    return fail("output '" + options.outDir + "' exists and is not a folder");
   TempDir tmp(
       (outAbs + ".pcc-tmp-" + Twine(llvm::sys::Process::getProcessId())).str());
   llvm::sys::fs::remove_directories(tmp.path);
-  if (llvm::sys::fs::create_directory(tmp.path))
+  if (llvm::sys::fs::create_directory(tmp.path, /*IgnoreExisting=*/true,
+                                      llvm::sys::fs::all_all))
     return fail("cannot create '" + tmp.path + "'");
   auto path = [&](StringRef name) { return (tmp.path + "/" + name).str(); };
 
@@ -417,7 +486,19 @@ LogicalResult pcc::compile(const CompileOptions &options,
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
   }
 
-  // Replace OUT by the complete result.
+  {
+    llvm::raw_fd_ostream os(path(kOutputMarker), ec);
+    if (ec)
+      return fail("cannot write " + Twine(kOutputMarker) + ": " +
+                  ec.message());
+    os << "This folder was written by pcc compile; a later compile with the "
+          "same -o replaces it.\n";
+  }
+
+  // Replace OUT by the complete result (checked again: a folder may have
+  // appeared while compiling).
+  if (failed(checkOutputFolder(options, outAbs, fail)))
+    return failure();
   std::string old;
   if (llvm::sys::fs::exists(outAbs)) {
     old = (outAbs + ".pcc-old-" + Twine(llvm::sys::Process::getProcessId()))
