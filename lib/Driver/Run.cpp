@@ -54,13 +54,16 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     bool hasState = false;
     for (int32_t i = 0; i < info.num_weights; ++i)
       hasState |= info.weights[i].kind == PCCRT_KIND_STATE;
-    for (const std::string *flag :
-         {&options.loadCheckpoint, &options.saveCheckpoint})
-      if (!flag->empty() && !hasState)
-        throw pccrt::Error(
-            std::string(flag == &options.loadCheckpoint ? "--load" : "--save") +
-            " needs a training build (pcc compile --train): " + options.dir +
-            " has no state to checkpoint");
+    if (!options.saveCheckpoint.empty() && !hasState)
+      throw pccrt::Error("--save needs a training build (pcc compile "
+                         "--train): " +
+                         options.dir + " has no state to checkpoint");
+    // Where results go is checked before the first step, so that a long
+    // run never ends in a path it cannot write.
+    if (!options.saveCheckpoint.empty())
+      pccrt::checkWritableFile(options.saveCheckpoint);
+    if (!options.dumpDir.empty())
+      pccrt::checkWritableDirectory(options.dumpDir);
 
     // Inputs: --data feeds the first one a batch per step, --input files
     // bind the others.
@@ -77,6 +80,17 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
       data = std::make_unique<pccrt::TokenData>(options.dataFile, dtype,
                                                 options.seed);
       data->check(info.inputs[0]);
+      // Every token must index the vocabulary: the logits' last dimension
+      // (the first float output of rank 3, as for the loss).
+      for (int32_t i = 0; i < info.num_outputs; ++i) {
+        const pccrt_tensor_info &out = info.outputs[i];
+        if (out.kind == PCCRT_KIND_OUTPUT && out.rank == 3 &&
+            (out.dtype == PCCRT_F32 || out.dtype == PCCRT_F16 ||
+             out.dtype == PCCRT_BF16 || out.dtype == PCCRT_F64)) {
+          data->checkVocabulary(out.shape[2]);
+          break;
+        }
+      }
       if (info.num_inputs == 1 && !options.inputs.empty())
         throw pccrt::Error("--input " + options.inputs.front() +
                            ": the model's only input is fed by --data");
@@ -92,7 +106,13 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     // Steps count on from the checkpoint, so that a resumed run samples
     // and reports what an uninterrupted one would.
     uint64_t firstStep = 0;
-    if (!options.loadCheckpoint.empty()) {
+    if (!options.loadCheckpoint.empty() && !hasState) {
+      // A forward build serves the trained parameters.
+      size_t loaded =
+          pccrt::loadCheckpointParameters(options.loadCheckpoint, *model);
+      summary << "pcc: loaded " << loaded << " trained parameter(s) from "
+              << options.loadCheckpoint << "\n";
+    } else if (!options.loadCheckpoint.empty()) {
       std::map<std::string, std::string> metadata =
           pccrt::loadCheckpoint(options.loadCheckpoint, *model);
       auto step = metadata.find("step");

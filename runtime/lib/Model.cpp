@@ -8,6 +8,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <filesystem>
+#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -262,6 +263,54 @@ void Model::loadState(const std::vector<Tensor> &tensors,
                   tensor->data.size());
 }
 
+std::vector<std::string> Model::parameterNames() const {
+  std::unordered_map<std::string, bool> graded;
+  for (int32_t i = 0; i < modelInfo->num_outputs; ++i)
+    if (modelInfo->outputs[i].kind == PCCRT_KIND_GRAD)
+      graded[modelInfo->outputs[i].name] = true;
+  std::vector<std::string> names;
+  for (int32_t i = 0; i < modelInfo->num_weights; ++i)
+    if (modelInfo->weights[i].kind == PCCRT_KIND_STATE &&
+        graded.count(modelInfo->weights[i].name))
+      names.push_back(modelInfo->weights[i].name);
+  return names;
+}
+
+size_t Model::loadParameters(const std::vector<Tensor> &tensors,
+                             const std::vector<std::string> &parameters,
+                             const std::string &source) {
+  std::unordered_map<std::string, const Tensor *> byName;
+  for (const Tensor &tensor : tensors)
+    byName.emplace(tensor.name, &tensor);
+  std::unordered_map<std::string, int32_t> weightIndex;
+  for (int32_t i = 0; i < modelInfo->num_weights; ++i)
+    weightIndex.emplace(modelInfo->weights[i].name, i);
+  // Check everything before changing anything.
+  std::vector<std::pair<Tensor *, const Tensor *>> updates;
+  for (const std::string &name : parameters) {
+    auto tensor = byName.find(name);
+    if (tensor == byName.end())
+      throw Error(source + ": parameter " + quote(name) +
+                  " is listed but not stored");
+    auto index = weightIndex.find(name);
+    if (index == weightIndex.end())
+      throw Error(source + ": parameter " + quote(name) +
+                  " is not a weight of this model (a checkpoint of another "
+                  "model?)");
+    const pccrt_tensor_info &expected = modelInfo->weights[index->second];
+    if (std::string problem = mismatch(expected, *tensor->second);
+        !problem.empty())
+      throw Error(source + ": parameter " + quote(name) +
+                  " does not fit this model: " + problem);
+    updates.emplace_back(&weights[index->second], tensor->second);
+  }
+  for (auto [weight, tensor] : updates)
+    if (!tensor->data.empty())
+      std::memcpy(weight->data.data(), tensor->data.data(),
+                  tensor->data.size());
+  return updates.size();
+}
+
 std::string Model::fingerprint() const {
   // Sorted by name: the order of the weights table does not matter to a
   // checkpoint, which binds by name.
@@ -338,8 +387,39 @@ std::vector<Tensor> pccrt::bindInputs(const pccrt_model_info &info,
                        ? std::string("not found in the .safetensors files")
                        : "too few input files (model has " +
                              std::to_string(numInputs) + " inputs, got " +
-                             std::to_string(numProtoFiles) + ")"));
+                             std::to_string(numProtoFiles) +
+                             "; give one --input per input, or --data for "
+                             "the token input)"));
   return bound;
+}
+
+void pccrt::checkWritableFile(const std::string &path) {
+  std::filesystem::path file(path);
+  std::error_code error;
+  if (std::filesystem::is_directory(file, error))
+    fail(path, "is a folder, not a file");
+  std::filesystem::path dir =
+      file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+  if (!std::filesystem::is_directory(dir, error))
+    fail(path, "cannot be written: folder " + quote(dir.string()) +
+                   " does not exist");
+  // A probe beside the file: the one sure test of permissions, read-only
+  // mounts and the like.
+  std::string probe = path + ".pcc-probe." + std::to_string(getpid());
+  FILE *f = std::fopen(probe.c_str(), "wb");
+  if (!f)
+    fail(path, std::string("cannot be written: ") + std::strerror(errno));
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+void pccrt::checkWritableDirectory(const std::string &dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    fail(dir, "cannot create directory: " + error.message());
+  checkWritableFile((std::filesystem::path(dir) / "outputs.safetensors")
+                        .string());
 }
 
 void pccrt::dumpOutputs(const std::string &dir,

@@ -439,7 +439,7 @@ void pccrt::writeSafetensors(
   std::string temporary = path + ".tmp." + std::to_string(getpid());
   FilePtr file(std::fopen(temporary.c_str(), "wb"));
   if (!file)
-    fail(temporary, std::string("cannot create: ") + std::strerror(errno));
+    fail(path, std::string("cannot write: ") + std::strerror(errno));
   uint64_t length = header.size();
   bool ok = std::fwrite(&length, 8, 1, file.get()) == 1 &&
             std::fwrite(header.data(), header.size(), 1, file.get()) == 1;
@@ -455,10 +455,10 @@ void pccrt::writeSafetensors(
   if (ok && std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::string cause = std::strerror(errno);
     std::remove(temporary.c_str());
-    fail(path, "cannot rename " + temporary + ": " + cause);
+    fail(path, "cannot write: " + cause);
   }
   if (!ok) {
     std::remove(temporary.c_str());
-    fail(temporary, std::string("cannot write: ") + std::strerror(error));
+    fail(path, std::string("cannot write: ") + std::strerror(error));
   }
 }

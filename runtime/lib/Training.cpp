@@ -106,17 +106,57 @@ void pccrt::saveCheckpoint(const std::string &path, const Model &model,
   std::map<std::string, std::string> all = metadata;
   all["format"] = kCheckpointFormat;
   all["model"] = model.fingerprint();
+  // The trained parameters, one name a line: what a forward build loads.
+  std::string parameters;
+  for (const std::string &name : model.parameterNames())
+    parameters += (parameters.empty() ? "" : "\n") + name;
+  all["parameters"] = parameters;
   writeSafetensors(path, tensors, all);
+}
+
+/// Reads a checkpoint, refusing files that are not one in one line.
+static std::vector<Tensor>
+readCheckpoint(const std::string &path,
+               std::map<std::string, std::string> &metadata) {
+  std::vector<Tensor> tensors;
+  try {
+    tensors = readSafetensors(path, &metadata);
+  } catch (const Error &e) {
+    std::string cause = e.what();
+    if (cause.rfind(path + ": ", 0) == 0)
+      cause = cause.substr(path.size() + 2);
+    fail(path, "not a pcc checkpoint (not a safetensors file: " + cause + ")");
+  }
+  auto format = metadata.find("format");
+  if (format == metadata.end() || format->second != kCheckpointFormat)
+    fail(path, "not a pcc checkpoint (no \"format\": \"pcc-checkpoint\" in "
+               "its metadata)");
+  return tensors;
+}
+
+size_t pccrt::loadCheckpointParameters(const std::string &path,
+                                       Model &model) {
+  std::map<std::string, std::string> metadata;
+  std::vector<Tensor> tensors = readCheckpoint(path, metadata);
+  auto listed = metadata.find("parameters");
+  if (listed == metadata.end() || listed->second.empty())
+    fail(path, "the checkpoint lists no trained parameters");
+  std::vector<std::string> names;
+  std::string rest = listed->second;
+  for (size_t at = 0; at <= rest.size();) {
+    size_t end = rest.find('\n', at);
+    if (end == std::string::npos)
+      end = rest.size();
+    names.push_back(rest.substr(at, end - at));
+    at = end + 1;
+  }
+  return model.loadParameters(tensors, names, path);
 }
 
 std::map<std::string, std::string>
 pccrt::loadCheckpoint(const std::string &path, Model &model) {
   std::map<std::string, std::string> metadata;
-  std::vector<Tensor> tensors = readSafetensors(path, &metadata);
-  auto format = metadata.find("format");
-  if (format == metadata.end() || format->second != kCheckpointFormat)
-    fail(path, "not a pcc checkpoint (no \"format\": \"pcc-checkpoint\" in "
-               "its metadata)");
+  std::vector<Tensor> tensors = readCheckpoint(path, metadata);
   std::string expected = model.fingerprint();
   auto saved = metadata.find("model");
   if (saved == metadata.end() || saved->second != expected)
@@ -222,6 +262,26 @@ void TokenData::check(const pccrt_tensor_info &input) const {
     fail(path, "too short: " + std::to_string(count) +
                    " tokens, a batch row of input " + quote(input.name) +
                    " needs " + std::to_string(input.shape[1]));
+}
+
+void TokenData::checkVocabulary(int64_t vocabulary) const {
+  for (int64_t at = 0; at < count; ++at) {
+    int64_t token;
+    if (dtype == PCCRT_U16) {
+      uint16_t v;
+      std::memcpy(&v, tokens + at * 2, 2);
+      token = v;
+    } else {
+      int32_t v;
+      std::memcpy(&v, tokens + at * 4, 4);
+      token = v;
+    }
+    if (token < 0 || token >= vocabulary)
+      fail(path, "token " + std::to_string(token) + " at position " +
+                     std::to_string(at) + " is outside the vocabulary of " +
+                     std::to_string(vocabulary) +
+                     " (the logits' last dimension)");
+  }
 }
 
 Tensor TokenData::batch(const pccrt_tensor_info &input, uint64_t step) const {

@@ -11,14 +11,20 @@
 
 using namespace pcc;
 
-static const char kUsage[] =
+#ifndef PCC_VERSION
+#define PCC_VERSION "unknown"
+#endif
+
+static const char kSynopsis[] =
     R"(usage: pcc compile MODEL.onnx -o OUT [options]
-       pcc run OUT --input FILE [--input FILE ...] [--steps K] [--dump DIR]
-               [--data FILE [--data-dtype uint16|int32]] [--load CKPT]
-               [--save CKPT]
+       pcc run OUT [--input FILE ...] [--data FILE] [--steps K] [--dump DIR]
+               [--load CKPT] [--save CKPT]
        pcc import MODEL.onnx [--bind NAME=FILE.pb] [--no-retie]
                              (prints the imported Graph dialect IR)
+       pcc COMMAND --help | pcc --version
+)";
 
+static const char kCompileHelp[] = R"(
 compile options:
   -o OUT                 output folder (replaced only by a complete result)
   --target cpu|cuda      code generation target (default cpu)
@@ -38,10 +44,14 @@ compile options:
                          the compile prints each decision and its reason
   --labels NAME, --logits NAME
                          the loss's tensors, when not found by type
+)";
 
+static const char kRunHelp[] = R"(
 run options:
   --input FILE           a TensorProto .pb (binds inputs in order) or a
-                         .safetensors file (binds inputs by name)
+                         .safetensors file (binds inputs by name); every
+                         input needs one, except the token input that
+                         --data feeds
   --steps K              run K times (default 1); a training build
                          prints each step's loss and time
   --dump DIR             write DIR/outputs.safetensors (first step) and, for
@@ -51,8 +61,15 @@ run options:
                          batch each step, sampled from a flat token file
   --data-dtype T         uint16 (default, nanoGPT/llm.c) or int32 tokens
   --seed N               seed of the --data batch sampler (default 0)
-  --load CKPT            restore weights, optimizer state and step count
-  --save CKPT            write them after the last step
+  --load CKPT            restore weights, optimizer state and step count;
+                         on a forward build, load the trained parameters
+  --save CKPT            write them after the last step (training builds)
+)";
+
+static const char kImportHelp[] = R"(
+import options:
+  --bind NAME=FILE.pb    fix graph input NAME to a tensor at compile time
+  --no-retie             keep transposed duplicate initializers separate
 )";
 
 namespace {
@@ -105,10 +122,18 @@ static int unknown(llvm::StringRef arg) {
   return 1;
 }
 
+static bool isHelp(llvm::StringRef a) {
+  return a == "--help" || a == "-h";
+}
+
 static int compileCommand(Args &args) {
   CompileOptions o;
   while (!args.done()) {
     llvm::StringRef a = args.next();
+    if (isHelp(a)) {
+      llvm::outs() << kSynopsis << kCompileHelp;
+      return 0;
+    }
     std::string v;
     bool ok = true;
     if (a == "-o" || a == "--output")
@@ -200,6 +225,10 @@ static int importCommand(Args &args) {
   while (!args.done()) {
     llvm::StringRef a = args.next();
     std::string v;
+    if (isHelp(a)) {
+      llvm::outs() << kSynopsis << kImportHelp;
+      return 0;
+    }
     if (a == "--bind") {
       if (!args.value(a, v))
         return 1;
@@ -234,6 +263,10 @@ static int runCommand(Args &args) {
     llvm::StringRef a = args.next();
     std::string v;
     bool ok = true;
+    if (isHelp(a)) {
+      llvm::outs() << kSynopsis << kRunHelp;
+      return 0;
+    }
     if (a == "--input") {
       ok = args.value(a, v);
       o.inputs.push_back(v);
@@ -279,12 +312,16 @@ static int runCommand(Args &args) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    llvm::errs() << kUsage;
+    llvm::errs() << kSynopsis;
     return 1;
   }
   llvm::StringRef cmd = argv[1];
-  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-    llvm::outs() << kUsage;
+  if (isHelp(cmd) || cmd == "help") {
+    llvm::outs() << kSynopsis << kCompileHelp << kRunHelp << kImportHelp;
+    return 0;
+  }
+  if (cmd == "--version") {
+    llvm::outs() << "pcc " << PCC_VERSION << "\n";
     return 0;
   }
   Args args(argc, argv);

@@ -116,6 +116,17 @@ public:
   /// "mismatched 'name': ...") is thrown.
   void loadState(const std::vector<Tensor> &tensors,
                  const std::string &source = "");
+  /// Replaces the weights named like the checkpoint's \p parameters by
+  /// those tensors: trained parameters serving a forward build. Each
+  /// parameter must be a weight of this model with its dtype and shape,
+  /// else nothing changes and an Error names it. Returns how many weights
+  /// were replaced.
+  size_t loadParameters(const std::vector<Tensor> &tensors,
+                        const std::vector<std::string> &parameters,
+                        const std::string &source);
+  /// The names of the trained parameters: STATE weights that have a GRAD
+  /// output of the same name (the rest of the state is the optimizer's).
+  std::vector<std::string> parameterNames() const;
   /// A hex hash of the STATE weights' names, dtypes and shapes: checkpoints
   /// carry it, so that one model's state is never loaded into another.
   std::string fingerprint() const;
@@ -161,6 +172,17 @@ void saveCheckpoint(const std::string &path, const Model &model,
 /// another fingerprint; on error the model is unchanged.
 std::map<std::string, std::string> loadCheckpoint(const std::string &path,
                                                   Model &model);
+/// Restores the trained parameters of a checkpoint (its "parameters"
+/// metadata) into a forward build of the same model, by name. Returns the
+/// number of weights replaced.
+size_t loadCheckpointParameters(const std::string &path, Model &model);
+
+/// Checks, before any work, that a file can be written at \p path: its
+/// folder exists and accepts a new file, and \p path is not a folder.
+/// Throws an Error naming \p path.
+void checkWritableFile(const std::string &path);
+/// Creates \p dir if needed and checks that files can be written in it.
+void checkWritableDirectory(const std::string &dir);
 
 /// Training batches sampled from a flat file of little-endian token ids
 /// (uint16, the nanoGPT/llm.c format, or int32). An llm.c header (magic
@@ -184,6 +206,10 @@ public:
   static void checkInput(const pccrt_tensor_info &input);
   /// checkInput, and that the file holds at least T tokens.
   void check(const pccrt_tensor_info &input) const;
+  /// Checks every token of the file against the vocabulary: throws an
+  /// Error naming the first token at or above \p vocabulary (or negative),
+  /// its position in the file and the vocabulary size.
+  void checkVocabulary(int64_t vocabulary) const;
   /// The batch of step \p step: B rows of T consecutive tokens, each from a
   /// random offset, as an int64 tensor named and shaped like \p input.
   Tensor batch(const pccrt_tensor_info &input, uint64_t step) const;
