@@ -19,6 +19,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstdio>
+#include <string>
+
 namespace pcc::import {
 
 class NodeImporter;
@@ -168,6 +171,13 @@ inline constexpr int64_t kMaxMaterializedElements = int64_t(1) << 24;
 /// Upper bound on the elements of a tensor an op makes from a few numbers
 /// (Expand, Tile, ConstantOfShape): the program would allocate it when run.
 inline constexpr int64_t kMaxTensorElements = int64_t(1) << 31;
+
+/// An element count for a diagnostic, in three significant digits.
+inline std::string formatCount(double n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", n);
+  return buf;
+}
 
 } // namespace pcc::import
 

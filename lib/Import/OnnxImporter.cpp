@@ -319,7 +319,7 @@ LogicalResult NodeImporter::checkElements(ArrayRef<int64_t> shape,
   if (n <= double(limit))
     return success();
   return emitError(loc) << node.op_type() << ": result of "
-                        << llvm::formatv("{0:g}", n).str()
+                        << formatCount(n)
                         << " elements exceeds pcc's limit of " << limit,
          failure();
 }

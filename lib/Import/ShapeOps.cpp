@@ -8,7 +8,6 @@
 
 #include "NodeImporter.h"
 
-#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -107,7 +106,7 @@ static LogicalResult importRange(NodeImporter &n) {
            failure();
   if (count > double(kMaxMaterializedElements))
     return emitError(n.loc) << "Range: result of "
-                            << llvm::formatv("{0:g}", count).str()
+                            << formatCount(count)
                             << " elements exceeds pcc's limit of "
                             << kMaxMaterializedElements,
            failure();

@@ -83,7 +83,9 @@ def main(argv):
             continue
         scale = float(np.max(np.abs(ref))) if ref.size else 0.0
         err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
-        good = err <= grad_tol * max(scale, 1e-30)
+        # The floor: a gradient that is mathematically zero (a key bias
+        # under softmax) comes out as float32 rounding noise on both sides.
+        good = err <= max(grad_tol * scale, 1e-9)
         checked += 1
         if not good:
             print(f"FAIL {param} ({name}): max|diff| {err:.3e} > "
