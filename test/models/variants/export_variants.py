@@ -1,29 +1,40 @@
 #!/usr/bin/env python3
-"""Exports small variant fixtures: the reference architectures exported with
-other exporters, opsets, constant-folding settings, head layouts, weight tying
-and batch shapes than the five models in test/models/*.tar.gz.
+"""Exports small variant fixtures: the reference architectures, and others,
+exported with other exporters, opsets, constant-folding and optimizer
+settings, attention implementations, head layouts, weight tying and batch
+shapes than the five models in test/models/*.tar.gz.
 
 usage: python export_variants.py [NAME,NAME,...]
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; made with torch 2.15, transformers 5.23, onnx 1.23,
-onnxscript 0.7. Each variant NAME is exported into WORK/NAME (WORK is $WORK or
-/tmp/pcc-variants) with the same layout and meta.json keys as the reference
-models (see test/models/README.md):
+onnxscript 0.7. Each variant NAME (see VARIANTS) is exported into WORK/NAME
+(WORK is $WORK or /tmp/pcc-variants) with the same layout and meta.json keys as
+the reference models (see test/models/README.md):
 
   NAME/model.onnx        one input input_ids (int64), one output logits (f32)
+                         (the plain user exports keep the exporter's names,
+                         recorded in meta.json as input_name / output_name)
   NAME/ref/input_0.pb    input_ids
   NAME/ref/output_0.pb   eval-mode logits
   NAME/ref/loss.pb       mean cross-entropy of logits[:, :-1] vs input_ids[:, 1:]
-  NAME/ref/grads/*.pb    d loss / d parameter (not for the BERT variants)
-  NAME/meta.json         exporter, opset, folding, ops, gradients' initializers
+  NAME/ref/grads/*.pb    d loss / d parameter (not for the masked LMs)
+  NAME/ref/sgd.json      {"optimizer": "sgd", "lr": 0.1, "losses": [l1, l2, l3]}:
+                         the loss before each of 3 plain SGD steps (no momentum,
+                         no weight decay, train mode) on input_0.pb, from the
+                         exported weights (not for the masked LMs)
+  NAME/meta.json         exporter, opset, folding, optimize, perturbed,
+                         attention, ops, gradients' initializers, sgd_losses
 
-and then packed as NAME.tar.gz beside this script. Every parameter is
-perturbed with small noise before export so that no two are equal and none is
-all zeros or all ones (exporters fold or merge such constants). Seeds are
-fixed: the same packages give the same files.
+and then packed as NAME.tar.gz beside this script. Unless a variant says
+perturb=False, every parameter is perturbed with small noise before export so
+that no two are equal and none is all zeros or all ones (exporters fold or
+merge such constants); the fresh ones are exported as initialized, as a user
+exports them. Seeds are fixed and the references are computed on one thread:
+the same packages give the same files.
 """
 import contextlib
+import copy
 import gzip
 import json
 import os
@@ -32,6 +43,8 @@ import sys
 import tarfile
 import traceback
 import zlib
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import onnx
@@ -40,6 +53,7 @@ from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.environ.get("WORK", "/tmp/pcc-variants")
+SGD_STEPS, SGD_LR = 3, 0.1  # ref/sgd.json: plain SGD, no momentum or weight decay
 
 
 def save_pb(arr, name, path):
@@ -66,32 +80,46 @@ class LogitsOnly(torch.nn.Module):
 
 
 # ---------------------------------------------------------------- models
+# Each maker returns build(attn) -> model: attn is "eager" (forced, as the
+# first variants did) or "sdpa" (transformers' default implementation, left
+# unset in the config as a user's model has it).
+
+def hf(arch, **config):
+    """A Hugging Face model class (by name) built from its config class."""
+    def build(attn):
+        import transformers
+        cls = getattr(transformers, arch)
+        c = cls.config_class(**config)
+        if attn == "eager":
+            c._attn_implementation = "eager"
+        return cls(c)
+    return build
+
 
 def gpt2(n_layer, n_embd, n_head, vocab, npos, inner=None):
-    from transformers import GPT2Config, GPT2LMHeadModel
-    c = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head, vocab_size=vocab,
-                   n_positions=npos, n_inner=inner, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    c._attn_implementation = "eager"
-    return GPT2LMHeadModel(c)
+    return hf("GPT2LMHeadModel", n_layer=n_layer, n_embd=n_embd, n_head=n_head,
+              vocab_size=vocab, n_positions=npos, n_inner=inner, resid_pdrop=0.0,
+              embd_pdrop=0.0, attn_pdrop=0.0)
 
 
-def llama(n_layer, hidden, heads, kv_heads, inter, vocab, tied):
-    from transformers import LlamaConfig, LlamaForCausalLM
-    c = LlamaConfig(num_hidden_layers=n_layer, hidden_size=hidden,
-                    num_attention_heads=heads, num_key_value_heads=kv_heads,
-                    intermediate_size=inter, vocab_size=vocab,
-                    max_position_embeddings=64, tie_word_embeddings=tied)
-    c._attn_implementation = "eager"
-    return LlamaForCausalLM(c)
+def llama(n_layer, hidden, heads, kv_heads, inter, vocab, tied, arch="LlamaForCausalLM",
+          **extra):
+    """Llama and the architectures configured like it (Mistral, Qwen2, ...)."""
+    return hf(arch, num_hidden_layers=n_layer, hidden_size=hidden,
+              num_attention_heads=heads, num_key_value_heads=kv_heads,
+              intermediate_size=inter, vocab_size=vocab,
+              max_position_embeddings=64, tie_word_embeddings=tied, **extra)
 
 
-def bert(n_layer, hidden, heads, inter, vocab):
-    from transformers import BertConfig, BertForMaskedLM
-    c = BertConfig(num_hidden_layers=n_layer, hidden_size=hidden, num_attention_heads=heads,
-                   intermediate_size=inter, vocab_size=vocab, max_position_embeddings=32,
-                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    c._attn_implementation = "eager"
-    return BertForMaskedLM(c)
+def bert(n_layer, hidden, heads, inter, vocab, arch="BertForMaskedLM", npos=32, **extra):
+    return hf(arch, num_hidden_layers=n_layer, hidden_size=hidden, num_attention_heads=heads,
+              intermediate_size=inter, vocab_size=vocab, max_position_embeddings=npos,
+              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **extra)
+
+
+def native(cls, *args):
+    """A plain torch model (no attention implementation to choose)."""
+    return lambda attn: cls(*args)
 
 
 class MLP(torch.nn.Module):
@@ -99,6 +127,7 @@ class MLP(torch.nn.Module):
 
     def __init__(self, vocab, d, layers):
         super().__init__()
+        self.vocab = vocab
         self.emb = torch.nn.Embedding(vocab, d)
         self.blocks = torch.nn.ModuleList([torch.nn.Sequential(
             torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * d), torch.nn.GELU(),
@@ -118,6 +147,7 @@ class NanoGPT(torch.nn.Module):
 
     def __init__(self, vocab, d, heads, layers, T):
         super().__init__()
+        self.vocab = vocab
         self.h = heads
         self.wte = torch.nn.Embedding(vocab, d)
         self.wpe = torch.nn.Embedding(T, d)
@@ -145,39 +175,197 @@ class NanoGPT(torch.nn.Module):
 
 
 # -------------------------------------------------------------- variants
-# name: (make model, vocab, batch shape, opset, exporter, constant folding,
-#        training reference, description)
+
+@dataclass(frozen=True)
+class Variant:
+    make: Callable[[str], torch.nn.Module]  # make(attn) -> model
+    shape: Tuple[int, int]  # input_ids [batch, seq]
+    exporter: str           # "dynamo" or "torchscript"
+    opset: Optional[int]    # None: the exporter's default
+    desc: str
+    fold: bool = False      # TorchScript's do_constant_folding
+    optimize: bool = True   # dynamo's optimize (it folds constants, merges
+                            # equal initializers, drops zero biases)
+    perturb: bool = True    # add 0.02 * randn to every parameter before export;
+                            # False: the freshly initialized model, as a user has it
+    attn: str = "eager"     # "eager", or "sdpa": transformers' default
+    train: bool = True      # loss, gradient and SGD references
+    plain: bool = False     # torch.onnx.export(model, (ids,), dynamo=True) and
+                            # nothing else: a new user's export (default opset,
+                            # optimize and names)
+
+
+def dyn(make, shape, desc, opset=18, **kw):
+    return Variant(make, shape, "dynamo", opset, desc, **kw)
+
+
+def ts(make, shape, opset, desc, **kw):
+    return Variant(make, shape, "torchscript", opset, desc, **kw)
+
+
+def user(make, shape, desc, **kw):
+    return Variant(make, shape, "dynamo", None, desc, perturb=False, attn="sdpa",
+                   plain=True, **kw)
+
+
+NO_DROPOUT = dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+
 VARIANTS = {
-    "gpt2-ts13-fold": (
-        lambda: gpt2(2, 32, 4, 96, 32), 96, (3, 16), 13, "torchscript", True, True,
-        "HF GPT-2, 2 layers, d=32, 4 heads; the folded tied LM head may be a "
+    # ---- the first variants
+    "gpt2-ts13-fold": ts(
+        gpt2(2, 32, 4, 96, 32), (3, 16), 13, fold=True,
+        desc="HF GPT-2, 2 layers, d=32, 4 heads; the folded tied LM head may be a "
         "transposed copy of wte"),
-    "gpt2-dyn18-3heads": (
-        lambda: gpt2(1, 48, 3, 96, 32, inner=96), 96, (1, 24), 18, "dynamo", False, True,
+    "gpt2-dyn18-3heads": dyn(
+        gpt2(1, 48, 3, 96, 32, inner=96), (1, 24),
         "HF GPT-2, 1 layer, d=48, 3 heads, MLP 96 wide, batch 1"),
-    "llama-dyn18-gqa4": (
-        lambda: llama(1, 32, 4, 1, 64, 128, False), 128, (2, 16), 18, "dynamo", False, True,
+    "llama-dyn18-gqa4": dyn(
+        llama(1, 32, 4, 1, 64, 128, False), (2, 16),
         "HF Llama, 1 layer, d=32, 4 query heads / 1 KV head (GQA 4:1), untied head"),
-    "llama-ts17-tied": (
-        lambda: llama(1, 32, 4, 4, 64, 80, True), 80, (1, 12), 17, "torchscript", False, True,
+    "llama-ts17-tied": ts(
+        llama(1, 32, 4, 4, 64, 80, True), (1, 12), 17,
         "HF Llama, 1 layer, d=32, 4 heads / 4 KV heads (no GQA), LM head tied to "
         "the embedding"),
-    "llama-ts13-fold-gqa": (
-        lambda: llama(2, 32, 8, 2, 48, 96, False), 96, (2, 8), 13, "torchscript", True, True,
-        "HF Llama, 2 layers, d=32, 8 query heads / 2 KV heads, untied head"),
-    "nanogpt-ts17-fold": (
-        lambda: NanoGPT(64, 32, 2, 2, 8), 64, (4, 8), 17, "torchscript", True, True,
-        "nanoGPT-style plain torch GPT, 2 layers, d=32, 2 heads, head tied as "
+    "llama-ts13-fold-gqa": ts(
+        llama(2, 32, 8, 2, 48, 96, False), (2, 8), 13, fold=True,
+        desc="HF Llama, 2 layers, d=32, 8 query heads / 2 KV heads, untied head"),
+    "nanogpt-ts17-fold": ts(
+        native(NanoGPT, 64, 32, 2, 2, 8), (4, 8), 17, fold=True,
+        desc="nanoGPT-style plain torch GPT, 2 layers, d=32, 2 heads, head tied as "
         "wte.weight.t()"),
-    "mlp-dyn18": (
-        lambda: MLP(100, 32, 2), 100, (3, 5), 18, "dynamo", False, True,
+    "mlp-dyn18": dyn(
+        native(MLP, 100, 32, 2), (3, 5),
         "embedding + 2 residual LayerNorm/Linear/GELU/Linear blocks, untied head"),
-    "bert-dyn18": (
-        lambda: bert(1, 32, 2, 64, 120), 120, (1, 16), 18, "dynamo", False, False,
-        "HF BERT masked LM, 1 layer, d=32, 2 heads; forward only"),
-    "bert-ts13": (
-        lambda: bert(2, 32, 4, 64, 96), 96, (2, 12), 13, "torchscript", False, False,
-        "HF BERT masked LM, 2 layers, d=32, 4 heads; forward only"),
+    "bert-dyn18": dyn(
+        bert(1, 32, 2, 64, 120), (1, 16),
+        "HF BERT masked LM, 1 layer, d=32, 2 heads; forward only", train=False),
+    "bert-ts13": ts(
+        bert(2, 32, 4, 64, 96), (2, 12), 13,
+        "HF BERT masked LM, 2 layers, d=32, 4 heads; forward only", train=False),
+
+    # ---- the exports users make: fresh weights, optimizer on or off
+    "gpt2-dyn18-fresh-noopt": dyn(
+        gpt2(2, 32, 4, 96, 32), (2, 16), optimize=False, perturb=False,
+        desc="HF GPT-2, 2 layers, d=32, 4 heads, freshly initialized (LayerNorm "
+        "1/0, zero biases), dynamo without the optimizer"),
+    "llama-dyn18-fresh-noopt": dyn(
+        llama(2, 32, 4, 2, 64, 96, False), (2, 16), optimize=False, perturb=False,
+        desc="HF Llama, 2 layers, d=32, 4 query / 2 KV heads (GQA 2:1), freshly "
+        "initialized (RMSNorm weights 1), dynamo without the optimizer"),
+    "gpt2-dyn18-fresh": dyn(
+        gpt2(2, 32, 4, 96, 32), (2, 16), perturb=False,
+        desc="HF GPT-2, 2 layers, d=32, 4 heads, freshly initialized; the "
+        "optimizer merges the equal LayerNorm weights and drops zero biases"),
+    "gpt2-dyn20-sdpa": user(
+        gpt2(2, 32, 4, 96, 32), (2, 16),
+        "HF GPT-2, 2 layers, d=32, 4 heads, default (sdpa) attention, fresh, "
+        "torch.onnx.export(model, (ids,), dynamo=True) with no other argument"),
+    "llama-dyn20-sdpa": user(
+        llama(2, 32, 4, 2, 64, 96, False), (2, 16),
+        "HF Llama, 2 layers, d=32, 4 query / 2 KV heads, default (sdpa) "
+        "attention, fresh, torch.onnx.export(model, (ids,), dynamo=True)"),
+
+    # ---- depth, tying, folding
+    "llama-dyn18-deep": dyn(
+        llama(8, 32, 4, 2, 32, 96, False), (8, 16),
+        "HF Llama, 8 layers, d=32, 4 query / 2 KV heads, MLP 32 wide, vocab 96, "
+        "batch 8"),
+    "qwen2-dyn18-tied": dyn(
+        llama(2, 32, 4, 2, 64, 96, True, arch="Qwen2ForCausalLM"), (2, 16),
+        "HF Qwen2, 2 layers, d=32, 4 query / 2 KV heads, QKV biases, LM head "
+        "tied to the embedding"),
+    "llama-ts17-nofold": ts(
+        llama(2, 32, 4, 2, 64, 96, False), (2, 16), 17,
+        "HF Llama, 2 layers, d=32, 4 query / 2 KV heads (GQA 2:1), untied head, "
+        "TorchScript without constant folding"),
+
+    # ---- other architectures. The decoders have no padding_idx
+    # (pad_token_id=None where the config sets one): PyTorch zeroes the
+    # gradient of that embedding row, which an ONNX graph cannot express.
+    "falcon-dyn18": dyn(
+        hf("FalconForCausalLM", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+           vocab_size=96, new_decoder_architecture=False, multi_query=True,
+           parallel_attn=True, bias=False, alibi=False, max_position_embeddings=64,
+           hidden_dropout=0.0, attention_dropout=0.0), (2, 16),
+        "HF Falcon, Falcon-7B layout: 2 layers, d=32, 4 query heads sharing one "
+        "KV head in the fused query_key_value (sliced apart), parallel "
+        "attention/MLP, rotary, no biases, exact GELU, tied head"),
+    "falcon-dyn18-newdec": dyn(
+        hf("FalconForCausalLM", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+           num_kv_heads=2, vocab_size=96, new_decoder_architecture=True,
+           bias=False, alibi=False, max_position_embeddings=64,
+           hidden_dropout=0.0, attention_dropout=0.0), (2, 16),
+        "HF Falcon, Falcon-40B layout (new_decoder_architecture): 2 layers, d=32, "
+        "4 query / 2 KV heads grouped in the fused query_key_value, two "
+        "LayerNorms per block, parallel attention/MLP, tied head"),
+    "bloom-ts17": ts(
+        hf("BloomForCausalLM", hidden_size=32, n_layer=2, n_head=4, vocab_size=96,
+           hidden_dropout=0.0, attention_dropout=0.0), (2, 16), 17,
+        "HF Bloom, 2 layers, d=32, 4 heads: ALiBi, fused QKV, embedding "
+        "LayerNorm, tied head"),
+    "bloom-dyn18": dyn(
+        hf("BloomForCausalLM", hidden_size=32, n_layer=2, n_head=4, vocab_size=96,
+           hidden_dropout=0.0, attention_dropout=0.0), (2, 16),
+        "HF Bloom, 2 layers, d=32, 4 heads: ALiBi, fused QKV, embedding "
+        "LayerNorm, tied head"),
+    "gptj-ts17": ts(
+        hf("GPTJForCausalLM", n_embd=32, n_layer=2, n_head=4, rotary_dim=4, vocab_size=96,
+           n_positions=64, **NO_DROPOUT), (2, 16), 17,
+        "HF GPT-J, 2 layers, d=32, 4 heads: partial interleaved rotary (4 of 8 "
+        "dims), parallel attention/MLP, untied head with bias"),
+    "gptj-dyn18": dyn(
+        hf("GPTJForCausalLM", n_embd=32, n_layer=2, n_head=4, rotary_dim=4, vocab_size=96,
+           n_positions=64, **NO_DROPOUT), (2, 16),
+        "HF GPT-J, 2 layers, d=32, 4 heads: partial interleaved rotary, "
+        "parallel attention/MLP, untied head with bias"),
+    "codegen-ts17": ts(
+        hf("CodeGenForCausalLM", n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
+           vocab_size=96, n_positions=64, n_ctx=64, **NO_DROPOUT), (2, 16), 17,
+        "HF CodeGen, 2 layers, d=32, 4 heads: fused qkv_proj in 4 model-parallel "
+        "groups, partial rotary, parallel attention/MLP"),
+    "codegen-dyn18": dyn(
+        hf("CodeGenForCausalLM", n_embd=32, n_layer=2, n_head=4, rotary_dim=4,
+           vocab_size=96, n_positions=64, n_ctx=64, **NO_DROPOUT), (2, 16),
+        "HF CodeGen, 2 layers, d=32, 4 heads: fused qkv_proj in 4 model-parallel "
+        "groups, partial rotary, parallel attention/MLP"),
+    "opt-ts17": ts(
+        hf("OPTForCausalLM", hidden_size=32, num_hidden_layers=2, ffn_dim=64,
+           num_attention_heads=4, vocab_size=96, max_position_embeddings=64,
+           word_embed_proj_dim=32, dropout=0.0, attention_dropout=0.0,
+           activation_dropout=0.0, layerdrop=0.0, pad_token_id=None), (2, 16), 17,
+        "HF OPT, 2 layers, d=32, 4 heads: learned positions offset by 2, ReLU "
+        "MLP, pre-LayerNorm, tied head"),
+    "opt-dyn18": dyn(
+        hf("OPTForCausalLM", hidden_size=32, num_hidden_layers=2, ffn_dim=64,
+           num_attention_heads=4, vocab_size=96, max_position_embeddings=64,
+           word_embed_proj_dim=32, dropout=0.0, attention_dropout=0.0,
+           activation_dropout=0.0, layerdrop=0.0, pad_token_id=None), (2, 16),
+        "HF OPT, 2 layers, d=32, 4 heads: learned positions offset by 2, ReLU "
+        "MLP, pre-LayerNorm, tied head"),
+    "roberta-ts17": ts(
+        bert(2, 32, 4, 64, 96, arch="RobertaForMaskedLM", npos=40), (2, 16), 17,
+        "HF RoBERTa masked LM, 2 layers, d=32, 4 heads: position ids from the "
+        "padding mask (cumsum); forward only", train=False),
+    "roberta-dyn18": dyn(
+        bert(2, 32, 4, 64, 96, arch="RobertaForMaskedLM", npos=40), (2, 16),
+        "HF RoBERTa masked LM, 2 layers, d=32, 4 heads: position ids from the "
+        "padding mask (cumsum); forward only", train=False),
+    "mistral-dyn18": dyn(
+        llama(2, 32, 4, 2, 64, 96, False, arch="MistralForCausalLM", sliding_window=None),
+        (2, 16),
+        "HF Mistral, 2 layers, d=32, 4 query / 2 KV heads, untied head"),
+    "phi3-dyn18": dyn(
+        llama(2, 32, 4, 2, 64, 96, False, arch="Phi3ForCausalLM", pad_token_id=None,
+              bos_token_id=1, eos_token_id=2, resid_pdrop=0.0, embd_pdrop=0.0,
+              attention_dropout=0.0), (2, 16),
+        "HF Phi-3, 2 layers, d=32, 4 query / 2 KV heads: fused qkv_proj and "
+        "gate_up_proj, untied head"),
+    "gemma-dyn18": dyn(
+        llama(2, 32, 4, 1, 64, 96, True, arch="GemmaForCausalLM", head_dim=8,
+              pad_token_id=None),
+        (2, 16),
+        "HF Gemma, 2 layers, d=32, 4 query heads / 1 KV head: embedding scaled "
+        "by sqrt(d), RMSNorm with 1 + w, tanh-GELU gated MLP, tied head"),
 }
 
 
@@ -201,77 +389,190 @@ def _no_packed_sequences():
         mu.find_packed_sequence_indices = saved
 
 
-def export(name, model, input_ids, opset, exporter, fold, train_ref, desc):
+def _all_nodes(g):
+    """The nodes of a graph or function and of their subgraphs."""
+    for n in g.node:
+        yield n
+        for a in n.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _all_nodes(sub)
+
+
+def lm_loss(model, input_ids):
+    logits = logits_of(model(input_ids))
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+        input_ids[:, 1:].reshape(-1))
+
+
+def sgd_losses(model, input_ids, steps=SGD_STEPS, lr=SGD_LR):
+    """The losses of `steps` plain SGD steps (no momentum, no weight decay) on
+    one batch, in train mode, on a copy of model: losses[0] is the loss before
+    the first update."""
+    model = copy.deepcopy(model)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.0, weight_decay=0.0)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = lm_loss(model, input_ids)
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+    return losses
+
+
+def default_opset(m):
+    return next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+
+
+def map_initializers(model, inits):
+    """For every parameter with a gradient: the initializers holding it as is
+    and transposed (when several hold an equal value, those named after the
+    parameter), and the other parameters that one initializer holds too (the
+    optimizer merges equal initializers: its gradient is their sum)."""
+    names = {}
+    for i, (n, p) in enumerate(model.named_parameters()):
+        if p.grad is None:
+            continue
+        pv = p.detach().numpy()
+        same = [k for k, v in inits.items()
+                if v.shape == pv.shape and np.array_equal(v, pv)]
+        trans = [k for k, v in inits.items()
+                 if pv.ndim == 2 and v.shape == pv.T.shape and np.array_equal(v, pv.T)]
+        if len(same) > 1 and n in same:
+            same = [n]
+        names[n] = {"file": "grad_%03d.pb" % i, "onnx_initializer": same,
+                    "onnx_initializer_transposed": trans}
+    holders = {}
+    for n, info in names.items():
+        held = info["onnx_initializer"] + info["onnx_initializer_transposed"]
+        if len(held) == 1:
+            holders.setdefault(held[0], []).append(n)
+    for n, info in names.items():
+        held = info["onnx_initializer"] + info["onnx_initializer_transposed"]
+        if len(held) == 1 and len(holders[held[0]]) > 1:
+            info["shared_with"] = [o for o in holders[held[0]] if o != n]
+    return names
+
+
+def export(name, v, model, input_ids):
     if hasattr(model, "config"):
         model.config.use_cache = False
+        attn = model.config._attn_implementation
         model = LogitsOnly(model)
-    with torch.no_grad():
-        for p in model.parameters():  # tied parameters are listed once
-            p.add_(0.02 * torch.randn_like(p))
+    else:
+        attn = None
+    if v.perturb:
+        with torch.no_grad():
+            for p in model.parameters():  # tied parameters are listed once
+                p.add_(0.02 * torch.randn_like(p))
     d = os.path.join(WORK, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(os.path.join(d, "ref"))
     model.eval()
     path = os.path.join(d, "model.onnx")
-    kw = dict(input_names=["input_ids"], output_names=["logits"], opset_version=opset)
-    if exporter == "dynamo":
-        prog = torch.onnx.export(model, (input_ids,), dynamo=True, optimize=True, **kw)
+    kw = dict(input_names=["input_ids"], output_names=["logits"], opset_version=v.opset)
+    if v.plain:
+        prog = torch.onnx.export(model, (input_ids,), dynamo=True)
+        prog.save(path)
+    elif v.exporter == "dynamo":
+        prog = torch.onnx.export(model, (input_ids,), dynamo=True, optimize=v.optimize, **kw)
         prog.save(path)
     else:
         with _no_packed_sequences():
             torch.onnx.export(model, (input_ids,), path, dynamo=False,
-                              do_constant_folding=fold, **kw)
-    # Everything inline: a fixture is one model.onnx, no external data.
+                              do_constant_folding=v.fold, **kw)
+    # Everything inline: a fixture is one model.onnx, no external data. The
+    # dynamo exporter's per-node stack traces name this script's lines and the
+    # exporting Python's paths: dropped, so that the files depend on the
+    # packages only.
     m = onnx.load(path)
+    for g in [m.graph] + list(m.functions):
+        for n in _all_nodes(g):
+            keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+            del n.metadata_props[:]
+            n.metadata_props.extend(keep)
     onnx.save(m, path)
     extra = sorted(set(os.listdir(d)) - {"model.onnx", "ref"})
     for f in extra:
         os.remove(os.path.join(d, f))
+    init_names = {i.name for i in m.graph.initializer}
+    in_name = [i.name for i in m.graph.input if i.name not in init_names][0]
+    out_name = m.graph.output[0].name
     with torch.no_grad():
         logits = logits_of(model(input_ids))
-    save_pb(input_ids.numpy(), "input_ids", os.path.join(d, "ref", "input_0.pb"))
-    save_pb(logits.float().numpy(), "logits", os.path.join(d, "ref", "output_0.pb"))
-    meta = {"tag": name, "opset": opset, "exporter": exporter,
-            "constant_folding": fold, "input_shape": list(input_ids.shape),
+    save_pb(input_ids.numpy(), in_name, os.path.join(d, "ref", "input_0.pb"))
+    save_pb(logits.float().numpy(), out_name, os.path.join(d, "ref", "output_0.pb"))
+    opset = default_opset(m)
+    if v.opset is not None and opset != v.opset:
+        print(name, "note: asked for opset", v.opset, "got", opset, flush=True)
+    meta = {"tag": name, "opset": opset, "exporter": v.exporter,
+            "constant_folding": v.fold, "input_shape": list(input_ids.shape),
             "ops": sorted({n.op_type for n in m.graph.node}),
             "num_nodes": len(m.graph.node),
             "initializers": len(m.graph.initializer),
-            "description": desc,
+            "description": v.desc,
             "versions": {"torch": torch.__version__, "onnx": onnx.__version__}}
+    if v.exporter == "dynamo":
+        meta["optimize"] = v.optimize
+    meta["perturbed"] = v.perturb
+    if attn is not None:
+        meta["attn_implementation"] = attn
+    if v.plain:
+        meta["export_call"] = "torch.onnx.export(model, (input_ids,), dynamo=True)"
+    if in_name != "input_ids" or out_name != "logits":
+        meta["input_name"], meta["output_name"] = in_name, out_name
+    if m.functions:
+        meta["functions"] = sorted({f.name for f in m.functions})
+        meta["function_ops"] = sorted({n.op_type for f in m.functions for n in f.node})
     try:
         import transformers
         meta["versions"]["transformers"] = transformers.__version__
     except ImportError:
         pass
-    if train_ref:
+    if v.train:
         model.train()
         model.zero_grad()
-        logits = logits_of(model(input_ids))
-        loss = torch.nn.functional.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-            input_ids[:, 1:].reshape(-1))
+        loss = lm_loss(model, input_ids)
         loss.backward()
         gd = os.path.join(d, "ref", "grads")
         os.makedirs(gd)
-        inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-        names = {}
-        for i, (n, p) in enumerate(model.named_parameters()):
-            if p.grad is None:
-                continue
-            fn = "grad_%03d.pb" % i
-            save_pb(p.grad.numpy(), n, os.path.join(gd, fn))
-            pv = p.detach().numpy()
-            same = [k for k, v in inits.items()
-                    if v.shape == pv.shape and np.array_equal(v, pv)]
-            trans = [k for k, v in inits.items()
-                     if pv.ndim == 2 and v.shape == pv.T.shape and np.array_equal(v, pv.T)]
-            names[n] = {"file": fn, "onnx_initializer": same,
-                        "onnx_initializer_transposed": trans}
+        names = map_initializers(
+            model, {i.name: numpy_helper.to_array(i) for i in m.graph.initializer})
+        params = dict(model.named_parameters())
+        for n, info in names.items():
+            save_pb(params[n].grad.numpy(), n, os.path.join(gd, info["file"]))
         save_pb(np.array(loss.item(), dtype=np.float32), "loss",
                 os.path.join(d, "ref", "loss.pb"))
         meta["loss"] = loss.item()
         meta["grads"] = names
+        # Exported graphs that may not be the PyTorch model as a trainable
+        # model: the optimizer merged equal parameters, dropped all-zero ones
+        # or folded some into derived constants (see README.md).
+        merged = sorted(n for n, i in names.items() if i.get("shared_with"))
+        dropped = sorted(n for n, i in names.items()
+                         if not i["onnx_initializer"] and not i["onnx_initializer_transposed"]
+                         and not params[n].detach().any())
+        folded = sorted(n for n, i in names.items()
+                        if not i["onnx_initializer"] and not i["onnx_initializer_transposed"]
+                        and n not in dropped)
+        if merged:
+            meta["params_merged"] = merged
+        if dropped:
+            meta["params_dropped_zero"] = dropped
+        if folded:
+            meta["params_folded"] = folded
         meta["loss_def"] = "mean cross-entropy of logits[:, :-1] against input_ids[:, 1:]"
+        # After the gradient reference, on a copy: the references above stay
+        # those of the exported weights.
+        losses = sgd_losses(model, input_ids)
+        with open(os.path.join(d, "ref", "sgd.json"), "w") as f:
+            json.dump({"optimizer": "sgd", "lr": SGD_LR, "losses": losses}, f, indent=1)
+        meta["sgd_losses"] = losses
+        meta["sgd"] = {"optimizer": "sgd", "lr": SGD_LR, "momentum": 0.0,
+                       "weight_decay": 0.0, "steps": SGD_STEPS,
+                       "batch": "ref/input_0.pb every step", "mode": "train"}
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     tgz = os.path.join(HERE, name + ".tar.gz")
@@ -291,14 +592,18 @@ def _reproducible(info):
 
 def main(argv):
     only = argv[1].split(",") if len(argv) > 1 else list(VARIANTS)
+    # One thread: the references' float rounding does not depend on the
+    # machine's core count.
+    torch.set_num_threads(1)
     failed = []
     for name in only:
-        mk, vocab, shape, opset, exporter, fold, train_ref, desc = VARIANTS[name]
+        v = VARIANTS[name]
         torch.manual_seed(zlib.crc32(name.encode()) % 1000)
         try:
-            model = mk()
-            input_ids = torch.randint(0, vocab, shape)
-            export(name, model, input_ids, opset, exporter, fold, train_ref, desc)
+            model = v.make(v.attn)
+            vocab = model.config.vocab_size if hasattr(model, "config") else model.vocab
+            input_ids = torch.randint(0, vocab, v.shape)
+            export(name, v, model, input_ids)
         except Exception:
             print(name, "FAILED", flush=True)
             traceback.print_exc()
