@@ -125,6 +125,8 @@ readCheckpoint(const std::string &path,
     std::string cause = e.what();
     if (cause.rfind(path + ": ", 0) == 0)
       cause = cause.substr(path.size() + 2);
+    if (cause.rfind("cannot open", 0) == 0)
+      throw;
     fail(path, "not a pcc checkpoint (not a safetensors file: " + cause + ")");
   }
   auto format = metadata.find("format");

@@ -97,7 +97,8 @@ const std::set<std::string> kOpList = {
     "Reshape", "Transpose", "Split", "Slice", "Concat", "Gather",
     "GatherElements", "Expand", "Unsqueeze", "Squeeze", "Where", "Equal",
     "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Cast", "Constant",
-    "ConstantOfShape", "Range", "Trilu", "Shape", "Identity"};
+    "ConstantOfShape", "Range", "Trilu", "Shape", "Identity", "CastLike",
+    "IsNaN", "CumSum", "Tile", "GatherND", "SplitToSequence", "SequenceAt"};
 
 /// pcc's other supported ops: a selected test may use them too.
 const std::set<std::string> kOtherSupported = {

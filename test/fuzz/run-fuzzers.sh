@@ -6,6 +6,8 @@
 # RUNS inputs per target with a fixed seed (default 300000, about 20 s
 # each), so that CI explores the same inputs every time; for a longer,
 # randomized campaign run a fuzzer binary from BUILD_DIR/fuzz by hand.
+# Every run is limited to 2 GB of RSS and 60 s per input: a model that
+# makes pcc allocate or compute without bound fails the run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$1" && pwd)
@@ -47,7 +49,7 @@ for f in Import TensorProto Safetensors; do
   [ "$f" = Safetensors ] && seed="$out/seed-st"
   echo "fuzz: $f, $runs runs"
   if ! "$out/$f-fuzzer" -seed=1 -runs="$runs" -max_len=65536 \
-      -print_final_stats=0 -artifact_prefix="$out/$f-" "$seed" \
+      -rss_limit_mb=2048 -timeout=60 -print_final_stats=0 -artifact_prefix="$out/$f-" "$seed" \
       >"$out/$f.log" 2>&1; then
     echo "fuzz: $f FAILED (see $out/$f.log)"; tail -30 "$out/$f.log"
     status=1

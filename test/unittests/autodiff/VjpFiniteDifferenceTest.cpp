@@ -322,6 +322,15 @@ const Case kCases[] = {
      "  %y = graph.trilu %w0 {upper = false, k = 1 : i64} : "
      "tensor<3x3xf64>\n",
      "tensor<3x3xf64>"},
+    {"cumsum",
+     {Weight{"2x4"}},
+     "  %y = graph.cumsum %w0 {axis = 1 : i64} : tensor<2x4xf64>\n",
+     "tensor<2x4xf64>"},
+    {"cumsum_reverse_exclusive",
+     {Weight{"3x2"}},
+     "  %y = graph.cumsum %w0 {axis = 0 : i64, exclusive = true, reverse = "
+     "true} : tensor<3x2xf64>\n",
+     "tensor<3x2xf64>"},
     {"tied",
      {Weight{"3x2"}},
      "  %t = graph.transpose %w0 {perm = array<i64: 1, 0>} : "
