@@ -2,6 +2,8 @@
 
 #include "NodeImporter.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace pcc;
 using namespace pcc::import;
@@ -98,6 +100,63 @@ static LogicalResult importIsNaN(NodeImporter &n) {
   return n.setResult(r);
 }
 
+/// Gelu (opset 20) in Graph ops, which autodiff already knows:
+/// 0.5 x (1 + erf(x / sqrt 2)), or with approximate="tanh"
+/// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+static LogicalResult importGelu(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  Value x = n.input(0);
+  Type et = n.inputType(0).getElementType();
+  if (!isa<FloatType>(et))
+    return emitError(n.loc) << "Gelu: input must be a float tensor", failure();
+  std::string approximate = n.attrString("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return emitError(n.loc) << "Gelu: unknown approximate '" << approximate
+                            << "' (none or tanh)",
+           failure();
+  auto scalar = [&](double v) {
+    return n.constant(DenseElementsAttr::get(RankedTensorType::get({}, et),
+                                             FloatAttr::get(et, v)));
+  };
+  auto mul = [&](Value a, Value b) { return n.create1<graph::MulOp>({a, b}); };
+  FailureOr<Value> inner;
+  if (approximate == "tanh") {
+    auto x2 = mul(x, x);
+    if (failed(x2))
+      return failure();
+    auto x3 = mul(*x2, x);
+    if (failed(x3))
+      return failure();
+    auto cubic = mul(*x3, scalar(0.044715));
+    if (failed(cubic))
+      return failure();
+    auto sum = n.create1<graph::AddOp>({x, *cubic});
+    if (failed(sum))
+      return failure();
+    auto scaled = mul(*sum, scalar(std::sqrt(2.0 / M_PI)));
+    if (failed(scaled))
+      return failure();
+    inner = n.create1WithType(graph::TanhOp::getOperationName(),
+                              x.getType(), *scaled);
+  } else {
+    auto scaled = mul(x, scalar(M_SQRT1_2));
+    if (failed(scaled))
+      return failure();
+    inner = n.create1WithType(graph::ErfOp::getOperationName(), x.getType(),
+                              *scaled);
+  }
+  if (failed(inner))
+    return failure();
+  auto onePlus = n.create1<graph::AddOp>({*inner, scalar(1.0)});
+  if (failed(onePlus))
+    return failure();
+  auto half = mul(x, scalar(0.5));
+  if (failed(half))
+    return failure();
+  return n.setResult(mul(*half, *onePlus));
+}
+
 void pcc::import::registerElementwiseImporters(ImporterMap &map) {
   map["Sqrt"] = importUnary<graph::SqrtOp>;
   map["Reciprocal"] = importUnary<graph::ReciprocalOp>;
@@ -135,4 +194,5 @@ void pcc::import::registerElementwiseImporters(ImporterMap &map) {
   map["Cast"] = importCast;
   map["CastLike"] = importCastLike;
   map["IsNaN"] = importIsNaN;
+  map["Gelu"] = importGelu;
 }

@@ -98,7 +98,8 @@ const std::set<std::string> kOpList = {
     "GatherElements", "Expand", "Unsqueeze", "Squeeze", "Where", "Equal",
     "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Cast", "Constant",
     "ConstantOfShape", "Range", "Trilu", "Shape", "Identity", "CastLike",
-    "IsNaN", "CumSum", "Tile", "GatherND", "SplitToSequence", "SequenceAt"};
+    "IsNaN", "CumSum", "Tile", "GatherND", "SplitToSequence", "SequenceAt",
+    "Gelu"};
 
 /// pcc's other supported ops: a selected test may use them too.
 const std::set<std::string> kOtherSupported = {

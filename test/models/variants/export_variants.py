@@ -265,6 +265,21 @@ VARIANTS = {
         "HF Llama, 2 layers, d=32, 4 query / 2 KV heads, default (sdpa) "
         "attention, fresh, torch.onnx.export(model, (ids,), dynamo=True)"),
 
+    "gemma-dyn20-sdpa": user(
+        llama(2, 32, 4, 1, 64, 96, True, arch="GemmaForCausalLM", head_dim=8,
+              pad_token_id=None),
+        (2, 16),
+        "HF Gemma, 2 layers, d=32, 4 query heads / 1 KV head, default (sdpa) "
+        "attention, fresh, default export: opset 20's Gelu (tanh)"),
+    "neox-dyn20-sdpa": user(
+        hf("GPTNeoXForCausalLM", num_hidden_layers=2, hidden_size=32,
+           num_attention_heads=4, intermediate_size=64, vocab_size=96,
+           max_position_embeddings=64),
+        (2, 16),
+        "HF GPT-NeoX, 2 layers, d=32, 4 heads, parallel residual, partial "
+        "rotary, default (sdpa) attention, fresh, default export: opset 20's "
+        "Gelu (exact)"),
+
     # ---- depth, tying, folding
     "llama-dyn18-deep": dyn(
         llama(8, 32, 4, 2, 32, 96, False), (8, 16),
