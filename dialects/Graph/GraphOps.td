@@ -105,7 +105,7 @@ class Graph_CompareOp<string mnemonic, string what>
 // Constants
 //===----------------------------------------------------------------------===//
 
-def Graph_ConstantOp : Graph_Op<"constant", [ConstantLike, Graph_CostOpInterface,
+def Graph_ConstantOp : Graph_Op<"constant", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, ConstantLike, Graph_CostOpInterface,
     AllTypesMatch<["value", "output"]>]> {
   let summary = "A constant tensor";
   let description = [{
@@ -128,7 +128,7 @@ def Graph_ConstantOp : Graph_Op<"constant", [ConstantLike, Graph_CostOpInterface
   ];
 }
 
-def Graph_WeightOp : Graph_Op<"weight", [
+def Graph_WeightOp : Graph_Op<"weight", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     AllTypesMatch<["value", "output"]>]> {
   let summary = "A float ONNX initializer, by name";
@@ -353,7 +353,7 @@ def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
+def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Reinterprets the elements with the result's shape";
   let description = [{
@@ -382,7 +382,7 @@ def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_D
   let hasFolder = 1;
 }
 
-def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
+def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Broadcasts the input to the result's shape";
   let description = [{
@@ -396,7 +396,7 @@ def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_Differe
   let hasVerifier = 1;
 }
 
-def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Strided slice with one (start, step) per dimension";
   let description = [{
@@ -412,7 +412,7 @@ def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_Different
   let hasVerifier = 1;
 }
 
-def Graph_ConcatOp : Graph_Op<"concat", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_ConcatOp : Graph_Op<"concat", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Joins tensors along one axis";
   let description = [{ ONNX `Concat`; `axis` is non-negative. }];
@@ -422,7 +422,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [DeclareOpInterfaceMethods<Graph_Differe
   let hasFolder = 1;
 }
 
-def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Cuts a tensor into pieces along one axis";
   let description = [{
@@ -435,7 +435,7 @@ def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_Different
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Takes slices of data at integer indices along one axis";
   let description = [{
@@ -450,7 +450,7 @@ def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_Differe
   let hasFolder = 1;
 }
 
-def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Takes single elements of data at indices along one axis";
   let description = [{
@@ -483,7 +483,7 @@ def Graph_CumSumOp : Graph_Op<"cumsum", [SameOperandsAndResultType,
   let hasFolder = 1;
 }
 
-def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultType,
+def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Keeps the upper or lower triangle of the last two dims";
   let description = [{
@@ -502,7 +502,7 @@ def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_Different
 // Ops that reverse-mode differentiation introduces
 //===----------------------------------------------------------------------===//
 
-def Graph_ScatterAddOp : Graph_Op<"scatter_add", [
+def Graph_ScatterAddOp : Graph_Op<"scatter_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Adds slices into a zero tensor at indices along an axis";
   let description = [{
@@ -520,7 +520,7 @@ def Graph_ScatterAddOp : Graph_Op<"scatter_add", [
   let hasVerifier = 1;
 }
 
-def Graph_ScatterElementsAddOp : Graph_Op<"scatter_elements_add", [
+def Graph_ScatterElementsAddOp : Graph_Op<"scatter_elements_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Adds elements into a zero tensor at indices along an axis";
   let description = [{
@@ -536,7 +536,7 @@ def Graph_ScatterElementsAddOp : Graph_Op<"scatter_elements_add", [
   let hasVerifier = 1;
 }
 
-def Graph_InsertSliceOp : Graph_Op<"insert_slice", [
+def Graph_InsertSliceOp : Graph_Op<"insert_slice", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Places a tensor into a zero tensor at a strided slice";
   let description = [{

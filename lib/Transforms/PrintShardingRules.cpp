@@ -15,10 +15,18 @@ namespace {
 struct PrintShardingRulesPass
     : pcc::impl::PrintShardingRulesBase<PrintShardingRulesPass> {
   void runOnOperation() override {
-    getOperation().walk([](pcc::graph::ShardingRuleOpInterface op) {
+    getOperation().walk([](Operation *op) {
+      if (isa<func::FuncOp, func::ReturnOp>(op))
+        return;
+      auto ruled = dyn_cast<pcc::graph::ShardingRuleOpInterface>(op);
+      if (!ruled) {
+        // Partitioning replicates such an op; say so, never skip it.
+        op->emitRemark("no sharding rule: replicated");
+        return;
+      }
       std::string text;
       llvm::raw_string_ostream os(text);
-      op.getShardingRule().print(os);
+      ruled.getShardingRule().print(os);
       op->emitRemark("sharding rule: ") << text;
     });
   }

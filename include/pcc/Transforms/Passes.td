@@ -131,8 +131,12 @@ def PrintShardingRules : Pass<"pcc-print-sharding-rules",
   let description = [{
     For every op implementing `ShardingRuleOpInterface`, emits a remark at
     the op with its rule in Shardy's notation, e.g.
-    `([i, j, k], [k, l]) -> ([i, j, l]) {i=2, j=3, k=4, l=5} reduction={k}`.
-    A debugging aid and the way lit tests pin the rules.
+    `([i, j, k], [k, l]) -> ([i, j, l]) {i=2, j=3, k=4, l=5} reduction={k}`
+    (compound dimensions as their factors run together, `reduction={k:max}`
+    for reductions other than sums, `need_replication={...}` and
+    `permutation={...}`). An op without a rule gets the remark `no sharding
+    rule: replicated`, which is what partitioning does with it. A debugging
+    aid and the way lit tests pin the rules.
   }];
 }
 

@@ -2,15 +2,34 @@
 //
 // ShardingRuleOpInterface per op family: element-wise ops share one factor
 // per result dimension (broadcast dimensions of extent 1 get none),
-// contractions add a reduction factor, normalizations keep their normalized
-// dimensions whole. The sharding passes are generic over these rules.
+// contractions and reductions add reduction factors with their reduction
+// kind, normalizations keep their normalized dimensions whole, reshapes map
+// split and merged dimensions to compound factors, and data movement marks
+// what it cuts. The sharding passes are generic over these rules.
 //
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 
+#include <numeric>
+
 using namespace mlir;
 using namespace pcc::graph;
+
+using FactorKind = ShardingRule::FactorKind;
+using ReductionKind = ShardingRule::ReductionKind;
+using DimFactors = ShardingRule::DimFactors;
+using TensorFactors = ShardingRule::TensorFactors;
+
+//===----------------------------------------------------------------------===//
+// ShardingRule
+//===----------------------------------------------------------------------===//
+
+int64_t ShardingRule::addFactor(int64_t size, FactorKind kind,
+                                ReductionKind reduction) {
+  factors.push_back({size, kind, reduction});
+  return factors.size() - 1;
+}
 
 void ShardingRule::print(llvm::raw_ostream &os) const {
   auto name = [](int64_t f) {
@@ -19,12 +38,15 @@ void ShardingRule::print(llvm::raw_ostream &os) const {
       s += std::to_string(f / 18);
     return s;
   };
-  auto list = [&](ArrayRef<SmallVector<int64_t>> groups) {
+  auto list = [&](ArrayRef<TensorFactors> tensors) {
     os << "(";
-    llvm::interleaveComma(groups, os, [&](ArrayRef<int64_t> dims) {
+    llvm::interleaveComma(tensors, os, [&](const TensorFactors &dims) {
       os << "[";
-      llvm::interleaveComma(dims, os, [&](int64_t f) {
-        os << (f == kNoFactor ? std::string("_") : name(f));
+      llvm::interleaveComma(dims, os, [&](const DimFactors &fs) {
+        if (fs.empty())
+          os << "_";
+        for (int64_t f : fs)
+          os << name(f);
       });
       os << "]";
     });
@@ -34,36 +56,67 @@ void ShardingRule::print(llvm::raw_ostream &os) const {
   os << " -> ";
   list(resultFactors);
   os << " {";
-  for (size_t f = 0; f < factorSizes.size(); ++f)
-    os << (f ? ", " : "") << name(f) << "=" << factorSizes[f];
+  for (size_t f = 0; f < factors.size(); ++f)
+    os << (f ? ", " : "") << name(f) << "=" << factors[f].size;
   os << "}";
-  SmallVector<std::string> reductions;
-  for (size_t f = 0; f < factorKinds.size(); ++f)
-    if (factorKinds[f] == FactorKind::Reduction)
-      reductions.push_back(name(f));
-  if (!reductions.empty()) {
-    os << " reduction={";
-    llvm::interleaveComma(reductions, os);
+  auto kindList = [&](StringRef label, FactorKind kind) {
+    SmallVector<std::string> names;
+    for (size_t f = 0; f < factors.size(); ++f) {
+      if (factors[f].kind != kind)
+        continue;
+      std::string n = name(f);
+      if (kind == FactorKind::Reduction) {
+        switch (factors[f].reduction) {
+        case ReductionKind::Sum:
+          break;
+        case ReductionKind::Max:
+          n += ":max";
+          break;
+        case ReductionKind::Min:
+          n += ":min";
+          break;
+        case ReductionKind::Mean:
+          n += ":mean";
+          break;
+        }
+      }
+      names.push_back(n);
+    }
+    if (names.empty())
+      return;
+    os << " " << label << "={";
+    llvm::interleaveComma(names, os);
     os << "}";
-  }
+  };
+  kindList("reduction", FactorKind::Reduction);
+  kindList("need_replication", FactorKind::NeedReplication);
+  kindList("permutation", FactorKind::Permutation);
 }
+
+//===----------------------------------------------------------------------===//
+// Building blocks
+//===----------------------------------------------------------------------===//
 
 static ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
-int64_t ShardingRule::addFactor(int64_t size, FactorKind kind) {
-  factorSizes.push_back(size);
-  factorKinds.push_back(kind);
-  return factorSizes.size() - 1;
+static DimFactors one(int64_t f) { return DimFactors{f}; }
+
+/// One factor of `kind` per dimension of `v` (none for extent 1).
+static TensorFactors freshFactors(ShardingRule &rule, Value v,
+                                  FactorKind kind = FactorKind::Parallel) {
+  TensorFactors t;
+  for (int64_t d : shapeOf(v))
+    t.push_back(d == 1 ? DimFactors{} : one(rule.addFactor(d, kind)));
+  return t;
 }
 
-/// One parallel factor per dimension of `v`.
-static SmallVector<int64_t> freshFactors(ShardingRule &rule, Value v) {
-  SmallVector<int64_t> f;
-  for (int64_t d : shapeOf(v))
-    f.push_back(rule.addFactor(d));
-  return f;
+/// Marks the factors of dimension `dim` of `t` as `kind`.
+static void mark(ShardingRule &rule, const TensorFactors &t, size_t dim,
+                 FactorKind kind) {
+  for (int64_t f : t[dim])
+    rule.factors[f].kind = kind;
 }
 
 /// Operands aligned to the result's trailing dimensions; broadcast
@@ -71,20 +124,33 @@ static SmallVector<int64_t> freshFactors(ShardingRule &rule, Value v) {
 static ShardingRule broadcastRule(Operation *op) {
   ShardingRule rule;
   Value out = op->getResult(0);
-  SmallVector<int64_t> outF = freshFactors(rule, out);
+  TensorFactors outF = freshFactors(rule, out);
   ArrayRef<int64_t> outShape = shapeOf(out);
   for (Value in : op->getOperands()) {
     ArrayRef<int64_t> s = shapeOf(in);
-    SmallVector<int64_t> f;
+    TensorFactors f;
     for (size_t i = 0; i < s.size(); ++i) {
       size_t o = i + outShape.size() - s.size();
-      f.push_back(s[i] == outShape[o] ? outF[o] : ShardingRule::kNoFactor);
+      f.push_back(s[i] == outShape[o] ? outF[o] : DimFactors{});
     }
     rule.operandFactors.push_back(f);
   }
   rule.resultFactors.push_back(outF);
   return rule;
 }
+
+/// A rule where dimension `axis` of the (single) operand and result must
+/// stay whole.
+static ShardingRule wholeAlong(Operation *op, ArrayRef<int64_t> axes) {
+  ShardingRule rule = broadcastRule(op);
+  for (int64_t a : axes)
+    mark(rule, rule.resultFactors[0], a, FactorKind::NeedReplication);
+  return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise ops
+//===----------------------------------------------------------------------===//
 
 #define PCC_BROADCAST_RULE(Op)                                                 \
   ShardingRule Op::getShardingRule() { return broadcastRule(*this); }
@@ -121,115 +187,152 @@ PCC_BROADCAST_RULE(GreaterOrEqualOp)
 PCC_BROADCAST_RULE(WhereOp)
 PCC_BROADCAST_RULE(CastOp)
 PCC_BROADCAST_RULE(IsNaNOp)
+// Expand is a broadcast of its one operand.
+PCC_BROADCAST_RULE(ExpandOp)
 #undef PCC_BROADCAST_RULE
 
-// The summed axis stays whole.
+// A running sum along the axis needs the whole axis.
 ShardingRule CumSumOp::getShardingRule() {
-  ShardingRule rule = broadcastRule(*this);
-  rule.operandFactors[0][getAxis()] = ShardingRule::kNoFactor;
-  rule.resultFactors[0][getAxis()] = ShardingRule::kNoFactor;
+  return wholeAlong(*this, {getAxis()});
+}
+
+// Masking by row and column index needs both whole.
+ShardingRule TriluOp::getShardingRule() {
+  int64_t rank = shapeOf(getInput()).size();
+  return wholeAlong(*this, {rank - 2, rank - 1});
+}
+
+//===----------------------------------------------------------------------===//
+// Constants
+//===----------------------------------------------------------------------===//
+
+// A constant or a weight can be cut anywhere at compile time.
+ShardingRule ConstantOp::getShardingRule() {
+  ShardingRule rule;
+  rule.resultFactors.push_back(freshFactors(rule, getOutput()));
   return rule;
 }
 
-ShardingRule SoftmaxOp::getShardingRule() {
-  ShardingRule rule = broadcastRule(*this);
-  rule.operandFactors[0][getAxis()] = ShardingRule::kNoFactor;
-  rule.resultFactors[0][getAxis()] = ShardingRule::kNoFactor;
+ShardingRule WeightOp::getShardingRule() {
+  ShardingRule rule;
+  rule.resultFactors.push_back(freshFactors(rule, getOutput()));
   return rule;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations and reductions
+//===----------------------------------------------------------------------===//
+
+ShardingRule SoftmaxOp::getShardingRule() {
+  return wholeAlong(*this, {getAxis()});
 }
 
 ShardingRule LogSoftmaxOp::getShardingRule() {
-  ShardingRule rule = broadcastRule(*this);
-  rule.operandFactors[0][getAxis()] = ShardingRule::kNoFactor;
-  rule.resultFactors[0][getAxis()] = ShardingRule::kNoFactor;
-  return rule;
+  return wholeAlong(*this, {getAxis()});
 }
 
+// Normalized dimensions stay whole, and the scale and bias share their
+// factors; the statistics keep the batch dimensions.
 ShardingRule LayerNormOp::getShardingRule() {
   ShardingRule rule;
-  SmallVector<int64_t> f = freshFactors(rule, getInput());
-  for (size_t i = getAxis(); i < f.size(); ++i)
-    f[i] = ShardingRule::kNoFactor;
-  rule.operandFactors.push_back(f);
-  for (Value v : {getScale(), getBias()})
-    if (v)
-      rule.operandFactors.push_back(
-          SmallVector<int64_t>(shapeOf(v).size(), ShardingRule::kNoFactor));
-  for (int i = 0; i < 3; ++i)
-    rule.resultFactors.push_back(f);
+  TensorFactors in = freshFactors(rule, getInput());
+  size_t rank = in.size();
+  for (size_t i = getAxis(); i < rank; ++i)
+    mark(rule, in, i, FactorKind::NeedReplication);
+  rule.operandFactors.push_back(in);
+  for (Value v : {getScale(), getBias()}) {
+    if (!v)
+      continue;
+    ArrayRef<int64_t> s = shapeOf(v);
+    TensorFactors f;
+    for (size_t i = 0; i < s.size(); ++i) {
+      size_t o = i + rank - s.size();
+      f.push_back(s[i] == shapeOf(getInput())[o] ? in[o] : DimFactors{});
+    }
+    rule.operandFactors.push_back(f);
+  }
+  TensorFactors stats(in);
+  for (size_t i = getAxis(); i < rank; ++i)
+    stats[i].clear();
+  rule.resultFactors = {in, stats, stats};
   return rule;
 }
 
-template <typename ReduceOpT> static ShardingRule reduceRule(ReduceOpT op) {
+template <typename ReduceOpT>
+static ShardingRule reduceRule(ReduceOpT op, ReductionKind kind) {
   ShardingRule rule;
   ArrayRef<int64_t> in = shapeOf(op.getInput());
   ArrayRef<int64_t> axes = op.getAxes();
-  SmallVector<int64_t> inF, outF;
+  TensorFactors inF, outF;
   for (size_t i = 0; i < in.size(); ++i) {
     bool reduced = llvm::is_contained(axes, int64_t(i));
-    int64_t f =
-        rule.addFactor(in[i], reduced ? ShardingRule::FactorKind::Reduction
-                                      : ShardingRule::FactorKind::Parallel);
+    DimFactors f;
+    if (in[i] != 1)
+      f.push_back(rule.addFactor(
+          in[i], reduced ? FactorKind::Reduction : FactorKind::Parallel,
+          kind));
     inF.push_back(f);
     if (!reduced)
       outF.push_back(f);
     else if (op.getKeepdims())
-      outF.push_back(ShardingRule::kNoFactor);
+      outF.push_back({});
   }
   rule.operandFactors.push_back(inF);
   rule.resultFactors.push_back(outF);
   return rule;
 }
 
-ShardingRule ReduceMeanOp::getShardingRule() { return reduceRule(*this); }
-ShardingRule ReduceSumOp::getShardingRule() { return reduceRule(*this); }
-ShardingRule ReduceMaxOp::getShardingRule() { return reduceRule(*this); }
-ShardingRule ReduceMinOp::getShardingRule() { return reduceRule(*this); }
-
-ShardingRule TransposeOp::getShardingRule() {
-  ShardingRule rule;
-  SmallVector<int64_t> in = freshFactors(rule, getInput());
-  SmallVector<int64_t> out;
-  for (int64_t p : getPerm())
-    out.push_back(in[p]);
-  rule.operandFactors.push_back(in);
-  rule.resultFactors.push_back(out);
-  return rule;
+ShardingRule ReduceMeanOp::getShardingRule() {
+  return reduceRule(*this, ReductionKind::Mean);
 }
+ShardingRule ReduceSumOp::getShardingRule() {
+  return reduceRule(*this, ReductionKind::Sum);
+}
+ShardingRule ReduceMaxOp::getShardingRule() {
+  return reduceRule(*this, ReductionKind::Max);
+}
+ShardingRule ReduceMinOp::getShardingRule() {
+  return reduceRule(*this, ReductionKind::Min);
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
 
 ShardingRule MatMulOp::getShardingRule() {
   // Batch dimensions broadcast like an element-wise op; m, n parallel and k
-  // a reduction.
+  // a sum.
   ShardingRule rule;
   ArrayRef<int64_t> a = shapeOf(getLhs()), b = shapeOf(getRhs());
   ArrayRef<int64_t> c = shapeOf(getOutput());
-  int64_t k = rule.addFactor(a.back(), ShardingRule::FactorKind::Reduction);
-  int64_t m =
-      a.size() >= 2 ? rule.addFactor(a[a.size() - 2]) : ShardingRule::kNoFactor;
-  int64_t n =
-      b.size() >= 2 ? rule.addFactor(b.back()) : ShardingRule::kNoFactor;
+  DimFactors k = one(rule.addFactor(a.back(), FactorKind::Reduction));
+  DimFactors m, n;
+  if (a.size() >= 2)
+    m = one(rule.addFactor(a[a.size() - 2]));
+  if (b.size() >= 2)
+    n = one(rule.addFactor(b.back()));
   size_t cBatch = c.size() - (a.size() >= 2) - (b.size() >= 2);
-  SmallVector<int64_t> batch;
+  TensorFactors batch;
   for (size_t i = 0; i < cBatch; ++i)
-    batch.push_back(rule.addFactor(c[i]));
+    batch.push_back(c[i] == 1 ? DimFactors{} : one(rule.addFactor(c[i])));
   auto batchOf = [&](ArrayRef<int64_t> s, size_t matDims) {
-    SmallVector<int64_t> f;
+    TensorFactors f;
     size_t nb = s.size() - matDims;
     for (size_t i = 0; i < nb; ++i) {
       size_t o = i + cBatch - nb;
-      f.push_back(s[i] == c[o] ? batch[o] : ShardingRule::kNoFactor);
+      f.push_back(s[i] == c[o] ? batch[o] : DimFactors{});
     }
     return f;
   };
-  SmallVector<int64_t> fa = batchOf(a, std::min<size_t>(a.size(), 2));
+  TensorFactors fa = batchOf(a, std::min<size_t>(a.size(), 2));
   if (a.size() >= 2)
     fa.push_back(m);
   fa.push_back(k);
-  SmallVector<int64_t> fb = batchOf(b, std::min<size_t>(b.size(), 2));
+  TensorFactors fb = batchOf(b, std::min<size_t>(b.size(), 2));
   fb.push_back(k);
   if (b.size() >= 2)
     fb.push_back(n);
-  SmallVector<int64_t> fc(batch);
+  TensorFactors fc(batch);
   if (a.size() >= 2)
     fc.push_back(m);
   if (b.size() >= 2)
@@ -243,19 +346,19 @@ ShardingRule GemmOp::getShardingRule() {
   ShardingRule rule;
   ArrayRef<int64_t> c = shapeOf(getOutput());
   ArrayRef<int64_t> a = shapeOf(getA());
-  int64_t m = rule.addFactor(c[0]), n = rule.addFactor(c[1]);
-  int64_t k = rule.addFactor(getTransA() ? a[0] : a[1],
-                             ShardingRule::FactorKind::Reduction);
-  rule.operandFactors.push_back(getTransA() ? SmallVector<int64_t>{k, m}
-                                            : SmallVector<int64_t>{m, k});
-  rule.operandFactors.push_back(getTransB() ? SmallVector<int64_t>{n, k}
-                                            : SmallVector<int64_t>{k, n});
+  DimFactors m = one(rule.addFactor(c[0])), n = one(rule.addFactor(c[1]));
+  DimFactors k = one(
+      rule.addFactor(getTransA() ? a[0] : a[1], FactorKind::Reduction));
+  rule.operandFactors.push_back(getTransA() ? TensorFactors{k, m}
+                                            : TensorFactors{m, k});
+  rule.operandFactors.push_back(getTransB() ? TensorFactors{n, k}
+                                            : TensorFactors{k, n});
   if (Value bias = getC()) {
     ArrayRef<int64_t> s = shapeOf(bias);
-    SmallVector<int64_t> f;
+    TensorFactors f;
     for (size_t i = 0; i < s.size(); ++i) {
       size_t o = i + 2 - s.size();
-      f.push_back(s[i] == c[o] ? (o == 0 ? m : n) : ShardingRule::kNoFactor);
+      f.push_back(s[i] == c[o] ? (o == 0 ? m : n) : DimFactors{});
     }
     rule.operandFactors.push_back(f);
   }
@@ -263,3 +366,301 @@ ShardingRule GemmOp::getShardingRule() {
   return rule;
 }
 
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+ShardingRule TransposeOp::getShardingRule() {
+  ShardingRule rule;
+  TensorFactors in = freshFactors(rule, getInput());
+  TensorFactors out;
+  for (int64_t p : getPerm())
+    out.push_back(in[p]);
+  rule.operandFactors.push_back(in);
+  rule.resultFactors.push_back(out);
+  return rule;
+}
+
+/// Reshape: the dimensions fall into groups of equal element counts. A group
+/// that splits one dimension into several ([H*D] -> [H, D]) or merges
+/// several into one gives the single dimension a compound factor of the
+/// others', so a head sharding survives the reshape; a group that does both
+/// ([6, 4] -> [4, 6]) must stay whole.
+ShardingRule ReshapeOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getOutput());
+  TensorFactors inF(in.size()), outF(out.size());
+  size_t i = 0, o = 0;
+  while (i < in.size() || o < out.size()) {
+    // Dimensions of extent 1 carry no factor.
+    if (i < in.size() && in[i] == 1) {
+      ++i;
+      continue;
+    }
+    if (o < out.size() && out[o] == 1) {
+      ++o;
+      continue;
+    }
+    if (i == in.size() || o == out.size())
+      break;
+    size_t i0 = i, o0 = o;
+    int64_t pi = in[i++], po = out[o++];
+    while (pi != po) {
+      if (pi < po && i < in.size())
+        pi *= in[i++];
+      else if (po < pi && o < out.size())
+        po *= out[o++];
+      else
+        break;
+    }
+    size_t ni = i - i0, no = o - o0;
+    if (ni == 1 || no == 1) {
+      // One side is a single dimension: it is the compound of the other's.
+      bool splitIn = ni == 1;
+      ArrayRef<int64_t> many =
+          splitIn ? out.slice(o0, no) : in.slice(i0, ni);
+      TensorFactors &manyF = splitIn ? outF : inF;
+      size_t manyStart = splitIn ? o0 : i0;
+      DimFactors compound;
+      for (size_t k = 0; k < many.size(); ++k) {
+        if (many[k] == 1)
+          continue;
+        int64_t f = rule.addFactor(many[k]);
+        manyF[manyStart + k] = one(f);
+        compound.push_back(f);
+      }
+      (splitIn ? inF[i0] : outF[o0]) = compound;
+      continue;
+    }
+    for (size_t k = 0; k < ni; ++k)
+      if (in[i0 + k] != 1)
+        inF[i0 + k] =
+            one(rule.addFactor(in[i0 + k], FactorKind::NeedReplication));
+    for (size_t k = 0; k < no; ++k)
+      if (out[o0 + k] != 1)
+        outF[o0 + k] =
+            one(rule.addFactor(out[o0 + k], FactorKind::NeedReplication));
+  }
+  rule.operandFactors.push_back(inF);
+  rule.resultFactors.push_back(outF);
+  return rule;
+}
+
+/// A dimension cut into `parts` equal parts of `chunk` elements, as a
+/// compound [parts, chunk] whose `chunk` factor the parts share: sharding
+/// it shards every part alike (fused QKV columns by heads, rotary halves).
+static DimFactors equalParts(ShardingRule &rule, int64_t parts, int64_t chunk,
+                             FactorKind partsKind, int64_t &chunkFactor) {
+  chunkFactor = rule.addFactor(chunk);
+  if (parts == 1)
+    return one(chunkFactor);
+  return DimFactors{rule.addFactor(parts, partsKind), chunkFactor};
+}
+
+// Untouched dimensions are parallel; a dimension cut into one of several
+// equal, aligned parts is a compound [parts, chunk]; any other cut must stay
+// whole.
+ShardingRule SliceOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  TensorFactors inF, outF;
+  for (size_t d = 0; d < in.size(); ++d) {
+    int64_t start = getStarts()[d], size = getSizes()[d],
+            step = getSteps()[d];
+    if (in[d] == 1 || size == 0) {
+      inF.push_back({});
+      outF.push_back(size > 1 ? one(rule.addFactor(
+                                    size, FactorKind::NeedReplication))
+                              : DimFactors{});
+      continue;
+    }
+    if (start == 0 && size == in[d] && step == 1) {
+      DimFactors f = one(rule.addFactor(in[d]));
+      inF.push_back(f);
+      outF.push_back(f);
+      continue;
+    }
+    if (step == 1 && in[d] % size == 0 && start % size == 0) {
+      int64_t chunk;
+      inF.push_back(equalParts(rule, in[d] / size, size,
+                               FactorKind::NeedReplication, chunk));
+      outF.push_back(one(chunk));
+      continue;
+    }
+    inF.push_back(one(rule.addFactor(in[d], FactorKind::NeedReplication)));
+    outF.push_back(size > 1 ? one(rule.addFactor(
+                                  size, FactorKind::NeedReplication))
+                            : DimFactors{});
+  }
+  rule.operandFactors.push_back(inF);
+  rule.resultFactors.push_back(outF);
+  return rule;
+}
+
+// The inverse of a slice: the result is the source's shape outside the
+// inserted dimensions.
+ShardingRule InsertSliceOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> src = shapeOf(getSource()), out = shapeOf(getOutput());
+  TensorFactors srcF, outF;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (src[d] == out[d] && getSteps()[d] == 1) {
+      DimFactors f = out[d] == 1 ? DimFactors{} : one(rule.addFactor(out[d]));
+      srcF.push_back(f);
+      outF.push_back(f);
+      continue;
+    }
+    srcF.push_back(src[d] == 1 ? DimFactors{}
+                               : one(rule.addFactor(
+                                     src[d], FactorKind::NeedReplication)));
+    outF.push_back(
+        one(rule.addFactor(out[d], FactorKind::NeedReplication)));
+  }
+  rule.operandFactors.push_back(srcF);
+  rule.resultFactors.push_back(outF);
+  return rule;
+}
+
+/// Concat and split along `axis`: the other dimensions are shared; equal
+/// parts make the axis a compound [parts, chunk] (parts a permutation),
+/// unequal ones keep it whole.
+static ShardingRule partsRule(ValueRange parts, Value whole, int64_t axis,
+                              bool wholeIsResult) {
+  ShardingRule rule;
+  TensorFactors wholeF;
+  ArrayRef<int64_t> w = shapeOf(whole);
+  for (size_t d = 0; d < w.size(); ++d)
+    wholeF.push_back(d == size_t(axis) || w[d] == 1
+                         ? DimFactors{}
+                         : one(rule.addFactor(w[d])));
+  int64_t first = shapeOf(parts.front())[axis];
+  bool equal = llvm::all_of(
+      parts, [&](Value p) { return shapeOf(p)[axis] == first; });
+  SmallVector<TensorFactors> partF(parts.size(), wholeF);
+  if (equal && first == 1) {
+    wholeF[axis] =
+        one(rule.addFactor(parts.size(), FactorKind::Permutation));
+    for (TensorFactors &f : partF)
+      f[axis] = {};
+  } else if (equal && first > 0) {
+    int64_t chunk;
+    wholeF[axis] = equalParts(rule, parts.size(), first,
+                              FactorKind::Permutation, chunk);
+    for (TensorFactors &f : partF)
+      f[axis] = first == 1 ? DimFactors{} : one(chunk);
+  } else {
+    wholeF[axis] = one(rule.addFactor(w[axis], FactorKind::NeedReplication));
+    for (auto [f, p] : llvm::zip(partF, parts)) {
+      int64_t n = shapeOf(p)[axis];
+      f[axis] = n > 1 ? one(rule.addFactor(n, FactorKind::NeedReplication))
+                      : DimFactors{};
+    }
+  }
+  if (wholeIsResult) {
+    rule.operandFactors.assign(partF.begin(), partF.end());
+    rule.resultFactors.push_back(wholeF);
+  } else {
+    rule.operandFactors.push_back(wholeF);
+    rule.resultFactors.assign(partF.begin(), partF.end());
+  }
+  return rule;
+}
+
+ShardingRule ConcatOp::getShardingRule() {
+  return partsRule(getInputs(), getOutput(), getAxis(),
+                   /*wholeIsResult=*/true);
+}
+
+ShardingRule SplitOp::getShardingRule() {
+  return partsRule(getResults(), getInput(), getAxis(),
+                   /*wholeIsResult=*/false);
+}
+
+/// Gather and its adjoint: the result is the indices' shape in place of the
+/// data's `axis`. The table's `axis` may be sharded: a gather then looks up
+/// only its rows (masking the others) and the partial results sum (the
+/// vocabulary-parallel embedding); a scatter_add fills only its rows.
+static ShardingRule lookupRule(Value table, Value indices, Value rows,
+                               int64_t axis, bool tableIsResult) {
+  ShardingRule rule;
+  ArrayRef<int64_t> t = shapeOf(table), idx = shapeOf(indices);
+  TensorFactors tableF, idxF, rowsF;
+  DimFactors v = t[axis] == 1 ? DimFactors{}
+                              : one(rule.addFactor(
+                                    t[axis], tableIsResult
+                                                 ? FactorKind::Parallel
+                                                 : FactorKind::Reduction));
+  for (int64_t d = 0; d < axis; ++d) {
+    DimFactors f = t[d] == 1 ? DimFactors{} : one(rule.addFactor(t[d]));
+    tableF.push_back(f);
+    rowsF.push_back(f);
+  }
+  tableF.push_back(v);
+  for (int64_t d : idx) {
+    DimFactors f = d == 1 ? DimFactors{} : one(rule.addFactor(d));
+    idxF.push_back(f);
+    rowsF.push_back(f);
+  }
+  for (size_t d = axis + 1; d < t.size(); ++d) {
+    DimFactors f = t[d] == 1 ? DimFactors{} : one(rule.addFactor(t[d]));
+    tableF.push_back(f);
+    rowsF.push_back(f);
+  }
+  assert(shapeOf(rows).size() == rowsF.size() && "gather rows mismatch");
+  if (tableIsResult) {
+    rule.operandFactors = {rowsF, idxF};
+    rule.resultFactors = {tableF};
+  } else {
+    rule.operandFactors = {tableF, idxF};
+    rule.resultFactors = {rowsF};
+  }
+  return rule;
+}
+
+ShardingRule GatherOp::getShardingRule() {
+  return lookupRule(getData(), getIndices(), getOutput(), getAxis(),
+                    /*tableIsResult=*/false);
+}
+
+ShardingRule ScatterAddOp::getShardingRule() {
+  return lookupRule(getOutput(), getIndices(), getUpdates(), getAxis(),
+                    /*tableIsResult=*/true);
+}
+
+/// Element-wise gathers: indices and result share every dimension; the
+/// data's other dimensions share them where the extents agree; the data's
+/// `axis` must stay whole.
+static ShardingRule elementLookupRule(Value data, Value indices, int64_t axis,
+                                      bool dataIsResult) {
+  ShardingRule rule;
+  ArrayRef<int64_t> ds = shapeOf(data), is = shapeOf(indices);
+  TensorFactors dataF, idxF;
+  for (size_t d = 0; d < is.size(); ++d) {
+    DimFactors f = is[d] == 1 ? DimFactors{} : one(rule.addFactor(is[d]));
+    idxF.push_back(f);
+    if (d == size_t(axis) || ds[d] != is[d])
+      dataF.push_back(ds[d] == 1 ? DimFactors{}
+                                 : one(rule.addFactor(
+                                       ds[d], FactorKind::NeedReplication)));
+    else
+      dataF.push_back(f);
+  }
+  if (dataIsResult) {
+    rule.operandFactors = {idxF, idxF};
+    rule.resultFactors = {dataF};
+  } else {
+    rule.operandFactors = {dataF, idxF};
+    rule.resultFactors = {idxF};
+  }
+  return rule;
+}
+
+ShardingRule GatherElementsOp::getShardingRule() {
+  return elementLookupRule(getData(), getIndices(), getAxis(),
+                           /*dataIsResult=*/false);
+}
+
+ShardingRule ScatterElementsAddOp::getShardingRule() {
+  return elementLookupRule(getOutput(), getIndices(), getAxis(),
+                           /*dataIsResult=*/true);
+}

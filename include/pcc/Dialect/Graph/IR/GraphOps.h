@@ -16,24 +16,45 @@
 namespace pcc::graph {
 
 /// A factor-based sharding rule (GSPMD/Shardy style). Every dimension of
-/// every operand and result names the factor it is indexed by, or
-/// `kNoFactor` when it must stay whole (a softmax axis, a broadcast
-/// dimension of extent 1). A factor used by operands but by no result is a
-/// reduction: sharding it leaves partial sums.
+/// every operand and result is indexed by a list of factors, major to minor:
+/// one factor usually, several when a reshape splits or merges it (a
+/// compound dimension, [B, S, H*D] -> [B, S, H, D] maps H*D to [h, d]), none
+/// for a broadcast dimension of extent 1. Dimensions mapped to the same
+/// factor must be sharded alike. Each factor has a kind:
+///  - Parallel: sharding it needs no communication;
+///  - Reduction: used by operands and no result, so sharding it leaves
+///    partial results, combined by the factor's ReductionKind (an all-reduce
+///    with sum, max, min or mean);
+///  - NeedReplication: must stay whole (a softmax axis, normalized
+///    dimensions, a dimension a slice cuts unevenly);
+///  - Permutation: may be sharded, but the shards of the operands and of
+///    the results hold different parts, so data moves between ranks (the
+///    parts of a concat or an equal split).
 struct ShardingRule {
-  static constexpr int64_t kNoFactor = -1;
-  enum class FactorKind { Parallel, Reduction };
-  llvm::SmallVector<int64_t> factorSizes;
-  llvm::SmallVector<FactorKind> factorKinds;
-  llvm::SmallVector<llvm::SmallVector<int64_t>> operandFactors;
-  llvm::SmallVector<llvm::SmallVector<int64_t>> resultFactors;
+  enum class FactorKind { Parallel, Reduction, NeedReplication, Permutation };
+  enum class ReductionKind { Sum, Max, Min, Mean };
+  struct Factor {
+    int64_t size;
+    FactorKind kind;
+    ReductionKind reduction;
+  };
+  /// The factors indexing one dimension, major to minor.
+  using DimFactors = llvm::SmallVector<int64_t, 1>;
+  using TensorFactors = llvm::SmallVector<DimFactors>;
+
+  llvm::SmallVector<Factor> factors;
+  llvm::SmallVector<TensorFactors> operandFactors;
+  llvm::SmallVector<TensorFactors> resultFactors;
 
   /// Adds a factor of the given extent and kind; returns its index.
-  int64_t addFactor(int64_t size, FactorKind kind = FactorKind::Parallel);
+  int64_t addFactor(int64_t size, FactorKind kind = FactorKind::Parallel,
+                    ReductionKind reduction = ReductionKind::Sum);
 
-  /// Prints the rule in Shardy's notation, factors named i, j, k, ...:
+  /// Prints the rule in Shardy's notation, factors named i, j, k, ... and a
+  /// compound dimension as the names of its factors run together:
   /// `([i, k], [k, j]) -> ([i, j]) {i=2, j=4, k=3} reduction={k}`, with `_`
-  /// for a dimension without a factor.
+  /// for a dimension without a factor, `reduction={k:max}` for a reduction
+  /// other than a sum, and need_replication={...}, permutation={...}.
   void print(llvm::raw_ostream &os) const;
 };
 
