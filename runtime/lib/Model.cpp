@@ -63,8 +63,14 @@ void validateTable(int32_t count, const pccrt_tensor_info *table,
 }
 
 std::string runErrorName(int code) {
-  return code == PCCRT_ERR_INDEX_OUT_OF_RANGE ? "index out of range"
-                                              : "unknown error";
+  switch (code) {
+  case PCCRT_ERR_INDEX_OUT_OF_RANGE:
+    return "index out of range";
+  case PCCRT_ERR_ABI_MISMATCH:
+    return "the library was built for another ABI version";
+  default:
+    return "unknown error";
+  }
 }
 
 void *dataPointer(const Tensor &tensor) {
@@ -212,9 +218,15 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
     workspace.reset(memory);
   }
 
-  int code =
-      runFn(inputPointers.data(), outputPointers.data(), weightPointers.data(),
-            workspace ? workspace.get() : emptyBuffer);
+  pccrt_context context{};
+  context.abi_version = PCCRT_ABI_VERSION;
+  context.inputs = inputPointers.data();
+  context.outputs = outputPointers.data();
+  context.weights = weightPointers.data();
+  context.workspace = workspace ? workspace.get() : emptyBuffer;
+  context.rank = 0;
+  context.num_ranks = 1;
+  int code = runFn(&context);
   if (code != PCCRT_OK)
     throw Error("model run failed: " + runErrorName(code) + " (code " +
                 std::to_string(code) + ")");

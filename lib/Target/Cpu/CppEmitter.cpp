@@ -1081,10 +1081,14 @@ FailureOr<CppEmitResult> Emitter::run() {
       << result.weights.size() << ", weights, " << result.workspaceBytes
       << "ULL};\n  return &info;\n}\n\n"
       << "extern \"C\" int " << p
-      << "_model_run(void *const *in, void *const *out, "
-         "void *const *w, void *workspace) {\n"
+      << "_model_run(const pccrt_context *ctx) {\n"
       << "  using namespace " << p << "_model;\n"
-      << "  char *ws = (char *)workspace;\n"
+      << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
+         "return PCCRT_ERR_ABI_MISMATCH;\n"
+      << "  void *const *in = ctx->inputs;\n"
+      << "  void *const *out = ctx->outputs;\n"
+      << "  void *const *w = ctx->weights;\n"
+      << "  char *ws = (char *)ctx->workspace;\n"
       << "  (void)in; (void)out; (void)w; (void)ws;\n"
       << body << "  return PCCRT_OK;\n}\n";
   return result;

@@ -138,7 +138,7 @@ private:
   struct FreeDeleter {
     void operator()(void *p) const;
   };
-  using RunFn = int (*)(void *const *, void *const *, void *const *, void *);
+  using RunFn = int (*)(const pccrt_context *);
 
   void *handle = nullptr;
   const pccrt_model_info *modelInfo = nullptr;

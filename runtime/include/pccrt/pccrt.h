@@ -5,9 +5,11 @@
 // prefix chosen at compile time (default "pcc"):
 //
 //   const pccrt_model_info *<prefix>_model_info(void);
-//   int <prefix>_model_run(void *const *inputs, void *const *outputs,
-//                          void *const *weights, void *workspace);
+//   int <prefix>_model_run(const pccrt_context *context);
 //
+// The context holds everything one run works on, so that what a run needs
+// grows by fields, not by arguments: the tensors, the workspace, and the
+// rank's place among the others (its communicator; later a CUDA stream).
 // Tensors are dense, row-major and stored with their ONNX element type.
 // `inputs`, `outputs` and `weights` hold one pointer per entry of the
 // matching table in pccrt_model_info, in table order. `workspace` points to
@@ -30,7 +32,8 @@
 //    checkpoint is the set of STATE tensors.
 //
 // Version history: 1 had no kinds and read-only weights; 2 added `kind` and
-// made `weights` writable for STATE entries.
+// made `weights` writable for STATE entries; 3 passes a pccrt_context to the
+// run function instead of four arguments.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,7 +46,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 2
+#define PCCRT_ABI_VERSION 3
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -93,10 +96,28 @@ typedef struct pccrt_model_info {
   uint64_t workspace_bytes;
 } pccrt_model_info;
 
+/// How a rank reaches the others: opaque to generated code, implemented by
+/// the runtime's communication backends (MPI on the CPU; NCCL with CUDA).
+typedef struct pccrt_comm pccrt_comm;
+
+/// What one run of a generated function works on.
+typedef struct pccrt_context {
+  uint32_t abi_version;    ///< PCCRT_ABI_VERSION of the caller
+  void *const *inputs;     ///< one pointer per entry of info.inputs
+  void *const *outputs;    ///< one pointer per entry of info.outputs
+  void *const *weights;    ///< one pointer per entry of info.weights
+  void *workspace;         ///< workspace_bytes bytes, aligned to 64
+  int32_t rank;            ///< this rank, 0 when it runs alone
+  int32_t num_ranks;       ///< ranks of the program, 1 when alone
+  pccrt_comm *comm;        ///< null when alone
+  void *stream;            ///< a CUDA stream; null on the CPU target
+} pccrt_context;
+
 /// Error codes returned by a generated run function.
 enum {
   PCCRT_OK = 0,
   PCCRT_ERR_INDEX_OUT_OF_RANGE = 1,
+  PCCRT_ERR_ABI_MISMATCH = 2, ///< the caller's context is another version
 };
 
 #ifdef __cplusplus

@@ -21,7 +21,9 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<2x3xf32> {onnx
 // CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT},
 // CHECK-NEXT: };
 // CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 1, weights, 64ULL};
-// CHECK:      extern "C" int pcc_model_run(void *const *in, void *const *out, void *const *w, void *workspace) {
+// CHECK:      extern "C" int pcc_model_run(const pccrt_context *ctx) {
+// CHECK-NEXT:   using namespace pcc_model;
+// CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;
 // CHECK:        float* [[W:c[0-9]+]] = (float*)w[0];
 // CHECK-NEXT:   float* [[X:a[0-9]+]] = (float*)in[0];
 // CHECK-NEXT:   float* [[T:v[0-9]+]] = (float*)(ws + 0);

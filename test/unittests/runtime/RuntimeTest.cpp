@@ -520,8 +520,10 @@ static const pccrt_tensor_info outputs[] = {
 static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1,
                                       outputs, 1, weights, 100};
 const pccrt_model_info *test_model_info(void) { return &info; }
-int test_model_run(void *const *in, void *const *out, void *const *w,
-                   void *workspace) {
+int test_model_run(const pccrt_context *ctx) {
+  void *const *in = ctx->inputs, *const *out = ctx->outputs,
+              *const *w = ctx->weights;
+  void *workspace = ctx->workspace;
   const float *x = in[0], *b = w[0];
   float *y = out[0];
   unsigned char *scratch = workspace;
@@ -632,8 +634,10 @@ static const pccrt_tensor_info weights[] = {
 static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2,
                                       outputs, 3, weights, 64};
 const pccrt_model_info *@P@_model_info(void) { return &info; }
-int @P@_model_run(void *const *in, void *const *out, void *const *w,
-                  void *workspace) {
+int @P@_model_run(const pccrt_context *ctx) {
+  void *const *in = ctx->inputs, *const *out = ctx->outputs,
+              *const *w = ctx->weights;
+  void *workspace = ctx->workspace;
   const float *x = in[0], *lr = w[1];
   float *loss = out[0], *grad = out[1], *state = w[0];
   float *updated = workspace;
