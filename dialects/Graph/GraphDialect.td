@@ -28,8 +28,19 @@ def Graph_Dialect : Dialect {
     `CostOpInterface` (flops and bytes), `ShardingRuleOpInterface` (a
     factor-based sharding rule) and `DifferentiableOpInterface` (the
     vector-Jacobian product).
+
+    A training step states its contract with dialect attributes that the
+    dialect verifies: on arguments `graph.state` (persistent state and its
+    name), `graph.init` (its initial value) and `graph.state_of` (the
+    parameter an optimizer state belongs to); on results `graph.update`
+    (the new value of a state argument, by index), `graph.grad` (a
+    parameter's gradient, by the index of its state argument) and
+    `graph.loss`; on ops `graph.backward` (built by autodiff).
   }];
   let hasConstantMaterializer = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let usePropertiesForAttributes = 0;
 }
 

@@ -360,10 +360,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
         rt.getElementType().isInteger(1) ? 1 : rt.getElementTypeBitWidth() / 8;
     return rt.getNumElements() * w;
   };
-  llvm::StringSet<> graded;
+  llvm::DenseSet<unsigned> graded;
   for (unsigned i = 0; i < func.getNumResults(); ++i)
-    if (auto g = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
-      graded.insert(g.getValue());
+    if (std::optional<unsigned> arg =
+            graph::getStateIndex(func, i, graph::kGradAttr))
+      graded.insert(*arg);
   auto countParam = [&](Type t) {
     ++paramCount;
     paramElements += cast<RankedTensorType>(t).getNumElements();
@@ -371,8 +372,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
   };
   func.walk([&](graph::WeightOp w) { countParam(w.getType()); });
   for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
-    if (auto s = func.getArgAttrOfType<StringAttr>(i, kStateAttr)) {
-      if (graded.contains(s.getValue()))
+    if (!graph::getStateName(func, i).empty()) {
+      if (graded.contains(i))
         countParam(t);
       else
         stateBytes += bytesOf(t);
@@ -406,11 +407,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
   int64_t savedCount = 0, savedBytes = 0;
   llvm::DenseSet<Value> saved;
   func.walk([&](Operation *op) {
-    if (!op->hasAttr(kBackwardAttr))
+    if (!op->hasAttr(graph::kBackwardAttr))
       return;
     for (Value v : op->getOperands()) {
       Operation *def = v.getDefiningOp();
-      if (!def || def->hasAttr(kBackwardAttr) ||
+      if (!def || def->hasAttr(graph::kBackwardAttr) ||
           isa<graph::ConstantOp, graph::WeightOp>(def) ||
           !saved.insert(v).second)
         continue;
@@ -425,7 +426,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
     if (func.getArgAttr(i, kOnnxNameAttr))
       ioBytes += bytesOf(t);
   for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
-    if (!func.getResultAttr(i, kStateUpdateAttr))
+    if (!func.getResultAttr(i, graph::kUpdateAttr))
       ioBytes += bytesOf(t);
   llvm::json::Object ops;
   for (auto &kv : opCounts)
@@ -449,7 +450,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
     if (auto name = func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
       outputs.push_back(llvm::json::Object{{"name", name.getValue()},
                                            {"shape", shapeJson(t)}});
-    numGrads += func.getResultAttrOfType<StringAttr>(i, kGradAttr) != nullptr;
+    numGrads += func.getResultAttr(i, graph::kGradAttr) != nullptr;
   }
   int64_t perRank =
       paramBytes + stateBytes + int64_t(emitted->workspaceBytes) + ioBytes;

@@ -4,7 +4,7 @@
 #define PCC_TRANSFORMS_PASSES_H
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
-#include "pcc/Transforms/TrainingAttrs.h"
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"

@@ -63,7 +63,7 @@ def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
     Builds, as Graph ops, the mean cross-entropy of `logits[:, :-1]` against
     `labels[:, 1:]`, computed stably (`log_softmax`, then the negated mean
     of the label's log-probability), and returns it as a rank-0 result named
-    `loss`. The tensors are found by type, not by name: the labels are the
+    `loss` and marked `graph.loss`. The tensors are found by type, not by name: the labels are the
     first int64 argument of rank 2, the logits the first float result of
     rank 3; `labels` and `logits` name them explicitly (ONNX names).
     Expressing the loss in Graph ops lets later passes transform it (a
@@ -82,16 +82,18 @@ def Autodiff : Pass<"pcc-autodiff", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Reverse-mode differentiation of the loss";
   let description = [{
-    Differentiates the result named `loss` with respect to every
+    Differentiates the result marked `graph.loss` with respect to every
     `graph.weight` marked `trainable` (by `pcc-select-trainable`) that
     reaches the loss through a differentiable path. Walks the
     ops in reverse and asks each op on the path for its vector-Jacobian
     product through `DifferentiableOpInterface`; gradients of values used in
     several places (a tied embedding and LM head) accumulate. Integer and
     boolean values carry no gradient, nor do the exponents of `graph.pow`
-    (model constants, as in PyTorch). Each parameter's gradient is appended
-    as a result with the attribute `pcc.grad = "<parameter name>"`; the
-    backward ops carry the unit attribute `pcc.backward`. Only the forward
+    (model constants, as in PyTorch). Each differentiated parameter becomes
+    a state argument of the step (`graph.state = "<name>"`, `graph.init =
+    <its value>`) and its gradient is appended as a result marked
+    `graph.grad = <the argument's index>`; the backward ops carry the unit
+    attribute `graph.backward`. Only the forward
     values the backward ops read stay alive (the emitter's buffer planning
     frees the rest).
   }];
@@ -101,12 +103,13 @@ def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Appends the optimizer update of every trained parameter";
   let description = [{
-    Turns every parameter that has a gradient result (`pcc.grad`) into
-    persistent state: the `graph.weight` becomes a function argument with
-    `pcc.state = "<name>"` and `pcc.init = <value>`, the optimizer's moments
-    become state arguments initialized to zero, and the updated values are
-    returned with `pcc.state_update = "<name>"`. A step counter
-    (`pcc.step`) drives AdamW's bias correction. Semantics follow PyTorch:
+    For every state argument that has a gradient result (`graph.grad`), adds
+    the optimizer's moments as state arguments initialized to zero and
+    marked `graph.state_of = <the parameter's index>`, and returns the
+    updated parameter and moments marked `graph.update = <index of the
+    state argument>`. A step counter (the state `pcc.step`) drives AdamW's
+    bias correction. Refuses a function whose parameters already have
+    updates. Semantics follow PyTorch:
     AdamW with decoupled weight decay (`p *= 1 - lr * wd`, then
     `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`); SGD with
     optional momentum and L2 weight decay.

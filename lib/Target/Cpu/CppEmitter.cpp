@@ -12,11 +12,14 @@
 
 #include "pcc/Target/Cpu/CppEmitter.h"
 
+#include "mlir/IR/Verifier.h"
+
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Import/OnnxImporter.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -259,7 +262,6 @@ private:
   /// state update, the weights table index of the state it updates.
   SmallVector<Role> resultRole;
   SmallVector<int64_t> resultIndex;
-  llvm::StringMap<int64_t> stateByName;
   /// Large anonymous splat constants, filled into the workspace.
   llvm::DenseSet<Operation *> splatsInWorkspace;
   /// State updates that read another updated state's old value, which that
@@ -271,70 +273,41 @@ private:
 } // namespace
 
 LogicalResult Emitter::collectInterface() {
+  // The training contract (graph.state, graph.update, graph.grad) was
+  // checked by the Graph dialect's verifier; this maps it onto the ABI's
+  // tables.
+  if (failed(mlir::verify(func)))
+    return failure();
   Block &block = func.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
   int64_t numInputs = 0;
   for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
-    Attribute stateAttr = func.getArgAttr(i, kStateAttr);
-    if (!stateAttr) {
+    StringRef name = getStateName(func, i);
+    if (name.empty()) {
       argInput.push_back(numInputs++);
       argWeight.push_back(-1);
       continue;
     }
-    auto name = dyn_cast<StringAttr>(stateAttr);
-    if (!name || name.getValue().empty())
-      return func.emitError("argument ")
-             << i << ": " << kStateAttr << " must be a non-empty string";
-    auto init = func.getArgAttrOfType<DenseElementsAttr>(i, kStateInitAttr);
+    auto init = func.getArgAttrOfType<DenseElementsAttr>(i, kInitAttr);
     if (!init)
-      return func.emitError("state '") << name.getValue() << "' has no dense "
-                                       << kStateInitAttr << " initial value";
-    if (init.getType() != arg.getType())
       return func.emitError("state '")
-             << name.getValue() << "': " << kStateInitAttr << " has type "
-             << init.getType() << ", the argument " << arg.getType();
-    int64_t index = result.weights.size();
-    if (!stateByName.try_emplace(name.getValue(), index).second)
-      return func.emitError("state '") << name.getValue() << "' appears twice";
+             << name << "': the CPU target needs a dense " << kInitAttr
+             << " value";
     argInput.push_back(-1);
-    argWeight.push_back(index);
+    argWeight.push_back(result.weights.size());
     result.weights.push_back({name.str(), init, WeightKind::State});
   }
 
   int64_t numOutputs = 0;
-  llvm::DenseSet<int64_t> updated;
-  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    Attribute update = func.getResultAttr(i, kStateUpdateAttr);
-    Attribute grad = func.getResultAttr(i, kGradAttr);
-    if (update && grad)
-      return func.emitError("result ")
-             << i << " is both a gradient and a state update";
-    if (grad && !isa<StringAttr>(grad))
-      return func.emitError("result ")
-             << i << ": " << kGradAttr << " must be a string";
-    if (!update) {
-      resultRole.push_back(grad ? Role::Grad : Role::Output);
-      resultIndex.push_back(numOutputs++);
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    if (std::optional<unsigned> state = getStateIndex(func, i, kUpdateAttr)) {
+      resultRole.push_back(Role::StateUpdate);
+      resultIndex.push_back(argWeight[*state]);
       continue;
     }
-    auto name = dyn_cast<StringAttr>(update);
-    if (!name)
-      return func.emitError("result ")
-             << i << ": " << kStateUpdateAttr << " must be a string";
-    auto state = stateByName.find(name.getValue());
-    if (state == stateByName.end())
-      return func.emitError("result ") << i << " updates '" << name.getValue()
-                                       << "', which is no state argument";
-    if (!updated.insert(state->second).second)
-      return func.emitError("state '")
-             << name.getValue() << "' is updated twice";
-    Type stateType = result.weights[state->second].value.getType();
-    if (v.getType() != stateType)
-      return func.emitError("the update of state '")
-             << name.getValue() << "' has type " << v.getType()
-             << ", the state " << stateType;
-    resultRole.push_back(Role::StateUpdate);
-    resultIndex.push_back(state->second);
+    resultRole.push_back(getStateIndex(func, i, kGradAttr) ? Role::Grad
+                                                           : Role::Output);
+    resultIndex.push_back(numOutputs++);
   }
   return success();
 }
@@ -456,6 +429,9 @@ LogicalResult Emitter::planBuffers() {
 }
 
 LogicalResult Emitter::emitConstants() {
+  llvm::StringSet<> stateNames;
+  for (const WeightEntry &w : result.weights)
+    stateNames.insert(w.name);
   for (Operation &op : func.getBody().front()) {
     if (!isa<ConstantOp, WeightOp>(op))
       continue;
@@ -465,7 +441,7 @@ LogicalResult Emitter::emitConstants() {
         weight ? weight.getValue() : cast<ConstantOp>(op).getValue());
     if (!value)
       return op.emitError("the CPU target needs dense constants");
-    if (weight && stateByName.count(weight.getName()))
+    if (weight && stateNames.contains(weight.getName()))
       return op.emitError("weight '")
              << weight.getName() << "' has the name of a state argument";
     if (!weight && value.isSplat() &&
@@ -1048,12 +1024,15 @@ FailureOr<CppEmitResult> Emitter::run() {
   for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
     if (resultRole[i] == Role::StateUpdate)
       continue;
+    // A gradient is named by its parameter.
     bool isGrad = resultRole[i] == Role::Grad;
-    auto name = func.getResultAttrOfType<StringAttr>(
-        i, isGrad ? StringRef(kGradAttr) : StringRef(kOnnxNameAttr));
-    outputs += tableEntry(
-        name ? name.getValue() : "output_" + std::to_string(i), v.getType(),
-        numOutputs++, "out", isGrad ? "PCCRT_KIND_GRAD" : "PCCRT_KIND_OUTPUT");
+    std::string name = "output_" + std::to_string(i);
+    if (isGrad)
+      name = getStateName(func, *getStateIndex(func, i, kGradAttr)).str();
+    else if (auto onnx = func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
+      name = onnx.getValue().str();
+    outputs += tableEntry(name, v.getType(), numOutputs++, "out",
+                          isGrad ? "PCCRT_KIND_GRAD" : "PCCRT_KIND_OUTPUT");
   }
   for (auto [i, w] : llvm::enumerate(result.weights))
     weights += tableEntry(w.name, w.value.getType(), i, "w",

@@ -22,14 +22,11 @@ static bool isFloat(Value v) {
 LogicalResult pcc::differentiate(func::FuncOp func) {
   Block &body = func.getBody().front();
   Operation *ret = body.getTerminator();
-  Value loss;
-  for (unsigned i = 0; i < func.getNumResults(); ++i)
-    if (auto name = func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr);
-        name && name.getValue() == "loss")
-      loss = ret->getOperand(i);
-  if (!loss)
-    return func.emitError("pcc-autodiff: no result named 'loss' (run "
+  std::optional<unsigned> lossIndex = getLossIndex(func);
+  if (!lossIndex)
+    return func.emitError("pcc-autodiff: no result marked graph.loss (run "
                           "pcc-attach-loss first)");
+  Value loss = ret->getOperand(*lossIndex);
   if (!isFloat(loss) || cast<ShapedType>(loss.getType()).getRank() != 0)
     return func.emitError("pcc-autodiff: the loss must be a float scalar, got ")
            << loss.getType();
@@ -99,15 +96,26 @@ LogicalResult pcc::differentiate(func::FuncOp func) {
        op != ret; op = op->getNextNode())
     op->setAttr(kBackwardAttr, builder.getUnitAttr());
 
+  // Each parameter with a gradient becomes a state argument of the step
+  // (named and initialized like the weight), and its gradient a result that
+  // points at that argument.
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> attrs;
   for (WeightOp w : params) {
     Value g = grads.lookup(w.getResult());
     if (!g)
       continue;
+    unsigned index = func.getNumArguments();
+    DictionaryAttr argAttrs = builder.getDictionaryAttr(
+        {builder.getNamedAttr(kStateAttr, w.getNameAttr()),
+         builder.getNamedAttr(kInitAttr, w.getValue())});
+    if (failed(func.insertArgument(index, w.getType(), argAttrs, w.getLoc())))
+      return failure();
+    w.getResult().replaceAllUsesWith(body.getArgument(index));
+    w.erase();
     results.push_back(g);
     attrs.push_back(builder.getDictionaryAttr(
-        builder.getNamedAttr(kGradAttr, w.getNameAttr())));
+        builder.getNamedAttr(kGradAttr, builder.getI64IntegerAttr(index))));
   }
   if (results.empty())
     return func.emitError("nothing to train: no trainable parameter reaches "

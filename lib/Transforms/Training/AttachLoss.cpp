@@ -111,8 +111,10 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
     loss = CastOp::create(
         builder, loc, RankedTensorType::get({}, builder.getF32Type()), loss);
   appendResults(func, loss,
-                builder.getDictionaryAttr(builder.getNamedAttr(
-                    kOnnxNameAttr, builder.getStringAttr("loss"))));
+                builder.getDictionaryAttr(
+                    {builder.getNamedAttr(kOnnxNameAttr,
+                                          builder.getStringAttr("loss")),
+                     builder.getNamedAttr(kLossAttr, builder.getUnitAttr())}));
   return success();
 }
 

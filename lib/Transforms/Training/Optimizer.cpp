@@ -21,25 +21,33 @@ public:
   UpdateBuilder(func::FuncOp func, Operation *ret)
       : func(func), b(ret), loc(NameLoc::get(b.getStringAttr("optimizer"))) {}
 
-  /// A new state argument named `name` starting at `init`.
-  Value state(StringRef name, ElementsAttr init) {
+  /// A new state argument named `name` starting at `init`; `of` is the
+  /// argument index of the parameter it is optimizer state of.
+  BlockArgument state(StringRef name, ElementsAttr init,
+                      std::optional<unsigned> of = std::nullopt) {
     Block &body = func.getBody().front();
     unsigned index = func.getNumArguments();
-    DictionaryAttr attrs = b.getDictionaryAttr(
-        {b.getNamedAttr(pcc::kStateAttr, b.getStringAttr(name)),
-         b.getNamedAttr(pcc::kStateInitAttr, init)});
-    (void)func.insertArgument(index, init.getType(), attrs, loc);
+    SmallVector<NamedAttribute> attrs{
+        b.getNamedAttr(kStateAttr, b.getStringAttr(name)),
+        b.getNamedAttr(kInitAttr, init)};
+    if (of)
+      attrs.push_back(b.getNamedAttr(kStateOfAttr, b.getI64IntegerAttr(*of)));
+    (void)func.insertArgument(index, init.getType(),
+                              b.getDictionaryAttr(attrs), loc);
     return body.getArgument(index);
   }
-  Value zerosState(StringRef name, Type type) {
+  BlockArgument zerosState(StringRef name, Type type,
+                           std::optional<unsigned> of = std::nullopt) {
     auto t = cast<RankedTensorType>(type);
-    return state(name,
-                 DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())));
+    return state(
+        name, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())),
+        of);
   }
-  void update(StringRef name, Value value) {
+  /// `value` becomes the new value of state argument `arg`.
+  void update(BlockArgument arg, Value value) {
     results.push_back(value);
-    attrs.push_back(b.getDictionaryAttr(
-        b.getNamedAttr(pcc::kStateUpdateAttr, b.getStringAttr(name))));
+    attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
+        kUpdateAttr, b.getI64IntegerAttr(arg.getArgNumber()))));
   }
   Value scalar(double v, Type et) {
     return ConstantOp::create(
@@ -72,14 +80,20 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
   for (WeightOp w : body.getOps<WeightOp>())
     if (!weights.try_emplace(w.getName(), w).second)
       return w.emitError("two parameters are named '") << w.getName() << "'";
-  SmallVector<std::pair<WeightOp, Value>> trained;
+  // The trained parameters: state arguments that have a gradient result.
+  SmallVector<std::pair<BlockArgument, Value>> trained;
   for (unsigned i = 0; i < func.getNumResults(); ++i)
-    if (auto name = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
-      auto it = weights.find(name.getValue());
-      if (it == weights.end())
-        return func.emitError("gradient of unknown parameter '")
-               << name.getValue() << "'";
-      trained.push_back({it->second, ret->getOperand(i)});
+    if (std::optional<unsigned> arg = getStateIndex(func, i, kGradAttr)) {
+      StringRef name = getStateName(func, *arg);
+      for (unsigned j = 0; j < func.getNumResults(); ++j)
+        if (getStateIndex(func, j, kUpdateAttr) == *arg)
+          return func.emitError("pcc-optimizer: parameter '")
+                 << name << "' already has an update (the optimizer ran "
+                 << "before)";
+      if (weights.count(name))
+        return weights.lookup(name).emitError("two parameters are named '")
+               << name << "'";
+      trained.push_back({body.getArgument(*arg), ret->getOperand(i)});
     }
   if (trained.empty())
     return func.emitError("pcc-optimizer: no gradients (run pcc-autodiff "
@@ -92,23 +106,22 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
   // AdamW's bias correction: t = step + 1, c1 = 1 - b1^t, c2 = 1 - b2^t.
   Value c1, c2;
   if (adamw) {
-    Value step = u.zerosState("pcc.step", RankedTensorType::get({}, f32));
+    BlockArgument step =
+        u.zerosState("pcc.step", RankedTensorType::get({}, f32));
     Value t = u.add(step, u.scalar(1, f32));
-    u.update("pcc.step", t);
+    u.update(step, t);
     c1 = u.sub(u.scalar(1, f32), u.pow(u.scalar(o.beta1, f32), t));
     c2 = u.sub(u.scalar(1, f32), u.pow(u.scalar(o.beta2, f32), t));
   }
-  for (auto [w, g] : trained) {
-    std::string name = w.getName().str();
-    Type et = getElementTypeOrSelf(w.getType());
+  for (auto [p, g] : trained) {
+    std::string name = getStateName(func, p.getArgNumber()).str();
+    unsigned param = p.getArgNumber();
+    Type et = getElementTypeOrSelf(p.getType());
     auto sc = [&](double v) { return u.scalar(v, et); };
-    Value p = u.state(name, w.getValue());
-    w.getResult().replaceAllUsesWith(p);
-    w.erase();
     Value updated;
     if (adamw) {
-      Value m = u.zerosState(name + ".adamw.m", p.getType());
-      Value v = u.zerosState(name + ".adamw.v", p.getType());
+      BlockArgument m = u.zerosState(name + ".adamw.m", p.getType(), param);
+      BlockArgument v = u.zerosState(name + ".adamw.v", p.getType(), param);
       Value m2 = u.add(u.mul(sc(o.beta1), m), u.mul(sc(1 - o.beta1), g));
       Value v2 =
           u.add(u.mul(sc(o.beta2), v), u.mul(sc(1 - o.beta2), u.mul(g, g)));
@@ -124,18 +137,19 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
       Value denom = u.add(u.div(u.sqrt(v2), u.sqrt(c2e)), sc(o.eps));
       Value stepSize = u.div(sc(o.lr), c1e);
       updated = u.sub(decayed, u.mul(stepSize, u.div(m2, denom)));
-      u.update(name + ".adamw.m", m2);
-      u.update(name + ".adamw.v", v2);
+      u.update(m, m2);
+      u.update(v, v2);
     } else {
       Value d = wd ? u.add(g, u.mul(sc(wd), p)) : g;
       if (o.momentum) {
-        Value buf = u.zerosState(name + ".sgd.momentum", p.getType());
+        BlockArgument buf =
+            u.zerosState(name + ".sgd.momentum", p.getType(), param);
         d = u.add(u.mul(sc(o.momentum), buf), d);
-        u.update(name + ".sgd.momentum", d);
+        u.update(buf, d);
       }
       updated = u.sub(p, u.mul(sc(o.lr), d));
     }
-    u.update(name, updated);
+    u.update(p, updated);
   }
   appendResults(func, u.results, u.attrs);
   return success();

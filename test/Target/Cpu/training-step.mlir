@@ -7,13 +7,13 @@
 // buffers at the very end, after the outputs.
 
 func.func @step(%x: tensor<2x3xf32> {onnx.name = "x"},
-                %w: tensor<3xf32> {pcc.state = "w", pcc.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>},
-                %m: tensor<3xf32> {pcc.state = "w.adamw.m", pcc.init = dense<0.0> : tensor<3xf32>},
-                %step: tensor<f32> {pcc.state = "pcc.step", pcc.init = dense<0.0> : tensor<f32>})
-    -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "w"},
-        tensor<3xf32> {pcc.state_update = "w"},
-        tensor<3xf32> {pcc.state_update = "w.adamw.m"},
-        tensor<f32> {pcc.state_update = "pcc.step"}) {
+                %w: tensor<3xf32> {graph.state = "w", graph.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>},
+                %m: tensor<3xf32> {graph.state = "w.adamw.m", graph.init = dense<0.0> : tensor<3xf32>},
+                %step: tensor<f32> {graph.state = "pcc.step", graph.init = dense<0.0> : tensor<f32>})
+    -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64},
+        tensor<3xf32> {graph.update = 1 : i64},
+        tensor<3xf32> {graph.update = 2 : i64},
+        tensor<f32> {graph.update = 3 : i64}) {
   %d = graph.add %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %sq = graph.mul %d, %d : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   %loss = graph.reduce_mean %sq {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -74,12 +74,12 @@ func.func @step(%x: tensor<2x3xf32> {onnx.name = "x"},
 // update overwrites, so it is snapshot first; "c" keeps its value (no copy
 // needed at run time); the output "old_a" is copied before any update.
 
-func.func @swap(%a: tensor<4xf32> {pcc.state = "a", pcc.init = dense<1.0> : tensor<4xf32>},
-                %b: tensor<4xf32> {pcc.state = "b", pcc.init = dense<2.0> : tensor<4xf32>},
-                %c: tensor<2x2xf32> {pcc.state = "c", pcc.init = dense<3.0> : tensor<2x2xf32>})
+func.func @swap(%a: tensor<4xf32> {graph.state = "a", graph.init = dense<1.0> : tensor<4xf32>},
+                %b: tensor<4xf32> {graph.state = "b", graph.init = dense<2.0> : tensor<4xf32>},
+                %c: tensor<2x2xf32> {graph.state = "c", graph.init = dense<3.0> : tensor<2x2xf32>})
     -> (tensor<4xf32> {onnx.name = "old_a"},
-        tensor<4xf32> {pcc.state_update = "a"}, tensor<4xf32> {pcc.state_update = "b"},
-        tensor<2x2xf32> {pcc.state_update = "c"}) {
+        tensor<4xf32> {graph.update = 0 : i64}, tensor<4xf32> {graph.update = 1 : i64},
+        tensor<2x2xf32> {graph.update = 2 : i64}) {
   %r = graph.reshape %c : tensor<2x2xf32> to tensor<4xf32>
   %ab = graph.add %a, %r : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %a, %b, %ab, %c : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x2xf32>

@@ -2,12 +2,14 @@
 // RUN: pcc-opt %s --pcc-autodiff --canonicalize --split-input-file | FileCheck %s --check-prefix=CANON
 // RUN: pcc-opt %s --pcc-select-trainable="trainable=. freeze=^emb\." --pcc-autodiff --split-input-file | FileCheck %s --check-prefix=FREEZE
 
-// Each function is a trainable graph.weight, the op under test and a `loss` result
-// (mostly the sum of everything). The first RUN shows every vector-Jacobian
-// product as built: the backward ops are appended before the return, carry
-// `pcc.backward`, and each parameter's gradient is a new result with
-// `pcc.grad`. Within one VJP the op order depends on the C++ compiler's
-// argument evaluation order, hence CHECK-DAG.
+// Each function is a trainable graph.weight, the op under test and a
+// `graph.loss` result (mostly the sum of everything). The first RUN shows
+// every vector-Jacobian product as built: each parameter becomes a state
+// argument (`graph.state`, `graph.init`), the backward ops are appended
+// before the return and carry `graph.backward`, and each parameter's
+// gradient is a new result with `graph.grad` = the index of its argument.
+// Within one VJP the op order depends on the C++ compiler's argument
+// evaluation order, hence CHECK-DAG.
 
 //===----------------------------------------------------------------------===//
 // The seed and the unary ops
@@ -16,27 +18,27 @@
 // The seed is d loss / d loss = 1; reduce_sum's VJP broadcasts it back
 // (reshape to the kept rank, then expand). sqrt: g * 0.5 / y.
 
-// CHECK-LABEL: func.func @sqrt()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "w"})
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "w" trainable dense<1.000000e+00> : tensor<2x3xf32>
+// CHECK-LABEL: func.func @sqrt(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3xf32> {graph.grad = 0 : i64})
 // CHECK-NEXT:    %[[Y:.*]] = graph.sqrt %[[W]] : tensor<2x3xf32>
 // CHECK-NEXT:    %[[L:.*]] = graph.reduce_sum %[[Y]] {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
-// CHECK-NEXT:    %[[ONE:.*]] = graph.constant {pcc.backward} dense<1.000000e+00> : tensor<f32>
-// CHECK-NEXT:    %[[R:.*]] = graph.reshape %[[ONE]] {pcc.backward} : tensor<f32> to tensor<1x1xf32>
-// CHECK-NEXT:    %[[G:.*]] = graph.expand %[[R]] {pcc.backward} : tensor<1x1xf32> to tensor<2x3xf32>
-// CHECK-DAG:     %[[HALF:.*]] = graph.constant {pcc.backward} dense<5.000000e-01> : tensor<f32>
-// CHECK-DAG:     %[[GH:.*]] = graph.mul %[[G]], %[[HALF]] {pcc.backward} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.div %[[GH]], %[[Y]] {pcc.backward} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[ONE:.*]] = graph.constant {graph.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[R:.*]] = graph.reshape %[[ONE]] {graph.backward} : tensor<f32> to tensor<1x1xf32>
+// CHECK-NEXT:    %[[G:.*]] = graph.expand %[[R]] {graph.backward} : tensor<1x1xf32> to tensor<2x3xf32>
+// CHECK-DAG:     %[[HALF:.*]] = graph.constant {graph.backward} dense<5.000000e-01> : tensor<f32>
+// CHECK-DAG:     %[[GH:.*]] = graph.mul %[[G]], %[[HALF]] {graph.backward} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+// CHECK-DAG:     %[[DW:.*]] = graph.div %[[GH]], %[[Y]] {graph.backward} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK:         return %[[L]], %[[DW]] : tensor<f32>, tensor<2x3xf32>
 
 // Canonicalization folds the broadcast seed into the constant factor.
-// CANON-LABEL: func.func @sqrt()
+// CANON-LABEL: func.func @sqrt(
+// CANON-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CANON-DAG:     %[[HALF:.*]] = graph.constant dense<5.000000e-01> : tensor<2x3xf32>
-// CANON-DAG:     %[[W:.*]] = graph.weight "w"
 // CANON:         %[[Y:.*]] = graph.sqrt %[[W]]
-// CANON:         %[[DW:.*]] = graph.div %[[HALF]], %[[Y]] {pcc.backward}
+// CANON:         %[[DW:.*]] = graph.div %[[HALF]], %[[Y]] {graph.backward}
 // CANON-NEXT:    return %{{.*}}, %[[DW]]
-func.func @sqrt() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @sqrt() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.sqrt %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -47,14 +49,14 @@ func.func @sqrt() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // reciprocal: -(g * y * y).
 
-// CHECK-LABEL: func.func @reciprocal()
+// CHECK-LABEL: func.func @reciprocal(
 // CHECK:         %[[Y:.*]] = graph.reciprocal %[[W:[^ ,]+]] : tensor<2x3xf32>
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[YY:.*]] = graph.mul %[[Y]], %[[Y]] {pcc.backward}
-// CHECK-DAG:     %[[GYY:.*]] = graph.mul %[[G]], %[[YY]] {pcc.backward}
-// CHECK-DAG:     %[[DW:.*]] = graph.neg %[[GYY]] {pcc.backward} : tensor<2x3xf32>
+// CHECK-DAG:     %[[YY:.*]] = graph.mul %[[Y]], %[[Y]] {graph.backward}
+// CHECK-DAG:     %[[GYY:.*]] = graph.mul %[[G]], %[[YY]] {graph.backward}
+// CHECK-DAG:     %[[DW:.*]] = graph.neg %[[GYY]] {graph.backward} : tensor<2x3xf32>
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @reciprocal() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @reciprocal() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.reciprocal %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -65,11 +67,11 @@ func.func @reciprocal() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // neg: -g.
 
-// CHECK-LABEL: func.func @neg()
+// CHECK-LABEL: func.func @neg(
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.neg %[[G]] {pcc.backward} : tensor<2x3xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.neg %[[G]] {graph.backward} : tensor<2x3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @neg() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @neg() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.neg %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -80,17 +82,17 @@ func.func @neg() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // abs: g * (x < 0 ? -1 : 1).
 
-// CHECK-LABEL: func.func @abs()
-// CHECK:         %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @abs(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[ZERO:.*]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[M1:.*]] = graph.constant {pcc.backward} dense<-1.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[P1:.*]] = graph.constant {pcc.backward} dense<1.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[NEG:.*]] = graph.less %[[W]], %[[ZERO]] {pcc.backward} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xi1>
-// CHECK-DAG:     %[[SIGN:.*]] = graph.where %[[NEG]], %[[M1]], %[[P1]] {pcc.backward} : (tensor<2x3xi1>, tensor<f32>, tensor<f32>) -> tensor<2x3xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[SIGN]] {pcc.backward}
+// CHECK-DAG:     %[[ZERO:.*]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[M1:.*]] = graph.constant {graph.backward} dense<-1.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[P1:.*]] = graph.constant {graph.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[NEG:.*]] = graph.less %[[W]], %[[ZERO]] {graph.backward} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xi1>
+// CHECK-DAG:     %[[SIGN:.*]] = graph.where %[[NEG]], %[[M1]], %[[P1]] {graph.backward} : (tensor<2x3xi1>, tensor<f32>, tensor<f32>) -> tensor<2x3xf32>
+// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[SIGN]] {graph.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @abs() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @abs() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.abs %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -101,17 +103,17 @@ func.func @abs() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // erf: g * 2/sqrt(pi) * exp(-x^2).
 
-// CHECK-LABEL: func.func @erf()
-// CHECK:         %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @erf(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[XX:.*]] = graph.mul %[[W]], %[[W]] {pcc.backward}
-// CHECK-DAG:     %[[NXX:.*]] = graph.neg %[[XX]] {pcc.backward}
-// CHECK-DAG:     %[[E:.*]] = graph.exp %[[NXX]] {pcc.backward}
-// CHECK-DAG:     %[[K:.*]] = graph.constant {pcc.backward} dense<1.12837923> : tensor<f32>
-// CHECK-DAG:     %[[KE:.*]] = graph.mul %[[K]], %[[E]] {pcc.backward}
-// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[KE]] {pcc.backward}
+// CHECK-DAG:     %[[XX:.*]] = graph.mul %[[W]], %[[W]] {graph.backward}
+// CHECK-DAG:     %[[NXX:.*]] = graph.neg %[[XX]] {graph.backward}
+// CHECK-DAG:     %[[E:.*]] = graph.exp %[[NXX]] {graph.backward}
+// CHECK-DAG:     %[[K:.*]] = graph.constant {graph.backward} dense<1.12837923> : tensor<f32>
+// CHECK-DAG:     %[[KE:.*]] = graph.mul %[[K]], %[[E]] {graph.backward}
+// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[KE]] {graph.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @erf() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @erf() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.erf %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -122,15 +124,15 @@ func.func @erf() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // tanh: g * (1 - y^2).
 
-// CHECK-LABEL: func.func @tanh()
+// CHECK-LABEL: func.func @tanh(
 // CHECK:         %[[Y:.*]] = graph.tanh
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[YY:.*]] = graph.mul %[[Y]], %[[Y]] {pcc.backward}
-// CHECK-DAG:     %[[ONE:.*]] = graph.constant {pcc.backward} dense<1.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[D:.*]] = graph.sub %[[ONE]], %[[YY]] {pcc.backward}
-// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[D]] {pcc.backward}
+// CHECK-DAG:     %[[YY:.*]] = graph.mul %[[Y]], %[[Y]] {graph.backward}
+// CHECK-DAG:     %[[ONE:.*]] = graph.constant {graph.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[D:.*]] = graph.sub %[[ONE]], %[[YY]] {graph.backward}
+// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[D]] {graph.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @tanh() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @tanh() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.tanh %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -141,15 +143,15 @@ func.func @tanh() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // sigmoid: g * y * (1 - y).
 
-// CHECK-LABEL: func.func @sigmoid()
+// CHECK-LABEL: func.func @sigmoid(
 // CHECK:         %[[Y:.*]] = graph.sigmoid
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[ONE:.*]] = graph.constant {pcc.backward} dense<1.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[OMY:.*]] = graph.sub %[[ONE]], %[[Y]] {pcc.backward}
-// CHECK-DAG:     %[[D:.*]] = graph.mul %[[Y]], %[[OMY]] {pcc.backward}
-// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[D]] {pcc.backward}
+// CHECK-DAG:     %[[ONE:.*]] = graph.constant {graph.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[OMY:.*]] = graph.sub %[[ONE]], %[[Y]] {graph.backward}
+// CHECK-DAG:     %[[D:.*]] = graph.mul %[[Y]], %[[OMY]] {graph.backward}
+// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[D]] {graph.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @sigmoid() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @sigmoid() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.sigmoid %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -160,12 +162,12 @@ func.func @sigmoid() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // exp: g * y.
 
-// CHECK-LABEL: func.func @exp()
+// CHECK-LABEL: func.func @exp(
 // CHECK:         %[[Y:.*]] = graph.exp
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[Y]] {pcc.backward}
+// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[Y]] {graph.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @exp() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @exp() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.exp %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -176,12 +178,12 @@ func.func @exp() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // log: g / x.
 
-// CHECK-LABEL: func.func @log()
-// CHECK:         %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @log(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.div %[[G]], %[[W]] {pcc.backward}
+// CHECK-NEXT:    %[[DW:.*]] = graph.div %[[G]], %[[W]] {graph.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @log() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @log() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.log %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -192,15 +194,15 @@ func.func @log() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // relu: x > 0 ? g : 0.
 
-// CHECK-LABEL: func.func @relu()
-// CHECK:         %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @relu(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.where %[[POS:[^ ,]+]], %[[G]], %[[Z2:[^ ,]+]] {pcc.backward}
-// CHECK-DAG:     %[[POS]] = graph.greater %[[W]], %[[Z1:[^ ,]+]] {pcc.backward} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xi1>
-// CHECK-DAG:     %[[Z1]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[Z2]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[DW:.*]] = graph.where %[[POS:[^ ,]+]], %[[G]], %[[Z2:[^ ,]+]] {graph.backward}
+// CHECK-DAG:     %[[POS]] = graph.greater %[[W]], %[[Z1:[^ ,]+]] {graph.backward} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xi1>
+// CHECK-DAG:     %[[Z1]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[Z2]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<f32>
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @relu() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @relu() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.relu %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -211,13 +213,13 @@ func.func @relu() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // sin: g * cos(x).
 
-// CHECK-LABEL: func.func @sin()
-// CHECK:         %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @sin(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[C:.*]] = graph.cos %[[W]] {pcc.backward}
-// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[C]] {pcc.backward}
+// CHECK-NEXT:    %[[C:.*]] = graph.cos %[[W]] {graph.backward}
+// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[C]] {graph.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @sin() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @sin() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.sin %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -228,14 +230,14 @@ func.func @sin() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // cos: -(g * sin(x)).
 
-// CHECK-LABEL: func.func @cos()
-// CHECK:         %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @cos(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[S:.*]] = graph.sin %[[W]] {pcc.backward}
-// CHECK-NEXT:    %[[GS:.*]] = graph.mul %[[G]], %[[S]] {pcc.backward}
-// CHECK-NEXT:    %[[DW:.*]] = graph.neg %[[GS]] {pcc.backward}
+// CHECK-NEXT:    %[[S:.*]] = graph.sin %[[W]] {graph.backward}
+// CHECK-NEXT:    %[[GS:.*]] = graph.mul %[[G]], %[[S]] {graph.backward}
+// CHECK-NEXT:    %[[DW:.*]] = graph.neg %[[GS]] {graph.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @cos() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @cos() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.cos %w : tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -246,12 +248,12 @@ func.func @cos() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // floor and ceil have a zero derivative: only the exp term reaches w.
 
-// CHECK-LABEL: func.func @zero_derivative()
+// CHECK-LABEL: func.func @zero_derivative(
 // CHECK:         %[[E:.*]] = graph.exp
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[E]] {pcc.backward}
+// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[E]] {graph.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @zero_derivative() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @zero_derivative() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %f = graph.floor %w : tensor<2x3xf32>
   %c = graph.ceil %w : tensor<2x3xf32>
@@ -272,14 +274,14 @@ func.func @zero_derivative() -> (tensor<f32> {onnx.name = "loss"}) {
 // dimension 1 (no reshape needed); the [3] operand over the added
 // dimension 0, then drops it.
 
-// CHECK-LABEL: func.func @add()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x1xf32> {pcc.grad = "a"}, tensor<3xf32> {pcc.grad = "b"})
+// CHECK-LABEL: func.func @add(
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x1xf32> {graph.grad = 0 : i64}, tensor<3xf32> {graph.grad = 1 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[DA:.*]] = graph.reduce_sum %[[G]] {axes = array<i64: 1>, pcc.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
-// CHECK-NEXT:    %[[SB:.*]] = graph.reduce_sum %[[G]] {axes = array<i64: 0>, pcc.backward} : (tensor<2x3xf32>) -> tensor<1x3xf32>
-// CHECK-NEXT:    %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x3xf32> to tensor<3xf32>
+// CHECK-NEXT:    %[[DA:.*]] = graph.reduce_sum %[[G]] {axes = array<i64: 1>, graph.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT:    %[[SB:.*]] = graph.reduce_sum %[[G]] {axes = array<i64: 0>, graph.backward} : (tensor<2x3xf32>) -> tensor<1x3xf32>
+// CHECK-NEXT:    %[[DB:.*]] = graph.reshape %[[SB]] {graph.backward} : tensor<1x3xf32> to tensor<3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]], %[[DB]] : tensor<f32>, tensor<2x1xf32>, tensor<3xf32>
-func.func @add() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @add() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %a = graph.weight "a" trainable dense<1.0> : tensor<2x1xf32>
   %b = graph.weight "b" trainable dense<1.0> : tensor<3xf32>
   %y = graph.add %a, %b : (tensor<2x1xf32>, tensor<3xf32>) -> tensor<2x3xf32>
@@ -291,14 +293,14 @@ func.func @add() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // sub: [2,3] - [] -> the rhs gets -g summed over everything.
 
-// CHECK-LABEL: func.func @sub()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "a"}, tensor<f32> {pcc.grad = "b"})
+// CHECK-LABEL: func.func @sub(
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3xf32> {graph.grad = 0 : i64}, tensor<f32> {graph.grad = 1 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[NG:.*]] = graph.neg %[[G]] {pcc.backward}
-// CHECK-NEXT:    %[[SB:.*]] = graph.reduce_sum %[[NG]] {axes = array<i64: 0, 1>, pcc.backward} : (tensor<2x3xf32>) -> tensor<1x1xf32>
-// CHECK-NEXT:    %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x1xf32> to tensor<f32>
+// CHECK-NEXT:    %[[NG:.*]] = graph.neg %[[G]] {graph.backward}
+// CHECK-NEXT:    %[[SB:.*]] = graph.reduce_sum %[[NG]] {axes = array<i64: 0, 1>, graph.backward} : (tensor<2x3xf32>) -> tensor<1x1xf32>
+// CHECK-NEXT:    %[[DB:.*]] = graph.reshape %[[SB]] {graph.backward} : tensor<1x1xf32> to tensor<f32>
 // CHECK-NEXT:    return %{{.*}}, %[[G]], %[[DB]] : tensor<f32>, tensor<2x3xf32>, tensor<f32>
-func.func @sub() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @sub() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
   %b = graph.weight "b" trainable dense<1.0> : tensor<f32>
   %y = graph.sub %a, %b : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
@@ -310,17 +312,17 @@ func.func @sub() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // mul: [2,3] * [3]: d lhs = g * rhs, d rhs = sum_0(g * lhs).
 
-// CHECK-LABEL: func.func @mul()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "a"}, tensor<3xf32> {pcc.grad = "b"})
-// CHECK-NEXT:    %[[A:.*]] = graph.weight "a"
-// CHECK-NEXT:    %[[B:.*]] = graph.weight "b"
+// CHECK-LABEL: func.func @mul(
+// CHECK-SAME:      %[[A:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "a"}
+// CHECK-SAME:      %[[B:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "b"}
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3xf32> {graph.grad = 0 : i64}, tensor<3xf32> {graph.grad = 1 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[DA:.*]] = graph.mul %[[G]], %[[B]] {pcc.backward} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
-// CHECK-NEXT:    %[[GA:.*]] = graph.mul %[[G]], %[[A]] {pcc.backward} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
-// CHECK-NEXT:    %[[SB:.*]] = graph.reduce_sum %[[GA]] {axes = array<i64: 0>, pcc.backward} : (tensor<2x3xf32>) -> tensor<1x3xf32>
-// CHECK-NEXT:    %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x3xf32> to tensor<3xf32>
+// CHECK-NEXT:    %[[DA:.*]] = graph.mul %[[G]], %[[B]] {graph.backward} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[GA:.*]] = graph.mul %[[G]], %[[A]] {graph.backward} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[SB:.*]] = graph.reduce_sum %[[GA]] {axes = array<i64: 0>, graph.backward} : (tensor<2x3xf32>) -> tensor<1x3xf32>
+// CHECK-NEXT:    %[[DB:.*]] = graph.reshape %[[SB]] {graph.backward} : tensor<1x3xf32> to tensor<3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]], %[[DB]]
-func.func @mul() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @mul() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
   %b = graph.weight "b" trainable dense<1.0> : tensor<3xf32>
   %y = graph.mul %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
@@ -332,19 +334,19 @@ func.func @mul() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // div: [2,3] / [2,1]: d lhs = g / rhs, d rhs = sum_1(-(g * y / rhs)).
 
-// CHECK-LABEL: func.func @div()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "a"}, tensor<2x1xf32> {pcc.grad = "b"})
-// CHECK-NEXT:    %[[A:.*]] = graph.weight "a"
-// CHECK-NEXT:    %[[B:.*]] = graph.weight "b"
+// CHECK-LABEL: func.func @div(
+// CHECK-SAME:      %[[A:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "a"}
+// CHECK-SAME:      %[[B:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "b"}
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3xf32> {graph.grad = 0 : i64}, tensor<2x1xf32> {graph.grad = 1 : i64})
 // CHECK-NEXT:    %[[Y:.*]] = graph.div %[[A]], %[[B]] : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[DA:.*]] = graph.div %[[G]], %[[B]] {pcc.backward} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
-// CHECK-NEXT:    %[[GY:.*]] = graph.mul %[[G]], %[[Y]] {pcc.backward}
-// CHECK-NEXT:    %[[Q:.*]] = graph.div %[[GY]], %[[B]] {pcc.backward}
-// CHECK-NEXT:    %[[NQ:.*]] = graph.neg %[[Q]] {pcc.backward}
-// CHECK-NEXT:    %[[DB:.*]] = graph.reduce_sum %[[NQ]] {axes = array<i64: 1>, pcc.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT:    %[[DA:.*]] = graph.div %[[G]], %[[B]] {graph.backward} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[GY:.*]] = graph.mul %[[G]], %[[Y]] {graph.backward}
+// CHECK-NEXT:    %[[Q:.*]] = graph.div %[[GY]], %[[B]] {graph.backward}
+// CHECK-NEXT:    %[[NQ:.*]] = graph.neg %[[Q]] {graph.backward}
+// CHECK-NEXT:    %[[DB:.*]] = graph.reduce_sum %[[NQ]] {axes = array<i64: 1>, graph.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]], %[[DB]]
-func.func @div() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @div() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
   %b = graph.weight "b" trainable dense<2.0> : tensor<2x1xf32>
   %y = graph.div %a, %b : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
@@ -357,19 +359,19 @@ func.func @div() -> (tensor<f32> {onnx.name = "loss"}) {
 // pow: d base = g * r * base^(r - 1). The exponent gets no gradient, even
 // when it is a parameter.
 
-// CHECK-LABEL: func.func @pow()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "w"})
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @pow(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3xf32> {graph.grad = 0 : i64})
 // CHECK-NEXT:    %[[E:.*]] = graph.weight "e"
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[ONE:.*]] = graph.constant {pcc.backward} dense<1.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[EM1:.*]] = graph.sub %[[E]], %[[ONE]] {pcc.backward}
-// CHECK-DAG:     %[[P:.*]] = graph.pow %[[W]], %[[EM1]] {pcc.backward} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
-// CHECK-DAG:     %[[RP:.*]] = graph.mul %[[E]], %[[P]] {pcc.backward}
-// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[RP]] {pcc.backward}
+// CHECK-DAG:     %[[ONE:.*]] = graph.constant {graph.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[EM1:.*]] = graph.sub %[[E]], %[[ONE]] {graph.backward}
+// CHECK-DAG:     %[[P:.*]] = graph.pow %[[W]], %[[EM1]] {graph.backward} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+// CHECK-DAG:     %[[RP:.*]] = graph.mul %[[E]], %[[P]] {graph.backward}
+// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[G]], %[[RP]] {graph.backward}
 // CHECK-NOT:     graph.log
 // CHECK:         return %{{.*}}, %[[DW]] : tensor<f32>, tensor<2x3xf32>
-func.func @pow() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @pow() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %e = graph.weight "e" trainable dense<3.0> : tensor<f32>
   %y = graph.pow %w, %e : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
@@ -381,14 +383,14 @@ func.func @pow() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // An integer exponent is cast to the base's type first.
 
-// CHECK-LABEL: func.func @pow_int_exponent()
+// CHECK-LABEL: func.func @pow_int_exponent(
 // CHECK:         %[[E:.*]] = graph.constant dense<3> : tensor<i64>
-// CHECK:         %[[EF:.*]] = graph.cast %[[E]] {pcc.backward} : tensor<i64> to tensor<f32>
-// CHECK-DAG:     %[[ONE:.*]] = graph.constant {pcc.backward} dense<1.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[EM1:.*]] = graph.sub %[[EF]], %[[ONE]] {pcc.backward}
-// CHECK-DAG:     %[[P:.*]] = graph.pow %{{.*}}, %[[EM1]] {pcc.backward}
-// CHECK-DAG:     graph.mul %[[EF]], %[[P]] {pcc.backward}
-func.func @pow_int_exponent() -> (tensor<f32> {onnx.name = "loss"}) {
+// CHECK:         %[[EF:.*]] = graph.cast %[[E]] {graph.backward} : tensor<i64> to tensor<f32>
+// CHECK-DAG:     %[[ONE:.*]] = graph.constant {graph.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[EM1:.*]] = graph.sub %[[EF]], %[[ONE]] {graph.backward}
+// CHECK-DAG:     %[[P:.*]] = graph.pow %{{.*}}, %[[EM1]] {graph.backward}
+// CHECK-DAG:     graph.mul %[[EF]], %[[P]] {graph.backward}
+func.func @pow_int_exponent() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %e = graph.constant dense<3> : tensor<i64>
   %y = graph.pow %w, %e : (tensor<2x3xf32>, tensor<i64>) -> tensor<2x3xf32>
@@ -401,21 +403,21 @@ func.func @pow_int_exponent() -> (tensor<f32> {onnx.name = "loss"}) {
 // max: the lhs gets g where lhs >= rhs (ties go to the lhs), the rhs the
 // rest, summed back to [3].
 
-// CHECK-LABEL: func.func @max()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "a"}, tensor<3xf32> {pcc.grad = "b"})
-// CHECK-NEXT:    %[[A:.*]] = graph.weight "a"
-// CHECK-NEXT:    %[[B:.*]] = graph.weight "b"
+// CHECK-LABEL: func.func @max(
+// CHECK-SAME:      %[[A:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "a"}
+// CHECK-SAME:      %[[B:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "b"}
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3xf32> {graph.grad = 0 : i64}, tensor<3xf32> {graph.grad = 1 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[DA:.*]] = graph.where %[[GE1:[^ ,]+]], %[[G]], %[[Z1:[^ ,]+]] {pcc.backward}
-// CHECK-DAG:     %[[GE1]] = graph.greater_or_equal %[[A]], %[[B]] {pcc.backward} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
-// CHECK-DAG:     %[[Z1]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[GB:.*]] = graph.where %[[GE2:[^ ,]+]], %[[Z2:[^ ,]+]], %[[G]] {pcc.backward}
-// CHECK-DAG:     %[[GE2]] = graph.greater_or_equal %[[A]], %[[B]] {pcc.backward}
-// CHECK-DAG:     %[[Z2]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[SB:.*]] = graph.reduce_sum %[[GB]] {axes = array<i64: 0>, pcc.backward} : (tensor<2x3xf32>) -> tensor<1x3xf32>
-// CHECK-DAG:     %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x3xf32> to tensor<3xf32>
+// CHECK-DAG:     %[[DA:.*]] = graph.where %[[GE1:[^ ,]+]], %[[G]], %[[Z1:[^ ,]+]] {graph.backward}
+// CHECK-DAG:     %[[GE1]] = graph.greater_or_equal %[[A]], %[[B]] {graph.backward} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+// CHECK-DAG:     %[[Z1]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[GB:.*]] = graph.where %[[GE2:[^ ,]+]], %[[Z2:[^ ,]+]], %[[G]] {graph.backward}
+// CHECK-DAG:     %[[GE2]] = graph.greater_or_equal %[[A]], %[[B]] {graph.backward}
+// CHECK-DAG:     %[[Z2]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[SB:.*]] = graph.reduce_sum %[[GB]] {axes = array<i64: 0>, graph.backward} : (tensor<2x3xf32>) -> tensor<1x3xf32>
+// CHECK-DAG:     %[[DB:.*]] = graph.reshape %[[SB]] {graph.backward} : tensor<1x3xf32> to tensor<3xf32>
 // CHECK:         return %{{.*}}, %[[DA]], %[[DB]]
-func.func @max() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @max() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
   %b = graph.weight "b" trainable dense<1.0> : tensor<3xf32>
   %y = graph.max %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
@@ -429,15 +431,16 @@ func.func @max() -> (tensor<f32> {onnx.name = "loss"}) {
 // summed back to [2,1]. Only the parameter's gradient is returned.
 
 // CHECK-LABEL: func.func @min(
-// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}, tensor<2x1xf32> {pcc.grad = "b"})
-// CHECK-NEXT:    %[[B:.*]] = graph.weight "b"
+// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<2x3xf32>,
+// CHECK-SAME:      %[[B:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "b"}
+// CHECK-SAME:      ) -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x1xf32> {graph.grad = 1 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[GB:.*]] = graph.where %[[LE:[^ ,]+]], %[[Z:[^ ,]+]], %[[G]] {pcc.backward}
-// CHECK-DAG:     %[[LE]] = graph.less_or_equal %[[X]], %[[B]] {pcc.backward} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xi1>
-// CHECK-DAG:     %[[Z]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[DB:.*]] = graph.reduce_sum %[[GB]] {axes = array<i64: 1>, pcc.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+// CHECK-DAG:     %[[GB:.*]] = graph.where %[[LE:[^ ,]+]], %[[Z:[^ ,]+]], %[[G]] {graph.backward}
+// CHECK-DAG:     %[[LE]] = graph.less_or_equal %[[X]], %[[B]] {graph.backward} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xi1>
+// CHECK-DAG:     %[[Z]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[DB:.*]] = graph.reduce_sum %[[GB]] {axes = array<i64: 1>, graph.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
 // CHECK:         return %{{.*}}, %[[DB]] : tensor<f32>, tensor<2x1xf32>
-func.func @min(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @min(%x: tensor<2x3xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %b = graph.weight "b" trainable dense<1.0> : tensor<2x1xf32>
   %y = graph.min %x, %b : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -450,16 +453,16 @@ func.func @min(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 // scalar rhs summed over everything.
 
 // CHECK-LABEL: func.func @where(
-// CHECK-SAME:      %[[C:[^ ,]+]]: tensor<2x3xi1>) -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "a"}, tensor<f32> {pcc.grad = "b"})
+// CHECK-SAME:      %[[C:[^ ,]+]]: tensor<2x3xi1>{{[^)]*}}) -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3xf32> {graph.grad = 1 : i64}, tensor<f32> {graph.grad = 2 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[Z1:.*]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[DA:.*]] = graph.where %[[C]], %[[G]], %[[Z1]] {pcc.backward}
-// CHECK-DAG:     %[[Z2:.*]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[GB:.*]] = graph.where %[[C]], %[[Z2]], %[[G]] {pcc.backward}
-// CHECK-DAG:     %[[SB:.*]] = graph.reduce_sum %[[GB]] {axes = array<i64: 0, 1>, pcc.backward} : (tensor<2x3xf32>) -> tensor<1x1xf32>
-// CHECK-DAG:     %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x1xf32> to tensor<f32>
+// CHECK-DAG:     %[[Z1:.*]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[DA:.*]] = graph.where %[[C]], %[[G]], %[[Z1]] {graph.backward}
+// CHECK-DAG:     %[[Z2:.*]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[GB:.*]] = graph.where %[[C]], %[[Z2]], %[[G]] {graph.backward}
+// CHECK-DAG:     %[[SB:.*]] = graph.reduce_sum %[[GB]] {axes = array<i64: 0, 1>, graph.backward} : (tensor<2x3xf32>) -> tensor<1x1xf32>
+// CHECK-DAG:     %[[DB:.*]] = graph.reshape %[[SB]] {graph.backward} : tensor<1x1xf32> to tensor<f32>
 // CHECK:         return %{{.*}}, %[[DA]], %[[DB]]
-func.func @where(%c: tensor<2x3xi1>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @where(%c: tensor<2x3xi1>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
   %b = graph.weight "b" trainable dense<0.0> : tensor<f32>
   %y = graph.where %c, %a, %b : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
@@ -471,14 +474,14 @@ func.func @where(%c: tensor<2x3xi1>) -> (tensor<f32> {onnx.name = "loss"}) {
 
 // cast f32 -> f64 -> f32: the gradient is cast back at each step.
 
-// CHECK-LABEL: func.func @cast()
+// CHECK-LABEL: func.func @cast(
 // CHECK:         %[[E:.*]] = graph.exp %{{.*}} : tensor<2x3xf64>
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[G64:.*]] = graph.cast %[[G]] {pcc.backward} : tensor<2x3xf32> to tensor<2x3xf64>
-// CHECK-NEXT:    %[[GE:.*]] = graph.mul %[[G64]], %[[E]] {pcc.backward} : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
-// CHECK-NEXT:    %[[DW:.*]] = graph.cast %[[GE]] {pcc.backward} : tensor<2x3xf64> to tensor<2x3xf32>
+// CHECK-NEXT:    %[[G64:.*]] = graph.cast %[[G]] {graph.backward} : tensor<2x3xf32> to tensor<2x3xf64>
+// CHECK-NEXT:    %[[GE:.*]] = graph.mul %[[G64]], %[[E]] {graph.backward} : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
+// CHECK-NEXT:    %[[DW:.*]] = graph.cast %[[GE]] {graph.backward} : tensor<2x3xf64> to tensor<2x3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]] : tensor<f32>, tensor<2x3xf32>
-func.func @cast() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @cast() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %d = graph.cast %w : tensor<2x3xf32> to tensor<2x3xf64>
   %e = graph.exp %d : tensor<2x3xf64>
@@ -497,21 +500,22 @@ func.func @cast() -> (tensor<f32> {onnx.name = "loss"}) {
 // The input's gradient g W^T is built too; canonicalization drops it.
 
 // CHECK-LABEL: func.func @matmul(
-// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<4x2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}, tensor<3x5xf32> {pcc.grad = "w"})
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "w"
+// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<4x2x3xf32>,
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
+// CHECK-SAME:      ) -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3x5xf32> {graph.grad = 1 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<4x2x5xf32>
-// CHECK-DAG:     %[[WT:.*]] = graph.transpose %[[W]] {pcc.backward, perm = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
-// CHECK-DAG:     %[[DX:.*]] = graph.matmul %[[G]], %[[WT]] {pcc.backward} : (tensor<4x2x5xf32>, tensor<5x3xf32>) -> tensor<4x2x3xf32>
-// CHECK-DAG:     %[[XT:.*]] = graph.transpose %[[X]] {pcc.backward, perm = array<i64: 0, 2, 1>} : (tensor<4x2x3xf32>) -> tensor<4x3x2xf32>
-// CHECK-DAG:     %[[GW:.*]] = graph.matmul %[[XT]], %[[G]] {pcc.backward} : (tensor<4x3x2xf32>, tensor<4x2x5xf32>) -> tensor<4x3x5xf32>
-// CHECK-DAG:     %[[SW:.*]] = graph.reduce_sum %[[GW]] {axes = array<i64: 0>, pcc.backward} : (tensor<4x3x5xf32>) -> tensor<1x3x5xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.reshape %[[SW]] {pcc.backward} : tensor<1x3x5xf32> to tensor<3x5xf32>
+// CHECK-DAG:     %[[WT:.*]] = graph.transpose %[[W]] {graph.backward, perm = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
+// CHECK-DAG:     %[[DX:.*]] = graph.matmul %[[G]], %[[WT]] {graph.backward} : (tensor<4x2x5xf32>, tensor<5x3xf32>) -> tensor<4x2x3xf32>
+// CHECK-DAG:     %[[XT:.*]] = graph.transpose %[[X]] {graph.backward, perm = array<i64: 0, 2, 1>} : (tensor<4x2x3xf32>) -> tensor<4x3x2xf32>
+// CHECK-DAG:     %[[GW:.*]] = graph.matmul %[[XT]], %[[G]] {graph.backward} : (tensor<4x3x2xf32>, tensor<4x2x5xf32>) -> tensor<4x3x5xf32>
+// CHECK-DAG:     %[[SW:.*]] = graph.reduce_sum %[[GW]] {axes = array<i64: 0>, graph.backward} : (tensor<4x3x5xf32>) -> tensor<1x3x5xf32>
+// CHECK-DAG:     %[[DW:.*]] = graph.reshape %[[SW]] {graph.backward} : tensor<1x3x5xf32> to tensor<3x5xf32>
 // CHECK:         return %{{.*}}, %[[DW]] : tensor<f32>, tensor<3x5xf32>
 
 // CANON-LABEL: func.func @matmul(
 // CANON-NOT:     -> tensor<4x2x3xf32>
-// CANON:         graph.reduce_sum %{{.*}} {axes = array<i64: 0>, pcc.backward} : (tensor<4x3x5xf32>) -> tensor<1x3x5xf32>
-func.func @matmul(%x: tensor<4x2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
+// CANON:         graph.reduce_sum %{{.*}} {axes = array<i64: 0>, graph.backward} : (tensor<4x3x5xf32>) -> tensor<1x3x5xf32>
+func.func @matmul(%x: tensor<4x2x3xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<3x5xf32>
   %y = graph.matmul %x, %w : (tensor<4x2x3xf32>, tensor<3x5xf32>) -> tensor<4x2x5xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<4x2x5xf32>) -> tensor<f32>
@@ -524,14 +528,14 @@ func.func @matmul(%x: tensor<4x2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 // batch.
 
 // CHECK-LABEL: func.func @matmul_lhs(
-// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<4x3x5xf32>) -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "w"})
+// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<4x3x5xf32>{{[^)]*}}) -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3xf32> {graph.grad = 1 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<4x2x5xf32>
-// CHECK-DAG:     %[[XT:.*]] = graph.transpose %[[X]] {pcc.backward, perm = array<i64: 0, 2, 1>} : (tensor<4x3x5xf32>) -> tensor<4x5x3xf32>
-// CHECK-DAG:     %[[GW:.*]] = graph.matmul %[[G]], %[[XT]] {pcc.backward} : (tensor<4x2x5xf32>, tensor<4x5x3xf32>) -> tensor<4x2x3xf32>
-// CHECK-DAG:     %[[SW:.*]] = graph.reduce_sum %[[GW]] {axes = array<i64: 0>, pcc.backward} : (tensor<4x2x3xf32>) -> tensor<1x2x3xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.reshape %[[SW]] {pcc.backward} : tensor<1x2x3xf32> to tensor<2x3xf32>
+// CHECK-DAG:     %[[XT:.*]] = graph.transpose %[[X]] {graph.backward, perm = array<i64: 0, 2, 1>} : (tensor<4x3x5xf32>) -> tensor<4x5x3xf32>
+// CHECK-DAG:     %[[GW:.*]] = graph.matmul %[[G]], %[[XT]] {graph.backward} : (tensor<4x2x5xf32>, tensor<4x5x3xf32>) -> tensor<4x2x3xf32>
+// CHECK-DAG:     %[[SW:.*]] = graph.reduce_sum %[[GW]] {axes = array<i64: 0>, graph.backward} : (tensor<4x2x3xf32>) -> tensor<1x2x3xf32>
+// CHECK-DAG:     %[[DW:.*]] = graph.reshape %[[SW]] {graph.backward} : tensor<1x2x3xf32> to tensor<2x3xf32>
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @matmul_lhs(%x: tensor<4x3x5xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @matmul_lhs(%x: tensor<4x3x5xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.matmul %w, %x : (tensor<2x3xf32>, tensor<4x3x5xf32>) -> tensor<4x2x5xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<4x2x5xf32>) -> tensor<f32>
@@ -545,20 +549,21 @@ func.func @matmul_lhs(%x: tensor<4x3x5xf32>) -> (tensor<f32> {onnx.name = "loss"
 // transposed back; dC = beta g, summed to C's shape.
 
 // CHECK-LABEL: func.func @gemm_trans(
-// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<3x2xf32>) -> (tensor<f32> {onnx.name = "loss"}, tensor<5x3xf32> {pcc.grad = "b"}, tensor<5xf32> {pcc.grad = "c"})
-// CHECK-NEXT:    %[[B:.*]] = graph.weight "b"
-// CHECK-NEXT:    %[[C:.*]] = graph.weight "c"
+// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<3x2xf32>,
+// CHECK-SAME:      %[[B:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "b"}
+// CHECK-SAME:      %[[C:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "c"}
+// CHECK-SAME:      ) -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<5x3xf32> {graph.grad = 1 : i64}, tensor<5xf32> {graph.grad = 2 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x5xf32>
-// CHECK-NEXT:    %[[GA:.*]] = graph.gemm %[[G]], %[[B]] {alpha = 2.000000e+00 : f32, beta = 0.000000e+00 : f32, pcc.backward} : (tensor<2x5xf32>, tensor<5x3xf32>) -> tensor<2x3xf32>
-// CHECK-NEXT:    %[[GB:.*]] = graph.gemm %[[X]], %[[G]] {alpha = 2.000000e+00 : f32, beta = 0.000000e+00 : f32, pcc.backward} : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
-// CHECK-NEXT:    %[[DX:.*]] = graph.transpose %[[GA]] {pcc.backward, perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
-// CHECK-NEXT:    %[[DB:.*]] = graph.transpose %[[GB]] {pcc.backward, perm = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
-// CHECK-DAG:     %[[BETA:.*]] = graph.constant {pcc.backward} dense<5.000000e-01> : tensor<f32>
-// CHECK-DAG:     %[[GC:.*]] = graph.mul %[[G]], %[[BETA]] {pcc.backward}
-// CHECK-DAG:     %[[SC:.*]] = graph.reduce_sum %[[GC]] {axes = array<i64: 0>, pcc.backward} : (tensor<2x5xf32>) -> tensor<1x5xf32>
-// CHECK-DAG:     %[[DC:.*]] = graph.reshape %[[SC]] {pcc.backward} : tensor<1x5xf32> to tensor<5xf32>
+// CHECK-NEXT:    %[[GA:.*]] = graph.gemm %[[G]], %[[B]] {alpha = 2.000000e+00 : f32, beta = 0.000000e+00 : f32, graph.backward} : (tensor<2x5xf32>, tensor<5x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[GB:.*]] = graph.gemm %[[X]], %[[G]] {alpha = 2.000000e+00 : f32, beta = 0.000000e+00 : f32, graph.backward} : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+// CHECK-NEXT:    %[[DX:.*]] = graph.transpose %[[GA]] {graph.backward, perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+// CHECK-NEXT:    %[[DB:.*]] = graph.transpose %[[GB]] {graph.backward, perm = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
+// CHECK-DAG:     %[[BETA:.*]] = graph.constant {graph.backward} dense<5.000000e-01> : tensor<f32>
+// CHECK-DAG:     %[[GC:.*]] = graph.mul %[[G]], %[[BETA]] {graph.backward}
+// CHECK-DAG:     %[[SC:.*]] = graph.reduce_sum %[[GC]] {axes = array<i64: 0>, graph.backward} : (tensor<2x5xf32>) -> tensor<1x5xf32>
+// CHECK-DAG:     %[[DC:.*]] = graph.reshape %[[SC]] {graph.backward} : tensor<1x5xf32> to tensor<5xf32>
 // CHECK:         return %{{.*}}, %[[DB]], %[[DC]] : tensor<f32>, tensor<5x3xf32>, tensor<5xf32>
-func.func @gemm_trans(%x: tensor<3x2xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @gemm_trans(%x: tensor<3x2xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %b = graph.weight "b" trainable dense<1.0> : tensor<5x3xf32>
   %c = graph.weight "c" trainable dense<1.0> : tensor<5xf32>
   %y = graph.gemm %x, %b, %c {transA = true, transB = true, alpha = 2.0 : f32, beta = 0.5 : f32} : (tensor<3x2xf32>, tensor<5x3xf32>, tensor<5xf32>) -> tensor<2x5xf32>
@@ -572,13 +577,14 @@ func.func @gemm_trans(%x: tensor<3x2xf32>) -> (tensor<f32> {onnx.name = "loss"})
 // transpose an operand.
 
 // CHECK-LABEL: func.func @gemm(
-// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<3x5xf32>) -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3xf32> {pcc.grad = "a"})
-// CHECK-NEXT:    %[[A:.*]] = graph.weight "a"
+// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<3x5xf32>,
+// CHECK-SAME:      %[[A:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "a"}
+// CHECK-SAME:      ) -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3xf32> {graph.grad = 1 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x5xf32>
-// CHECK-NEXT:    %[[DA:.*]] = graph.gemm %[[G]], %[[X]] {beta = 0.000000e+00 : f32, pcc.backward, transB = true} : (tensor<2x5xf32>, tensor<3x5xf32>) -> tensor<2x3xf32>
-// CHECK-NEXT:    graph.gemm %[[A]], %[[G]] {beta = 0.000000e+00 : f32, pcc.backward, transA = true} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+// CHECK-NEXT:    %[[DA:.*]] = graph.gemm %[[G]], %[[X]] {beta = 0.000000e+00 : f32, graph.backward, transB = true} : (tensor<2x5xf32>, tensor<3x5xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    graph.gemm %[[A]], %[[G]] {beta = 0.000000e+00 : f32, graph.backward, transA = true} : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]] : tensor<f32>, tensor<2x3xf32>
-func.func @gemm(%x: tensor<3x5xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @gemm(%x: tensor<3x5xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %a = graph.weight "a" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.gemm %a, %x : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x5xf32>) -> tensor<f32>
@@ -590,16 +596,16 @@ func.func @gemm(%x: tensor<3x5xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 // softmax: y * (g - sum(g * y)) along the axis.
 
 // CHECK-LABEL: func.func @softmax(
-// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<2x3xf32>)
+// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<2x3xf32>{{[^)]*}})
 // CHECK:         %[[Y:.*]] = graph.softmax %{{.*}} {axis = 1 : i64} : tensor<2x3xf32>
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK:         %[[GY:.*]] = graph.mul %[[G]], %[[X]] {pcc.backward}
-// CHECK-DAG:     %[[P:.*]] = graph.mul %[[GY]], %[[Y]] {pcc.backward}
-// CHECK-DAG:     %[[DOT:.*]] = graph.reduce_sum %[[P]] {axes = array<i64: 1>, pcc.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
-// CHECK-DAG:     %[[D:.*]] = graph.sub %[[GY]], %[[DOT]] {pcc.backward} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[Y]], %[[D]] {pcc.backward}
+// CHECK:         %[[GY:.*]] = graph.mul %[[G]], %[[X]] {graph.backward}
+// CHECK-DAG:     %[[P:.*]] = graph.mul %[[GY]], %[[Y]] {graph.backward}
+// CHECK-DAG:     %[[DOT:.*]] = graph.reduce_sum %[[P]] {axes = array<i64: 1>, graph.backward} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+// CHECK-DAG:     %[[D:.*]] = graph.sub %[[GY]], %[[DOT]] {graph.backward} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[Y]], %[[D]] {graph.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.softmax %w {axis = 1 : i64} : tensor<2x3xf32>
   %p = graph.mul %y, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -612,16 +618,16 @@ func.func @softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 // log_softmax: g - exp(y) * sum(g) along the axis.
 
 // CHECK-LABEL: func.func @log_softmax(
-// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<2x3xf32>)
+// CHECK-SAME:      %[[X:[^ ,]+]]: tensor<2x3xf32>{{[^)]*}})
 // CHECK:         %[[Y:.*]] = graph.log_softmax %{{.*}} {axis = 0 : i64} : tensor<2x3xf32>
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK:         %[[GY:.*]] = graph.mul %[[G]], %[[X]] {pcc.backward}
-// CHECK-DAG:     %[[S:.*]] = graph.reduce_sum %[[GY]] {axes = array<i64: 0>, pcc.backward} : (tensor<2x3xf32>) -> tensor<1x3xf32>
-// CHECK-DAG:     %[[E:.*]] = graph.exp %[[Y]] {pcc.backward}
-// CHECK-DAG:     %[[ES:.*]] = graph.mul %[[E]], %[[S]] {pcc.backward} : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<2x3xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.sub %[[GY]], %[[ES]] {pcc.backward}
+// CHECK:         %[[GY:.*]] = graph.mul %[[G]], %[[X]] {graph.backward}
+// CHECK-DAG:     %[[S:.*]] = graph.reduce_sum %[[GY]] {axes = array<i64: 0>, graph.backward} : (tensor<2x3xf32>) -> tensor<1x3xf32>
+// CHECK-DAG:     %[[E:.*]] = graph.exp %[[Y]] {graph.backward}
+// CHECK-DAG:     %[[ES:.*]] = graph.mul %[[E]], %[[S]] {graph.backward} : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<2x3xf32>
+// CHECK-DAG:     %[[DW:.*]] = graph.sub %[[GY]], %[[ES]] {graph.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @log_softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @log_softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %y = graph.log_softmax %w {axis = 0 : i64} : tensor<2x3xf32>
   %p = graph.mul %y, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -636,30 +642,30 @@ func.func @log_softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}
 // dx = invstd * (gs - mean(gs) - xhat * mean(gs * xhat)),
 // dscale = sum(g * xhat) and dbias = sum(g) over the leading dimensions.
 
-// CHECK-LABEL: func.func @layer_norm()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x3x4xf32> {pcc.grad = "x"}, tensor<4xf32> {pcc.grad = "scale"}, tensor<4xf32> {pcc.grad = "bias"})
-// CHECK-NEXT:    %[[X:.*]] = graph.weight "x"
-// CHECK-NEXT:    %[[S:.*]] = graph.weight "scale"
-// CHECK-NEXT:    %[[B:.*]] = graph.weight "bias"
+// CHECK-LABEL: func.func @layer_norm(
+// CHECK-SAME:      %[[X:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "x"}
+// CHECK-SAME:      %[[S:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "scale"}
+// CHECK-SAME:      %[[B:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "bias"}
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x3x4xf32> {graph.grad = 0 : i64}, tensor<4xf32> {graph.grad = 1 : i64}, tensor<4xf32> {graph.grad = 2 : i64})
 // CHECK-NEXT:    %[[Y:[^,]*]], %[[MEAN:[^,]*]], %[[ISD:[^ ]*]] = graph.layer_norm %[[X]], %[[S]], %[[B]] {axis = 2 : i64}
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3x4xf32>
-// CHECK-DAG:     %[[XC:.*]] = graph.sub %[[X]], %[[MEAN]] {pcc.backward} : (tensor<2x3x4xf32>, tensor<2x3x1xf32>) -> tensor<2x3x4xf32>
-// CHECK-DAG:     %[[XHAT:.*]] = graph.mul %[[XC]], %[[ISD]] {pcc.backward}
-// CHECK-DAG:     %[[GS:.*]] = graph.mul %[[G]], %[[S]] {pcc.backward} : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
-// CHECK-DAG:     %[[GSX:.*]] = graph.mul %[[GS]], %[[XHAT]] {pcc.backward}
-// CHECK-DAG:     %[[M2:.*]] = graph.reduce_mean %[[GSX]] {axes = array<i64: 2>, pcc.backward} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
-// CHECK-DAG:     %[[T2:.*]] = graph.mul %[[XHAT]], %[[M2]] {pcc.backward}
-// CHECK-DAG:     %[[M1:.*]] = graph.reduce_mean %[[GS]] {axes = array<i64: 2>, pcc.backward} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
-// CHECK-DAG:     %[[T1:.*]] = graph.sub %[[GS]], %[[M1]] {pcc.backward}
-// CHECK-DAG:     %[[T:.*]] = graph.sub %[[T1]], %[[T2]] {pcc.backward}
-// CHECK-DAG:     %[[DX:.*]] = graph.mul %[[ISD]], %[[T]] {pcc.backward} : (tensor<2x3x1xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
-// CHECK-DAG:     %[[GX:.*]] = graph.mul %[[G]], %[[XHAT]] {pcc.backward}
-// CHECK-DAG:     %[[SS:.*]] = graph.reduce_sum %[[GX]] {axes = array<i64: 0, 1>, pcc.backward} : (tensor<2x3x4xf32>) -> tensor<1x1x4xf32>
-// CHECK-DAG:     %[[DS:.*]] = graph.reshape %[[SS]] {pcc.backward} : tensor<1x1x4xf32> to tensor<4xf32>
-// CHECK-DAG:     %[[SB:.*]] = graph.reduce_sum %[[G]] {axes = array<i64: 0, 1>, pcc.backward} : (tensor<2x3x4xf32>) -> tensor<1x1x4xf32>
-// CHECK-DAG:     %[[DB:.*]] = graph.reshape %[[SB]] {pcc.backward} : tensor<1x1x4xf32> to tensor<4xf32>
+// CHECK-DAG:     %[[XC:.*]] = graph.sub %[[X]], %[[MEAN]] {graph.backward} : (tensor<2x3x4xf32>, tensor<2x3x1xf32>) -> tensor<2x3x4xf32>
+// CHECK-DAG:     %[[XHAT:.*]] = graph.mul %[[XC]], %[[ISD]] {graph.backward}
+// CHECK-DAG:     %[[GS:.*]] = graph.mul %[[G]], %[[S]] {graph.backward} : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+// CHECK-DAG:     %[[GSX:.*]] = graph.mul %[[GS]], %[[XHAT]] {graph.backward}
+// CHECK-DAG:     %[[M2:.*]] = graph.reduce_mean %[[GSX]] {axes = array<i64: 2>, graph.backward} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+// CHECK-DAG:     %[[T2:.*]] = graph.mul %[[XHAT]], %[[M2]] {graph.backward}
+// CHECK-DAG:     %[[M1:.*]] = graph.reduce_mean %[[GS]] {axes = array<i64: 2>, graph.backward} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
+// CHECK-DAG:     %[[T1:.*]] = graph.sub %[[GS]], %[[M1]] {graph.backward}
+// CHECK-DAG:     %[[T:.*]] = graph.sub %[[T1]], %[[T2]] {graph.backward}
+// CHECK-DAG:     %[[DX:.*]] = graph.mul %[[ISD]], %[[T]] {graph.backward} : (tensor<2x3x1xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+// CHECK-DAG:     %[[GX:.*]] = graph.mul %[[G]], %[[XHAT]] {graph.backward}
+// CHECK-DAG:     %[[SS:.*]] = graph.reduce_sum %[[GX]] {axes = array<i64: 0, 1>, graph.backward} : (tensor<2x3x4xf32>) -> tensor<1x1x4xf32>
+// CHECK-DAG:     %[[DS:.*]] = graph.reshape %[[SS]] {graph.backward} : tensor<1x1x4xf32> to tensor<4xf32>
+// CHECK-DAG:     %[[SB:.*]] = graph.reduce_sum %[[G]] {axes = array<i64: 0, 1>, graph.backward} : (tensor<2x3x4xf32>) -> tensor<1x1x4xf32>
+// CHECK-DAG:     %[[DB:.*]] = graph.reshape %[[SB]] {graph.backward} : tensor<1x1x4xf32> to tensor<4xf32>
 // CHECK:         return %{{.*}}, %[[DX]], %[[DS]], %[[DB]]
-func.func @layer_norm() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @layer_norm() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %x = graph.weight "x" trainable dense<1.0> : tensor<2x3x4xf32>
   %s = graph.weight "scale" trainable dense<1.0> : tensor<4xf32>
   %b = graph.weight "bias" trainable dense<0.0> : tensor<4xf32>
@@ -677,15 +683,15 @@ func.func @layer_norm() -> (tensor<f32> {onnx.name = "loss"}) {
 // reduce_mean without keepdims: reshape to the kept rank, expand, divide by
 // the count (3).
 
-// CHECK-LABEL: func.func @reduce_mean()
+// CHECK-LABEL: func.func @reduce_mean(
 // CHECK:         %[[M:.*]] = graph.reduce_mean %{{.*}} {axes = array<i64: 1>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x4xf32>
-// CHECK-DAG:     %[[N:.*]] = graph.constant {pcc.backward} dense<3.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[R:.*]] = graph.reshape %[[G]] {pcc.backward} : tensor<2x4xf32> to tensor<2x1x4xf32>
-// CHECK-DAG:     %[[E:.*]] = graph.expand %[[R]] {pcc.backward} : tensor<2x1x4xf32> to tensor<2x3x4xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.div %[[E]], %[[N]] {pcc.backward}
+// CHECK-DAG:     %[[N:.*]] = graph.constant {graph.backward} dense<3.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[R:.*]] = graph.reshape %[[G]] {graph.backward} : tensor<2x4xf32> to tensor<2x1x4xf32>
+// CHECK-DAG:     %[[E:.*]] = graph.expand %[[R]] {graph.backward} : tensor<2x1x4xf32> to tensor<2x3x4xf32>
+// CHECK-DAG:     %[[DW:.*]] = graph.div %[[E]], %[[N]] {graph.backward}
 // CHECK:         return %{{.*}}, %[[DW]] : tensor<f32>, tensor<2x3x4xf32>
-func.func @reduce_mean() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @reduce_mean() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3x4xf32>
   %m = graph.reduce_mean %w {axes = array<i64: 1>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
   %l = graph.reduce_sum %m {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
@@ -697,11 +703,11 @@ func.func @reduce_mean() -> (tensor<f32> {onnx.name = "loss"}) {
 // reduce_sum with keepdims: the gradient already has the kept shape, so it
 // is only expanded.
 
-// CHECK-LABEL: func.func @reduce_sum_keepdims()
+// CHECK-LABEL: func.func @reduce_sum_keepdims(
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} : tensor<1x1xf32> to tensor<1x3xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.expand %[[G]] {pcc.backward} : tensor<1x3xf32> to tensor<2x3xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.expand %[[G]] {graph.backward} : tensor<1x3xf32> to tensor<2x3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @reduce_sum_keepdims() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @reduce_sum_keepdims() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
   %s = graph.reduce_sum %w {axes = array<i64: 0>, keepdims = true} : (tensor<2x3xf32>) -> tensor<1x3xf32>
   %l = graph.reduce_sum %s {axes = array<i64: 0, 1>, keepdims = false} : (tensor<1x3xf32>) -> tensor<f32>
@@ -712,19 +718,19 @@ func.func @reduce_sum_keepdims() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // reduce_max: g goes to every element equal to the maximum.
 
-// CHECK-LABEL: func.func @reduce_max()
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @reduce_max(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CHECK-NEXT:    %[[M:.*]] = graph.reduce_max %[[W]] {axes = array<i64: 0>, keepdims = false} : (tensor<2x4xf32>) -> tensor<4xf32>
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<4xf32>
-// CHECK-DAG:     %[[MR:.*]] = graph.reshape %[[M]] {pcc.backward} : tensor<4xf32> to tensor<1x4xf32>
-// CHECK-DAG:     %[[ME:.*]] = graph.expand %[[MR]] {pcc.backward} : tensor<1x4xf32> to tensor<2x4xf32>
-// CHECK-DAG:     %[[HIT:.*]] = graph.equal %[[W]], %[[ME]] {pcc.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xi1>
-// CHECK-DAG:     %[[GR:.*]] = graph.reshape %[[G]] {pcc.backward} : tensor<4xf32> to tensor<1x4xf32>
-// CHECK-DAG:     %[[GE:.*]] = graph.expand %[[GR]] {pcc.backward} : tensor<1x4xf32> to tensor<2x4xf32>
-// CHECK-DAG:     %[[Z:.*]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<f32>
-// CHECK-DAG:     %[[DW:.*]] = graph.where %[[HIT]], %[[GE]], %[[Z]] {pcc.backward}
+// CHECK-DAG:     %[[MR:.*]] = graph.reshape %[[M]] {graph.backward} : tensor<4xf32> to tensor<1x4xf32>
+// CHECK-DAG:     %[[ME:.*]] = graph.expand %[[MR]] {graph.backward} : tensor<1x4xf32> to tensor<2x4xf32>
+// CHECK-DAG:     %[[HIT:.*]] = graph.equal %[[W]], %[[ME]] {graph.backward} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xi1>
+// CHECK-DAG:     %[[GR:.*]] = graph.reshape %[[G]] {graph.backward} : tensor<4xf32> to tensor<1x4xf32>
+// CHECK-DAG:     %[[GE:.*]] = graph.expand %[[GR]] {graph.backward} : tensor<1x4xf32> to tensor<2x4xf32>
+// CHECK-DAG:     %[[Z:.*]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<f32>
+// CHECK-DAG:     %[[DW:.*]] = graph.where %[[HIT]], %[[GE]], %[[Z]] {graph.backward}
 // CHECK:         return %{{.*}}, %[[DW]] : tensor<f32>, tensor<2x4xf32>
-func.func @reduce_max() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @reduce_max() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x4xf32>
   %m = graph.reduce_max %w {axes = array<i64: 0>, keepdims = false} : (tensor<2x4xf32>) -> tensor<4xf32>
   %l = graph.reduce_sum %m {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
@@ -735,16 +741,16 @@ func.func @reduce_max() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // reduce_min with keepdims, likewise.
 
-// CHECK-LABEL: func.func @reduce_min()
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @reduce_min(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CHECK-NEXT:    %[[M:.*]] = graph.reduce_min %[[W]] {axes = array<i64: 1>} : (tensor<2x4xf32>) -> tensor<2x1xf32>
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x1xf32>
-// CHECK-DAG:     %[[ME:.*]] = graph.expand %[[M]] {pcc.backward} : tensor<2x1xf32> to tensor<2x4xf32>
-// CHECK-DAG:     %[[HIT:.*]] = graph.equal %[[W]], %[[ME]] {pcc.backward}
-// CHECK-DAG:     %[[GE:.*]] = graph.expand %[[G]] {pcc.backward} : tensor<2x1xf32> to tensor<2x4xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.where %[[HIT]], %[[GE]], %{{.*}} {pcc.backward}
+// CHECK-DAG:     %[[ME:.*]] = graph.expand %[[M]] {graph.backward} : tensor<2x1xf32> to tensor<2x4xf32>
+// CHECK-DAG:     %[[HIT:.*]] = graph.equal %[[W]], %[[ME]] {graph.backward}
+// CHECK-DAG:     %[[GE:.*]] = graph.expand %[[G]] {graph.backward} : tensor<2x1xf32> to tensor<2x4xf32>
+// CHECK-DAG:     %[[DW:.*]] = graph.where %[[HIT]], %[[GE]], %{{.*}} {graph.backward}
 // CHECK:         return %{{.*}}, %[[DW]]
-func.func @reduce_min() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @reduce_min() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x4xf32>
   %m = graph.reduce_min %w {axes = array<i64: 1>, keepdims = true} : (tensor<2x4xf32>) -> tensor<2x1xf32>
   %l = graph.reduce_sum %m {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x1xf32>) -> tensor<f32>
@@ -760,12 +766,12 @@ func.func @reduce_min() -> (tensor<f32> {onnx.name = "loss"}) {
 // reshape back to the input's shape; transpose by the inverse permutation
 // (the inverse of [1, 2, 0] is [2, 0, 1]).
 
-// CHECK-LABEL: func.func @reshape_transpose()
+// CHECK-LABEL: func.func @reshape_transpose(
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<12x2xf32>
-// CHECK-NEXT:    %[[R:.*]] = graph.reshape %[[G]] {pcc.backward} : tensor<12x2xf32> to tensor<3x4x2xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.transpose %[[R]] {pcc.backward, perm = array<i64: 2, 0, 1>} : (tensor<3x4x2xf32>) -> tensor<2x3x4xf32>
+// CHECK-NEXT:    %[[R:.*]] = graph.reshape %[[G]] {graph.backward} : tensor<12x2xf32> to tensor<3x4x2xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.transpose %[[R]] {graph.backward, perm = array<i64: 2, 0, 1>} : (tensor<3x4x2xf32>) -> tensor<2x3x4xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @reshape_transpose() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @reshape_transpose() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x3x4xf32>
   %t = graph.transpose %w {perm = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
   %r = graph.reshape %t : tensor<3x4x2xf32> to tensor<12x2xf32>
@@ -778,12 +784,12 @@ func.func @reshape_transpose() -> (tensor<f32> {onnx.name = "loss"}) {
 // expand [3,1] -> [2,3,4]: sum over the added dimension 0 and the
 // stretched dimension 2, then reshape.
 
-// CHECK-LABEL: func.func @expand()
-// CHECK:         %[[G:.*]] = graph.expand %{{.*}} {pcc.backward} : tensor<1x1x1xf32> to tensor<2x3x4xf32>
-// CHECK-NEXT:    %[[S:.*]] = graph.reduce_sum %[[G]] {axes = array<i64: 0, 2>, pcc.backward} : (tensor<2x3x4xf32>) -> tensor<1x3x1xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.reshape %[[S]] {pcc.backward} : tensor<1x3x1xf32> to tensor<3x1xf32>
+// CHECK-LABEL: func.func @expand(
+// CHECK:         %[[G:.*]] = graph.expand %{{.*}} {graph.backward} : tensor<1x1x1xf32> to tensor<2x3x4xf32>
+// CHECK-NEXT:    %[[S:.*]] = graph.reduce_sum %[[G]] {axes = array<i64: 0, 2>, graph.backward} : (tensor<2x3x4xf32>) -> tensor<1x3x1xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.reshape %[[S]] {graph.backward} : tensor<1x3x1xf32> to tensor<3x1xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @expand() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @expand() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<3x1xf32>
   %e = graph.expand %w : tensor<3x1xf32> to tensor<2x3x4xf32>
   %l = graph.reduce_sum %e {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
@@ -795,11 +801,11 @@ func.func @expand() -> (tensor<f32> {onnx.name = "loss"}) {
 // slice (with a negative step): insert_slice with the same starts and steps
 // into zeros of the input's shape.
 
-// CHECK-LABEL: func.func @slice()
+// CHECK-LABEL: func.func @slice(
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.insert_slice %[[G]] {pcc.backward, starts = array<i64: 1, 5>, steps = array<i64: 1, -2>} : tensor<2x3xf32> to tensor<4x6xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.insert_slice %[[G]] {graph.backward, starts = array<i64: 1, 5>, steps = array<i64: 1, -2>} : tensor<2x3xf32> to tensor<4x6xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @slice() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @slice() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<4x6xf32>
   %s = graph.slice %w {starts = array<i64: 1, 5>, sizes = array<i64: 2, 3>, steps = array<i64: 1, -2>} : (tensor<4x6xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %s {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -811,13 +817,13 @@ func.func @slice() -> (tensor<f32> {onnx.name = "loss"}) {
 // concat: each input gets its slice of the gradient along the axis.
 
 // CHECK-LABEL: func.func @concat(
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<2x2xf32> {pcc.grad = "a"}, tensor<2x1xf32> {pcc.grad = "b"})
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<2x2xf32> {graph.grad = 1 : i64}, tensor<2x1xf32> {graph.grad = 2 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x6xf32>
-// CHECK-NEXT:    graph.slice %[[G]] {pcc.backward, sizes = array<i64: 2, 3>, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x3xf32>
-// CHECK-NEXT:    %[[DA:.*]] = graph.slice %[[G]] {pcc.backward, sizes = array<i64: 2, 2>, starts = array<i64: 0, 3>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x2xf32>
-// CHECK-NEXT:    %[[DB:.*]] = graph.slice %[[G]] {pcc.backward, sizes = array<i64: 2, 1>, starts = array<i64: 0, 5>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT:    graph.slice %[[G]] {graph.backward, sizes = array<i64: 2, 3>, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[DA:.*]] = graph.slice %[[G]] {graph.backward, sizes = array<i64: 2, 2>, starts = array<i64: 0, 3>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x2xf32>
+// CHECK-NEXT:    %[[DB:.*]] = graph.slice %[[G]] {graph.backward, sizes = array<i64: 2, 1>, starts = array<i64: 0, 5>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x1xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DA]], %[[DB]]
-func.func @concat(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @concat(%x: tensor<2x3xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %a = graph.weight "a" trainable dense<1.0> : tensor<2x2xf32>
   %b = graph.weight "b" trainable dense<1.0> : tensor<2x1xf32>
   %c = graph.concat %x, %a, %b {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x2xf32>, tensor<2x1xf32>) -> tensor<2x6xf32>
@@ -829,13 +835,13 @@ func.func @concat(%x: tensor<2x3xf32>) -> (tensor<f32> {onnx.name = "loss"}) {
 
 // split: the pieces' gradients concatenated, zeros for the unused pieces.
 
-// CHECK-LABEL: func.func @split()
+// CHECK-LABEL: func.func @split(
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3xf32>
-// CHECK-DAG:     %[[Z0:.*]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<2x1xf32>
-// CHECK-DAG:     %[[Z2:.*]] = graph.constant {pcc.backward} dense<0.000000e+00> : tensor<2x1xf32>
-// CHECK:         %[[DW:.*]] = graph.concat %[[Z0]], %[[G]], %[[Z2]] {axis = 1 : i64, pcc.backward} : (tensor<2x1xf32>, tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x5xf32>
+// CHECK-DAG:     %[[Z0:.*]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<2x1xf32>
+// CHECK-DAG:     %[[Z2:.*]] = graph.constant {graph.backward} dense<0.000000e+00> : tensor<2x1xf32>
+// CHECK:         %[[DW:.*]] = graph.concat %[[Z0]], %[[G]], %[[Z2]] {axis = 1 : i64, graph.backward} : (tensor<2x1xf32>, tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x5xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @split() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @split() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x5xf32>
   %p:3 = graph.split %w {axis = 1 : i64, sizes = array<i64: 1, 3, 1>} : (tensor<2x5xf32>) -> (tensor<2x1xf32>, tensor<2x3xf32>, tensor<2x1xf32>)
   %l = graph.reduce_sum %p#1 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
@@ -848,11 +854,11 @@ func.func @split() -> (tensor<f32> {onnx.name = "loss"}) {
 // accumulate); the indices get nothing.
 
 // CHECK-LABEL: func.func @gather(
-// CHECK-SAME:      %[[IDS:[^ ,]+]]: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}, tensor<10x4xf32> {pcc.grad = "w"})
+// CHECK-SAME:      %[[IDS:[^ ,]+]]: tensor<2x3xi64>{{[^)]*}}) -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<10x4xf32> {graph.grad = 1 : i64})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3x4xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.scatter_add %[[G]][%[[IDS]]] {axis = 0 : i64, pcc.backward} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.scatter_add %[[G]][%[[IDS]]] {axis = 0 : i64, graph.backward} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @gather(%ids: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @gather(%ids: tensor<2x3xi64>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<10x4xf32>
   %e = graph.gather %w[%ids] {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
   %l = graph.reduce_sum %e {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
@@ -864,11 +870,11 @@ func.func @gather(%ids: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
 // gather_elements: scatter_elements_add at the same indices.
 
 // CHECK-LABEL: func.func @gather_elements(
-// CHECK-SAME:      %[[IDX:[^ ,]+]]: tensor<2x1xi32>)
+// CHECK-SAME:      %[[IDX:[^ ,]+]]: tensor<2x1xi32>{{[^)]*}})
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x1xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.scatter_elements_add %[[G]][%[[IDX]]] {axis = 1 : i64, pcc.backward} : (tensor<2x1xf32>, tensor<2x1xi32>) -> tensor<2x5xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.scatter_elements_add %[[G]][%[[IDX]]] {axis = 1 : i64, graph.backward} : (tensor<2x1xf32>, tensor<2x1xi32>) -> tensor<2x5xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @gather_elements(%idx: tensor<2x1xi32>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @gather_elements(%idx: tensor<2x1xi32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<2x5xf32>
   %e = graph.gather_elements %w[%idx] {axis = 1 : i64} : (tensor<2x5xf32>, tensor<2x1xi32>) -> tensor<2x1xf32>
   %l = graph.reduce_sum %e {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x1xf32>) -> tensor<f32>
@@ -879,11 +885,11 @@ func.func @gather_elements(%idx: tensor<2x1xi32>) -> (tensor<f32> {onnx.name = "
 
 // trilu: the same triangle of the gradient.
 
-// CHECK-LABEL: func.func @trilu()
+// CHECK-LABEL: func.func @trilu(
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<3x3xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.trilu %[[G]] {k = 1 : i64, pcc.backward, upper = false} : tensor<3x3xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.trilu %[[G]] {graph.backward, k = 1 : i64, upper = false} : tensor<3x3xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @trilu() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @trilu() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<3x3xf32>
   %t = graph.trilu %w {upper = false, k = 1 : i64} : tensor<3x3xf32>
   %l = graph.reduce_sum %t {axes = array<i64: 0, 1>, keepdims = false} : (tensor<3x3xf32>) -> tensor<f32>
@@ -900,23 +906,24 @@ func.func @trilu() -> (tensor<f32> {onnx.name = "loss"}) {
 // accumulate with graph.add into its single gradient.
 
 // CHECK-LABEL: func.func @tied(
-// CHECK-SAME:      %[[IDS:[^ ,]+]]: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}, tensor<10x4xf32> {pcc.grad = "wte"})
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "wte"
+// CHECK-SAME:      %[[IDS:[^ ,]+]]: tensor<2x3xi64>,
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "wte"}
+// CHECK-SAME:      ) -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<10x4xf32> {graph.grad = 1 : i64})
 // CHECK-NEXT:    %[[H:.*]] = graph.gather %[[W]][%[[IDS]]]
 // CHECK-NEXT:    %[[WT:.*]] = graph.transpose %[[W]] {perm = array<i64: 1, 0>}
 // CHECK-NEXT:    graph.matmul %[[H]], %[[WT]]
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3x10xf32>
-// CHECK-DAG:     %[[WTT:.*]] = graph.transpose %[[WT]] {pcc.backward, perm = array<i64: 1, 0>} : (tensor<4x10xf32>) -> tensor<10x4xf32>
-// CHECK-DAG:     %[[DH:.*]] = graph.matmul %[[G]], %[[WTT]] {pcc.backward} : (tensor<2x3x10xf32>, tensor<10x4xf32>) -> tensor<2x3x4xf32>
-// CHECK-DAG:     %[[HT:.*]] = graph.transpose %[[H]] {pcc.backward, perm = array<i64: 0, 2, 1>}
-// CHECK-DAG:     %[[GWT:.*]] = graph.matmul %[[HT]], %[[G]] {pcc.backward} : (tensor<2x4x3xf32>, tensor<2x3x10xf32>) -> tensor<2x4x10xf32>
-// CHECK-DAG:     %[[SWT:.*]] = graph.reduce_sum %[[GWT]] {axes = array<i64: 0>, pcc.backward}
-// CHECK-DAG:     %[[DWT:.*]] = graph.reshape %[[SWT]] {pcc.backward} : tensor<1x4x10xf32> to tensor<4x10xf32>
-// CHECK-DAG:     %[[HEAD:.*]] = graph.transpose %[[DWT]] {pcc.backward, perm = array<i64: 1, 0>} : (tensor<4x10xf32>) -> tensor<10x4xf32>
-// CHECK-DAG:     %[[EMB:.*]] = graph.scatter_add %[[DH]][%[[IDS]]] {axis = 0 : i64, pcc.backward} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
-// CHECK:         %[[DW:.*]] = graph.add %[[HEAD]], %[[EMB]] {pcc.backward} : (tensor<10x4xf32>, tensor<10x4xf32>) -> tensor<10x4xf32>
+// CHECK-DAG:     %[[WTT:.*]] = graph.transpose %[[WT]] {graph.backward, perm = array<i64: 1, 0>} : (tensor<4x10xf32>) -> tensor<10x4xf32>
+// CHECK-DAG:     %[[DH:.*]] = graph.matmul %[[G]], %[[WTT]] {graph.backward} : (tensor<2x3x10xf32>, tensor<10x4xf32>) -> tensor<2x3x4xf32>
+// CHECK-DAG:     %[[HT:.*]] = graph.transpose %[[H]] {graph.backward, perm = array<i64: 0, 2, 1>}
+// CHECK-DAG:     %[[GWT:.*]] = graph.matmul %[[HT]], %[[G]] {graph.backward} : (tensor<2x4x3xf32>, tensor<2x3x10xf32>) -> tensor<2x4x10xf32>
+// CHECK-DAG:     %[[SWT:.*]] = graph.reduce_sum %[[GWT]] {axes = array<i64: 0>, graph.backward}
+// CHECK-DAG:     %[[DWT:.*]] = graph.reshape %[[SWT]] {graph.backward} : tensor<1x4x10xf32> to tensor<4x10xf32>
+// CHECK-DAG:     %[[HEAD:.*]] = graph.transpose %[[DWT]] {graph.backward, perm = array<i64: 1, 0>} : (tensor<4x10xf32>) -> tensor<10x4xf32>
+// CHECK-DAG:     %[[EMB:.*]] = graph.scatter_add %[[DH]][%[[IDS]]] {axis = 0 : i64, graph.backward} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
+// CHECK:         %[[DW:.*]] = graph.add %[[HEAD]], %[[EMB]] {graph.backward} : (tensor<10x4xf32>, tensor<10x4xf32>) -> tensor<10x4xf32>
 // CHECK-NEXT:    return %{{.*}}, %[[DW]] : tensor<f32>, tensor<10x4xf32>
-func.func @tied(%ids: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @tied(%ids: tensor<2x3xi64>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "wte" trainable dense<1.0> : tensor<10x4xf32>
   %h = graph.gather %w[%ids] {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : (tensor<10x4xf32>) -> tensor<4x10xf32>
@@ -929,14 +936,14 @@ func.func @tied(%ids: tensor<2x3xi64>) -> (tensor<f32> {onnx.name = "loss"}) {
 
 // A weight used twice by one op: both operand gradients accumulate.
 
-// CHECK-LABEL: func.func @square()
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @square(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<3xf32>
-// CHECK-NEXT:    %[[D1:.*]] = graph.mul %[[G]], %[[W]] {pcc.backward}
-// CHECK-NEXT:    %[[D2:.*]] = graph.mul %[[G]], %[[W]] {pcc.backward}
-// CHECK-NEXT:    %[[DW:.*]] = graph.add %[[D1]], %[[D2]] {pcc.backward}
+// CHECK-NEXT:    %[[D1:.*]] = graph.mul %[[G]], %[[W]] {graph.backward}
+// CHECK-NEXT:    %[[D2:.*]] = graph.mul %[[G]], %[[W]] {graph.backward}
+// CHECK-NEXT:    %[[DW:.*]] = graph.add %[[D1]], %[[D2]] {graph.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]]
-func.func @square() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @square() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<3xf32>
   %y = graph.mul %w, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
@@ -949,20 +956,20 @@ func.func @square() -> (tensor<f32> {onnx.name = "loss"}) {
 // `^emb\.`, "emb.weight" is frozen but "pos.emb.weight" is not. A frozen
 // parameter's op is still differentiated for the other operand.
 
-// CHECK-LABEL: func.func @freeze()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "emb.weight"}, tensor<3xf32> {pcc.grad = "pos.emb.weight"}, tensor<3xf32> {pcc.grad = "head.weight"})
+// CHECK-LABEL: func.func @freeze(
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 0 : i64}, tensor<3xf32> {graph.grad = 1 : i64}, tensor<3xf32> {graph.grad = 2 : i64})
 
-// FREEZE-LABEL: func.func @freeze()
-// FREEZE-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "pos.emb.weight"}, tensor<3xf32> {pcc.grad = "head.weight"})
+// FREEZE-LABEL: func.func @freeze(
+// FREEZE-SAME:      %[[P:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "pos.emb.weight"}
+// FREEZE-SAME:      %[[H:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "head.weight"}
+// FREEZE-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 0 : i64}, tensor<3xf32> {graph.grad = 1 : i64})
 // FREEZE-NEXT:    %[[E:.*]] = graph.weight "emb.weight" dense
-// FREEZE-NEXT:    %[[P:.*]] = graph.weight "pos.emb.weight" trainable
-// FREEZE-NEXT:    %[[H:.*]] = graph.weight "head.weight" trainable
 // FREEZE-NEXT:    %[[X:.*]] = graph.add %[[E]], %[[P]]
 // FREEZE:         %[[G:.*]] = graph.expand {{.*}} to tensor<3xf32>
-// FREEZE-NEXT:    %[[DX:.*]] = graph.mul %[[G]], %[[H]] {pcc.backward}
-// FREEZE-NEXT:    %[[DH:.*]] = graph.mul %[[G]], %[[X]] {pcc.backward}
+// FREEZE-NEXT:    %[[DX:.*]] = graph.mul %[[G]], %[[H]] {graph.backward}
+// FREEZE-NEXT:    %[[DH:.*]] = graph.mul %[[G]], %[[X]] {graph.backward}
 // FREEZE-NEXT:    return %{{.*}}, %[[DX]], %[[DH]]
-func.func @freeze() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @freeze() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %e = graph.weight "emb.weight" trainable dense<1.0> : tensor<3xf32>
   %p = graph.weight "pos.emb.weight" trainable dense<1.0> : tensor<3xf32>
   %h = graph.weight "head.weight" trainable dense<1.0> : tensor<3xf32>
@@ -978,19 +985,19 @@ func.func @freeze() -> (tensor<f32> {onnx.name = "loss"}) {
 // constant factor, the integer weight (gather indices) is not trained, and
 // no backward op casts.
 
-// CHECK-LABEL: func.func @integer_paths()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "w"})
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "w"
+// CHECK-LABEL: func.func @integer_paths(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 0 : i64})
 // CHECK-NEXT:    %[[IDX:.*]] = graph.weight "idx"
 // CHECK-NEXT:    graph.cast %[[W]] : tensor<3xf32> to tensor<3xi64>
 // CHECK-NEXT:    %[[C:.*]] = graph.cast %{{.*}} : tensor<3xi64> to tensor<3xf32>
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2xf32>
-// CHECK-NEXT:    %[[GY:.*]] = graph.scatter_add %[[G]][%[[IDX]]] {axis = 0 : i64, pcc.backward} : (tensor<2xf32>, tensor<2xi64>) -> tensor<3xf32>
-// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[GY]], %[[C]] {pcc.backward}
-// CHECK-NEXT:    graph.mul %[[GY]], %[[W]] {pcc.backward}
+// CHECK-NEXT:    %[[GY:.*]] = graph.scatter_add %[[G]][%[[IDX]]] {axis = 0 : i64, graph.backward} : (tensor<2xf32>, tensor<2xi64>) -> tensor<3xf32>
+// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[GY]], %[[C]] {graph.backward}
+// CHECK-NEXT:    graph.mul %[[GY]], %[[W]] {graph.backward}
 // CHECK-NEXT:    return %{{.*}}, %[[DW]] : tensor<f32>, tensor<3xf32>
-// CHECK-NOT:     pcc.grad = "idx"
-func.func @integer_paths() -> (tensor<f32> {onnx.name = "loss"}) {
+// CHECK-NOT:     graph.grad
+func.func @integer_paths() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.5> : tensor<3xf32>
   %idx = graph.weight "idx" dense<[2, 0]> : tensor<2xi64>
   %i = graph.cast %w : tensor<3xf32> to tensor<3xi64>
@@ -1003,19 +1010,19 @@ func.func @integer_paths() -> (tensor<f32> {onnx.name = "loss"}) {
 
 // -----
 
-// The loss is found by its `onnx.name`, wherever it is among the results;
+// The loss is found by `graph.loss`, wherever it is among the results;
 // other results and parameters that do not reach it are left alone.
 
 // CHECK-LABEL: func.func @loss_among_results(
-// CHECK-SAME:      %[[X:[^:]*]]: tensor<3xf32>)
-// CHECK-SAME:      -> (tensor<3xf32> {onnx.name = "logits"}, tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {onnx.name = "other"}, tensor<3xf32> {pcc.grad = "w"})
-// CHECK-NOT:     pcc.grad = "unused"
+// CHECK-SAME:      %[[X:[^:]*]]: tensor<3xf32>{{[^)]*}})
+// CHECK-SAME:      -> (tensor<3xf32> {onnx.name = "logits"}, tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {onnx.name = "other"}, tensor<3xf32> {graph.grad = 1 : i64})
+// CHECK-NEXT:    graph.weight "unused" trainable
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<3xf32>
-// CHECK-NEXT:    graph.mul %[[G]], %{{.*}} {pcc.backward}
-// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[X]] {pcc.backward}
+// CHECK-NEXT:    graph.mul %[[G]], %{{.*}} {graph.backward}
+// CHECK-NEXT:    %[[DW:.*]] = graph.mul %[[G]], %[[X]] {graph.backward}
 // CHECK-NEXT:    return %{{.*}}, %{{.*}}, %{{.*}}, %[[DW]] :
 func.func @loss_among_results(%x: tensor<3xf32>)
-    -> (tensor<3xf32> {onnx.name = "logits"}, tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {onnx.name = "other"}) {
+    -> (tensor<3xf32> {onnx.name = "logits"}, tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {onnx.name = "other"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<3xf32>
   %u = graph.weight "unused" trainable dense<1.0> : tensor<3xf32>
   %y = graph.mul %x, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
@@ -1028,12 +1035,12 @@ func.func @loss_among_results(%x: tensor<3xf32>)
 
 // A parameter that is itself the loss: the gradient is the seed.
 
-// CHECK-LABEL: func.func @weight_is_loss()
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<f32> {pcc.grad = "w"})
-// CHECK-NEXT:    %[[W:.*]] = graph.weight "w"
-// CHECK-NEXT:    %[[ONE:.*]] = graph.constant {pcc.backward} dense<1.000000e+00> : tensor<f32>
+// CHECK-LABEL: func.func @weight_is_loss(
+// CHECK-SAME:      %[[W:arg[0-9]+]]: {{[^{]*}}{graph.init = {{[^}]*}}, graph.state = "w"}
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<f32> {graph.grad = 0 : i64})
+// CHECK-NEXT:    %[[ONE:.*]] = graph.constant {graph.backward} dense<1.000000e+00> : tensor<f32>
 // CHECK-NEXT:    return %[[W]], %[[ONE]]
-func.func @weight_is_loss() -> (tensor<f32> {onnx.name = "loss"}) {
+func.func @weight_is_loss() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<f32>
   return %w : tensor<f32>
 }

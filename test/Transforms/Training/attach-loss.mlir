@@ -13,7 +13,7 @@
 
 // CHECK-LABEL: func.func @by_type(
 // CHECK-SAME:      %[[IDS:[^:]+]]: tensor<2x4xi64> {onnx.name = "ids"}, %[[X:[^:]+]]: tensor<2x4x8xf32>)
-// CHECK-SAME:      -> (tensor<2x4x8xf32> {onnx.name = "out"}, tensor<f32> {onnx.name = "loss"})
+// CHECK-SAME:      -> (tensor<2x4x8xf32> {onnx.name = "out"}, tensor<f32> {graph.loss, onnx.name = "loss"})
 // CHECK-NEXT:    %[[Z:.*]] = graph.relu %[[X]]
 // CHECK-NEXT:    %[[ZS:.*]] = graph.slice %[[Z]] {sizes = array<i64: 2, 3, 8>, starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x4x8xf32>) -> tensor<2x3x8xf32>
 // CHECK-NEXT:    %[[YS:.*]] = graph.slice %[[IDS]] {sizes = array<i64: 2, 3>, starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : (tensor<2x4xi64>) -> tensor<2x3xi64>
@@ -53,7 +53,7 @@ func.func @by_type(%ids: tensor<2x4xi64> {onnx.name = "ids"}, %x: tensor<2x4x8xf
 
 // CHECK-LABEL: func.func @first_match(
 // CHECK-SAME:      %[[F:[^:]+]]: tensor<2x5xf32>, %[[IDS:[^:]+]]: tensor<2x5xi64> {onnx.name = "ids"}, %[[MASK:[^:]+]]: tensor<2x5xi64>, %[[X:[^:]+]]: tensor<2x5x3xf32>)
-// CHECK-SAME:      -> (tensor<2x5x3xi64>, tensor<2x5xf32>, tensor<2x5x3xf32> {onnx.name = "out"}, tensor<2x5x3xf32> {onnx.name = "b"}, tensor<f32> {onnx.name = "loss"})
+// CHECK-SAME:      -> (tensor<2x5x3xi64>, tensor<2x5xf32>, tensor<2x5x3xf32> {onnx.name = "out"}, tensor<2x5x3xf32> {onnx.name = "b"}, tensor<f32> {graph.loss, onnx.name = "loss"})
 // CHECK:         %[[I:.*]] = graph.cast %[[X]]
 // CHECK-NEXT:    %[[A:.*]] = graph.exp %[[X]]
 // CHECK-NEXT:    %[[B:.*]] = graph.neg %[[X]]
@@ -84,7 +84,7 @@ func.func @first_match(%f: tensor<2x5xf32>, %ids: tensor<2x5xi64> {onnx.name = "
 
 // NAMED-LABEL: func.func @by_name(
 // NAMED-SAME:      %[[MASK:[^:]+]]: tensor<2x4xi64> {onnx.name = "mask"}, %[[IDS:[^:]+]]: tensor<2x4xi64> {onnx.name = "ids"}, %[[X:[^:]+]]: tensor<2x4x8xf32> {onnx.name = "x"})
-// NAMED-SAME:      -> (tensor<2x4x8xf32> {onnx.name = "first"}, tensor<2x4x8xf32> {onnx.name = "out"}, tensor<f32> {onnx.name = "loss"})
+// NAMED-SAME:      -> (tensor<2x4x8xf32> {onnx.name = "first"}, tensor<2x4x8xf32> {onnx.name = "out"}, tensor<f32> {graph.loss, onnx.name = "loss"})
 // NAMED-NEXT:    %[[FIRST:.*]] = graph.relu %[[X]]
 // NAMED-NEXT:    %[[OUT:.*]] = graph.sigmoid %[[X]]
 // NAMED-NEXT:    graph.slice %[[OUT]] {sizes = array<i64: 2, 3, 8>, starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x4x8xf32>) -> tensor<2x3x8xf32>
@@ -125,7 +125,7 @@ func.func @int32_labels(%ids: tensor<3x6xi32> {onnx.name = "ids"}, %pos: tensor<
 // returned as f32. The shortest sequence that has a next token is T = 2.
 
 // CHECK-LABEL: func.func @f16_logits(
-// CHECK-SAME:      -> (tensor<1x2x4xf16> {onnx.name = "out"}, tensor<f32> {onnx.name = "loss"})
+// CHECK-SAME:      -> (tensor<1x2x4xf16> {onnx.name = "out"}, tensor<f32> {graph.loss, onnx.name = "loss"})
 // CHECK:         graph.slice %{{.*}} {sizes = array<i64: 1, 1, 4>, starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<1x2x4xf16>) -> tensor<1x1x4xf16>
 // CHECK:         graph.log_softmax %{{.*}} {axis = 2 : i64} : tensor<1x1x4xf16>
 // CHECK:         %[[MEAN:.*]] = graph.reduce_mean %{{.*}} : (tensor<1x1x1xf16>) -> tensor<f16>

@@ -3,33 +3,34 @@
 // RUN: pcc-opt %s --pcc-optimizer="kind=sgd" --split-input-file | FileCheck %s --check-prefix=SGD
 // RUN: pcc-opt %s --pcc-optimizer="kind=sgd momentum=0.9 weight-decay=0.5 lr=0.1" --split-input-file | FileCheck %s --check-prefix=MOM
 
-// The inputs are what pcc-autodiff produces: a loss, and a gradient result
-// (`pcc.grad`) per trained parameter. Within one update the op order
+// The inputs are what pcc-autodiff produces: a loss (`graph.loss`), each
+// trained parameter a state argument (`graph.state`, `graph.init`) and its
+// gradient a result pointing at it (`graph.grad = <argument index>`). Within one update the op order
 // depends on the C++ compiler's argument evaluation order, hence the
 // CHECK-DAGs that match a use before its definition.
 
 // AdamW (the default: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay
-// 0.01). The parameter becomes the state argument "w" initialized to its
-// value, the moments "w.adamw.m" and "w.adamw.v" state arguments
-// initialized to zero, and the step counter "pcc.step" (f32, from 0) comes
-// first. The updated values are returned, marked `pcc.state_update`, after
-// the existing results:
+// 0.01). The step counter "pcc.step" (f32, from 0) and the moments
+// "w.adamw.m" and "w.adamw.v" (zeros, `graph.state_of` the parameter) become
+// state arguments after the existing ones. The updated values are returned,
+// each marked `graph.update = <its state argument>`, after the existing
+// results:
 //   t = step + 1, m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2,
 //   p' = p (1 - lr wd) - lr / (1 - b1^t) * m' / (sqrt(v') / sqrt(1 - b2^t) + eps)
 
 // CHECK-LABEL: func.func @one_param(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x3xf32> {onnx.name = "x"},
-// CHECK-SAME:      %[[STEP:[^:]*]]: tensor<f32> {pcc.init = dense<0.000000e+00> : tensor<f32>, pcc.state = "pcc.step"},
-// CHECK-SAME:      %[[P:[^:]*]]: tensor<3xf32> {pcc.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, pcc.state = "w"},
-// CHECK-SAME:      %[[M:[^:]*]]: tensor<3xf32> {pcc.init = dense<0.000000e+00> : tensor<3xf32>, pcc.state = "w.adamw.m"},
-// CHECK-SAME:      %[[V:[^:]*]]: tensor<3xf32> {pcc.init = dense<0.000000e+00> : tensor<3xf32>, pcc.state = "w.adamw.v"})
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "w"},
-// CHECK-SAME:          tensor<f32> {pcc.state_update = "pcc.step"}, tensor<3xf32> {pcc.state_update = "w.adamw.m"},
-// CHECK-SAME:          tensor<3xf32> {pcc.state_update = "w.adamw.v"}, tensor<3xf32> {pcc.state_update = "w"})
+// CHECK-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"},
+// CHECK-SAME:      %[[STEP:[^:]*]]: tensor<f32> {graph.init = dense<0.000000e+00> : tensor<f32>, graph.state = "pcc.step"},
+// CHECK-SAME:      %[[M:[^:]*]]: tensor<3xf32> {graph.init = dense<0.000000e+00> : tensor<3xf32>, graph.state = "w.adamw.m", graph.state_of = 1 : i64},
+// CHECK-SAME:      %[[V:[^:]*]]: tensor<3xf32> {graph.init = dense<0.000000e+00> : tensor<3xf32>, graph.state = "w.adamw.v", graph.state_of = 1 : i64})
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64},
+// CHECK-SAME:          tensor<f32> {graph.update = 2 : i64}, tensor<3xf32> {graph.update = 3 : i64},
+// CHECK-SAME:          tensor<3xf32> {graph.update = 4 : i64}, tensor<3xf32> {graph.update = 1 : i64})
 // CHECK-NOT:     graph.weight
 // CHECK:         %[[Y:.*]] = graph.mul %[[X]], %[[P]]
 // CHECK-NEXT:    %[[L:.*]] = graph.reduce_sum %[[Y]]
-// CHECK-NEXT:    %[[G:.*]] = graph.reduce_sum %[[X]] {axes = array<i64: 0>, keepdims = false, pcc.backward}
+// CHECK-NEXT:    %[[G:.*]] = graph.reduce_sum %[[X]] {axes = array<i64: 0>, graph.backward, keepdims = false}
 // Bias correction.
 // CHECK-DAG:     %[[T:.*]] = graph.add %[[STEP]], %[[ONE:[^ ,]+]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK-DAG:     %[[ONE]] = graph.constant dense<1.000000e+00> : tensor<f32>
@@ -70,7 +71,7 @@
 
 // Without weight decay, no decay factor; lr is an option.
 // NOWD-LABEL: func.func @one_param(
-// NOWD-SAME:      %[[P:[^:]*]]: tensor<3xf32> {pcc.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, pcc.state = "w"}
+// NOWD-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"}
 // NOWD-NOT:       graph.mul %[[P]],
 // NOWD-DAG:       %[[LRC:.*]] = graph.div %[[LR:[^ ,]+]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // NOWD-DAG:       %[[LR]] = graph.constant dense<1.000000e-01> : tensor<f32>
@@ -82,9 +83,9 @@
 // p' = p - lr g.
 // SGD-LABEL: func.func @one_param(
 // SGD-SAME:      %[[X:[^:]*]]: tensor<2x3xf32> {onnx.name = "x"},
-// SGD-SAME:      %[[P:[^:]*]]: tensor<3xf32> {pcc.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, pcc.state = "w"})
-// SGD-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "w"}, tensor<3xf32> {pcc.state_update = "w"})
-// SGD:           %[[G:.*]] = graph.reduce_sum %[[X]] {{.*}}pcc.backward
+// SGD-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"})
+// SGD-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64}, tensor<3xf32> {graph.update = 1 : i64})
+// SGD:           %[[G:.*]] = graph.reduce_sum %[[X]] {{.*}}graph.backward
 // SGD-NEXT:      %[[LR:.*]] = graph.constant dense<1.000000e-03> : tensor<f32>
 // SGD-NEXT:      %[[U:.*]] = graph.mul %[[LR]], %[[G]]
 // SGD-NEXT:      %[[P2:.*]] = graph.sub %[[P]], %[[U]]
@@ -94,10 +95,10 @@
 // p' = p - lr buf'; the buffer is the state "w.sgd.momentum".
 // MOM-LABEL: func.func @one_param(
 // MOM-SAME:      %[[X:[^:]*]]: tensor<2x3xf32> {onnx.name = "x"},
-// MOM-SAME:      %[[P:[^:]*]]: tensor<3xf32> {pcc.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, pcc.state = "w"},
-// MOM-SAME:      %[[BUF:[^:]*]]: tensor<3xf32> {pcc.init = dense<0.000000e+00> : tensor<3xf32>, pcc.state = "w.sgd.momentum"})
-// MOM-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "w"}, tensor<3xf32> {pcc.state_update = "w.sgd.momentum"}, tensor<3xf32> {pcc.state_update = "w"})
-// MOM:           %[[G:.*]] = graph.reduce_sum %[[X]] {{.*}}pcc.backward
+// MOM-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"},
+// MOM-SAME:      %[[BUF:[^:]*]]: tensor<3xf32> {graph.init = dense<0.000000e+00> : tensor<3xf32>, graph.state = "w.sgd.momentum", graph.state_of = 1 : i64})
+// MOM-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64}, tensor<3xf32> {graph.update = 2 : i64}, tensor<3xf32> {graph.update = 1 : i64})
+// MOM:           %[[G:.*]] = graph.reduce_sum %[[X]] {{.*}}graph.backward
 // MOM-DAG:       %[[D:.*]] = graph.add %[[G]], %[[WDP:[^ ,]+]] : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
 // MOM-DAG:       %[[WDP]] = graph.mul %[[WD:[^ ,]+]], %[[P]]
 // MOM-DAG:       %[[WD]] = graph.constant dense<5.000000e-01> : tensor<f32>
@@ -108,48 +109,49 @@
 // MOM-DAG:       %[[LR]] = graph.constant dense<1.000000e-01> : tensor<f32>
 // MOM-DAG:       %[[P2:.*]] = graph.sub %[[P]], %[[U]]
 // MOM:           return %{{.*}}, %[[G]], %[[BUF2]], %[[P2]]
-func.func @one_param(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "w"}) {
-  %w = graph.weight "w" dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+func.func @one_param(%x: tensor<2x3xf32> {onnx.name = "x"},
+                     %w: tensor<3xf32> {graph.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>, graph.state = "w"})
+    -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64}) {
   %y = graph.mul %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
-  %g = graph.reduce_sum %x {axes = array<i64: 0>, keepdims = false, pcc.backward} : (tensor<2x3xf32>) -> tensor<3xf32>
+  %g = graph.reduce_sum %x {axes = array<i64: 0>, graph.backward, keepdims = false} : (tensor<2x3xf32>) -> tensor<3xf32>
   return %l, %g : tensor<f32>, tensor<3xf32>
 }
 
 // -----
 
-// Two trained parameters in the order of their gradient results, one step
-// counter; a parameter without a gradient stays a graph.weight.
+// Two trained parameters, their moments in the order of their gradient
+// results, one step counter; a frozen weight stays a graph.weight.
 
 // CHECK-LABEL: func.func @two_params(
 // CHECK-SAME:      %{{[^:]*}}: tensor<3xf32> {onnx.name = "x"},
-// CHECK-SAME:      %[[STEP:[^:]*]]: tensor<f32> {{{.*}}pcc.state = "pcc.step"},
-// CHECK-SAME:      %[[B:[^:]*]]: tensor<f32> {pcc.init = dense<5.000000e-01> : tensor<f32>, pcc.state = "b"},
-// CHECK-SAME:      %{{[^:]*}}: tensor<f32> {{{.*}}pcc.state = "b.adamw.m"},
-// CHECK-SAME:      %{{[^:]*}}: tensor<f32> {{{.*}}pcc.state = "b.adamw.v"},
-// CHECK-SAME:      %[[A:[^:]*]]: tensor<3xf32> {pcc.init = dense<2.000000e+00> : tensor<3xf32>, pcc.state = "a"},
-// CHECK-SAME:      %{{[^:]*}}: tensor<3xf32> {{{.*}}pcc.state = "a.adamw.m"},
-// CHECK-SAME:      %{{[^:]*}}: tensor<3xf32> {{{.*}}pcc.state = "a.adamw.v"})
-// CHECK-SAME:      -> (tensor<f32> {onnx.name = "loss"}, tensor<f32> {pcc.grad = "b"}, tensor<3xf32> {pcc.grad = "a"},
-// CHECK-SAME:          tensor<f32> {pcc.state_update = "pcc.step"},
-// CHECK-SAME:          tensor<f32> {pcc.state_update = "b.adamw.m"}, tensor<f32> {pcc.state_update = "b.adamw.v"}, tensor<f32> {pcc.state_update = "b"},
-// CHECK-SAME:          tensor<3xf32> {pcc.state_update = "a.adamw.m"}, tensor<3xf32> {pcc.state_update = "a.adamw.v"}, tensor<3xf32> {pcc.state_update = "a"})
+// CHECK-SAME:      %[[A:[^:]*]]: tensor<3xf32> {graph.init = dense<2.000000e+00> : tensor<3xf32>, graph.state = "a"},
+// CHECK-SAME:      %[[B:[^:]*]]: tensor<f32> {graph.init = dense<5.000000e-01> : tensor<f32>, graph.state = "b"},
+// CHECK-SAME:      %[[STEP:[^:]*]]: tensor<f32> {{{.*}}graph.state = "pcc.step"},
+// CHECK-SAME:      %{{[^:]*}}: tensor<f32> {{{.*}}graph.state = "b.adamw.m", graph.state_of = 2 : i64},
+// CHECK-SAME:      %{{[^:]*}}: tensor<f32> {{{.*}}graph.state = "b.adamw.v", graph.state_of = 2 : i64},
+// CHECK-SAME:      %{{[^:]*}}: tensor<3xf32> {{{.*}}graph.state = "a.adamw.m", graph.state_of = 1 : i64},
+// CHECK-SAME:      %{{[^:]*}}: tensor<3xf32> {{{.*}}graph.state = "a.adamw.v", graph.state_of = 1 : i64})
+// CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<f32> {graph.grad = 2 : i64}, tensor<3xf32> {graph.grad = 1 : i64},
+// CHECK-SAME:          tensor<f32> {graph.update = 3 : i64},
+// CHECK-SAME:          tensor<f32> {graph.update = 4 : i64}, tensor<f32> {graph.update = 5 : i64}, tensor<f32> {graph.update = 2 : i64},
+// CHECK-SAME:          tensor<3xf32> {graph.update = 6 : i64}, tensor<3xf32> {graph.update = 7 : i64}, tensor<3xf32> {graph.update = 1 : i64})
 // CHECK-NEXT:    %[[FROZEN:.*]] = graph.weight "frozen"
 // CHECK-NOT:     graph.weight
 // CHECK:         graph.add %[[STEP]],
 // CHECK-NOT:     graph.add %[[STEP]],
 // CHECK:         return
-func.func @two_params(%x: tensor<3xf32> {onnx.name = "x"})
-    -> (tensor<f32> {onnx.name = "loss"}, tensor<f32> {pcc.grad = "b"}, tensor<3xf32> {pcc.grad = "a"}) {
-  %a = graph.weight "a" dense<2.0> : tensor<3xf32>
+func.func @two_params(%x: tensor<3xf32> {onnx.name = "x"},
+                      %a: tensor<3xf32> {graph.init = dense<2.0> : tensor<3xf32>, graph.state = "a"},
+                      %b: tensor<f32> {graph.init = dense<0.5> : tensor<f32>, graph.state = "b"})
+    -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<f32> {graph.grad = 2 : i64}, tensor<3xf32> {graph.grad = 1 : i64}) {
   %f = graph.weight "frozen" dense<1.0> : tensor<3xf32>
-  %b = graph.weight "b" dense<0.5> : tensor<f32>
   %y = graph.mul %x, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %z = graph.mul %y, %f : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %s = graph.add %z, %b : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
   %l = graph.reduce_sum %s {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
-  %one = graph.constant {pcc.backward} dense<1.0> : tensor<f32>
-  %ga = graph.mul %x, %f {pcc.backward} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %one = graph.constant {graph.backward} dense<1.0> : tensor<f32>
+  %ga = graph.mul %x, %f {graph.backward} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   return %l, %one, %ga : tensor<f32>, tensor<f32>, tensor<3xf32>
 }
 
@@ -160,19 +162,21 @@ func.func @two_params(%x: tensor<3xf32> {onnx.name = "x"})
 // it.
 
 // CHECK-LABEL: func.func @f16_param(
-// CHECK-SAME:      %[[P:[^:]*]]: tensor<3xf16> {pcc.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf16>, pcc.state = "w"},
-// CHECK-SAME:      %{{[^:]*}}: tensor<3xf16> {pcc.init = dense<0.000000e+00> : tensor<3xf16>, pcc.state = "w.adamw.m"},
-// CHECK-SAME:      %{{[^:]*}}: tensor<3xf16> {pcc.init = dense<0.000000e+00> : tensor<3xf16>, pcc.state = "w.adamw.v"})
+// CHECK-SAME:      %[[P:[^:]*]]: tensor<3xf16> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf16>, graph.state = "w"},
+// CHECK-SAME:      %{{[^:]*}}: tensor<f32> {{{.*}}graph.state = "pcc.step"},
+// CHECK-SAME:      %{{[^:]*}}: tensor<3xf16> {graph.init = dense<0.000000e+00> : tensor<3xf16>, graph.state = "w.adamw.m", graph.state_of = 1 : i64},
+// CHECK-SAME:      %{{[^:]*}}: tensor<3xf16> {graph.init = dense<0.000000e+00> : tensor<3xf16>, graph.state = "w.adamw.v", graph.state_of = 1 : i64})
 // CHECK-DAG:     %[[C1:.*]] = graph.sub %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK-DAG:     %[[C1H:.*]] = graph.cast %[[C1]] : tensor<f32> to tensor<f16>
 // CHECK-DAG:     %[[C2H:.*]] = graph.cast %{{.*}} : tensor<f32> to tensor<f16>
 // CHECK-DAG:     graph.sqrt %[[C2H]] : tensor<f16>
 // CHECK-DAG:     graph.div %{{.*}}, %[[C1H]] : (tensor<f16>, tensor<f16>) -> tensor<f16>
 // CHECK:         return {{.*}} : tensor<f16>, tensor<3xf16>, tensor<f32>, tensor<3xf16>, tensor<3xf16>, tensor<3xf16>
-func.func @f16_param(%x: tensor<2x3xf16> {onnx.name = "x"}) -> (tensor<f16> {onnx.name = "loss"}, tensor<3xf16> {pcc.grad = "w"}) {
-  %w = graph.weight "w" dense<[1.0, 2.0, 3.0]> : tensor<3xf16>
+func.func @f16_param(%x: tensor<2x3xf16> {onnx.name = "x"},
+                     %w: tensor<3xf16> {graph.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf16>, graph.state = "w"})
+    -> (tensor<f16> {graph.loss, onnx.name = "loss"}, tensor<3xf16> {graph.grad = 1 : i64}) {
   %y = graph.mul %x, %w : (tensor<2x3xf16>, tensor<3xf16>) -> tensor<2x3xf16>
   %l = graph.reduce_sum %y {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf16>) -> tensor<f16>
-  %g = graph.reduce_sum %x {axes = array<i64: 0>, keepdims = false, pcc.backward} : (tensor<2x3xf16>) -> tensor<3xf16>
+  %g = graph.reduce_sum %x {axes = array<i64: 0>, graph.backward, keepdims = false} : (tensor<2x3xf16>) -> tensor<3xf16>
   return %l, %g : tensor<f16>, tensor<3xf16>
 }

@@ -94,7 +94,7 @@ TEST_P(VjpTest, MatchesCentralDifferences) {
     yShape.pop_back();
   int64_t yRank = yShape.empty() ? 0 : llvm::count(yShape, 'x') + 1;
   std::string src =
-      "func.func @main() -> (tensor<f64> {onnx.name = \"loss\"}) {\n";
+      "func.func @main() -> (tensor<f64> {graph.loss, onnx.name = \"loss\"}) {\n";
   for (size_t i = 0; i < c.weights.size(); ++i)
     src +=
         llvm::formatv("  %w{0} = graph.weight \"w{0}\" trainable {1} : {2}\n", i,

@@ -16,7 +16,7 @@
 #ifndef PCC_TARGET_CPU_CPPEMITTER_H
 #define PCC_TARGET_CPU_CPPEMITTER_H
 
-#include "pcc/Transforms/TrainingAttrs.h"
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"

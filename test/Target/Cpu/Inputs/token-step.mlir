@@ -2,10 +2,10 @@
 // - w)^2) over a [2,4] batch, its gradient, and w -= 0.5 * gradient.
 
 func.func @step(%ids: tensor<2x4xi64> {onnx.name = "input_ids"},
-                %w: tensor<4xf32> {pcc.state = "w", pcc.init = dense<0.0> : tensor<4xf32>},
-                %t: tensor<i64> {pcc.state = "pcc.step", pcc.init = dense<0> : tensor<i64>})
-    -> (tensor<f32> {onnx.name = "loss"}, tensor<4xf32> {pcc.grad = "w"},
-        tensor<4xf32> {pcc.state_update = "w"}, tensor<i64> {pcc.state_update = "pcc.step"}) {
+                %w: tensor<4xf32> {graph.state = "w", graph.init = dense<0.0> : tensor<4xf32>},
+                %t: tensor<i64> {graph.state = "pcc.step", graph.init = dense<0> : tensor<i64>})
+    -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<4xf32> {graph.grad = 1 : i64},
+        tensor<4xf32> {graph.update = 1 : i64}, tensor<i64> {graph.update = 2 : i64}) {
   %f = graph.cast %ids : tensor<2x4xi64> to tensor<2x4xf32>
   %scale = graph.constant dense<0.01> : tensor<f32>
   %s = graph.mul %f, %scale : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>

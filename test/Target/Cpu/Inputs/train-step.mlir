@@ -2,13 +2,13 @@
 // a momentum update of w and a step counter (see ../training-step.mlir).
 
 func.func @step(%x: tensor<2x3xf32> {onnx.name = "x"},
-                %w: tensor<3xf32> {pcc.state = "w", pcc.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>},
-                %m: tensor<3xf32> {pcc.state = "w.adamw.m", pcc.init = dense<0.0> : tensor<3xf32>},
-                %step: tensor<f32> {pcc.state = "pcc.step", pcc.init = dense<0.0> : tensor<f32>})
-    -> (tensor<f32> {onnx.name = "loss"}, tensor<3xf32> {pcc.grad = "w"},
-        tensor<3xf32> {pcc.state_update = "w"},
-        tensor<3xf32> {pcc.state_update = "w.adamw.m"},
-        tensor<f32> {pcc.state_update = "pcc.step"}) {
+                %w: tensor<3xf32> {graph.state = "w", graph.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>},
+                %m: tensor<3xf32> {graph.state = "w.adamw.m", graph.init = dense<0.0> : tensor<3xf32>},
+                %step: tensor<f32> {graph.state = "pcc.step", graph.init = dense<0.0> : tensor<f32>})
+    -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64},
+        tensor<3xf32> {graph.update = 1 : i64},
+        tensor<3xf32> {graph.update = 2 : i64},
+        tensor<f32> {graph.update = 3 : i64}) {
   %d = graph.add %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %sq = graph.mul %d, %d : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   %loss = graph.reduce_mean %sq {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>

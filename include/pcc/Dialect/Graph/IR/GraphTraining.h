@@ -1,0 +1,52 @@
+//===- GraphTraining.h - The training-step contract of the Graph dialect -*- C++ -*-===//
+//
+// A training step is a func.func whose persistent state arrives as
+// arguments and leaves as results. The ties between them are Graph dialect
+// attributes that the dialect verifies (GraphTraining.cpp), so that every
+// pass and target sees a consistent step:
+//
+//   argument  graph.state = "<name>"   persistent state, its checkpoint name
+//             graph.init = <elements>  its initial value (the argument's type)
+//             graph.state_of = <i>     optimizer state of the parameter held
+//                                      by argument i (moments, momentum)
+//   result    graph.update = <i>       the new value of state argument i
+//             graph.grad = <i>         the gradient of the parameter held by
+//                                      state argument i
+//             graph.loss               the loss (a float scalar)
+//   op        graph.backward           built by reverse-mode autodiff
+//
+// Indices, not names, tie them: sharding gives a parameter, its gradient,
+// its moments and its update one layout by following them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_DIALECT_GRAPH_IR_GRAPHTRAINING_H
+#define PCC_DIALECT_GRAPH_IR_GRAPHTRAINING_H
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+
+namespace pcc::graph {
+
+inline constexpr llvm::StringLiteral kStateAttr = "graph.state";
+inline constexpr llvm::StringLiteral kInitAttr = "graph.init";
+inline constexpr llvm::StringLiteral kStateOfAttr = "graph.state_of";
+inline constexpr llvm::StringLiteral kUpdateAttr = "graph.update";
+inline constexpr llvm::StringLiteral kGradAttr = "graph.grad";
+inline constexpr llvm::StringLiteral kLossAttr = "graph.loss";
+inline constexpr llvm::StringLiteral kBackwardAttr = "graph.backward";
+
+/// The name of state argument `arg`, or empty when it is no state.
+llvm::StringRef getStateName(mlir::FunctionOpInterface func, unsigned arg);
+/// The argument a result's `attrName` (graph.update, graph.grad) refers to.
+std::optional<unsigned> getStateIndex(mlir::FunctionOpInterface func,
+                                      unsigned result,
+                                      llvm::StringRef attrName);
+/// The index of the result marked graph.loss, if any.
+std::optional<unsigned> getLossIndex(mlir::FunctionOpInterface func);
+
+} // namespace pcc::graph
+
+#endif // PCC_DIALECT_GRAPH_IR_GRAPHTRAINING_H

@@ -1,0 +1,174 @@
+//===- GraphTraining.cpp - Verifies the training-step contract ------------===//
+//
+// The Graph dialect's attribute verifiers: every graph.* attribute on a
+// function's arguments and results, and graph.backward on ops, is checked
+// where it is attached, against the function it is attached in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
+
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+
+using namespace mlir;
+using namespace pcc::graph;
+
+StringRef pcc::graph::getStateName(FunctionOpInterface func, unsigned arg) {
+  if (arg >= func.getNumArguments())
+    return {};
+  if (auto name = func.getArgAttrOfType<StringAttr>(arg, kStateAttr))
+    return name.getValue();
+  return {};
+}
+
+std::optional<unsigned> pcc::graph::getStateIndex(FunctionOpInterface func,
+                                                  unsigned result,
+                                                  StringRef attrName) {
+  if (auto index = func.getResultAttrOfType<IntegerAttr>(result, attrName))
+    return unsigned(index.getInt());
+  return std::nullopt;
+}
+
+std::optional<unsigned> pcc::graph::getLossIndex(FunctionOpInterface func) {
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (func.getResultAttr(i, kLossAttr))
+      return i;
+  return std::nullopt;
+}
+
+LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
+                                                     NamedAttribute attr) {
+  if (attr.getName() == kBackwardAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << kBackwardAttr << " must be a unit attribute";
+    return success();
+  }
+  return op->emitError() << "unknown Graph dialect attribute '"
+                         << attr.getName().getValue() << "' on an operation";
+}
+
+/// The argument of `func` that `attr` (an index) names, which must hold a
+/// state of `type` when given.
+static FailureOr<unsigned> stateArgument(FunctionOpInterface func,
+                                         NamedAttribute attr,
+                                         StringRef where, Type type) {
+  auto index = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!index)
+    return func.emitError() << where << ": " << attr.getName().getValue()
+                            << " must be an integer argument index",
+           failure();
+  int64_t i = index.getInt();
+  if (i < 0 || i >= int64_t(func.getNumArguments()))
+    return func.emitError() << where << ": " << attr.getName().getValue() << " names "
+                            << "argument " << i << ", out of range",
+           failure();
+  if (getStateName(func, i).empty())
+    return func.emitError() << where << ": " << attr.getName().getValue()
+                            << " names argument " << i
+                            << ", which is no graph.state",
+           failure();
+  if (type && func.getArgumentTypes()[i] != type)
+    return func.emitError() << where << ": " << attr.getName().getValue()
+                            << " names argument " << i << " of type "
+                            << func.getArgumentTypes()[i] << ", not " << type,
+           failure();
+  return unsigned(i);
+}
+
+LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
+                                                     unsigned regionIndex,
+                                                     unsigned argIndex,
+                                                     NamedAttribute attr) {
+  auto func = dyn_cast<FunctionOpInterface>(op);
+  if (!func)
+    return op->emitError() << attr.getName().getValue()
+                           << " is only valid on a function's arguments";
+  std::string where = "argument " + std::to_string(argIndex);
+  Type type = func.getArgumentTypes()[argIndex];
+  StringRef name = attr.getName().getValue();
+  if (name == kStateAttr) {
+    auto state = dyn_cast<StringAttr>(attr.getValue());
+    if (!state || state.getValue().empty())
+      return func.emitError() << where << ": " << kStateAttr
+                              << " must be a non-empty string";
+    if (!func.getArgAttr(argIndex, kInitAttr))
+      return func.emitError() << where << ": state '" << state.getValue()
+                              << "' has no " << kInitAttr << " value";
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (i != argIndex && getStateName(func, i) == state.getValue())
+        return func.emitError() << where << ": state '" << state.getValue()
+                                << "' is also argument " << i;
+    return success();
+  }
+  if (name == kInitAttr) {
+    auto init = dyn_cast<ElementsAttr>(attr.getValue());
+    if (!init)
+      return func.emitError() << where << ": " << kInitAttr
+                              << " must be an elements attribute";
+    if (init.getType() != type)
+      return func.emitError() << where << ": " << kInitAttr << " has type "
+                              << init.getType() << ", the argument " << type;
+    if (getStateName(func, argIndex).empty())
+      return func.emitError() << where << ": " << kInitAttr << " without "
+                              << kStateAttr;
+    return success();
+  }
+  if (name == kStateOfAttr) {
+    if (getStateName(func, argIndex).empty())
+      return func.emitError() << where << ": " << kStateOfAttr << " without "
+                              << kStateAttr;
+    FailureOr<unsigned> param = stateArgument(func, attr, where, Type());
+    if (failed(param))
+      return failure();
+    if (*param == argIndex)
+      return func.emitError() << where << ": " << kStateOfAttr
+                              << " names the argument itself";
+    return success();
+  }
+  return func.emitError() << where << ": unknown Graph dialect attribute '"
+                          << name << "'";
+}
+
+LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op,
+                                                        unsigned regionIndex,
+                                                        unsigned resultIndex,
+                                                        NamedAttribute attr) {
+  auto func = dyn_cast<FunctionOpInterface>(op);
+  if (!func)
+    return op->emitError() << attr.getName().getValue()
+                           << " is only valid on a function's results";
+  std::string where = "result " + std::to_string(resultIndex);
+  Type type = func.getResultTypes()[resultIndex];
+  StringRef name = attr.getName().getValue();
+  if (name == kUpdateAttr || name == kGradAttr) {
+    StringRef other = name == kUpdateAttr ? kGradAttr : kUpdateAttr;
+    if (func.getResultAttr(resultIndex, other))
+      return func.emitError() << where << " is both a gradient and a state "
+                              << "update";
+    FailureOr<unsigned> state = stateArgument(func, attr, where, type);
+    if (failed(state))
+      return failure();
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (i != resultIndex && getStateIndex(func, i, name) == *state)
+        return func.emitError()
+               << where << ": argument " << *state << " ('"
+               << getStateName(func, *state) << "') has a second "
+               << (name == kUpdateAttr ? "update" : "gradient")
+               << " in result " << i;
+    return success();
+  }
+  if (name == kLossAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return func.emitError() << where << ": " << kLossAttr
+                              << " must be a unit attribute";
+    auto t = dyn_cast<RankedTensorType>(type);
+    if (!t || t.getRank() != 0 || !isa<FloatType>(t.getElementType()))
+      return func.emitError() << where << ": the loss must be a float "
+                              << "scalar, got " << type;
+    if (getLossIndex(func) != resultIndex)
+      return func.emitError() << where << ": a second " << kLossAttr;
+    return success();
+  }
+  return func.emitError() << where << ": unknown Graph dialect attribute '"
+                          << name << "'";
+}
