@@ -2,6 +2,7 @@
 
 #include "pcc/InitAll.h"
 
+#include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipelines.h"
@@ -11,7 +12,8 @@
 #include "mlir/Transforms/Passes.h"
 
 void pcc::registerAllDialects(mlir::DialectRegistry &registry) {
-  registry.insert<pcc::graph::GraphDialect, mlir::func::FuncDialect>();
+  registry.insert<pcc::graph::GraphDialect, pcc::dist::DistDialect,
+                  mlir::func::FuncDialect>();
 }
 
 void pcc::registerAllPasses() {

@@ -1,0 +1,27 @@
+//===- DistOps.h - The Dist dialect, its attributes and ops ------*- C++ -*-===//
+
+#ifndef PCC_DIALECT_DIST_IR_DISTOPS_H
+#define PCC_DIALECT_DIST_IR_DISTOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "pcc/Dialect/Dist/IR/DistEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "pcc/Dialect/Dist/IR/DistAttrs.h.inc"
+
+#include "pcc/Dialect/Dist/IR/DistDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "pcc/Dialect/Dist/IR/DistOps.h.inc"
+
+#endif // PCC_DIALECT_DIST_IR_DISTOPS_H

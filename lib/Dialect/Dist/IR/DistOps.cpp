@@ -1,0 +1,331 @@
+//===- DistOps.cpp - The Dist dialect: meshes, shardings, collectives -----===//
+//
+// Verifiers check what the ops need to mean anything: a mesh of uniquely
+// named axes of positive size; shardings that use each axis once;
+// collectives over existing, distinct axes of their mesh, with result shapes
+// that follow from the group size; transfers to peers inside the group.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace pcc::dist;
+
+#include "pcc/Dialect/Dist/IR/DistDialect.cpp.inc"
+#include "pcc/Dialect/Dist/IR/DistEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "pcc/Dialect/Dist/IR/DistAttrs.cpp.inc"
+
+void DistDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "pcc/Dialect/Dist/IR/DistAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "pcc/Dialect/Dist/IR/DistOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Custom directives
+//===----------------------------------------------------------------------===//
+
+/// A reduction kind as a bare keyword: `sum`, `max`, `min`, `mean`.
+static ParseResult parseReduction(OpAsmParser &parser,
+                                  ReductionKindAttr &kind) {
+  std::string word;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeywordOrString(&word))
+    return failure();
+  std::optional<ReductionKind> k = symbolizeReductionKind(word);
+  if (!k)
+    return parser.emitError(loc, "unknown reduction '")
+           << word << "' (sum, max, min or mean)";
+  kind = ReductionKindAttr::get(parser.getContext(), *k);
+  return success();
+}
+
+static void printReduction(OpAsmPrinter &printer, Operation *,
+                           ReductionKindAttr kind) {
+  printer << stringifyReductionKind(kind.getValue());
+}
+
+//===----------------------------------------------------------------------===//
+// Mesh
+//===----------------------------------------------------------------------===//
+
+/// `tp = 4, pp = 2`: axis names and sizes.
+static ParseResult parseMeshAxes(OpAsmParser &parser, ArrayAttr &names,
+                                 DenseI64ArrayAttr &shape) {
+  SmallVector<Attribute> nameAttrs;
+  SmallVector<int64_t> sizes;
+  auto parseAxis = [&]() -> ParseResult {
+    std::string name;
+    int64_t size;
+    if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
+        parser.parseInteger(size))
+      return failure();
+    nameAttrs.push_back(parser.getBuilder().getStringAttr(name));
+    sizes.push_back(size);
+    return success();
+  };
+  if (parser.parseCommaSeparatedList(parseAxis))
+    return failure();
+  names = parser.getBuilder().getArrayAttr(nameAttrs);
+  shape = parser.getBuilder().getDenseI64ArrayAttr(sizes);
+  return success();
+}
+
+static void printMeshAxes(OpAsmPrinter &printer, Operation *, ArrayAttr names,
+                          DenseI64ArrayAttr shape) {
+  llvm::interleaveComma(llvm::zip(names, shape.asArrayRef()), printer,
+                        [&](auto axis) {
+                          printer.printKeywordOrString(
+                              cast<StringAttr>(std::get<0>(axis)).getValue());
+                          printer << " = " << std::get<1>(axis);
+                        });
+}
+
+LogicalResult MeshOp::verify() {
+  if (getAxisNames().size() != getShape().size())
+    return emitOpError("has ") << getAxisNames().size() << " axis names for "
+                               << getShape().size() << " sizes";
+  if (getShape().empty())
+    return emitOpError("needs at least one axis");
+  llvm::StringSet<> seen;
+  for (auto [name, size] : llvm::zip(getAxisNames(), getShape())) {
+    StringRef n = cast<StringAttr>(name).getValue();
+    if (n.empty())
+      return emitOpError("has an axis without a name");
+    if (!seen.insert(n).second)
+      return emitOpError("has two axes named '") << n << "'";
+    if (size < 1)
+      return emitOpError("axis '") << n << "' has size " << size
+                                   << "; sizes are at least 1";
+  }
+  return success();
+}
+
+std::optional<int64_t> MeshOp::getAxisSize(StringRef name) {
+  for (auto [n, size] : llvm::zip(getAxisNames(), getShape()))
+    if (cast<StringAttr>(n).getValue() == name)
+      return size;
+  return std::nullopt;
+}
+
+int64_t MeshOp::getNumRanks() {
+  int64_t n = 1;
+  for (int64_t s : getShape())
+    n *= s;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Sharding
+//===----------------------------------------------------------------------===//
+
+static LogicalResult
+collectAxes(function_ref<InFlightDiagnostic()> emitError, ArrayAttr axes,
+            StringRef what, llvm::StringSet<> &seen) {
+  for (Attribute a : axes) {
+    auto name = dyn_cast<StringAttr>(a);
+    if (!name || name.getValue().empty())
+      return emitError() << what << " must list axis names";
+    if (!seen.insert(name.getValue()).second)
+      return emitError() << "axis '" << name.getValue()
+                         << "' is used twice";
+  }
+  return success();
+}
+
+LogicalResult
+ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     FlatSymbolRefAttr mesh, ArrayAttr dims,
+                     ArrayAttr partialAxes, ReductionKind partialKind) {
+  llvm::StringSet<> seen;
+  for (Attribute dim : dims) {
+    auto axes = dyn_cast<ArrayAttr>(dim);
+    if (!axes)
+      return emitError() << "each dimension's entry must be a list of axes";
+    if (failed(collectAxes(emitError, axes, "a dimension's entry", seen)))
+      return failure();
+  }
+  if (partialAxes) {
+    if (partialAxes.empty())
+      return emitError() << "partial needs at least one axis";
+    if (failed(collectAxes(emitError, partialAxes, "partial", seen)))
+      return failure();
+  }
+  return success();
+}
+
+SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
+  SmallVector<StringRef> out;
+  for (Attribute a : cast<ArrayAttr>(getDims()[dim]))
+    out.push_back(cast<StringAttr>(a).getValue());
+  return out;
+}
+
+bool ShardingAttr::isReplicated() const {
+  return !getPartialAxes() && llvm::all_of(getDims(), [](Attribute d) {
+           return cast<ArrayAttr>(d).empty();
+         });
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives and transfers
+//===----------------------------------------------------------------------===//
+
+/// The mesh of a collective and the size of its group along `axes`.
+static FailureOr<int64_t> groupOf(Operation *op, FlatSymbolRefAttr meshRef,
+                                  ArrayAttr axes,
+                                  SymbolTableCollection *symbols) {
+  Operation *found =
+      symbols ? symbols->lookupNearestSymbolFrom(op, meshRef.getAttr())
+              : SymbolTable::lookupNearestSymbolFrom(op, meshRef.getAttr());
+  auto mesh = dyn_cast_or_null<MeshOp>(found);
+  if (!mesh)
+    return op->emitOpError("mesh ") << meshRef << " is not a dist.mesh",
+           failure();
+  if (axes.empty())
+    return op->emitOpError("needs at least one mesh axis"), failure();
+  llvm::StringSet<> seen;
+  int64_t group = 1;
+  for (Attribute a : axes) {
+    StringRef name = cast<StringAttr>(a).getValue();
+    std::optional<int64_t> size = mesh.getAxisSize(name);
+    if (!size)
+      return op->emitOpError("axis '")
+                 << name << "' is not an axis of mesh " << meshRef,
+             failure();
+    if (!seen.insert(name).second)
+      return op->emitOpError("axis '") << name << "' is listed twice",
+             failure();
+    group *= *size;
+  }
+  return group;
+}
+
+template <typename OpT> static int64_t groupSizeOf(OpT op) {
+  FailureOr<int64_t> g =
+      groupOf(op, op.getMeshAttr(), op.getAxes(), /*symbols=*/nullptr);
+  return succeeded(g) ? *g : 0;
+}
+
+static LogicalResult checkDim(Operation *op, int64_t dim, int64_t rank,
+                              StringRef what) {
+  if (dim < 0 || dim >= rank)
+    return op->emitOpError(what) << " " << dim << " out of range for rank "
+                                 << rank;
+  return success();
+}
+
+/// Result shape = input shape with `dim` scaled by `mul / div`.
+static LogicalResult checkScaled(Operation *op, ShapedType in, ShapedType out,
+                                 ArrayRef<std::tuple<int64_t, int64_t, int64_t>>
+                                     scaled) {
+  if (in.getRank() != out.getRank() ||
+      in.getElementType() != out.getElementType())
+    return op->emitOpError("result ")
+           << out << " must have the input's rank and element type";
+  SmallVector<int64_t> expected(in.getShape());
+  for (auto [dim, mul, div] : scaled) {
+    if (expected[dim] * mul % div)
+      return op->emitOpError("dimension ")
+             << dim << " of extent " << in.getDimSize(dim)
+             << " does not divide by the group size " << div;
+    expected[dim] = expected[dim] * mul / div;
+  }
+  if (ArrayRef<int64_t>(expected) != out.getShape()) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    llvm::interleave(expected, os, "x");
+    return op->emitOpError("result ") << out << " should have the shape " << s;
+  }
+  return success();
+}
+
+#define PCC_GROUP_SIZE(Op)                                                     \
+  int64_t Op::getGroupSize() { return groupSizeOf(*this); }
+PCC_GROUP_SIZE(AllReduceOp)
+PCC_GROUP_SIZE(AllGatherOp)
+PCC_GROUP_SIZE(ReduceScatterOp)
+PCC_GROUP_SIZE(AllToAllOp)
+PCC_GROUP_SIZE(SendOp)
+PCC_GROUP_SIZE(RecvOp)
+#undef PCC_GROUP_SIZE
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return groupOf(*this, getMeshAttr(), getAxes(), &symbols);
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group = groupOf(*this, getMeshAttr(), getAxes(), &symbols);
+  if (failed(group))
+    return failure();
+  auto in = cast<ShapedType>(getInput().getType());
+  if (failed(checkDim(*this, getDimAttr().getInt(), in.getRank(), "dim")))
+    return failure();
+  return checkScaled(*this, in, cast<ShapedType>(getType()),
+                     {{getDim(), *group, 1}});
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group = groupOf(*this, getMeshAttr(), getAxes(), &symbols);
+  if (failed(group))
+    return failure();
+  auto in = cast<ShapedType>(getInput().getType());
+  if (failed(checkDim(*this, getDimAttr().getInt(), in.getRank(), "dim")))
+    return failure();
+  return checkScaled(*this, in, cast<ShapedType>(getType()),
+                     {{getDim(), 1, *group}});
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group = groupOf(*this, getMeshAttr(), getAxes(), &symbols);
+  if (failed(group))
+    return failure();
+  auto in = cast<ShapedType>(getInput().getType());
+  if (failed(checkDim(*this, getSplitDimAttr().getInt(), in.getRank(), "split dim")) ||
+      failed(checkDim(*this, getConcatDimAttr().getInt(), in.getRank(), "concat dim")))
+    return failure();
+  if (getSplitDim() == getConcatDim())
+    return checkScaled(*this, in, cast<ShapedType>(getType()), {});
+  return checkScaled(*this, in, cast<ShapedType>(getType()),
+                     {{getSplitDim(), 1, *group}, {getConcatDim(), *group, 1}});
+}
+
+template <typename OpT>
+static LogicalResult verifyTransfer(OpT op, SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group =
+      groupOf(op, op.getMeshAttr(), op.getAxes(), &symbols);
+  if (failed(group))
+    return failure();
+  // I64Attr getters are unsigned: read the signed values.
+  int64_t peer = op.getPeerAttr().getInt(), tag = op.getTagAttr().getInt();
+  if (peer < 0 || peer >= *group)
+    return op.emitOpError("peer ")
+           << peer << " is outside the group of " << *group << " ranks";
+  if (tag < 0)
+    return op.emitOpError("tag ") << tag << " is negative";
+  return success();
+}
+
+LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyTransfer(*this, symbols);
+}
+
+LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyTransfer(*this, symbols);
+}
+
+#define GET_OP_CLASSES
+#include "pcc/Dialect/Dist/IR/DistOps.cpp.inc"

@@ -1,0 +1,43 @@
+// RUN: pcc-opt %s | FileCheck %s
+// RUN: pcc-opt %s | pcc-opt | FileCheck %s
+
+// Every Dist op and attribute round-trips through its printed form.
+
+// CHECK: dist.mesh @mesh(pp = 2, tp = 4)
+dist.mesh @mesh(pp = 2, tp = 4)
+
+// CHECK-LABEL: func.func @collectives
+func.func @collectives(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // CHECK: dist.all_reduce %{{.*}} on @mesh axes ["tp"] sum : tensor<8x4xf32>
+  %0 = dist.all_reduce %x on @mesh axes ["tp"] sum : tensor<8x4xf32>
+  // CHECK: dist.all_reduce %{{.*}} on @mesh axes ["tp", "pp"] max : tensor<8x4xf32>
+  %1 = dist.all_reduce %0 on @mesh axes ["tp", "pp"] max : tensor<8x4xf32>
+  // CHECK: dist.all_gather %{{.*}} on @mesh axes ["tp"] dim 1 : tensor<8x4xf32> -> tensor<8x16xf32>
+  %2 = dist.all_gather %1 on @mesh axes ["tp"] dim 1 : tensor<8x4xf32> -> tensor<8x16xf32>
+  // CHECK: dist.reduce_scatter %{{.*}} on @mesh axes ["tp"] dim 1 sum : tensor<8x16xf32> -> tensor<8x4xf32>
+  %3 = dist.reduce_scatter %2 on @mesh axes ["tp"] dim 1 sum : tensor<8x16xf32> -> tensor<8x4xf32>
+  // CHECK: dist.all_to_all %{{.*}} on @mesh axes ["tp"] split 0 concat 1 : tensor<8x4xf32> -> tensor<2x16xf32>
+  %4 = dist.all_to_all %3 on @mesh axes ["tp"] split 0 concat 1 : tensor<8x4xf32> -> tensor<2x16xf32>
+  return %3 : tensor<8x4xf32>
+}
+
+// CHECK-LABEL: func.func @transfers
+func.func @transfers(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // CHECK: dist.send %{{.*}} on @mesh axes ["pp"] to 1 tag 7 : tensor<2x8xf32>
+  dist.send %x on @mesh axes ["pp"] to 1 tag 7 : tensor<2x8xf32>
+  // CHECK: dist.recv on @mesh axes ["pp"] from 0 tag 7 : tensor<2x8xf32>
+  %y = dist.recv on @mesh axes ["pp"] from 0 tag 7 : tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// Shardings, here as discardable attributes: split dimensions, replicated
+// ones, and partial results with their reduction.
+// CHECK-LABEL: func.func @shardings
+// CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}"tp"], []]>
+// CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}], ["pp", "tp"]]>
+// CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}], []], partial = ["tp"] max>
+func.func @shardings(%a: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [["tp"], []]>},
+                     %b: tensor<8x8xf32> {dist.layout = #dist.sharding<@mesh, [[], ["pp", "tp"]]>},
+                     %c: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [[], []], partial = ["tp"] max>}) {
+  return
+}
