@@ -96,9 +96,48 @@ typedef struct pccrt_model_info {
   uint64_t workspace_bytes;
 } pccrt_model_info;
 
-/// How a rank reaches the others: opaque to generated code, implemented by
-/// the runtime's communication backends (MPI on the CPU; NCCL with CUDA).
+/// How partial results combine.
+typedef enum pccrt_reduction {
+  PCCRT_REDUCE_SUM = 1,
+  PCCRT_REDUCE_MAX = 2,
+  PCCRT_REDUCE_MIN = 3,
+  PCCRT_REDUCE_MEAN = 4
+} pccrt_reduction;
+
 typedef struct pccrt_comm pccrt_comm;
+
+/// The communication of a generated program, implemented by the runtime's
+/// backends (MPI on the CPU; NCCL with CUDA). The ranks form a mesh; a group
+/// is named by a mask of mesh axes (bit i: axis i), and holds the ranks that
+/// share this rank's coordinates on every other axis, ordered row-major over
+/// the masked axes. Counts are elements of `dtype` (a pccrt_dtype); blocks
+/// of all_gather, reduce_scatter and all_to_all are contiguous, in group
+/// order. `peer` is a position in the group. Each call returns 0 or a
+/// PCCRT_ERR_* code.
+typedef struct pccrt_comm_ops {
+  int (*all_reduce)(pccrt_comm *comm, uint32_t axes, void *data,
+                    int64_t count, int32_t dtype, int32_t reduction);
+  /// `count` elements in, group size x `count` out.
+  int (*all_gather)(pccrt_comm *comm, uint32_t axes, const void *in,
+                    void *out, int64_t count, int32_t dtype);
+  /// group size x `count` elements in, `count` out (this rank's block).
+  int (*reduce_scatter)(pccrt_comm *comm, uint32_t axes, const void *in,
+                        void *out, int64_t count, int32_t dtype,
+                        int32_t reduction);
+  /// group size blocks of `count` elements each way.
+  int (*all_to_all)(pccrt_comm *comm, uint32_t axes, const void *in,
+                    void *out, int64_t count, int32_t dtype);
+  int (*send)(pccrt_comm *comm, uint32_t axes, int32_t peer, int32_t tag,
+              const void *data, int64_t count, int32_t dtype);
+  int (*recv)(pccrt_comm *comm, uint32_t axes, int32_t peer, int32_t tag,
+              void *data, int64_t count, int32_t dtype);
+} pccrt_comm_ops;
+
+/// A communicator as generated code sees it: its operations. Backends
+/// embed it first in their own state.
+struct pccrt_comm {
+  const pccrt_comm_ops *ops;
+};
 
 /// What one run of a generated function works on.
 typedef struct pccrt_context {
@@ -118,6 +157,7 @@ enum {
   PCCRT_OK = 0,
   PCCRT_ERR_INDEX_OUT_OF_RANGE = 1,
   PCCRT_ERR_ABI_MISMATCH = 2, ///< the caller's context is another version
+  PCCRT_ERR_COMM = 3,         ///< a collective or transfer failed
 };
 
 #ifdef __cplusplus

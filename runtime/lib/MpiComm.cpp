@@ -1,0 +1,232 @@
+//===- MpiComm.cpp - The MPI backend of communicators ---------------------===//
+//
+// Groups are MPI sub-communicators of MPI_COMM_WORLD, split once per axes
+// mask: the color is the rank's position on the other axes, the key its
+// position on the masked ones. Means are sums divided by the group size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pccrt/Comm.h"
+#include "pccrt/Runtime.h"
+
+#include <climits>
+#include <cstring>
+#include <map>
+
+#ifdef PCCRT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+using namespace pccrt;
+
+#ifndef PCCRT_HAVE_MPI
+
+bool pccrt::haveMpi() { return false; }
+
+void pccrt::initMpi(int *, int *) {
+  throw Error("this pcc was built without MPI (install libopenmpi-dev and "
+              "rebuild)");
+}
+
+std::unique_ptr<Communicator> pccrt::createMpiCommunicator(
+    std::vector<int64_t>) {
+  throw Error("this pcc was built without MPI (install libopenmpi-dev and "
+              "rebuild)");
+}
+
+#else
+
+bool pccrt::haveMpi() { return true; }
+
+void pccrt::initMpi(int *rank, int *size) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  }
+  // Failures come back as codes, reported with the operation that failed.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
+namespace {
+MPI_Datatype mpiType(int32_t dtype, bool reducing) {
+  switch (dtype) {
+  case PCCRT_F32:
+    return MPI_FLOAT;
+  case PCCRT_F64:
+    return MPI_DOUBLE;
+  case PCCRT_I64:
+    return MPI_INT64_T;
+  case PCCRT_I32:
+    return MPI_INT32_T;
+  case PCCRT_I16:
+    return MPI_INT16_T;
+  case PCCRT_I8:
+    return MPI_INT8_T;
+  case PCCRT_U64:
+    return MPI_UINT64_T;
+  case PCCRT_U32:
+    return MPI_UINT32_T;
+  case PCCRT_U16:
+    return MPI_UINT16_T;
+  case PCCRT_U8:
+  case PCCRT_BOOL:
+    return MPI_UINT8_T;
+  case PCCRT_F16:
+  case PCCRT_BF16:
+    if (!reducing)
+      return MPI_UINT16_T;
+    throw Error("communicator: reductions of " + dtypeName(dtype) +
+                " are not supported by the MPI backend");
+  default:
+    throw Error("communicator: unknown dtype " + std::to_string(dtype));
+  }
+}
+
+MPI_Op mpiOp(int32_t reduction) {
+  switch (reduction) {
+  case PCCRT_REDUCE_SUM:
+  case PCCRT_REDUCE_MEAN:
+    return MPI_SUM;
+  case PCCRT_REDUCE_MAX:
+    return MPI_MAX;
+  case PCCRT_REDUCE_MIN:
+    return MPI_MIN;
+  default:
+    throw Error("communicator: unknown reduction " +
+                std::to_string(reduction));
+  }
+}
+
+int checkedCount(int64_t count) {
+  if (count < 0 || count > INT_MAX)
+    throw Error("communicator: " + std::to_string(count) +
+                " elements in one call (at most " + std::to_string(INT_MAX) +
+                ")");
+  return int(count);
+}
+
+void check(int code, const char *what) {
+  if (code == MPI_SUCCESS)
+    return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw Error(std::string("communicator: ") + what + " failed: " +
+              std::string(text, size_t(length)));
+}
+
+/// Divides `count` elements in place by `n` (the mean of a sum).
+void divide(void *data, int64_t count, int32_t dtype, int64_t n) {
+  if (dtype == PCCRT_F32) {
+    float *p = static_cast<float *>(data);
+    for (int64_t i = 0; i < count; ++i)
+      p[i] /= float(n);
+  } else if (dtype == PCCRT_F64) {
+    double *p = static_cast<double *>(data);
+    for (int64_t i = 0; i < count; ++i)
+      p[i] /= double(n);
+  } else {
+    throw Error("communicator: a mean needs float32 or float64 data");
+  }
+}
+
+class MpiCommunicator final : public Communicator {
+public:
+  MpiCommunicator(int rank, int size, std::vector<int64_t> mesh)
+      : Communicator(rank, size, std::move(mesh)) {}
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+      for (auto &[mask, comm] : groups)
+        MPI_Comm_free(&comm);
+  }
+
+  void allReduce(uint32_t axes, void *data, int64_t count, int32_t dtype,
+                 int32_t reduction) override {
+    MPI_Comm g = group(axes);
+    check(MPI_Allreduce(MPI_IN_PLACE, data, checkedCount(count),
+                        mpiType(dtype, true), mpiOp(reduction), g),
+          "all_reduce");
+    if (reduction == PCCRT_REDUCE_MEAN)
+      divide(data, count, dtype, groupSize(axes));
+  }
+  void allGather(uint32_t axes, const void *in, void *out, int64_t count,
+                 int32_t dtype) override {
+    MPI_Datatype t = mpiType(dtype, false);
+    int n = checkedCount(count);
+    check(MPI_Allgather(in, n, t, out, n, t, group(axes)), "all_gather");
+  }
+  void reduceScatter(uint32_t axes, const void *in, void *out, int64_t count,
+                     int32_t dtype, int32_t reduction) override {
+    checkedCount(count * groupSize(axes));
+    check(MPI_Reduce_scatter_block(in, out, checkedCount(count),
+                                   mpiType(dtype, true), mpiOp(reduction),
+                                   group(axes)),
+          "reduce_scatter");
+    if (reduction == PCCRT_REDUCE_MEAN)
+      divide(out, count, dtype, groupSize(axes));
+  }
+  void allToAll(uint32_t axes, const void *in, void *out, int64_t count,
+                int32_t dtype) override {
+    MPI_Datatype t = mpiType(dtype, false);
+    int n = checkedCount(count);
+    check(MPI_Alltoall(in, n, t, out, n, t, group(axes)), "all_to_all");
+  }
+  void send(uint32_t axes, int32_t peer, int32_t tag, const void *data,
+            int64_t count, int32_t dtype) override {
+    checkPeer(axes, peer);
+    check(MPI_Send(data, checkedCount(count), mpiType(dtype, false), peer, tag,
+                   group(axes)),
+          "send");
+  }
+  void recv(uint32_t axes, int32_t peer, int32_t tag, void *data,
+            int64_t count, int32_t dtype) override {
+    checkPeer(axes, peer);
+    check(MPI_Recv(data, checkedCount(count), mpiType(dtype, false), peer, tag,
+                   group(axes), MPI_STATUS_IGNORE),
+          "recv");
+  }
+
+private:
+  void checkPeer(uint32_t axes, int32_t peer) {
+    if (peer < 0 || peer >= groupSize(axes))
+      throw Error("communicator: peer " + std::to_string(peer) +
+                  " is outside a group of " +
+                  std::to_string(groupSize(axes)));
+  }
+  /// The sub-communicator of `axes`, split on first use.
+  MPI_Comm group(uint32_t axes) {
+    checkAxes(axes);
+    auto it = groups.find(axes);
+    if (it != groups.end())
+      return it->second;
+    // Color: the position on the other axes; key: on the masked ones.
+    int64_t color = 0;
+    for (size_t a = 0; a < meshShape().size(); ++a)
+      if (!(axes & (1u << a)))
+        color = color * meshShape()[a] + coordinate(a);
+    MPI_Comm comm;
+    check(MPI_Comm_split(MPI_COMM_WORLD, int(color),
+                         int(groupPosition(axes)), &comm),
+          "splitting a group");
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    groups[axes] = comm;
+    return comm;
+  }
+  std::map<uint32_t, MPI_Comm> groups;
+};
+} // namespace
+
+std::unique_ptr<Communicator> pccrt::createMpiCommunicator(
+    std::vector<int64_t> meshShape) {
+  int rank, size;
+  initMpi(&rank, &size);
+  return std::make_unique<MpiCommunicator>(rank, size, std::move(meshShape));
+}
+
+#endif // PCCRT_HAVE_MPI
