@@ -193,7 +193,7 @@ PCC_BROADCAST_RULE(ExpandOp)
 
 // A running sum along the axis needs the whole axis.
 ShardingRule CumSumOp::getShardingRule() {
-  return wholeAlong(*this, {getAxis()});
+  return wholeAlong(*this, {int64_t(getAxis())});
 }
 
 // Masking by row and column index needs both whole.
@@ -224,11 +224,11 @@ ShardingRule WeightOp::getShardingRule() {
 //===----------------------------------------------------------------------===//
 
 ShardingRule SoftmaxOp::getShardingRule() {
-  return wholeAlong(*this, {getAxis()});
+  return wholeAlong(*this, {int64_t(getAxis())});
 }
 
 ShardingRule LogSoftmaxOp::getShardingRule() {
-  return wholeAlong(*this, {getAxis()});
+  return wholeAlong(*this, {int64_t(getAxis())});
 }
 
 // Normalized dimensions stay whole, and the scale and bias share their
