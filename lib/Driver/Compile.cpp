@@ -212,10 +212,9 @@ static std::string resolvedPath(StringRef p) {
 /// did not write: the folder holding the model or a bound input, the
 /// current folder or one of its parents, or an existing non-empty folder
 /// without pcc's marker.
-static LogicalResult checkOutputFolder(const CompileOptions &options,
-                                       StringRef outAbs,
-                                       llvm::function_ref<LogicalResult(
-                                           const Twine &)> fail) {
+static LogicalResult
+checkOutputFolder(const CompileOptions &options, StringRef outAbs,
+                  llvm::function_ref<LogicalResult(const Twine &)> fail) {
   std::string out = resolvedPath(outAbs);
   SmallVector<std::pair<std::string, std::string>> inputs{
       {options.model, "the model"}};
@@ -223,9 +222,10 @@ static LogicalResult checkOutputFolder(const CompileOptions &options,
     inputs.push_back({file, "--bind " + name});
   for (const auto &[file, what] : inputs)
     if (isWithin(resolvedPath(file), out))
-      return fail("-o " + options.outDir + " would replace the folder "
-                  "holding " + what + " (" + file +
-                  "); choose another output folder");
+      return fail("-o " + options.outDir +
+                  " would replace the folder "
+                  "holding " +
+                  what + " (" + file + "); choose another output folder");
   SmallString<256> cwd;
   if (!llvm::sys::fs::current_path(cwd) && isWithin(resolvedPath(cwd), out))
     return fail("-o " + options.outDir +
@@ -281,8 +281,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   SmallString<256> outAbs(options.outDir);
   llvm::sys::fs::make_absolute(outAbs);
   llvm::sys::path::remove_dots(outAbs, true);
-  while (outAbs.size() > 1 &&
-         llvm::sys::path::is_separator(outAbs.back()))
+  while (outAbs.size() > 1 && llvm::sys::path::is_separator(outAbs.back()))
     outAbs.pop_back();
   StringRef parent = llvm::sys::path::parent_path(outAbs);
   if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
@@ -306,8 +305,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
     std::string message = diag.str();
     auto [verdict, reason] = StringRef(message).split(": ");
     if (name && (verdict == "trainable" || verdict == "constant"))
-      decisions.push_back({name.getName().str(), reason.str(),
-                           verdict == "trainable"});
+      decisions.push_back(
+          {name.getName().str(), reason.str(), verdict == "trainable"});
   });
 
   ImportOptions importOptions;
@@ -490,8 +489,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   {
     llvm::raw_fd_ostream os(path(kOutputMarker), ec);
     if (ec)
-      return fail("cannot write " + Twine(kOutputMarker) + ": " +
-                  ec.message());
+      return fail("cannot write " + Twine(kOutputMarker) + ": " + ec.message());
     os << "This folder was written by pcc compile; a later compile with the "
           "same -o replaces it.\n";
   }

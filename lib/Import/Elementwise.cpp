@@ -91,8 +91,8 @@ static LogicalResult importIsNaN(NodeImporter &n) {
   if (failed(n.requireInputs(1)))
     return failure();
   if (!isa<FloatType>(n.inputType(0).getElementType()))
-    return emitError(n.loc) << "IsNaN: input must be a float tensor, got "
-                            << n.inputType(0),
+    return emitError(n.loc)
+               << "IsNaN: input must be a float tensor, got " << n.inputType(0),
            failure();
   auto type = RankedTensorType::get(n.inputType(0).getShape(), n.b.getI1Type());
   auto r =
@@ -137,8 +137,8 @@ static LogicalResult importGelu(NodeImporter &n) {
     auto scaled = mul(*sum, scalar(std::sqrt(2.0 / M_PI)));
     if (failed(scaled))
       return failure();
-    inner = n.create1WithType(graph::TanhOp::getOperationName(),
-                              x.getType(), *scaled);
+    inner = n.create1WithType(graph::TanhOp::getOperationName(), x.getType(),
+                              *scaled);
   } else {
     auto scaled = mul(x, scalar(M_SQRT1_2));
     if (failed(scaled))

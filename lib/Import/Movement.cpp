@@ -282,21 +282,21 @@ static LogicalResult importGatherND(NodeImporter &n) {
   if (!n.inputType(1).getElementType().isInteger(64))
     return emitError(n.loc) << "GatherND: indices must be int64", failure();
   if (q < 1 || b < 0 || b >= q || b >= r)
-    return emitError(n.loc) << "GatherND: batch_dims " << b
-                            << " does not fit data of rank " << r
-                            << " and indices of rank " << q,
+    return emitError(n.loc)
+               << "GatherND: batch_dims " << b << " does not fit data of rank "
+               << r << " and indices of rank " << q,
            failure();
   int64_t k = idxShape.back();
   if (k < 1 || b + k > r)
-    return emitError(n.loc) << "GatherND: index tuples of length " << k
-                            << " do not fit data of rank " << r
-                            << " with batch_dims " << b,
+    return emitError(n.loc)
+               << "GatherND: index tuples of length " << k
+               << " do not fit data of rank " << r << " with batch_dims " << b,
            failure();
   for (int64_t i = 0; i < b; ++i)
     if (data[i] != idxShape[i])
-      return emitError(n.loc) << "GatherND: batch dimension " << i
-                              << " differs (" << data[i] << " vs "
-                              << idxShape[i] << ")",
+      return emitError(n.loc)
+                 << "GatherND: batch dimension " << i << " differs (" << data[i]
+                 << " vs " << idxShape[i] << ")",
              failure();
   Type i64 = n.b.getIntegerType(64);
   auto i64Const = [&](ArrayRef<int64_t> shape, ArrayRef<int64_t> values) {
@@ -374,8 +374,8 @@ static LogicalResult importSplitToSequence(NodeImporter &n) {
     if (cast<RankedTensorType>(n.input(1).getType()).getRank() == 0) {
       int64_t chunk = (*split)[0];
       if (chunk <= 0)
-        return emitError(n.loc) << "SplitToSequence: split " << chunk
-                                << " must be positive",
+        return emitError(n.loc)
+                   << "SplitToSequence: split " << chunk << " must be positive",
                failure();
       for (int64_t at = 0; at < dim; at += chunk)
         sizes.push_back(std::min(chunk, dim - at));

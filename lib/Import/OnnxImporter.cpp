@@ -318,8 +318,7 @@ LogicalResult NodeImporter::checkElements(ArrayRef<int64_t> shape,
   }
   if (n <= double(limit))
     return success();
-  return emitError(loc) << node.op_type() << ": result of "
-                        << formatCount(n)
+  return emitError(loc) << node.op_type() << ": result of " << formatCount(n)
                         << " elements exceeds pcc's limit of " << limit,
          failure();
 }

@@ -8,7 +8,6 @@
 
 #include "NodeImporter.h"
 
-
 #include <cmath>
 
 using namespace mlir;
@@ -105,8 +104,7 @@ static LogicalResult importRange(NodeImporter &n) {
     return emitError(n.loc) << "Range: start, limit or delta is not a number",
            failure();
   if (count > double(kMaxMaterializedElements))
-    return emitError(n.loc) << "Range: result of "
-                            << formatCount(count)
+    return emitError(n.loc) << "Range: result of " << formatCount(count)
                             << " elements exceeds pcc's limit of "
                             << kMaxMaterializedElements,
            failure();

@@ -15,8 +15,8 @@ Communicator::Communicator(int rank, int size, std::vector<int64_t> meshShape)
     product *= d;
   }
   if (product != size)
-    throw Error("a mesh of " + std::to_string(product) + " ranks cannot run on " +
-                std::to_string(size) + " processes");
+    throw Error("a mesh of " + std::to_string(product) +
+                " ranks cannot run on " + std::to_string(size) + " processes");
   if (mesh.size() > 31)
     throw Error("a mesh has at most 31 axes");
   cHandle.ops = &cOps;
@@ -69,14 +69,14 @@ struct pccrt::CommTrampolines {
       return PCCRT_ERR_COMM;
     }
   }
-  static int allReduce(pccrt_comm *c, uint32_t axes, void *data,
-                       int64_t count, int32_t dtype, int32_t reduction) {
+  static int allReduce(pccrt_comm *c, uint32_t axes, void *data, int64_t count,
+                       int32_t dtype, int32_t reduction) {
     return guard(c, [&](Communicator &m) {
       m.allReduce(axes, data, count, dtype, reduction);
     });
   }
-  static int allGather(pccrt_comm *c, uint32_t axes, const void *in,
-                       void *out, int64_t count, int32_t dtype) {
+  static int allGather(pccrt_comm *c, uint32_t axes, const void *in, void *out,
+                       int64_t count, int32_t dtype) {
     return guard(
         c, [&](Communicator &m) { m.allGather(axes, in, out, count, dtype); });
   }

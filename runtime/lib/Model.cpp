@@ -430,8 +430,8 @@ void pccrt::checkWritableDirectory(const std::string &dir) {
   std::filesystem::create_directories(dir, error);
   if (error)
     fail(dir, "cannot create directory: " + error.message());
-  checkWritableFile((std::filesystem::path(dir) / "outputs.safetensors")
-                        .string());
+  checkWritableFile(
+      (std::filesystem::path(dir) / "outputs.safetensors").string());
 }
 
 void pccrt::dumpOutputs(const std::string &dir,

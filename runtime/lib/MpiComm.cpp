@@ -28,8 +28,8 @@ void pccrt::initMpi(int *, int *) {
               "rebuild)");
 }
 
-std::unique_ptr<Communicator> pccrt::createMpiCommunicator(
-    std::vector<int64_t>) {
+std::unique_ptr<Communicator>
+pccrt::createMpiCommunicator(std::vector<int64_t>) {
   throw Error("this pcc was built without MPI (install libopenmpi-dev and "
               "rebuild)");
 }
@@ -96,8 +96,7 @@ MPI_Op mpiOp(int32_t reduction) {
   case PCCRT_REDUCE_MIN:
     return MPI_MIN;
   default:
-    throw Error("communicator: unknown reduction " +
-                std::to_string(reduction));
+    throw Error("communicator: unknown reduction " + std::to_string(reduction));
   }
 }
 
@@ -115,8 +114,8 @@ void check(int code, const char *what) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
-  throw Error(std::string("communicator: ") + what + " failed: " +
-              std::string(text, size_t(length)));
+  throw Error(std::string("communicator: ") + what +
+              " failed: " + std::string(text, size_t(length)));
 }
 
 /// Divides `count` elements in place by `n` (the mean of a sum).
@@ -184,8 +183,8 @@ public:
                    group(axes)),
           "send");
   }
-  void recv(uint32_t axes, int32_t peer, int32_t tag, void *data,
-            int64_t count, int32_t dtype) override {
+  void recv(uint32_t axes, int32_t peer, int32_t tag, void *data, int64_t count,
+            int32_t dtype) override {
     checkPeer(axes, peer);
     check(MPI_Recv(data, checkedCount(count), mpiType(dtype, false), peer, tag,
                    group(axes), MPI_STATUS_IGNORE),
@@ -196,8 +195,7 @@ private:
   void checkPeer(uint32_t axes, int32_t peer) {
     if (peer < 0 || peer >= groupSize(axes))
       throw Error("communicator: peer " + std::to_string(peer) +
-                  " is outside a group of " +
-                  std::to_string(groupSize(axes)));
+                  " is outside a group of " + std::to_string(groupSize(axes)));
   }
   /// The sub-communicator of `axes`, split on first use.
   MPI_Comm group(uint32_t axes) {
@@ -211,8 +209,8 @@ private:
       if (!(axes & (1u << a)))
         color = color * meshShape()[a] + coordinate(a);
     MPI_Comm comm;
-    check(MPI_Comm_split(MPI_COMM_WORLD, int(color),
-                         int(groupPosition(axes)), &comm),
+    check(MPI_Comm_split(MPI_COMM_WORLD, int(color), int(groupPosition(axes)),
+                         &comm),
           "splitting a group");
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     groups[axes] = comm;
@@ -222,8 +220,8 @@ private:
 };
 } // namespace
 
-std::unique_ptr<Communicator> pccrt::createMpiCommunicator(
-    std::vector<int64_t> meshShape) {
+std::unique_ptr<Communicator>
+pccrt::createMpiCommunicator(std::vector<int64_t> meshShape) {
   int rank, size;
   initMpi(&rank, &size);
   return std::make_unique<MpiCommunicator>(rank, size, std::move(meshShape));

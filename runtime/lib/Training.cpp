@@ -136,8 +136,7 @@ readCheckpoint(const std::string &path,
   return tensors;
 }
 
-size_t pccrt::loadCheckpointParameters(const std::string &path,
-                                       Model &model) {
+size_t pccrt::loadCheckpointParameters(const std::string &path, Model &model) {
   std::map<std::string, std::string> metadata;
   std::vector<Tensor> tensors = readCheckpoint(path, metadata);
   auto listed = metadata.find("parameters");

@@ -122,9 +122,7 @@ static int unknown(llvm::StringRef arg) {
   return 1;
 }
 
-static bool isHelp(llvm::StringRef a) {
-  return a == "--help" || a == "-h";
-}
+static bool isHelp(llvm::StringRef a) { return a == "--help" || a == "-h"; }
 
 static int compileCommand(Args &args) {
   CompileOptions o;

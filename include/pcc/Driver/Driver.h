@@ -83,8 +83,7 @@ std::string formatDiagnostic(mlir::Diagnostic &diag);
 /// Installs the one-line `pcc: error: <node>: <message>` (and `pcc:
 /// warning: ...`) diagnostic format on `context` for the lifetime of the
 /// returned handler; remarks go to `onRemark`, when given.
-std::unique_ptr<mlir::ScopedDiagnosticHandler>
-installDiagnosticPrinter(
+std::unique_ptr<mlir::ScopedDiagnosticHandler> installDiagnosticPrinter(
     mlir::MLIRContext &context,
     std::function<void(mlir::Diagnostic &)> onRemark = nullptr);
 

@@ -47,8 +47,8 @@ struct ParallelizeOptions
 };
 
 /// Builds the pipeline: for training, pcc-select-trainable,
-/// pcc-attach-loss, pcc-autodiff and pcc-optimizer; then folding, CSE and the static-shape check that the
-/// targets rely on.
+/// pcc-attach-loss, pcc-autodiff and pcc-optimizer; then folding, CSE and the
+/// static-shape check that the targets rely on.
 void buildParallelizePipeline(mlir::OpPassManager &pm,
                               const ParallelizeOptions &options);
 

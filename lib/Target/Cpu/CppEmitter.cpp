@@ -681,8 +681,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case<SqrtOp, ReciprocalOp, NegOp, AbsOp, ErfOp, TanhOp, SigmoidOp, ExpOp,
             LogOp, ReluOp, FloorOp, CeilOp, SinOp, CosOp, NotOp, AddOp, SubOp,
             MulOp, DivOp, PowOp, MaxOp, MinOp, AndOp, OrOp, XorOp, EqualOp,
-            LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp, WhereOp,
-            CastOp, IsNaNOp>([&](Operation *o) {
+            LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp, WhereOp, CastOp,
+            IsNaNOp>([&](Operation *o) {
         SmallVector<Value> ins(o->getOperands());
         elementwise(o, ins,
                     [&](ArrayRef<std::string> a) { return scalarExpr(o, a); });
@@ -1059,8 +1059,7 @@ FailureOr<CppEmitResult> Emitter::run() {
       << numInputs << ", inputs, " << numOutputs << ", outputs, "
       << result.weights.size() << ", weights, " << result.workspaceBytes
       << "ULL};\n  return &info;\n}\n\n"
-      << "extern \"C\" int " << p
-      << "_model_run(const pccrt_context *ctx) {\n"
+      << "extern \"C\" int " << p << "_model_run(const pccrt_context *ctx) {\n"
       << "  using namespace " << p << "_model;\n"
       << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
          "return PCCRT_ERR_ABI_MISMATCH;\n"

@@ -110,11 +110,11 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
   if (!zt.getElementType().isF32())
     loss = CastOp::create(
         builder, loc, RankedTensorType::get({}, builder.getF32Type()), loss);
-  appendResults(func, loss,
-                builder.getDictionaryAttr(
-                    {builder.getNamedAttr(kOnnxNameAttr,
-                                          builder.getStringAttr("loss")),
-                     builder.getNamedAttr(kLossAttr, builder.getUnitAttr())}));
+  appendResults(
+      func, loss,
+      builder.getDictionaryAttr(
+          {builder.getNamedAttr(kOnnxNameAttr, builder.getStringAttr("loss")),
+           builder.getNamedAttr(kLossAttr, builder.getUnitAttr())}));
   return success();
 }
 

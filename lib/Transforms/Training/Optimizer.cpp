@@ -32,22 +32,21 @@ public:
         b.getNamedAttr(kInitAttr, init)};
     if (of)
       attrs.push_back(b.getNamedAttr(kStateOfAttr, b.getI64IntegerAttr(*of)));
-    (void)func.insertArgument(index, init.getType(),
-                              b.getDictionaryAttr(attrs), loc);
+    (void)func.insertArgument(index, init.getType(), b.getDictionaryAttr(attrs),
+                              loc);
     return body.getArgument(index);
   }
   BlockArgument zerosState(StringRef name, Type type,
                            std::optional<unsigned> of = std::nullopt) {
     auto t = cast<RankedTensorType>(type);
     return state(
-        name, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())),
-        of);
+        name, DenseElementsAttr::get(t, b.getZeroAttr(t.getElementType())), of);
   }
   /// `value` becomes the new value of state argument `arg`.
   void update(BlockArgument arg, Value value) {
     results.push_back(value);
-    attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-        kUpdateAttr, b.getI64IntegerAttr(arg.getArgNumber()))));
+    attrs.push_back(b.getDictionaryAttr(
+        b.getNamedAttr(kUpdateAttr, b.getI64IntegerAttr(arg.getArgNumber()))));
   }
   Value scalar(double v, Type et) {
     return ConstantOp::create(

@@ -208,8 +208,7 @@ pcc::selectTrainable(func::FuncOp func, StringRef trainableRegex,
   llvm::Regex trainable(trainableRegex), freeze(freezeRegex);
   std::string error;
   if (!trainableRegex.empty() && !trainable.isValid(error))
-    return func.emitError("--trainable: invalid regular expression: ")
-           << error;
+    return func.emitError("--trainable: invalid regular expression: ") << error;
   if (!freezeRegex.empty() && !freeze.isValid(error))
     return func.emitError("--freeze: invalid regular expression: ") << error;
 

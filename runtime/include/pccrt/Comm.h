@@ -45,10 +45,10 @@ public:
   virtual void reduceScatter(uint32_t axes, const void *in, void *out,
                              int64_t count, int32_t dtype,
                              int32_t reduction) = 0;
-  virtual void allToAll(uint32_t axes, const void *in, void *out,
-                        int64_t count, int32_t dtype) = 0;
-  virtual void send(uint32_t axes, int32_t peer, int32_t tag,
-                    const void *data, int64_t count, int32_t dtype) = 0;
+  virtual void allToAll(uint32_t axes, const void *in, void *out, int64_t count,
+                        int32_t dtype) = 0;
+  virtual void send(uint32_t axes, int32_t peer, int32_t tag, const void *data,
+                    int64_t count, int32_t dtype) = 0;
   virtual void recv(uint32_t axes, int32_t peer, int32_t tag, void *data,
                     int64_t count, int32_t dtype) = 0;
 
@@ -79,8 +79,8 @@ bool haveMpi();
 void initMpi(int *rank, int *size);
 /// An MPI communicator over MPI_COMM_WORLD arranged on `meshShape`, whose
 /// product must equal the world size.
-std::unique_ptr<Communicator> createMpiCommunicator(
-    std::vector<int64_t> meshShape);
+std::unique_ptr<Communicator>
+createMpiCommunicator(std::vector<int64_t> meshShape);
 
 } // namespace pccrt
 

@@ -115,18 +115,18 @@ typedef struct pccrt_comm pccrt_comm;
 /// order. `peer` is a position in the group. Each call returns 0 or a
 /// PCCRT_ERR_* code.
 typedef struct pccrt_comm_ops {
-  int (*all_reduce)(pccrt_comm *comm, uint32_t axes, void *data,
-                    int64_t count, int32_t dtype, int32_t reduction);
+  int (*all_reduce)(pccrt_comm *comm, uint32_t axes, void *data, int64_t count,
+                    int32_t dtype, int32_t reduction);
   /// `count` elements in, group size x `count` out.
-  int (*all_gather)(pccrt_comm *comm, uint32_t axes, const void *in,
-                    void *out, int64_t count, int32_t dtype);
+  int (*all_gather)(pccrt_comm *comm, uint32_t axes, const void *in, void *out,
+                    int64_t count, int32_t dtype);
   /// group size x `count` elements in, `count` out (this rank's block).
   int (*reduce_scatter)(pccrt_comm *comm, uint32_t axes, const void *in,
                         void *out, int64_t count, int32_t dtype,
                         int32_t reduction);
   /// group size blocks of `count` elements each way.
-  int (*all_to_all)(pccrt_comm *comm, uint32_t axes, const void *in,
-                    void *out, int64_t count, int32_t dtype);
+  int (*all_to_all)(pccrt_comm *comm, uint32_t axes, const void *in, void *out,
+                    int64_t count, int32_t dtype);
   int (*send)(pccrt_comm *comm, uint32_t axes, int32_t peer, int32_t tag,
               const void *data, int64_t count, int32_t dtype);
   int (*recv)(pccrt_comm *comm, uint32_t axes, int32_t peer, int32_t tag,
@@ -141,15 +141,15 @@ struct pccrt_comm {
 
 /// What one run of a generated function works on.
 typedef struct pccrt_context {
-  uint32_t abi_version;    ///< PCCRT_ABI_VERSION of the caller
-  void *const *inputs;     ///< one pointer per entry of info.inputs
-  void *const *outputs;    ///< one pointer per entry of info.outputs
-  void *const *weights;    ///< one pointer per entry of info.weights
-  void *workspace;         ///< workspace_bytes bytes, aligned to 64
-  int32_t rank;            ///< this rank, 0 when it runs alone
-  int32_t num_ranks;       ///< ranks of the program, 1 when alone
-  pccrt_comm *comm;        ///< null when alone
-  void *stream;            ///< a CUDA stream; null on the CPU target
+  uint32_t abi_version; ///< PCCRT_ABI_VERSION of the caller
+  void *const *inputs;  ///< one pointer per entry of info.inputs
+  void *const *outputs; ///< one pointer per entry of info.outputs
+  void *const *weights; ///< one pointer per entry of info.weights
+  void *workspace;      ///< workspace_bytes bytes, aligned to 64
+  int32_t rank;         ///< this rank, 0 when it runs alone
+  int32_t num_ranks;    ///< ranks of the program, 1 when alone
+  pccrt_comm *comm;     ///< null when alone
+  void *stream;         ///< a CUDA stream; null on the CPU target
 } pccrt_context;
 
 /// Error codes returned by a generated run function.

@@ -93,13 +93,13 @@ TEST_P(VjpTest, MatchesCentralDifferences) {
   if (llvm::StringRef(yShape).ends_with("x"))
     yShape.pop_back();
   int64_t yRank = yShape.empty() ? 0 : llvm::count(yShape, 'x') + 1;
-  std::string src =
-      "func.func @main() -> (tensor<f64> {graph.loss, onnx.name = \"loss\"}) {\n";
+  std::string src = "func.func @main() -> (tensor<f64> {graph.loss, onnx.name "
+                    "= \"loss\"}) {\n";
   for (size_t i = 0; i < c.weights.size(); ++i)
-    src +=
-        llvm::formatv("  %w{0} = graph.weight \"w{0}\" trainable {1} : {2}\n", i,
-                      dense(rng, numElements(c.weights[i].shape), c.weights[i]),
-                      tensorType(c.weights[i].shape));
+    src += llvm::formatv(
+        "  %w{0} = graph.weight \"w{0}\" trainable {1} : {2}\n", i,
+        dense(rng, numElements(c.weights[i].shape), c.weights[i]),
+        tensorType(c.weights[i].shape));
   src += c.body;
   std::string axes;
   for (int64_t i = 0; i < yRank; ++i)

@@ -478,10 +478,11 @@ TEST(Model, BindInputsWithoutLibrary) {
   EXPECT_EQ(bound[0].name, "a");
   EXPECT_EQ(elements<float>(bound[0]), (std::vector<float>{1, 2}));
   EXPECT_EQ(elements<int64_t>(bound[1]), std::vector<int64_t>{42});
-  EXPECT_TRUE(failsWith([&] { bindInputs(info, {pb}); },
-                        "missing input 'b': too few input files "
-                        "(model has 2 inputs, got 1; give one --input per input, or --data "
-                "for the token input)"));
+  EXPECT_TRUE(failsWith(
+      [&] { bindInputs(info, {pb}); },
+      "missing input 'b': too few input files "
+      "(model has 2 inputs, got 1; give one --input per input, or --data "
+      "for the token input)"));
   EXPECT_TRUE(failsWith(
       [&] {
         bindInputs(info, {st, pb, pb});

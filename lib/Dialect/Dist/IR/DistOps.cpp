@@ -107,8 +107,8 @@ LogicalResult MeshOp::verify() {
     if (!seen.insert(n).second)
       return emitOpError("has two axes named '") << n << "'";
     if (size < 1)
-      return emitOpError("axis '") << n << "' has size " << size
-                                   << "; sizes are at least 1";
+      return emitOpError("axis '")
+             << n << "' has size " << size << "; sizes are at least 1";
   }
   return success();
 }
@@ -131,24 +131,23 @@ int64_t MeshOp::getNumRanks() {
 // Sharding
 //===----------------------------------------------------------------------===//
 
-static LogicalResult
-collectAxes(function_ref<InFlightDiagnostic()> emitError, ArrayAttr axes,
-            StringRef what, llvm::StringSet<> &seen) {
+static LogicalResult collectAxes(function_ref<InFlightDiagnostic()> emitError,
+                                 ArrayAttr axes, StringRef what,
+                                 llvm::StringSet<> &seen) {
   for (Attribute a : axes) {
     auto name = dyn_cast<StringAttr>(a);
     if (!name || name.getValue().empty())
       return emitError() << what << " must list axis names";
     if (!seen.insert(name.getValue()).second)
-      return emitError() << "axis '" << name.getValue()
-                         << "' is used twice";
+      return emitError() << "axis '" << name.getValue() << "' is used twice";
   }
   return success();
 }
 
-LogicalResult
-ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     FlatSymbolRefAttr mesh, ArrayAttr dims,
-                     ArrayAttr partialAxes, ReductionKind partialKind) {
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   FlatSymbolRefAttr mesh, ArrayAttr dims,
+                                   ArrayAttr partialAxes,
+                                   ReductionKind partialKind) {
   llvm::StringSet<> seen;
   for (Attribute dim : dims) {
     auto axes = dyn_cast<ArrayAttr>(dim);
@@ -175,8 +174,8 @@ SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
 
 bool ShardingAttr::isReplicated() const {
   return !getPartialAxes() && llvm::all_of(getDims(), [](Attribute d) {
-           return cast<ArrayAttr>(d).empty();
-         });
+    return cast<ArrayAttr>(d).empty();
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -222,15 +221,15 @@ template <typename OpT> static int64_t groupSizeOf(OpT op) {
 static LogicalResult checkDim(Operation *op, int64_t dim, int64_t rank,
                               StringRef what) {
   if (dim < 0 || dim >= rank)
-    return op->emitOpError(what) << " " << dim << " out of range for rank "
-                                 << rank;
+    return op->emitOpError(what)
+           << " " << dim << " out of range for rank " << rank;
   return success();
 }
 
 /// Result shape = input shape with `dim` scaled by `mul / div`.
-static LogicalResult checkScaled(Operation *op, ShapedType in, ShapedType out,
-                                 ArrayRef<std::tuple<int64_t, int64_t, int64_t>>
-                                     scaled) {
+static LogicalResult
+checkScaled(Operation *op, ShapedType in, ShapedType out,
+            ArrayRef<std::tuple<int64_t, int64_t, int64_t>> scaled) {
   if (in.getRank() != out.getRank() ||
       in.getElementType() != out.getElementType())
     return op->emitOpError("result ")
@@ -294,8 +293,10 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (failed(group))
     return failure();
   auto in = cast<ShapedType>(getInput().getType());
-  if (failed(checkDim(*this, getSplitDimAttr().getInt(), in.getRank(), "split dim")) ||
-      failed(checkDim(*this, getConcatDimAttr().getInt(), in.getRank(), "concat dim")))
+  if (failed(checkDim(*this, getSplitDimAttr().getInt(), in.getRank(),
+                      "split dim")) ||
+      failed(checkDim(*this, getConcatDimAttr().getInt(), in.getRank(),
+                      "concat dim")))
     return failure();
   if (getSplitDim() == getConcatDim())
     return checkScaled(*this, in, cast<ShapedType>(getType()), {});

@@ -106,7 +106,6 @@ LogicalResult pcc::graph::detail::inferBroadcastType(
 // Cost
 //===----------------------------------------------------------------------===//
 
-
 static int64_t bytesOf(Type type) {
   auto t = dyn_cast<RankedTensorType>(type);
   if (!t)
@@ -330,7 +329,8 @@ LogicalResult WeightOp::verify() {
     return emitOpError("exported_as must be \"parameter\", \"buffer\" or "
                        "\"constant\", got \"")
            << *kind << "\"";
-  if (getTrainable() && !isa<FloatType>(getElementTypeOrSelf(getOutput().getType())))
+  if (getTrainable() &&
+      !isa<FloatType>(getElementTypeOrSelf(getOutput().getType())))
     return emitOpError("only a float weight can be trainable");
   return success();
 }
@@ -803,8 +803,8 @@ OpFoldResult CumSumOp::fold(FoldAdaptor a) {
 LogicalResult CumSumOp::verify() {
   int64_t rank = cast<RankedTensorType>(getType()).getRank();
   if (getAxis() < 0 || getAxis() >= std::max<int64_t>(rank, 1) || rank == 0)
-    return emitOpError("axis ") << getAxis() << " out of range for rank "
-                                << rank;
+    return emitOpError("axis ")
+           << getAxis() << " out of range for rank " << rank;
   return success();
 }
 

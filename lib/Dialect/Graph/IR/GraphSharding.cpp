@@ -269,8 +269,7 @@ static ShardingRule reduceRule(ReduceOpT op, ReductionKind kind) {
     DimFactors f;
     if (in[i] != 1)
       f.push_back(rule.addFactor(
-          in[i], reduced ? FactorKind::Reduction : FactorKind::Parallel,
-          kind));
+          in[i], reduced ? FactorKind::Reduction : FactorKind::Parallel, kind));
     inF.push_back(f);
     if (!reduced)
       outF.push_back(f);
@@ -347,8 +346,8 @@ ShardingRule GemmOp::getShardingRule() {
   ArrayRef<int64_t> c = shapeOf(getOutput());
   ArrayRef<int64_t> a = shapeOf(getA());
   DimFactors m = one(rule.addFactor(c[0])), n = one(rule.addFactor(c[1]));
-  DimFactors k = one(
-      rule.addFactor(getTransA() ? a[0] : a[1], FactorKind::Reduction));
+  DimFactors k =
+      one(rule.addFactor(getTransA() ? a[0] : a[1], FactorKind::Reduction));
   rule.operandFactors.push_back(getTransA() ? TensorFactors{k, m}
                                             : TensorFactors{m, k});
   rule.operandFactors.push_back(getTransB() ? TensorFactors{n, k}
@@ -417,8 +416,7 @@ ShardingRule ReshapeOp::getShardingRule() {
     if (ni == 1 || no == 1) {
       // One side is a single dimension: it is the compound of the other's.
       bool splitIn = ni == 1;
-      ArrayRef<int64_t> many =
-          splitIn ? out.slice(o0, no) : in.slice(i0, ni);
+      ArrayRef<int64_t> many = splitIn ? out.slice(o0, no) : in.slice(i0, ni);
       TensorFactors &manyF = splitIn ? outF : inF;
       size_t manyStart = splitIn ? o0 : i0;
       DimFactors compound;
@@ -465,13 +463,12 @@ ShardingRule SliceOp::getShardingRule() {
   ArrayRef<int64_t> in = shapeOf(getInput());
   TensorFactors inF, outF;
   for (size_t d = 0; d < in.size(); ++d) {
-    int64_t start = getStarts()[d], size = getSizes()[d],
-            step = getSteps()[d];
+    int64_t start = getStarts()[d], size = getSizes()[d], step = getSteps()[d];
     if (in[d] == 1 || size == 0) {
       inF.push_back({});
-      outF.push_back(size > 1 ? one(rule.addFactor(
-                                    size, FactorKind::NeedReplication))
-                              : DimFactors{});
+      outF.push_back(
+          size > 1 ? one(rule.addFactor(size, FactorKind::NeedReplication))
+                   : DimFactors{});
       continue;
     }
     if (start == 0 && size == in[d] && step == 1) {
@@ -488,9 +485,9 @@ ShardingRule SliceOp::getShardingRule() {
       continue;
     }
     inF.push_back(one(rule.addFactor(in[d], FactorKind::NeedReplication)));
-    outF.push_back(size > 1 ? one(rule.addFactor(
-                                  size, FactorKind::NeedReplication))
-                            : DimFactors{});
+    outF.push_back(size > 1
+                       ? one(rule.addFactor(size, FactorKind::NeedReplication))
+                       : DimFactors{});
   }
   rule.operandFactors.push_back(inF);
   rule.resultFactors.push_back(outF);
@@ -510,11 +507,10 @@ ShardingRule InsertSliceOp::getShardingRule() {
       outF.push_back(f);
       continue;
     }
-    srcF.push_back(src[d] == 1 ? DimFactors{}
-                               : one(rule.addFactor(
-                                     src[d], FactorKind::NeedReplication)));
-    outF.push_back(
-        one(rule.addFactor(out[d], FactorKind::NeedReplication)));
+    srcF.push_back(
+        src[d] == 1 ? DimFactors{}
+                    : one(rule.addFactor(src[d], FactorKind::NeedReplication)));
+    outF.push_back(one(rule.addFactor(out[d], FactorKind::NeedReplication)));
   }
   rule.operandFactors.push_back(srcF);
   rule.resultFactors.push_back(outF);
@@ -534,18 +530,17 @@ static ShardingRule partsRule(ValueRange parts, Value whole, int64_t axis,
                          ? DimFactors{}
                          : one(rule.addFactor(w[d])));
   int64_t first = shapeOf(parts.front())[axis];
-  bool equal = llvm::all_of(
-      parts, [&](Value p) { return shapeOf(p)[axis] == first; });
+  bool equal =
+      llvm::all_of(parts, [&](Value p) { return shapeOf(p)[axis] == first; });
   SmallVector<TensorFactors> partF(parts.size(), wholeF);
   if (equal && first == 1) {
-    wholeF[axis] =
-        one(rule.addFactor(parts.size(), FactorKind::Permutation));
+    wholeF[axis] = one(rule.addFactor(parts.size(), FactorKind::Permutation));
     for (TensorFactors &f : partF)
       f[axis] = {};
   } else if (equal && first > 0) {
     int64_t chunk;
-    wholeF[axis] = equalParts(rule, parts.size(), first,
-                              FactorKind::Permutation, chunk);
+    wholeF[axis] =
+        equalParts(rule, parts.size(), first, FactorKind::Permutation, chunk);
     for (TensorFactors &f : partF)
       f[axis] = first == 1 ? DimFactors{} : one(chunk);
   } else {
@@ -585,11 +580,11 @@ static ShardingRule lookupRule(Value table, Value indices, Value rows,
   ShardingRule rule;
   ArrayRef<int64_t> t = shapeOf(table), idx = shapeOf(indices);
   TensorFactors tableF, idxF, rowsF;
-  DimFactors v = t[axis] == 1 ? DimFactors{}
-                              : one(rule.addFactor(
-                                    t[axis], tableIsResult
-                                                 ? FactorKind::Parallel
-                                                 : FactorKind::Reduction));
+  DimFactors v =
+      t[axis] == 1
+          ? DimFactors{}
+          : one(rule.addFactor(t[axis], tableIsResult ? FactorKind::Parallel
+                                                      : FactorKind::Reduction));
   for (int64_t d = 0; d < axis; ++d) {
     DimFactors f = t[d] == 1 ? DimFactors{} : one(rule.addFactor(t[d]));
     tableF.push_back(f);
@@ -639,9 +634,9 @@ static ShardingRule elementLookupRule(Value data, Value indices, int64_t axis,
     DimFactors f = is[d] == 1 ? DimFactors{} : one(rule.addFactor(is[d]));
     idxF.push_back(f);
     if (d == size_t(axis) || ds[d] != is[d])
-      dataF.push_back(ds[d] == 1 ? DimFactors{}
-                                 : one(rule.addFactor(
-                                       ds[d], FactorKind::NeedReplication)));
+      dataF.push_back(
+          ds[d] == 1 ? DimFactors{}
+                     : one(rule.addFactor(ds[d], FactorKind::NeedReplication)));
     else
       dataF.push_back(f);
   }

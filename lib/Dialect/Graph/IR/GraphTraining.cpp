@@ -50,8 +50,8 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
 /// The argument of `func` that `attr` (an index) names, which must hold a
 /// state of `type` when given.
 static FailureOr<unsigned> stateArgument(FunctionOpInterface func,
-                                         NamedAttribute attr,
-                                         StringRef where, Type type) {
+                                         NamedAttribute attr, StringRef where,
+                                         Type type) {
   auto index = dyn_cast<IntegerAttr>(attr.getValue());
   if (!index)
     return func.emitError() << where << ": " << attr.getName().getValue()
@@ -59,13 +59,14 @@ static FailureOr<unsigned> stateArgument(FunctionOpInterface func,
            failure();
   int64_t i = index.getInt();
   if (i < 0 || i >= int64_t(func.getNumArguments()))
-    return func.emitError() << where << ": " << attr.getName().getValue() << " names "
-                            << "argument " << i << ", out of range",
+    return func.emitError()
+               << where << ": " << attr.getName().getValue() << " names "
+               << "argument " << i << ", out of range",
            failure();
   if (getStateName(func, i).empty())
-    return func.emitError() << where << ": " << attr.getName().getValue()
-                            << " names argument " << i
-                            << ", which is no graph.state",
+    return func.emitError()
+               << where << ": " << attr.getName().getValue()
+               << " names argument " << i << ", which is no graph.state",
            failure();
   if (type && func.getArgumentTypes()[i] != type)
     return func.emitError() << where << ": " << attr.getName().getValue()
@@ -89,8 +90,8 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
   if (name == kStateAttr) {
     auto state = dyn_cast<StringAttr>(attr.getValue());
     if (!state || state.getValue().empty())
-      return func.emitError() << where << ": " << kStateAttr
-                              << " must be a non-empty string";
+      return func.emitError()
+             << where << ": " << kStateAttr << " must be a non-empty string";
     if (!func.getArgAttr(argIndex, kInitAttr))
       return func.emitError() << where << ": state '" << state.getValue()
                               << "' has no " << kInitAttr << " value";
@@ -103,26 +104,26 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
   if (name == kInitAttr) {
     auto init = dyn_cast<ElementsAttr>(attr.getValue());
     if (!init)
-      return func.emitError() << where << ": " << kInitAttr
-                              << " must be an elements attribute";
+      return func.emitError()
+             << where << ": " << kInitAttr << " must be an elements attribute";
     if (init.getType() != type)
       return func.emitError() << where << ": " << kInitAttr << " has type "
                               << init.getType() << ", the argument " << type;
     if (getStateName(func, argIndex).empty())
-      return func.emitError() << where << ": " << kInitAttr << " without "
-                              << kStateAttr;
+      return func.emitError()
+             << where << ": " << kInitAttr << " without " << kStateAttr;
     return success();
   }
   if (name == kStateOfAttr) {
     if (getStateName(func, argIndex).empty())
-      return func.emitError() << where << ": " << kStateOfAttr << " without "
-                              << kStateAttr;
+      return func.emitError()
+             << where << ": " << kStateOfAttr << " without " << kStateAttr;
     FailureOr<unsigned> param = stateArgument(func, attr, where, Type());
     if (failed(param))
       return failure();
     if (*param == argIndex)
-      return func.emitError() << where << ": " << kStateOfAttr
-                              << " names the argument itself";
+      return func.emitError()
+             << where << ": " << kStateOfAttr << " names the argument itself";
     return success();
   }
   return func.emitError() << where << ": unknown Graph dialect attribute '"
@@ -153,14 +154,14 @@ LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op,
         return func.emitError()
                << where << ": argument " << *state << " ('"
                << getStateName(func, *state) << "') has a second "
-               << (name == kUpdateAttr ? "update" : "gradient")
-               << " in result " << i;
+               << (name == kUpdateAttr ? "update" : "gradient") << " in result "
+               << i;
     return success();
   }
   if (name == kLossAttr) {
     if (!isa<UnitAttr>(attr.getValue()))
-      return func.emitError() << where << ": " << kLossAttr
-                              << " must be a unit attribute";
+      return func.emitError()
+             << where << ": " << kLossAttr << " must be a unit attribute";
     auto t = dyn_cast<RankedTensorType>(type);
     if (!t || t.getRank() != 0 || !isa<FloatType>(t.getElementType()))
       return func.emitError() << where << ": the loss must be a float "

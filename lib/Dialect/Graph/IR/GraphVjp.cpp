@@ -519,8 +519,8 @@ LogicalResult CumSumOp::buildVjp(OpBuilder &builder,
   Value g = resultGrads[0];
   operandGrads.push_back(
       g && isFloatTensor(getInput())
-          ? Value(CumSumOp::create(builder, getLoc(), g.getType(), g,
-                                   getAxis(), getExclusive(), !getReverse()))
+          ? Value(CumSumOp::create(builder, getLoc(), g.getType(), g, getAxis(),
+                                   getExclusive(), !getReverse()))
           : Value());
   return success();
 }

@@ -1,4 +1,4 @@
-//===- DistOps.h - The Dist dialect, its attributes and ops ------*- C++ -*-===//
+//===- DistOps.h - The Dist dialect, its attributes and ops -*- C++ -*-===//
 
 #ifndef PCC_DIALECT_DIST_IR_DISTOPS_H
 #define PCC_DIALECT_DIST_IR_DISTOPS_H

@@ -63,16 +63,16 @@ struct ShardingRule {
 /// `Movement` ops until it meets the model's activations and judges it by
 /// the role it plays there.
 enum class OperandRole {
-  Other,        ///< none of the roles below (indices, conditions, ...)
-  Contraction,  ///< an operand of a matrix product (or Gemm's addend)
-  Lookup,       ///< the table a gather reads rows of
-  Affine,       ///< the scale or bias of a normalization
-  Additive,     ///< added or subtracted, with broadcasting
+  Other,          ///< none of the roles below (indices, conditions, ...)
+  Contraction,    ///< an operand of a matrix product (or Gemm's addend)
+  Lookup,         ///< the table a gather reads rows of
+  Affine,         ///< the scale or bias of a normalization
+  Additive,       ///< added or subtracted, with broadcasting
   Multiplicative, ///< multiplied or divided, with broadcasting
-  Elementwise,  ///< combined element by element otherwise
-  Select,       ///< a value chosen element by element by a condition
-  Movement,     ///< moved, reshaped or converted: values pass through
-  SoftmaxInput, ///< the input of a softmax (attention scores, logits)
+  Elementwise,    ///< combined element by element otherwise
+  Select,         ///< a value chosen element by element by a condition
+  Movement,       ///< moved, reshaped or converted: values pass through
+  SoftmaxInput,   ///< the input of a softmax (attention scores, logits)
 };
 
 namespace detail {

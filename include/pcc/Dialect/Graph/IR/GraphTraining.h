@@ -1,4 +1,4 @@
-//===- GraphTraining.h - The training-step contract of the Graph dialect -*- C++ -*-===//
+//===- GraphTraining.h - The training-step contract --------*- C++ -*-===//
 //
 // A training step is a func.func whose persistent state arrives as
 // arguments and leaves as results. The ties between them are Graph dialect
