@@ -153,9 +153,11 @@ public:
 
   /// The sequence that input `i` names, or null with a diagnostic.
   const llvm::SmallVector<mlir::Value> *sequenceInput(size_t i);
-  /// Makes output `i` the sequence `elements`.
+  /// Makes output `i` the sequence `elements` (a node without that output
+  /// produces nothing anyone can read).
   void setSequenceOutput(size_t i, llvm::SmallVector<mlir::Value> elements) {
-    sequences[node.output(i)] = std::move(elements);
+    if (int(i) < node.output_size() && !node.output(i).empty())
+      sequences[node.output(i)] = std::move(elements);
   }
 
 private:
