@@ -265,18 +265,20 @@ void TokenData::check(const pccrt_tensor_info &input) const {
                    " needs " + std::to_string(input.shape[1]));
 }
 
+int64_t TokenData::tokenAt(int64_t at) const {
+  if (dtype == PCCRT_U16) {
+    uint16_t v;
+    std::memcpy(&v, tokens + at * 2, 2);
+    return v;
+  }
+  int32_t v;
+  std::memcpy(&v, tokens + at * 4, 4);
+  return v;
+}
+
 void TokenData::checkVocabulary(int64_t vocabulary) const {
   for (int64_t at = 0; at < count; ++at) {
-    int64_t token;
-    if (dtype == PCCRT_U16) {
-      uint16_t v;
-      std::memcpy(&v, tokens + at * 2, 2);
-      token = v;
-    } else {
-      int32_t v;
-      std::memcpy(&v, tokens + at * 4, 4);
-      token = v;
-    }
+    int64_t token = tokenAt(at);
     if (token < 0 || token >= vocabulary)
       fail(path, "token " + std::to_string(token) + " at position " +
                      std::to_string(at) + " is outside the vocabulary of " +
@@ -305,20 +307,11 @@ Tensor TokenData::batch(const pccrt_tensor_info &input, uint64_t step) const {
     // The modulo bias is below windows / 2^64: negligible.
     int64_t start = int64_t(splitMix(state) % windows);
     for (int64_t t = 0; t < length; ++t) {
-      int64_t at = start + t, token;
-      if (dtype == PCCRT_U16) {
-        uint16_t v;
-        std::memcpy(&v, tokens + at * 2, 2);
-        token = v;
-      } else {
-        int32_t v;
-        std::memcpy(&v, tokens + at * 4, 4);
-        // A negative id would index from the end of the embedding table.
-        if (v < 0)
-          fail(path, "negative token " + std::to_string(v) + " at token " +
-                         std::to_string(at));
-        token = v;
-      }
+      int64_t at = start + t, token = tokenAt(at);
+      // A negative id would index from the end of the embedding table.
+      if (token < 0)
+        fail(path, "negative token " + std::to_string(token) + " at token " +
+                       std::to_string(at));
       ids[r * length + t] = token;
     }
   }

@@ -215,6 +215,9 @@ public:
   Tensor batch(const pccrt_tensor_info &input, uint64_t step) const;
 
 private:
+  /// The token at position \p at of the file.
+  int64_t tokenAt(int64_t at) const;
+
   std::string path;
   int32_t dtype;
   uint64_t seed;

@@ -265,27 +265,30 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return groupOf(*this, getMeshAttr(), getAxes(), &symbols);
 }
 
-LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  FailureOr<int64_t> group = groupOf(*this, getMeshAttr(), getAxes(), &symbols);
+/// all_gather and reduce_scatter: along `dim`, the result is the input
+/// times (gather) or divided by (scatter) the group size.
+template <typename OpT>
+static LogicalResult verifyAlongDim(OpT op, SymbolTableCollection &symbols,
+                                    bool gather) {
+  FailureOr<int64_t> group =
+      groupOf(op, op.getMeshAttr(), op.getAxes(), &symbols);
   if (failed(group))
     return failure();
-  auto in = cast<ShapedType>(getInput().getType());
-  if (failed(checkDim(*this, getDimAttr().getInt(), in.getRank(), "dim")))
+  auto in = cast<ShapedType>(op.getInput().getType());
+  int64_t dim = op.getDimAttr().getInt();
+  if (failed(checkDim(op, dim, in.getRank(), "dim")))
     return failure();
-  return checkScaled(*this, in, cast<ShapedType>(getType()),
-                     {{getDim(), *group, 1}});
+  return checkScaled(op, in, cast<ShapedType>(op.getType()),
+                     {{dim, gather ? *group : 1, gather ? 1 : *group}});
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyAlongDim(*this, symbols, /*gather=*/true);
 }
 
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
-  FailureOr<int64_t> group = groupOf(*this, getMeshAttr(), getAxes(), &symbols);
-  if (failed(group))
-    return failure();
-  auto in = cast<ShapedType>(getInput().getType());
-  if (failed(checkDim(*this, getDimAttr().getInt(), in.getRank(), "dim")))
-    return failure();
-  return checkScaled(*this, in, cast<ShapedType>(getType()),
-                     {{getDim(), 1, *group}});
+  return verifyAlongDim(*this, symbols, /*gather=*/false);
 }
 
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
