@@ -41,24 +41,35 @@ def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
     `partial_kind`. A tensor that no axis splits and none leaves partial is
     replicated.
 
+    `groups` (one count per dimension, 1 when left out) views a split
+    dimension as [groups, n] and splits every group's n alike: a rank holds
+    its block of each group. That is the layout of a fused projection whose
+    output is cut into equal parts afterwards (GPT-2's QKV columns: groups
+    3, so each rank holds its heads of Q, of K and of V).
+
     ```mlir
     #dist.sharding<@mesh, [["tp"], []]>                     // rows split
+    #dist.sharding<@mesh, [[], ["tp"]] groups [1, 3]>       // fused QKV
     #dist.sharding<@mesh, [[], []], partial = ["tp"] sum>   // partial sums
     ```
   }];
   let parameters = (ins "::mlir::FlatSymbolRefAttr":$mesh,
                         "::mlir::ArrayAttr":$dims,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$groups,
                         OptionalParameter<"::mlir::ArrayAttr">:$partial_axes,
                         DefaultValuedParameter<"::pcc::dist::ReductionKind",
                             "::pcc::dist::ReductionKind::Sum">:$partial_kind);
   let assemblyFormat = [{
-    `<` $mesh `,` $dims (`,` `partial` `=` $partial_axes^ $partial_kind)? `>`
+    `<` $mesh `,` $dims (`groups` $groups^)?
+    (`,` `partial` `=` $partial_axes^ $partial_kind)? `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// The axes splitting dimension `dim`.
     ::llvm::SmallVector<::llvm::StringRef> getDimAxes(unsigned dim) const;
     bool isReplicated() const;
+    /// The groups of dimension `dim` (1 unless `groups` says otherwise).
+    int64_t getDimGroups(unsigned dim) const;
   }];
 }
 
@@ -178,6 +189,44 @@ def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
   let assemblyFormat = "$input `on` $mesh `axes` $axes `split` $split_dim "
                        "`concat` $concat_dim attr-dict `:` type($input) `->` "
                        "type($output)";
+  let extraClassDeclaration = extraCollectiveDecl;
+}
+
+def Dist_AllSliceOp : Dist_CollectiveOp<"all_slice", [Pure]> {
+  let summary = "Keeps this rank's block of a replicated tensor";
+  let description = [{
+    The inverse of `dist.all_gather`, and no communication: every rank of a
+    group holds the whole `input` and keeps the block of `dim` at its
+    position in the group. With `groups`, `dim` is viewed as [groups, n]
+    and the rank keeps its block of every group's n. Partitioning uses it
+    where a replicated value meets a sharded one.
+
+    ```mlir
+    %y = dist.all_slice %x on @mesh axes ["tp"] dim 1 groups 1 : tensor<2x16xf32> -> tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim, I64Attr:$groups);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input `on` $mesh `axes` $axes `dim` $dim `groups` "
+                       "$groups attr-dict `:` type($input) `->` type($output)";
+  let extraClassDeclaration = extraCollectiveDecl;
+}
+
+def Dist_AxisIndexOp : Dist_CollectiveOp<"axis_index", [Pure]> {
+  let summary = "This rank's position in its group along mesh axes";
+  let description = [{
+    A rank-0 `i64` tensor: the position of the running rank in its group
+    along `axes` (row-major over them). Partitioned ops that address their
+    block (a vocabulary-parallel lookup offsets its indices) read it.
+
+    ```mlir
+    %r = dist.axis_index on @mesh axes ["tp"] : tensor<i64>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs 0DTensorOf<[I64]>:$output);
+  let assemblyFormat = "`on` $mesh `axes` $axes attr-dict `:` type($output)";
   let extraClassDeclaration = extraCollectiveDecl;
 }
 

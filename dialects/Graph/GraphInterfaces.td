@@ -38,6 +38,28 @@ def Graph_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   let methods = [
     InterfaceMethod<"Returns the sharding rule of this operation.",
       "::pcc::graph::ShardingRule", "getShardingRule", (ins)>,
+    InterfaceMethod<[{
+        Builds this op's local computation on one rank once factor
+        `factor` of its rule is split into `context.numShards()` blocks
+        (-1: nothing is split): `operands` are the local operands, laid
+        out as the rule says, and the results must have `resultTypes`
+        (partial results where the factor is a reduction). The default
+        clones the op with the local types, which is right for every op
+        whose attributes hold no extents of split dimensions and whose
+        meaning does not depend on where its block lies. Ops for which that
+        is wrong build their own: a lookup in a vocabulary-split table masks
+        the rows of other ranks, a log-softmax over a split axis all-reduces
+        its maximum and its sum, a slice rescales its extents.
+      }],
+      "::llvm::LogicalResult", "partition",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::ValueRange":$operands,
+           "::mlir::TypeRange":$resultTypes, "int64_t":$factor,
+           "::pcc::graph::PartitionContext &":$context,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$results),
+      [{}], [{
+        return ::pcc::graph::detail::partitionByCloning(
+            $_op, builder, operands, resultTypes, results);
+      }]>,
   ];
 }
 

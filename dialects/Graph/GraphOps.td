@@ -268,7 +268,7 @@ def Graph_MatMulOp : Graph_Op<"matmul", [DeclareOpInterfaceMethods<Graph_Differe
 
 def Graph_GemmOp : Graph_Op<"gemm", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
-    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "General matrix multiply alpha*op(a)*op(b) + beta*c";
   let description = [{
     ONNX `Gemm` on matrices; `c` is optional and broadcasts to the result.
@@ -298,7 +298,7 @@ def Graph_SoftmaxOp : Graph_Op<"softmax", [DeclareOpInterfaceMethods<Graph_Diffe
 }
 
 def Graph_LogSoftmaxOp : Graph_Op<"log_softmax", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultType, Graph_CostOpInterface,
-    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "Logarithm of the softmax along one axis";
   let description = [{
     ONNX `LogSoftmax` (opset 13 semantics): `x - log(sum(exp(x)))` along
@@ -396,7 +396,7 @@ def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_Shardin
   let hasVerifier = 1;
 }
 
-def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Strided slice with one (start, step) per dimension";
   let description = [{
@@ -422,7 +422,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [DeclareOpInterfaceMethods<Graph_Shardin
   let hasFolder = 1;
 }
 
-def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Cuts a tensor into pieces along one axis";
   let description = [{
@@ -435,7 +435,7 @@ def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_ShardingR
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Takes slices of data at integer indices along one axis";
   let description = [{
@@ -450,7 +450,7 @@ def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_Shardin
   let hasFolder = 1;
 }
 
-def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Takes single elements of data at indices along one axis";
   let description = [{
@@ -502,7 +502,7 @@ def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_ShardingR
 // Ops that reverse-mode differentiation introduces
 //===----------------------------------------------------------------------===//
 
-def Graph_ScatterAddOp : Graph_Op<"scatter_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, 
+def Graph_ScatterAddOp : Graph_Op<"scatter_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Adds slices into a zero tensor at indices along an axis";
   let description = [{
@@ -520,7 +520,7 @@ def Graph_ScatterAddOp : Graph_Op<"scatter_add", [DeclareOpInterfaceMethods<Grap
   let hasVerifier = 1;
 }
 
-def Graph_ScatterElementsAddOp : Graph_Op<"scatter_elements_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, 
+def Graph_ScatterElementsAddOp : Graph_Op<"scatter_elements_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Adds elements into a zero tensor at indices along an axis";
   let description = [{

@@ -2,6 +2,7 @@
 
 #include "pcc/Driver/Driver.h"
 
+#include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/InitAll.h"
@@ -99,6 +100,8 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.remarks = options.train;
   p.labels = options.labels;
   p.logits = options.logits;
+  p.tp = options.tp;
+  p.shard = options.shard;
   buildParallelizePipeline(pm, p);
 }
 
@@ -272,9 +275,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
   if (options.target != "cpu")
     return fail("target '" + options.target +
                 "' is not available yet; use --target cpu");
-  if (options.tp != 1 || options.pp != 1)
-    return fail("tensor and pipeline parallelism (--tp/--pp > 1) are not "
-                "implemented yet");
+  if (options.pp != 1)
+    return fail("pipeline parallelism (--pp > 1) is not implemented yet");
 
   // The output folder is checked before any work: a compile that would
   // destroy a user's files is refused at once.
@@ -321,7 +323,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
     return failure();
-  auto func = cast<func::FuncOp>(module->getBody()->front());
+  auto func = *module->getOps<func::FuncOp>().begin();
 
   // Everything is written into a temporary folder beside OUT.
   TempDir tmp(
@@ -369,7 +371,14 @@ LogicalResult pcc::compile(const CompileOptions &options,
     paramElements += cast<RankedTensorType>(t).getNumElements();
     paramBytes += bytesOf(t);
   };
-  func.walk([&](graph::WeightOp w) { countParam(w.getType()); });
+  // A split weight counts its block (what each rank holds).
+  func.walk([&](graph::WeightOp w) {
+    Type t = w.getType();
+    if (w->hasOneUse())
+      if (auto slice = dyn_cast<dist::AllSliceOp>(*w->getUsers().begin()))
+        t = slice.getType();
+    countParam(t);
+  });
   for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
     if (!graph::getStateName(func, i).empty()) {
       if (graded.contains(i))
@@ -486,6 +495,41 @@ LogicalResult pcc::compile(const CompileOptions &options,
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
   }
 
+  // The parallel plan: the mesh, what each rank holds, and the collectives
+  // of one step (`bytes`: the bytes each rank's buffers hold).
+  int64_t numRanks = options.tp * options.pp;
+  llvm::StringMap<std::pair<int64_t, int64_t>> collectives;
+  func.walk([&](Operation *op) {
+    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
+             dist::AllToAllOp, dist::SendOp, dist::RecvOp>(op))
+      return;
+    Value v = op->getNumResults() ? op->getResult(0) : op->getOperand(0);
+    auto &entry = collectives[op->getName().stripDialect()];
+    entry.first += 1;
+    entry.second += bytesOf(v.getType());
+  });
+  {
+    llvm::json::Array ranks, comms;
+    for (int64_t r = 0; r < numRanks; ++r)
+      ranks.push_back(llvm::json::Object{
+          {"rank", r},
+          {"parameter_bytes", paramBytes},
+          {"optimizer_state_bytes", stateBytes},
+          {"workspace_bytes", int64_t(emitted->workspaceBytes)}});
+    for (auto &kv : collectives)
+      comms.push_back(llvm::json::Object{{"kind", kv.getKey()},
+                                         {"bytes", kv.getValue().second},
+                                         {"count", kv.getValue().first}});
+    llvm::json::Object plan{
+        {"mesh", llvm::json::Object{{"tp", options.tp}, {"pp", options.pp}}},
+        {"ranks", std::move(ranks)},
+        {"collectives", std::move(comms)}};
+    llvm::raw_fd_ostream os(path("plan.json"), ec);
+    if (ec)
+      return fail("cannot write plan.json: " + ec.message());
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+  }
+
   {
     llvm::raw_fd_ostream os(path(kOutputMarker), ec);
     if (ec)
@@ -540,6 +584,18 @@ LogicalResult pcc::compile(const CompileOptions &options,
       if (!StringRef(d.reason).starts_with("exported as"))
         summary << "  " << (d.trainable ? "trained" : "constant") << " '"
                 << d.name << "': " << d.reason << "\n";
+  }
+  if (numRanks > 1) {
+    summary << "  tensor parallel: tp " << options.tp << ", per rank: "
+            << "parameters " << humanCount(paramBytes, "B")
+            << ", optimizer state " << humanCount(stateBytes, "B")
+            << "; per step:";
+    if (collectives.empty())
+      summary << " no collectives";
+    for (auto &kv : collectives)
+      summary << " " << kv.getValue().first << " " << kv.getKey() << " ("
+              << humanCount(kv.getValue().second, "B") << ")";
+    summary << "\n";
   }
   if (options.train)
     summary << "  training: " << options.optimizer.kind << ", " << numGrads

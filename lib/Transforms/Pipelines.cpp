@@ -23,6 +23,16 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
   }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (options.tp > 1) {
+    // Sharding runs after autodiff and the optimizer: the backward's
+    // collectives (Megatron's conjugates) and the split optimizer state
+    // fall out of partitioning the whole step.
+    pm.addPass(createShardStrategy({options.tp, options.shard,
+                                    options.remarks}));
+    pm.addPass(createPropagateSharding());
+    pm.addPass(createPartition());
+    pm.addPass(createCSEPass());
+  }
   pm.addNestedPass<func::FuncOp>(createCheckStaticShapes());
 }
 

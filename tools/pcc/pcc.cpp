@@ -29,6 +29,11 @@ compile options:
   -o OUT                 output folder (replaced only by a complete result)
   --target cpu|cuda      code generation target (default cpu)
   --tp N, --pp N         tensor / pipeline parallel degree (default 1)
+  --shard 'REGEX=col|row|rep'
+                         with --tp: split the initializers named by REGEX
+                         by their output (col) or reduced/looked-up (row)
+                         dimension, or keep them whole (rep), whatever the
+                         strategy decides; several separated by ';'
   --microbatches M       microbatches per step (default pp)
   --schedule S           gpipe|1f1b|interleaved|zb-h1 (default 1f1b)
   --virtual-stages V     chunks per rank for the interleaved schedule
@@ -144,6 +149,11 @@ static int compileCommand(Args &args) {
       }
     } else if (a == "--tp")
       ok = args.integer(a, o.tp, 1);
+    else if (a == "--shard") {
+      ok = args.value(a, v);
+      if (ok)
+        o.shard += (o.shard.empty() ? "" : ";") + v;
+    }
     else if (a == "--pp")
       ok = args.integer(a, o.pp, 1);
     else if (a == "--microbatches")

@@ -32,6 +32,8 @@ struct CompileOptions {
   /// when they cannot be found by type (--labels, --logits).
   OptimizerConfig optimizer;
   std::string trainable, freeze, labels, logits;
+  /// Tensor-parallel layout overrides (--shard REGEX=col|row|rep;...).
+  std::string shard;
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
   bool retie = true;

@@ -3,6 +3,7 @@
 #ifndef PCC_TRANSFORMS_PASSES_H
 #define PCC_TRANSFORMS_PASSES_H
 
+#include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 
@@ -58,6 +59,13 @@ struct OptimizerConfig {
 /// pcc-optimizer pass).
 llvm::LogicalResult applyOptimizer(mlir::func::FuncOp func,
                                    const OptimizerConfig &options);
+
+/// Gives every value of `func` a tensor-parallel layout from its
+/// parameters' (see the pcc-propagate-sharding pass).
+llvm::LogicalResult propagateSharding(mlir::func::FuncOp func);
+
+/// Rewrites `func` into the program of one rank (see pcc-partition).
+llvm::LogicalResult partition(mlir::func::FuncOp func);
 
 /// Appends `values` to the function's results, each with its attributes.
 void appendResults(mlir::func::FuncOp func, mlir::ValueRange values,

@@ -143,4 +143,70 @@ def PrintShardingRules : Pass<"pcc-print-sharding-rules",
   }];
 }
 
+def ShardStrategy : Pass<"pcc-shard-strategy", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::pcc::dist::DistDialect"];
+  let summary = "Decides how tensor parallelism splits each parameter";
+  let description = [{
+    Creates `dist.mesh @mesh(tp = N)` and marks each parameter that tensor
+    parallelism splits with `dist.sharding` (a state argument's attribute,
+    or a `graph.weight`'s), from the graph's structure alone: parameters
+    are decided in the order the step first uses them, each by trying
+    every dimension that `tp` divides (and the groups a fused projection
+    cut into equal parts needs) and keeping the split that forces no
+    all-gather of an activation and communicates least. This reproduces
+    Megatron-LM's plan: a matmul pair around an element-wise op splits the
+    first by columns and the second by rows; Q/K/V projections split by
+    heads and the output projection by rows; grouped-query KV heads split
+    when `tp` divides them and stay whole (each rank using its heads) when
+    they divide `tp`; token embeddings and the LM head split by vocabulary;
+    norms stay whole. `shard` overrides it per initializer name:
+    `REGEX=col` (split the dimension the first use keeps), `REGEX=row` (the
+    one it reduces or looks up), `REGEX=rep` (whole); several separated by
+    `;`. Attention heads that `tp` neither divides nor is a multiple of are
+    an error naming the reshape, its extent and the `tp` values that work.
+    With `remarks`, reports each decision.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1",
+           "Ranks of the tensor-parallel axis">,
+    Option<"shard", "shard", "std::string", /*default=*/"\"\"",
+           "Overrides: REGEX=col|row|rep, separated by ';'">,
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark with each parameter's layout">,
+  ];
+}
+
+def PropagateSharding : Pass<"pcc-propagate-sharding", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::pcc::dist::DistDialect"];
+  let summary = "Gives every value of the step a tensor-parallel layout";
+  let description = [{
+    From the parameters' `dist.sharding`, walks the step in program order
+    (forward, backward and optimizer) and gives each op the layouts its
+    operands must arrive in (`dist.operands`) and its results leave in
+    (`dist.results`): the op splits the factor of its sharding rule that
+    its operands are split along (the cheapest when they disagree), a whole
+    operand meeting a split one is cut locally, partial results are
+    combined where they are first used. Optimizer state, gradients and
+    updates take their parameter's layout; outputs of a training step stay
+    split, those of an inference build are made whole. Ops that read and
+    make only whole values carry no annotation.
+  }];
+}
+
+def Partition : Pass<"pcc-partition", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::pcc::dist::DistDialect"];
+  let summary = "Rewrites a step with layouts into every rank's program";
+  let description = [{
+    Makes each value its local block and each op a computation on local
+    operands (through `ShardingRuleOpInterface::partition`), inserting
+    collectives where a value's layout differs from what its user reads:
+    `dist.all_reduce` for partial results, `dist.all_gather` for split
+    values needed whole, `dist.all_slice` where a whole value meets a split
+    one. Extents in attributes and result types become local. Split
+    parameters' arguments and results get local types and keep their
+    `dist.sharding`; a split `graph.weight` is read through its
+    `dist.all_slice`, which targets load as the rank's block.
+  }];
+}
+
 #endif // PCC_TRANSFORMS_PASSES

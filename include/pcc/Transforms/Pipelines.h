@@ -44,11 +44,19 @@ struct ParallelizeOptions
                              llvm::cl::desc("ONNX name of the labels")};
   Option<std::string> logits{*this, "logits",
                              llvm::cl::desc("ONNX name of the logits")};
+  Option<int64_t> tp{*this, "tp",
+                     llvm::cl::desc("Ranks of tensor parallelism"),
+                     llvm::cl::init(1)};
+  Option<std::string> shard{
+      *this, "shard",
+      llvm::cl::desc("Layout overrides REGEX=col|row|rep, ';'-separated")};
 };
 
 /// Builds the pipeline: for training, pcc-select-trainable,
-/// pcc-attach-loss, pcc-autodiff and pcc-optimizer; then folding, CSE and the
-/// static-shape check that the targets rely on.
+/// pcc-attach-loss, pcc-autodiff and pcc-optimizer; then folding and CSE;
+/// with tp > 1, pcc-shard-strategy, pcc-propagate-sharding and
+/// pcc-partition over the whole step; and the static-shape check that the
+/// targets rely on.
 void buildParallelizePipeline(mlir::OpPassManager &pm,
                               const ParallelizeOptions &options);
 

@@ -12,8 +12,11 @@
 
 #include "pcc/Target/Cpu/CppEmitter.h"
 
+#include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Import/OnnxImporter.h"
+
+#include "mlir/IR/BuiltinOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
@@ -262,6 +265,19 @@ private:
   SmallVector<int64_t> resultIndex;
   /// Large anonymous splat constants, filled into the workspace.
   llvm::DenseSet<Operation *> splatsInWorkspace;
+  /// dist.all_slice ops of a weight that the weights table holds as the
+  /// rank's block: no code, no buffer.
+  llvm::DenseSet<Operation *> loadedSlices;
+  /// The mesh: axis names and sizes (empty for one rank).
+  dist::MeshOp mesh;
+  /// The sharding fields of a table entry: "axes, dim, groups, extent".
+  std::string shardFields(dist::ShardingAttr sharding, ArrayRef<int64_t> whole);
+  /// The mask of mesh axes `axes` names.
+  uint32_t axesMask(ArrayAttr axes);
+  /// Code for this rank's position in the group of `axes`.
+  std::string groupPosition(ArrayAttr axes);
+  /// Buffers of split entries: shape of the whole tensor per entry.
+  llvm::DenseMap<Value, dist::ShardingAttr> resultShardings;
   /// State updates that read another updated state's old value, which that
   /// state's own update may overwrite first: result index -> the name of a
   /// workspace copy taken before any update lands.
@@ -270,7 +286,65 @@ private:
 
 } // namespace
 
+uint32_t Emitter::axesMask(ArrayAttr axes) {
+  uint32_t mask = 0;
+  if (!mesh)
+    return 0;
+  for (Attribute a : axes)
+    for (auto [i, name] : llvm::enumerate(mesh.getAxisNames()))
+      if (cast<StringAttr>(name) == cast<StringAttr>(a))
+        mask |= 1u << i;
+  return mask;
+}
+
+std::string Emitter::groupPosition(ArrayAttr axes) {
+  // Row-major over the mesh: axis i's coordinate is rank / stride_i % size_i;
+  // the group position runs row-major over the group's axes.
+  ArrayRef<int64_t> shape = mesh.getShape();
+  std::string expr = "0";
+  for (Attribute a : axes) {
+    int64_t stride = 1, size = 1;
+    bool found = false;
+    for (int64_t i = shape.size() - 1; i >= 0; --i) {
+      if (cast<StringAttr>(mesh.getAxisNames()[i]) == cast<StringAttr>(a)) {
+        size = shape[i];
+        found = true;
+        break;
+      }
+      stride *= shape[i];
+    }
+    if (!found)
+      continue;
+    expr = llvm::formatv("(({0}) * {1} + (int64_t)ctx->rank / {2} % {1})",
+                         expr, size, stride)
+               .str();
+  }
+  return expr;
+}
+
+std::string Emitter::shardFields(dist::ShardingAttr sharding,
+                                 ArrayRef<int64_t> whole) {
+  if (sharding)
+    for (unsigned d = 0; d < sharding.getDims().size(); ++d)
+      if (!sharding.getDimAxes(d).empty())
+        return llvm::formatv("{0}u, {1}, {2}, {3}",
+                             axesMask(cast<ArrayAttr>(sharding.getDims()[d])),
+                             d, sharding.getDimGroups(d), whole[d])
+            .str();
+  return "0u, 0, 0, 0";
+}
+
 LogicalResult Emitter::collectInterface() {
+  if (auto module = func->getParentOfType<ModuleOp>())
+    for (auto m : module.getOps<dist::MeshOp>())
+      if (m.getNumRanks() > 1) {
+        if (mesh)
+          return m.emitError("the CPU target takes one mesh per module");
+        mesh = m;
+        for (auto [name, size] : llvm::zip(m.getAxisNames(), m.getShape()))
+          result.mesh.push_back(
+              {cast<StringAttr>(name).getValue().str(), size});
+      }
   // The training contract (graph.state, graph.update, graph.grad) was
   // checked by the Graph dialect's verifier when the IR was verified, as it
   // is after parsing and after every pass; this maps it onto the ABI's
@@ -292,7 +366,17 @@ LogicalResult Emitter::collectInterface() {
              << " value";
     argInput.push_back(-1);
     argWeight.push_back(result.weights.size());
-    result.weights.push_back({name.str(), init, WeightKind::State});
+    WeightEntry entry{name.str(), init, WeightKind::State};
+    entry.localType = cast<RankedTensorType>(arg.getType());
+    if (auto sharding =
+            func.getArgAttrOfType<dist::ShardingAttr>(i, "dist.sharding"))
+      for (unsigned d = 0; d < sharding.getDims().size(); ++d)
+        if (!sharding.getDimAxes(d).empty()) {
+          entry.shardAxes = axesMask(cast<ArrayAttr>(sharding.getDims()[d]));
+          entry.shardDim = d;
+          entry.shardGroups = sharding.getDimGroups(d);
+        }
+    result.weights.push_back(entry);
   }
 
   int64_t numOutputs = 0;
@@ -364,7 +448,8 @@ LogicalResult Emitter::planBuffers() {
     return std::make_pair(at, size);
   };
   for (auto [i, op] : llvm::enumerate(ops)) {
-    if (isa<ConstantOp, WeightOp>(op) && !isSplatInWorkspace(op))
+    if ((isa<ConstantOp, WeightOp>(op) && !isSplatInWorkspace(op)) ||
+        loadedSlices.contains(op))
       continue;
     for (Value v : op->getResults()) {
       std::string n = "v" + std::to_string(counter++);
@@ -465,7 +550,20 @@ LogicalResult Emitter::emitConstants() {
                : "pcc.const." + std::to_string(result.weights.size());
     body += llvm::formatv("  {0}* {1} = ({0}*)w[{2}];\n", t, n,
                           result.weights.size());
-    result.weights.push_back({wname, value});
+    WeightEntry entry{wname, value};
+    entry.localType = cast<RankedTensorType>(v.getType());
+    // A weight read only through its dist.all_slice: the table holds the
+    // rank's block, which the runtime cuts from the whole tensor.
+    if (weight && v.hasOneUse())
+      if (auto slice = dyn_cast<dist::AllSliceOp>(*v.getUsers().begin())) {
+        entry.localType = cast<RankedTensorType>(slice.getType());
+        entry.shardAxes = axesMask(slice.getAxes());
+        entry.shardDim = slice.getDimAttr().getInt();
+        entry.shardGroups = slice.getGroupsAttr().getInt();
+        loadedSlices.insert(slice);
+        names[slice.getResult()] = n;
+      }
+    result.weights.push_back(entry);
   }
   return success();
 }
@@ -936,6 +1034,58 @@ LogicalResult Emitter::emitOp(Operation *op) {
              srcShape);
         return success();
       })
+      .Case([&](dist::AllReduceOp r) {
+        int64_t n = numElements(shapeOf(r.getInput()));
+        body += llvm::formatv(
+            "  if ((void*){0} != (void*){1}) std::memcpy({0}, {1}, {2});\n"
+            "  if (ctx->comm->ops->all_reduce(ctx->comm, {3}u, {0}, {4}, {5}, "
+            "{6})) return PCCRT_ERR_COMM;\n",
+            ptr(result()), ptr(r.getInput()), n * elementBytes(elemOf(result())),
+            axesMask(r.getAxes()), n, getOnnxDataType(elemOf(result())),
+            int(r.getKind()));
+        return success();
+      })
+      .Case([&](dist::AllGatherOp g) -> LogicalResult {
+        // Blocks are joined along the outermost dimension (partitioning
+        // moves the gathered dimension there).
+        ArrayRef<int64_t> in = shapeOf(g.getInput());
+        if (g.getDimAttr().getInt() != 0 &&
+            llvm::any_of(in.take_front(g.getDimAttr().getInt()),
+                         [](int64_t d) { return d != 1; }))
+          return g.emitError("the CPU target gathers along the outermost "
+                             "dimension only");
+        body += llvm::formatv(
+            "  if (ctx->comm->ops->all_gather(ctx->comm, {0}u, {1}, {2}, {3}, "
+            "{4})) return PCCRT_ERR_COMM;\n",
+            axesMask(g.getAxes()), ptr(g.getInput()), ptr(result()),
+            numElements(in), getOnnxDataType(elemOf(result())));
+        return success();
+      })
+      .Case([&](dist::AllSliceOp sl) {
+        if (loadedSlices.contains(op))
+          return success();
+        // Viewed as [outer * groups, shards, block * inner]: keep this
+        // rank's block of every group.
+        ArrayRef<int64_t> in = shapeOf(sl.getInput());
+        int64_t dim = sl.getDimAttr().getInt();
+        int64_t groups = sl.getGroupsAttr().getInt();
+        int64_t shards = sl.getGroupSize();
+        int64_t outer = numElements(in.take_front(dim)) * groups;
+        int64_t inner = numElements(in.drop_front(dim + 1));
+        int64_t chunk = in[dim] / groups / shards * inner;
+        body += llvm::formatv(
+            "  {{ const int64_t p = {0};\n"
+            "    for (int64_t o = 0; o < {1}; ++o) std::memcpy({2} + o * {3}, "
+            "{4} + (o * {5} + p) * {3}, {3} * sizeof({6})); }\n",
+            groupPosition(sl.getAxes()), outer, ptr(result()), chunk,
+            ptr(sl.getInput()), shards, type(result()));
+        return success();
+      })
+      .Case([&](dist::AxisIndexOp a) {
+        body += llvm::formatv("  {0}[0] = {1};\n", ptr(result()),
+                              groupPosition(a.getAxes()));
+        return success();
+      })
       .Default([](Operation *o) {
         return o->emitError("the CPU target cannot lower '")
                << o->getName() << "'";
@@ -990,7 +1140,7 @@ FailureOr<CppEmitResult> Emitter::run() {
 
   std::string p = options.symbolPrefix;
   auto tableEntry = [&](StringRef name, Type t, int64_t i, StringRef group,
-                        StringRef kind) {
+                        StringRef kind, std::string shard = "0u, 0, 0, 0") {
     auto rt = cast<RankedTensorType>(t);
     std::string shapeName = llvm::formatv("{0}_{1}_shape{2}", p, group, i);
     std::string dims;
@@ -1004,9 +1154,9 @@ FailureOr<CppEmitResult> Emitter::run() {
         escaped += '\\';
       escaped += ch;
     }
-    return llvm::formatv("  {{\"{0}\", {1}, {2}, {3}, {4}},\n", escaped,
+    return llvm::formatv("  {{\"{0}\", {1}, {2}, {3}, {4}, {5}},\n", escaped,
                          getOnnxDataType(rt.getElementType()), rt.getRank(),
-                         shapeName, kind)
+                         shapeName, kind, shard)
         .str();
   };
   std::string inputs, outputs, weights;
@@ -1028,15 +1178,49 @@ FailureOr<CppEmitResult> Emitter::run() {
       name = getStateName(func, *getStateIndex(func, i, kGradAttr)).str();
     else if (auto onnx = func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
       name = onnx.getValue().str();
+    // A split result's whole extents are the local ones times the shards.
+    auto sharding = func.getResultAttrOfType<dist::ShardingAttr>(
+        i, "dist.sharding");
+    SmallVector<int64_t> whole(shapeOf(v));
+    if (sharding)
+      for (unsigned d = 0; d < whole.size(); ++d)
+        for (StringRef axis : sharding.getDimAxes(d))
+          whole[d] *= mesh ? mesh.getAxisSize(axis).value_or(1) : 1;
     outputs += tableEntry(name, v.getType(), numOutputs++, "out",
-                          isGrad ? "PCCRT_KIND_GRAD" : "PCCRT_KIND_OUTPUT");
+                          isGrad ? "PCCRT_KIND_GRAD" : "PCCRT_KIND_OUTPUT",
+                          shardFields(sharding, whole));
   }
-  for (auto [i, w] : llvm::enumerate(result.weights))
-    weights += tableEntry(w.name, w.value.getType(), i, "w",
+  for (auto [i, w] : llvm::enumerate(result.weights)) {
+    std::string shard = "0u, 0, 0, 0";
+    if (w.shardAxes)
+      shard = llvm::formatv("{0}u, {1}, {2}, {3}", w.shardAxes, w.shardDim,
+                            w.shardGroups,
+                            w.value.getType().getDimSize(w.shardDim))
+                  .str();
+    weights += tableEntry(w.name, w.localType ? w.localType : w.value.getType(),
+                          i, "w",
                           w.kind == WeightKind::State ? "PCCRT_KIND_STATE"
-                                                      : "PCCRT_KIND_CONSTANT");
+                                                      : "PCCRT_KIND_CONSTANT",
+                          shard);
+  }
+  // The mesh of a multi-rank program.
+  std::string meshInfo = "0, nullptr, nullptr";
+  if (!result.mesh.empty()) {
+    std::string names, sizes;
+    for (auto &[name, size] : result.mesh) {
+      names += "\"" + name + "\", ";
+      sizes += std::to_string(size) + ", ";
+    }
+    globals += llvm::formatv("static const char *const {0}_mesh_axes[] = "
+                             "{{{1}};\nstatic const int64_t {0}_mesh_shape[] "
+                             "= {{{2}};\n",
+                             p, names, sizes);
+    meshInfo = llvm::formatv("{0}, {1}_mesh_axes, {1}_mesh_shape",
+                             result.mesh.size(), p);
+  }
   // C++ has no empty arrays: an empty table holds one unused entry.
-  static const char kNoEntry[] = "  {nullptr, 0, 0, nullptr, 0},\n";
+  static const char kNoEntry[] =
+      "  {nullptr, 0, 0, nullptr, 0, 0u, 0, 0, 0},\n";
 
   out << "// Generated by pcc: the model as straight-line C++ on static "
          "shapes.\n"
@@ -1055,7 +1239,7 @@ FailureOr<CppEmitResult> Emitter::run() {
       << "  static const pccrt_model_info info = {PCCRT_ABI_VERSION, "
       << numInputs << ", inputs, " << numOutputs << ", outputs, "
       << result.weights.size() << ", weights, " << result.workspaceBytes
-      << "ULL};\n  return &info;\n}\n\n"
+      << "ULL, " << meshInfo << "};\n  return &info;\n}\n\n"
       << "extern \"C\" int " << p << "_model_run(const pccrt_context *ctx) {\n"
       << "  using namespace " << p << "_model;\n"
       << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
@@ -1065,6 +1249,8 @@ FailureOr<CppEmitResult> Emitter::run() {
       << "  void *const *w = ctx->weights;\n"
       << "  char *ws = (char *)ctx->workspace;\n"
       << "  (void)in; (void)out; (void)w; (void)ws;\n"
+      << (result.mesh.empty() ? ""
+                              : "  if (!ctx->comm) return PCCRT_ERR_COMM;\n")
       << body << "  return PCCRT_OK;\n}\n";
   return result;
 }

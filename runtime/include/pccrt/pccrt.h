@@ -31,9 +31,24 @@
 //    initializes all weights from the weights file and owns them; a
 //    checkpoint is the set of STATE tensors.
 //
+// A program of several ranks (tensor parallelism) runs the same function on
+// every rank of a mesh (pccrt_model_info.mesh_*). Each rank's tensors are
+// its local parts: an entry with a non-zero `shard_axes` (a mask of mesh
+// axes, like a group) is split along dimension `shard_dim` over the group
+// of those axes, and `shape` is the local shape. The dimension is viewed
+// as [shard_groups, n]: the rank at position c of the group (of size s)
+// holds, in every group, the c-th of s equal blocks of n, so the whole
+// extent is shape[shard_dim] * s. Of that extent only the first
+// `full_extent` are real; the rest is padding the compiler added so that s
+// divides it (a vocabulary of 50257 at tp 4): the runtime fills it with
+// zeros when it splits a tensor and drops it when it gathers one, so files
+// never show it. Zero fields mean a whole (replicated) tensor, shard_groups
+// 0 means 1 and full_extent 0 means no padding.
+//
 // Version history: 1 had no kinds and read-only weights; 2 added `kind` and
 // made `weights` writable for STATE entries; 3 passes a pccrt_context to the
-// run function instead of four arguments.
+// run function instead of four arguments; 4 adds the mesh and the sharding
+// of each entry.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,7 +61,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 3
+#define PCCRT_ABI_VERSION 4
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -83,6 +98,10 @@ typedef struct pccrt_tensor_info {
   int32_t rank;
   const int64_t *shape; ///< `rank` extents; may be null when rank is 0
   int32_t kind;         ///< a pccrt_kind allowed in the entry's table
+  uint32_t shard_axes;  ///< mesh axes splitting it; 0 when whole
+  int32_t shard_dim;    ///< the split dimension
+  int64_t shard_groups; ///< groups of the split dimension (0 or 1: blocks)
+  int64_t full_extent;  ///< real extent of the split dimension (0: all)
 } pccrt_tensor_info;
 
 typedef struct pccrt_model_info {
@@ -94,6 +113,9 @@ typedef struct pccrt_model_info {
   int32_t num_weights;
   const pccrt_tensor_info *weights;
   uint64_t workspace_bytes;
+  int32_t mesh_rank;              ///< mesh axes; 0 for a single-rank program
+  const char *const *mesh_axes;   ///< their names ("pp", "tp")
+  const int64_t *mesh_shape;      ///< their sizes; ranks = their product
 } pccrt_model_info;
 
 /// How partial results combine.

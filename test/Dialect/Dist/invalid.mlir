@@ -119,3 +119,19 @@ func.func @sharding_axis_twice(%a: tensor<8x4xf32> {dist.layout = #dist.sharding
 func.func @split_and_partial(%a: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [["tp"], []], partial = ["tp"] sum>}) {
   return
 }
+
+// -----
+
+// expected-error@+1 {{groups has 1 entries for 2 dimensions}}
+func.func @groups_per_dimension(%a: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [["tp"], []] groups [2]>}) {
+  return
+}
+
+// -----
+
+dist.mesh @mesh(tp = 2)
+func.func @slice_indivisible(%x: tensor<2x9xf32>) -> tensor<2x3xf32> {
+  // expected-error@+1 {{dimension 1 of extent 9 does not split into 3 group(s) of 2 blocks}}
+  %0 = dist.all_slice %x on @mesh axes ["tp"] dim 1 groups 3 : tensor<2x9xf32> -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

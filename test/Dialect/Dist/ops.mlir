@@ -36,8 +36,21 @@ func.func @transfers(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 // CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}"tp"], []]>
 // CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}], ["pp", "tp"]]>
 // CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}], []], partial = ["tp"] max>
+// CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}], ["tp"]] groups [1, 3]>
 func.func @shardings(%a: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [["tp"], []]>},
                      %b: tensor<8x8xf32> {dist.layout = #dist.sharding<@mesh, [[], ["pp", "tp"]]>},
-                     %c: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [[], []], partial = ["tp"] max>}) {
+                     %c: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [[], []], partial = ["tp"] max>},
+                     %d: tensor<8x12xf32> {dist.layout = #dist.sharding<@mesh, [[], ["tp"]] groups [1, 3]>}) {
   return
+}
+
+// A rank's block of a whole tensor (no communication; groups: the block of
+// every group), and its position in the group.
+// CHECK-LABEL: func.func @local
+// CHECK: dist.all_slice %{{.*}} on @mesh axes ["tp"] dim 1 groups 3 : tensor<2x24xf32> -> tensor<2x6xf32>
+// CHECK: dist.axis_index on @mesh axes ["tp"] : tensor<i64>
+func.func @local(%x: tensor<2x24xf32>) -> (tensor<2x6xf32>, tensor<i64>) {
+  %0 = dist.all_slice %x on @mesh axes ["tp"] dim 1 groups 3 : tensor<2x24xf32> -> tensor<2x6xf32>
+  %1 = dist.axis_index on @mesh axes ["tp"] : tensor<i64>
+  return %0, %1 : tensor<2x6xf32>, tensor<i64>
 }

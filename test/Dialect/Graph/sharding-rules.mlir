@@ -56,6 +56,10 @@ func.func @normalizations(%x: tensor<2x3x4xf32>, %s: tensor<4xf32>) -> (tensor<2
   %5 = graph.cumsum %x {axis = 1 : i64} : tensor<2x3x4xf32>
   // expected-remark @+1 {{sharding rule: ([i, j, k]) -> ([i, j, k]) {i=2, j=3, k=4} need_replication={j, k}}}
   %6 = graph.trilu %x : tensor<2x3x4xf32>
+  // A log-softmax may split its axis: its partition all-reduces the
+  // maximum and the sum (the vocabulary-parallel cross-entropy).
+  // expected-remark @+1 {{sharding rule: ([i, j, k]) -> ([i, j, k]) {i=2, j=3, k=4}}}
+  %7 = graph.log_softmax %x {axis = 2 : i64} : tensor<2x3x4xf32>
   return %0, %1, %2 : tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x1x4xf32>
 }
 
@@ -94,9 +98,12 @@ func.func @movement(%x: tensor<2x3x4xf32>, %q: tensor<2x5x24xf32>) -> tensor<4x2
 
 // A gather may shard its table: each rank looks up its rows and the partial
 // results sum (the vocabulary-parallel embedding); scatter_add, its adjoint,
-// fills only its rows. Element-wise gathers keep the data's axis whole.
-// Constants and weights can be cut anywhere at compile time.
-func.func @lookups(%t: tensor<10x4xf32>, %i: tensor<2x3xi64>, %g: tensor<2x3x4xf32>, %e: tensor<3x4xf32>, %ei: tensor<3x2xi64>) -> tensor<2x3x4xf32> {
+// fills only its rows. Element-wise gathers keep the data's axis whole,
+// except when they pick one element per position (a cross-entropy's label):
+// then the picks are partial sums of each rank's block, and the adjoint
+// scatter fills only the rank's block. Constants and weights can be cut
+// anywhere at compile time.
+func.func @lookups(%t: tensor<10x4xf32>, %i: tensor<2x3xi64>, %g: tensor<2x3x4xf32>, %e: tensor<3x4xf32>, %ei: tensor<3x2xi64>, %l: tensor<3x1xi64>) -> tensor<2x3x4xf32> {
   // expected-remark @+1 {{sharding rule: ([i, l], [j, k]) -> ([j, k, l]) {i=10, j=2, k=3, l=4} reduction={i}}}
   %0 = graph.gather %t[%i] {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
   // expected-remark @+1 {{sharding rule: ([j, k, l], [j, k]) -> ([i, l]) {i=10, j=2, k=3, l=4}}}
@@ -105,6 +112,10 @@ func.func @lookups(%t: tensor<10x4xf32>, %i: tensor<2x3xi64>, %g: tensor<2x3x4xf
   %2 = graph.gather_elements %e[%ei] {axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x2xi64>) -> tensor<3x2xf32>
   // expected-remark @+1 {{sharding rule: ([i, j], [i, j]) -> ([i, k]) {i=3, j=2, k=4} need_replication={k}}}
   %3 = graph.scatter_elements_add %2[%ei] {axis = 1 : i64} : (tensor<3x2xf32>, tensor<3x2xi64>) -> tensor<3x4xf32>
+  // expected-remark @+1 {{sharding rule: ([i, j], [i, _]) -> ([i, _]) {i=3, j=4} reduction={j}}}
+  %4 = graph.gather_elements %e[%l] {axis = 1 : i64} : (tensor<3x4xf32>, tensor<3x1xi64>) -> tensor<3x1xf32>
+  // expected-remark @+1 {{sharding rule: ([i, _], [i, _]) -> ([i, j]) {i=3, j=4}}}
+  %5 = graph.scatter_elements_add %4[%l] {axis = 1 : i64} : (tensor<3x1xf32>, tensor<3x1xi64>) -> tensor<3x4xf32>
   // expected-remark @+1 {{sharding rule: () -> ([i, j]) {i=2, j=4}}}
   %c = graph.constant dense<1.0> : tensor<2x4xf32>
   // expected-remark @+1 {{sharding rule: () -> ([i, _]) {i=4}}}

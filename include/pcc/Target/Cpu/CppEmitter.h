@@ -44,15 +44,24 @@ enum class WeightKind {
 
 /// A tensor the generated code reads from the weights file: `value` is the
 /// constant, or the initial value of a state.
+/// With tensor parallelism, `value` is the whole tensor and each rank holds
+/// a block of it (`shardAxes` non-zero, see pccrt_tensor_info), of shape
+/// `localType`.
 struct WeightEntry {
   std::string name;
   mlir::DenseElementsAttr value;
   WeightKind kind = WeightKind::Constant;
+  mlir::RankedTensorType localType = {};
+  uint32_t shardAxes = 0;
+  int32_t shardDim = 0;
+  int64_t shardGroups = 1;
 };
 
 /// What the emitter planned, for the compile report.
 struct CppEmitResult {
   std::vector<WeightEntry> weights;
+  /// The ranks' mesh (axis names and sizes); empty for one rank.
+  std::vector<std::pair<std::string, int64_t>> mesh;
   uint64_t workspaceBytes = 0;
 };
 

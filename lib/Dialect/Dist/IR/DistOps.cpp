@@ -146,6 +146,7 @@ static LogicalResult collectAxes(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    FlatSymbolRefAttr mesh, ArrayAttr dims,
+                                   DenseI64ArrayAttr groups,
                                    ArrayAttr partialAxes,
                                    ReductionKind partialKind) {
   llvm::StringSet<> seen;
@@ -155,6 +156,14 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "each dimension's entry must be a list of axes";
     if (failed(collectAxes(emitError, axes, "a dimension's entry", seen)))
       return failure();
+  }
+  if (groups) {
+    if (groups.size() != int64_t(dims.size()))
+      return emitError() << "groups has " << groups.size() << " entries for "
+                         << dims.size() << " dimensions";
+    for (int64_t g : groups.asArrayRef())
+      if (g < 1)
+        return emitError() << "groups must be at least 1, got " << g;
   }
   if (partialAxes) {
     if (partialAxes.empty())
@@ -170,6 +179,10 @@ SmallVector<StringRef> ShardingAttr::getDimAxes(unsigned dim) const {
   for (Attribute a : cast<ArrayAttr>(getDims()[dim]))
     out.push_back(cast<StringAttr>(a).getValue());
   return out;
+}
+
+int64_t ShardingAttr::getDimGroups(unsigned dim) const {
+  return getGroups() ? getGroups()[dim] : 1;
 }
 
 bool ShardingAttr::isReplicated() const {
@@ -257,6 +270,8 @@ PCC_GROUP_SIZE(AllReduceOp)
 PCC_GROUP_SIZE(AllGatherOp)
 PCC_GROUP_SIZE(ReduceScatterOp)
 PCC_GROUP_SIZE(AllToAllOp)
+PCC_GROUP_SIZE(AllSliceOp)
+PCC_GROUP_SIZE(AxisIndexOp)
 PCC_GROUP_SIZE(SendOp)
 PCC_GROUP_SIZE(RecvOp)
 #undef PCC_GROUP_SIZE
@@ -289,6 +304,26 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
 LogicalResult
 ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyAlongDim(*this, symbols, /*gather=*/false);
+}
+
+LogicalResult AllSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  FailureOr<int64_t> group = groupOf(*this, getMeshAttr(), getAxes(), &symbols);
+  if (failed(group))
+    return failure();
+  auto in = cast<ShapedType>(getInput().getType());
+  int64_t dim = getDimAttr().getInt(), groups = getGroupsAttr().getInt();
+  if (failed(checkDim(*this, dim, in.getRank(), "dim")))
+    return failure();
+  if (groups < 1 || in.getDimSize(dim) % (groups * *group))
+    return emitOpError("dimension ")
+           << dim << " of extent " << in.getDimSize(dim) << " does not split "
+           << "into " << groups << " group(s) of " << *group << " blocks";
+  return checkScaled(*this, in, cast<ShapedType>(getType()),
+                     {{dim, 1, *group}});
+}
+
+LogicalResult AxisIndexOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return groupOf(*this, getMeshAttr(), getAxes(), &symbols);
 }
 
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {

@@ -227,9 +227,9 @@ ShardingRule SoftmaxOp::getShardingRule() {
   return wholeAlong(*this, {int64_t(getAxis())});
 }
 
-ShardingRule LogSoftmaxOp::getShardingRule() {
-  return wholeAlong(*this, {int64_t(getAxis())});
-}
+// The axis may be split: the op's partition all-reduces the maximum and the
+// sum of exponentials (the vocabulary-parallel cross-entropy).
+ShardingRule LogSoftmaxOp::getShardingRule() { return broadcastRule(*this); }
 
 // Normalized dimensions stay whole, and the scale and bias share their
 // factors; the statistics keep the batch dimensions.
@@ -623,8 +623,11 @@ ShardingRule ScatterAddOp::getShardingRule() {
 }
 
 /// Element-wise gathers: indices and result share every dimension; the
-/// data's other dimensions share them where the extents agree; the data's
-/// `axis` must stay whole.
+/// data's other dimensions share them where the extents agree. The data's
+/// `axis` must stay whole, unless one index is picked per position (the
+/// label of a cross-entropy): then it may be split, each rank picking from
+/// its block and masking the rest, and the picks are partial sums (the
+/// scatter of the adjoint fills only the rank's block).
 static ShardingRule elementLookupRule(Value data, Value indices, int64_t axis,
                                       bool dataIsResult) {
   ShardingRule rule;
@@ -633,7 +636,10 @@ static ShardingRule elementLookupRule(Value data, Value indices, int64_t axis,
   for (size_t d = 0; d < is.size(); ++d) {
     DimFactors f = is[d] == 1 ? DimFactors{} : one(rule.addFactor(is[d]));
     idxF.push_back(f);
-    if (d == size_t(axis) || ds[d] != is[d])
+    if (d == size_t(axis) && is[d] == 1 && ds[d] != 1)
+      dataF.push_back(one(rule.addFactor(
+          ds[d], dataIsResult ? FactorKind::Parallel : FactorKind::Reduction)));
+    else if (d == size_t(axis) || ds[d] != is[d])
       dataF.push_back(
           ds[d] == 1 ? DimFactors{}
                      : one(rule.addFactor(ds[d], FactorKind::NeedReplication)));

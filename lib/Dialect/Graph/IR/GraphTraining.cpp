@@ -106,7 +106,14 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
     if (!init)
       return func.emitError()
              << where << ": " << kInitAttr << " must be an elements attribute";
-    if (init.getType() != type)
+    // A state split over ranks (tensor parallelism) keeps its whole
+    // initial value: each rank's argument is a block of it.
+    auto argType = cast<ShapedType>(type);
+    bool split = func.getArgAttr(argIndex, "dist.sharding") != nullptr;
+    if (split ? init.getShapedType().getElementType() !=
+                        argType.getElementType() ||
+                    init.getShapedType().getRank() != argType.getRank()
+              : init.getType() != type)
       return func.emitError() << where << ": " << kInitAttr << " has type "
                               << init.getType() << ", the argument " << type;
     if (getStateName(func, argIndex).empty())

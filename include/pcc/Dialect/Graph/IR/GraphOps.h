@@ -58,6 +58,24 @@ struct ShardingRule {
   void print(llvm::raw_ostream &os) const;
 };
 
+/// What an op's partition hook (ShardingRuleOpInterface::partition) may ask
+/// of the pass that partitions it: how many blocks a split factor has, this
+/// rank's block, and a combination of the ranks' partial values. Keeps the
+/// Graph dialect free of any particular communication dialect.
+class PartitionContext {
+public:
+  virtual ~PartitionContext() = default;
+  /// The number of blocks a split factor is cut into.
+  virtual int64_t numShards() const = 0;
+  /// A rank-0 i64 tensor: this rank's block index.
+  virtual mlir::Value shardIndex(mlir::OpBuilder &builder,
+                                 mlir::Location loc) = 0;
+  /// The combination of `value` over the ranks that share the split.
+  virtual mlir::Value allReduce(mlir::OpBuilder &builder, mlir::Location loc,
+                                mlir::Value value,
+                                ShardingRule::ReductionKind kind) = 0;
+};
+
 /// What an operand does in its op, as far as training cares: the
 /// trainable-set rule (pcc-select-trainable) follows an initializer through
 /// `Movement` ops until it meets the model's activations and judges it by
@@ -78,6 +96,13 @@ enum class OperandRole {
 namespace detail {
 int64_t defaultFlops(mlir::Operation *op);
 int64_t defaultBytesAccessed(mlir::Operation *op);
+/// The default partition: `op` cloned on the local operands, its results
+/// given the local types.
+llvm::LogicalResult partitionByCloning(mlir::Operation *op,
+                                       mlir::OpBuilder &builder,
+                                       mlir::ValueRange operands,
+                                       mlir::TypeRange resultTypes,
+                                       llvm::SmallVectorImpl<mlir::Value> &results);
 /// Infers the numpy-broadcast result of `operands` with `elementType`.
 llvm::LogicalResult inferBroadcastType(std::optional<mlir::Location> loc,
                                        mlir::ValueRange operands,

@@ -1,0 +1,290 @@
+//===- Partition.cpp - Local shapes and collectives -----------------------===//
+//
+// Rewrites a step whose values carry layouts (pcc-propagate-sharding) into
+// the program every rank runs: each value becomes its local block, each op
+// computes on local operands (through its partition hook), and where a
+// value's layout differs from what its user reads, collectives move it:
+// an all-reduce combines partial results, an all-gather joins a split
+// value, and a whole value meeting a split one is cut locally
+// (dist.all_slice). Extents held in attributes (slice bounds, split sizes,
+// reshape targets, which live in result types) become local ones. A split
+// graph.weight stays whole in the IR and is read through its all_slice,
+// which the targets turn into loading only the rank's block.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShardingSolver.h"
+
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
+#include "pcc/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+
+#include "llvm/ADT/ScopeExit.h"
+
+#include <map>
+#include <tuple>
+
+namespace pcc {
+#define GEN_PASS_DEF_PARTITION
+#include "pcc/Transforms/Passes.h.inc"
+} // namespace pcc
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::graph;
+using namespace pcc::sharding;
+
+namespace {
+class Context : public PartitionContext {
+public:
+  Context(MLIRContext *ctx, int64_t shards) : ctx(ctx), shards(shards) {}
+  int64_t numShards() const override { return shards; }
+  ArrayAttr axes() const {
+    return Builder(ctx).getStrArrayAttr({kTpAxis});
+  }
+  FlatSymbolRefAttr mesh() const {
+    return FlatSymbolRefAttr::get(ctx, kMeshName);
+  }
+  Value shardIndex(OpBuilder &b, Location loc) override {
+    return dist::AxisIndexOp::create(
+        b, loc, RankedTensorType::get({}, b.getI64Type()), mesh(), axes());
+  }
+  Value allReduce(OpBuilder &b, Location loc, Value v,
+                  ShardingRule::ReductionKind kind) override {
+    dist::ReductionKind k = dist::ReductionKind::Sum;
+    if (kind == ShardingRule::ReductionKind::Max)
+      k = dist::ReductionKind::Max;
+    else if (kind == ShardingRule::ReductionKind::Min)
+      k = dist::ReductionKind::Min;
+    else if (kind == ShardingRule::ReductionKind::Mean)
+      k = dist::ReductionKind::Mean;
+    return dist::AllReduceOp::create(b, loc, v.getType(), v, mesh(), axes(),
+                                     dist::ReductionKindAttr::get(ctx, k));
+  }
+  /// The whole tensor from a block split along `l`.
+  Value gather(OpBuilder &b, Location loc, Value v, Layout l);
+  Value slice(OpBuilder &b, Location loc, Value v, Layout l) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return dist::AllSliceOp::create(b, loc, localType(t, l), v, mesh(),
+                                    axes(), b.getI64IntegerAttr(l.dim),
+                                    b.getI64IntegerAttr(l.groups));
+  }
+  /// Brings `v` (local, laid out as `from`) to `to`, once per value and
+  /// layout: later uses reuse the first's collectives.
+  Value reshard(OpBuilder &b, Location loc, Value v, Layout from, Layout to) {
+    if (from == to)
+      return v;
+    auto key = std::make_tuple(v.getAsOpaquePointer(), to.dim, to.groups,
+                               to.partial);
+    if (auto it = cache.find(key); it != cache.end())
+      return it->second;
+    Value r = reshardOnce(b, loc, v, from, to);
+    cache[key] = r;
+    return r;
+  }
+  Value reshardOnce(OpBuilder &b, Location loc, Value v, Layout from,
+                    Layout to) {
+    if (from.partial) {
+      v = allReduce(b, loc, v, from.kind);
+      from = Layout();
+    }
+    if (from == to)
+      return v;
+    if (from.isSplit()) {
+      v = gather(b, loc, v, from);
+      from = Layout();
+    }
+    if (to.isSplit())
+      v = slice(b, loc, v, to);
+    return v;
+  }
+  RankedTensorType localType(RankedTensorType t, Layout l) const {
+    if (!l.isSplit())
+      return t;
+    SmallVector<int64_t> shape(t.getShape());
+    shape[l.dim] /= shards;
+    return RankedTensorType::get(shape, t.getElementType());
+  }
+
+  MLIRContext *ctx;
+  int64_t shards;
+  std::map<std::tuple<const void *, int64_t, int64_t, bool>, Value> cache;
+};
+} // namespace
+
+Value Context::gather(OpBuilder &b, Location loc, Value v, Layout l) {
+  auto t = cast<RankedTensorType>(v.getType());
+  int64_t rank = t.getRank();
+  // all_gather joins blocks along the outermost dimension; move the split
+  // dimension there and back.
+  SmallVector<int64_t> perm{l.dim};
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != l.dim)
+      perm.push_back(d);
+  SmallVector<int64_t> inverse(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    inverse[perm[i]] = i;
+  bool moved = l.dim != 0;
+  Value x = moved ? TransposeOp::create(b, loc, v, perm).getResult() : v;
+  auto xt = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> whole(xt.getShape());
+  whole[0] *= shards;
+  Value g = dist::AllGatherOp::create(
+      b, loc, RankedTensorType::get(whole, t.getElementType()), x, mesh(),
+      axes(), b.getI64IntegerAttr(0));
+  if (l.groups > 1) {
+    // Blocks arrive rank-major, [shards, groups, n]; the tensor is
+    // group-major, [groups, shards, n].
+    int64_t n = xt.getShape()[0] / l.groups;
+    SmallVector<int64_t> split{shards, l.groups, n};
+    split.append(whole.begin() + 1, whole.end());
+    Value r = ReshapeOp::create(
+        b, loc, RankedTensorType::get(split, t.getElementType()), g);
+    SmallVector<int64_t> swap{1, 0};
+    for (int64_t d = 2; d < int64_t(split.size()); ++d)
+      swap.push_back(d);
+    Value s = TransposeOp::create(b, loc, r, swap);
+    g = ReshapeOp::create(b, loc,
+                          RankedTensorType::get(whole, t.getElementType()), s);
+  }
+  return moved ? TransposeOp::create(b, loc, g, inverse).getResult() : g;
+}
+
+static Layout layoutAttr(Attribute a) {
+  auto s = dyn_cast_or_null<dist::ShardingAttr>(a);
+  if (!s)
+    return Layout();
+  FailureOr<Layout> l = fromAttr(s);
+  return succeeded(l) ? *l : Layout();
+}
+
+static Layout indexed(Operation *op, StringRef name, unsigned i) {
+  auto array = op->getAttrOfType<ArrayAttr>(name);
+  if (!array || i >= array.size())
+    return Layout();
+  return layoutAttr(array[i]);
+}
+
+LogicalResult pcc::partition(func::FuncOp func) {
+  auto module = func->getParentOfType<ModuleOp>();
+  auto mesh = module ? module.lookupSymbol<dist::MeshOp>(kMeshName) : nullptr;
+  if (!mesh)
+    return success();
+  std::optional<int64_t> tp = mesh.getAxisSize(kTpAxis);
+  if (!tp || *tp == 1)
+    return success();
+  Context ctx(func.getContext(), *tp);
+  Block &body = func.getBody().front();
+
+  // Where each (original) value lives now, and its layout.
+  IRMapping local;
+  llvm::DenseMap<Value, Layout> layout;
+  for (BlockArgument arg : body.getArguments()) {
+    Layout l = layoutAttr(func.getArgAttr(arg.getArgNumber(), kShardingAttr));
+    layout[arg] = l;
+    arg.setType(ctx.localType(cast<RankedTensorType>(arg.getType()), l));
+    local.map(arg, arg);
+  }
+
+  SmallVector<Operation *> ops;
+  for (Operation &op : body)
+    ops.push_back(&op);
+  SmallVector<Layout> returned;
+  for (Operation *op : ops) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    // Whatever is built for a backward op is backward too.
+    Operation *before = op->getPrevNode();
+    auto markBackward = llvm::make_scope_exit([&] {
+      if (!op->hasAttr(kBackwardAttr))
+        return;
+      Operation *first = before ? before->getNextNode() : &body.front();
+      for (Operation *o = first; o && o != op; o = o->getNextNode())
+        o->setAttr(kBackwardAttr, UnitAttr::get(o->getContext()));
+    });
+    SmallVector<Layout> wanted, made;
+    for (unsigned i = 0; i < op->getNumOperands(); ++i)
+      wanted.push_back(indexed(op, kOperandsAttr, i));
+    for (unsigned i = 0; i < op->getNumResults(); ++i)
+      made.push_back(indexed(op, kResultsAttr, i));
+    bool annotated = op->hasAttr(kOperandsAttr) || op->hasAttr(kResultsAttr);
+    op->removeAttr(kOperandsAttr);
+    op->removeAttr(kResultsAttr);
+    SmallVector<Value> operands;
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      operands.push_back(
+          ctx.reshard(b, loc, local.lookup(v), layout[v], wanted[i]));
+    if (isa<func::ReturnOp>(op)) {
+      op->setOperands(operands);
+      returned = wanted;
+      break;
+    }
+    if (auto w = dyn_cast<WeightOp>(op)) {
+      Layout l = layoutAttr(w->getAttr(kShardingAttr));
+      w->removeAttr(kShardingAttr);
+      layout[w.getOutput()] = l;
+      local.map(w.getOutput(), w.getOutput());
+      if (l.isSplit()) {
+        b.setInsertionPointAfter(w);
+        local.map(w.getOutput(), ctx.slice(b, loc, w.getOutput(), l));
+      }
+      continue;
+    }
+    if (!annotated) {
+      // Whole on every rank: the op as it is, on its (whole) operands.
+      op->setOperands(operands);
+      for (Value r : op->getResults()) {
+        layout[r] = Layout();
+        local.map(r, r);
+      }
+      continue;
+    }
+    SmallVector<Type> types;
+    for (auto [r, l] : llvm::zip(op->getResults(), made))
+      types.push_back(ctx.localType(cast<RankedTensorType>(r.getType()), l));
+    SmallVector<Value> results;
+    if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op)) {
+      OpPlan plan{-1, wanted, made};
+      int64_t factor =
+          findSplitFactor(ruleOp.getShardingRule(), plan, *tp).first;
+      if (failed(ruleOp.partition(b, operands, types, factor, ctx, results)))
+        return op->emitError("cannot partition this op");
+    } else if (failed(graph::detail::partitionByCloning(op, b, operands, types,
+                                                 results))) {
+      return failure();
+    }
+    for (auto [r, nr, l] : llvm::zip(op->getResults(), results, made)) {
+      layout[r] = l;
+      local.map(r, nr);
+    }
+  }
+  // The originals of rewritten ops are dead now.
+  for (Operation *op : llvm::reverse(ops))
+    if (op->use_empty() && !isa<func::ReturnOp>(op) &&
+        op->getBlock() == &body && !isa<WeightOp>(op))
+      op->erase();
+
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (k < returned.size() && returned[k].isSplit())
+      func.setResultAttr(
+          k, kShardingAttr,
+          toAttr(func.getContext(), returned[k],
+                 cast<RankedTensorType>(v.getType()).getRank()));
+  SmallVector<Type> argTypes(body.getArgumentTypes());
+  func.setType(FunctionType::get(func.getContext(), argTypes,
+                                 ret.getOperandTypes()));
+  return success();
+}
+
+namespace {
+struct PartitionPass : pcc::impl::PartitionBase<PartitionPass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (failed(partition(func)))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,152 @@
+//===- PropagateSharding.cpp - Layouts of every value of the step ---------===//
+//
+// From the parameters' layouts (`dist.sharding` on state arguments and
+// graph.weight ops, as the strategy or a user set them), gives every op the
+// layouts its operands must arrive in and its results leave in
+// (`dist.operands`, `dist.results`), walking the step once in program
+// order: forward, backward and optimizer alike. Each op splits the factor
+// of its sharding rule that its operands are split along (the cheapest when
+// they disagree); a whole operand meeting a split one is cut locally for
+// free; partial results are combined where they are first used. Optimizer
+// state takes its parameter's layout, and so do the parameter's gradient
+// and update, so no optimizer state of a split parameter is ever whole.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShardingSolver.h"
+
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
+#include "pcc/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace pcc {
+#define GEN_PASS_DEF_PROPAGATESHARDING
+#include "pcc/Transforms/Passes.h.inc"
+} // namespace pcc
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::graph;
+using namespace pcc::sharding;
+
+static int64_t rankOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
+
+LogicalResult pcc::propagateSharding(func::FuncOp func) {
+  auto module = func->getParentOfType<ModuleOp>();
+  auto mesh = module ? module.lookupSymbol<dist::MeshOp>(kMeshName) : nullptr;
+  if (!mesh)
+    return success(); // nothing is split
+  std::optional<int64_t> tp = mesh.getAxisSize(kTpAxis);
+  if (!tp || *tp == 1)
+    return success();
+  Solver solver(func, *tp);
+  auto seedFrom = [&](Value root, Attribute attr) -> LogicalResult {
+    if (!attr)
+      return success();
+    auto sharding = dyn_cast<dist::ShardingAttr>(attr);
+    FailureOr<Layout> l =
+        sharding ? fromAttr(sharding) : FailureOr<Layout>(failure());
+    if (failed(l) || l->partial)
+      return emitError(root.getLoc(), "'")
+             << solver.getRootName(root) << "': " << kShardingAttr
+             << " must split one dimension over '" << kTpAxis << "'";
+    solver.setSeed(root, *l);
+    return success();
+  };
+  for (Value root : solver.getRoots()) {
+    Attribute attr =
+        isa<BlockArgument>(root)
+            ? func.getArgAttr(cast<BlockArgument>(root).getArgNumber(),
+                              kShardingAttr)
+            : root.getDefiningOp()->getAttr(kShardingAttr);
+    if (failed(seedFrom(root, attr)))
+      return failure();
+  }
+  Solver::Outcome base = solver.run(Solver::Unseeded::Replicate);
+
+  // Backward adoption: an op that makes a whole value from whole operands
+  // which a user then cuts (the adjoint of the label pick, a [batch, seq,
+  // vocab] scatter, read by the vocabulary-split log-softmax adjoint) makes
+  // it split instead, when that forces no all-gather and communicates at
+  // most what the whole value would have cost in memory.
+  Block &body0 = func.getBody().front();
+  SmallVector<Operation *> ops;
+  for (Operation &op : body0)
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops)) {
+    if (op->getNumResults() != 1 || isa<WeightOp, ConstantOp>(op) ||
+        !isa<ShardingRuleOpInterface>(op))
+      continue;
+    Value r = op->getResult(0);
+    if (!solver.getLayout(r).isReplicated() ||
+        llvm::any_of(op->getOperands(), [&](Value v) {
+          return !solver.getLayout(v).isReplicated();
+        }))
+      continue;
+    std::optional<Layout> wanted;
+    for (OpOperand &use : r.getUses())
+      if (const OpPlan *p = solver.getPlan(use.getOwner()))
+        if (p->operands[use.getOperandNumber()].isSplit())
+          wanted = p->operands[use.getOperandNumber()];
+    if (!wanted)
+      continue;
+    solver.pin(op, *wanted);
+    Solver::Outcome trial = solver.run(Solver::Unseeded::Replicate);
+    if (solver.getLayout(r) == *wanted && trial.conflicts <= base.conflicts &&
+        trial.commBytes <= base.commBytes + byteSize(r.getType()) / *tp) {
+      base = trial;
+      continue;
+    }
+    solver.unpin(op);
+    base = solver.run(Solver::Unseeded::Replicate);
+  }
+
+  MLIRContext *ctx = func.getContext();
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments()) {
+    Layout l = solver.getLayout(arg);
+    if (l.isSplit())
+      func.setArgAttr(arg.getArgNumber(), kShardingAttr,
+                      toAttr(ctx, l, rankOf(arg)));
+  }
+  auto toArray = [&](ArrayRef<Layout> layouts, ValueRange values) {
+    SmallVector<Attribute> attrs;
+    for (auto [l, v] : llvm::zip(layouts, values))
+      attrs.push_back(toAttr(ctx, l, rankOf(v)));
+    return ArrayAttr::get(ctx, attrs);
+  };
+  for (Operation &op : body) {
+    const OpPlan *plan = solver.getPlan(&op);
+    if (!plan)
+      continue;
+    bool any = llvm::any_of(plan->operands,
+                            [](const Layout &l) { return !l.isReplicated(); }) ||
+               llvm::any_of(plan->results,
+                            [](const Layout &l) { return !l.isReplicated(); });
+    // Ops that are whole on every rank and read whole values need no
+    // annotation; anything else says what it reads and makes.
+    bool readsSplit = llvm::any_of(op.getOperands(), [&](Value v) {
+      return !solver.getLayout(v).isReplicated();
+    });
+    if (!any && !readsSplit)
+      continue;
+    op.setAttr(kOperandsAttr, toArray(plan->operands, op.getOperands()));
+    if (op.getNumResults())
+      op.setAttr(kResultsAttr, toArray(plan->results, op.getResults()));
+  }
+  return success();
+}
+
+namespace {
+struct PropagateShardingPass
+    : pcc::impl::PropagateShardingBase<PropagateShardingPass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (failed(propagateSharding(func)))
+        return signalPassFailure();
+  }
+};
+} // namespace

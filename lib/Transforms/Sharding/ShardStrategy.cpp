@@ -1,0 +1,266 @@
+//===- ShardStrategy.cpp - Megatron's tensor-parallel plan, by structure --===//
+//
+// Decides how each parameter is split over the tensor-parallel axis, from
+// the graph's structure alone. Parameters are decided in the order the
+// step first uses them; for each, every way to split it (each dimension
+// that tp divides, and the groups a fused projection needs) is tried by
+// walking the whole step with the parameters decided so far and the later
+// ones taking what their first use wants, and the split that forces no
+// all-gather of an activation and communicates least wins. A parameter
+// stays whole only when every split forces an all-gather.
+//
+// That search finds Megatron's plan without knowing about layers: the
+// first matmul of a pair sees a whole activation and splits its columns;
+// the activation then arrives split along the second matmul's contraction,
+// which splits its rows and leaves partial sums, reduced once where the
+// residual stream needs them whole. Attention heads follow the columns
+// through reshapes (compound factors); a fused QKV projection, whose output
+// is cut into equal parts, splits with one group per part; a table looked
+// up by token ids splits its rows (the vocabulary) and the LM head that
+// shares or mirrors it its columns; norms stay whole because their
+// normalized dimension must. `--shard REGEX=col|row|rep` overrides it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShardingSolver.h"
+
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Regex.h"
+
+namespace pcc {
+#define GEN_PASS_DEF_SHARDSTRATEGY
+#include "pcc/Transforms/Passes.h.inc"
+} // namespace pcc
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::graph;
+using namespace pcc::sharding;
+
+namespace {
+struct Override {
+  std::string pattern;
+  llvm::Regex regex;
+  std::string how; ///< col, row or rep
+};
+
+struct Score {
+  int64_t conflicts;
+  double bytes;
+  bool operator<(const Score &o) const {
+    return std::make_pair(conflicts, bytes) <
+           std::make_pair(o.conflicts, o.bytes);
+  }
+};
+} // namespace
+
+static std::string divisorsOf(int64_t n) {
+  std::string s;
+  for (int64_t d = 2; d <= n && d <= 64; ++d)
+    if (n % d == 0)
+      s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return s.empty() ? "none" : s;
+}
+
+static LogicalResult parseOverrides(Operation *op, StringRef spec,
+                                    SmallVectorImpl<Override> &out) {
+  SmallVector<StringRef> items;
+  spec.split(items, ';', -1, false);
+  for (StringRef item : items) {
+    auto [pattern, how] = item.rsplit('=');
+    if (pattern.empty() || !llvm::is_contained({"col", "row", "rep"}, how))
+      return op->emitError("--shard '")
+             << item << "': expected REGEX=col, REGEX=row or REGEX=rep";
+    Override o{pattern.str(), llvm::Regex(("^(" + pattern + ")$").str()),
+               how.str()};
+    std::string error;
+    if (!o.regex.isValid(error))
+      return op->emitError("--shard '") << item << "': " << error;
+    out.push_back(std::move(o));
+  }
+  return success();
+}
+
+namespace {
+struct ShardStrategyPass : pcc::impl::ShardStrategyBase<ShardStrategyPass> {
+  using ShardStrategyBase::ShardStrategyBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tp < 1) {
+      module.emitError("tp must be at least 1, got ") << int64_t(tp);
+      return signalPassFailure();
+    }
+    SmallVector<Override> overrides;
+    if (failed(parseOverrides(module, shard, overrides)))
+      return signalPassFailure();
+    if (tp == 1)
+      return;
+    OpBuilder b(module.getBodyRegion());
+    if (!module.lookupSymbol(kMeshName))
+      dist::MeshOp::create(b, module.getLoc(), kMeshName,
+                           b.getStrArrayAttr({kTpAxis}),
+                           b.getDenseI64ArrayAttr({tp}));
+    for (auto func : module.getOps<func::FuncOp>())
+      if (failed(plan(func, overrides)))
+        return signalPassFailure();
+  }
+
+  LogicalResult plan(func::FuncOp func, ArrayRef<Override> overrides);
+  LogicalResult decide(Solver &solver, Value root, Operation *firstUse,
+                       ArrayRef<Override> overrides);
+};
+} // namespace
+
+LogicalResult ShardStrategyPass::plan(func::FuncOp func,
+                                      ArrayRef<Override> overrides) {
+  Solver solver(func, tp);
+  while (true) {
+    Solver::Outcome o = solver.run(Solver::Unseeded::Stop);
+    if (!o.stoppedAt)
+      break;
+    if (failed(decide(solver, o.stoppedAt, o.stopOp, overrides)))
+      return failure();
+  }
+  // Roots never used stay whole.
+  for (Value root : solver.getRoots())
+    if (!solver.getSeed(root))
+      solver.setSeed(root, Layout());
+  // Record the decisions where the roots live.
+  MLIRContext *ctx = func.getContext();
+  for (Value root : solver.getRoots()) {
+    Layout l = *solver.getSeed(root);
+    auto rank = cast<RankedTensorType>(root.getType()).getRank();
+    if (remarks) {
+      auto diag = emitRemark(root.getLoc()) << "tp: '" << solver.getRootName(root) << "' ";
+      if (l.isSplit()) {
+        diag << "split along dimension " << l.dim;
+        if (l.groups > 1)
+          diag << " in " << l.groups << " groups";
+      } else {
+        diag << "whole";
+      }
+    }
+    if (!l.isSplit())
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(root))
+      func.setArgAttr(arg.getArgNumber(), kShardingAttr,
+                      toAttr(ctx, l, rank));
+    else
+      root.getDefiningOp()->setAttr(kShardingAttr, toAttr(ctx, l, rank));
+  }
+  return success();
+}
+
+LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
+                                        Operation *firstUse,
+                                        ArrayRef<Override> overrides) {
+  StringRef name = solver.getRootName(root);
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(root.getType()).getShape();
+  const Override *user = nullptr;
+  for (const Override &o : overrides)
+    if (o.regex.match(name)) {
+      user = &o;
+      break;
+    }
+  if (user && user->how == "rep") {
+    solver.setSeed(root, Layout());
+    return success();
+  }
+
+  auto trial = [&](Layout l) {
+    solver.setSeed(root, l);
+    Solver::Outcome o = solver.run(Solver::Unseeded::Adopt);
+    return o;
+  };
+  Solver::Outcome whole = trial(Layout());
+  Score wholeScore{whole.conflicts, whole.commBytes};
+
+  SmallVector<Layout> candidates;
+  // What the first use wants given the other operands (a bias joining its
+  // projection's groups), then every dimension tp divides.
+  solver.clearSeed(root);
+  solver.run(Solver::Unseeded::Adopt);
+  if (Layout wanted = solver.getLayout(root); wanted.isSplit())
+    candidates.push_back(wanted);
+  // Output (column) dimensions before reduced ones: on equal cost the
+  // split that leaves no partial sums wins.
+  for (bool columns : {true, false})
+    for (auto [d, extent] : llvm::enumerate(shape)) {
+      Layout l = Layout::split(d);
+      auto kind = solver.kindAtFirstUse(root, l);
+      bool isColumn = kind && *kind == ShardingRule::FactorKind::Parallel;
+      if (extent % tp == 0 && isColumn == columns &&
+          !llvm::is_contained(candidates, l))
+        candidates.push_back(l);
+    }
+  std::optional<Layout> best;
+  Score bestScore{0, 0};
+  // For `--shard ... col|row`: the best split of the asked-for kind, even
+  // if it forces all-gathers.
+  std::optional<Layout> asked;
+  Score askedScore{0, 0};
+  SmallVector<Obstacle> headObstacles;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Layout l = candidates[i];
+    Solver::Outcome o = trial(l);
+    std::optional<ShardingRule::FactorKind> kind =
+        solver.kindAtFirstUse(root, l);
+    for (const Obstacle &ob : o.obstacles) {
+      // A fused projection cut into equal parts needs one group per part.
+      if (ob.suggestedGroups > 1 && l.groups == 1 &&
+          shape[l.dim] % (ob.suggestedGroups * tp) == 0) {
+        Layout g = Layout::split(l.dim, ob.suggestedGroups);
+        if (!llvm::is_contained(candidates, g))
+          candidates.push_back(g);
+      }
+      if (ob.atReshape && kind == ShardingRule::FactorKind::Parallel &&
+          tp % ob.extent != 0)
+        headObstacles.push_back(ob);
+    }
+    Score s{o.conflicts, o.commBytes};
+    if (user && kind) {
+      bool isCol = *kind == ShardingRule::FactorKind::Parallel;
+      if ((user->how == "col") == isCol && (!asked || s < askedScore)) {
+        asked = l;
+        askedScore = s;
+      }
+    }
+    if (o.conflicts > wholeScore.conflicts)
+      continue;
+    if (!best || s < bestScore) {
+      best = l;
+      bestScore = s;
+    }
+  }
+  if (user) {
+    if (!asked)
+      return firstUse->emitError("--shard '")
+             << user->pattern << "=" << user->how << "': '" << name
+             << "' (" << shape.size() << "-d, extents "
+             << llvm::make_range(shape.begin(), shape.end())
+             << ") has no dimension that tp " << int64_t(tp)
+             << " divides and that its first use treats as a "
+             << (user->how == "col" ? "column (output)" : "row (reduced)")
+             << " dimension";
+    solver.setSeed(root, *asked);
+    return success();
+  }
+  // A split that attention heads cannot carry: tp must divide the heads
+  // (or, for grouped-query KV heads, be divisible by them).
+  if ((!best || !solver.kindAtFirstUse(root, *best) ||
+       *solver.kindAtFirstUse(root, *best) !=
+           ShardingRule::FactorKind::Parallel) &&
+      !headObstacles.empty()) {
+    const Obstacle &ob = headObstacles.front();
+    return ob.op->emitError("cannot split dimension of extent ")
+           << ob.extent << " (attention heads of '" << name
+           << "') over tp " << int64_t(tp) << ": tp must divide it (tp = "
+           << divisorsOf(ob.extent) << ") or be a multiple of it";
+  }
+  solver.setSeed(root, best ? *best : Layout());
+  return success();
+}

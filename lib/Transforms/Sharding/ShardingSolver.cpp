@@ -1,0 +1,533 @@
+//===- ShardingSolver.cpp - Tensor layouts over one mesh axis -------------===//
+
+#include "ShardingSolver.h"
+
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::graph;
+using namespace pcc::sharding;
+
+using FactorKind = ShardingRule::FactorKind;
+using TensorFactors = ShardingRule::TensorFactors;
+
+int64_t pcc::sharding::byteSize(Type type) {
+  auto t = dyn_cast<RankedTensorType>(type);
+  if (!t || !t.hasStaticShape())
+    return 0;
+  int64_t bits = t.getElementType().getIntOrFloatBitWidth();
+  return t.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+namespace {
+struct FactorShard {
+  int64_t factor, groups;
+  bool operator==(const FactorShard &o) const {
+    return factor == o.factor && groups == o.groups;
+  }
+};
+} // namespace
+
+static bool splittable(const ShardingRule &rule, int64_t f) {
+  FactorKind k = rule.factors[f].kind;
+  return k == FactorKind::Parallel || k == FactorKind::Reduction;
+}
+
+/// The factor that a split of `layout.dim` splits: the dimension's factors
+/// run major to minor, so groups G fall on the factor whose preceding
+/// factors' product P divides G, with G / P groups inside it.
+static std::optional<FactorShard> factorOf(const ShardingRule &rule,
+                                           const TensorFactors &tensor,
+                                           Layout layout, int64_t shards) {
+  if (!layout.isSplit() || size_t(layout.dim) >= tensor.size())
+    return std::nullopt;
+  int64_t before = 1;
+  for (int64_t f : tensor[layout.dim]) {
+    int64_t size = rule.factors[f].size;
+    if (layout.groups % before == 0) {
+      int64_t g = layout.groups / before;
+      if (size % g == 0 && (size / g) % shards == 0)
+        return FactorShard{f, g};
+    }
+    before *= size;
+  }
+  return std::nullopt;
+}
+
+/// The layout of a tensor when factor `fs` is split: split along the
+/// dimension holding the factor, whole when none does.
+static Layout project(const ShardingRule &rule, const TensorFactors &tensor,
+                      FactorShard fs) {
+  for (size_t d = 0; d < tensor.size(); ++d) {
+    int64_t before = 1;
+    for (int64_t f : tensor[d]) {
+      if (f == fs.factor)
+        return Layout::split(d, before * fs.groups);
+      before *= rule.factors[f].size;
+    }
+  }
+  return Layout();
+}
+
+static bool contains(const TensorFactors &tensor, int64_t factor) {
+  for (const auto &dim : tensor)
+    if (llvm::is_contained(dim, factor))
+      return true;
+  return false;
+}
+
+/// The plan of `op` when `fs` is split, or nullopt when the rule does not
+/// allow it.
+static std::optional<OpPlan> planFor(const ShardingRule &rule,
+                                     std::optional<FactorShard> fs) {
+  OpPlan plan;
+  plan.operands.resize(rule.operandFactors.size());
+  plan.results.resize(rule.resultFactors.size());
+  if (!fs)
+    return plan;
+  plan.factor = fs->factor;
+  const auto &factor = rule.factors[fs->factor];
+  for (auto [i, t] : llvm::enumerate(rule.operandFactors))
+    plan.operands[i] = project(rule, t, *fs);
+  for (auto [i, t] : llvm::enumerate(rule.resultFactors)) {
+    if (factor.kind == FactorKind::Reduction) {
+      plan.results[i] = Layout::partialOf(factor.reduction);
+      continue;
+    }
+    // A parallel factor missing from a result would leave each rank with
+    // a different, incomplete value.
+    if (!contains(t, fs->factor))
+      return std::nullopt;
+    plan.results[i] = project(rule, t, *fs);
+  }
+  return plan;
+}
+
+std::pair<int64_t, int64_t>
+pcc::sharding::findSplitFactor(const ShardingRule &rule, const OpPlan &plan,
+                               int64_t shards) {
+  auto tryList = [&](ArrayRef<TensorFactors> tensors, ArrayRef<Layout> ls)
+      -> std::optional<FactorShard> {
+    for (auto [t, l] : llvm::zip(tensors, ls))
+      if (auto fs = factorOf(rule, t, l, shards))
+        return fs;
+    return std::nullopt;
+  };
+  std::optional<FactorShard> fs =
+      tryList(rule.operandFactors, plan.operands);
+  if (!fs)
+    fs = tryList(rule.resultFactors, plan.results);
+  if (!fs)
+    return {-1, 1};
+  return {fs->factor, fs->groups};
+}
+
+dist::ShardingAttr pcc::sharding::toAttr(MLIRContext *context, Layout layout,
+                                        int64_t rank) {
+  Builder b(context);
+  SmallVector<Attribute> dims;
+  SmallVector<int64_t> groups(rank, 1);
+  for (int64_t d = 0; d < rank; ++d)
+    dims.push_back(d == layout.dim ? b.getStrArrayAttr({kTpAxis})
+                                   : b.getArrayAttr({}));
+  if (layout.isSplit())
+    groups[layout.dim] = layout.groups;
+  bool grouped = llvm::any_of(groups, [](int64_t g) { return g != 1; });
+  auto kind = dist::ReductionKind::Sum;
+  switch (layout.kind) {
+  case ReductionKind::Sum:
+    break;
+  case ReductionKind::Max:
+    kind = dist::ReductionKind::Max;
+    break;
+  case ReductionKind::Min:
+    kind = dist::ReductionKind::Min;
+    break;
+  case ReductionKind::Mean:
+    kind = dist::ReductionKind::Mean;
+    break;
+  }
+  return dist::ShardingAttr::get(
+      context, FlatSymbolRefAttr::get(context, kMeshName),
+      b.getArrayAttr(dims),
+      grouped ? b.getDenseI64ArrayAttr(groups) : DenseI64ArrayAttr(),
+      layout.partial ? b.getStrArrayAttr({kTpAxis}) : ArrayAttr(), kind);
+}
+
+FailureOr<Layout> pcc::sharding::fromAttr(dist::ShardingAttr attr) {
+  Layout l;
+  for (unsigned d = 0; d < attr.getDims().size(); ++d) {
+    SmallVector<StringRef> axes = attr.getDimAxes(d);
+    if (axes.empty())
+      continue;
+    if (axes.size() != 1 || axes[0] != kTpAxis || l.isSplit())
+      return failure();
+    l.dim = d;
+    l.groups = attr.getDimGroups(d);
+  }
+  if (ArrayAttr partial = attr.getPartialAxes()) {
+    if (partial.size() != 1 || cast<StringAttr>(partial[0]) != kTpAxis ||
+        l.isSplit())
+      return failure();
+    l.partial = true;
+    switch (attr.getPartialKind()) {
+    case dist::ReductionKind::Sum:
+      l.kind = ReductionKind::Sum;
+      break;
+    case dist::ReductionKind::Max:
+      l.kind = ReductionKind::Max;
+      break;
+    case dist::ReductionKind::Min:
+      l.kind = ReductionKind::Min;
+      break;
+    case dist::ReductionKind::Mean:
+      l.kind = ReductionKind::Mean;
+      break;
+    }
+  }
+  return l;
+}
+
+//===----------------------------------------------------------------------===//
+// Solver
+//===----------------------------------------------------------------------===//
+
+static bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType()) && t.getRank() > 0;
+}
+
+Solver::Solver(func::FuncOp func, int64_t shards)
+    : func(func), shards(shards) {
+  Block &body = func.getBody().front();
+  llvm::DenseSet<unsigned> params;
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+    if (auto p = getStateIndex(func, i, kGradAttr))
+      params.insert(*p);
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (params.contains(i) && isFloatTensor(arg)) {
+      roots.push_back(arg);
+      rootNames[arg] = getStateName(func, i);
+    } else if (auto of = func.getArgAttrOfType<IntegerAttr>(i, kStateOfAttr)) {
+      followRoot[arg] = body.getArgument(of.getInt());
+    }
+  }
+  for (auto w : body.getOps<WeightOp>())
+    if (isFloatTensor(w.getOutput())) {
+      roots.push_back(w.getOutput());
+      rootNames[w.getOutput()] = w.getName();
+    }
+}
+
+StringRef Solver::getRootName(Value root) const {
+  return rootNames.lookup(root);
+}
+
+std::optional<Layout> Solver::getSeed(Value root) const {
+  auto it = seeds.find(root);
+  if (it == seeds.end())
+    return std::nullopt;
+  return it->second;
+}
+
+const ShardingRule &Solver::ruleOf(Operation *op) {
+  auto it = rules.find(op);
+  if (it != rules.end())
+    return it->second;
+  return rules[op] = cast<ShardingRuleOpInterface>(op).getShardingRule();
+}
+
+const OpPlan *Solver::getPlan(Operation *op) const {
+  auto it = plans.find(op);
+  return it == plans.end() ? nullptr : &it->second;
+}
+
+Value Solver::pendingRoot(Value v) const {
+  if (Value r = pending.lookup(v))
+    return r;
+  return {};
+}
+
+Layout Solver::getLayout(Value v) {
+  auto it = layouts.find(v);
+  if (it != layouts.end())
+    return it->second;
+  if (pending.count(v))
+    return resolve(v);
+  return Layout();
+}
+
+std::optional<Layout> Solver::pushBack(Value v, Layout wanted) {
+  Value root = pending.lookup(v);
+  if (v == root || followRoot.lookup(v) == root)
+    return wanted;
+  if (wanted.isReplicated())
+    return Layout();
+  Operation *op = v.getDefiningOp();
+  const ShardingRule &rule = ruleOf(op);
+  std::optional<FactorShard> fs =
+      factorOf(rule, rule.resultFactors[0], wanted, shards);
+  if (!fs || !splittable(rule, fs->factor))
+    return std::nullopt;
+  for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+    if (pending.lookup(operand) == root)
+      return pushBack(operand, project(rule, rule.operandFactors[i], *fs));
+  return std::nullopt;
+}
+
+Layout Solver::resolve(Value v) {
+  Value root = pending.lookup(v);
+  if (v == root || followRoot.lookup(v) == root) {
+    Layout l = adopted.count(root) ? adopted.lookup(root)
+                                   : seeds.lookup(root);
+    layouts[v] = l;
+    return l;
+  }
+  if (!adopted.count(root) && !seeds.count(root))
+    return Layout();
+  Operation *op = v.getDefiningOp();
+  Outcome ignored;
+  visit(op, Unseeded::Replicate, ignored);
+  return layouts.lookup(v);
+}
+
+void Solver::account(Value v, Layout from, Layout to, Outcome &out,
+                     bool atReturn) {
+  if (from == to)
+    return;
+  int64_t bytes = byteSize(v.getType());
+  if (from.partial) {
+    out.commBytes += bytes;
+    from = Layout();
+  }
+  if (from.isSplit() && from != to) {
+    out.commBytes += bytes;
+    if (!atReturn)
+      ++out.conflicts;
+  }
+}
+
+std::optional<ShardingRule::FactorKind>
+Solver::kindAtFirstUse(Value root, Layout layout) {
+  Value v = root;
+  Layout l = layout;
+  while (true) {
+    Operation *user = nullptr;
+    unsigned index = 0;
+    for (OpOperand &use : v.getUses()) {
+      if (!user || use.getOwner()->isBeforeInBlock(user)) {
+        user = use.getOwner();
+        index = use.getOperandNumber();
+      }
+    }
+    if (!user || !isa<ShardingRuleOpInterface>(user))
+      return std::nullopt;
+    const ShardingRule &rule = ruleOf(user);
+    std::optional<FactorShard> fs =
+        factorOf(rule, rule.operandFactors[index], l, shards);
+    if (!fs)
+      return std::nullopt;
+    auto diff = dyn_cast<DifferentiableOpInterface>(user);
+    if (user->getNumResults() == 1 && diff &&
+        diff.getOperandRole(index) == OperandRole::Movement) {
+      l = project(rule, rule.resultFactors[0], *fs);
+      v = user->getResult(0);
+      continue;
+    }
+    return rule.factors[fs->factor].kind;
+  }
+}
+
+Solver::Outcome Solver::run(Unseeded mode) {
+  layouts.clear();
+  plans.clear();
+  pending.clear();
+  adopted.clear();
+  Outcome out;
+  Block &body = func.getBody().front();
+  // Roots and optimizer state: their own layout, or pending.
+  for (Value root : roots) {
+    if (seeds.count(root) || mode == Unseeded::Replicate) {
+      layouts[root] = seeds.lookup(root);
+      continue;
+    }
+    pending[root] = root;
+  }
+  for (auto [state, param] : followRoot) {
+    if (pending.count(param))
+      pending[state] = param;
+    else
+      layouts[state] = seeds.lookup(param);
+  }
+  for (Operation &op : body) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      visitReturn(ret, out);
+      break;
+    }
+    // Weight ops are roots (their layout is set above) or whole.
+    if (isa<WeightOp>(op) && pending.count(op.getResult(0)))
+      continue;
+    if (isa<WeightOp, ConstantOp>(op)) {
+      if (!layouts.count(op.getResult(0)))
+        layouts[op.getResult(0)] = Layout();
+      continue;
+    }
+    if (mode != Unseeded::Replicate) {
+      // Movement ops of a pending root stay pending; any other use of one
+      // is where it gets decided.
+      Value root;
+      unsigned index = 0;
+      for (auto [i, operand] : llvm::enumerate(op.getOperands()))
+        if (Value r = pendingRoot(operand); r && !adopted.count(r)) {
+          root = r;
+          index = i;
+          break;
+        }
+      if (root) {
+        auto diff = dyn_cast<DifferentiableOpInterface>(op);
+        bool movement = op.getNumResults() == 1 && diff &&
+                        isa<ShardingRuleOpInterface>(op) &&
+                        diff.getOperandRole(index) == OperandRole::Movement;
+        if (movement) {
+          pending[op.getResult(0)] = root;
+          continue;
+        }
+        if (mode == Unseeded::Stop) {
+          out.stoppedAt = root;
+          out.stopOp = &op;
+          return out;
+        }
+      }
+    }
+    visit(&op, mode, out);
+  }
+  return out;
+}
+
+void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
+  if (plans.count(op))
+    return;
+  auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op);
+  SmallVector<Layout> current;
+  SmallVector<int64_t> pendingOperands;
+  for (auto [i, operand] : llvm::enumerate(op->getOperands())) {
+    Value r = pendingRoot(operand);
+    if (r && !adopted.count(r) && !seeds.count(r)) {
+      pendingOperands.push_back(i);
+      current.push_back(Layout());
+      continue;
+    }
+    current.push_back(getLayout(operand));
+  }
+  OpPlan plan;
+  if (!ruleOp) {
+    plan.operands.resize(op->getNumOperands());
+    plan.results.resize(op->getNumResults());
+  } else {
+    const ShardingRule &rule = ruleOf(op);
+    // Candidates: the factors the operands are split along.
+    SmallVector<FactorShard> candidates;
+    for (auto [i, l] : llvm::enumerate(current)) {
+      if (!l.isSplit())
+        continue;
+      std::optional<FactorShard> fs =
+          factorOf(rule, rule.operandFactors[i], l, shards);
+      if (fs && splittable(rule, fs->factor)) {
+        if (!llvm::is_contained(candidates, *fs))
+          candidates.push_back(*fs);
+        continue;
+      }
+      // Record why the split cannot pass: the strategy learns groups from
+      // it and reports dimensions that do not divide.
+      Obstacle obstacle;
+      obstacle.op = op;
+      const auto &dim = rule.operandFactors[i][l.dim];
+      int64_t before = 1;
+      for (auto [k, f] : llvm::enumerate(dim)) {
+        int64_t size = rule.factors[f].size;
+        if (k == 0)
+          obstacle.extent = size;
+        if (k > 0 && l.groups == 1 && splittable(rule, f) &&
+            size % shards == 0 && !obstacle.suggestedGroups)
+          obstacle.suggestedGroups = before;
+        before *= size;
+      }
+      obstacle.atReshape = isa<ReshapeOp>(op) && dim.size() > 1 &&
+                           splittable(rule, dim.front()) &&
+                           obstacle.extent % shards != 0;
+      out.obstacles.push_back(obstacle);
+    }
+    std::optional<OpPlan> best = planFor(rule, std::nullopt);
+    int64_t bestConflicts = 0;
+    double bestBytes = 0;
+    {
+      Outcome trial;
+      for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+        account(operand, current[i], best->operands[i], trial);
+      bestConflicts = trial.conflicts;
+      bestBytes = trial.commBytes;
+    }
+    bool haveSplit = false;
+    for (FactorShard fs : candidates) {
+      std::optional<OpPlan> p = planFor(rule, fs);
+      if (!p)
+        continue;
+      Outcome trial;
+      for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+        account(operand, current[i], p->operands[i], trial);
+      // Splitting wins ties: it is the point of the exercise.
+      if (!haveSplit ? trial.conflicts <= bestConflicts
+                     : std::make_pair(trial.conflicts, trial.commBytes) <
+                           std::make_pair(bestConflicts, bestBytes)) {
+        best = p;
+        bestConflicts = trial.conflicts;
+        bestBytes = trial.commBytes;
+        haveSplit = true;
+      }
+    }
+    plan = *best;
+    if (auto it = pinned.find(op); it != pinned.end() && op->getNumResults())
+      if (auto fs = factorOf(rule, rule.resultFactors[0], it->second, shards))
+        if (splittable(rule, fs->factor))
+          if (std::optional<OpPlan> p = planFor(rule, *fs))
+            plan = *p;
+  }
+  // Pending roots used here take what the op wants (Adopt), else stay
+  // whole.
+  for (int64_t i : pendingOperands) {
+    Value operand = op->getOperand(i);
+    Value root = pendingRoot(operand);
+    std::optional<Layout> l;
+    if (mode == Unseeded::Adopt)
+      l = pushBack(operand, plan.operands[i]);
+    adopted[root] = l ? *l : Layout();
+    current[i] = getLayout(operand);
+  }
+  for (auto [i, operand] : llvm::enumerate(op->getOperands()))
+    account(operand, current[i], plan.operands[i], out);
+  for (auto [v, l] : llvm::zip(op->getResults(), plan.results))
+    layouts[v] = l;
+  plans[op] = std::move(plan);
+}
+
+void Solver::visitReturn(func::ReturnOp ret, Outcome &out) {
+  bool training = getLossIndex(func).has_value();
+  Block &body = func.getBody().front();
+  OpPlan plan;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    Layout cur = getLayout(v), want;
+    std::optional<unsigned> state = getStateIndex(func, k, kUpdateAttr);
+    if (!state)
+      state = getStateIndex(func, k, kGradAttr);
+    if (state)
+      want = getLayout(body.getArgument(*state));
+    else if (training && !func.getResultAttr(k, kLossAttr) && !cur.partial)
+      want = cur; // outputs of a training step stay split (dumps gather)
+    account(v, cur, want, out, /*atReturn=*/!state);
+    plan.operands.push_back(want);
+  }
+  plans[ret] = std::move(plan);
+}

@@ -1,0 +1,172 @@
+//===- ShardingSolver.h - Tensor layouts over one mesh axis -----*- C++ -*-===//
+//
+// The engine that the tensor-parallel passes share. It walks a function in
+// program order and gives every value a layout over the tensor-parallel
+// axis (whole, split along one dimension, or partial), choosing for every
+// op which factor of its sharding rule to split from its operands' layouts,
+// and counting the communication that the choices imply. The strategy pass
+// runs it to try each way to split a parameter; the propagation pass runs it
+// once, with every parameter decided, and records the result in the IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_TRANSFORMS_SHARDING_SHARDINGSOLVER_H
+#define PCC_TRANSFORMS_SHARDING_SHARDINGSOLVER_H
+
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+
+#include <optional>
+
+namespace pcc::sharding {
+
+using ReductionKind = graph::ShardingRule::ReductionKind;
+
+/// A value's layout over the split axis: whole on every rank, split along
+/// `dim` (viewed as [groups, n], each rank holding its block of every
+/// group's n), or partial results still to be combined by `kind`.
+struct Layout {
+  int64_t dim = -1;
+  int64_t groups = 1;
+  bool partial = false;
+  ReductionKind kind = ReductionKind::Sum;
+
+  static Layout split(int64_t dim, int64_t groups = 1) {
+    return {dim, groups, false, ReductionKind::Sum};
+  }
+  static Layout partialOf(ReductionKind kind) { return {-1, 1, true, kind}; }
+  bool isReplicated() const { return dim < 0 && !partial; }
+  bool isSplit() const { return dim >= 0; }
+  bool operator==(const Layout &o) const {
+    return dim == o.dim && (dim < 0 || groups == o.groups) &&
+           partial == o.partial && (!partial || kind == o.kind);
+  }
+  bool operator!=(const Layout &o) const { return !(*this == o); }
+};
+
+/// What the solver chose for one op: the split factor (-1: none) and the
+/// layouts its operands must arrive in and its results leave in.
+struct OpPlan {
+  int64_t factor = -1;
+  llvm::SmallVector<Layout> operands, results;
+};
+
+/// A split that a dimension could not carry, for the strategy's diagnostics
+/// and its choice of groups.
+struct Obstacle {
+  mlir::Operation *op = nullptr;
+  /// The factor's extent, and whether a factor after others in a compound
+  /// dimension (a fused projection cut into parts) made groups necessary.
+  int64_t extent = 0;
+  int64_t suggestedGroups = 0;
+  bool atReshape = false;
+};
+
+class Solver {
+public:
+  /// What to do with a root (a parameter) that has no layout yet.
+  enum class Unseeded {
+    Replicate, ///< keep it whole
+    Stop,      ///< stop at its first use, for the strategy to decide it
+    Adopt,     ///< give it whatever its first use wants (a trial's guess)
+  };
+
+  Solver(mlir::func::FuncOp func, int64_t shards);
+
+  /// The roots: parameters (state arguments that have a gradient, or float
+  /// graph.weight ops of inference builds) whose layout the strategy
+  /// decides. Optimizer state follows its parameter.
+  llvm::ArrayRef<mlir::Value> getRoots() const { return roots; }
+  /// The name of a root (its initializer's).
+  llvm::StringRef getRootName(mlir::Value root) const;
+
+  void setSeed(mlir::Value root, Layout layout) { seeds[root] = layout; }
+  /// Makes `op` produce its first result in `layout` (a split its rule
+  /// allows), whatever its operands: propagation's backward adoption.
+  void pin(mlir::Operation *op, Layout layout) { pinned[op] = layout; }
+  void unpin(mlir::Operation *op) { pinned.erase(op); }
+  void clearSeed(mlir::Value root) { seeds.erase(root); }
+  std::optional<Layout> getSeed(mlir::Value root) const;
+
+  struct Outcome {
+    /// With Unseeded::Stop: the root whose first use stopped the walk.
+    mlir::Value stoppedAt;
+    mlir::Operation *stopOp = nullptr;
+    /// All-gathers forced where layouts disagree, and bytes communicated.
+    int64_t conflicts = 0;
+    double commBytes = 0;
+    llvm::SmallVector<Obstacle> obstacles;
+  };
+  Outcome run(Unseeded mode);
+
+  Layout getLayout(mlir::Value v);
+  const OpPlan *getPlan(mlir::Operation *op) const;
+  int64_t getShards() const { return shards; }
+
+  /// The layout of a root's dimension `dim` seen at its first use: the
+  /// kind of the factor it maps to there (col: parallel, row: reduction).
+  std::optional<graph::ShardingRule::FactorKind>
+  kindAtFirstUse(mlir::Value root, Layout layout);
+
+private:
+  void visit(mlir::Operation *op, Unseeded mode, Outcome &out);
+  void visitReturn(mlir::func::ReturnOp ret, Outcome &out);
+  /// Counts the communication of bringing `v` from `from` to `to`.
+  void account(mlir::Value v, Layout from, Layout to, Outcome &out,
+               bool atReturn = false);
+  const graph::ShardingRule &ruleOf(mlir::Operation *op);
+  /// The root a value derives from through movement ops, if undecided.
+  mlir::Value pendingRoot(mlir::Value v) const;
+  /// Pushes a wanted layout of `v` back through movement ops to its root.
+  std::optional<Layout> pushBack(mlir::Value v, Layout wanted);
+  /// Forward layout of a pending movement op's result once its root is set.
+  Layout resolve(mlir::Value v);
+
+  mlir::func::FuncOp func;
+  int64_t shards;
+  llvm::SmallVector<mlir::Value> roots;
+  llvm::DenseMap<mlir::Value, mlir::Value> followRoot; ///< moments -> param
+  llvm::DenseMap<mlir::Value, Layout> seeds;
+  llvm::DenseMap<mlir::Operation *, Layout> pinned;
+  llvm::DenseMap<mlir::Value, Layout> layouts;
+  llvm::DenseMap<mlir::Operation *, OpPlan> plans;
+  llvm::DenseMap<mlir::Operation *, graph::ShardingRule> rules;
+  /// Values computed by movement ops from a root not yet decided.
+  llvm::DenseMap<mlir::Value, mlir::Value> pending;
+  /// Roots decided during this run by Adopt.
+  llvm::DenseMap<mlir::Value, Layout> adopted;
+  llvm::DenseMap<mlir::Value, llvm::StringRef> rootNames;
+};
+
+/// The factor of `rule` that `plan` splits, found from the layouts of its
+/// operands and results (-1 when nothing is split), and its groups.
+std::pair<int64_t, int64_t> findSplitFactor(const graph::ShardingRule &rule,
+                                            const OpPlan &plan,
+                                            int64_t shards);
+
+/// Attribute names: a seed or an argument's layout (`dist.sharding`), and
+/// the layouts propagation chose for an op's operands and results.
+inline constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
+inline constexpr llvm::StringLiteral kOperandsAttr = "dist.operands";
+inline constexpr llvm::StringLiteral kResultsAttr = "dist.results";
+/// The tensor-parallel axis and the mesh the passes create.
+inline constexpr llvm::StringLiteral kTpAxis = "tp";
+inline constexpr llvm::StringLiteral kMeshName = "mesh";
+
+/// A layout as a #dist.sharding on the tensor-parallel axis of @mesh.
+dist::ShardingAttr toAttr(mlir::MLIRContext *context, Layout layout,
+                          int64_t rank);
+/// The layout a #dist.sharding gives on the tensor-parallel axis; fails on
+/// a layout over other axes.
+mlir::FailureOr<Layout> fromAttr(dist::ShardingAttr attr);
+
+/// Bytes of a whole tensor.
+int64_t byteSize(mlir::Type type);
+
+} // namespace pcc::sharding
+
+#endif // PCC_TRANSFORMS_SHARDING_SHARDINGSOLVER_H
