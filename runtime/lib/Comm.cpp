@@ -4,7 +4,174 @@
 
 #include "Internal.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 using namespace pccrt;
+using namespace pccrt::detail;
+
+const char *pccrt::commOpName(CommOp op) {
+  switch (op) {
+  case CommOp::None:
+    return "none";
+  case CommOp::AllReduce:
+    return "all_reduce";
+  case CommOp::AllGather:
+    return "all_gather";
+  case CommOp::ReduceScatter:
+    return "reduce_scatter";
+  case CommOp::AllToAll:
+    return "all_to_all";
+  case CommOp::Send:
+    return "send";
+  case CommOp::Recv:
+    return "recv";
+  case CommOp::Barrier:
+    return "barrier";
+  case CommOp::Finalize:
+    return "finalize";
+  }
+  return "none";
+}
+
+//===----------------------------------------------------------------------===//
+// RankMonitor
+//===----------------------------------------------------------------------===//
+
+// The launcher and the ranks read one another's status through a file
+// mapping, so its fields must be plain lock-free atomics at fixed offsets.
+static_assert(std::atomic<int32_t>::is_always_lock_free &&
+                  std::atomic<int64_t>::is_always_lock_free,
+              "status fields must be lock-free to be shared between processes");
+static_assert(std::is_standard_layout_v<RankMonitor::Status>,
+              "the status file has a fixed layout");
+
+namespace {
+int64_t monotonicNanoseconds() {
+  // CLOCK_MONOTONIC is one clock for every process of a host, so the
+  // launcher can compare a rank's times with its own.
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+} // namespace
+
+RankMonitor::RankMonitor() : owned(std::make_unique<Status>()) {
+  state = owned.get();
+  state->phase = int32_t(Phase::Starting);
+  state->op = int32_t(CommOp::None);
+  state->step = 0;
+  state->opSince = 0;
+  state->pid = int32_t(getpid());
+  state->printed = 0;
+  state->message[0] = 0;
+}
+
+RankMonitor::RankMonitor(const std::string &statusFile) {
+  int fd = ::open(statusFile.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    fail(statusFile,
+         std::string("cannot open rank status: ") + std::strerror(errno));
+  // The launcher made the file this size; growing it here would hide a
+  // mismatch of layouts between two builds.
+  off_t size = lseek(fd, 0, SEEK_END);
+  if (size != off_t(sizeof(Status))) {
+    ::close(fd);
+    fail(statusFile, "rank status file has " + std::to_string(size) +
+                         " bytes, expected " + std::to_string(sizeof(Status)));
+  }
+  void *memory =
+      mmap(nullptr, sizeof(Status), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int error = errno;
+  ::close(fd);
+  if (memory == MAP_FAILED)
+    fail(statusFile,
+         std::string("cannot map rank status: ") + std::strerror(error));
+  state = static_cast<Status *>(memory);
+  mapped = true;
+  state->pid = int32_t(getpid());
+}
+
+std::unique_ptr<RankMonitor> RankMonitor::forRank(int rank) {
+  const char *dir = std::getenv("PCCRT_STATUS_DIR");
+  if (!dir || !*dir)
+    return std::make_unique<RankMonitor>();
+  return std::make_unique<RankMonitor>(std::string(dir) + "/rank-" +
+                                       std::to_string(rank));
+}
+
+RankMonitor::~RankMonitor() {
+  stopWatchdog();
+  if (mapped)
+    munmap(state, sizeof(Status));
+}
+
+void RankMonitor::setStep(int64_t step) { state->step = step; }
+int64_t RankMonitor::step() const { return state->step; }
+void RankMonitor::setPhase(Phase phase) { state->phase = int32_t(phase); }
+
+void RankMonitor::setError(Phase phase, const std::string &message,
+                           bool printed) {
+  // The message first: the launcher reads it once it sees the phase.
+  size_t n = std::min(message.size(), sizeof(state->message) - 1);
+  std::memcpy(state->message, message.data(), n);
+  state->message[n] = 0;
+  state->printed = printed ? 1 : 0;
+  state->phase = int32_t(phase);
+}
+
+CommOp RankMonitor::enter(CommOp op) {
+  CommOp previous = CommOp(state->op.load());
+  if (previous == CommOp::None)
+    state->opSince = monotonicNanoseconds();
+  state->op = int32_t(op);
+  return previous;
+}
+
+void RankMonitor::leave(CommOp previous) { state->op = int32_t(previous); }
+
+void RankMonitor::startWatchdog(double seconds,
+                                std::function<void(CommOp, double)> onTimeout) {
+  stopWatchdog();
+  stopping = false;
+  pid_t parent = getppid();
+  watchdog = std::thread([this, seconds, parent, onTimeout] {
+    bool fired = false;
+    while (!stopping) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      // A rank whose launcher is gone has nobody to report to and would
+      // hold its peers; it ends quietly.
+      if (getppid() != parent)
+        _exit(1);
+      CommOp op = CommOp(state->op.load());
+      if (fired || seconds <= 0 || op == CommOp::None)
+        continue;
+      double waited = double(monotonicNanoseconds() - state->opSince) * 1e-9;
+      if (waited > seconds) {
+        fired = true;
+        onTimeout(op, waited);
+      }
+    }
+  });
+}
+
+void RankMonitor::stopWatchdog() {
+  if (!watchdog.joinable())
+    return;
+  stopping = true;
+  watchdog.join();
+}
+
+//===----------------------------------------------------------------------===//
+// Communicator
+//===----------------------------------------------------------------------===//
 
 Communicator::Communicator(int rank, int size, std::vector<int64_t> meshShape)
     : rankIndex(rank), worldSize(size), mesh(std::move(meshShape)) {
@@ -22,6 +189,79 @@ Communicator::Communicator(int rank, int size, std::vector<int64_t> meshShape)
   cHandle.ops = &cOps;
   cHandle.self = this;
 }
+
+Communicator::OpScope::OpScope(const Communicator &comm, CommOp op)
+    : monitor(comm.monitorPtr) {
+  if (monitor)
+    previous = monitor->enter(op);
+}
+
+Communicator::OpScope::~OpScope() {
+  if (monitor)
+    monitor->leave(previous);
+}
+
+void Communicator::allReduce(uint32_t axes, void *data, int64_t count,
+                             int32_t dtype, int32_t reduction) {
+  OpScope scope(*this, CommOp::AllReduce);
+  doAllReduce(axes, data, count, dtype, reduction);
+}
+
+void Communicator::allGather(uint32_t axes, const void *in, void *out,
+                             int64_t count, int32_t dtype) {
+  OpScope scope(*this, CommOp::AllGather);
+  doAllGather(axes, in, out, count, dtype);
+}
+
+void Communicator::reduceScatter(uint32_t axes, const void *in, void *out,
+                                 int64_t count, int32_t dtype,
+                                 int32_t reduction) {
+  OpScope scope(*this, CommOp::ReduceScatter);
+  doReduceScatter(axes, in, out, count, dtype, reduction);
+}
+
+void Communicator::allToAll(uint32_t axes, const void *in, void *out,
+                            int64_t count, int32_t dtype) {
+  OpScope scope(*this, CommOp::AllToAll);
+  doAllToAll(axes, in, out, count, dtype);
+}
+
+void Communicator::send(uint32_t axes, int32_t peer, int32_t tag,
+                        const void *data, int64_t count, int32_t dtype) {
+  OpScope scope(*this, CommOp::Send);
+  doSend(axes, peer, tag, data, count, dtype);
+}
+
+void Communicator::recv(uint32_t axes, int32_t peer, int32_t tag, void *data,
+                        int64_t count, int32_t dtype) {
+  OpScope scope(*this, CommOp::Recv);
+  doRecv(axes, peer, tag, data, count, dtype);
+}
+
+std::vector<std::string> Communicator::agree(const std::string &error) {
+  // Fixed-size slots: one all_gather, whatever the messages' lengths.
+  constexpr size_t kSlot = 1024;
+  if (worldSize == 1)
+    return {error};
+  std::vector<char> mine(kSlot, 0), all(kSlot * size_t(worldSize), 0);
+  // A leading byte tells an empty message from no error at all.
+  mine[0] = error.empty() ? 0 : 1;
+  std::memcpy(mine.data() + 1, error.data(),
+              std::min(error.size(), size_t(1000)));
+  {
+    OpScope scope(*this, CommOp::Barrier);
+    doAllGather(allAxes(), mine.data(), all.data(), int64_t(kSlot), PCCRT_U8);
+  }
+  std::vector<std::string> errors(static_cast<size_t>(worldSize));
+  for (int r = 0; r < worldSize; ++r) {
+    const char *slot = all.data() + size_t(r) * kSlot;
+    if (slot[0])
+      errors[size_t(r)] = std::string(slot + 1, strnlen(slot + 1, kSlot - 1));
+  }
+  return errors;
+}
+
+void Communicator::abort(int code) { _exit(code); }
 
 int64_t Communicator::coordinate(size_t axis) const {
   // Row-major: the last axis varies fastest.

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstring>
 #include <map>
+#include <unistd.h>
 
 #ifdef PCCRT_HAVE_MPI
 #include <mpi.h>
@@ -27,6 +28,8 @@ void pccrt::initMpi(int *, int *) {
   throw Error("this pcc was built without MPI (install libopenmpi-dev and "
               "rebuild)");
 }
+
+void pccrt::finalizeMpi(RankMonitor *) {}
 
 std::unique_ptr<Communicator>
 pccrt::createMpiCommunicator(std::vector<int64_t>) {
@@ -49,6 +52,20 @@ void pccrt::initMpi(int *rank, int *size) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, rank);
   MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
+void pccrt::finalizeMpi(RankMonitor *monitor) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return;
+  // Open MPI's finalize waits for every rank, so a rank that hung elsewhere
+  // holds it: the watchdog must see this wait like any other.
+  CommOp previous = monitor ? monitor->enter(CommOp::Finalize) : CommOp::None;
+  MPI_Finalize();
+  if (monitor)
+    monitor->leave(previous);
 }
 
 namespace {
@@ -145,8 +162,8 @@ public:
         MPI_Comm_free(&comm);
   }
 
-  void allReduce(uint32_t axes, void *data, int64_t count, int32_t dtype,
-                 int32_t reduction) override {
+  void doAllReduce(uint32_t axes, void *data, int64_t count, int32_t dtype,
+                   int32_t reduction) override {
     MPI_Comm g = group(axes);
     check(MPI_Allreduce(MPI_IN_PLACE, data, checkedCount(count),
                         mpiType(dtype, true), mpiOp(reduction), g),
@@ -154,14 +171,14 @@ public:
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(data, count, dtype, groupSize(axes));
   }
-  void allGather(uint32_t axes, const void *in, void *out, int64_t count,
-                 int32_t dtype) override {
+  void doAllGather(uint32_t axes, const void *in, void *out, int64_t count,
+                   int32_t dtype) override {
     MPI_Datatype t = mpiType(dtype, false);
     int n = checkedCount(count);
     check(MPI_Allgather(in, n, t, out, n, t, group(axes)), "all_gather");
   }
-  void reduceScatter(uint32_t axes, const void *in, void *out, int64_t count,
-                     int32_t dtype, int32_t reduction) override {
+  void doReduceScatter(uint32_t axes, const void *in, void *out, int64_t count,
+                       int32_t dtype, int32_t reduction) override {
     checkedCount(count * groupSize(axes));
     check(MPI_Reduce_scatter_block(in, out, checkedCount(count),
                                    mpiType(dtype, true), mpiOp(reduction),
@@ -170,25 +187,33 @@ public:
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(out, count, dtype, groupSize(axes));
   }
-  void allToAll(uint32_t axes, const void *in, void *out, int64_t count,
-                int32_t dtype) override {
+  void doAllToAll(uint32_t axes, const void *in, void *out, int64_t count,
+                  int32_t dtype) override {
     MPI_Datatype t = mpiType(dtype, false);
     int n = checkedCount(count);
     check(MPI_Alltoall(in, n, t, out, n, t, group(axes)), "all_to_all");
   }
-  void send(uint32_t axes, int32_t peer, int32_t tag, const void *data,
-            int64_t count, int32_t dtype) override {
+  void doSend(uint32_t axes, int32_t peer, int32_t tag, const void *data,
+              int64_t count, int32_t dtype) override {
     checkPeer(axes, peer);
     check(MPI_Send(data, checkedCount(count), mpiType(dtype, false), peer, tag,
                    group(axes)),
           "send");
   }
-  void recv(uint32_t axes, int32_t peer, int32_t tag, void *data, int64_t count,
-            int32_t dtype) override {
+  void doRecv(uint32_t axes, int32_t peer, int32_t tag, void *data,
+              int64_t count, int32_t dtype) override {
     checkPeer(axes, peer);
     check(MPI_Recv(data, checkedCount(count), mpiType(dtype, false), peer, tag,
                    group(axes), MPI_STATUS_IGNORE),
           "recv");
+  }
+
+  [[noreturn]] void abort(int code) override {
+    // From any thread: Open MPI's abort only tells the process manager to
+    // end the job, which is what a watchdog needs while the main thread is
+    // blocked in a collective.
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _exit(code);
   }
 
 private:

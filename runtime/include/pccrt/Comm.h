@@ -6,6 +6,11 @@
 // Open MPI) for the CPU target; NCCL comes with the CUDA target behind the
 // same interface.
 //
+// A rank records in a RankMonitor which step it runs and which operation it
+// waits in, so that a watchdog can end a rank whose peer died or hung
+// instead of letting it wait forever, and so that the process that launched
+// the ranks can say which rank failed and where the others were.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PCCRT_COMM_H
@@ -13,14 +18,106 @@
 
 #include "pccrt/pccrt.h"
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pccrt {
 
 struct CommTrampolines;
+
+/// The operations a rank can wait in, as its monitor reports them.
+enum class CommOp : int32_t {
+  None = 0,
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  AllToAll,
+  Send,
+  Recv,
+  /// An agreement of all ranks (Communicator::agree).
+  Barrier,
+  /// The shutdown of the backend, which waits for every rank.
+  Finalize,
+};
+
+/// "all_reduce", "all_gather", ..., "barrier", "finalize"; "none".
+const char *commOpName(CommOp op);
+
+/// Where one rank stands. Kept in memory, or in a status file that the
+/// launcher created and reads while the rank runs (a shared mapping, so that
+/// recording an operation costs two stores, not a write to a file).
+class RankMonitor {
+public:
+  enum class Phase : int32_t {
+    Starting = 0, ///< the initial value of a fresh status file
+    Running,      ///< set up, or running steps
+    Done,         ///< finished without error
+    Error,        ///< failed with the recorded message
+    TimedOut,     ///< waited in one operation longer than the timeout
+    FaultExit,    ///< exited on purpose (pcc run --fault kind=exit)
+    FaultHang,    ///< hangs on purpose (pcc run --fault kind=hang)
+  };
+
+  /// The status file's layout, fixed so that the launcher can read it.
+  struct Status {
+    std::atomic<int32_t> phase;
+    std::atomic<int32_t> op;      ///< the CommOp this rank waits in
+    std::atomic<int64_t> step;    ///< the step it runs, from 1; 0 before
+    std::atomic<int64_t> opSince; ///< CLOCK_MONOTONIC ns when `op` began
+    std::atomic<int32_t> pid;
+    std::atomic<int32_t> printed; ///< 1 if the rank printed `message` itself
+    char message[1008];           ///< of Error and TimedOut, NUL-terminated
+  };
+
+  /// A status in this process's memory.
+  RankMonitor();
+  /// The status in \p statusFile (made by the launcher), mapped shared;
+  /// throws an Error naming the file if it cannot be mapped.
+  explicit RankMonitor(const std::string &statusFile);
+  /// The monitor of world rank \p rank: in the file the launcher named
+  /// in $PCCRT_STATUS_DIR (see launchRanks), else in memory.
+  static std::unique_ptr<RankMonitor> forRank(int rank);
+  ~RankMonitor();
+  RankMonitor(const RankMonitor &) = delete;
+  RankMonitor &operator=(const RankMonitor &) = delete;
+
+  /// True if a launcher reads this status (then it reports failures).
+  bool sharedWithLauncher() const { return mapped; }
+  const Status &status() const { return *state; }
+
+  void setStep(int64_t step);
+  int64_t step() const;
+  void setPhase(Phase phase);
+  /// Records \p message and the phase (Error or TimedOut); \p printed says
+  /// whether the rank printed it itself or leaves that to the launcher.
+  void setError(Phase phase, const std::string &message, bool printed);
+
+  /// Marks \p op as what this rank waits in until leave(); what was marked
+  /// before is restored then (an agreement may run inside a gather).
+  CommOp enter(CommOp op);
+  void leave(CommOp previous);
+
+  /// Starts a thread that calls \p onTimeout once, from that thread, when
+  /// one operation has lasted more than \p seconds, with the operation and
+  /// the seconds waited; and exits the process if its parent (the launcher)
+  /// has gone, so that no rank outlives its job. Seconds <= 0: no timeout.
+  void startWatchdog(double seconds,
+                     std::function<void(CommOp, double)> onTimeout);
+
+private:
+  void stopWatchdog();
+
+  Status *state;
+  bool mapped = false;
+  std::unique_ptr<Status> owned;
+  std::thread watchdog;
+  std::atomic<bool> stopping{false};
+};
 
 class Communicator {
 public:
@@ -34,23 +131,43 @@ public:
   /// The size and this rank's position in the group of `axes` (a mask).
   int64_t groupSize(uint32_t axes) const;
   int64_t groupPosition(uint32_t axes) const;
+  /// The mask of every mesh axis: the group of all ranks.
+  uint32_t allAxes() const {
+    return uint32_t((uint64_t(1) << mesh.size()) - 1);
+  }
   /// The C handle for a run context.
   pccrt_comm *handle() { return &cHandle; }
 
+  /// Records every operation in \p monitor (which must outlive its use
+  /// here); null stops recording.
+  void setMonitor(RankMonitor *monitor) { monitorPtr = monitor; }
+  RankMonitor *monitor() const { return monitorPtr; }
+
   // The operations, as in pccrt_comm_ops; they throw pccrt::Error.
-  virtual void allReduce(uint32_t axes, void *data, int64_t count,
-                         int32_t dtype, int32_t reduction) = 0;
-  virtual void allGather(uint32_t axes, const void *in, void *out,
-                         int64_t count, int32_t dtype) = 0;
-  virtual void reduceScatter(uint32_t axes, const void *in, void *out,
-                             int64_t count, int32_t dtype,
-                             int32_t reduction) = 0;
-  virtual void allToAll(uint32_t axes, const void *in, void *out, int64_t count,
-                        int32_t dtype) = 0;
-  virtual void send(uint32_t axes, int32_t peer, int32_t tag, const void *data,
-                    int64_t count, int32_t dtype) = 0;
-  virtual void recv(uint32_t axes, int32_t peer, int32_t tag, void *data,
-                    int64_t count, int32_t dtype) = 0;
+  void allReduce(uint32_t axes, void *data, int64_t count, int32_t dtype,
+                 int32_t reduction);
+  void allGather(uint32_t axes, const void *in, void *out, int64_t count,
+                 int32_t dtype);
+  void reduceScatter(uint32_t axes, const void *in, void *out, int64_t count,
+                     int32_t dtype, int32_t reduction);
+  void allToAll(uint32_t axes, const void *in, void *out, int64_t count,
+                int32_t dtype);
+  void send(uint32_t axes, int32_t peer, int32_t tag, const void *data,
+            int64_t count, int32_t dtype);
+  void recv(uint32_t axes, int32_t peer, int32_t tag, void *data, int64_t count,
+            int32_t dtype);
+
+  /// Every rank tells the others whether it is ready to go on: \p error is
+  /// empty if so, else why not (truncated to 1000 bytes). Returns the
+  /// errors of all ranks, by rank, so that all of them stop together and
+  /// one of them can report what went wrong where; all empty if none
+  /// failed. Collective over all ranks.
+  std::vector<std::string> agree(const std::string &error);
+
+  /// Ends every rank of the program at once with exit status \p code:
+  /// what a rank does when it cannot go on while others may be waiting for
+  /// it. Callable from any thread.
+  [[noreturn]] virtual void abort(int code);
 
   /// The last failure of an operation called through handle().
   const std::string &lastError() const { return error; }
@@ -60,9 +177,35 @@ protected:
   /// Checks an axes mask against the mesh; throws otherwise.
   void checkAxes(uint32_t axes) const;
 
+  // What backends implement; the public operations record them in the
+  // monitor around these calls.
+  virtual void doAllReduce(uint32_t axes, void *data, int64_t count,
+                           int32_t dtype, int32_t reduction) = 0;
+  virtual void doAllGather(uint32_t axes, const void *in, void *out,
+                           int64_t count, int32_t dtype) = 0;
+  virtual void doReduceScatter(uint32_t axes, const void *in, void *out,
+                               int64_t count, int32_t dtype,
+                               int32_t reduction) = 0;
+  virtual void doAllToAll(uint32_t axes, const void *in, void *out,
+                          int64_t count, int32_t dtype) = 0;
+  virtual void doSend(uint32_t axes, int32_t peer, int32_t tag,
+                      const void *data, int64_t count, int32_t dtype) = 0;
+  virtual void doRecv(uint32_t axes, int32_t peer, int32_t tag, void *data,
+                      int64_t count, int32_t dtype) = 0;
+
 private:
   struct CHandle : pccrt_comm {
     Communicator *self;
+  };
+  /// Marks an operation in the monitor for the lifetime of the scope.
+  class OpScope {
+  public:
+    OpScope(const Communicator &comm, CommOp op);
+    ~OpScope();
+
+  private:
+    RankMonitor *monitor;
+    CommOp previous = CommOp::None;
   };
   static const pccrt_comm_ops cOps;
   friend struct CommTrampolines;
@@ -70,6 +213,7 @@ private:
   std::vector<int64_t> mesh;
   CHandle cHandle;
   std::string error;
+  RankMonitor *monitorPtr = nullptr;
 };
 
 /// True when libpccrt was built with MPI.
@@ -77,6 +221,9 @@ bool haveMpi();
 /// Initializes MPI once (no-op if already initialized) and returns this
 /// process's rank and the world size.
 void initMpi(int *rank, int *size);
+/// Shuts MPI down if it was initialized and is not yet finalized. It waits
+/// for every rank: a monitor given marks the wait as CommOp::Finalize.
+void finalizeMpi(RankMonitor *monitor = nullptr);
 /// An MPI communicator over MPI_COMM_WORLD arranged on `meshShape`, whose
 /// product must equal the world size.
 std::unique_ptr<Communicator>
