@@ -9,6 +9,12 @@
 
 #include "pccrt/Runtime.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
 // Tensor bytes are copied between files and generated code without swapping.
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "pccrt supports little-endian hosts only"
@@ -36,6 +42,75 @@ uint64_t checkedByteSize(int32_t dtype, const std::vector<int64_t> &shape,
 void checkDataSize(const Tensor &tensor, const std::string &what);
 
 std::vector<uint8_t> readFile(const std::string &path);
+
+/// A safetensors file whose header is read and checked when it is opened
+/// and whose tensors are read on demand, so that a rank reads only its part
+/// of each weight and nothing is held twice.
+class SafetensorsFile {
+public:
+  /// A header entry: the tensor without its data, and where the data lies.
+  struct Entry {
+    Tensor tensor;
+    uint64_t begin, size;
+  };
+
+  /// Throws an Error naming \p path if it cannot be read or is malformed.
+  explicit SafetensorsFile(
+      const std::string &path,
+      std::map<std::string, std::string> *metadata = nullptr);
+
+  const std::string &path() const { return filePath; }
+  /// In the header's order.
+  const std::vector<Entry> &entries() const { return list; }
+  /// The entry named \p name, or null.
+  const Entry *find(const std::string &name) const;
+  /// Reads \p size bytes at \p offset of \p entry's data.
+  void read(const Entry &entry, uint64_t offset, void *buffer,
+            size_t size) const;
+  Tensor readTensor(const Entry &entry) const;
+
+private:
+  void readAt(uint64_t offset, void *buffer, size_t size) const;
+
+  std::string filePath;
+  std::unique_ptr<std::FILE, int (*)(std::FILE *)> file;
+  uint64_t dataStart = 0;
+  std::vector<Entry> list;
+  std::unordered_map<std::string, size_t> byName;
+};
+
+/// How an entry of a model's tables lies over the ranks of its group
+/// (pccrt.h), in rows: one index of the split dimension, `rowBytes` bytes.
+/// A whole entry is one rank's group of one.
+struct ShardLayout {
+  int64_t outer = 1;     ///< product of the extents before the split one
+  uint64_t rowBytes = 0; ///< bytes of one index of the split dimension
+  int64_t local = 0;     ///< this rank's extent
+  int64_t whole = 0;     ///< local x group size, padding included
+  int64_t real = 0;      ///< the extent files hold: whole less padding
+  int64_t groups = 1;
+  int64_t size = 1; ///< ranks in the group
+
+  /// Calls fn(o, localRow, wholeRow, realRows, rows) for each contiguous
+  /// run of rows that the rank at \p position holds: `rows` rows at
+  /// `localRow` of outer index `o` of its part are rows `wholeRow...` of the
+  /// whole tensor, of which the first `realRows` are real, the rest padding.
+  template <typename F> void forEachRun(int64_t position, F fn) const {
+    int64_t rows = local / groups, stride = whole / groups;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t wholeRow = g * stride + position * rows;
+        int64_t realRows =
+            std::max<int64_t>(0, std::min<int64_t>(rows, real - wholeRow));
+        fn(o, g * rows, wholeRow, realRows, rows);
+      }
+  }
+};
+
+/// The layout of \p entry, whose sharding fields were validated against
+/// \p info's mesh.
+ShardLayout shardLayout(const pccrt_model_info &info,
+                        const pccrt_tensor_info &entry);
 
 } // namespace pccrt::detail
 

@@ -2,6 +2,8 @@
 
 #include "Internal.h"
 
+#include "pccrt/Comm.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -26,25 +28,93 @@ std::vector<int64_t> shapeOf(const pccrt_tensor_info &info) {
   return std::vector<int64_t>(info.shape, info.shape + info.rank);
 }
 
-/// Empty if \p tensor fits \p info, else "expected ..., got ...".
-std::string mismatch(const pccrt_tensor_info &info, const Tensor &tensor) {
-  std::vector<int64_t> shape = shapeOf(info);
-  if (tensor.dtype != info.dtype || tensor.shape != shape)
-    return "expected shape " + describeType(info.dtype, shape) + ", got " +
+/// Empty if \p tensor has \p dtype and \p shape, else "expected ..., got
+/// ...".
+std::string mismatch(int32_t dtype, const std::vector<int64_t> &shape,
+                     const Tensor &tensor) {
+  if (tensor.dtype != dtype || tensor.shape != shape)
+    return "expected shape " + describeType(dtype, shape) + ", got " +
            describeType(tensor.dtype, tensor.shape);
-  uint64_t byteSize = uint64_t(tensor.numElements()) * dtypeSize(info.dtype);
+  uint64_t byteSize = uint64_t(tensor.numElements()) * dtypeSize(dtype);
   if (tensor.data.size() != byteSize)
     return "expected " + std::to_string(byteSize) + " bytes of data, got " +
            std::to_string(tensor.data.size());
   return {};
 }
 
+/// Empty if \p tensor fits the rank's part \p info.
+std::string mismatch(const pccrt_tensor_info &info, const Tensor &tensor) {
+  return mismatch(info.dtype, shapeOf(info), tensor);
+}
+
+/// Empty if \p tensor is a whole tensor of which \p entry is a part.
+std::string wholeMismatch(const pccrt_model_info &model,
+                          const pccrt_tensor_info &entry,
+                          const Tensor &tensor) {
+  return mismatch(entry.dtype, wholeShape(model, entry), tensor);
+}
+
+/// Checks the mesh of a model's info: at most 31 axes of positive sizes.
+void validateMesh(const pccrt_model_info &info, const std::string &library) {
+  if (info.mesh_rank < 0 || info.mesh_rank > 31 ||
+      (info.mesh_rank > 0 && !info.mesh_shape))
+    fail(library, "malformed model info: bad mesh (" +
+                      std::to_string(info.mesh_rank) + " axes)");
+  int64_t ranks = 1;
+  for (int32_t a = 0; a < info.mesh_rank; ++a) {
+    int64_t size = info.mesh_shape[a];
+    if (size < 1 || size > (int64_t(1) << 20) || ranks > (int64_t(1) << 20))
+      fail(library, "malformed model info: mesh axis " + std::to_string(a) +
+                        " has size " + std::to_string(size));
+    ranks *= size;
+  }
+}
+
+/// Checks the sharding fields of \p entry against \p info's mesh, so that
+/// slicing and gathering may trust them.
+void validateSharding(const pccrt_model_info &info,
+                      const pccrt_tensor_info &entry,
+                      const std::string &label) {
+  auto bad = [&](const std::string &what) {
+    fail(label, "malformed model info: " + what);
+  };
+  if (entry.shard_axes == 0) {
+    if (entry.shard_groups > 1 || entry.shard_groups < 0 ||
+        entry.full_extent != 0)
+      bad("groups or a full extent on a tensor that is not split");
+    return;
+  }
+  if (info.mesh_rank == 0 || (entry.shard_axes >> info.mesh_rank) != 0)
+    bad("split over axes mask " + std::to_string(entry.shard_axes) +
+        " of a mesh of " + std::to_string(info.mesh_rank) + " axes");
+  if (entry.shard_dim < 0 || entry.shard_dim >= entry.rank)
+    bad("split dimension " + std::to_string(entry.shard_dim) +
+        " of a tensor of rank " + std::to_string(entry.rank));
+  int64_t local = entry.shape[entry.shard_dim];
+  int64_t size = meshGroupSize(info, entry.shard_axes);
+  int64_t groups = std::max<int64_t>(1, entry.shard_groups);
+  if (entry.shard_groups < 0 || local % groups != 0)
+    bad(std::to_string(entry.shard_groups) + " groups of a local extent of " +
+        std::to_string(local));
+  if (local > INT64_MAX / size)
+    bad("whole extent overflows");
+  int64_t whole = local * size;
+  if (entry.full_extent < 0 || entry.full_extent > whole)
+    bad("full extent " + std::to_string(entry.full_extent) +
+        " of a whole extent of " + std::to_string(whole));
+  // Padding sits at the end of the whole extent; with groups it would fall
+  // inside the last group only, which no layout produces.
+  if (entry.full_extent != 0 && entry.full_extent != whole && groups > 1)
+    bad("padding with " + std::to_string(groups) + " groups");
+  checkedByteSize(entry.dtype, wholeShape(info, entry), label);
+}
+
 /// Checks one table of a model's info, so that later code may trust it:
 /// every entry has a name, a valid type and one of the kinds \p kindA or
 /// \p kindB that its table allows.
-void validateTable(int32_t count, const pccrt_tensor_info *table,
-                   const std::string &kind, const std::string &library,
-                   int32_t kindA, int32_t kindB) {
+void validateTable(const pccrt_model_info &model, int32_t count,
+                   const pccrt_tensor_info *table, const std::string &kind,
+                   const std::string &library, int32_t kindA, int32_t kindB) {
   if (count < 0 || (count > 0 && !table))
     fail(library, "malformed model info: bad " + kind + " table");
   for (int32_t i = 0; i < count; ++i) {
@@ -59,6 +129,7 @@ void validateTable(int32_t count, const pccrt_tensor_info *table,
       fail(label, "malformed model info: kind " + kindName(info.kind) +
                       " is not allowed in the " + kind + " table");
     checkedByteSize(info.dtype, shapeOf(info), label);
+    validateSharding(model, info, label);
   }
 }
 
@@ -68,6 +139,8 @@ std::string runErrorName(int code) {
     return "index out of range";
   case PCCRT_ERR_ABI_MISMATCH:
     return "the library was built for another ABI version";
+  case PCCRT_ERR_COMM:
+    return "a collective operation failed";
   default:
     return "unknown error";
   }
@@ -103,8 +176,7 @@ Model::~Model() {
     dlclose(handle);
 }
 
-std::unique_ptr<Model> Model::load(const std::string &libraryPath,
-                                   const std::string &weightsPath,
+std::unique_ptr<Model> Model::open(const std::string &libraryPath,
                                    const std::string &symbolPrefix) {
   std::unique_ptr<Model> model(new Model());
   // Without a slash dlopen searches the library path, not the current
@@ -134,11 +206,12 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
     fail(libraryPath, "model ABI version " + std::to_string(info->abi_version) +
                           ", runtime expects " +
                           std::to_string(PCCRT_ABI_VERSION));
-  validateTable(info->num_inputs, info->inputs, "input", libraryPath,
+  validateMesh(*info, libraryPath);
+  validateTable(*info, info->num_inputs, info->inputs, "input", libraryPath,
                 PCCRT_KIND_INPUT, PCCRT_KIND_INPUT);
-  validateTable(info->num_outputs, info->outputs, "output", libraryPath,
+  validateTable(*info, info->num_outputs, info->outputs, "output", libraryPath,
                 PCCRT_KIND_OUTPUT, PCCRT_KIND_GRAD);
-  validateTable(info->num_weights, info->weights, "weight", libraryPath,
+  validateTable(*info, info->num_weights, info->weights, "weight", libraryPath,
                 PCCRT_KIND_CONSTANT, PCCRT_KIND_STATE);
   // Each weight gets its own buffer; two entries of one name would have to
   // share a STATE buffer that two updates write.
@@ -148,33 +221,134 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
       fail(libraryPath, "malformed model info: weight " +
                             quote(info->weights[i].name) + " appears twice");
   model->modelInfo = info;
+  return model;
+}
+
+std::vector<int64_t> Model::meshOf(const std::string &libraryPath,
+                                   const std::string &symbolPrefix) {
+  return open(libraryPath, symbolPrefix)->mesh();
+}
+
+std::vector<int64_t> Model::mesh() const {
+  if (modelInfo->mesh_rank <= 0)
+    return {};
+  return std::vector<int64_t>(modelInfo->mesh_shape,
+                              modelInfo->mesh_shape + modelInfo->mesh_rank);
+}
+
+int64_t Model::groupPosition(uint32_t axes) const {
+  return comm && axes ? comm->groupPosition(axes) : 0;
+}
+
+namespace {
+/// Reads this rank's part of the split weight \p entry from the whole
+/// tensor \p stored of \p file into \p part (zeroed, of the part's size).
+/// Reads whole rows in chunks when they are small, so that a weight split
+/// along an inner dimension does not take one read per row; each run of
+/// the part alone when rows are large.
+void readPart(const SafetensorsFile &file, const SafetensorsFile::Entry &stored,
+              const ShardLayout &layout, int64_t position, uint8_t *part) {
+  constexpr uint64_t kChunkBytes = uint64_t(16) << 20;
+  uint64_t outerBytes = uint64_t(layout.real) * layout.rowBytes;
+  if (outerBytes == 0)
+    return;
+  if (outerBytes > kChunkBytes) {
+    layout.forEachRun(position, [&](int64_t o, int64_t localRow,
+                                    int64_t wholeRow, int64_t realRows,
+                                    int64_t) {
+      file.read(stored,
+                uint64_t(o) * outerBytes + uint64_t(wholeRow) * layout.rowBytes,
+                part + uint64_t(o * layout.local + localRow) * layout.rowBytes,
+                uint64_t(realRows) * layout.rowBytes);
+    });
+    return;
+  }
+  int64_t perChunk = int64_t(kChunkBytes / outerBytes);
+  std::vector<uint8_t> chunk;
+  int64_t first = -1;
+  layout.forEachRun(position, [&](int64_t o, int64_t localRow, int64_t wholeRow,
+                                  int64_t realRows, int64_t) {
+    if (first < 0 || o >= first + perChunk) {
+      first = o;
+      int64_t n = std::min(perChunk, layout.outer - o);
+      chunk.resize(uint64_t(n) * outerBytes);
+      file.read(stored, uint64_t(o) * outerBytes, chunk.data(), chunk.size());
+    }
+    std::memcpy(part + uint64_t(o * layout.local + localRow) * layout.rowBytes,
+                chunk.data() + uint64_t(o - first) * outerBytes +
+                    uint64_t(wholeRow) * layout.rowBytes,
+                uint64_t(realRows) * layout.rowBytes);
+  });
+}
+
+std::string formatMesh(const std::vector<int64_t> &mesh) {
+  return formatShape(mesh);
+}
+} // namespace
+
+std::unique_ptr<Model> Model::load(const std::string &libraryPath,
+                                   const std::string &weightsPath,
+                                   const std::string &symbolPrefix,
+                                   Communicator *comm) {
+  std::unique_ptr<Model> model = open(libraryPath, symbolPrefix);
+  const pccrt_model_info *info = model->modelInfo;
+  std::vector<int64_t> mesh = model->mesh();
+  int64_t ranks =
+      meshGroupSize(*info, uint32_t((uint64_t(1) << mesh.size()) - 1));
+  if (ranks > 1 && !comm)
+    fail(libraryPath, "a program of " + std::to_string(ranks) +
+                          " ranks (mesh " + formatMesh(mesh) +
+                          ") needs a communicator");
+  if (comm && ranks > 1 && comm->meshShape() != mesh)
+    fail(libraryPath, "the program's mesh is " + formatMesh(mesh) +
+                          ", the communicator's " +
+                          formatMesh(comm->meshShape()));
+  if (comm && ranks == 1 && comm->numRanks() != 1)
+    fail(libraryPath, "a single-rank program cannot run on a communicator of " +
+                          std::to_string(comm->numRanks()) + " ranks");
+  model->comm = comm;
 
   if (info->num_weights == 0)
     return model;
   if (weightsPath.empty())
     fail(libraryPath, "model needs " + std::to_string(info->num_weights) +
                           " weights but no weights file was given");
-  std::vector<Tensor> file = readSafetensors(weightsPath);
-  std::unordered_map<std::string, size_t> byName;
-  for (size_t i = 0; i < file.size(); ++i)
-    byName.emplace(file[i].name, i);
-  std::vector<size_t> order;
+  SafetensorsFile file(weightsPath);
+  // Check every weight against the file before reading any data.
+  std::vector<const SafetensorsFile::Entry *> stored;
   for (int32_t i = 0; i < info->num_weights; ++i) {
     const pccrt_tensor_info &expected = info->weights[i];
     std::string label = "weight " + quote(expected.name);
-    auto found = byName.find(expected.name);
-    if (found == byName.end())
+    const SafetensorsFile::Entry *entry = file.find(expected.name);
+    if (!entry)
       fail(weightsPath, "missing " + label);
-    if (std::string problem = mismatch(expected, file[found->second]);
-        !problem.empty())
-      fail(weightsPath, label + ": " + problem);
-    order.push_back(found->second);
+    // The file holds whole tensors, so it fits a model on any mesh. (The
+    // reader checked that the data's size fits the header's shape.)
+    std::vector<int64_t> shape = wholeShape(*info, expected);
+    if (entry->tensor.dtype != expected.dtype || entry->tensor.shape != shape)
+      fail(weightsPath,
+           label + ": expected shape " + describeType(expected.dtype, shape) +
+               ", got " +
+               describeType(entry->tensor.dtype, entry->tensor.shape));
+    stored.push_back(entry);
   }
-  // Move the file's tensors (no copies of large weights) into table order;
-  // those the model does not use are freed with `file`.
   for (int32_t i = 0; i < info->num_weights; ++i) {
-    Tensor &weight = model->weights.emplace_back(std::move(file[order[i]]));
-    weight.kind = info->weights[i].kind;
+    const pccrt_tensor_info &expected = info->weights[i];
+    Tensor &weight = model->weights.emplace_back();
+    weight.name = expected.name;
+    weight.dtype = expected.dtype;
+    weight.shape = shapeOf(expected);
+    weight.kind = expected.kind;
+    if (expected.shard_axes == 0) {
+      weight.data.resize(stored[i]->size);
+      file.read(*stored[i], 0, weight.data.data(), weight.data.size());
+      continue;
+    }
+    ShardLayout layout = shardLayout(*info, expected);
+    weight.data.assign(
+        uint64_t(layout.outer) * uint64_t(layout.local) * layout.rowBytes, 0);
+    readPart(file, *stored[i], layout,
+             model->groupPosition(expected.shard_axes), weight.data.data());
   }
   for (Tensor &weight : model->weights)
     model->weightPointers.push_back(dataPointer(weight));
@@ -187,11 +361,20 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
     throw Error("model expects " + std::to_string(info.num_inputs) +
                 " inputs, got " + std::to_string(inputs.size()));
   std::vector<void *> inputPointers;
+  // This rank's parts of split inputs; the others are passed as they are.
+  std::vector<Tensor> parts(info.num_inputs);
   for (int32_t i = 0; i < info.num_inputs; ++i) {
-    if (std::string problem = mismatch(info.inputs[i], inputs[i]);
+    const pccrt_tensor_info &entry = info.inputs[i];
+    if (std::string problem = wholeMismatch(info, entry, inputs[i]);
         !problem.empty())
-      throw Error("input " + quote(info.inputs[i].name) + ": " + problem);
-    inputPointers.push_back(dataPointer(inputs[i]));
+      throw Error("input " + quote(entry.name) + ": " + problem);
+    if (entry.shard_axes == 0) {
+      inputPointers.push_back(dataPointer(inputs[i]));
+      continue;
+    }
+    parts[i] =
+        sliceShard(info, entry, groupPosition(entry.shard_axes), inputs[i]);
+    inputPointers.push_back(dataPointer(parts[i]));
   }
 
   std::vector<Tensor> outputs(info.num_outputs);
@@ -224,13 +407,89 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
   context.outputs = outputPointers.data();
   context.weights = weightPointers.data();
   context.workspace = workspace ? workspace.get() : emptyBuffer;
-  context.rank = 0;
-  context.num_ranks = 1;
+  context.rank = comm ? comm->rank() : 0;
+  context.num_ranks = comm ? comm->numRanks() : 1;
+  context.comm = comm ? comm->handle() : nullptr;
   int code = runFn(&context);
+  if (code == PCCRT_ERR_COMM && comm && !comm->lastError().empty())
+    throw Error("model run failed: " + comm->lastError());
   if (code != PCCRT_OK)
     throw Error("model run failed: " + runErrorName(code) + " (code " +
                 std::to_string(code) + ")");
   return outputs;
+}
+
+namespace {
+/// The whole tensor of \p entry from this rank's \p part: all_gather over
+/// the entry's group, then the parts joined. Gathered as bytes, in pieces
+/// that the backend's int counts can carry.
+Tensor gatherWhole(Communicator *comm, const pccrt_model_info &info,
+                   const pccrt_tensor_info &entry, const Tensor &part) {
+  int64_t size = meshGroupSize(info, entry.shard_axes);
+  std::vector<Tensor> parts(size_t(size), part);
+  if (size > 1) {
+    if (!comm)
+      throw Error("tensor " + quote(entry.name) +
+                  " is split but the model has no communicator");
+    constexpr uint64_t kPiece = uint64_t(1) << 30;
+    uint64_t bytes = part.data.size();
+    std::vector<uint8_t> gathered;
+    for (uint64_t at = 0; at < bytes; at += kPiece) {
+      uint64_t n = std::min(kPiece, bytes - at);
+      gathered.resize(n * uint64_t(size));
+      comm->allGather(entry.shard_axes, part.data.data() + at, gathered.data(),
+                      int64_t(n), PCCRT_U8);
+      for (int64_t p = 0; p < size; ++p)
+        std::memcpy(parts[size_t(p)].data.data() + at,
+                    gathered.data() + uint64_t(p) * n, n);
+    }
+  }
+  Tensor whole = joinShards(info, entry, parts);
+  whole.kind = part.kind;
+  return whole;
+}
+} // namespace
+
+std::vector<Tensor> Model::gather(const std::vector<Tensor> &outputs) const {
+  const pccrt_model_info &info = *modelInfo;
+  if (outputs.size() != size_t(info.num_outputs))
+    throw Error("model has " + std::to_string(info.num_outputs) +
+                " outputs, got " + std::to_string(outputs.size()) +
+                " to gather");
+  std::vector<Tensor> whole;
+  for (int32_t i = 0; i < info.num_outputs; ++i) {
+    const pccrt_tensor_info &entry = info.outputs[i];
+    if (std::string problem = mismatch(entry, outputs[i]); !problem.empty())
+      throw Error("output " + quote(entry.name) + ": " + problem);
+    if (entry.shard_axes == 0)
+      whole.push_back(outputs[i]);
+    else
+      whole.push_back(gatherWhole(comm, info, entry, outputs[i]));
+    whole.back().name = entry.name;
+  }
+  return whole;
+}
+
+Tensor Model::wholeWeight(int32_t index) const {
+  const pccrt_tensor_info &entry = modelInfo->weights[index];
+  if (entry.shard_axes == 0)
+    return weights[index];
+  return gatherWhole(comm, *modelInfo, entry, weights[index]);
+}
+
+void Model::assignWeight(int32_t index, const Tensor &tensor) {
+  const pccrt_tensor_info &entry = modelInfo->weights[index];
+  Tensor &weight = weights[index];
+  // Copy into the existing buffer, which weightPointers points to.
+  if (entry.shard_axes == 0) {
+    if (!tensor.data.empty())
+      std::memcpy(weight.data.data(), tensor.data.data(), tensor.data.size());
+    return;
+  }
+  Tensor part =
+      sliceShard(*modelInfo, entry, groupPosition(entry.shard_axes), tensor);
+  if (!part.data.empty())
+    std::memcpy(weight.data.data(), part.data.data(), part.data.size());
 }
 
 bool Model::isTraining() const {
@@ -243,7 +502,12 @@ bool Model::isTraining() const {
   return false;
 }
 
-std::vector<Tensor> Model::state() const { return weights; }
+std::vector<Tensor> Model::state() const {
+  std::vector<Tensor> whole;
+  for (int32_t i = 0; i < modelInfo->num_weights; ++i)
+    whole.push_back(wholeWeight(i));
+  return whole;
+}
 
 void Model::loadState(const std::vector<Tensor> &tensors,
                       const std::string &source) {
@@ -253,7 +517,7 @@ void Model::loadState(const std::vector<Tensor> &tensors,
   for (const Tensor &tensor : tensors)
     byName.emplace(tensor.name, &tensor);
   // Check everything before changing anything.
-  std::vector<std::pair<Tensor *, const Tensor *>> updates;
+  std::vector<std::pair<int32_t, const Tensor *>> updates;
   for (int32_t i = 0; i < modelInfo->num_weights; ++i) {
     const pccrt_tensor_info &expected = modelInfo->weights[i];
     if (expected.kind != PCCRT_KIND_STATE)
@@ -262,17 +526,15 @@ void Model::loadState(const std::vector<Tensor> &tensors,
     if (found == byName.end())
       throw Error(what + " does not match this model: missing " +
                   quote(expected.name));
-    if (std::string problem = mismatch(expected, *found->second);
+    if (std::string problem =
+            wholeMismatch(*modelInfo, expected, *found->second);
         !problem.empty())
       throw Error(what + " does not match this model: mismatched " +
                   quote(expected.name) + ": " + problem);
-    updates.emplace_back(&weights[i], found->second);
+    updates.emplace_back(i, found->second);
   }
-  // Copy into the existing buffers, which weightPointers point to.
-  for (auto [weight, tensor] : updates)
-    if (!tensor->data.empty())
-      std::memcpy(weight->data.data(), tensor->data.data(),
-                  tensor->data.size());
+  for (auto [index, tensor] : updates)
+    assignWeight(index, *tensor);
 }
 
 std::vector<std::string> Model::parameterNames() const {
@@ -298,7 +560,7 @@ size_t Model::loadParameters(const std::vector<Tensor> &tensors,
   for (int32_t i = 0; i < modelInfo->num_weights; ++i)
     weightIndex.emplace(modelInfo->weights[i].name, i);
   // Check everything before changing anything.
-  std::vector<std::pair<Tensor *, const Tensor *>> updates;
+  std::vector<std::pair<int32_t, const Tensor *>> updates;
   for (const std::string &name : parameters) {
     auto tensor = byName.find(name);
     if (tensor == byName.end())
@@ -310,28 +572,28 @@ size_t Model::loadParameters(const std::vector<Tensor> &tensors,
                   " is not a weight of this model (a checkpoint of another "
                   "model?)");
     const pccrt_tensor_info &expected = modelInfo->weights[index->second];
-    if (std::string problem = mismatch(expected, *tensor->second);
+    if (std::string problem =
+            wholeMismatch(*modelInfo, expected, *tensor->second);
         !problem.empty())
       throw Error(source + ": parameter " + quote(name) +
                   " does not fit this model: " + problem);
-    updates.emplace_back(&weights[index->second], tensor->second);
+    updates.emplace_back(index->second, tensor->second);
   }
-  for (auto [weight, tensor] : updates)
-    if (!tensor->data.empty())
-      std::memcpy(weight->data.data(), tensor->data.data(),
-                  tensor->data.size());
+  for (auto [index, tensor] : updates)
+    assignWeight(index, *tensor);
   return updates.size();
 }
 
 std::string Model::fingerprint() const {
   // Sorted by name: the order of the weights table does not matter to a
-  // checkpoint, which binds by name.
+  // checkpoint, which binds by name. Whole shapes: a checkpoint fits the
+  // model on any number of ranks.
   std::vector<std::string> entries;
   for (int32_t i = 0; i < modelInfo->num_weights; ++i) {
     const pccrt_tensor_info &w = modelInfo->weights[i];
     if (w.kind == PCCRT_KIND_STATE)
       entries.push_back(std::string(w.name) + '\0' +
-                        describeType(w.dtype, shapeOf(w)));
+                        describeType(w.dtype, wholeShape(*modelInfo, w)));
   }
   std::sort(entries.begin(), entries.end());
   // FNV-1a, 64 bits: stable across builds and platforms, unlike std::hash.
@@ -362,7 +624,7 @@ std::vector<Tensor> pccrt::bindInputs(const pccrt_model_info &info,
     std::string label = "input " + quote(info.inputs[index].name);
     if (isBound[index])
       fail(file, label + " is given twice");
-    if (std::string problem = mismatch(info.inputs[index], tensor);
+    if (std::string problem = wholeMismatch(info, info.inputs[index], tensor);
         !problem.empty())
       fail(file, label + ": " + problem);
     tensor.name = info.inputs[index].name;

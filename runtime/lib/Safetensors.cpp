@@ -219,11 +219,7 @@ private:
   const std::string &what;
 };
 
-/// A header entry: the tensor without its data, and where the data lies.
-struct Entry {
-  Tensor tensor;
-  uint64_t begin, size;
-};
+using Entry = SafetensorsFile::Entry;
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
@@ -369,19 +365,11 @@ pccrt::parseSafetensors(const uint8_t *bytes, size_t size,
   return tensors;
 }
 
-std::vector<Tensor>
-pccrt::readSafetensors(const std::string &path,
-                       std::map<std::string, std::string> *metadata) {
-  FilePtr file(std::fopen(path.c_str(), "rb"));
+SafetensorsFile::SafetensorsFile(const std::string &path,
+                                 std::map<std::string, std::string> *metadata)
+    : filePath(path), file(std::fopen(path.c_str(), "rb"), &std::fclose) {
   if (!file)
     fail(path, std::string("cannot open: ") + std::strerror(errno));
-  auto readAt = [&](uint64_t offset, void *buffer, size_t size) {
-    if (fseeko(file.get(), off_t(offset), SEEK_SET) != 0 ||
-        std::fread(buffer, 1, size, file.get()) != size)
-      fail(path, std::string("cannot read: ") +
-                     (std::ferror(file.get()) ? std::strerror(errno)
-                                              : "unexpected end of file"));
-  };
   off_t fileSize = -1;
   if (fseeko(file.get(), 0, SEEK_END) == 0)
     fileSize = ftello(file.get());
@@ -393,14 +381,51 @@ pccrt::readSafetensors(const std::string &path,
   uint64_t length = headerLength(first8, uint64_t(fileSize), path);
   std::string json(length, '\0');
   readAt(8, json.data(), length);
-  std::vector<Entry> entries = parseHeader(
-      json.data(), length, uint64_t(fileSize) - 8 - length, path, metadata);
+  list = parseHeader(json.data(), length, uint64_t(fileSize) - 8 - length, path,
+                     metadata);
+  dataStart = 8 + length;
+  for (size_t i = 0; i < list.size(); ++i)
+    byName.emplace(list[i].tensor.name, i);
+}
+
+const SafetensorsFile::Entry *
+SafetensorsFile::find(const std::string &name) const {
+  auto found = byName.find(name);
+  return found == byName.end() ? nullptr : &list[found->second];
+}
+
+void SafetensorsFile::readAt(uint64_t offset, void *buffer, size_t size) const {
+  if (fseeko(file.get(), off_t(offset), SEEK_SET) != 0 ||
+      std::fread(buffer, 1, size, file.get()) != size)
+    fail(filePath, std::string("cannot read: ") +
+                       (std::ferror(file.get()) ? std::strerror(errno)
+                                                : "unexpected end of file"));
+}
+
+void SafetensorsFile::read(const Entry &entry, uint64_t offset, void *buffer,
+                           size_t size) const {
+  if (offset > entry.size || size > entry.size - offset)
+    fail(filePath, "tensor " + quote(entry.tensor.name) + ": read of " +
+                       std::to_string(size) + " bytes at " +
+                       std::to_string(offset) + " past its data");
+  if (size)
+    readAt(dataStart + entry.begin + offset, buffer, size);
+}
+
+Tensor SafetensorsFile::readTensor(const Entry &entry) const {
+  Tensor tensor = entry.tensor;
+  tensor.data.resize(entry.size);
+  read(entry, 0, tensor.data.data(), entry.size);
+  return tensor;
+}
+
+std::vector<Tensor>
+pccrt::readSafetensors(const std::string &path,
+                       std::map<std::string, std::string> *metadata) {
+  SafetensorsFile file(path, metadata);
   std::vector<Tensor> tensors;
-  for (Entry &entry : entries) {
-    entry.tensor.data.resize(entry.size);
-    readAt(8 + length + entry.begin, entry.tensor.data.data(), entry.size);
-    tensors.push_back(std::move(entry.tensor));
-  }
+  for (const Entry &entry : file.entries())
+    tensors.push_back(file.readTensor(entry));
   return tensors;
 }
 

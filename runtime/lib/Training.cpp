@@ -8,6 +8,8 @@
 
 #include "Internal.h"
 
+#include "pccrt/Comm.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -99,10 +101,13 @@ void pccrt::dumpGrads(const std::string &dir,
 void pccrt::saveCheckpoint(const std::string &path, const Model &model,
                            const std::map<std::string, std::string> &metadata) {
   // Copies the STATE weights only: CONSTANT ones may be most of the model.
+  // Every rank takes part in gathering the split ones; rank 0 writes.
   std::vector<Tensor> tensors;
-  for (const Tensor &weight : model.weights)
-    if (weight.kind == PCCRT_KIND_STATE)
-      tensors.push_back(weight);
+  for (int32_t i = 0; i < model.modelInfo->num_weights; ++i)
+    if (model.weights[i].kind == PCCRT_KIND_STATE)
+      tensors.push_back(model.wholeWeight(i));
+  if (model.comm && model.comm->rank() != 0)
+    return;
   std::map<std::string, std::string> all = metadata;
   all["format"] = kCheckpointFormat;
   all["model"] = model.fingerprint();

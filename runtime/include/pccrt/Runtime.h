@@ -8,6 +8,12 @@
 // restore. Depends only on the C++ standard library and libdl, so that
 // deploying a compiled model needs neither MLIR nor protobuf.
 //
+// A program of several ranks (pccrt.h) runs one Model per rank, each with
+// the rank's communicator. The Model holds the rank's parts of its weights;
+// what crosses the API is whole: inputs, weights files, checkpoints and the
+// tensors of gather() and state(), so that files never depend on how many
+// ranks wrote or read them.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PCCRT_RUNTIME_H
@@ -24,6 +30,8 @@
 #include <vector>
 
 namespace pccrt {
+
+class Communicator;
 
 /// Every failure of the runtime: a one-line message naming the file (or the
 /// input) at fault and the cause.
@@ -58,6 +66,23 @@ struct Tensor {
   int64_t numElements() const;
 };
 
+/// Sharding (pccrt.h): the number of ranks in the group of the mesh axes
+/// \p axes of \p info's mesh (1 for no axes).
+int64_t meshGroupSize(const pccrt_model_info &info, uint32_t axes);
+/// The shape of the whole tensor of which \p entry (of one of \p info's
+/// tables) is a rank's part: the split dimension at its real, unpadded
+/// extent. The entry's own shape if it is not split.
+std::vector<int64_t> wholeShape(const pccrt_model_info &info,
+                                const pccrt_tensor_info &entry);
+/// The part of \p whole (shaped wholeShape) that the rank at \p position
+/// of the entry's group holds, shaped like \p entry, padding zeroed.
+Tensor sliceShard(const pccrt_model_info &info, const pccrt_tensor_info &entry,
+                  int64_t position, const Tensor &whole);
+/// The whole tensor from \p parts, the parts of every rank of the entry's
+/// group in group order: groups reordered, padding dropped.
+Tensor joinShards(const pccrt_model_info &info, const pccrt_tensor_info &entry,
+                  const std::vector<Tensor> &parts);
+
 /// Decodes an onnx.TensorProto from untrusted bytes; \p what names the source
 /// in error messages. Rejects string tensors and external data.
 Tensor parseTensorProto(const uint8_t *bytes, size_t size,
@@ -84,57 +109,90 @@ void writeSafetensors(const std::string &path,
 /// A loaded model library with its weights bound. The Model owns the
 /// weights: CONSTANT ones as read from the weights file, STATE ones as
 /// updated by every run(). run() reuses one workspace, so a Model must not
-/// run on two threads at once.
+/// run on two threads at once. On a mesh of several ranks it holds this
+/// rank's parts; the calls documented as collective must be made by every
+/// rank, in the same order.
 class Model {
 public:
   /// Loads \p libraryPath, which exports `<symbolPrefix>_model_info` and
   /// `<symbolPrefix>_model_run`, and binds weights by name from the
   /// safetensors file \p weightsPath (may be empty if the model has none).
+  /// A program of several ranks needs \p comm, whose mesh is the model's;
+  /// each rank reads only its parts of the split weights (which the file
+  /// holds whole).
   static std::unique_ptr<Model> load(const std::string &libraryPath,
                                      const std::string &weightsPath,
+                                     const std::string &symbolPrefix = "pcc",
+                                     Communicator *comm = nullptr);
+  /// The mesh that the program in \p libraryPath runs on (empty for a
+  /// single-rank program), read without binding weights: what a launcher
+  /// needs to know before it starts the ranks.
+  static std::vector<int64_t> meshOf(const std::string &libraryPath,
                                      const std::string &symbolPrefix = "pcc");
   ~Model();
   Model(const Model &) = delete;
   Model &operator=(const Model &) = delete;
 
   const pccrt_model_info &info() const { return *modelInfo; }
-  /// Runs one step on \p inputs, given in the order of info().inputs (their
-  /// names are not looked at), and returns outputs named, ordered and kinded
-  /// as info().outputs. On a training step this also updates the STATE
-  /// weights; a failed run leaves them as they were.
+  /// The communicator given to load(); null when the model runs alone.
+  Communicator *communicator() const { return comm; }
+  /// The model's mesh (empty for a single-rank program).
+  std::vector<int64_t> mesh() const;
+
+  /// Runs one step on \p inputs, whole tensors given in the order of
+  /// info().inputs (their names are not looked at; split inputs are
+  /// sliced), and returns this rank's outputs, named, ordered, kinded and
+  /// shaped as info().outputs. On a training step this also updates the
+  /// STATE weights; a failed run leaves them as they were.
   std::vector<Tensor> run(const std::vector<Tensor> &inputs);
+  /// The whole tensors of \p outputs, this rank's results of one run():
+  /// split ones gathered from the ranks of their group, the others as they
+  /// are. Collective.
+  std::vector<Tensor> gather(const std::vector<Tensor> &outputs) const;
 
   /// True if the model has STATE weights or an output named "loss".
   bool isTraining() const;
-  /// Copies of the current STATE and CONSTANT weights, by name, in
-  /// info().weights order, each with its kind.
+  /// Copies of the current STATE and CONSTANT weights, whole, by name, in
+  /// info().weights order, each with its kind. Collective.
   std::vector<Tensor> state() const;
-  /// Replaces every STATE weight by the tensor of the same name in
+  /// This rank's parts of the weights, in info().weights order.
+  const std::vector<Tensor> &localWeights() const { return weights; }
+  /// Replaces every STATE weight by the whole tensor of the same name in
   /// \p tensors (other tensors are ignored). Each STATE weight must be
-  /// present with its dtype and shape, else nothing changes and an Error
-  /// "checkpoint <source> does not match this model: missing 'name'" (or
-  /// "mismatched 'name': ...") is thrown.
+  /// present with its dtype and whole shape, else nothing changes and an
+  /// Error "checkpoint <source> does not match this model: missing 'name'"
+  /// (or "mismatched 'name': ...") is thrown.
   void loadState(const std::vector<Tensor> &tensors,
                  const std::string &source = "");
   /// Replaces the weights named like the checkpoint's \p parameters by
   /// those tensors: trained parameters serving a forward build. Each
-  /// parameter must be a weight of this model with its dtype and shape,
-  /// else nothing changes and an Error names it. Returns how many weights
-  /// were replaced.
+  /// parameter must be a weight of this model with its dtype and whole
+  /// shape, else nothing changes and an Error names it. Returns how many
+  /// weights were replaced.
   size_t loadParameters(const std::vector<Tensor> &tensors,
                         const std::vector<std::string> &parameters,
                         const std::string &source);
   /// The names of the trained parameters: STATE weights that have a GRAD
   /// output of the same name (the rest of the state is the optimizer's).
   std::vector<std::string> parameterNames() const;
-  /// A hex hash of the STATE weights' names, dtypes and shapes: checkpoints
-  /// carry it, so that one model's state is never loaded into another.
+  /// A hex hash of the STATE weights' names, dtypes and whole shapes:
+  /// checkpoints carry it, so that one model's state is never loaded into
+  /// another, and a checkpoint fits the same model on any number of ranks.
   std::string fingerprint() const;
 
 private:
   friend void saveCheckpoint(const std::string &, const Model &,
                              const std::map<std::string, std::string> &);
   Model() = default;
+  /// Loads the library and checks its info, binding no weights.
+  static std::unique_ptr<Model> open(const std::string &libraryPath,
+                                     const std::string &symbolPrefix);
+  /// The position of this rank in the group of \p axes.
+  int64_t groupPosition(uint32_t axes) const;
+  /// The whole tensor of weight \p index. Collective if it is split.
+  Tensor wholeWeight(int32_t index) const;
+  /// Copies the whole \p tensor into this rank's part of weight \p index.
+  void assignWeight(int32_t index, const Tensor &tensor);
   struct FreeDeleter {
     void operator()(void *p) const;
   };
@@ -143,15 +201,17 @@ private:
   void *handle = nullptr;
   const pccrt_model_info *modelInfo = nullptr;
   RunFn runFn = nullptr;
+  Communicator *comm = nullptr;
   std::vector<Tensor> weights;        ///< in info().weights order, with kinds
   std::vector<void *> weightPointers; ///< their data, as the run fn wants
   std::unique_ptr<void, FreeDeleter> workspace;
 };
 
-/// Reads the inputs of a model from \p files and returns them ordered like
-/// info.inputs. A `.safetensors` file binds inputs by name (tensors that name
-/// no input are ignored); any other file is a TensorProto bound to the next
-/// input not yet bound. Every input must be bound exactly once.
+/// Reads the inputs of a model from \p files and returns them, whole,
+/// ordered like info.inputs. A `.safetensors` file binds inputs by name
+/// (tensors that name no input are ignored); any other file is a TensorProto
+/// bound to the next input not yet bound. Every input must be bound exactly
+/// once.
 std::vector<Tensor> bindInputs(const pccrt_model_info &info,
                                const std::vector<std::string> &files);
 
@@ -161,9 +221,10 @@ void dumpOutputs(const std::string &dir, const std::vector<Tensor> &outputs);
 /// gradients are converted), creating \p dir if needed.
 void dumpGrads(const std::string &dir, const std::vector<Tensor> &grads);
 
-/// Saves the STATE weights of \p model to the safetensors file \p path
-/// (replaced atomically), with metadata {"format": "pcc-checkpoint",
-/// "model": model.fingerprint()} plus \p metadata.
+/// Saves the STATE weights of \p model, whole, to the safetensors file
+/// \p path (replaced atomically), with metadata {"format":
+/// "pcc-checkpoint", "model": model.fingerprint()} plus \p metadata.
+/// Collective: on several ranks every rank gathers, rank 0 writes.
 void saveCheckpoint(const std::string &path, const Model &model,
                     const std::map<std::string, std::string> &metadata = {});
 /// Restores the STATE weights of \p model from a checkpoint written by

@@ -1,6 +1,7 @@
 //===- RuntimeTest.cpp - Unit tests of libpccrt ---------------------------===//
 
 #include "pccrt/Runtime.h"
+#include "pccrt/Comm.h"
 
 #include <gtest/gtest.h>
 
@@ -832,6 +833,173 @@ TEST_F(RuntimeFiles, ModelInfoKindsChecked) {
                         "allowed in the weight table"));
   EXPECT_EQ(kindName(PCCRT_KIND_STATE), "STATE");
   EXPECT_EQ(kindName(0), "kind(0)");
+}
+
+namespace {
+/// A model info with a 2 x 3 mesh whose one output is \p entry, for the
+/// sharding functions, which read only the mesh and the entry.
+struct MeshInfo {
+  int64_t mesh[2] = {2, 3};
+  pccrt_model_info info{};
+  explicit MeshInfo(const pccrt_tensor_info &entry) {
+    info.abi_version = PCCRT_ABI_VERSION;
+    info.num_outputs = 1;
+    info.outputs = &entry;
+    info.mesh_rank = 2;
+    info.mesh_shape = mesh;
+  }
+};
+
+Tensor iota(const std::string &name, std::vector<int64_t> shape) {
+  Tensor tensor{name, PCCRT_F32, std::move(shape), {}};
+  std::vector<float> values(size_t(tensor.numElements()));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = float(i);
+  tensor.data.resize(values.size() * 4);
+  std::memcpy(tensor.data.data(), values.data(), tensor.data.size());
+  return tensor;
+}
+} // namespace
+
+TEST(Shard, GroupsOfBlocks) {
+  // 8 elements in 2 groups over 2 ranks: each rank holds its half of each
+  // group, as a fused [q; k] weight split by heads.
+  const int64_t local[] = {4};
+  pccrt_tensor_info entry{"t", PCCRT_F32, 1, local, PCCRT_KIND_OUTPUT,
+                          1,   0,         2, 0};
+  MeshInfo mesh(entry);
+  EXPECT_EQ(meshGroupSize(mesh.info, 1), 2);
+  EXPECT_EQ(meshGroupSize(mesh.info, 3), 6);
+  EXPECT_EQ(wholeShape(mesh.info, entry), std::vector<int64_t>{8});
+  Tensor whole = iota("t", {8});
+  Tensor p0 = sliceShard(mesh.info, entry, 0, whole);
+  Tensor p1 = sliceShard(mesh.info, entry, 1, whole);
+  EXPECT_EQ(elements<float>(p0), (std::vector<float>{0, 1, 4, 5}));
+  EXPECT_EQ(elements<float>(p1), (std::vector<float>{2, 3, 6, 7}));
+  EXPECT_EQ(p0.shape, std::vector<int64_t>{4});
+  Tensor joined = joinShards(mesh.info, entry, {p0, p1});
+  EXPECT_EQ(joined.shape, std::vector<int64_t>{8});
+  EXPECT_EQ(joined.data, whole.data);
+  EXPECT_TRUE(failsWith([&] { joinShards(mesh.info, entry, {p0}); },
+                        "1 parts for a group of 2"));
+  EXPECT_TRUE(failsWith([&] { sliceShard(mesh.info, entry, 2, whole); },
+                        "cannot take part 2 of 2"));
+}
+
+TEST(Shard, InnerDimensionWithGroups) {
+  // [2, 8, 3] per rank, split along dimension 1 over both axes (6 ranks) in
+  // 2 groups: the whole is [2, 48, 3].
+  const int64_t local[] = {2, 8, 3};
+  pccrt_tensor_info entry{"t", PCCRT_F32, 3, local, PCCRT_KIND_OUTPUT,
+                          3,   1,         2, 0};
+  MeshInfo mesh(entry);
+  EXPECT_EQ(wholeShape(mesh.info, entry), (std::vector<int64_t>{2, 48, 3}));
+  Tensor whole = iota("t", {2, 48, 3});
+  std::vector<float> all = elements<float>(whole);
+  std::vector<Tensor> parts;
+  for (int64_t p = 0; p < 6; ++p) {
+    parts.push_back(sliceShard(mesh.info, entry, p, whole));
+    std::vector<float> part = elements<float>(parts.back());
+    for (int64_t o = 0; o < 2; ++o)
+      for (int64_t g = 0; g < 2; ++g)
+        for (int64_t j = 0; j < 4; ++j)
+          for (int64_t k = 0; k < 3; ++k)
+            ASSERT_EQ(part[(o * 8 + g * 4 + j) * 3 + k],
+                      all[(o * 48 + g * 24 + p * 4 + j) * 3 + k])
+                << "part " << p;
+  }
+  EXPECT_EQ(joinShards(mesh.info, entry, parts).data, whole.data);
+}
+
+TEST(Shard, Padding) {
+  // A vocabulary of 16 over 6 ranks: 3 rows each, the last 2 rows padding.
+  const int64_t local[] = {3, 2};
+  pccrt_tensor_info entry{"t", PCCRT_F32, 2, local, PCCRT_KIND_OUTPUT,
+                          3,   0,         0, 16};
+  MeshInfo mesh(entry);
+  EXPECT_EQ(wholeShape(mesh.info, entry), (std::vector<int64_t>{16, 2}));
+  Tensor whole = iota("t", {16, 2});
+  std::vector<Tensor> parts;
+  for (int64_t p = 0; p < 6; ++p)
+    parts.push_back(sliceShard(mesh.info, entry, p, whole));
+  EXPECT_EQ(elements<float>(parts[0]), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(elements<float>(parts[5]),
+            (std::vector<float>{30, 31, 0, 0, 0, 0}));
+  Tensor joined = joinShards(mesh.info, entry, parts);
+  EXPECT_EQ(joined.shape, (std::vector<int64_t>{16, 2}));
+  EXPECT_EQ(joined.data, whole.data);
+  // A whole tensor passes through.
+  const int64_t shape[] = {5};
+  pccrt_tensor_info plain{"p", PCCRT_F32, 1, shape, PCCRT_KIND_OUTPUT};
+  Tensor five = iota("p", {5});
+  EXPECT_EQ(sliceShard(mesh.info, plain, 0, five).data, five.data);
+  EXPECT_EQ(joinShards(mesh.info, plain, {five}).data, five.data);
+}
+
+TEST_F(RuntimeFiles, SplitModelNeedsAValidMeshAndACommunicator) {
+  if (std::system("cc --version > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no C compiler";
+  auto build = [&](const std::string &name, const std::string &defines) {
+    std::string library = path("lib" + name + ".so");
+    std::string command = "cc -shared -fPIC -I" PCCRT_TEST_INCLUDE_DIR " " +
+                          defines + " -o " + library +
+                          " " PCCRT_TEST_MODEL_SOURCE;
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    return library;
+  };
+  std::string split =
+      build("split", "-DN=2 -DSPLIT=1 -DMESH=2 -DMESH_RANK=1 -DMASK=1");
+  std::string single = build("single", "-DN=2 -DSPLIT=0");
+  std::string weights = path("w.safetensors");
+  writeSafetensors(weights,
+                   {iota("w", {8}), iota("v", {5}),
+                    makeTensor<int64_t>("pcc.step", PCCRT_I64, {}, {0})});
+  EXPECT_EQ(Model::meshOf(split), std::vector<int64_t>{2});
+  EXPECT_TRUE(Model::meshOf(single).empty());
+  EXPECT_TRUE(failsWith([&] { Model::load(split, weights); },
+                        "libsplit.so: a program of 2 ranks (mesh [2]) needs a "
+                        "communicator"));
+  // The single-rank build reads the same whole tensors.
+  EXPECT_EQ(Model::load(single, weights)->localWeights()[1].shape,
+            std::vector<int64_t>{5});
+  // Sharding fields are checked when the library is loaded.
+  std::string badMask =
+      build("badmask", "-DN=2 -DSPLIT=1 -DMESH=2 -DMESH_RANK=1 -DMASK=2");
+  EXPECT_TRUE(failsWith([&] { Model::meshOf(badMask); },
+                        "input 'u': malformed model info: split over axes "
+                        "mask 2 of a mesh of 1 axes"));
+  std::string badMesh =
+      build("badmesh", "-DN=2 -DSPLIT=1 -DMESH=0 -DMESH_RANK=1 -DMASK=1");
+  EXPECT_TRUE(failsWith([&] { Model::meshOf(badMesh); },
+                        "malformed model info: mesh axis 0 has size 0"));
+}
+
+TEST_F(RuntimeFiles, RankMonitorSharesItsStatus) {
+  std::string file = path("rank-0");
+  std::ofstream(file, std::ios::binary)
+      .write(std::string(sizeof(RankMonitor::Status), '\0').data(),
+             sizeof(RankMonitor::Status));
+  RankMonitor writer(file), reader(file);
+  EXPECT_TRUE(writer.sharedWithLauncher());
+  writer.setStep(4);
+  CommOp previous = writer.enter(CommOp::AllGather);
+  EXPECT_EQ(previous, CommOp::None);
+  EXPECT_EQ(reader.status().step.load(), 4);
+  EXPECT_EQ(CommOp(reader.status().op.load()), CommOp::AllGather);
+  EXPECT_EQ(reader.status().pid.load(), int32_t(getpid()));
+  writer.leave(previous);
+  writer.setError(RankMonitor::Phase::Error, "it broke", false);
+  EXPECT_EQ(RankMonitor::Phase(reader.status().phase.load()),
+            RankMonitor::Phase::Error);
+  EXPECT_STREQ(reader.status().message, "it broke");
+  EXPECT_EQ(CommOp(reader.status().op.load()), CommOp::None);
+  // Not a status file of this build.
+  writeBytes("short", {1, 2, 3});
+  EXPECT_TRUE(failsWith([&] { RankMonitor bad(path("short")); },
+                        "short: rank status file has 3 bytes"));
+  // In memory when no launcher named a folder.
+  unsetenv("PCCRT_STATUS_DIR");
+  EXPECT_FALSE(RankMonitor::forRank(0)->sharedWithLauncher());
 }
 
 TEST_F(RuntimeFiles, DumpGrads) {
