@@ -1,7 +1,16 @@
 //===- Run.cpp - The `pcc run` command ------------------------------------===//
+//
+// A single-rank build runs in this process. A build whose mesh has several
+// ranks runs one process per rank: started by a launcher (mpirun, srun),
+// this process is one rank; otherwise it starts its ranks itself under
+// mpirun and reports how they ended (pccrt/Launch.h).
+//
+//===----------------------------------------------------------------------===//
 
 #include "pcc/Driver/Driver.h"
 
+#include "pccrt/Comm.h"
+#include "pccrt/Launch.h"
 #include "pccrt/Runtime.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -9,8 +18,11 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
+#include <climits>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <unistd.h>
 
 using namespace pcc;
 
@@ -35,22 +47,92 @@ static std::vector<pccrt::Tensor> ofKind(const std::vector<pccrt::Tensor> &all,
   return selected;
 }
 
-llvm::LogicalResult pcc::run(const RunOptions &options,
-                             llvm::raw_ostream &summary) {
+namespace {
+/// Where this process stands among the ranks: alone (no communicator), or
+/// one rank that reports its failures so that every rank stops.
+struct RankContext {
+  pccrt::Communicator *comm = nullptr;
+  pccrt::RankMonitor *monitor = nullptr;
+
+  bool alone() const { return !comm; }
+  int rank() const { return comm ? comm->rank() : 0; }
+
+  /// An error that may leave other ranks waiting for this one: reported,
+  /// then every rank is ended. The launcher, when there is one, prints it
+  /// (once for all ranks that have it); otherwise this rank does.
+  [[noreturn]] void fatal(const std::string &message) const {
+    llvm::outs().flush();
+    if (monitor && monitor->sharedWithLauncher()) {
+      monitor->setError(pccrt::RankMonitor::Phase::Error, message, false);
+    } else {
+      llvm::errs() << "pcc: error: rank " << rank() << ": " << message << "\n";
+      llvm::errs().flush();
+      if (monitor)
+        monitor->setError(pccrt::RankMonitor::Phase::Error, message, true);
+    }
+    comm->abort(1);
+    // Backends never return from abort; the compiler cannot see that
+    // through a virtual call.
+    _exit(1);
+  }
+
+  /// Every rank says whether its setup succeeded (\p error empty). If one
+  /// did not, rank 0 prints each distinct error once (naming the ranks that
+  /// had it unless all did, or rank 0 alone) and all return false.
+  bool agree(const std::string &error) const {
+    std::vector<std::string> errors = comm->agree(error);
+    std::map<std::string, std::vector<int>> byMessage;
+    for (size_t r = 0; r < errors.size(); ++r)
+      if (!errors[r].empty())
+        byMessage[errors[r]].push_back(int(r));
+    if (byMessage.empty())
+      return true;
+    if (rank() == 0) {
+      for (const auto &[message, ranks] : byMessage) {
+        llvm::errs() << "pcc: error: ";
+        if (ranks.size() != errors.size() && ranks != std::vector<int>{0}) {
+          llvm::errs() << (ranks.size() == 1 ? "rank " : "ranks ");
+          for (size_t i = 0; i < ranks.size(); ++i)
+            llvm::errs() << (i == 0                  ? ""
+                             : i + 1 == ranks.size() ? " and "
+                                                     : ", ")
+                         << ranks[i];
+          llvm::errs() << ": ";
+        }
+        llvm::errs() << message << "\n";
+      }
+      llvm::errs().flush();
+    }
+    if (!error.empty() && monitor)
+      monitor->setError(pccrt::RankMonitor::Phase::Error, error, true);
+    return false;
+  }
+};
+} // namespace
+
+/// Loads OUT, runs the steps and writes what was asked for: the whole of
+/// `pcc run` on one rank, and each rank's part of it on several.
+static llvm::LogicalResult runSteps(const RunOptions &options,
+                                    const std::string &lib,
+                                    const std::string &weights,
+                                    const RankContext &ranks,
+                                    llvm::raw_ostream &summary) {
+  std::unique_ptr<pccrt::Model> model;
+  std::unique_ptr<pccrt::TokenData> data;
+  std::vector<pccrt::Tensor> inputs;
+  pccrt_tensor_info tokenInput{};
+  std::vector<int64_t> tokenShape;
+  bool training = false;
+  // Steps count on from the checkpoint, so that a resumed run samples
+  // and reports what an uninterrupted one would.
+  uint64_t firstStep = 0;
+  // Setup involves no collective, so a rank that fails here only has to
+  // tell the others at the agreement below.
+  std::string setupError;
   try {
-    if (!llvm::sys::fs::is_directory(options.dir))
-      throw pccrt::Error(options.dir + ": not a compiled pcc output folder");
-    std::string lib = options.dir + "/libmodel.so";
-    std::string weights = options.dir + "/weights.safetensors";
-    if (!llvm::sys::fs::exists(lib))
-      throw pccrt::Error(options.dir +
-                         ": no libmodel.so (not a pcc compile output)");
-    auto model =
-        pccrt::Model::load(lib, llvm::sys::fs::exists(weights) ? weights : "");
+    model = pccrt::Model::load(lib, weights, "pcc", ranks.comm);
     const pccrt_model_info &info = model->info();
-    if (options.steps < 1)
-      throw pccrt::Error("--steps must be at least 1");
-    bool training = model->isTraining();
+    training = model->isTraining();
     bool hasState = false;
     for (int32_t i = 0; i < info.num_weights; ++i)
       hasState |= info.weights[i].kind == PCCRT_KIND_STATE;
@@ -59,16 +141,16 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
                          "--train): " +
                          options.dir + " has no state to checkpoint");
     // Where results go is checked before the first step, so that a long
-    // run never ends in a path it cannot write.
-    if (!options.saveCheckpoint.empty())
-      pccrt::checkWritableFile(options.saveCheckpoint);
-    if (!options.dumpDir.empty())
-      pccrt::checkWritableDirectory(options.dumpDir);
+    // run never ends in a path it cannot write. Rank 0 writes them.
+    if (ranks.rank() == 0) {
+      if (!options.saveCheckpoint.empty())
+        pccrt::checkWritableFile(options.saveCheckpoint);
+      if (!options.dumpDir.empty())
+        pccrt::checkWritableDirectory(options.dumpDir);
+    }
 
     // Inputs: --data feeds the first one a batch per step, --input files
     // bind the others.
-    std::unique_ptr<pccrt::TokenData> data;
-    std::vector<pccrt::Tensor> inputs;
     if (!options.dataFile.empty()) {
       int32_t dtype = pccrt::TokenData::dtypeFromName(options.dataDtype);
       if (!dtype)
@@ -76,10 +158,15 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
                            options.dataDtype + "'");
       if (info.num_inputs < 1)
         throw pccrt::Error("--data: " + options.dir + " takes no inputs");
-      pccrt::TokenData::checkInput(info.inputs[0]);
+      // Batches are whole inputs, like those read from files.
+      tokenInput = info.inputs[0];
+      tokenShape = pccrt::wholeShape(info, info.inputs[0]);
+      tokenInput.shape = tokenShape.empty() ? nullptr : tokenShape.data();
+      tokenInput.shard_axes = 0;
+      pccrt::TokenData::checkInput(tokenInput);
       data = std::make_unique<pccrt::TokenData>(options.dataFile, dtype,
                                                 options.seed);
-      data->check(info.inputs[0]);
+      data->check(tokenInput);
       // Every token must index the vocabulary: the logits' last dimension
       // (the first float output of rank 3, as for the loss).
       for (int32_t i = 0; i < info.num_outputs; ++i) {
@@ -87,7 +174,7 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
         if (out.kind == PCCRT_KIND_OUTPUT && out.rank == 3 &&
             (out.dtype == PCCRT_F32 || out.dtype == PCCRT_F16 ||
              out.dtype == PCCRT_BF16 || out.dtype == PCCRT_F64)) {
-          data->checkVocabulary(out.shape[2]);
+          data->checkVocabulary(pccrt::wholeShape(info, out)[2]);
           break;
         }
       }
@@ -103,9 +190,6 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
       inputs = pccrt::bindInputs(info, options.inputs);
     }
 
-    // Steps count on from the checkpoint, so that a resumed run samples
-    // and reports what an uninterrupted one would.
-    uint64_t firstStep = 0;
     if (!options.loadCheckpoint.empty() && !hasState) {
       // A forward build serves the trained parameters.
       size_t loaded =
@@ -124,50 +208,261 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
       summary << "pcc: loaded checkpoint " << options.loadCheckpoint
               << " (step " << firstStep << ")\n";
     }
+  } catch (const pccrt::Error &e) {
+    if (ranks.alone())
+      throw;
+    setupError = e.what();
+  }
+  if (!ranks.alone() && !ranks.agree(setupError))
+    return llvm::failure();
+  summary.flush();
 
-    std::vector<pccrt::Tensor> outputs, first;
-    double total = 0;
-    for (int64_t step = 0; step < options.steps; ++step) {
-      uint64_t number = firstStep + uint64_t(step);
-      if (data)
-        inputs[0] = data->batch(info.inputs[0], number);
-      auto start = std::chrono::steady_clock::now();
-      outputs = model->run(inputs);
-      double ms = std::chrono::duration<double, std::milli>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
-      total += ms;
-      if (step == 0)
-        first = outputs;
-      std::optional<float> loss = training ? lossOf(outputs) : std::nullopt;
-      if (loss)
-        summary << llvm::formatv("step {0}: loss {1:F6}, {2:F3} ms\n",
-                                 number + 1, *loss, ms);
-      else if (training || options.steps > 1)
-        summary << llvm::formatv("step {0}: {1:F3} ms\n", number + 1, ms);
-    }
-    if (!training)
-      for (const pccrt::Tensor &t : first)
-        summary << "output '" << t.name
-                << "': " << pccrt::describeType(t.dtype, t.shape) << "\n";
-    summary << llvm::formatv("pcc: ran {0} step(s) of {1} in {2:F3} ms\n",
-                             options.steps, options.dir, total);
-    if (!options.dumpDir.empty()) {
-      pccrt::dumpOutputs(options.dumpDir, ofKind(first, PCCRT_KIND_OUTPUT));
-      summary << "pcc: wrote " << options.dumpDir << "/outputs.safetensors\n";
-      if (training) {
-        pccrt::dumpGrads(options.dumpDir, ofKind(first, PCCRT_KIND_GRAD));
-        summary << "pcc: wrote " << options.dumpDir << "/grads.safetensors\n";
+  const pccrt_model_info &info = model->info();
+  std::vector<pccrt::Tensor> outputs, first;
+  double total = 0;
+  for (int64_t step = 0; step < options.steps; ++step) {
+    uint64_t number = firstStep + uint64_t(step);
+    if (ranks.monitor)
+      ranks.monitor->setStep(int64_t(number + 1));
+    if (options.fault && options.fault->rank == ranks.rank() &&
+        options.fault->step == int64_t(number + 1)) {
+      // A rank that dies or stops without a word, as a crash or a deadlock
+      // would: only its status says what happened.
+      using Phase = pccrt::RankMonitor::Phase;
+      if (ranks.monitor)
+        ranks.monitor->setPhase(options.fault->hang ? Phase::FaultHang
+                                                    : Phase::FaultExit);
+      llvm::outs().flush();
+      // Leave the others time to block in this step's first collective, so
+      // that the report (where they waited) does not depend on timing.
+      if (!options.fault->hang) {
+        usleep(300 * 1000);
+        _exit(1);
       }
+      for (;;)
+        pause();
     }
+    auto start = std::chrono::steady_clock::now();
+    try {
+      if (data)
+        inputs[0] = data->batch(tokenInput, number);
+      start = std::chrono::steady_clock::now();
+      outputs = model->run(inputs);
+    } catch (const pccrt::Error &e) {
+      // The others may be waiting in a collective of this step.
+      if (!ranks.alone())
+        ranks.fatal(e.what());
+      throw;
+    }
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    total += ms;
+    if (step == 0)
+      first = outputs;
+    std::optional<float> loss = training ? lossOf(outputs) : std::nullopt;
+    if (loss)
+      summary << llvm::formatv("step {0}: loss {1:F6}, {2:F3} ms\n", number + 1,
+                               *loss, ms);
+    else if (training || options.steps > 1)
+      summary << llvm::formatv("step {0}: {1:F3} ms\n", number + 1, ms);
+    summary.flush();
+  }
+  if (!training)
+    for (int32_t i = 0; i < info.num_outputs; ++i)
+      summary << "output '" << info.outputs[i].name << "': "
+              << pccrt::describeType(info.outputs[i].dtype,
+                                     pccrt::wholeShape(info, info.outputs[i]))
+              << "\n";
+  summary << llvm::formatv("pcc: ran {0} step(s) of {1} in {2:F3} ms\n",
+                           options.steps, options.dir, total);
+
+  uint64_t last = firstStep + uint64_t(options.steps);
+  auto dump = [&](const std::vector<pccrt::Tensor> &whole) {
+    pccrt::dumpOutputs(options.dumpDir, ofKind(whole, PCCRT_KIND_OUTPUT));
+    summary << "pcc: wrote " << options.dumpDir << "/outputs.safetensors\n";
+    if (training) {
+      pccrt::dumpGrads(options.dumpDir, ofKind(whole, PCCRT_KIND_GRAD));
+      summary << "pcc: wrote " << options.dumpDir << "/grads.safetensors\n";
+    }
+  };
+  auto saved = [&] {
+    summary << "pcc: saved checkpoint " << options.saveCheckpoint << " (step "
+            << last << ")\n";
+  };
+  if (ranks.alone()) {
+    if (!options.dumpDir.empty())
+      dump(first);
     if (!options.saveCheckpoint.empty()) {
-      uint64_t last = firstStep + uint64_t(options.steps);
       pccrt::saveCheckpoint(options.saveCheckpoint, *model,
                             {{"step", std::to_string(last)}});
-      summary << "pcc: saved checkpoint " << options.saveCheckpoint << " (step "
-              << last << ")\n";
+      saved();
     }
     return llvm::success();
+  }
+  // Every rank takes part in gathering what is written, then rank 0 writes,
+  // so that a failure to write leaves no rank waiting for it.
+  std::vector<pccrt::Tensor> whole;
+  try {
+    if (!options.dumpDir.empty())
+      whole = model->gather(first);
+    if (!options.saveCheckpoint.empty())
+      pccrt::saveCheckpoint(options.saveCheckpoint, *model,
+                            {{"step", std::to_string(last)}});
+  } catch (const pccrt::Error &e) {
+    // Rank 0 also fails here when it cannot write the checkpoint, after
+    // every gather: then the others are not waiting for it.
+    if (ranks.rank() != 0)
+      ranks.fatal(e.what());
+    throw;
+  }
+  if (ranks.rank() != 0)
+    return llvm::success();
+  if (!options.dumpDir.empty())
+    dump(whole);
+  if (!options.saveCheckpoint.empty())
+    saved();
+  return llvm::success();
+}
+
+/// Starts the ranks of OUT under mpirun, each running this executable with
+/// the same arguments, and reports how they ended.
+static llvm::LogicalResult launch(const RunOptions &options, int64_t ranks) {
+  if (!pccrt::haveMpi())
+    throw pccrt::Error(options.dir + " runs on " + std::to_string(ranks) +
+                       " ranks, but this pcc was built without MPI (install "
+                       "libopenmpi-dev and rebuild)");
+  // The path of this executable, not "/proc/self/exe": mpirun would read
+  // that link as its own.
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    throw pccrt::Error(std::string("cannot find the pcc executable: ") +
+                       std::strerror(errno));
+  pccrt::LaunchOptions launch;
+  launch.ranks = ranks;
+  launch.command = {std::string(self, size_t(n)), "run"};
+  launch.command.insert(launch.command.end(), options.arguments.begin(),
+                        options.arguments.end());
+  launch.timeoutSeconds = options.timeoutSeconds;
+  llvm::outs().flush();
+  std::vector<std::string> errors;
+  int status = pccrt::launchRanks(launch, errors);
+  for (const std::string &line : errors)
+    llvm::errs() << "pcc: error: " << line << "\n";
+  return status == 0 ? llvm::success() : llvm::failure();
+}
+
+/// Runs this process as one rank of OUT's mesh, started by a launcher.
+static llvm::LogicalResult runRank(const RunOptions &options,
+                                   const std::string &lib,
+                                   const std::string &weights,
+                                   const std::vector<int64_t> &mesh,
+                                   int64_t ranks, llvm::raw_ostream &summary) {
+  int rank = 0, size = 0;
+  pccrt::initMpi(&rank, &size);
+  std::unique_ptr<pccrt::RankMonitor> monitor;
+  try {
+    monitor = pccrt::RankMonitor::forRank(rank);
+  } catch (const pccrt::Error &e) {
+    llvm::errs() << "pcc: error: rank " << rank << ": " << e.what() << "\n";
+    return llvm::failure();
+  }
+  if (size != ranks) {
+    // Every rank sees it; one says it.
+    if (rank == 0)
+      llvm::errs() << "pcc: error: " << options.dir << " runs on " << ranks
+                   << " ranks (mesh " << pccrt::formatShape(mesh)
+                   << "), but the launcher started " << size << "\n";
+    monitor->setError(pccrt::RankMonitor::Phase::Error, "wrong world size",
+                      true);
+    pccrt::finalizeMpi(monitor.get());
+    return llvm::failure();
+  }
+  std::unique_ptr<pccrt::Communicator> comm =
+      pccrt::createMpiCommunicator(mesh);
+  comm->setMonitor(monitor.get());
+  monitor->setPhase(pccrt::RankMonitor::Phase::Running);
+  pccrt::Communicator *commPtr = comm.get();
+  pccrt::RankMonitor *monitorPtr = monitor.get();
+  monitor->startWatchdog(options.timeoutSeconds, [=](pccrt::CommOp op,
+                                                     double waited) {
+    int64_t step = monitorPtr->step();
+    std::string message =
+        llvm::formatv("waited {0:F0} s in {1} {2}; another rank failed or hung",
+                      waited, pccrt::commOpName(op),
+                      step > 0 ? "at step " + std::to_string(step)
+                               : std::string("before the first step"))
+            .str();
+    bool launcher = monitorPtr->sharedWithLauncher();
+    if (!launcher)
+      llvm::errs() << "pcc: error: rank " << commPtr->rank() << ": " << message
+                   << "\n";
+    llvm::errs().flush();
+    monitorPtr->setError(pccrt::RankMonitor::Phase::TimedOut, message,
+                         !launcher);
+    commPtr->abort(1);
+  });
+
+  RankContext context{comm.get(), monitor.get()};
+  llvm::LogicalResult result = llvm::failure();
+  try {
+    result = runSteps(options, lib, weights, context,
+                      rank == 0 ? summary : llvm::nulls());
+  } catch (const pccrt::Error &e) {
+    // After the agreement and outside the steps only rank 0's own writing
+    // fails here, and nobody waits for it.
+    llvm::errs() << "pcc: error: ";
+    if (rank != 0)
+      llvm::errs() << "rank " << rank << ": ";
+    llvm::errs() << e.what() << "\n";
+    monitor->setError(pccrt::RankMonitor::Phase::Error, e.what(), true);
+  }
+  summary.flush();
+  // The communicator and the watchdog (which may have to end the job from
+  // inside finalize, where a rank that hung still holds the others) live
+  // until MPI is shut down.
+  pccrt::finalizeMpi(monitor.get());
+  if (succeeded(result))
+    monitor->setPhase(pccrt::RankMonitor::Phase::Done);
+  monitor.reset();
+  comm.reset();
+  return result;
+}
+
+llvm::LogicalResult pcc::run(const RunOptions &options,
+                             llvm::raw_ostream &summary) {
+  try {
+    if (!llvm::sys::fs::is_directory(options.dir))
+      throw pccrt::Error(options.dir + ": not a compiled pcc output folder");
+    std::string lib = options.dir + "/libmodel.so";
+    std::string weights = options.dir + "/weights.safetensors";
+    if (!llvm::sys::fs::exists(lib))
+      throw pccrt::Error(options.dir +
+                         ": no libmodel.so (not a pcc compile output)");
+    if (!llvm::sys::fs::exists(weights))
+      weights.clear();
+    if (options.steps < 1)
+      throw pccrt::Error("--steps must be at least 1");
+    std::vector<int64_t> mesh = pccrt::Model::meshOf(lib);
+    int64_t ranks = 1;
+    for (int64_t size : mesh)
+      ranks *= size;
+    if (ranks <= 1) {
+      if (options.fault)
+        throw pccrt::Error("--fault: " + options.dir +
+                           " runs on one rank; faults are injected into "
+                           "programs of several ranks");
+      return runSteps(options, lib, weights, RankContext(), summary);
+    }
+    if (options.fault && options.fault->rank >= ranks)
+      throw pccrt::Error("--fault rank=" + std::to_string(options.fault->rank) +
+                         ": " + options.dir + " runs on " +
+                         std::to_string(ranks) + " ranks");
+    int64_t worldSize = 0;
+    if (!pccrt::startedByLauncher(&worldSize))
+      return launch(options, ranks);
+    return runRank(options, lib, weights, mesh, ranks, summary);
   } catch (const pccrt::Error &e) {
     llvm::errs() << "pcc: error: " << e.what() << "\n";
     return llvm::failure();

@@ -2,6 +2,7 @@
 
 #include "pcc/Driver/Driver.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -18,7 +19,7 @@ using namespace pcc;
 static const char kSynopsis[] =
     R"(usage: pcc compile MODEL.onnx -o OUT [options]
        pcc run OUT [--input FILE ...] [--data FILE] [--steps K] [--dump DIR]
-               [--load CKPT] [--save CKPT]
+               [--load CKPT] [--save CKPT] [--timeout S]
        pcc import MODEL.onnx [--bind NAME=FILE.pb] [--no-retie]
                              (prints the imported Graph dialect IR)
        pcc COMMAND --help | pcc --version
@@ -69,6 +70,12 @@ run options:
   --load CKPT            restore weights, optimizer state and step count;
                          on a forward build, load the trained parameters
   --save CKPT            write them after the last step (training builds)
+  --timeout S            seconds a rank may wait in one collective before
+                         all ranks are ended (default 300)
+  --fault rank=R,step=K,kind=exit|hang
+                         for testing: rank R exits or hangs as step K begins
+A build of several ranks (pcc compile --tp/--pp) runs one process per rank:
+pcc starts them under mpirun, unless a launcher (mpirun, srun) started it.
 )";
 
 static const char kImportHelp[] = R"(
@@ -83,6 +90,13 @@ class Args {
 public:
   Args(int argc, char **argv) : args(argv + 2, argv + argc) {}
   bool done() const { return pos >= args.size(); }
+  /// The arguments not yet read, as given.
+  std::vector<std::string> rest() const {
+    std::vector<std::string> out;
+    for (size_t i = pos; i < args.size(); ++i)
+      out.push_back(args[i].str());
+    return out;
+  }
   llvm::StringRef next() { return args[pos++]; }
   bool value(llvm::StringRef flag, std::string &out) {
     if (done()) {
@@ -265,8 +279,42 @@ static int importCommand(Args &args) {
   return failed(importAndPrint(model, options, llvm::outs())) ? 1 : 0;
 }
 
+/// Parses "rank=R,step=K,kind=exit|hang": each key once, nothing else.
+static bool parseFault(llvm::StringRef spec, RunOptions &o) {
+  RunOptions::Fault fault;
+  bool haveRank = false, haveStep = false, haveKind = false;
+  llvm::SmallVector<llvm::StringRef> items;
+  spec.split(items, ',');
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.split('=');
+    if (!item.contains('=') || value.empty())
+      return false;
+    if (key == "rank" && !haveRank) {
+      haveRank = true;
+      if (value.getAsInteger(10, fault.rank) || fault.rank < 0)
+        return false;
+    } else if (key == "step" && !haveStep) {
+      haveStep = true;
+      if (value.getAsInteger(10, fault.step) || fault.step < 1)
+        return false;
+    } else if (key == "kind" && !haveKind) {
+      haveKind = true;
+      if (value != "exit" && value != "hang")
+        return false;
+      fault.hang = value == "hang";
+    } else {
+      return false;
+    }
+  }
+  if (!haveRank || !haveStep || !haveKind)
+    return false;
+  o.fault = fault;
+  return true;
+}
+
 static int runCommand(Args &args) {
   RunOptions o;
+  o.arguments = args.rest();
   while (!args.done()) {
     llvm::StringRef a = args.next();
     std::string v;
@@ -300,7 +348,26 @@ static int runCommand(Args &args) {
       ok = args.value(a, o.loadCheckpoint);
     else if (a == "--save")
       ok = args.value(a, o.saveCheckpoint);
-    else if (a.starts_with("-"))
+    else if (a == "--timeout") {
+      ok = args.value(a, v);
+      double seconds = 0;
+      if (ok && (llvm::StringRef(v).getAsDouble(seconds) || !(seconds > 0) ||
+                 seconds > 1e9)) {
+        llvm::errs() << "pcc: error: --timeout expects a positive number of "
+                        "seconds, got '"
+                     << v << "'\n";
+        return 1;
+      }
+      o.timeoutSeconds = seconds;
+    } else if (a == "--fault") {
+      ok = args.value(a, v);
+      if (ok && !parseFault(v, o)) {
+        llvm::errs() << "pcc: error: --fault expects "
+                        "rank=R,step=K,kind=exit|hang (R >= 0, K >= 1), got '"
+                     << v << "'\n";
+        return 1;
+      }
+    } else if (a.starts_with("-"))
       return unknown(a);
     else if (o.dir.empty())
       o.dir = a.str();

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,11 +68,28 @@ struct RunOptions {
   /// Checkpoints restored before the first step (--load) and written after
   /// the last (--save).
   std::string loadCheckpoint, saveCheckpoint;
+  /// Seconds a rank of a multi-rank build may wait in one collective
+  /// before every rank is ended (--timeout).
+  double timeoutSeconds = 300;
+  /// A failure injected to test how a multi-rank run ends (--fault
+  /// rank=R,step=K,kind=exit|hang): rank `rank` exits, or hangs, when step
+  /// `step` (counted from 1, as printed) begins.
+  struct Fault {
+    int64_t rank = 0, step = 1;
+    bool hang = false;
+  };
+  std::optional<Fault> fault;
+  /// The arguments of `pcc run` as given: the ranks that `pcc run` starts
+  /// under mpirun run it again with them.
+  std::vector<std::string> arguments;
 };
 
 /// `pcc run`: loads OUT, binds the inputs, runs K steps and optionally
 /// dumps the first step's outputs (and, for a training step, gradients).
-/// Errors are printed as one line to stderr.
+/// Errors are printed as one line to stderr. A build whose mesh has several
+/// ranks runs as one process per rank: under a launcher (mpirun, srun) this
+/// process is one of them; otherwise `run` starts them under mpirun and
+/// reports how they ended.
 llvm::LogicalResult run(const RunOptions &options, llvm::raw_ostream &summary);
 
 /// `pcc import`: prints the Graph dialect IR the importer produces.
