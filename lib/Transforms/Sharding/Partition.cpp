@@ -181,16 +181,29 @@ LogicalResult pcc::partition(func::FuncOp func) {
   // Where each (original) value lives now, and its layout.
   IRMapping local;
   llvm::DenseMap<Value, Layout> layout;
+  // A split argument is read through a placeholder slice until every op is
+  // rewritten (partition hooks compare their operands' whole shapes with
+  // the local ones); then it takes the local type and the slice goes.
+  SmallVector<std::pair<BlockArgument, Value>> placeholders;
+  OpBuilder start = OpBuilder::atBlockBegin(&body);
   for (BlockArgument arg : body.getArguments()) {
     Layout l = layoutAttr(func.getArgAttr(arg.getArgNumber(), kShardingAttr));
     layout[arg] = l;
-    arg.setType(ctx.localType(cast<RankedTensorType>(arg.getType()), l));
     local.map(arg, arg);
+    if (l.isSplit()) {
+      Value s = ctx.slice(start, arg.getLoc(), arg, l);
+      placeholders.push_back({arg, s});
+      local.map(arg, s);
+    }
   }
 
+  llvm::DenseSet<Operation *> skip;
+  for (auto &p : placeholders)
+    skip.insert(p.second.getDefiningOp());
   SmallVector<Operation *> ops;
   for (Operation &op : body)
-    ops.push_back(&op);
+    if (!skip.contains(&op))
+      ops.push_back(&op);
   SmallVector<Layout> returned;
   for (Operation *op : ops) {
     OpBuilder b(op);
@@ -266,6 +279,11 @@ LogicalResult pcc::partition(func::FuncOp func) {
         op->getBlock() == &body && !isa<WeightOp>(op))
       op->erase();
 
+  for (auto [arg, s] : placeholders) {
+    arg.setType(s.getType());
+    s.replaceAllUsesWith(arg);
+    s.getDefiningOp()->erase();
+  }
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (k < returned.size() && returned[k].isSplit())

@@ -111,7 +111,7 @@ struct ShardStrategyPass : pcc::impl::ShardStrategyBase<ShardStrategyPass> {
 
   LogicalResult plan(func::FuncOp func, ArrayRef<Override> overrides);
   LogicalResult decide(Solver &solver, Value root, Operation *firstUse,
-                       ArrayRef<Override> overrides);
+                       unsigned operand, ArrayRef<Override> overrides);
 };
 } // namespace
 
@@ -122,7 +122,8 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
     Solver::Outcome o = solver.run(Solver::Unseeded::Stop);
     if (!o.stoppedAt)
       break;
-    if (failed(decide(solver, o.stoppedAt, o.stopOp, overrides)))
+    if (failed(decide(solver, o.stoppedAt, o.stopOp, o.stopOperand,
+                      overrides)))
       return failure();
   }
   // Roots never used stay whole.
@@ -156,7 +157,7 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
 }
 
 LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
-                                        Operation *firstUse,
+                                        Operation *firstUse, unsigned operand,
                                         ArrayRef<Override> overrides) {
   StringRef name = solver.getRootName(root);
   ArrayRef<int64_t> shape = cast<RankedTensorType>(root.getType()).getShape();
@@ -186,9 +187,18 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
   solver.run(Solver::Unseeded::Adopt);
   if (Layout wanted = solver.getLayout(root); wanted.isSplit())
     candidates.push_back(wanted);
-  // Output (column) dimensions before reduced ones: on equal cost the
-  // split that leaves no partial sums wins.
+  // Only the operands of contractions and lookups choose a split of their
+  // own; a scale or bias takes the one its op wants (a column-parallel
+  // layer's bias joins it, a norm's scale stays whole). Output (column)
+  // dimensions come before reduced ones: on equal cost the split that
+  // leaves no partial sums wins.
+  auto diff = dyn_cast<DifferentiableOpInterface>(firstUse);
+  OperandRole role =
+      diff ? diff.getOperandRole(operand) : OperandRole::Contraction;
+  bool choosesOwn = role == OperandRole::Contraction ||
+                    role == OperandRole::Lookup || (user && user->how != "rep");
   for (bool columns : {true, false})
+    if (choosesOwn)
     for (auto [d, extent] : llvm::enumerate(shape)) {
       Layout l = Layout::split(d);
       auto kind = solver.kindAtFirstUse(root, l);

@@ -215,6 +215,16 @@ Solver::Solver(func::FuncOp func, int64_t shards)
       followRoot[arg] = body.getArgument(of.getInt());
     }
   }
+  // Backward ops and everything computed from them (the optimizer).
+  for (Operation &op : body) {
+    bool after = op.hasAttr(kBackwardAttr) ||
+                 llvm::any_of(op.getOperands(), [&](Value v) {
+                   Operation *def = v.getDefiningOp();
+                   return def && afterForward.contains(def);
+                 });
+    if (after)
+      afterForward.insert(&op);
+  }
   for (auto w : body.getOps<WeightOp>())
     if (isFloatTensor(w.getOutput())) {
       roots.push_back(w.getOutput());
@@ -364,9 +374,14 @@ Solver::Outcome Solver::run(Unseeded mode) {
   }
   for (Operation &op : body) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      visitReturn(ret, out);
+      visitReturn(ret, out, /*forwardOnly=*/mode != Unseeded::Replicate);
       break;
     }
+    // The strategy judges splits by the forward alone: the backward and
+    // the optimizer follow whatever the forward does (propagation, which
+    // runs with every parameter decided, places their collectives).
+    if (mode != Unseeded::Replicate && afterForward.contains(&op))
+      continue;
     // Weight ops are roots (their layout is set above) or whole.
     if (isa<WeightOp>(op) && pending.count(op.getResult(0)))
       continue;
@@ -398,6 +413,7 @@ Solver::Outcome Solver::run(Unseeded mode) {
         if (mode == Unseeded::Stop) {
           out.stoppedAt = root;
           out.stopOp = &op;
+          out.stopOperand = index;
           return out;
         }
       }
@@ -423,7 +439,26 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     current.push_back(getLayout(operand));
   }
   OpPlan plan;
-  if (!ruleOp) {
+  // Partial sums pass through what is linear in them: a sum of partial
+  // sums is the partial sum of the sums, a reshape or transpose of one is
+  // one. The reduction then happens once, later (the input gradients of
+  // separate Q, K and V projections are reduced together).
+  bool allPartialSums =
+      op->getNumOperands() > 0 && op->getNumResults() == 1 &&
+      llvm::all_of(current, [](const Layout &l) {
+        return l.partial && l.kind == ReductionKind::Sum;
+      });
+  bool linear =
+      isa<AddOp, SubOp>(op)
+          ? llvm::all_of(op->getOperands(),
+                         [&](Value v) {
+                           return v.getType() == op->getResult(0).getType();
+                         })
+          : isa<ReshapeOp, TransposeOp, SliceOp, ConcatOp>(op);
+  if (allPartialSums && linear && isFloatTensor(op->getResult(0))) {
+    plan.operands.assign(current.begin(), current.end());
+    plan.results.push_back(Layout::partialOf(ReductionKind::Sum));
+  } else if (!ruleOp) {
     plan.operands.resize(op->getNumOperands());
     plan.results.resize(op->getNumResults());
   } else {
@@ -513,7 +548,7 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
   plans[op] = std::move(plan);
 }
 
-void Solver::visitReturn(func::ReturnOp ret, Outcome &out) {
+void Solver::visitReturn(func::ReturnOp ret, Outcome &out, bool forwardOnly) {
   bool training = getLossIndex(func).has_value();
   Block &body = func.getBody().front();
   OpPlan plan;
@@ -522,6 +557,10 @@ void Solver::visitReturn(func::ReturnOp ret, Outcome &out) {
     std::optional<unsigned> state = getStateIndex(func, k, kUpdateAttr);
     if (!state)
       state = getStateIndex(func, k, kGradAttr);
+    if (state && forwardOnly) {
+      plan.operands.push_back(cur);
+      continue;
+    }
     if (state)
       want = getLayout(body.getArgument(*state));
     else if (training && !func.getResultAttr(k, kLossAttr) && !cur.partial)

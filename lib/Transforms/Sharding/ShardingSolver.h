@@ -18,6 +18,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <optional>
@@ -96,6 +97,7 @@ public:
     /// With Unseeded::Stop: the root whose first use stopped the walk.
     mlir::Value stoppedAt;
     mlir::Operation *stopOp = nullptr;
+    unsigned stopOperand = 0;
     /// All-gathers forced where layouts disagree, and bytes communicated.
     int64_t conflicts = 0;
     double commBytes = 0;
@@ -114,7 +116,7 @@ public:
 
 private:
   void visit(mlir::Operation *op, Unseeded mode, Outcome &out);
-  void visitReturn(mlir::func::ReturnOp ret, Outcome &out);
+  void visitReturn(mlir::func::ReturnOp ret, Outcome &out, bool forwardOnly);
   /// Counts the communication of bringing `v` from `from` to `to`.
   void account(mlir::Value v, Layout from, Layout to, Outcome &out,
                bool atReturn = false);
@@ -140,6 +142,7 @@ private:
   /// Roots decided during this run by Adopt.
   llvm::DenseMap<mlir::Value, Layout> adopted;
   llvm::DenseMap<mlir::Value, llvm::StringRef> rootNames;
+  llvm::DenseSet<mlir::Operation *> afterForward;
 };
 
 /// The factor of `rule` that `plan` splits, found from the layouts of its
