@@ -256,6 +256,9 @@ void readPart(const SafetensorsFile &file, const SafetensorsFile::Entry &stored,
     layout.forEachRun(position, [&](int64_t o, int64_t localRow,
                                     int64_t wholeRow, int64_t realRows,
                                     int64_t) {
+      // Runs of padding alone lie past the stored data.
+      if (realRows == 0)
+        return;
       file.read(stored,
                 uint64_t(o) * outerBytes + uint64_t(wholeRow) * layout.rowBytes,
                 part + uint64_t(o * layout.local + localRow) * layout.rowBytes,
@@ -268,6 +271,8 @@ void readPart(const SafetensorsFile &file, const SafetensorsFile::Entry &stored,
   int64_t first = -1;
   layout.forEachRun(position, [&](int64_t o, int64_t localRow, int64_t wholeRow,
                                   int64_t realRows, int64_t) {
+    if (realRows == 0)
+      return;
     if (first < 0 || o >= first + perChunk) {
       first = o;
       int64_t n = std::min(perChunk, layout.outer - o);
