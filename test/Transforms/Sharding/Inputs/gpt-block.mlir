@@ -1,7 +1,7 @@
 // One GPT block with a tied embedding and LM head: hidden 16, 4 heads of 4,
-// MLP 64, vocabulary 32, batch 2, sequence 8. Shared by the sharding tests.
-func.func @main(%ids: tensor<2x8xi64> {onnx.name = "input_ids"}) -> (tensor<2x8x32xf32> {onnx.name = "logits"}) {
-  %wte = graph.weight "wte" {exported_as = "parameter"} dense<0.01> : tensor<32x16xf32>
+// MLP 64, vocabulary 40, batch 2, sequence 8. Shared by the sharding tests.
+func.func @main(%ids: tensor<2x8xi64> {onnx.name = "input_ids"}) -> (tensor<2x8x40xf32> {onnx.name = "logits"}) {
+  %wte = graph.weight "wte" {exported_as = "parameter"} dense<0.01> : tensor<40x16xf32>
   %g1 = graph.weight "ln1.weight" {exported_as = "parameter"} dense<1.0> : tensor<16xf32>
   %b1 = graph.weight "ln1.bias" {exported_as = "parameter"} dense<0.0> : tensor<16xf32>
   %wqkv = graph.weight "attn.qkv.weight" {exported_as = "parameter"} dense<0.02> : tensor<16x48xf32>
@@ -14,7 +14,7 @@ func.func @main(%ids: tensor<2x8xi64> {onnx.name = "input_ids"}) -> (tensor<2x8x
   %w2 = graph.weight "mlp.proj.weight" {exported_as = "parameter"} dense<0.05> : tensor<64x16xf32>
   %mask = graph.constant dense<true> : tensor<8x8xi1>
   %ninf = graph.constant dense<-1.0e9> : tensor<f32>
-  %x = graph.gather %wte[%ids] {axis = 0 : i64} : (tensor<32x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
+  %x = graph.gather %wte[%ids] {axis = 0 : i64} : (tensor<40x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
   %h, %hm, %hr = graph.layer_norm %x, %g1, %b1 {axis = 2 : i64} : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x1xf32>, tensor<2x8x1xf32>)
   %qkv0 = graph.matmul %h, %wqkv : (tensor<2x8x16xf32>, tensor<16x48xf32>) -> tensor<2x8x48xf32>
   %qkv = graph.add %qkv0, %bqkv : (tensor<2x8x48xf32>, tensor<48xf32>) -> tensor<2x8x48xf32>
@@ -39,7 +39,7 @@ func.func @main(%ids: tensor<2x8xi64> {onnx.name = "input_ids"}) -> (tensor<2x8x
   %f = graph.tanh %f1 : tensor<2x8x64xf32>
   %m = graph.matmul %f, %w2 : (tensor<2x8x64xf32>, tensor<64x16xf32>) -> tensor<2x8x16xf32>
   %x3 = graph.add %x2, %m : (tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
-  %head = graph.transpose %wte {perm = array<i64: 1, 0>} : (tensor<32x16xf32>) -> tensor<16x32xf32>
-  %logits = graph.matmul %x3, %head : (tensor<2x8x16xf32>, tensor<16x32xf32>) -> tensor<2x8x32xf32>
-  return %logits : tensor<2x8x32xf32>
+  %head = graph.transpose %wte {perm = array<i64: 1, 0>} : (tensor<40x16xf32>) -> tensor<16x40xf32>
+  %logits = graph.matmul %x3, %head : (tensor<2x8x16xf32>, tensor<16x40xf32>) -> tensor<2x8x40xf32>
+  return %logits : tensor<2x8x40xf32>
 }
