@@ -10,7 +10,7 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".onnxtxt", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.pcc_obj_root, "test")
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "embedder.cpp",
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt", "embedder.cpp", "plan.test.py",
                    "unittests", "models", "Inputs"]
 
 llvm_config.use_default_substitutions()

@@ -233,8 +233,10 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
     }
     Score s{o.conflicts, o.commBytes};
     if (user && kind) {
-      bool isCol = *kind == ShardingRule::FactorKind::Parallel;
-      if ((user->how == "col") == isCol && (!asked || s < askedScore)) {
+      bool fits = *kind == (user->how == "col"
+                                ? ShardingRule::FactorKind::Parallel
+                                : ShardingRule::FactorKind::Reduction);
+      if (fits && (!asked || s < askedScore)) {
         asked = l;
         askedScore = s;
       }
