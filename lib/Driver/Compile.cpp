@@ -13,6 +13,7 @@
 #include "pccrt/Runtime.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/DenseSet.h"
@@ -315,10 +316,17 @@ LogicalResult pcc::compile(const CompileOptions &options,
   importOptions.bindings = options.bindings;
   importOptions.retie = options.retie;
   ImportReport importReport;
+  // Graph dialect IR (.mlir) is taken as the importer would have made it:
+  // tests and users can state layouts (`dist.sharding`) in it.
   OwningOpRef<ModuleOp> module =
-      importOnnxFile(context, options.model, importOptions, &importReport);
+      StringRef(options.model).ends_with(".mlir")
+          ? parseSourceFile<ModuleOp>(options.model, &context)
+          : importOnnxFile(context, options.model, importOptions,
+                           &importReport);
   if (!module)
     return failure();
+  if (module->getOps<func::FuncOp>().empty())
+    return fail(options.model + ": no function to compile");
   PassManager pm(&context);
   buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))

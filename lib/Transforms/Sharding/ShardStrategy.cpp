@@ -118,6 +118,32 @@ struct ShardStrategyPass : pcc::impl::ShardStrategyBase<ShardStrategyPass> {
 LogicalResult ShardStrategyPass::plan(func::FuncOp func,
                                       ArrayRef<Override> overrides) {
   Solver solver(func, tp);
+  // Layouts the IR already states win: they are the user's.
+  for (Value root : solver.getRoots()) {
+    Attribute attr =
+        isa<BlockArgument>(root)
+            ? func.getArgAttr(cast<BlockArgument>(root).getArgNumber(),
+                              kShardingAttr)
+            : root.getDefiningOp()->getAttr(kShardingAttr);
+    if (!attr)
+      continue;
+    auto sharding = dyn_cast<dist::ShardingAttr>(attr);
+    FailureOr<Layout> l =
+        sharding ? fromAttr(sharding) : FailureOr<Layout>(failure());
+    if (failed(l) || l->partial)
+      return emitError(root.getLoc(), "'")
+             << solver.getRootName(root) << "': " << kShardingAttr
+             << " must split one dimension over '" << kTpAxis << "'";
+    auto type = cast<RankedTensorType>(root.getType());
+    if (l->isSplit() &&
+        (l->dim >= type.getRank() ||
+         type.getDimSize(l->dim) % (l->groups * tp) != 0))
+      return emitError(root.getLoc(), "'")
+             << solver.getRootName(root) << "': dimension " << l->dim
+             << " does not split into " << l->groups << " group(s) of "
+             << int64_t(tp) << " blocks";
+    solver.setSeed(root, *l);
+  }
   while (true) {
     Solver::Outcome o = solver.run(Solver::Unseeded::Stop);
     if (!o.stoppedAt)
