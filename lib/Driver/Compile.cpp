@@ -153,6 +153,22 @@ std::vector<pccrt::Tensor> pcc::getWeightTensors(const CppEmitResult &emitted) {
     auto shape = w.value.getType().getShape();
     t.shape.assign(shape.begin(), shape.end());
     t.data = getRawBytes(w.value);
+    if (auto [dim, extent] = w.padding; dim >= 0) {
+      // The file holds the real vocabulary; each rank's part gets its
+      // padding back as zeros when it is loaded.
+      int64_t outer = 1, inner = t.data.size() / std::max<int64_t>(
+                                                      1, shape[dim]);
+      for (int64_t d = 0; d < dim; ++d)
+        outer *= shape[d];
+      inner /= std::max<int64_t>(1, outer);
+      std::vector<uint8_t> cut;
+      cut.reserve(outer * extent * inner);
+      for (int64_t o = 0; o < outer; ++o)
+        cut.insert(cut.end(), t.data.begin() + o * shape[dim] * inner,
+                   t.data.begin() + (o * shape[dim] + extent) * inner);
+      t.data = std::move(cut);
+      t.shape[dim] = extent;
+    }
     tensors.push_back(std::move(t));
   }
   return tensors;

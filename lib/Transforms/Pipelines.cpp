@@ -16,11 +16,17 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     fpm.addPass(createSelectTrainable(
         {options.trainable, options.freeze, options.remarks}));
     fpm.addPass(createAttachLoss({options.labels, options.logits}));
+    // Padding comes before autodiff: the backward follows the padded
+    // forward.
+    if (options.tp > 1)
+      fpm.addPass(createPadVocabulary({options.tp}));
     fpm.addPass(createAutodiff());
     fpm.addPass(createOptimizer({options.optimizer, options.lr, options.beta1,
                                  options.beta2, options.eps,
                                  options.weightDecay, options.momentum}));
   }
+  if (!options.train && options.tp > 1)
+    pm.addNestedPass<func::FuncOp>(createPadVocabulary({options.tp}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.tp > 1) {

@@ -60,6 +60,10 @@ struct OptimizerConfig {
 llvm::LogicalResult applyOptimizer(mlir::func::FuncOp func,
                                    const OptimizerConfig &options);
 
+/// Pads the vocabularies of `func` that `tp` does not divide (see the
+/// pcc-pad-vocabulary pass).
+llvm::LogicalResult padVocabulary(mlir::func::FuncOp func, int64_t tp);
+
 /// Gives every value of `func` a tensor-parallel layout from its
 /// parameters' (see the pcc-propagate-sharding pass).
 llvm::LogicalResult propagateSharding(mlir::func::FuncOp func);

@@ -143,6 +143,31 @@ def PrintShardingRules : Pass<"pcc-print-sharding-rules",
   }];
 }
 
+def PadVocabulary : Pass<"pcc-pad-vocabulary", "::mlir::func::FuncOp"> {
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
+  let summary = "Pads vocabularies that tensor parallelism does not divide";
+  let description = [{
+    Megatron's vocabulary padding: a table looked up by token ids
+    (`graph.gather` on a `graph.weight`) whose looked-up extent `tp` does not
+    divide gets zero rows up to the next multiple of `tp`, and so does every
+    weight that mirrors it (an untied LM head, its bias). Values computed
+    from the padded extent keep it; a softmax or log-softmax over it reads
+    the lowest float in the padding (so the loss ignores it); results are
+    cut back to the real extent. Padded weights record `dist.padding =
+    [dimension, real extent]`, which the targets and the runtime use so that
+    weights files, checkpoints, gradients and dumps never show the padding.
+    A table is padded only when every use of the padded extent is one the
+    pass knows to be safe (lookups, label picks, matmul outputs,
+    element-wise ops, transposes, softmaxes, results); otherwise it is left
+    as it is. Runs before autodiff, so the backward follows the padded
+    forward.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1",
+           "Ranks of the tensor-parallel axis">,
+  ];
+}
+
 def ShardStrategy : Pass<"pcc-shard-strategy", "::mlir::ModuleOp"> {
   let dependentDialects = ["::pcc::dist::DistDialect"];
   let summary = "Decides how tensor parallelism splits each parameter";

@@ -272,6 +272,8 @@ private:
   dist::MeshOp mesh;
   /// The sharding fields of a table entry: "axes, dim, groups, extent".
   std::string shardFields(dist::ShardingAttr sharding, ArrayRef<int64_t> whole);
+  /// The padded dimension and real extent of argument `arg` ({-1, 0}).
+  std::pair<int64_t, int64_t> paddingOfArg(unsigned arg);
   /// The mask of mesh axes `axes` names.
   uint32_t axesMask(ArrayAttr axes);
   /// Code for this rank's position in the group of `axes`.
@@ -285,6 +287,15 @@ private:
 };
 
 } // namespace
+
+std::pair<int64_t, int64_t> Emitter::paddingOfArg(unsigned arg) {
+  // Optimizer state is padded like its parameter.
+  if (auto of = func.getArgAttrOfType<IntegerAttr>(arg, kStateOfAttr))
+    arg = of.getInt();
+  if (auto pad = func.getArgAttrOfType<DenseI64ArrayAttr>(arg, "dist.padding"))
+    return {pad[0], pad[1]};
+  return {-1, 0};
+}
 
 uint32_t Emitter::axesMask(ArrayAttr axes) {
   uint32_t mask = 0;
@@ -368,6 +379,7 @@ LogicalResult Emitter::collectInterface() {
     argWeight.push_back(result.weights.size());
     WeightEntry entry{name.str(), init, WeightKind::State};
     entry.localType = cast<RankedTensorType>(arg.getType());
+    entry.padding = paddingOfArg(i);
     if (auto sharding =
             func.getArgAttrOfType<dist::ShardingAttr>(i, "dist.sharding"))
       for (unsigned d = 0; d < sharding.getDims().size(); ++d)
@@ -552,6 +564,9 @@ LogicalResult Emitter::emitConstants() {
                           result.weights.size());
     WeightEntry entry{wname, value};
     entry.localType = cast<RankedTensorType>(v.getType());
+    if (weight)
+      if (auto pad = weight->getAttrOfType<DenseI64ArrayAttr>("dist.padding"))
+        entry.padding = {pad[0], pad[1]};
     // A weight read only through its dist.all_slice: the table holds the
     // rank's block, which the runtime cuts from the whole tensor.
     if (weight && v.hasOneUse())
@@ -1186,6 +1201,16 @@ FailureOr<CppEmitResult> Emitter::run() {
       for (unsigned d = 0; d < whole.size(); ++d)
         for (StringRef axis : sharding.getDimAxes(d))
           whole[d] *= mesh ? mesh.getAxisSize(axis).value_or(1) : 1;
+    // Padding is cut from a split output when gathered: a gradient is
+    // padded like its parameter.
+    std::pair<int64_t, int64_t> pad{-1, 0};
+    if (isGrad)
+      pad = paddingOfArg(*getStateIndex(func, i, kGradAttr));
+    else if (auto p = func.getResultAttrOfType<DenseI64ArrayAttr>(
+                 i, "dist.padding"))
+      pad = {p[0], p[1]};
+    if (pad.first >= 0)
+      whole[pad.first] = pad.second;
     outputs += tableEntry(name, v.getType(), numOutputs++, "out",
                           isGrad ? "PCCRT_KIND_GRAD" : "PCCRT_KIND_OUTPUT",
                           shardFields(sharding, whole));
@@ -1195,7 +1220,9 @@ FailureOr<CppEmitResult> Emitter::run() {
     if (w.shardAxes)
       shard = llvm::formatv("{0}u, {1}, {2}, {3}", w.shardAxes, w.shardDim,
                             w.shardGroups,
-                            w.value.getType().getDimSize(w.shardDim))
+                            w.padding.first == w.shardDim
+                                ? w.padding.second
+                                : w.value.getType().getDimSize(w.shardDim))
                   .str();
     weights += tableEntry(w.name, w.localType ? w.localType : w.value.getType(),
                           i, "w",

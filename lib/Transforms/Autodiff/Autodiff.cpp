@@ -106,9 +106,15 @@ LogicalResult pcc::differentiate(func::FuncOp func) {
     if (!g)
       continue;
     unsigned index = func.getNumArguments();
-    DictionaryAttr argAttrs = builder.getDictionaryAttr(
-        {builder.getNamedAttr(kStateAttr, w.getNameAttr()),
-         builder.getNamedAttr(kInitAttr, w.getValue())});
+    // Layout attributes (`dist.*`: a stated split, vocabulary padding)
+    // move with the parameter.
+    SmallVector<NamedAttribute> named{
+        builder.getNamedAttr(kStateAttr, w.getNameAttr()),
+        builder.getNamedAttr(kInitAttr, w.getValue())};
+    for (NamedAttribute a : w->getDiscardableAttrs())
+      if (a.getName().getValue().starts_with("dist."))
+        named.push_back(a);
+    DictionaryAttr argAttrs = builder.getDictionaryAttr(named);
     if (failed(func.insertArgument(index, w.getType(), argAttrs, w.getLoc())))
       return failure();
     w.getResult().replaceAllUsesWith(body.getArgument(index));

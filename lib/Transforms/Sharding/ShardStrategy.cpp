@@ -193,6 +193,17 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
       user = &o;
       break;
     }
+  // A padded vocabulary was padded to split along it.
+  Attribute padding =
+      isa<BlockArgument>(root)
+          ? cast<func::FuncOp>(firstUse->getParentOp())
+                .getArgAttr(cast<BlockArgument>(root).getArgNumber(),
+                            "dist.padding")
+          : root.getDefiningOp()->getAttr("dist.padding");
+  if (auto pad = dyn_cast_or_null<DenseI64ArrayAttr>(padding)) {
+    solver.setSeed(root, Layout::split(pad[0]));
+    return success();
+  }
   if (user && user->how == "rep") {
     solver.setSeed(root, Layout());
     return success();

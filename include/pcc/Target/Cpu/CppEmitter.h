@@ -55,6 +55,9 @@ struct WeightEntry {
   uint32_t shardAxes = 0;
   int32_t shardDim = 0;
   int64_t shardGroups = 1;
+  /// A padded vocabulary: the padded dimension and its real extent (the
+  /// weights file holds the real extent only); {-1, 0} when not padded.
+  std::pair<int64_t, int64_t> padding = {-1, 0};
 };
 
 /// What the emitter planned, for the compile report.
