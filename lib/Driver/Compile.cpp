@@ -103,6 +103,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.logits = options.logits;
   p.tp = options.tp;
   p.shard = options.shard;
+  p.sequenceParallel = options.sequenceParallel;
   buildParallelizePipeline(pm, p);
 }
 
@@ -610,7 +611,9 @@ LogicalResult pcc::compile(const CompileOptions &options,
                 << d.name << "': " << d.reason << "\n";
   }
   if (numRanks > 1) {
-    summary << "  tensor parallel: tp " << options.tp << ", per rank: "
+    summary << "  tensor parallel: tp " << options.tp
+            << (options.sequenceParallel ? " with sequence parallelism" : "")
+            << ", per rank: "
             << "parameters " << humanCount(paramBytes, "B")
             << ", optimizer state " << humanCount(stateBytes, "B")
             << "; per step:";

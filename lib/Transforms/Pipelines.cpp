@@ -34,8 +34,9 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     // collectives (Megatron's conjugates) and the split optimizer state
     // fall out of partitioning the whole step.
     pm.addPass(createShardStrategy({options.tp, options.shard,
+                                    options.sequenceParallel,
                                     options.remarks}));
-    pm.addPass(createPropagateSharding());
+    pm.addPass(createPropagateSharding({options.sequenceParallel}));
     pm.addPass(createPartition());
     pm.addPass(createCSEPass());
   }

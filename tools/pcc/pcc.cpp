@@ -35,6 +35,9 @@ compile options:
                          by their output (col) or reduced/looked-up (row)
                          dimension, or keep them whole (rep), whatever the
                          strategy decides; several separated by ';'
+  --sequence-parallel    with --tp: split the activations between
+                         tensor-parallel regions along the sequence
+                         (all-gather + reduce-scatter replace all-reduce)
   --microbatches M       microbatches per step (default pp)
   --schedule S           gpipe|1f1b|interleaved|zb-h1 (default 1f1b)
   --virtual-stages V     chunks per rank for the interleaved schedule
@@ -163,6 +166,8 @@ static int compileCommand(Args &args) {
       }
     } else if (a == "--tp")
       ok = args.integer(a, o.tp, 1);
+    else if (a == "--sequence-parallel")
+      o.sequenceParallel = true;
     else if (a == "--shard") {
       ok = args.value(a, v);
       if (ok)

@@ -35,6 +35,8 @@ struct CompileOptions {
   std::string trainable, freeze, labels, logits;
   /// Tensor-parallel layout overrides (--shard REGEX=col|row|rep;...).
   std::string shard;
+  /// Megatron's sequence parallelism between tensor-parallel regions.
+  bool sequenceParallel = false;
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
   bool retie = true;

@@ -66,7 +66,8 @@ llvm::LogicalResult padVocabulary(mlir::func::FuncOp func, int64_t tp);
 
 /// Gives every value of `func` a tensor-parallel layout from its
 /// parameters' (see the pcc-propagate-sharding pass).
-llvm::LogicalResult propagateSharding(mlir::func::FuncOp func);
+llvm::LogicalResult propagateSharding(mlir::func::FuncOp func,
+                                      bool sequenceParallel = false);
 
 /// Rewrites `func` into the program of one rank (see pcc-partition).
 llvm::LogicalResult partition(mlir::func::FuncOp func);

@@ -196,6 +196,9 @@ def ShardStrategy : Pass<"pcc-shard-strategy", "::mlir::ModuleOp"> {
            "Ranks of the tensor-parallel axis">,
     Option<"shard", "shard", "std::string", /*default=*/"\"\"",
            "Overrides: REGEX=col|row|rep, separated by ';'">,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "Judge splits as sequence parallelism will place them">,
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark with each parameter's layout">,
   ];
@@ -215,7 +218,19 @@ def PropagateSharding : Pass<"pcc-propagate-sharding", "::mlir::ModuleOp"> {
     updates take their parameter's layout; outputs of a training step stay
     split, those of an inference build are made whole. Ops that read and
     make only whole values carry no annotation.
+
+    With `sequence-parallel` (Megatron's sequence parallelism), partial
+    sums may instead be reduce-scattered onto their token dimension (the
+    second to last): the activations between tensor-parallel regions
+    (norms, residual adds) are then split along the sequence, and gathered
+    again before the next column-parallel matmul, so an all-gather and a
+    reduce-scatter replace each all-reduce.
   }];
+  let options = [
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "Split activations between tensor-parallel regions by tokens">,
+  ];
 }
 
 def Partition : Pass<"pcc-partition", "::mlir::ModuleOp"> {

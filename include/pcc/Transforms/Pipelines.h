@@ -47,6 +47,10 @@ struct ParallelizeOptions
   Option<int64_t> tp{*this, "tp",
                      llvm::cl::desc("Ranks of tensor parallelism"),
                      llvm::cl::init(1)};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("Sequence parallelism between tensor-parallel regions"),
+      llvm::cl::init(false)};
   Option<std::string> shard{
       *this, "shard",
       llvm::cl::desc("Layout overrides REGEX=col|row|rep, ';'-separated")};

@@ -1076,6 +1076,21 @@ LogicalResult Emitter::emitOp(Operation *op) {
             numElements(in), getOnnxDataType(elemOf(result())));
         return success();
       })
+      .Case([&](dist::ReduceScatterOp r) -> LogicalResult {
+        ArrayRef<int64_t> out = shapeOf(result());
+        int64_t dim = r.getDimAttr().getInt();
+        if (dim != 0 && llvm::any_of(out.take_front(dim),
+                                     [](int64_t d) { return d != 1; }))
+          return r.emitError("the CPU target scatters along the outermost "
+                             "dimension only");
+        body += llvm::formatv(
+            "  if (ctx->comm->ops->reduce_scatter(ctx->comm, {0}u, {1}, {2}, "
+            "{3}, {4}, {5})) return PCCRT_ERR_COMM;\n",
+            axesMask(r.getAxes()), ptr(r.getInput()), ptr(result()),
+            numElements(out), getOnnxDataType(elemOf(result())),
+            int(r.getKind()));
+        return success();
+      })
       .Case([&](dist::AllSliceOp sl) {
         if (loadedSlices.contains(op))
           return success();

@@ -65,6 +65,8 @@ public:
   }
   /// The whole tensor from a block split along `l`.
   Value gather(OpBuilder &b, Location loc, Value v, Layout l);
+  /// This rank's block (along `l`) of the sum of the ranks' partial `v`.
+  Value reduceScatter(OpBuilder &b, Location loc, Value v, Layout l);
   Value slice(OpBuilder &b, Location loc, Value v, Layout l) {
     auto t = cast<RankedTensorType>(v.getType());
     return dist::AllSliceOp::create(b, loc, localType(t, l), v, mesh(),
@@ -86,6 +88,9 @@ public:
   }
   Value reshardOnce(OpBuilder &b, Location loc, Value v, Layout from,
                     Layout to) {
+    if (from.partial && to.isSplit() && to.groups == 1 &&
+        from.kind == ShardingRule::ReductionKind::Sum)
+      return reduceScatter(b, loc, v, to);
     if (from.partial) {
       v = allReduce(b, loc, v, from.kind);
       from = Layout();
@@ -150,6 +155,30 @@ Value Context::gather(OpBuilder &b, Location loc, Value v, Layout l) {
                           RankedTensorType::get(whole, t.getElementType()), s);
   }
   return moved ? TransposeOp::create(b, loc, g, inverse).getResult() : g;
+}
+
+Value Context::reduceScatter(OpBuilder &b, Location loc, Value v, Layout l) {
+  auto t = cast<RankedTensorType>(v.getType());
+  int64_t rank = t.getRank();
+  // reduce_scatter splits the outermost dimension; move the split one
+  // there and back.
+  SmallVector<int64_t> perm{l.dim};
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != l.dim)
+      perm.push_back(d);
+  SmallVector<int64_t> inverse(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    inverse[perm[i]] = i;
+  bool moved = l.dim != 0;
+  Value x = moved ? TransposeOp::create(b, loc, v, perm).getResult() : v;
+  auto xt = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> block(xt.getShape());
+  block[0] /= shards;
+  Value r = dist::ReduceScatterOp::create(
+      b, loc, RankedTensorType::get(block, t.getElementType()), x, mesh(),
+      axes(), b.getI64IntegerAttr(0),
+      dist::ReductionKindAttr::get(ctx, dist::ReductionKind::Sum));
+  return moved ? TransposeOp::create(b, loc, r, inverse).getResult() : r;
 }
 
 static Layout layoutAttr(Attribute a) {

@@ -34,7 +34,8 @@ static int64_t rankOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank();
 }
 
-LogicalResult pcc::propagateSharding(func::FuncOp func) {
+LogicalResult pcc::propagateSharding(func::FuncOp func,
+                                     bool sequenceParallel) {
   auto module = func->getParentOfType<ModuleOp>();
   auto mesh = module ? module.lookupSymbol<dist::MeshOp>(kMeshName) : nullptr;
   if (!mesh)
@@ -43,6 +44,7 @@ LogicalResult pcc::propagateSharding(func::FuncOp func) {
   if (!tp || *tp == 1)
     return success();
   Solver solver(func, *tp);
+  solver.setSequenceParallel(sequenceParallel);
   auto seedFrom = [&](Value root, Attribute attr) -> LogicalResult {
     if (!attr)
       return success();
@@ -143,9 +145,10 @@ LogicalResult pcc::propagateSharding(func::FuncOp func) {
 namespace {
 struct PropagateShardingPass
     : pcc::impl::PropagateShardingBase<PropagateShardingPass> {
+  using PropagateShardingBase::PropagateShardingBase;
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(propagateSharding(func)))
+      if (failed(propagateSharding(func, sequenceParallel)))
         return signalPassFailure();
   }
 };

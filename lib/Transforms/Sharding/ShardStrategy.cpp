@@ -118,6 +118,7 @@ struct ShardStrategyPass : pcc::impl::ShardStrategyBase<ShardStrategyPass> {
 LogicalResult ShardStrategyPass::plan(func::FuncOp func,
                                       ArrayRef<Override> overrides) {
   Solver solver(func, tp);
+  solver.setSequenceParallel(sequenceParallel);
   // Layouts the IR already states win: they are the user's.
   for (Value root : solver.getRoots()) {
     Attribute attr =

@@ -230,6 +230,16 @@ Solver::Solver(func::FuncOp func, int64_t shards)
       roots.push_back(w.getOutput());
       rootNames[w.getOutput()] = w.getName();
     }
+  parameterLike.insert(roots.begin(), roots.end());
+  for (auto &kv : followRoot)
+    parameterLike.insert(kv.first);
+  for (Operation &op : body) {
+    auto diff = dyn_cast<DifferentiableOpInterface>(op);
+    if (diff && op.getNumOperands() == 1 && op.getNumResults() == 1 &&
+        diff.getOperandRole(0) == OperandRole::Movement &&
+        parameterLike.contains(op.getOperand(0)))
+      parameterLike.insert(op.getResult(0));
+  }
 }
 
 StringRef Solver::getRootName(Value root) const {
@@ -304,19 +314,37 @@ Layout Solver::resolve(Value v) {
   return layouts.lookup(v);
 }
 
+int64_t Solver::tokenDim(Value v) const {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (!t || t.getRank() < 2 || !isa<FloatType>(t.getElementType()))
+    return -1;
+  int64_t d = t.getRank() - 2;
+  return t.getDimSize(d) % shards == 0 ? d : -1;
+}
+
 void Solver::account(Value v, Layout from, Layout to, Outcome &out,
                      bool atReturn) {
   if (from == to)
     return;
   int64_t bytes = byteSize(v.getType());
   if (from.partial) {
+    // A reduce-scatter moves half of an all-reduce's bytes.
+    if (to.isSplit() && to.groups == 1 && from.kind == ReductionKind::Sum) {
+      out.commBytes += bytes / 2;
+      return;
+    }
     out.commBytes += bytes;
     from = Layout();
   }
   if (from.isSplit() && from != to) {
     out.commBytes += bytes;
-    if (!atReturn)
-      ++out.conflicts;
+    // Sequence parallelism gathers its token splits by design; a parameter
+    // gathered is a plan gone wrong.
+    bool expected = sequenceParallel && from.dim == tokenDim(v) &&
+                    from.groups == 1 && to.isReplicated();
+    if (!atReturn && !expected)
+      out.conflicts += parameterLike.contains(v) ? 1000 : 1;
+
   }
 }
 
@@ -466,6 +494,25 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     // Candidates: the factors the operands are split along.
     SmallVector<FactorShard> candidates;
     for (auto [i, l] : llvm::enumerate(current)) {
+      // A parameter not decided yet is what the op's split should serve:
+      // tokens split by sequence parallelism are gathered for it.
+      bool tokens = sequenceParallel && (l.partial || (l.isSplit() &&
+                                         l.dim == tokenDim(op->getOperand(i))));
+      if (tokens && !pendingOperands.empty())
+        continue;
+      // With sequence parallelism, partial sums may be reduce-scattered
+      // onto their token dimension.
+      if (sequenceParallel && l.partial && l.kind == ReductionKind::Sum) {
+        int64_t d = tokenDim(op->getOperand(i));
+        if (d >= 0)
+          if (auto fs = factorOf(rule, rule.operandFactors[i],
+                                 Layout::split(d), shards);
+              fs && splittable(rule, fs->factor) &&
+              rule.factors[fs->factor].kind == FactorKind::Parallel &&
+              !llvm::is_contained(candidates, *fs))
+            candidates.push_back(*fs);
+        continue;
+      }
       if (!l.isSplit())
         continue;
       std::optional<FactorShard> fs =

@@ -86,6 +86,13 @@ public:
   llvm::StringRef getRootName(mlir::Value root) const;
 
   void setSeed(mlir::Value root, Layout layout) { seeds[root] = layout; }
+  /// Sequence parallelism: activations between tensor-parallel regions are
+  /// split along their token dimension (the second to last); partial sums
+  /// are reduce-scattered onto it and gathered back before the next split
+  /// region.
+  void setSequenceParallel(bool on) { sequenceParallel = on; }
+  /// The token dimension of `v` that sequence parallelism splits, or -1.
+  int64_t tokenDim(mlir::Value v) const;
   /// Makes `op` produce its first result in `layout` (a split its rule
   /// allows), whatever its operands: propagation's backward adoption.
   void pin(mlir::Operation *op, Layout layout) { pinned[op] = layout; }
@@ -143,6 +150,10 @@ private:
   llvm::DenseMap<mlir::Value, Layout> adopted;
   llvm::DenseMap<mlir::Value, llvm::StringRef> rootNames;
   llvm::DenseSet<mlir::Operation *> afterForward;
+  /// Parameters and what movement ops make of them: never resharded when
+  /// an activation can move instead.
+  llvm::DenseSet<mlir::Value> parameterLike;
+  bool sequenceParallel = false;
 };
 
 /// The factor of `rule` that `plan` splits, found from the layouts of its

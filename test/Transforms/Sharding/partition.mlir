@@ -47,3 +47,24 @@
 // LOSS:     graph.scatter_elements_add %{{.*}} -> tensor<2x7x20xf32>
 // LOSS-NOT: tensor<2x{{[78]}}x40xf32>
 // LOSS:     return
+
+// --sequence-parallel (Megatron's): between the tensor-parallel regions the
+// activation is split along the sequence (the norms run on 4 of the 8
+// tokens); a reduce-scatter replaces the all-reduce after the embedding and
+// after the attention output, and an all-gather brings the tokens back
+// before each column-parallel matmul. (The residual stream's partial sums
+// stay partial through the adds; the last is reduced once for the head.)
+// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="tp=2 sequence-parallel=true" | FileCheck %s --check-prefix=SP
+// SP:      dist.reduce_scatter %{{.*}} dim 0 sum : tensor<8x2x16xf32> -> tensor<4x2x16xf32>
+// SP-NOT:  dist.all_reduce
+// SP:      graph.layer_norm %{{.*}} : (tensor<2x4x16xf32>, tensor<16xf32>, tensor<16xf32>)
+// SP-NEXT: graph.transpose
+// SP-NEXT: dist.all_gather %{{.*}} dim 0 : tensor<4x2x16xf32> -> tensor<8x2x16xf32>
+// SP-NOT:  dist.all_reduce
+// SP:      graph.matmul %{{.*}} : (tensor<2x8x8xf32>, tensor<8x16xf32>) -> tensor<2x8x16xf32>
+// SP-NOT:  dist.all_reduce
+// SP:      dist.reduce_scatter %{{.*}} dim 0 sum : tensor<8x2x16xf32> -> tensor<4x2x16xf32>
+// SP-NOT:  dist.all_reduce
+// SP:      graph.layer_norm %{{.*}} : (tensor<2x4x16xf32>, tensor<16xf32>, tensor<16xf32>)
+// SP-NEXT: graph.transpose
+// SP-NEXT: dist.all_gather %{{.*}} dim 0 : tensor<4x2x16xf32> -> tensor<8x2x16xf32>
