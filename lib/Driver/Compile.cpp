@@ -545,10 +545,38 @@ LogicalResult pcc::compile(const CompileOptions &options,
       comms.push_back(llvm::json::Object{{"kind", kv.getKey()},
                                          {"bytes", kv.getValue().second},
                                          {"count", kv.getValue().first}});
+    // How each weight is laid out: its whole shape (as in the weights
+    // file), the dimension split over the ranks and each rank's shape.
+    llvm::json::Array layouts;
+    for (const WeightEntry &w : emitted->weights) {
+      llvm::json::Array whole, local;
+      for (int64_t d : w.value.getType().getShape())
+        whole.push_back(d);
+      if (w.padding.first >= 0)
+        whole[w.padding.first] = w.padding.second;
+      RankedTensorType lt = w.localType ? w.localType
+                                        : cast<RankedTensorType>(
+                                              w.value.getType());
+      for (int64_t d : lt.getShape())
+        local.push_back(d);
+      llvm::json::Object entry{{"name", w.name},
+                               {"shape", std::move(whole)},
+                               {"rank_shape", std::move(local)}};
+      if (w.shardAxes) {
+        entry["split_dim"] = w.shardDim;
+        if (w.shardGroups > 1)
+          entry["groups"] = w.shardGroups;
+        if (w.padding.first >= 0)
+          entry["padded_to"] = w.value.getType().getDimSize(w.padding.first);
+      }
+      layouts.push_back(std::move(entry));
+    }
     llvm::json::Object plan{
         {"mesh", llvm::json::Object{{"tp", options.tp}, {"pp", options.pp}}},
+        {"sequence_parallel", options.sequenceParallel},
         {"ranks", std::move(ranks)},
-        {"collectives", std::move(comms)}};
+        {"collectives", std::move(comms)},
+        {"weights", std::move(layouts)}};
     llvm::raw_fd_ostream os(path("plan.json"), ec);
     if (ec)
       return fail("cannot write plan.json: " + ec.message());
