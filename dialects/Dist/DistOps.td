@@ -61,7 +61,7 @@ def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
                             "::pcc::dist::ReductionKind::Sum">:$partial_kind);
   let assemblyFormat = [{
     `<` $mesh `,` $dims (`groups` $groups^)?
-    (`,` `partial` `=` $partial_axes^ $partial_kind)? `>`
+    (`,` `partial` `=` $partial_axes^ custom<PartialKind>($partial_kind))? `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{

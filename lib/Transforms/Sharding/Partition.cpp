@@ -41,6 +41,7 @@ class Context : public PartitionContext {
 public:
   Context(MLIRContext *ctx, int64_t shards) : ctx(ctx), shards(shards) {}
   int64_t numShards() const override { return shards; }
+  int64_t numGroups() const override { return groups; }
   ArrayAttr axes() const {
     return Builder(ctx).getStrArrayAttr({kTpAxis});
   }
@@ -115,6 +116,8 @@ public:
 
   MLIRContext *ctx;
   int64_t shards;
+  /// The groups of the factor the op being partitioned splits.
+  int64_t groups = 1;
   std::map<std::tuple<const void *, int64_t, int64_t, bool>, Value> cache;
 };
 } // namespace
@@ -289,8 +292,9 @@ LogicalResult pcc::partition(func::FuncOp func) {
     SmallVector<Value> results;
     if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op)) {
       OpPlan plan{-1, wanted, made};
-      int64_t factor =
-          findSplitFactor(ruleOp.getShardingRule(), plan, *tp).first;
+      auto [factor, groups] =
+          findSplitFactor(ruleOp.getShardingRule(), plan, *tp);
+      ctx.groups = groups;
       if (failed(ruleOp.partition(b, operands, types, factor, ctx, results)))
         return op->emitError("cannot partition this op");
     } else if (failed(graph::detail::partitionByCloning(op, b, operands, types,

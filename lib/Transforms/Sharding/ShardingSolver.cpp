@@ -80,7 +80,8 @@ static bool contains(const TensorFactors &tensor, int64_t factor) {
 /// The plan of `op` when `fs` is split, or nullopt when the rule does not
 /// allow it.
 static std::optional<OpPlan> planFor(const ShardingRule &rule,
-                                     std::optional<FactorShard> fs) {
+                                     std::optional<FactorShard> fs,
+                                     Operation *op = nullptr) {
   OpPlan plan;
   plan.operands.resize(rule.operandFactors.size());
   plan.results.resize(rule.resultFactors.size());
@@ -88,6 +89,14 @@ static std::optional<OpPlan> planFor(const ShardingRule &rule,
     return plan;
   plan.factor = fs->factor;
   const auto &factor = rule.factors[fs->factor];
+  // A mean of integers truncates: the mean of the ranks' means is not the
+  // mean.
+  if (op && factor.kind == FactorKind::Reduction &&
+      factor.reduction == ReductionKind::Mean &&
+      llvm::any_of(op->getResultTypes(), [](Type t) {
+        return !isa<FloatType>(getElementTypeOrSelf(t));
+      }))
+    return std::nullopt;
   for (auto [i, t] : llvm::enumerate(rule.operandFactors))
     plan.operands[i] = project(rule, t, *fs);
   for (auto [i, t] : llvm::enumerate(rule.resultFactors)) {
@@ -554,7 +563,7 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     }
     bool haveSplit = false;
     for (FactorShard fs : candidates) {
-      std::optional<OpPlan> p = planFor(rule, fs);
+      std::optional<OpPlan> p = planFor(rule, fs, op);
       if (!p)
         continue;
       Outcome trial;
@@ -574,7 +583,7 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     if (auto it = pinned.find(op); it != pinned.end() && op->getNumResults())
       if (auto fs = factorOf(rule, rule.resultFactors[0], it->second, shards))
         if (splittable(rule, fs->factor))
-          if (std::optional<OpPlan> p = planFor(rule, *fs))
+          if (std::optional<OpPlan> p = planFor(rule, *fs, op))
             plan = *p;
   }
   // Pending roots used here take what the op wants (Adopt), else stay

@@ -4,7 +4,7 @@
 // Q, K and V comes out split plainly, heads follow through the reshapes.
 // RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-shard-strategy=tp=2 --pcc-propagate-sharding | FileCheck %s
 // CHECK:      graph.gather
-// CHECK-SAME:   dist.results = [#dist.sharding<@mesh, {{\[\[}}], [], []], partial = ["tp"]>]
+// CHECK-SAME:   dist.results = [#dist.sharding<@mesh, {{\[\[}}], [], []], partial = ["tp"] sum>]
 // CHECK:      graph.layer_norm
 // CHECK-SAME:   dist.operands = [#dist.sharding<@mesh, {{\[\[}}], [], []]>
 // CHECK:      graph.matmul
@@ -16,7 +16,7 @@
 // CHECK-SAME:   dist.results = [#dist.sharding<@mesh, {{\[\[}}], [], ["tp"], []]>]
 // The attention output projection (rows) leaves partial sums.
 // CHECK:      graph.matmul %{{.*}}, %{{.*}} {dist.operands = [#dist.sharding<@mesh, {{\[\[}}], [], ["tp"]]>, #dist.sharding<@mesh, {{\[\[}}"tp"], []]>]
-// CHECK-SAME:   dist.results = [#dist.sharding<@mesh, {{\[\[}}], [], []], partial = ["tp"]>]
+// CHECK-SAME:   dist.results = [#dist.sharding<@mesh, {{\[\[}}], [], []], partial = ["tp"] sum>]
 // The logits leave an inference build whole.
 // CHECK:      return
 // CHECK-SAME:   dist.operands = [#dist.sharding<@mesh, {{\[\[}}], [], []]>]

@@ -19,6 +19,25 @@ using namespace pcc::dist;
 #include "pcc/Dialect/Dist/IR/DistDialect.cpp.inc"
 #include "pcc/Dialect/Dist/IR/DistEnums.cpp.inc"
 
+/// A sharding's reduction kind, always printed (`sum` too) so that what
+/// prints parses back.
+static ParseResult parsePartialKind(AsmParser &parser, ReductionKind &kind) {
+  std::string word;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeywordOrString(&word))
+    return failure();
+  std::optional<ReductionKind> k = symbolizeReductionKind(word);
+  if (!k)
+    return parser.emitError(loc, "unknown reduction '")
+           << word << "' (sum, max, min or mean)";
+  kind = *k;
+  return success();
+}
+
+static void printPartialKind(AsmPrinter &printer, ReductionKind kind) {
+  printer << stringifyReductionKind(kind);
+}
+
 #define GET_ATTRDEF_CLASSES
 #include "pcc/Dialect/Dist/IR/DistAttrs.cpp.inc"
 

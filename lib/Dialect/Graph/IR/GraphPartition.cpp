@@ -63,12 +63,26 @@ static LocalIndices localizeIndices(OpBuilder &b, Location loc, Value indices,
   Value wrapped = AddOp::create(b, loc, idx, scalarConstant(b, loc, i64, global));
   idx = WhereOp::create(b, loc, LessOp::create(b, loc, idx, zero), wrapped,
                         idx);
+  // The axis is [groups, n]; this rank holds rows [r * block, (r + 1) *
+  // block) of every group's n, stored group after group.
+  int64_t groups = context.numGroups();
+  int64_t n = global / groups, block = local / groups;
+  Value group = zero, within = idx;
+  if (groups > 1) {
+    Value nc = scalarConstant(b, loc, i64, n);
+    group = DivOp::create(b, loc, idx, nc);
+    within = SubOp::create(b, loc, idx, MulOp::create(b, loc, group, nc));
+  }
   Value offset = MulOp::create(b, loc, context.shardIndex(b, loc),
-                               scalarConstant(b, loc, i64, local));
-  Value shifted = SubOp::create(b, loc, idx, offset);
+                               scalarConstant(b, loc, i64, block));
+  Value shifted = SubOp::create(b, loc, within, offset);
   Value here = AndOp::create(
       b, loc, GreaterOrEqualOp::create(b, loc, shifted, zero),
-      LessOp::create(b, loc, shifted, scalarConstant(b, loc, i64, local)));
+      LessOp::create(b, loc, shifted, scalarConstant(b, loc, i64, block)));
+  if (groups > 1)
+    shifted = AddOp::create(
+        b, loc, MulOp::create(b, loc, group, scalarConstant(b, loc, i64, block)),
+        shifted);
   return {WhereOp::create(b, loc, here, shifted, zero), here};
 }
 

@@ -67,6 +67,9 @@ public:
   virtual ~PartitionContext() = default;
   /// The number of blocks a split factor is cut into.
   virtual int64_t numShards() const = 0;
+  /// The groups of the split factor: it is viewed as [groups, n] and each
+  /// rank holds its block of every group's n (1: one plain block).
+  virtual int64_t numGroups() const = 0;
   /// A rank-0 i64 tensor: this rank's block index.
   virtual mlir::Value shardIndex(mlir::OpBuilder &builder,
                                  mlir::Location loc) = 0;
