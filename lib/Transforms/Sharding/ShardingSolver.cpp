@@ -349,8 +349,10 @@ void Solver::account(Value v, Layout from, Layout to, Outcome &out,
     out.commBytes += bytes;
     // Sequence parallelism gathers its token splits by design; a parameter
     // gathered is a plan gone wrong.
-    bool expected = sequenceParallel && from.dim == tokenDim(v) &&
-                    from.groups == 1 && to.isReplicated();
+    // (Tokens of [batch * seq, hidden] split by sequence are in batch
+    // groups.)
+    bool expected = sequenceParallel && !parameterLike.contains(v) &&
+                    from.dim == tokenDim(v) && to.isReplicated();
     if (!atReturn && !expected)
       out.conflicts += parameterLike.contains(v) ? 1000 : 1;
 
