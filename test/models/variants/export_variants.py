@@ -219,6 +219,16 @@ VARIANTS = {
     "gpt2-dyn18-3heads": dyn(
         gpt2(1, 48, 3, 96, 32, inner=96), (1, 24),
         "HF GPT-2, 1 layer, d=48, 3 heads, MLP 96 wide, batch 1"),
+    # Vocabularies that tensor parallelism does not divide (padded to a
+    # multiple of tp).
+    "gpt2-dyn18-vocab509": dyn(
+        gpt2(2, 32, 4, 509, 32), (2, 16),
+        "HF GPT-2, 2 layers, d=32, 4 heads, a vocabulary of 509 (odd), tied "
+        "head"),
+    "llama-dyn18-vocab101": dyn(
+        llama(2, 32, 4, 2, 64, 101, False), (2, 16),
+        "HF Llama, 2 layers, d=32, 4 query / 2 KV heads, a vocabulary of 101 "
+        "(odd), untied head"),
     "llama-dyn18-gqa4": dyn(
         llama(1, 32, 4, 1, 64, 128, False), (2, 16),
         "HF Llama, 1 layer, d=32, 4 query heads / 1 KV head (GQA 4:1), untied head"),
