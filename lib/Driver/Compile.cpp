@@ -13,8 +13,8 @@
 #include "pccrt/Runtime.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
@@ -157,8 +157,8 @@ std::vector<pccrt::Tensor> pcc::getWeightTensors(const CppEmitResult &emitted) {
     if (auto [dim, extent] = w.padding; dim >= 0) {
       // The file holds the real vocabulary; each rank's part gets its
       // padding back as zeros when it is loaded.
-      int64_t outer = 1, inner = t.data.size() / std::max<int64_t>(
-                                                      1, shape[dim]);
+      int64_t outer = 1,
+              inner = t.data.size() / std::max<int64_t>(1, shape[dim]);
       for (int64_t d = 0; d < dim; ++d)
         outer *= shape[d];
       inner /= std::max<int64_t>(1, outer);
@@ -554,9 +554,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
         whole.push_back(d);
       if (w.padding.first >= 0)
         whole[w.padding.first] = w.padding.second;
-      RankedTensorType lt = w.localType ? w.localType
-                                        : cast<RankedTensorType>(
-                                              w.value.getType());
+      RankedTensorType lt =
+          w.localType ? w.localType : cast<RankedTensorType>(w.value.getType());
       for (int64_t d : lt.getShape())
         local.push_back(d);
       llvm::json::Object entry{{"name", w.name},

@@ -33,9 +33,9 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     // Sharding runs after autodiff and the optimizer: the backward's
     // collectives (Megatron's conjugates) and the split optimizer state
     // fall out of partitioning the whole step.
-    pm.addPass(createShardStrategy({options.tp, options.shard,
-                                    options.sequenceParallel,
-                                    options.remarks}));
+    pm.addPass(
+        createShardStrategy({options.tp, options.shard,
+                             options.sequenceParallel, options.remarks}));
     pm.addPass(createPropagateSharding({options.sequenceParallel}));
     pm.addPass(createPartition());
     pm.addPass(createCSEPass());

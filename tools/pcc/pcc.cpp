@@ -172,8 +172,7 @@ static int compileCommand(Args &args) {
       ok = args.value(a, v);
       if (ok)
         o.shard += (o.shard.empty() ? "" : ";") + v;
-    }
-    else if (a == "--pp")
+    } else if (a == "--pp")
       ok = args.integer(a, o.pp, 1);
     else if (a == "--microbatches")
       ok = args.integer(a, o.microbatches, 1);

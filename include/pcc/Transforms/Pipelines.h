@@ -44,8 +44,7 @@ struct ParallelizeOptions
                              llvm::cl::desc("ONNX name of the labels")};
   Option<std::string> logits{*this, "logits",
                              llvm::cl::desc("ONNX name of the logits")};
-  Option<int64_t> tp{*this, "tp",
-                     llvm::cl::desc("Ranks of tensor parallelism"),
+  Option<int64_t> tp{*this, "tp", llvm::cl::desc("Ranks of tensor parallelism"),
                      llvm::cl::init(1)};
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",

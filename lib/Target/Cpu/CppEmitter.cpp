@@ -326,8 +326,8 @@ std::string Emitter::groupPosition(ArrayAttr axes) {
     }
     if (!found)
       continue;
-    expr = llvm::formatv("(({0}) * {1} + (int64_t)ctx->rank / {2} % {1})",
-                         expr, size, stride)
+    expr = llvm::formatv("(({0}) * {1} + (int64_t)ctx->rank / {2} % {1})", expr,
+                         size, stride)
                .str();
   }
   return expr;
@@ -1055,9 +1055,9 @@ LogicalResult Emitter::emitOp(Operation *op) {
             "  if ((void*){0} != (void*){1}) std::memcpy({0}, {1}, {2});\n"
             "  if (ctx->comm->ops->all_reduce(ctx->comm, {3}u, {0}, {4}, {5}, "
             "{6})) return PCCRT_ERR_COMM;\n",
-            ptr(result()), ptr(r.getInput()), n * elementBytes(elemOf(result())),
-            axesMask(r.getAxes()), n, getOnnxDataType(elemOf(result())),
-            int(r.getKind()));
+            ptr(result()), ptr(r.getInput()),
+            n * elementBytes(elemOf(result())), axesMask(r.getAxes()), n,
+            getOnnxDataType(elemOf(result())), int(r.getKind()));
         return success();
       })
       .Case([&](dist::AllGatherOp g) -> LogicalResult {
@@ -1079,8 +1079,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case([&](dist::ReduceScatterOp r) -> LogicalResult {
         ArrayRef<int64_t> out = shapeOf(result());
         int64_t dim = r.getDimAttr().getInt();
-        if (dim != 0 && llvm::any_of(out.take_front(dim),
-                                     [](int64_t d) { return d != 1; }))
+        if (dim != 0 &&
+            llvm::any_of(out.take_front(dim), [](int64_t d) { return d != 1; }))
           return r.emitError("the CPU target scatters along the outermost "
                              "dimension only");
         body += llvm::formatv(
@@ -1209,8 +1209,8 @@ FailureOr<CppEmitResult> Emitter::run() {
     else if (auto onnx = func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
       name = onnx.getValue().str();
     // A split result's whole extents are the local ones times the shards.
-    auto sharding = func.getResultAttrOfType<dist::ShardingAttr>(
-        i, "dist.sharding");
+    auto sharding =
+        func.getResultAttrOfType<dist::ShardingAttr>(i, "dist.sharding");
     SmallVector<int64_t> whole(shapeOf(v));
     if (sharding)
       for (unsigned d = 0; d < whole.size(); ++d)
@@ -1221,8 +1221,8 @@ FailureOr<CppEmitResult> Emitter::run() {
     std::pair<int64_t, int64_t> pad{-1, 0};
     if (isGrad)
       pad = paddingOfArg(*getStateIndex(func, i, kGradAttr));
-    else if (auto p = func.getResultAttrOfType<DenseI64ArrayAttr>(
-                 i, "dist.padding"))
+    else if (auto p =
+                 func.getResultAttrOfType<DenseI64ArrayAttr>(i, "dist.padding"))
       pad = {p[0], p[1]};
     if (pad.first >= 0)
       whole[pad.first] = pad.second;

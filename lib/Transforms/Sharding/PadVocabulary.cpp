@@ -63,103 +63,100 @@ static bool follow(Value v, int64_t dim, Padding &p) {
   for (OpOperand &use : v.getUses()) {
     Operation *op = use.getOwner();
     unsigned index = use.getOperandNumber();
-    bool ok = llvm::TypeSwitch<Operation *, bool>(op)
-                  .Case([&](GatherOp g) {
-                    // Token ids pick real rows only.
-                    if (index != 0)
+    bool ok =
+        llvm::TypeSwitch<Operation *, bool>(op)
+            .Case([&](GatherOp g) {
+              // Token ids pick real rows only.
+              if (index != 0)
+                return false;
+              if (int64_t(g.getAxis()) == dim)
+                return true;
+              int64_t r = dim < int64_t(g.getAxis())
+                              ? dim
+                              : dim + shapeOf(g.getIndices()).size() - 1;
+              return follow(g.getOutput(), r, p);
+            })
+            .Case([&](GatherElementsOp g) {
+              // Labels pick real entries only.
+              return index == 0 && int64_t(g.getAxis()) == dim &&
+                     shapeOf(g.getIndices())[dim] == 1;
+            })
+            .Case([&](TransposeOp t) {
+              for (auto [i, d] : llvm::enumerate(t.getPerm()))
+                if (d == dim)
+                  return follow(t.getOutput(), i, p);
+              return false;
+            })
+            .Case([&](ReshapeOp r) {
+              // Only a reshape that leaves the dimension as it is.
+              ArrayRef<int64_t> in = shapeOf(r.getInput()),
+                                out = shapeOf(r.getOutput());
+              int64_t before = 1;
+              for (int64_t d = 0; d < dim; ++d)
+                before *= in[d];
+              int64_t acc = 1;
+              for (size_t k = 0; k < out.size(); ++k) {
+                if (acc == before && out[k] == in[dim])
+                  return follow(r.getOutput(), k, p);
+                acc *= out[k];
+              }
+              return false;
+            })
+            .Case([&](SliceOp s) {
+              return s.getStarts()[dim] == 0 && s.getSizes()[dim] == p.extent &&
+                     s.getSteps()[dim] == 1 && follow(s.getOutput(), dim, p);
+            })
+            .Case([&](MatMulOp m) {
+              int64_t ra = shapeOf(m.getLhs()).size(),
+                      rb = shapeOf(m.getRhs()).size(),
+                      rc = shapeOf(m.getOutput()).size();
+              if (index == 1 && rb >= 2 && dim == rb - 1)
+                return follow(m.getOutput(), rc - 1, p);
+              if (index == 0 && ra >= 2 && dim == ra - 2)
+                return follow(m.getOutput(), rc - 2, p);
+              return false;
+            })
+            .Case<LogSoftmaxOp, SoftmaxOp>([&](auto s) {
+              if (int64_t(s.getAxis()) == dim)
+                p.masked.insert(s);
+              return follow(s.getOutput(), dim, p);
+            })
+            .Case([&](func::ReturnOp) {
+              p.results.insert(index);
+              return true;
+            })
+            .Case<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, WhereOp>(
+                [&](Operation *o) {
+                  Value out = o->getResult(0);
+                  int64_t r = dim + shapeOf(out).size() - shapeOf(v).size();
+                  // The other operands broadcast along the padded
+                  // dimension, or are parameters padded alike (an LM
+                  // head's bias).
+                  for (Value other : o->getOperands()) {
+                    if (other == v)
+                      continue;
+                    int64_t d = r + shapeOf(other).size() - shapeOf(out).size();
+                    if (d < 0 || shapeOf(other)[d] == 1)
+                      continue;
+                    auto w = other.getDefiningOp<WeightOp>();
+                    if (!w || !isPadded(other, d))
                       return false;
-                    if (int64_t(g.getAxis()) == dim)
-                      return true;
-                    int64_t r = dim < int64_t(g.getAxis())
-                                    ? dim
-                                    : dim + shapeOf(g.getIndices()).size() - 1;
-                    return follow(g.getOutput(), r, p);
-                  })
-                  .Case([&](GatherElementsOp g) {
-                    // Labels pick real entries only.
-                    return index == 0 && int64_t(g.getAxis()) == dim &&
-                           shapeOf(g.getIndices())[dim] == 1;
-                  })
-                  .Case([&](TransposeOp t) {
-                    for (auto [i, d] : llvm::enumerate(t.getPerm()))
-                      if (d == dim)
-                        return follow(t.getOutput(), i, p);
-                    return false;
-                  })
-                  .Case([&](ReshapeOp r) {
-                    // Only a reshape that leaves the dimension as it is.
-                    ArrayRef<int64_t> in = shapeOf(r.getInput()),
-                                      out = shapeOf(r.getOutput());
-                    int64_t before = 1;
-                    for (int64_t d = 0; d < dim; ++d)
-                      before *= in[d];
-                    int64_t acc = 1;
-                    for (size_t k = 0; k < out.size(); ++k) {
-                      if (acc == before && out[k] == in[dim])
-                        return follow(r.getOutput(), k, p);
-                      acc *= out[k];
-                    }
-                    return false;
-                  })
-                  .Case([&](SliceOp s) {
-                    return s.getStarts()[dim] == 0 &&
-                           s.getSizes()[dim] == p.extent &&
-                           s.getSteps()[dim] == 1 &&
-                           follow(s.getOutput(), dim, p);
-                  })
-                  .Case([&](MatMulOp m) {
-                    int64_t ra = shapeOf(m.getLhs()).size(),
-                            rb = shapeOf(m.getRhs()).size(),
-                            rc = shapeOf(m.getOutput()).size();
-                    if (index == 1 && rb >= 2 && dim == rb - 1)
-                      return follow(m.getOutput(), rc - 1, p);
-                    if (index == 0 && ra >= 2 && dim == ra - 2)
-                      return follow(m.getOutput(), rc - 2, p);
-                    return false;
-                  })
-                  .Case<LogSoftmaxOp, SoftmaxOp>([&](auto s) {
-                    if (int64_t(s.getAxis()) == dim)
-                      p.masked.insert(s);
-                    return follow(s.getOutput(), dim, p);
-                  })
-                  .Case([&](func::ReturnOp) {
-                    p.results.insert(index);
-                    return true;
-                  })
-                  .Case<AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, WhereOp>(
-                      [&](Operation *o) {
-                        Value out = o->getResult(0);
-                        int64_t r = dim + shapeOf(out).size() -
-                                    shapeOf(v).size();
-                        // The other operands broadcast along the padded
-                        // dimension, or are parameters padded alike (an LM
-                        // head's bias).
-                        for (Value other : o->getOperands()) {
-                          if (other == v)
-                            continue;
-                          int64_t d = r + shapeOf(other).size() -
-                                      shapeOf(out).size();
-                          if (d < 0 || shapeOf(other)[d] == 1)
-                            continue;
-                          auto w = other.getDefiningOp<WeightOp>();
-                          if (!w || !isPadded(other, d))
-                            return false;
-                          p.weights.insert(w);
-                          if (!follow(other, d, p))
-                            return false;
-                        }
-                        return follow(out, r, p);
-                      })
-                  .Default([&](Operation *o) {
-                    // Element-wise ops of one operand keep the dimension.
-                    if (o->getNumOperands() == 1 && o->getNumResults() == 1 &&
-                        isa<RankedTensorType>(o->getResult(0).getType()) &&
-                        shapeOf(o->getResult(0)) == shapeOf(v) &&
-                        isa<DifferentiableOpInterface>(o) &&
-                        !isa<CumSumOp, TriluOp>(o))
-                      return follow(o->getResult(0), dim, p);
-                    return false;
-                  });
+                    p.weights.insert(w);
+                    if (!follow(other, d, p))
+                      return false;
+                  }
+                  return follow(out, r, p);
+                })
+            .Default([&](Operation *o) {
+              // Element-wise ops of one operand keep the dimension.
+              if (o->getNumOperands() == 1 && o->getNumResults() == 1 &&
+                  isa<RankedTensorType>(o->getResult(0).getType()) &&
+                  shapeOf(o->getResult(0)) == shapeOf(v) &&
+                  isa<DifferentiableOpInterface>(o) &&
+                  !isa<CumSumOp, TriluOp>(o))
+                return follow(o->getResult(0), dim, p);
+              return false;
+            });
     if (!ok)
       return false;
   }

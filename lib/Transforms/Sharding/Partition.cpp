@@ -42,9 +42,7 @@ public:
   Context(MLIRContext *ctx, int64_t shards) : ctx(ctx), shards(shards) {}
   int64_t numShards() const override { return shards; }
   int64_t numGroups() const override { return groups; }
-  ArrayAttr axes() const {
-    return Builder(ctx).getStrArrayAttr({kTpAxis});
-  }
+  ArrayAttr axes() const { return Builder(ctx).getStrArrayAttr({kTpAxis}); }
   FlatSymbolRefAttr mesh() const {
     return FlatSymbolRefAttr::get(ctx, kMeshName);
   }
@@ -70,8 +68,8 @@ public:
   Value reduceScatter(OpBuilder &b, Location loc, Value v, Layout l);
   Value slice(OpBuilder &b, Location loc, Value v, Layout l) {
     auto t = cast<RankedTensorType>(v.getType());
-    return dist::AllSliceOp::create(b, loc, localType(t, l), v, mesh(),
-                                    axes(), b.getI64IntegerAttr(l.dim),
+    return dist::AllSliceOp::create(b, loc, localType(t, l), v, mesh(), axes(),
+                                    b.getI64IntegerAttr(l.dim),
                                     b.getI64IntegerAttr(l.groups));
   }
   /// Brings `v` (local, laid out as `from`) to `to`, once per value and
@@ -79,8 +77,8 @@ public:
   Value reshard(OpBuilder &b, Location loc, Value v, Layout from, Layout to) {
     if (from == to)
       return v;
-    auto key = std::make_tuple(v.getAsOpaquePointer(), to.dim, to.groups,
-                               to.partial);
+    auto key =
+        std::make_tuple(v.getAsOpaquePointer(), to.dim, to.groups, to.partial);
     if (auto it = cache.find(key); it != cache.end())
       return it->second;
     Value r = reshardOnce(b, loc, v, from, to);
@@ -298,7 +296,7 @@ LogicalResult pcc::partition(func::FuncOp func) {
       if (failed(ruleOp.partition(b, operands, types, factor, ctx, results)))
         return op->emitError("cannot partition this op");
     } else if (failed(graph::detail::partitionByCloning(op, b, operands, types,
-                                                 results))) {
+                                                        results))) {
       return failure();
     }
     for (auto [r, nr, l] : llvm::zip(op->getResults(), results, made)) {
@@ -320,13 +318,12 @@ LogicalResult pcc::partition(func::FuncOp func) {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (k < returned.size() && returned[k].isSplit())
-      func.setResultAttr(
-          k, kShardingAttr,
-          toAttr(func.getContext(), returned[k],
-                 cast<RankedTensorType>(v.getType()).getRank()));
+      func.setResultAttr(k, kShardingAttr,
+                         toAttr(func.getContext(), returned[k],
+                                cast<RankedTensorType>(v.getType()).getRank()));
   SmallVector<Type> argTypes(body.getArgumentTypes());
-  func.setType(FunctionType::get(func.getContext(), argTypes,
-                                 ret.getOperandTypes()));
+  func.setType(
+      FunctionType::get(func.getContext(), argTypes, ret.getOperandTypes()));
   return success();
 }
 

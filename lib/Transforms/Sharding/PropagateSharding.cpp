@@ -34,8 +34,7 @@ static int64_t rankOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank();
 }
 
-LogicalResult pcc::propagateSharding(func::FuncOp func,
-                                     bool sequenceParallel) {
+LogicalResult pcc::propagateSharding(func::FuncOp func, bool sequenceParallel) {
   auto module = func->getParentOfType<ModuleOp>();
   auto mesh = module ? module.lookupSymbol<dist::MeshOp>(kMeshName) : nullptr;
   if (!mesh)
@@ -124,10 +123,11 @@ LogicalResult pcc::propagateSharding(func::FuncOp func,
     const OpPlan *plan = solver.getPlan(&op);
     if (!plan)
       continue;
-    bool any = llvm::any_of(plan->operands,
-                            [](const Layout &l) { return !l.isReplicated(); }) ||
-               llvm::any_of(plan->results,
-                            [](const Layout &l) { return !l.isReplicated(); });
+    bool any =
+        llvm::any_of(plan->operands,
+                     [](const Layout &l) { return !l.isReplicated(); }) ||
+        llvm::any_of(plan->results,
+                     [](const Layout &l) { return !l.isReplicated(); });
     // Ops that are whole on every rank and read whole values need no
     // annotation; anything else says what it reads and makes.
     bool readsSplit = llvm::any_of(op.getOperands(), [&](Value v) {

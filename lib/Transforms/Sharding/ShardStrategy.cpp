@@ -136,9 +136,8 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
              << solver.getRootName(root) << "': " << kShardingAttr
              << " must split one dimension over '" << kTpAxis << "'";
     auto type = cast<RankedTensorType>(root.getType());
-    if (l->isSplit() &&
-        (l->dim >= type.getRank() ||
-         type.getDimSize(l->dim) % (l->groups * tp) != 0))
+    if (l->isSplit() && (l->dim >= type.getRank() ||
+                         type.getDimSize(l->dim) % (l->groups * tp) != 0))
       return emitError(root.getLoc(), "'")
              << solver.getRootName(root) << "': dimension " << l->dim
              << " does not split into " << l->groups << " group(s) of "
@@ -149,8 +148,7 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
     Solver::Outcome o = solver.run(Solver::Unseeded::Stop);
     if (!o.stoppedAt)
       break;
-    if (failed(decide(solver, o.stoppedAt, o.stopOp, o.stopOperand,
-                      overrides)))
+    if (failed(decide(solver, o.stoppedAt, o.stopOp, o.stopOperand, overrides)))
       return failure();
   }
   // Roots never used stay whole.
@@ -163,7 +161,8 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
     Layout l = *solver.getSeed(root);
     auto rank = cast<RankedTensorType>(root.getType()).getRank();
     if (remarks) {
-      auto diag = emitRemark(root.getLoc()) << "tp: '" << solver.getRootName(root) << "' ";
+      auto diag = emitRemark(root.getLoc())
+                  << "tp: '" << solver.getRootName(root) << "' ";
       if (l.isSplit()) {
         diag << "split along dimension " << l.dim;
         if (l.groups > 1)
@@ -175,8 +174,7 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
     if (!l.isSplit())
       continue;
     if (auto arg = dyn_cast<BlockArgument>(root))
-      func.setArgAttr(arg.getArgNumber(), kShardingAttr,
-                      toAttr(ctx, l, rank));
+      func.setArgAttr(arg.getArgNumber(), kShardingAttr, toAttr(ctx, l, rank));
     else
       root.getDefiningOp()->setAttr(kShardingAttr, toAttr(ctx, l, rank));
   }
@@ -237,14 +235,14 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
                     role == OperandRole::Lookup || (user && user->how != "rep");
   for (bool columns : {true, false})
     if (choosesOwn)
-    for (auto [d, extent] : llvm::enumerate(shape)) {
-      Layout l = Layout::split(d);
-      auto kind = solver.kindAtFirstUse(root, l);
-      bool isColumn = kind && *kind == ShardingRule::FactorKind::Parallel;
-      if (extent % tp == 0 && isColumn == columns &&
-          !llvm::is_contained(candidates, l))
-        candidates.push_back(l);
-    }
+      for (auto [d, extent] : llvm::enumerate(shape)) {
+        Layout l = Layout::split(d);
+        auto kind = solver.kindAtFirstUse(root, l);
+        bool isColumn = kind && *kind == ShardingRule::FactorKind::Parallel;
+        if (extent % tp == 0 && isColumn == columns &&
+            !llvm::is_contained(candidates, l))
+          candidates.push_back(l);
+      }
   std::optional<Layout> best;
   Score bestScore{0, 0};
   // For `--shard ... col|row`: the best split of the asked-for kind, even
@@ -271,9 +269,9 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
     }
     Score s{o.conflicts, o.commBytes};
     if (user && kind) {
-      bool fits = *kind == (user->how == "col"
-                                ? ShardingRule::FactorKind::Parallel
-                                : ShardingRule::FactorKind::Reduction);
+      bool fits =
+          *kind == (user->how == "col" ? ShardingRule::FactorKind::Parallel
+                                       : ShardingRule::FactorKind::Reduction);
       if (fits && (!asked || s < askedScore)) {
         asked = l;
         askedScore = s;
@@ -289,8 +287,8 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
   if (user) {
     if (!asked)
       return firstUse->emitError("--shard '")
-             << user->pattern << "=" << user->how << "': '" << name
-             << "' (" << shape.size() << "-d, extents "
+             << user->pattern << "=" << user->how << "': '" << name << "' ("
+             << shape.size() << "-d, extents "
              << llvm::make_range(shape.begin(), shape.end())
              << ") has no dimension that tp " << int64_t(tp)
              << " divides and that its first use treats as a "
@@ -307,9 +305,10 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
       !headObstacles.empty()) {
     const Obstacle &ob = headObstacles.front();
     return ob.op->emitError("cannot split dimension of extent ")
-           << ob.extent << " (attention heads of '" << name
-           << "') over tp " << int64_t(tp) << ": tp must divide it (tp = "
-           << divisorsOf(ob.extent) << ") or be a multiple of it";
+           << ob.extent << " (attention heads of '" << name << "') over tp "
+           << int64_t(tp)
+           << ": tp must divide it (tp = " << divisorsOf(ob.extent)
+           << ") or be a multiple of it";
   }
   solver.setSeed(root, best ? *best : Layout());
   return success();

@@ -116,15 +116,14 @@ static std::optional<OpPlan> planFor(const ShardingRule &rule,
 std::pair<int64_t, int64_t>
 pcc::sharding::findSplitFactor(const ShardingRule &rule, const OpPlan &plan,
                                int64_t shards) {
-  auto tryList = [&](ArrayRef<TensorFactors> tensors, ArrayRef<Layout> ls)
-      -> std::optional<FactorShard> {
+  auto tryList = [&](ArrayRef<TensorFactors> tensors,
+                     ArrayRef<Layout> ls) -> std::optional<FactorShard> {
     for (auto [t, l] : llvm::zip(tensors, ls))
       if (auto fs = factorOf(rule, t, l, shards))
         return fs;
     return std::nullopt;
   };
-  std::optional<FactorShard> fs =
-      tryList(rule.operandFactors, plan.operands);
+  std::optional<FactorShard> fs = tryList(rule.operandFactors, plan.operands);
   if (!fs)
     fs = tryList(rule.resultFactors, plan.results);
   if (!fs)
@@ -133,7 +132,7 @@ pcc::sharding::findSplitFactor(const ShardingRule &rule, const OpPlan &plan,
 }
 
 dist::ShardingAttr pcc::sharding::toAttr(MLIRContext *context, Layout layout,
-                                        int64_t rank) {
+                                         int64_t rank) {
   Builder b(context);
   SmallVector<Attribute> dims;
   SmallVector<int64_t> groups(rank, 1);
@@ -158,8 +157,7 @@ dist::ShardingAttr pcc::sharding::toAttr(MLIRContext *context, Layout layout,
     break;
   }
   return dist::ShardingAttr::get(
-      context, FlatSymbolRefAttr::get(context, kMeshName),
-      b.getArrayAttr(dims),
+      context, FlatSymbolRefAttr::get(context, kMeshName), b.getArrayAttr(dims),
       grouped ? b.getDenseI64ArrayAttr(groups) : DenseI64ArrayAttr(),
       layout.partial ? b.getStrArrayAttr({kTpAxis}) : ArrayAttr(), kind);
 }
@@ -207,8 +205,7 @@ static bool isFloatTensor(Value v) {
   return t && isa<FloatType>(t.getElementType()) && t.getRank() > 0;
 }
 
-Solver::Solver(func::FuncOp func, int64_t shards)
-    : func(func), shards(shards) {
+Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
   Block &body = func.getBody().front();
   llvm::DenseSet<unsigned> params;
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -310,8 +307,7 @@ std::optional<Layout> Solver::pushBack(Value v, Layout wanted) {
 Layout Solver::resolve(Value v) {
   Value root = pending.lookup(v);
   if (v == root || followRoot.lookup(v) == root) {
-    Layout l = adopted.count(root) ? adopted.lookup(root)
-                                   : seeds.lookup(root);
+    Layout l = adopted.count(root) ? adopted.lookup(root) : seeds.lookup(root);
     layouts[v] = l;
     return l;
   }
@@ -355,12 +351,11 @@ void Solver::account(Value v, Layout from, Layout to, Outcome &out,
                     from.dim == tokenDim(v) && to.isReplicated();
     if (!atReturn && !expected)
       out.conflicts += parameterLike.contains(v) ? 1000 : 1;
-
   }
 }
 
-std::optional<ShardingRule::FactorKind>
-Solver::kindAtFirstUse(Value root, Layout layout) {
+std::optional<ShardingRule::FactorKind> Solver::kindAtFirstUse(Value root,
+                                                               Layout layout) {
   Value v = root;
   Layout l = layout;
   while (true) {
@@ -482,11 +477,10 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
   // sums is the partial sum of the sums, a reshape or transpose of one is
   // one. The reduction then happens once, later (the input gradients of
   // separate Q, K and V projections are reduced together).
-  bool allPartialSums =
-      op->getNumOperands() > 0 && op->getNumResults() == 1 &&
-      llvm::all_of(current, [](const Layout &l) {
-        return l.partial && l.kind == ReductionKind::Sum;
-      });
+  bool allPartialSums = op->getNumOperands() > 0 && op->getNumResults() == 1 &&
+                        llvm::all_of(current, [](const Layout &l) {
+                          return l.partial && l.kind == ReductionKind::Sum;
+                        });
   bool linear =
       isa<AddOp, SubOp>(op)
           ? llvm::all_of(op->getOperands(),
@@ -507,8 +501,9 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     for (auto [i, l] : llvm::enumerate(current)) {
       // A parameter not decided yet is what the op's split should serve:
       // tokens split by sequence parallelism are gathered for it.
-      bool tokens = sequenceParallel && (l.partial || (l.isSplit() &&
-                                         l.dim == tokenDim(op->getOperand(i))));
+      bool tokens =
+          sequenceParallel &&
+          (l.partial || (l.isSplit() && l.dim == tokenDim(op->getOperand(i))));
       if (tokens && !pendingOperands.empty())
         continue;
       // With sequence parallelism, partial sums may be reduce-scattered
@@ -516,8 +511,8 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
       if (sequenceParallel && l.partial && l.kind == ReductionKind::Sum) {
         int64_t d = tokenDim(op->getOperand(i));
         if (d >= 0)
-          if (auto fs = factorOf(rule, rule.operandFactors[i],
-                                 Layout::split(d), shards);
+          if (auto fs = factorOf(rule, rule.operandFactors[i], Layout::split(d),
+                                 shards);
               fs && splittable(rule, fs->factor) &&
               rule.factors[fs->factor].kind == FactorKind::Parallel &&
               !llvm::is_contained(candidates, *fs))

@@ -159,8 +159,7 @@ private:
 /// The factor of `rule` that `plan` splits, found from the layouts of its
 /// operands and results (-1 when nothing is split), and its groups.
 std::pair<int64_t, int64_t> findSplitFactor(const graph::ShardingRule &rule,
-                                            const OpPlan &plan,
-                                            int64_t shards);
+                                            const OpPlan &plan, int64_t shards);
 
 /// Attribute names: a seed or an argument's layout (`dist.sharding`), and
 /// the layouts propagation chose for an op's operands and results.

@@ -60,9 +60,10 @@ static LocalIndices localizeIndices(OpBuilder &b, Location loc, Value indices,
     idx = CastOp::create(b, loc, type, idx);
   Value zero = scalarConstant(b, loc, i64, 0);
   // Negative indices count from the end of the whole table.
-  Value wrapped = AddOp::create(b, loc, idx, scalarConstant(b, loc, i64, global));
-  idx = WhereOp::create(b, loc, LessOp::create(b, loc, idx, zero), wrapped,
-                        idx);
+  Value wrapped =
+      AddOp::create(b, loc, idx, scalarConstant(b, loc, i64, global));
+  idx =
+      WhereOp::create(b, loc, LessOp::create(b, loc, idx, zero), wrapped, idx);
   // The axis is [groups, n]; this rank holds rows [r * block, (r + 1) *
   // block) of every group's n, stored group after group.
   int64_t groups = context.numGroups();
@@ -81,7 +82,8 @@ static LocalIndices localizeIndices(OpBuilder &b, Location loc, Value indices,
       LessOp::create(b, loc, shifted, scalarConstant(b, loc, i64, block)));
   if (groups > 1)
     shifted = AddOp::create(
-        b, loc, MulOp::create(b, loc, group, scalarConstant(b, loc, i64, block)),
+        b, loc,
+        MulOp::create(b, loc, group, scalarConstant(b, loc, i64, block)),
         shifted);
   return {WhereOp::create(b, loc, here, shifted, zero), here};
 }
@@ -113,15 +115,14 @@ LogicalResult GatherOp::partition(OpBuilder &b, ValueRange operands,
   int64_t axis = getAxis();
   ArrayRef<int64_t> local = shapeOf(operands[0]);
   if (!splitAlong(local, shapeOf(getData()), axis))
-    return detail::partitionByCloning(*this, b, operands, resultTypes,
-                                      results);
+    return detail::partitionByCloning(*this, b, operands, resultTypes, results);
   // Look up the rows this rank holds; the others contribute zeros to a
   // partial sum.
   Location loc = getLoc();
   LocalIndices li = localizeIndices(b, loc, operands[1], local[axis],
                                     shapeOf(getData())[axis], context);
-  Value rows = GatherOp::create(b, loc, resultTypes[0], operands[0],
-                                li.indices, axis);
+  Value rows =
+      GatherOp::create(b, loc, resultTypes[0], operands[0], li.indices, axis);
   Type elem = getElementTypeOrSelf(resultTypes[0]);
   results.push_back(MulOp::create(
       b, loc, rows,
@@ -136,58 +137,56 @@ LogicalResult ScatterAddOp::partition(OpBuilder &b, ValueRange operands,
   int64_t axis = getAxis();
   ArrayRef<int64_t> local = shapeOf(resultTypes[0]);
   if (!splitAlong(local, shapeOf(getOutput()), axis))
-    return detail::partitionByCloning(*this, b, operands, resultTypes,
-                                      results);
+    return detail::partitionByCloning(*this, b, operands, resultTypes, results);
   // Add only the updates of rows this rank holds.
   Location loc = getLoc();
   LocalIndices li = localizeIndices(b, loc, operands[1], local[axis],
                                     shapeOf(getOutput())[axis], context);
   Type elem = getElementTypeOrSelf(resultTypes[0]);
-  Value updates = MulOp::create(
-      b, loc, operands[0],
-      maskAs(b, loc, li.mask, elem, shapeOf(operands[0]), axis));
-  results.push_back(ScatterAddOp::create(b, loc, resultTypes[0], updates,
-                                         li.indices, axis));
+  Value updates =
+      MulOp::create(b, loc, operands[0],
+                    maskAs(b, loc, li.mask, elem, shapeOf(operands[0]), axis));
+  results.push_back(
+      ScatterAddOp::create(b, loc, resultTypes[0], updates, li.indices, axis));
   return success();
 }
 
 LogicalResult GatherElementsOp::partition(OpBuilder &b, ValueRange operands,
-                                          TypeRange resultTypes,
-                                          int64_t factor,
+                                          TypeRange resultTypes, int64_t factor,
                                           PartitionContext &context,
                                           SmallVectorImpl<Value> &results) {
   int64_t axis = getAxis();
   ArrayRef<int64_t> local = shapeOf(operands[0]);
   if (!splitAlong(local, shapeOf(getData()), axis))
-    return detail::partitionByCloning(*this, b, operands, resultTypes,
-                                      results);
+    return detail::partitionByCloning(*this, b, operands, resultTypes, results);
   Location loc = getLoc();
   LocalIndices li = localizeIndices(b, loc, operands[1], local[axis],
                                     shapeOf(getData())[axis], context);
   Value picked = GatherElementsOp::create(b, loc, resultTypes[0], operands[0],
                                           li.indices, axis);
   Type elem = getElementTypeOrSelf(resultTypes[0]);
-  results.push_back(MulOp::create(
-      b, loc, picked,
-      maskAs(b, loc, li.mask, elem, shapeOf(resultTypes[0]), 0)));
+  results.push_back(
+      MulOp::create(b, loc, picked,
+                    maskAs(b, loc, li.mask, elem, shapeOf(resultTypes[0]), 0)));
   return success();
 }
 
-LogicalResult ScatterElementsAddOp::partition(
-    OpBuilder &b, ValueRange operands, TypeRange resultTypes, int64_t factor,
-    PartitionContext &context, SmallVectorImpl<Value> &results) {
+LogicalResult ScatterElementsAddOp::partition(OpBuilder &b, ValueRange operands,
+                                              TypeRange resultTypes,
+                                              int64_t factor,
+                                              PartitionContext &context,
+                                              SmallVectorImpl<Value> &results) {
   int64_t axis = getAxis();
   ArrayRef<int64_t> local = shapeOf(resultTypes[0]);
   if (!splitAlong(local, shapeOf(getOutput()), axis))
-    return detail::partitionByCloning(*this, b, operands, resultTypes,
-                                      results);
+    return detail::partitionByCloning(*this, b, operands, resultTypes, results);
   Location loc = getLoc();
   LocalIndices li = localizeIndices(b, loc, operands[1], local[axis],
                                     shapeOf(getOutput())[axis], context);
   Type elem = getElementTypeOrSelf(resultTypes[0]);
-  Value updates = MulOp::create(
-      b, loc, operands[0],
-      maskAs(b, loc, li.mask, elem, shapeOf(operands[0]), 0));
+  Value updates =
+      MulOp::create(b, loc, operands[0],
+                    maskAs(b, loc, li.mask, elem, shapeOf(operands[0]), 0));
   results.push_back(ScatterElementsAddOp::create(b, loc, resultTypes[0],
                                                  updates, li.indices, axis));
   return success();
@@ -199,8 +198,7 @@ LogicalResult LogSoftmaxOp::partition(OpBuilder &b, ValueRange operands,
                                       SmallVectorImpl<Value> &results) {
   int64_t axis = getAxis();
   if (!splitAlong(shapeOf(operands[0]), shapeOf(getInput()), axis))
-    return detail::partitionByCloning(*this, b, operands, resultTypes,
-                                      results);
+    return detail::partitionByCloning(*this, b, operands, resultTypes, results);
   // log_softmax(x) = x - max - log(sum(exp(x - max))), with the maximum
   // and the sum taken over every rank's block of the axis.
   Location loc = getLoc();
@@ -244,8 +242,8 @@ LogicalResult SplitOp::partition(OpBuilder &b, ValueRange operands,
   SmallVector<int64_t> sizes;
   for (Type t : resultTypes)
     sizes.push_back(shapeOf(t)[getAxis()]);
-  auto split = SplitOp::create(b, getLoc(), resultTypes, operands[0],
-                               getAxis(), sizes);
+  auto split =
+      SplitOp::create(b, getLoc(), resultTypes, operands[0], getAxis(), sizes);
   results.append(split->result_begin(), split->result_end());
   return success();
 }
@@ -257,8 +255,7 @@ LogicalResult GemmOp::partition(OpBuilder &b, ValueRange operands,
   ShardingRule rule = getShardingRule();
   if (!getC() || factor < 0 ||
       rule.factors[factor].kind != ShardingRule::FactorKind::Reduction)
-    return detail::partitionByCloning(*this, b, operands, resultTypes,
-                                      results);
+    return detail::partitionByCloning(*this, b, operands, resultTypes, results);
   // Every rank's product is a partial sum: the bias joins only one of them.
   Location loc = getLoc();
   Type i64 = b.getI64Type();

@@ -101,11 +101,10 @@ int64_t defaultFlops(mlir::Operation *op);
 int64_t defaultBytesAccessed(mlir::Operation *op);
 /// The default partition: `op` cloned on the local operands, its results
 /// given the local types.
-llvm::LogicalResult partitionByCloning(mlir::Operation *op,
-                                       mlir::OpBuilder &builder,
-                                       mlir::ValueRange operands,
-                                       mlir::TypeRange resultTypes,
-                                       llvm::SmallVectorImpl<mlir::Value> &results);
+llvm::LogicalResult
+partitionByCloning(mlir::Operation *op, mlir::OpBuilder &builder,
+                   mlir::ValueRange operands, mlir::TypeRange resultTypes,
+                   llvm::SmallVectorImpl<mlir::Value> &results);
 /// Infers the numpy-broadcast result of `operands` with `elementType`.
 llvm::LogicalResult inferBroadcastType(std::optional<mlir::Location> loc,
                                        mlir::ValueRange operands,
