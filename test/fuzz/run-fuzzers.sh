@@ -19,7 +19,7 @@ flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined
   -fno-sanitize-recover=undefined -fexceptions)
 
 # The runtime parsers depend on nothing but the standard library.
-rt_src=("$root"/runtime/lib/{Tensor,TensorProto,Safetensors,Model}.cpp)
+rt_src=("$root"/runtime/lib/{Tensor,TensorProto,Safetensors,Model,Shard,Comm}.cpp)
 for f in TensorProto Safetensors; do
   "$cxx" "${flags[@]}" -I"$root/runtime/include" \
     "$root/runtime/lib/fuzz/${f}Fuzzer.cpp" "${rt_src[@]}" -ldl \
