@@ -236,6 +236,15 @@ Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
       roots.push_back(w.getOutput());
       rootNames[w.getOutput()] = w.getName();
     }
+  // The token ids: the first integer [batch, seq] argument.
+  for (BlockArgument arg : body.getArguments()) {
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    if (t && t.getRank() == 2 && isa<IntegerType>(t.getElementType()) &&
+        t.hasStaticShape()) {
+      tokenExtents = {t.getDimSize(1), t.getDimSize(0) * t.getDimSize(1)};
+      break;
+    }
+  }
   parameterLike.insert(roots.begin(), roots.end());
   for (auto &kv : followRoot)
     parameterLike.insert(kv.first);
@@ -324,6 +333,12 @@ int64_t Solver::tokenDim(Value v) const {
   if (!t || t.getRank() < 2 || !isa<FloatType>(t.getElementType()))
     return -1;
   int64_t d = t.getRank() - 2;
+  // Tokens are a sequence or a batch of sequences: with token ids as an
+  // input, a second-to-last dimension of another extent is not one (a
+  // weight gradient's rows, a transposed activation's features).
+  if (!tokenExtents.empty() && !llvm::is_contained(tokenExtents,
+                                                   t.getDimSize(d)))
+    return -1;
   return t.getDimSize(d) % shards == 0 ? d : -1;
 }
 

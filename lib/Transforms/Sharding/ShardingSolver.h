@@ -154,6 +154,9 @@ private:
   /// an activation can move instead.
   llvm::DenseSet<mlir::Value> parameterLike;
   bool sequenceParallel = false;
+  /// Extents of token dimensions (sequence, batch x sequence), from the
+  /// token ids; empty when the step has none.
+  llvm::SmallVector<int64_t, 2> tokenExtents;
 };
 
 /// The factor of `rule` that `plan` splits, found from the layouts of its
