@@ -120,66 +120,59 @@ public:
 };
 } // namespace
 
-Value Context::gather(OpBuilder &b, Location loc, Value v, Layout l) {
-  auto t = cast<RankedTensorType>(v.getType());
-  int64_t rank = t.getRank();
-  // all_gather joins blocks along the outermost dimension; move the split
-  // dimension there and back.
-  SmallVector<int64_t> perm{l.dim};
+/// `collective` applied to `v` with dimension `dim` moved outermost (where
+/// the communicator's blocks are), and the result moved back.
+static Value alongOutermost(OpBuilder &b, Location loc, Value v, int64_t dim,
+                            function_ref<Value(Value)> collective) {
+  if (dim == 0)
+    return collective(v);
+  int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+  SmallVector<int64_t> perm{dim};
   for (int64_t d = 0; d < rank; ++d)
-    if (d != l.dim)
+    if (d != dim)
       perm.push_back(d);
   SmallVector<int64_t> inverse(rank);
   for (int64_t i = 0; i < rank; ++i)
     inverse[perm[i]] = i;
-  bool moved = l.dim != 0;
-  Value x = moved ? TransposeOp::create(b, loc, v, perm).getResult() : v;
-  auto xt = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> whole(xt.getShape());
-  whole[0] *= shards;
-  Value g = dist::AllGatherOp::create(
-      b, loc, RankedTensorType::get(whole, t.getElementType()), x, mesh(),
-      axes(), b.getI64IntegerAttr(0));
-  if (l.groups > 1) {
+  Value r = collective(TransposeOp::create(b, loc, v, perm));
+  return TransposeOp::create(b, loc, r, inverse);
+}
+
+Value Context::gather(OpBuilder &b, Location loc, Value v, Layout l) {
+  Type elem = getElementTypeOrSelf(v.getType());
+  return alongOutermost(b, loc, v, l.dim, [&](Value x) -> Value {
+    auto xt = cast<RankedTensorType>(x.getType());
+    SmallVector<int64_t> whole(xt.getShape());
+    whole[0] *= shards;
+    Value g =
+        dist::AllGatherOp::create(b, loc, RankedTensorType::get(whole, elem), x,
+                                  mesh(), axes(), b.getI64IntegerAttr(0));
+    if (l.groups == 1)
+      return g;
     // Blocks arrive rank-major, [shards, groups, n]; the tensor is
     // group-major, [groups, shards, n].
     int64_t n = xt.getShape()[0] / l.groups;
     SmallVector<int64_t> split{shards, l.groups, n};
     split.append(whole.begin() + 1, whole.end());
-    Value r = ReshapeOp::create(
-        b, loc, RankedTensorType::get(split, t.getElementType()), g);
+    Value r = ReshapeOp::create(b, loc, RankedTensorType::get(split, elem), g);
     SmallVector<int64_t> swap{1, 0};
     for (int64_t d = 2; d < int64_t(split.size()); ++d)
       swap.push_back(d);
     Value s = TransposeOp::create(b, loc, r, swap);
-    g = ReshapeOp::create(b, loc,
-                          RankedTensorType::get(whole, t.getElementType()), s);
-  }
-  return moved ? TransposeOp::create(b, loc, g, inverse).getResult() : g;
+    return ReshapeOp::create(b, loc, RankedTensorType::get(whole, elem), s);
+  });
 }
 
 Value Context::reduceScatter(OpBuilder &b, Location loc, Value v, Layout l) {
-  auto t = cast<RankedTensorType>(v.getType());
-  int64_t rank = t.getRank();
-  // reduce_scatter splits the outermost dimension; move the split one
-  // there and back.
-  SmallVector<int64_t> perm{l.dim};
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != l.dim)
-      perm.push_back(d);
-  SmallVector<int64_t> inverse(rank);
-  for (int64_t i = 0; i < rank; ++i)
-    inverse[perm[i]] = i;
-  bool moved = l.dim != 0;
-  Value x = moved ? TransposeOp::create(b, loc, v, perm).getResult() : v;
-  auto xt = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> block(xt.getShape());
-  block[0] /= shards;
-  Value r = dist::ReduceScatterOp::create(
-      b, loc, RankedTensorType::get(block, t.getElementType()), x, mesh(),
-      axes(), b.getI64IntegerAttr(0),
-      dist::ReductionKindAttr::get(ctx, dist::ReductionKind::Sum));
-  return moved ? TransposeOp::create(b, loc, r, inverse).getResult() : r;
+  Type elem = getElementTypeOrSelf(v.getType());
+  return alongOutermost(b, loc, v, l.dim, [&](Value x) -> Value {
+    SmallVector<int64_t> block(cast<RankedTensorType>(x.getType()).getShape());
+    block[0] /= shards;
+    return dist::ReduceScatterOp::create(
+        b, loc, RankedTensorType::get(block, elem), x, mesh(), axes(),
+        b.getI64IntegerAttr(0),
+        dist::ReductionKindAttr::get(ctx, dist::ReductionKind::Sum));
+  });
 }
 
 static Layout layoutAttr(Attribute a) {

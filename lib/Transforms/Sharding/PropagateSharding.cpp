@@ -44,28 +44,8 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, bool sequenceParallel) {
     return success();
   Solver solver(func, *tp);
   solver.setSequenceParallel(sequenceParallel);
-  auto seedFrom = [&](Value root, Attribute attr) -> LogicalResult {
-    if (!attr)
-      return success();
-    auto sharding = dyn_cast<dist::ShardingAttr>(attr);
-    FailureOr<Layout> l =
-        sharding ? fromAttr(sharding) : FailureOr<Layout>(failure());
-    if (failed(l) || l->partial)
-      return emitError(root.getLoc(), "'")
-             << solver.getRootName(root) << "': " << kShardingAttr
-             << " must split one dimension over '" << kTpAxis << "'";
-    solver.setSeed(root, *l);
-    return success();
-  };
-  for (Value root : solver.getRoots()) {
-    Attribute attr =
-        isa<BlockArgument>(root)
-            ? func.getArgAttr(cast<BlockArgument>(root).getArgNumber(),
-                              kShardingAttr)
-            : root.getDefiningOp()->getAttr(kShardingAttr);
-    if (failed(seedFrom(root, attr)))
-      return failure();
-  }
+  if (failed(solver.seedStatedLayouts()))
+    return failure();
   Solver::Outcome base = solver.run(Solver::Unseeded::Replicate);
 
   // Backward adoption: an op that makes a whole value from whole operands

@@ -120,30 +120,8 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
   Solver solver(func, tp);
   solver.setSequenceParallel(sequenceParallel);
   // Layouts the IR already states win: they are the user's.
-  for (Value root : solver.getRoots()) {
-    Attribute attr =
-        isa<BlockArgument>(root)
-            ? func.getArgAttr(cast<BlockArgument>(root).getArgNumber(),
-                              kShardingAttr)
-            : root.getDefiningOp()->getAttr(kShardingAttr);
-    if (!attr)
-      continue;
-    auto sharding = dyn_cast<dist::ShardingAttr>(attr);
-    FailureOr<Layout> l =
-        sharding ? fromAttr(sharding) : FailureOr<Layout>(failure());
-    if (failed(l) || l->partial)
-      return emitError(root.getLoc(), "'")
-             << solver.getRootName(root) << "': " << kShardingAttr
-             << " must split one dimension over '" << kTpAxis << "'";
-    auto type = cast<RankedTensorType>(root.getType());
-    if (l->isSplit() && (l->dim >= type.getRank() ||
-                         type.getDimSize(l->dim) % (l->groups * tp) != 0))
-      return emitError(root.getLoc(), "'")
-             << solver.getRootName(root) << "': dimension " << l->dim
-             << " does not split into " << l->groups << " group(s) of "
-             << int64_t(tp) << " blocks";
-    solver.setSeed(root, *l);
-  }
+  if (failed(solver.seedStatedLayouts()))
+    return failure();
   while (true) {
     Solver::Outcome o = solver.run(Solver::Unseeded::Stop);
     if (!o.stoppedAt)
@@ -193,12 +171,7 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
       break;
     }
   // A padded vocabulary was padded to split along it.
-  Attribute padding =
-      isa<BlockArgument>(root)
-          ? cast<func::FuncOp>(firstUse->getParentOp())
-                .getArgAttr(cast<BlockArgument>(root).getArgNumber(),
-                            "dist.padding")
-          : root.getDefiningOp()->getAttr("dist.padding");
+  Attribute padding = solver.getRootAttr(root, "dist.padding");
   if (auto pad = dyn_cast_or_null<DenseI64ArrayAttr>(padding)) {
     solver.setSeed(root, Layout::split(pad[0]));
     return success();

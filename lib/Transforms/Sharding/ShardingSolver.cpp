@@ -257,6 +257,36 @@ Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
   }
 }
 
+Attribute Solver::getRootAttr(Value root, StringRef name) const {
+  if (auto arg = dyn_cast<BlockArgument>(root))
+    return mlir::func::FuncOp(func).getArgAttr(arg.getArgNumber(), name);
+  return root.getDefiningOp()->getAttr(name);
+}
+
+LogicalResult Solver::seedStatedLayouts() {
+  for (Value root : roots) {
+    Attribute attr = getRootAttr(root, kShardingAttr);
+    if (!attr)
+      continue;
+    auto sharding = dyn_cast<dist::ShardingAttr>(attr);
+    FailureOr<Layout> l =
+        sharding ? fromAttr(sharding) : FailureOr<Layout>(failure());
+    if (failed(l) || l->partial)
+      return emitError(root.getLoc(), "'")
+             << getRootName(root) << "': " << kShardingAttr
+             << " must split one dimension over '" << kTpAxis << "'";
+    auto type = cast<RankedTensorType>(root.getType());
+    if (l->isSplit() && (l->dim >= type.getRank() ||
+                         type.getDimSize(l->dim) % (l->groups * shards) != 0))
+      return emitError(root.getLoc(), "'")
+             << getRootName(root) << "': dimension " << l->dim
+             << " does not split into " << l->groups << " group(s) of "
+             << shards << " blocks";
+    setSeed(root, *l);
+  }
+  return success();
+}
+
 StringRef Solver::getRootName(Value root) const {
   return rootNames.lookup(root);
 }
@@ -336,8 +366,8 @@ int64_t Solver::tokenDim(Value v) const {
   // Tokens are a sequence or a batch of sequences: with token ids as an
   // input, a second-to-last dimension of another extent is not one (a
   // weight gradient's rows, a transposed activation's features).
-  if (!tokenExtents.empty() && !llvm::is_contained(tokenExtents,
-                                                   t.getDimSize(d)))
+  if (!tokenExtents.empty() &&
+      !llvm::is_contained(tokenExtents, t.getDimSize(d)))
     return -1;
   return t.getDimSize(d) % shards == 0 ? d : -1;
 }

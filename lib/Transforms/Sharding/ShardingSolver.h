@@ -86,6 +86,12 @@ public:
   llvm::StringRef getRootName(mlir::Value root) const;
 
   void setSeed(mlir::Value root, Layout layout) { seeds[root] = layout; }
+  /// An attribute of a root: on its argument, or on its graph.weight op.
+  mlir::Attribute getRootAttr(mlir::Value root, llvm::StringRef name) const;
+  /// Seeds the roots whose layout the IR states (`dist.sharding`); fails,
+  /// naming the root, on one that does not split a dimension over the
+  /// tensor-parallel axis into whole blocks.
+  mlir::LogicalResult seedStatedLayouts();
   /// Sequence parallelism: activations between tensor-parallel regions are
   /// split along their token dimension (the second to last); partial sums
   /// are reduce-scattered onto it and gathered back before the next split

@@ -19,9 +19,9 @@ using namespace pcc::dist;
 #include "pcc/Dialect/Dist/IR/DistDialect.cpp.inc"
 #include "pcc/Dialect/Dist/IR/DistEnums.cpp.inc"
 
-/// A sharding's reduction kind, always printed (`sum` too) so that what
-/// prints parses back.
-static ParseResult parsePartialKind(AsmParser &parser, ReductionKind &kind) {
+/// A reduction kind as a bare keyword: `sum`, `max`, `min`, `mean`.
+static ParseResult parseReductionKeyword(AsmParser &parser,
+                                         ReductionKind &kind) {
   std::string word;
   SMLoc loc = parser.getCurrentLocation();
   if (parser.parseKeywordOrString(&word))
@@ -32,6 +32,12 @@ static ParseResult parsePartialKind(AsmParser &parser, ReductionKind &kind) {
            << word << "' (sum, max, min or mean)";
   kind = *k;
   return success();
+}
+
+/// A sharding's reduction kind, always printed (`sum` too) so that what
+/// prints parses back.
+static ParseResult parsePartialKind(AsmParser &parser, ReductionKind &kind) {
+  return parseReductionKeyword(parser, kind);
 }
 
 static void printPartialKind(AsmPrinter &printer, ReductionKind kind) {
@@ -56,18 +62,12 @@ void DistDialect::initialize() {
 // Custom directives
 //===----------------------------------------------------------------------===//
 
-/// A reduction kind as a bare keyword: `sum`, `max`, `min`, `mean`.
 static ParseResult parseReduction(OpAsmParser &parser,
                                   ReductionKindAttr &kind) {
-  std::string word;
-  SMLoc loc = parser.getCurrentLocation();
-  if (parser.parseKeywordOrString(&word))
+  ReductionKind k;
+  if (parseReductionKeyword(parser, k))
     return failure();
-  std::optional<ReductionKind> k = symbolizeReductionKind(word);
-  if (!k)
-    return parser.emitError(loc, "unknown reduction '")
-           << word << "' (sum, max, min or mean)";
-  kind = ReductionKindAttr::get(parser.getContext(), *k);
+  kind = ReductionKindAttr::get(parser.getContext(), k);
   return success();
 }
 

@@ -102,6 +102,15 @@ static Value maskAs(OpBuilder &b, Location loc, Value mask, Type elem,
   return ReshapeOp::create(b, loc, RankedTensorType::get(shape, elem), f);
 }
 
+/// `v` where `mask` holds, zero elsewhere (`mask` covers `v`'s dimensions
+/// from `at`).
+static Value maskedBy(OpBuilder &b, Location loc, Value v, Value mask,
+                      size_t at) {
+  return MulOp::create(
+      b, loc, v,
+      maskAs(b, loc, mask, getElementTypeOrSelf(v.getType()), shapeOf(v), at));
+}
+
 /// Whether `local` is a block of `global` along `axis` (the axis is split).
 static bool splitAlong(ArrayRef<int64_t> local, ArrayRef<int64_t> global,
                        int64_t axis) {
@@ -123,10 +132,7 @@ LogicalResult GatherOp::partition(OpBuilder &b, ValueRange operands,
                                     shapeOf(getData())[axis], context);
   Value rows =
       GatherOp::create(b, loc, resultTypes[0], operands[0], li.indices, axis);
-  Type elem = getElementTypeOrSelf(resultTypes[0]);
-  results.push_back(MulOp::create(
-      b, loc, rows,
-      maskAs(b, loc, li.mask, elem, shapeOf(resultTypes[0]), axis)));
+  results.push_back(maskedBy(b, loc, rows, li.mask, axis));
   return success();
 }
 
@@ -142,10 +148,7 @@ LogicalResult ScatterAddOp::partition(OpBuilder &b, ValueRange operands,
   Location loc = getLoc();
   LocalIndices li = localizeIndices(b, loc, operands[1], local[axis],
                                     shapeOf(getOutput())[axis], context);
-  Type elem = getElementTypeOrSelf(resultTypes[0]);
-  Value updates =
-      MulOp::create(b, loc, operands[0],
-                    maskAs(b, loc, li.mask, elem, shapeOf(operands[0]), axis));
+  Value updates = maskedBy(b, loc, operands[0], li.mask, axis);
   results.push_back(
       ScatterAddOp::create(b, loc, resultTypes[0], updates, li.indices, axis));
   return success();
@@ -164,10 +167,7 @@ LogicalResult GatherElementsOp::partition(OpBuilder &b, ValueRange operands,
                                     shapeOf(getData())[axis], context);
   Value picked = GatherElementsOp::create(b, loc, resultTypes[0], operands[0],
                                           li.indices, axis);
-  Type elem = getElementTypeOrSelf(resultTypes[0]);
-  results.push_back(
-      MulOp::create(b, loc, picked,
-                    maskAs(b, loc, li.mask, elem, shapeOf(resultTypes[0]), 0)));
+  results.push_back(maskedBy(b, loc, picked, li.mask, 0));
   return success();
 }
 
@@ -183,10 +183,7 @@ LogicalResult ScatterElementsAddOp::partition(OpBuilder &b, ValueRange operands,
   Location loc = getLoc();
   LocalIndices li = localizeIndices(b, loc, operands[1], local[axis],
                                     shapeOf(getOutput())[axis], context);
-  Type elem = getElementTypeOrSelf(resultTypes[0]);
-  Value updates =
-      MulOp::create(b, loc, operands[0],
-                    maskAs(b, loc, li.mask, elem, shapeOf(operands[0]), 0));
+  Value updates = maskedBy(b, loc, operands[0], li.mask, 0);
   results.push_back(ScatterElementsAddOp::create(b, loc, resultTypes[0],
                                                  updates, li.indices, axis));
   return success();
