@@ -8,6 +8,7 @@ include "GraphInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 
 //===----------------------------------------------------------------------===//
 // Base classes
@@ -354,12 +355,14 @@ def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
 //===----------------------------------------------------------------------===//
 
 def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
-    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    ViewLikeOpInterface]> {
   let summary = "Reinterprets the elements with the result's shape";
   let description = [{
     ONNX `Reshape`, `Squeeze`, `Unsqueeze` and `Flatten` all import as this
     operation: the row-major element order is kept and the result type
-    carries the new static shape.
+    carries the new static shape. It is a view (`ViewLikeOpInterface`):
+    targets give the result the buffer of the input, and copy nothing.
   }];
   let arguments = (ins AnyRankedTensor:$input);
   let results = (outs AnyRankedTensor:$output);
@@ -367,6 +370,9 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_Shard
       "$input attr-dict `:` type($input) `to` type($output)";
   let hasFolder = 1;
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::Value getViewSource() { return getInput(); }
+  }];
 }
 
 def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,

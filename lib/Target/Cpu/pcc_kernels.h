@@ -319,6 +319,29 @@ inline void trilu(const T *x, T *y, int64_t batch, int64_t rows, int64_t cols,
       }
 }
 
+/// Running sums along the middle dimension of [outer, n, inner], in reverse
+/// order if asked; an exclusive sum leaves each element out of its own.
+template <typename T>
+inline void cumSum(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
+                   bool exclusive, bool reverse) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < inner; ++k) {
+      T acc = T(0);
+      for (int64_t step = 0; step < n; ++step) {
+        int64_t i = reverse ? n - 1 - step : step;
+        int64_t e = (o * n + i) * inner + k;
+        T v = x[e];
+        if (exclusive) {
+          y[e] = acc;
+          acc = T(acc + v);
+        } else {
+          acc = T(acc + v);
+          y[e] = acc;
+        }
+      }
+    }
+}
+
 template <typename T> inline T ipow(T base, T exp) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::pow(base, exp);

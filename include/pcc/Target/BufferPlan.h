@@ -1,0 +1,83 @@
+//===- BufferPlan.h - Where each value of a function lives ------*- C++ -*-===//
+//
+// Every tensor is statically shaped, so a function's memory is planned at
+// compile time, the same way for every target: one workspace, in which each
+// computed value gets a block by first fit when its op runs and gives it
+// back after its last reader (liveness per buffer, 64-byte blocks). A view
+// (ViewLikeOpInterface: graph.reshape) takes no block and aliases the
+// buffer of its source, which lives as long as any of its views. A result
+// of the function is computed in place in the buffer the caller provides
+// for it where it can be, and otherwise copied there at the end.
+//
+// The plan is a pure analysis: the target decides which values it holds
+// outside the workspace (constants in the code, weights in the weights
+// table) and prints the plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_TARGET_BUFFERPLAN_H
+#define PCC_TARGET_BUFFERPLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <optional>
+
+namespace pcc {
+
+/// The bytes of a statically shaped tensor (i1 takes a byte).
+int64_t getTensorBytes(mlir::Type type);
+
+struct BufferPlanOptions {
+  /// Values the target holds outside the workspace (constants in the code,
+  /// weights-table entries): they get no block, and are never computed in
+  /// place in a result. Null: none.
+  llvm::function_ref<bool(mlir::Value)> isExternal;
+  /// Per result of the function: the argument whose buffer the result is
+  /// written back into once everything else is done (a training step's
+  /// state update), or -1. Such results are never computed in place, and a
+  /// result that reads another written-back argument gets a snapshot. Empty:
+  /// none.
+  llvm::ArrayRef<int64_t> writeBack;
+  /// The alignment (and granularity) of workspace blocks, in bytes.
+  int64_t alignment = 64;
+};
+
+class BufferPlan {
+public:
+  /// Plans `func`, a function of one block whose ops all take and give
+  /// statically shaped tensors.
+  BufferPlan(mlir::func::FuncOp func, const BufferPlanOptions &options);
+
+  /// The value whose buffer `v` lives in: `v` itself, or the source its
+  /// chain of views starts from.
+  mlir::Value getRoot(mlir::Value v) const {
+    auto it = roots.find(v);
+    return it == roots.end() ? v : it->second;
+  }
+  bool isView(mlir::Value v) const { return roots.count(v); }
+  /// The byte offset of `v`'s block in the workspace, if it has one.
+  std::optional<int64_t> getWorkspaceOffset(mlir::Value v) const;
+  /// The result `v` is computed in place for (its buffer is that result's),
+  /// if any.
+  std::optional<unsigned> getResultSlot(mlir::Value v) const;
+  /// The workspace block that holds the value of write-back result
+  /// `result` from before any write-back lands until its own, if it needs
+  /// one (it reads an argument that another write-back overwrites).
+  std::optional<int64_t> getSnapshotOffset(unsigned result) const;
+  /// The workspace the function needs, in bytes (a multiple of the
+  /// alignment).
+  int64_t getWorkspaceBytes() const { return workspaceBytes; }
+
+private:
+  llvm::DenseMap<mlir::Value, mlir::Value> roots;
+  llvm::DenseMap<mlir::Value, int64_t> offsets;
+  llvm::DenseMap<mlir::Value, unsigned> resultSlots;
+  llvm::DenseMap<unsigned, int64_t> snapshots;
+  int64_t workspaceBytes = 0;
+};
+
+} // namespace pcc
+
+#endif // PCC_TARGET_BUFFERPLAN_H

@@ -1,0 +1,144 @@
+//===- TargetHooks.h - What each code-generating target spells --*- C++ -*-===//
+//
+// The lowering of Graph and Dist ops is decided once for every target: the
+// buffers (BufferPlan), the loop nests and their index arithmetic
+// (LoopNest), the per-element expressions (ScalarExpr), the shapes of GEMMs
+// and reductions, the collectives' groups and counts. What a target prints
+// for each of these differs: C++ loops and pcc_kernels.h on the CPU, kernels
+// and cuBLAS/NCCL on CUDA. TargetHooks is that seam; each target implements
+// it once and prints into the body of the function being emitted.
+//
+// Tensors are named by pointer expressions of the generated code (a buffer
+// of the BufferPlan); offsets and counts are in elements unless they say
+// bytes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_TARGET_TARGETHOOKS_H
+#define PCC_TARGET_TARGETHOOKS_H
+
+#include "pcc/Target/LoopNest.h"
+
+#include "mlir/IR/Types.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace pcc {
+
+/// Scalar math the element-wise ops need, spelled per target.
+enum class MathFunction {
+  Abs,
+  Ceil,
+  Cos,
+  Erf,
+  Exp,
+  Floor,
+  IsNaN,
+  Log,
+  Max,
+  Min,
+  Pow,
+  Sin,
+  Sqrt,
+  Tanh,
+};
+
+/// C = alpha * op(A) * op(B) + beta * C on row-major matrices, once per
+/// iteration of `batch`, whose accesses 0, 1 and 2 give the element offsets
+/// of A, B and C (a nest of no bounds: one product).
+struct GemmCall {
+  mlir::Type elementType;
+  int64_t m = 0, n = 0, k = 0;
+  /// Scalar expressions of the element type.
+  std::string alpha, beta;
+  std::string a, b, c;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  bool transA = false, transB = false;
+  LoopNest batch;
+};
+
+/// output[j] = reduce(input[i] for every i that maps to j): the nest runs
+/// over the input; access 0 is the output's (stride 0 along reduced
+/// dimensions), access 1 the input's.
+struct ReductionLoop {
+  enum class Kind { Sum, Mean, Max, Min };
+  Kind kind;
+  mlir::Type elementType;
+  std::string input, output;
+  LoopNest nest;
+  int64_t outputElements = 0;
+  /// Input elements per output element (the divisor of a mean).
+  int64_t count = 0;
+};
+
+/// A collective over the group of mesh axes `axes` (a pccrt axis mask).
+struct CollectiveCall {
+  enum class Kind { AllReduce, AllGather, ReduceScatter };
+  Kind kind;
+  uint32_t axes = 0;
+  std::string input, output;
+  /// Elements: of the whole tensor (all-reduce), of this rank's block
+  /// (all-gather's input, reduce-scatter's output).
+  int64_t count = 0;
+  mlir::Type elementType;
+  /// A pccrt_reduction, for all-reduce and reduce-scatter.
+  int32_t reduction = 0;
+};
+
+class TargetHooks {
+public:
+  virtual ~TargetHooks();
+
+  //===--------------------------------------------------------------------===//
+  // Spelling
+  //===--------------------------------------------------------------------===//
+
+  /// The name of a scalar element type in generated code.
+  virtual std::string getTypeName(mlir::Type elementType) const = 0;
+  /// `fn` applied to scalar expressions of element type `type`.
+  virtual std::string getMathCall(MathFunction fn, mlir::Type type,
+                                  llvm::ArrayRef<std::string> args) const = 0;
+
+  //===--------------------------------------------------------------------===//
+  // Statements, printed into the function being emitted
+  //===--------------------------------------------------------------------===//
+
+  /// A comment before the code of one op.
+  virtual void emitComment(llvm::StringRef text) = 0;
+  /// `statement(offsets)` for every iteration of `nest`; the iterations are
+  /// independent, so a target may run them in parallel. `offsets` holds
+  /// each access's offset expression.
+  virtual void
+  emitParallelLoop(const LoopNest &nest,
+                   llvm::function_ref<std::string(llvm::ArrayRef<std::string>)>
+                       statement) = 0;
+  virtual void emitReduction(const ReductionLoop &reduction) = 0;
+  virtual void emitGemm(const GemmCall &gemm) = 0;
+  /// A call of the target's kernel library (pcc_kernels.h on the CPU) with
+  /// explicit template arguments `typeArgs`. A kernel that reports failure
+  /// makes the function return `errorCode` (a pccrt code; empty when the
+  /// kernel cannot fail).
+  virtual void emitKernelCall(llvm::StringRef kernel,
+                              llvm::ArrayRef<mlir::Type> typeArgs,
+                              llvm::ArrayRef<std::string> args,
+                              llvm::StringRef errorCode = {}) = 0;
+  /// A constant array of integers that kernel calls can pass (shapes);
+  /// returns its name.
+  virtual std::string emitIndexArray(llvm::ArrayRef<int64_t> values) = 0;
+  /// Communication through the run context's communicator; a failure makes
+  /// the function return PCCRT_ERR_COMM.
+  virtual void emitCollective(const CollectiveCall &collective) = 0;
+  /// Copies `bytes` bytes; `mayAlias`: the two may be the same buffer, in
+  /// which case nothing is copied.
+  virtual void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,
+                        bool mayAlias) = 0;
+  /// dst[k] = value for k < count (`value` already of dst's element type).
+  virtual void emitFill(llvm::StringRef dst, int64_t count,
+                        llvm::StringRef value) = 0;
+};
+
+} // namespace pcc
+
+#endif // PCC_TARGET_TARGETHOOKS_H

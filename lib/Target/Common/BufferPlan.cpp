@@ -1,0 +1,150 @@
+//===- BufferPlan.cpp - Where each value of a function lives --------------===//
+
+#include "pcc/Target/BufferPlan.h"
+
+#include "pcc/Target/LoopNest.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace pcc;
+
+int64_t pcc::getTensorBytes(Type type) {
+  Type et = getElementTypeOrSelf(type);
+  int64_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
+  return getNumElements(cast<ShapedType>(type).getShape()) * width;
+}
+
+namespace {
+/// First fit over the blocks alive at one point of the function.
+class Allocator {
+public:
+  explicit Allocator(int64_t alignment) : alignment(alignment) {}
+
+  int64_t allocate(Value owner) {
+    int64_t size = std::max<int64_t>(getTensorBytes(owner.getType()), 1);
+    size = (size + alignment - 1) / alignment * alignment;
+    llvm::sort(live, [](const Block &a, const Block &b) {
+      return a.offset < b.offset;
+    });
+    int64_t at = 0;
+    for (const Block &b : live) {
+      if (b.offset - at >= size)
+        break;
+      at = std::max(at, b.offset + b.size);
+    }
+    high = std::max(high, at + size);
+    live.push_back({at, size, owner});
+    return at;
+  }
+  void freeIf(llvm::function_ref<bool(Value)> dead) {
+    llvm::erase_if(live, [&](const Block &b) { return dead(b.owner); });
+  }
+  int64_t getHighWaterMark() const { return high; }
+
+private:
+  struct Block {
+    int64_t offset, size;
+    Value owner;
+  };
+  int64_t alignment;
+  SmallVector<Block> live;
+  int64_t high = 0;
+};
+} // namespace
+
+BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
+  Block &block = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  auto isExternal = [&](Value v) {
+    return options.isExternal && options.isExternal(v);
+  };
+  auto writeBack = [&](unsigned k) -> int64_t {
+    return k < options.writeBack.size() ? options.writeBack[k] : -1;
+  };
+
+  // Views alias their source; liveness is tracked per root buffer.
+  SmallVector<Operation *> ops;
+  for (Operation &op : block.without_terminator())
+    ops.push_back(&op);
+  llvm::DenseMap<Value, int64_t> lastUse;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (auto view = dyn_cast<ViewLikeOpInterface>(op))
+      roots[view.getViewDest()] = getRoot(view.getViewSource());
+    for (Value v : op->getOperands())
+      lastUse[getRoot(v)] = std::max<int64_t>(lastUse.lookup(getRoot(v)), i);
+  }
+
+  // A value an op computes, first returned as result k, is computed in
+  // place in result k's buffer; everything else the function returns is
+  // copied there at the end (written-back results into their arguments).
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (writeBack(k) < 0 && isa<OpResult>(v) && !isView(v) && !isExternal(v) &&
+        !v.getDefiningOp()->hasTrait<OpTrait::ConstantLike>())
+      resultSlots.try_emplace(v, k);
+
+  // Returned buffers stay alive to the end.
+  llvm::DenseSet<Value> returned;
+  for (Value v : ret.getOperands())
+    returned.insert(getRoot(v));
+
+  Allocator workspace(options.alignment);
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (llvm::all_of(op->getResults(), isExternal))
+      continue;
+    for (Value v : op->getResults()) {
+      if (isView(v) || resultSlots.count(v) || isExternal(v))
+        continue;
+      offsets[v] = workspace.allocate(v);
+      // A result nobody reads is still written: free it after this op.
+      lastUse.try_emplace(v, i);
+    }
+    // Free blocks whose last reader is this op (results stay allocated
+    // until after the op, so no op reads and writes the same bytes).
+    workspace.freeIf([&](Value owner) {
+      return lastUse.lookup(owner) <= int64_t(i) && !returned.contains(owner);
+    });
+  }
+
+  // A write-back that reads another argument, itself written back, must
+  // read it before that write-back lands: snapshot it in a block of its
+  // own. (Every returned value is still live here, so the snapshots
+  // overlap none.)
+  llvm::DenseSet<int64_t> overwritten;
+  for (unsigned k = 0; k < ret.getNumOperands(); ++k)
+    if (writeBack(k) >= 0)
+      overwritten.insert(writeBack(k));
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    auto arg = dyn_cast<BlockArgument>(getRoot(v));
+    if (writeBack(k) < 0 || !arg || arg.getArgNumber() == writeBack(k) ||
+        !overwritten.contains(arg.getArgNumber()))
+      continue;
+    snapshots[k] = workspace.allocate(v);
+  }
+  workspaceBytes = workspace.getHighWaterMark();
+}
+
+std::optional<int64_t> BufferPlan::getWorkspaceOffset(Value v) const {
+  auto it = offsets.find(v);
+  if (it == offsets.end())
+    return std::nullopt;
+  return it->second;
+}
+
+std::optional<unsigned> BufferPlan::getResultSlot(Value v) const {
+  auto it = resultSlots.find(v);
+  if (it == resultSlots.end())
+    return std::nullopt;
+  return it->second;
+}
+
+std::optional<int64_t> BufferPlan::getSnapshotOffset(unsigned result) const {
+  auto it = snapshots.find(result);
+  if (it == snapshots.end())
+    return std::nullopt;
+  return it->second;
+}

@@ -1,0 +1,233 @@
+//===- CpuTargetHooks.cpp - How the CPU target spells code ----------------===//
+
+#include "CpuTargetHooks.h"
+
+#include "pcc/Target/AbiTables.h"
+#include "pcc/Target/ScalarExpr.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace pcc;
+
+std::string pcc::getCppTypeName(Type t) {
+  if (t.isF32())
+    return "float";
+  if (t.isF64())
+    return "double";
+  if (t.isF16())
+    return "pcc_k::f16";
+  if (t.isBF16())
+    return "pcc_k::bf16";
+  auto i = cast<IntegerType>(t);
+  if (i.getWidth() == 1)
+    return "bool";
+  return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth()) +
+         "_t";
+}
+
+std::string CpuTargetHooks::getTypeName(Type elementType) const {
+  return getCppTypeName(elementType);
+}
+
+std::string CpuTargetHooks::getMathCall(MathFunction fn, Type type,
+                                        ArrayRef<std::string> a) const {
+  std::string t = getTypeName(type);
+  bool isFloat = isa<FloatType>(type);
+  auto call = [&](StringRef name) {
+    return ("std::" + name + "(" + a[0] + ")").str();
+  };
+  switch (fn) {
+  case MathFunction::Abs:
+    return isFloat
+               ? call("fabs")
+               : "(" + a[0] + " < 0 ? " + t + "(-" + a[0] + ") : " + a[0] + ")";
+  case MathFunction::Ceil:
+    return call("ceil");
+  case MathFunction::Cos:
+    return call("cos");
+  case MathFunction::Erf:
+    return call("erf");
+  case MathFunction::Exp:
+    return call("exp");
+  case MathFunction::Floor:
+    return call("floor");
+  case MathFunction::IsNaN:
+    return call("isnan");
+  case MathFunction::Log:
+    return call("log");
+  case MathFunction::Sin:
+    return call("sin");
+  case MathFunction::Sqrt:
+    return call("sqrt");
+  case MathFunction::Tanh:
+    return call("tanh");
+  case MathFunction::Pow:
+    return isFloat
+               ? t + "(std::pow(double(" + a[0] + "), double(" + a[1] + ")))"
+               : "pcc_k::ipow<" + t + ">(" + a[0] + ", " + t + "(" + a[1] +
+                     "))";
+  case MathFunction::Max:
+    return isFloat ? "std::fmax(" + a[0] + ", " + a[1] + ")"
+                   : "std::max<" + t + ">(" + a[0] + ", " + a[1] + ")";
+  case MathFunction::Min:
+    return isFloat ? "std::fmin(" + a[0] + ", " + a[1] + ")"
+                   : "std::min<" + t + ">(" + a[0] + ", " + a[1] + ")";
+  }
+  llvm_unreachable("unknown math function");
+}
+
+void CpuTargetHooks::emitLine(StringRef line) {
+  *body += "  " + line.str() + "\n";
+}
+
+void CpuTargetHooks::emitComment(StringRef text) {
+  emitLine("// " + text.str());
+}
+
+void CpuTargetHooks::emitLoops(
+    const LoopNest &nest,
+    function_ref<std::string(ArrayRef<std::string>)> statement) {
+  if (nest.isEmpty())
+    return;
+  std::string indent = "  ";
+  SmallVector<std::string> ivs;
+  *body += "  {\n";
+  for (int64_t n : nest.getBounds()) {
+    std::string iv = makeName("i");
+    *body += indent +
+             llvm::formatv("  for (int64_t {0} = 0; {0} < {1}; ++{0})\n", iv, n)
+                 .str();
+    indent += "  ";
+    ivs.push_back(iv);
+  }
+  SmallVector<std::string> offsets;
+  for (unsigned k = 0; k < nest.getNumAccesses(); ++k)
+    offsets.push_back(nest.getOffset(k, ivs));
+  *body += indent + "  " + statement(offsets) + "\n  }\n";
+}
+
+void CpuTargetHooks::emitParallelLoop(
+    const LoopNest &nest,
+    function_ref<std::string(ArrayRef<std::string>)> statement) {
+  // The CPU target runs one thread per rank: the iterations run in order.
+  emitLoops(nest, statement);
+}
+
+void CpuTargetHooks::emitReduction(const ReductionLoop &r) {
+  std::string t = getTypeName(r.elementType);
+  using Kind = ReductionLoop::Kind;
+  bool isMax = r.kind == Kind::Max, isMin = r.kind == Kind::Min;
+  std::string init = isMax   ? "std::numeric_limits<" + t + ">::lowest()"
+                     : isMin ? "std::numeric_limits<" + t + ">::max()"
+                             : t + "(0)";
+  if (isa<FloatType>(r.elementType) && (isMax || isMin))
+    init = std::string(isMax ? "-" : "") + "std::numeric_limits<" + t +
+           ">::infinity()";
+  emitFill(r.output, r.outputElements, init);
+  emitLoops(r.nest, [&](ArrayRef<std::string> off) {
+    std::string y = r.output + "[" + off[0] + "]";
+    std::string x = r.input + "[" + off[1] + "]";
+    if (isMax)
+      return y + " = std::max<" + t + ">(" + y + ", " + x + ");";
+    if (isMin)
+      return y + " = std::min<" + t + ">(" + y + ", " + x + ");";
+    return y + " = " + t + "(" + y + " + " + x + ");";
+  });
+  if (r.kind == Kind::Mean)
+    emitLine(llvm::formatv("for (int64_t k = 0; k < {0}; ++k) "
+                           "{1}[k] = {1}[k] / {2}({3});",
+                           r.outputElements, r.output, t, r.count)
+                 .str());
+}
+
+void CpuTargetHooks::emitGemm(const GemmCall &g) {
+  std::string t = getTypeName(g.elementType);
+  emitLoops(g.batch, [&](ArrayRef<std::string> off) {
+    return llvm::formatv(
+               "pcc_k::gemm<{0}>({1}, {2}, {3}, {4}, {5} + {6}, {7}, {8}, "
+               "{9} + {10}, {11}, {12}, {13}, {14} + {15}, {16});",
+               t, g.m, g.n, g.k, g.alpha, g.a, off[0], g.lda,
+               g.transA ? "true" : "false", g.b, off[1], g.ldb,
+               g.transB ? "true" : "false", g.beta, g.c, off[2], g.ldc)
+        .str();
+  });
+}
+
+void CpuTargetHooks::emitKernelCall(StringRef kernel, ArrayRef<Type> typeArgs,
+                                    ArrayRef<std::string> args,
+                                    StringRef errorCode) {
+  std::string call = "pcc_k::" + kernel.str();
+  if (!typeArgs.empty()) {
+    call += "<";
+    llvm::interleave(
+        typeArgs, [&](Type t) { call += getTypeName(t); },
+        [&] { call += ", "; });
+    call += ">";
+  }
+  call += "(" + llvm::join(args, ", ") + ")";
+  if (errorCode.empty())
+    emitLine(call + ";");
+  else
+    emitLine("if (" + call + ") return " + errorCode.str() + ";");
+}
+
+std::string CpuTargetHooks::emitIndexArray(ArrayRef<int64_t> values) {
+  std::string name = makeName("s");
+  std::string list;
+  llvm::raw_string_ostream os(list);
+  llvm::interleaveComma(values, os);
+  globals += llvm::formatv("static const int64_t {0}[] = {{{1}};\n", name,
+                           values.empty() ? "0" : list);
+  return name;
+}
+
+void CpuTargetHooks::emitCollective(const CollectiveCall &c) {
+  int32_t dtype = getOnnxDataType(c.elementType);
+  switch (c.kind) {
+  case CollectiveCall::Kind::AllReduce:
+    // In place on the output, which starts as a copy of the input.
+    emitCopy(c.output, c.input,
+             c.count * std::max<int64_t>(
+                           1, c.elementType.getIntOrFloatBitWidth() / 8),
+             /*mayAlias=*/true);
+    emitLine(llvm::formatv("if (ctx->comm->ops->all_reduce(ctx->comm, {0}u, "
+                           "{1}, {2}, {3}, {4})) return PCCRT_ERR_COMM;",
+                           c.axes, c.output, c.count, dtype, c.reduction)
+                 .str());
+    return;
+  case CollectiveCall::Kind::AllGather:
+    emitLine(llvm::formatv("if (ctx->comm->ops->all_gather(ctx->comm, {0}u, "
+                           "{1}, {2}, {3}, {4})) return PCCRT_ERR_COMM;",
+                           c.axes, c.input, c.output, c.count, dtype)
+                 .str());
+    return;
+  case CollectiveCall::Kind::ReduceScatter:
+    emitLine(llvm::formatv("if (ctx->comm->ops->reduce_scatter(ctx->comm, "
+                           "{0}u, {1}, {2}, {3}, {4}, {5})) return "
+                           "PCCRT_ERR_COMM;",
+                           c.axes, c.input, c.output, c.count, dtype,
+                           c.reduction)
+                 .str());
+    return;
+  }
+}
+
+void CpuTargetHooks::emitCopy(StringRef dst, StringRef src, int64_t bytes,
+                              bool mayAlias) {
+  std::string copy =
+      llvm::formatv("std::memcpy({0}, {1}, {2});", dst, src, bytes).str();
+  if (mayAlias)
+    copy =
+        llvm::formatv("if ((void*){0} != (void*){1}) ", dst, src).str() + copy;
+  emitLine(copy);
+}
+
+void CpuTargetHooks::emitFill(StringRef dst, int64_t count, StringRef value) {
+  emitLine(llvm::formatv("for (int64_t k = 0; k < {0}; ++k) {1}[k] = {2};",
+                         count, dst, value)
+               .str());
+}

@@ -1,0 +1,74 @@
+//===- CpuTargetHooks.h - How the CPU target spells code --------*- C++ -*-===//
+//
+// The CPU's TargetHooks: plain C++17 loops, pcc_kernels.h (GEMM through
+// OpenBLAS when available) and the run context's communicator, printed into
+// the body of the C++ function being emitted. Names of generated locals
+// come from one counter, so that every name of a translation unit is new.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_LIB_TARGET_CPU_CPUTARGETHOOKS_H
+#define PCC_LIB_TARGET_CPU_CPUTARGETHOOKS_H
+
+#include "pcc/Target/TargetHooks.h"
+
+namespace pcc {
+
+/// The C++ name of an element type.
+std::string getCppTypeName(mlir::Type elementType);
+
+class CpuTargetHooks : public TargetHooks {
+public:
+  /// Prints statements into `body` and file-scope definitions into
+  /// `globals`.
+  CpuTargetHooks(std::string &body, std::string &globals)
+      : body(&body), globals(globals) {}
+
+  /// A new name `<prefix><n>` for a local or global of the generated code.
+  std::string makeName(llvm::StringRef prefix) {
+    return prefix.str() + std::to_string(counter++);
+  }
+  /// Prints into the body of another function from now on.
+  void setBody(std::string &newBody) { body = &newBody; }
+
+  std::string getTypeName(mlir::Type elementType) const override;
+  std::string getMathCall(MathFunction fn, mlir::Type type,
+                          llvm::ArrayRef<std::string> args) const override;
+
+  void emitComment(llvm::StringRef text) override;
+  void
+  emitParallelLoop(const LoopNest &nest,
+                   llvm::function_ref<std::string(llvm::ArrayRef<std::string>)>
+                       statement) override;
+  void emitReduction(const ReductionLoop &reduction) override;
+  void emitGemm(const GemmCall &gemm) override;
+  void emitKernelCall(llvm::StringRef kernel,
+                      llvm::ArrayRef<mlir::Type> typeArgs,
+                      llvm::ArrayRef<std::string> args,
+                      llvm::StringRef errorCode = {}) override;
+  std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
+  void emitCollective(const CollectiveCall &collective) override;
+  void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,
+                bool mayAlias) override;
+  void emitFill(llvm::StringRef dst, int64_t count,
+                llvm::StringRef value) override;
+
+  /// Prints a definition at file scope, before the functions.
+  void emitGlobal(llvm::StringRef text) { globals += text.str(); }
+  /// Prints one line of the body, indented as a statement of the function.
+  void emitLine(llvm::StringRef line);
+
+private:
+  /// Serial loops over `nest`, `statement` innermost.
+  void emitLoops(
+      const LoopNest &nest,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>)> statement);
+
+  std::string *body;
+  std::string &globals;
+  int counter = 0;
+};
+
+} // namespace pcc
+
+#endif // PCC_LIB_TARGET_CPU_CPUTARGETHOOKS_H
