@@ -267,4 +267,190 @@ def Dist_RecvOp : Dist_CollectiveOp<"recv"> {
   let extraClassDeclaration = extraCollectiveDecl;
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline schedules
+//===----------------------------------------------------------------------===//
+
+def Dist_Phase : I32EnumAttr<"Phase", "A pipeline stage's computation", [
+      I32EnumAttrCase<"F", 0>,
+      I32EnumAttrCase<"B", 1>,
+      I32EnumAttrCase<"W", 2>]> {
+  let cppNamespace = "::pcc::dist";
+}
+
+def Dist_Direction : I32EnumAttr<"Direction",
+    "Whether a rank sends or receives", [
+      I32EnumAttrCase<"Send", 0, "send">,
+      I32EnumAttrCase<"Recv", 1, "recv">]> {
+  let cppNamespace = "::pcc::dist";
+}
+
+def Dist_Payload : I32EnumAttr<"Payload",
+    "What a pipeline transfer carries", [
+      I32EnumAttrCase<"Act", 0, "act">,
+      I32EnumAttrCase<"Grad", 1, "grad">]> {
+  let cppNamespace = "::pcc::dist";
+}
+
+def Dist_NonNegativeI64 : ConfinedAttr<I64Attr, [IntNonNegative]>;
+def Dist_PositiveI64 : ConfinedAttr<I64Attr, [IntPositive]>;
+
+def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
+                                            SingleBlock]> {
+  let summary = "A static pipeline schedule: every rank's ordered actions";
+  let description = [{
+    Pipeline parallelism cuts a model into `ranks` x `virtual_stages`
+    virtual stages and the batch into `microbatches`. Virtual stage `s`
+    lives on rank `s % ranks` (Megatron's interleaved layout: rank `r`
+    holds chunks `r`, `r + ranks`, `r + 2 * ranks`, ...; `virtual_stages`
+    is the number of chunks per rank). The body holds one `dist.rank` per
+    pipeline rank, in rank order, each listing what that rank does, in
+    order: computations (`dist.compute`) and point-to-point transfers
+    (`dist.transfer`). Sends do not block; receives do.
+
+    `kind` names the generator that made the schedule (`gpipe`, `1f1b`,
+    `interleaved`, `zb-h1`); the table, not the name, is what counts.
+    Optional inputs to the simulation that `pcc-verify-schedule` runs:
+    `costs` (per virtual stage the times of F, B and W, in seconds: three
+    values a stage; when a schedule does not split backwards, a B costs
+    B + W), `stash_bytes` (per virtual stage, the bytes one microbatch's
+    forward keeps until its last backward action ends) and `base_bytes`
+    (per rank: parameters, optimizer state, workspace). The simulation
+    writes back `makespan` and `bubble_fraction` (the share of rank-time
+    spent idle: 1 - sum(busy) / (ranks * makespan)).
+
+    ```mlir
+    dist.schedule @schedule {kind = "gpipe", microbatches = 1, ranks = 2, virtual_stages = 1} {
+      dist.rank 0 {
+        dist.compute F stage 0 microbatch 0
+        dist.transfer send act stage 0 microbatch 0 peer 1
+        dist.transfer recv grad stage 1 microbatch 0 peer 1
+        dist.compute B stage 0 microbatch 0
+      }
+      dist.rank 1 {
+        dist.transfer recv act stage 0 microbatch 0 peer 0
+        dist.compute F stage 1 microbatch 0
+        dist.compute B stage 1 microbatch 0
+        dist.transfer send grad stage 1 microbatch 0 peer 0
+      }
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind,
+                       Dist_PositiveI64:$microbatches,
+                       Dist_PositiveI64:$virtual_stages,
+                       Dist_PositiveI64:$ranks,
+                       OptionalAttr<DenseF64ArrayAttr>:$costs,
+                       OptionalAttr<DenseI64ArrayAttr>:$stash_bytes,
+                       OptionalAttr<DenseI64ArrayAttr>:$base_bytes,
+                       OptionalAttr<F64Attr>:$bubble_fraction,
+                       OptionalAttr<F64Attr>:$makespan);
+  let regions = (region SizedRegion<1>:$body);
+  // `@name {attributes} {ranks}`: the attributes are never empty (kind,
+  // microbatches, ranks and virtual_stages are required), so the declarative
+  // format's ambiguity between them and the region does not arise.
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumRanks() { return getRanksAttr().getInt(); }
+    int64_t getNumMicrobatches() { return getMicrobatchesAttr().getInt(); }
+    /// All virtual stages: ranks x virtual_stages.
+    int64_t getNumStages() {
+      return getNumRanks() * getVirtualStagesAttr().getInt();
+    }
+    /// The pipeline rank that holds virtual stage `stage`.
+    int64_t getRankOf(int64_t stage) { return stage % getNumRanks(); }
+    /// The dist.rank ops of the body, in order.
+    ::llvm::SmallVector<RankOp> getRankOps();
+  }];
+}
+
+def Dist_RankOp : Dist_Op<"rank", [HasParent<"ScheduleOp">, NoTerminator,
+                                    SingleBlock]> {
+  let summary = "One pipeline rank's actions, in order";
+  let description = [{
+    The actions pipeline rank `rank` of the enclosing `dist.schedule` runs,
+    in order. `pcc-verify-schedule` writes back, from its simulation,
+    `busy` (the time the rank computes), `peak_stashed` (the most
+    microbatch-chunks whose forward ran and whose last backward action has
+    not) and, when the schedule gives bytes, `peak_bytes` (`base_bytes` plus
+    the most stashed bytes at any time).
+
+    ```mlir
+    dist.rank 1 attributes {busy = 6.0, peak_stashed = 1} {
+      dist.transfer recv act stage 0 microbatch 0 peer 0
+      dist.compute F stage 1 microbatch 0
+      dist.compute B stage 1 microbatch 0
+      dist.transfer send grad stage 1 microbatch 0 peer 0
+    }
+    ```
+  }];
+  let arguments = (ins Dist_NonNegativeI64:$rank,
+                       OptionalAttr<I64Attr>:$peak_stashed,
+                       OptionalAttr<I64Attr>:$peak_bytes,
+                       OptionalAttr<F64Attr>:$busy);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$rank attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getIndex() { return getRankAttr().getInt(); }
+    ScheduleOp getSchedule();
+  }];
+}
+
+def Dist_ComputeOp : Dist_Op<"compute", [HasParent<"RankOp">]> {
+  let summary = "Runs one phase of a virtual stage on one microbatch";
+  let description = [{
+    `F` is the forward of virtual `stage` on `microbatch`, `B` its backward
+    (the input gradient, and the weight gradient too unless the schedule
+    splits it off), `W` the weight gradient when split off (zero-bubble
+    schedules). The stage must live on the enclosing rank.
+
+    ```mlir
+    dist.compute F stage 2 microbatch 0
+    ```
+  }];
+  let arguments = (ins Dist_Phase:$phase, Dist_NonNegativeI64:$stage,
+                       Dist_NonNegativeI64:$microbatch);
+  let assemblyFormat = "$phase `stage` $stage `microbatch` $microbatch "
+                       "attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getStageIndex() { return getStageAttr().getInt(); }
+    int64_t getMicrobatchIndex() { return getMicrobatchAttr().getInt(); }
+  }];
+}
+
+def Dist_TransferOp : Dist_Op<"transfer", [HasParent<"RankOp">]> {
+  let summary = "Sends or receives a pipeline stage's output or gradient";
+  let description = [{
+    `act` is the forward output of virtual `stage`, which the rank of
+    `stage` sends to the rank of `stage + 1`; `grad` is the input gradient
+    of `stage`, which the rank of `stage` sends to the rank of `stage - 1`.
+    `peer` is the other pipeline rank. Sends do not block; a receive blocks
+    until its send has run. Between two ranks, receives take transfers in
+    the order they were sent. Virtual stages on the same rank need no
+    transfer.
+
+    ```mlir
+    dist.transfer send act stage 0 microbatch 3 peer 1
+    dist.transfer recv grad stage 1 microbatch 3 peer 1
+    ```
+  }];
+  let arguments = (ins Dist_Direction:$direction,
+                       Dist_Payload:$payload,
+                       Dist_NonNegativeI64:$stage,
+                       Dist_NonNegativeI64:$microbatch,
+                       Dist_NonNegativeI64:$peer);
+  let assemblyFormat = "$direction $payload `stage` $stage `microbatch` "
+                       "$microbatch `peer` $peer attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getStageIndex() { return getStageAttr().getInt(); }
+    int64_t getMicrobatchIndex() { return getMicrobatchAttr().getInt(); }
+    int64_t getPeerRank() { return getPeerAttr().getInt(); }
+    bool isSend() { return getDirection() == Direction::Send; }
+  }];
+}
+
 #endif // PCC_DIST_OPS

@@ -249,4 +249,81 @@ def Partition : Pass<"pcc-partition", "::mlir::ModuleOp"> {
   }];
 }
 
+def PipelineSchedule : Pass<"pcc-pipeline-schedule", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::pcc::dist::DistDialect"];
+  let summary = "Builds a static pipeline schedule";
+  let description = [{
+    Adds `dist.schedule @schedule` (renamed if the module already has one)
+    with every pipeline rank's ordered computations and transfers for
+    `ranks` ranks, `virtual-stages` model chunks per rank (virtual stage `s`
+    on rank `s % ranks`) and `microbatches` microbatches. `kind`:
+
+    - `gpipe`: every forward, then every backward.
+    - `1f1b` (PipeDream-Flush): rank `r` runs `min(ranks - r - 1,
+      microbatches)` warm-up forwards, then alternates a forward and a
+      backward, then drains the backwards; at most `ranks - r` microbatches
+      are in flight.
+    - `interleaved` (Megatron-LM's interleaved 1F1B, `virtual-stages` >= 2,
+      `microbatches` a multiple of `ranks`): the same over the rank's
+      chunks, `ranks` microbatches per chunk at a time, with
+      `(ranks - r - 1) * 2 + (virtual-stages - 1) * ranks` warm-up steps.
+    - `zb-h1` (zero bubble H1): backwards split into B (input gradient) and
+      W (weight gradient); a list scheduler driven by `costs` (unit times
+      when absent) runs B as soon as its gradient arrives, else F while
+      fewer than `ranks - r` microbatches are in flight (1F1B's memory),
+      else a pending W, which so fills 1F1B's bubbles.
+
+    A receive comes right before the computation that reads it, a send right
+    after the one that produces it; stages on the same rank need none.
+    `ranks=0` takes the size of axis `pp` of `dist.mesh @mesh`. `costs`
+    (F, B and W times per virtual stage), `stash-bytes` (per virtual stage)
+    and `base-bytes` (per rank) are recorded on the schedule for
+    `pcc-verify-schedule`. Bad options are one-line errors.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b, interleaved or zb-h1">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Microbatches per step">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Model chunks per pipeline rank">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"0",
+           "Pipeline ranks (0: the size of axis pp of dist.mesh @mesh)">,
+    ListOption<"costs", "costs", "double",
+               "F, B and W times of each virtual stage">,
+    ListOption<"stashBytes", "stash-bytes", "int64_t",
+               "Bytes a microbatch's forward keeps, per virtual stage">,
+    ListOption<"baseBytes", "base-bytes", "int64_t",
+               "Bytes held throughout, per rank">,
+  ];
+}
+
+def VerifySchedule : Pass<"pcc-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "Checks static pipeline schedules and records their bubble";
+  let description = [{
+    For every `dist.schedule`, fails at the offending action unless every F
+    and B (and every W, when any W appears) of every virtual stage and
+    microbatch runs exactly once on the rank that holds the stage; each
+    action comes after what it consumes in its rank's order (F after the
+    previous stage's F or the receive of its activation, B after its F and
+    the next stage's B or the receive of its gradient, W after its B, a send
+    after the computation it sends); between every two ranks the sends and
+    the receives name the same transfers in the same order; and a
+    simulation in which sends never block and receives do finishes (a
+    deadlock names every blocked rank and its action).
+
+    Then times the schedule with its `costs` (unit F, B and W when absent;
+    a B of a schedule that does not split backwards costs B + W; transfers
+    are free) and writes back `makespan` and `bubble_fraction` (1 -
+    sum(busy) / (ranks * makespan)) on the schedule, and `busy`,
+    `peak_stashed` (microbatch-chunks whose F ran and whose last backward
+    action has not) and, with `stash_bytes` or `base_bytes`, `peak_bytes`
+    on each rank. With `remarks`, summarizes them in a remark.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Emit a remark with each schedule's bubble and peaks">,
+  ];
+}
+
 #endif // PCC_TRANSFORMS_PASSES

@@ -135,3 +135,185 @@ func.func @slice_indivisible(%x: tensor<2x9xf32>) -> tensor<2x3xf32> {
   %0 = dist.all_slice %x on @mesh axes ["tp"] dim 1 groups 3 : tensor<2x9xf32> -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// expected-error@+1 {{'dist.schedule' op has 1 dist.rank ops for 2 ranks}}
+dist.schedule @too_few_ranks {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+  }
+}
+
+// -----
+
+dist.schedule @rank_order {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1} {
+  // expected-error@+1 {{'dist.rank' op is rank 1 where rank 0 belongs: ranks appear once each, in order}}
+  dist.rank 1 {
+  }
+  dist.rank 0 {
+  }
+}
+
+// -----
+
+// expected-error@+1 {{'dist.schedule' op attribute 'ranks' failed to satisfy constraint}}
+dist.schedule @no_ranks {kind = "1f1b", microbatches = 1, ranks = 0, virtual_stages = 1} {
+}
+
+// -----
+
+// expected-error@+1 {{'dist.schedule' op costs has 3 values; expected F, B and W times for each of the 2 virtual stages (6)}}
+dist.schedule @costs {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1, costs = array<f64: 1.0, 2.0, 1.0>} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
+// expected-error@+1 {{'dist.schedule' op base_bytes has 1 values; expected one per rank (2)}}
+dist.schedule @base_bytes {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1, base_bytes = array<i64: 1>} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
+// expected-error@+1 {{'dist.schedule' op stash_bytes must be non-negative; got -8}}
+dist.schedule @stash_bytes {kind = "1f1b", microbatches = 1, ranks = 1, virtual_stages = 1, stash_bytes = array<i64: -8>} {
+  dist.rank 0 {
+  }
+}
+
+// -----
+
+// expected-error@+1 {{'dist.rank' op expects parent op 'dist.schedule'}}
+dist.rank 0 {
+}
+
+// -----
+
+dist.schedule @stage_range {kind = "1f1b", microbatches = 2, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    // expected-error@+1 {{'dist.compute' op stage 2 is outside the schedule's 2 virtual stages}}
+    dist.compute F stage 2 microbatch 0
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
+dist.schedule @microbatch_range {kind = "1f1b", microbatches = 2, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    // expected-error@+1 {{'dist.compute' op microbatch 2 is outside the schedule's 2 microbatches}}
+    dist.compute F stage 0 microbatch 2
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
+// Rank 1 holds virtual stages 1 and 3 of four.
+dist.schedule @wrong_rank {kind = "interleaved", microbatches = 2, ranks = 2, virtual_stages = 2} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+    // expected-error@+1 {{'dist.compute' op stage 2 is on rank 0, not on rank 1}}
+    dist.compute B stage 2 microbatch 0
+  }
+}
+
+// -----
+
+dist.schedule @unknown_phase {kind = "1f1b", microbatches = 1, ranks = 1, virtual_stages = 1} {
+  dist.rank 0 {
+    // expected-error@+1 {{expected string or keyword containing one of the following enum values for attribute 'phase' [F, B, W]}}
+    dist.compute X stage 0 microbatch 0
+  }
+}
+
+// -----
+
+dist.schedule @peer_range {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    // expected-error@+1 {{'dist.transfer' op peer 2 is outside the schedule's 2 ranks}}
+    dist.transfer send act stage 0 microbatch 0 peer 2
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
+dist.schedule @wrong_peer {kind = "1f1b", microbatches = 1, ranks = 3, virtual_stages = 1} {
+  dist.rank 0 {
+    // expected-error@+1 {{'dist.transfer' op peer 2 does not hold stage 1 (rank 1 does)}}
+    dist.transfer send act stage 0 microbatch 0 peer 2
+  }
+  dist.rank 1 {
+  }
+  dist.rank 2 {
+  }
+}
+
+// -----
+
+dist.schedule @send_elsewhere {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+    // expected-error@+1 {{'dist.transfer' op stage 0 is on rank 0, not on rank 1}}
+    dist.transfer send act stage 0 microbatch 0 peer 0
+  }
+}
+
+// -----
+
+dist.schedule @recv_elsewhere {kind = "1f1b", microbatches = 1, ranks = 3, virtual_stages = 1} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+  }
+  dist.rank 2 {
+    // The gradient of stage 2 goes to stage 1, on rank 1.
+    // expected-error@+1 {{'dist.transfer' op stage 1 is on rank 1, not on rank 2}}
+    dist.transfer recv grad stage 2 microbatch 0 peer 2
+  }
+}
+
+// -----
+
+dist.schedule @last_activation {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+    // expected-error@+1 {{'dist.transfer' op stage 1 is the last: its activation goes to no stage}}
+    dist.transfer send act stage 1 microbatch 0 peer 0
+  }
+}
+
+// -----
+
+dist.schedule @first_gradient {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    // expected-error@+1 {{'dist.transfer' op stage 0 is the first: its input gradient goes to no stage}}
+    dist.transfer send grad stage 0 microbatch 0 peer 1
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
+// One rank holds both chunks: nothing to transfer.
+dist.schedule @same_rank {kind = "interleaved", microbatches = 1, ranks = 1, virtual_stages = 2} {
+  dist.rank 0 {
+    // expected-error@+1 {{'dist.transfer' op stages 0 and 1 are both on rank 0 and need no transfer}}
+    dist.transfer send act stage 0 microbatch 0 peer 0
+  }
+}

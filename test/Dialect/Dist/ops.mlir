@@ -56,3 +56,44 @@ func.func @local(%x: tensor<2x24xf32>) -> (tensor<2x6xf32>, tensor<i64>) {
   %1 = dist.axis_index on @mesh axes ["tp"] : tensor<i64>
   return %0, %1 : tensor<2x6xf32>, tensor<i64>
 }
+
+// A fragment of a pipeline schedule: rank 0 holds virtual stages 0 and 2,
+// rank 1 stages 1 and 3 (two chunks per rank). The op verifiers check each
+// action on its own; pcc-verify-schedule checks the whole table and writes
+// the optional results (busy, peak_stashed, ...).
+// CHECK-LABEL: dist.schedule @schedule {base_bytes = array<i64: 64, 64>, costs = array<f64: {{.*}}>, kind = "custom", microbatches = 1 : i64, ranks = 2 : i64, stash_bytes = array<i64: 8, 8, 8, 8>, virtual_stages = 2 : i64} {
+// CHECK-NEXT:    dist.rank 0 attributes {busy = 2.5{{0*}}e+00 : f64, peak_bytes = 80 : i64, peak_stashed = 2 : i64} {
+// CHECK-NEXT:      dist.compute F stage 0 microbatch 0
+// CHECK-NEXT:      dist.transfer send act stage 0 microbatch 0 peer 1
+// CHECK-NEXT:      dist.transfer recv act stage 1 microbatch 0 peer 1
+// CHECK-NEXT:      dist.compute F stage 2 microbatch 0
+// CHECK-NEXT:      dist.transfer send act stage 2 microbatch 0 peer 1
+// CHECK-NEXT:      dist.transfer recv grad stage 3 microbatch 0 peer 1
+// CHECK-NEXT:      dist.compute B stage 2 microbatch 0
+// CHECK-NEXT:      dist.compute W stage 2 microbatch 0
+// CHECK-NEXT:    }
+// CHECK-NEXT:    dist.rank 1 {
+// CHECK-NEXT:      dist.transfer recv act stage 0 microbatch 0 peer 0
+// CHECK-NEXT:      dist.compute F stage 1 microbatch 0
+// CHECK-NEXT:      dist.transfer send act stage 1 microbatch 0 peer 0
+// CHECK-NEXT:    }
+// CHECK-NEXT:  }
+dist.schedule @schedule {kind = "custom", microbatches = 1, ranks = 2, virtual_stages = 2,
+                         costs = array<f64: 1.0, 1.0, 0.5, 1.0, 1.0, 0.5, 1.0, 1.0, 0.5, 1.0, 1.0, 0.5>,
+                         stash_bytes = array<i64: 8, 8, 8, 8>, base_bytes = array<i64: 64, 64>} {
+  dist.rank 0 attributes {busy = 2.5 : f64, peak_stashed = 2, peak_bytes = 80} {
+    dist.compute F stage 0 microbatch 0
+    dist.transfer send act stage 0 microbatch 0 peer 1
+    dist.transfer recv act stage 1 microbatch 0 peer 1
+    dist.compute F stage 2 microbatch 0
+    dist.transfer send act stage 2 microbatch 0 peer 1
+    dist.transfer recv grad stage 3 microbatch 0 peer 1
+    dist.compute B stage 2 microbatch 0
+    dist.compute W stage 2 microbatch 0
+  }
+  dist.rank 1 {
+    dist.transfer recv act stage 0 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 0
+    dist.transfer send act stage 1 microbatch 0 peer 0
+  }
+}

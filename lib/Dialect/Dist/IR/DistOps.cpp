@@ -3,7 +3,9 @@
 // Verifiers check what the ops need to mean anything: a mesh of uniquely
 // named axes of positive size; shardings that use each axis once;
 // collectives over existing, distinct axes of their mesh, with result shapes
-// that follow from the group size; transfers to peers inside the group.
+// that follow from the group size; transfers to peers inside the group;
+// pipeline schedules whose actions name stages, microbatches and peers that
+// exist, on the ranks that hold them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace pcc::dist;
@@ -383,6 +387,161 @@ LogicalResult SendOp::verifySymbolUses(SymbolTableCollection &symbols) {
 
 LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyTransfer(*this, symbols);
+}
+
+//===----------------------------------------------------------------------===//
+// Pipeline schedules
+//===----------------------------------------------------------------------===//
+
+SmallVector<RankOp> ScheduleOp::getRankOps() {
+  return llvm::to_vector(getBody().front().getOps<RankOp>());
+}
+
+ScheduleOp RankOp::getSchedule() {
+  return cast<ScheduleOp>((*this)->getParentOp());
+}
+
+ParseResult ScheduleOp::parse(OpAsmParser &parser, OperationState &result) {
+  StringAttr name;
+  if (parser.parseSymbolName(name, getSymNameAttrName(result.name),
+                             result.attributes) ||
+      parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body))
+    return failure();
+  if (body->empty())
+    body->emplaceBlock();
+  return success();
+}
+
+void ScheduleOp::print(OpAsmPrinter &printer) {
+  printer << ' ';
+  printer.printSymbolName(getSymName());
+  printer.printOptionalAttrDict((*this)->getAttrs(), {getSymNameAttrName()});
+  printer << ' ';
+  printer.printRegion(getBody(), /*printEntryBlockArgs=*/false);
+}
+
+LogicalResult ScheduleOp::verify() {
+  int64_t ranks = getNumRanks(), stages = getNumStages();
+  int64_t expected = 0;
+  for (Operation &op : getBody().front()) {
+    auto rank = dyn_cast<RankOp>(op);
+    if (!rank)
+      return op.emitOpError("cannot be in a dist.schedule, which holds "
+                            "dist.rank ops only");
+    if (rank.getIndex() != expected)
+      return rank.emitOpError("is rank ")
+             << rank.getIndex() << " where rank " << expected
+             << " belongs: ranks appear once each, in order";
+    ++expected;
+  }
+  if (expected != ranks)
+    return emitOpError("has ")
+           << expected << " dist.rank ops for " << ranks << " ranks";
+  if (std::optional<ArrayRef<double>> costs = getCosts()) {
+    if (int64_t(costs->size()) != 3 * stages)
+      return emitOpError("costs has ")
+             << costs->size() << " values; expected F, B and W times for "
+             << "each of the " << stages << " virtual stages (" << 3 * stages
+             << ")";
+    for (double c : *costs)
+      if (!(c >= 0) || !std::isfinite(c))
+        return emitOpError("costs must be finite and non-negative; got ") << c;
+  }
+  auto checkBytes = [&](std::optional<ArrayRef<int64_t>> bytes, StringRef name,
+                        int64_t count, StringRef per) -> LogicalResult {
+    if (!bytes)
+      return success();
+    if (int64_t(bytes->size()) != count)
+      return emitOpError(name)
+             << " has " << bytes->size() << " values; expected one per " << per
+             << " (" << count << ")";
+    for (int64_t b : *bytes)
+      if (b < 0)
+        return emitOpError(name) << " must be non-negative; got " << b;
+    return success();
+  };
+  return failure(
+      failed(checkBytes(getStashBytes(), "stash_bytes", stages,
+                        "virtual stage")) ||
+      failed(checkBytes(getBaseBytes(), "base_bytes", ranks, "rank")));
+}
+
+LogicalResult RankOp::verify() {
+  for (Operation &op : getBody().front())
+    if (!isa<ComputeOp, TransferOp>(op))
+      return op.emitOpError("cannot be in a dist.rank, which holds "
+                            "dist.compute and dist.transfer ops only");
+  return success();
+}
+
+/// The stage and microbatch of a schedule action are within the schedule.
+static LogicalResult checkScheduleRanges(Operation *op, ScheduleOp schedule,
+                                         int64_t stage, int64_t microbatch) {
+  if (stage >= schedule.getNumStages())
+    return op->emitOpError("stage ")
+           << stage << " is outside the schedule's " << schedule.getNumStages()
+           << " virtual stages";
+  if (microbatch >= schedule.getNumMicrobatches())
+    return op->emitOpError("microbatch ")
+           << microbatch << " is outside the schedule's "
+           << schedule.getNumMicrobatches() << " microbatches";
+  return success();
+}
+
+/// Virtual stage `stage` lives on rank `rank`.
+static LogicalResult checkStageOnRank(Operation *op, ScheduleOp schedule,
+                                      int64_t stage, int64_t rank) {
+  if (schedule.getRankOf(stage) != rank)
+    return op->emitOpError("stage ")
+           << stage << " is on rank " << schedule.getRankOf(stage)
+           << ", not on rank " << rank;
+  return success();
+}
+
+LogicalResult ComputeOp::verify() {
+  auto rank = cast<RankOp>((*this)->getParentOp());
+  ScheduleOp schedule = rank.getSchedule();
+  if (failed(checkScheduleRanges(*this, schedule, getStageIndex(),
+                                 getMicrobatchIndex())))
+    return failure();
+  return checkStageOnRank(*this, schedule, getStageIndex(), rank.getIndex());
+}
+
+LogicalResult TransferOp::verify() {
+  auto rank = cast<RankOp>((*this)->getParentOp());
+  ScheduleOp schedule = rank.getSchedule();
+  int64_t stage = getStageIndex(), peer = getPeerRank();
+  if (failed(checkScheduleRanges(*this, schedule, stage, getMicrobatchIndex())))
+    return failure();
+  if (peer >= schedule.getNumRanks())
+    return emitOpError("peer ") << peer << " is outside the schedule's "
+                                << schedule.getNumRanks() << " ranks";
+  bool act = getPayload() == Payload::Act;
+  if (act && stage == schedule.getNumStages() - 1)
+    return emitOpError("stage ")
+           << stage << " is the last: its activation goes to no stage";
+  if (!act && stage == 0)
+    return emitOpError("stage 0 is the first: its input gradient goes to no "
+                       "stage");
+  // An activation flows from `stage` to `stage + 1`, a gradient from `stage`
+  // to `stage - 1`; the sender holds `stage`, the receiver the other one.
+  int64_t other = act ? stage + 1 : stage - 1;
+  int64_t local = isSend() ? stage : other, remote = isSend() ? other : stage;
+  if (failed(checkStageOnRank(*this, schedule, local, rank.getIndex())))
+    return failure();
+  if (schedule.getRankOf(remote) == rank.getIndex())
+    return emitOpError("stages ")
+           << std::min(stage, other) << " and " << std::max(stage, other)
+           << " are both on rank " << rank.getIndex()
+           << " and need no transfer";
+  if (peer != schedule.getRankOf(remote))
+    return emitOpError("peer ")
+           << peer << " does not hold stage " << remote << " (rank "
+           << schedule.getRankOf(remote) << " does)";
+  return success();
 }
 
 #define GET_OP_CLASSES

@@ -1,0 +1,129 @@
+//===- Schedule.h - Static pipeline schedules: generation, checks -*- C++
+//-*-===//
+//
+// A pipeline schedule says, per pipeline rank, the ordered computations
+// (forward F, backward B, and weight gradient W when split off) of the
+// virtual stages that rank holds, and the point-to-point transfers between
+// ranks. These functions make one (`dist.schedule`), and check and time one,
+// without a pass: `pcc plan` calls them as well as the passes
+// pcc-pipeline-schedule and pcc-verify-schedule.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_TRANSFORMS_PIPELINE_SCHEDULE_H
+#define PCC_TRANSFORMS_PIPELINE_SCHEDULE_H
+
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+
+namespace pcc::pipeline {
+
+/// What to generate. Virtual stage `s` lives on rank `s % ranks`; the model
+/// has `ranks * virtualStages` of them.
+struct ScheduleSpec {
+  /// gpipe, 1f1b, interleaved or zb-h1.
+  std::string kind = "1f1b";
+  int64_t ranks = 1;
+  int64_t microbatches = 1;
+  /// Model chunks per rank (v); more than one only for `interleaved`.
+  int64_t virtualStages = 1;
+  /// Empty, or per virtual stage the times of F, B and W (3 values each).
+  /// zb-h1 orders its actions by them (unit times when empty); all kinds
+  /// record them on the schedule for the timed simulation.
+  llvm::SmallVector<double> costs;
+  /// Empty, or per virtual stage the bytes one microbatch's forward keeps
+  /// until its last backward action.
+  llvm::SmallVector<int64_t> stashBytes;
+  /// Empty, or per rank the bytes held throughout (parameters, optimizer
+  /// state, workspace).
+  llvm::SmallVector<int64_t> baseBytes;
+};
+
+/// One entry of a rank's ordered list: a computation or a transfer.
+struct Action {
+  enum class Kind { Compute, Send, Recv };
+  Kind kind = Kind::Compute;
+  /// The computation (Kind::Compute).
+  dist::Phase phase = dist::Phase::F;
+  /// What a transfer carries (Kind::Send, Kind::Recv).
+  dist::Payload payload = dist::Payload::Act;
+  int64_t stage = 0;
+  int64_t microbatch = 0;
+  /// The other rank of a transfer.
+  int64_t peer = -1;
+
+  static Action compute(dist::Phase phase, int64_t stage, int64_t microbatch) {
+    return {Kind::Compute, phase, dist::Payload::Act, stage, microbatch, -1};
+  }
+  static Action transfer(Kind kind, dist::Payload payload, int64_t stage,
+                         int64_t microbatch, int64_t peer) {
+    return {kind, dist::Phase::F, payload, stage, microbatch, peer};
+  }
+  bool operator==(const Action &o) const {
+    return kind == o.kind && phase == o.phase && payload == o.payload &&
+           stage == o.stage && microbatch == o.microbatch && peer == o.peer;
+  }
+};
+
+/// Every rank's ordered actions, indexed by rank.
+using ScheduleTable = llvm::SmallVector<llvm::SmallVector<Action>>;
+
+/// The kinds generateSchedule knows, in the order error messages list them.
+llvm::ArrayRef<llvm::StringRef> getScheduleKinds();
+
+/// Generates the table `spec` asks for: the computations in the order of
+/// the kind, a receive right before the computation that reads it and a
+/// send right after the one that produces it. Emits a one-line error through
+/// `emitError` and fails on a spec no schedule fits.
+llvm::FailureOr<ScheduleTable>
+generateSchedule(const ScheduleSpec &spec,
+                 llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// Generates the table of `spec` and builds it as `dist.schedule @name` at
+/// the builder's insertion point, with spec's costs and bytes as attributes.
+llvm::FailureOr<dist::ScheduleOp>
+buildSchedule(mlir::OpBuilder &builder, mlir::Location loc,
+              llvm::StringRef name, const ScheduleSpec &spec,
+              llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// What the timed simulation of a schedule found for one rank.
+struct RankStats {
+  /// Time spent computing.
+  double busy = 0;
+  /// Most microbatch-chunks whose F ran and whose last backward action (W
+  /// when the schedule splits backwards, else B) had not.
+  int64_t peakStashed = 0;
+  /// base_bytes plus the most stashed bytes at any time.
+  int64_t peakBytes = 0;
+};
+
+struct ScheduleStats {
+  double makespan = 0;
+  /// 1 - sum(busy) / (ranks * makespan).
+  double bubbleFraction = 0;
+  /// Whether the schedule gives stash or base bytes (peakBytes is 0 if not).
+  bool hasBytes = false;
+  llvm::SmallVector<RankStats> ranks;
+};
+
+/// Checks that `schedule` runs every F and B (and every W, when any W
+/// appears) of every virtual stage and microbatch exactly once, that each
+/// action comes after what it depends on in its rank's order, that sends
+/// and receives pair up in order on every channel between two ranks, and
+/// that nothing deadlocks when sends never block and receives do. Emits an
+/// error at the offending action and fails otherwise. Then times it with the
+/// schedule's `costs` (unit F, B and W when absent; transfers are free).
+llvm::FailureOr<ScheduleStats> verifySchedule(dist::ScheduleOp schedule);
+
+/// Records `stats` on `schedule` (makespan, bubble_fraction) and its ranks
+/// (busy, peak_stashed, and peak_bytes when the schedule gives bytes).
+void annotateSchedule(dist::ScheduleOp schedule, const ScheduleStats &stats);
+
+} // namespace pcc::pipeline
+
+#endif // PCC_TRANSFORMS_PIPELINE_SCHEDULE_H

@@ -1,0 +1,342 @@
+//===- Schedule.cpp - Generates static pipeline schedules -----------------===//
+//
+// Each kind first decides the order of the computations on every rank; the
+// transfers follow from that order alone: a receive goes right before the
+// computation that reads it (receives block, so as late as possible) and a
+// send right after the computation that produces it (sends do not block, so
+// as early as possible).
+//
+// - gpipe: every forward, then every backward.
+// - 1f1b (PipeDream-Flush): rank r runs min(p - r - 1, m) warm-up forwards,
+//   then one forward and one backward while forwards remain, then the
+//   remaining backwards. At most p - r microbatches are in flight on rank r.
+// - interleaved (Megatron-LM's interleaved 1F1B): the same three phases
+//   over the m * v (chunk, microbatch) steps of a rank, taken in groups of p
+//   microbatches per chunk; warm-up is (p - r - 1) * 2 + (v - 1) * p steps.
+//   (Megatron runs every forward first when m == p, for the sake of how it
+//   batches its transfers; the formula's order is sound there too and keeps
+//   fewer microbatches in flight, so it is used throughout.)
+// - zb-h1 (zero bubble H1, Qi et al. 2023): B and W split; a list scheduler
+//   over simulated time runs, on each idle rank, the next B whose gradient
+//   has arrived, else the next F if its input has arrived and fewer than
+//   p - r microbatches are in flight (1F1B's peak), else the oldest pending
+//   W. The W's fill the bubbles 1F1B leaves.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Transforms/Pipeline/Schedule.h"
+
+#include <deque>
+#include <limits>
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::pipeline;
+using dist::Payload;
+using dist::Phase;
+
+ArrayRef<StringRef> pcc::pipeline::getScheduleKinds() {
+  static const StringRef kinds[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+  return kinds;
+}
+
+namespace {
+/// One computation: a phase of a virtual stage on a microbatch.
+struct Step {
+  Phase phase;
+  int64_t stage;
+  int64_t microbatch;
+};
+
+using StepOrder = SmallVector<SmallVector<Step>>;
+} // namespace
+
+/// A rank's order with `warmup` forwards first, then forwards and backwards
+/// alternating (forward first) while forwards remain, then the remaining
+/// backwards. `forwards` and `backwards` are the rank's steps in order.
+static SmallVector<Step> oneForwardOneBackward(ArrayRef<Step> forwards,
+                                               ArrayRef<Step> backwards,
+                                               int64_t warmup) {
+  SmallVector<Step> order(forwards.take_front(warmup));
+  int64_t steady = forwards.size() - warmup;
+  for (int64_t i = 0; i < steady; ++i) {
+    order.push_back(forwards[warmup + i]);
+    order.push_back(backwards[i]);
+  }
+  llvm::append_range(order, backwards.drop_front(steady));
+  return order;
+}
+
+/// gpipe and 1f1b: one stage per rank, microbatches in order.
+static StepOrder flushOrder(const ScheduleSpec &spec, bool gpipe) {
+  int64_t p = spec.ranks, m = spec.microbatches;
+  StepOrder order(p);
+  for (int64_t r = 0; r < p; ++r) {
+    SmallVector<Step> forwards, backwards;
+    for (int64_t k = 0; k < m; ++k) {
+      forwards.push_back({Phase::F, r, k});
+      backwards.push_back({Phase::B, r, k});
+    }
+    int64_t warmup = gpipe ? m : std::min(p - r - 1, m);
+    order[r] = oneForwardOneBackward(forwards, backwards, warmup);
+  }
+  return order;
+}
+
+/// Megatron's interleaved order. Step k of a rank belongs to chunk
+/// (k mod p*v) / p (counted from the last chunk for backwards) and to
+/// microbatch (k / (p*v)) * p + k mod p: p microbatches through one chunk,
+/// then the same p through the next, and so on.
+static StepOrder interleavedOrder(const ScheduleSpec &spec) {
+  int64_t p = spec.ranks, m = spec.microbatches, v = spec.virtualStages;
+  int64_t steps = m * v, group = p * v;
+  StepOrder order(p);
+  for (int64_t r = 0; r < p; ++r) {
+    SmallVector<Step> forwards, backwards;
+    for (int64_t k = 0; k < steps; ++k) {
+      int64_t chunk = (k % group) / p;
+      int64_t microbatch = (k / group) * p + k % p;
+      forwards.push_back({Phase::F, chunk * p + r, microbatch});
+      backwards.push_back({Phase::B, (v - 1 - chunk) * p + r, microbatch});
+    }
+    int64_t warmup = std::min((p - r - 1) * 2 + (v - 1) * p, steps);
+    order[r] = oneForwardOneBackward(forwards, backwards, warmup);
+  }
+  return order;
+}
+
+/// Zero bubble H1 by list scheduling over simulated time (one stage per
+/// rank). Deterministic: ranks act in rank order at equal times and each
+/// phase takes its microbatches in order.
+static StepOrder zeroBubbleH1Order(const ScheduleSpec &spec) {
+  int64_t p = spec.ranks, m = spec.microbatches;
+  auto cost = [&](Phase phase, int64_t stage) {
+    return spec.costs.empty() ? 1.0 : spec.costs[3 * stage + unsigned(phase)];
+  };
+  constexpr double kNotYet = std::numeric_limits<double>::infinity();
+  struct RankState {
+    double free = 0; ///< when the rank's last action ends
+    int64_t nextF = 0, nextB = 0, doneW = 0;
+    std::deque<int64_t> pendingW; ///< microbatches whose B ran, W not
+    bool finished(int64_t microbatches) const { return doneW == microbatches; }
+  };
+  SmallVector<RankState> ranks(p);
+  // End times of each stage's F and B per microbatch.
+  SmallVector<SmallVector<double>> fEnd(p, SmallVector<double>(m, kNotYet));
+  SmallVector<SmallVector<double>> bEnd(p, SmallVector<double>(m, kNotYet));
+  StepOrder order(p);
+
+  // Runs the action the priorities pick for rank r at time t, if any.
+  auto act = [&](int64_t r, double t) -> bool {
+    RankState &s = ranks[r];
+    auto run = [&](Phase phase, int64_t k) {
+      s.free = t + cost(phase, r);
+      order[r].push_back({phase, r, k});
+    };
+    // B first: it frees the ranks before this one.
+    if (s.nextB < s.nextF) {
+      int64_t k = s.nextB;
+      double gradient = r == p - 1 ? fEnd[r][k] : bEnd[r + 1][k];
+      if (gradient <= t) {
+        run(Phase::B, k);
+        bEnd[r][k] = s.free;
+        s.pendingW.push_back(k);
+        ++s.nextB;
+        return true;
+      }
+    }
+    // Then F, within 1F1B's memory: at most p - r microbatches in flight.
+    if (s.nextF < m && s.nextF - s.doneW < p - r) {
+      int64_t k = s.nextF;
+      double input = r == 0 ? 0.0 : fEnd[r - 1][k];
+      if (input <= t) {
+        run(Phase::F, k);
+        fEnd[r][k] = s.free;
+        ++s.nextF;
+        return true;
+      }
+    }
+    // W fills what would be a bubble.
+    if (!s.pendingW.empty()) {
+      run(Phase::W, s.pendingW.front());
+      s.pendingW.pop_front();
+      ++s.doneW;
+      return true;
+    }
+    return false;
+  };
+
+  while (
+      llvm::any_of(ranks, [&](const RankState &s) { return !s.finished(m); })) {
+    double now = kNotYet;
+    for (const RankState &s : ranks)
+      if (!s.finished(m))
+        now = std::min(now, s.free);
+    // Zero-cost actions can enable others at the same time: repeat until
+    // nobody idle at `now` can act.
+    bool acted = true;
+    while (acted) {
+      acted = false;
+      for (int64_t r = 0; r < p; ++r)
+        if (!ranks[r].finished(m) && ranks[r].free <= now && act(r, now))
+          acted = true;
+    }
+    // Ranks still idle wait for the next action to end anywhere: only an
+    // end can deliver an input or a gradient.
+    double next = kNotYet;
+    for (const RankState &s : ranks)
+      if (s.free > now)
+        next = std::min(next, s.free);
+    // B of the last stage and W need nothing from elsewhere, and F of the
+    // first stage has its input, so a waiting rank always has another rank
+    // ahead of it.
+    for (RankState &s : ranks) {
+      if (s.finished(m) || s.free > now)
+        continue;
+      if (next == kNotYet) {
+        assert(false && "zb-h1 list scheduler stalled");
+        return order;
+      }
+      s.free = next;
+    }
+  }
+  return order;
+}
+
+/// Adds the transfers around the computations of `order`.
+static ScheduleTable withTransfers(const StepOrder &order, int64_t ranks,
+                                   int64_t stages) {
+  ScheduleTable table(order.size());
+  auto rankOf = [&](int64_t stage) { return stage % ranks; };
+  for (auto [r, steps] : llvm::enumerate(order)) {
+    SmallVector<Action> &actions = table[r];
+    int64_t rank = r;
+    for (const Step &s : steps) {
+      // The neighbour this computation reads from and writes to: forwards
+      // read stage - 1 and feed stage + 1, backwards the other way round.
+      bool forward = s.phase == Phase::F, backward = s.phase == Phase::B;
+      int64_t from = forward ? s.stage - 1 : s.stage + 1;
+      int64_t to = forward ? s.stage + 1 : s.stage - 1;
+      Payload in = forward ? Payload::Act : Payload::Grad;
+      bool moves = forward || backward;
+      if (moves && from >= 0 && from < stages && rankOf(from) != rank)
+        actions.push_back(Action::transfer(Action::Kind::Recv, in, from,
+                                           s.microbatch, rankOf(from)));
+      actions.push_back(Action::compute(s.phase, s.stage, s.microbatch));
+      if (moves && to >= 0 && to < stages && rankOf(to) != rank)
+        actions.push_back(Action::transfer(Action::Kind::Send, in, s.stage,
+                                           s.microbatch, rankOf(to)));
+    }
+  }
+  return table;
+}
+
+FailureOr<ScheduleTable>
+pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
+                                function_ref<InFlightDiagnostic()> emitError) {
+  int64_t p = spec.ranks, m = spec.microbatches, v = spec.virtualStages;
+  if (!llvm::is_contained(getScheduleKinds(), spec.kind)) {
+    InFlightDiagnostic diag = emitError();
+    diag << "unknown pipeline schedule '" << spec.kind << "'; expected ";
+    ArrayRef<StringRef> kinds = getScheduleKinds();
+    llvm::interleave(
+        kinds.drop_back(), [&](StringRef k) { diag << k; },
+        [&] { diag << ", "; });
+    diag << " or " << kinds.back();
+    return failure();
+  }
+  if (p < 1)
+    return emitError() << "a pipeline schedule needs at least 1 rank; got "
+                       << p;
+  if (m < 1)
+    return emitError()
+           << "a pipeline schedule needs at least 1 microbatch; got " << m;
+  if (v < 1)
+    return emitError() << "a pipeline schedule needs at least 1 virtual "
+                          "stage per rank; got "
+                       << v;
+  bool interleaved = spec.kind == "interleaved";
+  if (!interleaved && v > 1)
+    return emitError() << "the " << spec.kind
+                       << " schedule has 1 virtual stage per rank; got " << v
+                       << " (interleaved takes more)";
+  if (interleaved && v < 2)
+    return emitError() << "the interleaved schedule needs at least 2 "
+                          "virtual stages per rank; got "
+                       << v << " (1f1b takes 1)";
+  if (interleaved && m % p != 0)
+    return emitError() << "the interleaved schedule needs the microbatches "
+                          "to be a multiple of the pipeline ranks ("
+                       << p << "); got " << m;
+  int64_t stages = p * v;
+  if (!spec.costs.empty()) {
+    if (int64_t(spec.costs.size()) != 3 * stages)
+      return emitError() << "costs has " << spec.costs.size()
+                         << " values; expected F, B and W times for each of "
+                            "the "
+                         << stages << " virtual stages (" << 3 * stages << ")";
+    for (double c : spec.costs)
+      if (!(c >= 0) || !std::isfinite(c))
+        return emitError() << "costs must be finite and non-negative; got "
+                           << c;
+  }
+  if (!spec.stashBytes.empty() && int64_t(spec.stashBytes.size()) != stages)
+    return emitError() << "stash bytes has " << spec.stashBytes.size()
+                       << " values; expected one per virtual stage (" << stages
+                       << ")";
+  if (!spec.baseBytes.empty() && int64_t(spec.baseBytes.size()) != p)
+    return emitError() << "base bytes has " << spec.baseBytes.size()
+                       << " values; expected one per rank (" << p << ")";
+  if (llvm::any_of(spec.stashBytes, [](int64_t b) { return b < 0; }) ||
+      llvm::any_of(spec.baseBytes, [](int64_t b) { return b < 0; }))
+    return emitError() << "bytes must be non-negative";
+
+  StepOrder order;
+  if (spec.kind == "gpipe" || spec.kind == "1f1b")
+    order = flushOrder(spec, /*gpipe=*/spec.kind == "gpipe");
+  else if (interleaved)
+    order = interleavedOrder(spec);
+  else
+    order = zeroBubbleH1Order(spec);
+  return withTransfers(order, p, stages);
+}
+
+FailureOr<dist::ScheduleOp>
+pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
+                             const ScheduleSpec &spec,
+                             function_ref<InFlightDiagnostic()> emitError) {
+  FailureOr<ScheduleTable> table = generateSchedule(spec, emitError);
+  if (failed(table))
+    return failure();
+  auto costs = spec.costs.empty() ? DenseF64ArrayAttr()
+                                  : builder.getDenseF64ArrayAttr(spec.costs);
+  auto stash = spec.stashBytes.empty()
+                   ? DenseI64ArrayAttr()
+                   : builder.getDenseI64ArrayAttr(spec.stashBytes);
+  auto base = spec.baseBytes.empty()
+                  ? DenseI64ArrayAttr()
+                  : builder.getDenseI64ArrayAttr(spec.baseBytes);
+  auto schedule = dist::ScheduleOp::create(
+      builder, loc, name, spec.kind, spec.microbatches, spec.virtualStages,
+      spec.ranks, costs, stash, base, /*bubble_fraction=*/nullptr,
+      /*makespan=*/nullptr);
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(&schedule.getBody().emplaceBlock());
+  for (auto [r, actions] : llvm::enumerate(*table)) {
+    auto rank =
+        dist::RankOp::create(builder, loc, r, nullptr, nullptr, nullptr);
+    OpBuilder::InsertionGuard rankGuard(builder);
+    builder.setInsertionPointToStart(&rank.getBody().emplaceBlock());
+    for (const Action &a : actions) {
+      if (a.kind == Action::Kind::Compute) {
+        dist::ComputeOp::create(builder, loc, a.phase, a.stage, a.microbatch);
+        continue;
+      }
+      auto direction = a.kind == Action::Kind::Send ? dist::Direction::Send
+                                                    : dist::Direction::Recv;
+      dist::TransferOp::create(builder, loc, direction, a.payload, a.stage,
+                               a.microbatch, a.peer);
+    }
+  }
+  return schedule;
+}

@@ -1,0 +1,355 @@
+//===- VerifySchedule.cpp - Checks and times static pipeline schedules ----===//
+//
+// A schedule is only as good as the step functions lowered from it: an
+// action missing or run twice computes wrong gradients, one out of order
+// reads a value that does not exist yet, and a receive no send matches, or a
+// cycle of receives, hangs every rank. The op verifiers check each action on
+// its own; this checks the table as a whole, in the order that gives the
+// most precise diagnosis: each action once, then the pairing of sends and
+// receives on every channel, then each rank's order, then a simulation in
+// which sends never block and receives do (a deadlock). The same simulation,
+// timed with the schedule's costs, gives the bubble and the memory peaks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipeline/Schedule.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Format.h"
+
+#include <map>
+
+namespace pcc {
+#define GEN_PASS_DEF_VERIFYSCHEDULE
+#include "pcc/Transforms/Passes.h.inc"
+} // namespace pcc
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::pipeline;
+using dist::Payload;
+using dist::Phase;
+
+namespace {
+/// An action of a schedule and the op that states it.
+struct Entry {
+  Operation *op;
+  Action action;
+};
+
+/// Identifies an action regardless of its place: its kind, phase or payload,
+/// stage and microbatch (the peer follows from the stage).
+using ActionKey = std::tuple<unsigned, unsigned, int64_t, int64_t>;
+
+/// Transfers between an ordered pair of ranks, in each side's order.
+struct Channel {
+  SmallVector<const Entry *> sends, recvs;
+};
+} // namespace
+
+static ActionKey keyOf(const Action &a) {
+  unsigned what =
+      a.kind == Action::Kind::Compute ? unsigned(a.phase) : unsigned(a.payload);
+  return {unsigned(a.kind), what, a.stage, a.microbatch};
+}
+
+/// The action as the assembly spells it, e.g. `recv act stage 0 microbatch
+/// 1 from rank 0`.
+static std::string describe(const Action &a) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (a.kind == Action::Kind::Compute)
+    os << dist::stringifyPhase(a.phase);
+  else
+    os << (a.kind == Action::Kind::Send ? "send " : "recv ")
+       << dist::stringifyPayload(a.payload);
+  os << " stage " << a.stage << " microbatch " << a.microbatch;
+  if (a.kind == Action::Kind::Send)
+    os << " to rank " << a.peer;
+  else if (a.kind == Action::Kind::Recv)
+    os << " from rank " << a.peer;
+  return s;
+}
+
+static Action entryAction(Operation *op) {
+  if (auto compute = dyn_cast<dist::ComputeOp>(op))
+    return Action::compute(compute.getPhase(), compute.getStageIndex(),
+                           compute.getMicrobatchIndex());
+  auto transfer = cast<dist::TransferOp>(op);
+  return Action::transfer(
+      transfer.isSend() ? Action::Kind::Send : Action::Kind::Recv,
+      transfer.getPayload(), transfer.getStageIndex(),
+      transfer.getMicrobatchIndex(), transfer.getPeerRank());
+}
+
+/// What `a`, on rank `rank`, needs earlier on the same rank: the
+/// computation it consumes, or the receive that brings it.
+static SmallVector<Action> prerequisites(const Action &a, int64_t rank,
+                                         dist::ScheduleOp schedule) {
+  int64_t last = schedule.getNumStages() - 1, k = a.microbatch;
+  // The output of `stage`'s `phase` as seen from `rank`: computed here or
+  // received from the rank that holds the stage.
+  auto input = [&](Phase phase, Payload payload, int64_t stage) {
+    int64_t holder = schedule.getRankOf(stage);
+    if (holder == rank)
+      return Action::compute(phase, stage, k);
+    return Action::transfer(Action::Kind::Recv, payload, stage, k, holder);
+  };
+  if (a.kind == Action::Kind::Recv)
+    return {};
+  if (a.kind == Action::Kind::Send)
+    return {Action::compute(a.payload == Payload::Act ? Phase::F : Phase::B,
+                            a.stage, k)};
+  switch (a.phase) {
+  case Phase::F:
+    if (a.stage == 0)
+      return {};
+    return {input(Phase::F, Payload::Act, a.stage - 1)};
+  case Phase::B: {
+    SmallVector<Action> needs{Action::compute(Phase::F, a.stage, k)};
+    if (a.stage < last)
+      needs.push_back(input(Phase::B, Payload::Grad, a.stage + 1));
+    return needs;
+  }
+  case Phase::W:
+    return {Action::compute(Phase::B, a.stage, k)};
+  }
+  llvm_unreachable("unknown phase");
+}
+
+FailureOr<ScheduleStats>
+pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
+  int64_t p = schedule.getNumRanks(), stages = schedule.getNumStages();
+  int64_t m = schedule.getNumMicrobatches();
+  SmallVector<dist::RankOp> rankOps = schedule.getRankOps();
+  SmallVector<SmallVector<Entry>> table(p);
+  for (auto [r, rankOp] : llvm::enumerate(rankOps))
+    for (Operation &op : rankOp.getBody().front())
+      table[r].push_back({&op, entryAction(&op)});
+
+  // Each action at most once; computations exactly once. When any W
+  // appears the schedule splits backwards, and every B needs its W.
+  DenseMap<ActionKey, Operation *> seen;
+  bool split = false;
+  for (auto &entries : table)
+    for (const Entry &e : entries) {
+      if (!seen.try_emplace(keyOf(e.action), e.op).second)
+        return e.op->emitError() << describe(e.action) << " appears twice",
+               failure();
+      split |=
+          e.action.kind == Action::Kind::Compute && e.action.phase == Phase::W;
+    }
+  SmallVector<Phase> phases{Phase::F, Phase::B};
+  if (split)
+    phases.push_back(Phase::W);
+  for (int64_t stage = 0; stage < stages; ++stage)
+    for (int64_t k = 0; k < m; ++k)
+      for (Phase phase : phases) {
+        Action a = Action::compute(phase, stage, k);
+        if (seen.count(keyOf(a)))
+          continue;
+        int64_t r = schedule.getRankOf(stage);
+        auto diag = rankOps[r].emitError()
+                    << "rank " << r << " never runs " << describe(a);
+        if (phase == Phase::W)
+          diag << " (the schedule splits backwards: every B needs its W)";
+        return failure();
+      }
+
+  // Receives take each channel's transfers in the order they were sent.
+  std::map<std::pair<int64_t, int64_t>, Channel> channels;
+  for (auto [r, entries] : llvm::enumerate(table))
+    for (const Entry &e : entries) {
+      if (e.action.kind == Action::Kind::Send)
+        channels[{int64_t(r), e.action.peer}].sends.push_back(&e);
+      else if (e.action.kind == Action::Kind::Recv)
+        channels[{e.action.peer, int64_t(r)}].recvs.push_back(&e);
+    }
+  for (auto &[ends, channel] : channels) {
+    auto [from, to] = ends;
+    size_t n = std::max(channel.sends.size(), channel.recvs.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (i >= channel.recvs.size()) {
+        const Entry *send = channel.sends[i];
+        return send->op->emitError() << describe(send->action)
+                                     << " has no matching recv on rank " << to,
+               failure();
+      }
+      const Entry *recv = channel.recvs[i];
+      if (i >= channel.sends.size())
+        return recv->op->emitError()
+                   << describe(recv->action) << " has no matching send on rank "
+                   << from,
+               failure();
+      const Action &s = channel.sends[i]->action, &r = recv->action;
+      if (s.payload != r.payload || s.stage != r.stage ||
+          s.microbatch != r.microbatch)
+        return recv->op->emitError()
+                   << describe(r) << " is receive #" << i + 1 << " from rank "
+                   << from << ", whose send #" << i + 1 << " to rank " << to
+                   << " is " << describe(s)
+                   << ": receives must follow the order of the sends",
+               failure();
+    }
+  }
+
+  // Each rank's order respects what every action consumes.
+  for (auto [r, entries] : llvm::enumerate(table)) {
+    DenseSet<ActionKey> done;
+    for (const Entry &e : entries) {
+      for (const Action &need : prerequisites(e.action, r, schedule))
+        if (!done.contains(keyOf(need)))
+          return e.op->emitError()
+                     << describe(e.action) << " needs " << describe(need)
+                     << " earlier on rank " << r,
+                 failure();
+      done.insert(keyOf(e.action));
+    }
+  }
+
+  // Run it: sends never block, a receive waits for its send. Computations
+  // take their cost, transfers nothing.
+  std::optional<ArrayRef<double>> costs = schedule.getCosts();
+  auto cost = [&](const Action &a) {
+    auto of = [&](Phase phase) {
+      return costs ? (*costs)[3 * a.stage + unsigned(phase)] : 1.0;
+    };
+    // Unless split off, the weight gradient is part of B.
+    if (a.phase == Phase::B && !split)
+      return of(Phase::B) + of(Phase::W);
+    return of(a.phase);
+  };
+  std::optional<ArrayRef<int64_t>> stashBytes = schedule.getStashBytes();
+  std::optional<ArrayRef<int64_t>> baseBytes = schedule.getBaseBytes();
+  Phase releases = split ? Phase::W : Phase::B;
+
+  ScheduleStats stats;
+  stats.ranks.resize(p);
+  stats.hasBytes = stashBytes || baseBytes;
+  SmallVector<size_t> next(p, 0);
+  SmallVector<double> clock(p, 0.0);
+  SmallVector<int64_t> stashed(p, 0), bytes(p, 0), peakBytes(p, 0);
+  std::map<std::pair<int64_t, int64_t>, SmallVector<double>> sendTimes;
+  std::map<std::pair<int64_t, int64_t>, size_t> received;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t r = 0; r < p; ++r) {
+      RankStats &rs = stats.ranks[r];
+      for (; next[r] < table[r].size(); ++next[r], progress = true) {
+        const Action &a = table[r][next[r]].action;
+        if (a.kind == Action::Kind::Recv) {
+          SmallVector<double> &sent = sendTimes[{a.peer, r}];
+          size_t &index = received[{a.peer, r}];
+          if (index >= sent.size())
+            break;
+          clock[r] = std::max(clock[r], sent[index++]);
+          continue;
+        }
+        if (a.kind == Action::Kind::Send) {
+          sendTimes[{r, a.peer}].push_back(clock[r]);
+          continue;
+        }
+        double t = cost(a);
+        clock[r] += t;
+        rs.busy += t;
+        int64_t chunk = stashBytes ? (*stashBytes)[a.stage] : 0;
+        if (a.phase == Phase::F) {
+          rs.peakStashed = std::max(rs.peakStashed, ++stashed[r]);
+          bytes[r] += chunk;
+          peakBytes[r] = std::max(peakBytes[r], bytes[r]);
+        } else if (a.phase == releases) {
+          --stashed[r];
+          bytes[r] -= chunk;
+        }
+      }
+    }
+  }
+  std::string blocked;
+  Operation *firstBlocked = nullptr;
+  for (int64_t r = 0; r < p; ++r) {
+    if (next[r] == table[r].size())
+      continue;
+    const Entry &e = table[r][next[r]];
+    if (!firstBlocked)
+      firstBlocked = e.op;
+    blocked += (blocked.empty() ? "" : "; ") + ("rank " + std::to_string(r)) +
+               " waits at " + describe(e.action);
+  }
+  if (firstBlocked)
+    return firstBlocked->emitError() << "the schedule deadlocks: " << blocked,
+           failure();
+
+  double busy = 0;
+  for (int64_t r = 0; r < p; ++r) {
+    stats.makespan = std::max(stats.makespan, clock[r]);
+    busy += stats.ranks[r].busy;
+    stats.ranks[r].peakBytes = (baseBytes ? (*baseBytes)[r] : 0) + peakBytes[r];
+  }
+  if (stats.makespan > 0)
+    stats.bubbleFraction = 1.0 - busy / (double(p) * stats.makespan);
+  return stats;
+}
+
+void pcc::pipeline::annotateSchedule(dist::ScheduleOp schedule,
+                                     const ScheduleStats &stats) {
+  Builder b(schedule.getContext());
+  schedule.setBubbleFractionAttr(b.getF64FloatAttr(stats.bubbleFraction));
+  schedule.setMakespanAttr(b.getF64FloatAttr(stats.makespan));
+  for (auto [rank, rs] : llvm::zip(schedule.getRankOps(), stats.ranks)) {
+    rank.setBusyAttr(b.getF64FloatAttr(rs.busy));
+    rank.setPeakStashedAttr(b.getI64IntegerAttr(rs.peakStashed));
+    if (stats.hasBytes)
+      rank.setPeakBytesAttr(b.getI64IntegerAttr(rs.peakBytes));
+  }
+}
+
+namespace {
+struct VerifySchedulePass : pcc::impl::VerifyScheduleBase<VerifySchedulePass> {
+  using VerifyScheduleBase::VerifyScheduleBase;
+
+  void runOnOperation() override {
+    bool ok = true;
+    for (auto schedule : getOperation().getOps<dist::ScheduleOp>()) {
+      FailureOr<ScheduleStats> stats = verifySchedule(schedule);
+      if (failed(stats)) {
+        ok = false;
+        continue;
+      }
+      annotateSchedule(schedule, *stats);
+      if (remarks)
+        remark(schedule, *stats);
+    }
+    if (!ok)
+      signalPassFailure();
+  }
+
+  static void remark(dist::ScheduleOp schedule, const ScheduleStats &stats) {
+    // Diagnostics take no format objects: compose the text first.
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    auto count = [&](int64_t n, StringRef one, StringRef many) {
+      os << n << " " << (n == 1 ? one : many);
+    };
+    os << "schedule @" << schedule.getSymName() << " (" << schedule.getKind()
+       << ", ";
+    count(schedule.getNumRanks(), "rank", "ranks");
+    os << ", ";
+    count(schedule.getNumMicrobatches(), "microbatch", "microbatches");
+    if (schedule.getNumStages() != schedule.getNumRanks()) {
+      os << ", ";
+      count(schedule.getNumStages(), "virtual stage", "virtual stages");
+    }
+    os << "): bubble " << llvm::format("%.1f%%", 100 * stats.bubbleFraction)
+       << ", makespan " << llvm::format("%g", stats.makespan);
+    for (auto [r, rs] : llvm::enumerate(stats.ranks)) {
+      os << "; rank " << r << " busy " << llvm::format("%g", rs.busy)
+         << ", peak " << rs.peakStashed << " stashed";
+      if (stats.hasBytes)
+        os << ", " << rs.peakBytes << " bytes";
+    }
+    schedule.emitRemark(text);
+  }
+};
+} // namespace

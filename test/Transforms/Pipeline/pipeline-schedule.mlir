@@ -1,0 +1,293 @@
+// The action tables of each schedule kind on small pipelines, accepted by
+// pcc-verify-schedule, which records the bubble. With unit costs (F = 1,
+// B = 2, or B = W = 1 when split), GPipe and 1F1B leave the classical bubble
+// (p - 1) / (m + p - 1); interleaving and zero bubble leave less.
+
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=gpipe ranks=2 microbatches=2" --pcc-verify-schedule | FileCheck %s --check-prefix=GPIPE
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b ranks=2 microbatches=4" --pcc-verify-schedule | FileCheck %s --check-prefix=P2M4
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b ranks=4 microbatches=4" --pcc-verify-schedule | grep -v dist.transfer | FileCheck %s --check-prefix=P4M4
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b ranks=4 microbatches=2" --pcc-verify-schedule | grep -v dist.transfer | FileCheck %s --check-prefix=P4M2
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=interleaved ranks=2 virtual-stages=2 microbatches=4" --pcc-verify-schedule | FileCheck %s --check-prefix=INTER
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=zb-h1 ranks=2 microbatches=2" --pcc-verify-schedule | FileCheck %s --check-prefix=ZB
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b ranks=2 microbatches=4 costs=1,2,1,2,3,1 stash-bytes=100,50 base-bytes=1000,2000" --pcc-verify-schedule=remarks=true 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b ranks=2 microbatches=4 costs=1,2,1,2,3,1 stash-bytes=100,50 base-bytes=1000,2000" --pcc-verify-schedule | FileCheck %s --check-prefix=COSTS
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b microbatches=3" | FileCheck %s --check-prefix=MESH
+
+dist.mesh @mesh(pp = 3, tp = 2)
+
+// GPipe: every forward, then every backward; a receive right before the
+// computation that reads it, a send right after the one that produces it.
+// Bubble 1/3.
+// GPIPE:      dist.schedule @schedule {bubble_fraction = 0.3333{{[0-9]*}} : f64, kind = "gpipe", makespan = 9.{{0+}}e+00 : f64, microbatches = 2 : i64, ranks = 2 : i64, virtual_stages = 1 : i64} {
+// GPIPE-NEXT:   dist.rank 0 attributes {busy = 6.{{0+}}e+00 : f64, peak_stashed = 2 : i64} {
+// GPIPE-NEXT:     dist.compute F stage 0 microbatch 0
+// GPIPE-NEXT:     dist.transfer send act stage 0 microbatch 0 peer 1
+// GPIPE-NEXT:     dist.compute F stage 0 microbatch 1
+// GPIPE-NEXT:     dist.transfer send act stage 0 microbatch 1 peer 1
+// GPIPE-NEXT:     dist.transfer recv grad stage 1 microbatch 0 peer 1
+// GPIPE-NEXT:     dist.compute B stage 0 microbatch 0
+// GPIPE-NEXT:     dist.transfer recv grad stage 1 microbatch 1 peer 1
+// GPIPE-NEXT:     dist.compute B stage 0 microbatch 1
+// GPIPE-NEXT:   }
+// GPIPE-NEXT:   dist.rank 1 attributes {busy = 6.{{0+}}e+00 : f64, peak_stashed = 2 : i64} {
+// GPIPE-NEXT:     dist.transfer recv act stage 0 microbatch 0 peer 0
+// GPIPE-NEXT:     dist.compute F stage 1 microbatch 0
+// GPIPE-NEXT:     dist.transfer recv act stage 0 microbatch 1 peer 0
+// GPIPE-NEXT:     dist.compute F stage 1 microbatch 1
+// GPIPE-NEXT:     dist.compute B stage 1 microbatch 0
+// GPIPE-NEXT:     dist.transfer send grad stage 1 microbatch 0 peer 0
+// GPIPE-NEXT:     dist.compute B stage 1 microbatch 1
+// GPIPE-NEXT:     dist.transfer send grad stage 1 microbatch 1 peer 0
+// GPIPE-NEXT:   }
+// GPIPE-NEXT: }
+
+// 1F1B, p = 2, m = 4: one warm-up forward on rank 0, none on rank 1; at most
+// p - r microbatches in flight on rank r. Bubble 1/5.
+// P2M4:      dist.schedule @schedule {bubble_fraction = 0.19999{{[0-9]*}} : f64, kind = "1f1b", makespan = 1.5{{0+}}e+01 : f64
+// P2M4-NEXT:   dist.rank 0 attributes {busy = 1.2{{0+}}e+01 : f64, peak_stashed = 2 : i64} {
+// P2M4-NEXT:     dist.compute F stage 0 microbatch 0
+// P2M4-NEXT:     dist.transfer send act stage 0 microbatch 0 peer 1
+// P2M4-NEXT:     dist.compute F stage 0 microbatch 1
+// P2M4-NEXT:     dist.transfer send act stage 0 microbatch 1 peer 1
+// P2M4-NEXT:     dist.transfer recv grad stage 1 microbatch 0 peer 1
+// P2M4-NEXT:     dist.compute B stage 0 microbatch 0
+// P2M4-NEXT:     dist.compute F stage 0 microbatch 2
+// P2M4-NEXT:     dist.transfer send act stage 0 microbatch 2 peer 1
+// P2M4-NEXT:     dist.transfer recv grad stage 1 microbatch 1 peer 1
+// P2M4-NEXT:     dist.compute B stage 0 microbatch 1
+// P2M4-NEXT:     dist.compute F stage 0 microbatch 3
+// P2M4-NEXT:     dist.transfer send act stage 0 microbatch 3 peer 1
+// P2M4-NEXT:     dist.transfer recv grad stage 1 microbatch 2 peer 1
+// P2M4-NEXT:     dist.compute B stage 0 microbatch 2
+// P2M4-NEXT:     dist.transfer recv grad stage 1 microbatch 3 peer 1
+// P2M4-NEXT:     dist.compute B stage 0 microbatch 3
+// P2M4-NEXT:   }
+// P2M4-NEXT:   dist.rank 1 attributes {busy = 1.2{{0+}}e+01 : f64, peak_stashed = 1 : i64} {
+// P2M4-NEXT:     dist.transfer recv act stage 0 microbatch 0 peer 0
+// P2M4-NEXT:     dist.compute F stage 1 microbatch 0
+// P2M4-NEXT:     dist.compute B stage 1 microbatch 0
+// P2M4-NEXT:     dist.transfer send grad stage 1 microbatch 0 peer 0
+// P2M4-NEXT:     dist.transfer recv act stage 0 microbatch 1 peer 0
+// P2M4-NEXT:     dist.compute F stage 1 microbatch 1
+// P2M4-NEXT:     dist.compute B stage 1 microbatch 1
+// P2M4-NEXT:     dist.transfer send grad stage 1 microbatch 1 peer 0
+// P2M4-NEXT:     dist.transfer recv act stage 0 microbatch 2 peer 0
+// P2M4-NEXT:     dist.compute F stage 1 microbatch 2
+// P2M4-NEXT:     dist.compute B stage 1 microbatch 2
+// P2M4-NEXT:     dist.transfer send grad stage 1 microbatch 2 peer 0
+// P2M4-NEXT:     dist.transfer recv act stage 0 microbatch 3 peer 0
+// P2M4-NEXT:     dist.compute F stage 1 microbatch 3
+// P2M4-NEXT:     dist.compute B stage 1 microbatch 3
+// P2M4-NEXT:     dist.transfer send grad stage 1 microbatch 3 peer 0
+// P2M4-NEXT:   }
+// P2M4-NEXT: }
+
+// 1F1B, p = 4, m = 4 (computations only): 3, 2, 1 and 0 warm-up forwards.
+// Bubble 3/7.
+// P4M4:      dist.schedule @schedule {bubble_fraction = 0.4285{{[0-9]*}} : f64, kind = "1f1b"
+// P4M4-NEXT:   dist.rank 0 attributes {{.*}}peak_stashed = 4
+// P4M4-NEXT:     dist.compute F stage 0 microbatch 0
+// P4M4-NEXT:     dist.compute F stage 0 microbatch 1
+// P4M4-NEXT:     dist.compute F stage 0 microbatch 2
+// P4M4-NEXT:     dist.compute F stage 0 microbatch 3
+// P4M4-NEXT:     dist.compute B stage 0 microbatch 0
+// P4M4-NEXT:     dist.compute B stage 0 microbatch 1
+// P4M4-NEXT:     dist.compute B stage 0 microbatch 2
+// P4M4-NEXT:     dist.compute B stage 0 microbatch 3
+// P4M4-NEXT:   }
+// P4M4-NEXT:   dist.rank 1 attributes {{.*}}peak_stashed = 3
+// P4M4-NEXT:     dist.compute F stage 1 microbatch 0
+// P4M4-NEXT:     dist.compute F stage 1 microbatch 1
+// P4M4-NEXT:     dist.compute F stage 1 microbatch 2
+// P4M4-NEXT:     dist.compute B stage 1 microbatch 0
+// P4M4-NEXT:     dist.compute F stage 1 microbatch 3
+// P4M4-NEXT:     dist.compute B stage 1 microbatch 1
+// P4M4-NEXT:     dist.compute B stage 1 microbatch 2
+// P4M4-NEXT:     dist.compute B stage 1 microbatch 3
+// P4M4-NEXT:   }
+// P4M4-NEXT:   dist.rank 2 attributes {{.*}}peak_stashed = 2
+// P4M4-NEXT:     dist.compute F stage 2 microbatch 0
+// P4M4-NEXT:     dist.compute F stage 2 microbatch 1
+// P4M4-NEXT:     dist.compute B stage 2 microbatch 0
+// P4M4-NEXT:     dist.compute F stage 2 microbatch 2
+// P4M4-NEXT:     dist.compute B stage 2 microbatch 1
+// P4M4-NEXT:     dist.compute F stage 2 microbatch 3
+// P4M4-NEXT:     dist.compute B stage 2 microbatch 2
+// P4M4-NEXT:     dist.compute B stage 2 microbatch 3
+// P4M4-NEXT:   }
+// P4M4-NEXT:   dist.rank 3 attributes {{.*}}peak_stashed = 1
+// P4M4-NEXT:     dist.compute F stage 3 microbatch 0
+// P4M4-NEXT:     dist.compute B stage 3 microbatch 0
+// P4M4-NEXT:     dist.compute F stage 3 microbatch 1
+// P4M4-NEXT:     dist.compute B stage 3 microbatch 1
+// P4M4-NEXT:     dist.compute F stage 3 microbatch 2
+// P4M4-NEXT:     dist.compute B stage 3 microbatch 2
+// P4M4-NEXT:     dist.compute F stage 3 microbatch 3
+// P4M4-NEXT:     dist.compute B stage 3 microbatch 3
+// P4M4-NEXT:   }
+
+// 1F1B with fewer microbatches than ranks (p = 4, m = 2): warm-up is capped
+// at m, so ranks 0 and 1 run both forwards first. Bubble 3/5.
+// P4M2:      dist.schedule @schedule {bubble_fraction = 6.{{0+}}e-01 : f64, kind = "1f1b"
+// P4M2-NEXT:   dist.rank 0 attributes {{.*}}peak_stashed = 2
+// P4M2-NEXT:     dist.compute F stage 0 microbatch 0
+// P4M2-NEXT:     dist.compute F stage 0 microbatch 1
+// P4M2-NEXT:     dist.compute B stage 0 microbatch 0
+// P4M2-NEXT:     dist.compute B stage 0 microbatch 1
+// P4M2-NEXT:   }
+// P4M2-NEXT:   dist.rank 1 attributes {{.*}}peak_stashed = 2
+// P4M2-NEXT:     dist.compute F stage 1 microbatch 0
+// P4M2-NEXT:     dist.compute F stage 1 microbatch 1
+// P4M2-NEXT:     dist.compute B stage 1 microbatch 0
+// P4M2-NEXT:     dist.compute B stage 1 microbatch 1
+// P4M2-NEXT:   }
+// P4M2-NEXT:   dist.rank 2 attributes {{.*}}peak_stashed = 2
+// P4M2-NEXT:     dist.compute F stage 2 microbatch 0
+// P4M2-NEXT:     dist.compute F stage 2 microbatch 1
+// P4M2-NEXT:     dist.compute B stage 2 microbatch 0
+// P4M2-NEXT:     dist.compute B stage 2 microbatch 1
+// P4M2-NEXT:   }
+// P4M2-NEXT:   dist.rank 3 attributes {{.*}}peak_stashed = 1
+// P4M2-NEXT:     dist.compute F stage 3 microbatch 0
+// P4M2-NEXT:     dist.compute B stage 3 microbatch 0
+// P4M2-NEXT:     dist.compute F stage 3 microbatch 1
+// P4M2-NEXT:     dist.compute B stage 3 microbatch 1
+// P4M2-NEXT:   }
+
+// Megatron's interleaved 1F1B, p = 2, v = 2 (rank 0 holds stages 0 and 2,
+// rank 1 stages 1 and 3), m = 4: microbatches go through a chunk two at a
+// time; warm-up is (p - r - 1) * 2 + (v - 1) * p = 4 and 2 steps. Rank 1
+// feeds rank 0's second chunk, so activations and gradients share each
+// channel, in the same order on both ends. Bubble 1/9, below 1F1B's 1/5.
+// INTER:      dist.schedule @schedule {bubble_fraction = 0.1111{{[0-9]*}} : f64, kind = "interleaved", makespan = 2.7{{0+}}e+01 : f64, microbatches = 4 : i64, ranks = 2 : i64, virtual_stages = 2 : i64} {
+// INTER-NEXT:   dist.rank 0 attributes {busy = 2.4{{0+}}e+01 : f64, peak_stashed = 5 : i64} {
+// INTER-NEXT:     dist.compute F stage 0 microbatch 0
+// INTER-NEXT:     dist.transfer send act stage 0 microbatch 0 peer 1
+// INTER-NEXT:     dist.compute F stage 0 microbatch 1
+// INTER-NEXT:     dist.transfer send act stage 0 microbatch 1 peer 1
+// INTER-NEXT:     dist.transfer recv act stage 1 microbatch 0 peer 1
+// INTER-NEXT:     dist.compute F stage 2 microbatch 0
+// INTER-NEXT:     dist.transfer send act stage 2 microbatch 0 peer 1
+// INTER-NEXT:     dist.transfer recv act stage 1 microbatch 1 peer 1
+// INTER-NEXT:     dist.compute F stage 2 microbatch 1
+// INTER-NEXT:     dist.transfer send act stage 2 microbatch 1 peer 1
+// INTER-NEXT:     dist.compute F stage 0 microbatch 2
+// INTER-NEXT:     dist.transfer send act stage 0 microbatch 2 peer 1
+// INTER-NEXT:     dist.transfer recv grad stage 3 microbatch 0 peer 1
+// INTER-NEXT:     dist.compute B stage 2 microbatch 0
+// INTER-NEXT:     dist.transfer send grad stage 2 microbatch 0 peer 1
+// INTER-NEXT:     dist.compute F stage 0 microbatch 3
+// INTER-NEXT:     dist.transfer send act stage 0 microbatch 3 peer 1
+// INTER-NEXT:     dist.transfer recv grad stage 3 microbatch 1 peer 1
+// INTER-NEXT:     dist.compute B stage 2 microbatch 1
+// INTER-NEXT:     dist.transfer send grad stage 2 microbatch 1 peer 1
+// INTER-NEXT:     dist.transfer recv act stage 1 microbatch 2 peer 1
+// INTER-NEXT:     dist.compute F stage 2 microbatch 2
+// INTER-NEXT:     dist.transfer send act stage 2 microbatch 2 peer 1
+// INTER-NEXT:     dist.transfer recv grad stage 1 microbatch 0 peer 1
+// INTER-NEXT:     dist.compute B stage 0 microbatch 0
+// INTER-NEXT:     dist.transfer recv act stage 1 microbatch 3 peer 1
+// INTER-NEXT:     dist.compute F stage 2 microbatch 3
+// INTER-NEXT:     dist.transfer send act stage 2 microbatch 3 peer 1
+// INTER-NEXT:     dist.transfer recv grad stage 1 microbatch 1 peer 1
+// INTER-NEXT:     dist.compute B stage 0 microbatch 1
+// INTER-NEXT:     dist.transfer recv grad stage 3 microbatch 2 peer 1
+// INTER-NEXT:     dist.compute B stage 2 microbatch 2
+// INTER-NEXT:     dist.transfer send grad stage 2 microbatch 2 peer 1
+// INTER-NEXT:     dist.transfer recv grad stage 3 microbatch 3 peer 1
+// INTER-NEXT:     dist.compute B stage 2 microbatch 3
+// INTER-NEXT:     dist.transfer send grad stage 2 microbatch 3 peer 1
+// INTER-NEXT:     dist.transfer recv grad stage 1 microbatch 2 peer 1
+// INTER-NEXT:     dist.compute B stage 0 microbatch 2
+// INTER-NEXT:     dist.transfer recv grad stage 1 microbatch 3 peer 1
+// INTER-NEXT:     dist.compute B stage 0 microbatch 3
+// INTER-NEXT:   }
+// INTER-NEXT:   dist.rank 1 attributes {busy = 2.4{{0+}}e+01 : f64, peak_stashed = 3 : i64} {
+// INTER-NEXT:     dist.transfer recv act stage 0 microbatch 0 peer 0
+// INTER-NEXT:     dist.compute F stage 1 microbatch 0
+// INTER-NEXT:     dist.transfer send act stage 1 microbatch 0 peer 0
+// INTER-NEXT:     dist.transfer recv act stage 0 microbatch 1 peer 0
+// INTER-NEXT:     dist.compute F stage 1 microbatch 1
+// INTER-NEXT:     dist.transfer send act stage 1 microbatch 1 peer 0
+// INTER-NEXT:     dist.transfer recv act stage 2 microbatch 0 peer 0
+// INTER-NEXT:     dist.compute F stage 3 microbatch 0
+// INTER-NEXT:     dist.compute B stage 3 microbatch 0
+// INTER-NEXT:     dist.transfer send grad stage 3 microbatch 0 peer 0
+// INTER-NEXT:     dist.transfer recv act stage 2 microbatch 1 peer 0
+// INTER-NEXT:     dist.compute F stage 3 microbatch 1
+// INTER-NEXT:     dist.compute B stage 3 microbatch 1
+// INTER-NEXT:     dist.transfer send grad stage 3 microbatch 1 peer 0
+// INTER-NEXT:     dist.transfer recv act stage 0 microbatch 2 peer 0
+// INTER-NEXT:     dist.compute F stage 1 microbatch 2
+// INTER-NEXT:     dist.transfer send act stage 1 microbatch 2 peer 0
+// INTER-NEXT:     dist.transfer recv grad stage 2 microbatch 0 peer 0
+// INTER-NEXT:     dist.compute B stage 1 microbatch 0
+// INTER-NEXT:     dist.transfer send grad stage 1 microbatch 0 peer 0
+// INTER-NEXT:     dist.transfer recv act stage 0 microbatch 3 peer 0
+// INTER-NEXT:     dist.compute F stage 1 microbatch 3
+// INTER-NEXT:     dist.transfer send act stage 1 microbatch 3 peer 0
+// INTER-NEXT:     dist.transfer recv grad stage 2 microbatch 1 peer 0
+// INTER-NEXT:     dist.compute B stage 1 microbatch 1
+// INTER-NEXT:     dist.transfer send grad stage 1 microbatch 1 peer 0
+// INTER-NEXT:     dist.transfer recv act stage 2 microbatch 2 peer 0
+// INTER-NEXT:     dist.compute F stage 3 microbatch 2
+// INTER-NEXT:     dist.compute B stage 3 microbatch 2
+// INTER-NEXT:     dist.transfer send grad stage 3 microbatch 2 peer 0
+// INTER-NEXT:     dist.transfer recv act stage 2 microbatch 3 peer 0
+// INTER-NEXT:     dist.compute F stage 3 microbatch 3
+// INTER-NEXT:     dist.compute B stage 3 microbatch 3
+// INTER-NEXT:     dist.transfer send grad stage 3 microbatch 3 peer 0
+// INTER-NEXT:     dist.transfer recv grad stage 2 microbatch 2 peer 0
+// INTER-NEXT:     dist.compute B stage 1 microbatch 2
+// INTER-NEXT:     dist.transfer send grad stage 1 microbatch 2 peer 0
+// INTER-NEXT:     dist.transfer recv grad stage 2 microbatch 3 peer 0
+// INTER-NEXT:     dist.compute B stage 1 microbatch 3
+// INTER-NEXT:     dist.transfer send grad stage 1 microbatch 3 peer 0
+// INTER-NEXT:   }
+// INTER-NEXT: }
+
+// Zero bubble H1, p = 2, m = 2: W split off and run where the ranks would
+// wait; never more than p - r microbatches stashed (1F1B's peaks, 2 and 1).
+// Bubble 1/4, below 1F1B's 1/3 for the same work.
+// ZB:      dist.schedule @schedule {bubble_fraction = 2.5{{0+}}e-01 : f64, kind = "zb-h1", makespan = 8.{{0+}}e+00 : f64, microbatches = 2 : i64, ranks = 2 : i64, virtual_stages = 1 : i64} {
+// ZB-NEXT:   dist.rank 0 attributes {busy = 6.{{0+}}e+00 : f64, peak_stashed = 2 : i64} {
+// ZB-NEXT:     dist.compute F stage 0 microbatch 0
+// ZB-NEXT:     dist.transfer send act stage 0 microbatch 0 peer 1
+// ZB-NEXT:     dist.compute F stage 0 microbatch 1
+// ZB-NEXT:     dist.transfer send act stage 0 microbatch 1 peer 1
+// ZB-NEXT:     dist.transfer recv grad stage 1 microbatch 0 peer 1
+// ZB-NEXT:     dist.compute B stage 0 microbatch 0
+// ZB-NEXT:     dist.compute W stage 0 microbatch 0
+// ZB-NEXT:     dist.transfer recv grad stage 1 microbatch 1 peer 1
+// ZB-NEXT:     dist.compute B stage 0 microbatch 1
+// ZB-NEXT:     dist.compute W stage 0 microbatch 1
+// ZB-NEXT:   }
+// ZB-NEXT:   dist.rank 1 attributes {busy = 6.{{0+}}e+00 : f64, peak_stashed = 1 : i64} {
+// ZB-NEXT:     dist.transfer recv act stage 0 microbatch 0 peer 0
+// ZB-NEXT:     dist.compute F stage 1 microbatch 0
+// ZB-NEXT:     dist.compute B stage 1 microbatch 0
+// ZB-NEXT:     dist.transfer send grad stage 1 microbatch 0 peer 0
+// ZB-NEXT:     dist.compute W stage 1 microbatch 0
+// ZB-NEXT:     dist.transfer recv act stage 0 microbatch 1 peer 0
+// ZB-NEXT:     dist.compute F stage 1 microbatch 1
+// ZB-NEXT:     dist.compute B stage 1 microbatch 1
+// ZB-NEXT:     dist.transfer send grad stage 1 microbatch 1 peer 0
+// ZB-NEXT:     dist.compute W stage 1 microbatch 1
+// ZB-NEXT:   }
+// ZB-NEXT: }
+
+// Costs in seconds (stage 0: F 1, B 2, W 1; stage 1: F 2, B 3, W 1; B
+// includes W when not split) and bytes: rank 1 computes 24 s of the 28,
+// rank 0 16; rank 0 holds 1000 bytes and up to two stashed microbatches of
+// 100, rank 1 2000 and one of 50.
+// REMARK: remark: schedule @schedule (1f1b, 2 ranks, 4 microbatches): bubble 28.6%, makespan 28; rank 0 busy 16, peak 2 stashed, 1200 bytes; rank 1 busy 24, peak 1 stashed, 2050 bytes
+// COSTS: dist.schedule @schedule {base_bytes = array<i64: 1000, 2000>, bubble_fraction = 0.2857{{[0-9]*}} : f64, costs = array<f64: 1.{{0+}}e+00, 2.{{0+}}e+00, 1.{{0+}}e+00, 2.{{0+}}e+00, 3.{{0+}}e+00, 1.{{0+}}e+00>, kind = "1f1b", makespan = 2.8{{0+}}e+01 : f64, microbatches = 4 : i64, ranks = 2 : i64, stash_bytes = array<i64: 100, 50>, virtual_stages = 1 : i64} {
+// COSTS-NEXT: dist.rank 0 attributes {busy = 1.6{{0+}}e+01 : f64, peak_bytes = 1200 : i64, peak_stashed = 2 : i64} {
+// COSTS: dist.rank 1 attributes {busy = 2.4{{0+}}e+01 : f64, peak_bytes = 2050 : i64, peak_stashed = 1 : i64} {
+
+// Without ranks, the pipeline ranks are the mesh's pp axis.
+// MESH: dist.mesh @mesh(pp = 3, tp = 2)
+// MESH: dist.schedule @schedule {kind = "1f1b", microbatches = 3 : i64, ranks = 3 : i64, virtual_stages = 1 : i64} {
+// MESH: dist.rank 0 {
+// MESH: dist.rank 1 {
+// MESH: dist.rank 2 {

@@ -1,0 +1,74 @@
+// Hand-written schedules the verifier accepts, with what it records.
+// RUN: pcc-opt %s --pcc-verify-schedule | FileCheck %s
+// RUN: pcc-opt %s --pcc-verify-schedule=remarks=true 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
+
+// Two virtual stages on one rank need no transfer; F of stage 1 reads F of
+// stage 0 on the same rank, B of stage 0 reads B of stage 1.
+// CHECK-LABEL: dist.schedule @chunks
+// CHECK-SAME: bubble_fraction = 0.{{0+}}e+00 : f64
+// CHECK-SAME: makespan = 1.2{{0+}}e+01 : f64
+// CHECK: dist.rank 0 attributes {busy = 1.2{{0+}}e+01 : f64, peak_stashed = 2 : i64}
+// REMARK: remark: schedule @chunks (interleaved, 1 rank, 2 microbatches, 2 virtual stages): bubble 0.0%, makespan 12; rank 0 busy 12, peak 2 stashed
+dist.schedule @chunks {kind = "interleaved", microbatches = 2, ranks = 1, virtual_stages = 2} {
+  dist.rank 0 {
+    dist.compute F stage 0 microbatch 0
+    dist.compute F stage 1 microbatch 0
+    dist.compute B stage 1 microbatch 0
+    dist.compute F stage 0 microbatch 1
+    dist.compute B stage 0 microbatch 0
+    dist.compute F stage 1 microbatch 1
+    dist.compute B stage 1 microbatch 1
+    dist.compute B stage 0 microbatch 1
+  }
+}
+
+// Split backwards with costs and bytes: a microbatch stays stashed until its
+// W, so deferring both W's holds two (2 x 10 bytes over a base of 5). A B
+// costs only its own time when W is split off.
+// CHECK-LABEL: dist.schedule @deferred_w
+// CHECK-SAME: bubble_fraction = 0.{{0+}}e+00 : f64
+// CHECK-SAME: makespan = 1.2{{0+}}e+01 : f64
+// CHECK: dist.rank 0 attributes {busy = 1.2{{0+}}e+01 : f64, peak_bytes = 25 : i64, peak_stashed = 2 : i64}
+// REMARK: remark: schedule @deferred_w (zb-h1, 1 rank, 2 microbatches): bubble 0.0%, makespan 12; rank 0 busy 12, peak 2 stashed, 25 bytes
+dist.schedule @deferred_w {kind = "zb-h1", microbatches = 2, ranks = 1, virtual_stages = 1,
+                           costs = array<f64: 1.0, 2.0, 3.0>, stash_bytes = array<i64: 10>, base_bytes = array<i64: 5>} {
+  dist.rank 0 {
+    dist.compute F stage 0 microbatch 0
+    dist.compute F stage 0 microbatch 1
+    dist.compute B stage 0 microbatch 0
+    dist.compute B stage 0 microbatch 1
+    dist.compute W stage 0 microbatch 0
+    dist.compute W stage 0 microbatch 1
+  }
+}
+
+// A hand-made order no generator makes is fine as long as it is sound:
+// rank 1 runs its two forwards before either backward, and rank 0 receives
+// the gradients in the order they are sent. With unit costs (B = 2), rank 1
+// finishes at 7 and rank 0 at 9 after waiting 3.
+// CHECK-LABEL: dist.schedule @custom
+// CHECK-SAME: bubble_fraction = 0.3333{{[0-9]*}} : f64
+// CHECK-SAME: makespan = 9.{{0+}}e+00 : f64
+// REMARK: remark: schedule @custom (custom, 2 ranks, 2 microbatches): bubble 33.3%, makespan 9; rank 0 busy 6, peak 2 stashed; rank 1 busy 6, peak 2 stashed
+dist.schedule @custom {kind = "custom", microbatches = 2, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    dist.compute F stage 0 microbatch 0
+    dist.transfer send act stage 0 microbatch 0 peer 1
+    dist.compute F stage 0 microbatch 1
+    dist.transfer send act stage 0 microbatch 1 peer 1
+    dist.transfer recv grad stage 1 microbatch 1 peer 1
+    dist.compute B stage 0 microbatch 1
+    dist.transfer recv grad stage 1 microbatch 0 peer 1
+    dist.compute B stage 0 microbatch 0
+  }
+  dist.rank 1 {
+    dist.transfer recv act stage 0 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 0
+    dist.transfer recv act stage 0 microbatch 1 peer 0
+    dist.compute F stage 1 microbatch 1
+    dist.compute B stage 1 microbatch 1
+    dist.transfer send grad stage 1 microbatch 1 peer 0
+    dist.compute B stage 1 microbatch 0
+    dist.transfer send grad stage 1 microbatch 0 peer 0
+  }
+}
