@@ -104,6 +104,13 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.tp = options.tp;
   p.shard = options.shard;
   p.sequenceParallel = options.sequenceParallel;
+  p.pp = options.pp;
+  p.microbatches = options.microbatches;
+  p.schedule = options.schedule;
+  p.virtualStages = options.virtualStages;
+  p.ppSplit = options.ppSplit;
+  p.costTable = options.costTable;
+  p.target = options.target;
   buildParallelizePipeline(pm, p);
 }
 

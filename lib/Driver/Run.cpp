@@ -260,7 +260,13 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     total += ms;
     if (step == 0)
       first = outputs;
-    std::optional<float> loss = training ? lossOf(outputs) : std::nullopt;
+    // A pipeline's loss is made on its last stage.
+    std::optional<float> loss;
+    if (training)
+      for (int32_t i = 0; i < info.num_outputs; ++i)
+        if (std::string(info.outputs[i].name) == "loss" &&
+            info.outputs[i].kind == PCCRT_KIND_OUTPUT)
+          loss = lossOf({model->gatherOutput(outputs, i)});
     if (loss)
       summary << llvm::formatv("step {0}: loss {1:F6}, {2:F3} ms\n", number + 1,
                                *loss, ms);

@@ -11,10 +11,17 @@ using namespace mlir;
 
 void pcc::buildParallelizePipeline(OpPassManager &pm,
                                    const ParallelizeOptions &options) {
+  int64_t microbatches =
+      options.microbatches > 0 ? int64_t(options.microbatches)
+                               : int64_t(options.pp);
+  bool pipelined = options.pp > 1 || microbatches > 1;
   if (options.train) {
     OpPassManager &fpm = pm.nest<func::FuncOp>();
     fpm.addPass(createSelectTrainable(
         {options.trainable, options.freeze, options.remarks}));
+    // The loss of one microbatch: the pipeline averages them.
+    if (microbatches > 1)
+      fpm.addPass(createMicrobatch({microbatches}));
     fpm.addPass(createAttachLoss({options.labels, options.logits}));
     // Padding comes before autodiff: the backward follows the padded
     // forward.
@@ -25,6 +32,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
                                  options.beta2, options.eps,
                                  options.weightDecay, options.momentum}));
   }
+  if (!options.train && microbatches > 1)
+    pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches}));
   if (!options.train && options.tp > 1)
     pm.addNestedPass<func::FuncOp>(createPadVocabulary({options.tp}));
   pm.addPass(createCanonicalizerPass());
@@ -38,6 +47,23 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
                              options.sequenceParallel, options.remarks}));
     pm.addPass(createPropagateSharding({options.sequenceParallel}));
     pm.addPass(createPartition());
+    pm.addPass(createCSEPass());
+  }
+  if (pipelined) {
+    // Stages are cut from the tensor-parallel program, so they contain its
+    // collectives; the schedule is verified before it is compiled.
+    pm.addPass(createPipelineStages({options.pp, options.virtualStages,
+                                     options.ppSplit, options.costTable,
+                                     options.target}));
+    PipelineScheduleOptions schedule;
+    schedule.kind = options.schedule;
+    schedule.microbatches = microbatches;
+    schedule.virtualStages = options.virtualStages;
+    schedule.ranks = options.pp;
+    pm.addPass(createPipelineSchedule(schedule));
+    pm.addPass(createVerifySchedule());
+    pm.addPass(createPipelineOutline());
+    pm.addPass(createLowerSchedule());
     pm.addPass(createCSEPass());
   }
   pm.addNestedPass<func::FuncOp>(createCheckStaticShapes());

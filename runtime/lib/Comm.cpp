@@ -33,6 +33,8 @@ const char *pccrt::commOpName(CommOp op) {
     return "send";
   case CommOp::Recv:
     return "recv";
+  case CommOp::Wait:
+    return "wait";
   case CommOp::Barrier:
     return "barrier";
   case CommOp::Finalize:
@@ -232,6 +234,17 @@ void Communicator::send(uint32_t axes, int32_t peer, int32_t tag,
   doSend(axes, peer, tag, data, count, dtype);
 }
 
+void Communicator::isend(uint32_t axes, int32_t peer, int32_t tag,
+                         const void *data, int64_t count, int32_t dtype) {
+  OpScope scope(*this, CommOp::Send);
+  doIsend(axes, peer, tag, data, count, dtype);
+}
+
+void Communicator::waitAll() {
+  OpScope scope(*this, CommOp::Wait);
+  doWaitAll();
+}
+
 void Communicator::recv(uint32_t axes, int32_t peer, int32_t tag, void *data,
                         int64_t count, int32_t dtype) {
   OpScope scope(*this, CommOp::Recv);
@@ -344,9 +357,19 @@ struct pccrt::CommTrampolines {
       m.recv(axes, peer, tag, data, count, dtype);
     });
   }
+  static int isend(pccrt_comm *c, uint32_t axes, int32_t peer, int32_t tag,
+                   const void *data, int64_t count, int32_t dtype) {
+    return guard(c, [&](Communicator &m) {
+      m.isend(axes, peer, tag, data, count, dtype);
+    });
+  }
+  static int waitAll(pccrt_comm *c) {
+    return guard(c, [&](Communicator &m) { m.waitAll(); });
+  }
 };
 
 const pccrt_comm_ops Communicator::cOps = {
     CommTrampolines::allReduce,     CommTrampolines::allGather,
     CommTrampolines::reduceScatter, CommTrampolines::allToAll,
-    CommTrampolines::send,          CommTrampolines::recv};
+    CommTrampolines::send,          CommTrampolines::recv,
+    CommTrampolines::isend,         CommTrampolines::waitAll};

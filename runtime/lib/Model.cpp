@@ -109,6 +109,21 @@ void validateSharding(const pccrt_model_info &info,
   checkedByteSize(entry.dtype, wholeShape(info, entry), label);
 }
 
+/// Checks the pipeline fields: a stage axis of the mesh, and holders among
+/// its coordinates.
+void validateStages(const pccrt_model_info &info,
+                    const pccrt_tensor_info &entry, const std::string &label) {
+  if (entry.holders == 0)
+    return;
+  if (info.stage_axis < 0 || info.stage_axis >= info.mesh_rank)
+    fail(label, "malformed model info: holders without a stage axis");
+  int64_t stages = info.mesh_shape[info.stage_axis];
+  if (stages < 64 && (entry.holders >> stages) != 0)
+    fail(label, "malformed model info: holders " +
+                    std::to_string(entry.holders) + " beyond " +
+                    std::to_string(stages) + " stages");
+}
+
 /// Checks one table of a model's info, so that later code may trust it:
 /// every entry has a name, a valid type and one of the kinds \p kindA or
 /// \p kindB that its table allows.
@@ -130,6 +145,7 @@ void validateTable(const pccrt_model_info &model, int32_t count,
                       " is not allowed in the " + kind + " table");
     checkedByteSize(info.dtype, shapeOf(info), label);
     validateSharding(model, info, label);
+    validateStages(model, info, label);
   }
 }
 
@@ -344,6 +360,9 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
     weight.dtype = expected.dtype;
     weight.shape = shapeOf(expected);
     weight.kind = expected.kind;
+    // Another pipeline stage's weight: not read, no memory.
+    if (!model->holds(expected))
+      continue;
     if (expected.shard_axes == 0) {
       weight.data.resize(stored[i]->size);
       file.read(*stored[i], 0, weight.data.data(), weight.data.size());
@@ -390,6 +409,10 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
     output.kind = info.outputs[i].kind;
     output.dtype = info.outputs[i].dtype;
     output.shape = shapeOf(info.outputs[i]);
+    if (!holds(info.outputs[i])) {
+      outputPointers.push_back(nullptr);
+      continue;
+    }
     output.data.resize(output.numElements() * dtypeSize(output.dtype));
     outputPointers.push_back(dataPointer(output));
   }
@@ -422,6 +445,51 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
     throw Error("model run failed: " + runErrorName(code) + " (code " +
                 std::to_string(code) + ")");
   return outputs;
+}
+
+bool Model::holds(const pccrt_tensor_info &entry) const {
+  if (entry.holders == 0 || modelInfo->stage_axis < 0)
+    return true;
+  int64_t stage = groupPosition(uint32_t(1) << modelInfo->stage_axis);
+  return stage < 64 && ((entry.holders >> stage) & 1);
+}
+
+Tensor Model::fromHolder(const pccrt_tensor_info &entry, Tensor whole) const {
+  if (entry.holders == 0 || modelInfo->stage_axis < 0)
+    return whole;
+  // Every rank passes a block of the whole size (zeros where the tensor is
+  // not held); the first holder's is the tensor.
+  uint32_t axis = uint32_t(1) << modelInfo->stage_axis;
+  int64_t stages = meshGroupSize(*modelInfo, axis);
+  int64_t first = 0;
+  while (first < 63 && !((entry.holders >> first) & 1))
+    ++first;
+  std::vector<int64_t> shape = wholeShape(*modelInfo, entry);
+  uint64_t bytes = uint64_t(dtypeSize(entry.dtype));
+  for (int64_t d : shape)
+    bytes *= uint64_t(d);
+  whole.data.resize(bytes, 0);
+  if (stages > 1) {
+    if (!comm)
+      throw Error("tensor " + quote(entry.name) +
+                  " lives on another stage but the model has no "
+                  "communicator");
+    constexpr uint64_t kPiece = uint64_t(1) << 28;
+    std::vector<uint8_t> gathered;
+    for (uint64_t at = 0; at < bytes; at += kPiece) {
+      uint64_t n = std::min(kPiece, bytes - at);
+      gathered.resize(n * uint64_t(stages));
+      comm->allGather(axis, whole.data.data() + at, gathered.data(),
+                      int64_t(n), PCCRT_U8);
+      std::memcpy(whole.data.data() + at,
+                  gathered.data() + uint64_t(first) * n, n);
+    }
+  }
+  whole.name = entry.name;
+  whole.dtype = entry.dtype;
+  whole.shape = shape;
+  whole.kind = entry.kind;
+  return whole;
 }
 
 namespace {
@@ -464,27 +532,43 @@ std::vector<Tensor> Model::gather(const std::vector<Tensor> &outputs) const {
   std::vector<Tensor> whole;
   for (int32_t i = 0; i < info.num_outputs; ++i) {
     const pccrt_tensor_info &entry = info.outputs[i];
-    if (std::string problem = mismatch(entry, outputs[i]); !problem.empty())
+    if (std::string problem = mismatch(entry, outputs[i]);
+        !problem.empty() && holds(entry))
       throw Error("output " + quote(entry.name) + ": " + problem);
-    if (entry.shard_axes == 0)
-      whole.push_back(outputs[i]);
-    else
-      whole.push_back(gatherWhole(comm, info, entry, outputs[i]));
-    whole.back().name = entry.name;
+    whole.push_back(gatherOutput(outputs, i));
   }
+  return whole;
+}
+
+Tensor Model::gatherOutput(const std::vector<Tensor> &outputs,
+                           int32_t i) const {
+  const pccrt_tensor_info &entry = modelInfo->outputs[i];
+  Tensor part = outputs[i];
+  if (part.data.empty())
+    part.data.resize(part.numElements() * dtypeSize(part.dtype), 0);
+  Tensor whole = entry.shard_axes == 0
+                     ? fromHolder(entry, std::move(part))
+                     : fromHolder(entry, gatherWhole(comm, *modelInfo, entry,
+                                                     part));
+  whole.name = entry.name;
   return whole;
 }
 
 Tensor Model::wholeWeight(int32_t index) const {
   const pccrt_tensor_info &entry = modelInfo->weights[index];
+  Tensor part = weights[index];
+  if (part.data.empty())
+    part.data.resize(part.numElements() * dtypeSize(part.dtype), 0);
   if (entry.shard_axes == 0)
-    return weights[index];
-  return gatherWhole(comm, *modelInfo, entry, weights[index]);
+    return fromHolder(entry, std::move(part));
+  return fromHolder(entry, gatherWhole(comm, *modelInfo, entry, part));
 }
 
 void Model::assignWeight(int32_t index, const Tensor &tensor) {
   const pccrt_tensor_info &entry = modelInfo->weights[index];
   Tensor &weight = weights[index];
+  if (!holds(entry))
+    return;
   // Copy into the existing buffer, which weightPointers points to.
   if (entry.shard_axes == 0) {
     if (!tensor.data.empty())

@@ -207,6 +207,24 @@ public:
                    group(axes), MPI_STATUS_IGNORE),
           "recv");
   }
+  void doIsend(uint32_t axes, int32_t peer, int32_t tag, const void *data,
+               int64_t count, int32_t dtype) override {
+    checkPeer(axes, peer);
+    MPI_Request request;
+    check(MPI_Isend(data, checkedCount(count), mpiType(dtype, false), peer,
+                    tag, group(axes), &request),
+          "isend");
+    pending.push_back(request);
+  }
+  void doWaitAll() override {
+    if (pending.empty())
+      return;
+    std::vector<MPI_Request> requests;
+    requests.swap(pending);
+    check(MPI_Waitall(int(requests.size()), requests.data(),
+                      MPI_STATUSES_IGNORE),
+          "wait_all");
+  }
 
   [[noreturn]] void abort(int code) override {
     // From any thread: Open MPI's abort only tells the process manager to
@@ -217,6 +235,8 @@ public:
   }
 
 private:
+  /// Sends started and not yet completed.
+  std::vector<MPI_Request> pending;
   void checkPeer(uint32_t axes, int32_t peer) {
     if (peer < 0 || peer >= groupSize(axes))
       throw Error("communicator: peer " + std::to_string(peer) +

@@ -41,6 +41,9 @@ compile options:
   --microbatches M       microbatches per step (default pp)
   --schedule S           gpipe|1f1b|interleaved|zb-h1 (default 1f1b)
   --virtual-stages V     chunks per rank for the interleaved schedule
+  --pp-split A,B,...     end pipeline stages after these ONNX nodes instead
+                         of where the cost model balances them
+  --cost-table FILE      measured throughputs for the cost model (JSON)
   --bind NAME=FILE.pb    fix graph input NAME to a tensor at compile time
   --no-retie             keep transposed duplicate initializers separate
   --train                compile a training step: causal-LM loss, backward
@@ -178,6 +181,10 @@ static int compileCommand(Args &args) {
       ok = args.integer(a, o.microbatches, 1);
     else if (a == "--virtual-stages")
       ok = args.integer(a, o.virtualStages, 1);
+    else if (a == "--pp-split")
+      ok = args.value(a, o.ppSplit);
+    else if (a == "--cost-table")
+      ok = args.value(a, o.costTable);
     else if (a == "--schedule") {
       ok = args.value(a, o.schedule);
       if (ok && !llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"},

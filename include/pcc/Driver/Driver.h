@@ -26,6 +26,9 @@ struct CompileOptions {
   std::string target = "cpu";
   int64_t tp = 1, pp = 1, microbatches = 0, virtualStages = 1;
   std::string schedule = "1f1b";
+  /// Pipeline cuts after these ONNX nodes (--pp-split A,B,...) instead of
+  /// the cost model's; a measured cost table (--cost-table FILE).
+  std::string ppSplit, costTable;
   bool train = false;
   /// Training (--train): the optimizer and its hyper-parameters,
   /// initializers to train or not regardless of pcc-select-trainable's

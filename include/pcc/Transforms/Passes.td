@@ -249,6 +249,31 @@ def Partition : Pass<"pcc-partition", "::mlir::ModuleOp"> {
   }];
 }
 
+def Microbatch : Pass<"pcc-microbatch", "::mlir::func::FuncOp"> {
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
+  let summary = "Rewrites the forward to compute one microbatch";
+  let description = [{
+    Microbatching is sharding the batch dimension in time. The batch is the
+    leading extent of the first graph input; every input with that leading
+    extent is sliced, and its batch dimension is followed through each op's
+    sharding rule, so that result types (reshape targets among them) and
+    extents held in attributes become those of one microbatch, through the
+    same partition hooks that tensor parallelism uses. A constant that
+    spans the batch (a mask the exporter expanded to it) is cut to its
+    first block when all blocks are equal. Sliced arguments and joined
+    results are marked `dist.batch_dim`, the function
+    `dist.microbatches = M`. Runs on the forward, before the loss is
+    attached: the loss is then a microbatch's mean, and the pipeline
+    averages the microbatches' losses and gradients. An op that combines
+    the examples of the batch, and an M that does not divide the batch,
+    are errors naming the node.
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Slices of the batch">,
+  ];
+}
+
 def PipelineSchedule : Pass<"pcc-pipeline-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::pcc::dist::DistDialect"];
   let summary = "Builds a static pipeline schedule";
@@ -324,6 +349,82 @@ def VerifySchedule : Pass<"pcc-verify-schedule", "::mlir::ModuleOp"> {
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark with each schedule's bubble and peaks">,
   ];
+}
+
+def PipelineStages : Pass<"pcc-pipeline-stages", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::pcc::dist::DistDialect"];
+  let summary = "Assigns every op of the step to a pipeline stage";
+  let description = [{
+    Cuts the step into `pp` x `virtual-stages` contiguous stages and adds the
+    `pp` axis to `dist.mesh @mesh` (outermost). The forward (the ops that
+    compute outputs and the loss, in program order) is cut where the cost
+    model (CostOpInterface's flops and bytes at the target's throughput,
+    or a measured `cost-table`) balances the stages, each paying for the
+    tensors that cross into it, so cuts prefer small boundaries; `split`
+    names the ONNX nodes after which stages end instead. Each backward op
+    runs on the latest stage that has the forward values it reads and that
+    does not follow a stage whose backward values it reads; optimizer ops
+    run on every stage holding their parameter, so a parameter used on
+    several stages (a tied embedding and LM head) keeps a copy and an
+    optimizer on each. Ops computed from parameters and constants alone
+    get no stage: each stage recomputes what it needs. Writes `dist.stage`
+    (forward and backward ops), `dist.stages` (optimizer ops, and state
+    arguments: their holders) and the function's `dist.num_stages`.
+  }];
+  let options = [
+    Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Stages per pipeline rank (interleaved schedules)">,
+    Option<"split", "split", "std::string", /*default=*/"\"\"",
+           "ONNX nodes after which a stage ends, comma-separated">,
+    Option<"costTable", "cost-table", "std::string", /*default=*/"\"\"",
+           "JSON table of measured throughputs">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "Target whose default throughputs the cost model uses">,
+  ];
+}
+
+def PipelineOutline : Pass<"pcc-pipeline-outline", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::pcc::dist::DistDialect"];
+  let summary = "Moves each pipeline stage into functions";
+  let description = [{
+    For a step marked by `pcc-pipeline-stages`, creates per virtual stage a
+    forward and (training) a backward function, which a schedule's action
+    calls once per microbatch, and per pipeline rank an optimizer function,
+    called once after the flush. Values computed from parameters and
+    constants alone are recomputed in each function that needs them.
+    Arguments and results say what they are: `dist.input = k` (this
+    microbatch's slice of graph input k), `dist.state = k` (state argument
+    k of the step), `dist.value = n` (a tensor one function makes and
+    another reads: a stage boundary, an activation kept for the backward),
+    `dist.output = k` (this microbatch's part of result k), `dist.grad = k`
+    (a stage's contribution to gradient result k; the optimizer's argument
+    is the whole gradient) and `dist.update = k`. The step function stays
+    for `pcc-lower-schedule` to read its signature.
+  }];
+}
+
+def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::pcc::dist::DistDialect",
+                           "::pcc::graph::GraphDialect"];
+  let summary = "Compiles a verified schedule into each rank's step";
+  let description = [{
+    Replaces the pipelined step by one public function per pipeline rank
+    (`dist.rank = r`): the rank's actions of the module's `dist.schedule`
+    in order, each compute action a `func.call` of an outlined stage
+    function (`pcc-pipeline-outline`) on one microbatch, each transfer a
+    `dist.send` or `dist.recv` of the tensors crossing that stage boundary
+    (values that skip stages are relayed by the ranks between). Graph
+    inputs are sliced per microbatch (`dist.batch_dim`), outputs joined
+    along it, the loss averaged. Gradients accumulate over microbatches on
+    the stage that computes them; after the flush, the ranks holding a
+    parameter receive the other stages' parts of its gradient (a tied
+    embedding and LM head), sum them in rank order so every copy stays
+    equal, divide by the microbatches, and call their optimizer. A rank's
+    function takes every graph input and the state it holds, and returns
+    the outputs, gradients and updates it makes, with the step's
+    attributes.
+  }];
 }
 
 #endif // PCC_TRANSFORMS_PASSES

@@ -53,13 +53,37 @@ struct ParallelizeOptions
   Option<std::string> shard{
       *this, "shard",
       llvm::cl::desc("Layout overrides REGEX=col|row|rep, ';'-separated")};
+  Option<int64_t> pp{*this, "pp", llvm::cl::desc("Pipeline ranks"),
+                     llvm::cl::init(1)};
+  Option<int64_t> microbatches{
+      *this, "microbatches",
+      llvm::cl::desc("Microbatches per step (0: as many as pipeline ranks)"),
+      llvm::cl::init(0)};
+  Option<std::string> schedule{
+      *this, "schedule", llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1"),
+      llvm::cl::init("1f1b")};
+  Option<int64_t> virtualStages{
+      *this, "virtual-stages",
+      llvm::cl::desc("Model chunks per pipeline rank (interleaved)"),
+      llvm::cl::init(1)};
+  Option<std::string> ppSplit{
+      *this, "pp-split",
+      llvm::cl::desc("ONNX nodes after which pipeline stages end")};
+  Option<std::string> costTable{
+      *this, "cost-table",
+      llvm::cl::desc("JSON table of measured throughputs")};
+  Option<std::string> target{*this, "target",
+                             llvm::cl::desc("Code generation target"),
+                             llvm::cl::init("cpu")};
 };
 
 /// Builds the pipeline: for training, pcc-select-trainable,
 /// pcc-attach-loss, pcc-autodiff and pcc-optimizer; then folding and CSE;
 /// with tp > 1, pcc-shard-strategy, pcc-propagate-sharding and
-/// pcc-partition over the whole step; and the static-shape check that the
-/// targets rely on.
+/// pcc-partition over the whole step; with pipeline parallelism or
+/// microbatches, pcc-microbatch (before the loss), then pcc-pipeline-stages,
+/// pcc-pipeline-schedule, pcc-verify-schedule, pcc-pipeline-outline and
+/// pcc-lower-schedule; and the static-shape check that the targets rely on.
 void buildParallelizePipeline(mlir::OpPassManager &pm,
                               const ParallelizeOptions &options);
 

@@ -39,6 +39,8 @@ enum class CommOp : int32_t {
   AllToAll,
   Send,
   Recv,
+  /// Completing started sends (Communicator::waitAll).
+  Wait,
   /// An agreement of all ranks (Communicator::agree).
   Barrier,
   /// The shutdown of the backend, which waits for every rank.
@@ -156,6 +158,9 @@ public:
             int64_t count, int32_t dtype);
   void recv(uint32_t axes, int32_t peer, int32_t tag, void *data, int64_t count,
             int32_t dtype);
+  void isend(uint32_t axes, int32_t peer, int32_t tag, const void *data,
+             int64_t count, int32_t dtype);
+  void waitAll();
 
   /// Every rank tells the others whether it is ready to go on: \p error is
   /// empty if so, else why not (truncated to 1000 bytes). Returns the
@@ -192,6 +197,12 @@ protected:
                       const void *data, int64_t count, int32_t dtype) = 0;
   virtual void doRecv(uint32_t axes, int32_t peer, int32_t tag, void *data,
                       int64_t count, int32_t dtype) = 0;
+  /// Non-blocking sends; a backend without them sends at once.
+  virtual void doIsend(uint32_t axes, int32_t peer, int32_t tag,
+                       const void *data, int64_t count, int32_t dtype) {
+    doSend(axes, peer, tag, data, count, dtype);
+  }
+  virtual void doWaitAll() {}
 
 private:
   struct CHandle : pccrt_comm {

@@ -148,6 +148,8 @@ public:
   /// The whole tensors of \p outputs, this rank's results of one run():
   /// split ones gathered from the ranks of their group, the others as they
   /// are. Collective.
+  /// Output \p i of a run, whole, on every rank (collective, like gather).
+  Tensor gatherOutput(const std::vector<Tensor> &outputs, int32_t i) const;
   std::vector<Tensor> gather(const std::vector<Tensor> &outputs) const;
 
   /// True if the model has STATE weights or an output named "loss".
@@ -189,6 +191,11 @@ private:
                                      const std::string &symbolPrefix);
   /// The position of this rank in the group of \p axes.
   int64_t groupPosition(uint32_t axes) const;
+  /// Whether this rank's pipeline stage holds \p entry.
+  bool holds(const pccrt_tensor_info &entry) const;
+  /// \p whole as the first stage holding \p entry has it, on every rank.
+  /// Collective over the stage axis when \p entry is held by some stages.
+  Tensor fromHolder(const pccrt_tensor_info &entry, Tensor whole) const;
   /// The whole tensor of weight \p index. Collective if it is split.
   Tensor wholeWeight(int32_t index) const;
   /// Copies the whole \p tensor into this rank's part of weight \p index.

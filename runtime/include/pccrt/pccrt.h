@@ -45,10 +45,20 @@
 // never show it. Zero fields mean a whole (replicated) tensor, shard_groups
 // 0 means 1 and full_extent 0 means no padding.
 //
+// A pipeline-parallel program (pccrt_model_info.stage_axis >= 0) runs a
+// different step on each coordinate of that mesh axis (its pipeline stage),
+// and not every rank holds every tensor: an entry whose `holders` is
+// non-zero lives only on the ranks whose stage coordinate c has bit c set.
+// The runtime loads a weight only where it is held (other ranks pass a null
+// pointer), allocates outputs only where they are made, and gathers a
+// tensor for dumps and checkpoints from its first holder. Entries held on
+// several stages (a tied embedding and LM head) hold equal values.
+//
 // Version history: 1 had no kinds and read-only weights; 2 added `kind` and
 // made `weights` writable for STATE entries; 3 passes a pccrt_context to the
 // run function instead of four arguments; 4 adds the mesh and the sharding
-// of each entry.
+// of each entry; 5 adds pipeline stages (`stage_axis`, `holders`) and
+// non-blocking sends (`isend`, `wait_all`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,7 +71,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 4
+#define PCCRT_ABI_VERSION 5
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -102,6 +112,7 @@ typedef struct pccrt_tensor_info {
   int32_t shard_dim;    ///< the split dimension
   int64_t shard_groups; ///< groups of the split dimension (0 or 1: blocks)
   int64_t full_extent;  ///< real extent of the split dimension (0: all)
+  uint64_t holders;     ///< stages holding it, a mask; 0: every rank
 } pccrt_tensor_info;
 
 typedef struct pccrt_model_info {
@@ -116,6 +127,7 @@ typedef struct pccrt_model_info {
   int32_t mesh_rank;              ///< mesh axes; 0 for a single-rank program
   const char *const *mesh_axes;   ///< their names ("pp", "tp")
   const int64_t *mesh_shape;      ///< their sizes; ranks = their product
+  int32_t stage_axis;             ///< the pipeline's mesh axis, or -1
 } pccrt_model_info;
 
 /// How partial results combine.
@@ -153,6 +165,12 @@ typedef struct pccrt_comm_ops {
               const void *data, int64_t count, int32_t dtype);
   int (*recv)(pccrt_comm *comm, uint32_t axes, int32_t peer, int32_t tag,
               void *data, int64_t count, int32_t dtype);
+  /// Starts a send and returns; `data` must stay unchanged until the next
+  /// wait_all, which completes every send started before it. Receives
+  /// match sends in the order they were started.
+  int (*isend)(pccrt_comm *comm, uint32_t axes, int32_t peer, int32_t tag,
+               const void *data, int64_t count, int32_t dtype);
+  int (*wait_all)(pccrt_comm *comm);
 } pccrt_comm_ops;
 
 /// A communicator as generated code sees it: its operations. Backends

@@ -1,0 +1,83 @@
+//===- Pipeline.h - Pipeline parallelism: stages and microbatches -*- C++ -*-===//
+//
+// The passes that turn one training or inference step into pipeline
+// stages: microbatching (the step on a slice of the batch), the stage
+// partition (which ops each stage runs, balanced by the cost model), the
+// outlining of stages into functions, and the lowering of a verified
+// schedule into each pipeline rank's step function.
+//
+// Attributes they leave in the IR:
+//   function  dist.microbatches = M     the step computes one of M slices
+//   argument  dist.batch_dim = d        sliced along d per microbatch
+//   result    dist.batch_dim = d        joined along d over microbatches
+//   op        dist.stage = s            the pipeline stage that runs it
+//             dist.stages = [s, ...]    the stages running a copy of it
+//                                       (optimizer ops of tied parameters)
+//             dist.grad_sum             a gradient's parts from several
+//                                       stages, summed after the flush
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_TRANSFORMS_PIPELINE_PIPELINE_H
+#define PCC_TRANSFORMS_PIPELINE_PIPELINE_H
+
+#include "pcc/Transforms/Pipeline/CostModel.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace pcc {
+
+inline constexpr llvm::StringLiteral kMicrobatchesAttr = "dist.microbatches";
+inline constexpr llvm::StringLiteral kBatchDimAttr = "dist.batch_dim";
+inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
+inline constexpr llvm::StringLiteral kStagesAttr = "dist.stages";
+inline constexpr llvm::StringLiteral kNumStagesAttr = "dist.num_stages";
+/// An add of a gradient's parts made on different stages: each stage
+/// accumulates its part and the parts are summed after the flush.
+inline constexpr llvm::StringLiteral kGradSumAttr = "dist.grad_sum";
+/// Outlined functions: their phase ("forward", "backward", "optimizer")
+/// and the pipeline rank of an optimizer; what their arguments and results
+/// are (see Outline.cpp).
+inline constexpr llvm::StringLiteral kPhaseAttr = "dist.phase";
+inline constexpr llvm::StringLiteral kRankAttr = "dist.rank";
+inline constexpr llvm::StringLiteral kInputRole = "dist.input";
+inline constexpr llvm::StringLiteral kStateRole = "dist.state";
+inline constexpr llvm::StringLiteral kValueRole = "dist.value";
+inline constexpr llvm::StringLiteral kOutputRole = "dist.output";
+inline constexpr llvm::StringLiteral kGradRole = "dist.grad";
+inline constexpr llvm::StringLiteral kUpdateRole = "dist.update";
+/// The pipeline axis of the mesh.
+inline constexpr llvm::StringLiteral kPpAxis = "pp";
+
+/// Rewrites `func` (a forward, before the loss is attached) to compute one
+/// of `microbatches` equal slices of its batch (see the pcc-microbatch
+/// pass).
+llvm::LogicalResult microbatch(mlir::func::FuncOp func, int64_t microbatches);
+
+struct StageOptions {
+  /// Stages: pipeline ranks x virtual stages per rank.
+  int64_t stages = 1;
+  /// Manual cuts: the ONNX nodes after which a stage ends, comma-separated.
+  std::string split;
+  CostModel cost = CostModel::forTarget("cpu");
+};
+
+/// Marks every op of the step `func` with the stage that runs it (see the
+/// pcc-pipeline-stages pass).
+llvm::LogicalResult assignStages(mlir::func::FuncOp func,
+                                 const StageOptions &options);
+
+/// Moves each stage's ops of the step `step` (marked by
+/// pcc-pipeline-stages) into functions (see the pcc-pipeline-outline pass).
+llvm::LogicalResult outlineStages(mlir::func::FuncOp step);
+
+/// Replaces the pipelined step of `module` by one function per pipeline
+/// rank that runs its actions of the module's dist.schedule (see the
+/// pcc-lower-schedule pass).
+llvm::LogicalResult lowerSchedule(mlir::ModuleOp module);
+
+} // namespace pcc
+
+#endif // PCC_TRANSFORMS_PIPELINE_PIPELINE_H

@@ -1,0 +1,377 @@
+//===- Outline.cpp - Pipeline stages as functions -------------------------===//
+//
+// Moves the ops of each pipeline stage into functions that one microbatch's
+// action calls: per virtual stage its forward and its backward, and per
+// pipeline rank its optimizer. Free values (computed from parameters and
+// constants) are recomputed inside each function that needs them. What a
+// function reads and makes is named by attributes on its arguments and
+// results, which the schedule's lowering wires up:
+//
+//   dist.input = k    a graph input (argument k of the step), this
+//                     microbatch's slice
+//   dist.state = k    state argument k of the step (a parameter, a moment)
+//   dist.value = n    a value another function made (a boundary tensor, an
+//                     activation kept for the backward) or makes for one
+//   dist.output = k   result k of the step, this microbatch's part
+//   dist.grad = k     this stage's contribution to gradient result k,
+//                     accumulated over microbatches (an argument of the
+//                     optimizer: the whole gradient)
+//   dist.update = k   result k of the step, a state update
+//
+// The functions are marked `dist.phase` ("forward", "backward",
+// "optimizer") and `dist.stage` (virtual stage) or `dist.rank` (optimizer).
+// The step function stays, for the lowering to read its signature.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Phases.h"
+
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
+#include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipeline/Pipeline.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+
+namespace pcc {
+#define GEN_PASS_DEF_PIPELINEOUTLINE
+#include "pcc/Transforms/Passes.h.inc"
+} // namespace pcc
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::pipeline;
+
+namespace {
+/// Which function an op goes to: (phase, stage) for forward and backward,
+/// (optimizer, rank) for the optimizer.
+using FunctionKey = std::pair<Phase, int64_t>;
+
+/// Builds one outlined function: arguments appear as its ops read values
+/// from elsewhere, free values are recomputed.
+class FunctionBuilder {
+public:
+  FunctionBuilder(func::FuncOp step, const StepPhases &phases,
+                  llvm::DenseMap<Value, int64_t> &valueIds)
+      : step(step), phases(phases), valueIds(valueIds) {}
+
+  func::FuncOp create(OpBuilder &moduleBuilder, StringRef name) {
+    func = func::FuncOp::create(moduleBuilder, step.getLoc(), name,
+                                FunctionType::get(step.getContext(), {}, {}));
+    func.setPrivate();
+    block = func.addEntryBlock();
+    builder = OpBuilder::atBlockEnd(block);
+    return func;
+  }
+
+  /// The value `v` of the step as seen inside the function.
+  FailureOr<Value> lookup(Value v) {
+    if (Value mapped = mapping.lookupOrNull(v))
+      return mapped;
+    MLIRContext *ctx = step.getContext();
+    auto i64 = [&](int64_t x) {
+      return IntegerAttr::get(IntegerType::get(ctx, 64), x);
+    };
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      bool state = bool(step.getArgAttr(arg.getArgNumber(), graph::kStateAttr));
+      return addArgument(v, state ? kRoleState : kRoleInput,
+                         i64(arg.getArgNumber()));
+    }
+    if (phases.isFree(v)) {
+      // Recompute: clone the free op (its operands first).
+      Operation *def = v.getDefiningOp();
+      for (Value o : def->getOperands())
+        if (failed(lookup(o)))
+          return failure();
+      Operation *clone = builder.clone(*def, mapping);
+      clone->removeAttr(kStageAttr);
+      clone->removeAttr(kStagesAttr);
+      return mapping.lookup(v);
+    }
+    auto [it, inserted] = valueIds.try_emplace(v, valueIds.size());
+    return addArgument(v, kRoleValue, i64(it->second));
+  }
+
+  LogicalResult cloneOp(Operation *op) {
+    for (Value o : op->getOperands())
+      if (failed(lookup(o)))
+        return failure();
+    Operation *clone = builder.clone(*op, mapping);
+    clone->removeAttr(kStageAttr);
+    clone->removeAttr(kStagesAttr);
+    return success();
+  }
+
+  void addResult(Value v, StringRef role, int64_t index) {
+    results.push_back(mapping.lookup(v));
+    MLIRContext *ctx = step.getContext();
+    resultAttrs.push_back(DictionaryAttr::get(
+        ctx, {NamedAttribute(StringAttr::get(ctx, role),
+                             IntegerAttr::get(IntegerType::get(ctx, 64),
+                                              index))}));
+  }
+
+  void finish() {
+    func::ReturnOp::create(builder, step.getLoc(), results);
+    func.setType(FunctionType::get(step.getContext(),
+                                   block->getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+    func.setAllArgAttrs(argAttrs);
+    func.setAllResultAttrs(resultAttrs);
+  }
+
+  bool defines(Value v) const { return mapping.contains(v); }
+
+  static constexpr StringLiteral kRoleInput = kInputRole;
+  static constexpr StringLiteral kRoleState = kStateRole;
+  static constexpr StringLiteral kRoleValue = kValueRole;
+
+  Value addArgument(Value v, StringRef role, int64_t index) {
+    return addArgument(
+        v, role,
+        IntegerAttr::get(IntegerType::get(step.getContext(), 64), index));
+  }
+
+private:
+  IRMapping mapping;
+
+  Value addArgument(Value v, StringRef role, Attribute index) {
+    BlockArgument arg = block->addArgument(v.getType(), v.getLoc());
+    MLIRContext *ctx = step.getContext();
+    argAttrs.push_back(DictionaryAttr::get(
+        ctx, {NamedAttribute(StringAttr::get(ctx, role), index)}));
+    mapping.map(v, arg);
+    return arg;
+  }
+
+  func::FuncOp step;
+  const StepPhases &phases;
+  llvm::DenseMap<Value, int64_t> &valueIds;
+  func::FuncOp func;
+  Block *block = nullptr;
+  OpBuilder builder{step.getContext()};
+  SmallVector<Attribute> argAttrs;
+  SmallVector<Value> results;
+  SmallVector<Attribute> resultAttrs;
+};
+} // namespace
+
+static StringRef phaseName(Phase p) {
+  switch (p) {
+  case Phase::Forward:
+    return "forward";
+  case Phase::Backward:
+    return "backward";
+  case Phase::Optimizer:
+    return "optimizer";
+  default:
+    return "dead";
+  }
+}
+
+LogicalResult pcc::outlineStages(func::FuncOp step) {
+  auto numStages = step->getAttrOfType<IntegerAttr>(kNumStagesAttr);
+  if (!numStages)
+    return step.emitError("pcc-pipeline-outline: run pcc-pipeline-stages "
+                          "first (no dist.num_stages)");
+  auto module = step->getParentOfType<ModuleOp>();
+  auto mesh = module.lookupSymbol<dist::MeshOp>("mesh");
+  int64_t pp = mesh ? mesh.getAxisSize(kPpAxis).value_or(1) : 1;
+  int64_t stages = numStages.getInt();
+  MLIRContext *ctx = step.getContext();
+  Block &body = step.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  StepPhases phases = classifyPhases(step);
+
+  // Which functions each op goes to.
+  std::map<FunctionKey, SmallVector<Operation *>> members;
+  llvm::DenseMap<Operation *, SmallVector<FunctionKey, 1>> placement;
+  for (Operation &op : body.without_terminator()) {
+    Phase phase = phases.of(&op);
+    if (phase == Phase::Dead || phases.isFree(&op) ||
+        op.hasAttr(kGradSumAttr))
+      continue;
+    if (phase == Phase::Optimizer) {
+      auto at = op.getAttrOfType<DenseI64ArrayAttr>(kStagesAttr);
+      if (!at)
+        return op.emitError("pcc-pipeline-outline: optimizer op without "
+                            "dist.stages");
+      llvm::SmallDenseSet<int64_t, 2> ranks;
+      for (int64_t s : at.asArrayRef())
+        ranks.insert(s % pp);
+      for (int64_t r = 0; r < pp; ++r)
+        if (ranks.contains(r))
+          placement[&op].push_back({phase, r});
+    } else {
+      auto at = op.getAttrOfType<IntegerAttr>(kStageAttr);
+      if (!at)
+        return op.emitError("pcc-pipeline-outline: op without dist.stage");
+      placement[&op].push_back({phase, at.getInt()});
+    }
+    for (FunctionKey key : placement[&op])
+      members[key].push_back(&op);
+  }
+  // Forward and backward of every stage exist, even when empty: the
+  // schedule calls each once per microbatch.
+  bool training = llvm::any_of(ret.getOperands(), [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && phases.of(def) == Phase::Backward;
+  });
+  for (int64_t s = 0; s < stages; ++s) {
+    members[{Phase::Forward, s}];
+    if (training)
+      members[{Phase::Backward, s}];
+  }
+
+  // What the step returns, by value: outputs are made in the forward,
+  // gradients in the backward, updates in the optimizer.
+  llvm::DenseMap<Value, SmallVector<std::pair<StringRef, int64_t>>> returned;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    StringRef role = kOutputRole;
+    if (step.getResultAttr(k, graph::kGradAttr))
+      role = kGradRole;
+    else if (step.getResultAttr(k, graph::kUpdateAttr))
+      role = kUpdateRole;
+    returned[v].push_back({role, int64_t(k)});
+  }
+  // The ranks holding each state argument: its own holders, a moment its
+  // parameter's, state of no parameter every rank.
+  auto holderRanks = [&](unsigned arg) {
+    llvm::SmallDenseSet<int64_t, 4> ranks;
+    unsigned param = arg;
+    if (auto of = step.getArgAttrOfType<IntegerAttr>(arg, graph::kStateOfAttr))
+      param = of.getInt();
+    if (auto at = step.getArgAttrOfType<DenseI64ArrayAttr>(param, kStagesAttr))
+      for (int64_t s : at.asArrayRef())
+        ranks.insert(s % pp);
+    else
+      for (int64_t r = 0; r < pp; ++r)
+        ranks.insert(r);
+    return ranks;
+  };
+  // Free outputs (none depends on a microbatch) come from the last stage.
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (!step.getResultAttr(k, graph::kGradAttr) &&
+        !step.getResultAttr(k, graph::kUpdateAttr) &&
+        (phases.isFree(v) || isa<BlockArgument>(v)))
+      return step.emitError("pipeline parallelism: output ")
+             << k << " does not depend on the inputs";
+
+  llvm::DenseMap<Value, int64_t> valueIds;
+  OpBuilder moduleBuilder(step);
+  StringRef base = step.getSymName();
+  for (auto &[key, ops] : members) {
+    auto [phase, index] = key;
+    FunctionBuilder fb(step, phases, valueIds);
+    std::string name =
+        phase == Phase::Optimizer
+            ? llvm::formatv("{0}_rank{1}_optimizer", base, index).str()
+            : llvm::formatv("{0}_stage{1}_{2}", base, index, phaseName(phase))
+                  .str();
+    func::FuncOp fn = fb.create(moduleBuilder, name);
+    fn->setAttr(kPhaseAttr, StringAttr::get(ctx, phaseName(phase)));
+    fn->setAttr(phase == Phase::Optimizer ? kRankAttr : kStageAttr,
+                IntegerAttr::get(IntegerType::get(ctx, 64), index));
+    for (Operation *op : ops) {
+      // The optimizer reads whole gradients, accumulated over the
+      // microbatches and summed over the stages that contribute.
+      if (phase == Phase::Optimizer)
+        for (Value v : op->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          if (!def || phases.isFree(v) || fb.defines(v) ||
+              llvm::is_contained(ops, def))
+            continue;
+          auto it = returned.find(v);
+          const std::pair<StringRef, int64_t> *grad = nullptr;
+          if (it != returned.end())
+            for (const auto &r : it->second)
+              if (r.first == kGradRole)
+                grad = &r;
+          if (!grad)
+            return op->emitError("pipeline parallelism: the optimizer "
+                                 "reads a value of the forward or backward "
+                                 "that is not a gradient");
+          fb.addArgument(v, kGradRole, grad->second);
+        }
+      if (failed(fb.cloneOp(op)))
+        return failure();
+    }
+    // Results: what other functions read, and what the step returns.
+    llvm::SetVector<Value> exported;
+    for (Operation *op : ops)
+      for (Value r : op->getResults())
+        for (Operation *user : r.getUsers()) {
+          if (isa<func::ReturnOp>(user) || phases.isFree(user))
+            continue;
+          auto it = placement.find(user);
+          if (it == placement.end())
+            continue;
+          bool elsewhere = llvm::any_of(it->second, [&](FunctionKey k) {
+            return k != key && k.first != Phase::Optimizer;
+          });
+          if (elsewhere)
+            exported.insert(r);
+        }
+    for (Value v : exported) {
+      auto [it, inserted] = valueIds.try_emplace(v, valueIds.size());
+      fb.addResult(v, FunctionBuilder::kRoleValue, it->second);
+    }
+    for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+      bool isGrad = step.getResultAttr(k, graph::kGradAttr) != nullptr;
+      std::optional<unsigned> updated =
+          graph::getStateIndex(step, k, graph::kUpdateAttr);
+      if (phase == Phase::Optimizer) {
+        if (!updated || !holderRanks(*updated).contains(index))
+          continue;
+        if (failed(fb.lookup(v)))
+          return failure();
+        fb.addResult(v, kUpdateRole, k);
+        continue;
+      }
+      if (updated || isa<BlockArgument>(v) || phases.isFree(v))
+        continue;
+      if (!isGrad) {
+        if (fb.defines(v))
+          fb.addResult(v, kOutputRole, k);
+        continue;
+      }
+      // A gradient summed from several stages' parts: this function's.
+      SmallVector<Value> parts{v};
+      for (size_t i = 0; i < parts.size(); ++i)
+        if (Operation *def = parts[i].getDefiningOp();
+            def && def->hasAttr(kGradSumAttr)) {
+          parts.push_back(def->getOperand(0));
+          parts.push_back(def->getOperand(1));
+        }
+      for (Value part : parts)
+        if (fb.defines(part) &&
+            !(part.getDefiningOp() &&
+              part.getDefiningOp()->hasAttr(kGradSumAttr)))
+          fb.addResult(part, kGradRole, k);
+    }
+    fb.finish();
+  }
+  return success();
+}
+
+namespace {
+struct PipelineOutlinePass
+    : pcc::impl::PipelineOutlineBase<PipelineOutlinePass> {
+  void runOnOperation() override {
+    SmallVector<func::FuncOp> steps;
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (func->hasAttr(kNumStagesAttr))
+        steps.push_back(func);
+    for (func::FuncOp step : steps)
+      if (failed(outlineStages(step)))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,57 @@
+//===- Phases.cpp - Forward, backward and optimizer parts of a step -------===//
+
+#include "Phases.h"
+
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::pipeline;
+
+bool StepPhases::isFree(Operation *op) const {
+  return op->getNumResults() > 0 &&
+         llvm::all_of(op->getResults(), [&](Value r) { return isFree(r); });
+}
+
+StepPhases pcc::pipeline::classifyPhases(func::FuncOp func) {
+  StepPhases result;
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+  // What each value is needed for: outputs and the loss (forward),
+  // gradients (backward), updates (optimizer), as a mask.
+  enum : unsigned { F = 1, B = 2, O = 4 };
+  llvm::DenseMap<Value, unsigned> need;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    unsigned bit = F;
+    if (func.getResultAttr(k, graph::kGradAttr))
+      bit = B;
+    else if (func.getResultAttr(k, graph::kUpdateAttr))
+      bit = O;
+    need[v] |= bit;
+  }
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    unsigned mask = 0;
+    for (Value r : op.getResults())
+      mask |= need.lookup(r);
+    if (!mask)
+      continue;
+    result.phase[&op] = (mask & F)   ? Phase::Forward
+                        : (mask & B) ? Phase::Backward
+                                     : Phase::Optimizer;
+    for (Value v : op.getOperands())
+      need[v] |= mask;
+  }
+
+  // State (parameters, moments) is held by every stage that uses it; the
+  // inputs are per microbatch, and what is computed from them is work.
+  for (BlockArgument arg : body.getArguments())
+    if (func.getArgAttr(arg.getArgNumber(), graph::kStateAttr))
+      result.free.insert(arg);
+  for (Operation &op : body.without_terminator())
+    if (llvm::all_of(op.getOperands(),
+                     [&](Value v) { return result.free.contains(v); }))
+      for (Value r : op.getResults())
+        result.free.insert(r);
+  return result;
+}

@@ -1,0 +1,42 @@
+//===- Phases.h - Forward, backward and optimizer parts of a step -*- C++ -*-===//
+//
+// What the pipeline passes share about a step function: which ops belong to
+// the forward (they compute the outputs and the loss), the backward (the
+// gradients) and the optimizer (the updates), found from what each op
+// contributes to, not from markers that folding could lose; and which values
+// are free: computed from parameters, state and constants alone, so
+// that every stage that needs one recomputes it rather than receiving it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_LIB_TRANSFORMS_PIPELINE_PHASES_H
+#define PCC_LIB_TRANSFORMS_PIPELINE_PHASES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace pcc::pipeline {
+
+enum class Phase { Forward, Backward, Optimizer, Dead };
+
+struct StepPhases {
+  llvm::DenseMap<mlir::Operation *, Phase> phase;
+  /// Values recomputed wherever they are used.
+  llvm::DenseSet<mlir::Value> free;
+
+  Phase of(mlir::Operation *op) const {
+    auto it = phase.find(op);
+    return it == phase.end() ? Phase::Dead : it->second;
+  }
+  bool isFree(mlir::Value v) const { return free.contains(v); }
+  /// An op whose results are all free (or that has none worth placing).
+  bool isFree(mlir::Operation *op) const;
+};
+
+/// Classifies every op of `func` (a single block ending in func.return).
+StepPhases classifyPhases(mlir::func::FuncOp func);
+
+} // namespace pcc::pipeline
+
+#endif // PCC_LIB_TRANSFORMS_PIPELINE_PHASES_H

@@ -1,0 +1,390 @@
+//===- StagePartition.cpp - Which pipeline stage runs each op -------------===//
+//
+// Cuts a step into S = pp x virtual-stages contiguous stages. The forward's
+// ops (those that compute the outputs and the loss, in program order, which
+// is a topological order) are cut where the cost model balances the
+// stages' times, each stage paying for receiving the tensors that cross
+// its start; so cuts fall where the boundary is small (between layers
+// rather than inside attention) unless balance wins. The backward follows:
+// an op of the backward runs on the latest stage that has the forward
+// values it reads and precedes the stages whose backward values it reads,
+// so gradients flow from the last stage to the first. Optimizer ops run on
+// every stage that holds their parameter: a parameter used on several
+// stages (a tied embedding and LM head) keeps a copy, and its optimizer,
+// on each. Free ops (computed from parameters and constants alone) get no
+// stage: every stage that needs their value recomputes it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Phases.h"
+
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
+#include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipeline/CostModel.h"
+#include "pcc/Transforms/Pipeline/Pipeline.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <limits>
+
+namespace pcc {
+#define GEN_PASS_DEF_PIPELINESTAGES
+#include "pcc/Transforms/Passes.h.inc"
+} // namespace pcc
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::pipeline;
+
+/// The ONNX node an op came from, if its location names one.
+static StringRef nodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().getValue();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (StringRef n = nodeName(l); !n.empty())
+        return n;
+  return {};
+}
+
+/// Cut positions (the index of each stage's first op, stage 0 excluded)
+/// that minimize the slowest stage's time, counting the transfer of the
+/// values crossing a stage's start.
+static SmallVector<size_t> balance(ArrayRef<double> prefix,
+                                   ArrayRef<double> crossing,
+                                   int64_t stages) {
+  size_t n = prefix.size() - 1;
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[j][i]: the slowest of j stages covering ops [0, i).
+  std::vector<std::vector<double>> best(stages + 1,
+                                        std::vector<double>(n + 1, inf));
+  std::vector<std::vector<size_t>> from(stages + 1,
+                                        std::vector<size_t>(n + 1, 0));
+  for (size_t i = 1; i <= n; ++i)
+    best[1][i] = prefix[i];
+  for (int64_t j = 2; j <= stages; ++j)
+    for (size_t i = j; i <= n; ++i)
+      for (size_t k = j - 1; k < i; ++k) {
+        double t = std::max(best[j - 1][k], prefix[i] - prefix[k] +
+                                                crossing[k]);
+        // On a tie, the smaller boundary.
+        if (t < best[j][i] ||
+            (t == best[j][i] && crossing[k] < crossing[from[j][i]])) {
+          best[j][i] = t;
+          from[j][i] = k;
+        }
+      }
+  SmallVector<size_t> cuts(stages - 1);
+  size_t i = n;
+  for (int64_t j = stages; j >= 2; --j) {
+    i = from[j][i];
+    cuts[j - 2] = i;
+  }
+  return cuts;
+}
+
+LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) {
+  int64_t stages = options.stages;
+  MLIRContext *ctx = func.getContext();
+  Block &body = func.getBody().front();
+  StepPhases phases = classifyPhases(func);
+  auto i64 = [&](int64_t v) {
+    return IntegerAttr::get(IntegerType::get(ctx, 64), v);
+  };
+  func->setAttr(kNumStagesAttr, i64(stages));
+
+  // The forward's work, in program order.
+  SmallVector<Operation *> forward;
+  for (Operation &op : body.without_terminator())
+    if (phases.of(&op) == Phase::Forward && !phases.isFree(&op))
+      forward.push_back(&op);
+  if (int64_t(forward.size()) < stages)
+    return func.emitError("the forward has ")
+           << forward.size() << " ops, too few for " << stages
+           << " pipeline stages";
+  llvm::DenseMap<Operation *, size_t> position;
+  for (auto [i, op] : llvm::enumerate(forward))
+    position[op] = i;
+
+  SmallVector<size_t> cuts;
+  if (!options.split.empty()) {
+    SmallVector<StringRef> names;
+    StringRef(options.split).split(names, ',', -1, false);
+    if (int64_t(names.size()) != stages - 1)
+      return func.emitError("--pp-split names ")
+             << names.size() << " node(s); " << stages
+             << " stages need " << stages - 1;
+    for (StringRef name : names) {
+      name = name.trim();
+      size_t after = 0;
+      bool found = false;
+      for (auto [i, op] : llvm::enumerate(forward))
+        if (nodeName(op->getLoc()) == name) {
+          after = i + 1;
+          found = true;
+        }
+      if (!found)
+        return func.emitError("--pp-split: no forward node named '")
+               << name << "'";
+      if ((!cuts.empty() && after <= cuts.back()) || after >= forward.size())
+        return func.emitError("--pp-split: the cut after '")
+               << name << "' leaves a stage without ops; name the nodes in "
+               << "program order";
+      cuts.push_back(after);
+    }
+  } else {
+    SmallVector<double> prefix{0};
+    for (Operation *op : forward)
+      prefix.push_back(prefix.back() + options.cost.time(op));
+    // Bytes crossing each cut: values made before it and used after it.
+    SmallVector<double> delta(forward.size() + 2, 0);
+    for (auto [i, op] : llvm::enumerate(forward))
+      for (Value r : op->getResults()) {
+        size_t last = i;
+        for (Operation *user : r.getUsers())
+          if (auto it = position.find(user); it != position.end())
+            last = std::max(last, it->second);
+        if (last > i) {
+          delta[i + 1] += tensorBytes(r.getType());
+          delta[last + 1] -= tensorBytes(r.getType());
+        }
+      }
+    SmallVector<double> crossing(forward.size() + 1, 0);
+    double bytes = 0;
+    for (size_t k = 0; k <= forward.size(); ++k) {
+      bytes += delta[k];
+      crossing[k] = options.cost.transferTime(int64_t(bytes));
+    }
+    cuts = balance(prefix, crossing, stages);
+  }
+
+  // Forward stages, and where each forward value is available: its stage
+  // and those of its forward users.
+  llvm::DenseMap<Operation *, int64_t> stageOf;
+  for (auto [i, op] : llvm::enumerate(forward))
+    stageOf[op] = llvm::upper_bound(cuts, i) - cuts.begin();
+  auto forwardUsers = [&](Value v) {
+    SmallVector<int64_t> at;
+    if (Operation *def = v.getDefiningOp())
+      at.push_back(stageOf.lookup(def));
+    for (Operation *user : v.getUsers())
+      if (phases.of(user) == Phase::Forward && stageOf.count(user))
+        at.push_back(stageOf[user]);
+    return at;
+  };
+
+  // The stages whose forward reads each parameter (through free ops).
+  llvm::DenseMap<Value, SmallVector<int64_t>> paramStages;
+  std::function<void(Value, int64_t)> usedOn = [&](Value v, int64_t stage) {
+    if (isa<BlockArgument>(v) || !phases.isFree(v)) {
+      if (isa<BlockArgument>(v) && !llvm::is_contained(paramStages[v], stage))
+        paramStages[v].push_back(stage);
+      return;
+    }
+    for (Value o : v.getDefiningOp()->getOperands())
+      usedOn(o, stage);
+  };
+  for (Operation *op : forward)
+    for (Value v : op->getOperands())
+      if (phases.isFree(v))
+        usedOn(v, stageOf[op]);
+  std::function<void(Value, SmallVectorImpl<Value> &)> paramsOf =
+      [&](Value v, SmallVectorImpl<Value> &into) {
+        if (isa<BlockArgument>(v)) {
+          if (paramStages.count(v))
+            into.push_back(v);
+          return;
+        }
+        if (phases.isFree(v))
+          for (Value o : v.getDefiningOp()->getOperands())
+            paramsOf(o, into);
+      };
+
+  // Backward: no later than the stages of the backward values it reads,
+  // and as late as the forward values and parameters it reads allow (the
+  // stage of the forward op it differentiates, in practice).
+  for (Operation &op : body.without_terminator()) {
+    if (phases.of(&op) != Phase::Backward || phases.isFree(&op))
+      continue;
+    int64_t hi = stages - 1;
+    SmallVector<SmallVector<int64_t>> available;
+    for (Value v : op.getOperands()) {
+      if (phases.isFree(v)) {
+        SmallVector<Value> params;
+        paramsOf(v, params);
+        for (Value p : params)
+          available.push_back(paramStages[p]);
+        continue;
+      }
+      if (isa<BlockArgument>(v))
+        continue;
+      Operation *def = v.getDefiningOp();
+      if (phases.of(def) == Phase::Backward)
+        hi = std::min(hi, stageOf.lookup(def));
+      else
+        available.push_back(forwardUsers(v));
+    }
+    int64_t stage = hi;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (ArrayRef<int64_t> at : available) {
+        int64_t best = -1;
+        for (int64_t s : at)
+          if (s <= stage)
+            best = std::max(best, s);
+        if (best >= 0 && best < stage) {
+          stage = best;
+          changed = true;
+        }
+      }
+    }
+    stageOf[&op] = stage;
+  }
+
+  // A gradient summed from parts that different stages compute (a tied
+  // embedding and LM head) is not summed per microbatch: each stage
+  // accumulates its part, and the parts are summed once after the flush.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  std::function<void(Value)> splitSum = [&](Value g) {
+    auto add = g.getDefiningOp<graph::AddOp>();
+    if (!add || !stageOf.count(add) || add.getLhs().getType() != g.getType() ||
+        add.getRhs().getType() != g.getType())
+      return;
+    auto stageOfValue = [&](Value v) -> int64_t {
+      Operation *def = v.getDefiningOp();
+      return def && stageOf.count(def) ? stageOf[def] : -1;
+    };
+    int64_t l = stageOfValue(add.getLhs()), r = stageOfValue(add.getRhs());
+    if (l < 0 || r < 0 || (l == r && l == stageOf[add]))
+      return;
+    stageOf.erase(add);
+    add->setAttr(kGradSumAttr, UnitAttr::get(ctx));
+    for (Value part : {add.getLhs(), add.getRhs()})
+      if (part.hasOneUse())
+        splitSum(part);
+  };
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (func.getResultAttr(k, graph::kGradAttr) &&
+        llvm::all_of(v.getUsers(), [&](Operation *user) {
+          return isa<func::ReturnOp>(user) ||
+                 phases.of(user) == Phase::Optimizer;
+        }))
+      splitSum(v);
+
+  for (auto &[op, stage] : stageOf)
+    op->setAttr(kStageAttr, i64(stage));
+
+  // Optimizer: on every stage that holds the parameter it updates. A
+  // state's holders are the stages whose forward or backward reads it.
+  SmallVector<llvm::SmallDenseSet<int64_t, 2>> holders(body.getNumArguments());
+  std::function<void(Value, int64_t)> hold = [&](Value v, int64_t stage) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      holders[arg.getArgNumber()].insert(stage);
+      return;
+    }
+    if (phases.isFree(v))
+      for (Value o : v.getDefiningOp()->getOperands())
+        hold(o, stage);
+  };
+  for (auto &[op, stage] : stageOf)
+    for (Value v : op->getOperands())
+      if (phases.isFree(v))
+        hold(v, stage);
+  llvm::DenseMap<Value, llvm::SmallDenseSet<int64_t, 2>> wanted;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    std::optional<unsigned> state =
+        graph::getStateIndex(func, k, graph::kUpdateAttr);
+    if (!state)
+      continue;
+    unsigned param = *state;
+    if (auto of = func.getArgAttrOfType<IntegerAttr>(*state,
+                                                     graph::kStateOfAttr))
+      param = of.getInt();
+    auto &at = wanted[v];
+    if (holders[param].empty())
+      // State of no parameter (a step counter): every stage keeps one.
+      for (int64_t s = 0; s < stages; ++s)
+        at.insert(s);
+    else
+      at.insert(holders[param].begin(), holders[param].end());
+  }
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (phases.of(&op) != Phase::Optimizer)
+      continue;
+    llvm::SmallDenseSet<int64_t, 2> at;
+    for (Value r : op.getResults())
+      if (auto it = wanted.find(r); it != wanted.end())
+        at.insert(it->second.begin(), it->second.end());
+    for (Value v : op.getOperands())
+      wanted[v].insert(at.begin(), at.end());
+    if (phases.isFree(&op))
+      continue;
+    SmallVector<int64_t> sorted(at.begin(), at.end());
+    llvm::sort(sorted);
+    op.setAttr(kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
+  }
+  for (auto [i, at] : llvm::enumerate(holders))
+    if (!at.empty()) {
+      SmallVector<int64_t> sorted(at.begin(), at.end());
+      llvm::sort(sorted);
+      func.setArgAttr(i, kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
+    }
+  return success();
+}
+
+namespace {
+struct PipelineStagesPass
+    : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
+  using PipelineStagesBase::PipelineStagesBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    StageOptions options;
+    options.stages = pp * virtualStages;
+    options.split = split;
+    if (costTable.empty()) {
+      options.cost = CostModel::forTarget(target);
+    } else {
+      auto loaded = CostModel::load(costTable, target);
+      if (!loaded) {
+        module.emitError(llvm::toString(loaded.takeError()));
+        return signalPassFailure();
+      }
+      options.cost = *loaded;
+    }
+    // The mesh gains its pipeline axis, outermost: a stage's
+    // tensor-parallel ranks are neighbours.
+    OpBuilder b(module.getBodyRegion());
+    if (pp == 1) {
+      for (auto func : module.getOps<func::FuncOp>())
+        if (failed(assignStages(func, options)))
+          return signalPassFailure();
+      return;
+    }
+    SmallVector<StringRef> names{kPpAxis};
+    SmallVector<int64_t> sizes{pp};
+    if (auto mesh = module.lookupSymbol<dist::MeshOp>("mesh")) {
+      if (mesh.getAxisSize(kPpAxis))
+        return;
+      for (auto [name, size] :
+           llvm::zip(mesh.getAxisNames(), mesh.getShape())) {
+        names.push_back(cast<StringAttr>(name).getValue());
+        sizes.push_back(size);
+      }
+      b.setInsertionPoint(mesh);
+      dist::MeshOp::create(b, mesh.getLoc(), "mesh", b.getStrArrayAttr(names),
+                           b.getDenseI64ArrayAttr(sizes));
+      mesh.erase();
+    } else {
+      dist::MeshOp::create(b, module.getLoc(), "mesh",
+                           b.getStrArrayAttr(names),
+                           b.getDenseI64ArrayAttr(sizes));
+    }
+    for (auto func : module.getOps<func::FuncOp>())
+      if (failed(assignStages(func, options)))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,55 @@
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=1f1b" | FileCheck %s
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="pp=2 microbatches=2 schedule=gpipe" | FileCheck %s --check-prefix=INFER
+
+// Outlined stages: each argument and result says what it is.
+// CHECK: func.func private @main_stage0_forward(%arg0: tensor<40x16xf32> {dist.state = 1 : i64}, %arg1: tensor<1x8xi64> {dist.input = 0 : i64}
+// CHECK: func.func private @main_stage1_forward({{.*}}{dist.value = {{[0-9]+}} : i64}
+// CHECK-SAME: tensor<1x8x40xf32> {dist.output = 0 : i64}, tensor<f32> {dist.output = 1 : i64}
+// CHECK: func.func private @main_stage0_backward(
+// CHECK-SAME: tensor<40x16xf32> {dist.grad = 2 : i64}
+// CHECK: func.func private @main_stage1_backward(
+// CHECK-SAME: tensor<40x16xf32> {dist.grad = 2 : i64}
+// CHECK: func.func private @main_rank0_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<40x16xf32> {dist.state = 1 : i64}
+// CHECK: func.func private @main_rank1_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<40x16xf32> {dist.state = 1 : i64}
+
+// Rank 0 (1F1B with 2 ranks: one warm-up forward): its microbatch slices,
+// activations out, gradients in, then the tied embedding's gradient parts
+// exchanged once after the flush, averaged, and its optimizer.
+// CHECK-LABEL: func.func @main_rank0(%arg0: tensor<2x8xi64> {onnx.name = "input_ids"}
+// CHECK-SAME: dist.rank = 0
+// CHECK: %[[MB0:.*]] = graph.slice %arg0 {sizes = array<i64: 1, 8>, starts = array<i64: 0, 0>
+// CHECK: %[[F0:.*]]:{{[0-9]+}} = call @main_stage0_forward(%arg1, %[[MB0]], {{.*}}dist.action = "F0"
+// CHECK-COUNT-2: dist.send %[[F0]]#{{[0-9]+}} on @mesh axes ["pp"] to 1 tag 0 : tensor<1x8x16xf32>
+// CHECK: call @main_stage0_forward({{.*}}dist.action = "F1"
+// CHECK: dist.recv on @mesh axes ["pp"] from 1 tag 1 : tensor<1x8x16xf32>
+// CHECK: call @main_stage0_backward({{.*}}dist.action = "B0"
+// CHECK: dist.recv on @mesh axes ["pp"] from 1 tag 1 : tensor<1x8x16xf32>
+// CHECK: call @main_stage0_backward({{.*}}dist.action = "B1"
+// CHECK: dist.send %{{.*}} on @mesh axes ["pp"] to 1 tag 2 : tensor<40x16xf32>
+// CHECK: %[[PART:.*]] = dist.recv on @mesh axes ["pp"] from 1 tag 2 : tensor<40x16xf32>
+// CHECK: %[[SUM:.*]] = graph.add %{{.*}}, %[[PART]]
+// CHECK: %[[AVG:.*]] = graph.div %[[SUM]], %{{.*}} : (tensor<40x16xf32>, tensor<f32>)
+// CHECK: call @main_rank0_optimizer(%[[AVG]], %arg1, {{.*}}dist.action = "O"
+// CHECK: return
+
+// Rank 1 ends the forward: the loss is the microbatches' mean, the logits
+// their concatenation; its copy of the tied embedding sums the parts in
+// the same (rank) order.
+// CHECK-LABEL: func.func @main_rank1(
+// CHECK: dist.recv on @mesh axes ["pp"] from 0 tag 0 : tensor<1x8x16xf32>
+// CHECK: call @main_stage1_forward({{.*}}dist.action = "F0"
+// CHECK: call @main_stage1_backward({{.*}}dist.action = "B0"
+// CHECK: dist.send %{{.*}} on @mesh axes ["pp"] to 0 tag 1
+// CHECK: dist.send %{{.*}} on @mesh axes ["pp"] to 0 tag 2 : tensor<40x16xf32>
+// CHECK: %[[OTHER:.*]] = dist.recv on @mesh axes ["pp"] from 0 tag 2 : tensor<40x16xf32>
+// CHECK: graph.add %[[OTHER]], %{{.*}} : (tensor<40x16xf32>, tensor<40x16xf32>)
+// CHECK: graph.concat %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<1x8x40xf32>, tensor<1x8x40xf32>) -> tensor<2x8x40xf32>
+// CHECK: return {{.*}} : tensor<2x8x40xf32>, tensor<f32>,
+// CHECK: dist.schedule @schedule {bubble_fraction = {{.*}}, kind = "1f1b"
+
+// Inference: forwards only; GPipe's order on rank 1.
+// INFER-LABEL: func.func @main_rank1(
+// INFER: call @main_stage1_forward({{.*}}"F0"
+// INFER: call @main_stage1_forward({{.*}}"F1"
+// INFER: graph.concat
+// INFER-NOT: backward
