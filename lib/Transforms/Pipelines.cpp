@@ -62,7 +62,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     schedule.ranks = options.pp;
     pm.addPass(createPipelineSchedule(schedule));
     pm.addPass(createVerifySchedule());
-    pm.addPass(createPipelineOutline());
+    // Zero-bubble schedules run the weight gradient (W) apart.
+    pm.addPass(createPipelineOutline({options.schedule == "zb-h1"}));
     pm.addPass(createLowerSchedule());
     pm.addPass(createCSEPass());
   }

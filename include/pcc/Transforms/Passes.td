@@ -399,9 +399,16 @@ def PipelineOutline : Pass<"pcc-pipeline-outline", "::mlir::ModuleOp"> {
     another reads: a stage boundary, an activation kept for the backward),
     `dist.output = k` (this microbatch's part of result k), `dist.grad = k`
     (a stage's contribution to gradient result k; the optimizer's argument
-    is the whole gradient) and `dist.update = k`. The step function stays
-    for `pcc-lower-schedule` to read its signature.
+    is the whole gradient) and `dist.update = k`. With `split-backward`
+    (zero-bubble schedules), the ops `pcc-pipeline-stages` marked
+    `dist.weight_grad` go to a third function per stage, the W that runs
+    apart from the input gradient B. The step function stays for
+    `pcc-lower-schedule` to read its signature.
   }];
+  let options = [
+    Option<"splitBackward", "split-backward", "bool", /*default=*/"false",
+           "Give each stage's weight gradient its own function (W)">,
+  ];
 }
 
 def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {

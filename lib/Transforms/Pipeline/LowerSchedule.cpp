@@ -40,7 +40,7 @@ namespace {
 enum Tag : int64_t { kActTag = 0, kGradTag = 1, kOptimizerTag = 2 };
 
 struct StageFunctions {
-  func::FuncOp forward, backward;
+  func::FuncOp forward, backward, weight;
 };
 
 /// Where the values that cross functions go.
@@ -116,7 +116,9 @@ LogicalResult Lowering::collect() {
     }
     int64_t s = fn->getAttrOfType<IntegerAttr>(kStageAttr).getInt();
     bool forward = phase.getValue() == "forward";
-    (forward ? stageFns[s].forward : stageFns[s].backward) = fn;
+    (forward                         ? stageFns[s].forward
+     : phase.getValue() == "weight" ? stageFns[s].weight
+                                     : stageFns[s].backward) = fn;
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       if (auto id = roleOf(fn.getArgAttrDict(i), kValueRole))
         ends[*id].consumers.push_back({s, forward});
@@ -133,6 +135,15 @@ LogicalResult Lowering::collect() {
   for (int64_t s = 0; s < stages; ++s)
     if (!stageFns[s].forward)
       return step.emitError("no forward function for stage ") << s;
+  bool hasW = false;
+  schedule.walk([&](dist::ComputeOp c) {
+    hasW |= c.getPhase() == dist::Phase::W;
+  });
+  if (!hasW && llvm::any_of(stageFns, [](const StageFunctions &f) {
+        return bool(f.weight);
+      }))
+    return schedule.emitError("the backward is split into input and weight "
+                              "gradients but the schedule has no W actions");
   routes.act.assign(stages, {});
   routes.grad.assign(stages, {});
   for (auto &[id, e] : ends) {
@@ -272,12 +283,15 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       int64_t k = compute.getMicrobatchAttr().getInt();
       if (!training && compute.getPhase() != dist::Phase::F)
         continue;
-      if (compute.getPhase() == dist::Phase::W)
-        return compute.emitError("the W action needs a backward split into "
-                                 "input and weight gradients, which is not "
-                                 "built yet");
+      bool split = bool(stageFns[s].weight);
+      if ((compute.getPhase() == dist::Phase::W) != false && !split)
+        return compute.emitError("a W action needs the backward split into "
+                                 "input and weight gradients "
+                                 "(pcc-pipeline-outline split-backward)");
       func::FuncOp callee = compute.getPhase() == dist::Phase::F
                                 ? stageFns[s].forward
+                            : compute.getPhase() == dist::Phase::W
+                                ? stageFns[s].weight
                                 : stageFns[s].backward;
       if (!callee)
         return compute.emitError("stage ") << s << " has no such function";
@@ -291,9 +305,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       auto call = func::CallOp::create(b, loc, callee, operands);
       call->setAttr("dist.action",
                     b.getStringAttr(llvm::formatv(
-                        "{0}{1}", compute.getPhase() == dist::Phase::F ? "F"
-                                                                       : "B",
-                        k)));
+                        "{0}{1}", stringifyPhase(compute.getPhase()), k)));
       for (unsigned i = 0; i < callee.getNumResults(); ++i) {
         DictionaryAttr attrs = callee.getResultAttrDict(i);
         Value r = call.getResult(i);

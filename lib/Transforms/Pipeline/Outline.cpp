@@ -169,6 +169,8 @@ static StringRef phaseName(Phase p) {
     return "forward";
   case Phase::Backward:
     return "backward";
+  case Phase::Weight:
+    return "weight";
   case Phase::Optimizer:
     return "optimizer";
   default:
@@ -176,7 +178,7 @@ static StringRef phaseName(Phase p) {
   }
 }
 
-LogicalResult pcc::outlineStages(func::FuncOp step) {
+LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
   auto numStages = step->getAttrOfType<IntegerAttr>(kNumStagesAttr);
   if (!numStages)
     return step.emitError("pcc-pipeline-outline: run pcc-pipeline-stages "
@@ -213,6 +215,8 @@ LogicalResult pcc::outlineStages(func::FuncOp step) {
       auto at = op.getAttrOfType<IntegerAttr>(kStageAttr);
       if (!at)
         return op.emitError("pcc-pipeline-outline: op without dist.stage");
+      if (splitBackward && op.hasAttr(kWeightGradAttr))
+        phase = Phase::Weight;
       placement[&op].push_back({phase, at.getInt()});
     }
     for (FunctionKey key : placement[&op])
@@ -228,6 +232,8 @@ LogicalResult pcc::outlineStages(func::FuncOp step) {
     members[{Phase::Forward, s}];
     if (training)
       members[{Phase::Backward, s}];
+    if (training && splitBackward)
+      members[{Phase::Weight, s}];
   }
 
   // What the step returns, by value: outputs are made in the forward,
@@ -364,13 +370,14 @@ LogicalResult pcc::outlineStages(func::FuncOp step) {
 namespace {
 struct PipelineOutlinePass
     : pcc::impl::PipelineOutlineBase<PipelineOutlinePass> {
+  using PipelineOutlineBase::PipelineOutlineBase;
   void runOnOperation() override {
     SmallVector<func::FuncOp> steps;
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (func->hasAttr(kNumStagesAttr))
         steps.push_back(func);
     for (func::FuncOp step : steps)
-      if (failed(outlineStages(step)))
+      if (failed(outlineStages(step, splitBackward)))
         return signalPassFailure();
   }
 };

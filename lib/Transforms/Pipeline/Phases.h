@@ -18,7 +18,9 @@
 
 namespace pcc::pipeline {
 
-enum class Phase { Forward, Backward, Optimizer, Dead };
+/// What an op contributes to. `Weight` is never classified: it names the
+/// weight-gradient part of a backward split for zero-bubble schedules.
+enum class Phase { Forward, Backward, Weight, Optimizer, Dead };
 
 struct StepPhases {
   llvm::DenseMap<mlir::Operation *, Phase> phase;

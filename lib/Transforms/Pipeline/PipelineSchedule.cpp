@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipeline/Pipeline.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -35,6 +36,23 @@ struct PipelineSchedulePass
     spec.costs.assign(costs.begin(), costs.end());
     spec.stashBytes.assign(stashBytes.begin(), stashBytes.end());
     spec.baseBytes.assign(baseBytes.begin(), baseBytes.end());
+    // Without costs given, a step the stage partition measured gives them.
+    for (auto func : module.getOps<func::FuncOp>()) {
+      auto stageCosts = func->getAttrOfType<DenseF64ArrayAttr>(
+          kStageCostsAttr);
+      auto stash = func->getAttrOfType<DenseI64ArrayAttr>(kStashBytesAttr);
+      if (spec.costs.empty() && stageCosts)
+        spec.costs.assign(stageCosts.asArrayRef().begin(),
+                          stageCosts.asArrayRef().end());
+      auto base = func->getAttrOfType<DenseI64ArrayAttr>(kBaseBytesAttr);
+      if (spec.baseBytes.empty() && base &&
+          int64_t(base.size()) == spec.ranks)
+        spec.baseBytes.assign(base.asArrayRef().begin(),
+                              base.asArrayRef().end());
+      if (spec.stashBytes.empty() && stash)
+        spec.stashBytes.assign(stash.asArrayRef().begin(),
+                               stash.asArrayRef().end());
+    }
     if (ranks == 0) {
       auto mesh = module.lookupSymbol<dist::MeshOp>("mesh");
       std::optional<int64_t> pp =

@@ -277,6 +277,50 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
   for (auto &[op, stage] : stageOf)
     op->setAttr(kStageAttr, i64(stage));
 
+  // The weight gradient (W, which zero-bubble schedules run apart from the
+  // input gradient B): backward ops whose results no other stage's
+  // backward needs, directly or through the stage's own input gradient.
+  llvm::DenseSet<Operation *> inputGradient;
+  SmallVector<Operation *> backward;
+  for (Operation &op : body.without_terminator())
+    if (stageOf.count(&op) && phases.of(&op) == Phase::Backward)
+      backward.push_back(&op);
+  for (Operation *op : llvm::reverse(backward)) {
+    bool needed = llvm::any_of(op->getUsers(), [&](Operation *user) {
+      auto it = stageOf.find(user);
+      return it != stageOf.end() && phases.of(user) == Phase::Backward &&
+             (it->second != stageOf[op] || inputGradient.contains(user));
+    });
+    if (needed)
+      inputGradient.insert(op);
+    else
+      op->setAttr(kWeightGradAttr, UnitAttr::get(ctx));
+  }
+
+  // What the schedule's timeline and memory need per stage: the time of
+  // its forward, input gradient and weight gradient, and the bytes one
+  // microbatch keeps from its forward until its backward.
+  SmallVector<double> costs(3 * stages, 0);
+  SmallVector<int64_t> stash(stages, 0);
+  llvm::DenseSet<std::pair<Value, int64_t>> kept;
+  for (auto &[op, stage] : stageOf) {
+    Phase phase = phases.of(op);
+    int column = phase == Phase::Forward ? 0
+                 : op->hasAttr(kWeightGradAttr) ? 2
+                                                : 1;
+    costs[3 * stage + column] += options.cost.time(op);
+    if (phase != Phase::Backward)
+      continue;
+    for (Value v : op->getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (def && stageOf.count(def) && phases.of(def) == Phase::Forward &&
+          kept.insert({v, stage}).second)
+        stash[stage] += tensorBytes(v.getType());
+    }
+  }
+  func->setAttr(kStageCostsAttr, DenseF64ArrayAttr::get(ctx, costs));
+  func->setAttr(kStashBytesAttr, DenseI64ArrayAttr::get(ctx, stash));
+
   // Optimizer: on every stage that holds the parameter it updates. A
   // state's holders are the stages whose forward or backward reads it.
   SmallVector<llvm::SmallDenseSet<int64_t, 2>> holders(body.getNumArguments());
@@ -326,6 +370,42 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
     llvm::sort(sorted);
     op.setAttr(kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
   }
+  // What each rank holds throughout: its state (a moment where its
+  // parameter is, state of no parameter everywhere) and its weights.
+  int64_t ranks = std::max<int64_t>(1, options.ranks);
+  SmallVector<int64_t> base(ranks, 0);
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned param = arg.getArgNumber();
+    if (!func.getArgAttr(param, graph::kStateAttr))
+      continue;
+    if (auto of = func.getArgAttrOfType<IntegerAttr>(param,
+                                                     graph::kStateOfAttr))
+      param = of.getInt();
+    llvm::SmallDenseSet<int64_t, 4> at;
+    for (int64_t s : holders[param])
+      at.insert(s % ranks);
+    for (int64_t r = 0; r < ranks; ++r)
+      if (holders[param].empty() || at.contains(r))
+        base[r] += tensorBytes(arg.getType());
+  }
+  llvm::DenseSet<std::pair<Operation *, int64_t>> weightOn;
+  std::function<void(Value, int64_t)> weights = [&](Value v, int64_t rank) {
+    Operation *def = v.getDefiningOp();
+    if (!def || !phases.isFree(v))
+      return;
+    if (isa<graph::WeightOp>(def)) {
+      if (weightOn.insert({def, rank}).second)
+        base[rank] += tensorBytes(v.getType());
+      return;
+    }
+    for (Value o : def->getOperands())
+      weights(o, rank);
+  };
+  for (auto &[op, stage] : stageOf)
+    for (Value v : op->getOperands())
+      weights(v, stage % ranks);
+  func->setAttr(kBaseBytesAttr, DenseI64ArrayAttr::get(ctx, base));
+
   for (auto [i, at] : llvm::enumerate(holders))
     if (!at.empty()) {
       SmallVector<int64_t> sorted(at.begin(), at.end());
@@ -343,6 +423,7 @@ struct PipelineStagesPass
     ModuleOp module = getOperation();
     StageOptions options;
     options.stages = pp * virtualStages;
+    options.ranks = pp;
     options.split = split;
     if (costTable.empty()) {
       options.cost = CostModel::forTarget(target);

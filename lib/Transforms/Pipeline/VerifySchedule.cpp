@@ -252,6 +252,7 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
           continue;
         }
         double t = cost(a);
+        rs.timeline.push_back({a, clock[r], clock[r] + t});
         clock[r] += t;
         rs.busy += t;
         int64_t chunk = stashBytes ? (*stashBytes)[a.stage] : 0;

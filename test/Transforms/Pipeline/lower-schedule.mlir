@@ -1,5 +1,6 @@
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=1f1b" | FileCheck %s
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="pp=2 microbatches=2 schedule=gpipe" | FileCheck %s --check-prefix=INFER
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
 
 // Outlined stages: each argument and result says what it is.
 // CHECK: func.func private @main_stage0_forward(%arg0: tensor<40x16xf32> {dist.state = 1 : i64}, %arg1: tensor<1x8xi64> {dist.input = 0 : i64}
@@ -45,7 +46,7 @@
 // CHECK: graph.add %[[OTHER]], %{{.*}} : (tensor<40x16xf32>, tensor<40x16xf32>)
 // CHECK: graph.concat %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<1x8x40xf32>, tensor<1x8x40xf32>) -> tensor<2x8x40xf32>
 // CHECK: return {{.*}} : tensor<2x8x40xf32>, tensor<f32>,
-// CHECK: dist.schedule @schedule {bubble_fraction = {{.*}}, kind = "1f1b"
+// CHECK: dist.schedule @schedule {base_bytes = {{.*}}, bubble_fraction = {{.*}}, costs = {{.*}}, kind = "1f1b"
 
 // Inference: forwards only; GPipe's order on rank 1.
 // INFER-LABEL: func.func @main_rank1(
@@ -53,3 +54,12 @@
 // INFER: call @main_stage1_forward({{.*}}"F1"
 // INFER: graph.concat
 // INFER-NOT: backward
+
+// ZB-H1: each stage's weight gradient is a function of its own, run by the
+// W actions after the input gradient (B) has been sent on.
+// ZB: func.func private @main_stage1_weight(
+// ZB-LABEL: func.func @main_rank1(
+// ZB: %[[B:.*]]:{{[0-9]+}} = call @main_stage1_backward({{.*}}dist.action = "B0"
+// ZB-NEXT: dist.send %[[B]]#{{[0-9]+}} on @mesh axes ["pp"] to 0 tag 1
+// ZB-NEXT: call @main_stage1_weight({{.*}}%[[B]]#{{.*}}dist.action = "W0"
+// ZB: dist.schedule @schedule {{.*}}kind = "zb-h1"

@@ -34,6 +34,15 @@ inline constexpr llvm::StringLiteral kBatchDimAttr = "dist.batch_dim";
 inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
 inline constexpr llvm::StringLiteral kStagesAttr = "dist.stages";
 inline constexpr llvm::StringLiteral kNumStagesAttr = "dist.num_stages";
+/// A backward op of the weight gradient (W), not of the input gradient.
+inline constexpr llvm::StringLiteral kWeightGradAttr = "dist.weight_grad";
+/// Per virtual stage: the times of F, B and W (3 per stage), and the bytes
+/// one microbatch's forward keeps until its backward.
+inline constexpr llvm::StringLiteral kStageCostsAttr = "dist.stage_costs";
+inline constexpr llvm::StringLiteral kStashBytesAttr = "dist.stash_bytes";
+/// Per pipeline rank: the bytes of the parameters, optimizer state and
+/// weights it holds throughout.
+inline constexpr llvm::StringLiteral kBaseBytesAttr = "dist.base_bytes";
 /// An add of a gradient's parts made on different stages: each stage
 /// accumulates its part and the parts are summed after the flush.
 inline constexpr llvm::StringLiteral kGradSumAttr = "dist.grad_sum";
@@ -59,6 +68,8 @@ llvm::LogicalResult microbatch(mlir::func::FuncOp func, int64_t microbatches);
 struct StageOptions {
   /// Stages: pipeline ranks x virtual stages per rank.
   int64_t stages = 1;
+  /// Pipeline ranks (stage s runs on rank s % ranks).
+  int64_t ranks = 1;
   /// Manual cuts: the ONNX nodes after which a stage ends, comma-separated.
   std::string split;
   CostModel cost = CostModel::forTarget("cpu");
@@ -71,7 +82,10 @@ llvm::LogicalResult assignStages(mlir::func::FuncOp func,
 
 /// Moves each stage's ops of the step `step` (marked by
 /// pcc-pipeline-stages) into functions (see the pcc-pipeline-outline pass).
-llvm::LogicalResult outlineStages(mlir::func::FuncOp step);
+/// With `splitBackward`, each stage's weight gradient gets a function of its
+/// own (the W of zero-bubble schedules).
+llvm::LogicalResult outlineStages(mlir::func::FuncOp step,
+                                  bool splitBackward = false);
 
 /// Replaces the pipelined step of `module` by one function per pipeline
 /// rank that runs its actions of the module's dist.schedule (see the

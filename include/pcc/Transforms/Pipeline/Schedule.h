@@ -100,6 +100,13 @@ struct RankStats {
   int64_t peakStashed = 0;
   /// base_bytes plus the most stashed bytes at any time.
   int64_t peakBytes = 0;
+  /// The compute actions in the rank's order, with their simulated start
+  /// and end: the timeline that plans draw.
+  struct Span {
+    Action action;
+    double start = 0, end = 0;
+  };
+  llvm::SmallVector<Span> timeline;
 };
 
 struct ScheduleStats {

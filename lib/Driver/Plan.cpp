@@ -1,0 +1,159 @@
+//===- Plan.cpp - What a pipeline compile decided, for people -------------===//
+
+#include "pcc/Driver/Plan.h"
+
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Transforms/Pipeline/Pipeline.h"
+#include "pcc/Transforms/Pipeline/Schedule.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::pipeline;
+
+/// "F3" for microbatch 3, "F3.1" for its chunk 1 on an interleaved rank.
+static std::string actionName(const Action &a, int64_t ranks,
+                              int64_t virtualStages) {
+  std::string name =
+      (stringifyPhase(a.phase) + std::to_string(a.microbatch)).str();
+  if (virtualStages > 1)
+    name += "." + std::to_string(a.stage / ranks);
+  return name;
+}
+
+static std::string renderSvg(dist::ScheduleOp schedule,
+                             const ScheduleStats &stats) {
+  int64_t p = schedule.getRanks(), v = schedule.getVirtualStages();
+  const double width = 960, row = 28, left = 70, top = 40;
+  double height = top + row * p + 30;
+  double scale = stats.makespan > 0 ? (width - left - 10) / stats.makespan : 0;
+  std::string svg;
+  llvm::raw_string_ostream os(svg);
+  os << llvm::formatv("<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                      "width=\"{0}\" height=\"{1}\" font-family=\"monospace\" "
+                      "font-size=\"11\">\n",
+                      width, height);
+  os << llvm::formatv("<text x=\"{0}\" y=\"18\">{1} schedule, {2} ranks, {3} "
+                      "microbatches{4}; bubble {5:F1}%; F blue, B orange, W "
+                      "green, idle grey</text>\n",
+                      left, schedule.getKind(), p, schedule.getMicrobatches(),
+                      v > 1 ? llvm::formatv(", {0} chunks per rank", v).str()
+                            : std::string(),
+                      100 * stats.bubbleFraction);
+  for (auto [r, rank] : llvm::enumerate(stats.ranks)) {
+    double y = top + row * r;
+    os << llvm::formatv("<text x=\"4\" y=\"{0}\">rank {1}</text>\n",
+                        y + row / 2 + 4, r);
+    // The row's background is its idle time.
+    os << llvm::formatv("<rect x=\"{0}\" y=\"{1}\" width=\"{2}\" "
+                        "height=\"{3}\" fill=\"#e6e6e6\"/>\n",
+                        left, y + 2, stats.makespan * scale, row - 4);
+    for (const RankStats::Span &span : rank.timeline) {
+      const char *color = span.action.phase == dist::Phase::F   ? "#4c78a8"
+                          : span.action.phase == dist::Phase::B ? "#f58518"
+                                                                : "#54a24b";
+      double x = left + span.start * scale,
+             w = std::max(0.5, (span.end - span.start) * scale);
+      os << llvm::formatv("<rect x=\"{0:F2}\" y=\"{1}\" width=\"{2:F2}\" "
+                          "height=\"{3}\" fill=\"{4}\" stroke=\"white\" "
+                          "stroke-width=\"0.5\"><title>{5}</title></rect>\n",
+                          x, y + 2, w, row - 4, color,
+                          actionName(span.action, p, v));
+      if (w > 18)
+        os << llvm::formatv("<text x=\"{0:F2}\" y=\"{1}\" fill=\"white\">"
+                            "{2}</text>\n",
+                            x + 2, y + row / 2 + 4,
+                            actionName(span.action, p, v));
+    }
+  }
+  os << llvm::formatv("<text x=\"{0}\" y=\"{1}\">time (cost model): {2:E2} "
+                      "s per step</text>\n",
+                      left, height - 8, stats.makespan);
+  os << "</svg>\n";
+  return svg;
+}
+
+FailureOr<std::optional<PipelinePlan>>
+pcc::describePipeline(ModuleOp module) {
+  auto schedules = module.getOps<dist::ScheduleOp>();
+  if (schedules.empty())
+    return std::optional<PipelinePlan>();
+  dist::ScheduleOp schedule = *schedules.begin();
+  FailureOr<ScheduleStats> stats = verifySchedule(schedule);
+  if (failed(stats))
+    return failure();
+  int64_t p = schedule.getRanks(), v = schedule.getVirtualStages();
+  int64_t stages = p * v;
+  ArrayRef<double> costs;
+  if (auto c = schedule.getCosts())
+    costs = *c;
+  ArrayRef<int64_t> stash;
+  if (auto s = schedule.getStashBytes())
+    stash = *s;
+
+  // Ops per stage: those of its outlined functions.
+  std::vector<int64_t> ops(stages, 0);
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    auto stage = fn->getAttrOfType<IntegerAttr>(kStageAttr);
+    if (!stage || !fn->hasAttr(kPhaseAttr) || stage.getInt() >= stages)
+      continue;
+    fn.walk([&](Operation *op) {
+      if (!isa<func::FuncOp, func::ReturnOp>(op))
+        ++ops[stage.getInt()];
+    });
+  }
+  llvm::json::Array stageArray;
+  for (int64_t s = 0; s < stages; ++s) {
+    double f = costs.size() == size_t(3 * stages) ? costs[3 * s] : 0;
+    double b = costs.size() == size_t(3 * stages) ? costs[3 * s + 1] : 0;
+    double w = costs.size() == size_t(3 * stages) ? costs[3 * s + 2] : 0;
+    llvm::json::Object entry{{"stage", s},
+                             {"rank", s % p},
+                             {"time", f + b + w},
+                             {"forward_time", f},
+                             {"backward_time", b + w},
+                             {"ops", ops[s]}};
+    if (!stash.empty())
+      entry["stash_bytes"] = stash[s];
+    stageArray.push_back(std::move(entry));
+  }
+  llvm::json::Array ranks;
+  std::string summary;
+  llvm::raw_string_ostream os(summary);
+  os << llvm::formatv("  pipeline: {0} schedule, {1} stage(s) on {2} rank(s), "
+                      "{3} microbatch(es), bubble {4:F1}% (cost model)\n",
+                      schedule.getKind(), stages, p,
+                      schedule.getMicrobatches(),
+                      100 * stats->bubbleFraction);
+  for (auto [r, rank] : llvm::enumerate(stats->ranks)) {
+    llvm::json::Array actions;
+    for (const RankStats::Span &span : rank.timeline)
+      actions.push_back(actionName(span.action, p, v));
+    ranks.push_back(llvm::json::Object{{"rank", int64_t(r)},
+                                       {"actions", std::move(actions)},
+                                       {"busy", rank.busy},
+                                       {"peak_stashed", rank.peakStashed},
+                                       {"peak_bytes", rank.peakBytes}});
+    os << llvm::formatv("    rank {0}: {1} actions, at most {2} microbatch(es) "
+                        "stashed, peak {3} bytes\n",
+                        r, rank.timeline.size(), rank.peakStashed,
+                        rank.peakBytes);
+  }
+  PipelinePlan plan;
+  plan.json = llvm::json::Object{
+      {"stages", std::move(stageArray)},
+      {"schedule",
+       llvm::json::Object{{"kind", schedule.getKind()},
+                          {"microbatches", int64_t(schedule.getMicrobatches())},
+                          {"virtual_stages", v},
+                          {"bubble_fraction", stats->bubbleFraction},
+                          {"makespan", stats->makespan},
+                          {"ranks", std::move(ranks)}}}};
+  plan.svg = renderSvg(schedule, *stats);
+  plan.summary = summary;
+  return std::optional<PipelinePlan>(std::move(plan));
+}
