@@ -3,10 +3,17 @@
 #include "pcc/Driver/Plan.h"
 
 #include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Driver/Driver.h"
+#include "pcc/Import/OnnxImporter.h"
+#include "pcc/InitAll.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
@@ -156,4 +163,93 @@ pcc::describePipeline(ModuleOp module) {
   plan.svg = renderSvg(schedule, *stats);
   plan.summary = summary;
   return std::optional<PipelinePlan>(std::move(plan));
+}
+
+LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
+                        raw_ostream &summary) {
+  auto fail = [](const Twine &msg) {
+    llvm::errs() << "pcc: error: " << msg << "\n";
+    return failure();
+  };
+  if (options.pp < 1 || options.tp < 1)
+    return fail("--tp and --pp must be at least 1");
+  // Plans go into a folder of their own: an existing one may hold only a
+  // previous plan.
+  if (llvm::sys::fs::exists(options.outDir)) {
+    if (!llvm::sys::fs::is_directory(options.outDir))
+      return fail("output '" + options.outDir + "' exists and is not a folder");
+    std::error_code ec;
+    for (llvm::sys::fs::directory_iterator it(options.outDir, ec), end;
+         it != end && !ec; it.increment(ec)) {
+      StringRef name = llvm::sys::path::filename(it->path());
+      if (name != "plan.json" && name != "schedule.svg")
+        return fail("output folder '" + options.outDir +
+                    "' holds other files than a plan; choose another");
+    }
+  }
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.disableMultithreading();
+  auto printer = installDiagnosticPrinter(context);
+  OwningOpRef<ModuleOp> module;
+  std::string what = options.model;
+  if (!modelSpec.empty()) {
+    std::string error;
+    FailureOr<std::string> source = describedModelSource(modelSpec, error);
+    if (failed(source))
+      return fail("--model: " + error);
+    module = parseSourceString<ModuleOp>(*source, &context);
+    what = modelSpec.str();
+  } else if (StringRef(options.model).ends_with(".mlir")) {
+    module = parseSourceFile<ModuleOp>(options.model, &context);
+  } else {
+    ImportOptions importOptions;
+    importOptions.bindings = options.bindings;
+    importOptions.retie = options.retie;
+    module = importOnnxFile(context, options.model, importOptions);
+  }
+  if (!module)
+    return failure();
+  PassManager pm(&context);
+  buildCompilePipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return failure();
+  FailureOr<std::optional<PipelinePlan>> described = describePipeline(*module);
+  if (failed(described))
+    return failure();
+  llvm::json::Object json;
+  if (*described)
+    json = std::move((*described)->json);
+  json["model"] = what;
+  json["mesh"] = llvm::json::Object{{"tp", options.tp}, {"pp", options.pp}};
+  json["train"] = options.train;
+  std::error_code ec = llvm::sys::fs::create_directories(options.outDir);
+  if (ec)
+    return fail("cannot create '" + options.outDir + "': " + ec.message());
+  auto write = [&](StringRef name, StringRef text) -> LogicalResult {
+    std::string path = (options.outDir + "/" + name).str();
+    std::string tmp = path + ".tmp";
+    {
+      llvm::raw_fd_ostream os(tmp, ec);
+      if (ec)
+        return fail("cannot write " + path + ": " + ec.message());
+      os << text;
+    }
+    if ((ec = llvm::sys::fs::rename(tmp, path)))
+      return fail("cannot write " + path + ": " + ec.message());
+    return success();
+  };
+  std::string text =
+      llvm::formatv("{0:2}", llvm::json::Value(std::move(json))).str() + "\n";
+  if (failed(write("plan.json", text)))
+    return failure();
+  summary << "pcc: planned " << what << " at tp " << options.tp << " x pp "
+          << options.pp << " -> " << options.outDir << "/plan.json\n";
+  if (*described) {
+    if (failed(write("schedule.svg", (*described)->svg)))
+      return failure();
+    summary << (*described)->summary;
+  }
+  return success();
 }

@@ -1,6 +1,7 @@
 //===- pcc.cpp - The pcc command: compile and run models ------------------===//
 
 #include "pcc/Driver/Driver.h"
+#include "pcc/Driver/Plan.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -20,6 +21,10 @@ static const char kSynopsis[] =
     R"(usage: pcc compile MODEL.onnx -o OUT [options]
        pcc run OUT [--input FILE ...] [--data FILE] [--steps K] [--dump DIR]
                [--load CKPT] [--save CKPT] [--timeout S]
+       pcc plan (MODEL.onnx | --model gpt:layers=L,hidden=H,heads=N,vocab=V,
+                 seq=S,batch=B) -o DIR [compile options]
+                             (stages, schedule, bubble and memory per rank,
+                              without code: DIR/plan.json, DIR/schedule.svg)
        pcc import MODEL.onnx [--bind NAME=FILE.pb] [--no-retie]
                              (prints the imported Graph dialect IR)
        pcc COMMAND --help | pcc --version
@@ -149,8 +154,11 @@ static int unknown(llvm::StringRef arg) {
 
 static bool isHelp(llvm::StringRef a) { return a == "--help" || a == "-h"; }
 
-static int compileCommand(Args &args) {
+/// `pcc compile`, or with `planOnly` `pcc plan`, which takes the same
+/// options and `--model SPEC` in place of a model file.
+static int compileCommand(Args &args, bool planOnly = false) {
   CompileOptions o;
+  std::string modelSpec;
   while (!args.done()) {
     llvm::StringRef a = args.next();
     if (isHelp(a)) {
@@ -161,6 +169,8 @@ static int compileCommand(Args &args) {
     bool ok = true;
     if (a == "-o" || a == "--output")
       ok = args.value(a, o.outDir);
+    else if (planOnly && a == "--model")
+      ok = args.value(a, modelSpec);
     else if (a == "--target") {
       ok = args.value(a, o.target);
       if (ok && o.target != "cpu" && o.target != "cuda") {
@@ -244,6 +254,14 @@ static int compileCommand(Args &args) {
     }
     if (!ok)
       return 1;
+  }
+  if (planOnly) {
+    if (o.model.empty() == modelSpec.empty() || o.outDir.empty()) {
+      llvm::errs() << "pcc: error: plan needs MODEL.onnx or --model SPEC "
+                      "(one of them) and -o DIR\n";
+      return 1;
+    }
+    return failed(plan(o, modelSpec, llvm::outs())) ? 1 : 0;
   }
   if (o.model.empty() || o.outDir.empty()) {
     llvm::errs() << "pcc: error: compile needs MODEL.onnx and -o OUT\n";
@@ -413,6 +431,8 @@ int main(int argc, char **argv) {
   Args args(argc, argv);
   if (cmd == "compile")
     return compileCommand(args);
+  if (cmd == "plan")
+    return compileCommand(args, /*planOnly=*/true);
   if (cmd == "run")
     return runCommand(args);
   if (cmd == "import")

@@ -32,6 +32,21 @@ struct PipelinePlan {
 llvm::FailureOr<std::optional<PipelinePlan>>
 describePipeline(mlir::ModuleOp module);
 
+struct CompileOptions;
+
+/// `pcc plan`: the planning of `pcc compile` (strategy, stages, schedule,
+/// memory) without code generation, of `options.model` or of a model
+/// described by its sizes (`modelSpec`, e.g. "gpt:layers=96,hidden=12288,
+/// heads=96,vocab=51200,seq=2048,batch=1536"); writes OUT/plan.json and
+/// OUT/schedule.svg and prints a summary.
+llvm::LogicalResult plan(const CompileOptions &options,
+                         llvm::StringRef modelSpec, llvm::raw_ostream &summary);
+
+/// The Graph dialect source of a model described by its sizes; fails with
+/// the reason in `error`.
+llvm::FailureOr<std::string> describedModelSource(llvm::StringRef spec,
+                                                  std::string &error);
+
 } // namespace pcc
 
 #endif // PCC_DRIVER_PLAN_H

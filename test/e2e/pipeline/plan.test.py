@@ -1,0 +1,35 @@
+"""Reads the plans `plan.test` makes and prints what it checks."""
+import json
+import sys
+
+root = sys.argv[1]
+
+
+def load(name):
+    with open(f"{root}/{name}/plan.json") as f:
+        return json.load(f)
+
+
+one = load("1f1b")
+s = one["schedule"]
+p, m = len(one["stages"]), s["microbatches"]
+print(f"1f1b: stages {p}, every stage has ops, "
+      f"bubble <= (p-1)/(m+p-1): "
+      f"{all(st['ops'] > 0 for st in one['stages']) and s['bubble_fraction'] <= (p - 1) / (m + p - 1) + 0.05}")
+print("1f1b: rank 0 actions " + " ".join(s["ranks"][0]["actions"][:8]))
+print(f"1f1b: peak stashed {[r['peak_stashed'] for r in s['ranks']]}")
+gp = load("gpipe")["schedule"]
+print(f"gpipe: peak stashed {[r['peak_stashed'] for r in gp['ranks']]}")
+il = load("interleaved")
+print(f"interleaved: stages {len(il['stages'])}, actions name chunks: "
+      f"{il['schedule']['ranks'][0]['actions'][0]}")
+pi, mi = 2, il["schedule"]["microbatches"]
+print(f"interleaved bubble < 1f1b-equivalent bubble: "
+      f"{il['schedule']['bubble_fraction'] < (pi - 1) / (mi + pi - 1)}")
+zb = load("zb")["schedule"]
+has_w = any(a.startswith("W") for r in zb["ranks"] for a in r["actions"])
+print(f"zb-h1: W actions: {has_w}, bubble < 1f1b bubble: "
+      f"{zb['bubble_fraction'] < s['bubble_fraction']}")
+t = load("tp2pp2")
+print(f"tp2pp2: mesh tp {t['mesh']['tp']} pp {t['mesh']['pp']}, "
+      f"stages {len(t['stages'])}")
