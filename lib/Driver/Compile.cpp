@@ -6,6 +6,7 @@
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/InitAll.h"
+#include "pcc/Target/CallGraph.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipelines.h"
@@ -355,7 +356,12 @@ LogicalResult pcc::compile(const CompileOptions &options,
   buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
     return failure();
-  auto func = *module->getOps<func::FuncOp>().begin();
+  // The program's entry is its public function; pipeline stages are
+  // private functions it calls, which the emitter compiles with it.
+  FailureOr<func::FuncOp> entry = getEntryFunction(*module);
+  if (failed(entry))
+    return failure();
+  func::FuncOp func = *entry;
 
   // Everything is written into a temporary folder beside OUT.
   TempDir tmp(

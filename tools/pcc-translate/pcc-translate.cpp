@@ -1,10 +1,11 @@
 //===- pcc-translate.cpp - mlir-translate with pcc's target emitters ------===//
 //
 // `pcc-translate --graph-to-cpp in.mlir` prints the C++ that `pcc compile`
-// would build for the module's function, so that lit tests can pin the
-// emitted code without going through ONNX. `--weights FILE` also writes the
-// weights file the code reads (as OUT/weights.safetensors), which lets tests
-// build and run hand-written functions with `pcc run`.
+// would build for the module's program (its public entry function and the
+// private functions it calls), so that lit tests can pin the emitted code
+// without going through ONNX. `--weights FILE` also writes the weights file
+// the code reads (as OUT/weights.safetensors), which lets tests build and
+// run hand-written functions with `pcc run`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,30 +31,14 @@ static llvm::cl::opt<int64_t> maxInlineElements(
     "max-inline-elements",
     llvm::cl::desc("largest anonymous constant emitted inline"),
     llvm::cl::init(1024));
-static llvm::cl::opt<std::string>
-    functionName("function",
-                 llvm::cl::desc("the function to emit (default: the only "
-                                "one in the module)"));
+static llvm::cl::opt<std::string> functionName(
+    "function",
+    llvm::cl::desc("the entry function (default: the module's only public "
+                   "function)"));
 static llvm::cl::opt<std::string>
     weightsFile("weights",
                 llvm::cl::desc("also write the weights the code reads to this "
                                "safetensors file"));
-
-/// The function to translate: --function, or the module's only function.
-static func::FuncOp pickFunction(ModuleOp module) {
-  if (!functionName.empty()) {
-    auto func = module.lookupSymbol<func::FuncOp>(functionName);
-    if (!func)
-      module.emitError("no function named '") << functionName << "'";
-    return func;
-  }
-  auto funcs = module.getOps<func::FuncOp>();
-  if (funcs.empty() || std::next(funcs.begin()) != funcs.end()) {
-    module.emitError("expected exactly one function (or --function NAME)");
-    return nullptr;
-  }
-  return *funcs.begin();
-}
 
 static LogicalResult writeWeights(ModuleOp module,
                                   const pcc::CppEmitResult &emitted) {
@@ -70,13 +55,19 @@ int main(int argc, char **argv) {
   TranslateFromMLIRRegistration graphToCpp(
       "graph-to-cpp", "Graph dialect to C++ for the CPU target (pccrt ABI)",
       [](ModuleOp module, raw_ostream &os) -> LogicalResult {
-        func::FuncOp func = pickFunction(module);
-        if (!func)
-          return failure();
         pcc::CppEmitOptions options;
         options.symbolPrefix = symbolPrefix;
         options.maxInlineElements = maxInlineElements;
-        FailureOr<pcc::CppEmitResult> emitted = pcc::emitCpp(func, os, options);
+        FailureOr<pcc::CppEmitResult> emitted;
+        if (functionName.empty()) {
+          emitted = pcc::emitCpp(module, os, options);
+        } else {
+          auto entry = module.lookupSymbol<func::FuncOp>(functionName);
+          if (!entry)
+            return module.emitError("no function named '")
+                   << functionName << "'";
+          emitted = pcc::emitCpp(entry, os, options);
+        }
         if (failed(emitted))
           return failure();
         if (!weightsFile.empty())

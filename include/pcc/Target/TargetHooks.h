@@ -137,6 +137,14 @@ public:
   /// dst[k] = value for k < count (`value` already of dst's element type).
   virtual void emitFill(llvm::StringRef dst, int64_t count,
                         llvm::StringRef value) = 0;
+  /// A call of `callee`, another function of the program: it reads the
+  /// buffers `args`, computes its results into the buffers `results` and
+  /// works in the workspace starting at `workspace`. A failure it returns
+  /// is returned by the caller.
+  virtual void emitCall(llvm::StringRef callee,
+                        llvm::ArrayRef<std::string> args,
+                        llvm::ArrayRef<std::string> results,
+                        llvm::StringRef workspace) = 0;
 };
 
 } // namespace pcc

@@ -1,12 +1,15 @@
 //===- CppEmitter.cpp - Graph dialect to C++ for the CPU target -----------===//
 //
-// Lowers one function of Graph ops on static tensors to straight-line C++,
-// op by op, on the shared foundation of the targets: the BufferPlan places
-// every value, LoopNest and ScalarExpr give element-wise ops, reductions and
-// data movement their loops, AbiTables the exported tables, and the CPU's
-// TargetHooks print them as C++ loops and calls of pcc_kernels.h. For a
-// training step, state arguments live in the weights table and the state
-// updates are copied back into it once everything else is computed.
+// Lowers a program of Graph ops on static tensors to straight-line C++, op
+// by op, on the shared foundation of the targets: the ProgramCallGraph
+// orders its functions, a BufferPlan per function places every value,
+// LoopNest and ScalarExpr give element-wise ops, reductions and data
+// movement their loops, AbiTables the exported tables, and the CPU's
+// TargetHooks print them as C++ loops and calls of pcc_kernels.h. The entry
+// is `<prefix>_model_run`; every other function a static C++ function that
+// its callers call with their buffers and the workspace after their own.
+// For a training step, state arguments live in the weights table and the
+// state updates are copied back into it once everything else is computed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +22,7 @@
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/Target/BufferPlan.h"
+#include "pcc/Target/CallGraph.h"
 #include "pcc/Target/LoopNest.h"
 #include "pcc/Target/ScalarExpr.h"
 
@@ -26,8 +30,12 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <map>
 
 using namespace mlir;
 using namespace pcc;
@@ -50,25 +58,43 @@ static Type elemOf(Value v) { return getElementTypeOrSelf(v.getType()); }
 
 namespace {
 
-/// Emits one function (the entry, `<prefix>_model_run`) of a translation
-/// unit: its constants, the declarations of its buffers, its ops and the
-/// copies of its results.
+/// What the functions of one translation unit share.
+struct Program {
+  const CppEmitOptions &options;
+  const ProgramCallGraph &graph;
+  const MeshLayout &mesh;
+  AbiTables &tables;
+  CpuTargetHooks &hooks;
+  /// The C++ name of every function but the entry.
+  llvm::DenseMap<func::FuncOp, std::string> functionNames;
+};
+
+/// Emits one function of the program: its constants, the declarations of
+/// its buffers, its ops and the copies of its results. The entry is the
+/// body of `<prefix>_model_run`, whose signature maps onto the ABI's tables
+/// (inputs, outputs, state in the weights table); any other function takes
+/// its arguments and result buffers as arrays of pointers.
 class FunctionEmitter {
 public:
-  FunctionEmitter(func::FuncOp func, const CppEmitOptions &options,
-                  AbiTables &tables, const MeshLayout &mesh,
-                  CpuTargetHooks &hooks, std::string &body)
-      : func(func), options(options), tables(tables), mesh(mesh), hooks(hooks),
-        body(body) {}
+  FunctionEmitter(Program &program, func::FuncOp func, std::string &body)
+      : func(func), isEntry(func == program.graph.getEntry()), program(program),
+        options(program.options), tables(program.tables), mesh(program.mesh),
+        hooks(program.hooks), body(body) {
+    hooks.setBody(body);
+  }
 
-  /// Emits the entry; returns its workspace size.
-  FailureOr<int64_t> emitEntry();
+  /// Emits the function; returns the workspace it needs for itself (its
+  /// calls get the workspace after that).
+  FailureOr<int64_t> emit();
 
 private:
   /// What a result of the entry is for.
   enum class Role { Output, Grad, StateUpdate };
 
+  /// Maps the entry's signature onto the ABI's tables.
   LogicalResult collectInterface();
+  /// Arguments and results of any other function are plain buffers.
+  void collectCalleeInterface();
   LogicalResult emitConstants();
   /// The weights-table index of the weight `op` defines: a new entry, or
   /// the entry of the same name when it holds the same tensor.
@@ -104,6 +130,8 @@ private:
   std::pair<int64_t, int64_t> paddingOfArg(unsigned arg);
 
   func::FuncOp func;
+  bool isEntry;
+  Program &program;
   const CppEmitOptions &options;
   AbiTables &tables;
   const MeshLayout &mesh;
@@ -120,6 +148,12 @@ private:
   /// dist.all_slice ops of a weight that the weights table holds as the
   /// rank's block: no code, no buffer.
   llvm::DenseSet<Operation *> loadedSlices;
+  /// The workspace the function needs for itself.
+  int64_t ownWorkspace = 0;
+  /// The arrays of argument and result buffers: the ABI's inputs and
+  /// outputs for the entry, the caller's for any other function.
+  StringRef argArray() const { return isEntry ? "in" : "args"; }
+  StringRef resultArray() const { return isEntry ? "out" : "results"; }
   /// Per argument: its index in the inputs table, or, for a state, in the
   /// weights table (argWeight >= 0).
   SmallVector<int64_t> argInput, argWeight;
@@ -212,6 +246,19 @@ FailureOr<int64_t> FunctionEmitter::addWeight(Operation *op,
   return index;
 }
 
+void FunctionEmitter::collectCalleeInterface() {
+  // Argument and result attributes are the entry's business: only its
+  // signature is the model's interface.
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    argInput.push_back(i);
+    argWeight.push_back(-1);
+  }
+  for (unsigned k = 0; k < func.getNumResults(); ++k) {
+    resultRole.push_back(Role::Output);
+    resultIndex.push_back(k);
+  }
+}
+
 LogicalResult FunctionEmitter::emitConstants() {
   for (Operation &op : func.getBody().front()) {
     if (!isa<ConstantOp, WeightOp>(op))
@@ -280,7 +327,7 @@ void FunctionEmitter::declareBuffers(const BufferPlan &plan) {
     if (argWeight[i] >= 0)
       declare(arg, n, "w[" + std::to_string(argWeight[i]) + "]");
     else
-      declare(arg, n, "in[" + std::to_string(argInput[i]) + "]");
+      declare(arg, n, (argArray() + "[" + Twine(argInput[i]) + "]").str());
   }
   for (Operation &op : block.without_terminator()) {
     for (Value v : op.getResults()) {
@@ -291,7 +338,8 @@ void FunctionEmitter::declareBuffers(const BufferPlan &plan) {
       if (plan.isView(v))
         declare(v, n, names[plan.getRoot(v)]);
       else if (std::optional<unsigned> k = plan.getResultSlot(v))
-        declare(v, n, "out[" + std::to_string(resultIndex[*k]) + "]");
+        declare(v, n,
+                (resultArray() + "[" + Twine(resultIndex[*k]) + "]").str());
       else
         declare(v, n,
                 "(ws + " + std::to_string(*plan.getWorkspaceOffset(v)) + ")");
@@ -671,6 +719,18 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
             });
         return success();
       })
+      .Case([&](func::CallOp call) {
+        SmallVector<std::string> args, results;
+        for (Value v : call.getOperands())
+          args.push_back(ptr(v));
+        for (Value v : call.getResults())
+          results.push_back(ptr(v));
+        // The callee works in the workspace after this function's own.
+        hooks.emitCall(
+            program.functionNames.lookup(program.graph.getCallee(call)), args,
+            results, "ws + " + std::to_string(ownWorkspace));
+        return success();
+      })
       .Case([&](dist::AxisIndexOp a) {
         hooks.emitFill(ptr(result()), 1, mesh.getGroupPosition(a.getAxes()));
         return success();
@@ -689,8 +749,9 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
   for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
     if (resultRole[k] == Role::StateUpdate)
       continue;
-    std::string target =
-        llvm::formatv("(({0}*)out[{1}])", type(v), resultIndex[k]).str();
+    std::string target = llvm::formatv("(({0}*){1}[{2}])", type(v),
+                                       resultArray(), resultIndex[k])
+                             .str();
     hooks.emitCopy(target, ptr(v), getTensorBytes(v.getType()),
                    /*mayAlias=*/true);
   }
@@ -756,10 +817,16 @@ void FunctionEmitter::addTableEntries() {
   }
 }
 
-FailureOr<int64_t> FunctionEmitter::emitEntry() {
+FailureOr<int64_t> FunctionEmitter::emit() {
   if (!llvm::hasSingleElement(func.getBody()))
     return func.emitError("the CPU target expects a single block");
-  if (failed(collectInterface()) || failed(emitConstants()))
+  if (isEntry) {
+    if (failed(collectInterface()))
+      return failure();
+  } else {
+    collectCalleeInterface();
+  }
+  if (failed(emitConstants()))
     return failure();
   SmallVector<int64_t> writeBack;
   for (auto [k, role] : llvm::enumerate(resultRole))
@@ -771,29 +838,68 @@ FailureOr<int64_t> FunctionEmitter::emitEntry() {
   planOptions.isExternal = isExternal;
   planOptions.writeBack = writeBack;
   BufferPlan plan(func, planOptions);
+  ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
   for (Operation &op : func.getBody().front().without_terminator())
     if (failed(emitOp(&op)))
       return failure();
   emitResultCopies(plan);
-  addTableEntries();
-  return plan.getWorkspaceBytes();
+  if (isEntry)
+    addTableEntries();
+  return ownWorkspace;
 }
 
-FailureOr<CppEmitResult> pcc::emitCpp(func::FuncOp func, raw_ostream &os,
+/// A C++ identifier for each function but the entry, from its symbol name.
+static llvm::DenseMap<func::FuncOp, std::string>
+nameFunctions(const ProgramCallGraph &graph) {
+  llvm::DenseMap<func::FuncOp, std::string> names;
+  llvm::StringSet<> taken;
+  for (func::FuncOp f : graph.getFunctions()) {
+    if (f == graph.getEntry())
+      continue;
+    std::string name = "fn_";
+    for (char c : f.getSymName())
+      name += llvm::isAlnum(c) ? c : '_';
+    std::string unique = name;
+    for (int n = 1; !taken.insert(unique).second; ++n)
+      unique = name + "_" + std::to_string(n);
+    names[f] = unique;
+  }
+  return names;
+}
+
+FailureOr<CppEmitResult> pcc::emitCpp(func::FuncOp entry, raw_ostream &os,
                                       const CppEmitOptions &options) {
+  FailureOr<ProgramCallGraph> graph = ProgramCallGraph::build(entry);
+  if (failed(graph))
+    return failure();
   FailureOr<MeshLayout> mesh =
-      MeshLayout::get(func->getParentOfType<ModuleOp>());
+      MeshLayout::get(entry->getParentOfType<ModuleOp>());
   if (failed(mesh))
     return failure();
   const std::string &p = options.symbolPrefix;
   AbiTables tables(p);
-  std::string globals, body;
-  CpuTargetHooks hooks(body, globals);
-  FailureOr<int64_t> workspace =
-      FunctionEmitter(func, options, tables, *mesh, hooks, body).emitEntry();
-  if (failed(workspace))
-    return failure();
+  std::string globals;
+  // Node-based: the hooks and emitters hold references to the bodies.
+  std::map<Operation *, std::string> bodies;
+  CpuTargetHooks hooks(bodies[entry], globals);
+  Program program{options, *graph, *mesh, tables, hooks, nameFunctions(*graph)};
+
+  // The entry first, so that the weights table starts with its state and
+  // its constants as for a program of one function; then the others.
+  llvm::DenseMap<func::FuncOp, int64_t> ownWorkspace;
+  SmallVector<func::FuncOp> order{entry};
+  for (func::FuncOp f : llvm::reverse(graph->getFunctions()))
+    if (f != entry)
+      order.push_back(f);
+  for (func::FuncOp f : order) {
+    FailureOr<int64_t> bytes = FunctionEmitter(program, f, bodies[f]).emit();
+    if (failed(bytes))
+      return failure();
+    ownWorkspace[f] = *bytes;
+  }
+  llvm::DenseMap<func::FuncOp, int64_t> workspace =
+      graph->getWorkspaceWithCallees(ownWorkspace);
 
   os << "// Generated by pcc: the model as straight-line C++ on static "
         "shapes.\n"
@@ -801,8 +907,21 @@ FailureOr<CppEmitResult> pcc::emitCpp(func::FuncOp func, raw_ostream &os,
      << "namespace " << tables.getNamespace() << " {\n"
      << globals;
   tables.printTables(os, *mesh);
+  // Callees come before their callers.
+  for (func::FuncOp f : graph->getFunctions()) {
+    if (f == entry)
+      continue;
+    os << "\n// @" << f.getSymName() << ": " << ownWorkspace[f]
+       << " bytes of workspace, " << workspace[f] << " with its calls\n"
+       << "static int " << program.functionNames[f]
+       << "(const pccrt_context *ctx, void *const *args, "
+          "void *const *results, char *ws) {\n"
+       << "  void *const *w = ctx->weights;\n"
+       << "  (void)ctx; (void)args; (void)results; (void)w; (void)ws;\n"
+       << bodies[f] << "  return PCCRT_OK;\n}\n";
+  }
   os << "} // namespace " << tables.getNamespace() << "\n\n";
-  tables.printModelInfo(os, *mesh, *workspace);
+  tables.printModelInfo(os, *mesh, workspace[entry]);
   os << "\nextern \"C\" int " << p << "_model_run(const pccrt_context *ctx) {\n"
      << "  using namespace " << tables.getNamespace() << ";\n"
      << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
@@ -814,11 +933,19 @@ FailureOr<CppEmitResult> pcc::emitCpp(func::FuncOp func, raw_ostream &os,
      << "  (void)in; (void)out; (void)w; (void)ws;\n"
      << (mesh->isSingleRank() ? ""
                               : "  if (!ctx->comm) return PCCRT_ERR_COMM;\n")
-     << body << "  return PCCRT_OK;\n}\n";
+     << bodies[entry] << "  return PCCRT_OK;\n}\n";
 
   CppEmitResult result;
   result.weights.assign(tables.getWeights().begin(), tables.getWeights().end());
   result.mesh = mesh->getAxes();
-  result.workspaceBytes = *workspace;
+  result.workspaceBytes = workspace[entry];
   return result;
+}
+
+FailureOr<CppEmitResult> pcc::emitCpp(ModuleOp module, raw_ostream &os,
+                                      const CppEmitOptions &options) {
+  FailureOr<func::FuncOp> entry = getEntryFunction(module);
+  if (failed(entry))
+    return failure();
+  return emitCpp(*entry, os, options);
 }

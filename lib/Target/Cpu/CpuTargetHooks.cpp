@@ -231,3 +231,20 @@ void CpuTargetHooks::emitFill(StringRef dst, int64_t count, StringRef value) {
                          count, dst, value)
                .str());
 }
+
+void CpuTargetHooks::emitCall(StringRef callee, ArrayRef<std::string> args,
+                              ArrayRef<std::string> results,
+                              StringRef workspace) {
+  // Generated functions take their buffers as arrays of pointers (C++ has
+  // no empty arrays: an empty list holds one null).
+  auto list = [](ArrayRef<std::string> buffers) {
+    return buffers.empty() ? std::string("nullptr") : llvm::join(buffers, ", ");
+  };
+  *body += "  {\n";
+  emitLine("  void *const callArgs[] = {" + list(args) + "};");
+  emitLine("  void *const callResults[] = {" + list(results) + "};");
+  emitLine(("  if (int error = " + callee + "(ctx, callArgs, callResults, " +
+            workspace + ")) return error;")
+               .str());
+  *body += "  }\n";
+}

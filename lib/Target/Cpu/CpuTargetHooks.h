@@ -52,6 +52,9 @@ public:
                 bool mayAlias) override;
   void emitFill(llvm::StringRef dst, int64_t count,
                 llvm::StringRef value) override;
+  void emitCall(llvm::StringRef callee, llvm::ArrayRef<std::string> args,
+                llvm::ArrayRef<std::string> results,
+                llvm::StringRef workspace) override;
 
   /// Prints a definition at file scope, before the functions.
   void emitGlobal(llvm::StringRef text) { globals += text.str(); }

@@ -1,0 +1,117 @@
+// RUN: pcc-translate --graph-to-cpp --split-input-file %s | FileCheck %s
+
+// A program of several functions: the public @main is the entry
+// (pcc_model_run), the private functions are static C++ functions that take
+// their argument and result buffers as arrays, compute results in place in
+// the caller's buffers, and run in the workspace after their caller's own.
+// @scale is called twice, once from the entry and once from @affine, so the
+// program's workspace is the entry's (128) plus the deepest chain of calls:
+// @affine (64) then @scale (64). The weight "bias", read by @affine and
+// @main, is one entry of the weights table.
+
+func.func private @scale(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %k = graph.constant dense<2.0> : tensor<f32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %t = graph.mul %x, %k : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %y = graph.add %t, %one : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+func.func private @affine(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>) {
+  %w = graph.weight "bias" dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+  %y = graph.add %x, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %s = call @scale(%y) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %r = graph.reduce_sum %s {axes = array<i64: 0>, keepdims = false} : (tensor<2x3xf32>) -> tensor<3xf32>
+  return %s, %r : tensor<2x3xf32>, tensor<3xf32>
+}
+
+func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
+    -> (tensor<2x3xf32> {onnx.name = "y"}, tensor<3xf32> {onnx.name = "sum"}) {
+  %a = call @scale(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %b:2 = call @affine(%a) : (tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>)
+  %w = graph.weight "bias" dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+  %y = graph.sub %b#0, %w : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return %y, %b#1 : tensor<2x3xf32>, tensor<3xf32>
+}
+
+// CHECK:      static const pccrt_tensor_info weights[] = {
+// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0},
+// CHECK-NEXT: };
+
+// Callees come before their callers.
+// CHECK:      // @scale: 64 bytes of workspace, 64 with its calls
+// CHECK-NEXT: static int fn_scale(const pccrt_context *ctx, void *const *args, void *const *results, char *ws) {
+// CHECK-NEXT:   void *const *w = ctx->weights;
+// CHECK:        float* [[X:a0]] = (float*)args[0];
+// CHECK-NEXT:   float* [[T:v[0-9]+]] = (float*)(ws + 0);
+// CHECK-NEXT:   float* [[Y:v[0-9]+]] = (float*)results[0];
+// CHECK:        [[T]][0 + {{.*}}] = float([[X]][0 + {{.*}}] * {{.*}});
+// CHECK:        [[Y]][0 + {{.*}}] = float([[T]][0 + {{.*}}] + {{.*}});
+// CHECK:        if ((void*)((float*)results[0]) != (void*)[[Y]]) std::memcpy(((float*)results[0]), [[Y]], 24);
+// CHECK-NEXT:   return PCCRT_OK;
+// CHECK-NEXT: }
+
+// CHECK:      // @affine: 64 bytes of workspace, 128 with its calls
+// CHECK-NEXT: static int fn_affine(
+// CHECK:        float* [[BIAS:c[0-9]+]] = (float*)w[0];
+// CHECK-NEXT:   float* [[AX:a0]] = (float*)args[0];
+// CHECK-NEXT:   float* [[AY:v[0-9]+]] = (float*)(ws + 0);
+// CHECK-NEXT:   float* [[AS:v[0-9]+]] = (float*)results[0];
+// CHECK-NEXT:   float* [[AR:v[0-9]+]] = (float*)results[1];
+// CHECK:        [[AY]][{{.*}}] = float([[AX]][{{.*}}] + [[BIAS]][{{.*}}]);
+// CHECK:        // func.call
+// CHECK-NEXT:   {
+// CHECK-NEXT:     void *const callArgs[] = {[[AY]]};
+// CHECK-NEXT:     void *const callResults[] = {[[AS]]};
+// CHECK-NEXT:     if (int error = fn_scale(ctx, callArgs, callResults, ws + 64)) return error;
+// CHECK-NEXT:   }
+// CHECK:        // graph.reduce_sum
+// CHECK:        return PCCRT_OK;
+
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 1, weights, 256ULL, 0, nullptr, nullptr};
+
+// CHECK:      extern "C" int pcc_model_run(const pccrt_context *ctx) {
+// CHECK:        float* [[MX:a0]] = (float*)in[0];
+// CHECK-NEXT:   float* [[A:v[0-9]+]] = (float*)(ws + 0);
+// CHECK-NEXT:   float* [[B0:v[0-9]+]] = (float*)(ws + 64);
+// CHECK-NEXT:   float* [[B1:v[0-9]+]] = (float*)out[1];
+// CHECK-NEXT:   float* [[MY:v[0-9]+]] = (float*)out[0];
+// CHECK:        void *const callArgs[] = {[[MX]]};
+// CHECK-NEXT:   void *const callResults[] = {[[A]]};
+// CHECK-NEXT:   if (int error = fn_scale(ctx, callArgs, callResults, ws + 128)) return error;
+// CHECK:        void *const callArgs[] = {[[A]]};
+// CHECK-NEXT:   void *const callResults[] = {[[B0]], [[B1]]};
+// CHECK-NEXT:   if (int error = fn_affine(ctx, callArgs, callResults, ws + 128)) return error;
+// CHECK:        [[MY]][{{.*}}] = float([[B0]][{{.*}}] - {{.*}});
+
+// -----
+
+// Collectives in a callee use the run context's communicator as in the
+// entry; a large splat of a callee is filled in the callee's workspace; a
+// call of no arguments passes an array of one unused null; names that are
+// no C++ identifiers are mangled.
+
+dist.mesh @mesh(tp = 2)
+
+func.func private @"stage.0"() -> tensor<2048xf32> {
+  %c = graph.constant dense<3.0> : tensor<2048xf32>
+  %r = dist.all_reduce %c on @mesh axes ["tp"] sum : tensor<2048xf32>
+  return %r : tensor<2048xf32>
+}
+
+func.func @step() -> (tensor<2048xf32> {onnx.name = "r"}) {
+  %r = call @"stage.0"() : () -> tensor<2048xf32>
+  return %r : tensor<2048xf32>
+}
+
+// CHECK:      // @stage.0: 8192 bytes of workspace, 8192 with its calls
+// CHECK-NEXT: static int fn_stage_0(
+// CHECK:        float* [[C:v[0-9]+]] = (float*)(ws + 0);
+// CHECK:        for (int64_t k = 0; k < 2048; ++k) [[C]][k] = float(0x1.8p+1f);
+// CHECK:        if (ctx->comm->ops->all_reduce(ctx->comm, 1u, {{.*}}, 2048, 1, 1)) return PCCRT_ERR_COMM;
+// CHECK:      {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 0, weights, 8192ULL, 1, pcc_mesh_axes, pcc_mesh_shape}
+// CHECK:      extern "C" int pcc_model_run(
+// CHECK:        if (!ctx->comm) return PCCRT_ERR_COMM;
+// CHECK:        void *const callArgs[] = {nullptr};
+// CHECK-NEXT:   void *const callResults[] = {{{v[0-9]+}}};
+// CHECK-NEXT:   if (int error = fn_stage_0(ctx, callArgs, callResults, ws + 0)) return error;
