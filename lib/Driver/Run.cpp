@@ -16,6 +16,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <chrono>
 #include <climits>
@@ -45,6 +46,69 @@ static std::vector<pccrt::Tensor> ofKind(const std::vector<pccrt::Tensor> &all,
     if (t.kind == kind)
       selected.push_back(t);
   return selected;
+}
+
+/// Every rank's recorded actions as one Chrome trace (a process per rank,
+/// times in microseconds), written by rank 0: the others send theirs to it.
+static void writeTrace(const std::string &path, const pccrt::Model &model,
+                       pccrt::Communicator *comm) {
+  std::string mine;
+  for (const auto &e : model.traceEvents())
+    mine += llvm::formatv("{0}\t{1:F3}\t{2:F3}\t{3}\n", e.name, e.begin, e.end,
+                          e.step)
+                .str();
+  int rank = comm ? comm->rank() : 0, size = comm ? comm->numRanks() : 1;
+  uint32_t all = comm ? uint32_t((uint64_t(1) << comm->meshShape().size()) - 1)
+                      : 0;
+  if (rank != 0) {
+    int64_t n = int64_t(mine.size());
+    comm->send(all, 0, 91, &n, 1, PCCRT_I64);
+    if (n)
+      comm->send(all, 0, 92, mine.data(), n, PCCRT_U8);
+    return;
+  }
+  llvm::json::Array events;
+  for (int r = 0; r < size; ++r) {
+    std::string text = mine;
+    if (r != 0) {
+      int64_t n = 0;
+      comm->recv(all, r, 91, &n, 1, PCCRT_I64);
+      text.assign(size_t(n), '\0');
+      if (n)
+        comm->recv(all, r, 92, text.data(), n, PCCRT_U8);
+    }
+    llvm::SmallVector<llvm::StringRef> lines;
+    llvm::StringRef(text).split(lines, '\n', -1, false);
+    for (llvm::StringRef line : lines) {
+      llvm::SmallVector<llvm::StringRef, 4> f;
+      line.split(f, '\t');
+      double begin = 0, end = 0;
+      int64_t step = 0;
+      if (f.size() != 4 || f[1].getAsDouble(begin) || f[2].getAsDouble(end) ||
+          f[3].getAsInteger(10, step))
+        continue;
+      events.push_back(llvm::json::Object{{"name", f[0]},
+                                          {"ph", "X"},
+                                          {"ts", begin},
+                                          {"dur", end - begin},
+                                          {"pid", r},
+                                          {"tid", 0},
+                                          {"args", llvm::json::Object{
+                                                       {"step", step}}}});
+    }
+    events.push_back(llvm::json::Object{
+        {"name", "process_name"},
+        {"ph", "M"},
+        {"pid", r},
+        {"args", llvm::json::Object{{"name", "rank " + std::to_string(r)}}}});
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    throw pccrt::Error("cannot write the trace " + path + ": " + ec.message());
+  os << llvm::json::Value(llvm::json::Object{
+            {"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}})
+     << "\n";
 }
 
 namespace {
@@ -220,6 +284,8 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   const pccrt_model_info &info = model->info();
   std::vector<pccrt::Tensor> outputs, first;
   double total = 0;
+  if (!options.traceFile.empty())
+    model->startTrace();
   for (int64_t step = 0; step < options.steps; ++step) {
     uint64_t number = firstStep + uint64_t(step);
     if (ranks.monitor)
@@ -296,6 +362,18 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     summary << "pcc: saved checkpoint " << options.saveCheckpoint << " (step "
             << last << ")\n";
   };
+  if (!options.traceFile.empty()) {
+    try {
+      writeTrace(options.traceFile, *model, ranks.comm);
+    } catch (const pccrt::Error &e) {
+      if (!ranks.alone() && ranks.rank() != 0)
+        ranks.fatal(e.what());
+      throw;
+    }
+    if (ranks.rank() == 0)
+      summary << "pcc: wrote the trace " << options.traceFile << " ("
+              << model->traceEvents().size() << " actions on rank 0)\n";
+  }
   if (ranks.alone()) {
     if (!options.dumpDir.empty())
       dump(first);

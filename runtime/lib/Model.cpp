@@ -438,6 +438,11 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
   context.rank = comm ? comm->rank() : 0;
   context.num_ranks = comm ? comm->numRanks() : 1;
   context.comm = comm ? comm->handle() : nullptr;
+  if (tracing) {
+    context.trace = &Model::recordAction;
+    context.trace_user = this;
+  }
+  ++runs;
   int code = runFn(&context);
   if (code == PCCRT_ERR_COMM && comm && !comm->lastError().empty())
     throw Error("model run failed: " + comm->lastError());
@@ -445,6 +450,29 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
     throw Error("model run failed: " + runErrorName(code) + " (code " +
                 std::to_string(code) + ")");
   return outputs;
+}
+
+void Model::startTrace() {
+  tracing = true;
+  events.clear();
+  traceStart = std::chrono::steady_clock::now();
+}
+
+void Model::recordAction(void *user, const char *action, int32_t begin) {
+  auto *self = static_cast<Model *>(user);
+  double now = std::chrono::duration<double, std::micro>(
+                   std::chrono::steady_clock::now() - self->traceStart)
+                   .count();
+  if (begin) {
+    self->events.push_back({action ? action : "?", now, now, self->runs});
+    return;
+  }
+  // The action that ends is the last one begun with its name.
+  for (auto it = self->events.rbegin(); it != self->events.rend(); ++it)
+    if (it->name == (action ? action : "?") && it->end == it->begin) {
+      it->end = now;
+      break;
+    }
 }
 
 bool Model::holds(const pccrt_tensor_info &entry) const {

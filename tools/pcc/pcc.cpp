@@ -81,6 +81,8 @@ run options:
   --load CKPT            restore weights, optimizer state and step count;
                          on a forward build, load the trained parameters
   --save CKPT            write them after the last step (training builds)
+  --trace FILE           write a Chrome trace (chrome://tracing, Perfetto) of
+                         each rank's pipeline actions with their real times
   --timeout S            seconds a rank may wait in one collective before
                          all ranks are ended (default 300)
   --fault rank=R,step=K,kind=exit|hang
@@ -377,6 +379,8 @@ static int runCommand(Args &args) {
       ok = args.value(a, o.loadCheckpoint);
     else if (a == "--save")
       ok = args.value(a, o.saveCheckpoint);
+    else if (a == "--trace")
+      ok = args.value(a, o.traceFile);
     else if (a == "--timeout") {
       ok = args.value(a, v);
       double seconds = 0;

@@ -84,6 +84,9 @@ struct RunOptions {
     bool hang = false;
   };
   std::optional<Fault> fault;
+  /// A Chrome trace (chrome://tracing, Perfetto) of every rank's actions
+  /// with their real times (--trace FILE), written by rank 0.
+  std::string traceFile;
   /// The arguments of `pcc run` as given: the ranks that `pcc run` starts
   /// under mpirun run it again with them.
   std::vector<std::string> arguments;

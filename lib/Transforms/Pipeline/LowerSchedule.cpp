@@ -473,6 +473,8 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
         attrs.set(a, IntegerAttr::get(IntegerType::get(ctx, 64),
                                       newArg[cast<IntegerAttr>(i).getInt()]));
     attrs.erase(kBatchDimAttr);
+    // The position in the step's results: the ranks' tables share it.
+    attrs.set(kResultIndexAttr, IntegerAttr::get(IntegerType::get(ctx, 64), k));
     results.push_back(v);
     resultTypes.push_back(v.getType());
     resultAttrs.push_back(attrs.getDictionary(ctx));

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -182,6 +183,17 @@ public:
   /// another, and a checkpoint fits the same model on any number of ranks.
   std::string fingerprint() const;
 
+  /// One recorded action of a traced run: its name and its begin and end,
+  /// in microseconds since tracing started.
+  struct TraceEvent {
+    std::string name;
+    double begin = 0, end = 0;
+    int64_t step = 0;
+  };
+  /// Records the actions of every later run (`pcc run --trace`).
+  void startTrace();
+  const std::vector<TraceEvent> &traceEvents() const { return events; }
+
 private:
   friend void saveCheckpoint(const std::string &, const Model &,
                              const std::map<std::string, std::string> &);
@@ -211,6 +223,12 @@ private:
   Communicator *comm = nullptr;
   std::vector<Tensor> weights;        ///< in info().weights order, with kinds
   std::vector<void *> weightPointers; ///< their data, as the run fn wants
+  /// Tracing: events recorded, and when tracing started.
+  bool tracing = false;
+  std::vector<TraceEvent> events;
+  std::chrono::steady_clock::time_point traceStart;
+  int64_t runs = 0;
+  static void recordAction(void *user, const char *action, int32_t begin);
   std::unique_ptr<void, FreeDeleter> workspace;
 };
 

@@ -57,8 +57,8 @@
 // Version history: 1 had no kinds and read-only weights; 2 added `kind` and
 // made `weights` writable for STATE entries; 3 passes a pccrt_context to the
 // run function instead of four arguments; 4 adds the mesh and the sharding
-// of each entry; 5 adds pipeline stages (`stage_axis`, `holders`) and
-// non-blocking sends (`isend`, `wait_all`).
+// of each entry; 5 adds pipeline stages (`stage_axis`, `holders`),
+// non-blocking sends (`isend`, `wait_all`) and tracing of actions.
 //
 //===----------------------------------------------------------------------===//
 
@@ -190,6 +190,11 @@ typedef struct pccrt_context {
   int32_t num_ranks;    ///< ranks of the program, 1 when alone
   pccrt_comm *comm;     ///< null when alone
   void *stream;         ///< a CUDA stream; null on the CPU target
+  /// Called, when not null, as each scheduled action of a pipeline step
+  /// begins (`begin` 1) and ends (0), with the action's name ("F3", "B0.1",
+  /// "O"): what `pcc run --trace` records.
+  void (*trace)(void *user, const char *action, int32_t begin);
+  void *trace_user;
 } pccrt_context;
 
 /// Error codes returned by a generated run function.

@@ -50,6 +50,9 @@ inline constexpr llvm::StringLiteral kGradSumAttr = "dist.grad_sum";
 /// and the pipeline rank of an optimizer; what their arguments and results
 /// are (see Outline.cpp).
 inline constexpr llvm::StringLiteral kPhaseAttr = "dist.phase";
+/// A result of a rank's step function: its index among the step's results,
+/// which orders the outputs table that the ranks share.
+inline constexpr llvm::StringLiteral kResultIndexAttr = "dist.result_index";
 inline constexpr llvm::StringLiteral kRankAttr = "dist.rank";
 inline constexpr llvm::StringLiteral kInputRole = "dist.input";
 inline constexpr llvm::StringLiteral kStateRole = "dist.state";
