@@ -1,6 +1,7 @@
 //===- Compile.cpp - The `pcc compile` pipeline ---------------------------===//
 
 #include "pcc/Driver/Driver.h"
+#include "pcc/Driver/Plan.h"
 
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
@@ -27,6 +28,7 @@
 #include "llvm/Support/Program.h"
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 using namespace mlir;
@@ -301,8 +303,6 @@ LogicalResult pcc::compile(const CompileOptions &options,
   if (options.target != "cpu")
     return fail("target '" + options.target +
                 "' is not available yet; use --target cpu");
-  if (options.pp != 1)
-    return fail("pipeline parallelism (--pp > 1) is not implemented yet");
 
   // The output folder is checked before any work: a compile that would
   // destroy a user's files is refused at once.
@@ -356,12 +356,28 @@ LogicalResult pcc::compile(const CompileOptions &options,
   buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
     return failure();
-  // The program's entry is its public function; pipeline stages are
-  // private functions it calls, which the emitter compiles with it.
-  FailureOr<func::FuncOp> entry = getEntryFunction(*module);
-  if (failed(entry))
-    return failure();
-  func::FuncOp func = *entry;
+  // The program's entries are its public functions: one, or one per
+  // pipeline rank (dist.rank); pipeline stages are private functions they
+  // call, which the emitter compiles with them.
+  SmallVector<func::FuncOp> entries;
+  for (auto f : module->getOps<func::FuncOp>())
+    if (f.isPublic())
+      entries.push_back(f);
+  if (entries.empty())
+    return fail(options.model + ": no public function to compile");
+  llvm::sort(entries, [](func::FuncOp a, func::FuncOp b) {
+    auto ra = a->getAttrOfType<IntegerAttr>("dist.rank");
+    auto rb = b->getAttrOfType<IntegerAttr>("dist.rank");
+    return (ra ? ra.getInt() : 0) < (rb ? rb.getInt() : 0);
+  });
+  std::optional<PipelinePlan> pipeline;
+  {
+    FailureOr<std::optional<PipelinePlan>> described =
+        describePipeline(*module);
+    if (failed(described))
+      return failure();
+    pipeline = std::move(*described);
+  }
 
   // Everything is written into a temporary folder beside OUT.
   TempDir tmp(
@@ -380,7 +396,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
     llvm::raw_fd_ostream source(path("model.cpp"), ec);
     if (ec)
       return fail("cannot write model.cpp: " + ec.message());
-    emitted = emitCpp(func, source, emitOptions);
+    emitted = emitCpp(*module, source, emitOptions);
     if (failed(emitted))
       return failure();
   }
@@ -399,31 +415,48 @@ LogicalResult pcc::compile(const CompileOptions &options,
         rt.getElementType().isInteger(1) ? 1 : rt.getElementTypeBitWidth() / 8;
     return rt.getNumElements() * w;
   };
-  llvm::DenseSet<unsigned> graded;
-  for (unsigned i = 0; i < func.getNumResults(); ++i)
-    if (std::optional<unsigned> arg =
-            graph::getStateIndex(func, i, graph::kGradAttr))
-      graded.insert(*arg);
   auto countParam = [&](Type t) {
     ++paramCount;
     paramElements += cast<RankedTensorType>(t).getNumElements();
     paramBytes += bytesOf(t);
   };
-  // A split weight counts its block (what each rank holds).
-  func.walk([&](graph::WeightOp w) {
-    Type t = w.getType();
-    if (w->hasOneUse())
-      if (auto slice = dyn_cast<dist::AllSliceOp>(*w->getUsers().begin()))
-        t = slice.getType();
-    countParam(t);
-  });
-  for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
-    if (!graph::getStateName(func, i).empty()) {
+  // Each tensor once, by name, however many pipeline ranks hold it; per
+  // pipeline rank, what it holds.
+  llvm::StringSet<> counted;
+  struct RankBytes {
+    int64_t params = 0, state = 0;
+  };
+  SmallVector<RankBytes> rankBytes(entries.size());
+  for (auto [r, entry] : llvm::enumerate(entries)) {
+    llvm::DenseSet<unsigned> graded;
+    for (unsigned i = 0; i < entry.getNumResults(); ++i)
+      if (std::optional<unsigned> arg =
+              graph::getStateIndex(entry, i, graph::kGradAttr))
+        graded.insert(*arg);
+    for (auto [i, t] : llvm::enumerate(entry.getArgumentTypes())) {
+      StringRef name = graph::getStateName(entry, i);
+      if (name.empty())
+        continue;
+      (graded.contains(i) ? rankBytes[r].params : rankBytes[r].state) +=
+          bytesOf(t);
+      if (!counted.insert(name).second)
+        continue;
       if (graded.contains(i))
         countParam(t);
       else
         stateBytes += bytesOf(t);
     }
+  }
+  // Inference weights: a split weight counts its block (what each rank
+  // holds).
+  module->walk([&](graph::WeightOp w) {
+    Type t = w.getType();
+    if (w->hasOneUse())
+      if (auto slice = dyn_cast<dist::AllSliceOp>(*w->getUsers().begin()))
+        t = slice.getType();
+    if (counted.insert(w.getName()).second)
+      countParam(t);
+  });
   try {
     pccrt::writeSafetensors(path("weights.safetensors"), tensors,
                             {{"format", "pcc"}});
@@ -440,19 +473,40 @@ LogicalResult pcc::compile(const CompileOptions &options,
   // The report: what the compile decided.
   llvm::StringMap<int64_t> opCounts;
   int64_t flops = 0, numOps = 0;
-  func.walk([&](Operation *op) {
-    if (isa<func::FuncOp, func::ReturnOp>(op))
+  // Ops of the program; flops of one step, a called function's once per
+  // call.
+  llvm::DenseMap<Operation *, int64_t> flopsOf;
+  std::function<int64_t(func::FuncOp)> functionFlops = [&](func::FuncOp f) {
+    auto [it, inserted] = flopsOf.try_emplace(f, 0);
+    if (!inserted)
+      return it->second;
+    int64_t total = 0;
+    f.walk([&](Operation *op) {
+      if (auto cost = dyn_cast<graph::CostOpInterface>(op))
+        total += cost.getFlops();
+      if (auto call = dyn_cast<func::CallOp>(op))
+        if (auto callee =
+                module->lookupSymbol<func::FuncOp>(call.getCallee()))
+          total += functionFlops(callee);
+    });
+    return flopsOf[f] = total;
+  };
+  module->walk([&](Operation *op) {
+    if (isa<func::FuncOp, func::ReturnOp, func::CallOp, ModuleOp>(op) ||
+        op->getDialect()->getNamespace() == "dist" && op->getNumRegions())
+      return;
+    if (op->getParentOfType<dist::ScheduleOp>())
       return;
     ++opCounts[op->getName().getStringRef()];
     ++numOps;
-    if (auto cost = dyn_cast<graph::CostOpInterface>(op))
-      flops += cost.getFlops();
   });
+  for (func::FuncOp entry : entries)
+    flops += functionFlops(entry);
   // Saved activations: forward values that the backward ops read, i.e.
   // what a training step keeps alive between its forward and backward.
   int64_t savedCount = 0, savedBytes = 0;
   llvm::DenseSet<Value> saved;
-  func.walk([&](Operation *op) {
+  module->walk([&](Operation *op) {
     if (!op->hasAttr(graph::kBackwardAttr))
       return;
     for (Value v : op->getOperands()) {
@@ -467,13 +521,24 @@ LogicalResult pcc::compile(const CompileOptions &options,
                     std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
     }
   });
+  // The model's interface: every entry takes all graph inputs; outputs and
+  // gradients are those of any rank, once each (by their step index).
+  func::FuncOp func = entries.front();
+  std::map<int64_t, std::pair<func::FuncOp, unsigned>> results;
+  for (func::FuncOp entry : entries)
+    for (unsigned i = 0; i < entry.getNumResults(); ++i) {
+      auto index =
+          entry.getResultAttrOfType<IntegerAttr>(i, "dist.result_index");
+      results.try_emplace(index ? index.getInt() : int64_t(i),
+                          std::make_pair(entry, i));
+    }
   int64_t ioBytes = 0;
   for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
     if (func.getArgAttr(i, kOnnxNameAttr))
       ioBytes += bytesOf(t);
-  for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
-    if (!func.getResultAttr(i, graph::kUpdateAttr))
-      ioBytes += bytesOf(t);
+  for (auto &[k, at] : results)
+    if (!at.first.getResultAttr(at.second, graph::kUpdateAttr))
+      ioBytes += bytesOf(at.first.getResultTypes()[at.second]);
   llvm::json::Object ops;
   for (auto &kv : opCounts)
     ops[kv.getKey()] = kv.getValue();
@@ -492,11 +557,12 @@ LogicalResult pcc::compile(const CompileOptions &options,
       inputs.push_back(llvm::json::Object{{"name", name.getValue()},
                                           {"shape", shapeJson(t)}});
   int64_t numGrads = 0;
-  for (auto [i, t] : llvm::enumerate(func.getResultTypes())) {
-    if (auto name = func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
-      outputs.push_back(llvm::json::Object{{"name", name.getValue()},
-                                           {"shape", shapeJson(t)}});
-    numGrads += func.getResultAttr(i, graph::kGradAttr) != nullptr;
+  for (auto &[k, at] : results) {
+    auto [f, i] = at;
+    if (auto name = f.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
+      outputs.push_back(llvm::json::Object{
+          {"name", name.getValue()}, {"shape", shapeJson(f.getResultTypes()[i])}});
+    numGrads += f.getResultAttr(i, graph::kGradAttr) != nullptr;
   }
   int64_t perRank =
       paramBytes + stateBytes + int64_t(emitted->workspaceBytes) + ioBytes;
@@ -537,7 +603,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   // of one step (`bytes`: the bytes each rank's buffers hold).
   int64_t numRanks = options.tp * options.pp;
   llvm::StringMap<std::pair<int64_t, int64_t>> collectives;
-  func.walk([&](Operation *op) {
+  module->walk([&](Operation *op) {
     if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
              dist::AllToAllOp, dist::SendOp, dist::RecvOp>(op))
       return;
@@ -548,12 +614,28 @@ LogicalResult pcc::compile(const CompileOptions &options,
   });
   {
     llvm::json::Array ranks, comms;
-    for (int64_t r = 0; r < numRanks; ++r)
+    // Ranks are row-major over (pp, tp): a pipeline rank's tp ranks hold
+    // alike.
+    ArrayRef<int64_t> heldBytes;
+    if (auto s = module->getOps<dist::ScheduleOp>(); !s.empty())
+      if (auto base = (*s.begin()).getBaseBytes())
+        heldBytes = *base;
+    for (int64_t r = 0; r < numRanks; ++r) {
+      int64_t stage = r / options.tp;
+      int64_t params = paramBytes, state = stateBytes;
+      if (entries.size() > 1 && size_t(stage) < entries.size()) {
+        params = rankBytes[stage].params;
+        state = rankBytes[stage].state;
+        if (!options.train && size_t(stage) < heldBytes.size())
+          params = heldBytes[stage];
+      }
       ranks.push_back(llvm::json::Object{
           {"rank", r},
-          {"parameter_bytes", paramBytes},
-          {"optimizer_state_bytes", stateBytes},
+          {"stage", stage},
+          {"parameter_bytes", params},
+          {"optimizer_state_bytes", state},
           {"workspace_bytes", int64_t(emitted->workspaceBytes)}});
+    }
     for (auto &kv : collectives)
       comms.push_back(llvm::json::Object{{"kind", kv.getKey()},
                                          {"bytes", kv.getValue().second},
@@ -589,10 +671,19 @@ LogicalResult pcc::compile(const CompileOptions &options,
         {"ranks", std::move(ranks)},
         {"collectives", std::move(comms)},
         {"weights", std::move(layouts)}};
+    if (pipeline)
+      for (auto &kv : pipeline->json)
+        plan[kv.first] = std::move(kv.second);
     llvm::raw_fd_ostream os(path("plan.json"), ec);
     if (ec)
       return fail("cannot write plan.json: " + ec.message());
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+  }
+  if (pipeline) {
+    llvm::raw_fd_ostream os(path("schedule.svg"), ec);
+    if (ec)
+      return fail("cannot write schedule.svg: " + ec.message());
+    os << pipeline->svg;
   }
 
   {
@@ -650,7 +741,9 @@ LogicalResult pcc::compile(const CompileOptions &options,
         summary << "  " << (d.trainable ? "trained" : "constant") << " '"
                 << d.name << "': " << d.reason << "\n";
   }
-  if (numRanks > 1) {
+  if (pipeline)
+    summary << pipeline->summary;
+  if (options.tp > 1) {
     summary << "  tensor parallel: tp " << options.tp
             << (options.sequenceParallel ? " with sequence parallelism" : "")
             << ", per rank: "
