@@ -291,6 +291,10 @@ VARIANTS = {
         "Gelu (exact)"),
 
     # ---- depth, tying, folding
+    "gpt2-dyn18-deep-b4": dyn(
+        gpt2(4, 32, 4, 96, 32), (4, 16),
+        "HF GPT-2, 4 layers, d=32, 4 heads, tied head, batch 4: pipeline "
+        "stages with a tied embedding and LM head, 4 microbatches"),
     "llama-dyn18-deep": dyn(
         llama(8, 32, 4, 2, 32, 96, False), (8, 16),
         "HF Llama, 8 layers, d=32, 4 query / 2 KV heads, MLP 32 wide, vocab 96, "
