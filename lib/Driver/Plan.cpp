@@ -32,6 +32,15 @@ static std::string actionName(const Action &a, int64_t ranks,
   return name;
 }
 
+/// "11.44 GB".
+static std::string humanBytes(double bytes) {
+  const char *unit[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  int i = 0;
+  while (bytes >= 1000 && i < 5)
+    bytes /= 1000, ++i;
+  return llvm::formatv("{0:F2} {1}", bytes, unit[i]).str();
+}
+
 static std::string renderSvg(dist::ScheduleOp schedule,
                              const ScheduleStats &stats) {
   int64_t p = schedule.getRanks(), v = schedule.getVirtualStages();
@@ -146,9 +155,9 @@ pcc::describePipeline(ModuleOp module) {
                                        {"peak_stashed", rank.peakStashed},
                                        {"peak_bytes", rank.peakBytes}});
     os << llvm::formatv("    rank {0}: {1} actions, at most {2} microbatch(es) "
-                        "stashed, peak {3} bytes\n",
+                        "stashed, peak {3}\n",
                         r, rank.timeline.size(), rank.peakStashed,
-                        rank.peakBytes);
+                        humanBytes(rank.peakBytes));
   }
   PipelinePlan plan;
   plan.json = llvm::json::Object{
