@@ -153,7 +153,16 @@ void divide(void *data, int64_t count, int32_t dtype, int64_t n) {
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(int rank, int size, std::vector<int64_t> mesh)
-      : Communicator(rank, size, std::move(mesh)) {}
+      : Communicator(rank, size, std::move(mesh)) {
+    // Splitting is collective over every rank, so groups are made here,
+    // where all ranks are, not on first use: pipeline stages use groups in
+    // different orders (one stage's tensor-parallel all-reduce while the
+    // next waits for its activations), which lazy splits would deadlock.
+    size_t axes = meshShape().size();
+    if (size > 1 && axes <= 6)
+      for (uint32_t mask = 1; mask < (uint32_t(1) << axes); ++mask)
+        group(mask);
+  }
   ~MpiCommunicator() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
