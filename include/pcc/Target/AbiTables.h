@@ -5,9 +5,11 @@
 // output and weight, the mesh of its ranks, and `<prefix>_model_info`
 // returning them with the workspace size. Every target exports the same
 // tables; AbiTables collects the entries while a target emits code and
-// prints them as C/C++ definitions. The weights table is the one table of
-// the whole program: entries are found by name, so a weight read by several
-// functions is loaded once.
+// prints them as C/C++ definitions. A program has one interface however
+// many entries it has (one per pipeline rank): each table is the union of
+// what the entries and the functions they call take, give and read, found
+// by name, so a weight read by several functions is loaded once. Each
+// entry records the pipeline ranks that hold it (`holders`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +23,8 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +36,9 @@ int32_t getOnnxDataType(mlir::Type type);
 /// The bytes of a constant, dense and little-endian (i1 as one byte each).
 std::vector<uint8_t> getRawBytes(mlir::DenseElementsAttr value);
 
+/// `text` as a C/C++ string literal, quoted and escaped.
+std::string getCStringLiteral(llvm::StringRef text);
+
 /// How an entry is split over the ranks (pccrt_tensor_info's shard_axes,
 /// shard_dim, shard_groups and full_extent); all zero for a whole tensor.
 struct ShardFields {
@@ -39,6 +46,11 @@ struct ShardFields {
   int32_t dim = 0;
   int64_t groups = 0;
   int64_t fullExtent = 0;
+
+  bool operator==(const ShardFields &other) const {
+    return axes == other.axes && dim == other.dim && groups == other.groups &&
+           fullExtent == other.fullExtent;
+  }
 };
 
 /// The ranks' mesh as the ABI numbers them: ranks row-major over the mesh
@@ -57,6 +69,11 @@ public:
   uint32_t getAxesMask(mlir::ArrayAttr axes) const;
   /// The size of the axis `name` (1 when unknown).
   int64_t getAxisSize(llvm::StringRef name) const;
+  /// The index of the axis `name`, if the mesh has it.
+  std::optional<unsigned> getAxisIndex(llvm::StringRef name) const;
+  /// An expression of `ctx->rank` for this rank's coordinate along the axis
+  /// `name` ("0" when the mesh has no such axis).
+  std::string getCoordinate(llvm::StringRef name) const;
   /// An expression of `ctx->rank` for this rank's position in the group of
   /// `axes`, row-major over them.
   std::string getGroupPosition(mlir::ArrayAttr axes) const;
@@ -66,6 +83,9 @@ public:
                              llvm::ArrayRef<int64_t> whole) const;
 
 private:
+  /// The coordinate along axis `index`.
+  std::string getCoordinate(unsigned index) const;
+
   // Op accessors are not const-qualified.
   mutable dist::MeshOp mesh;
 };
@@ -91,6 +111,9 @@ struct WeightEntry {
   /// A padded vocabulary: the padded dimension and its real extent (the
   /// weights file holds the real extent only); {-1, 0} when not padded.
   std::pair<int64_t, int64_t> padding = {-1, 0};
+  /// The pipeline ranks that read it, a mask of coordinates along the
+  /// pipeline axis (pccrt_tensor_info.holders); 0: every rank.
+  uint64_t holders = 0;
 };
 
 class AbiTables {
@@ -99,15 +122,32 @@ public:
   /// `<prefix>_model`.
   explicit AbiTables(std::string prefix) : prefix(std::move(prefix)) {}
 
-  void addInput(llvm::StringRef name, mlir::RankedTensorType type);
-  /// An output (PCCRT_KIND_OUTPUT) or a gradient (PCCRT_KIND_GRAD).
-  void addOutput(llvm::StringRef name, mlir::RankedTensorType type, bool isGrad,
-                 ShardFields shard = {});
-  /// The index of the weight named `name`, or -1.
-  int64_t lookupWeight(llvm::StringRef name) const;
-  /// Appends a weight (its name must be new) and returns its index.
-  int64_t addWeight(WeightEntry entry);
+  /// The index of the input `name`: a new entry, or the entry of that name,
+  /// which must have the same type (else a diagnostic at `loc`). `holders`
+  /// joins the entry's.
+  mlir::FailureOr<int64_t> addInput(mlir::Location loc, llvm::StringRef name,
+                                    mlir::RankedTensorType type,
+                                    uint64_t holders);
+  /// An output (PCCRT_KIND_OUTPUT) or a gradient (PCCRT_KIND_GRAD), found
+  /// like an input by its name and kind, which must have the same type and
+  /// layout. The table lists outputs by `order` (the step's result index),
+  /// then as they were added. Returns a key for getOutputIndex.
+  mlir::FailureOr<unsigned> addOutput(mlir::Location loc, llvm::StringRef name,
+                                      mlir::RankedTensorType type, bool isGrad,
+                                      ShardFields shard, int64_t order,
+                                      uint64_t holders);
+  /// The index in the outputs table of the output `key` (once every output
+  /// is added).
+  int64_t getOutputIndex(unsigned key) const;
+  /// The index of the weight `entry`: a new entry, or the entry of its
+  /// name, which must hold the same tensor, of the same kind, in the same
+  /// layout (else a diagnostic at `loc`). Its holders join the entry's.
+  mlir::FailureOr<int64_t> addWeight(mlir::Location loc, WeightEntry entry);
   llvm::ArrayRef<WeightEntry> getWeights() const { return weights; }
+
+  /// The pipeline's mesh axis (pccrt_model_info.stage_axis), -1 for none.
+  void setStageAxis(int32_t axis) { stageAxis = axis; }
+  int32_t getStageAxis() const { return stageAxis; }
 
   /// The namespace the tables are defined in.
   std::string getNamespace() const { return prefix + "_model"; }
@@ -123,18 +163,24 @@ private:
   std::string printEntry(llvm::StringRef name, mlir::RankedTensorType type,
                          int64_t index, llvm::StringRef group,
                          llvm::StringRef kind, ShardFields shard,
-                         std::string &shapes) const;
+                         uint64_t holders, std::string &shapes) const;
 
   struct Entry {
     std::string name;
     mlir::RankedTensorType type;
     bool isGrad;
     ShardFields shard;
+    int64_t order;
+    uint64_t holders;
   };
   std::string prefix;
   std::vector<Entry> inputs, outputs;
+  llvm::StringMap<int64_t> inputIndex;
+  /// Outputs by (name, is a gradient): their key.
+  std::map<std::pair<std::string, bool>, unsigned> outputKeys;
   std::vector<WeightEntry> weights;
   llvm::StringMap<int64_t> weightIndex;
+  int32_t stageAxis = -1;
 };
 
 } // namespace pcc

@@ -40,6 +40,11 @@ struct BufferPlanOptions {
   /// result that reads another written-back argument gets a snapshot. Empty:
   /// none.
   llvm::ArrayRef<int64_t> writeBack;
+  /// Operands whose buffers an op keeps reading after it ran, until the
+  /// end of the function (a non-blocking send, which the function waits for
+  /// before it returns): their buffers stay alive to the end, like results.
+  /// Null: none.
+  llvm::function_ref<bool(mlir::OpOperand &)> readsUntilEnd;
   /// The alignment (and granularity) of workspace blocks, in bytes.
   int64_t alignment = 64;
 };

@@ -1,13 +1,15 @@
 //===- CallGraph.h - The functions one generated program holds --*- C++ -*-===//
 //
-// A program is compiled from a module: its entry is the one public
-// func.func (whose signature is the model's interface: inputs, outputs,
-// state), and the private func.func ops are functions it reaches through
-// func.call (a pipeline stage's forward, backward or optimizer step). Every
-// target compiles each function on its own (its own BufferPlan) and
-// gives a call the workspace after the caller's own, so calls must form a
-// DAG of defined functions. This checks that and orders the functions
-// callees first.
+// A program is compiled from a module. Its entries are the module's public
+// func.func ops, whose signatures are the model's interface (inputs,
+// outputs, state): one, the step every rank runs, or, for a pipeline, one
+// per coordinate of the pipeline axis, marked `dist.rank` (each rank runs
+// its stage's step). The private func.func ops are functions the entries
+// reach through func.call (a pipeline stage's forward, backward or
+// optimizer step). Every target compiles each function on its own (its own
+// BufferPlan) and gives a call the workspace after the caller's own, so
+// calls must form a DAG of defined functions. This checks that and orders
+// the functions callees first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,29 +19,59 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace pcc {
 
-/// The module's entry function: its one public func.func. Fails with a
-/// diagnostic when there is none or more than one.
-mlir::FailureOr<mlir::func::FuncOp> getEntryFunction(mlir::ModuleOp module);
+/// What pcc-lower-schedule writes on a pipeline rank's step (the names of
+/// Transforms/Pipeline/Pipeline.h, which targets do not depend on): the
+/// entry's coordinate along the pipeline axis, and the scheduled action
+/// (F0, B1, W0, O) of a call.
+inline constexpr llvm::StringLiteral kPipelineRankAttr = "dist.rank";
+inline constexpr llvm::StringLiteral kPipelineAxisName = "pp";
+inline constexpr llvm::StringLiteral kActionAttr = "dist.action";
+/// A result of a rank's step: its index among the whole step's results.
+inline constexpr llvm::StringLiteral kStepResultIndexAttr = "dist.result_index";
+
+/// The module's entry functions: its one public func.func, or one per
+/// coordinate of a pipeline axis of `numStages` ranks, in coordinate order,
+/// each marked `dist.rank = <coordinate>`. Fails with a diagnostic when
+/// there is no public function, when several are not all marked, or when
+/// the marks are not the coordinates 0 .. numStages - 1, each once (a
+/// missing one is reported at the mesh).
+mlir::FailureOr<llvm::SmallVector<mlir::func::FuncOp>>
+getEntryFunctions(mlir::ModuleOp module, int64_t numStages);
+
+/// Whether `entries` (from getEntryFunctions) are a pipeline's.
+inline bool isPipeline(llvm::ArrayRef<mlir::func::FuncOp> entries) {
+  return llvm::any_of(entries, [](mlir::func::FuncOp f) {
+    return f->hasAttr(kPipelineRankAttr);
+  });
+}
 
 class ProgramCallGraph {
 public:
-  /// The program of `entry` and every private func.func with a body in its
-  /// module. Fails with a diagnostic at the call when a func.call names no
-  /// function of the module, a function without a body, a public function
-  /// or the entry, or when calls recurse.
-  static mlir::FailureOr<ProgramCallGraph> build(mlir::func::FuncOp entry);
+  /// The program of `entries` and every private func.func with a body in
+  /// their module. Fails with a diagnostic at the call when a func.call
+  /// names no function of the module, a function without a body, a public
+  /// function or an entry, or when calls recurse.
+  static mlir::FailureOr<ProgramCallGraph>
+  build(llvm::ArrayRef<mlir::func::FuncOp> entries);
 
-  mlir::func::FuncOp getEntry() const { return functions.back(); }
+  llvm::ArrayRef<mlir::func::FuncOp> getEntries() const { return entries; }
+  bool isEntry(mlir::func::FuncOp f) const {
+    return llvm::is_contained(entries, f);
+  }
   /// Every function of the program, each after all functions it calls; the
-  /// entry last.
+  /// entries last, in their order.
   llvm::ArrayRef<mlir::func::FuncOp> getFunctions() const { return functions; }
   /// The function `call` calls.
   mlir::func::FuncOp getCallee(mlir::func::CallOp call) const {
     return callees.lookup(call);
   }
+  /// `from` and every function it reaches through calls.
+  llvm::SetVector<mlir::func::FuncOp>
+  getReachable(mlir::func::FuncOp from) const;
   /// The workspace each function needs for itself and the calls it makes,
   /// when every call gets the workspace after its caller's own: a
   /// function's own bytes (`ownBytes`) plus the most any of its callees
@@ -48,6 +80,7 @@ public:
       const llvm::DenseMap<mlir::func::FuncOp, int64_t> &ownBytes) const;
 
 private:
+  llvm::SmallVector<mlir::func::FuncOp> entries;
   llvm::SmallVector<mlir::func::FuncOp> functions;
   llvm::DenseMap<mlir::func::CallOp, mlir::func::FuncOp> callees;
 };

@@ -87,6 +87,19 @@ struct CollectiveCall {
   int32_t reduction = 0;
 };
 
+/// A transfer between this rank and the rank at position `peer` of its
+/// group along `axes` (a pccrt axis mask), matched by `tag`. A send only
+/// starts: its buffer must stay unchanged until emitWaitForSends.
+struct TransferCall {
+  enum class Kind { Send, Recv };
+  Kind kind;
+  uint32_t axes = 0;
+  int64_t peer = 0, tag = 0;
+  std::string buffer;
+  int64_t count = 0;
+  mlir::Type elementType;
+};
+
 class TargetHooks {
 public:
   virtual ~TargetHooks();
@@ -130,6 +143,16 @@ public:
   /// Communication through the run context's communicator; a failure makes
   /// the function return PCCRT_ERR_COMM.
   virtual void emitCollective(const CollectiveCall &collective) = 0;
+  /// A send (started, not finished) or a receive (finished) through the
+  /// run context's communicator; a failure makes the function return
+  /// PCCRT_ERR_COMM.
+  virtual void emitTransfer(const TransferCall &transfer) = 0;
+  /// Waits until every send the function started is finished (its buffers
+  /// may change again); a failure makes the function return PCCRT_ERR_COMM.
+  virtual void emitWaitForSends() = 0;
+  /// Tells the run context's tracer, if any, that the scheduled action
+  /// `action` (a pipeline step's "F0", "B1", "O") begins or ends.
+  virtual void emitTrace(llvm::StringRef action, bool begin) = 0;
   /// Copies `bytes` bytes; `mayAlias`: the two may be the same buffer, in
   /// which case nothing is copied.
   virtual void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,

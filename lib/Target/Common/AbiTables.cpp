@@ -4,6 +4,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cstring>
@@ -69,6 +70,22 @@ std::vector<uint8_t> pcc::getRawBytes(DenseElementsAttr value) {
   return out;
 }
 
+std::string pcc::getCStringLiteral(StringRef text) {
+  std::string literal = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\')
+      literal += '\\';
+    if (llvm::isPrint(c)) {
+      literal += c;
+      continue;
+    }
+    // Three octal digits end the escape whatever follows.
+    literal += {'\\', char('0' + (c >> 6)), char('0' + (c >> 3 & 7)),
+                char('0' + (c & 7))};
+  }
+  return literal + "\"";
+}
+
 //===----------------------------------------------------------------------===//
 // MeshLayout
 //===----------------------------------------------------------------------===//
@@ -109,30 +126,38 @@ int64_t MeshLayout::getAxisSize(StringRef name) const {
   return mesh ? mesh.getAxisSize(name).value_or(1) : 1;
 }
 
-std::string MeshLayout::getGroupPosition(ArrayAttr axes) const {
-  // Row-major over the mesh: axis i's coordinate is rank / stride_i % size_i;
-  // the group position runs row-major over the group's axes.
-  std::string expr = "0";
-  if (!mesh)
-    return expr;
+std::optional<unsigned> MeshLayout::getAxisIndex(StringRef name) const {
+  if (mesh)
+    for (auto [i, axis] : llvm::enumerate(mesh.getAxisNames()))
+      if (cast<StringAttr>(axis).getValue() == name)
+        return i;
+  return std::nullopt;
+}
+
+std::string MeshLayout::getCoordinate(unsigned index) const {
+  // Row-major over the mesh: axis i's coordinate is rank / stride_i % size_i.
   ArrayRef<int64_t> shape = mesh.getShape();
-  for (Attribute a : axes) {
-    int64_t stride = 1, size = 1;
-    bool found = false;
-    for (int64_t i = shape.size() - 1; i >= 0; --i) {
-      if (cast<StringAttr>(mesh.getAxisNames()[i]) == cast<StringAttr>(a)) {
-        size = shape[i];
-        found = true;
-        break;
-      }
-      stride *= shape[i];
-    }
-    if (!found)
-      continue;
-    expr = llvm::formatv("(({0}) * {1} + (int64_t)ctx->rank / {2} % {1})", expr,
-                         size, stride)
-               .str();
-  }
+  int64_t stride = 1;
+  for (unsigned i = index + 1; i < shape.size(); ++i)
+    stride *= shape[i];
+  return llvm::formatv("(int64_t)ctx->rank / {0} % {1}", stride, shape[index])
+      .str();
+}
+
+std::string MeshLayout::getCoordinate(StringRef name) const {
+  std::optional<unsigned> index = getAxisIndex(name);
+  return index ? getCoordinate(*index) : "0";
+}
+
+std::string MeshLayout::getGroupPosition(ArrayAttr axes) const {
+  // The group position runs row-major over the group's axes.
+  std::string expr = "0";
+  for (Attribute a : axes)
+    if (std::optional<unsigned> index =
+            getAxisIndex(cast<StringAttr>(a).getValue()))
+      expr = llvm::formatv("(({0}) * {1} + {2})", expr, mesh.getShape()[*index],
+                           getCoordinate(*index))
+                 .str();
   return expr;
 }
 
@@ -150,33 +175,90 @@ ShardFields MeshLayout::getShardFields(dist::ShardingAttr sharding,
 // AbiTables
 //===----------------------------------------------------------------------===//
 
-void AbiTables::addInput(StringRef name, RankedTensorType type) {
-  inputs.push_back({name.str(), type, false, {}});
+FailureOr<int64_t> AbiTables::addInput(Location loc, StringRef name,
+                                       RankedTensorType type,
+                                       uint64_t holders) {
+  auto [it, inserted] = inputIndex.try_emplace(name, inputs.size());
+  if (inserted) {
+    inputs.push_back({name.str(), type, false, {}, 0, holders});
+    return it->second;
+  }
+  Entry &known = inputs[it->second];
+  if (known.type != type)
+    return emitError(loc, "input '") << name << "' is " << type << " here but "
+                                     << known.type << " on another entry";
+  known.holders |= holders;
+  return it->second;
 }
 
-void AbiTables::addOutput(StringRef name, RankedTensorType type, bool isGrad,
-                          ShardFields shard) {
-  outputs.push_back({name.str(), type, isGrad, shard});
+FailureOr<unsigned> AbiTables::addOutput(Location loc, StringRef name,
+                                         RankedTensorType type, bool isGrad,
+                                         ShardFields shard, int64_t order,
+                                         uint64_t holders) {
+  auto [it, inserted] =
+      outputKeys.try_emplace({name.str(), isGrad}, outputs.size());
+  if (inserted) {
+    outputs.push_back({name.str(), type, isGrad, shard, order, holders});
+    return it->second;
+  }
+  Entry &known = outputs[it->second];
+  StringRef what = isGrad ? "gradient" : "output";
+  if (known.type != type)
+    return emitError(loc) << what << " '" << name << "' is " << type
+                          << " here but " << known.type << " on another entry";
+  if (!(known.shard == shard))
+    return emitError(loc) << what << " '" << name
+                          << "' is split differently here than on another "
+                             "entry";
+  known.holders |= holders;
+  return it->second;
 }
 
-int64_t AbiTables::lookupWeight(StringRef name) const {
-  auto it = weightIndex.find(name);
-  return it == weightIndex.end() ? -1 : it->second;
-}
-
-int64_t AbiTables::addWeight(WeightEntry entry) {
-  int64_t index = weights.size();
-  bool inserted = weightIndex.try_emplace(entry.name, index).second;
-  assert(inserted && "weight names are unique");
-  (void)inserted;
-  weights.push_back(std::move(entry));
+int64_t AbiTables::getOutputIndex(unsigned key) const {
+  // Outputs are listed by order, then by key.
+  auto before = [&](unsigned a, unsigned b) {
+    return std::make_pair(outputs[a].order, a) <
+           std::make_pair(outputs[b].order, b);
+  };
+  int64_t index = 0;
+  for (unsigned k = 0; k < outputs.size(); ++k)
+    index += before(k, key);
   return index;
+}
+
+FailureOr<int64_t> AbiTables::addWeight(Location loc, WeightEntry entry) {
+  auto [it, inserted] = weightIndex.try_emplace(entry.name, weights.size());
+  if (inserted) {
+    weights.push_back(std::move(entry));
+    return it->second;
+  }
+  WeightEntry &known = weights[it->second];
+  bool isState = entry.kind == WeightKind::State;
+  if (known.kind != entry.kind)
+    return emitError(loc) << (isState ? "state '" : "weight '") << entry.name
+                          << "' has the name of a "
+                          << (isState ? "weight" : "state argument");
+  if (known.value != entry.value || known.localType != entry.localType ||
+      known.shardAxes != entry.shardAxes || known.shardDim != entry.shardDim ||
+      known.shardGroups != entry.shardGroups ||
+      known.padding != entry.padding) {
+    if (isState)
+      return emitError(loc, "state '")
+             << entry.name
+             << "' has another initial value, type or layout here than on "
+                "another entry";
+    return emitError(loc, "weight '")
+           << entry.name << "' is defined twice with different values or "
+           << "layouts";
+  }
+  known.holders |= entry.holders;
+  return it->second;
 }
 
 std::string AbiTables::printEntry(StringRef name, RankedTensorType type,
                                   int64_t index, StringRef group,
                                   StringRef kind, ShardFields shard,
-                                  std::string &shapes) const {
+                                  uint64_t holders, std::string &shapes) const {
   std::string shapeName =
       llvm::formatv("{0}_{1}_shape{2}", prefix, group, index);
   std::string dims;
@@ -184,17 +266,12 @@ std::string AbiTables::printEntry(StringRef name, RankedTensorType type,
   llvm::interleaveComma(type.getShape(), os);
   shapes += llvm::formatv("static const int64_t {0}[] = {{{1}};\n", shapeName,
                           type.getRank() ? dims : "0");
-  std::string escaped;
-  for (char ch : name) {
-    if (ch == '"' || ch == '\\')
-      escaped += '\\';
-    escaped += ch;
-  }
-  return llvm::formatv("  {{\"{0}\", {1}, {2}, {3}, {4}, {5}u, {6}, {7}, "
-                       "{8}},\n",
-                       escaped, getOnnxDataType(type.getElementType()),
-                       type.getRank(), shapeName, kind, shard.axes, shard.dim,
-                       shard.groups, shard.fullExtent)
+  return llvm::formatv("  {{{0}, {1}, {2}, {3}, {4}, {5}u, {6}, {7}, "
+                       "{8}, {9}ull},\n",
+                       getCStringLiteral(name),
+                       getOnnxDataType(type.getElementType()), type.getRank(),
+                       shapeName, kind, shard.axes, shard.dim, shard.groups,
+                       shard.fullExtent, holders)
       .str();
 }
 
@@ -202,11 +279,14 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
   std::string shapes, in, out, w;
   for (auto [i, e] : llvm::enumerate(inputs))
     in += printEntry(e.name, e.type, i, "in", "PCCRT_KIND_INPUT", e.shard,
-                     shapes);
-  for (auto [i, e] : llvm::enumerate(outputs))
-    out += printEntry(e.name, e.type, i, "out",
-                      e.isGrad ? "PCCRT_KIND_GRAD" : "PCCRT_KIND_OUTPUT",
-                      e.shard, shapes);
+                     e.holders, shapes);
+  std::vector<const Entry *> sorted(outputs.size());
+  for (unsigned key = 0; key < outputs.size(); ++key)
+    sorted[getOutputIndex(key)] = &outputs[key];
+  for (auto [i, e] : llvm::enumerate(sorted))
+    out += printEntry(e->name, e->type, i, "out",
+                      e->isGrad ? "PCCRT_KIND_GRAD" : "PCCRT_KIND_OUTPUT",
+                      e->shard, e->holders, shapes);
   for (auto [i, e] : llvm::enumerate(weights)) {
     ShardFields shard;
     if (e.shardAxes)
@@ -220,7 +300,7 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
                     i, "w",
                     e.kind == WeightKind::State ? "PCCRT_KIND_STATE"
                                                 : "PCCRT_KIND_CONSTANT",
-                    shard, shapes);
+                    shard, e.holders, shapes);
   }
   os << shapes;
   if (!mesh.isSingleRank()) {
@@ -236,7 +316,7 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
   }
   // C++ has no empty arrays: an empty table holds one unused entry.
   static const char kNoEntry[] =
-      "  {nullptr, 0, 0, nullptr, 0, 0u, 0, 0, 0},\n";
+      "  {nullptr, 0, 0, nullptr, 0, 0u, 0, 0, 0, 0ull},\n";
   os << "\nstatic const pccrt_tensor_info inputs[] = {\n"
      << (in.empty() ? kNoEntry : in)
      << "};\nstatic const pccrt_tensor_info outputs[] = {\n"
@@ -257,5 +337,5 @@ void AbiTables::printModelInfo(raw_ostream &os, const MeshLayout &mesh,
      << "  static const pccrt_model_info info = {PCCRT_ABI_VERSION, "
      << inputs.size() << ", inputs, " << outputs.size() << ", outputs, "
      << weights.size() << ", weights, " << workspaceBytes << "ULL, " << meshInfo
-     << "};\n  return &info;\n}\n";
+     << ", " << stageAxis << "};\n  return &info;\n}\n";
 }

@@ -87,10 +87,16 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
         !v.getDefiningOp()->hasTrait<OpTrait::ConstantLike>())
       resultSlots.try_emplace(v, k);
 
-  // Returned buffers stay alive to the end.
-  llvm::DenseSet<Value> returned;
+  // Returned buffers stay alive to the end, and so do those read until
+  // then.
+  llvm::DenseSet<Value> liveToEnd;
   for (Value v : ret.getOperands())
-    returned.insert(getRoot(v));
+    liveToEnd.insert(getRoot(v));
+  if (options.readsUntilEnd)
+    for (Operation *op : ops)
+      for (OpOperand &operand : op->getOpOperands())
+        if (options.readsUntilEnd(operand))
+          liveToEnd.insert(getRoot(operand.get()));
 
   Allocator workspace(options.alignment);
   for (auto [i, op] : llvm::enumerate(ops)) {
@@ -106,7 +112,7 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
     // Free blocks whose last reader is this op (results stay allocated
     // until after the op, so no op reads and writes the same bytes).
     workspace.freeIf([&](Value owner) {
-      return lastUse.lookup(owner) <= int64_t(i) && !returned.contains(owner);
+      return lastUse.lookup(owner) <= int64_t(i) && !liveToEnd.contains(owner);
     });
   }
 

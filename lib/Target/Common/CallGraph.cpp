@@ -2,28 +2,69 @@
 
 #include "pcc/Target/CallGraph.h"
 
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+
 using namespace mlir;
 using namespace pcc;
 
-FailureOr<func::FuncOp> pcc::getEntryFunction(ModuleOp module) {
-  func::FuncOp entry;
-  for (auto f : module.getOps<func::FuncOp>()) {
-    if (!f.isPublic() || f.isDeclaration())
-      continue;
-    if (entry)
-      return f.emitError("a second public function: the program's entry is '")
-             << entry.getSymName()
-             << "', and the functions it calls must be private";
-    entry = f;
-  }
-  if (!entry)
+FailureOr<SmallVector<func::FuncOp>> pcc::getEntryFunctions(ModuleOp module,
+                                                            int64_t numStages) {
+  SmallVector<func::FuncOp> publics;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f.isPublic() && !f.isDeclaration())
+      publics.push_back(f);
+  if (publics.empty())
     return module.emitError("no public function to compile as the entry");
-  return entry;
+  if (!isPipeline(publics)) {
+    if (publics.size() > 1)
+      return publics[1].emitError(
+                 "a second public function: the program's entry is '")
+             << publics[0].getSymName()
+             << "', and the functions it calls must be private";
+    return publics;
+  }
+  // One entry per pipeline rank, in coordinate order.
+  SmallVector<func::FuncOp> byStage(numStages);
+  for (func::FuncOp f : publics) {
+    auto rank = f->getAttrOfType<IntegerAttr>(kPipelineRankAttr);
+    if (!rank)
+      return f.emitError("a public function without ")
+             << kPipelineRankAttr
+             << ": a program of several entries has one per pipeline rank, "
+                "each marked with its rank";
+    int64_t r = rank.getInt();
+    if (r < 0 || r >= numStages)
+      return f.emitError() << kPipelineRankAttr << " = " << r
+                           << " is no rank of the pipeline axis '"
+                           << kPipelineAxisName << "' (" << numStages
+                           << " ranks)";
+    if (byStage[r])
+      return f.emitError() << kPipelineRankAttr << " = " << r << " again: '"
+                           << byStage[r].getSymName()
+                           << "' is that pipeline rank's entry";
+    byStage[r] = f;
+  }
+  // A missing rank is reported at the mesh that has it.
+  Operation *mesh = module;
+  for (auto m : module.getOps<dist::MeshOp>())
+    if (m.getAxisSize(kPipelineAxisName))
+      mesh = m;
+  for (auto [r, f] : llvm::enumerate(byStage))
+    if (!f)
+      return mesh->emitError("no entry for pipeline rank ")
+             << r << " of " << numStages << " (a public function with "
+             << kPipelineRankAttr << " = " << r << ")";
+  return byStage;
 }
 
-FailureOr<ProgramCallGraph> ProgramCallGraph::build(func::FuncOp entry) {
-  auto module = entry->getParentOfType<ModuleOp>();
+FailureOr<ProgramCallGraph>
+ProgramCallGraph::build(ArrayRef<func::FuncOp> entries) {
+  assert(!entries.empty() && "a program has an entry");
+  auto module = entries.front()->getParentOfType<ModuleOp>();
   ProgramCallGraph graph;
+  graph.entries.assign(entries.begin(), entries.end());
   // Depth first, callees before callers; a function on the stack that is
   // called again is recursion.
   enum class State { OnStack, Done };
@@ -41,7 +82,7 @@ FailureOr<ProgramCallGraph> ProgramCallGraph::build(func::FuncOp entry) {
       };
       if (!callee)
         return fail("no function of that name in the module");
-      if (callee == entry)
+      if (graph.isEntry(callee))
         return fail("it is the program's entry, which only the runtime calls");
       if (callee.isPublic())
         return fail("a public function; a program has one public function, "
@@ -64,15 +105,31 @@ FailureOr<ProgramCallGraph> ProgramCallGraph::build(func::FuncOp entry) {
     graph.functions.push_back(f);
     return success();
   };
-  // Every private function is compiled, called or not; the entry last.
+  // Every private function is compiled, called or not; the entries last.
   if (module)
     for (auto f : module.getOps<func::FuncOp>())
-      if (f != entry && f.isPrivate() && !f.isDeclaration() &&
+      if (!graph.isEntry(f) && f.isPrivate() && !f.isDeclaration() &&
           !state.count(f) && failed(visit(f)))
         return failure();
-  if (failed(visit(entry)))
-    return failure();
+  for (func::FuncOp entry : entries)
+    if (failed(visit(entry)))
+      return failure();
   return graph;
+}
+
+llvm::SetVector<func::FuncOp>
+ProgramCallGraph::getReachable(func::FuncOp from) const {
+  llvm::SetVector<func::FuncOp> reached;
+  reached.insert(from);
+  // The set grows while it is walked.
+  for (size_t i = 0; i < reached.size(); ++i) {
+    func::FuncOp f = reached[i];
+    f.walk([&](func::CallOp call) {
+      if (func::FuncOp callee = getCallee(call))
+        reached.insert(callee);
+    });
+  }
+  return reached;
 }
 
 llvm::DenseMap<func::FuncOp, int64_t> ProgramCallGraph::getWorkspaceWithCallees(

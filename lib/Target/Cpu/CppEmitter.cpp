@@ -6,10 +6,12 @@
 // LoopNest and ScalarExpr give element-wise ops, reductions and data
 // movement their loops, AbiTables the exported tables, and the CPU's
 // TargetHooks print them as C++ loops and calls of pcc_kernels.h. The entry
-// is `<prefix>_model_run`; every other function a static C++ function that
-// its callers call with their buffers and the workspace after their own.
-// For a training step, state arguments live in the weights table and the
-// state updates are copied back into it once everything else is computed.
+// is `<prefix>_model_run` (with one entry per pipeline rank, each is a
+// static function that `<prefix>_model_run` picks by the rank's pipeline
+// coordinate); every other function a static C++ function that its callers
+// call with their buffers and the workspace after their own. For a
+// training step, state arguments live in the weights table and the state
+// updates are copied back into it once everything else is computed.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +38,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
+#include <memory>
 
 using namespace mlir;
 using namespace pcc;
@@ -65,24 +68,28 @@ struct Program {
   const MeshLayout &mesh;
   AbiTables &tables;
   CpuTargetHooks &hooks;
-  /// The C++ name of every function but the entry.
+  /// The C++ name of every function.
   llvm::DenseMap<func::FuncOp, std::string> functionNames;
+  /// Per function: the pipeline ranks whose entry reaches it, a mask of
+  /// coordinates along the pipeline axis (0 when not pipelined).
+  llvm::DenseMap<func::FuncOp, uint64_t> holders;
 };
 
 /// Emits one function of the program: its constants, the declarations of
-/// its buffers, its ops and the copies of its results. The entry is the
-/// body of `<prefix>_model_run`, whose signature maps onto the ABI's tables
-/// (inputs, outputs, state in the weights table); any other function takes
-/// its arguments and result buffers as arrays of pointers.
+/// its buffers, its ops and the copies of its results. An entry's
+/// signature maps onto the ABI's tables (inputs, outputs, state in the
+/// weights table), which it reads through `in`, `out` and `w`; any other
+/// function takes its arguments and result buffers as arrays of pointers.
 class FunctionEmitter {
 public:
   FunctionEmitter(Program &program, func::FuncOp func, std::string &body)
-      : func(func), isEntry(func == program.graph.getEntry()), program(program),
+      : func(func), isEntry(program.graph.isEntry(func)), program(program),
         options(program.options), tables(program.tables), mesh(program.mesh),
-        hooks(program.hooks), body(body) {
-    hooks.setBody(body);
-  }
+        hooks(program.hooks), body(body) {}
 
+  /// Maps an entry's signature onto the ABI's tables; every entry's before
+  /// any function is emitted, so that the tables are complete.
+  LogicalResult collectInterface();
   /// Emits the function; returns the workspace it needs for itself (its
   /// calls get the workspace after that).
   FailureOr<int64_t> emit();
@@ -91,18 +98,15 @@ private:
   /// What a result of the entry is for.
   enum class Role { Output, Grad, StateUpdate };
 
-  /// Maps the entry's signature onto the ABI's tables.
-  LogicalResult collectInterface();
   /// Arguments and results of any other function are plain buffers.
   void collectCalleeInterface();
   LogicalResult emitConstants();
-  /// The weights-table index of the weight `op` defines: a new entry, or
-  /// the entry of the same name when it holds the same tensor.
-  FailureOr<int64_t> addWeight(Operation *op, WeightEntry entry);
   void declareBuffers(const BufferPlan &plan);
   LogicalResult emitOp(Operation *op);
   void emitResultCopies(const BufferPlan &plan);
-  void addTableEntries();
+  /// The outputs-table entry of result `k` of the entry (an output or a
+  /// gradient): its key in the tables.
+  FailureOr<unsigned> addOutput(unsigned k);
 
   std::string ptr(Value v) { return names.lookup(v); }
   std::string type(Value v) { return hooks.getTypeName(elemOf(v)); }
@@ -150,6 +154,8 @@ private:
   llvm::DenseSet<Operation *> loadedSlices;
   /// The workspace the function needs for itself.
   int64_t ownWorkspace = 0;
+  /// Whether the function started sends, which it waits for at the end.
+  bool startedSends = false;
   /// The arrays of argument and result buffers: the ABI's inputs and
   /// outputs for the entry, the caller's for any other function.
   StringRef argArray() const { return isEntry ? "in" : "args"; }
@@ -157,8 +163,9 @@ private:
   /// Per argument: its index in the inputs table, or, for a state, in the
   /// weights table (argWeight >= 0).
   SmallVector<int64_t> argInput, argWeight;
-  /// Per result: its role, and its index in the outputs table or, for a
-  /// state update, the weights table index of the state it updates.
+  /// Per result: its role, and its index in the outputs table (its key in
+  /// the tables until every entry's interface is known) or, for a state
+  /// update, the weights table index of the state it updates.
   SmallVector<Role> resultRole;
   SmallVector<int64_t> resultIndex;
   /// State updates that read another updated state's old value, which that
@@ -182,14 +189,23 @@ LogicalResult FunctionEmitter::collectInterface() {
   // The training contract (graph.state, graph.update, graph.grad) was
   // checked by the Graph dialect's verifier when the IR was verified, as it
   // is after parsing and after every pass; this maps it onto the ABI's
-  // tables.
+  // tables. An entry holds the inputs and state it reads and the outputs it
+  // makes.
   Block &block = func.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
-  int64_t numInputs = 0;
+  uint64_t holders = program.holders.lookup(func);
   for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
+    uint64_t readBy = arg.use_empty() ? 0 : holders;
     StringRef name = getStateName(func, i);
     if (name.empty()) {
-      argInput.push_back(numInputs++);
+      auto onnx = func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr);
+      FailureOr<int64_t> index = tables.addInput(
+          func.getLoc(),
+          onnx ? onnx.getValue().str() : "input_" + std::to_string(i),
+          cast<RankedTensorType>(arg.getType()), readBy);
+      if (failed(index))
+        return failure();
+      argInput.push_back(*index);
       argWeight.push_back(-1);
       continue;
     }
@@ -201,6 +217,7 @@ LogicalResult FunctionEmitter::collectInterface() {
     WeightEntry entry{name.str(), init, WeightKind::State};
     entry.localType = cast<RankedTensorType>(arg.getType());
     entry.padding = paddingOfArg(i);
+    entry.holders = readBy;
     if (auto sharding =
             func.getArgAttrOfType<dist::ShardingAttr>(i, "dist.sharding"))
       for (unsigned d = 0; d < sharding.getDims().size(); ++d)
@@ -210,40 +227,64 @@ LogicalResult FunctionEmitter::collectInterface() {
           entry.shardDim = d;
           entry.shardGroups = sharding.getDimGroups(d);
         }
+    FailureOr<int64_t> index =
+        tables.addWeight(func.getLoc(), std::move(entry));
+    if (failed(index))
+      return failure();
     argInput.push_back(-1);
-    argWeight.push_back(tables.addWeight(std::move(entry)));
+    argWeight.push_back(*index);
   }
 
-  int64_t numOutputs = 0;
-  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-    if (std::optional<unsigned> state = getStateIndex(func, i, kUpdateAttr)) {
+  for (unsigned k = 0; k < ret.getNumOperands(); ++k) {
+    if (std::optional<unsigned> state = getStateIndex(func, k, kUpdateAttr)) {
       resultRole.push_back(Role::StateUpdate);
       resultIndex.push_back(argWeight[*state]);
       continue;
     }
-    resultRole.push_back(getStateIndex(func, i, kGradAttr) ? Role::Grad
+    resultRole.push_back(getStateIndex(func, k, kGradAttr) ? Role::Grad
                                                            : Role::Output);
-    resultIndex.push_back(numOutputs++);
+    FailureOr<unsigned> key = addOutput(k);
+    if (failed(key))
+      return failure();
+    resultIndex.push_back(*key);
   }
   return success();
 }
 
-FailureOr<int64_t> FunctionEmitter::addWeight(Operation *op,
-                                              WeightEntry entry) {
-  int64_t index = tables.lookupWeight(entry.name);
-  if (index < 0)
-    return tables.addWeight(std::move(entry));
-  const WeightEntry &known = tables.getWeights()[index];
-  if (known.kind == WeightKind::State)
-    return op->emitError("weight '")
-           << entry.name << "' has the name of a state argument";
-  if (known.value != entry.value || known.localType != entry.localType ||
-      known.shardAxes != entry.shardAxes || known.shardDim != entry.shardDim ||
-      known.shardGroups != entry.shardGroups)
-    return op->emitError("weight '")
-           << entry.name << "' is defined twice with different values or "
-           << "layouts";
-  return index;
+FailureOr<unsigned> FunctionEmitter::addOutput(unsigned k) {
+  Value v = cast<func::ReturnOp>(func.getBody().front().getTerminator())
+                .getOperand(k);
+  // A gradient is named by its parameter.
+  bool isGrad = resultRole[k] == Role::Grad;
+  std::string name = "output_" + std::to_string(k);
+  if (isGrad)
+    name = getStateName(func, *getStateIndex(func, k, kGradAttr)).str();
+  else if (auto onnx = func.getResultAttrOfType<StringAttr>(k, kOnnxNameAttr))
+    name = onnx.getValue().str();
+  // A split result's whole extents are the local ones times the shards.
+  auto sharding =
+      func.getResultAttrOfType<dist::ShardingAttr>(k, "dist.sharding");
+  SmallVector<int64_t> whole(shapeOf(v));
+  if (sharding)
+    for (unsigned d = 0; d < whole.size(); ++d)
+      for (StringRef axis : sharding.getDimAxes(d))
+        whole[d] *= mesh.getAxisSize(axis);
+  // Padding is cut from a split output when gathered: a gradient is
+  // padded like its parameter.
+  std::pair<int64_t, int64_t> pad{-1, 0};
+  if (isGrad)
+    pad = paddingOfArg(*getStateIndex(func, k, kGradAttr));
+  else if (auto p =
+               func.getResultAttrOfType<DenseI64ArrayAttr>(k, "dist.padding"))
+    pad = {p[0], p[1]};
+  if (pad.first >= 0)
+    whole[pad.first] = pad.second;
+  // A pipeline's entries list their outputs as the whole step does.
+  auto order = func.getResultAttrOfType<IntegerAttr>(k, kStepResultIndexAttr);
+  return tables.addOutput(
+      func.getLoc(), name, cast<RankedTensorType>(v.getType()), isGrad,
+      mesh.getShardFields(sharding, whole), order ? order.getInt() : int64_t(k),
+      program.holders.lookup(func));
 }
 
 void FunctionEmitter::collectCalleeInterface() {
@@ -296,6 +337,7 @@ LogicalResult FunctionEmitter::emitConstants() {
                : "pcc.const." + std::to_string(tables.getWeights().size());
     WeightEntry entry{wname, value};
     entry.localType = cast<RankedTensorType>(v.getType());
+    entry.holders = program.holders.lookup(func);
     if (weight)
       if (auto pad = weight->getAttrOfType<DenseI64ArrayAttr>("dist.padding"))
         entry.padding = {pad[0], pad[1]};
@@ -311,7 +353,7 @@ LogicalResult FunctionEmitter::emitConstants() {
         names[slice.getResult()] = n;
         external.insert(slice.getResult());
       }
-    FailureOr<int64_t> index = addWeight(&op, std::move(entry));
+    FailureOr<int64_t> index = tables.addWeight(op.getLoc(), std::move(entry));
     if (failed(index))
       return failure();
     declare(v, n, "w[" + std::to_string(*index) + "]");
@@ -725,10 +767,29 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
           args.push_back(ptr(v));
         for (Value v : call.getResults())
           results.push_back(ptr(v));
+        // A scheduled action (a pipeline step's F0, B1, O) is traced.
+        auto action = call->getAttrOfType<StringAttr>(kActionAttr);
+        if (action)
+          hooks.emitTrace(action.getValue(), /*begin=*/true);
         // The callee works in the workspace after this function's own.
         hooks.emitCall(
             program.functionNames.lookup(program.graph.getCallee(call)), args,
             results, "ws + " + std::to_string(ownWorkspace));
+        if (action)
+          hooks.emitTrace(action.getValue(), /*begin=*/false);
+        return success();
+      })
+      .Case<dist::SendOp, dist::RecvOp>([&](auto op) -> LogicalResult {
+        if (mesh.isSingleRank())
+          return op.emitError("a transfer in a program of one rank");
+        bool isSend = isa<dist::SendOp>(op);
+        Value v = op->getNumResults() ? op->getResult(0) : op->getOperand(0);
+        hooks.emitTransfer(
+            {isSend ? TransferCall::Kind::Send : TransferCall::Kind::Recv,
+             mesh.getAxesMask(op.getAxes()), int64_t(op.getPeer()),
+             int64_t(op.getTag()), ptr(v), getNumElements(shapeOf(v)),
+             elemOf(v)});
+        startedSends |= isSend;
         return success();
       })
       .Case([&](dist::AxisIndexOp a) {
@@ -774,55 +835,13 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
   }
 }
 
-void FunctionEmitter::addTableEntries() {
-  Block &block = func.getBody().front();
-  auto ret = cast<func::ReturnOp>(block.getTerminator());
-  for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
-    if (argWeight[i] >= 0)
-      continue;
-    auto name = func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr);
-    tables.addInput(name ? name.getValue().str() : "input_" + std::to_string(i),
-                    cast<RankedTensorType>(arg.getType()));
-  }
-  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    if (resultRole[i] == Role::StateUpdate)
-      continue;
-    // A gradient is named by its parameter.
-    bool isGrad = resultRole[i] == Role::Grad;
-    std::string name = "output_" + std::to_string(i);
-    if (isGrad)
-      name = getStateName(func, *getStateIndex(func, i, kGradAttr)).str();
-    else if (auto onnx = func.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
-      name = onnx.getValue().str();
-    // A split result's whole extents are the local ones times the shards.
-    auto sharding =
-        func.getResultAttrOfType<dist::ShardingAttr>(i, "dist.sharding");
-    SmallVector<int64_t> whole(shapeOf(v));
-    if (sharding)
-      for (unsigned d = 0; d < whole.size(); ++d)
-        for (StringRef axis : sharding.getDimAxes(d))
-          whole[d] *= mesh.getAxisSize(axis);
-    // Padding is cut from a split output when gathered: a gradient is
-    // padded like its parameter.
-    std::pair<int64_t, int64_t> pad{-1, 0};
-    if (isGrad)
-      pad = paddingOfArg(*getStateIndex(func, i, kGradAttr));
-    else if (auto p =
-                 func.getResultAttrOfType<DenseI64ArrayAttr>(i, "dist.padding"))
-      pad = {p[0], p[1]};
-    if (pad.first >= 0)
-      whole[pad.first] = pad.second;
-    tables.addOutput(name, cast<RankedTensorType>(v.getType()), isGrad,
-                     mesh.getShardFields(sharding, whole));
-  }
-}
-
 FailureOr<int64_t> FunctionEmitter::emit() {
-  if (!llvm::hasSingleElement(func.getBody()))
-    return func.emitError("the CPU target expects a single block");
+  hooks.setBody(body);
   if (isEntry) {
-    if (failed(collectInterface()))
-      return failure();
+    // Every entry's outputs are known: their keys become table indices.
+    for (auto [k, role] : llvm::enumerate(resultRole))
+      if (role != Role::StateUpdate)
+        resultIndex[k] = tables.getOutputIndex(resultIndex[k]);
   } else {
     collectCalleeInterface();
   }
@@ -837,26 +856,32 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   auto isExternal = [&](Value v) { return external.contains(v); };
   planOptions.isExternal = isExternal;
   planOptions.writeBack = writeBack;
+  // A send reads its buffer until the function waits for its sends, at the
+  // end.
+  auto readsUntilEnd = [](OpOperand &operand) {
+    return isa<dist::SendOp>(operand.getOwner());
+  };
+  planOptions.readsUntilEnd = readsUntilEnd;
   BufferPlan plan(func, planOptions);
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
   for (Operation &op : func.getBody().front().without_terminator())
     if (failed(emitOp(&op)))
       return failure();
+  // Before the results land, since a state update may overwrite a buffer a
+  // send still reads.
+  if (startedSends)
+    hooks.emitWaitForSends();
   emitResultCopies(plan);
-  if (isEntry)
-    addTableEntries();
   return ownWorkspace;
 }
 
-/// A C++ identifier for each function but the entry, from its symbol name.
+/// A C++ identifier for each function, from its symbol name.
 static llvm::DenseMap<func::FuncOp, std::string>
 nameFunctions(const ProgramCallGraph &graph) {
   llvm::DenseMap<func::FuncOp, std::string> names;
   llvm::StringSet<> taken;
   for (func::FuncOp f : graph.getFunctions()) {
-    if (f == graph.getEntry())
-      continue;
     std::string name = "fn_";
     for (char c : f.getSymName())
       name += llvm::isAlnum(c) ? c : '_';
@@ -868,48 +893,89 @@ nameFunctions(const ProgramCallGraph &graph) {
   return names;
 }
 
-FailureOr<CppEmitResult> pcc::emitCpp(func::FuncOp entry, raw_ostream &os,
-                                      const CppEmitOptions &options) {
-  FailureOr<ProgramCallGraph> graph = ProgramCallGraph::build(entry);
+/// What `<prefix>_model_run` and the entries of a pipeline start with: the
+/// context's tables and workspace.
+static const char kEntryPreamble[] =
+    "  void *const *in = ctx->inputs;\n"
+    "  void *const *out = ctx->outputs;\n"
+    "  void *const *w = ctx->weights;\n"
+    "  char *ws = (char *)ctx->workspace;\n"
+    "  (void)in; (void)out; (void)w; (void)ws;\n";
+
+/// Emits the program of `entries` in `module`: one per pipeline rank when
+/// `pipelined`, else one.
+static FailureOr<CppEmitResult>
+emitProgram(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
+            const MeshLayout &mesh, raw_ostream &os,
+            const CppEmitOptions &options) {
+  FailureOr<ProgramCallGraph> graph = ProgramCallGraph::build(entries);
   if (failed(graph))
     return failure();
-  FailureOr<MeshLayout> mesh =
-      MeshLayout::get(entry->getParentOfType<ModuleOp>());
-  if (failed(mesh))
-    return failure();
+  for (func::FuncOp f : graph->getFunctions())
+    if (!llvm::hasSingleElement(f.getBody()))
+      return f.emitError("the CPU target expects a single block");
   const std::string &p = options.symbolPrefix;
   AbiTables tables(p);
+  // A pipeline's entry runs on the ranks of its coordinate along the
+  // pipeline axis; what it reaches is held there.
+  std::optional<unsigned> stageAxis;
+  if (pipelined)
+    stageAxis = mesh.getAxisIndex(kPipelineAxisName);
+  llvm::DenseMap<func::FuncOp, uint64_t> holders;
+  if (stageAxis) {
+    if (entries.size() > 64)
+      return module.emitError("a pipeline of ")
+             << entries.size() << " ranks; the ABI's holder masks have 64";
+    tables.setStageAxis(*stageAxis);
+    for (auto [stage, entry] : llvm::enumerate(entries))
+      for (func::FuncOp f : graph->getReachable(entry))
+        holders[f] |= uint64_t(1) << stage;
+  }
+
   std::string globals;
   // Node-based: the hooks and emitters hold references to the bodies.
   std::map<Operation *, std::string> bodies;
-  CpuTargetHooks hooks(bodies[entry], globals);
-  Program program{options, *graph, *mesh, tables, hooks, nameFunctions(*graph)};
+  CpuTargetHooks hooks(bodies[entries.front()], globals);
+  Program program{options, *graph, mesh, tables, hooks, nameFunctions(*graph),
+                  holders};
 
-  // The entry first, so that the weights table starts with its state and
-  // its constants as for a program of one function; then the others.
-  llvm::DenseMap<func::FuncOp, int64_t> ownWorkspace;
-  SmallVector<func::FuncOp> order{entry};
+  // The entries first: their interfaces make the tables (inputs, outputs
+  // and state), and their constants follow their state in the weights
+  // table as for a program of one function; then the other functions.
+  std::vector<std::unique_ptr<FunctionEmitter>> emitters;
+  SmallVector<func::FuncOp> order(entries);
   for (func::FuncOp f : llvm::reverse(graph->getFunctions()))
-    if (f != entry)
+    if (!graph->isEntry(f))
       order.push_back(f);
-  for (func::FuncOp f : order) {
-    FailureOr<int64_t> bytes = FunctionEmitter(program, f, bodies[f]).emit();
+  for (func::FuncOp f : order)
+    emitters.push_back(
+        std::make_unique<FunctionEmitter>(program, f, bodies[f]));
+  for (auto [f, emitter] : llvm::zip(order, emitters))
+    if (graph->isEntry(f) && failed(emitter->collectInterface()))
+      return failure();
+  llvm::DenseMap<func::FuncOp, int64_t> ownWorkspace;
+  for (auto [f, emitter] : llvm::zip(order, emitters)) {
+    FailureOr<int64_t> bytes = emitter->emit();
     if (failed(bytes))
       return failure();
     ownWorkspace[f] = *bytes;
   }
   llvm::DenseMap<func::FuncOp, int64_t> workspace =
       graph->getWorkspaceWithCallees(ownWorkspace);
+  // Each rank runs one entry: the program needs the most any one needs.
+  int64_t programWorkspace = 0;
+  for (func::FuncOp entry : entries)
+    programWorkspace = std::max(programWorkspace, workspace[entry]);
 
   os << "// Generated by pcc: the model as straight-line C++ on static "
         "shapes.\n"
      << "#include \"pccrt.h\"\n#include \"pcc_kernels.h\"\n\n"
      << "namespace " << tables.getNamespace() << " {\n"
      << globals;
-  tables.printTables(os, *mesh);
+  tables.printTables(os, mesh);
   // Callees come before their callers.
   for (func::FuncOp f : graph->getFunctions()) {
-    if (f == entry)
+    if (graph->isEntry(f))
       continue;
     os << "\n// @" << f.getSymName() << ": " << ownWorkspace[f]
        << " bytes of workspace, " << workspace[f] << " with its calls\n"
@@ -920,32 +986,66 @@ FailureOr<CppEmitResult> pcc::emitCpp(func::FuncOp entry, raw_ostream &os,
        << "  (void)ctx; (void)args; (void)results; (void)w; (void)ws;\n"
        << bodies[f] << "  return PCCRT_OK;\n}\n";
   }
+  // A pipeline's entries: each pipeline rank's step on the context.
+  if (pipelined)
+    for (auto [stage, entry] : llvm::enumerate(graph->getEntries()))
+      os << "\n// @" << func::FuncOp(entry).getSymName() << ", pipeline rank "
+         << stage << ": " << ownWorkspace[entry] << " bytes of workspace, "
+         << workspace[entry] << " with its calls\n"
+         << "static int " << program.functionNames[entry]
+         << "(const pccrt_context *ctx) {\n"
+         << kEntryPreamble << bodies[entry] << "  return PCCRT_OK;\n}\n";
   os << "} // namespace " << tables.getNamespace() << "\n\n";
-  tables.printModelInfo(os, *mesh, workspace[entry]);
+  tables.printModelInfo(os, mesh, programWorkspace);
   os << "\nextern \"C\" int " << p << "_model_run(const pccrt_context *ctx) {\n"
      << "  using namespace " << tables.getNamespace() << ";\n"
      << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
         "return PCCRT_ERR_ABI_MISMATCH;\n"
-     << "  void *const *in = ctx->inputs;\n"
-     << "  void *const *out = ctx->outputs;\n"
-     << "  void *const *w = ctx->weights;\n"
-     << "  char *ws = (char *)ctx->workspace;\n"
-     << "  (void)in; (void)out; (void)w; (void)ws;\n"
-     << (mesh->isSingleRank() ? ""
-                              : "  if (!ctx->comm) return PCCRT_ERR_COMM;\n")
-     << bodies[entry] << "  return PCCRT_OK;\n}\n";
+     << (mesh.isSingleRank() ? ""
+                             : "  if (!ctx->comm) return PCCRT_ERR_COMM;\n");
+  if (pipelined) {
+    // The rank's coordinate along the pipeline axis picks its step; a rank
+    // outside the mesh has none.
+    os << "  switch (" << mesh.getCoordinate(kPipelineAxisName) << ") {\n";
+    for (auto [stage, entry] : llvm::enumerate(entries))
+      os << "  case " << stage << ": return " << program.functionNames[entry]
+         << "(ctx);\n";
+    os << "  default: return PCCRT_ERR_ABI_MISMATCH;\n  }\n}\n";
+  } else {
+    os << kEntryPreamble << bodies[entries.front()]
+       << "  return PCCRT_OK;\n}\n";
+  }
 
   CppEmitResult result;
   result.weights.assign(tables.getWeights().begin(), tables.getWeights().end());
-  result.mesh = mesh->getAxes();
-  result.workspaceBytes = workspace[entry];
+  result.mesh = mesh.getAxes();
+  result.stageAxis = tables.getStageAxis();
+  result.workspaceBytes = programWorkspace;
+  for (auto [stage, entry] : llvm::enumerate(entries))
+    result.entries.push_back({func::FuncOp(entry).getSymName().str(),
+                              pipelined ? int64_t(stage) : -1,
+                              uint64_t(workspace[entry])});
   return result;
+}
+
+FailureOr<CppEmitResult> pcc::emitCpp(func::FuncOp entry, raw_ostream &os,
+                                      const CppEmitOptions &options) {
+  auto module = entry->getParentOfType<ModuleOp>();
+  FailureOr<MeshLayout> mesh = MeshLayout::get(module);
+  if (failed(mesh))
+    return failure();
+  return emitProgram(module, {entry}, /*pipelined=*/false, *mesh, os, options);
 }
 
 FailureOr<CppEmitResult> pcc::emitCpp(ModuleOp module, raw_ostream &os,
                                       const CppEmitOptions &options) {
-  FailureOr<func::FuncOp> entry = getEntryFunction(module);
-  if (failed(entry))
+  FailureOr<MeshLayout> mesh = MeshLayout::get(module);
+  if (failed(mesh))
     return failure();
-  return emitCpp(*entry, os, options);
+  FailureOr<SmallVector<func::FuncOp>> entries =
+      getEntryFunctions(module, mesh->getAxisSize(kPipelineAxisName));
+  if (failed(entries))
+    return failure();
+  return emitProgram(module, *entries, isPipeline(*entries), *mesh, os,
+                     options);
 }

@@ -216,6 +216,28 @@ void CpuTargetHooks::emitCollective(const CollectiveCall &c) {
   }
 }
 
+void CpuTargetHooks::emitTransfer(const TransferCall &t) {
+  // Sends are non-blocking (isend), so that a pipeline rank goes on
+  // computing while its activations travel.
+  bool isSend = t.kind == TransferCall::Kind::Send;
+  emitLine(llvm::formatv("if (ctx->comm->ops->{0}(ctx->comm, {1}u, {2}, {3}, "
+                         "{4}, {5}, {6})) return PCCRT_ERR_COMM;",
+                         isSend ? "isend" : "recv", t.axes, t.peer, t.tag,
+                         t.buffer, t.count, getOnnxDataType(t.elementType))
+               .str());
+}
+
+void CpuTargetHooks::emitWaitForSends() {
+  emitLine("if (ctx->comm->ops->wait_all(ctx->comm)) return PCCRT_ERR_COMM;");
+}
+
+void CpuTargetHooks::emitTrace(StringRef action, bool begin) {
+  emitLine(llvm::formatv("if (ctx->trace) ctx->trace(ctx->trace_user, {0}, "
+                         "{1});",
+                         getCStringLiteral(action), begin ? 1 : 0)
+               .str());
+}
+
 void CpuTargetHooks::emitCopy(StringRef dst, StringRef src, int64_t bytes,
                               bool mayAlias) {
   std::string copy =

@@ -48,6 +48,9 @@ public:
                       llvm::StringRef errorCode = {}) override;
   std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
   void emitCollective(const CollectiveCall &collective) override;
+  void emitTransfer(const TransferCall &transfer) override;
+  void emitWaitForSends() override;
+  void emitTrace(llvm::StringRef action, bool begin) override;
   void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,
                 bool mayAlias) override;
   void emitFill(llvm::StringRef dst, int64_t count,

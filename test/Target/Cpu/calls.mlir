@@ -35,7 +35,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 }
 
 // CHECK:      static const pccrt_tensor_info weights[] = {
-// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0},
+// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull},
 // CHECK-NEXT: };
 
 // Callees come before their callers.
@@ -68,7 +68,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 // CHECK:        // graph.reduce_sum
 // CHECK:        return PCCRT_OK;
 
-// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 1, weights, 256ULL, 0, nullptr, nullptr};
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 1, weights, 256ULL, 0, nullptr, nullptr, -1};
 
 // CHECK:      extern "C" int pcc_model_run(const pccrt_context *ctx) {
 // CHECK:        float* [[MX:a0]] = (float*)in[0];
@@ -109,7 +109,7 @@ func.func @step() -> (tensor<2048xf32> {onnx.name = "r"}) {
 // CHECK:        float* [[C:v[0-9]+]] = (float*)(ws + 0);
 // CHECK:        for (int64_t k = 0; k < 2048; ++k) [[C]][k] = float(0x1.8p+1f);
 // CHECK:        if (ctx->comm->ops->all_reduce(ctx->comm, 1u, {{.*}}, 2048, 1, 1)) return PCCRT_ERR_COMM;
-// CHECK:      {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 0, weights, 8192ULL, 1, pcc_mesh_axes, pcc_mesh_shape}
+// CHECK:      {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 0, weights, 8192ULL, 1, pcc_mesh_axes, pcc_mesh_shape, -1}
 // CHECK:      extern "C" int pcc_model_run(
 // CHECK:        if (!ctx->comm) return PCCRT_ERR_COMM;
 // CHECK:        void *const callArgs[] = {nullptr};

@@ -12,15 +12,15 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<2x3xf32> {onnx
 }
 
 // CHECK:      static const pccrt_tensor_info inputs[] = {
-// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0},
+// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 0ull},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info outputs[] = {
-// CHECK-NEXT:   {"y", 1, 2, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0},
+// CHECK-NEXT:   {"y", 1, 2, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 0ull},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info weights[] = {
-// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0},
+// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull},
 // CHECK-NEXT: };
-// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 1, weights, 64ULL, 0, nullptr, nullptr};
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 1, weights, 64ULL, 0, nullptr, nullptr, -1};
 // CHECK:      extern "C" int pcc_model_run(const pccrt_context *ctx) {
 // CHECK-NEXT:   using namespace pcc_model;
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;
