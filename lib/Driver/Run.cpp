@@ -87,7 +87,7 @@ static void writeTrace(const std::string &path, const pccrt::Model &model,
       if (f.size() != 4 || f[1].getAsDouble(begin) || f[2].getAsDouble(end) ||
           f[3].getAsInteger(10, step))
         continue;
-      events.push_back(llvm::json::Object{{"name", f[0]},
+      events.push_back(llvm::json::Object{{"name", f[0].str()},
                                           {"ph", "X"},
                                           {"ts", begin},
                                           {"dur", end - begin},
