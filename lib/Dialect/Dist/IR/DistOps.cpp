@@ -91,7 +91,7 @@ static ParseResult parseMeshAxes(OpAsmParser &parser, ArrayAttr &names,
   SmallVector<int64_t> sizes;
   auto parseAxis = [&]() -> ParseResult {
     std::string name;
-    int64_t size;
+    int64_t size = 0;
     if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
         parser.parseInteger(size))
       return failure();
