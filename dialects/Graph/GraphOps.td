@@ -346,7 +346,11 @@ class Graph_ReduceOp<string mnemonic, string what>
 }
 
 def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Mean">;
-def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum">;
+def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum"> {
+  // Integer sums of constants fold: exporters compute gather indices that
+  // way (GatherND lowered to a reduce_sum of index tuples).
+  let hasFolder = 1;
+}
 def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum">;
 def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
 

@@ -800,6 +800,44 @@ OpFoldResult CumSumOp::fold(FoldAdaptor a) {
   return makeDense(type, outF, outI);
 }
 
+OpFoldResult ReduceSumOp::fold(FoldAdaptor a) {
+  DenseElementsAttr in = denseOf(a.getInput());
+  // Integers only: a float sum folded here would round differently from
+  // the one the target computes.
+  if (!in || !mayFold(*this) ||
+      !isa<IntegerType>(in.getType().getElementType()))
+    return {};
+  std::optional<Scalars> vals = scalarsOf(in);
+  if (!vals || vals->isFloat)
+    return {};
+  auto type = cast<RankedTensorType>(getType());
+  ArrayRef<int64_t> inShape = shapeOf(getInput());
+  int64_t rank = inShape.size();
+  SmallVector<bool> reduced(rank, false);
+  for (int64_t axis : getAxes()) {
+    if (axis < 0 || axis >= rank)
+      return {};
+    reduced[axis] = true;
+  }
+  // The output index of each input element: the kept dimensions, row-major.
+  SmallVector<int64_t> outI(numElements(type.getShape()), 0);
+  int64_t total = numElements(inShape);
+  SmallVector<int64_t> idx(rank, 0);
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t out = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      if (!reduced[d])
+        out = out * inShape[d] + idx[d];
+    outI[out] += vals->i[in.isSplat() ? 0 : e];
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < inShape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return makeDense(type, {}, outI);
+}
+
 LogicalResult CumSumOp::verify() {
   int64_t rank = cast<RankedTensorType>(getType()).getRank();
   if (getAxis() < 0 || getAxis() >= std::max<int64_t>(rank, 1) || rank == 0)
