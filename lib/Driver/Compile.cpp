@@ -3,6 +3,7 @@
 #include "pcc/Driver/Driver.h"
 #include "pcc/Driver/Plan.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Import/OnnxImporter.h"
@@ -366,8 +367,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
   if (entries.empty())
     return fail(options.model + ": no public function to compile");
   llvm::sort(entries, [](func::FuncOp a, func::FuncOp b) {
-    auto ra = a->getAttrOfType<IntegerAttr>("dist.rank");
-    auto rb = b->getAttrOfType<IntegerAttr>("dist.rank");
+    auto ra = a->getAttrOfType<IntegerAttr>(dist::kRankAttr);
+    auto rb = b->getAttrOfType<IntegerAttr>(dist::kRankAttr);
     return (ra ? ra.getInt() : 0) < (rb ? rb.getInt() : 0);
   });
   std::optional<PipelinePlan> pipeline;
@@ -528,7 +529,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   for (func::FuncOp entry : entries)
     for (unsigned i = 0; i < entry.getNumResults(); ++i) {
       auto index =
-          entry.getResultAttrOfType<IntegerAttr>(i, "dist.result_index");
+          entry.getResultAttrOfType<IntegerAttr>(i, dist::kResultIndexAttr);
       results.try_emplace(index ? index.getInt() : int64_t(i),
                           std::make_pair(entry, i));
     }

@@ -16,22 +16,14 @@
 #ifndef PCC_TARGET_CALLGRAPH_H
 #define PCC_TARGET_CALLGRAPH_H
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace pcc {
-
-/// What pcc-lower-schedule writes on a pipeline rank's step (the names of
-/// Transforms/Pipeline/Pipeline.h, which targets do not depend on): the
-/// entry's coordinate along the pipeline axis, and the scheduled action
-/// (F0, B1, W0, O) of a call.
-inline constexpr llvm::StringLiteral kPipelineRankAttr = "dist.rank";
-inline constexpr llvm::StringLiteral kPipelineAxisName = "pp";
-inline constexpr llvm::StringLiteral kActionAttr = "dist.action";
-/// A result of a rank's step: its index among the whole step's results.
-inline constexpr llvm::StringLiteral kStepResultIndexAttr = "dist.result_index";
 
 /// The module's entry functions: its one public func.func, or one per
 /// coordinate of a pipeline axis of `numStages` ranks, in coordinate order,
@@ -45,7 +37,7 @@ getEntryFunctions(mlir::ModuleOp module, int64_t numStages);
 /// Whether `entries` (from getEntryFunctions) are a pipeline's.
 inline bool isPipeline(llvm::ArrayRef<mlir::func::FuncOp> entries) {
   return llvm::any_of(entries, [](mlir::func::FuncOp f) {
-    return f->hasAttr(kPipelineRankAttr);
+    return f->hasAttr(dist::kRankAttr);
   });
 }
 

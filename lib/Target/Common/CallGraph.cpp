@@ -28,20 +28,20 @@ FailureOr<SmallVector<func::FuncOp>> pcc::getEntryFunctions(ModuleOp module,
   // One entry per pipeline rank, in coordinate order.
   SmallVector<func::FuncOp> byStage(numStages);
   for (func::FuncOp f : publics) {
-    auto rank = f->getAttrOfType<IntegerAttr>(kPipelineRankAttr);
+    auto rank = f->getAttrOfType<IntegerAttr>(dist::kRankAttr);
     if (!rank)
       return f.emitError("a public function without ")
-             << kPipelineRankAttr
+             << dist::kRankAttr
              << ": a program of several entries has one per pipeline rank, "
                 "each marked with its rank";
     int64_t r = rank.getInt();
     if (r < 0 || r >= numStages)
-      return f.emitError() << kPipelineRankAttr << " = " << r
+      return f.emitError() << dist::kRankAttr << " = " << r
                            << " is no rank of the pipeline axis '"
-                           << kPipelineAxisName << "' (" << numStages
+                           << dist::kPipelineAxis << "' (" << numStages
                            << " ranks)";
     if (byStage[r])
-      return f.emitError() << kPipelineRankAttr << " = " << r << " again: '"
+      return f.emitError() << dist::kRankAttr << " = " << r << " again: '"
                            << byStage[r].getSymName()
                            << "' is that pipeline rank's entry";
     byStage[r] = f;
@@ -49,13 +49,13 @@ FailureOr<SmallVector<func::FuncOp>> pcc::getEntryFunctions(ModuleOp module,
   // A missing rank is reported at the mesh that has it.
   Operation *mesh = module;
   for (auto m : module.getOps<dist::MeshOp>())
-    if (m.getAxisSize(kPipelineAxisName))
+    if (m.getAxisSize(dist::kPipelineAxis))
       mesh = m;
   for (auto [r, f] : llvm::enumerate(byStage))
     if (!f)
       return mesh->emitError("no entry for pipeline rank ")
              << r << " of " << numStages << " (a public function with "
-             << kPipelineRankAttr << " = " << r << ")";
+             << dist::kRankAttr << " = " << r << ")";
   return byStage;
 }
 

@@ -280,7 +280,7 @@ FailureOr<unsigned> FunctionEmitter::addOutput(unsigned k) {
   if (pad.first >= 0)
     whole[pad.first] = pad.second;
   // A pipeline's entries list their outputs as the whole step does.
-  auto order = func.getResultAttrOfType<IntegerAttr>(k, kStepResultIndexAttr);
+  auto order = func.getResultAttrOfType<IntegerAttr>(k, dist::kResultIndexAttr);
   return tables.addOutput(
       func.getLoc(), name, cast<RankedTensorType>(v.getType()), isGrad,
       mesh.getShardFields(sharding, whole), order ? order.getInt() : int64_t(k),
@@ -768,7 +768,7 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         for (Value v : call.getResults())
           results.push_back(ptr(v));
         // A scheduled action (a pipeline step's F0, B1, O) is traced.
-        auto action = call->getAttrOfType<StringAttr>(kActionAttr);
+        auto action = call->getAttrOfType<StringAttr>(dist::kActionAttr);
         if (action)
           hooks.emitTrace(action.getValue(), /*begin=*/true);
         // The callee works in the workspace after this function's own.
@@ -920,7 +920,7 @@ emitProgram(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
   // pipeline axis; what it reaches is held there.
   std::optional<unsigned> stageAxis;
   if (pipelined)
-    stageAxis = mesh.getAxisIndex(kPipelineAxisName);
+    stageAxis = mesh.getAxisIndex(dist::kPipelineAxis);
   llvm::DenseMap<func::FuncOp, uint64_t> holders;
   if (stageAxis) {
     if (entries.size() > 64)
@@ -1006,7 +1006,7 @@ emitProgram(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
   if (pipelined) {
     // The rank's coordinate along the pipeline axis picks its step; a rank
     // outside the mesh has none.
-    os << "  switch (" << mesh.getCoordinate(kPipelineAxisName) << ") {\n";
+    os << "  switch (" << mesh.getCoordinate(dist::kPipelineAxis) << ") {\n";
     for (auto [stage, entry] : llvm::enumerate(entries))
       os << "  case " << stage << ": return " << program.functionNames[entry]
          << "(ctx);\n";
@@ -1043,7 +1043,7 @@ FailureOr<CppEmitResult> pcc::emitCpp(ModuleOp module, raw_ostream &os,
   if (failed(mesh))
     return failure();
   FailureOr<SmallVector<func::FuncOp>> entries =
-      getEntryFunctions(module, mesh->getAxisSize(kPipelineAxisName));
+      getEntryFunctions(module, mesh->getAxisSize(dist::kPipelineAxis));
   if (failed(entries))
     return failure();
   return emitProgram(module, *entries, isPipeline(*entries), *mesh, os,

@@ -111,7 +111,7 @@ LogicalResult Lowering::collect() {
     if (!phase || !fn.getSymName().starts_with(base))
       continue;
     if (phase.getValue() == "optimizer") {
-      optimizerFns[fn->getAttrOfType<IntegerAttr>(kRankAttr).getInt()] = fn;
+      optimizerFns[fn->getAttrOfType<IntegerAttr>(dist::kRankAttr).getInt()] = fn;
       continue;
     }
     int64_t s = fn->getAttrOfType<IntegerAttr>(kStageAttr).getInt();
@@ -234,12 +234,12 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   OpBuilder mb0(step);
   auto fn = func::FuncOp::create(mb0, step.getLoc(), name,
                                  FunctionType::get(ctx, argTypes, {}));
-  fn->setAttr(kRankAttr, IntegerAttr::get(IntegerType::get(ctx, 64), rank));
+  fn->setAttr(dist::kRankAttr, IntegerAttr::get(IntegerType::get(ctx, 64), rank));
   Block *body = fn.addEntryBlock();
   OpBuilder b = OpBuilder::atBlockEnd(body);
   Location loc = step.getLoc();
   auto meshRef = FlatSymbolRefAttr::get(ctx, "mesh");
-  ArrayAttr ppAxes = b.getStrArrayAttr({kPpAxis});
+  ArrayAttr ppAxes = b.getStrArrayAttr({dist::kPipelineAxis});
 
   std::map<std::pair<int64_t, int64_t>, Value> values; // (id, microbatch)
   std::map<std::pair<unsigned, int64_t>, Value> slices;
@@ -303,7 +303,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
         operands.push_back(*v);
       }
       auto call = func::CallOp::create(b, loc, callee, operands);
-      call->setAttr("dist.action",
+      call->setAttr(dist::kActionAttr,
                     b.getStringAttr(llvm::formatv(
                         "{0}{1}", stringifyPhase(compute.getPhase()), k)));
       for (unsigned i = 0; i < callee.getNumResults(); ++i) {
@@ -424,7 +424,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       operands.push_back(*v);
     }
     auto call = func::CallOp::create(b, loc, opt, operands);
-    call->setAttr("dist.action", b.getStringAttr("O"));
+    call->setAttr(dist::kActionAttr, b.getStringAttr("O"));
     for (unsigned i = 0; i < opt.getNumResults(); ++i)
       if (auto u = roleOf(opt.getResultAttrDict(i), kUpdateRole))
         updates[*u] = call.getResult(i);
@@ -474,7 +474,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
                                       newArg[cast<IntegerAttr>(i).getInt()]));
     attrs.erase(kBatchDimAttr);
     // The position in the step's results: the ranks' tables share it.
-    attrs.set(kResultIndexAttr, IntegerAttr::get(IntegerType::get(ctx, 64), k));
+    attrs.set(dist::kResultIndexAttr, IntegerAttr::get(IntegerType::get(ctx, 64), k));
     results.push_back(v);
     resultTypes.push_back(v.getType());
     resultAttrs.push_back(attrs.getDictionary(ctx));
@@ -507,7 +507,7 @@ LogicalResult pcc::lowerSchedule(ModuleOp module) {
     return module.emitError("pcc-lower-schedule expects one pipelined step "
                             "and one dist.schedule");
   auto mesh = module.lookupSymbol<dist::MeshOp>("mesh");
-  int64_t pp = mesh ? mesh.getAxisSize(kPpAxis).value_or(1) : 1;
+  int64_t pp = mesh ? mesh.getAxisSize(dist::kPipelineAxis).value_or(1) : 1;
   if (failed(Lowering(steps[0], schedules[0], pp).run()))
     return failure();
   steps[0].erase();

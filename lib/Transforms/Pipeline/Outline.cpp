@@ -185,7 +185,7 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
                           "first (no dist.num_stages)");
   auto module = step->getParentOfType<ModuleOp>();
   auto mesh = module.lookupSymbol<dist::MeshOp>("mesh");
-  int64_t pp = mesh ? mesh.getAxisSize(kPpAxis).value_or(1) : 1;
+  int64_t pp = mesh ? mesh.getAxisSize(dist::kPipelineAxis).value_or(1) : 1;
   int64_t stages = numStages.getInt();
   MLIRContext *ctx = step.getContext();
   Block &body = step.getBody().front();
@@ -283,7 +283,7 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
                   .str();
     func::FuncOp fn = fb.create(moduleBuilder, name);
     fn->setAttr(kPhaseAttr, StringAttr::get(ctx, phaseName(phase)));
-    fn->setAttr(phase == Phase::Optimizer ? kRankAttr : kStageAttr,
+    fn->setAttr(phase == Phase::Optimizer ? dist::kRankAttr : kStageAttr,
                 IntegerAttr::get(IntegerType::get(ctx, 64), index));
     for (Operation *op : ops) {
       // The optimizer reads whole gradients, accumulated over the

@@ -444,10 +444,10 @@ struct PipelineStagesPass
           return signalPassFailure();
       return;
     }
-    SmallVector<StringRef> names{kPpAxis};
+    SmallVector<StringRef> names{dist::kPipelineAxis};
     SmallVector<int64_t> sizes{pp};
     if (auto mesh = module.lookupSymbol<dist::MeshOp>("mesh")) {
-      if (mesh.getAxisSize(kPpAxis))
+      if (mesh.getAxisSize(dist::kPipelineAxis))
         return;
       for (auto [name, size] :
            llvm::zip(mesh.getAxisNames(), mesh.getShape())) {

@@ -21,6 +21,7 @@
 #ifndef PCC_TRANSFORMS_PIPELINE_PIPELINE_H
 #define PCC_TRANSFORMS_PIPELINE_PIPELINE_H
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Transforms/Pipeline/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -50,18 +51,12 @@ inline constexpr llvm::StringLiteral kGradSumAttr = "dist.grad_sum";
 /// and the pipeline rank of an optimizer; what their arguments and results
 /// are (see Outline.cpp).
 inline constexpr llvm::StringLiteral kPhaseAttr = "dist.phase";
-/// A result of a rank's step function: its index among the step's results,
-/// which orders the outputs table that the ranks share.
-inline constexpr llvm::StringLiteral kResultIndexAttr = "dist.result_index";
-inline constexpr llvm::StringLiteral kRankAttr = "dist.rank";
 inline constexpr llvm::StringLiteral kInputRole = "dist.input";
 inline constexpr llvm::StringLiteral kStateRole = "dist.state";
 inline constexpr llvm::StringLiteral kValueRole = "dist.value";
 inline constexpr llvm::StringLiteral kOutputRole = "dist.output";
 inline constexpr llvm::StringLiteral kGradRole = "dist.grad";
 inline constexpr llvm::StringLiteral kUpdateRole = "dist.update";
-/// The pipeline axis of the mesh.
-inline constexpr llvm::StringLiteral kPpAxis = "pp";
 
 /// Rewrites `func` (a forward, before the loss is attached) to compute one
 /// of `microbatches` equal slices of its batch (see the pcc-microbatch
