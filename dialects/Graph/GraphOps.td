@@ -18,9 +18,17 @@ class Graph_Op<string mnemonic, list<Trait> traits = []>
     : Op<Graph_Dialect, mnemonic,
          !listconcat(traits, [Pure])>;
 
+// Result element i is a function of the operands' elements at i alone, the
+// operands broadcast to the result with numpy rules: the op can run inside
+// any loop nest over its result (graph.fusion). Every such op has a scalar
+// expression in each target (lib/Target/Common/ScalarExpr.cpp).
+def Graph_Elementwise : NativeOpTrait<"Elementwise"> {
+  let cppNamespace = "::pcc::graph::OpTrait";
+}
+
 // One result whose shape and element type equal the operand's.
 class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
-    : Graph_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType, Graph_CostOpInterface,
+    : Graph_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType, Graph_Elementwise, Graph_CostOpInterface,
           DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>,
           DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface,
                                     ["getOperandRole"]>])> {
@@ -47,7 +55,7 @@ class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
 class Graph_BroadcastOp<string mnemonic, list<Trait> traits = [],
                         int firstValue = 0, bit sameType = 1,
                         string role = "Elementwise">
-    : Graph_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor, Graph_CostOpInterface,
+    : Graph_Op<mnemonic, !listconcat(traits, [InferTypeOpAdaptor, Graph_Elementwise, Graph_CostOpInterface,
           DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>,
           DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface,
                                     ["getOperandRole"]>])> {
@@ -221,7 +229,7 @@ def Graph_WhereOp : Graph_BroadcastOp<"where", [], 1> {
   let hasVerifier = 1;
 }
 
-def Graph_IsNaNOp : Graph_Op<"is_nan", [SameOperandsAndResultShape,
+def Graph_IsNaNOp : Graph_Op<"is_nan", [SameOperandsAndResultShape, Graph_Elementwise,
     Graph_CostOpInterface, DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "True where an element is not a number";
   let description = [{
@@ -234,7 +242,7 @@ def Graph_IsNaNOp : Graph_Op<"is_nan", [SameOperandsAndResultShape,
   let hasFolder = 1;
 }
 
-def Graph_CastOp : Graph_Op<"cast", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultShape, Graph_CostOpInterface,
+def Graph_CastOp : Graph_Op<"cast", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultShape, Graph_Elementwise, Graph_CostOpInterface,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Converts every element to the result's element type";
   let description = [{
@@ -559,6 +567,50 @@ def Graph_InsertSliceOp : Graph_Op<"insert_slice", [DeclareOpInterfaceMethods<Gr
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat = "$source attr-dict `:` type($source) `to` type($output)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def Graph_FusionOp : Graph_Op<"fusion", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"::pcc::graph::YieldOp">,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "Element-wise ops run as one loop nest";
+  let description = [{
+    A group of `graph` ops with the `Elementwise` trait that a target runs as
+    one loop nest (one kernel on a GPU) over the iteration space of its
+    results, made by the `pcc-fuse` pass: the values between the ops stay
+    in registers instead of buffers. The body may also hold splat
+    `graph.constant`s, which targets print as literals. The body's
+    arguments are the operands;
+    each operand is read broadcast to the iteration space with numpy rules,
+    and every result has the iteration space's shape.
+
+    ```mlir
+    %r = graph.fusion %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a0: tensor<4x8xf32>, %a1: tensor<8xf32>):
+      %s = graph.add %a0, %a1 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %t = graph.tanh %s : tensor<4x8xf32>
+      graph.yield %t : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$outputs);
+  let regions = (region SizedRegion<1>:$body);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::mlir::TypeRange":$resultTypes,
+                                "::mlir::ValueRange":$inputs)>];
+}
+
+def Graph_YieldOp : Graph_Op<"yield", [Terminator, HasParent<"FusionOp">]> {
+  let summary = "The results of a graph.fusion";
+  let arguments = (ins Variadic<AnyRankedTensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+  let builders = [OpBuilder<(ins), [{ /* nothing yielded */ }]>];
 }
 
 #endif // PCC_GRAPH_OPS

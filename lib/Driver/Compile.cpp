@@ -116,12 +116,16 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.costTable = options.costTable;
   p.target = options.target;
   buildParallelizePipeline(pm, p);
+  // Code generation's view of the program: element-wise chains as loop
+  // nests.
+  if (options.fuse)
+    pm.addNestedPass<func::FuncOp>(createFuse());
 }
 
 LogicalResult pcc::buildSharedLibrary(const std::string &source,
                                       const std::string &output,
                                       const std::string &logFile,
-                                      std::string &error) {
+                                      std::string &error, StringRef cpu) {
   std::string cxx = "c++";
   if (auto env = llvm::sys::Process::GetEnv("PCC_CXX"))
     cxx = *env;
@@ -130,9 +134,14 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
     error = "C++ compiler '" + cxx + "' not found (set PCC_CXX)";
     return failure();
   }
-  SmallVector<std::string> args{*program, "-std=c++17", "-O2",
-                                "-fPIC",  "-shared",    "-w",
-                                "-o",     output,       source};
+  // OpenMP runs the loops' and GEMMs' threads; errno-free math lets the
+  // compiler vectorize sqrt and friends.
+  SmallVector<std::string> args{*program,  "-std=c++17",      "-O2",
+                                "-fopenmp", "-fno-math-errno", "-fPIC",
+                                "-shared",  "-w",              "-o",
+                                output,     source};
+  if (cpu == "native")
+    args.push_back("-march=native");
   std::istringstream blas(PCC_BLAS_FLAGS);
   for (std::string flag; blas >> flag;)
     args.push_back(flag);
@@ -392,6 +401,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   std::error_code ec;
   CppEmitOptions emitOptions;
   emitOptions.symbolPrefix = options.symbolPrefix;
+  emitOptions.threads = options.threads;
   FailureOr<CppEmitResult> emitted;
   {
     llvm::raw_fd_ostream source(path("model.cpp"), ec);
@@ -468,7 +478,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
 
   std::string buildError;
   if (failed(buildSharedLibrary(path("model.cpp"), path("libmodel.so"),
-                                path("build.log"), buildError)))
+                                path("build.log"), buildError, options.cpu)))
     return fail(buildError);
 
   // The report: what the compile decided.

@@ -313,7 +313,7 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
       if (data)
         inputs[0] = data->batch(tokenInput, number);
       start = std::chrono::steady_clock::now();
-      outputs = model->run(inputs);
+      model->run(inputs, outputs);
     } catch (const pccrt::Error &e) {
       // The others may be waiting in a collective of this step.
       if (!ranks.alone())

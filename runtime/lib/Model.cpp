@@ -10,6 +10,7 @@
 #include <cstring>
 #include <dlfcn.h>
 #include <filesystem>
+#include <thread>
 #include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
@@ -379,7 +380,34 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
   return model;
 }
 
+/// The threads each rank's loops and GEMMs use: OMP_NUM_THREADS when set,
+/// else the machine's cores shared among the ranks on it (Open MPI and
+/// MPICH say how many; without a launcher's word, all ranks are local).
+static int32_t threadsPerRank(int32_t ranks) {
+  auto positive = [](const char *name) -> int32_t {
+    const char *text = std::getenv(name);
+    long value = text ? std::strtol(text, nullptr, 10) : 0;
+    return value > 0 && value < 4096 ? int32_t(value) : 0;
+  };
+  if (int32_t n = positive("OMP_NUM_THREADS"))
+    return n;
+  int32_t local = positive("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local)
+    local = positive("MPI_LOCALNRANKS");
+  if (!local)
+    local = std::max(ranks, 1);
+  int32_t cores = int32_t(std::thread::hardware_concurrency());
+  return std::max(1, cores / local);
+}
+
 std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
+  std::vector<Tensor> outputs;
+  run(inputs, outputs);
+  return outputs;
+}
+
+void Model::run(const std::vector<Tensor> &inputs,
+                std::vector<Tensor> &outputs) {
   const pccrt_model_info &info = *modelInfo;
   if (inputs.size() != size_t(info.num_inputs))
     throw Error("model expects " + std::to_string(info.num_inputs) +
@@ -401,7 +429,10 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
     inputPointers.push_back(dataPointer(parts[i]));
   }
 
-  std::vector<Tensor> outputs(info.num_outputs);
+  // Storage of the last run is reused: a training step's outputs (its
+  // gradients) are as large as the model, and fresh pages cost a fault and
+  // a clear each.
+  outputs.resize(info.num_outputs);
   std::vector<void *> outputPointers;
   for (int32_t i = 0; i < info.num_outputs; ++i) {
     Tensor &output = outputs[i];
@@ -410,6 +441,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
     output.dtype = info.outputs[i].dtype;
     output.shape = shapeOf(info.outputs[i]);
     if (!holds(info.outputs[i])) {
+      output.data.clear();
       outputPointers.push_back(nullptr);
       continue;
     }
@@ -438,6 +470,7 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
   context.rank = comm ? comm->rank() : 0;
   context.num_ranks = comm ? comm->numRanks() : 1;
   context.comm = comm ? comm->handle() : nullptr;
+  context.num_threads = threadsPerRank(comm ? comm->numRanks() : 1);
   if (tracing) {
     context.trace = &Model::recordAction;
     context.trace_user = this;
@@ -449,7 +482,6 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
   if (code != PCCRT_OK)
     throw Error("model run failed: " + runErrorName(code) + " (code " +
                 std::to_string(code) + ")");
-  return outputs;
 }
 
 void Model::startTrace() {

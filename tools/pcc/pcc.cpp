@@ -49,6 +49,12 @@ compile options:
   --pp-split A,B,...     end pipeline stages after these ONNX nodes instead
                          of where the cost model balances them
   --cost-table FILE      measured throughputs for the cost model (JSON)
+  --threads N            threads of each rank's loops and GEMMs (default:
+                         the machine's cores shared among its ranks, or
+                         OMP_NUM_THREADS at run time)
+  --cpu native|generic   build for this machine's processor (default) or
+                         for any of its architecture
+  --no-fuse              one loop nest per element-wise op (no pcc-fuse)
   --bind NAME=FILE.pb    fix graph input NAME to a tensor at compile time
   --no-retie             keep transposed duplicate initializers separate
   --train                compile a training step: causal-LM loss, backward
@@ -197,6 +203,16 @@ static int compileCommand(Args &args, bool planOnly = false) {
       ok = args.value(a, o.ppSplit);
     else if (a == "--cost-table")
       ok = args.value(a, o.costTable);
+    else if (a == "--threads")
+      ok = args.integer(a, o.threads, 1);
+    else if (a == "--cpu") {
+      ok = args.value(a, o.cpu);
+      if (ok && o.cpu != "native" && o.cpu != "generic") {
+        llvm::errs() << "pcc: error: --cpu must be native or generic\n";
+        return 1;
+      }
+    } else if (a == "--no-fuse")
+      o.fuse = false;
     else if (a == "--schedule") {
       ok = args.value(a, o.schedule);
       if (ok && !llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"},

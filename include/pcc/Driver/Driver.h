@@ -45,6 +45,14 @@ struct CompileOptions {
   bool retie = true;
   /// Symbol prefix of the generated library.
   std::string symbolPrefix = "pcc";
+  /// Threads of a run (--threads N); 0: the runtime decides (the cores
+  /// shared among the ranks on the machine).
+  int64_t threads = 0;
+  /// The processor the code is built for (--cpu): "native" (the compiling
+  /// machine's, -march=native) or "generic" (any of its architecture).
+  std::string cpu = "native";
+  /// Whether element-wise ops are fused into loop nests (pcc-fuse).
+  bool fuse = true;
 };
 
 /// The `pcc-parallelize` pipeline (pcc/Transforms/Pipelines.h) configured
@@ -121,7 +129,8 @@ std::unique_ptr<mlir::ScopedDiagnosticHandler> installDiagnosticPrinter(
 llvm::LogicalResult buildSharedLibrary(const std::string &source,
                                        const std::string &output,
                                        const std::string &logFile,
-                                       std::string &error);
+                                       std::string &error,
+                                       llvm::StringRef cpu = "native");
 
 /// The emitter's weights as runtime tensors, ready for writeSafetensors.
 std::vector<pccrt::Tensor> getWeightTensors(const CppEmitResult &emitted);

@@ -45,6 +45,10 @@ struct BufferPlanOptions {
   /// before it returns): their buffers stay alive to the end, like results.
   /// Null: none.
   llvm::function_ref<bool(mlir::OpOperand &)> readsUntilEnd;
+  /// Ops whose result the target reads in its operand's buffer, as a view
+  /// (a transpose that every reader takes as a transposed GEMM operand):
+  /// the operand, or null. Null: only ViewLikeOpInterface ops.
+  llvm::function_ref<mlir::Value(mlir::Operation *)> getViewSource;
   /// The alignment (and granularity) of workspace blocks, in bytes.
   int64_t alignment = 64;
 };

@@ -45,6 +45,14 @@ enum class MathFunction {
   Tanh,
 };
 
+/// A buffer that a loop nest reads or writes: its pointer expression in the
+/// function being emitted and its element type.
+struct LoopBuffer {
+  std::string pointer;
+  mlir::Type elementType;
+  bool written = false;
+};
+
 /// C = alpha * op(A) * op(B) + beta * C on row-major matrices, once per
 /// iteration of `batch`, whose accesses 0, 1 and 2 give the element offsets
 /// of A, B and C (a nest of no bounds: one product).
@@ -120,13 +128,17 @@ public:
 
   /// A comment before the code of one op.
   virtual void emitComment(llvm::StringRef text) = 0;
-  /// `statement(offsets)` for every iteration of `nest`; the iterations are
-  /// independent, so a target may run them in parallel. `offsets` holds
-  /// each access's offset expression.
-  virtual void
-  emitParallelLoop(const LoopNest &nest,
-                   llvm::function_ref<std::string(llvm::ArrayRef<std::string>)>
-                       statement) = 0;
+  /// `statement(names, offsets)` for every iteration of `nest`; the
+  /// iterations are independent, so a target may run them in parallel.
+  /// The statement reads and writes only `buffers`, under `names` (one per
+  /// buffer: a target may run the nest as a kernel whose parameters they
+  /// are), and `offsets` holds each access's offset expression. Buffers
+  /// written by the nest overlap no other buffer of the list.
+  virtual void emitParallelLoop(
+      const LoopNest &nest, llvm::ArrayRef<LoopBuffer> buffers,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string> names,
+                                     llvm::ArrayRef<std::string> offsets)>
+          statement) = 0;
   virtual void emitReduction(const ReductionLoop &reduction) = 0;
   virtual void emitGemm(const GemmCall &gemm) = 0;
   /// A call of the target's kernel library (pcc_kernels.h on the CPU) with

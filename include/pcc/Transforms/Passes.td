@@ -434,4 +434,23 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
   }];
 }
 
+def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
+  let summary = "Groups element-wise ops into graph.fusion loop nests";
+  let description = [{
+    Gathers chains of element-wise ops (the `Elementwise` trait: their
+    result element i depends only on their operands' elements at i) into
+    `graph.fusion` ops, each of which a target runs as one loop nest (one
+    kernel on a GPU): the values between the ops never reach memory. From
+    each op that is not yet grouped, latest first, the group takes in the
+    producers of its operands that have the group's shape, as long as every
+    other reader of a producer comes after the group's last op (the fusion
+    takes that op's place, so nothing moves); such a producer's value
+    becomes a further result. Operands of other shapes are read broadcast.
+    A bias, GELU and residual chain, a mask and scale before a softmax, a
+    loss gradient and an optimizer's update of one parameter each become
+    one loop nest. Runs last, on the program that a target emits.
+  }];
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
+}
+
 #endif // PCC_TRANSFORMS_PASSES

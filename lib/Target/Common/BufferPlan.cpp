@@ -75,6 +75,9 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
   for (auto [i, op] : llvm::enumerate(ops)) {
     if (auto view = dyn_cast<ViewLikeOpInterface>(op))
       roots[view.getViewDest()] = getRoot(view.getViewSource());
+    else if (Value source =
+                 options.getViewSource ? options.getViewSource(op) : Value())
+      roots[op->getResult(0)] = getRoot(source);
     for (Value v : op->getOperands())
       lastUse[getRoot(v)] = std::max<int64_t>(lastUse.lookup(getRoot(v)), i);
   }

@@ -2,6 +2,8 @@
 
 #include "pcc/Target/ScalarExpr.h"
 
+#include "mlir/IR/Matchers.h"
+
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Target/TargetHooks.h"
 
@@ -60,7 +62,27 @@ std::optional<std::string> pcc::getScalarExpr(Operation *op,
                        : "(" + a[1] + " ? " + t + "(" + a[0] + " / " + a[1] +
                              ") : " + t + "(0))";
       })
-      .Case([&](PowOp) { return call(MathFunction::Pow); })
+      .Case([&](PowOp pow) {
+        // A constant small integer exponent (GELU's cube) is multiplied
+        // out: exact, and free of a pow call that blocks vectorization.
+        DenseElementsAttr exponent;
+        if (isFloat && matchPattern(pow.getRhs(), m_Constant(&exponent)) &&
+            exponent.isSplat()) {
+          double e = isa<FloatType>(exponent.getElementType())
+                         ? exponent.getSplatValue<APFloat>().convertToDouble()
+                         : double(exponent.getSplatValue<APInt>()
+                                      .getSExtValue());
+          if (e == 1)
+            return t + "(" + a[0] + ")";
+          if (e == 2 || e == 3 || e == 4) {
+            std::string product = a[0];
+            for (int k = 1; k < int(e); ++k)
+              product += " * " + a[0];
+            return t + "(" + product + ")";
+          }
+        }
+        return call(MathFunction::Pow);
+      })
       .Case([&](MaxOp) { return call(MathFunction::Max); })
       .Case([&](MinOp) { return call(MathFunction::Min); })
       .Case([&](AndOp) { return "(" + a[0] + " && " + a[1] + ")"; })

@@ -59,6 +59,37 @@ static ArrayRef<int64_t> shapeOf(Value v) {
 }
 static Type elemOf(Value v) { return getElementTypeOrSelf(v.getType()); }
 
+/// A transpose of the last two dimensions that every reader takes as a
+/// GEMM operand (matmul's or gemm's first two), which the GEMM then reads
+/// transposed in place: no copy is made.
+static bool isTransposedOperand(Operation *op) {
+  auto t = dyn_cast<TransposeOp>(op);
+  if (!t)
+    return false;
+  ArrayRef<int64_t> perm = t.getPerm();
+  int64_t rank = perm.size();
+  if (rank < 2)
+    return false;
+  for (int64_t d = 0; d < rank - 2; ++d)
+    if (perm[d] != d)
+      return false;
+  if (perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+    return false;
+  return llvm::all_of(t->getUses(), [](OpOperand &use) {
+    return (isa<MatMulOp>(use.getOwner()) ||
+            isa<GemmOp>(use.getOwner())) &&
+           use.getOperandNumber() < 2;
+  });
+}
+
+/// The buffer a GEMM operand `v` is read from and whether it is read
+/// transposed (see isTransposedOperand).
+static std::pair<Value, bool> getGemmOperand(Value v) {
+  if (Operation *op = v.getDefiningOp(); op && isTransposedOperand(op))
+    return {op->getOperand(0), true};
+  return {v, false};
+}
+
 namespace {
 
 /// What the functions of one translation unit share.
@@ -121,6 +152,15 @@ private:
   /// Strided copy of `src` into `dst` over `shape`.
   void copy(Value src, const Access &srcAccess, Value dst,
             const Access &dstAccess, ArrayRef<int64_t> shape);
+  /// The same from a pointer expression into `src`'s buffer.
+  void copyFrom(StringRef srcPointer, Value src, const Access &srcAccess,
+                Value dst, const Access &dstAccess, ArrayRef<int64_t> shape);
+  /// A graph.fusion: its body per element of one loop nest.
+  void fusion(FusionOp fusion);
+  /// `v`'s buffer as a loop nest reads (or writes) it.
+  LoopBuffer buffer(Value v, bool written = false) {
+    return {ptr(v), elemOf(v), written};
+  }
   /// A call of a gather/scatter kernel over slices of `shape` ([outer, k,
   /// inner] around `axis`) at the indices.
   void slicesAlongAxis(StringRef kernel, Operation *op, Value src, Value idx,
@@ -402,24 +442,88 @@ void FunctionEmitter::elementwise(
   Value res = op->getResult(0);
   ArrayRef<int64_t> shape = shapeOf(res);
   SmallVector<Access> accesses{Access::contiguous(shape)};
-  for (Value v : ins)
+  SmallVector<LoopBuffer> buffers{buffer(res, /*written=*/true)};
+  for (Value v : ins) {
     accesses.push_back(Access::broadcast(shapeOf(v), shape));
+    buffers.push_back(buffer(v));
+  }
   hooks.emitParallelLoop(
-      LoopNest(shape, accesses), [&](ArrayRef<std::string> off) {
+      LoopNest(shape, accesses), buffers,
+      [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
         SmallVector<std::string> args;
-        for (auto [k, v] : llvm::enumerate(ins))
-          args.push_back(ptr(v) + "[" + off[k + 1] + "]");
-        return ptr(res) + "[" + off[0] + "] = " + f(args) + ";";
+        for (unsigned k = 0; k < ins.size(); ++k)
+          args.push_back(name[k + 1] + "[" + off[k + 1] + "]");
+        return name[0] + "[" + off[0] + "] = " + f(args) + ";";
       });
 }
 
 void FunctionEmitter::copy(Value src, const Access &srcAccess, Value dst,
                            const Access &dstAccess, ArrayRef<int64_t> shape) {
-  hooks.emitParallelLoop(LoopNest(shape, {dstAccess, srcAccess}),
-                         [&](ArrayRef<std::string> off) {
-                           return ptr(dst) + "[" + off[0] + "] = " + ptr(src) +
-                                  "[" + off[1] + "];";
-                         });
+  copyFrom(ptr(src), src, srcAccess, dst, dstAccess, shape);
+}
+
+void FunctionEmitter::copyFrom(StringRef srcPointer, Value src,
+                               const Access &srcAccess, Value dst,
+                               const Access &dstAccess,
+                               ArrayRef<int64_t> shape) {
+  LoopBuffer from{srcPointer.str(), elemOf(src)};
+  hooks.emitParallelLoop(
+      LoopNest(shape, {dstAccess, srcAccess}), {buffer(dst, true), from},
+      [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
+        return name[0] + "[" + off[0] + "] = " + name[1] + "[" + off[1] + "];";
+      });
+}
+
+void FunctionEmitter::fusion(FusionOp fusion) {
+  // One loop nest over the results' shape: each body op becomes a local of
+  // the iteration, each operand a read broadcast to that shape.
+  Block &block = fusion.getBody().front();
+  ArrayRef<int64_t> space = shapeOf(fusion.getResult(0));
+  SmallVector<Access> accesses;
+  SmallVector<LoopBuffer> buffers;
+  for (Value r : fusion.getResults()) {
+    accesses.push_back(Access::contiguous(space));
+    buffers.push_back(buffer(r, /*written=*/true));
+  }
+  for (Value in : fusion.getInputs()) {
+    accesses.push_back(Access::broadcast(shapeOf(in), space));
+    buffers.push_back(buffer(in));
+  }
+  unsigned numResults = fusion.getNumResults();
+  hooks.emitParallelLoop(
+      LoopNest(space, accesses), buffers,
+      [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
+        llvm::DenseMap<Value, std::string> scalar;
+        std::string text;
+        unsigned locals = 0;
+        auto local = [&](Value v, StringRef init) {
+          std::string n = "t" + std::to_string(locals++);
+          text += type(v) + " " + n + " = " + init.str() + "; ";
+          scalar[v] = n;
+        };
+        for (BlockArgument arg : block.getArguments())
+          if (!arg.use_empty())
+            local(arg, name[numResults + arg.getArgNumber()] + "[" +
+                           off[numResults + arg.getArgNumber()] + "]");
+        for (Operation &op : block.without_terminator()) {
+          if (auto constant = dyn_cast<ConstantOp>(op)) {
+            auto value = cast<DenseElementsAttr>(constant.getValue());
+            Type et = value.getElementType();
+            local(constant, type(constant) + "(" +
+                                getLiterals(value.resizeSplat(
+                                    RankedTensorType::get({1}, et))) +
+                                ")");
+            continue;
+          }
+          SmallVector<std::string> operands;
+          for (Value v : op.getOperands())
+            operands.push_back(scalar.lookup(v));
+          local(op.getResult(0), *getScalarExpr(&op, operands, hooks));
+        }
+        for (auto [k, v] : llvm::enumerate(block.getTerminator()->getOperands()))
+          text += name[k] + "[" + off[k] + "] = " + scalar.lookup(v) + "; ";
+        return text;
+      });
 }
 
 void FunctionEmitter::slicesAlongAxis(StringRef kernel, Operation *op,
@@ -463,7 +567,7 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
   auto result = [&](unsigned i = 0) { return op->getResult(i); };
   std::string t = op->getNumResults() ? type(result()) : "";
   // Views have no code: they are their source's buffer.
-  if (isa<ViewLikeOpInterface>(op))
+  if (isa<ViewLikeOpInterface>(op) || isTransposedOperand(op))
     return success();
   // Element-wise ops: one expression per element.
   if (op->getNumResults() == 1 && !isa<ConstantOp, WeightOp>(op)) {
@@ -477,6 +581,10 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
     }
   }
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](FusionOp f) {
+        fusion(f);
+        return success();
+      })
       .Case([&](ConstantOp c) {
         if (!splatsInWorkspace.contains(op))
           return success();
@@ -497,6 +605,11 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         if (b.size() == 1)
           b.push_back(1);
         int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
+        // Operands that are transposes are read in their source's layout.
+        bool transA = getGemmOperand(m.getLhs()).second && a.size() >= 2 &&
+                      shapeOf(m.getLhs()).size() >= 2;
+        bool transB = getGemmOperand(m.getRhs()).second &&
+                      shapeOf(m.getRhs()).size() >= 2;
         SmallVector<int64_t> batch(
             *broadcastShapes(ArrayRef<int64_t>(a).drop_back(2),
                              ArrayRef<int64_t>(b).drop_back(2)));
@@ -512,8 +625,9 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         if (M * N == 0)
           return success();
         hooks.emitGemm({elemOf(result()), M, N, K, t + "(1)", t + "(0)",
-                        ptr(m.getLhs()), ptr(m.getRhs()), ptr(result()), K, N,
-                        N, false, false, LoopNest(batch, {aa, ab, ac})});
+                        ptr(m.getLhs()), ptr(m.getRhs()), ptr(result()),
+                        transA ? M : K, transB ? K : N, N, transA, transB,
+                        LoopNest(batch, {aa, ab, ac})});
         return success();
       })
       .Case([&](GemmOp g) {
@@ -526,12 +640,17 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
           elementwise(op, {bias}, [&](ArrayRef<std::string> a) {
             return t + "(" + getFloatLiteral(beta, true) + " * " + a[0] + ")";
           });
+        // A transposed operand is read in its source's layout: the flag
+        // flips and the leading dimension is the source's.
+        bool transA = g.getTransA() != getGemmOperand(g.getA()).second;
+        bool transB = g.getTransB() != getGemmOperand(g.getB()).second;
         hooks.emitGemm(
             {elemOf(result()), c[0], c[1], K,
              t + "(" + getFloatLiteral(g.getAlpha().convertToFloat(), true) +
                  ")",
              t + (g.getC() ? "(1)" : "(0)"), ptr(g.getA()), ptr(g.getB()),
-             ptr(result()), as[1], bs[1], c[1], g.getTransA(), g.getTransB(),
+             ptr(result()), transA != g.getTransA() ? as[0] : as[1],
+             transB != g.getTransB() ? bs[0] : bs[1], c[1], transA, transB,
              LoopNest({}, {Access(), Access(), Access()})});
         return success();
       })
@@ -752,13 +871,8 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         std::string src =
             llvm::formatv("({0} + {1} * {2})", ptr(sl.getInput()),
                           mesh.getGroupPosition(sl.getAxes()), chunk);
-        hooks.emitParallelLoop(
-            LoopNest({outer, chunk},
-                     {Access{0, {chunk, 1}}, Access{0, {shards * chunk, 1}}}),
-            [&](ArrayRef<std::string> off) {
-              return ptr(result()) + "[" + off[0] + "] = " + src + "[" +
-                     off[1] + "];";
-            });
+        copyFrom(src, sl.getInput(), Access{0, {shards * chunk, 1}},
+                 result(), Access{0, {chunk, 1}}, {outer, chunk});
         return success();
       })
       .Case([&](func::CallOp call) {
@@ -862,6 +976,10 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     return isa<dist::SendOp>(operand.getOwner());
   };
   planOptions.readsUntilEnd = readsUntilEnd;
+  auto viewSource = [](Operation *op) {
+    return isTransposedOperand(op) ? op->getOperand(0) : Value();
+  };
+  planOptions.getViewSource = viewSource;
   BufferPlan plan(func, planOptions);
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
@@ -1002,7 +1120,11 @@ emitProgram(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
      << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
         "return PCCRT_ERR_ABI_MISMATCH;\n"
      << (mesh.isSingleRank() ? ""
-                             : "  if (!ctx->comm) return PCCRT_ERR_COMM;\n");
+                             : "  if (!ctx->comm) return PCCRT_ERR_COMM;\n")
+     << "  pcc_k::setThreads("
+     << (options.threads > 0 ? std::to_string(options.threads)
+                             : std::string("ctx->num_threads"))
+     << ");\n";
   if (pipelined) {
     // The rank's coordinate along the pipeline axis picks its step; a rank
     // outside the mesh has none.

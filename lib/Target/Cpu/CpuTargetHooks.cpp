@@ -90,12 +90,18 @@ void CpuTargetHooks::emitComment(StringRef text) {
 
 void CpuTargetHooks::emitLoops(
     const LoopNest &nest,
-    function_ref<std::string(ArrayRef<std::string>)> statement) {
+    function_ref<std::string(ArrayRef<std::string>)> statement,
+    bool parallel) {
   if (nest.isEmpty())
     return;
   std::string indent = "  ";
   SmallVector<std::string> ivs;
   *body += "  {\n";
+  if (parallel)
+    *body += "#pragma omp parallel for schedule(static) "
+             "num_threads(pcc_k::threads()) if(pcc_k::threads() > 1) "
+             "collapse(" +
+             std::to_string(nest.getBounds().size()) + ")\n";
   for (int64_t n : nest.getBounds()) {
     std::string iv = makeName("i");
     *body += indent +
@@ -111,10 +117,70 @@ void CpuTargetHooks::emitLoops(
 }
 
 void CpuTargetHooks::emitParallelLoop(
-    const LoopNest &nest,
-    function_ref<std::string(ArrayRef<std::string>)> statement) {
-  // The CPU target runs one thread per rank: the iterations run in order.
-  emitLoops(nest, statement);
+    const LoopNest &nest, ArrayRef<LoopBuffer> buffers,
+    function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
+        statement) {
+  if (nest.isEmpty())
+    return;
+  // The nest becomes a kernel of its own whose parameters are the buffers,
+  // restrict-qualified (a written buffer overlaps no other), so that the
+  // C++ compiler vectorizes its innermost loop without alias checks. Equal
+  // kernels (each layer of a model runs the same ones) are defined once.
+  SmallVector<std::string> names, params;
+  int64_t bytesPerIteration = 0;
+  for (auto [k, b] : llvm::enumerate(buffers)) {
+    names.push_back("p" + std::to_string(k));
+    params.push_back((b.written ? "" : "const ") + getTypeName(b.elementType) +
+                     "* __restrict " + names.back());
+    bytesPerIteration +=
+        std::max<int64_t>(1, b.elementType.getIntOrFloatBitWidth() / 8);
+  }
+  ArrayRef<int64_t> bounds = nest.getBounds();
+  SmallVector<std::string> ivs;
+  for (unsigned d = 0; d < bounds.size(); ++d)
+    ivs.push_back("i" + std::to_string(d));
+  SmallVector<std::string> offsets;
+  for (unsigned k = 0; k < nest.getNumAccesses(); ++k)
+    offsets.push_back(nest.getOffset(k, ivs));
+
+  std::string text;
+  // Threads split the outer dimensions when the nest moves enough bytes to
+  // pay for waking them (kParallelBytes), collapsing as many dimensions as
+  // it takes to give each thread several iterations.
+  int64_t bytes = nest.getNumIterations() * bytesPerIteration;
+  unsigned collapse = 0;
+  for (int64_t outer = 1; collapse + 1 < bounds.size() && outer < 16;)
+    outer *= bounds[collapse++];
+  if (bounds.size() == 1 || collapse == 0)
+    collapse = 1;
+  if (bytes >= kParallelBytes) {
+    text += "#pragma omp parallel for schedule(static) num_threads(pcc_k::"
+            "threads()) if(pcc_k::threads() > 1)";
+    if (collapse > 1)
+      text += " collapse(" + std::to_string(collapse) + ")";
+    text += "\n";
+  }
+  std::string indent = "  ";
+  for (auto [d, n] : llvm::enumerate(bounds)) {
+    text += indent + llvm::formatv("for (int64_t {0} = 0; {0} < {1}; ++{0})",
+                                   ivs[d], n)
+                         .str();
+    text += "\n";
+    indent += "  ";
+  }
+  text += indent + "{ " + statement(names, offsets) + " }\n";
+
+  std::string signature = llvm::join(params, ", ");
+  std::string &name = kernels[signature + "\n" + text];
+  if (name.empty()) {
+    name = makeName("pcc_loop");
+    globals += "static void " + name + "(" + signature + ") {\n" + text +
+               "}\n";
+  }
+  SmallVector<std::string> args;
+  for (const LoopBuffer &b : buffers)
+    args.push_back(b.pointer);
+  emitLine(name + "(" + llvm::join(args, ", ") + ");");
 }
 
 void CpuTargetHooks::emitReduction(const ReductionLoop &r) {
@@ -146,15 +212,22 @@ void CpuTargetHooks::emitReduction(const ReductionLoop &r) {
 
 void CpuTargetHooks::emitGemm(const GemmCall &g) {
   std::string t = getTypeName(g.elementType);
-  emitLoops(g.batch, [&](ArrayRef<std::string> off) {
-    return llvm::formatv(
-               "pcc_k::gemm<{0}>({1}, {2}, {3}, {4}, {5} + {6}, {7}, {8}, "
-               "{9} + {10}, {11}, {12}, {13}, {14} + {15}, {16});",
-               t, g.m, g.n, g.k, g.alpha, g.a, off[0], g.lda,
-               g.transA ? "true" : "false", g.b, off[1], g.ldb,
-               g.transB ? "true" : "false", g.beta, g.c, off[2], g.ldc)
-        .str();
-  });
+  // A batch of products (attention's heads) runs one product per thread;
+  // a single product is split inside pcc_k::gemm.
+  bool batched = g.batch.getNumIterations() > 1;
+  emitLoops(
+      g.batch,
+      [&](ArrayRef<std::string> off) {
+        return llvm::formatv(
+                   "pcc_k::{17}<{0}>({1}, {2}, {3}, {4}, {5} + {6}, {7}, {8}, "
+                   "{9} + {10}, {11}, {12}, {13}, {14} + {15}, {16});",
+                   t, g.m, g.n, g.k, g.alpha, g.a, off[0], g.lda,
+                   g.transA ? "true" : "false", g.b, off[1], g.ldb,
+                   g.transB ? "true" : "false", g.beta, g.c, off[2], g.ldc,
+                   batched ? "gemmSerial" : "gemm")
+            .str();
+      },
+      /*parallel=*/batched);
 }
 
 void CpuTargetHooks::emitKernelCall(StringRef kernel, ArrayRef<Type> typeArgs,

@@ -11,6 +11,7 @@
 #define PCC_LIB_TARGET_CPU_CPUTARGETHOOKS_H
 
 #include "pcc/Target/TargetHooks.h"
+#include <map>
 
 namespace pcc {
 
@@ -36,10 +37,11 @@ public:
                           llvm::ArrayRef<std::string> args) const override;
 
   void emitComment(llvm::StringRef text) override;
-  void
-  emitParallelLoop(const LoopNest &nest,
-                   llvm::function_ref<std::string(llvm::ArrayRef<std::string>)>
-                       statement) override;
+  void emitParallelLoop(
+      const LoopNest &nest, llvm::ArrayRef<LoopBuffer> buffers,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>,
+                                     llvm::ArrayRef<std::string>)>
+          statement) override;
   void emitReduction(const ReductionLoop &reduction) override;
   void emitGemm(const GemmCall &gemm) override;
   void emitKernelCall(llvm::StringRef kernel,
@@ -65,14 +67,21 @@ public:
   void emitLine(llvm::StringRef line);
 
 private:
-  /// Serial loops over `nest`, `statement` innermost.
+  /// Loops over `nest`, `statement` innermost; `parallel`: the iterations
+  /// are shared among the run's threads.
   void emitLoops(
       const LoopNest &nest,
-      llvm::function_ref<std::string(llvm::ArrayRef<std::string>)> statement);
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>)> statement,
+      bool parallel = false);
+
+  /// Loop nests move at least this many bytes before threads share them.
+  static constexpr int64_t kParallelBytes = 256 * 1024;
 
   std::string *body;
   std::string &globals;
   int counter = 0;
+  /// The kernel defined for each signature and body.
+  std::map<std::string, std::string> kernels;
 };
 
 } // namespace pcc

@@ -116,11 +116,43 @@ struct bf16 {
   }
 };
 
-/// Row-major C = alpha * op(A) * op(B) + beta * C, op = optional transpose.
+//===----------------------------------------------------------------------===//
+// Threads
+//===----------------------------------------------------------------------===//
+
+/// The threads of a run: the generated loops (OpenMP) and the GEMMs share
+/// them. The BLAS itself runs on one thread per call, so that the two never
+/// keep separate pools spinning against each other; a large GEMM is split
+/// among the threads here instead.
+inline int &threadCount() {
+  static int count = 1;
+  return count;
+}
+inline int threads() { return threadCount(); }
+} // namespace pcc_k
+
+#ifdef PCC_USE_CBLAS
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+#endif
+
+namespace pcc_k {
+inline void setThreads(int count) {
+  threadCount() = count > 0 ? count : 1;
+#ifdef PCC_USE_CBLAS
+  static bool single = false;
+  if (!single && openblas_set_num_threads) {
+    openblas_set_num_threads(1);
+    single = true;
+  }
+#endif
+}
+
+/// Row-major C = alpha * op(A) * op(B) + beta * C, op = optional transpose,
+/// on the calling thread.
 template <typename T>
-inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
-                 int64_t lda, bool transA, const T *b, int64_t ldb, bool transB,
-                 T beta, T *c, int64_t ldc) {
+inline void gemmSerial(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+                       int64_t lda, bool transA, const T *b, int64_t ldb,
+                       bool transB, T beta, T *c, int64_t ldc) {
 #ifdef PCC_USE_CBLAS
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
@@ -149,6 +181,42 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
           ci[j] += av * b[j * ldb + p];
       }
     }
+  }
+}
+
+/// Row-major C = alpha * op(A) * op(B) + beta * C on the run's threads: C
+/// is cut into one block of columns (or, for narrow products, of rows) per
+/// thread. Products under kParallelFlops, and calls from a thread of a
+/// parallel loop, run on the calling thread.
+template <typename T>
+inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+                 int64_t lda, bool transA, const T *b, int64_t ldb, bool transB,
+                 T beta, T *c, int64_t ldc) {
+  constexpr int64_t kParallelFlops = int64_t(1) << 22;
+  int parts = threads();
+  if (parts <= 1 || 2 * m * n * k < kParallelFlops) {
+    gemmSerial(m, n, k, alpha, a, lda, transA, b, ldb, transB, beta, c, ldc);
+    return;
+  }
+  // Column blocks keep A shared and B's panels apart; a multiple of 16
+  // columns keeps the BLAS's micro-tiles whole.
+  bool byColumns = n >= 32 * parts || n >= m;
+  int64_t extent = byColumns ? n : m;
+  int64_t block = (extent + parts - 1) / parts;
+  if (byColumns)
+    block = (block + 15) / 16 * 16;
+#pragma omp parallel for schedule(static, 1) num_threads(parts)
+  for (int part = 0; part < parts; ++part) {
+    int64_t begin = part * block, end = std::min(extent, begin + block);
+    if (begin >= end)
+      continue;
+    if (byColumns)
+      gemmSerial(m, end - begin, k, alpha, a, lda, transA,
+                 transB ? b + begin * ldb : b + begin, ldb, transB, beta,
+                 c + begin, ldc);
+    else
+      gemmSerial(end - begin, n, k, alpha, transA ? a + begin : a + begin * lda,
+                 lda, transA, b, ldb, transB, beta, c + begin * ldc, ldc);
   }
 }
 

@@ -146,6 +146,9 @@ public:
   /// shaped as info().outputs. On a training step this also updates the
   /// STATE weights; a failed run leaves them as they were.
   std::vector<Tensor> run(const std::vector<Tensor> &inputs);
+  /// The same, into \p outputs, whose storage is reused when it already
+  /// has the outputs' sizes (the outputs of the previous run).
+  void run(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
   /// The whole tensors of \p outputs, this rank's results of one run():
   /// split ones gathered from the ranks of their group, the others as they
   /// are. Collective.

@@ -58,7 +58,8 @@
 // made `weights` writable for STATE entries; 3 passes a pccrt_context to the
 // run function instead of four arguments; 4 adds the mesh and the sharding
 // of each entry; 5 adds pipeline stages (`stage_axis`, `holders`),
-// non-blocking sends (`isend`, `wait_all`) and tracing of actions.
+// non-blocking sends (`isend`, `wait_all`) and tracing of actions; 6 the
+// thread count of a run (`num_threads`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,7 +72,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 5
+#define PCCRT_ABI_VERSION 6
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -195,6 +196,9 @@ typedef struct pccrt_context {
   /// "O"): what `pcc run --trace` records.
   void (*trace)(void *user, const char *action, int32_t begin);
   void *trace_user;
+  /// Threads the run may use (its loops and GEMMs share one pool); 0: the
+  /// program's default. A program compiled with `--threads N` uses N.
+  int32_t num_threads;
 } pccrt_context;
 
 /// Error codes returned by a generated run function.

@@ -36,10 +36,10 @@ func.func @main(%x: tensor<8xf32> {onnx.name = "x"}, %i: tensor<2x3xi64> {onnx.n
 // CHECK-NEXT: // graph.constant
 // CHECK-NEXT: // graph.constant
 // CHECK-NEXT: for (int64_t k = 0; k < 6; ++k) [[SEVENS]][k] = int64_t(7LL);
-// CHECK:      = float({{.*}} + [[ZEROS]][0 + {{.*}}]);
-// CHECK:      = float({{.*}} * [[RAMP]][0 + {{.*}}]);
-// CHECK:      = float({{.*}} * [[SMALL]][0 + {{.*}}]);
-// CHECK:      = int64_t({{.*}} + [[SEVENS]][0 + {{.*}}]);
+// CHECK:      pcc_loop{{[0-9]+}}({{.*}}, [[ZEROS]]);
+// CHECK:      pcc_loop{{[0-9]+}}({{.*}}, [[RAMP]]);
+// CHECK:      pcc_loop{{[0-9]+}}({{.*}}, [[SMALL]]);
+// CHECK:      pcc_loop{{[0-9]+}}({{.*}}, [[SEVENS]]);
 // The splat returned as an output is copied from its buffer.
 // CHECK:      std::memcpy(((float*)out[2]), [[ZEROS]], 32);
 

@@ -45,8 +45,8 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 // CHECK:        float* [[X:a0]] = (float*)args[0];
 // CHECK-NEXT:   float* [[T:v[0-9]+]] = (float*)(ws + 0);
 // CHECK-NEXT:   float* [[Y:v[0-9]+]] = (float*)results[0];
-// CHECK:        [[T]][0 + {{.*}}] = float([[X]][0 + {{.*}}] * {{.*}});
-// CHECK:        [[Y]][0 + {{.*}}] = float([[T]][0 + {{.*}}] + {{.*}});
+// CHECK:        pcc_loop{{[0-9]+}}([[T]], [[X]], {{.*}});
+// CHECK:        pcc_loop{{[0-9]+}}([[Y]], [[T]], {{.*}});
 // CHECK:        if ((void*)((float*)results[0]) != (void*)[[Y]]) std::memcpy(((float*)results[0]), [[Y]], 24);
 // CHECK-NEXT:   return PCCRT_OK;
 // CHECK-NEXT: }
@@ -58,7 +58,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 // CHECK-NEXT:   float* [[AY:v[0-9]+]] = (float*)(ws + 0);
 // CHECK-NEXT:   float* [[AS:v[0-9]+]] = (float*)results[0];
 // CHECK-NEXT:   float* [[AR:v[0-9]+]] = (float*)results[1];
-// CHECK:        [[AY]][{{.*}}] = float([[AX]][{{.*}}] + [[BIAS]][{{.*}}]);
+// CHECK:        pcc_loop{{[0-9]+}}([[AY]], [[AX]], [[BIAS]]);
 // CHECK:        // func.call
 // CHECK-NEXT:   {
 // CHECK-NEXT:     void *const callArgs[] = {[[AY]]};
@@ -82,7 +82,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 // CHECK:        void *const callArgs[] = {[[A]]};
 // CHECK-NEXT:   void *const callResults[] = {[[B0]], [[B1]]};
 // CHECK-NEXT:   if (int error = fn_affine(ctx, callArgs, callResults, ws + 128)) return error;
-// CHECK:        [[MY]][{{.*}}] = float([[B0]][{{.*}}] - {{.*}});
+// CHECK:        pcc_loop{{[0-9]+}}([[MY]], [[B0]], {{.*}});
 
 // -----
 

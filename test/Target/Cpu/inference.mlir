@@ -3,6 +3,7 @@
 // An inference function: graph inputs and outputs by their ONNX names, a
 // parameter read from the weights table as a CONSTANT, the result computed
 // in place in its output buffer, and the ABI v2 signature (writable weights).
+// Each loop nest is a kernel of its own whose parameters are its buffers.
 
 func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<2x3xf32> {onnx.name = "y"}) {
   %w = graph.weight "bias" dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
@@ -11,6 +12,15 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<2x3xf32> {onnx
   return %1 : tensor<2x3xf32>
 }
 
+// CHECK:      static void [[ADD:pcc_loop[0-9]+]](float* __restrict p0, const float* __restrict p1, const float* __restrict p2) {
+// CHECK-NEXT:   for (int64_t i0 = 0; i0 < 2; ++i0)
+// CHECK-NEXT:     for (int64_t i1 = 0; i1 < 3; ++i1)
+// CHECK-NEXT:       { p0[0 + i0 * 3 + i1] = float(p1[0 + i0 * 3 + i1] + p2[0 + i1]); }
+// CHECK-NEXT: }
+// CHECK-NEXT: static void [[RELU:pcc_loop[0-9]+]](float* __restrict p0, const float* __restrict p1) {
+// CHECK-NEXT:   for (int64_t i0 = 0; i0 < 6; ++i0)
+// CHECK-NEXT:     { p0[0 + i0] = (p1[0 + i0] > float(0) ? p1[0 + i0] : float(0)); }
+// CHECK-NEXT: }
 // CHECK:      static const pccrt_tensor_info inputs[] = {
 // CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 0ull},
 // CHECK-NEXT: };
@@ -28,7 +38,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<2x3xf32> {onnx
 // CHECK-NEXT:   float* [[X:a[0-9]+]] = (float*)in[0];
 // CHECK-NEXT:   float* [[T:v[0-9]+]] = (float*)(ws + 0);
 // CHECK-NEXT:   float* [[Y:v[0-9]+]] = (float*)out[0];
-// CHECK:        [[T]][0 + {{.*}}] = float([[X]][0 + {{.*}}] + [[W]][0 + {{.*}}]);
-// CHECK:        [[Y]][0 + {{.*}}] = ([[T]][0 + {{.*}}] > float(0)
+// CHECK:        [[ADD]]([[T]], [[X]], [[W]]);
+// CHECK:        [[RELU]]([[Y]], [[T]]);
 // CHECK:        if ((void*)((float*)out[0]) != (void*)[[Y]]) std::memcpy(((float*)out[0]), [[Y]], 24);
 // CHECK-NEXT:   return PCCRT_OK;

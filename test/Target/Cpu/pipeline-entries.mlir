@@ -79,7 +79,7 @@ func.func @first(%x: tensor<2x3xf32> {onnx.name = "x"}, %u: tensor<3xf32> {onnx.
 // CHECK-NEXT:   if (ctx->trace) ctx->trace(ctx->trace_user, "F0", 0);
 // CHECK-NEXT:   // dist.send
 // CHECK-NEXT:   if (ctx->comm->ops->isend(ctx->comm, 2u, 1, 7, [[H]], 6, 1)) return PCCRT_ERR_COMM;
-// CHECK:        [[K]][{{.*}}] = float(
+// CHECK:        pcc_loop{{[0-9]+}}([[K]], 
 // CHECK:        if (ctx->comm->ops->wait_all(ctx->comm)) return PCCRT_ERR_COMM;
 // CHECK-NEXT:   if ((void*)((float*)out[1]) != (void*)[[Z]])
 // CHECK-NEXT:   return PCCRT_OK;
@@ -108,6 +108,7 @@ func.func @first(%x: tensor<2x3xf32> {onnx.name = "x"}, %u: tensor<3xf32> {onnx.
 // CHECK-NEXT:   using namespace pcc_model;
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;
 // CHECK-NEXT:   if (!ctx->comm) return PCCRT_ERR_COMM;
+// CHECK-NEXT:   pcc_k::setThreads(ctx->num_threads);
 // CHECK-NEXT:   switch ((int64_t)ctx->rank / 1 % 2) {
 // CHECK-NEXT:   case 0: return fn_first(ctx);
 // CHECK-NEXT:   case 1: return fn_last(ctx);

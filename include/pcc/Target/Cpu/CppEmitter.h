@@ -48,6 +48,9 @@ struct CppEmitOptions {
   /// ones go to the weights file, except splats, which are filled into the
   /// workspace where they are defined.
   int64_t maxInlineElements = 1024;
+  /// Threads of a run (loops and GEMMs); 0: what the runtime says (the
+  /// machine's cores shared among the ranks on it).
+  int64_t threads = 0;
 };
 
 /// One entry of the program, as planned.

@@ -1069,3 +1069,90 @@ OpFoldResult GatherOp::fold(FoldAdaptor a) {
 
 #define GET_OP_CLASSES
 #include "pcc/Dialect/Graph/IR/GraphOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// FusionOp
+//===----------------------------------------------------------------------===//
+
+void FusionOp::build(OpBuilder &builder, OperationState &state,
+                     TypeRange resultTypes, ValueRange inputs) {
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value v : inputs)
+    block->addArgument(v.getType(), v.getLoc());
+}
+
+int64_t FusionOp::getFlops() {
+  int64_t flops = 0;
+  for (Operation &op : getBody().front().without_terminator())
+    if (auto cost = dyn_cast<CostOpInterface>(&op))
+      flops += cost.getFlops();
+  return flops;
+}
+
+LogicalResult FusionOp::verify() {
+  Block &block = getBody().front();
+  if (block.getNumArguments() != getNumOperands())
+    return emitOpError("has ") << block.getNumArguments()
+                               << " body arguments for " << getNumOperands()
+                               << " operands";
+  for (auto [arg, input] : llvm::zip(block.getArguments(), getInputs()))
+    if (arg.getType() != input.getType())
+      return emitOpError("body argument ")
+             << arg.getArgNumber() << " has type " << arg.getType()
+             << ", its operand " << input.getType();
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield->getOperandTypes() != getResultTypes())
+    return emitOpError("yields ")
+           << yield->getOperandTypes() << " for results " << getResultTypes();
+  if (getNumResults() == 0)
+    return emitOpError("has no result");
+  ArrayRef<int64_t> space =
+      cast<RankedTensorType>(getResult(0).getType()).getShape();
+  for (Type t : getResultTypes())
+    if (cast<RankedTensorType>(t).getShape() != space)
+      return emitOpError("results differ in shape: every result has the "
+                         "iteration space's shape");
+  for (Operation &op : block.without_terminator()) {
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      auto value = dyn_cast<DenseElementsAttr>(constant.getValue());
+      if (value && value.isSplat())
+        continue;
+    }
+    if (!op.hasTrait<pcc::graph::OpTrait::Elementwise>() ||
+        op.getNumResults() != 1)
+      return op.emitOpError("inside graph.fusion is not element-wise");
+  }
+  return success();
+}
+
+ParseResult FusionOp::parse(OpAsmParser &parser, OperationState &result) {
+  SmallVector<OpAsmParser::UnresolvedOperand> inputs;
+  FunctionType type;
+  if (parser.parseOperandList(inputs) || parser.parseColon() ||
+      parser.parseType(type) ||
+      parser.resolveOperands(inputs, type.getInputs(),
+                             parser.getCurrentLocation(), result.operands))
+    return failure();
+  result.addTypes(type.getResults());
+  SmallVector<OpAsmParser::Argument> args;
+  Region *body = result.addRegion();
+  if (parser.parseRegion(*body, args, /*enableNameShadowing=*/false) ||
+      parser.parseOptionalAttrDict(result.attributes))
+    return failure();
+  FusionOp::ensureTerminator(*body, parser.getBuilder(), result.location);
+  return success();
+}
+
+void FusionOp::print(OpAsmPrinter &p) {
+  p << ' ' << getInputs() << " : "
+    << FunctionType::get(getContext(), getInputs().getTypes(),
+                         getResultTypes())
+    << ' ';
+  p.printRegion(getBody(), /*printEntryBlockArgs=*/true,
+                /*printBlockTerminators=*/true);
+  p.printOptionalAttrDict((*this)->getAttrs());
+}

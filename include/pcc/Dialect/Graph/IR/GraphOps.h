@@ -125,6 +125,14 @@ broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
 
 #include "pcc/Dialect/Graph/IR/GraphDialect.h.inc"
 
+namespace pcc::graph::OpTrait {
+/// Ops whose result element i depends only on their operands' elements at
+/// i (broadcast): see Graph_Elementwise in GraphOps.td.
+template <typename ConcreteType>
+class Elementwise
+    : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
+} // namespace pcc::graph::OpTrait
+
 #define GET_OP_CLASSES
 #include "pcc/Dialect/Graph/IR/GraphOps.h.inc"
 
