@@ -13,6 +13,7 @@
 #include "pcc/Transforms/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -38,6 +39,13 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
+int64_t getNumElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
 struct Group {
   Operation *root;
   llvm::SetVector<Operation *> ops;
@@ -54,8 +62,16 @@ void grow(Group &group, const llvm::DenseMap<Operation *, int64_t> &position,
     for (Value operand : op->getOperands()) {
       Operation *producer = operand.getDefiningOp();
       if (!producer || producer->getBlock() != group.root->getBlock() ||
-          grouped.contains(producer) || !isFusible(producer) ||
-          shapeOf(producer->getResult(0)) != space)
+          grouped.contains(producer) || !isFusible(producer))
+        continue;
+      // A scalar computation (of an exporter's constants, say) is repeated
+      // per element; the C++ compiler hoists or folds it. Anything else of
+      // another shape stays out.
+      bool scalar = getNumElements(shapeOf(producer->getResult(0))) == 1 &&
+                    llvm::all_of(producer->getUsers(), [&](Operation *user) {
+                      return group.ops.contains(user);
+                    });
+      if (!scalar && shapeOf(producer->getResult(0)) != space)
         continue;
       // Readers outside the group must come after the root, where the
       // fusion defines the value.
@@ -75,6 +91,73 @@ void grow(Group &group, const llvm::DenseMap<Operation *, int64_t> &position,
   }
 }
 
+/// The value of `v` when it is a constant that a fusion body copies in: a
+/// splat constant, or a one-element initializer that is not trained (an
+/// exporter's scalars, GELU's 0.5 and cube). A target prints it as a
+/// literal, and sees, say, an integer exponent.
+DenseElementsAttr getInlinedConstant(Value v) {
+  if (auto constant = v.getDefiningOp<ConstantOp>()) {
+    auto value = dyn_cast<DenseElementsAttr>(constant.getValue());
+    return value && value.isSplat() ? value : DenseElementsAttr();
+  }
+  if (auto weight = v.getDefiningOp<WeightOp>()) {
+    auto value = dyn_cast<DenseElementsAttr>(weight.getValue());
+    if (value && value.getNumElements() == 1 && !weight.getTrainable())
+      return value;
+  }
+  return {};
+}
+
+/// Whether `v` is a one-element function of inlined constants (an
+/// exporter's `3 - 1` for the GELU gradient's exponent), which each fusion
+/// that reads it computes from literals.
+bool isConstantExpression(Value v, int depth = 0) {
+  if (getInlinedConstant(v))
+    return true;
+  Operation *op = v.getDefiningOp();
+  if (!op || depth > 4 || !isFusible(op) ||
+      getNumElements(shapeOf(v)) != 1)
+    return false;
+  return llvm::all_of(op->getOperands(), [&](Value operand) {
+    return isConstantExpression(operand, depth + 1);
+  });
+}
+
+/// Builds constant expression `v` (isConstantExpression) at `builder`'s
+/// place, its constants as graph.constant ops.
+Value cloneConstantExpression(OpBuilder &builder, Value v,
+                              IRMapping &mapping) {
+  if (Value done = mapping.lookupOrNull(v))
+    return done;
+  Value copy;
+  if (DenseElementsAttr value = getInlinedConstant(v)) {
+    copy = builder.create<ConstantOp>(v.getLoc(), cast<ElementsAttr>(value))
+               .getResult();
+  } else {
+    Operation *op = v.getDefiningOp();
+    SmallVector<Attribute> operands;
+    for (Value operand : op->getOperands()) {
+      Attribute value;
+      matchPattern(cloneConstantExpression(builder, operand, mapping),
+                   m_Constant(&value));
+      operands.push_back(value);
+    }
+    Operation *clone = builder.clone(*op, mapping);
+    copy = clone->getResult(0);
+    // Folded where the op's folder can: the target then sees the value.
+    SmallVector<OpFoldResult> folded;
+    if (succeeded(clone->fold(operands, folded)) && folded.size() == 1)
+      if (auto value = dyn_cast_if_present<DenseElementsAttr>(
+              dyn_cast_if_present<Attribute>(folded[0]))) {
+        clone->erase();
+        copy = builder.create<ConstantOp>(v.getLoc(), cast<ElementsAttr>(value))
+                   .getResult();
+      }
+  }
+  mapping.map(v, copy);
+  return copy;
+}
+
 /// Replaces the group's ops by one graph.fusion at the root's place.
 void materialize(Group &group,
                  const llvm::DenseMap<Operation *, int64_t> &position) {
@@ -82,12 +165,17 @@ void materialize(Group &group,
   llvm::sort(ops, [&](Operation *a, Operation *b) {
     return position.lookup(a) < position.lookup(b);
   });
-  llvm::SetVector<Value> inputs;
+  llvm::SetVector<Value> inputs, constants;
   SmallVector<Value> outputs;
   for (Operation *op : ops) {
-    for (Value v : op->getOperands())
-      if (!v.getDefiningOp() || !group.ops.contains(v.getDefiningOp()))
+    for (Value v : op->getOperands()) {
+      if (v.getDefiningOp() && group.ops.contains(v.getDefiningOp()))
+        continue;
+      if (isConstantExpression(v))
+        constants.insert(v);
+      else
         inputs.insert(v);
+    }
     Value result = op->getResult(0);
     if (llvm::any_of(result.getUsers(), [&](Operation *user) {
           return !group.ops.contains(user);
@@ -104,21 +192,8 @@ void materialize(Group &group,
   IRMapping mapping;
   mapping.map(inputs.getArrayRef(), body.getArguments());
   builder.setInsertionPointToStart(&body);
-  // Splat constants are copied in, and so are one-element initializers
-  // that are not trained (an exporter's scalars: GELU's 0.5 and cube): a
-  // target prints them as literals, and sees, say, an integer exponent.
-  for (Value v : inputs) {
-    if (auto constant = v.getDefiningOp<ConstantOp>()) {
-      if (auto value = dyn_cast<DenseElementsAttr>(constant.getValue());
-          value && value.isSplat())
-        mapping.map(v, builder.clone(*constant)->getResult(0));
-    } else if (auto weight = v.getDefiningOp<WeightOp>()) {
-      auto value = dyn_cast<DenseElementsAttr>(weight.getValue());
-      if (value && value.getNumElements() == 1 && !weight.getTrainable())
-        mapping.map(v, builder.create<ConstantOp>(weight.getLoc(), value)
-                           .getResult());
-    }
-  }
+  for (Value v : constants)
+    cloneConstantExpression(builder, v, mapping);
   for (Operation *op : ops)
     builder.clone(*op, mapping);
   SmallVector<Value> yielded;

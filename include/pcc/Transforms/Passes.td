@@ -445,7 +445,8 @@ def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
     producers of its operands that have the group's shape, as long as every
     other reader of a producer comes after the group's last op (the fusion
     takes that op's place, so nothing moves); such a producer's value
-    becomes a further result. Operands of other shapes are read broadcast.
+    becomes a further result. Operands of other shapes are read broadcast;
+    a one-element producer read only by the group is computed in it.
     A bias, GELU and residual chain, a mask and scale before a softmax, a
     loss gradient and an optimizer's update of one parameter each become
     one loop nest. Runs last, on the program that a target emits.

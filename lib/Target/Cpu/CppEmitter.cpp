@@ -1097,7 +1097,7 @@ emitProgram(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
       continue;
     os << "\n// @" << f.getSymName() << ": " << ownWorkspace[f]
        << " bytes of workspace, " << workspace[f] << " with its calls\n"
-       << "static int " << program.functionNames[f]
+       << "PCC_PROGRAM static int " << program.functionNames[f]
        << "(const pccrt_context *ctx, void *const *args, "
           "void *const *results, char *ws) {\n"
        << "  void *const *w = ctx->weights;\n"
@@ -1110,12 +1110,13 @@ emitProgram(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
       os << "\n// @" << func::FuncOp(entry).getSymName() << ", pipeline rank "
          << stage << ": " << ownWorkspace[entry] << " bytes of workspace, "
          << workspace[entry] << " with its calls\n"
-         << "static int " << program.functionNames[entry]
+         << "PCC_PROGRAM static int " << program.functionNames[entry]
          << "(const pccrt_context *ctx) {\n"
          << kEntryPreamble << bodies[entry] << "  return PCCRT_OK;\n}\n";
   os << "} // namespace " << tables.getNamespace() << "\n\n";
   tables.printModelInfo(os, mesh, programWorkspace);
-  os << "\nextern \"C\" int " << p << "_model_run(const pccrt_context *ctx) {\n"
+  os << "\nextern \"C\" PCC_PROGRAM int " << p
+     << "_model_run(const pccrt_context *ctx) {\n"
      << "  using namespace " << tables.getNamespace() << ";\n"
      << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
         "return PCCRT_ERR_ABI_MISMATCH;\n"

@@ -120,6 +120,16 @@ void CpuTargetHooks::emitParallelLoop(
     const LoopNest &nest, ArrayRef<LoopBuffer> buffers,
     function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
         statement) {
+  emitLoopKernel(nest, buffers, statement, /*parallel=*/true);
+}
+
+void CpuTargetHooks::emitLoopKernel(
+    const LoopNest &nest, ArrayRef<LoopBuffer> buffers,
+    function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
+        statement,
+    bool parallel,
+    function_ref<std::string(ArrayRef<std::string>)> prologue,
+    function_ref<std::string(ArrayRef<std::string>)> epilogue) {
   if (nest.isEmpty())
     return;
   // The nest becomes a kernel of its own whose parameters are the buffers,
@@ -144,6 +154,8 @@ void CpuTargetHooks::emitParallelLoop(
     offsets.push_back(nest.getOffset(k, ivs));
 
   std::string text;
+  if (prologue)
+    text += "  " + prologue(names) + "\n";
   // Threads split the outer dimensions when the nest moves enough bytes to
   // pay for waking them (kParallelBytes), collapsing as many dimensions as
   // it takes to give each thread several iterations.
@@ -153,7 +165,7 @@ void CpuTargetHooks::emitParallelLoop(
     outer *= bounds[collapse++];
   if (bounds.size() == 1 || collapse == 0)
     collapse = 1;
-  if (bytes >= kParallelBytes) {
+  if (parallel && bytes >= kParallelBytes) {
     text += "#pragma omp parallel for schedule(static) num_threads(pcc_k::"
             "threads()) if(pcc_k::threads() > 1)";
     if (collapse > 1)
@@ -169,6 +181,8 @@ void CpuTargetHooks::emitParallelLoop(
     indent += "  ";
   }
   text += indent + "{ " + statement(names, offsets) + " }\n";
+  if (epilogue)
+    text += "  " + epilogue(names) + "\n";
 
   std::string signature = llvm::join(params, ", ");
   std::string &name = kernels[signature + "\n" + text];
@@ -193,21 +207,35 @@ void CpuTargetHooks::emitReduction(const ReductionLoop &r) {
   if (isa<FloatType>(r.elementType) && (isMax || isMin))
     init = std::string(isMax ? "-" : "") + "std::numeric_limits<" + t +
            ">::infinity()";
-  emitFill(r.output, r.outputElements, init);
-  emitLoops(r.nest, [&](ArrayRef<std::string> off) {
-    std::string y = r.output + "[" + off[0] + "]";
-    std::string x = r.input + "[" + off[1] + "]";
-    if (isMax)
-      return y + " = std::max<" + t + ">(" + y + ", " + x + ");";
-    if (isMin)
-      return y + " = std::min<" + t + ">(" + y + ", " + x + ");";
-    return y + " = " + t + "(" + y + " + " + x + ");";
-  });
-  if (r.kind == Kind::Mean)
-    emitLine(llvm::formatv("for (int64_t k = 0; k < {0}; ++k) "
-                           "{1}[k] = {1}[k] / {2}({3});",
-                           r.outputElements, r.output, t, r.count)
-                 .str());
+  // One kernel: the output starts at the reduction's identity, takes in
+  // every input element, and a mean divides at the end. The iterations
+  // accumulate into shared outputs, so they run in order.
+  auto fill = [&](ArrayRef<std::string> name) {
+    return llvm::formatv("for (int64_t k = 0; k < {0}; ++k) {1}[k] = {2};",
+                         r.outputElements, name[0], init)
+        .str();
+  };
+  auto divide = [&](ArrayRef<std::string> name) {
+    return llvm::formatv("for (int64_t k = 0; k < {0}; ++k) "
+                         "{1}[k] = {1}[k] / {2}({3});",
+                         r.outputElements, name[0], t, r.count)
+        .str();
+  };
+  emitLoopKernel(
+      r.nest, {{r.output, r.elementType, true}, {r.input, r.elementType}},
+      [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
+        std::string y = name[0] + "[" + off[0] + "]";
+        std::string x = name[1] + "[" + off[1] + "]";
+        if (isMax)
+          return y + " = std::max<" + t + ">(" + y + ", " + x + ");";
+        if (isMin)
+          return y + " = std::min<" + t + ">(" + y + ", " + x + ");";
+        return y + " = " + t + "(" + y + " + " + x + ");";
+      },
+      /*parallel=*/false, fill,
+      r.kind == Kind::Mean
+          ? function_ref<std::string(ArrayRef<std::string>)>(divide)
+          : nullptr);
 }
 
 void CpuTargetHooks::emitGemm(const GemmCall &g) {
@@ -322,9 +350,8 @@ void CpuTargetHooks::emitCopy(StringRef dst, StringRef src, int64_t bytes,
 }
 
 void CpuTargetHooks::emitFill(StringRef dst, int64_t count, StringRef value) {
-  emitLine(llvm::formatv("for (int64_t k = 0; k < {0}; ++k) {1}[k] = {2};",
-                         count, dst, value)
-               .str());
+  emitLine(
+      llvm::formatv("std::fill_n({0}, {1}, {2});", dst, count, value).str());
 }
 
 void CpuTargetHooks::emitCall(StringRef callee, ArrayRef<std::string> args,

@@ -67,6 +67,20 @@ public:
   void emitLine(llvm::StringRef line);
 
 private:
+  /// Runs `nest` as a kernel of its own (see emitParallelLoop), whose
+  /// iterations share the run's threads when `parallel`; `prologue` and
+  /// `epilogue` are statements before and after the loops, over the
+  /// parameters' names.
+  void emitLoopKernel(
+      const LoopNest &nest, llvm::ArrayRef<LoopBuffer> buffers,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>,
+                                     llvm::ArrayRef<std::string>)>
+          statement,
+      bool parallel,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>)> prologue =
+          nullptr,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>)> epilogue =
+          nullptr);
   /// Loops over `nest`, `statement` innermost; `parallel`: the iterations
   /// are shared among the run's threads.
   void emitLoops(

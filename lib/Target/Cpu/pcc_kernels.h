@@ -21,6 +21,19 @@
 #include <cblas.h>
 #endif
 
+// The functions of the program itself (the model's steps) are straight-line
+// sequences of kernel calls: the C++ compiler's optimizer has nothing to win
+// there, and its time grows faster than their length (a training step of a
+// large model has thousands of calls). They are compiled unoptimized; the
+// kernels they call are not.
+#if defined(__clang__)
+#define PCC_PROGRAM __attribute__((optnone))
+#elif defined(__GNUC__)
+#define PCC_PROGRAM __attribute__((optimize("O0")))
+#else
+#define PCC_PROGRAM
+#endif
+
 namespace pcc_k {
 
 /// IEEE half precision storage; arithmetic happens in float.

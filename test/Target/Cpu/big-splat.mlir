@@ -31,11 +31,11 @@ func.func @main(%x: tensor<8xf32> {onnx.name = "x"}, %i: tensor<2x3xi64> {onnx.n
 // CHECK:      float* [[ZEROS:v[0-9]+]] = (float*)(ws + {{[0-9]+}});
 // CHECK:      int64_t* [[SEVENS:v[0-9]+]] = (int64_t*)(ws + {{[0-9]+}});
 // CHECK:      // graph.constant
-// CHECK-NEXT: for (int64_t k = 0; k < 8; ++k) [[ZEROS]][k] = float(0x0p+0f);
+// CHECK-NEXT: std::fill_n([[ZEROS]], 8, float(0x0p+0f));
 // CHECK-NEXT: // graph.constant
 // CHECK-NEXT: // graph.constant
 // CHECK-NEXT: // graph.constant
-// CHECK-NEXT: for (int64_t k = 0; k < 6; ++k) [[SEVENS]][k] = int64_t(7LL);
+// CHECK-NEXT: std::fill_n([[SEVENS]], 6, int64_t(7LL));
 // CHECK:      pcc_loop{{[0-9]+}}({{.*}}, [[ZEROS]]);
 // CHECK:      pcc_loop{{[0-9]+}}({{.*}}, [[RAMP]]);
 // CHECK:      pcc_loop{{[0-9]+}}({{.*}}, [[SMALL]]);

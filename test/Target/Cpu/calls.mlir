@@ -40,7 +40,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 
 // Callees come before their callers.
 // CHECK:      // @scale: 64 bytes of workspace, 64 with its calls
-// CHECK-NEXT: static int fn_scale(const pccrt_context *ctx, void *const *args, void *const *results, char *ws) {
+// CHECK-NEXT: PCC_PROGRAM static int fn_scale(const pccrt_context *ctx, void *const *args, void *const *results, char *ws) {
 // CHECK-NEXT:   void *const *w = ctx->weights;
 // CHECK:        float* [[X:a0]] = (float*)args[0];
 // CHECK-NEXT:   float* [[T:v[0-9]+]] = (float*)(ws + 0);
@@ -52,7 +52,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 // CHECK-NEXT: }
 
 // CHECK:      // @affine: 64 bytes of workspace, 128 with its calls
-// CHECK-NEXT: static int fn_affine(
+// CHECK-NEXT: PCC_PROGRAM static int fn_affine(
 // CHECK:        float* [[BIAS:c[0-9]+]] = (float*)w[0];
 // CHECK-NEXT:   float* [[AX:a0]] = (float*)args[0];
 // CHECK-NEXT:   float* [[AY:v[0-9]+]] = (float*)(ws + 0);
@@ -70,7 +70,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 
 // CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 1, weights, 256ULL, 0, nullptr, nullptr, -1};
 
-// CHECK:      extern "C" int pcc_model_run(const pccrt_context *ctx) {
+// CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(const pccrt_context *ctx) {
 // CHECK:        float* [[MX:a0]] = (float*)in[0];
 // CHECK-NEXT:   float* [[A:v[0-9]+]] = (float*)(ws + 0);
 // CHECK-NEXT:   float* [[B0:v[0-9]+]] = (float*)(ws + 64);
@@ -105,12 +105,12 @@ func.func @step() -> (tensor<2048xf32> {onnx.name = "r"}) {
 }
 
 // CHECK:      // @stage.0: 8192 bytes of workspace, 8192 with its calls
-// CHECK-NEXT: static int fn_stage_0(
+// CHECK-NEXT: PCC_PROGRAM static int fn_stage_0(
 // CHECK:        float* [[C:v[0-9]+]] = (float*)(ws + 0);
-// CHECK:        for (int64_t k = 0; k < 2048; ++k) [[C]][k] = float(0x1.8p+1f);
+// CHECK:        std::fill_n([[C]], 2048, float(0x1.8p+1f));
 // CHECK:        if (ctx->comm->ops->all_reduce(ctx->comm, 1u, {{.*}}, 2048, 1, 1)) return PCCRT_ERR_COMM;
 // CHECK:      {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 0, weights, 8192ULL, 1, pcc_mesh_axes, pcc_mesh_shape, -1}
-// CHECK:      extern "C" int pcc_model_run(
+// CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(
 // CHECK:        if (!ctx->comm) return PCCRT_ERR_COMM;
 // CHECK:        void *const callArgs[] = {nullptr};
 // CHECK-NEXT:   void *const callResults[] = {{{v[0-9]+}}};

@@ -31,7 +31,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<2x3xf32> {onnx
 // CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull},
 // CHECK-NEXT: };
 // CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 1, weights, 64ULL, 0, nullptr, nullptr, -1};
-// CHECK:      extern "C" int pcc_model_run(const pccrt_context *ctx) {
+// CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(const pccrt_context *ctx) {
 // CHECK-NEXT:   using namespace pcc_model;
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;
 // CHECK:        float* [[W:c[0-9]+]] = (float*)w[0];

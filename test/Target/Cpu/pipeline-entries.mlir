@@ -60,11 +60,11 @@ func.func @first(%x: tensor<2x3xf32> {onnx.name = "x"}, %u: tensor<3xf32> {onnx.
 // CHECK-NEXT:   {"scale", 1, 1, pcc_w_shape1, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 3ull},
 // CHECK-NEXT: };
 
-// CHECK:      static int fn_scale(const pccrt_context *ctx, void *const *args, void *const *results, char *ws) {
-// CHECK:      static int fn_finish(const pccrt_context *ctx, void *const *args, void *const *results, char *ws) {
+// CHECK:      PCC_PROGRAM static int fn_scale(const pccrt_context *ctx, void *const *args, void *const *results, char *ws) {
+// CHECK:      PCC_PROGRAM static int fn_finish(const pccrt_context *ctx, void *const *args, void *const *results, char *ws) {
 
 // CHECK:      // @first, pipeline rank 0: 128 bytes of workspace, 128 with its calls
-// CHECK-NEXT: static int fn_first(const pccrt_context *ctx) {
+// CHECK-NEXT: PCC_PROGRAM static int fn_first(const pccrt_context *ctx) {
 // CHECK-NEXT:   void *const *in = ctx->inputs;
 // CHECK-NEXT:   void *const *out = ctx->outputs;
 // CHECK-NEXT:   void *const *w = ctx->weights;
@@ -86,7 +86,7 @@ func.func @first(%x: tensor<2x3xf32> {onnx.name = "x"}, %u: tensor<3xf32> {onnx.
 // CHECK-NEXT: }
 
 // CHECK:      // @last, pipeline rank 1: 64 bytes of workspace, 192 with its calls
-// CHECK-NEXT: static int fn_last(const pccrt_context *ctx) {
+// CHECK-NEXT: PCC_PROGRAM static int fn_last(const pccrt_context *ctx) {
 // CHECK:        float* [[R:v[0-9]+]] = (float*)(ws + 0);
 // CHECK-NEXT:   float* [[Y:v[0-9]+]] = (float*)out[0];
 // CHECK-NEXT:   // dist.recv
@@ -104,7 +104,7 @@ func.func @first(%x: tensor<2x3xf32> {onnx.name = "x"}, %u: tensor<3xf32> {onnx.
 // The workspace is the most one rank's entry needs.
 // CHECK:      {PCCRT_ABI_VERSION, 2, inputs, 2, outputs, 2, weights, 192ULL, 2, pcc_mesh_axes, pcc_mesh_shape, 1};
 
-// CHECK:      extern "C" int pcc_model_run(const pccrt_context *ctx) {
+// CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(const pccrt_context *ctx) {
 // CHECK-NEXT:   using namespace pcc_model;
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;
 // CHECK-NEXT:   if (!ctx->comm) return PCCRT_ERR_COMM;
@@ -173,7 +173,7 @@ func.func @rank1(%x: tensor<3xf32> {onnx.name = "x"},
 // CHECK-NEXT:   {"b", 1, 1, pcc_w_shape2, PCCRT_KIND_STATE, 0u, 0, 0, 0, 2ull},
 // CHECK-NEXT: };
 
-// CHECK:      static int fn_rank0(const pccrt_context *ctx) {
+// CHECK:      PCC_PROGRAM static int fn_rank0(const pccrt_context *ctx) {
 // CHECK:        float* a1 = (float*)w[0];
 // CHECK-NEXT:   float* a2 = (float*)w[1];
 // CHECK:        if (ctx->trace) ctx->trace(ctx->trace_user, "O", 1);
@@ -183,7 +183,7 @@ func.func @rank1(%x: tensor<3xf32> {onnx.name = "x"},
 // CHECK:        // state update 'a'
 // CHECK-NEXT:   std::memcpy(((float*)w[1])
 
-// CHECK:      static int fn_rank1(const pccrt_context *ctx) {
+// CHECK:      PCC_PROGRAM static int fn_rank1(const pccrt_context *ctx) {
 // CHECK:        float* a1 = (float*)w[0];
 // CHECK-NEXT:   float* a2 = (float*)w[2];
 // CHECK:        std::memcpy(((float*)out[0])
