@@ -102,6 +102,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.momentum = o.momentum;
   p.trainable = options.trainable;
   p.freeze = options.freeze;
+  p.untie = options.untie;
   p.remarks = options.train;
   p.labels = options.labels;
   p.logits = options.logits;

@@ -15,6 +15,9 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
       options.microbatches > 0 ? int64_t(options.microbatches)
                                : int64_t(options.pp);
   bool pipelined = options.pp > 1 || microbatches > 1;
+  // Before the trainable set is decided: each copy is judged on its own.
+  if (!options.untie.empty())
+    pm.addPass(createUntie({options.untie}));
   if (options.train) {
     OpPassManager &fpm = pm.nest<func::FuncOp>();
     fpm.addPass(createSelectTrainable(

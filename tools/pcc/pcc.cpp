@@ -65,6 +65,9 @@ compile options:
   --trainable REGEX      initializers to train whatever pcc decides
   --freeze REGEX         initializers not to train (wins over --trainable);
                          the compile prints each decision and its reason
+  --untie REGEX          give each op that uses an initializer named by REGEX
+                         its own copy, named INITIALIZER@NODE: parameters
+                         the exporter merged (a fresh model) train apart
   --labels NAME, --logits NAME
                          the loss's tensors, when not found by type
 )";
@@ -245,6 +248,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       ok = args.value(a, o.freeze);
     else if (a == "--trainable")
       ok = args.value(a, o.trainable);
+    else if (a == "--untie")
+      ok = args.value(a, o.untie);
     else if (a == "--labels")
       ok = args.value(a, o.labels);
     else if (a == "--logits")

@@ -36,6 +36,9 @@ struct CompileOptions {
   /// when they cannot be found by type (--labels, --logits).
   OptimizerConfig optimizer;
   std::string trainable, freeze, labels, logits;
+  /// Initializers shared by several ops to copy once per op (--untie REGEX):
+  /// parameters the exporter merged.
+  std::string untie;
   /// Tensor-parallel layout overrides (--shard REGEX=col|row|rep;...).
   std::string shard;
   /// Megatron's sequence parallelism between tensor-parallel regions.

@@ -38,6 +38,12 @@ llvm::FailureOr<llvm::SmallVector<TrainableDecision>>
 selectTrainable(mlir::func::FuncOp func, llvm::StringRef trainableRegex,
                 llvm::StringRef freezeRegex);
 
+/// Gives each operation that consumes a float initializer matching `regex`
+/// its own copy of it, named after the consumer (see the pcc-untie pass).
+/// Returns how many initializers were untied; fails on a bad regex.
+llvm::FailureOr<unsigned> untieWeights(mlir::ModuleOp module,
+                                       llvm::StringRef regex);
+
 /// Appends the causal-LM cross-entropy of the logits against the shifted
 /// labels as a result named "loss" (see the pcc-attach-loss pass).
 llvm::LogicalResult attachLoss(mlir::func::FuncOp func, llvm::StringRef labels,

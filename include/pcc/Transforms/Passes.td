@@ -56,6 +56,37 @@ def SelectTrainable : Pass<"pcc-select-trainable", "::mlir::func::FuncOp"> {
   ];
 }
 
+def Untie : Pass<"pcc-untie", "::mlir::ModuleOp"> {
+  let summary = "Gives each consumer of a shared initializer its own copy";
+  let description = [{
+    A freshly initialized model exported with the dynamo exporter's default
+    optimizer has its equal parameters merged into one initializer (all the
+    LayerNorm weights of a fresh GPT-2 become one tensor), and training
+    updates them as one. For every float initializer (`graph.weight`) whose
+    name matches `regex` and that more than one operation consumes, each
+    consumer gets its own `graph.weight` with the same value, named
+    `<initializer>@<consumer's ONNX node>` (with `#k`, the consumer's
+    position among the initializer's consumers, where the node has no name
+    or several consumers share it); the shared initializer goes away.
+
+    ```mlir
+    %w = graph.weight "ln.weight" dense<1.0> : tensor<4xf32>
+    // consumed by node_layer_norm and node_layer_norm_1 becomes
+    %w0 = graph.weight "ln.weight@node_layer_norm" dense<1.0> : tensor<4xf32>
+    %w1 = graph.weight "ln.weight@node_layer_norm_1" dense<1.0> : tensor<4xf32>
+    ```
+
+    Runs before `pcc-select-trainable`, which then judges and trains each
+    copy on its own; checkpoints name the copies. Fails on an invalid
+    regular expression; warns when it matches no initializer used more than
+    once.
+  }];
+  let options = [
+    Option<"regex", "regex", "std::string", /*default=*/"\"\"",
+           "Regular expression of initializer names to untie">,
+  ];
+}
+
 def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Appends the causal-LM cross-entropy loss as a result";

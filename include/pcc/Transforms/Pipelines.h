@@ -36,6 +36,10 @@ struct ParallelizeOptions
   Option<std::string> freeze{
       *this, "freeze",
       llvm::cl::desc("Regular expression of initializers not to train")};
+  Option<std::string> untie{
+      *this, "untie",
+      llvm::cl::desc("Regular expression of shared initializers to give "
+                     "each consumer its own copy of")};
   Option<bool> remarks{
       *this, "remarks",
       llvm::cl::desc("Report each initializer's trainable decision"),
@@ -77,13 +81,14 @@ struct ParallelizeOptions
                              llvm::cl::init("cpu")};
 };
 
-/// Builds the pipeline: for training, pcc-select-trainable,
-/// pcc-attach-loss, pcc-autodiff and pcc-optimizer; then folding and CSE;
-/// with tp > 1, pcc-shard-strategy, pcc-propagate-sharding and
-/// pcc-partition over the whole step; with pipeline parallelism or
-/// microbatches, pcc-microbatch (before the loss), then pcc-pipeline-stages,
-/// pcc-pipeline-schedule, pcc-verify-schedule, pcc-pipeline-outline and
-/// pcc-lower-schedule; and the static-shape check that the targets rely on.
+/// Builds the pipeline: with `untie`, pcc-untie; for training,
+/// pcc-select-trainable, pcc-attach-loss, pcc-autodiff and pcc-optimizer;
+/// then folding and CSE; with tp > 1, pcc-shard-strategy,
+/// pcc-propagate-sharding and pcc-partition over the whole step; with
+/// pipeline parallelism or microbatches, pcc-microbatch (before the loss),
+/// then pcc-pipeline-stages, pcc-pipeline-schedule, pcc-verify-schedule,
+/// pcc-pipeline-outline and pcc-lower-schedule; and the static-shape check
+/// that the targets rely on.
 void buildParallelizePipeline(mlir::OpPassManager &pm,
                               const ParallelizeOptions &options);
 

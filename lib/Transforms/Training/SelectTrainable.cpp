@@ -261,7 +261,7 @@ pcc::selectTrainable(func::FuncOp func, StringRef trainableRegex,
         << " serve as the scale or bias of several layers: the exporter "
            "merged equal parameters (a freshly initialized model) and "
            "training updates them as one; "
-        << kTrainingExport;
+        << kTrainingExport << "; or untie them with --untie REGEX";
   return decisions;
 }
 
