@@ -20,17 +20,23 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 using namespace mlir;
 using namespace pcc;
@@ -305,6 +311,51 @@ static llvm::json::Value shapeJson(Type t) {
   return a;
 }
 
+namespace {
+/// Tells a user at a terminal which step of a compile is running once it
+/// has taken a second ("pcc: importing model.onnx..."), and its time when it
+/// ends; quiet otherwise, and when stderr is not a terminal.
+class ProgressLine {
+public:
+  explicit ProgressLine(std::string step)
+      : step(std::move(step)), start(std::chrono::steady_clock::now()) {
+    if (!llvm::sys::Process::StandardErrIsDisplayed())
+      return;
+    watcher = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (!ended.wait_for(lock, std::chrono::seconds(1), [&] { return done; })) {
+        llvm::errs() << "pcc: " << this->step << "...";
+        llvm::errs().flush();
+        shown = true;
+      }
+    });
+  }
+  ~ProgressLine() {
+    if (!watcher.joinable())
+      return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      done = true;
+    }
+    ended.notify_one();
+    watcher.join();
+    if (shown)
+      llvm::errs() << llvm::formatv(
+          " {0:F1} s\n", std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count());
+  }
+
+private:
+  std::string step;
+  std::chrono::steady_clock::time_point start;
+  std::thread watcher;
+  std::mutex mutex;
+  std::condition_variable ended;
+  bool done = false, shown = false;
+};
+} // namespace
+
 LogicalResult pcc::compile(const CompileOptions &options,
                            llvm::raw_ostream &summary) {
   auto fail = [](const Twine &msg) {
@@ -354,19 +405,26 @@ LogicalResult pcc::compile(const CompileOptions &options,
   ImportReport importReport;
   // Graph dialect IR (.mlir) is taken as the importer would have made it:
   // tests and users can state layouts (`dist.sharding`) in it.
-  OwningOpRef<ModuleOp> module =
-      StringRef(options.model).ends_with(".mlir")
-          ? parseSourceFile<ModuleOp>(options.model, &context)
-          : importOnnxFile(context, options.model, importOptions,
-                           &importReport);
+  OwningOpRef<ModuleOp> module;
+  {
+    ProgressLine progress("importing " + options.model);
+    module = StringRef(options.model).ends_with(".mlir")
+                 ? parseSourceFile<ModuleOp>(options.model, &context)
+                 : importOnnxFile(context, options.model, importOptions,
+                                  &importReport);
+  }
   if (!module)
     return failure();
   if (module->getOps<func::FuncOp>().empty())
     return fail(options.model + ": no function to compile");
   PassManager pm(&context);
   buildCompilePipeline(pm, options);
-  if (failed(pm.run(*module)))
-    return failure();
+  {
+    ProgressLine progress(options.train ? "building the training step"
+                                        : "optimizing");
+    if (failed(pm.run(*module)))
+      return failure();
+  }
   // The program's entries are its public functions: one, or one per
   // pipeline rank (dist.rank); pipeline stages are private functions they
   // call, which the emitter compiles with them.
@@ -408,6 +466,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
     llvm::raw_fd_ostream source(path("model.cpp"), ec);
     if (ec)
       return fail("cannot write model.cpp: " + ec.message());
+    ProgressLine progress("generating C++");
     emitted = emitCpp(*module, source, emitOptions);
     if (failed(emitted))
       return failure();
@@ -415,6 +474,18 @@ LogicalResult pcc::compile(const CompileOptions &options,
   std::string headerError;
   if (failed(writeRuntimeHeaders(tmp.path, headerError)))
     return fail(headerError);
+
+  // The C++ compiler runs while the weights are written.
+  std::string buildError;
+  LogicalResult built = failure();
+  std::thread builder([&] {
+    built = buildSharedLibrary(path("model.cpp"), path("libmodel.so"),
+                               path("build.log"), buildError, options.cpu);
+  });
+  auto joinBuilder = llvm::make_scope_exit([&] {
+    if (builder.joinable())
+      builder.join();
+  });
 
   // Weights, in the order the generated code expects them.
   std::vector<pccrt::Tensor> tensors = getWeightTensors(*emitted);
@@ -470,6 +541,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
       countParam(t);
   });
   try {
+    ProgressLine progress("writing the weights");
     pccrt::writeSafetensors(path("weights.safetensors"), tensors,
                             {{"format", "pcc"}});
   } catch (const pccrt::Error &e) {
@@ -477,9 +549,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
   }
   tensors.clear();
 
-  std::string buildError;
-  if (failed(buildSharedLibrary(path("model.cpp"), path("libmodel.so"),
-                                path("build.log"), buildError, options.cpu)))
+  {
+    ProgressLine progress("compiling the generated C++");
+    builder.join();
+  }
+  if (failed(built))
     return fail(buildError);
 
   // The report: what the compile decided.
