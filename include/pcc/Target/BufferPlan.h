@@ -20,6 +20,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <optional>
@@ -49,6 +50,11 @@ struct BufferPlanOptions {
   /// (a transpose that every reader takes as a transposed GEMM operand):
   /// the operand, or null. Null: only ViewLikeOpInterface ops.
   llvm::function_ref<mlir::Value(mlir::Operation *)> getViewSource;
+  /// Ops that may fail and return early (collectives, gathers, calls):
+  /// once a state is updated in place, no such op may follow, so that a
+  /// failed step leaves the state as it was. Null: no state is updated in
+  /// place.
+  llvm::function_ref<bool(mlir::Operation *)> mayFail;
   /// The alignment (and granularity) of workspace blocks, in bytes.
   int64_t alignment = 64;
 };
@@ -66,6 +72,11 @@ public:
     return it == roots.end() ? v : it->second;
   }
   bool isView(mlir::Value v) const { return roots.count(v); }
+  /// Whether `v`, a written-back result, is computed in place in the
+  /// buffer of the argument it updates (which it is then a view of).
+  bool isUpdatedInPlace(mlir::Value v) const {
+    return updatedInPlace.contains(v);
+  }
   /// The byte offset of `v`'s block in the workspace, if it has one.
   std::optional<int64_t> getWorkspaceOffset(mlir::Value v) const;
   /// The result `v` is computed in place for (its buffer is that result's),
@@ -81,6 +92,7 @@ public:
 
 private:
   llvm::DenseMap<mlir::Value, mlir::Value> roots;
+  llvm::DenseSet<mlir::Value> updatedInPlace;
   llvm::DenseMap<mlir::Value, int64_t> offsets;
   llvm::DenseMap<mlir::Value, unsigned> resultSlots;
   llvm::DenseMap<unsigned, int64_t> snapshots;

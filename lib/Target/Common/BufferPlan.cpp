@@ -4,6 +4,8 @@
 
 #include "pcc/Target/LoopNest.h"
 
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -80,6 +82,49 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       roots[op->getResult(0)] = getRoot(source);
     for (Value v : op->getOperands())
       lastUse[getRoot(v)] = std::max<int64_t>(lastUse.lookup(getRoot(v)), i);
+  }
+
+  // A state update whose op reads the state it replaces element by element
+  // (an element-wise op or fusion, the state as an operand of the result's
+  // shape), as the state's last reader, is computed in place in the
+  // state's buffer: no workspace block and no copy at the end. Not when
+  // the old state is also returned, nor when an op that may fail follows
+  // (a failed step leaves the state as it was).
+  if (options.mayFail && !options.writeBack.empty()) {
+    int64_t lastMayFail = -1;
+    for (auto [i, op] : llvm::enumerate(ops))
+      if (options.mayFail(op))
+        lastMayFail = int64_t(i);
+    llvm::DenseMap<Operation *, int64_t> index;
+    for (auto [i, op] : llvm::enumerate(ops))
+      index[op] = int64_t(i);
+    llvm::DenseSet<Value> returned;
+    for (Value v : ret.getOperands())
+      returned.insert(getRoot(v));
+    for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+      int64_t arg = writeBack(k);
+      auto result = dyn_cast<OpResult>(v);
+      if (arg < 0 || !result || isView(v) || isExternal(v))
+        continue;
+      Operation *op = result.getOwner();
+      Value state = block.getArgument(arg);
+      bool elementwise = op->hasTrait<graph::OpTrait::Elementwise>() ||
+                         isa<graph::FusionOp>(op);
+      if (!elementwise || returned.contains(state) ||
+          index.lookup(op) < lastMayFail ||
+          lastUse.lookup(state) != index.lookup(op) ||
+          llvm::count(ret.getOperands(), v) != 1)
+        continue;
+      // Read at the same elements: directly, with the result's type.
+      bool aligned = llvm::all_of(op->getOperands(), [&](Value operand) {
+        return getRoot(operand) != state ||
+               (operand == state && operand.getType() == v.getType());
+      });
+      if (!aligned || !llvm::is_contained(op->getOperands(), state))
+        continue;
+      roots[v] = state;
+      updatedInPlace.insert(v);
+    }
   }
 
   // A value an op computes, first returned as result k, is computed in

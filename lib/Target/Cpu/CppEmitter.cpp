@@ -184,6 +184,8 @@ private:
 
   /// The pointer expression of every value.
   llvm::DenseMap<Value, std::string> names;
+  /// The function's buffer plan, while it is emitted.
+  const BufferPlan *bufferPlan = nullptr;
   /// Values held outside the workspace: constants in the code and weights
   /// (and blocks of them) in the weights table.
   llvm::DenseSet<Value> external;
@@ -443,7 +445,16 @@ void FunctionEmitter::elementwise(
   ArrayRef<int64_t> shape = shapeOf(res);
   SmallVector<Access> accesses{Access::contiguous(shape)};
   SmallVector<LoopBuffer> buffers{buffer(res, /*written=*/true)};
+  // An operand whose buffer the result updates in place (a state) is read
+  // through the result's parameter.
+  SmallVector<unsigned> param;
   for (Value v : ins) {
+    if (bufferPlan && bufferPlan->isUpdatedInPlace(res) &&
+        bufferPlan->getRoot(v) == bufferPlan->getRoot(res)) {
+      param.push_back(0);
+      continue;
+    }
+    param.push_back(accesses.size());
     accesses.push_back(Access::broadcast(shapeOf(v), shape));
     buffers.push_back(buffer(v));
   }
@@ -452,7 +463,7 @@ void FunctionEmitter::elementwise(
       [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
         SmallVector<std::string> args;
         for (unsigned k = 0; k < ins.size(); ++k)
-          args.push_back(name[k + 1] + "[" + off[k + 1] + "]");
+          args.push_back(name[param[k]] + "[" + off[param[k]] + "]");
         return name[0] + "[" + off[0] + "] = " + f(args) + ";";
       });
 }
@@ -490,9 +501,35 @@ void FunctionEmitter::fusion(FusionOp fusion) {
     buffers.push_back(buffer(in));
   }
   unsigned numResults = fusion.getNumResults();
+  // A state updated in place is one buffer read and written at the same
+  // elements: one parameter (restrict-qualified parameters must not
+  // overlap), read through the result's.
+  SmallVector<int64_t> sameAs(fusion.getNumOperands(), -1);
+  for (auto [k, in] : llvm::enumerate(fusion.getInputs()))
+    for (auto [j, r] : llvm::enumerate(fusion.getResults()))
+      if (bufferPlan && bufferPlan->isUpdatedInPlace(r) &&
+          bufferPlan->getRoot(r) == bufferPlan->getRoot(in))
+        sameAs[k] = int64_t(j);
+  SmallVector<Access> kept;
+  SmallVector<LoopBuffer> keptBuffers;
+  SmallVector<unsigned> param(accesses.size());
+  for (unsigned k = 0; k < accesses.size(); ++k) {
+    if (k >= numResults && sameAs[k - numResults] >= 0) {
+      param[k] = param[sameAs[k - numResults]];
+      continue;
+    }
+    param[k] = kept.size();
+    kept.push_back(accesses[k]);
+    keptBuffers.push_back(buffers[k]);
+  }
   hooks.emitParallelLoop(
-      LoopNest(space, accesses), buffers,
-      [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
+      LoopNest(space, kept), keptBuffers,
+      [&](ArrayRef<std::string> keptName, ArrayRef<std::string> keptOff) {
+        SmallVector<std::string> name, off;
+        for (unsigned k = 0; k < param.size(); ++k) {
+          name.push_back(keptName[param[k]]);
+          off.push_back(keptOff[param[k]]);
+        }
         llvm::DenseMap<Value, std::string> scalar;
         std::string text;
         unsigned locals = 0;
@@ -980,7 +1017,16 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     return isTransposedOperand(op) ? op->getOperand(0) : Value();
   };
   planOptions.getViewSource = viewSource;
+  // What returns early on failure: index checks of gathers and scatters,
+  // communication and calls.
+  auto mayFail = [](Operation *op) {
+    return isa<GatherOp, GatherElementsOp, ScatterAddOp, ScatterElementsAddOp,
+               func::CallOp>(op) ||
+           isa<dist::DistDialect>(op->getDialect());
+  };
+  planOptions.mayFail = mayFail;
   BufferPlan plan(func, planOptions);
+  bufferPlan = &plan;
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
   for (Operation &op : func.getBody().front().without_terminator())

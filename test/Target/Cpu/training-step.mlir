@@ -3,8 +3,8 @@
 // A training step: the state arguments (a parameter, its moment, the step
 // counter) become STATE entries of the weights table, read through w[j];
 // the gradient is a GRAD output named by its parameter; the loss is an
-// OUTPUT; the state updates are no outputs but are copied into their state
-// buffers at the very end, after the outputs.
+// OUTPUT; the state updates are no outputs but land in their state buffers
+// at the very end, after the outputs (a copy, unless computed in place).
 
 func.func @step(%x: tensor<2x3xf32> {onnx.name = "x"},
                 %w: tensor<3xf32> {graph.state = "w", graph.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>},
@@ -48,15 +48,21 @@ func.func @step(%x: tensor<2x3xf32> {onnx.name = "x"},
 // CHECK-NEXT: float* [[W:a[0-9]+]] = (float*)w[0];
 // CHECK-NEXT: float* [[M:a[0-9]+]] = (float*)w[1];
 // CHECK-NEXT: float* [[S:a[0-9]+]] = (float*)w[2];
-// The loss and the gradient are computed in place in their outputs.
+// The loss and the gradient are computed in place in their outputs; the
+// updates of w and of the step counter, which read the old value once, at
+// the same elements, and last, in place in their states (the kernel reads
+// and writes the one buffer); the moment's, whose op does not read it,
+// into the workspace, copied at the end.
 // CHECK:      float* [[LOSS:v[0-9]+]] = (float*)out[0];
 // CHECK:      float* [[G:v[0-9]+]] = (float*)out[1];
+// CHECK:      float* [[W1:v[0-9]+]] = (float*)[[W]];
+// CHECK-NEXT: float* [[S1:v[0-9]+]] = (float*)[[S]];
 // CHECK:      // graph.reduce_sum
 // CHECK:      // graph.add
 // CHECK:      pcc_loop{{[0-9]+}}([[M1:v[0-9]+]], {{.*}}, [[G]]);
 // CHECK:      // graph.sub
-// CHECK:      pcc_loop{{[0-9]+}}([[W1:v[0-9]+]], [[W]], {{.*}});
-// CHECK:      pcc_loop{{[0-9]+}}([[S1:v[0-9]+]], [[S]], {{.*}});
+// CHECK:      pcc_loop{{[0-9]+}}([[W1]], {{v[0-9]+}});
+// CHECK:      pcc_loop{{[0-9]+}}([[S1]], {{c[0-9]+}});
 // CHECK-NEXT: if ((void*)((float*)out[0]) != (void*)[[LOSS]]) std::memcpy(((float*)out[0]), [[LOSS]], 4);
 // CHECK-NEXT: if ((void*)((float*)out[1]) != (void*)[[G]]) std::memcpy(((float*)out[1]), [[G]], 12);
 // CHECK-NEXT: // state update 'w'
@@ -100,3 +106,23 @@ func.func @swap(%a: tensor<4xf32> {graph.state = "a", graph.init = dense<1.0> : 
 // CHECK-NEXT: if ((void*)((float*)w[1]) != (void*)[[AB]]) std::memcpy(((float*)w[1]), [[AB]], 16);
 // CHECK-NEXT: // state update 'c'
 // CHECK-NEXT: if ((void*)((float*)w[2]) != (void*)[[C]]) std::memcpy(((float*)w[2]), [[C]], 16);
+
+// -----
+
+// An op that may fail (a gather's index check) after an update keeps the
+// update out of place, so that a failed step leaves the state as it was.
+
+func.func @later_gather(%i: tensor<2xi64> {onnx.name = "i"},
+                        %w: tensor<3xf32> {graph.state = "w", graph.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>})
+    -> (tensor<2xf32> {onnx.name = "y"}, tensor<3xf32> {graph.update = 1 : i64}) {
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %w1 = graph.add %w, %one : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %y = graph.gather %w1[%i] {axis = 0 : i64} : (tensor<3xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return %y, %w1 : tensor<2xf32>, tensor<3xf32>
+}
+
+// CHECK:      float* [[GW:a[0-9]+]] = (float*)w[0];
+// CHECK-NEXT: float* [[GW1:v[0-9]+]] = (float*)(ws + 0);
+// CHECK:      pcc_loop{{[0-9]+}}([[GW1]], [[GW]], {{c[0-9]+}});
+// CHECK:      if (pcc_k::gather(
+// CHECK:      if ((void*)((float*)w[0]) != (void*)[[GW1]]) std::memcpy(((float*)w[0]), [[GW1]], 12);
