@@ -40,6 +40,13 @@ std::string CpuTargetHooks::getMathCall(MathFunction fn, Type type,
   auto call = [&](StringRef name) {
     return ("std::" + name + "(" + a[0] + ")").str();
   };
+  // libm's float exp, tanh, erf and log are calls that keep the loop around
+  // them scalar; pcc_kernels.h has inline ones that vectorize. Doubles and
+  // the 16-bit types (computed in float) keep libm's.
+  auto callFloat = [&](StringRef name) {
+    return type.isF32() ? ("pcc_k::f" + name + "(" + a[0] + ")").str()
+                        : call(name);
+  };
   switch (fn) {
   case MathFunction::Abs:
     return isFloat
@@ -50,21 +57,21 @@ std::string CpuTargetHooks::getMathCall(MathFunction fn, Type type,
   case MathFunction::Cos:
     return call("cos");
   case MathFunction::Erf:
-    return call("erf");
+    return callFloat("erf");
   case MathFunction::Exp:
-    return call("exp");
+    return callFloat("exp");
   case MathFunction::Floor:
     return call("floor");
   case MathFunction::IsNaN:
     return call("isnan");
   case MathFunction::Log:
-    return call("log");
+    return callFloat("log");
   case MathFunction::Sin:
     return call("sin");
   case MathFunction::Sqrt:
     return call("sqrt");
   case MathFunction::Tanh:
-    return call("tanh");
+    return callFloat("tanh");
   case MathFunction::Pow:
     return isFloat
                ? t + "(std::pow(double(" + a[0] + "), double(" + a[1] + ")))"
