@@ -143,7 +143,7 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   }
   // OpenMP runs the loops' and GEMMs' threads; errno-free math lets the
   // compiler vectorize sqrt and friends.
-  SmallVector<std::string> args{*program,  "-std=c++17",      "-O2",
+  SmallVector<std::string> args{*program,  "-std=c++17",      "-O3",
                                 "-fopenmp", "-fno-math-errno", "-fPIC",
                                 "-shared",  "-w",              "-o",
                                 output,     source};

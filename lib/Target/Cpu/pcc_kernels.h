@@ -373,10 +373,54 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
   }
 }
 
+/// exp(v) in T: fexp for float (inline, vectorizes), libm's in double
+/// otherwise.
+template <typename T> inline T expOf(T v) {
+  if constexpr (std::is_same_v<T, float>)
+    return fexp(v);
+  else
+    return T(std::exp(double(v)));
+}
+
 /// Softmax (or log-softmax) over the middle extent of [outer, n, inner].
+/// Rows (inner == 1, the usual last axis) share the run's threads; each
+/// exponential is computed once, and the sum in double, four partial sums
+/// wide.
 template <typename T>
 inline void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
                     bool log) {
+  if (inner == 1) {
+#pragma omp parallel for schedule(static) num_threads(threads()) if(threads() > 1 && outer * n >= 65536)
+    for (int64_t o = 0; o < outer; ++o) {
+      const T *xs = x + o * n;
+      T *ys = y + o * n;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < n; ++j)
+        mx = xs[j] > mx ? xs[j] : mx;
+      if (mx == -std::numeric_limits<T>::infinity())
+        mx = T(0);
+      for (int64_t j = 0; j < n; ++j)
+        ys[j] = expOf<T>(T(xs[j] - mx));
+      double partial[4] = {0, 0, 0, 0};
+      int64_t j = 0;
+      for (; j + 4 <= n; j += 4)
+        for (int k = 0; k < 4; ++k)
+          partial[k] += double(ys[j + k]);
+      for (; j < n; ++j)
+        partial[0] += double(ys[j]);
+      double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+      if (log) {
+        T shift = T(double(mx) + std::log(sum));
+        for (int64_t k = 0; k < n; ++k)
+          ys[k] = T(xs[k] - shift);
+      } else {
+        T scale = T(1.0 / sum);
+        for (int64_t k = 0; k < n; ++k)
+          ys[k] = T(ys[k] * scale);
+      }
+    }
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       const T *xs = x + o * n * inner + i;
@@ -402,9 +446,11 @@ inline void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
 
 /// Layer normalization of each row of [outer, n]; scale and bias have n
 /// elements (bias may be null). Also writes the mean and 1/stddev per row.
+/// Rows share the run's threads.
 template <typename T>
 inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
                       T *invStd, int64_t outer, int64_t n, T eps) {
+#pragma omp parallel for schedule(static) num_threads(threads()) if(threads() > 1 && outer * n >= 65536)
   for (int64_t o = 0; o < outer; ++o) {
     const T *xr = x + o * n;
     double s = 0;

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Times the peers on the benchmark model: onnxruntime and PyTorch (eager and
+torch.compile), forward and one AdamW training step. bench/run.sh calls it.
+
+usage: python peers.py DIR --threads N [--steps K] [--warmup W] [--which LIST]
+
+DIR is what export_gpt2.py wrote. Prints one line per measurement:
+  RESULT <name> <median ms> <min ms>
+"""
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from export_gpt2 import build
+
+
+def timed(fn, steps, warmup):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times), min(times)
+
+
+def report(name, res):
+    print(f"RESULT {name} {res[0]:.1f} {res[1]:.1f}", flush=True)
+
+
+def lm_loss(logits, ids):
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+
+
+def torch_model(d, vocab):
+    model = build(vocab)
+    model.load_state_dict(torch.load(os.path.join(d, "state.pt")))
+    return model
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--which", default="ort,eager,compile")
+    a = ap.parse_args()
+    which = a.which.split(",")
+    torch.set_num_threads(a.threads)
+    with open(os.path.join(a.dir, "input_0.pb"), "rb") as f:
+        t = onnx.TensorProto()
+        t.ParseFromString(f.read())
+    ids_np = numpy_helper.to_array(t)
+    ids = torch.from_numpy(ids_np)
+    vocab = int(onnx.load(os.path.join(a.dir, "model.onnx"), load_external_data=False)
+                .graph.output[0].type.tensor_type.shape.dim[2].dim_value)
+
+    if "ort" in which:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = a.threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(os.path.join(a.dir, "model.onnx"), so,
+                                    providers=["CPUExecutionProvider"])
+        name = sess.get_inputs()[0].name
+        report("ort-forward", timed(lambda: sess.run(None, {name: ids_np}),
+                                    a.steps, a.warmup))
+        del sess
+
+    for mode in ("eager", "compile"):
+        if mode not in which:
+            continue
+        model = torch_model(a.dir, vocab)
+        fwd = model
+        if mode == "compile":
+            fwd = torch.compile(model)
+
+        def forward():
+            with torch.inference_mode():
+                fwd(ids)
+        report(f"torch-{mode}-forward", timed(forward, a.steps, a.warmup))
+
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+
+        def loss_of():
+            return lm_loss(model(ids).logits, ids)
+        if mode == "compile":
+            loss_of = torch.compile(loss_of)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = loss_of()
+            loss.backward()
+            opt.step()
+        report(f"torch-{mode}-train", timed(step, a.steps, a.warmup))
+        del model, opt
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# pcc against its peers on the CPU, in one run on one machine: GPT-2 124M
+# (12 layers, hidden 768, 12 heads, vocabulary 50257, random weights,
+# exported by torch's dynamo exporter), batch B x T (default 1 x 128).
+#
+#   bash bench/run.sh [--threads N] [--batch B] [--seq T] [--steps K]
+#
+# Times, each the median of K runs after warm-up, with N threads for every
+# system (default: all cores):
+#   forward      pcc (pcc run --steps), onnxruntime (CPU provider, N intra-op
+#                threads), PyTorch eager and torch.compile (inference mode)
+#   train step   pcc --train (loss, backward, AdamW), PyTorch eager and
+#                torch.compile (zero_grad, forward, cross-entropy, backward,
+#                AdamW step; lr 1e-3, weight decay 0.01 as pcc's defaults)
+# and prints ms and ratios, with the compile times of pcc. Needs the pcc
+# build (build/bin/pcc); PyTorch, onnxruntime and transformers are installed
+# into a virtual environment ($PCC_BENCH_VENV, default
+# ~/.cache/pcc-bench-venv) on the first run.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(dirname "$HERE")"
+PCC="${PCC:-$ROOT/build/bin/pcc}"
+THREADS="$(nproc)"
+BATCH=1
+SEQ=128
+STEPS=10
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --threads) THREADS="$2"; shift 2 ;;
+    --batch) BATCH="$2"; shift 2 ;;
+    --seq) SEQ="$2"; shift 2 ;;
+    --steps) STEPS="$2"; shift 2 ;;
+    *) echo "usage: bash bench/run.sh [--threads N] [--batch B] [--seq T] [--steps K]" >&2; exit 1 ;;
+  esac
+done
+[ -x "$PCC" ] || { echo "bench: $PCC not built (bash utils/setup.sh test builds it)" >&2; exit 1; }
+
+VENV="${PCC_BENCH_VENV:-$HOME/.cache/pcc-bench-venv}"
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu torch
+  "$VENV/bin/pip" install -q onnx onnxscript onnxruntime transformers numpy
+fi
+PY="$VENV/bin/python"
+
+WORK="${PCC_BENCH_WORK:-/tmp/pcc-bench}"
+MODEL="$WORK/gpt2-124m-b${BATCH}x${SEQ}"
+if [ ! -f "$MODEL/model.onnx" ]; then
+  "$PY" "$HERE/export_gpt2.py" "$MODEL" --batch "$BATCH" --seq "$SEQ" 2>&1 | grep -v Warning | tail -1
+fi
+
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, threads $THREADS"
+echo "versions: $("$PY" -c 'import torch, onnxruntime; print("torch", torch.__version__, "onnxruntime", onnxruntime.__version__)'), $("$PCC" --version | head -1)"
+
+seconds() { local start=$1; echo "$(( $(date +%s%N) - start ))" | awk '{printf "%.1f", $1 / 1e9}'; }
+median_ms() { # the median of the "step N: ... X ms" lines after warm-up
+  grep -E '^step [0-9]+:' | sed -E 's/.* ([0-9.]+) ms$/\1/' | tail -n +3 | sort -g |
+    awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.1f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+}
+
+start=$(date +%s%N)
+rm -rf "$WORK/pcc-forward"
+"$PCC" compile "$MODEL/model.onnx" -o "$WORK/pcc-forward" --threads "$THREADS" >/dev/null
+compile_fwd=$(seconds "$start")
+start=$(date +%s%N)
+rm -rf "$WORK/pcc-train"
+"$PCC" compile "$MODEL/model.onnx" -o "$WORK/pcc-train" --train --threads "$THREADS" >/dev/null 2>&1
+compile_train=$(seconds "$start")
+
+pcc_fwd=$("$PCC" run "$WORK/pcc-forward" --input "$MODEL/input_0.pb" --steps $((STEPS + 2)) | median_ms)
+pcc_train=$("$PCC" run "$WORK/pcc-train" --input "$MODEL/input_0.pb" --steps $((STEPS + 2)) | median_ms)
+peers=$(cd "$HERE" && "$PY" peers.py "$MODEL" --threads "$THREADS" --steps "$STEPS" 2>/dev/null | grep '^RESULT')
+peer() { echo "$peers" | awk -v n="$1" '$2 == n {print $3}'; }
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
+echo
+echo "GPT-2 124M, batch ${BATCH} x ${SEQ}, ${THREADS} threads, median of ${STEPS} runs (ms)"
+printf "%-26s %10s %10s\n" "" "forward" "train step"
+printf "%-26s %10s %10s\n" "pcc" "$pcc_fwd" "$pcc_train"
+printf "%-26s %10s %10s\n" "onnxruntime" "$(peer ort-forward)" "-"
+printf "%-26s %10s %10s\n" "PyTorch eager" "$(peer torch-eager-forward)" "$(peer torch-eager-train)"
+printf "%-26s %10s %10s\n" "torch.compile" "$(peer torch-compile-forward)" "$(peer torch-compile-train)"
+echo
+echo "pcc / onnxruntime (forward):     $(ratio "$pcc_fwd" "$(peer ort-forward)")"
+echo "pcc / PyTorch eager (forward):   $(ratio "$pcc_fwd" "$(peer torch-eager-forward)")"
+echo "pcc / PyTorch eager (train):     $(ratio "$pcc_train" "$(peer torch-eager-train)")"
+echo "pcc / torch.compile (forward):   $(ratio "$pcc_fwd" "$(peer torch-compile-forward)")"
+echo "pcc / torch.compile (train):     $(ratio "$pcc_train" "$(peer torch-compile-train)")"
+echo "pcc compile time: forward ${compile_fwd} s, training ${compile_train} s"
