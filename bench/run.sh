@@ -14,8 +14,9 @@
 #                AdamW step; lr 1e-3, weight decay 0.01 as pcc's defaults)
 # and prints ms and ratios, with the compile times of pcc. Needs the pcc
 # build (build/bin/pcc); PyTorch, onnxruntime and transformers are installed
-# into a virtual environment ($PCC_BENCH_VENV, default
-# ~/.cache/pcc-bench-venv) on the first run.
+# from PyPI into a virtual environment ($PCC_BENCH_VENV, default
+# ~/.cache/pcc-bench-venv) on the first run. The model is exported into
+# $PCC_BENCH_WORK (default /tmp/pcc-bench) once per batch shape.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
@@ -37,10 +38,11 @@ done
 
 VENV="${PCC_BENCH_VENV:-$HOME/.cache/pcc-bench-venv}"
 if [ ! -x "$VENV/bin/python" ]; then
+  # PyPI's torch (PCC_BENCH_PIP_ARGS adds pip options, e.g. another index).
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu torch
-  "$VENV/bin/pip" install -q onnx onnxscript onnxruntime transformers numpy
+  "$VENV/bin/pip" install -q ${PCC_BENCH_PIP_ARGS:-} torch onnx onnxscript \
+    onnxruntime transformers numpy
 fi
 PY="$VENV/bin/python"
 
