@@ -22,6 +22,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -158,6 +159,13 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   std::string execError;
   int rc = llvm::sys::ExecuteAndWait(*program, argRefs, std::nullopt, redirects,
                                      0, 0, &execError);
+  {
+    // The log ends with the command, for whoever rebuilds by hand.
+    std::error_code ec;
+    llvm::raw_fd_ostream log(logFile, ec, llvm::sys::fs::OF_Append);
+    if (!ec)
+      log << "pcc: built with: " << llvm::join(args, " ") << "\n";
+  }
   if (rc == 0)
     return success();
   error = "the C++ compiler failed on the generated code";
