@@ -143,11 +143,16 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
     return failure();
   }
   // OpenMP runs the loops' and GEMMs' threads; errno-free math lets the
-  // compiler vectorize sqrt and friends.
-  SmallVector<std::string> args{*program,  "-std=c++17",      "-O3",
-                                "-fopenmp", "-fno-math-errno", "-fPIC",
-                                "-shared",  "-w",              "-o",
-                                output,     source};
+  // compiler vectorize sqrt and friends. The library is never unloaded:
+  // the OpenMP runtime it brings keeps its threads after a run, and a
+  // process that loads and drops models (a test runner) must not unload
+  // the code they wait in.
+  SmallVector<std::string> args{*program,           "-std=c++17", "-O3",
+                                "-fopenmp",         "-fno-math-errno",
+                                "-fPIC",            "-shared",
+                                "-Wl,-z,nodelete",  "-w",
+                                "-o",               output,
+                                source};
   if (cpu == "native")
     args.push_back("-march=native");
   std::istringstream blas(PCC_BLAS_FLAGS);
