@@ -8,6 +8,7 @@
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/InitAll.h"
+#include "pcc/Target/AbiTables.h"
 #include "pcc/Target/CallGraph.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Transforms/Passes.h"
@@ -441,17 +442,14 @@ LogicalResult pcc::compile(const CompileOptions &options,
   // The program's entries are its public functions: one, or one per
   // pipeline rank (dist.rank); pipeline stages are private functions they
   // call, which the emitter compiles with them.
-  SmallVector<func::FuncOp> entries;
-  for (auto f : module->getOps<func::FuncOp>())
-    if (f.isPublic())
-      entries.push_back(f);
-  if (entries.empty())
-    return fail(options.model + ": no public function to compile");
-  llvm::sort(entries, [](func::FuncOp a, func::FuncOp b) {
-    auto ra = a->getAttrOfType<IntegerAttr>(dist::kRankAttr);
-    auto rb = b->getAttrOfType<IntegerAttr>(dist::kRankAttr);
-    return (ra ? ra.getInt() : 0) < (rb ? rb.getInt() : 0);
-  });
+  FailureOr<MeshLayout> mesh = MeshLayout::get(*module);
+  if (failed(mesh))
+    return failure();
+  FailureOr<SmallVector<func::FuncOp>> found =
+      getEntryFunctions(*module, mesh->getAxisSize(dist::kPipelineAxis));
+  if (failed(found))
+    return failure();
+  SmallVector<func::FuncOp> entries = std::move(*found);
   std::optional<PipelinePlan> pipeline;
   {
     FailureOr<std::optional<PipelinePlan>> described =

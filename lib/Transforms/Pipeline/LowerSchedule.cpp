@@ -15,6 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Phases.h"
+
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
@@ -172,14 +174,7 @@ LogicalResult Lowering::collect() {
 }
 
 bool Lowering::holds(unsigned arg, int64_t rank) {
-  unsigned param = arg;
-  if (auto of = step.getArgAttrOfType<IntegerAttr>(arg, graph::kStateOfAttr))
-    param = of.getInt();
-  auto at = step.getArgAttrOfType<DenseI64ArrayAttr>(param, kStagesAttr);
-  if (!at)
-    return true;
-  return llvm::any_of(at.asArrayRef(),
-                      [&](int64_t s) { return s % pp == rank; });
+  return pipeline::holdsState(step, arg, rank, pp);
 }
 
 Value Lowering::mb(OpBuilder &b, Value whole, unsigned arg, int64_t k) {

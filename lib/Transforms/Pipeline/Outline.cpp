@@ -247,21 +247,6 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
       role = kUpdateRole;
     returned[v].push_back({role, int64_t(k)});
   }
-  // The ranks holding each state argument: its own holders, a moment its
-  // parameter's, state of no parameter every rank.
-  auto holderRanks = [&](unsigned arg) {
-    llvm::SmallDenseSet<int64_t, 4> ranks;
-    unsigned param = arg;
-    if (auto of = step.getArgAttrOfType<IntegerAttr>(arg, graph::kStateOfAttr))
-      param = of.getInt();
-    if (auto at = step.getArgAttrOfType<DenseI64ArrayAttr>(param, kStagesAttr))
-      for (int64_t s : at.asArrayRef())
-        ranks.insert(s % pp);
-    else
-      for (int64_t r = 0; r < pp; ++r)
-        ranks.insert(r);
-    return ranks;
-  };
   // Free outputs (none depends on a microbatch) come from the last stage.
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (!step.getResultAttr(k, graph::kGradAttr) &&
@@ -334,7 +319,7 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
       std::optional<unsigned> updated =
           graph::getStateIndex(step, k, graph::kUpdateAttr);
       if (phase == Phase::Optimizer) {
-        if (!updated || !holderRanks(*updated).contains(index))
+        if (!updated || !holdsState(step, *updated, index, pp))
           continue;
         if (failed(fb.lookup(v)))
           return failure();

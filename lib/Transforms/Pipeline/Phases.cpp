@@ -3,6 +3,7 @@
 #include "Phases.h"
 
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
+#include "pcc/Transforms/Pipeline/Pipeline.h"
 
 using namespace mlir;
 using namespace pcc;
@@ -54,4 +55,16 @@ StepPhases pcc::pipeline::classifyPhases(func::FuncOp func) {
       for (Value r : op.getResults())
         result.free.insert(r);
   return result;
+}
+
+bool pcc::pipeline::holdsState(func::FuncOp step, unsigned arg, int64_t rank,
+                               int64_t ranks) {
+  unsigned param = arg;
+  if (auto of = step.getArgAttrOfType<IntegerAttr>(arg, graph::kStateOfAttr))
+    param = of.getInt();
+  auto stages = step.getArgAttrOfType<DenseI64ArrayAttr>(param, kStagesAttr);
+  if (!stages)
+    return true;
+  return llvm::any_of(stages.asArrayRef(),
+                      [&](int64_t s) { return s % ranks == rank; });
 }

@@ -39,6 +39,13 @@ struct StepPhases {
 /// Classifies every op of `func` (a single block ending in func.return).
 StepPhases classifyPhases(mlir::func::FuncOp func);
 
+/// Whether pipeline rank `rank` of `ranks` holds state argument `arg` of
+/// the step `step`, as pcc-pipeline-stages marked it: the ranks of the
+/// stages of its parameter (a moment's, through graph.state_of); state of
+/// no parameter (a step counter) on every rank.
+bool holdsState(mlir::func::FuncOp step, unsigned arg, int64_t rank,
+                int64_t ranks);
+
 } // namespace pcc::pipeline
 
 #endif // PCC_LIB_TRANSFORMS_PIPELINE_PHASES_H

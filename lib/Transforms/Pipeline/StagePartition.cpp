@@ -370,22 +370,21 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
     llvm::sort(sorted);
     op.setAttr(kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
   }
+  for (auto [i, at] : llvm::enumerate(holders))
+    if (!at.empty()) {
+      SmallVector<int64_t> sorted(at.begin(), at.end());
+      llvm::sort(sorted);
+      func.setArgAttr(i, kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
+    }
   // What each rank holds throughout: its state (a moment where its
   // parameter is, state of no parameter everywhere) and its weights.
   int64_t ranks = std::max<int64_t>(1, options.ranks);
   SmallVector<int64_t> base(ranks, 0);
   for (BlockArgument arg : body.getArguments()) {
-    unsigned param = arg.getArgNumber();
-    if (!func.getArgAttr(param, graph::kStateAttr))
+    if (!func.getArgAttr(arg.getArgNumber(), graph::kStateAttr))
       continue;
-    if (auto of = func.getArgAttrOfType<IntegerAttr>(param,
-                                                     graph::kStateOfAttr))
-      param = of.getInt();
-    llvm::SmallDenseSet<int64_t, 4> at;
-    for (int64_t s : holders[param])
-      at.insert(s % ranks);
     for (int64_t r = 0; r < ranks; ++r)
-      if (holders[param].empty() || at.contains(r))
+      if (holdsState(func, arg.getArgNumber(), r, ranks))
         base[r] += tensorBytes(arg.getType());
   }
   llvm::DenseSet<std::pair<Operation *, int64_t>> weightOn;
@@ -405,13 +404,6 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
     for (Value v : op->getOperands())
       weights(v, stage % ranks);
   func->setAttr(kBaseBytesAttr, DenseI64ArrayAttr::get(ctx, base));
-
-  for (auto [i, at] : llvm::enumerate(holders))
-    if (!at.empty()) {
-      SmallVector<int64_t> sorted(at.begin(), at.end());
-      llvm::sort(sorted);
-      func.setArgAttr(i, kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
-    }
   return success();
 }
 
