@@ -39,12 +39,10 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
-int64_t getNumElements(ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
+int64_t getNumElements(Value v) {
+  return cast<RankedTensorType>(v.getType()).getNumElements();
 }
+
 
 struct Group {
   Operation *root;
@@ -67,7 +65,7 @@ void grow(Group &group, const llvm::DenseMap<Operation *, int64_t> &position,
       // A scalar computation (of an exporter's constants, say) is repeated
       // per element; the C++ compiler hoists or folds it. Anything else of
       // another shape stays out.
-      bool scalar = getNumElements(shapeOf(producer->getResult(0))) == 1 &&
+      bool scalar = getNumElements(producer->getResult(0)) == 1 &&
                     llvm::all_of(producer->getUsers(), [&](Operation *user) {
                       return group.ops.contains(user);
                     });
@@ -116,7 +114,7 @@ bool isConstantExpression(Value v, int depth = 0) {
     return true;
   Operation *op = v.getDefiningOp();
   if (!op || depth > 4 || !isFusible(op) ||
-      getNumElements(shapeOf(v)) != 1)
+      getNumElements(v) != 1)
     return false;
   return llvm::all_of(op->getOperands(), [&](Value operand) {
     return isConstantExpression(operand, depth + 1);

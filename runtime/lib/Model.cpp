@@ -308,6 +308,26 @@ std::string formatMesh(const std::vector<int64_t> &mesh) {
 }
 } // namespace
 
+/// The threads each rank's loops and GEMMs use: OMP_NUM_THREADS when set,
+/// else the machine's cores shared among the ranks on it (Open MPI and
+/// MPICH say how many; without a launcher's word, all ranks are local).
+static int32_t threadsPerRank(int32_t ranks) {
+  auto positive = [](const char *name) -> int32_t {
+    const char *text = std::getenv(name);
+    long value = text ? std::strtol(text, nullptr, 10) : 0;
+    return value > 0 && value < 4096 ? int32_t(value) : 0;
+  };
+  if (int32_t n = positive("OMP_NUM_THREADS"))
+    return n;
+  int32_t local = positive("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local)
+    local = positive("MPI_LOCALNRANKS");
+  if (!local)
+    local = std::max(ranks, 1);
+  int32_t cores = int32_t(std::thread::hardware_concurrency());
+  return std::max(1, cores / local);
+}
+
 std::unique_ptr<Model> Model::load(const std::string &libraryPath,
                                    const std::string &weightsPath,
                                    const std::string &symbolPrefix,
@@ -329,6 +349,7 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
     fail(libraryPath, "a single-rank program cannot run on a communicator of " +
                           std::to_string(comm->numRanks()) + " ranks");
   model->comm = comm;
+  model->numThreads = threadsPerRank(comm ? comm->numRanks() : 1);
 
   if (info->num_weights == 0)
     return model;
@@ -378,26 +399,6 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
   for (Tensor &weight : model->weights)
     model->weightPointers.push_back(dataPointer(weight));
   return model;
-}
-
-/// The threads each rank's loops and GEMMs use: OMP_NUM_THREADS when set,
-/// else the machine's cores shared among the ranks on it (Open MPI and
-/// MPICH say how many; without a launcher's word, all ranks are local).
-static int32_t threadsPerRank(int32_t ranks) {
-  auto positive = [](const char *name) -> int32_t {
-    const char *text = std::getenv(name);
-    long value = text ? std::strtol(text, nullptr, 10) : 0;
-    return value > 0 && value < 4096 ? int32_t(value) : 0;
-  };
-  if (int32_t n = positive("OMP_NUM_THREADS"))
-    return n;
-  int32_t local = positive("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!local)
-    local = positive("MPI_LOCALNRANKS");
-  if (!local)
-    local = std::max(ranks, 1);
-  int32_t cores = int32_t(std::thread::hardware_concurrency());
-  return std::max(1, cores / local);
 }
 
 std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
@@ -470,7 +471,7 @@ void Model::run(const std::vector<Tensor> &inputs,
   context.rank = comm ? comm->rank() : 0;
   context.num_ranks = comm ? comm->numRanks() : 1;
   context.comm = comm ? comm->handle() : nullptr;
-  context.num_threads = threadsPerRank(comm ? comm->numRanks() : 1);
+  context.num_threads = numThreads;
   if (tracing) {
     context.trace = &Model::recordAction;
     context.trace_user = this;

@@ -157,6 +157,13 @@ private:
                 Value dst, const Access &dstAccess, ArrayRef<int64_t> shape);
   /// A graph.fusion: its body per element of one loop nest.
   void fusion(FusionOp fusion);
+  /// One loop nest writing `results` (of one shape, contiguous) and reading
+  /// `ins` broadcast to it; `statement` gets a name and an offset per
+  /// result, then per operand.
+  void elementwiseNest(
+      ValueRange results, ValueRange ins,
+      function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
+          statement);
   /// `v`'s buffer as a loop nest reads (or writes) it.
   LoopBuffer buffer(Value v, bool written = false) {
     return {ptr(v), elemOf(v), written};
@@ -441,30 +448,56 @@ void FunctionEmitter::declareBuffers(const BufferPlan &plan) {
 void FunctionEmitter::elementwise(
     Operation *op, ArrayRef<Value> ins,
     function_ref<std::string(ArrayRef<std::string>)> f) {
-  Value res = op->getResult(0);
-  ArrayRef<int64_t> shape = shapeOf(res);
-  SmallVector<Access> accesses{Access::contiguous(shape)};
-  SmallVector<LoopBuffer> buffers{buffer(res, /*written=*/true)};
-  // An operand whose buffer the result updates in place (a state) is read
-  // through the result's parameter.
-  SmallVector<unsigned> param;
-  for (Value v : ins) {
-    if (bufferPlan && bufferPlan->isUpdatedInPlace(res) &&
-        bufferPlan->getRoot(v) == bufferPlan->getRoot(res)) {
-      param.push_back(0);
-      continue;
-    }
-    param.push_back(accesses.size());
-    accesses.push_back(Access::broadcast(shapeOf(v), shape));
-    buffers.push_back(buffer(v));
-  }
-  hooks.emitParallelLoop(
-      LoopNest(shape, accesses), buffers,
+  elementwiseNest(
+      op->getResults(), ins,
       [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
         SmallVector<std::string> args;
         for (unsigned k = 0; k < ins.size(); ++k)
-          args.push_back(name[param[k]] + "[" + off[param[k]] + "]");
+          args.push_back(name[k + 1] + "[" + off[k + 1] + "]");
         return name[0] + "[" + off[0] + "] = " + f(args) + ";";
+      });
+}
+
+void FunctionEmitter::elementwiseNest(
+    ValueRange results, ValueRange ins,
+    function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
+        statement) {
+  // The results are written in order over their shape, the operands read
+  // broadcast to it. A state that a result updates in place is one buffer
+  // read and written at the same elements: one parameter (restrict-
+  // qualified parameters must not overlap), through which the operand is
+  // read.
+  ArrayRef<int64_t> space = shapeOf(results.front());
+  SmallVector<Access> accesses;
+  SmallVector<LoopBuffer> buffers;
+  SmallVector<unsigned> param;
+  for (Value r : results) {
+    param.push_back(accesses.size());
+    accesses.push_back(Access::contiguous(space));
+    buffers.push_back(buffer(r, /*written=*/true));
+  }
+  for (Value in : ins) {
+    auto same = llvm::find_if(results, [&](Value r) {
+      return bufferPlan && bufferPlan->isUpdatedInPlace(r) &&
+             bufferPlan->getRoot(r) == bufferPlan->getRoot(in);
+    });
+    if (same != results.end()) {
+      param.push_back(param[std::distance(results.begin(), same)]);
+      continue;
+    }
+    param.push_back(accesses.size());
+    accesses.push_back(Access::broadcast(shapeOf(in), space));
+    buffers.push_back(buffer(in));
+  }
+  hooks.emitParallelLoop(
+      LoopNest(space, accesses), buffers,
+      [&](ArrayRef<std::string> paramName, ArrayRef<std::string> paramOff) {
+        SmallVector<std::string> name, off;
+        for (unsigned k : param) {
+          name.push_back(paramName[k]);
+          off.push_back(paramOff[k]);
+        }
+        return statement(name, off);
       });
 }
 
@@ -489,47 +522,10 @@ void FunctionEmitter::fusion(FusionOp fusion) {
   // One loop nest over the results' shape: each body op becomes a local of
   // the iteration, each operand a read broadcast to that shape.
   Block &block = fusion.getBody().front();
-  ArrayRef<int64_t> space = shapeOf(fusion.getResult(0));
-  SmallVector<Access> accesses;
-  SmallVector<LoopBuffer> buffers;
-  for (Value r : fusion.getResults()) {
-    accesses.push_back(Access::contiguous(space));
-    buffers.push_back(buffer(r, /*written=*/true));
-  }
-  for (Value in : fusion.getInputs()) {
-    accesses.push_back(Access::broadcast(shapeOf(in), space));
-    buffers.push_back(buffer(in));
-  }
   unsigned numResults = fusion.getNumResults();
-  // A state updated in place is one buffer read and written at the same
-  // elements: one parameter (restrict-qualified parameters must not
-  // overlap), read through the result's.
-  SmallVector<int64_t> sameAs(fusion.getNumOperands(), -1);
-  for (auto [k, in] : llvm::enumerate(fusion.getInputs()))
-    for (auto [j, r] : llvm::enumerate(fusion.getResults()))
-      if (bufferPlan && bufferPlan->isUpdatedInPlace(r) &&
-          bufferPlan->getRoot(r) == bufferPlan->getRoot(in))
-        sameAs[k] = int64_t(j);
-  SmallVector<Access> kept;
-  SmallVector<LoopBuffer> keptBuffers;
-  SmallVector<unsigned> param(accesses.size());
-  for (unsigned k = 0; k < accesses.size(); ++k) {
-    if (k >= numResults && sameAs[k - numResults] >= 0) {
-      param[k] = param[sameAs[k - numResults]];
-      continue;
-    }
-    param[k] = kept.size();
-    kept.push_back(accesses[k]);
-    keptBuffers.push_back(buffers[k]);
-  }
-  hooks.emitParallelLoop(
-      LoopNest(space, kept), keptBuffers,
-      [&](ArrayRef<std::string> keptName, ArrayRef<std::string> keptOff) {
-        SmallVector<std::string> name, off;
-        for (unsigned k = 0; k < param.size(); ++k) {
-          name.push_back(keptName[param[k]]);
-          off.push_back(keptOff[param[k]]);
-        }
+  elementwiseNest(
+      fusion.getResults(), fusion.getInputs(),
+      [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
         llvm::DenseMap<Value, std::string> scalar;
         std::string text;
         unsigned locals = 0;

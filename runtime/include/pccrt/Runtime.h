@@ -224,6 +224,8 @@ private:
   const pccrt_model_info *modelInfo = nullptr;
   RunFn runFn = nullptr;
   Communicator *comm = nullptr;
+  /// The threads of each run (pccrt_context::num_threads), decided at load.
+  int32_t numThreads = 1;
   std::vector<Tensor> weights;        ///< in info().weights order, with kinds
   std::vector<void *> weightPointers; ///< their data, as the run fn wants
   /// Tracing: events recorded, and when tracing started.
