@@ -158,6 +158,8 @@ std::string runErrorName(int code) {
     return "the library was built for another ABI version";
   case PCCRT_ERR_COMM:
     return "a collective operation failed";
+  case PCCRT_ERR_DEVICE:
+    return "a CUDA call or kernel failed (the library printed why)";
   default:
     return "unknown error";
   }

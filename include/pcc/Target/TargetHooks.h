@@ -22,6 +22,7 @@
 #include "mlir/IR/Types.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <string>
 
@@ -113,6 +114,40 @@ public:
   virtual ~TargetHooks();
 
   //===--------------------------------------------------------------------===//
+  // The text being printed
+  //===--------------------------------------------------------------------===//
+
+  /// A new name `<prefix><n>` for a local or global of the generated code;
+  /// one counter serves the translation unit, so every name is new.
+  std::string makeName(llvm::StringRef prefix) {
+    return prefix.str() + std::to_string(counter++);
+  }
+  /// Prints into the body of `newBody`'s function from now on.
+  void setBody(std::string &newBody) { body = &newBody; }
+  /// Prints a definition at file scope, before the functions.
+  void emitGlobal(llvm::StringRef text) { globals += text.str(); }
+  /// The file-scope definitions printed so far.
+  const std::string &getGlobals() const { return globals; }
+  /// Prints one line of the body, indented as a statement of the function.
+  void emitLine(llvm::StringRef line) { *body += "  " + line.str() + "\n"; }
+
+  //===--------------------------------------------------------------------===//
+  // The program's frame
+  //===--------------------------------------------------------------------===//
+
+  /// "the CPU target", for diagnostics.
+  virtual llvm::StringRef getTargetName() const = 0;
+  /// The start of the translation unit: what it includes.
+  virtual void printFilePrologue(llvm::raw_ostream &os) const = 0;
+  /// What precedes the return type of every function of the program.
+  virtual llvm::StringRef getFunctionAttributes() const = 0;
+  /// Statements of `<prefix>_model_run` after the ABI check, before the
+  /// entry's code: `threads` is the run's thread count (0: the context's).
+  virtual std::string getRunPrologue(int64_t threads) const = 0;
+  /// The statement that ends a run that succeeded (all its work done).
+  virtual std::string getRunSuccess() const = 0;
+
+  //===--------------------------------------------------------------------===//
   // Spelling
   //===--------------------------------------------------------------------===//
 
@@ -150,7 +185,7 @@ public:
                               llvm::ArrayRef<std::string> args,
                               llvm::StringRef errorCode = {}) = 0;
   /// A constant array of integers that kernel calls can pass (shapes);
-  /// returns its name.
+  /// returns the expression that passes it.
   virtual std::string emitIndexArray(llvm::ArrayRef<int64_t> values) = 0;
   /// Communication through the run context's communicator; a failure makes
   /// the function return PCCRT_ERR_COMM.
@@ -180,6 +215,13 @@ public:
                         llvm::ArrayRef<std::string> args,
                         llvm::ArrayRef<std::string> results,
                         llvm::StringRef workspace) = 0;
+
+protected:
+  std::string *body = nullptr;
+  std::string globals;
+
+private:
+  int counter = 0;
 };
 
 } // namespace pcc

@@ -20,17 +20,13 @@ std::string getCppTypeName(mlir::Type elementType);
 
 class CpuTargetHooks : public TargetHooks {
 public:
-  /// Prints statements into `body` and file-scope definitions into
-  /// `globals`.
-  CpuTargetHooks(std::string &body, std::string &globals)
-      : body(&body), globals(globals) {}
-
-  /// A new name `<prefix><n>` for a local or global of the generated code.
-  std::string makeName(llvm::StringRef prefix) {
-    return prefix.str() + std::to_string(counter++);
+  llvm::StringRef getTargetName() const override { return "the CPU target"; }
+  void printFilePrologue(llvm::raw_ostream &os) const override;
+  llvm::StringRef getFunctionAttributes() const override {
+    return "PCC_PROGRAM";
   }
-  /// Prints into the body of another function from now on.
-  void setBody(std::string &newBody) { body = &newBody; }
+  std::string getRunPrologue(int64_t threads) const override;
+  std::string getRunSuccess() const override { return "return PCCRT_OK;"; }
 
   std::string getTypeName(mlir::Type elementType) const override;
   std::string getMathCall(MathFunction fn, mlir::Type type,
@@ -61,11 +57,6 @@ public:
                 llvm::ArrayRef<std::string> results,
                 llvm::StringRef workspace) override;
 
-  /// Prints a definition at file scope, before the functions.
-  void emitGlobal(llvm::StringRef text) { globals += text.str(); }
-  /// Prints one line of the body, indented as a statement of the function.
-  void emitLine(llvm::StringRef line);
-
 private:
   /// Runs `nest` as a kernel of its own (see emitParallelLoop), whose
   /// iterations share the run's threads when `parallel`; `prologue` and
@@ -91,9 +82,6 @@ private:
   /// Loop nests move at least this many bytes before threads share them.
   static constexpr int64_t kParallelBytes = 256 * 1024;
 
-  std::string *body;
-  std::string &globals;
-  int counter = 0;
   /// The kernel defined for each signature and body.
   std::map<std::string, std::string> kernels;
 };

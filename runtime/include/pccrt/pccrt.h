@@ -207,6 +207,7 @@ enum {
   PCCRT_ERR_INDEX_OUT_OF_RANGE = 1,
   PCCRT_ERR_ABI_MISMATCH = 2, ///< the caller's context is another version
   PCCRT_ERR_COMM = 3,         ///< a collective or transfer failed
+  PCCRT_ERR_DEVICE = 4,       ///< a device (CUDA) call or kernel failed
 };
 
 #ifdef __cplusplus

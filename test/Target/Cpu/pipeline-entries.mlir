@@ -109,11 +109,13 @@ func.func @first(%x: tensor<2x3xf32> {onnx.name = "x"}, %u: tensor<3xf32> {onnx.
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;
 // CHECK-NEXT:   if (!ctx->comm) return PCCRT_ERR_COMM;
 // CHECK-NEXT:   pcc_k::setThreads(ctx->num_threads);
+// CHECK-NEXT:   int rc = PCCRT_ERR_ABI_MISMATCH;
 // CHECK-NEXT:   switch ((int64_t)ctx->rank / 1 % 2) {
-// CHECK-NEXT:   case 0: return fn_first(ctx);
-// CHECK-NEXT:   case 1: return fn_last(ctx);
-// CHECK-NEXT:   default: return PCCRT_ERR_ABI_MISMATCH;
+// CHECK-NEXT:   case 0: rc = fn_first(ctx); break;
+// CHECK-NEXT:   case 1: rc = fn_last(ctx); break;
 // CHECK-NEXT:   }
+// CHECK-NEXT:   if (rc != PCCRT_OK) return rc;
+// CHECK-NEXT:   return PCCRT_OK;
 // CHECK-NEXT: }
 
 // -----
