@@ -198,5 +198,5 @@ func.func @rank1(%x: tensor<3xf32> {onnx.name = "x"},
 // The mesh has the one axis "pp": stage_axis 0.
 // CHECK:      {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 3, weights, {{[0-9]+}}ULL, 1, pcc_mesh_axes, pcc_mesh_shape, 0};
 // CHECK:        switch ((int64_t)ctx->rank / 1 % 2) {
-// CHECK-NEXT:   case 0: return fn_rank0(ctx);
-// CHECK-NEXT:   case 1: return fn_rank1(ctx);
+// CHECK-NEXT:   case 0: rc = fn_rank0(ctx); break;
+// CHECK-NEXT:   case 1: rc = fn_rank1(ctx); break;
