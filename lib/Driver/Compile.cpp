@@ -11,6 +11,7 @@
 #include "pcc/Target/AbiTables.h"
 #include "pcc/Target/CallGraph.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
+#include "pcc/Target/Cuda/CudaEmitter.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipelines.h"
 
@@ -131,40 +132,18 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createFuse());
 }
 
-LogicalResult pcc::buildSharedLibrary(const std::string &source,
-                                      const std::string &output,
-                                      const std::string &logFile,
-                                      std::string &error, StringRef cpu) {
-  std::string cxx = "c++";
-  if (auto env = llvm::sys::Process::GetEnv("PCC_CXX"))
-    cxx = *env;
-  auto program = llvm::sys::findProgramByName(cxx);
-  if (!program) {
-    error = "C++ compiler '" + cxx + "' not found (set PCC_CXX)";
-    return failure();
-  }
-  // OpenMP runs the loops' and GEMMs' threads; errno-free math lets the
-  // compiler vectorize sqrt and friends. The library is never unloaded:
-  // the OpenMP runtime it brings keeps its threads after a run, and a
-  // process that loads and drops models (a test runner) must not unload
-  // the code they wait in.
-  SmallVector<std::string> args{*program,           "-std=c++17", "-O3",
-                                "-fopenmp",         "-fno-math-errno",
-                                "-fPIC",            "-shared",
-                                "-Wl,-z,nodelete",  "-w",
-                                "-o",               output,
-                                source};
-  if (cpu == "native")
-    args.push_back("-march=native");
-  std::istringstream blas(PCC_BLAS_FLAGS);
-  for (std::string flag; blas >> flag;)
-    args.push_back(flag);
+/// Runs `args` (the program first), its output into `logFile`, which ends
+/// with the command; on failure `error` says what failed and the log's
+/// first error line.
+static LogicalResult runBuild(ArrayRef<std::string> args,
+                              const std::string &logFile, std::string &error,
+                              StringRef what) {
   SmallVector<StringRef> argRefs(args.begin(), args.end());
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logFile),
                                           StringRef(logFile)};
   std::string execError;
-  int rc = llvm::sys::ExecuteAndWait(*program, argRefs, std::nullopt, redirects,
-                                     0, 0, &execError);
+  int rc = llvm::sys::ExecuteAndWait(args.front(), argRefs, std::nullopt,
+                                     redirects, 0, 0, &execError);
   {
     // The log ends with the command, for whoever rebuilds by hand.
     std::error_code ec;
@@ -174,7 +153,7 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   }
   if (rc == 0)
     return success();
-  error = "the C++ compiler failed on the generated code";
+  error = ("the " + what + " failed on the generated code").str();
   std::ifstream log(logFile);
   for (std::string line; std::getline(log, line);)
     if (line.find("error") != std::string::npos) {
@@ -184,6 +163,98 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   if (!execError.empty())
     error += ": " + execError;
   return failure();
+}
+
+/// The host C++ compiler ($PCC_CXX or c++).
+static FailureOr<std::string> findCxx(std::string &error) {
+  std::string cxx = "c++";
+  if (auto env = llvm::sys::Process::GetEnv("PCC_CXX"))
+    cxx = *env;
+  auto program = llvm::sys::findProgramByName(cxx);
+  if (!program) {
+    error = "C++ compiler '" + cxx + "' not found (set PCC_CXX)";
+    return failure();
+  }
+  return *program;
+}
+
+LogicalResult pcc::buildSharedLibrary(const std::string &source,
+                                      const std::string &output,
+                                      const std::string &logFile,
+                                      std::string &error, StringRef cpu) {
+  FailureOr<std::string> cxx = findCxx(error);
+  if (failed(cxx))
+    return failure();
+  // OpenMP runs the loops' and GEMMs' threads; errno-free math lets the
+  // compiler vectorize sqrt and friends. The library is never unloaded:
+  // the OpenMP runtime it brings keeps its threads after a run, and a
+  // process that loads and drops models (a test runner) must not unload
+  // the code they wait in.
+  SmallVector<std::string> args{*cxx,          "-std=c++17",       "-O3",
+                                "-fopenmp",    "-fno-math-errno",  "-fPIC",
+                                "-shared",     "-Wl,-z,nodelete",  "-w",
+                                "-o",          output,             source};
+  if (cpu == "native")
+    args.push_back("-march=native");
+  std::istringstream blas(PCC_BLAS_FLAGS);
+  for (std::string flag; blas >> flag;)
+    args.push_back(flag);
+  return runBuild(args, logFile, error, "C++ compiler");
+}
+
+LogicalResult pcc::buildCudaLibrary(const std::string &source,
+                                    const std::string &output,
+                                    const std::string &logFile,
+                                    std::string &error, StringRef arch) {
+  auto nvcc = llvm::sys::findProgramByName("nvcc");
+  if (!nvcc)
+    nvcc = llvm::sys::findProgramByName("nvcc", {"/usr/local/cuda/bin"});
+  if (!nvcc) {
+    error = "nvcc not found (neither on PATH nor in /usr/local/cuda/bin): "
+            "--target cuda needs the CUDA toolkit";
+    return failure();
+  }
+  // The kernels call constexpr host functions (numeric_limits) on the
+  // device. cuBLASLt and the CUDA runtime come from the toolkit beside
+  // nvcc.
+  SmallString<256> lib(llvm::sys::path::parent_path(
+      llvm::sys::path::parent_path(*nvcc)));
+  llvm::sys::path::append(lib, "lib64");
+  SmallVector<std::string> args{*nvcc,
+                                "-std=c++17",
+                                "-O3",
+                                "-arch=" + arch.str(),
+                                "--expt-relaxed-constexpr",
+                                "-Xcompiler",
+                                "-fPIC",
+                                "-shared",
+                                "-w",
+                                "-o",
+                                output,
+                                source,
+                                "-L" + std::string(lib),
+                                "-lcublasLt"};
+  return runBuild(args, logFile, error, "CUDA compiler (nvcc)");
+}
+
+LogicalResult pcc::buildEmulatedCudaLibrary(const std::string &source,
+                                            const std::string &output,
+                                            const std::string &logFile,
+                                            std::string &error) {
+  FailureOr<std::string> cxx = findCxx(error);
+  if (failed(cxx))
+    return failure();
+  SmallString<256> header(llvm::sys::path::parent_path(source));
+  llvm::sys::path::append(header, "pcc_cuda_emulation.h");
+  SmallVector<std::string> args{
+      *cxx,  "-std=c++17",     "-O2",     "-fno-math-errno", "-fPIC",
+      "-shared", "-Wl,-z,nodelete", "-w", "-x",              "c++",
+      "-include", std::string(header), "-o", output,          source, "-x",
+      "none"};
+  std::istringstream blas(PCC_BLAS_FLAGS);
+  for (std::string flag; blas >> flag;)
+    args.push_back(flag);
+  return runBuild(args, logFile, error, "C++ compiler (CUDA emulation)");
 }
 
 std::vector<pccrt::Tensor> pcc::getWeightTensors(const CppEmitResult &emitted) {
@@ -219,6 +290,23 @@ std::vector<pccrt::Tensor> pcc::getWeightTensors(const CppEmitResult &emitted) {
 LogicalResult pcc::writeRuntimeHeaders(StringRef dir, std::string &error) {
   for (auto [name, text] :
        {std::pair<StringRef, StringRef>{"pcc_kernels.h", getKernelHeader()},
+        {"pccrt.h", getAbiHeader()}}) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os((dir + "/" + name).str(), ec);
+    if (ec) {
+      error = ("cannot write " + name + ": " + ec.message()).str();
+      return failure();
+    }
+    os << text;
+  }
+  return success();
+}
+
+LogicalResult pcc::writeCudaHeaders(StringRef dir, std::string &error) {
+  for (auto [name, text] :
+       {std::pair<StringRef, StringRef>{"pcc_cuda_kernels.cuh",
+                                        getCudaKernelHeader()},
+        {"pcc_cuda_emulation.h", getCudaEmulationHeader()},
         {"pccrt.h", getAbiHeader()}}) {
     std::error_code ec;
     llvm::raw_fd_ostream os((dir + "/" + name).str(), ec);
@@ -376,9 +464,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
     llvm::errs() << "pcc: error: " << msg << "\n";
     return failure();
   };
-  if (options.target != "cpu")
-    return fail("target '" + options.target +
-                "' is not available yet; use --target cpu");
+  bool cuda = options.target == "cuda";
+  if (options.target != "cpu" && !cuda)
+    return fail("unknown target '" + options.target + "' (cpu or cuda)");
+  if (options.cudaEmulate && !cuda)
+    return fail("--cuda-emulate needs --target cuda");
 
   // The output folder is checked before any work: a compile that would
   // destroy a user's files is refused at once.
@@ -473,29 +563,47 @@ LogicalResult pcc::compile(const CompileOptions &options,
   emitOptions.symbolPrefix = options.symbolPrefix;
   emitOptions.threads = options.threads;
   FailureOr<CppEmitResult> emitted;
+  std::string sourceName = cuda ? "model.cu" : "model.cpp";
   {
-    llvm::raw_fd_ostream source(path("model.cpp"), ec);
+    llvm::raw_fd_ostream source(path(sourceName), ec);
     if (ec)
-      return fail("cannot write model.cpp: " + ec.message());
-    ProgressLine progress("generating C++");
-    emitted = emitCpp(*module, source, emitOptions);
+      return fail("cannot write " + sourceName + ": " + ec.message());
+    ProgressLine progress(cuda ? "generating CUDA C++" : "generating C++");
+    emitted = cuda ? emitCuda(*module, source, emitOptions)
+                   : emitCpp(*module, source, emitOptions);
     if (failed(emitted))
       return failure();
   }
   std::string headerError;
-  if (failed(writeRuntimeHeaders(tmp.path, headerError)))
+  if (failed(cuda ? writeCudaHeaders(tmp.path, headerError)
+                  : writeRuntimeHeaders(tmp.path, headerError)))
     return fail(headerError);
 
-  // The C++ compiler runs while the weights are written.
-  std::string buildError;
-  LogicalResult built = failure();
+  // The compilers run while the weights are written: the C++ compiler, or
+  // nvcc and, for the host emulation, the C++ compiler beside it.
+  std::string buildError, emulationError;
+  LogicalResult built = failure(), emulated = success();
   std::thread builder([&] {
-    built = buildSharedLibrary(path("model.cpp"), path("libmodel.so"),
-                               path("build.log"), buildError, options.cpu);
+    if (cuda)
+      built = buildCudaLibrary(path(sourceName), path("libmodel.so"),
+                               path("build.log"), buildError,
+                               options.cudaArch);
+    else
+      built = buildSharedLibrary(path(sourceName), path("libmodel.so"),
+                                 path("build.log"), buildError, options.cpu);
   });
+  std::thread emulationBuilder;
+  if (options.cudaEmulate)
+    emulationBuilder = std::thread([&] {
+      emulated = buildEmulatedCudaLibrary(
+          path(sourceName), path(kEmulatedLibrary), path("build-emulated.log"),
+          emulationError);
+    });
   auto joinBuilder = llvm::make_scope_exit([&] {
     if (builder.joinable())
       builder.join();
+    if (emulationBuilder.joinable())
+      emulationBuilder.join();
   });
 
   // Weights, in the order the generated code expects them.
@@ -561,11 +669,16 @@ LogicalResult pcc::compile(const CompileOptions &options,
   tensors.clear();
 
   {
-    ProgressLine progress("compiling the generated C++");
+    ProgressLine progress(cuda ? "compiling the generated CUDA C++"
+                               : "compiling the generated C++");
     builder.join();
+    if (emulationBuilder.joinable())
+      emulationBuilder.join();
   }
   if (failed(built))
     return fail(buildError);
+  if (failed(emulated))
+    return fail(emulationError);
 
   // The report: what the compile decided.
   llvm::StringMap<int64_t> opCounts;

@@ -17,10 +17,12 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Process.h"
 
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <dlfcn.h>
 #include <map>
 #include <optional>
 #include <unistd.h>
@@ -514,6 +516,49 @@ static llvm::LogicalResult runRank(const RunOptions &options,
   return result;
 }
 
+/// Whether a CUDA driver with at least one device is here (without linking
+/// CUDA into pcc: the driver library is opened if present).
+static bool hasCudaDevice() {
+  void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!driver)
+    return false;
+  using InitFn = int (*)(unsigned);
+  using CountFn = int (*)(int *);
+  auto init = reinterpret_cast<InitFn>(dlsym(driver, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(dlsym(driver, "cuDeviceGetCount"));
+  int devices = 0;
+  bool found = init && count && init(0) == 0 && count(&devices) == 0 &&
+               devices > 0;
+  dlclose(driver);
+  return found;
+}
+
+/// The library `pcc run` loads from `dir`: `lib`, except for a CUDA build
+/// (model.cu) on a machine without a GPU, which runs its host emulation
+/// when it was built (--cuda-emulate), saying so when `announce`.
+static std::string selectCudaLibrary(const std::string &dir,
+                                     const std::string &lib, bool announce) {
+  if (!llvm::sys::fs::exists(dir + "/model.cu"))
+    return lib;
+  std::string emulated = dir + "/" + kEmulatedLibrary;
+  bool hasEmulation = llvm::sys::fs::exists(emulated);
+  if (hasCudaDevice() && !llvm::sys::Process::GetEnv("PCC_CUDA_EMULATE"))
+    throw pccrt::Error(
+        dir + ": a CUDA build, and this machine has a GPU, but pcc's runtime "
+              "cannot place a model in device memory yet" +
+        (hasEmulation ? std::string("; PCC_CUDA_EMULATE=1 runs its host "
+                                    "emulation")
+                      : std::string()));
+  if (!hasEmulation)
+    throw pccrt::Error(dir + ": a CUDA build and no GPU here; compile with "
+                             "--cuda-emulate to run its host emulation");
+  if (announce)
+    llvm::errs() << "pcc: no GPU in use: running the host emulation of the "
+                    "CUDA build ("
+                 << kEmulatedLibrary << ")\n";
+  return emulated;
+}
+
 llvm::LogicalResult pcc::run(const RunOptions &options,
                              llvm::raw_ostream &summary) {
   try {
@@ -524,6 +569,9 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     if (!llvm::sys::fs::exists(lib))
       throw pccrt::Error(options.dir +
                          ": no libmodel.so (not a pcc compile output)");
+    int64_t launchedRanks = 0;
+    bool announce = !pccrt::startedByLauncher(&launchedRanks);
+    lib = selectCudaLibrary(options.dir, lib, announce);
     if (!llvm::sys::fs::exists(weights))
       weights.clear();
     if (options.steps < 1)

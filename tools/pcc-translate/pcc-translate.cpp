@@ -3,7 +3,8 @@
 // `pcc-translate --graph-to-cpp in.mlir` prints the C++ that `pcc compile`
 // would build for the module's program (its public entry function and the
 // private functions it calls), so that lit tests can pin the emitted code
-// without going through ONNX. `--weights FILE` also writes the weights file
+// without going through ONNX; `--graph-to-cuda` prints the CUDA target's
+// .cu file. `--weights FILE` also writes the weights file
 // the code reads (as OUT/weights.safetensors), which lets tests build and
 // run hand-written functions with `pcc run`.
 //
@@ -12,6 +13,7 @@
 #include "pcc/Driver/Driver.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
+#include "pcc/Target/Cuda/CudaEmitter.h"
 
 #include "pccrt/Runtime.h"
 
@@ -68,6 +70,20 @@ int main(int argc, char **argv) {
                    << functionName << "'";
           emitted = pcc::emitCpp(entry, os, options);
         }
+        if (failed(emitted))
+          return failure();
+        if (!weightsFile.empty())
+          return writeWeights(module, *emitted);
+        return success();
+      },
+      [](DialectRegistry &registry) { pcc::registerAllDialects(registry); });
+  TranslateFromMLIRRegistration graphToCuda(
+      "graph-to-cuda", "Graph dialect to CUDA C++ for the CUDA target",
+      [](ModuleOp module, raw_ostream &os) -> LogicalResult {
+        pcc::CppEmitOptions options;
+        options.symbolPrefix = symbolPrefix;
+        FailureOr<pcc::CppEmitResult> emitted =
+            pcc::emitCuda(module, os, options);
         if (failed(emitted))
           return failure();
         if (!weightsFile.empty())

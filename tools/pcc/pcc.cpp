@@ -33,7 +33,16 @@ static const char kSynopsis[] =
 static const char kCompileHelp[] = R"(
 compile options:
   -o OUT                 output folder (replaced only by a complete result)
-  --target cpu|cuda      code generation target (default cpu)
+  --target cpu|cuda      code generation target (default cpu); cuda writes
+                         model.cu and builds it with nvcc ($PATH, else
+                         /usr/local/cuda/bin) against cuBLASLt
+  --cuda-arch ARCH       with --target cuda: the GPU architecture (default
+                         sm_90)
+  --cuda-emulate         with --target cuda: also build the CUDA code as
+                         host C++ under pcc's CUDA emulation
+                         (libmodel-emulated.so), which `pcc run` runs on a
+                         machine without a GPU: a test of the generated
+                         code's numbers, not a fast way to run it
   --tp N, --pp N         tensor / pipeline parallel degree (default 1)
   --shard 'REGEX=col|row|rep'
                          with --tp: split the initializers named by REGEX
@@ -216,6 +225,14 @@ static int compileCommand(Args &args, bool planOnly = false) {
       }
     } else if (a == "--no-fuse")
       o.fuse = false;
+    else if (a == "--cuda-arch") {
+      ok = args.value(a, o.cudaArch);
+      if (ok && !llvm::StringRef(o.cudaArch).starts_with("sm_")) {
+        llvm::errs() << "pcc: error: --cuda-arch takes sm_NN (e.g. sm_90)\n";
+        return 1;
+      }
+    } else if (a == "--cuda-emulate")
+      o.cudaEmulate = true;
     else if (a == "--schedule") {
       ok = args.value(a, o.schedule);
       if (ok && !llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"},

@@ -56,6 +56,11 @@ struct CompileOptions {
   std::string cpu = "native";
   /// Whether element-wise ops are fused into loop nests (pcc-fuse).
   bool fuse = true;
+  /// The CUDA target: the GPU architecture nvcc builds for (--cuda-arch),
+  /// and whether the host emulation of the CUDA code is built beside it
+  /// (--cuda-emulate), which `pcc run` runs where there is no GPU.
+  std::string cudaArch = "sm_90";
+  bool cudaEmulate = false;
 };
 
 /// The `pcc-parallelize` pipeline (pcc/Transforms/Pipelines.h) configured
@@ -134,6 +139,30 @@ llvm::LogicalResult buildSharedLibrary(const std::string &source,
                                        const std::string &logFile,
                                        std::string &error,
                                        llvm::StringRef cpu = "native");
+
+/// The library of a CUDA build's host emulation, beside its libmodel.so.
+inline constexpr char kEmulatedLibrary[] = "libmodel-emulated.so";
+
+/// Compiles the CUDA C++ `source` into the shared library `output` with
+/// nvcc ($PATH, else /usr/local/cuda/bin) for `arch`, linked with cuBLASLt.
+llvm::LogicalResult buildCudaLibrary(const std::string &source,
+                                     const std::string &output,
+                                     const std::string &logFile,
+                                     std::string &error, llvm::StringRef arch);
+
+/// Compiles the CUDA C++ `source` as host C++ against the CUDA emulation
+/// header (pcc_cuda_emulation.h, beside it) into the shared library
+/// `output`: the kernels' threads run as fibers, cuBLASLt's products on the
+/// BLAS.
+llvm::LogicalResult buildEmulatedCudaLibrary(const std::string &source,
+                                             const std::string &output,
+                                             const std::string &logFile,
+                                             std::string &error);
+
+/// Writes the headers the CUDA code includes (pccrt.h,
+/// pcc_cuda_kernels.cuh and the emulation's pcc_cuda_emulation.h) into
+/// `dir`.
+llvm::LogicalResult writeCudaHeaders(llvm::StringRef dir, std::string &error);
 
 /// The emitter's weights as runtime tensors, ready for writeSafetensors.
 std::vector<pccrt::Tensor> getWeightTensors(const CppEmitResult &emitted);

@@ -188,18 +188,19 @@ public:
   /// returns the expression that passes it.
   virtual std::string emitIndexArray(llvm::ArrayRef<int64_t> values) = 0;
   /// Communication through the run context's communicator; a failure makes
-  /// the function return PCCRT_ERR_COMM.
-  virtual void emitCollective(const CollectiveCall &collective) = 0;
+  /// the function return PCCRT_ERR_COMM. The default implementations of
+  /// this and the hooks below are the host calls every target makes.
+  virtual void emitCollective(const CollectiveCall &collective);
   /// A send (started, not finished) or a receive (finished) through the
   /// run context's communicator; a failure makes the function return
   /// PCCRT_ERR_COMM.
-  virtual void emitTransfer(const TransferCall &transfer) = 0;
+  virtual void emitTransfer(const TransferCall &transfer);
   /// Waits until every send the function started is finished (its buffers
   /// may change again); a failure makes the function return PCCRT_ERR_COMM.
-  virtual void emitWaitForSends() = 0;
+  virtual void emitWaitForSends();
   /// Tells the run context's tracer, if any, that the scheduled action
   /// `action` (a pipeline step's "F0", "B1", "O") begins or ends.
-  virtual void emitTrace(llvm::StringRef action, bool begin) = 0;
+  virtual void emitTrace(llvm::StringRef action, bool begin);
   /// Copies `bytes` bytes; `mayAlias`: the two may be the same buffer, in
   /// which case nothing is copied.
   virtual void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,
@@ -214,7 +215,7 @@ public:
   virtual void emitCall(llvm::StringRef callee,
                         llvm::ArrayRef<std::string> args,
                         llvm::ArrayRef<std::string> results,
-                        llvm::StringRef workspace) = 0;
+                        llvm::StringRef workspace);
 
 protected:
   std::string *body = nullptr;

@@ -302,59 +302,6 @@ std::string CpuTargetHooks::emitIndexArray(ArrayRef<int64_t> values) {
   return name;
 }
 
-void CpuTargetHooks::emitCollective(const CollectiveCall &c) {
-  int32_t dtype = getOnnxDataType(c.elementType);
-  switch (c.kind) {
-  case CollectiveCall::Kind::AllReduce:
-    // In place on the output, which starts as a copy of the input.
-    emitCopy(c.output, c.input,
-             c.count * std::max<int64_t>(
-                           1, c.elementType.getIntOrFloatBitWidth() / 8),
-             /*mayAlias=*/true);
-    emitLine(llvm::formatv("if (ctx->comm->ops->all_reduce(ctx->comm, {0}u, "
-                           "{1}, {2}, {3}, {4})) return PCCRT_ERR_COMM;",
-                           c.axes, c.output, c.count, dtype, c.reduction)
-                 .str());
-    return;
-  case CollectiveCall::Kind::AllGather:
-    emitLine(llvm::formatv("if (ctx->comm->ops->all_gather(ctx->comm, {0}u, "
-                           "{1}, {2}, {3}, {4})) return PCCRT_ERR_COMM;",
-                           c.axes, c.input, c.output, c.count, dtype)
-                 .str());
-    return;
-  case CollectiveCall::Kind::ReduceScatter:
-    emitLine(llvm::formatv("if (ctx->comm->ops->reduce_scatter(ctx->comm, "
-                           "{0}u, {1}, {2}, {3}, {4}, {5})) return "
-                           "PCCRT_ERR_COMM;",
-                           c.axes, c.input, c.output, c.count, dtype,
-                           c.reduction)
-                 .str());
-    return;
-  }
-}
-
-void CpuTargetHooks::emitTransfer(const TransferCall &t) {
-  // Sends are non-blocking (isend), so that a pipeline rank goes on
-  // computing while its activations travel.
-  bool isSend = t.kind == TransferCall::Kind::Send;
-  emitLine(llvm::formatv("if (ctx->comm->ops->{0}(ctx->comm, {1}u, {2}, {3}, "
-                         "{4}, {5}, {6})) return PCCRT_ERR_COMM;",
-                         isSend ? "isend" : "recv", t.axes, t.peer, t.tag,
-                         t.buffer, t.count, getOnnxDataType(t.elementType))
-               .str());
-}
-
-void CpuTargetHooks::emitWaitForSends() {
-  emitLine("if (ctx->comm->ops->wait_all(ctx->comm)) return PCCRT_ERR_COMM;");
-}
-
-void CpuTargetHooks::emitTrace(StringRef action, bool begin) {
-  emitLine(llvm::formatv("if (ctx->trace) ctx->trace(ctx->trace_user, {0}, "
-                         "{1});",
-                         getCStringLiteral(action), begin ? 1 : 0)
-               .str());
-}
-
 void CpuTargetHooks::emitCopy(StringRef dst, StringRef src, int64_t bytes,
                               bool mayAlias) {
   std::string copy =
@@ -368,21 +315,4 @@ void CpuTargetHooks::emitCopy(StringRef dst, StringRef src, int64_t bytes,
 void CpuTargetHooks::emitFill(StringRef dst, int64_t count, StringRef value) {
   emitLine(
       llvm::formatv("std::fill_n({0}, {1}, {2});", dst, count, value).str());
-}
-
-void CpuTargetHooks::emitCall(StringRef callee, ArrayRef<std::string> args,
-                              ArrayRef<std::string> results,
-                              StringRef workspace) {
-  // Generated functions take their buffers as arrays of pointers (C++ has
-  // no empty arrays: an empty list holds one null).
-  auto list = [](ArrayRef<std::string> buffers) {
-    return buffers.empty() ? std::string("nullptr") : llvm::join(buffers, ", ");
-  };
-  *body += "  {\n";
-  emitLine("  void *const callArgs[] = {" + list(args) + "};");
-  emitLine("  void *const callResults[] = {" + list(results) + "};");
-  emitLine(("  if (int error = " + callee + "(ctx, callArgs, callResults, " +
-            workspace + ")) return error;")
-               .str());
-  *body += "  }\n";
 }

@@ -45,17 +45,10 @@ public:
                       llvm::ArrayRef<std::string> args,
                       llvm::StringRef errorCode = {}) override;
   std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
-  void emitCollective(const CollectiveCall &collective) override;
-  void emitTransfer(const TransferCall &transfer) override;
-  void emitWaitForSends() override;
-  void emitTrace(llvm::StringRef action, bool begin) override;
   void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,
                 bool mayAlias) override;
   void emitFill(llvm::StringRef dst, int64_t count,
                 llvm::StringRef value) override;
-  void emitCall(llvm::StringRef callee, llvm::ArrayRef<std::string> args,
-                llvm::ArrayRef<std::string> results,
-                llvm::StringRef workspace) override;
 
 private:
   /// Runs `nest` as a kernel of its own (see emitParallelLoop), whose

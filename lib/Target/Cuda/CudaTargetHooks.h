@@ -1,0 +1,77 @@
+//===- CudaTargetHooks.h - How the CUDA target spells code ------*- C++ -*-===//
+//
+// The CUDA target's TargetHooks: every loop nest a __global__ kernel over a
+// grid-stride loop, reductions one thread per output element (the CPU's
+// order of accumulation), GEMMs through cuBLASLt, the ops that are more than
+// one nest through pcc_cuda_kernels.cuh, all on the run's stream; the
+// program's functions stay host code. Launches are spelled PCC_LAUNCH, so
+// that the file also compiles as host C++ under the CUDA emulation.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_LIB_TARGET_CUDA_CUDATARGETHOOKS_H
+#define PCC_LIB_TARGET_CUDA_CUDATARGETHOOKS_H
+
+#include "pcc/Target/TargetHooks.h"
+
+#include <map>
+
+namespace pcc {
+
+class CudaTargetHooks : public TargetHooks {
+public:
+  llvm::StringRef getTargetName() const override {
+    return "the CUDA target";
+  }
+  void printFilePrologue(llvm::raw_ostream &os) const override;
+  llvm::StringRef getFunctionAttributes() const override {
+    return "PCC_PROGRAM";
+  }
+  std::string getRunPrologue(int64_t threads) const override;
+  std::string getRunSuccess() const override {
+    return "return pcc_cu::finish();";
+  }
+
+  std::string getTypeName(mlir::Type elementType) const override;
+  std::string getMathCall(MathFunction fn, mlir::Type type,
+                          llvm::ArrayRef<std::string> args) const override;
+
+  void emitComment(llvm::StringRef text) override;
+  void emitParallelLoop(
+      const LoopNest &nest, llvm::ArrayRef<LoopBuffer> buffers,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>,
+                                     llvm::ArrayRef<std::string>)>
+          statement) override;
+  void emitReduction(const ReductionLoop &reduction) override;
+  void emitGemm(const GemmCall &gemm) override;
+  void emitKernelCall(llvm::StringRef kernel,
+                      llvm::ArrayRef<mlir::Type> typeArgs,
+                      llvm::ArrayRef<std::string> args,
+                      llvm::StringRef errorCode = {}) override;
+  std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
+  void emitCollective(const CollectiveCall &collective) override;
+  void emitTransfer(const TransferCall &transfer) override;
+  void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,
+                bool mayAlias) override;
+  void emitFill(llvm::StringRef dst, int64_t count,
+                llvm::StringRef value) override;
+
+private:
+  /// Defines (once per signature and body) and launches a kernel whose
+  /// threads share the iterations of the `parallel` dimensions of `bounds`
+  /// (a prefix of them), each running `body` over the names `ivs` of the
+  /// dimensions; `buffers` are its parameters p0, p1, ...
+  void emitKernel(llvm::ArrayRef<int64_t> parallelBounds,
+                  llvm::ArrayRef<std::string> parallelIvs,
+                  llvm::ArrayRef<LoopBuffer> buffers, llvm::StringRef body);
+  /// Host code waits for the device's queued work (before the
+  /// communicator reads or writes buffers).
+  void emitSynchronize();
+
+  /// The kernel defined for each signature and body.
+  std::map<std::string, std::string> kernels;
+};
+
+} // namespace pcc
+
+#endif // PCC_LIB_TARGET_CUDA_CUDATARGETHOOKS_H

@@ -1,0 +1,681 @@
+// pcc_cuda_kernels.cuh - the kernel library of pcc's CUDA target.
+//
+// Generated CUDA code includes this header: the library's device state (one
+// stream, a cuBLASLt handle, an index-error flag), GEMM through cuBLASLt,
+// and the kernels of ops that are more than one loop nest (softmax, layer
+// normalization, gathers and scatters, cumulative sums). The element-wise
+// loop nests themselves are generated next to the model.
+//
+// The same text compiles as host C++ against pcc's CUDA emulation header
+// (test/CudaEmulation), which defines PCC_CUDA_EMULATION, dim3, the runtime
+// and cuBLASLt subsets and PCC_LAUNCH: so the code never writes <<<>>>.
+//
+// Results follow the CPU target's kernels (pcc_kernels.h) element for
+// element: the same formulas and, where a reduction runs in one thread, the
+// same order of accumulation.
+
+#ifndef PCC_CUDA_KERNELS_CUH
+#define PCC_CUDA_KERNELS_CUH
+
+#ifndef PCC_CUDA_EMULATION
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#define PCC_LAUNCH(kernel, grid, block, stream, ...)                           \
+  kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
+#include "pccrt.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <type_traits>
+
+// Program functions are host code; nothing to say about their optimization.
+#define PCC_PROGRAM
+
+namespace pcc_cu {
+
+/// Threads per block of the library's and the generated kernels.
+constexpr int kBlock = 256;
+
+/// Shapes passed by value to a kernel (at most 16 dimensions).
+struct Dims {
+  int64_t d[16];
+};
+
+/// What a library (one model) keeps on the device between runs.
+struct State {
+  cudaStream_t own = nullptr;
+  /// The stream of the current run: the context's, else the library's own.
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void *ltWorkspace = nullptr;
+  size_t ltWorkspaceBytes = size_t(32) << 20;
+  /// Set by kernels that meet an index out of range.
+  int *indexError = nullptr;
+  /// A device call of this run failed (printed when it happened).
+  bool failed = false;
+};
+
+inline State &state() {
+  static State s;
+  return s;
+}
+
+inline cudaStream_t stream() { return state().stream; }
+
+/// Records a failed device call: prints it once per run, and the run
+/// returns PCCRT_ERR_DEVICE when it ends.
+inline bool check(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return true;
+  if (!state().failed)
+    std::fprintf(stderr, "pcc: CUDA error in %s: %s\n", what,
+                 cudaGetErrorString(e));
+  state().failed = true;
+  return false;
+}
+
+inline bool checkLt(cublasStatus_t s, const char *what) {
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return true;
+  if (!state().failed)
+    std::fprintf(stderr, "pcc: cuBLASLt error %d in %s\n", int(s), what);
+  state().failed = true;
+  return false;
+}
+
+/// Starts a run: the device state on first use, the run's stream.
+inline int begin(const pccrt_context *ctx) {
+  State &s = state();
+  s.failed = false;
+  if (!s.own) {
+    if (!check(cudaStreamCreateWithFlags(&s.own, cudaStreamNonBlocking),
+               "creating the stream") ||
+        !checkLt(cublasLtCreate(&s.lt), "cublasLtCreate") ||
+        !check(cudaMalloc(&s.ltWorkspace, s.ltWorkspaceBytes),
+               "allocating the GEMM workspace") ||
+        !check(cudaMalloc((void **)&s.indexError, sizeof(int)),
+               "allocating the error flag") ||
+        !check(cudaMemset(s.indexError, 0, sizeof(int)),
+               "clearing the error flag"))
+      return PCCRT_ERR_DEVICE;
+  }
+  s.stream = ctx->stream ? (cudaStream_t)ctx->stream : s.own;
+  return PCCRT_OK;
+}
+
+/// Ends a run: waits for its work, and reports a failure of any of it.
+inline int finish() {
+  State &s = state();
+  check(cudaGetLastError(), "a kernel launch");
+  check(cudaStreamSynchronize(s.stream), "the run");
+  return s.failed ? PCCRT_ERR_DEVICE : PCCRT_OK;
+}
+
+/// Waits for the work queued so far (before host code reads the buffers:
+/// the communicator's calls).
+inline int synchronize() {
+  check(cudaGetLastError(), "a kernel launch");
+  return check(cudaStreamSynchronize(state().stream), "synchronizing")
+             ? PCCRT_OK
+             : PCCRT_ERR_DEVICE;
+}
+
+/// Blocks of kBlock threads for a grid-stride loop over `n` iterations.
+inline unsigned blocksFor(int64_t n) {
+  int64_t b = (n + kBlock - 1) / kBlock;
+  return unsigned(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+
+/// Whether a kernel since the last call met an index out of range (and
+/// clears the flag).
+inline int takeIndexError() {
+  State &s = state();
+  int flag = 0;
+  check(cudaMemcpyAsync(&flag, s.indexError, sizeof(int),
+                        cudaMemcpyDeviceToHost, s.stream),
+        "reading the error flag");
+  check(cudaStreamSynchronize(s.stream), "an index check");
+  if (flag)
+    check(cudaMemsetAsync(s.indexError, 0, sizeof(int), s.stream),
+          "clearing the error flag");
+  return flag;
+}
+
+inline void copy(void *dst, const void *src, int64_t bytes) {
+  if (dst != src && bytes > 0)
+    check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice,
+                          state().stream),
+          "a copy");
+}
+
+template <typename T>
+__global__ void fillKernel(T *__restrict__ dst, int64_t n, T value) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x)
+    dst[i] = value;
+}
+
+template <typename T, typename V> inline void fill(T *dst, int64_t n, V v) {
+  if (n <= 0)
+    return;
+  auto kernel = &fillKernel<T>;
+  PCC_LAUNCH(kernel, blocksFor(n), kBlock, state().stream, dst, n, T(v));
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct LtType;
+template <> struct LtType<float> {
+  static constexpr cudaDataType_t data = CUDA_R_32F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+
+/// C = alpha * op(A) * op(B) + beta * C, row-major, for types cuBLASLt has
+/// no descriptor for here: one thread per element, k in order.
+template <typename T>
+__global__ void gemmNaive(int64_t m, int64_t n, int64_t k, T alpha,
+                          const T *a, int64_t lda, bool transA, const T *b,
+                          int64_t ldb, bool transB, T beta, T *c, int64_t ldc,
+                          int64_t batch, int64_t strideA, int64_t strideB,
+                          int64_t strideC) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       e < batch * m * n; e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t q = e / (m * n), i = e / n % m, j = e % n;
+    const T *aq = a + q * strideA, *bq = b + q * strideB;
+    T acc = T(0);
+    for (int64_t p = 0; p < k; ++p)
+      acc += (transA ? aq[p * lda + i] : aq[i * lda + p]) *
+             (transB ? bq[j * ldb + p] : bq[p * ldb + j]);
+    T *cq = c + q * strideC + i * ldc + j;
+    *cq = beta == T(0) ? T(alpha * acc) : T(alpha * acc + beta * *cq);
+  }
+}
+
+/// Row-major C = alpha * op(A) * op(B) + beta * C, `batch` times at the
+/// given element strides. cuBLASLt is column-major: a row-major matrix is
+/// its transpose, so the product is computed as C^T = op(B)^T op(A)^T, B's
+/// buffer as cuBLASLt's first operand.
+template <typename T>
+inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
+                 int64_t lda, bool transA, const T *b, int64_t ldb,
+                 bool transB, T beta, T *c, int64_t ldc, int64_t batch = 1,
+                 int64_t strideA = 0, int64_t strideB = 0,
+                 int64_t strideC = 0) {
+  State &s = state();
+  if (m == 0 || n == 0 || batch == 0)
+    return;
+  if constexpr (!std::is_same_v<T, float>) {
+    auto kernel = &gemmNaive<T>;
+    PCC_LAUNCH(kernel, blocksFor(batch * m * n), kBlock, s.stream, m, n, k,
+               alpha, a, lda, transA, b, ldb, transB, beta, c, ldc, batch,
+               strideA, strideB, strideC);
+  } else {
+    if (k == 0) {
+      // cuBLASLt wants k >= 1: C = beta * C.
+      auto kernel = &gemmNaive<T>;
+      PCC_LAUNCH(kernel, blocksFor(batch * m * n), kBlock, s.stream, m, n, k,
+                 alpha, a, lda, transA, b, ldb, transB, beta, c, ldc, batch,
+                 strideA, strideB, strideC);
+      return;
+    }
+    cudaDataType_t type = LtType<T>::data;
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+    cublasOperation_t opFirst = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    // First operand (B's buffer): op gives n x k; second (A's): k x m.
+    bool ok =
+        checkLt(cublasLtMatmulDescCreate(&desc, LtType<T>::compute, type),
+                "cublasLtMatmulDescCreate") &&
+        checkLt(cublasLtMatmulDescSetAttribute(desc,
+                                               CUBLASLT_MATMUL_DESC_TRANSA,
+                                               &opFirst, sizeof(opFirst)),
+                "setting TRANSA") &&
+        checkLt(cublasLtMatmulDescSetAttribute(desc,
+                                               CUBLASLT_MATMUL_DESC_TRANSB,
+                                               &opSecond, sizeof(opSecond)),
+                "setting TRANSB") &&
+        checkLt(cublasLtMatrixLayoutCreate(&la, type, transB ? k : n,
+                                           transB ? n : k, ldb),
+                "the first operand's layout") &&
+        checkLt(cublasLtMatrixLayoutCreate(&lb, type, transA ? m : k,
+                                           transA ? k : m, lda),
+                "the second operand's layout") &&
+        checkLt(cublasLtMatrixLayoutCreate(&lc, type, n, m, ldc),
+                "the result's layout");
+    if (ok && batch > 1) {
+      int32_t count = int32_t(batch);
+      int64_t strides[3] = {strideB, strideA, strideC};
+      cublasLtMatrixLayout_t layouts[3] = {la, lb, lc};
+      for (int q = 0; q < 3 && ok; ++q)
+        ok = checkLt(cublasLtMatrixLayoutSetAttribute(
+                         layouts[q], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                         &count, sizeof(count)),
+                     "the batch count") &&
+             checkLt(cublasLtMatrixLayoutSetAttribute(
+                         layouts[q],
+                         CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                         &strides[q], sizeof(strides[q])),
+                     "the batch stride");
+    }
+    if (ok)
+      checkLt(cublasLtMatmul(s.lt, desc, &alpha, b, la, a, lb, &beta, c, lc,
+                             c, lc, nullptr, s.ltWorkspace,
+                             s.ltWorkspaceBytes, s.stream),
+              "cublasLtMatmul");
+    if (lc)
+      cublasLtMatrixLayoutDestroy(lc);
+    if (lb)
+      cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+      cublasLtMatrixLayoutDestroy(la);
+    if (desc)
+      cublasLtMatmulDescDestroy(desc);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Block reductions
+//===----------------------------------------------------------------------===//
+
+/// The sum (or max) of `v` over the block, in every thread. The block has
+/// kBlock threads.
+template <typename T, bool Max>
+__device__ __forceinline__ T blockReduce(T v, T *scratch) {
+  unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int offset = 16; offset > 0; offset /= 2) {
+    T other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = Max ? (v < other ? other : v) : v + other;
+  }
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kBlock / 32 ? scratch[lane]
+                           : (Max ? -std::numeric_limits<T>::infinity() : T(0));
+    for (int offset = 16; offset > 0; offset /= 2) {
+      T other = __shfl_xor_sync(0xffffffffu, v, offset);
+      v = Max ? (v < other ? other : v) : v + other;
+    }
+    if (lane == 0)
+      scratch[0] = v;
+  }
+  __syncthreads();
+  T result = scratch[0];
+  __syncthreads();
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, layer normalization
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float expOf(float v) { return expf(v); }
+__device__ __forceinline__ double expOf(double v) { return exp(v); }
+
+/// Softmax (or log-softmax) of each row of n contiguous elements: one block
+/// per row; the sum in double, as the CPU's.
+template <typename T>
+__global__ void softmaxRows(const T *__restrict__ x, T *__restrict__ y,
+                            int64_t rows, int64_t n, bool logOut) {
+  __shared__ double scratchSum[kBlock / 32];
+  __shared__ T scratchMax[kBlock / 32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xs = x + r * n;
+    T *ys = y + r * n;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      mx = mx < xs[j] ? xs[j] : mx;
+    mx = blockReduce<T, true>(mx, scratchMax);
+    if (mx == -std::numeric_limits<T>::infinity())
+      mx = T(0);
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      sum += double(T(expOf(T(xs[j] - mx))));
+    sum = blockReduce<double, false>(sum, scratchSum);
+    if (logOut) {
+      T shift = T(double(mx) + log(sum));
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+        ys[j] = T(xs[j] - shift);
+    } else {
+      T scale = T(1.0 / sum);
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+        ys[j] = T(T(expOf(T(xs[j] - mx))) * scale);
+    }
+  }
+}
+
+/// Softmax along the middle extent of [outer, n, inner] with inner > 1: one
+/// thread per column, in order.
+template <typename T>
+__global__ void softmaxColumns(const T *__restrict__ x, T *__restrict__ y,
+                               int64_t outer, int64_t n, int64_t inner,
+                               bool logOut) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       e < outer * inner; e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t o = e / inner, i = e % inner;
+    const T *xs = x + o * n * inner + i;
+    T *ys = y + o * n * inner + i;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < n; ++j)
+      mx = mx < xs[j * inner] ? xs[j * inner] : mx;
+    if (mx == -std::numeric_limits<T>::infinity())
+      mx = T(0);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j)
+      sum += double(T(expOf(T(xs[j * inner] - mx))));
+    if (logOut) {
+      T shift = T(double(mx) + log(sum));
+      for (int64_t j = 0; j < n; ++j)
+        ys[j * inner] = T(xs[j * inner] - shift);
+    } else {
+      T scale = T(1.0 / sum);
+      for (int64_t j = 0; j < n; ++j)
+        ys[j * inner] = T(T(expOf(T(xs[j * inner] - mx))) * scale);
+    }
+  }
+}
+
+template <typename T>
+inline void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
+                    bool log) {
+  if (outer * n * inner == 0)
+    return;
+  if (inner == 1) {
+    auto kernel = &softmaxRows<T>;
+    PCC_LAUNCH(kernel, unsigned(outer < 65535 ? outer : 65535), kBlock,
+               state().stream, x, y, outer, n, log);
+  } else {
+    auto kernel = &softmaxColumns<T>;
+    PCC_LAUNCH(kernel, blocksFor(outer * inner), kBlock, state().stream, x, y,
+               outer, n, inner, log);
+  }
+}
+
+/// Layer normalization of each row of n elements, statistics in double: one
+/// block per row.
+template <typename T>
+__global__ void layerNormRows(const T *__restrict__ x,
+                              const T *__restrict__ scale,
+                              const T *__restrict__ bias, T *__restrict__ y,
+                              T *__restrict__ mean, T *__restrict__ invStd,
+                              int64_t rows, int64_t n, T eps) {
+  __shared__ double scratch[kBlock / 32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * n;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      s += double(xr[j]);
+    double mu = blockReduce<double, false>(s, scratch) / double(n);
+    double v = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      v += (double(xr[j]) - mu) * (double(xr[j]) - mu);
+    v = blockReduce<double, false>(v, scratch);
+    double inv = 1.0 / sqrt(v / double(n) + double(eps));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      double out = (double(xr[j]) - mu) * inv * double(scale[j]);
+      y[r * n + j] = T(bias ? out + double(bias[j]) : out);
+    }
+    if (threadIdx.x == 0) {
+      mean[r] = T(mu);
+      invStd[r] = T(inv);
+    }
+  }
+}
+
+template <typename T>
+inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
+                      T *invStd, int64_t outer, int64_t n, T eps) {
+  if (outer == 0)
+    return;
+  auto kernel = &layerNormRows<T>;
+  PCC_LAUNCH(kernel, unsigned(outer < 65535 ? outer : 65535), kBlock,
+             state().stream, x, scale, bias, y, mean, invStd, outer, n, eps);
+}
+
+//===----------------------------------------------------------------------===//
+// Gathers and scatters: an index out of range sets the error flag, which
+// the call reads back (the function then fails as on the CPU).
+//===----------------------------------------------------------------------===//
+
+template <typename T, typename I>
+__global__ void gatherKernel(const T *__restrict__ data,
+                             const I *__restrict__ idx, T *__restrict__ out,
+                             int64_t outer, int64_t k, int64_t inner,
+                             int64_t count, int *error) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       e < outer * count * inner; e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t t = e % inner, j = e / inner % count, o = e / inner / count;
+    int64_t i = int64_t(idx[j]);
+    if (i < 0)
+      i += k;
+    if (i < 0 || i >= k) {
+      atomicExch(error, 1);
+      continue;
+    }
+    out[e] = data[(o * k + i) * inner + t];
+  }
+}
+
+template <typename T, typename I>
+inline int gather(const T *data, const I *idx, T *out, int64_t outer,
+                  int64_t k, int64_t inner, int64_t count) {
+  if (outer * count * inner == 0)
+    return 0;
+  auto kernel = &gatherKernel<T, I>;
+  PCC_LAUNCH(kernel, blocksFor(outer * count * inner), kBlock, state().stream,
+             data, idx, out, outer, k, inner, count, state().indexError);
+  return takeIndexError();
+}
+
+/// The offset into a tensor of shape `dataShape` of index element `e` (of
+/// shape `idxShape`), its coordinate along `axis` taken from the index;
+/// -1 when out of range.
+template <typename I>
+__device__ __forceinline__ int64_t indexedOffset(const I *idx, int64_t e,
+                                                 int rank, const Dims &data,
+                                                 const Dims &index, int axis) {
+  int64_t coord[16];
+  int64_t rest = e;
+  for (int d = rank - 1; d >= 0; --d) {
+    coord[d] = rest % index.d[d];
+    rest /= index.d[d];
+  }
+  int64_t off = 0;
+  for (int d = 0; d < rank; ++d) {
+    int64_t c = coord[d];
+    if (d == axis) {
+      c = int64_t(idx[e]);
+      if (c < 0)
+        c += data.d[d];
+      if (c < 0 || c >= data.d[d])
+        return -1;
+    }
+    off = off * data.d[d] + c;
+  }
+  return off;
+}
+
+inline int64_t product(int rank, const Dims &shape) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d)
+    n *= shape.d[d];
+  return n;
+}
+
+template <typename T, typename I>
+__global__ void gatherElementsKernel(const T *__restrict__ data,
+                                     const I *__restrict__ idx,
+                                     T *__restrict__ out, int rank, Dims shape,
+                                     Dims index, int axis, int64_t total,
+                                     int *error) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t off = indexedOffset(idx, e, rank, shape, index, axis);
+    if (off < 0)
+      atomicExch(error, 1);
+    else
+      out[e] = data[off];
+  }
+}
+
+template <typename T, typename I>
+inline int gatherElements(const T *data, const I *idx, T *out, int rank,
+                          Dims shape, Dims index, int axis) {
+  int64_t total = product(rank, index);
+  if (total == 0)
+    return 0;
+  auto kernel = &gatherElementsKernel<T, I>;
+  PCC_LAUNCH(kernel, blocksFor(total), kBlock, state().stream, data, idx, out,
+             rank, shape, index, axis, total, state().indexError);
+  return takeIndexError();
+}
+
+/// out = 0, then out[... idx[e] ...] += updates[e] in the order of e: one
+/// thread, so that repeated indices add up in the CPU's order.
+template <typename T, typename I>
+__global__ void scatterElementsAddKernel(const T *__restrict__ updates,
+                                         const I *__restrict__ idx,
+                                         T *__restrict__ out, int rank,
+                                         Dims shape, Dims index, int axis,
+                                         int64_t total, int *error) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  for (int64_t e = 0; e < total; ++e) {
+    int64_t off = indexedOffset(idx, e, rank, shape, index, axis);
+    if (off < 0) {
+      atomicExch(error, 1);
+      return;
+    }
+    out[off] = T(out[off] + updates[e]);
+  }
+}
+
+template <typename T, typename I>
+inline int scatterElementsAdd(const T *updates, const I *idx, T *out, int rank,
+                              Dims shape, Dims index, int axis) {
+  fill(out, product(rank, shape), T(0));
+  int64_t total = product(rank, index);
+  if (total == 0)
+    return 0;
+  auto kernel = &scatterElementsAddKernel<T, I>;
+  PCC_LAUNCH(kernel, 1u, 1, state().stream, updates, idx, out, rank, shape,
+             index, axis, total, state().indexError);
+  return takeIndexError();
+}
+
+/// out [outer, k, inner] = 0, then each of the `count` update slices added
+/// at its index: one thread per (outer, inner) element, the slices in
+/// order.
+template <typename T, typename I>
+__global__ void scatterAddKernel(const T *__restrict__ updates,
+                                 const I *__restrict__ idx,
+                                 T *__restrict__ out, int64_t outer, int64_t k,
+                                 int64_t inner, int64_t count, int *error) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       e < outer * inner; e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t o = e / inner, t = e % inner;
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t i = int64_t(idx[j]);
+      if (i < 0)
+        i += k;
+      if (i < 0 || i >= k) {
+        atomicExch(error, 1);
+        break;
+      }
+      T *dst = out + (o * k + i) * inner + t;
+      *dst = T(*dst + updates[(o * count + j) * inner + t]);
+    }
+  }
+}
+
+template <typename T, typename I>
+inline int scatterAdd(const T *updates, const I *idx, T *out, int64_t outer,
+                      int64_t k, int64_t inner, int64_t count) {
+  fill(out, outer * k * inner, T(0));
+  if (outer * inner == 0)
+    return 0;
+  auto kernel = &scatterAddKernel<T, I>;
+  PCC_LAUNCH(kernel, blocksFor(outer * inner), kBlock, state().stream, updates,
+             idx, out, outer, k, inner, count, state().indexError);
+  return takeIndexError();
+}
+
+//===----------------------------------------------------------------------===//
+// Triangles and running sums
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void triluKernel(const T *__restrict__ x, T *__restrict__ y,
+                            int64_t total, int64_t rows, int64_t cols,
+                            bool upper, int64_t k) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(blockDim.x) * gridDim.x) {
+    int64_t c = i % cols, r = i / cols % rows;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    y[i] = keep ? x[i] : T(0);
+  }
+}
+
+template <typename T>
+inline void trilu(const T *x, T *y, int64_t batch, int64_t rows, int64_t cols,
+                  bool upper, int64_t k) {
+  int64_t total = batch * rows * cols;
+  if (total == 0)
+    return;
+  auto kernel = &triluKernel<T>;
+  PCC_LAUNCH(kernel, blocksFor(total), kBlock, state().stream, x, y, total,
+             rows, cols, upper, k);
+}
+
+template <typename T>
+__global__ void cumSumKernel(const T *__restrict__ x, T *__restrict__ y,
+                             int64_t outer, int64_t n, int64_t inner,
+                             bool exclusive, bool reverse) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       e < outer * inner; e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t o = e / inner, k = e % inner;
+    T acc = T(0);
+    for (int64_t step = 0; step < n; ++step) {
+      int64_t i = reverse ? n - 1 - step : step;
+      int64_t at = (o * n + i) * inner + k;
+      T v = x[at];
+      if (exclusive) {
+        y[at] = acc;
+        acc = T(acc + v);
+      } else {
+        acc = T(acc + v);
+        y[at] = acc;
+      }
+    }
+  }
+}
+
+template <typename T>
+inline void cumSum(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
+                   bool exclusive, bool reverse) {
+  if (outer * inner == 0)
+    return;
+  auto kernel = &cumSumKernel<T>;
+  PCC_LAUNCH(kernel, blocksFor(outer * inner), kBlock, state().stream, x, y,
+             outer, n, inner, exclusive, reverse);
+}
+
+/// Integer powers as the CPU computes them: `exp` multiplications (none for
+/// a negative exponent).
+template <typename T> __host__ __device__ inline T ipow(T base, T exp) {
+  T r = 1;
+  for (T i = 0; i < exp; ++i)
+    r *= base;
+  return r;
+}
+
+} // namespace pcc_cu
+
+#endif // PCC_CUDA_KERNELS_CUH
