@@ -191,8 +191,50 @@ std::string pccrt::kindName(int32_t kind) {
 void Model::FreeDeleter::operator()(void *p) const { std::free(p); }
 
 Model::~Model() {
+  if (deviceOps)
+    for (auto *slots :
+         {&deviceWeights, &deviceInputs, &deviceOutputs, &deviceWorkspace})
+      for (auto [memory, bytes] : *slots)
+        if (memory)
+          deviceOps->release(memory);
   if (handle)
     dlclose(handle);
+}
+
+void Model::checkDevice(int code, const std::string &what) const {
+  if (code != PCCRT_OK)
+    throw Error(what + " failed: " + runErrorName(code));
+}
+
+void *Model::deviceBuffer(std::vector<std::pair<void *, uint64_t>> &slots,
+                          size_t slot, uint64_t bytes) {
+  if (slots.size() <= slot)
+    slots.resize(slot + 1, {nullptr, 0});
+  auto &[memory, size] = slots[slot];
+  if (memory && size == bytes)
+    return memory;
+  if (memory)
+    deviceOps->release(memory);
+  memory = nullptr;
+  size = 0;
+  checkDevice(deviceOps->alloc(&memory, bytes),
+              "allocating " + std::to_string(bytes) + " bytes on the device");
+  size = bytes;
+  return memory;
+}
+
+void Model::syncHostState() const {
+  if (!deviceOps || !hostStateStale)
+    return;
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (weights[i].kind == PCCRT_KIND_STATE && !weights[i].data.empty() &&
+        i < deviceWeights.size() && deviceWeights[i].first)
+      checkDevice(deviceOps->download(weights[i].data.data(),
+                                      deviceWeights[i].first,
+                                      weights[i].data.size()),
+                  "reading state " + quote(weights[i].name) +
+                      " from the device");
+  hostStateStale = false;
 }
 
 std::unique_ptr<Model> Model::open(const std::string &libraryPath,
@@ -226,6 +268,15 @@ std::unique_ptr<Model> Model::open(const std::string &libraryPath,
                           ", runtime expects " +
                           std::to_string(PCCRT_ABI_VERSION));
   validateMesh(*info, libraryPath);
+  if (info->device != PCCRT_DEVICE_HOST) {
+    if (info->device != PCCRT_DEVICE_CUDA)
+      fail(libraryPath,
+           "malformed model info: unknown device " + std::to_string(info->device));
+    model->deviceOps = reinterpret_cast<const pccrt_device_ops *(*)()>(
+        symbol(symbolPrefix + "_device_ops"))();
+    if (!model->deviceOps)
+      fail(libraryPath, symbolPrefix + "_device_ops returned null");
+  }
   validateTable(*info, info->num_inputs, info->inputs, "input", libraryPath,
                 PCCRT_KIND_INPUT, PCCRT_KIND_INPUT);
   validateTable(*info, info->num_outputs, info->outputs, "output", libraryPath,
@@ -400,6 +451,23 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
   }
   for (Tensor &weight : model->weights)
     model->weightPointers.push_back(dataPointer(weight));
+  if (model->deviceOps)
+    // The run reads and updates the device's copies; the host keeps its
+    // own for checkpoints and dumps.
+    for (size_t i = 0; i < model->weights.size(); ++i) {
+      const Tensor &weight = model->weights[i];
+      if (weight.data.empty()) {
+        model->weightPointers[i] = nullptr;
+        continue;
+      }
+      void *memory = model->deviceBuffer(model->deviceWeights, i,
+                                         weight.data.size());
+      model->checkDevice(model->deviceOps->upload(memory, weight.data.data(),
+                                                  weight.data.size()),
+                         "copying weight " + quote(weight.name) +
+                             " to the device");
+      model->weightPointers[i] = memory;
+    }
   return model;
 }
 
@@ -452,7 +520,22 @@ void Model::run(const std::vector<Tensor> &inputs,
     outputPointers.push_back(dataPointer(output));
   }
 
-  if (!workspace && info.workspace_bytes) {
+  if (deviceOps) {
+    // Inputs go to the device, outputs come back after the run.
+    for (int32_t i = 0; i < info.num_inputs; ++i) {
+      const Tensor &input =
+          info.inputs[i].shard_axes == 0 ? inputs[i] : parts[i];
+      void *memory = deviceBuffer(deviceInputs, i, input.data.size());
+      checkDevice(deviceOps->upload(memory, dataPointer(input),
+                                    input.data.size()),
+                  "copying input " + quote(info.inputs[i].name) +
+                      " to the device");
+      inputPointers[i] = memory;
+    }
+    for (int32_t i = 0; i < info.num_outputs; ++i)
+      if (outputPointers[i])
+        outputPointers[i] = deviceBuffer(deviceOutputs, i, outputs[i].data.size());
+  } else if (!workspace && info.workspace_bytes) {
     // aligned_alloc wants a multiple of the alignment.
     uint64_t size = (info.workspace_bytes + 63) / 64 * 64;
     void *memory = size >= info.workspace_bytes && size <= SIZE_MAX
@@ -470,6 +553,8 @@ void Model::run(const std::vector<Tensor> &inputs,
   context.outputs = outputPointers.data();
   context.weights = weightPointers.data();
   context.workspace = workspace ? workspace.get() : emptyBuffer;
+  if (deviceOps)
+    context.workspace = deviceBuffer(deviceWorkspace, 0, info.workspace_bytes);
   context.rank = comm ? comm->rank() : 0;
   context.num_ranks = comm ? comm->numRanks() : 1;
   context.comm = comm ? comm->handle() : nullptr;
@@ -485,6 +570,16 @@ void Model::run(const std::vector<Tensor> &inputs,
   if (code != PCCRT_OK)
     throw Error("model run failed: " + runErrorName(code) + " (code " +
                 std::to_string(code) + ")");
+  if (deviceOps) {
+    hostStateStale = true;
+    for (int32_t i = 0; i < info.num_outputs; ++i)
+      if (outputPointers[i])
+        checkDevice(deviceOps->download(dataPointer(outputs[i]),
+                                        outputPointers[i],
+                                        outputs[i].data.size()),
+                    "copying output " + quote(info.outputs[i].name) +
+                        " from the device");
+  }
 }
 
 void Model::startTrace() {
@@ -618,6 +713,7 @@ Tensor Model::gatherOutput(const std::vector<Tensor> &outputs,
 }
 
 Tensor Model::wholeWeight(int32_t index) const {
+  syncHostState();
   const pccrt_tensor_info &entry = modelInfo->weights[index];
   Tensor part = weights[index];
   if (part.data.empty())
@@ -632,16 +728,23 @@ void Model::assignWeight(int32_t index, const Tensor &tensor) {
   Tensor &weight = weights[index];
   if (!holds(entry))
     return;
-  // Copy into the existing buffer, which weightPointers points to.
+  // The host's other state must not be overwritten by a later download.
+  syncHostState();
+  // Copy into the existing buffer, which weightPointers points to (on a
+  // device model, the host's copy, which then goes to the device).
   if (entry.shard_axes == 0) {
     if (!tensor.data.empty())
       std::memcpy(weight.data.data(), tensor.data.data(), tensor.data.size());
-    return;
+  } else {
+    Tensor part =
+        sliceShard(*modelInfo, entry, groupPosition(entry.shard_axes), tensor);
+    if (!part.data.empty())
+      std::memcpy(weight.data.data(), part.data.data(), part.data.size());
   }
-  Tensor part =
-      sliceShard(*modelInfo, entry, groupPosition(entry.shard_axes), tensor);
-  if (!part.data.empty())
-    std::memcpy(weight.data.data(), part.data.data(), part.data.size());
+  if (deviceOps && !weight.data.empty())
+    checkDevice(deviceOps->upload(weightPointers[index], weight.data.data(),
+                                  weight.data.size()),
+                "copying weight " + quote(weight.name) + " to the device");
 }
 
 bool Model::isTraining() const {

@@ -154,9 +154,12 @@ public:
   /// Prints the definitions of the tables (and their shape and mesh
   /// arrays), to be placed inside getNamespace().
   void printTables(llvm::raw_ostream &os, const MeshLayout &mesh) const;
-  /// Prints `extern "C" <prefix>_model_info`, after the namespace closes.
+  /// Prints `extern "C" <prefix>_model_info`, after the namespace closes;
+  /// `device` is the pccrt_device enumerator of a device model (the host's
+  /// is left to its default).
   void printModelInfo(llvm::raw_ostream &os, const MeshLayout &mesh,
-                      uint64_t workspaceBytes) const;
+                      uint64_t workspaceBytes,
+                      llvm::StringRef device = {}) const;
 
 private:
   /// One table entry; `shapes` receives its shape array.

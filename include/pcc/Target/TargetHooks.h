@@ -146,6 +146,12 @@ public:
   virtual std::string getRunPrologue(int64_t threads) const = 0;
   /// The statement that ends a run that succeeded (all its work done).
   virtual std::string getRunSuccess() const = 0;
+  /// The pccrt_device enumerator of a target whose buffers are on a device;
+  /// empty for the host.
+  virtual llvm::StringRef getDevice() const { return {}; }
+  /// The end of the translation unit, after `<prefix>_model_run`.
+  virtual void printFileEpilogue(llvm::raw_ostream &os,
+                                 llvm::StringRef prefix) const {}
 
   //===--------------------------------------------------------------------===//
   // Spelling

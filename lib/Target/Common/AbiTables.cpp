@@ -326,7 +326,8 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
 }
 
 void AbiTables::printModelInfo(raw_ostream &os, const MeshLayout &mesh,
-                               uint64_t workspaceBytes) const {
+                               uint64_t workspaceBytes,
+                               StringRef device) const {
   std::string meshInfo = "0, nullptr, nullptr";
   if (!mesh.isSingleRank())
     meshInfo = llvm::formatv("{0}, {1}_mesh_axes, {1}_mesh_shape",
@@ -337,5 +338,6 @@ void AbiTables::printModelInfo(raw_ostream &os, const MeshLayout &mesh,
      << "  static const pccrt_model_info info = {PCCRT_ABI_VERSION, "
      << inputs.size() << ", inputs, " << outputs.size() << ", outputs, "
      << weights.size() << ", weights, " << workspaceBytes << "ULL, " << meshInfo
-     << ", " << stageAxis << "};\n  return &info;\n}\n";
+     << ", " << stageAxis << (device.empty() ? "" : ", ") << device
+     << "};\n  return &info;\n}\n";
 }

@@ -1147,7 +1147,7 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
          << program.functionNames[entry] << "(const pccrt_context *ctx) {\n"
          << kEntryPreamble << bodies[entry] << "  return PCCRT_OK;\n}\n";
   os << "} // namespace " << tables.getNamespace() << "\n\n";
-  tables.printModelInfo(os, mesh, programWorkspace);
+  tables.printModelInfo(os, mesh, programWorkspace, hooks.getDevice());
   os << "\nextern \"C\" " << hooks.getFunctionAttributes() << " int " << p
      << "_model_run(const pccrt_context *ctx) {\n"
      << "  using namespace " << tables.getNamespace() << ";\n"
@@ -1170,6 +1170,8 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
     os << kEntryPreamble << bodies[entries.front()] << "  "
        << hooks.getRunSuccess() << "\n}\n";
   }
+
+  hooks.printFileEpilogue(os, p);
 
   CppEmitResult result;
   result.weights.assign(tables.getWeights().begin(), tables.getWeights().end());

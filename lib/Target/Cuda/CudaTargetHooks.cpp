@@ -17,6 +17,13 @@ void CudaTargetHooks::printFilePrologue(raw_ostream &os) const {
      << "#include \"pccrt.h\"\n#include \"pcc_cuda_kernels.cuh\"\n\n";
 }
 
+void CudaTargetHooks::printFileEpilogue(raw_ostream &os,
+                                        StringRef prefix) const {
+  // The runtime places the model's buffers in device memory through these.
+  os << "\nextern \"C\" const pccrt_device_ops *" << prefix
+     << "_device_ops(void) { return &pcc_cu::kDeviceOps; }\n";
+}
+
 std::string CudaTargetHooks::getRunPrologue(int64_t) const {
   return "  if (int error = pcc_cu::begin(ctx)) return error;\n";
 }

@@ -31,6 +31,9 @@ public:
   std::string getRunSuccess() const override {
     return "return pcc_cu::finish();";
   }
+  llvm::StringRef getDevice() const override { return "PCCRT_DEVICE_CUDA"; }
+  void printFileEpilogue(llvm::raw_ostream &os,
+                         llvm::StringRef prefix) const override;
 
   std::string getTypeName(mlir::Type elementType) const override;
   std::string getMathCall(MathFunction fn, mlir::Type type,

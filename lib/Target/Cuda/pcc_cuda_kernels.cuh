@@ -145,6 +145,35 @@ inline int takeIndexError() {
   return flag;
 }
 
+//===----------------------------------------------------------------------===//
+// The runtime's access to device memory (pccrt_device_ops)
+//===----------------------------------------------------------------------===//
+
+inline int deviceAlloc(void **memory, uint64_t bytes) {
+  *memory = nullptr;
+  // A buffer of no bytes still gets an address.
+  return check(cudaMalloc(memory, size_t(bytes ? bytes : 1)), "cudaMalloc")
+             ? PCCRT_OK
+             : PCCRT_ERR_DEVICE;
+}
+inline void deviceRelease(void *memory) { cudaFree(memory); }
+inline int deviceUpload(void *device, const void *host, uint64_t bytes) {
+  return !bytes || check(cudaMemcpy(device, host, size_t(bytes),
+                                    cudaMemcpyHostToDevice),
+                         "copying to the device")
+             ? PCCRT_OK
+             : PCCRT_ERR_DEVICE;
+}
+inline int deviceDownload(void *host, const void *device, uint64_t bytes) {
+  return !bytes || check(cudaMemcpy(host, device, size_t(bytes),
+                                    cudaMemcpyDeviceToHost),
+                         "copying from the device")
+             ? PCCRT_OK
+             : PCCRT_ERR_DEVICE;
+}
+inline const pccrt_device_ops kDeviceOps = {deviceAlloc, deviceRelease,
+                                            deviceUpload, deviceDownload};
+
 inline void copy(void *dst, const void *src, int64_t bytes) {
   if (dst != src && bytes > 0)
     check(cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice,

@@ -162,7 +162,12 @@ public:
   /// info().weights order, each with its kind. Collective.
   std::vector<Tensor> state() const;
   /// This rank's parts of the weights, in info().weights order.
-  const std::vector<Tensor> &localWeights() const { return weights; }
+  const std::vector<Tensor> &localWeights() const {
+    syncHostState();
+    return weights;
+  }
+  /// Whether the model's buffers live on a device (a CUDA build).
+  bool onDevice() const { return deviceOps != nullptr; }
   /// Replaces every STATE weight by the whole tensor of the same name in
   /// \p tensors (other tensors are ignored). Each STATE weight must be
   /// present with its dtype and whole shape, else nothing changes and an
@@ -220,13 +225,34 @@ private:
   };
   using RunFn = int (*)(const pccrt_context *);
 
+  /// Device models: copies the STATE weights a run updated on the device
+  /// back into `weights` (the host's copies), if a run since the last copy
+  /// may have changed them.
+  void syncHostState() const;
+  /// Device models: the device buffer of `bytes` at `slot` (allocated on
+  /// first use, and again when the size changes).
+  void *deviceBuffer(std::vector<std::pair<void *, uint64_t>> &slots,
+                     size_t slot, uint64_t bytes);
+  /// Throws the error of a failed device call.
+  void checkDevice(int code, const std::string &what) const;
+
   void *handle = nullptr;
   const pccrt_model_info *modelInfo = nullptr;
   RunFn runFn = nullptr;
+  /// Device models: the library's access to device memory, the device
+  /// copies of the weights (weightPointers point to them), the buffers of
+  /// the inputs, outputs and workspace, and whether the host's copies of the
+  /// state are behind the device's.
+  const pccrt_device_ops *deviceOps = nullptr;
+  std::vector<std::pair<void *, uint64_t>> deviceWeights, deviceInputs,
+      deviceOutputs, deviceWorkspace;
+  mutable bool hostStateStale = false;
   Communicator *comm = nullptr;
   /// The threads of each run (pccrt_context::num_threads), decided at load.
   int32_t numThreads = 1;
-  std::vector<Tensor> weights;        ///< in info().weights order, with kinds
+  /// In info().weights order, with kinds; on a device model the host's
+  /// copies, brought up to date when read (syncHostState).
+  mutable std::vector<Tensor> weights;
   std::vector<void *> weightPointers; ///< their data, as the run fn wants
   /// Tracing: events recorded, and when tracing started.
   bool tracing = false;

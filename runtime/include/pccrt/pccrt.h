@@ -59,7 +59,8 @@
 // run function instead of four arguments; 4 adds the mesh and the sharding
 // of each entry; 5 adds pipeline stages (`stage_axis`, `holders`),
 // non-blocking sends (`isend`, `wait_all`) and tracing of actions; 6 the
-// thread count of a run (`num_threads`).
+// thread count of a run (`num_threads`); 7 models whose memory is on a
+// device (`device`, `<prefix>_device_ops`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,7 +73,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 6
+#define PCCRT_ABI_VERSION 7
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -129,7 +130,25 @@ typedef struct pccrt_model_info {
   const char *const *mesh_axes;   ///< their names ("pp", "tp")
   const int64_t *mesh_shape;      ///< their sizes; ranks = their product
   int32_t stage_axis;             ///< the pipeline's mesh axis, or -1
+  int32_t device;                 ///< a pccrt_device: where the buffers live
 } pccrt_model_info;
+
+/// Where a model's buffers (inputs, outputs, weights, workspace) live.
+typedef enum pccrt_device {
+  PCCRT_DEVICE_HOST = 0, ///< the CPU target: host memory
+  PCCRT_DEVICE_CUDA = 1  ///< the CUDA target: the GPU's memory
+} pccrt_device;
+
+/// How the runtime reaches a device model's memory: a library whose info
+/// names a device exports `const pccrt_device_ops *<prefix>_device_ops(void)`.
+/// Each call returns 0 or a PCCRT_ERR_* code; copies are complete when they
+/// return.
+typedef struct pccrt_device_ops {
+  int (*alloc)(void **memory, uint64_t bytes);
+  void (*release)(void *memory);
+  int (*upload)(void *device, const void *host, uint64_t bytes);
+  int (*download)(void *host, const void *device, uint64_t bytes);
+} pccrt_device_ops;
 
 /// How partial results combine.
 typedef enum pccrt_reduction {
