@@ -26,3 +26,22 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["pcc", "pcc-opt", "pcc-translate"], [config.pcc_tools_dir])
 config.substitutions.append(("%pcc_obj_root", config.pcc_obj_root))
 config.substitutions.append(("%pcc_src_root", config.pcc_src_root))
+
+# The CUDA target's tests need nvcc (on PATH or in /usr/local/cuda/bin) to
+# build; they run the host emulation of the code, except the GPU tests, which
+# need a GPU in use (nvidia-smi lists one).
+import shutil
+import subprocess
+
+if shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc"):
+    config.available_features.add("nvcc")
+def has_cuda_gpu():
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+config.available_features.add("cuda-gpu" if has_cuda_gpu() else "no-cuda-gpu")

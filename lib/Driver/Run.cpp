@@ -534,29 +534,27 @@ static bool hasCudaDevice() {
 }
 
 /// The library `pcc run` loads from `dir`: `lib`, except for a CUDA build
-/// (model.cu) on a machine without a GPU, which runs its host emulation
-/// when it was built (--cuda-emulate), saying so when `announce`.
+/// (model.cu) where no GPU is in use (none here, or PCC_CUDA_EMULATE set),
+/// which runs its host emulation when it was built (--cuda-emulate), saying
+/// so when `announce`. `emulated` tells which it chose.
 static std::string selectCudaLibrary(const std::string &dir,
-                                     const std::string &lib, bool announce) {
+                                     const std::string &lib, bool announce,
+                                     bool &emulated) {
+  emulated = false;
   if (!llvm::sys::fs::exists(dir + "/model.cu"))
     return lib;
-  std::string emulated = dir + "/" + kEmulatedLibrary;
-  bool hasEmulation = llvm::sys::fs::exists(emulated);
   if (hasCudaDevice() && !llvm::sys::Process::GetEnv("PCC_CUDA_EMULATE"))
-    throw pccrt::Error(
-        dir + ": a CUDA build, and this machine has a GPU, but pcc's runtime "
-              "cannot place a model in device memory yet" +
-        (hasEmulation ? std::string("; PCC_CUDA_EMULATE=1 runs its host "
-                                    "emulation")
-                      : std::string()));
-  if (!hasEmulation)
-    throw pccrt::Error(dir + ": a CUDA build and no GPU here; compile with "
-                             "--cuda-emulate to run its host emulation");
+    return lib;
+  std::string emulation = dir + "/" + kEmulatedLibrary;
+  if (!llvm::sys::fs::exists(emulation))
+    throw pccrt::Error(dir + ": a CUDA build and no GPU in use here; compile "
+                             "with --cuda-emulate to run its host emulation");
   if (announce)
     llvm::errs() << "pcc: no GPU in use: running the host emulation of the "
                     "CUDA build ("
                  << kEmulatedLibrary << ")\n";
-  return emulated;
+  emulated = true;
+  return emulation;
 }
 
 llvm::LogicalResult pcc::run(const RunOptions &options,
@@ -571,7 +569,9 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
                          ": no libmodel.so (not a pcc compile output)");
     int64_t launchedRanks = 0;
     bool announce = !pccrt::startedByLauncher(&launchedRanks);
-    lib = selectCudaLibrary(options.dir, lib, announce);
+    bool emulated = false;
+    bool cudaBuild = llvm::sys::fs::exists(options.dir + "/model.cu");
+    lib = selectCudaLibrary(options.dir, lib, announce, emulated);
     if (!llvm::sys::fs::exists(weights))
       weights.clear();
     if (options.steps < 1)
@@ -580,6 +580,13 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     int64_t ranks = 1;
     for (int64_t size : mesh)
       ranks *= size;
+    if (cudaBuild && !emulated && ranks > 1)
+      throw pccrt::Error(options.dir +
+                         ": a CUDA build of " + std::to_string(ranks) +
+                         " ranks: their communication on the GPU needs the "
+                         "NCCL communicator, which pcc's runtime does not "
+                         "have yet (PCC_CUDA_EMULATE=1 runs the host "
+                         "emulation, if built)");
     if (ranks <= 1) {
       if (options.fault)
         throw pccrt::Error("--fault: " + options.dir +

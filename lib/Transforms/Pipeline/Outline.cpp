@@ -285,10 +285,15 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
             for (const auto &r : it->second)
               if (r.first == kGradRole)
                 grad = &r;
-          if (!grad)
-            return op->emitError("pipeline parallelism: the optimizer "
-                                 "reads a value of the forward or backward "
-                                 "that is not a gradient");
+          if (!grad) {
+            InFlightDiagnostic diag =
+                op->emitError("pipeline parallelism: the optimizer reads a "
+                              "value of the forward or backward that is not "
+                              "a gradient: the result of '")
+                << def->getName() << "'";
+            diag.attachNote(def->getLoc()) << "computed here";
+            return diag;
+          }
           fb.addArgument(v, kGradRole, grad->second);
         }
       if (failed(fb.cloneOp(op)))
