@@ -26,6 +26,14 @@ def Graph_Elementwise : NativeOpTrait<"Elementwise"> {
   let cppNamespace = "::pcc::graph::OpTrait";
 }
 
+// A product whose operands may be narrowed to 16-bit floats, the result
+// accumulated in f32 by the target (cuBLASLt's compute type, the CPU's
+// float sums) and rounded once: the ops `--dtype bf16` runs in bf16
+// (pcc-mixed-precision). Everything else keeps f32.
+def Graph_LowPrecisionProduct : NativeOpTrait<"LowPrecisionProduct"> {
+  let cppNamespace = "::pcc::graph::OpTrait";
+}
+
 // One result whose shape and element type equal the operand's.
 class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType, Graph_Elementwise, Graph_CostOpInterface,
@@ -261,6 +269,7 @@ def Graph_CastOp : Graph_Op<"cast", [DeclareOpInterfaceMethods<Graph_Differentia
 //===----------------------------------------------------------------------===//
 
 def Graph_MatMulOp : Graph_Op<"matmul", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+    Graph_LowPrecisionProduct,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Matrix product with numpy semantics";
@@ -276,6 +285,7 @@ def Graph_MatMulOp : Graph_Op<"matmul", [DeclareOpInterfaceMethods<Graph_Differe
 }
 
 def Graph_GemmOp : Graph_Op<"gemm", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+    Graph_LowPrecisionProduct,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>]> {
   let summary = "General matrix multiply alpha*op(a)*op(b) + beta*c";

@@ -125,6 +125,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.ppSplit = options.ppSplit;
   p.costTable = options.costTable;
   p.target = options.target;
+  p.dtype = options.dtype;
   buildParallelizePipeline(pm, p);
   // Code generation's view of the program: element-wise chains as loop
   // nests.
@@ -779,6 +780,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   llvm::json::Object report{
       {"model", options.model},
       {"target", options.target},
+      {"dtype", options.dtype},
       {"tp", options.tp},
       {"pp", options.pp},
       {"train", options.train},

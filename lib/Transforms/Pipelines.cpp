@@ -30,6 +30,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     // forward.
     if (options.tp > 1)
       fpm.addPass(createPadVocabulary({options.tp}));
+    // The products are narrowed before the backward is derived, so that
+    // its products are narrowed too.
+    if (options.dtype != "f32")
+      fpm.addPass(createMixedPrecision({options.dtype}));
     fpm.addPass(createAutodiff());
     fpm.addPass(createOptimizer({options.optimizer, options.lr, options.beta1,
                                  options.beta2, options.eps,
@@ -39,6 +43,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches}));
   if (!options.train && options.tp > 1)
     pm.addNestedPass<func::FuncOp>(createPadVocabulary({options.tp}));
+  if (!options.train && options.dtype != "f32")
+    pm.addNestedPass<func::FuncOp>(createMixedPrecision({options.dtype}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (options.tp > 1) {

@@ -22,6 +22,13 @@
 
 namespace pccrt::detail {
 
+/// The 16-bit float formats, widened exactly and narrowed to the nearest
+/// (ties to even; NaN stays NaN).
+float halfToFloat(uint16_t h);
+float bfloatToFloat(uint16_t b);
+uint16_t floatToHalf(float f);
+uint16_t floatToBfloat(float f);
+
 /// No tensor may be larger: it bounds what a corrupt header can allocate.
 constexpr uint64_t kMaxTensorBytes = uint64_t(16) << 30;
 

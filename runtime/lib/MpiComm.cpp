@@ -6,12 +6,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Internal.h"
 #include "pccrt/Comm.h"
 #include "pccrt/Runtime.h"
 
 #include <climits>
 #include <cstring>
 #include <map>
+#include <vector>
 #include <unistd.h>
 
 #ifdef PCCRT_HAVE_MPI
@@ -150,6 +152,28 @@ void divide(void *data, int64_t count, int32_t dtype, int64_t n) {
   }
 }
 
+bool isHalfFloat(int32_t dtype) {
+  return dtype == PCCRT_F16 || dtype == PCCRT_BF16;
+}
+
+/// `count` 16-bit floats widened to float, for MPI, which reduces no
+/// 16-bit float type: the sum is then rounded once, when narrowed back.
+std::vector<float> widen(const void *data, int64_t count, int32_t dtype) {
+  std::vector<float> wide(size_t(std::max<int64_t>(count, 0)));
+  const uint16_t *p = static_cast<const uint16_t *>(data);
+  for (size_t i = 0; i < wide.size(); ++i)
+    wide[i] = dtype == PCCRT_F16 ? detail::halfToFloat(p[i])
+                                 : detail::bfloatToFloat(p[i]);
+  return wide;
+}
+
+void narrow(const std::vector<float> &wide, void *data, int32_t dtype) {
+  uint16_t *p = static_cast<uint16_t *>(data);
+  for (size_t i = 0; i < wide.size(); ++i)
+    p[i] = dtype == PCCRT_F16 ? detail::floatToHalf(wide[i])
+                              : detail::floatToBfloat(wide[i]);
+}
+
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(int rank, int size, std::vector<int64_t> mesh)
@@ -173,6 +197,12 @@ public:
 
   void doAllReduce(uint32_t axes, void *data, int64_t count, int32_t dtype,
                    int32_t reduction) override {
+    if (isHalfFloat(dtype)) {
+      std::vector<float> wide = widen(data, count, dtype);
+      doAllReduce(axes, wide.data(), count, PCCRT_F32, reduction);
+      narrow(wide, data, dtype);
+      return;
+    }
     MPI_Comm g = group(axes);
     check(MPI_Allreduce(MPI_IN_PLACE, data, checkedCount(count),
                         mpiType(dtype, true), mpiOp(reduction), g),
@@ -189,6 +219,14 @@ public:
   void doReduceScatter(uint32_t axes, const void *in, void *out, int64_t count,
                        int32_t dtype, int32_t reduction) override {
     checkedCount(count * groupSize(axes));
+    if (isHalfFloat(dtype)) {
+      std::vector<float> wide = widen(in, count * groupSize(axes), dtype);
+      std::vector<float> mine(static_cast<size_t>(count));
+      doReduceScatter(axes, wide.data(), mine.data(), count, PCCRT_F32,
+                      reduction);
+      narrow(mine, out, dtype);
+      return;
+    }
     check(MPI_Reduce_scatter_block(in, out, checkedCount(count),
                                    mpiType(dtype, true), mpiOp(reduction),
                                    group(axes)),

@@ -3,6 +3,7 @@
 #include "Internal.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -126,4 +127,57 @@ std::vector<uint8_t> detail::readFile(const std::string &path) {
   if (error)
     fail(path, std::string("cannot read: ") + std::strerror(error));
   return bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// 16-bit floats
+//===----------------------------------------------------------------------===//
+
+float pccrt::detail::halfToFloat(uint16_t h) {
+  uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  float magnitude;
+  if (exponent == 0)
+    magnitude = std::ldexp(float(mantissa), -24);
+  else if (exponent == 31)
+    magnitude = mantissa ? NAN : INFINITY;
+  else
+    magnitude = std::ldexp(float(mantissa | 0x400), int(exponent) - 25);
+  return (h >> 15) ? -magnitude : magnitude;
+}
+
+float pccrt::detail::bfloatToFloat(uint16_t b) {
+  uint32_t bits = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t pccrt::detail::floatToBfloat(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000)
+    return uint16_t((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return uint16_t(x >> 16);
+}
+
+uint16_t pccrt::detail::floatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint16_t sign = uint16_t((x >> 16) & 0x8000);
+  uint32_t magnitude = x & 0x7fffffff;
+  if (magnitude > 0x7f800000)
+    return uint16_t(sign | 0x7e00);
+  if (magnitude >= 0x477ff000) // rounds to 65520 or more: infinity
+    return uint16_t(sign | 0x7c00);
+  if (magnitude < 0x38800000) {
+    // A subnormal half: the value in units of 2^-24, rounded to even.
+    float scaled = std::ldexp(std::fabs(f), 24);
+    return uint16_t(sign | uint16_t(std::nearbyint(scaled)));
+  }
+  uint32_t h = ((magnitude >> 13) - (112u << 10));
+  uint32_t rest = magnitude & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+    ++h;
+  return uint16_t(sign | h);
 }

@@ -25,26 +25,6 @@ using namespace pccrt::detail;
 namespace {
 constexpr const char *kCheckpointFormat = "pcc-checkpoint";
 
-float halfToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h >> 15) << 31, exponent = (h >> 10) & 0x1f,
-           mantissa = h & 0x3ff;
-  float magnitude;
-  if (exponent == 0)
-    magnitude = std::ldexp(float(mantissa), -24);
-  else if (exponent == 31)
-    magnitude = mantissa ? NAN : INFINITY;
-  else
-    magnitude = std::ldexp(float(mantissa | 0x400), int(exponent) - 25);
-  return sign ? -magnitude : magnitude;
-}
-
-float bfloatToFloat(uint16_t b) {
-  uint32_t bits = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 /// \p tensor as F32: gradients are compared as float32 whatever the
 /// parameter's type.
 Tensor toFloat32(const Tensor &tensor) {

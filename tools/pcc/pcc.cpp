@@ -36,6 +36,10 @@ compile options:
   --target cpu|cuda      code generation target (default cpu); cuda writes
                          model.cu and builds it with nvcc ($PATH, else
                          /usr/local/cuda/bin) against cuBLASLt
+  --dtype f32|bf16       element type of the matrix products (default f32);
+                         bf16 keeps f32 master weights, optimizer state,
+                         norms, softmax and the loss, and accumulates the
+                         products in f32
   --cuda-arch ARCH       with --target cuda: the GPU architecture (default
                          sm_90)
   --cuda-emulate         with --target cuda: also build the CUDA code as
@@ -233,6 +237,13 @@ static int compileCommand(Args &args, bool planOnly = false) {
       }
     } else if (a == "--cuda-emulate")
       o.cudaEmulate = true;
+    else if (a == "--dtype") {
+      ok = args.value(a, o.dtype);
+      if (ok && o.dtype != "f32" && o.dtype != "bf16") {
+        llvm::errs() << "pcc: error: --dtype must be f32 or bf16\n";
+        return 1;
+      }
+    }
     else if (a == "--schedule") {
       ok = args.value(a, o.schedule);
       if (ok && !llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"},

@@ -61,6 +61,9 @@ struct CompileOptions {
   /// (--cuda-emulate), which `pcc run` runs where there is no GPU.
   std::string cudaArch = "sm_90";
   bool cudaEmulate = false;
+  /// The element type of the matrix products (--dtype): "f32", or "bf16"
+  /// with f32 master weights, optimizer state and everything else.
+  std::string dtype = "f32";
 };
 
 /// The `pcc-parallelize` pipeline (pcc/Transforms/Pipelines.h) configured

@@ -465,6 +465,28 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
   }];
 }
 
+def MixedPrecision : Pass<"pcc-mixed-precision", "::mlir::func::FuncOp"> {
+  let summary = "Runs matrix products on 16-bit floats, everything else in f32";
+  let description = [{
+    `--dtype bf16`: each op with the `LowPrecisionProduct` trait (matmul,
+    gemm) whose operands are f32 reads them cast to `dtype` and makes its
+    result in `dtype`, which is cast back to f32 for its readers. The target
+    accumulates the product in f32 and rounds its result once. Element-wise
+    ops, normalizations, softmax, the loss and the optimizer stay in f32, as
+    do the parameters (f32 master weights: their gradients come back through
+    the casts' VJPs as f32) and the optimizer state: the policy of
+    torch.autocast. Runs before autodiff, so that the backward's products
+    are narrowed as their forward's are (each VJP of a product is a product
+    of the narrowed values). Products already on narrower types are left
+    alone.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "The products' element type: bf16 or f16">,
+  ];
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
+}
+
 def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
   let summary = "Groups element-wise ops into graph.fusion loop nests";
   let description = [{

@@ -79,10 +79,17 @@ struct ParallelizeOptions
   Option<std::string> target{*this, "target",
                              llvm::cl::desc("Code generation target"),
                              llvm::cl::init("cpu")};
+  Option<std::string> dtype{
+      *this, "dtype",
+      llvm::cl::desc("Element type of the matrix products: f32, or bf16 "
+                     "(pcc-mixed-precision)"),
+      llvm::cl::init("f32")};
 };
 
 /// Builds the pipeline: with `untie`, pcc-untie; for training,
-/// pcc-select-trainable, pcc-attach-loss, pcc-autodiff and pcc-optimizer;
+/// pcc-select-trainable, pcc-attach-loss, pcc-autodiff and pcc-optimizer
+/// (with a 16-bit dtype, pcc-mixed-precision before autodiff, or after the
+/// forward's rewrites for inference);
 /// then folding and CSE; with tp > 1, pcc-shard-strategy,
 /// pcc-propagate-sharding and pcc-partition over the whole step; with
 /// pipeline parallelism or microbatches, pcc-microbatch (before the loss),

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #ifdef PCC_USE_CBLAS
 #include <cblas.h>
@@ -319,19 +320,41 @@ inline void gemmSerial(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
     return;
   }
 #endif
-  for (int64_t i = 0; i < m; ++i) {
-    T *ci = c + i * ldc;
-    for (int64_t j = 0; j < n; ++j)
-      ci[j] = beta == T(0) ? T(0) : beta * ci[j];
-    for (int64_t p = 0; p < k; ++p) {
-      T av = alpha * (transA ? a[p * lda + i] : a[i * lda + p]);
-      if (!transB) {
-        const T *bp = b + p * ldb;
-        for (int64_t j = 0; j < n; ++j)
-          ci[j] += av * bp[j];
-      } else {
-        for (int64_t j = 0; j < n; ++j)
-          ci[j] += av * b[j * ldb + p];
+  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+    // 16-bit operands (--dtype bf16): the product in float, rounded once.
+    // A buffer of `rows` rows `ld` apart, the last one `cols` long.
+    auto extent = [](int64_t rows, int64_t cols, int64_t ld) {
+      return size_t(rows > 0 && cols > 0 ? (rows - 1) * ld + cols : 0);
+    };
+    std::vector<float> af(extent(transA ? k : m, transA ? m : k, lda)),
+        bf(extent(transB ? n : k, transB ? k : n, ldb)), cf(size_t(m * n));
+    for (size_t e = 0; e < af.size(); ++e)
+      af[e] = float(a[e]);
+    for (size_t e = 0; e < bf.size(); ++e)
+      bf[e] = float(b[e]);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        cf[size_t(i * n + j)] = float(c[i * ldc + j]);
+    gemmSerial<float>(m, n, k, float(alpha), af.data(), lda, transA, bf.data(),
+                      ldb, transB, float(beta), cf.data(), n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = T(cf[size_t(i * n + j)]);
+  } else {
+    for (int64_t i = 0; i < m; ++i) {
+      T *ci = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j)
+        ci[j] = beta == T(0) ? T(0) : beta * ci[j];
+      for (int64_t p = 0; p < k; ++p) {
+        T av = alpha * (transA ? a[p * lda + i] : a[i * lda + p]);
+        if (!transB) {
+          const T *bp = b + p * ldb;
+          for (int64_t j = 0; j < n; ++j)
+            ci[j] += av * bp[j];
+        } else {
+          for (int64_t j = 0; j < n; ++j)
+            ci[j] += av * b[j * ldb + p];
+        }
       }
     }
   }

@@ -34,9 +34,9 @@ std::string CudaTargetHooks::getTypeName(Type t) const {
   if (t.isF64())
     return "double";
   if (t.isF16())
-    return "__half";
+    return "pcc_cu::f16";
   if (t.isBF16())
-    return "__nv_bfloat16";
+    return "pcc_cu::bf16";
   auto i = cast<IntegerType>(t);
   if (i.getWidth() == 1)
     return "bool";

@@ -19,6 +19,8 @@
 
 #ifndef PCC_CUDA_EMULATION
 #include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #define PCC_LAUNCH(kernel, grid, block, stream, ...)                           \
   kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
@@ -39,6 +41,27 @@ namespace pcc_cu {
 
 /// Threads per block of the library's and the generated kernels.
 constexpr int kBlock = 256;
+
+/// 16-bit float storage whose arithmetic is float's (as pcc_kernels.h's on
+/// the CPU): an expression of the generated code converts each operand to
+/// float and rounds the result once, whatever operators CUDA's own types
+/// define. Layout-compatible with __nv_bfloat16 and __half for cuBLASLt.
+struct bf16 {
+  __nv_bfloat16 value;
+  bf16() = default;
+  template <typename U, typename = std::enable_if_t<std::is_arithmetic_v<U>>>
+  __host__ __device__ bf16(U v) : value(__float2bfloat16(float(v))) {}
+  __host__ __device__ operator float() const {
+    return __bfloat162float(value);
+  }
+};
+struct f16 {
+  __half value;
+  f16() = default;
+  template <typename U, typename = std::enable_if_t<std::is_arithmetic_v<U>>>
+  __host__ __device__ f16(U v) : value(__float2half(float(v))) {}
+  __host__ __device__ operator float() const { return __half2float(value); }
+};
 
 /// Shapes passed by value to a kernel (at most 16 dimensions).
 struct Dims {
@@ -199,30 +222,54 @@ template <typename T, typename V> inline void fill(T *dst, int64_t n, V v) {
 // GEMM
 //===----------------------------------------------------------------------===//
 
+/// The element types cuBLASLt multiplies here: f32, and bf16 and f16 with
+/// f32 accumulation (compute type and scale type f32).
 template <typename T> struct LtType;
 template <> struct LtType<float> {
   static constexpr cudaDataType_t data = CUDA_R_32F;
-  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+template <> struct LtType<bf16> {
+  static constexpr cudaDataType_t data = CUDA_R_16BF;
+};
+template <> struct LtType<f16> {
+  static constexpr cudaDataType_t data = CUDA_R_16F;
+};
+template <typename T, typename = void> struct HasLtType : std::false_type {};
+template <typename T>
+struct HasLtType<T, std::void_t<decltype(LtType<T>::data)>> : std::true_type {
+};
+
+/// The type a product of T accumulates in: float for the 16-bit floats.
+template <typename T> struct AccumulatorOf {
+  using type = T;
+};
+template <> struct AccumulatorOf<bf16> {
+  using type = float;
+};
+template <> struct AccumulatorOf<f16> {
+  using type = float;
 };
 
 /// C = alpha * op(A) * op(B) + beta * C, row-major, for types cuBLASLt has
-/// no descriptor for here: one thread per element, k in order.
+/// no descriptor for here (and k = 0): one thread per element, k in order.
 template <typename T>
-__global__ void gemmNaive(int64_t m, int64_t n, int64_t k, T alpha,
+__global__ void gemmNaive(int64_t m, int64_t n, int64_t k, float alpha,
                           const T *a, int64_t lda, bool transA, const T *b,
-                          int64_t ldb, bool transB, T beta, T *c, int64_t ldc,
-                          int64_t batch, int64_t strideA, int64_t strideB,
-                          int64_t strideC) {
+                          int64_t ldb, bool transB, float beta, T *c,
+                          int64_t ldc, int64_t batch, int64_t strideA,
+                          int64_t strideB, int64_t strideC) {
+  using Acc = typename AccumulatorOf<T>::type;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
        e < batch * m * n; e += int64_t(blockDim.x) * gridDim.x) {
     int64_t q = e / (m * n), i = e / n % m, j = e % n;
     const T *aq = a + q * strideA, *bq = b + q * strideB;
-    T acc = T(0);
+    Acc acc = Acc(0);
     for (int64_t p = 0; p < k; ++p)
-      acc += (transA ? aq[p * lda + i] : aq[i * lda + p]) *
-             (transB ? bq[j * ldb + p] : bq[p * ldb + j]);
+      acc += Acc(transA ? aq[p * lda + i] : aq[i * lda + p]) *
+             Acc(transB ? bq[j * ldb + p] : bq[p * ldb + j]);
     T *cq = c + q * strideC + i * ldc + j;
-    *cq = beta == T(0) ? T(alpha * acc) : T(alpha * acc + beta * *cq);
+    *cq = beta == 0 ? T(Acc(alpha) * acc)
+                    : T(Acc(alpha) * acc + Acc(beta) * Acc(*cq));
   }
 }
 
@@ -239,20 +286,15 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
   State &s = state();
   if (m == 0 || n == 0 || batch == 0)
     return;
-  if constexpr (!std::is_same_v<T, float>) {
+  // The scale factors are f32 whatever T is (cuBLASLt's scale type).
+  float alphaF = float(alpha), betaF = float(beta);
+  if (!HasLtType<T>::value || k == 0) {
+    // cuBLASLt also wants k >= 1: C = beta * C.
     auto kernel = &gemmNaive<T>;
     PCC_LAUNCH(kernel, blocksFor(batch * m * n), kBlock, s.stream, m, n, k,
-               alpha, a, lda, transA, b, ldb, transB, beta, c, ldc, batch,
+               alphaF, a, lda, transA, b, ldb, transB, betaF, c, ldc, batch,
                strideA, strideB, strideC);
-  } else {
-    if (k == 0) {
-      // cuBLASLt wants k >= 1: C = beta * C.
-      auto kernel = &gemmNaive<T>;
-      PCC_LAUNCH(kernel, blocksFor(batch * m * n), kBlock, s.stream, m, n, k,
-                 alpha, a, lda, transA, b, ldb, transB, beta, c, ldc, batch,
-                 strideA, strideB, strideC);
-      return;
-    }
+  } else if constexpr (HasLtType<T>::value) {
     cudaDataType_t type = LtType<T>::data;
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
@@ -260,7 +302,8 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
     cublasOperation_t opSecond = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     // First operand (B's buffer): op gives n x k; second (A's): k x m.
     bool ok =
-        checkLt(cublasLtMatmulDescCreate(&desc, LtType<T>::compute, type),
+        checkLt(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F,
+                                         CUDA_R_32F),
                 "cublasLtMatmulDescCreate") &&
         checkLt(cublasLtMatmulDescSetAttribute(desc,
                                                CUBLASLT_MATMUL_DESC_TRANSA,
@@ -294,7 +337,7 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
                      "the batch stride");
     }
     if (ok)
-      checkLt(cublasLtMatmul(s.lt, desc, &alpha, b, la, a, lb, &beta, c, lc,
+      checkLt(cublasLtMatmul(s.lt, desc, &alphaF, b, la, a, lb, &betaF, c, lc,
                              c, lc, nullptr, s.ltWorkspace,
                              s.ltWorkspaceBytes, s.stream),
               "cublasLtMatmul");
@@ -706,5 +749,35 @@ template <typename T> __host__ __device__ inline T ipow(T base, T exp) {
 }
 
 } // namespace pcc_cu
+
+// Limits of the 16-bit float types, for reductions' initial values.
+template <> struct std::numeric_limits<pcc_cu::bf16> {
+  static constexpr bool is_specialized = true;
+  __host__ __device__ static pcc_cu::bf16 infinity() {
+    return pcc_cu::bf16(std::numeric_limits<float>::infinity());
+  }
+  __host__ __device__ static pcc_cu::bf16 quiet_NaN() {
+    return pcc_cu::bf16(std::numeric_limits<float>::quiet_NaN());
+  }
+  __host__ __device__ static pcc_cu::bf16 lowest() {
+    return pcc_cu::bf16(-3.38953139e38f);
+  }
+  __host__ __device__ static pcc_cu::bf16 max() {
+    return pcc_cu::bf16(3.38953139e38f);
+  }
+};
+template <> struct std::numeric_limits<pcc_cu::f16> {
+  static constexpr bool is_specialized = true;
+  __host__ __device__ static pcc_cu::f16 infinity() {
+    return pcc_cu::f16(std::numeric_limits<float>::infinity());
+  }
+  __host__ __device__ static pcc_cu::f16 quiet_NaN() {
+    return pcc_cu::f16(std::numeric_limits<float>::quiet_NaN());
+  }
+  __host__ __device__ static pcc_cu::f16 lowest() {
+    return pcc_cu::f16(-65504.0f);
+  }
+  __host__ __device__ static pcc_cu::f16 max() { return pcc_cu::f16(65504.0f); }
+};
 
 #endif // PCC_CUDA_KERNELS_CUH

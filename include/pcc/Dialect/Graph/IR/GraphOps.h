@@ -131,6 +131,11 @@ namespace pcc::graph::OpTrait {
 template <typename ConcreteType>
 class Elementwise
     : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
+/// Matrix products that may run on 16-bit float operands with f32
+/// accumulation: see Graph_LowPrecisionProduct in GraphOps.td.
+template <typename ConcreteType>
+class LowPrecisionProduct
+    : public mlir::OpTrait::TraitBase<ConcreteType, LowPrecisionProduct> {};
 } // namespace pcc::graph::OpTrait
 
 #define GET_OP_CLASSES
