@@ -69,7 +69,7 @@ std::string CudaTargetHooks::getMathCall(MathFunction fn, Type type,
   case MathFunction::Floor:
     return call("floor");
   case MathFunction::IsNaN:
-    return "isnan(" + a[0] + ")";
+    return "pcc_cu::isNaN(" + a[0] + ")";
   case MathFunction::Log:
     return call("log");
   case MathFunction::Sin:

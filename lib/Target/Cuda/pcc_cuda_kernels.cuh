@@ -739,6 +739,12 @@ inline void cumSum(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
              outer, n, inner, exclusive, reverse);
 }
 
+/// Whether `v` is a NaN, for every element type (the 16-bit ones through
+/// float); the host's and the device's isnan differ in where they live.
+template <typename T> __host__ __device__ inline bool isNaN(T v) {
+  return v != v;
+}
+
 /// Integer powers as the CPU computes them: `exp` multiplications (none for
 /// a negative exponent).
 template <typename T> __host__ __device__ inline T ipow(T base, T exp) {
