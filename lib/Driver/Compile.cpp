@@ -288,10 +288,12 @@ std::vector<pccrt::Tensor> pcc::getWeightTensors(const CppEmitResult &emitted) {
   return tensors;
 }
 
-LogicalResult pcc::writeRuntimeHeaders(StringRef dir, std::string &error) {
-  for (auto [name, text] :
-       {std::pair<StringRef, StringRef>{"pcc_kernels.h", getKernelHeader()},
-        {"pccrt.h", getAbiHeader()}}) {
+/// Writes each (file name, text) into `dir`.
+static LogicalResult
+writeTexts(StringRef dir,
+           std::initializer_list<std::pair<StringRef, StringRef>> files,
+           std::string &error) {
+  for (auto [name, text] : files) {
     std::error_code ec;
     llvm::raw_fd_ostream os((dir + "/" + name).str(), ec);
     if (ec) {
@@ -303,21 +305,18 @@ LogicalResult pcc::writeRuntimeHeaders(StringRef dir, std::string &error) {
   return success();
 }
 
+LogicalResult pcc::writeRuntimeHeaders(StringRef dir, std::string &error) {
+  return writeTexts(
+      dir, {{"pcc_kernels.h", getKernelHeader()}, {"pccrt.h", getAbiHeader()}},
+      error);
+}
+
 LogicalResult pcc::writeCudaHeaders(StringRef dir, std::string &error) {
-  for (auto [name, text] :
-       {std::pair<StringRef, StringRef>{"pcc_cuda_kernels.cuh",
-                                        getCudaKernelHeader()},
-        {"pcc_cuda_emulation.h", getCudaEmulationHeader()},
-        {"pccrt.h", getAbiHeader()}}) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os((dir + "/" + name).str(), ec);
-    if (ec) {
-      error = ("cannot write " + name + ": " + ec.message()).str();
-      return failure();
-    }
-    os << text;
-  }
-  return success();
+  return writeTexts(dir,
+                    {{"pcc_cuda_kernels.cuh", getCudaKernelHeader()},
+                     {"pcc_cuda_emulation.h", getCudaEmulationHeader()},
+                     {"pccrt.h", getAbiHeader()}},
+                    error);
 }
 
 namespace {

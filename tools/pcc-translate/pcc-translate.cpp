@@ -42,10 +42,15 @@ static llvm::cl::opt<std::string>
                 llvm::cl::desc("also write the weights the code reads to this "
                                "safetensors file"));
 
-static LogicalResult writeWeights(ModuleOp module,
-                                  const pcc::CppEmitResult &emitted) {
+/// After an emitter ran: the weights file, if asked for.
+static LogicalResult finish(ModuleOp module,
+                            FailureOr<pcc::CppEmitResult> emitted) {
+  if (failed(emitted))
+    return failure();
+  if (weightsFile.empty())
+    return success();
   try {
-    pccrt::writeSafetensors(weightsFile, pcc::getWeightTensors(emitted),
+    pccrt::writeSafetensors(weightsFile, pcc::getWeightTensors(*emitted),
                             {{"format", "pcc"}});
   } catch (const pccrt::Error &e) {
     return module.emitError(e.what());
@@ -70,11 +75,7 @@ int main(int argc, char **argv) {
                    << functionName << "'";
           emitted = pcc::emitCpp(entry, os, options);
         }
-        if (failed(emitted))
-          return failure();
-        if (!weightsFile.empty())
-          return writeWeights(module, *emitted);
-        return success();
+        return finish(module, emitted);
       },
       [](DialectRegistry &registry) { pcc::registerAllDialects(registry); });
   TranslateFromMLIRRegistration graphToCuda(
@@ -82,13 +83,7 @@ int main(int argc, char **argv) {
       [](ModuleOp module, raw_ostream &os) -> LogicalResult {
         pcc::CppEmitOptions options;
         options.symbolPrefix = symbolPrefix;
-        FailureOr<pcc::CppEmitResult> emitted =
-            pcc::emitCuda(module, os, options);
-        if (failed(emitted))
-          return failure();
-        if (!weightsFile.empty())
-          return writeWeights(module, *emitted);
-        return success();
+        return finish(module, pcc::emitCuda(module, os, options));
       },
       [](DialectRegistry &registry) { pcc::registerAllDialects(registry); });
   return failed(mlirTranslateMain(argc, argv, "pcc translation driver"));

@@ -157,6 +157,8 @@ public:
   // Spelling
   //===--------------------------------------------------------------------===//
 
+  /// The namespace of the target's kernel library (pcc_k on the CPU).
+  virtual llvm::StringRef getKernelNamespace() const = 0;
   /// The name of a scalar element type in generated code.
   virtual std::string getTypeName(mlir::Type elementType) const = 0;
   /// `fn` applied to scalar expressions of element type `type`.
@@ -189,7 +191,7 @@ public:
   virtual void emitKernelCall(llvm::StringRef kernel,
                               llvm::ArrayRef<mlir::Type> typeArgs,
                               llvm::ArrayRef<std::string> args,
-                              llvm::StringRef errorCode = {}) = 0;
+                              llvm::StringRef errorCode = {});
   /// A constant array of integers that kernel calls can pass (shapes);
   /// returns the expression that passes it.
   virtual std::string emitIndexArray(llvm::ArrayRef<int64_t> values) = 0;

@@ -14,6 +14,26 @@ using namespace pcc;
 // Out of line, so that the vtable has one home.
 TargetHooks::~TargetHooks() = default;
 
+// A call of the kernel library is spelled alike on every target, in the
+// target's namespace.
+void TargetHooks::emitKernelCall(StringRef kernel, ArrayRef<Type> typeArgs,
+                                 ArrayRef<std::string> args,
+                                 StringRef errorCode) {
+  std::string call = (getKernelNamespace() + "::" + kernel).str();
+  if (!typeArgs.empty()) {
+    call += "<";
+    llvm::interleave(
+        typeArgs, [&](Type t) { call += getTypeName(t); },
+        [&] { call += ", "; });
+    call += ">";
+  }
+  call += "(" + llvm::join(args, ", ") + ")";
+  if (errorCode.empty())
+    emitLine(call + ";");
+  else
+    emitLine("if (" + call + ") return " + errorCode.str() + ";");
+}
+
 // Communication, tracing and calls are host code on every target: calls
 // of the run context's communicator and tracer, and of other functions of
 // the program.

@@ -274,24 +274,6 @@ void CpuTargetHooks::emitGemm(const GemmCall &g) {
       /*parallel=*/batched);
 }
 
-void CpuTargetHooks::emitKernelCall(StringRef kernel, ArrayRef<Type> typeArgs,
-                                    ArrayRef<std::string> args,
-                                    StringRef errorCode) {
-  std::string call = "pcc_k::" + kernel.str();
-  if (!typeArgs.empty()) {
-    call += "<";
-    llvm::interleave(
-        typeArgs, [&](Type t) { call += getTypeName(t); },
-        [&] { call += ", "; });
-    call += ">";
-  }
-  call += "(" + llvm::join(args, ", ") + ")";
-  if (errorCode.empty())
-    emitLine(call + ";");
-  else
-    emitLine("if (" + call + ") return " + errorCode.str() + ";");
-}
-
 std::string CpuTargetHooks::emitIndexArray(ArrayRef<int64_t> values) {
   std::string name = makeName("s");
   std::string list;

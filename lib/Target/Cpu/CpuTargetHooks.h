@@ -28,6 +28,7 @@ public:
   std::string getRunPrologue(int64_t threads) const override;
   std::string getRunSuccess() const override { return "return PCCRT_OK;"; }
 
+  llvm::StringRef getKernelNamespace() const override { return "pcc_k"; }
   std::string getTypeName(mlir::Type elementType) const override;
   std::string getMathCall(MathFunction fn, mlir::Type type,
                           llvm::ArrayRef<std::string> args) const override;
@@ -40,10 +41,6 @@ public:
           statement) override;
   void emitReduction(const ReductionLoop &reduction) override;
   void emitGemm(const GemmCall &gemm) override;
-  void emitKernelCall(llvm::StringRef kernel,
-                      llvm::ArrayRef<mlir::Type> typeArgs,
-                      llvm::ArrayRef<std::string> args,
-                      llvm::StringRef errorCode = {}) override;
   std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
   void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,
                 bool mayAlias) override;

@@ -258,24 +258,6 @@ void CudaTargetHooks::emitGemm(const GemmCall &g) {
   *body += "  }\n";
 }
 
-void CudaTargetHooks::emitKernelCall(StringRef kernel, ArrayRef<Type> typeArgs,
-                                     ArrayRef<std::string> args,
-                                     StringRef errorCode) {
-  std::string call = "pcc_cu::" + kernel.str();
-  if (!typeArgs.empty()) {
-    call += "<";
-    llvm::interleave(
-        typeArgs, [&](Type t) { call += getTypeName(t); },
-        [&] { call += ", "; });
-    call += ">";
-  }
-  call += "(" + llvm::join(args, ", ") + ")";
-  if (errorCode.empty())
-    emitLine(call + ";");
-  else
-    emitLine("if (" + call + ") return " + errorCode.str() + ";");
-}
-
 std::string CudaTargetHooks::emitIndexArray(ArrayRef<int64_t> values) {
   // Kernels take shapes by value: no host array reaches the device.
   std::string list;

@@ -35,6 +35,7 @@ public:
   void printFileEpilogue(llvm::raw_ostream &os,
                          llvm::StringRef prefix) const override;
 
+  llvm::StringRef getKernelNamespace() const override { return "pcc_cu"; }
   std::string getTypeName(mlir::Type elementType) const override;
   std::string getMathCall(MathFunction fn, mlir::Type type,
                           llvm::ArrayRef<std::string> args) const override;
@@ -47,10 +48,6 @@ public:
           statement) override;
   void emitReduction(const ReductionLoop &reduction) override;
   void emitGemm(const GemmCall &gemm) override;
-  void emitKernelCall(llvm::StringRef kernel,
-                      llvm::ArrayRef<mlir::Type> typeArgs,
-                      llvm::ArrayRef<std::string> args,
-                      llvm::StringRef errorCode = {}) override;
   std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
   void emitCollective(const CollectiveCall &collective) override;
   void emitTransfer(const TransferCall &transfer) override;
