@@ -119,6 +119,9 @@ namespace {
 struct RankContext {
   pccrt::Communicator *comm = nullptr;
   pccrt::RankMonitor *monitor = nullptr;
+  /// What the generated code communicates through, if not `comm`: the NCCL
+  /// communicator of a CUDA build on GPUs.
+  pccrt::Communicator *runComm = nullptr;
 
   bool alone() const { return !comm; }
   int rank() const { return comm ? comm->rank() : 0; }
@@ -197,6 +200,8 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   std::string setupError;
   try {
     model = pccrt::Model::load(lib, weights, "pcc", ranks.comm);
+    if (ranks.runComm)
+      model->setRunCommunicator(ranks.runComm);
     const pccrt_model_info &info = model->info();
     training = model->isTraining();
     bool hasState = false;
@@ -439,12 +444,26 @@ static llvm::LogicalResult launch(const RunOptions &options, int64_t ranks) {
   return status == 0 ? llvm::success() : llvm::failure();
 }
 
+/// This rank's index among the ranks on its host, as the launcher tells it
+/// (Open MPI, MPICH's Hydra, Slurm); \p rank where none does.
+static int localRank(int rank) {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    int local = 0;
+    if (std::optional<std::string> value = llvm::sys::Process::GetEnv(name))
+      if (!llvm::StringRef(*value).getAsInteger(10, local) && local >= 0)
+        return local;
+  }
+  return rank;
+}
+
 /// Runs this process as one rank of OUT's mesh, started by a launcher.
-static llvm::LogicalResult runRank(const RunOptions &options,
-                                   const std::string &lib,
-                                   const std::string &weights,
-                                   const std::vector<int64_t> &mesh,
-                                   int64_t ranks, llvm::raw_ostream &summary) {
+/// `onGpus`: OUT is a CUDA build running on GPUs, whose generated code
+/// communicates through NCCL on device memory.
+static llvm::LogicalResult
+runRank(const RunOptions &options, const std::string &lib,
+        const std::string &weights, const std::vector<int64_t> &mesh,
+        int64_t ranks, bool onGpus, llvm::raw_ostream &summary) {
   int rank = 0, size = 0;
   pccrt::initMpi(&rank, &size);
   std::unique_ptr<pccrt::RankMonitor> monitor;
@@ -491,10 +510,27 @@ static llvm::LogicalResult runRank(const RunOptions &options,
   });
 
   RankContext context{comm.get(), monitor.get()};
+  // Before the model is loaded: the NCCL communicator picks this rank's GPU,
+  // where the model's buffers then go. Every rank says whether it has one,
+  // so that all stop if one cannot.
+  std::unique_ptr<pccrt::Communicator> gpuComm;
+  bool ready = true;
+  if (onGpus) {
+    std::string error;
+    try {
+      gpuComm = pccrt::loadNcclCommunicator(*comm, localRank(rank),
+                                            options.timeoutSeconds);
+    } catch (const pccrt::Error &e) {
+      error = e.what();
+    }
+    ready = context.agree(error);
+    context.runComm = gpuComm.get();
+  }
   llvm::LogicalResult result = llvm::failure();
   try {
-    result = runSteps(options, lib, weights, context,
-                      rank == 0 ? summary : llvm::nulls());
+    if (ready)
+      result = runSteps(options, lib, weights, context,
+                        rank == 0 ? summary : llvm::nulls());
   } catch (const pccrt::Error &e) {
     // After the agreement and outside the steps only rank 0's own writing
     // fails here, and nobody waits for it.
@@ -505,6 +541,9 @@ static llvm::LogicalResult runRank(const RunOptions &options,
     monitor->setError(pccrt::RankMonitor::Phase::Error, e.what(), true);
   }
   summary.flush();
+  // The model that used it is gone; the NCCL communicator waits for its
+  // streams and frees its resources while every rank is still here.
+  gpuComm.reset();
   // The communicator and the watchdog (which may have to end the job from
   // inside finalize, where a rank that hung still holds the others) live
   // until MPI is shut down.
@@ -580,13 +619,9 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     int64_t ranks = 1;
     for (int64_t size : mesh)
       ranks *= size;
-    if (cudaBuild && !emulated && ranks > 1)
-      throw pccrt::Error(options.dir +
-                         ": a CUDA build of " + std::to_string(ranks) +
-                         " ranks: their communication on the GPU needs the "
-                         "NCCL communicator, which pcc's runtime does not "
-                         "have yet (PCC_CUDA_EMULATE=1 runs the host "
-                         "emulation, if built)");
+    // The emulation communicates on host memory, through MPI like the CPU
+    // target; the GPUs need NCCL.
+    bool onGpus = cudaBuild && !emulated;
     if (ranks <= 1) {
       if (options.fault)
         throw pccrt::Error("--fault: " + options.dir +
@@ -601,7 +636,7 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     int64_t worldSize = 0;
     if (!pccrt::startedByLauncher(&worldSize))
       return launch(options, ranks);
-    return runRank(options, lib, weights, mesh, ranks, summary);
+    return runRank(options, lib, weights, mesh, ranks, onGpus, summary);
   } catch (const pccrt::Error &e) {
     llvm::errs() << "pcc: error: " << e.what() << "\n";
     return llvm::failure();

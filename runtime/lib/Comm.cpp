@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -373,3 +375,92 @@ const pccrt_comm_ops Communicator::cOps = {
     CommTrampolines::reduceScatter, CommTrampolines::allToAll,
     CommTrampolines::send,          CommTrampolines::recv,
     CommTrampolines::isend,         CommTrampolines::waitAll};
+
+//===----------------------------------------------------------------------===//
+// Loading the NCCL communicator
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr const char *kNcclLibrary = "libpccrt_nccl.so";
+
+/// `<directory of this executable>/../lib/libpccrt_nccl.so`, where a build
+/// or an install puts it; empty if the executable cannot be found.
+std::string besideExecutable() {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0)
+    return "";
+  std::string path(self, size_t(n));
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return "";
+  return path.substr(0, slash) + "/../lib/" + kNcclLibrary;
+}
+
+/// dlerror() on one line (it may span several), which names the object.
+std::string loadError() {
+  const char *text = dlerror();
+  std::string error = text ? text : "unknown error";
+  std::replace(error.begin(), error.end(), '\n', ' ');
+  // The library takes its base class from the executable.
+  if (error.find("undefined symbol: _Z") != std::string::npos &&
+      error.find("pccrt") != std::string::npos)
+    error += " (the executable must export libpccrt's symbols: link it "
+             "with -rdynamic)";
+  return error;
+}
+} // namespace
+
+std::unique_ptr<Communicator>
+pccrt::loadNcclCommunicator(Communicator &bootstrap, int localRank,
+                            double timeoutSeconds) {
+  // A library named explicitly is the only candidate: falling back to
+  // another would hide a mistyped path.
+  std::string path;
+  void *library = nullptr;
+  if (const char *named = std::getenv("PCC_NCCL_LIBRARY"); named && *named) {
+    path = named;
+    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!library)
+      throw Error("PCC_NCCL_LIBRARY: " + loadError());
+  } else {
+    // A library that is there but fails to load (a missing libnccl, say)
+    // is reported as such, not as absent.
+    path = besideExecutable();
+    if (!path.empty() && access(path.c_str(), F_OK) == 0) {
+      library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!library)
+        throw Error(loadError());
+    } else {
+      path = kNcclLibrary;
+      library = dlopen(kNcclLibrary, RTLD_NOW | RTLD_LOCAL);
+      if (!library) {
+        // glibc names the object it could not open: this library, or one
+        // it needs.
+        std::string error = loadError();
+        if (error.rfind(path + ": cannot open shared object file", 0) != 0)
+          throw Error(error);
+        throw Error(std::string(kNcclLibrary) +
+                    " not found: pcc was built without NCCL (the CUDA "
+                    "toolkit's nccl.h and libnccl), or set PCC_NCCL_LIBRARY");
+      }
+    }
+  }
+  auto create = reinterpret_cast<decltype(&pccrt_nccl_create)>(
+      dlsym(library, "pccrt_nccl_create"));
+  if (!create) {
+    std::string error = loadError();
+    dlclose(library);
+    throw Error("not pcc's NCCL communicator: " + error);
+  }
+  // The library stays loaded for the life of the process: the communicator
+  // it makes runs its code.
+  char error[1024] = "";
+  Communicator *comm =
+      create(&bootstrap, localRank, timeoutSeconds, error, sizeof error);
+  if (!comm)
+    throw Error(std::string("NCCL communicator: ") +
+                (*error ? error : "creation failed"));
+  comm->setMonitor(bootstrap.monitor());
+  return std::unique_ptr<Communicator>(comm);
+}

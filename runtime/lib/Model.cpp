@@ -310,6 +310,16 @@ int64_t Model::groupPosition(uint32_t axes) const {
   return comm && axes ? comm->groupPosition(axes) : 0;
 }
 
+void Model::setRunCommunicator(Communicator *other) {
+  // Generated code takes its rank and groups from the context's numbers,
+  // which come from `comm`: the two must agree.
+  if (other && (!comm || other->rank() != comm->rank() ||
+                other->meshShape() != comm->meshShape()))
+    throw Error("a run communicator must have the ranks and mesh of the "
+                "model's communicator");
+  runComm = other;
+}
+
 namespace {
 /// Reads this rank's part of the split weight \p entry from the whole
 /// tensor \p stored of \p file into \p part (zeroed, of the part's size).
@@ -555,9 +565,10 @@ void Model::run(const std::vector<Tensor> &inputs,
   context.workspace = workspace ? workspace.get() : emptyBuffer;
   if (deviceOps)
     context.workspace = deviceBuffer(deviceWorkspace, 0, info.workspace_bytes);
+  Communicator *codeComm = runComm ? runComm : comm;
   context.rank = comm ? comm->rank() : 0;
   context.num_ranks = comm ? comm->numRanks() : 1;
-  context.comm = comm ? comm->handle() : nullptr;
+  context.comm = codeComm ? codeComm->handle() : nullptr;
   context.num_threads = numThreads;
   if (tracing) {
     context.trace = &Model::recordAction;
@@ -565,8 +576,8 @@ void Model::run(const std::vector<Tensor> &inputs,
   }
   ++runs;
   int code = runFn(&context);
-  if (code == PCCRT_ERR_COMM && comm && !comm->lastError().empty())
-    throw Error("model run failed: " + comm->lastError());
+  if (code == PCCRT_ERR_COMM && codeComm && !codeComm->lastError().empty())
+    throw Error("model run failed: " + codeComm->lastError());
   if (code != PCCRT_OK)
     throw Error("model run failed: " + runErrorName(code) + " (code " +
                 std::to_string(code) + ")");

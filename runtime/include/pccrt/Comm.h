@@ -3,8 +3,8 @@
 // A backend-neutral communicator: the ranks of a program arranged on a mesh,
 // with the collectives and transfers that generated code calls through the
 // pccrt_comm handle of its run context (pccrt.h). Backends: MPI (Debian's
-// Open MPI) for the CPU target; NCCL comes with the CUDA target behind the
-// same interface.
+// Open MPI) for the CPU target; NCCL (libpccrt_nccl.so, loaded at run time)
+// for the CUDA target on GPUs.
 //
 // A rank records in a RankMonitor which step it runs and which operation it
 // waits in, so that a watchdog can end a rank whose peer died or hung
@@ -19,6 +19,7 @@
 #include "pccrt/pccrt.h"
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -240,6 +241,33 @@ void finalizeMpi(RankMonitor *monitor = nullptr);
 std::unique_ptr<Communicator>
 createMpiCommunicator(std::vector<int64_t> meshShape);
 
+/// The NCCL communicator of a CUDA build on GPUs: the ranks, mesh and groups
+/// of \p bootstrap (which must outlive it and which it uses to set up its
+/// groups), its operations on device memory. It is loaded from
+/// libpccrt_nccl.so, so that libpccrt needs neither CUDA nor NCCL: the one
+/// named by $PCC_NCCL_LIBRARY if set, else the one in `../lib` beside this
+/// executable, else the one the library path finds. That library resolves
+/// libpccrt's symbols against the executable, which must export them (the
+/// PCCRuntime target makes executables that link it do so when it builds
+/// the library). The GPU is \p localRank (this rank's index on its host)
+/// modulo the GPUs visible; it becomes this thread's current device. An
+/// operation that fails or waits longer than \p timeoutSeconds (0: no
+/// limit) throws an Error after aborting the NCCL communicators. Records
+/// its operations in \p bootstrap's monitor. Throws an Error saying why
+/// when the library cannot be loaded or the communicator cannot be made.
+std::unique_ptr<Communicator> loadNcclCommunicator(Communicator &bootstrap,
+                                                   int localRank,
+                                                   double timeoutSeconds);
+
 } // namespace pccrt
+
+/// The entry point of libpccrt_nccl.so, which loadNcclCommunicator calls:
+/// a new NCCL communicator over \p bootstrap on the GPU \p localRank modulo
+/// the visible ones (made this thread's current device), owned by the
+/// caller; or null, with a one-line reason in \p error (NUL-terminated,
+/// at most \p errorSize bytes). Throws nothing.
+extern "C" pccrt::Communicator *
+pccrt_nccl_create(pccrt::Communicator *bootstrap, int localRank,
+                  double timeoutSeconds, char *error, size_t errorSize);
 
 #endif // PCCRT_COMM_H

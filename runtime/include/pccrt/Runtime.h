@@ -137,6 +137,12 @@ public:
   const pccrt_model_info &info() const { return *modelInfo; }
   /// The communicator given to load(); null when the model runs alone.
   Communicator *communicator() const { return comm; }
+  /// Gives the generated code of every later run \p runComm (null: the
+  /// communicator given to load() again), for its own operations only:
+  /// what the runtime gathers and agrees on, on host memory, stays with
+  /// the communicator given to load(). A CUDA build on GPUs runs on the
+  /// NCCL communicator this way. Its ranks and mesh must be that one's.
+  void setRunCommunicator(Communicator *runComm);
   /// The model's mesh (empty for a single-rank program).
   std::vector<int64_t> mesh() const;
 
@@ -248,6 +254,8 @@ private:
       deviceOutputs, deviceWorkspace;
   mutable bool hostStateStale = false;
   Communicator *comm = nullptr;
+  /// What generated code communicates through, if not `comm`.
+  Communicator *runComm = nullptr;
   /// The threads of each run (pccrt_context::num_threads), decided at load.
   int32_t numThreads = 1;
   /// In info().weights order, with kinds; on a device model the host's

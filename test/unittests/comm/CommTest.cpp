@@ -2,7 +2,8 @@
 //
 // Run by ctest under mpirun with 4 ranks: every collective and transfer of
 // the backend-neutral interface, over each group of a 2 x 2 mesh, through
-// the C++ API and through the C handle that generated code calls.
+// the C++ API and through the C handle that generated code calls; and the
+// loading of the NCCL communicator (its operations need GPUs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -126,6 +128,35 @@ int main() {
   expect(h->ops->all_reduce(h, 8, &x, 1, PCCRT_F32, PCCRT_REDUCE_SUM) ==
              PCCRT_ERR_COMM,
          "an axes mask beyond the mesh is an error", r);
+
+  // The NCCL communicator is loaded at run time: a library that is not
+  // there is an Error that names it.
+  const char *missing = "/nonexistent/libpccrt_nccl.so";
+  setenv("PCC_NCCL_LIBRARY", missing, 1);
+  try {
+    loadNcclCommunicator(c, r, 0);
+    expect(false, "loading a missing NCCL library throws", r);
+  } catch (const Error &e) {
+    expect(std::string(e.what()).find(missing) != std::string::npos,
+           std::string("the error names the missing library: ") + e.what(), r);
+  }
+#ifdef PCCRT_TEST_NCCL_LIBRARY
+  // The library built here loads, its base class resolved against this
+  // executable; without a GPU, making the communicator fails and says why.
+  setenv("PCC_NCCL_LIBRARY", PCCRT_TEST_NCCL_LIBRARY, 1);
+  try {
+    std::unique_ptr<Communicator> nccl = loadNcclCommunicator(c, r, 0);
+    expect(nccl->rank() == r && nccl->meshShape() == c.meshShape() &&
+               nccl->monitor() == c.monitor(),
+           "the NCCL communicator has the bootstrap's ranks and mesh", r);
+  } catch (const Error &e) {
+    std::string what = e.what();
+    expect(what.rfind("NCCL communicator: ", 0) == 0 &&
+               what.find("GPU") != std::string::npos,
+           "without a GPU the NCCL communicator says so: " + what, r);
+  }
+#endif
+  unsetenv("PCC_NCCL_LIBRARY");
 
   int local = failures, total = 0;
   MPI_Allreduce(&local, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
