@@ -55,6 +55,12 @@ struct BufferPlanOptions {
   /// failed step leaves the state as it was. Null: no state is updated in
   /// place.
   llvm::function_ref<bool(mlir::Operation *)> mayFail;
+  /// Values an op reads besides its operands (a softmax that computes its
+  /// input's producer on the fly reads that producer's operands): they stay
+  /// alive until the op ran. Null: none.
+  llvm::function_ref<void(mlir::Operation *,
+                          llvm::SmallVectorImpl<mlir::Value> &)>
+      getExtraReads;
   /// The alignment (and granularity) of workspace blocks, in bytes.
   int64_t alignment = 64;
 };

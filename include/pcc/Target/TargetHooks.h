@@ -82,6 +82,26 @@ struct ReductionLoop {
   int64_t count = 0;
 };
 
+/// Softmax (or log-softmax) of `rows` rows of `n` elements whose elements
+/// are computed on the fly by an element-wise prologue (a fusion's body:
+/// scale and mask before an attention softmax) instead of read from a
+/// buffer. The nest runs over the rows: access 0 is the output's row start
+/// (rows are contiguous, n apart), access k > 0 the row start of buffer k;
+/// `columnStrides[k]` is buffer k's step along a row (0 where broadcast).
+struct RowSoftmax {
+  mlir::Type elementType;
+  LoopNest rows;
+  llvm::SmallVector<int64_t> columnStrides;
+  int64_t n = 0;
+  bool log = false;
+};
+
+/// The offset expression of buffer `k`'s element `j` of the row at the
+/// induction variables `ivs` of `softmax.rows` (j is the row's index
+/// variable, named "j").
+std::string getRowElementOffset(const RowSoftmax &softmax, unsigned k,
+                                llvm::ArrayRef<std::string> ivs);
+
 /// A collective over the group of mesh axes `axes` (a pccrt axis mask).
 struct CollectiveCall {
   enum class Kind { AllReduce, AllGather, ReduceScatter };
@@ -183,6 +203,15 @@ public:
                                      llvm::ArrayRef<std::string> offsets)>
           statement) = 0;
   virtual void emitReduction(const ReductionLoop &reduction) = 0;
+  /// `softmax` over `buffers` (the output first, written); `element(names,
+  /// offsets, var)` gives the statements that set the local `var` to one
+  /// element of a row, reading buffer k at offsets[k] under names[k].
+  virtual void emitRowSoftmax(
+      const RowSoftmax &softmax, llvm::ArrayRef<LoopBuffer> buffers,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string> names,
+                                     llvm::ArrayRef<std::string> offsets,
+                                     llvm::StringRef var)>
+          element) = 0;
   virtual void emitGemm(const GemmCall &gemm) = 0;
   /// A call of the target's kernel library (pcc_kernels.h on the CPU) with
   /// explicit template arguments `typeArgs`. A kernel that reports failure

@@ -80,7 +80,10 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
     else if (Value source =
                  options.getViewSource ? options.getViewSource(op) : Value())
       roots[op->getResult(0)] = getRoot(source);
-    for (Value v : op->getOperands())
+    SmallVector<Value> reads(op->getOperands());
+    if (options.getExtraReads)
+      options.getExtraReads(op, reads);
+    for (Value v : reads)
       lastUse[getRoot(v)] = std::max<int64_t>(lastUse.lookup(getRoot(v)), i);
   }
 

@@ -146,6 +146,17 @@ private:
                 Value dst, const Access &dstAccess, ArrayRef<int64_t> shape);
   /// A graph.fusion: its body per element of one loop nest.
   void fusion(FusionOp fusion);
+  /// The statements, appended to `text`, that compute `fusion`'s body for
+  /// one element whose operands are read by the expressions `inputs`; the
+  /// names of the locals that hold its results.
+  SmallVector<std::string> fusionScalars(FusionOp fusion,
+                                         ArrayRef<std::string> inputs,
+                                         std::string &text);
+  /// A softmax over the last axis of a fusion's only result that nothing
+  /// else reads: the fusion runs inside the softmax's kernel (the scale and
+  /// mask of attention scores never reach memory).
+  FusionOp getAbsorbedFusion(Operation *softmax);
+  void rowSoftmax(Operation *softmax, FusionOp fusion, bool log);
   /// One loop nest writing `results` (of one shape, contiguous) and reading
   /// `ins` broadcast to it; `statement` gets a name and an offset per
   /// result, then per operand.
@@ -187,6 +198,9 @@ private:
   llvm::DenseSet<Value> external;
   /// Large anonymous splat constants, filled into the workspace.
   llvm::DenseSet<Operation *> splatsInWorkspace;
+  /// Fusions that the softmax reading them computes on the fly, and the
+  /// softmax of each.
+  llvm::DenseMap<Operation *, Operation *> absorbed;
   /// dist.all_slice ops of a weight that the weights table holds as the
   /// rank's block: no code, no buffer.
   llvm::DenseSet<Operation *> loadedSlices;
@@ -508,44 +522,105 @@ void FunctionEmitter::copyFrom(StringRef srcPointer, Value src,
       });
 }
 
-void FunctionEmitter::fusion(FusionOp fusion) {
-  // One loop nest over the results' shape: each body op becomes a local of
-  // the iteration, each operand a read broadcast to that shape.
+SmallVector<std::string>
+FunctionEmitter::fusionScalars(FusionOp fusion, ArrayRef<std::string> inputs,
+                               std::string &text) {
+  // Each body op becomes a local of the iteration.
   Block &block = fusion.getBody().front();
+  llvm::DenseMap<Value, std::string> scalar;
+  auto local = [&](Value v, StringRef init) {
+    std::string n = "t" + std::to_string(scalar.size());
+    text += type(v) + " " + n + " = " + init.str() + "; ";
+    scalar[v] = n;
+  };
+  for (BlockArgument arg : block.getArguments())
+    if (!arg.use_empty())
+      local(arg, inputs[arg.getArgNumber()]);
+  for (Operation &op : block.without_terminator()) {
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      auto value = cast<DenseElementsAttr>(constant.getValue());
+      Type et = value.getElementType();
+      local(constant,
+            type(constant) + "(" +
+                getLiterals(value.resizeSplat(RankedTensorType::get({1}, et))) +
+                ")");
+      continue;
+    }
+    SmallVector<std::string> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(scalar.lookup(v));
+    local(op.getResult(0), *getScalarExpr(&op, operands, hooks));
+  }
+  SmallVector<std::string> results;
+  for (Value v : block.getTerminator()->getOperands())
+    results.push_back(scalar.lookup(v));
+  return results;
+}
+
+void FunctionEmitter::fusion(FusionOp fusion) {
+  // One loop nest over the results' shape, each operand read broadcast to
+  // that shape.
   unsigned numResults = fusion.getNumResults();
   elementwiseNest(
       fusion.getResults(), fusion.getInputs(),
       [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
-        llvm::DenseMap<Value, std::string> scalar;
+        SmallVector<std::string> reads;
+        for (unsigned k = 0; k < fusion.getInputs().size(); ++k)
+          reads.push_back(name[numResults + k] + "[" + off[numResults + k] +
+                          "]");
         std::string text;
-        unsigned locals = 0;
-        auto local = [&](Value v, StringRef init) {
-          std::string n = "t" + std::to_string(locals++);
-          text += type(v) + " " + n + " = " + init.str() + "; ";
-          scalar[v] = n;
-        };
-        for (BlockArgument arg : block.getArguments())
-          if (!arg.use_empty())
-            local(arg, name[numResults + arg.getArgNumber()] + "[" +
-                           off[numResults + arg.getArgNumber()] + "]");
-        for (Operation &op : block.without_terminator()) {
-          if (auto constant = dyn_cast<ConstantOp>(op)) {
-            auto value = cast<DenseElementsAttr>(constant.getValue());
-            Type et = value.getElementType();
-            local(constant, type(constant) + "(" +
-                                getLiterals(value.resizeSplat(
-                                    RankedTensorType::get({1}, et))) +
-                                ")");
-            continue;
-          }
-          SmallVector<std::string> operands;
-          for (Value v : op.getOperands())
-            operands.push_back(scalar.lookup(v));
-          local(op.getResult(0), *getScalarExpr(&op, operands, hooks));
-        }
-        for (auto [k, v] : llvm::enumerate(block.getTerminator()->getOperands()))
-          text += name[k] + "[" + off[k] + "] = " + scalar.lookup(v) + "; ";
+        SmallVector<std::string> results = fusionScalars(fusion, reads, text);
+        for (auto [k, r] : llvm::enumerate(results))
+          text += name[k] + "[" + off[k] + "] = " + r + "; ";
         return text;
+      });
+}
+
+FusionOp FunctionEmitter::getAbsorbedFusion(Operation *softmax) {
+  Value input = softmax->getOperand(0);
+  auto fusion = input.getDefiningOp<FusionOp>();
+  auto axis = softmax->getAttrOfType<IntegerAttr>("axis");
+  ArrayRef<int64_t> shape = shapeOf(input);
+  if (!fusion || fusion->getNumResults() != 1 || !input.hasOneUse() || !axis ||
+      shape.empty() || axis.getInt() != int64_t(shape.size()) - 1 ||
+      shape.back() < 2)
+    return {};
+  return fusion;
+}
+
+void FunctionEmitter::rowSoftmax(Operation *softmax, FusionOp fusion,
+                                 bool log) {
+  // The rows are the leading dimensions; each operand of the fusion is
+  // read broadcast to the softmax's shape, from its row start plus its
+  // step along the row.
+  ArrayRef<int64_t> shape = shapeOf(softmax->getResult(0));
+  ArrayRef<int64_t> outer = shape.drop_back();
+  int64_t n = shape.back();
+  Access out = Access::contiguous(outer);
+  for (int64_t &st : out.strides)
+    st *= n;
+  SmallVector<Access> rows{out};
+  SmallVector<int64_t> columnStrides{1};
+  SmallVector<LoopBuffer> buffers{buffer(softmax->getResult(0), true)};
+  for (Value in : fusion.getInputs()) {
+    Access a = Access::broadcast(shapeOf(in), shape);
+    columnStrides.push_back(a.strides.back());
+    a.strides.pop_back();
+    rows.push_back(a);
+    buffers.push_back(buffer(in));
+  }
+  hooks.emitRowSoftmax(
+      {elemOf(softmax->getResult(0)), LoopNest(outer, rows), columnStrides, n,
+       log},
+      buffers,
+      [&](ArrayRef<std::string> name, ArrayRef<std::string> off,
+          StringRef var) {
+        SmallVector<std::string> reads;
+        for (unsigned k = 1; k < name.size(); ++k)
+          reads.push_back(name[k] + "[" + off[k] + "]");
+        std::string text;
+        SmallVector<std::string> results = fusionScalars(fusion, reads, text);
+        return text + var.str() + " = " + results.front() + ";";
       });
 }
 
@@ -605,7 +680,9 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
   }
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](FusionOp f) {
-        fusion(f);
+        // A fusion that a softmax computes on the fly has no code here.
+        if (!absorbed.contains(f))
+          fusion(f);
         return success();
       })
       .Case([&](ConstantOp c) {
@@ -678,6 +755,10 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
+        if (FusionOp f = getAbsorbedFusion(op); f && absorbed.contains(f)) {
+          rowSoftmax(op, f, isa<LogSoftmaxOp>(op));
+          return success();
+        }
         ArrayRef<int64_t> sh = shapeOf(s.getInput());
         int64_t axis = s.getAxis();
         hooks.emitKernelCall(
@@ -1014,6 +1095,20 @@ FailureOr<int64_t> FunctionEmitter::emit() {
            isa<dist::DistDialect>(op->getDialect());
   };
   planOptions.mayFail = mayFail;
+  // A softmax that computes its producing fusion reads the fusion's
+  // operands: they stay alive until it ran.
+  for (Operation &op : func.getBody().front())
+    if (isa<SoftmaxOp, LogSoftmaxOp>(op))
+      if (FusionOp f = getAbsorbedFusion(&op))
+        absorbed[f] = &op;
+  llvm::DenseMap<Operation *, Operation *> absorbedBy;
+  for (auto [f, softmax] : absorbed)
+    absorbedBy[softmax] = f;
+  auto extraReads = [&](Operation *op, SmallVectorImpl<Value> &reads) {
+    if (Operation *f = absorbedBy.lookup(op))
+      llvm::append_range(reads, cast<FusionOp>(f).getInputs());
+  };
+  planOptions.getExtraReads = extraReads;
   BufferPlan plan(func, planOptions);
   bufferPlan = &plan;
   ownWorkspace = plan.getWorkspaceBytes();

@@ -11,6 +11,15 @@
 using namespace mlir;
 using namespace pcc;
 
+std::string pcc::getRowElementOffset(const RowSoftmax &softmax, unsigned k,
+                                     ArrayRef<std::string> ivs) {
+  std::string off = "(" + softmax.rows.getOffset(k, ivs) + ")";
+  int64_t stride = softmax.columnStrides[k];
+  if (k > 0 && stride != 0)
+    off += stride == 1 ? " + j" : " + j * " + std::to_string(stride);
+  return off;
+}
+
 // Out of line, so that the vtable has one home.
 TargetHooks::~TargetHooks() = default;
 

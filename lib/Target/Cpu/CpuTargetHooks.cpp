@@ -254,6 +254,67 @@ void CpuTargetHooks::emitReduction(const ReductionLoop &r) {
           : nullptr);
 }
 
+void CpuTargetHooks::emitRowSoftmax(
+    const RowSoftmax &sm, ArrayRef<LoopBuffer> buffers,
+    function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>,
+                             StringRef)>
+        element) {
+  if (sm.rows.isEmpty() || sm.n == 0)
+    return;
+  // One kernel: each row's elements are computed into the output row, which
+  // pcc_k::softmaxRow then normalizes in place; rows share the threads.
+  SmallVector<std::string> names, params, ivs, offsets;
+  for (auto [k, b] : llvm::enumerate(buffers)) {
+    names.push_back("p" + std::to_string(k));
+    params.push_back((b.written ? "" : "const ") + getTypeName(b.elementType) +
+                     "* __restrict " + names.back());
+  }
+  ArrayRef<int64_t> bounds = sm.rows.getBounds();
+  for (unsigned d = 0; d < bounds.size(); ++d)
+    ivs.push_back("i" + std::to_string(d));
+  for (unsigned k = 0; k < buffers.size(); ++k)
+    offsets.push_back(getRowElementOffset(sm, k, ivs));
+  std::string t = getTypeName(sm.elementType);
+  std::string text;
+  if (sm.rows.getNumIterations() * sm.n >= 65536) {
+    text += "#pragma omp parallel for schedule(static) num_threads(pcc_k::"
+            "threads()) if(pcc_k::threads() > 1)";
+    if (bounds.size() > 1)
+      text += " collapse(" + std::to_string(bounds.size()) + ")";
+    text += "\n";
+  }
+  std::string indent = "  ";
+  for (auto [d, n] : llvm::enumerate(bounds)) {
+    text += indent + llvm::formatv("for (int64_t {0} = 0; {0} < {1}; ++{0})\n",
+                                   ivs[d], n)
+                         .str();
+    indent += "  ";
+  }
+  text += indent + "{\n";
+  text += indent + llvm::formatv("  {0}* y = p0 + {1};\n", t,
+                                 sm.rows.getOffset(0, ivs))
+                       .str();
+  text += indent + llvm::formatv("  for (int64_t j = 0; j < {0}; ++j) {{ {1} "
+                                 "x; {2} y[j] = x; }\n",
+                                 sm.n, t, element(names, offsets, "x"))
+                       .str();
+  text += indent + llvm::formatv("  pcc_k::softmaxRow(y, y, {0}, {1});\n",
+                                 sm.n, sm.log ? "true" : "false")
+                       .str();
+  text += indent + "}\n";
+  std::string signature = llvm::join(params, ", ");
+  std::string &name = kernels[signature + "\n" + text];
+  if (name.empty()) {
+    name = makeName("pcc_loop");
+    globals += "static void " + name + "(" + signature + ") {\n" + text +
+               "}\n";
+  }
+  SmallVector<std::string> args;
+  for (const LoopBuffer &b : buffers)
+    args.push_back(b.pointer);
+  emitLine(name + "(" + llvm::join(args, ", ") + ");");
+}
+
 void CpuTargetHooks::emitGemm(const GemmCall &g) {
   std::string t = getTypeName(g.elementType);
   // A batch of products (attention's heads) runs one product per thread;

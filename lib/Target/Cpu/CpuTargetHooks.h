@@ -40,6 +40,12 @@ public:
                                      llvm::ArrayRef<std::string>)>
           statement) override;
   void emitReduction(const ReductionLoop &reduction) override;
+  void emitRowSoftmax(
+      const RowSoftmax &softmax, llvm::ArrayRef<LoopBuffer> buffers,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>,
+                                     llvm::ArrayRef<std::string>,
+                                     llvm::StringRef)>
+          element) override;
   void emitGemm(const GemmCall &gemm) override;
   std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
   void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,

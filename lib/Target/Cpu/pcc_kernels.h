@@ -405,43 +405,55 @@ template <typename T> inline T expOf(T v) {
     return T(std::exp(double(v)));
 }
 
+/// Softmax (or log-softmax) of one row of n elements, in place when ys is
+/// xs: each exponential is computed once, and the sum in double, four
+/// partial sums wide.
+template <typename T>
+inline void softmaxRow(const T *xs, T *ys, int64_t n, bool log) {
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    mx = xs[j] > mx ? xs[j] : mx;
+  if (mx == -std::numeric_limits<T>::infinity())
+    mx = T(0);
+  double partial[4] = {0, 0, 0, 0};
+  if (log) {
+    // The row is read again below: the exponentials are not stored (ys
+    // may be xs).
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4)
+      for (int k = 0; k < 4; ++k)
+        partial[k] += double(expOf<T>(T(xs[j + k] - mx)));
+    for (; j < n; ++j)
+      partial[0] += double(expOf<T>(T(xs[j] - mx)));
+    double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+    T shift = T(double(mx) + std::log(sum));
+    for (int64_t k = 0; k < n; ++k)
+      ys[k] = T(xs[k] - shift);
+    return;
+  }
+  for (int64_t j = 0; j < n; ++j)
+    ys[j] = expOf<T>(T(xs[j] - mx));
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (int k = 0; k < 4; ++k)
+      partial[k] += double(ys[j + k]);
+  for (; j < n; ++j)
+    partial[0] += double(ys[j]);
+  double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+  T scale = T(1.0 / sum);
+  for (int64_t k = 0; k < n; ++k)
+    ys[k] = T(ys[k] * scale);
+}
+
 /// Softmax (or log-softmax) over the middle extent of [outer, n, inner].
-/// Rows (inner == 1, the usual last axis) share the run's threads; each
-/// exponential is computed once, and the sum in double, four partial sums
-/// wide.
+/// Rows (inner == 1, the usual last axis) share the run's threads.
 template <typename T>
 inline void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
                     bool log) {
   if (inner == 1) {
 #pragma omp parallel for schedule(static) num_threads(threads()) if(threads() > 1 && outer * n >= 65536)
-    for (int64_t o = 0; o < outer; ++o) {
-      const T *xs = x + o * n;
-      T *ys = y + o * n;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < n; ++j)
-        mx = xs[j] > mx ? xs[j] : mx;
-      if (mx == -std::numeric_limits<T>::infinity())
-        mx = T(0);
-      for (int64_t j = 0; j < n; ++j)
-        ys[j] = expOf<T>(T(xs[j] - mx));
-      double partial[4] = {0, 0, 0, 0};
-      int64_t j = 0;
-      for (; j + 4 <= n; j += 4)
-        for (int k = 0; k < 4; ++k)
-          partial[k] += double(ys[j + k]);
-      for (; j < n; ++j)
-        partial[0] += double(ys[j]);
-      double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-      if (log) {
-        T shift = T(double(mx) + std::log(sum));
-        for (int64_t k = 0; k < n; ++k)
-          ys[k] = T(xs[k] - shift);
-      } else {
-        T scale = T(1.0 / sum);
-        for (int64_t k = 0; k < n; ++k)
-          ys[k] = T(ys[k] * scale);
-      }
-    }
+    for (int64_t o = 0; o < outer; ++o)
+      softmaxRow(x + o * n, y + o * n, n, log);
     return;
   }
   for (int64_t o = 0; o < outer; ++o)

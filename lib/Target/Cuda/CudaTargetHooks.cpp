@@ -216,6 +216,69 @@ void CudaTargetHooks::emitReduction(const ReductionLoop &r) {
              body);
 }
 
+void CudaTargetHooks::emitRowSoftmax(
+    const RowSoftmax &sm, ArrayRef<LoopBuffer> buffers,
+    function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>,
+                             StringRef)>
+        element) {
+  int64_t rows = sm.rows.getNumIterations();
+  if (rows == 0 || sm.n == 0)
+    return;
+  // One block per row: its threads compute the row's elements into the
+  // output row, then normalize it in place (pcc_cu::softmaxRowBlock).
+  SmallVector<std::string> names, params, ivs, offsets;
+  for (auto [k, b] : llvm::enumerate(buffers)) {
+    names.push_back("p" + std::to_string(k));
+    params.push_back((b.written ? "" : "const ") + getTypeName(b.elementType) +
+                     "* __restrict__ " + names.back());
+  }
+  ArrayRef<int64_t> bounds = sm.rows.getBounds();
+  for (unsigned d = 0; d < bounds.size(); ++d)
+    ivs.push_back("i" + std::to_string(d));
+  for (unsigned k = 0; k < buffers.size(); ++k)
+    offsets.push_back(getRowElementOffset(sm, k, ivs));
+  std::string t = getTypeName(sm.elementType);
+  std::string text = llvm::formatv("  for (int64_t r = blockIdx.x; r < {0}; "
+                                   "r += gridDim.x) {{\n",
+                                   rows)
+                         .str();
+  if (!bounds.empty()) {
+    text += "    int64_t q = r;\n";
+    for (int d = bounds.size() - 1; d > 0; --d)
+      text += llvm::formatv("    const int64_t {0} = q % {1}; q /= {1};\n",
+                            ivs[d], bounds[d])
+                  .str();
+    text += "    const int64_t " + ivs[0] + " = q;\n";
+  }
+  text += llvm::formatv("    {0}* y = p0 + {1};\n", t,
+                        sm.rows.getOffset(0, ivs))
+              .str();
+  text += llvm::formatv("    for (int64_t j = threadIdx.x; j < {0}; j += "
+                        "blockDim.x) {{ {1} x; {2} y[j] = x; }\n",
+                        sm.n, t, element(names, offsets, "x"))
+              .str();
+  text += "    __syncthreads();\n";
+  text += llvm::formatv("    pcc_cu::softmaxRowBlock(y, y, {0}, {1});\n", sm.n,
+                        sm.log ? "true" : "false")
+              .str();
+  text += "  }\n";
+  std::string signature = llvm::join(params, ", ");
+  std::string &name = kernels[signature + "\n" + text];
+  if (name.empty()) {
+    name = makeName("pcc_loop");
+    globals += "__global__ void " + name + "(" + signature + ") {\n" + text +
+               "}\n";
+  }
+  SmallVector<std::string> args;
+  for (const LoopBuffer &b : buffers)
+    args.push_back(b.pointer);
+  emitLine(llvm::formatv("PCC_LAUNCH({0}, {1}u, pcc_cu::kBlock, "
+                         "pcc_cu::stream(), {2});",
+                         name, std::min<int64_t>(rows, 65535),
+                         llvm::join(args, ", "))
+               .str());
+}
+
 void CudaTargetHooks::emitGemm(const GemmCall &g) {
   // A batch of one stride is one strided-batched product; the outer
   // dimensions of a deeper batch (broadcast ones) are host loops.

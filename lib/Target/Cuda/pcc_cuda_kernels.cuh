@@ -391,36 +391,43 @@ __device__ __forceinline__ T blockReduce(T v, T *scratch) {
 __device__ __forceinline__ float expOf(float v) { return expf(v); }
 __device__ __forceinline__ double expOf(double v) { return exp(v); }
 
+/// Softmax (or log-softmax) of one row of n elements by the threads of a
+/// block, the sum in double, as the CPU's; ys may be xs (each thread reads
+/// and writes the same elements, and the reductions' barriers separate the
+/// reads of the maximum from the writes). Every thread of the block calls
+/// it.
+template <typename T>
+__device__ void softmaxRowBlock(const T *xs, T *ys, int64_t n, bool logOut) {
+  __shared__ double scratchSum[kBlock / 32];
+  __shared__ T scratchMax[kBlock / 32];
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    mx = mx < xs[j] ? xs[j] : mx;
+  mx = blockReduce<T, true>(mx, scratchMax);
+  if (mx == -std::numeric_limits<T>::infinity())
+    mx = T(0);
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    sum += double(T(expOf(T(xs[j] - mx))));
+  sum = blockReduce<double, false>(sum, scratchSum);
+  if (logOut) {
+    T shift = T(double(mx) + log(sum));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      ys[j] = T(xs[j] - shift);
+  } else {
+    T scale = T(1.0 / sum);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      ys[j] = T(T(expOf(T(xs[j] - mx))) * scale);
+  }
+}
+
 /// Softmax (or log-softmax) of each row of n contiguous elements: one block
-/// per row; the sum in double, as the CPU's.
+/// per row.
 template <typename T>
 __global__ void softmaxRows(const T *__restrict__ x, T *__restrict__ y,
                             int64_t rows, int64_t n, bool logOut) {
-  __shared__ double scratchSum[kBlock / 32];
-  __shared__ T scratchMax[kBlock / 32];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T *xs = x + r * n;
-    T *ys = y + r * n;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      mx = mx < xs[j] ? xs[j] : mx;
-    mx = blockReduce<T, true>(mx, scratchMax);
-    if (mx == -std::numeric_limits<T>::infinity())
-      mx = T(0);
-    double sum = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      sum += double(T(expOf(T(xs[j] - mx))));
-    sum = blockReduce<double, false>(sum, scratchSum);
-    if (logOut) {
-      T shift = T(double(mx) + log(sum));
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        ys[j] = T(xs[j] - shift);
-    } else {
-      T scale = T(1.0 / sum);
-      for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        ys[j] = T(T(expOf(T(xs[j] - mx))) * scale);
-    }
-  }
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+    softmaxRowBlock(x + r * n, y + r * n, n, logOut);
 }
 
 /// Softmax along the middle extent of [outer, n, inner] with inner > 1: one
