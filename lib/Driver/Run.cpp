@@ -203,6 +203,15 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     if (ranks.runComm)
       model->setRunCommunicator(ranks.runComm);
     const pccrt_model_info &info = model->info();
+    // On a device, a run without --dump brings back only the loss it
+    // prints, not the logits or gradients.
+    if (model->onDevice() && options.dumpDir.empty()) {
+      std::vector<bool> read;
+      for (int32_t i = 0; i < info.num_outputs; ++i)
+        read.push_back(std::string(info.outputs[i].name) == "loss" &&
+                       info.outputs[i].kind == PCCRT_KIND_OUTPUT);
+      model->setOutputsRead(std::move(read));
+    }
     training = model->isTraining();
     bool hasState = false;
     for (int32_t i = 0; i < info.num_weights; ++i)

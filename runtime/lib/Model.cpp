@@ -584,7 +584,9 @@ void Model::run(const std::vector<Tensor> &inputs,
   if (deviceOps) {
     hostStateStale = true;
     for (int32_t i = 0; i < info.num_outputs; ++i)
-      if (outputPointers[i])
+      if (outputPointers[i] &&
+          (outputsRead.empty() || (size_t(i) < outputsRead.size() &&
+                                   outputsRead[size_t(i)])))
         checkDevice(deviceOps->download(dataPointer(outputs[i]),
                                         outputPointers[i],
                                         outputs[i].data.size()),

@@ -174,6 +174,11 @@ public:
   }
   /// Whether the model's buffers live on a device (a CUDA build).
   bool onDevice() const { return deviceOps != nullptr; }
+  /// Device models: which outputs run() copies back to the host, by index
+  /// (empty, the default: all). The others keep their shapes and are left
+  /// as they were: a training step's gradients are as large as the model,
+  /// and a caller that only prints the loss need not move them each step.
+  void setOutputsRead(std::vector<bool> read) { outputsRead = std::move(read); }
   /// Replaces every STATE weight by the whole tensor of the same name in
   /// \p tensors (other tensors are ignored). Each STATE weight must be
   /// present with its dtype and whole shape, else nothing changes and an
@@ -253,6 +258,7 @@ private:
   std::vector<std::pair<void *, uint64_t>> deviceWeights, deviceInputs,
       deviceOutputs, deviceWorkspace;
   mutable bool hostStateStale = false;
+  std::vector<bool> outputsRead;
   Communicator *comm = nullptr;
   /// What generated code communicates through, if not `comm`.
   Communicator *runComm = nullptr;
