@@ -470,7 +470,14 @@ extern "C" Communicator *pccrt_nccl_create(Communicator *bootstrap,
       throw Error("no GPU");
     if (!bootstrap)
       throw Error("no bootstrap communicator");
-    int device = std::max(localRank, 0) % devices;
+    // NCCL needs a GPU of its own per rank: two ranks on one device fail
+    // at their first operation ("duplicate GPU"), long after this point.
+    if (localRank >= devices)
+      throw Error("local rank " + std::to_string(localRank) + " of this "
+                  "host has no GPU of its own (the host has " +
+                  std::to_string(devices) + "): start at most one rank per "
+                  "GPU");
+    int device = std::max(localRank, 0);
     return new NcclCommunicator(*bootstrap, device, timeoutSeconds);
   } catch (const std::exception &e) {
     message = e.what();

@@ -249,8 +249,9 @@ createMpiCommunicator(std::vector<int64_t> meshShape);
 /// executable, else the one the library path finds. That library resolves
 /// libpccrt's symbols against the executable, which must export them (the
 /// PCCRuntime target makes executables that link it do so when it builds
-/// the library). The GPU is \p localRank (this rank's index on its host)
-/// modulo the GPUs visible; it becomes this thread's current device. An
+/// the library). The GPU is the \p localRank-th visible one (\p localRank:
+/// this rank's index on its host; a rank without a GPU of its own is an
+/// error); it becomes this thread's current device. An
 /// operation that fails or waits longer than \p timeoutSeconds (0: no
 /// limit) throws an Error after aborting the NCCL communicators. Records
 /// its operations in \p bootstrap's monitor. Throws an Error saying why
@@ -262,8 +263,8 @@ std::unique_ptr<Communicator> loadNcclCommunicator(Communicator &bootstrap,
 } // namespace pccrt
 
 /// The entry point of libpccrt_nccl.so, which loadNcclCommunicator calls:
-/// a new NCCL communicator over \p bootstrap on the GPU \p localRank modulo
-/// the visible ones (made this thread's current device), owned by the
+/// a new NCCL communicator over \p bootstrap on the \p localRank-th visible
+/// GPU (made this thread's current device), owned by the
 /// caller; or null, with a one-line reason in \p error (NUL-terminated,
 /// at most \p errorSize bytes). Throws nothing.
 extern "C" pccrt::Communicator *
