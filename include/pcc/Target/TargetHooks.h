@@ -24,9 +24,15 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <string>
 
 namespace pcc {
+
+/// The C++ name of an element type in generated code; the 16-bit floats are
+/// `<kernelNamespace>::f16` and `::bf16`, the kernel library's types.
+std::string getCppTypeName(mlir::Type elementType,
+                           llvm::StringRef kernelNamespace);
 
 /// Scalar math the element-wise ops need, spelled per target.
 enum class MathFunction {
@@ -255,11 +261,29 @@ public:
                         llvm::StringRef workspace);
 
 protected:
+  /// A kernel over `buffers`: the names of its parameters (p0, p1, ...) and
+  /// their declarations, const where only read, with the target's restrict
+  /// qualifier (a written buffer overlaps no other).
+  void getKernelParameters(llvm::ArrayRef<LoopBuffer> buffers,
+                           llvm::StringRef restrictQualifier,
+                           llvm::SmallVectorImpl<std::string> &names,
+                           llvm::SmallVectorImpl<std::string> &params) const;
+  /// Defines `<declaration> NAME(params) {body}` at file scope once per
+  /// parameters and body (every layer of a model runs the same kernels)
+  /// and returns NAME.
+  std::string defineKernel(llvm::StringRef declaration,
+                           llvm::ArrayRef<std::string> params,
+                           llvm::StringRef body);
+  /// The buffers' pointers, as a kernel call's arguments.
+  static std::string getKernelArguments(llvm::ArrayRef<LoopBuffer> buffers);
+
   std::string *body = nullptr;
   std::string globals;
 
 private:
   int counter = 0;
+  /// The kernel defined for each signature and body.
+  std::map<std::string, std::string> kernels;
 };
 
 } // namespace pcc

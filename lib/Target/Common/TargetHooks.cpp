@@ -11,6 +11,53 @@
 using namespace mlir;
 using namespace pcc;
 
+std::string pcc::getCppTypeName(Type t, StringRef kernelNamespace) {
+  if (t.isF32())
+    return "float";
+  if (t.isF64())
+    return "double";
+  if (t.isF16())
+    return (kernelNamespace + "::f16").str();
+  if (t.isBF16())
+    return (kernelNamespace + "::bf16").str();
+  auto i = cast<IntegerType>(t);
+  if (i.getWidth() == 1)
+    return "bool";
+  return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth()) +
+         "_t";
+}
+
+void TargetHooks::getKernelParameters(ArrayRef<LoopBuffer> buffers,
+                                      StringRef restrictQualifier,
+                                      SmallVectorImpl<std::string> &names,
+                                      SmallVectorImpl<std::string> &params) const {
+  for (auto [k, b] : llvm::enumerate(buffers)) {
+    names.push_back("p" + std::to_string(k));
+    params.push_back((b.written ? "" : "const ") + getTypeName(b.elementType) +
+                     "* " + restrictQualifier.str() + " " + names.back());
+  }
+}
+
+std::string TargetHooks::defineKernel(StringRef declaration,
+                                      ArrayRef<std::string> params,
+                                      StringRef text) {
+  std::string signature = llvm::join(params, ", ");
+  std::string &name = kernels[signature + "\n" + text.str()];
+  if (name.empty()) {
+    name = makeName("pcc_loop");
+    globals += declaration.str() + " " + name + "(" + signature + ") {\n" +
+               text.str() + "}\n";
+  }
+  return name;
+}
+
+std::string TargetHooks::getKernelArguments(ArrayRef<LoopBuffer> buffers) {
+  SmallVector<std::string> args;
+  for (const LoopBuffer &b : buffers)
+    args.push_back(b.pointer);
+  return llvm::join(args, ", ");
+}
+
 std::string pcc::getRowElementOffset(const RowSoftmax &softmax, unsigned k,
                                      ArrayRef<std::string> ivs) {
   std::string off = "(" + softmax.rows.getOffset(k, ivs) + ")";

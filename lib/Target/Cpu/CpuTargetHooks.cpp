@@ -13,24 +13,8 @@
 using namespace mlir;
 using namespace pcc;
 
-std::string pcc::getCppTypeName(Type t) {
-  if (t.isF32())
-    return "float";
-  if (t.isF64())
-    return "double";
-  if (t.isF16())
-    return "pcc_k::f16";
-  if (t.isBF16())
-    return "pcc_k::bf16";
-  auto i = cast<IntegerType>(t);
-  if (i.getWidth() == 1)
-    return "bool";
-  return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth()) +
-         "_t";
-}
-
 std::string CpuTargetHooks::getTypeName(Type elementType) const {
-  return getCppTypeName(elementType);
+  return getCppTypeName(elementType, getKernelNamespace());
 }
 
 std::string CpuTargetHooks::getMathCall(MathFunction fn, Type type,
@@ -153,14 +137,11 @@ void CpuTargetHooks::emitLoopKernel(
   // C++ compiler vectorizes its innermost loop without alias checks. Equal
   // kernels (each layer of a model runs the same ones) are defined once.
   SmallVector<std::string> names, params;
+  getKernelParameters(buffers, "__restrict", names, params);
   int64_t bytesPerIteration = 0;
-  for (auto [k, b] : llvm::enumerate(buffers)) {
-    names.push_back("p" + std::to_string(k));
-    params.push_back((b.written ? "" : "const ") + getTypeName(b.elementType) +
-                     "* __restrict " + names.back());
+  for (const LoopBuffer &b : buffers)
     bytesPerIteration +=
         std::max<int64_t>(1, b.elementType.getIntOrFloatBitWidth() / 8);
-  }
   ArrayRef<int64_t> bounds = nest.getBounds();
   SmallVector<std::string> ivs;
   for (unsigned d = 0; d < bounds.size(); ++d)
@@ -200,17 +181,8 @@ void CpuTargetHooks::emitLoopKernel(
   if (epilogue)
     text += "  " + epilogue(names) + "\n";
 
-  std::string signature = llvm::join(params, ", ");
-  std::string &name = kernels[signature + "\n" + text];
-  if (name.empty()) {
-    name = makeName("pcc_loop");
-    globals += "static void " + name + "(" + signature + ") {\n" + text +
-               "}\n";
-  }
-  SmallVector<std::string> args;
-  for (const LoopBuffer &b : buffers)
-    args.push_back(b.pointer);
-  emitLine(name + "(" + llvm::join(args, ", ") + ");");
+  std::string name = defineKernel("static void", params, text);
+  emitLine(name + "(" + getKernelArguments(buffers) + ");");
 }
 
 void CpuTargetHooks::emitReduction(const ReductionLoop &r) {
@@ -264,11 +236,7 @@ void CpuTargetHooks::emitRowSoftmax(
   // One kernel: each row's elements are computed into the output row, which
   // pcc_k::softmaxRow then normalizes in place; rows share the threads.
   SmallVector<std::string> names, params, ivs, offsets;
-  for (auto [k, b] : llvm::enumerate(buffers)) {
-    names.push_back("p" + std::to_string(k));
-    params.push_back((b.written ? "" : "const ") + getTypeName(b.elementType) +
-                     "* __restrict " + names.back());
-  }
+  getKernelParameters(buffers, "__restrict", names, params);
   ArrayRef<int64_t> bounds = sm.rows.getBounds();
   for (unsigned d = 0; d < bounds.size(); ++d)
     ivs.push_back("i" + std::to_string(d));
@@ -302,17 +270,8 @@ void CpuTargetHooks::emitRowSoftmax(
                                  sm.n, sm.log ? "true" : "false")
                        .str();
   text += indent + "}\n";
-  std::string signature = llvm::join(params, ", ");
-  std::string &name = kernels[signature + "\n" + text];
-  if (name.empty()) {
-    name = makeName("pcc_loop");
-    globals += "static void " + name + "(" + signature + ") {\n" + text +
-               "}\n";
-  }
-  SmallVector<std::string> args;
-  for (const LoopBuffer &b : buffers)
-    args.push_back(b.pointer);
-  emitLine(name + "(" + llvm::join(args, ", ") + ");");
+  std::string name = defineKernel("static void", params, text);
+  emitLine(name + "(" + getKernelArguments(buffers) + ");");
 }
 
 void CpuTargetHooks::emitGemm(const GemmCall &g) {

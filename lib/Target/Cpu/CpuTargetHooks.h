@@ -15,9 +15,6 @@
 
 namespace pcc {
 
-/// The C++ name of an element type.
-std::string getCppTypeName(mlir::Type elementType);
-
 class CpuTargetHooks : public TargetHooks {
 public:
   llvm::StringRef getTargetName() const override { return "the CPU target"; }
@@ -78,8 +75,6 @@ private:
   /// Loop nests move at least this many bytes before threads share them.
   static constexpr int64_t kParallelBytes = 256 * 1024;
 
-  /// The kernel defined for each signature and body.
-  std::map<std::string, std::string> kernels;
 };
 
 } // namespace pcc

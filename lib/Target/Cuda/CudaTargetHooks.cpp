@@ -29,19 +29,7 @@ std::string CudaTargetHooks::getRunPrologue(int64_t) const {
 }
 
 std::string CudaTargetHooks::getTypeName(Type t) const {
-  if (t.isF32())
-    return "float";
-  if (t.isF64())
-    return "double";
-  if (t.isF16())
-    return "pcc_cu::f16";
-  if (t.isBF16())
-    return "pcc_cu::bf16";
-  auto i = cast<IntegerType>(t);
-  if (i.getWidth() == 1)
-    return "bool";
-  return (i.isUnsigned() ? "uint" : "int") + std::to_string(i.getWidth()) +
-         "_t";
+  return getCppTypeName(t, getKernelNamespace());
 }
 
 std::string CudaTargetHooks::getMathCall(MathFunction fn, Type type,
@@ -98,6 +86,18 @@ void CudaTargetHooks::emitComment(StringRef text) {
   emitLine("// " + text.str());
 }
 
+/// Statements that recover the coordinates `ivs` of the linear index
+/// `index` over `bounds` (row-major), destroying `index`.
+static std::string unflatten(StringRef index, ArrayRef<int64_t> bounds,
+                             ArrayRef<std::string> ivs) {
+  std::string text;
+  for (int d = bounds.size() - 1; d > 0; --d)
+    text += llvm::formatv("    const int64_t {0} = {2} % {1}; {2} /= {1};\n",
+                          ivs[d], bounds[d], index)
+                .str();
+  return text + "    const int64_t " + ivs[0] + " = " + index.str() + ";\n";
+}
+
 void CudaTargetHooks::emitKernel(ArrayRef<int64_t> parallelBounds,
                                  ArrayRef<std::string> parallelIvs,
                                  ArrayRef<LoopBuffer> buffers, StringRef body) {
@@ -109,10 +109,8 @@ void CudaTargetHooks::emitKernel(ArrayRef<int64_t> parallelBounds,
     total *= n;
   if (total == 0)
     return;
-  SmallVector<std::string> params;
-  for (auto [k, b] : llvm::enumerate(buffers))
-    params.push_back((b.written ? "" : "const ") + getTypeName(b.elementType) +
-                     "* __restrict__ p" + std::to_string(k));
+  SmallVector<std::string> names, params;
+  getKernelParameters(buffers, "__restrict__", names, params);
   std::string text = llvm::formatv("  for (int64_t t = int64_t(blockIdx.x) * "
                                    "blockDim.x + threadIdx.x; t < {0}; t += "
                                    "int64_t(blockDim.x) * gridDim.x) {{\n",
@@ -120,27 +118,14 @@ void CudaTargetHooks::emitKernel(ArrayRef<int64_t> parallelBounds,
                          .str();
   if (!parallelBounds.empty()) {
     text += "    int64_t r = t;\n";
-    for (int d = parallelBounds.size() - 1; d > 0; --d)
-      text += llvm::formatv("    const int64_t {0} = r % {1}; r /= {1};\n",
-                            parallelIvs[d], parallelBounds[d])
-                  .str();
-    text += "    const int64_t " + parallelIvs[0] + " = r;\n";
+    text += unflatten("r", parallelBounds, parallelIvs);
   }
   text += body.str() + "  }\n";
 
-  std::string signature = llvm::join(params, ", ");
-  std::string &name = kernels[signature + "\n" + text];
-  if (name.empty()) {
-    name = makeName("pcc_loop");
-    globals += "__global__ void " + name + "(" + signature + ") {\n" + text +
-               "}\n";
-  }
-  SmallVector<std::string> args;
-  for (const LoopBuffer &b : buffers)
-    args.push_back(b.pointer);
+  std::string name = defineKernel("__global__ void", params, text);
   emitLine(llvm::formatv("PCC_LAUNCH({0}, pcc_cu::blocksFor({1}), "
                          "pcc_cu::kBlock, pcc_cu::stream(), {2});",
-                         name, total, llvm::join(args, ", "))
+                         name, total, getKernelArguments(buffers))
                .str());
 }
 
@@ -227,11 +212,7 @@ void CudaTargetHooks::emitRowSoftmax(
   // One block per row: its threads compute the row's elements into the
   // output row, then normalize it in place (pcc_cu::softmaxRowBlock).
   SmallVector<std::string> names, params, ivs, offsets;
-  for (auto [k, b] : llvm::enumerate(buffers)) {
-    names.push_back("p" + std::to_string(k));
-    params.push_back((b.written ? "" : "const ") + getTypeName(b.elementType) +
-                     "* __restrict__ " + names.back());
-  }
+  getKernelParameters(buffers, "__restrict__", names, params);
   ArrayRef<int64_t> bounds = sm.rows.getBounds();
   for (unsigned d = 0; d < bounds.size(); ++d)
     ivs.push_back("i" + std::to_string(d));
@@ -244,11 +225,7 @@ void CudaTargetHooks::emitRowSoftmax(
                          .str();
   if (!bounds.empty()) {
     text += "    int64_t q = r;\n";
-    for (int d = bounds.size() - 1; d > 0; --d)
-      text += llvm::formatv("    const int64_t {0} = q % {1}; q /= {1};\n",
-                            ivs[d], bounds[d])
-                  .str();
-    text += "    const int64_t " + ivs[0] + " = q;\n";
+    text += unflatten("q", bounds, ivs);
   }
   text += llvm::formatv("    {0}* y = p0 + {1};\n", t,
                         sm.rows.getOffset(0, ivs))
@@ -262,20 +239,11 @@ void CudaTargetHooks::emitRowSoftmax(
                         sm.log ? "true" : "false")
               .str();
   text += "  }\n";
-  std::string signature = llvm::join(params, ", ");
-  std::string &name = kernels[signature + "\n" + text];
-  if (name.empty()) {
-    name = makeName("pcc_loop");
-    globals += "__global__ void " + name + "(" + signature + ") {\n" + text +
-               "}\n";
-  }
-  SmallVector<std::string> args;
-  for (const LoopBuffer &b : buffers)
-    args.push_back(b.pointer);
+  std::string name = defineKernel("__global__ void", params, text);
   emitLine(llvm::formatv("PCC_LAUNCH({0}, {1}u, pcc_cu::kBlock, "
                          "pcc_cu::stream(), {2});",
                          name, std::min<int64_t>(rows, 65535),
-                         llvm::join(args, ", "))
+                         getKernelArguments(buffers))
                .str());
 }
 

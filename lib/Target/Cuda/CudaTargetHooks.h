@@ -74,8 +74,6 @@ private:
   /// communicator reads or writes buffers).
   void emitSynchronize();
 
-  /// The kernel defined for each signature and body.
-  std::map<std::string, std::string> kernels;
 };
 
 } // namespace pcc
