@@ -9,7 +9,10 @@
 // they disagree); a whole operand meeting a split one is cut locally for
 // free; partial results are combined where they are first used. Optimizer
 // state takes its parameter's layout, and so do the parameter's gradient
-// and update, so no optimizer state of a split parameter is ever whole.
+// and update, so no optimizer state of a split parameter is ever whole. A
+// gradient made in another layout (a table split by rows whose gradient
+// comes out split along the hidden dimension) is resharded once, where it
+// is made: the optimizer reads that value, which a pipeline accumulates.
 //
 //===----------------------------------------------------------------------===//
 

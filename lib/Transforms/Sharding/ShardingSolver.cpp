@@ -210,8 +210,11 @@ Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
   llvm::DenseSet<unsigned> params;
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (unsigned i = 0; i < ret.getNumOperands(); ++i)
-    if (auto p = getStateIndex(func, i, kGradAttr))
+    if (auto p = getStateIndex(func, i, kGradAttr)) {
       params.insert(*p);
+      if (isFloatTensor(ret.getOperand(i)))
+        gradientOf[ret.getOperand(i)] = body.getArgument(*p);
+    }
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
     if (params.contains(i) && isFloatTensor(arg)) {
@@ -513,6 +516,14 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     if (r && !adopted.count(r) && !seeds.count(r)) {
       pendingOperands.push_back(i);
       current.push_back(Layout());
+      continue;
+    }
+    // A gradient is resharded to its parameter's layout once, where it is
+    // made (the return needs it so): its readers, the optimizer, read that.
+    // Under pipelining they must read the very value that is accumulated
+    // over the microbatches.
+    if (Value param = gradientOf.lookup(operand)) {
+      current.push_back(getLayout(param));
       continue;
     }
     current.push_back(getLayout(operand));

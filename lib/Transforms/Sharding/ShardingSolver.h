@@ -145,6 +145,9 @@ private:
   int64_t shards;
   llvm::SmallVector<mlir::Value> roots;
   llvm::DenseMap<mlir::Value, mlir::Value> followRoot; ///< moments -> param
+  /// Gradients the step returns -> their parameter: the optimizer reads
+  /// them in the parameter's layout.
+  llvm::DenseMap<mlir::Value, mlir::Value> gradientOf;
   llvm::DenseMap<mlir::Value, Layout> seeds;
   llvm::DenseMap<mlir::Operation *, Layout> pinned;
   llvm::DenseMap<mlir::Value, Layout> layouts;
