@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <tuple>
@@ -91,6 +92,11 @@ enum cudaError_t {
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
+  cudaErrorIllegalState = 401,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureImplicit = 906,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
 };
@@ -104,8 +110,34 @@ enum cudaMemcpyKind {
   cudaMemcpyDefault = 4,
 };
 
+/// A recorded graph: the work captured from a stream, in its order. Each
+/// node returns cudaSuccess or why it failed when it runs.
+struct CUgraph_st {
+  std::vector<std::function<cudaError_t()>> Nodes;
+};
+typedef CUgraph_st *cudaGraph_t;
+struct CUgraphExec_st {
+  std::vector<std::function<cudaError_t()>> Nodes;
+};
+typedef CUgraphExec_st *cudaGraphExec_t;
+
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
+
 struct CUstream_st {
   unsigned Flags;
+  /// The graph being recorded from this stream, if any, and the first
+  /// error that invalidated the recording.
+  CUgraph_st *Capture = nullptr;
+  cudaError_t CaptureError = cudaSuccess;
 };
 typedef CUstream_st *cudaStream_t;
 
@@ -141,6 +173,42 @@ inline cudaError_t recordError(cudaError_t Error) {
   if (Error != cudaSuccess)
     LastError = Error;
   return Error;
+}
+
+/// The stream this host thread is recording a graph from (captures are
+/// thread-local, cudaStreamCaptureModeThreadLocal; one at a time).
+inline thread_local CUstream_st *CapturingStream = nullptr;
+
+inline bool capturing(cudaStream_t Stream) {
+  return Stream && Stream->Capture;
+}
+
+/// A call that a recording forbids: CUDA fails it and invalidates the
+/// recording, whose end then fails.
+inline cudaError_t invalidateCapture(cudaStream_t Stream, cudaError_t Error) {
+  if (Stream && Stream->CaptureError == cudaSuccess)
+    Stream->CaptureError = Error;
+  return recordError(Error);
+}
+
+/// Calls that may synchronize implicitly (cudaMalloc, cudaMemcpy, ...) are
+/// forbidden on a thread that is recording.
+inline cudaError_t checkNotCapturing() {
+  if (CapturingStream)
+    return invalidateCapture(CapturingStream, cudaErrorStreamCaptureImplicit);
+  return cudaSuccess;
+}
+
+/// Work queued on a stream: recorded when the stream is recording, else
+/// run now.
+inline cudaError_t enqueue(cudaStream_t Stream,
+                           std::function<cudaError_t()> Work) {
+  if (capturing(Stream)) {
+    if (Stream->CaptureError == cudaSuccess)
+      Stream->Capture->Nodes.push_back(std::move(Work));
+    return cudaSuccess;
+  }
+  return Work();
 }
 
 [[noreturn]] __attribute__((format(printf, 1, 2))) inline void
@@ -628,12 +696,16 @@ inline void Machine::run(const LaunchInfo &L) {
   Launch = nullptr;
 }
 
-inline cudaError_t launch(const LaunchInfo &L) {
-  const dim3 &G = L.Grid, &B = L.Block;
-  // CUDA's limits for compute capability 7.0 and later.
+/// CUDA's limits for compute capability 7.0 and later.
+inline bool validConfiguration(const dim3 &G, const dim3 &B) {
   uint64_t Threads = uint64_t(B.x) * B.y * B.z;
-  if (!G.x || !G.y || !G.z || !Threads || Threads > kMaxThreadsPerBlock ||
-      B.x > 1024 || B.y > 1024 || B.z > 64 || G.y > 65535 || G.z > 65535)
+  return G.x && G.y && G.z && Threads && Threads <= kMaxThreadsPerBlock &&
+         B.x <= 1024 && B.y <= 1024 && B.z <= 64 && G.y <= 65535 &&
+         G.z <= 65535;
+}
+
+inline cudaError_t launch(const LaunchInfo &L) {
+  if (!validConfiguration(L.Grid, L.Block))
     return recordError(cudaErrorInvalidConfiguration);
   machine().run(L);
   return cudaSuccess;
@@ -645,12 +717,26 @@ template <typename Body> void invokeBody(void *B) {
 
 /// Runs Kernel over the grid. Like CUDA, converts the arguments to the
 /// kernel's parameter types once; every thread gets a copy of that.
+/// On a stream that records a graph, the launch and its converted
+/// arguments are recorded (a bad configuration fails at once, as CUDA's).
 template <typename... Params, typename... Args>
 void launchKernel(const char *Name, void (*Kernel)(Params...), dim3 Grid,
-                  dim3 Block, cudaStream_t, Args &&...A) {
+                  dim3 Block, cudaStream_t Stream, Args &&...A) {
   static_assert(sizeof...(Params) == sizeof...(Args),
                 "PCC_LAUNCH: wrong number of kernel arguments");
   std::tuple<std::decay_t<Params>...> Values{std::forward<Args>(A)...};
+  if (capturing(Stream)) {
+    if (!validConfiguration(Grid, Block)) {
+      invalidateCapture(Stream, cudaErrorInvalidConfiguration);
+      return;
+    }
+    enqueue(Stream, [=]() {
+      auto Body = [&] { std::apply(Kernel, Values); };
+      LaunchInfo L{Name, Grid, Block, &invokeBody<decltype(Body)>, &Body};
+      return launch(L);
+    });
+    return;
+  }
   auto Body = [&] { std::apply(Kernel, Values); };
   LaunchInfo L{Name, Grid, Block, &invokeBody<decltype(Body)>, &Body};
   launch(L);
@@ -990,6 +1076,16 @@ inline const char *cudaGetErrorName(cudaError_t Error) {
     return "cudaErrorMemoryAllocation";
   case cudaErrorInvalidConfiguration:
     return "cudaErrorInvalidConfiguration";
+  case cudaErrorIllegalState:
+    return "cudaErrorIllegalState";
+  case cudaErrorLaunchFailure:
+    return "cudaErrorLaunchFailure";
+  case cudaErrorStreamCaptureUnsupported:
+    return "cudaErrorStreamCaptureUnsupported";
+  case cudaErrorStreamCaptureInvalidated:
+    return "cudaErrorStreamCaptureInvalidated";
+  case cudaErrorStreamCaptureImplicit:
+    return "cudaErrorStreamCaptureImplicit";
   case cudaErrorNoDevice:
     return "cudaErrorNoDevice";
   case cudaErrorInvalidDevice:
@@ -1008,6 +1104,17 @@ inline const char *cudaGetErrorString(cudaError_t Error) {
     return "out of memory";
   case cudaErrorInvalidConfiguration:
     return "invalid configuration argument";
+  case cudaErrorIllegalState:
+    return "the operation cannot be performed in the present state";
+  case cudaErrorLaunchFailure:
+    return "unspecified launch failure";
+  case cudaErrorStreamCaptureUnsupported:
+    return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureInvalidated:
+    return "operation failed due to a previous error during capture";
+  case cudaErrorStreamCaptureImplicit:
+    return "operation would make the legacy stream depend on a capturing "
+           "blocking stream";
   case cudaErrorNoDevice:
     return "no CUDA-capable device is detected";
   case cudaErrorInvalidDevice:
@@ -1049,13 +1156,19 @@ inline cudaError_t allocate(void **Ptr, size_t Bytes) {
 } // namespace detail
 } // namespace pcc_cuda
 
+// Allocation and the synchronous copies may synchronize the device, which
+// a thread that records a graph must not do.
 inline cudaError_t cudaMalloc(void **DevPtr, size_t Bytes) {
+  if (cudaError_t Error = ::pcc_cuda::detail::checkNotCapturing())
+    return Error;
   return ::pcc_cuda::detail::allocate(DevPtr, Bytes);
 }
 template <typename T> cudaError_t cudaMalloc(T **DevPtr, size_t Bytes) {
   return cudaMalloc(reinterpret_cast<void **>(DevPtr), Bytes);
 }
 inline cudaError_t cudaFree(void *DevPtr) {
+  if (cudaError_t Error = ::pcc_cuda::detail::checkNotCapturing())
+    return Error;
   std::free(DevPtr);
   return cudaSuccess;
 }
@@ -1072,6 +1185,8 @@ inline cudaError_t cudaFreeHost(void *Ptr) {
 
 inline cudaError_t cudaMemcpy(void *Dst, const void *Src, size_t Bytes,
                               cudaMemcpyKind Kind) {
+  if (cudaError_t Error = ::pcc_cuda::detail::checkNotCapturing())
+    return Error;
   if (unsigned(Kind) > cudaMemcpyDefault || (Bytes && (!Dst || !Src)))
     return ::pcc_cuda::detail::recordError(cudaErrorInvalidValue);
   if (Bytes)
@@ -1080,10 +1195,31 @@ inline cudaError_t cudaMemcpy(void *Dst, const void *Src, size_t Bytes,
 }
 inline cudaError_t cudaMemcpyAsync(void *Dst, const void *Src, size_t Bytes,
                                    cudaMemcpyKind Kind,
-                                   cudaStream_t /*Stream*/ = nullptr) {
-  return cudaMemcpy(Dst, Src, Bytes, Kind);
+                                   cudaStream_t Stream = nullptr) {
+  using namespace ::pcc_cuda::detail;
+  if (!capturing(Stream)) {
+    if (unsigned(Kind) > cudaMemcpyDefault || (Bytes && (!Dst || !Src)))
+      return recordError(cudaErrorInvalidValue);
+    if (Bytes)
+      std::memmove(Dst, Src, Bytes);
+    return cudaSuccess;
+  }
+  // A recorded copy may not involve host memory: the emulation cannot tell
+  // pinned memory (which CUDA would accept) from pageable, and a run's
+  // graph has no business with either.
+  if (Kind != cudaMemcpyDeviceToDevice)
+    return invalidateCapture(Stream, cudaErrorStreamCaptureUnsupported);
+  if (Bytes && (!Dst || !Src))
+    return recordError(cudaErrorInvalidValue);
+  return enqueue(Stream, [=]() {
+    if (Bytes)
+      std::memmove(Dst, Src, Bytes);
+    return cudaSuccess;
+  });
 }
 inline cudaError_t cudaMemset(void *DevPtr, int Value, size_t Bytes) {
+  if (cudaError_t Error = ::pcc_cuda::detail::checkNotCapturing())
+    return Error;
   if (Bytes && !DevPtr)
     return ::pcc_cuda::detail::recordError(cudaErrorInvalidValue);
   if (Bytes)
@@ -1091,8 +1227,15 @@ inline cudaError_t cudaMemset(void *DevPtr, int Value, size_t Bytes) {
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void *DevPtr, int Value, size_t Bytes,
-                                   cudaStream_t /*Stream*/ = nullptr) {
-  return cudaMemset(DevPtr, Value, Bytes);
+                                   cudaStream_t Stream = nullptr) {
+  using namespace ::pcc_cuda::detail;
+  if (Bytes && !DevPtr)
+    return recordError(cudaErrorInvalidValue);
+  return enqueue(Stream, [=]() {
+    if (Bytes)
+      std::memset(DevPtr, Value, Bytes);
+    return cudaSuccess;
+  });
 }
 
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *Stream,
@@ -1109,8 +1252,96 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t Stream) {
   delete Stream;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t Stream) {
+  if (::pcc_cuda::detail::capturing(Stream))
+    return ::pcc_cuda::detail::invalidateCapture(
+        Stream, cudaErrorStreamCaptureUnsupported);
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+  if (::pcc_cuda::detail::CapturingStream)
+    return ::pcc_cuda::detail::invalidateCapture(
+        ::pcc_cuda::detail::CapturingStream,
+        cudaErrorStreamCaptureUnsupported);
+  return cudaSuccess;
+}
+
+//===----------------------------------------------------------------------===//
+// Graphs: a stream's work recorded between cudaStreamBeginCapture and
+// cudaStreamEndCapture instead of run, and run again by cudaGraphLaunch.
+//===----------------------------------------------------------------------===//
+
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t Stream,
+                                          cudaStreamCaptureMode Mode) {
+  using namespace ::pcc_cuda::detail;
+  // The legacy default stream cannot be recorded.
+  if (!Stream)
+    return recordError(cudaErrorStreamCaptureUnsupported);
+  if (Stream->Capture || CapturingStream ||
+      Mode == cudaStreamCaptureModeRelaxed)
+    return recordError(cudaErrorIllegalState);
+  Stream->Capture = new CUgraph_st;
+  Stream->CaptureError = cudaSuccess;
+  CapturingStream = Stream;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t Stream,
+                                        cudaGraph_t *Graph) {
+  using namespace ::pcc_cuda::detail;
+  if (!Stream || !Graph)
+    return recordError(cudaErrorInvalidValue);
+  if (!Stream->Capture)
+    return recordError(cudaErrorIllegalState);
+  std::unique_ptr<CUgraph_st> Recorded(Stream->Capture);
+  Stream->Capture = nullptr;
+  if (CapturingStream == Stream)
+    CapturingStream = nullptr;
+  *Graph = nullptr;
+  if (Stream->CaptureError != cudaSuccess)
+    return recordError(cudaErrorStreamCaptureInvalidated);
+  *Graph = Recorded.release();
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamIsCapturing(cudaStream_t Stream,
+                                         cudaStreamCaptureStatus *Status) {
+  if (!Status)
+    return ::pcc_cuda::detail::recordError(cudaErrorInvalidValue);
+  *Status = !Stream || !Stream->Capture ? cudaStreamCaptureStatusNone
+            : Stream->CaptureError != cudaSuccess
+                ? cudaStreamCaptureStatusInvalidated
+                : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t *Exec,
+                                        cudaGraph_t Graph,
+                                        unsigned long long /*Flags*/ = 0) {
+  if (!Exec || !Graph)
+    return ::pcc_cuda::detail::recordError(cudaErrorInvalidValue);
+  *Exec = new CUgraphExec_st{Graph->Nodes};
+  return cudaSuccess;
+}
+/// Runs the recorded work in its order (or records it, on a recording
+/// stream); the first node that fails ends the launch with its error.
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t Exec, cudaStream_t Stream) {
+  using namespace ::pcc_cuda::detail;
+  if (!Exec)
+    return recordError(cudaErrorInvalidValue);
+  const std::vector<std::function<cudaError_t()>> &Nodes = Exec->Nodes;
+  return enqueue(Stream, [Nodes]() {
+    for (const std::function<cudaError_t()> &Node : Nodes)
+      if (cudaError_t Error = Node())
+        return recordError(Error);
+    return cudaSuccess;
+  });
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t Exec) {
+  delete Exec;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t Graph) {
+  delete Graph;
+  return cudaSuccess;
+}
 
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *Event,
                                             unsigned Flags) {
@@ -1425,12 +1656,29 @@ cublasLtMatmul(cublasLtHandle_t Handle, cublasLtMatmulDesc_t Desc,
                const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
                cublasLtMatrixLayout_t Ddesc,
                const cublasLtMatmulAlgo_t * /*Algo*/, void *Workspace,
-               size_t WorkspaceBytes, cudaStream_t /*Stream*/) {
+               size_t WorkspaceBytes, cudaStream_t Stream) {
   using namespace ::pcc_cuda::detail;
   if (!Handle)
     return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!Desc || !Adesc || !Bdesc || !Cdesc || !Ddesc || !Alpha || !Beta)
     return rejectMatmul("null descriptor or scale pointer");
+  if (capturing(Stream)) {
+    // Recorded as CUDA records it: the descriptors and host scalars as
+    // they are now, the matrices by address.
+    cublasLtMatmulDescOpaque_t D0 = *Desc;
+    cublasLtMatrixLayoutOpaque_t LA = *Adesc, LB = *Bdesc, LC = *Cdesc,
+                                 LD = *Ddesc;
+    float AlphaV = *static_cast<const float *>(Alpha);
+    float BetaV = *static_cast<const float *>(Beta);
+    enqueue(Stream, [=]() mutable {
+      return cublasLtMatmul(Handle, &D0, &AlphaV, A, &LA, B, &LB, &BetaV, C,
+                            &LC, D, &LD, nullptr, Workspace, WorkspaceBytes,
+                            nullptr) == CUBLAS_STATUS_SUCCESS
+                 ? cudaSuccess
+                 : cudaErrorLaunchFailure;
+    });
+    return CUBLAS_STATUS_SUCCESS;
+  }
   if (WorkspaceBytes && !Workspace)
     return rejectMatmul("%zu workspace bytes at a null pointer",
                         WorkspaceBytes);

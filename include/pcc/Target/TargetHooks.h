@@ -172,6 +172,14 @@ public:
   virtual std::string getRunPrologue(int64_t threads) const = 0;
   /// The statement that ends a run that succeeded (all its work done).
   virtual std::string getRunSuccess() const = 0;
+  /// The rest of `<prefix>_model_run` for a program with one entry (not a
+  /// pipeline): `preamble` (the context's buffers), the entry's `body`, and
+  /// the end of a successful run. `singleRank`: the program makes no
+  /// communicator call. `modelInfo` names the library's info function. The
+  /// default prints them in that order.
+  virtual void printRunBody(llvm::raw_ostream &os, llvm::StringRef preamble,
+                            llvm::StringRef body, bool singleRank,
+                            llvm::StringRef modelInfo) const;
   /// The pccrt_device enumerator of a target whose buffers are on a device;
   /// empty for the host.
   virtual llvm::StringRef getDevice() const { return {}; }

@@ -1262,8 +1262,9 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
     os << "  }\n  if (rc != PCCRT_OK) return rc;\n"
        << "  " << hooks.getRunSuccess() << "\n}\n";
   } else {
-    os << kEntryPreamble << bodies[entries.front()] << "  "
-       << hooks.getRunSuccess() << "\n}\n";
+    hooks.printRunBody(os, kEntryPreamble, bodies[entries.front()],
+                       mesh.isSingleRank(), p + "_model_info");
+    os << "}\n";
   }
 
   hooks.printFileEpilogue(os, p);

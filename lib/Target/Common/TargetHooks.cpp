@@ -72,6 +72,11 @@ TargetHooks::~TargetHooks() = default;
 
 // A call of the kernel library is spelled alike on every target, in the
 // target's namespace.
+void TargetHooks::printRunBody(raw_ostream &os, StringRef preamble,
+                               StringRef body, bool, StringRef) const {
+  os << preamble << body << "  " << getRunSuccess() << "\n";
+}
+
 void TargetHooks::emitKernelCall(StringRef kernel, ArrayRef<Type> typeArgs,
                                  ArrayRef<std::string> args,
                                  StringRef errorCode) {

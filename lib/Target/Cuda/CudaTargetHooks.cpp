@@ -28,6 +28,20 @@ std::string CudaTargetHooks::getRunPrologue(int64_t) const {
   return "  if (int error = pcc_cu::begin(ctx)) return error;\n";
 }
 
+void CudaTargetHooks::printRunBody(raw_ostream &os, StringRef preamble,
+                                   StringRef body, bool singleRank,
+                                   StringRef modelInfo) const {
+  // A run that is only device work is queued through a CUDA graph once it
+  // repeats (pcc_cu::runGraph); a run that calls the communicator waits
+  // for the device before each call, which a graph cannot hold.
+  if (!singleRank)
+    return TargetHooks::printRunBody(os, preamble, body, singleRank,
+                                     modelInfo);
+  os << preamble << "  auto step = [&]() -> int {\n"
+     << body << "  return PCCRT_OK;\n  };\n"
+     << "  return pcc_cu::runGraph(ctx, " << modelInfo << "(), step);\n";
+}
+
 std::string CudaTargetHooks::getTypeName(Type t) const {
   return getCppTypeName(t, getKernelNamespace());
 }
@@ -295,6 +309,15 @@ std::string CudaTargetHooks::emitIndexArray(ArrayRef<int64_t> values) {
   llvm::raw_string_ostream os(list);
   llvm::interleaveComma(values, os);
   return "pcc_cu::Dims{{" + (values.empty() ? std::string("0") : list) + "}}";
+}
+
+void CudaTargetHooks::emitKernelCall(StringRef kernel, ArrayRef<Type> typeArgs,
+                                     ArrayRef<std::string> args,
+                                     StringRef errorCode) {
+  // Gathers and scatters report an index out of range through the device's
+  // error flag, which the run reads when it ends: the call returns nothing.
+  (void)errorCode;
+  TargetHooks::emitKernelCall(kernel, typeArgs, args);
 }
 
 void CudaTargetHooks::emitSynchronize() {

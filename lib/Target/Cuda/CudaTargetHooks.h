@@ -31,6 +31,9 @@ public:
   std::string getRunSuccess() const override {
     return "return pcc_cu::finish();";
   }
+  void printRunBody(llvm::raw_ostream &os, llvm::StringRef preamble,
+                    llvm::StringRef body, bool singleRank,
+                    llvm::StringRef modelInfo) const override;
   llvm::StringRef getDevice() const override { return "PCCRT_DEVICE_CUDA"; }
   void printFileEpilogue(llvm::raw_ostream &os,
                          llvm::StringRef prefix) const override;
@@ -54,6 +57,10 @@ public:
                                      llvm::StringRef)>
           element) override;
   void emitGemm(const GemmCall &gemm) override;
+  void emitKernelCall(llvm::StringRef kernel,
+                      llvm::ArrayRef<mlir::Type> typeArgs,
+                      llvm::ArrayRef<std::string> args,
+                      llvm::StringRef errorCode = {}) override;
   std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
   void emitCollective(const CollectiveCall &collective) override;
   void emitTransfer(const TransferCall &transfer) override;

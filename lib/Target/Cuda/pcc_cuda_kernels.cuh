@@ -31,6 +31,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -130,12 +132,23 @@ inline int begin(const pccrt_context *ctx) {
   return PCCRT_OK;
 }
 
-/// Ends a run: waits for its work, and reports a failure of any of it.
+/// Ends a run: waits for its work, and reports a failure of any of it, or
+/// an index out of range that a gather or scatter met (the flag is read
+/// once per run, here, so that nothing in the run waits for the device).
 inline int finish() {
   State &s = state();
   check(cudaGetLastError(), "a kernel launch");
   check(cudaStreamSynchronize(s.stream), "the run");
-  return s.failed ? PCCRT_ERR_DEVICE : PCCRT_OK;
+  int flag = 0;
+  if (!s.failed &&
+      check(cudaMemcpy(&flag, s.indexError, sizeof(int),
+                       cudaMemcpyDeviceToHost),
+            "reading the error flag") &&
+      flag)
+    check(cudaMemset(s.indexError, 0, sizeof(int)), "clearing the error flag");
+  if (s.failed)
+    return PCCRT_ERR_DEVICE;
+  return flag ? PCCRT_ERR_INDEX_OUT_OF_RANGE : PCCRT_OK;
 }
 
 /// Waits for the work queued so far (before host code reads the buffers:
@@ -153,19 +166,124 @@ inline unsigned blocksFor(int64_t n) {
   return unsigned(b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
 
-/// Whether a kernel since the last call met an index out of range (and
-/// clears the flag).
-inline int takeIndexError() {
+//===----------------------------------------------------------------------===//
+// CUDA graphs: the steady state of a program without host communication
+//===----------------------------------------------------------------------===//
+
+/// The graph of a run, recorded for one set of buffers. A program whose run
+/// is only device work (a single rank: no communicator call, no host read
+/// before the end) queues it through runGraph: the first run with a set of
+/// buffers runs eagerly, the second records its work into a CUDA graph, and
+/// later runs launch that graph, one call instead of hundreds of launches.
+/// The kernels' arguments are all fixed by the buffers' addresses (shapes
+/// are static, data-dependent values live in device memory), so a graph is
+/// valid as long as the addresses are the same; other addresses (or
+/// another stream) make a new one. PCC_CUDA_GRAPHS=0 turns graphs off.
+struct GraphCache {
+  cudaGraphExec_t exec = nullptr;
+  uint64_t key = 0;
+  bool seen = false;
+  /// Recording failed once: this library runs eagerly from then on.
+  bool broken = false;
+};
+
+inline GraphCache &graphCache() {
+  static GraphCache g;
+  return g;
+}
+
+/// PCC_CUDA_GRAPHS: "0" runs every step eagerly; "report" says on stderr
+/// when a run has been recorded.
+inline const char *graphsSetting() {
+  const char *v = std::getenv("PCC_CUDA_GRAPHS");
+  return v ? v : "";
+}
+inline bool graphsEnabled() {
+  static const bool enabled = std::strcmp(graphsSetting(), "0") != 0;
+  return enabled;
+}
+
+/// What a graph's kernels read from the run context: its buffers' addresses
+/// and the stream.
+inline uint64_t graphKey(const pccrt_context *ctx,
+                         const pccrt_model_info *info) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void *p) {
+    h = (h ^ uint64_t(reinterpret_cast<uintptr_t>(p))) * 1099511628211ull;
+  };
+  for (int32_t i = 0; i < info->num_inputs; ++i)
+    mix(ctx->inputs[i]);
+  for (int32_t i = 0; i < info->num_outputs; ++i)
+    mix(ctx->outputs[i]);
+  for (int32_t i = 0; i < info->num_weights; ++i)
+    mix(ctx->weights[i]);
+  mix(ctx->workspace);
+  mix(state().stream);
+  return h;
+}
+
+/// Queues the run's device work, `step` (which returns a pccrt error code),
+/// through the graph cache, then ends the run (finish).
+template <typename Step>
+int runGraph(const pccrt_context *ctx, const pccrt_model_info *info,
+             Step &&step) {
   State &s = state();
-  int flag = 0;
-  check(cudaMemcpyAsync(&flag, s.indexError, sizeof(int),
-                        cudaMemcpyDeviceToHost, s.stream),
-        "reading the error flag");
-  check(cudaStreamSynchronize(s.stream), "an index check");
-  if (flag)
-    check(cudaMemsetAsync(s.indexError, 0, sizeof(int), s.stream),
-          "clearing the error flag");
-  return flag;
+  GraphCache &g = graphCache();
+  if (!graphsEnabled() || g.broken) {
+    if (int error = step())
+      return error;
+    return finish();
+  }
+  uint64_t key = graphKey(ctx, info);
+  if (g.exec && g.key == key) {
+    check(cudaGraphLaunch(g.exec, s.stream), "launching the run's graph");
+    return finish();
+  }
+  if (g.key != key || !g.seen) {
+    // New buffers: run eagerly once (a failure shows where it happens).
+    if (g.exec)
+      cudaGraphExecDestroy(g.exec);
+    g = GraphCache{nullptr, key, true, false};
+    if (int error = step())
+      return error;
+    return finish();
+  }
+  // Same buffers a second time: record the run, then launch it.
+  cudaGraph_t graph = nullptr;
+  if (!check(cudaStreamBeginCapture(s.stream,
+                                    cudaStreamCaptureModeThreadLocal),
+             "starting to record the run's graph"))
+    return PCCRT_ERR_DEVICE;
+  int error = step();
+  cudaError_t ended = cudaStreamEndCapture(s.stream, &graph);
+  if (error || s.failed || ended != cudaSuccess || !graph) {
+    // Nothing recorded ran. Say why once, and run eagerly from now on.
+    if (graph)
+      cudaGraphDestroy(graph);
+    cudaGetLastError();
+    if (!s.failed && !error)
+      std::fprintf(stderr,
+                   "pcc: warning: recording the run as a CUDA graph failed "
+                   "(%s); running without graphs\n",
+                   cudaGetErrorString(ended));
+    g.broken = true;
+    s.failed = false;
+    if (int again = step())
+      return again;
+    return finish();
+  }
+  bool ok = check(cudaGraphInstantiate(&g.exec, graph, 0),
+                  "instantiating the run's graph");
+  cudaGraphDestroy(graph);
+  if (!ok) {
+    g.exec = nullptr;
+    return PCCRT_ERR_DEVICE;
+  }
+  if (std::strcmp(graphsSetting(), "report") == 0)
+    std::fprintf(stderr, "pcc: recorded the run as a CUDA graph; the runs "
+                         "that follow with the same buffers launch it\n");
+  check(cudaGraphLaunch(g.exec, s.stream), "launching the run's graph");
+  return finish();
 }
 
 //===----------------------------------------------------------------------===//
@@ -520,7 +638,8 @@ inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
 
 //===----------------------------------------------------------------------===//
 // Gathers and scatters: an index out of range sets the error flag, which
-// the call reads back (the function then fails as on the CPU).
+// the run reads back when it ends (finish): the run then fails as on the
+// CPU, and no call in between waits for the device.
 //===----------------------------------------------------------------------===//
 
 template <typename T, typename I>
@@ -543,14 +662,13 @@ __global__ void gatherKernel(const T *__restrict__ data,
 }
 
 template <typename T, typename I>
-inline int gather(const T *data, const I *idx, T *out, int64_t outer,
+inline void gather(const T *data, const I *idx, T *out, int64_t outer,
                   int64_t k, int64_t inner, int64_t count) {
   if (outer * count * inner == 0)
-    return 0;
+    return;
   auto kernel = &gatherKernel<T, I>;
   PCC_LAUNCH(kernel, blocksFor(outer * count * inner), kBlock, state().stream,
              data, idx, out, outer, k, inner, count, state().indexError);
-  return takeIndexError();
 }
 
 /// The offset into a tensor of shape `dataShape` of index element `e` (of
@@ -605,15 +723,14 @@ __global__ void gatherElementsKernel(const T *__restrict__ data,
 }
 
 template <typename T, typename I>
-inline int gatherElements(const T *data, const I *idx, T *out, int rank,
+inline void gatherElements(const T *data, const I *idx, T *out, int rank,
                           Dims shape, Dims index, int axis) {
   int64_t total = product(rank, index);
   if (total == 0)
-    return 0;
+    return;
   auto kernel = &gatherElementsKernel<T, I>;
   PCC_LAUNCH(kernel, blocksFor(total), kBlock, state().stream, data, idx, out,
              rank, shape, index, axis, total, state().indexError);
-  return takeIndexError();
 }
 
 /// out = 0, then out[... idx[e] ...] += updates[e] in the order of e: one
@@ -637,16 +754,15 @@ __global__ void scatterElementsAddKernel(const T *__restrict__ updates,
 }
 
 template <typename T, typename I>
-inline int scatterElementsAdd(const T *updates, const I *idx, T *out, int rank,
+inline void scatterElementsAdd(const T *updates, const I *idx, T *out, int rank,
                               Dims shape, Dims index, int axis) {
   fill(out, product(rank, shape), T(0));
   int64_t total = product(rank, index);
   if (total == 0)
-    return 0;
+    return;
   auto kernel = &scatterElementsAddKernel<T, I>;
   PCC_LAUNCH(kernel, 1u, 1, state().stream, updates, idx, out, rank, shape,
              index, axis, total, state().indexError);
-  return takeIndexError();
 }
 
 /// out [outer, k, inner] = 0, then each of the `count` update slices added
@@ -675,15 +791,14 @@ __global__ void scatterAddKernel(const T *__restrict__ updates,
 }
 
 template <typename T, typename I>
-inline int scatterAdd(const T *updates, const I *idx, T *out, int64_t outer,
+inline void scatterAdd(const T *updates, const I *idx, T *out, int64_t outer,
                       int64_t k, int64_t inner, int64_t count) {
   fill(out, outer * k * inner, T(0));
   if (outer * inner == 0)
-    return 0;
+    return;
   auto kernel = &scatterAddKernel<T, I>;
   PCC_LAUNCH(kernel, blocksFor(outer * inner), kBlock, state().stream, updates,
              idx, out, outer, k, inner, count, state().indexError);
-  return takeIndexError();
 }
 
 //===----------------------------------------------------------------------===//

@@ -826,6 +826,149 @@ __global__ void axpyWithBarrier(float *Y, const float *X, float A, int N) {
     Y[I] = A * Tile[threadIdx.x] + Y[I];
 }
 
+//===----------------------------------------------------------------------===//
+// Graphs
+//===----------------------------------------------------------------------===//
+
+TEST(CudaEmulation, GraphRecordsInsteadOfRunningAndReplays) {
+  constexpr int N = 300;
+  DeviceBuffer<float> X(N), Y(N), Z(N);
+  for (int I = 0; I < N; ++I) {
+    X[I] = float(I);
+    Y[I] = 1.0f;
+  }
+  cudaStream_t Stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&Stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(Stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  cudaStreamCaptureStatus Status = cudaStreamCaptureStatusNone;
+  ASSERT_EQ(cudaStreamIsCapturing(Stream, &Status), cudaSuccess);
+  EXPECT_EQ(Status, cudaStreamCaptureStatusActive);
+  PCC_LAUNCH(axpy, (N + 127) / 128, 128, Stream, Y.Data, X.Data, 2.0f, N);
+  ASSERT_EQ(cudaMemcpyAsync(Z.Data, Y.Data, N * sizeof(float),
+                            cudaMemcpyDeviceToDevice, Stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(Y.Data, 0, sizeof(float), Stream), cudaSuccess);
+  // Recorded, not run.
+  EXPECT_EQ(Y[0], 1.0f);
+  EXPECT_EQ(Y[7], 1.0f);
+  cudaGraph_t Graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(Stream, &Graph), cudaSuccess);
+  ASSERT_NE(Graph, nullptr);
+  cudaGraphExec_t Exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&Exec, Graph, 0), cudaSuccess);
+  // Each launch runs the work again, in its order, on the data as it is.
+  for (int Launch = 1; Launch <= 2; ++Launch) {
+    ASSERT_EQ(cudaGraphLaunch(Exec, Stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(Stream), cudaSuccess);
+    EXPECT_EQ(Y[0], 0.0f);
+    EXPECT_EQ(Y[7], 1.0f + 2.0f * 7 * Launch);
+    EXPECT_EQ(Z[7], Y[7]);
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(Exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(Graph), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(Stream), cudaSuccess);
+}
+
+TEST(CudaEmulation, GraphRecordingRejectsWhatWouldWaitForTheDevice) {
+  DeviceBuffer<float> X(4);
+  float Host[4] = {};
+  cudaStream_t Stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&Stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  // The legacy stream cannot record.
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeThreadLocal),
+            cudaErrorStreamCaptureUnsupported);
+  cudaGetLastError();
+  // Each of these fails and invalidates the recording, whose end fails.
+  auto Forbidden = {
+      +[](cudaStream_t S, float *, float *) {
+        return cudaStreamSynchronize(S);
+      },
+      +[](cudaStream_t, float *D, float *H) {
+        return cudaMemcpy(H, D, 4 * sizeof(float), cudaMemcpyDeviceToHost);
+      },
+      +[](cudaStream_t S, float *D, float *H) {
+        return cudaMemcpyAsync(H, D, 4 * sizeof(float),
+                               cudaMemcpyDeviceToHost, S);
+      },
+      +[](cudaStream_t, float *, float *) {
+        void *P = nullptr;
+        return cudaMalloc(&P, 16);
+      },
+      +[](cudaStream_t, float *, float *) { return cudaDeviceSynchronize(); },
+  };
+  int Case = 0;
+  for (auto Call : Forbidden) {
+    SCOPED_TRACE(testing::Message() << "case " << Case++);
+    ASSERT_EQ(cudaStreamBeginCapture(Stream, cudaStreamCaptureModeThreadLocal),
+              cudaSuccess);
+    EXPECT_NE(Call(Stream, X.Data, Host), cudaSuccess);
+    cudaStreamCaptureStatus Status = cudaStreamCaptureStatusNone;
+    ASSERT_EQ(cudaStreamIsCapturing(Stream, &Status), cudaSuccess);
+    EXPECT_EQ(Status, cudaStreamCaptureStatusInvalidated);
+    cudaGraph_t Graph = reinterpret_cast<cudaGraph_t>(1);
+    EXPECT_EQ(cudaStreamEndCapture(Stream, &Graph),
+              cudaErrorStreamCaptureInvalidated);
+    EXPECT_EQ(Graph, nullptr);
+    cudaGetLastError();
+  }
+  // Once the recording ended, the same calls work.
+  EXPECT_EQ(cudaStreamSynchronize(Stream), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(Host, X.Data, 4 * sizeof(float),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(Stream), cudaSuccess);
+}
+
+TEST(CudaEmulation, GraphRecordsCublasLtWithItsDescriptorsAsTheyWere) {
+  // D (2x2, column-major) = A * B, with A's contents changed between
+  // launches: the graph reads the matrices when it runs, and keeps the
+  // descriptors and scalars it was recorded with.
+  DeviceBuffer<float> A(4), B(4), D(4);
+  for (int I = 0; I < 4; ++I) {
+    A[I] = float(I + 1);
+    B[I] = I == 0 || I == 3 ? 1.0f : 0.0f; // the identity
+  }
+  cublasLtHandle_t Lt = nullptr;
+  cublasLtMatmulDesc_t Desc = nullptr;
+  cublasLtMatrixLayout_t L = nullptr;
+  ASSERT_EQ(cublasLtCreate(&Lt), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulDescCreate(&Desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatrixLayoutCreate(&L, CUDA_R_32F, 2, 2, 2),
+            CUBLAS_STATUS_SUCCESS);
+  cudaStream_t Stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&Stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(Stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  {
+    float Alpha = 2.0f, Beta = 0.0f;
+    ASSERT_EQ(cublasLtMatmul(Lt, Desc, &Alpha, A.Data, L, B.Data, L, &Beta,
+                             D.Data, L, D.Data, L, nullptr, nullptr, 0,
+                             Stream),
+              CUBLAS_STATUS_SUCCESS);
+  } // Alpha goes out of scope: the recording holds its value.
+  EXPECT_EQ(cublasLtMatrixLayoutDestroy(L), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmulDescDestroy(Desc), CUBLAS_STATUS_SUCCESS);
+  cudaGraph_t Graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(Stream, &Graph), cudaSuccess);
+  cudaGraphExec_t Exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&Exec, Graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(Exec, Stream), cudaSuccess);
+  for (int I = 0; I < 4; ++I)
+    EXPECT_EQ(D[I], 2.0f * float(I + 1));
+  A[2] = 10.0f;
+  ASSERT_EQ(cudaGraphLaunch(Exec, Stream), cudaSuccess);
+  EXPECT_EQ(D[2], 20.0f);
+  cudaGraphExecDestroy(Exec);
+  cudaGraphDestroy(Graph);
+  cublasLtDestroy(Lt);
+  cudaStreamDestroy(Stream);
+}
+
 template <typename Fn> double secondsOf(Fn &&F) {
   auto Start = std::chrono::steady_clock::now();
   F();
