@@ -46,12 +46,16 @@ func.func @main(%x: tensor<2x3x4xf32> {onnx.name = "x"}, %y: tensor<2x4x5xf32> {
 // CHECK-NEXT:   using namespace pcc_model;
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;
 // CHECK-NEXT:   if (int error = pcc_cu::begin(ctx)) return error;
+// A single-rank run's work is queued through a CUDA graph.
+// CHECK:        auto step = [&]() -> int {
 // CHECK:        float* [[T:c[0-9]+]] = (float*)w[0];
 // CHECK:        PCC_LAUNCH([[ADD]], pcc_cu::blocksFor(24), pcc_cu::kBlock, pcc_cu::stream(), {{.*}}, {{.*}}, [[T]]);
 // CHECK:        PCC_LAUNCH([[RED]], pcc_cu::blocksFor(8), pcc_cu::kBlock, pcc_cu::stream(),
 // CHECK:        pcc_cu::gemm<float>(3, 5, 4, float(1), {{a[0-9]+}} + 0 + 0 * 12, 4, false, {{a[0-9]+}} + 0 + 0 * 20, 5, false, float(0), {{v[0-9]+}} + 0 + 0 * 15, 5, 2, 12, 20, 15);
 // CHECK:        pcc_cu::softmax<float>({{a[0-9]+}}, {{v[0-9]+}}, 6, 4, 1, false);
 // CHECK:        pcc_cu::copy(((float*)out[0]),
-// CHECK:        return pcc_cu::finish();
+// CHECK:        return PCCRT_OK;
+// CHECK-NEXT:   };
+// CHECK-NEXT:   return pcc_cu::runGraph(ctx, pcc_model_info(), step);
 // CHECK-NEXT: }
 // CHECK-NOT:  static const float
