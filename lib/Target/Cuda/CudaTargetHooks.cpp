@@ -173,11 +173,13 @@ void CudaTargetHooks::emitReduction(const ReductionLoop &r) {
   if (isa<FloatType>(r.elementType) && (isMax || isMin))
     init = std::string(isMax ? "-" : "") + "std::numeric_limits<" + t +
            ">::infinity()";
+  ArrayRef<int64_t> bounds = r.nest.getBounds();
+  const Access &out = r.nest.getAccess(0);
+  if (shouldReduceByBlocks(r))
+    return emitBlockReduction(r, init);
   // One thread per output element: the dimensions the output walks are
   // shared among the threads; each thread runs the reduced ones in order,
   // as the CPU's loop does, so that the sums are the same.
-  ArrayRef<int64_t> bounds = r.nest.getBounds();
-  const Access &out = r.nest.getAccess(0);
   SmallVector<int64_t> kept;
   SmallVector<std::string> keptIvs, ivs, outIvs;
   std::string loops, close, indent = "    ";
@@ -213,6 +215,92 @@ void CudaTargetHooks::emitReduction(const ReductionLoop &r) {
   emitKernel(kept, keptIvs,
              {{r.output, r.elementType, true}, {r.input, r.elementType}},
              body);
+}
+
+/// Outputs below which a reduction has too few threads for a GPU.
+static constexpr int64_t kFewOutputs = 4096;
+/// Inputs per output from which a block per output pays.
+static constexpr int64_t kLongReduction = 256;
+
+bool CudaTargetHooks::shouldReduceByBlocks(const ReductionLoop &r) const {
+  // The block combination shuffles the accumulator: built-in types only.
+  Type t = r.elementType;
+  if (!(t.isF32() || t.isF64() || t.isBF16() || t.isF16() ||
+        t.isInteger(32) || t.isInteger(64)))
+    return false;
+  if (r.count < kLongReduction)
+    return false;
+  // Few outputs: a thread each would leave the GPU idle. Many outputs
+  // whose inputs are contiguous along the reduction (rows): a block per
+  // output reads them coalesced, where a thread per output would stride.
+  const Access &out = r.nest.getAccess(0);
+  bool innermostReduced = out.strides.back() == 0;
+  return r.outputElements <= kFewOutputs || innermostReduced;
+}
+
+void CudaTargetHooks::emitBlockReduction(const ReductionLoop &r,
+                                         StringRef init) {
+  // One block per output element (a grid-stride loop over them): its
+  // threads take the reduced elements in turn, each in order, and combine
+  // their partial results in a fixed tree (pcc_cu::blockCombine). The sums
+  // differ from the CPU's sequential ones by rounding only.
+  using Kind = ReductionLoop::Kind;
+  std::string t = getTypeName(r.elementType);
+  std::string acc = "typename pcc_cu::Accum<" + t + ">::type";
+  StringRef combine = r.kind == Kind::Max   ? "pcc_cu::Combine::Max"
+                      : r.kind == Kind::Min ? "pcc_cu::Combine::Min"
+                                            : "pcc_cu::Combine::Sum";
+  ArrayRef<int64_t> bounds = r.nest.getBounds();
+  const Access &out = r.nest.getAccess(0);
+  SmallVector<int64_t> kept, reduced;
+  SmallVector<std::string> keptIvs, reducedIvs, ivs, outIvs;
+  for (unsigned d = 0; d < bounds.size(); ++d) {
+    std::string iv = "i" + std::to_string(d);
+    ivs.push_back(iv);
+    bool isKept = out.strides[d] != 0;
+    outIvs.push_back(isKept ? iv : "0");
+    (isKept ? kept : reduced).push_back(bounds[d]);
+    (isKept ? keptIvs : reducedIvs).push_back(iv);
+  }
+  int64_t outputs = 1, inputs = 1;
+  for (int64_t n : kept)
+    outputs *= n;
+  for (int64_t n : reduced)
+    inputs *= n;
+  std::string x = "p1[" + r.nest.getOffset(1, ivs) + "]";
+  std::string text =
+      llvm::formatv("  for (int64_t t = blockIdx.x; t < {0}; t += "
+                    "gridDim.x) {{\n",
+                    outputs)
+          .str();
+  if (!kept.empty())
+    text += "    int64_t r = t;\n" + unflatten("r", kept, keptIvs);
+  text += "    " + acc + " acc = " + acc + "(" + init.str() + ");\n";
+  text += llvm::formatv("    for (int64_t q = threadIdx.x; q < {0}; q += "
+                        "blockDim.x) {{\n",
+                        inputs)
+              .str();
+  text += "    int64_t s = q;\n" + unflatten("s", reduced, reducedIvs);
+  text += "      acc = pcc_cu::combine<" + combine.str() + ">(acc, " + acc +
+          "(" + x + "));\n    }\n";
+  text += "    acc = pcc_cu::blockCombine<" + combine.str() + ">(acc, " + acc +
+          "(" + init.str() + "));\n";
+  text += "    if (threadIdx.x == 0)\n      p0[" +
+          r.nest.getOffset(0, outIvs) + "] = " + t + "(" +
+          (r.kind == Kind::Mean
+               ? "acc / " + acc + "(" + std::to_string(r.count) + ")"
+               : std::string("acc")) +
+          ");\n  }\n";
+  SmallVector<LoopBuffer> buffers = {{r.output, r.elementType, true},
+                                     {r.input, r.elementType}};
+  SmallVector<std::string> names, params;
+  getKernelParameters(buffers, "__restrict__", names, params);
+  std::string name = defineKernel("__global__ void", params, text);
+  emitLine(llvm::formatv("PCC_LAUNCH({0}, {1}u, pcc_cu::kBlock, "
+                         "pcc_cu::stream(), {2});",
+                         name, std::min<int64_t>(outputs, 65535),
+                         getKernelArguments(buffers))
+               .str());
 }
 
 void CudaTargetHooks::emitRowSoftmax(

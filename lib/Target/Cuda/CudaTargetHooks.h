@@ -80,6 +80,12 @@ private:
   /// Host code waits for the device's queued work (before the
   /// communicator reads or writes buffers).
   void emitSynchronize();
+  /// Whether `reduction` runs one block per output element (few outputs,
+  /// or rows read along the reduction) instead of one thread.
+  bool shouldReduceByBlocks(const ReductionLoop &reduction) const;
+  /// The block-per-output form of `reduction`, from `init`, its identity.
+  void emitBlockReduction(const ReductionLoop &reduction,
+                          llvm::StringRef init);
 
 };
 

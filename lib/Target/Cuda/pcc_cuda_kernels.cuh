@@ -502,6 +502,50 @@ __device__ __forceinline__ T blockReduce(T v, T *scratch) {
   return result;
 }
 
+/// The type a block reduction accumulates in: float for the 16-bit floats.
+template <typename T> struct Accum {
+  using type = T;
+};
+template <> struct Accum<bf16> {
+  using type = float;
+};
+template <> struct Accum<f16> {
+  using type = float;
+};
+
+enum class Combine { Sum, Max, Min };
+
+template <Combine C, typename T>
+__device__ __forceinline__ T combine(T a, T b) {
+  if constexpr (C == Combine::Max)
+    return a < b ? b : a;
+  else if constexpr (C == Combine::Min)
+    return b < a ? b : a;
+  else
+    return a + b;
+}
+
+/// The combination of every thread's `v` over the block (of kBlock
+/// threads), in every thread, in a fixed order (lanes, then warps): the
+/// generated reductions with few outputs and many inputs each, one block
+/// per output. `identity` is what a missing warp contributes. The block
+/// may call it again at once: it synchronizes before it returns.
+template <Combine C, typename T>
+__device__ __forceinline__ T blockCombine(T v, T identity) {
+  __shared__ T scratch[kBlock / 32];
+  unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = combine<C>(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  v = lane < kBlock / 32 ? scratch[lane] : identity;
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = combine<C>(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  __syncthreads();
+  return v;
+}
+
 //===----------------------------------------------------------------------===//
 // Softmax, layer normalization
 //===----------------------------------------------------------------------===//
