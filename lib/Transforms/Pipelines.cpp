@@ -76,6 +76,11 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     pm.addPass(createLowerSchedule());
     pm.addPass(createCSEPass());
   }
+  // Last, on every function a pipeline made too: collectives start as
+  // early as their operands allow, and the code waits for them where their
+  // results are first read.
+  if (options.tp > 1)
+    pm.addNestedPass<func::FuncOp>(createOverlapCollectives());
   pm.addNestedPass<func::FuncOp>(createCheckStaticShapes());
 }
 

@@ -192,6 +192,8 @@ Communicator::Communicator(int rank, int size, std::vector<int64_t> meshShape)
     throw Error("a mesh has at most 31 axes");
   cHandle.ops = &cOps;
   cHandle.self = this;
+  const char *defer = std::getenv("PCCRT_DEFER_COLLECTIVES");
+  deferCollectives = defer && std::strcmp(defer, "1") == 0;
 }
 
 Communicator::OpScope::OpScope(const Communicator &comm, CommOp op)
@@ -245,6 +247,74 @@ void Communicator::isend(uint32_t axes, int32_t peer, int32_t tag,
 void Communicator::waitAll() {
   OpScope scope(*this, CommOp::Wait);
   doWaitAll();
+}
+
+int32_t Communicator::startAllReduce(uint32_t axes, void *data, int64_t count,
+                                     int32_t dtype, int32_t reduction,
+                                     void *stream) {
+  checkAxes(axes);
+  return doStart(
+      CommOp::AllReduce,
+      [=] { doAllReduce(axes, data, count, dtype, reduction); }, stream);
+}
+
+int32_t Communicator::startAllGather(uint32_t axes, const void *in, void *out,
+                                     int64_t count, int32_t dtype,
+                                     void *stream) {
+  checkAxes(axes);
+  return doStart(
+      CommOp::AllGather, [=] { doAllGather(axes, in, out, count, dtype); },
+      stream);
+}
+
+int32_t Communicator::startReduceScatter(uint32_t axes, const void *in,
+                                         void *out, int64_t count,
+                                         int32_t dtype, int32_t reduction,
+                                         void *stream) {
+  checkAxes(axes);
+  return doStart(
+      CommOp::ReduceScatter,
+      [=] { doReduceScatter(axes, in, out, count, dtype, reduction); },
+      stream);
+}
+
+void Communicator::wait(int32_t request, void *stream) {
+  doWait(request, stream);
+}
+
+int32_t Communicator::doStart(CommOp op, std::function<void()> run, void *) {
+  if (!deferCollectives) {
+    OpScope scope(*this, op);
+    run();
+    return -1;
+  }
+  int32_t request = nextRequest++;
+  deferred.emplace(request, std::make_pair(op, std::move(run)));
+  return request;
+}
+
+void Communicator::doWait(int32_t request, void *) {
+  auto complete = [&](std::map<int32_t,
+                               std::pair<CommOp, std::function<void()>>>::
+                          iterator it) {
+    auto [op, run] = std::move(it->second);
+    deferred.erase(it);
+    OpScope scope(*this, op);
+    run();
+  };
+  if (request < 0) {
+    while (!deferred.empty())
+      complete(deferred.begin());
+    return;
+  }
+  auto it = deferred.find(request);
+  if (it == deferred.end()) {
+    if (!deferCollectives || request >= nextRequest)
+      throw Error("communicator: wait for request " + std::to_string(request) +
+                  ", which no collective started");
+    return; // completed by an earlier wait for everything
+  }
+  complete(it);
 }
 
 void Communicator::recv(uint32_t axes, int32_t peer, int32_t tag, void *data,
@@ -368,13 +438,46 @@ struct pccrt::CommTrampolines {
   static int waitAll(pccrt_comm *c) {
     return guard(c, [&](Communicator &m) { m.waitAll(); });
   }
+  static int startAllReduce(pccrt_comm *c, uint32_t axes, void *data,
+                            int64_t count, int32_t dtype, int32_t reduction,
+                            void *stream, int32_t *request) {
+    return guard(c, [&](Communicator &m) {
+      *request = m.startAllReduce(axes, data, count, dtype, reduction, stream);
+    });
+  }
+  static int startAllGather(pccrt_comm *c, uint32_t axes, const void *in,
+                            void *out, int64_t count, int32_t dtype,
+                            void *stream, int32_t *request) {
+    return guard(c, [&](Communicator &m) {
+      *request = m.startAllGather(axes, in, out, count, dtype, stream);
+    });
+  }
+  static int startReduceScatter(pccrt_comm *c, uint32_t axes, const void *in,
+                                void *out, int64_t count, int32_t dtype,
+                                int32_t reduction, void *stream,
+                                int32_t *request) {
+    return guard(c, [&](Communicator &m) {
+      *request = m.startReduceScatter(axes, in, out, count, dtype, reduction,
+                                      stream);
+    });
+  }
+  static int wait(pccrt_comm *c, int32_t request, void *stream) {
+    return guard(c, [&](Communicator &m) { m.wait(request, stream); });
+  }
+  static int streamOrdered(pccrt_comm *c) {
+    return static_cast<Communicator::CHandle *>(c)->self->streamOrdered() ? 1
+                                                                         : 0;
+  }
 };
 
 const pccrt_comm_ops Communicator::cOps = {
     CommTrampolines::allReduce,     CommTrampolines::allGather,
     CommTrampolines::reduceScatter, CommTrampolines::allToAll,
     CommTrampolines::send,          CommTrampolines::recv,
-    CommTrampolines::isend,         CommTrampolines::waitAll};
+    CommTrampolines::isend,         CommTrampolines::waitAll,
+    CommTrampolines::startAllReduce, CommTrampolines::startAllGather,
+    CommTrampolines::startReduceScatter, CommTrampolines::wait,
+    CommTrampolines::streamOrdered};
 
 //===----------------------------------------------------------------------===//
 // Loading the NCCL communicator

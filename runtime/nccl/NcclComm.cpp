@@ -158,6 +158,8 @@ public:
         // wait() aborted the communicators: nothing is left to destroy.
       }
     }
+    for (auto &[request, event] : started)
+      cudaEventDestroy(event);
     if (sendStream)
       cudaStreamDestroy(sendStream);
     if (commStream)
@@ -181,7 +183,8 @@ protected:
     check(ncclAllReduce(data, data, elements(count), ncclType(dtype, true),
                         ncclOp(reduction), comm, commStream),
           "all_reduce", axes, comm);
-    wait(commStream, "all_reduce", axes);
+    if (!streamOrdered)
+      wait(commStream, "all_reduce", axes);
   }
   void doAllGather(uint32_t axes, const void *in, void *out, int64_t count,
                    int32_t dtype) override {
@@ -189,7 +192,8 @@ protected:
     check(ncclAllGather(in, out, elements(count), ncclType(dtype, false), comm,
                         commStream),
           "all_gather", axes, comm);
-    wait(commStream, "all_gather", axes);
+    if (!streamOrdered)
+      wait(commStream, "all_gather", axes);
   }
   void doReduceScatter(uint32_t axes, const void *in, void *out, int64_t count,
                        int32_t dtype, int32_t reduction) override {
@@ -197,7 +201,8 @@ protected:
     check(ncclReduceScatter(in, out, elements(count), ncclType(dtype, true),
                             ncclOp(reduction), comm, commStream),
           "reduce_scatter", axes, comm);
-    wait(commStream, "reduce_scatter", axes);
+    if (!streamOrdered)
+      wait(commStream, "reduce_scatter", axes);
   }
   void doAllToAll(uint32_t axes, const void *in, void *out, int64_t count,
                   int32_t dtype) override {
@@ -231,6 +236,60 @@ protected:
     startSend(axes, peer, data, count, dtype, "isend");
   }
   void doWaitAll() override { wait(sendStream, "wait_all", kAllGroups); }
+
+  // Collectives started by generated code on the run's stream: queued on
+  // the communication stream after the work queued on the run's stream so
+  // far, without waiting on the host; a wait makes the run's stream wait
+  // for the collective's event, so the device computes what does not
+  // depend on it meanwhile. The end of a run (request -1) waits on the
+  // host, watching for NCCL errors and the timeout.
+  int32_t doStart(CommOp op, std::function<void()> run,
+                  void *stream) override {
+    if (!stream)
+      return Communicator::doStart(op, std::move(run), stream);
+    auto runStream = static_cast<cudaStream_t>(stream);
+    cudaEvent_t ready = makeEvent();
+    checkCuda(cudaEventRecord(ready, runStream), "ordering a collective");
+    checkCuda(cudaStreamWaitEvent(commStream, ready, 0),
+              "ordering a collective");
+    cudaEventDestroy(ready);
+    streamOrdered = true;
+    try {
+      run();
+    } catch (...) {
+      streamOrdered = false;
+      throw;
+    }
+    streamOrdered = false;
+    cudaEvent_t done = makeEvent();
+    checkCuda(cudaEventRecord(done, commStream), "ordering a collective");
+    int32_t request = nextStarted++;
+    started[request] = done;
+    return request;
+  }
+  void doWait(int32_t request, void *stream) override {
+    auto runStream = static_cast<cudaStream_t>(stream);
+    if (request < 0) {
+      wait(commStream, "wait", kAllGroups);
+      if (runStream)
+        wait(runStream, "wait", kAllGroups);
+      for (auto &[id, event] : started)
+        cudaEventDestroy(event);
+      started.clear();
+      return;
+    }
+    auto it = started.find(request);
+    if (it == started.end())
+      return Communicator::doWait(request, stream);
+    if (runStream)
+      checkCuda(cudaStreamWaitEvent(runStream, it->second, 0),
+                "waiting for a collective");
+    else
+      wait(commStream, "wait", kAllGroups);
+    cudaEventDestroy(it->second);
+    started.erase(it);
+  }
+  bool isStreamOrdered() const override { return true; }
   void doRecv(uint32_t axes, int32_t peer, int32_t tag, void *data,
               int64_t count, int32_t dtype) override {
     // NCCL has no tags: receives match sends in the order they started,
@@ -415,6 +474,13 @@ private:
                   cudaGetErrorString(error));
   }
 
+  cudaEvent_t makeEvent() {
+    cudaEvent_t event = nullptr;
+    checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+              "creating an event");
+    return event;
+  }
+
   void checkUsable() {
     if (aborted)
       throw Error("NCCL communicator: aborted after an earlier failure");
@@ -453,6 +519,13 @@ private:
   std::mutex mutex;
   std::map<uint32_t, Group> groups;
   std::atomic<bool> aborted{false};
+  /// Collectives started in stream order and not yet waited for: the event
+  /// each one's completion records on the communication stream.
+  std::map<int32_t, cudaEvent_t> started;
+  int32_t nextStarted = 0;
+  /// Set while a started collective is queued: it does not wait on the
+  /// host.
+  bool streamOrdered = false;
 };
 
 } // namespace

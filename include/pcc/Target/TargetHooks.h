@@ -120,6 +120,9 @@ struct CollectiveCall {
   mlir::Type elementType;
   /// A pccrt_reduction, for all-reduce and reduce-scatter.
   int32_t reduction = 0;
+  /// The variable that holds the collective's request, which
+  /// emitCollectiveWait completes.
+  std::string request;
 };
 
 /// A transfer between this rank and the rank at position `peer` of its
@@ -241,7 +244,19 @@ public:
   /// Communication through the run context's communicator; a failure makes
   /// the function return PCCRT_ERR_COMM. The default implementations of
   /// this and the hooks below are the host calls every target makes.
+  /// The collective is started (`start_*`, its request in
+  /// `collective.request`), and completed later by emitCollectiveWait, so
+  /// that what does not depend on it runs meanwhile.
   virtual void emitCollective(const CollectiveCall &collective);
+  /// Completes the collective whose request is in the variable `request`.
+  virtual void emitCollectiveWait(llvm::StringRef request);
+  /// What precedes the start of a collective, once its input is in place
+  /// (a device target waits for its queued work unless the communicator
+  /// orders collectives on its stream).
+  virtual void emitBeforeCollective() {}
+  /// The expression of the run's CUDA stream that communicators order
+  /// device collectives on ("nullptr" on the host).
+  virtual std::string getCommStream() const { return "nullptr"; }
   /// A send (started, not finished) or a receive (finished) through the
   /// run context's communicator; a failure makes the function return
   /// PCCRT_ERR_COMM.

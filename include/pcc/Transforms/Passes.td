@@ -487,6 +487,27 @@ def MixedPrecision : Pass<"pcc-mixed-precision", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }
 
+def OverlapCollectives
+    : Pass<"pcc-overlap-collectives", "::mlir::func::FuncOp"> {
+  let summary = "Starts each collective as early as its operand allows";
+  let description = [{
+    The targets start a collective (`dist.all_reduce`, `all_gather`,
+    `reduce_scatter`) where it stands and wait for it just before the first
+    op that reads its result, or communicates, or calls: the ops in between
+    run while it travels. Partitioning puts each collective right before its
+    first reader; this pass moves it, with the ops it depends on since the
+    last op that communicates, above the ops it does not depend on, so that,
+    for example, the backward's all-reduce of a layer's input gradient
+    overlaps the GEMM of its weight gradient. The ops keep their relative
+    order otherwise, so the results are unchanged. A collective
+    never moves above an earlier op that communicates or calls: every rank
+    of a group keeps one order of its collectives and transfers. The
+    collective's result is then alive from its new place, which costs
+    memory for the time it travels.
+  }];
+  let dependentDialects = ["::pcc::dist::DistDialect"];
+}
+
 def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
   let summary = "Groups element-wise ops into graph.fusion loop nests";
   let description = [{

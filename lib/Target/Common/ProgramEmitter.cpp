@@ -208,6 +208,22 @@ private:
   int64_t ownWorkspace = 0;
   /// Whether the function started sends, which it waits for at the end.
   bool startedSends = false;
+  /// Collectives are started where they are and completed just before the
+  /// first op that reads their result (or communicates, or calls), else at
+  /// the end, so that what does not depend on them runs meanwhile: the
+  /// collectives each op waits for first, those waited for at the end, and
+  /// each one's request variable.
+  llvm::DenseMap<Operation *, SmallVector<Operation *, 1>> waitsBefore;
+  SmallVector<Operation *> waitsAtEnd;
+  llvm::DenseMap<Operation *, std::string> requests;
+  void placeCollectiveWaits();
+  /// The variable of a collective's request, named when it is started.
+  std::string requestOf(Operation *collective) {
+    std::string &name = requests[collective];
+    if (name.empty())
+      name = "q" + std::to_string(requests.size() - 1);
+    return name;
+  }
   /// The arrays of argument and result buffers: the ABI's inputs and
   /// outputs for the entry, the caller's for any other function.
   StringRef argArray() const { return isEntry ? "in" : "args"; }
@@ -929,7 +945,8 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
                               mesh.getAxesMask(r.getAxes()), ptr(r.getInput()),
                               ptr(result()),
                               getNumElements(shapeOf(r.getInput())),
-                              elemOf(result()), int32_t(r.getKind())});
+                              elemOf(result()), int32_t(r.getKind()),
+                              requestOf(op)});
         return success();
       })
       .Case([&](dist::AllGatherOp g) -> LogicalResult {
@@ -945,7 +962,7 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         hooks.emitCollective({CollectiveCall::Kind::AllGather,
                               mesh.getAxesMask(g.getAxes()), ptr(g.getInput()),
                               ptr(result()), getNumElements(in),
-                              elemOf(result())});
+                              elemOf(result()), 0, requestOf(op)});
         return success();
       })
       .Case([&](dist::ReduceScatterOp r) -> LogicalResult {
@@ -959,7 +976,8 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         hooks.emitCollective({CollectiveCall::Kind::ReduceScatter,
                               mesh.getAxesMask(r.getAxes()), ptr(r.getInput()),
                               ptr(result()), getNumElements(out),
-                              elemOf(result()), int32_t(r.getKind())});
+                              elemOf(result()), int32_t(r.getKind()),
+                              requestOf(op)});
         return success();
       })
       .Case([&](dist::AllSliceOp sl) {
@@ -1089,10 +1107,17 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   planOptions.getViewSource = viewSource;
   // What returns early on failure: index checks of gathers and scatters,
   // communication and calls.
-  auto mayFail = [](Operation *op) {
+  // A collective's input and result stay alive until it is waited for,
+  // and the wait may fail.
+  placeCollectiveWaits();
+  Operation *lastOp = nullptr;
+  for (Operation &op : func.getBody().front().without_terminator())
+    lastOp = &op;
+  auto mayFail = [&](Operation *op) {
     return isa<GatherOp, GatherElementsOp, ScatterAddOp, ScatterElementsAddOp,
                func::CallOp>(op) ||
-           isa<dist::DistDialect>(op->getDialect());
+           isa<dist::DistDialect>(op->getDialect()) ||
+           waitsBefore.count(op) || (op == lastOp && !waitsAtEnd.empty());
   };
   planOptions.mayFail = mayFail;
   // A softmax that computes its producing fusion reads the fusion's
@@ -1107,21 +1132,69 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   auto extraReads = [&](Operation *op, SmallVectorImpl<Value> &reads) {
     if (Operation *f = absorbedBy.lookup(op))
       llvm::append_range(reads, cast<FusionOp>(f).getInputs());
+    auto keep = [&](ArrayRef<Operation *> collectives) {
+      for (Operation *c : collectives) {
+        reads.push_back(c->getOperand(0));
+        reads.push_back(c->getResult(0));
+      }
+    };
+    if (auto it = waitsBefore.find(op); it != waitsBefore.end())
+      keep(it->second);
+    if (op == lastOp)
+      keep(waitsAtEnd);
   };
   planOptions.getExtraReads = extraReads;
   BufferPlan plan(func, planOptions);
   bufferPlan = &plan;
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
-  for (Operation &op : func.getBody().front().without_terminator())
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (auto it = waitsBefore.find(&op); it != waitsBefore.end())
+      for (Operation *c : it->second)
+        hooks.emitCollectiveWait(requestOf(c));
     if (failed(emitOp(&op)))
       return failure();
+  }
+  for (Operation *c : waitsAtEnd)
+    hooks.emitCollectiveWait(requestOf(c));
   // Before the results land, since a state update may overwrite a buffer a
   // send still reads.
   if (startedSends)
     hooks.emitWaitForSends();
   emitResultCopies(plan);
   return ownWorkspace;
+}
+
+void FunctionEmitter::placeCollectiveWaits() {
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator())
+    ops.push_back(&op);
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp>(op))
+      continue;
+    // Views of the result (no code of their own) are the result.
+    llvm::SmallPtrSet<Value, 4> result{op->getResult(0)};
+    Operation *at = nullptr;
+    for (Operation *later : ArrayRef(ops).drop_front(i + 1)) {
+      bool reads = llvm::any_of(later->getOperands(),
+                                [&](Value v) { return result.contains(v); });
+      if (reads &&
+          (isa<ViewLikeOpInterface>(later) || isTransposedOperand(later))) {
+        result.insert(later->getResult(0));
+        continue;
+      }
+      // Communication and calls keep their order with the collectives.
+      if (reads || isa<dist::DistDialect>(later->getDialect()) ||
+          isa<func::CallOp>(later)) {
+        at = later;
+        break;
+      }
+    }
+    if (at)
+      waitsBefore[at].push_back(op);
+    else
+      waitsAtEnd.push_back(op);
+  }
 }
 
 /// A C++ identifier for each function, from its symbol name.

@@ -101,6 +101,8 @@ void TargetHooks::emitKernelCall(StringRef kernel, ArrayRef<Type> typeArgs,
 
 void TargetHooks::emitCollective(const CollectiveCall &c) {
   int32_t dtype = getOnnxDataType(c.elementType);
+  std::string stream = getCommStream();
+  emitLine("int32_t " + c.request + " = -1;");
   switch (c.kind) {
   case CollectiveCall::Kind::AllReduce:
     // In place on the output, which starts as a copy of the input.
@@ -108,26 +110,40 @@ void TargetHooks::emitCollective(const CollectiveCall &c) {
              c.count * std::max<int64_t>(
                            1, c.elementType.getIntOrFloatBitWidth() / 8),
              /*mayAlias=*/true);
-    emitLine(llvm::formatv("if (ctx->comm->ops->all_reduce(ctx->comm, {0}u, "
-                           "{1}, {2}, {3}, {4})) return PCCRT_ERR_COMM;",
-                           c.axes, c.output, c.count, dtype, c.reduction)
+    emitBeforeCollective();
+    emitLine(llvm::formatv("if (ctx->comm->ops->start_all_reduce(ctx->comm, "
+                           "{0}u, {1}, {2}, {3}, {4}, {5}, &{6})) return "
+                           "PCCRT_ERR_COMM;",
+                           c.axes, c.output, c.count, dtype, c.reduction,
+                           stream, c.request)
                  .str());
     return;
   case CollectiveCall::Kind::AllGather:
-    emitLine(llvm::formatv("if (ctx->comm->ops->all_gather(ctx->comm, {0}u, "
-                           "{1}, {2}, {3}, {4})) return PCCRT_ERR_COMM;",
-                           c.axes, c.input, c.output, c.count, dtype)
+    emitBeforeCollective();
+    emitLine(llvm::formatv("if (ctx->comm->ops->start_all_gather(ctx->comm, "
+                           "{0}u, {1}, {2}, {3}, {4}, {5}, &{6})) return "
+                           "PCCRT_ERR_COMM;",
+                           c.axes, c.input, c.output, c.count, dtype, stream,
+                           c.request)
                  .str());
     return;
   case CollectiveCall::Kind::ReduceScatter:
-    emitLine(llvm::formatv("if (ctx->comm->ops->reduce_scatter(ctx->comm, "
-                           "{0}u, {1}, {2}, {3}, {4}, {5})) return "
-                           "PCCRT_ERR_COMM;",
+    emitBeforeCollective();
+    emitLine(llvm::formatv("if (ctx->comm->ops->start_reduce_scatter("
+                           "ctx->comm, {0}u, {1}, {2}, {3}, {4}, {5}, {6}, "
+                           "&{7})) return PCCRT_ERR_COMM;",
                            c.axes, c.input, c.output, c.count, dtype,
-                           c.reduction)
+                           c.reduction, stream, c.request)
                  .str());
     return;
   }
+}
+
+void TargetHooks::emitCollectiveWait(StringRef request) {
+  emitLine(llvm::formatv("if (ctx->comm->ops->wait(ctx->comm, {0}, {1})) "
+                         "return PCCRT_ERR_COMM;",
+                         request, getCommStream())
+               .str());
 }
 
 void TargetHooks::emitTransfer(const TransferCall &t) {

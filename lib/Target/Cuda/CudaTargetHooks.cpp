@@ -412,26 +412,12 @@ void CudaTargetHooks::emitSynchronize() {
   emitLine("if (int error = pcc_cu::synchronize()) return error;");
 }
 
-void CudaTargetHooks::emitCollective(const CollectiveCall &c) {
-  // The communicator's calls are host calls on buffers the device's queued
-  // work must have finished with.
-  if (c.kind == CollectiveCall::Kind::AllReduce) {
-    // In place on the output, which starts as a copy of the input.
-    emitCopy(c.output, c.input,
-             c.count * std::max<int64_t>(
-                           1, c.elementType.getIntOrFloatBitWidth() / 8),
-             /*mayAlias=*/true);
-  }
-  emitSynchronize();
-  if (c.kind == CollectiveCall::Kind::AllReduce) {
-    emitLine(llvm::formatv("if (ctx->comm->ops->all_reduce(ctx->comm, {0}u, "
-                           "{1}, {2}, {3}, {4})) return PCCRT_ERR_COMM;",
-                           c.axes, c.output, c.count,
-                           getOnnxDataType(c.elementType), c.reduction)
-                 .str());
-    return;
-  }
-  TargetHooks::emitCollective(c);
+void CudaTargetHooks::emitBeforeCollective() {
+  // A host communicator reads and writes the buffers when it is called, so
+  // the device's queued work (an all-reduce's copy of its input included)
+  // must be done; a stream-ordered one (NCCL) orders the collective after
+  // it on the device.
+  emitLine("if (int error = pcc_cu::beforeCollective(ctx)) return error;");
 }
 
 void CudaTargetHooks::emitTransfer(const TransferCall &transfer) {

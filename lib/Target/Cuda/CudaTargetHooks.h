@@ -29,7 +29,7 @@ public:
   }
   std::string getRunPrologue(int64_t threads) const override;
   std::string getRunSuccess() const override {
-    return "return pcc_cu::finish();";
+    return "return pcc_cu::finish(ctx);";
   }
   void printRunBody(llvm::raw_ostream &os, llvm::StringRef preamble,
                     llvm::StringRef body, bool singleRank,
@@ -62,7 +62,8 @@ public:
                       llvm::ArrayRef<std::string> args,
                       llvm::StringRef errorCode = {}) override;
   std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
-  void emitCollective(const CollectiveCall &collective) override;
+  void emitBeforeCollective() override;
+  std::string getCommStream() const override { return "pcc_cu::stream()"; }
   void emitTransfer(const TransferCall &transfer) override;
   void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,
                 bool mayAlias) override;

@@ -135,8 +135,13 @@ inline int begin(const pccrt_context *ctx) {
 /// Ends a run: waits for its work, and reports a failure of any of it, or
 /// an index out of range that a gather or scatter met (the flag is read
 /// once per run, here, so that nothing in the run waits for the device).
-inline int finish() {
+inline int finish(const pccrt_context *ctx) {
   State &s = state();
+  // Collectives queued on the device in stream order (NCCL) are waited for
+  // by the communicator, which watches for failures and timeouts.
+  if (ctx->comm && ctx->comm->ops->stream_ordered(ctx->comm) &&
+      ctx->comm->ops->wait(ctx->comm, -1, s.stream))
+    return PCCRT_ERR_COMM;
   check(cudaGetLastError(), "a kernel launch");
   check(cudaStreamSynchronize(s.stream), "the run");
   int flag = 0;
@@ -158,6 +163,12 @@ inline int synchronize() {
   return check(cudaStreamSynchronize(state().stream), "synchronizing")
              ? PCCRT_OK
              : PCCRT_ERR_DEVICE;
+}
+
+/// Before a collective starts: a host communicator needs the device's
+/// queued work done; a stream-ordered one orders the collective after it.
+inline int beforeCollective(const pccrt_context *ctx) {
+  return ctx->comm->ops->stream_ordered(ctx->comm) ? PCCRT_OK : synchronize();
 }
 
 /// Blocks of kBlock threads for a grid-stride loop over `n` iterations.
@@ -232,12 +243,12 @@ int runGraph(const pccrt_context *ctx, const pccrt_model_info *info,
   if (!graphsEnabled() || g.broken) {
     if (int error = step())
       return error;
-    return finish();
+    return finish(ctx);
   }
   uint64_t key = graphKey(ctx, info);
   if (g.exec && g.key == key) {
     check(cudaGraphLaunch(g.exec, s.stream), "launching the run's graph");
-    return finish();
+    return finish(ctx);
   }
   if (g.key != key || !g.seen) {
     // New buffers: run eagerly once (a failure shows where it happens).
@@ -246,7 +257,7 @@ int runGraph(const pccrt_context *ctx, const pccrt_model_info *info,
     g = GraphCache{nullptr, key, true, false};
     if (int error = step())
       return error;
-    return finish();
+    return finish(ctx);
   }
   // Same buffers a second time: record the run, then launch it.
   cudaGraph_t graph = nullptr;
@@ -270,7 +281,7 @@ int runGraph(const pccrt_context *ctx, const pccrt_model_info *info,
     s.failed = false;
     if (int again = step())
       return again;
-    return finish();
+    return finish(ctx);
   }
   bool ok = check(cudaGraphInstantiate(&g.exec, graph, 0),
                   "instantiating the run's graph");
@@ -283,7 +294,7 @@ int runGraph(const pccrt_context *ctx, const pccrt_model_info *info,
     std::fprintf(stderr, "pcc: recorded the run as a CUDA graph; the runs "
                          "that follow with the same buffers launch it\n");
   check(cudaGraphLaunch(g.exec, s.stream), "launching the run's graph");
-  return finish();
+  return finish(ctx);
 }
 
 //===----------------------------------------------------------------------===//

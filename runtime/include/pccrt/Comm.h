@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -163,6 +164,21 @@ public:
              int64_t count, int32_t dtype);
   void waitAll();
 
+  /// Collectives started now and completed by wait(request), as in
+  /// pccrt_comm_ops; they return the request (-1: completed already).
+  int32_t startAllReduce(uint32_t axes, void *data, int64_t count,
+                         int32_t dtype, int32_t reduction, void *stream);
+  int32_t startAllGather(uint32_t axes, const void *in, void *out,
+                         int64_t count, int32_t dtype, void *stream);
+  int32_t startReduceScatter(uint32_t axes, const void *in, void *out,
+                             int64_t count, int32_t dtype, int32_t reduction,
+                             void *stream);
+  /// Completes \p request; -1 completes every started collective (and, on
+  /// a stream-ordered communicator, the work queued on \p stream).
+  void wait(int32_t request, void *stream);
+  /// Whether collectives work on device memory in stream order (NCCL).
+  bool streamOrdered() const { return isStreamOrdered(); }
+
   /// Every rank tells the others whether it is ready to go on: \p error is
   /// empty if so, else why not (truncated to 1000 bytes). Returns the
   /// errors of all ranks, by rank, so that all of them stop together and
@@ -204,6 +220,17 @@ protected:
     doSend(axes, peer, tag, data, count, dtype);
   }
   virtual void doWaitAll() {}
+  /// A collective started apart from its completion: \p run performs it
+  /// with the blocking operation above. The default runs it at once and
+  /// returns -1; with PCCRT_DEFER_COLLECTIVES=1 in the environment (a test
+  /// of the generated programs) it keeps it and runs it only when it is
+  /// waited for, so that a program that reads a result before its wait,
+  /// or overwrites an input, computes wrong numbers. A backend that
+  /// overlaps collectives with the device's work (NCCL) overrides this,
+  /// doWait and isStreamOrdered.
+  virtual int32_t doStart(CommOp op, std::function<void()> run, void *stream);
+  virtual void doWait(int32_t request, void *stream);
+  virtual bool isStreamOrdered() const { return false; }
 
 private:
   struct CHandle : pccrt_comm {
@@ -226,6 +253,10 @@ private:
   CHandle cHandle;
   std::string error;
   RankMonitor *monitorPtr = nullptr;
+  /// Deferred collectives (PCCRT_DEFER_COLLECTIVES), by request.
+  bool deferCollectives = false;
+  int32_t nextRequest = 0;
+  std::map<int32_t, std::pair<CommOp, std::function<void()>>> deferred;
 };
 
 /// True when libpccrt was built with MPI.

@@ -60,7 +60,8 @@
 // of each entry; 5 adds pipeline stages (`stage_axis`, `holders`),
 // non-blocking sends (`isend`, `wait_all`) and tracing of actions; 6 the
 // thread count of a run (`num_threads`); 7 models whose memory is on a
-// device (`device`, `<prefix>_device_ops`).
+// device (`device`, `<prefix>_device_ops`); 8 collectives started and
+// waited for apart (`start_*`, `wait`, `stream_ordered`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,7 +74,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 7
+#define PCCRT_ABI_VERSION 8
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -191,6 +192,34 @@ typedef struct pccrt_comm_ops {
   int (*isend)(pccrt_comm *comm, uint32_t axes, int32_t peer, int32_t tag,
                const void *data, int64_t count, int32_t dtype);
   int (*wait_all)(pccrt_comm *comm);
+  /// Collectives started here and completed by `wait`, so that a program
+  /// computes what does not depend on them meanwhile: as all_reduce (in
+  /// place), all_gather and reduce_scatter, plus the run's CUDA `stream`
+  /// (null on the CPU) and the `request` to wait for. Their buffers must
+  /// stay untouched until the wait. Every member of the group starts and
+  /// waits for the group's collectives in the same order. A communicator
+  /// may complete a collective when it starts (a request of -1).
+  int (*start_all_reduce)(pccrt_comm *comm, uint32_t axes, void *data,
+                          int64_t count, int32_t dtype, int32_t reduction,
+                          void *stream, int32_t *request);
+  int (*start_all_gather)(pccrt_comm *comm, uint32_t axes, const void *in,
+                          void *out, int64_t count, int32_t dtype,
+                          void *stream, int32_t *request);
+  int (*start_reduce_scatter)(pccrt_comm *comm, uint32_t axes, const void *in,
+                              void *out, int64_t count, int32_t dtype,
+                              int32_t reduction, void *stream,
+                              int32_t *request);
+  /// Completes `request` for the work that follows: on a stream-ordered
+  /// communicator, for the work queued on `stream` after this call; on a
+  /// host communicator, before it returns. -1 completes every collective
+  /// started and not waited for, and on a stream-ordered communicator waits
+  /// on the host for the work queued on `stream` (the end of a run).
+  int (*wait)(pccrt_comm *comm, int32_t request, void *stream);
+  /// 1 when the communicator works on device memory in the order of the
+  /// run's stream (NCCL): a collective then starts after the work queued on
+  /// `stream` before it. 0 when it reads and writes the buffers from the
+  /// host when it is called: the device's queued work must be done first.
+  int (*stream_ordered)(pccrt_comm *comm);
 } pccrt_comm_ops;
 
 /// A communicator as generated code sees it: its operations. Backends

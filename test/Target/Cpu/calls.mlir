@@ -108,7 +108,9 @@ func.func @step() -> (tensor<2048xf32> {onnx.name = "r"}) {
 // CHECK-NEXT: PCC_PROGRAM static int fn_stage_0(
 // CHECK:        float* [[C:v[0-9]+]] = (float*)(ws + 0);
 // CHECK:        std::fill_n([[C]], 2048, float(0x1.8p+1f));
-// CHECK:        if (ctx->comm->ops->all_reduce(ctx->comm, 1u, {{.*}}, 2048, 1, 1)) return PCCRT_ERR_COMM;
+// CHECK:        int32_t [[Q:q[0-9]+]] = -1;
+// CHECK:        if (ctx->comm->ops->start_all_reduce(ctx->comm, 1u, {{.*}}, 2048, 1, 1, nullptr, &[[Q]])) return PCCRT_ERR_COMM;
+// CHECK-NEXT:   if (ctx->comm->ops->wait(ctx->comm, [[Q]], nullptr)) return PCCRT_ERR_COMM;
 // CHECK:      {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 0, weights, 8192ULL, 1, pcc_mesh_axes, pcc_mesh_shape, -1}
 // CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(
 // CHECK:        if (!ctx->comm) return PCCRT_ERR_COMM;

@@ -1,0 +1,84 @@
+//===- OverlapCollectives.cpp - Start collectives early -------------------===//
+//
+// Moves each collective that the targets start apart from its wait up to
+// just after its operand is computed, never above an earlier op that
+// communicates or calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+
+namespace pcc {
+#define GEN_PASS_DEF_OVERLAPCOLLECTIVES
+#include "pcc/Transforms/Passes.h.inc"
+} // namespace pcc
+
+/// Ops whose order every rank of a group must keep: communication (the
+/// dist ops with effects) and calls, which may communicate.
+static bool isOrdered(Operation *op) {
+  return (isa<pcc::dist::DistDialect>(op->getDialect()) &&
+          !isMemoryEffectFree(op)) ||
+         isa<CallOpInterface>(op);
+}
+
+static bool startsApart(Operation *op) {
+  return isa<pcc::dist::AllReduceOp, pcc::dist::AllGatherOp,
+             pcc::dist::ReduceScatterOp>(op);
+}
+
+namespace {
+struct OverlapCollectivesPass
+    : pcc::impl::OverlapCollectivesBase<OverlapCollectivesPass> {
+  void runOnOperation() override {
+    for (Block &block : getOperation().getBody()) {
+      // The last ordered op, in the new order.
+      Operation *fence = nullptr;
+      for (Operation &op :
+           llvm::make_early_inc_range(block.without_terminator())) {
+        if (startsApart(&op))
+          hoist(block, fence, &op);
+        if (isOrdered(&op))
+          fence = &op;
+      }
+    }
+  }
+
+  /// Moves `collective`, and the ops since `fence` that it depends on (in
+  /// their order), to just after `fence`: the other ops since `fence` now
+  /// follow it and run while it travels.
+  static void hoist(Block &block, Operation *fence, Operation *collective) {
+    SmallVector<Operation *> window;
+    for (Operation *op = fence ? fence->getNextNode() : &block.front();
+         op != collective; op = op->getNextNode())
+      window.push_back(op);
+    llvm::SmallPtrSet<Value, 16> needed(collective->operand_begin(),
+                                        collective->operand_end());
+    SmallVector<Operation *> slice;
+    for (Operation *op : llvm::reverse(window)) {
+      if (llvm::none_of(op->getResults(),
+                        [&](Value r) { return needed.contains(r); }))
+        continue;
+      slice.push_back(op);
+      needed.insert(op->operand_begin(), op->operand_end());
+    }
+    Operation *after = fence;
+    auto place = [&](Operation *op) {
+      if (after)
+        op->moveAfter(after);
+      else
+        op->moveBefore(&block.front());
+      after = op;
+    };
+    for (Operation *op : llvm::reverse(slice))
+      place(op);
+    place(collective);
+  }
+};
+} // namespace
