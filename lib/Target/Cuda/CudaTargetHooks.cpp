@@ -143,6 +143,17 @@ void CudaTargetHooks::emitKernel(ArrayRef<int64_t> parallelBounds,
                .str());
 }
 
+void CudaTargetHooks::emitBlockPerItemKernel(ArrayRef<std::string> params,
+                                             StringRef text, int64_t items,
+                                             ArrayRef<LoopBuffer> buffers) {
+  std::string name = defineKernel("__global__ void", params, text);
+  emitLine(llvm::formatv("PCC_LAUNCH({0}, {1}u, pcc_cu::kBlock, "
+                         "pcc_cu::stream(), {2});",
+                         name, std::min<int64_t>(items, 65535),
+                         getKernelArguments(buffers))
+               .str());
+}
+
 void CudaTargetHooks::emitParallelLoop(
     const LoopNest &nest, ArrayRef<LoopBuffer> buffers,
     function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
@@ -246,7 +257,7 @@ void CudaTargetHooks::emitBlockReduction(const ReductionLoop &r,
   // differ from the CPU's sequential ones by rounding only.
   using Kind = ReductionLoop::Kind;
   std::string t = getTypeName(r.elementType);
-  std::string acc = "typename pcc_cu::Accum<" + t + ">::type";
+  std::string acc = "typename pcc_cu::AccumulatorOf<" + t + ">::type";
   StringRef combine = r.kind == Kind::Max   ? "pcc_cu::Combine::Max"
                       : r.kind == Kind::Min ? "pcc_cu::Combine::Min"
                                             : "pcc_cu::Combine::Sum";
@@ -295,12 +306,7 @@ void CudaTargetHooks::emitBlockReduction(const ReductionLoop &r,
                                      {r.input, r.elementType}};
   SmallVector<std::string> names, params;
   getKernelParameters(buffers, "__restrict__", names, params);
-  std::string name = defineKernel("__global__ void", params, text);
-  emitLine(llvm::formatv("PCC_LAUNCH({0}, {1}u, pcc_cu::kBlock, "
-                         "pcc_cu::stream(), {2});",
-                         name, std::min<int64_t>(outputs, 65535),
-                         getKernelArguments(buffers))
-               .str());
+  emitBlockPerItemKernel(params, text, outputs, buffers);
 }
 
 void CudaTargetHooks::emitRowSoftmax(
@@ -341,12 +347,7 @@ void CudaTargetHooks::emitRowSoftmax(
                         sm.log ? "true" : "false")
               .str();
   text += "  }\n";
-  std::string name = defineKernel("__global__ void", params, text);
-  emitLine(llvm::formatv("PCC_LAUNCH({0}, {1}u, pcc_cu::kBlock, "
-                         "pcc_cu::stream(), {2});",
-                         name, std::min<int64_t>(rows, 65535),
-                         getKernelArguments(buffers))
-               .str());
+  emitBlockPerItemKernel(params, text, rows, buffers);
 }
 
 void CudaTargetHooks::emitGemm(const GemmCall &g) {

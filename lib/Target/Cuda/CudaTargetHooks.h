@@ -78,6 +78,12 @@ private:
   void emitKernel(llvm::ArrayRef<int64_t> parallelBounds,
                   llvm::ArrayRef<std::string> parallelIvs,
                   llvm::ArrayRef<LoopBuffer> buffers, llvm::StringRef body);
+  /// Defines a kernel of parameters `params` and body `text` whose blocks
+  /// take the `items` (rows, outputs) in turn, and launches it on
+  /// `buffers`.
+  void emitBlockPerItemKernel(llvm::ArrayRef<std::string> params,
+                              llvm::StringRef text, int64_t items,
+                              llvm::ArrayRef<LoopBuffer> buffers);
   /// Host code waits for the device's queued work (before the
   /// communicator reads or writes buffers).
   void emitSynchronize();

@@ -368,7 +368,8 @@ template <typename T>
 struct HasLtType<T, std::void_t<decltype(LtType<T>::data)>> : std::true_type {
 };
 
-/// The type a product of T accumulates in: float for the 16-bit floats.
+/// The type a product or a block reduction of T accumulates in: float for
+/// the 16-bit floats.
 template <typename T> struct AccumulatorOf {
   using type = T;
 };
@@ -512,17 +513,6 @@ __device__ __forceinline__ T blockReduce(T v, T *scratch) {
   __syncthreads();
   return result;
 }
-
-/// The type a block reduction accumulates in: float for the 16-bit floats.
-template <typename T> struct Accum {
-  using type = T;
-};
-template <> struct Accum<bf16> {
-  using type = float;
-};
-template <> struct Accum<f16> {
-  using type = float;
-};
 
 enum class Combine { Sum, Max, Min };
 

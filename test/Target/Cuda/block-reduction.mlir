@@ -19,18 +19,18 @@ func.func @main(%x: tensor<4x1024xf32> {onnx.name = "x"}, %h: tensor<3x512xbf16>
 
 // CHECK:      __global__ void [[MEAN:pcc_loop[0-9]+]](float* __restrict__ p0, const float* __restrict__ p1) {
 // CHECK-NEXT:   for (int64_t t = blockIdx.x; t < 1; t += gridDim.x) {
-// CHECK-NEXT:     typename pcc_cu::Accum<float>::type acc = typename pcc_cu::Accum<float>::type(float(0));
+// CHECK-NEXT:     typename pcc_cu::AccumulatorOf<float>::type acc = typename pcc_cu::AccumulatorOf<float>::type(float(0));
 // CHECK-NEXT:     for (int64_t q = threadIdx.x; q < 4096; q += blockDim.x) {
 // CHECK:            acc = pcc_cu::combine<pcc_cu::Combine::Sum>(acc,
 // CHECK:          acc = pcc_cu::blockCombine<pcc_cu::Combine::Sum>(acc,
 // CHECK-NEXT:     if (threadIdx.x == 0)
-// CHECK-NEXT:       p0[0] = float(acc / typename pcc_cu::Accum<float>::type(4096));
+// CHECK-NEXT:       p0[0] = float(acc / typename pcc_cu::AccumulatorOf<float>::type(4096));
 // CHECK:      __global__ void [[MAX:pcc_loop[0-9]+]](
 // CHECK-NEXT:   for (int64_t t = blockIdx.x; t < 4; t += gridDim.x) {
-// CHECK:          typename pcc_cu::Accum<float>::type acc = typename pcc_cu::Accum<float>::type(-std::numeric_limits<float>::infinity());
+// CHECK:          typename pcc_cu::AccumulatorOf<float>::type acc = typename pcc_cu::AccumulatorOf<float>::type(-std::numeric_limits<float>::infinity());
 // CHECK:          acc = pcc_cu::blockCombine<pcc_cu::Combine::Max>(acc,
 // CHECK:      __global__ void [[HSUM:pcc_loop[0-9]+]](pcc_cu::bf16* __restrict__ p0, const pcc_cu::bf16* __restrict__ p1) {
-// CHECK:          typename pcc_cu::Accum<pcc_cu::bf16>::type acc
+// CHECK:          typename pcc_cu::AccumulatorOf<pcc_cu::bf16>::type acc
 // CHECK:            p0[0 + i0] = pcc_cu::bf16(acc);
 // CHECK:      __global__ void [[SHORT:pcc_loop[0-9]+]](
 // CHECK-NEXT:   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < 2; t += int64_t(blockDim.x) * gridDim.x) {
