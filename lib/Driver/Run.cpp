@@ -1,9 +1,11 @@
 //===- Run.cpp - The `pcc run` command ------------------------------------===//
 //
 // A single-rank build runs in this process. A build whose mesh has several
-// ranks runs one process per rank: started by a launcher (mpirun, srun),
-// this process is one rank; otherwise it starts its ranks itself under
-// mpirun and reports how they ended (pccrt/Launch.h).
+// ranks runs one process per rank: started by an MPI launcher (mpirun,
+// srun), this process is one rank; started by a torchrun-style launcher
+// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the environment), it is one
+// rank over TCP sockets, without MPI; otherwise it starts its ranks itself
+// under mpirun and reports how they ended (pccrt/Launch.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +15,7 @@
 #include "pccrt/Launch.h"
 #include "pccrt/Runtime.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -21,6 +24,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <map>
@@ -113,6 +117,15 @@ static void writeTrace(const std::string &path, const pccrt::Model &model,
      << "\n";
 }
 
+/// Prints `pcc: error: rank R: message` in one write, so that the lines of
+/// ranks that share a terminal (with no launcher to collect them) do not
+/// mix.
+static void printRankError(int rank, const std::string &message) {
+  llvm::errs() << ("pcc: error: rank " + std::to_string(rank) + ": " + message +
+                   "\n");
+  llvm::errs().flush();
+}
+
 namespace {
 /// Where this process stands among the ranks: alone (no communicator), or
 /// one rank that reports its failures so that every rank stops.
@@ -134,8 +147,7 @@ struct RankContext {
     if (monitor && monitor->sharedWithLauncher()) {
       monitor->setError(pccrt::RankMonitor::Phase::Error, message, false);
     } else {
-      llvm::errs() << "pcc: error: rank " << rank() << ": " << message << "\n";
-      llvm::errs().flush();
+      printRankError(rank(), message);
       if (monitor)
         monitor->setError(pccrt::RankMonitor::Phase::Error, message, true);
     }
@@ -454,10 +466,10 @@ static llvm::LogicalResult launch(const RunOptions &options, int64_t ranks) {
 }
 
 /// This rank's index among the ranks on its host, as the launcher tells it
-/// (Open MPI, MPICH's Hydra, Slurm); \p rank where none does.
+/// (Open MPI, MPICH's Hydra, Slurm, torchrun); \p rank where none does.
 static int localRank(int rank) {
-  for (const char *name :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "SLURM_LOCALID", "LOCAL_RANK"}) {
     int local = 0;
     if (std::optional<std::string> value = llvm::sys::Process::GetEnv(name))
       if (!llvm::StringRef(*value).getAsInteger(10, local) && local >= 0)
@@ -466,9 +478,90 @@ static int localRank(int rank) {
   return rank;
 }
 
-/// Runs this process as one rank of OUT's mesh, started by a launcher.
-/// `onGpus`: OUT is a CUDA build running on GPUs, whose generated code
-/// communicates through NCCL on device memory.
+/// Runs this process as one rank of OUT's mesh, communicating through
+/// \p comm on host memory, however the ranks found one another: recorded in
+/// \p monitor and watched for --timeout, through NCCL on device memory on
+/// the \p localRank-th GPU when \p onGpus (OUT is a CUDA build running on
+/// GPUs), and ended by \p finalize, which waits for every rank (the
+/// communicator and the watchdog live until it returns).
+static llvm::LogicalResult
+runAsRank(const RunOptions &options, const std::string &lib,
+          const std::string &weights, bool onGpus, int localRank,
+          std::unique_ptr<pccrt::Communicator> comm,
+          std::unique_ptr<pccrt::RankMonitor> monitor,
+          llvm::function_ref<llvm::LogicalResult(pccrt::Communicator &,
+                                                 pccrt::RankMonitor &)>
+              finalize,
+          llvm::raw_ostream &summary) {
+  int rank = comm->rank();
+  comm->setMonitor(monitor.get());
+  monitor->setPhase(pccrt::RankMonitor::Phase::Running);
+  pccrt::Communicator *commPtr = comm.get();
+  pccrt::RankMonitor *monitorPtr = monitor.get();
+  monitor->startWatchdog(options.timeoutSeconds, [=](pccrt::CommOp op,
+                                                     double waited) {
+    int64_t step = monitorPtr->step();
+    std::string message =
+        llvm::formatv("waited {0:F0} s in {1} {2}; another rank failed or hung",
+                      waited, pccrt::commOpName(op),
+                      step > 0 ? "at step " + std::to_string(step)
+                               : std::string("before the first step"))
+            .str();
+    bool launcher = monitorPtr->sharedWithLauncher();
+    if (!launcher)
+      printRankError(commPtr->rank(), message);
+    monitorPtr->setError(pccrt::RankMonitor::Phase::TimedOut, message,
+                         !launcher);
+    commPtr->abort(1);
+  });
+
+  RankContext context{comm.get(), monitor.get()};
+  // Before the model is loaded: the NCCL communicator picks this rank's GPU,
+  // where the model's buffers then go. Every rank says whether it has one,
+  // so that all stop if one cannot.
+  std::unique_ptr<pccrt::Communicator> gpuComm;
+  bool ready = true;
+  if (onGpus) {
+    std::string error;
+    try {
+      gpuComm =
+          pccrt::loadNcclCommunicator(*comm, localRank, options.timeoutSeconds);
+    } catch (const pccrt::Error &e) {
+      error = e.what();
+    }
+    ready = context.agree(error);
+    context.runComm = gpuComm.get();
+  }
+  llvm::LogicalResult result = llvm::failure();
+  try {
+    if (ready)
+      result = runSteps(options, lib, weights, context,
+                        rank == 0 ? summary : llvm::nulls());
+  } catch (const pccrt::Error &e) {
+    // After the agreement and outside the steps only rank 0's own writing
+    // fails here, and nobody waits for it.
+    if (rank != 0)
+      printRankError(rank, e.what());
+    else
+      llvm::errs() << "pcc: error: " << e.what() << "\n";
+    monitor->setError(pccrt::RankMonitor::Phase::Error, e.what(), true);
+  }
+  summary.flush();
+  // The model that used it is gone; the NCCL communicator waits for its
+  // streams and frees its resources while every rank is still here.
+  gpuComm.reset();
+  // The watchdog may have to end the job from inside the shutdown, where a
+  // rank that hung holds the others.
+  if (failed(finalize(*comm, *monitor)))
+    result = llvm::failure();
+  if (succeeded(result))
+    monitor->setPhase(pccrt::RankMonitor::Phase::Done);
+  monitor.reset();
+  comm.reset();
+  return result;
+}
+
+/// Runs this process as one rank of OUT's mesh, started by an MPI launcher.
 static llvm::LogicalResult
 runRank(const RunOptions &options, const std::string &lib,
         const std::string &weights, const std::vector<int64_t> &mesh,
@@ -493,75 +586,54 @@ runRank(const RunOptions &options, const std::string &lib,
     pccrt::finalizeMpi(monitor.get());
     return llvm::failure();
   }
-  std::unique_ptr<pccrt::Communicator> comm =
-      pccrt::createMpiCommunicator(mesh);
-  comm->setMonitor(monitor.get());
-  monitor->setPhase(pccrt::RankMonitor::Phase::Running);
-  pccrt::Communicator *commPtr = comm.get();
-  pccrt::RankMonitor *monitorPtr = monitor.get();
-  monitor->startWatchdog(options.timeoutSeconds, [=](pccrt::CommOp op,
-                                                     double waited) {
-    int64_t step = monitorPtr->step();
-    std::string message =
-        llvm::formatv("waited {0:F0} s in {1} {2}; another rank failed or hung",
-                      waited, pccrt::commOpName(op),
-                      step > 0 ? "at step " + std::to_string(step)
-                               : std::string("before the first step"))
-            .str();
-    bool launcher = monitorPtr->sharedWithLauncher();
-    if (!launcher)
-      llvm::errs() << "pcc: error: rank " << commPtr->rank() << ": " << message
-                   << "\n";
-    llvm::errs().flush();
-    monitorPtr->setError(pccrt::RankMonitor::Phase::TimedOut, message,
-                         !launcher);
-    commPtr->abort(1);
-  });
+  return runAsRank(
+      options, lib, weights, onGpus, localRank(rank),
+      pccrt::createMpiCommunicator(mesh), std::move(monitor),
+      [](pccrt::Communicator &, pccrt::RankMonitor &monitor) {
+        pccrt::finalizeMpi(&monitor);
+        return llvm::success();
+      },
+      summary);
+}
 
-  RankContext context{comm.get(), monitor.get()};
-  // Before the model is loaded: the NCCL communicator picks this rank's GPU,
-  // where the model's buffers then go. Every rank says whether it has one,
-  // so that all stop if one cannot.
-  std::unique_ptr<pccrt::Communicator> gpuComm;
-  bool ready = true;
-  if (onGpus) {
-    std::string error;
-    try {
-      gpuComm = pccrt::loadNcclCommunicator(*comm, localRank(rank),
-                                            options.timeoutSeconds);
-    } catch (const pccrt::Error &e) {
-      error = e.what();
-    }
-    ready = context.agree(error);
-    context.runComm = gpuComm.get();
-  }
-  llvm::LogicalResult result = llvm::failure();
+/// Runs this process as the rank of OUT's mesh that a torchrun-style
+/// launcher named in the environment, over TCP sockets (no MPI). No
+/// launcher reads a status of it: a rank that fails says so itself.
+static llvm::LogicalResult
+runSocketRank(const RunOptions &options, const std::string &lib,
+              const std::string &weights, const std::vector<int64_t> &mesh,
+              int64_t ranks, bool onGpus, llvm::raw_ostream &summary) {
+  pccrt::SocketBootstrap bootstrap = pccrt::SocketBootstrap::fromEnvironment();
+  if (bootstrap.worldSize != ranks)
+    throw pccrt::Error(options.dir + " runs on " + std::to_string(ranks) +
+                       " ranks (mesh " + pccrt::formatShape(mesh) +
+                       "), but WORLD_SIZE is " +
+                       std::to_string(bootstrap.worldSize));
+  bootstrap.timeoutSeconds = options.timeoutSeconds;
+  std::unique_ptr<pccrt::Communicator> comm;
   try {
-    if (ready)
-      result = runSteps(options, lib, weights, context,
-                        rank == 0 ? summary : llvm::nulls());
+    comm = pccrt::createSocketCommunicator(mesh, bootstrap);
   } catch (const pccrt::Error &e) {
-    // After the agreement and outside the steps only rank 0's own writing
-    // fails here, and nobody waits for it.
-    llvm::errs() << "pcc: error: ";
-    if (rank != 0)
-      llvm::errs() << "rank " << rank << ": ";
-    llvm::errs() << e.what() << "\n";
-    monitor->setError(pccrt::RankMonitor::Phase::Error, e.what(), true);
+    printRankError(bootstrap.rank, e.what());
+    return llvm::failure();
   }
-  summary.flush();
-  // The model that used it is gone; the NCCL communicator waits for its
-  // streams and frees its resources while every rank is still here.
-  gpuComm.reset();
-  // The communicator and the watchdog (which may have to end the job from
-  // inside finalize, where a rank that hung still holds the others) live
-  // until MPI is shut down.
-  pccrt::finalizeMpi(monitor.get());
-  if (succeeded(result))
-    monitor->setPhase(pccrt::RankMonitor::Phase::Done);
-  monitor.reset();
-  comm.reset();
-  return result;
+  return runAsRank(
+      options, lib, weights, onGpus, localRank(bootstrap.rank), std::move(comm),
+      std::make_unique<pccrt::RankMonitor>(),
+      [](pccrt::Communicator &comm, pccrt::RankMonitor &monitor) {
+        // As MPI_Finalize: no rank closes its connections before every
+        // rank is done with them.
+        pccrt::CommOp previous = monitor.enter(pccrt::CommOp::Finalize);
+        try {
+          comm.agree("");
+        } catch (const pccrt::Error &e) {
+          printRankError(comm.rank(), e.what());
+          return llvm::failure();
+        }
+        monitor.leave(previous);
+        return llvm::success();
+      },
+      summary);
 }
 
 /// Whether a CUDA driver with at least one device is here (without linking
@@ -615,8 +687,14 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     if (!llvm::sys::fs::exists(lib))
       throw pccrt::Error(options.dir +
                          ": no libmodel.so (not a pcc compile output)");
+    // One process tells what it runs: this one, or rank 0 of those a
+    // launcher started.
     int64_t launchedRanks = 0;
     bool announce = !pccrt::startedByLauncher(&launchedRanks);
+    if (announce && pccrt::SocketBootstrap::inEnvironment()) {
+      const char *rank = std::getenv("RANK");
+      announce = rank && std::strcmp(rank, "0") == 0;
+    }
     bool emulated = false;
     bool cudaBuild = llvm::sys::fs::exists(options.dir + "/model.cu");
     lib = selectCudaLibrary(options.dir, lib, announce, emulated);
@@ -628,8 +706,8 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     int64_t ranks = 1;
     for (int64_t size : mesh)
       ranks *= size;
-    // The emulation communicates on host memory, through MPI like the CPU
-    // target; the GPUs need NCCL.
+    // The emulation communicates on host memory, through MPI or sockets
+    // like the CPU target; the GPUs need NCCL.
     bool onGpus = cudaBuild && !emulated;
     if (ranks <= 1) {
       if (options.fault)
@@ -643,9 +721,11 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
                          ": " + options.dir + " runs on " +
                          std::to_string(ranks) + " ranks");
     int64_t worldSize = 0;
-    if (!pccrt::startedByLauncher(&worldSize))
-      return launch(options, ranks);
-    return runRank(options, lib, weights, mesh, ranks, onGpus, summary);
+    if (pccrt::startedByLauncher(&worldSize))
+      return runRank(options, lib, weights, mesh, ranks, onGpus, summary);
+    if (pccrt::SocketBootstrap::inEnvironment())
+      return runSocketRank(options, lib, weights, mesh, ranks, onGpus, summary);
+    return launch(options, ranks);
   } catch (const pccrt::Error &e) {
     llvm::errs() << "pcc: error: " << e.what() << "\n";
     return llvm::failure();

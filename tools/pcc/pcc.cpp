@@ -110,7 +110,9 @@ run options:
   --fault rank=R,step=K,kind=exit|hang
                          for testing: rank R exits or hangs as step K begins
 A build of several ranks (pcc compile --tp/--pp) runs one process per rank:
-pcc starts them under mpirun, unless a launcher (mpirun, srun) started it.
+pcc starts them under mpirun, unless a launcher (mpirun, srun) started it,
+or RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun) name its rank:
+then the ranks connect over TCP, without MPI.
 )";
 
 static const char kImportHelp[] = R"(

@@ -3,8 +3,9 @@
 // A backend-neutral communicator: the ranks of a program arranged on a mesh,
 // with the collectives and transfers that generated code calls through the
 // pccrt_comm handle of its run context (pccrt.h). Backends: MPI (Debian's
-// Open MPI) for the CPU target; NCCL (libpccrt_nccl.so, loaded at run time)
-// for the CUDA target on GPUs.
+// Open MPI) for the CPU target; TCP sockets for ranks that a torchrun-style
+// launcher started without MPI; NCCL (libpccrt_nccl.so, loaded at run time)
+// for the CUDA target on GPUs, set up over either of the others.
 //
 // A rank records in a RankMonitor which step it runs and which operation it
 // waits in, so that a watchdog can end a rank whose peer died or hung
@@ -271,6 +272,47 @@ void finalizeMpi(RankMonitor *monitor = nullptr);
 /// product must equal the world size.
 std::unique_ptr<Communicator>
 createMpiCommunicator(std::vector<int64_t> meshShape);
+
+/// Where the ranks of a run without MPI find one another, as torchrun tells
+/// its workers: this process's RANK of WORLD_SIZE, and MASTER_ADDR and
+/// MASTER_PORT, where rank 0 listens; MASTER_PORT + 1 where torchrun's agent
+/// serves its own store at MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True,
+/// the default of its c10d and static rendezvous).
+struct SocketBootstrap {
+  int rank = 0;
+  int worldSize = 1;
+  std::string masterAddr;
+  /// Where rank 0 listens, and what names it in messages.
+  int masterPort = 0;
+  std::string portSource = "MASTER_PORT";
+  /// This rank's index on its host ($LOCAL_RANK), or -1 if not given.
+  int localRank = -1;
+  /// How long the ranks wait for one another to join; <= 0: no limit.
+  double timeoutSeconds = 300;
+
+  /// True if RANK or WORLD_SIZE is set in the environment.
+  static bool inEnvironment();
+  /// Reads RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and LOCAL_RANK (the
+  /// last optional) and TORCHELASTIC_USE_AGENT_STORE; throws a one-line
+  /// Error naming a variable that is missing or malformed.
+  static SocketBootstrap fromEnvironment();
+};
+
+/// A communicator over TCP connections between every pair of the
+/// bootstrap's ranks, arranged on `meshShape` (whose product must be its
+/// world size). Rank 0 listens on every address at the master port; the
+/// others connect to it, retrying until the bootstrap's timeout since rank 0
+/// may start last, and learn every rank's address from it; each then
+/// connects to the ranks above it. All connections are made when this
+/// returns; throws a one-line Error (the rendezvous failed, the port is
+/// taken, the ranks disagree on the world size or the mesh) otherwise.
+/// An operation that loses a peer (it exited or failed) throws an Error
+/// naming it, and the communicator is unusable after; abort() closes every
+/// connection, so that the other ranks fail too. Destroying it waits (up to
+/// the timeout) for every rank to close its side, as MPI_Finalize does.
+std::unique_ptr<Communicator>
+createSocketCommunicator(std::vector<int64_t> meshShape,
+                         const SocketBootstrap &bootstrap);
 
 /// The NCCL communicator of a CUDA build on GPUs: the ranks, mesh and groups
 /// of \p bootstrap (which must outlive it and which it uses to set up its
