@@ -16,10 +16,17 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #ifdef PCC_USE_CBLAS
 #include <cblas.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
 #endif
 
 // The functions of the program itself (the model's steps) are straight-line
@@ -393,6 +400,202 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
     else
       gemmSerial(end - begin, n, k, alpha, transA ? a + begin : a + begin * lda,
                  lda, transA, b, ldb, transB, beta, c + begin * ldc, ldc);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM with a prepared B operand
+//===----------------------------------------------------------------------===//
+//
+// A product whose B is a constant weight reads B in a layout made for the
+// micro-kernel once, when the model is prepared (`<prefix>_model_prepare`),
+// instead of on every call as a BLAS does. B is cut into panels of
+// kPanelCols columns, the panels into groups of kGroupPanels and K into
+// blocks of kDepth; the packed operand holds, group after group, each
+// K-block of the group's panels, each panel's rows of kPanelCols floats
+// (columns past N are zero). That is the order in which the product reads
+// it, so B streams from memory once per call. A is packed per call into
+// micro-panels of kPanelRows rows.
+
+namespace packed {
+constexpr int64_t kPanelRows = 6, kPanelCols = 16, kDepth = 256,
+                  kGroupPanels = 4;
+
+/// Offset of panel p's block of K-rows starting at k0, in floats.
+inline int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
+  int64_t group = p / kGroupPanels, inGroup = p % kGroupPanels;
+  int64_t depth = std::min(kDepth, k - k0);
+  return group * kGroupPanels * k * kPanelCols + k0 * kGroupPanels * kPanelCols +
+         inGroup * depth * kPanelCols;
+}
+
+/// C[rows x kPanelCols] (=|+=) alpha * Apanel * Bblock, both packed, over
+/// `depth`; C's first `cols` columns are written. `first` says whether C
+/// is scaled by beta (its first K-block) or accumulated into.
+template <int Rows>
+inline void microKernel(int64_t depth, const float *a, const float *b,
+                        float *c, int64_t ldc, float alpha, float beta,
+                        bool first, int64_t cols) {
+  constexpr int64_t R = kPanelRows, C = kPanelCols;
+  float tile[Rows][C];
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 acc[Rows][2];
+  for (int i = 0; i < Rows; ++i)
+    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int64_t q = 0; q < depth; ++q) {
+    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    _mm_prefetch(reinterpret_cast<const char *>(b + 16 * C), _MM_HINT_T0);
+#pragma GCC unroll 6
+    for (int i = 0; i < Rows; ++i) {
+      __m256 av = _mm256_broadcast_ss(a + i);
+      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+    }
+    a += R;
+    b += C;
+  }
+  if (cols == C) {
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < Rows; ++i) {
+      float *ci = c + i * ldc;
+      __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
+      if (!first || beta != 0.0f) {
+        __m256 s = first ? vb : _mm256_set1_ps(1.0f);
+        r0 = _mm256_fmadd_ps(s, _mm256_loadu_ps(ci), r0);
+        r1 = _mm256_fmadd_ps(s, _mm256_loadu_ps(ci + 8), r1);
+      }
+      _mm256_storeu_ps(ci, r0);
+      _mm256_storeu_ps(ci + 8, r1);
+    }
+    return;
+  }
+  for (int i = 0; i < Rows; ++i) {
+    _mm256_storeu_ps(tile[i], acc[i][0]);
+    _mm256_storeu_ps(tile[i] + 8, acc[i][1]);
+  }
+#else
+  for (int i = 0; i < Rows; ++i)
+    for (int64_t j = 0; j < C; ++j)
+      tile[i][j] = 0.0f;
+  for (int64_t q = 0; q < depth; ++q, a += R, b += C)
+    for (int i = 0; i < Rows; ++i)
+      for (int64_t j = 0; j < C; ++j)
+        tile[i][j] += a[i] * b[j];
+#endif
+  for (int i = 0; i < Rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float &ci = c[i * ldc + j];
+      float old = first ? (beta != 0.0f ? beta * ci : 0.0f) : ci;
+      ci = old + alpha * tile[i][j];
+    }
+}
+
+inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
+                            const float *b, float *c, int64_t ldc, float alpha,
+                            float beta, bool first, int64_t cols) {
+  switch (rows) {
+  case 6: return microKernel<6>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  case 5: return microKernel<5>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  case 4: return microKernel<4>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  case 3: return microKernel<3>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  case 2: return microKernel<2>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  default: return microKernel<1>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  }
+}
+
+/// The part of a thread among `count` splitting [0, n) in steps of `step`.
+inline std::pair<int64_t, int64_t> share(int64_t n, int64_t step, int index,
+                                         int count) {
+  int64_t steps = (n + step - 1) / step;
+  int64_t per = (steps + count - 1) / count;
+  int64_t begin = std::min(n, index * per * step);
+  return {begin, std::min(n, begin + per * step)};
+}
+} // namespace packed
+
+/// Floats of B (k x n) packed for gemmPackedB.
+inline int64_t packedBElements(int64_t k, int64_t n) {
+  using namespace packed;
+  int64_t group = kPanelCols * kGroupPanels;
+  return (n + group - 1) / group * group * k;
+}
+
+/// Packs B (k x n, or its transpose n x k when transB, ldb apart) for
+/// gemmPackedB, on the run's threads.
+inline void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
+                  bool transB, float *out) {
+  using namespace packed;
+  int64_t panels = packedBElements(k, n) / (k * kPanelCols);
+#pragma omp parallel for schedule(static) num_threads(threads()) if(threads() > 1)
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+      float *o = out + blockOffset(k, p, k0);
+      for (int64_t q = k0; q < std::min(k, k0 + kDepth); ++q, o += kPanelCols)
+        for (int64_t j = 0; j < kPanelCols; ++j) {
+          int64_t col = p * kPanelCols + j;
+          o[j] = col >= n ? 0.0f : transB ? b[col * ldb + q] : b[q * ldb + col];
+        }
+    }
+}
+
+/// Row-major C = alpha * A * B + beta * C with B packed by packB, on the
+/// run's threads: A (m x k, lda apart) is packed once and shared, and each
+/// thread computes whole groups of B's panels.
+inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, const float *bp,
+                        float beta, float *c, int64_t ldc) {
+  using namespace packed;
+  if (m <= 0 || n <= 0)
+    return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  int64_t rowPanels = (m + kPanelRows - 1) / kPanelRows;
+  // Per K-block, A's micro-panels one after another (rows past m zero).
+  static thread_local std::vector<float> aPacked;
+  aPacked.resize(size_t(rowPanels * kPanelRows * k));
+  float *ap = aPacked.data();
+  constexpr int64_t kParallelFlops = int64_t(1) << 22;
+  [[maybe_unused]] bool parallel =
+      threads() > 1 && 2 * m * n * k >= kParallelFlops;
+#pragma omp parallel num_threads(threads()) if(parallel)
+  {
+#ifdef _OPENMP
+    int index = omp_get_thread_num(), count = omp_get_num_threads();
+#else
+    int index = 0, count = 1;
+#endif
+    for (int64_t r = index; r < rowPanels; r += count)
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+        int64_t depth = std::min(kDepth, k - k0);
+        float *o = ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows;
+        for (int64_t q = 0; q < depth; ++q, o += kPanelRows)
+          for (int64_t i = 0; i < kPanelRows; ++i) {
+            int64_t row = r * kPanelRows + i;
+            o[i] = row < m ? a[row * lda + k0 + q] : 0.0f;
+          }
+      }
+#pragma omp barrier
+    int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+    auto [p0, p1] = share(panels, kGroupPanels, index, count);
+    for (int64_t g = p0; g < p1; g += kGroupPanels)
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+        int64_t depth = std::min(kDepth, k - k0);
+        const float *ab = ap + rowPanels * kPanelRows * k0;
+        for (int64_t p = g; p < std::min(p1, g + kGroupPanels); ++p) {
+          const float *bb = bp + blockOffset(k, p, k0);
+          int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
+          for (int64_t r = 0; r < rowPanels; ++r)
+            microKernelRows(std::min(kPanelRows, m - r * kPanelRows), depth,
+                            ab + r * depth * kPanelRows, bb,
+                            c + r * kPanelRows * ldc + p * kPanelCols, ldc,
+                            alpha, beta, k0 == 0, cols);
+        }
+      }
   }
 }
 
