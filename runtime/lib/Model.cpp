@@ -268,6 +268,10 @@ std::unique_ptr<Model> Model::open(const std::string &libraryPath,
                           ", runtime expects " +
                           std::to_string(PCCRT_ABI_VERSION));
   validateMesh(*info, libraryPath);
+  if (info->prepared_bytes && !info->prepare)
+    fail(libraryPath, "malformed model info: " +
+                          std::to_string(info->prepared_bytes) +
+                          " prepared bytes and no prepare function");
   if (info->device != PCCRT_DEVICE_HOST) {
     if (info->device != PCCRT_DEVICE_CUDA)
       fail(libraryPath,
@@ -459,8 +463,12 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
     readPart(file, *stored[i], layout,
              model->groupPosition(expected.shard_axes), weight.data.data());
   }
-  for (Tensor &weight : model->weights)
-    model->weightPointers.push_back(dataPointer(weight));
+  // A weight another stage holds is a null pointer, as the ABI says (the
+  // prepare function packs only what the rank holds).
+  for (int32_t i = 0; i < info->num_weights; ++i)
+    model->weightPointers.push_back(model->holds(info->weights[i])
+                                        ? dataPointer(model->weights[i])
+                                        : nullptr);
   if (model->deviceOps)
     // The run reads and updates the device's copies; the host keeps its
     // own for checkpoints and dumps.
@@ -570,6 +578,7 @@ void Model::run(const std::vector<Tensor> &inputs,
   context.num_ranks = comm ? comm->numRanks() : 1;
   context.comm = codeComm ? codeComm->handle() : nullptr;
   context.num_threads = numThreads;
+  preparedOperands(context);
   if (tracing) {
     context.trace = &Model::recordAction;
     context.trace_user = this;
@@ -593,6 +602,31 @@ void Model::run(const std::vector<Tensor> &inputs,
                     "copying output " + quote(info.outputs[i].name) +
                         " from the device");
   }
+}
+
+void Model::preparedOperands(pccrt_context &context) {
+  const pccrt_model_info &info = *modelInfo;
+  if (!info.prepared_bytes)
+    return;
+  if (!prepared) {
+    uint64_t size = (info.prepared_bytes + 63) / 64 * 64;
+    void *memory = size >= info.prepared_bytes && size <= SIZE_MAX
+                       ? std::aligned_alloc(64, size_t(size))
+                       : nullptr;
+    if (!memory)
+      throw Error("cannot allocate " + std::to_string(info.prepared_bytes) +
+                  " bytes of prepared operands");
+    prepared.reset(memory);
+    preparedValid = false;
+  }
+  context.prepared = prepared.get();
+  if (preparedValid)
+    return;
+  int code = info.prepare(&context);
+  if (code != PCCRT_OK)
+    throw Error("preparing the model's constant operands failed: " +
+                runErrorName(code) + " (code " + std::to_string(code) + ")");
+  preparedValid = true;
 }
 
 void Model::startTrace() {
@@ -741,6 +775,9 @@ void Model::assignWeight(int32_t index, const Tensor &tensor) {
   Tensor &weight = weights[index];
   if (!holds(entry))
     return;
+  // What the program derived from the weights is made again before the
+  // next run.
+  preparedValid = false;
   // The host's other state must not be overwritten by a later download.
   syncHostState();
   // Copy into the existing buffer, which weightPointers points to (on a

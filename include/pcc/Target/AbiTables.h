@@ -156,10 +156,11 @@ public:
   void printTables(llvm::raw_ostream &os, const MeshLayout &mesh) const;
   /// Prints `extern "C" <prefix>_model_info`, after the namespace closes;
   /// `device` is the pccrt_device enumerator of a device model (the host's
-  /// is left to its default).
+  /// is left to its default); `preparedBytes`, when not empty, the size of
+  /// the prepared operands, made by the namespace's function `prepare`.
   void printModelInfo(llvm::raw_ostream &os, const MeshLayout &mesh,
-                      uint64_t workspaceBytes,
-                      llvm::StringRef device = {}) const;
+                      uint64_t workspaceBytes, llvm::StringRef device = {},
+                      llvm::StringRef preparedBytes = {}) const;
 
 private:
   /// One table entry; `shapes` receives its shape array.

@@ -72,6 +72,9 @@ struct GemmCall {
   int64_t lda = 0, ldb = 0, ldc = 0;
   bool transA = false, transB = false;
   LoopNest batch;
+  /// The weights-table index of B when B is a CONSTANT weight read whole
+  /// from its start (a target may prepare it ahead of the runs), else -1.
+  int64_t constantB = -1;
 };
 
 /// output[j] = reduce(input[i] for every i that maps to j): the nest runs
@@ -186,6 +189,14 @@ public:
   /// The pccrt_device enumerator of a target whose buffers are on a device;
   /// empty for the host.
   virtual llvm::StringRef getDevice() const { return {}; }
+  /// Bytes of the operands the program derives from its CONSTANT weights
+  /// (pccrt_model_info.prepared_bytes) as a constant expression of the
+  /// generated code; empty when there are none.
+  virtual std::string getPreparedBytes() const { return {}; }
+  /// Statements of the prepare function (`ctx`, `w` and `prepared` are in
+  /// scope) that make the prepared operands from the weights; only called
+  /// when getPreparedBytes() is not empty.
+  virtual std::string getPrepareBody() const { return {}; }
   /// The end of the translation unit, after `<prefix>_model_run`.
   virtual void printFileEpilogue(llvm::raw_ostream &os,
                                  llvm::StringRef prefix) const {}

@@ -326,8 +326,8 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
 }
 
 void AbiTables::printModelInfo(raw_ostream &os, const MeshLayout &mesh,
-                               uint64_t workspaceBytes,
-                               StringRef device) const {
+                               uint64_t workspaceBytes, StringRef device,
+                               StringRef preparedBytes) const {
   std::string meshInfo = "0, nullptr, nullptr";
   if (!mesh.isSingleRank())
     meshInfo = llvm::formatv("{0}, {1}_mesh_axes, {1}_mesh_shape",
@@ -338,6 +338,10 @@ void AbiTables::printModelInfo(raw_ostream &os, const MeshLayout &mesh,
      << "  static const pccrt_model_info info = {PCCRT_ABI_VERSION, "
      << inputs.size() << ", inputs, " << outputs.size() << ", outputs, "
      << weights.size() << ", weights, " << workspaceBytes << "ULL, " << meshInfo
-     << ", " << stageAxis << (device.empty() ? "" : ", ") << device
-     << "};\n  return &info;\n}\n";
+     << ", " << stageAxis;
+  if (!device.empty() || !preparedBytes.empty())
+    os << ", " << (device.empty() ? "PCCRT_DEVICE_HOST" : device);
+  if (!preparedBytes.empty())
+    os << ", " << preparedBytes << ", &prepare";
+  os << "};\n  return &info;\n}\n";
 }

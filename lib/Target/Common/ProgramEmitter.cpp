@@ -198,6 +198,16 @@ private:
   llvm::DenseSet<Value> external;
   /// Large anonymous splat constants, filled into the workspace.
   llvm::DenseSet<Operation *> splatsInWorkspace;
+  /// CONSTANT weights (and the blocks of them loaded as such): their index
+  /// in the weights table.
+  llvm::DenseMap<Value, int64_t> constantIndex;
+  /// The weights-table index of the CONSTANT weight whose buffer `v` is
+  /// (itself or a view of it from its start), else -1.
+  int64_t getConstantIndex(Value v) const {
+    if (bufferPlan && bufferPlan->isView(v))
+      v = bufferPlan->getRoot(v);
+    return constantIndex.lookup_or(v, -1);
+  }
   /// Fusions that the softmax reading them computes on the fly, and the
   /// softmax of each.
   llvm::DenseMap<Operation *, Operation *> absorbed;
@@ -425,6 +435,10 @@ LogicalResult FunctionEmitter::emitConstants() {
     FailureOr<int64_t> index = tables.addWeight(op.getLoc(), std::move(entry));
     if (failed(index))
       return failure();
+    constantIndex[v] = *index;
+    for (Operation *user : v.getUsers())
+      if (loadedSlices.contains(user))
+        constantIndex[user->getResult(0)] = *index;
     declare(v, n, "w[" + std::to_string(*index) + "]");
   }
   return success();
@@ -743,7 +757,9 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         hooks.emitGemm({elemOf(result()), M, N, K, t + "(1)", t + "(0)",
                         ptr(m.getLhs()), ptr(m.getRhs()), ptr(result()),
                         transA ? M : K, transB ? K : N, N, transA, transB,
-                        LoopNest(batch, {aa, ab, ac})});
+                        LoopNest(batch, {aa, ab, ac}),
+                        getNumElements(batch) == 1 ? getConstantIndex(m.getRhs())
+                                                   : -1});
         return success();
       })
       .Case([&](GemmOp g) {
@@ -767,7 +783,8 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
              t + (g.getC() ? "(1)" : "(0)"), ptr(g.getA()), ptr(g.getB()),
              ptr(result()), transA != g.getTransA() ? as[0] : as[1],
              transB != g.getTransB() ? bs[0] : bs[1], c[1], transA, transB,
-             LoopNest({}, {Access(), Access(), Access()})});
+             LoopNest({}, {Access(), Access(), Access()}),
+             getConstantIndex(g.getB())});
         return success();
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
@@ -1314,8 +1331,23 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
          << hooks.getFunctionAttributes() << " static int "
          << program.functionNames[entry] << "(const pccrt_context *ctx) {\n"
          << kEntryPreamble << bodies[entry] << "  return PCCRT_OK;\n}\n";
+  // Operands derived from the CONSTANT weights, made by the runtime once
+  // before the runs (and again after a weight changes).
+  std::string preparedBytes = hooks.getPreparedBytes();
+  if (!preparedBytes.empty())
+    os << "\n// The operands prepared from the constant weights.\n"
+       << hooks.getFunctionAttributes()
+       << " static int prepare(const pccrt_context *ctx) {\n"
+       << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
+          "return PCCRT_ERR_ABI_MISMATCH;\n"
+       << hooks.getRunPrologue(options.threads)
+       << "  void *const *w = ctx->weights;\n"
+       << "  char *prepared = (char *)ctx->prepared;\n"
+       << "  (void)w; (void)prepared;\n"
+       << hooks.getPrepareBody() << "  return PCCRT_OK;\n}\n";
   os << "} // namespace " << tables.getNamespace() << "\n\n";
-  tables.printModelInfo(os, mesh, programWorkspace, hooks.getDevice());
+  tables.printModelInfo(os, mesh, programWorkspace, hooks.getDevice(),
+                        preparedBytes);
   os << "\nextern \"C\" " << hooks.getFunctionAttributes() << " int " << p
      << "_model_run(const pccrt_context *ctx) {\n"
      << "  using namespace " << tables.getNamespace() << ";\n"

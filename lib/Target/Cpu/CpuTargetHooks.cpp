@@ -274,11 +274,61 @@ void CpuTargetHooks::emitRowSoftmax(
   emitLine(name + "(" + getKernelArguments(buffers) + ");");
 }
 
+std::string CpuTargetHooks::getPreparedB(const GemmCall &g) {
+  for (const PreparedB &p : preparedBs)
+    if (p.weight == g.constantB && p.k == g.k && p.n == g.n &&
+        p.ldb == g.ldb && p.transB == g.transB)
+      return "(const float*)((const char*)ctx->prepared + " + p.offset + ")";
+  // Each operand's offset is the previous one's plus its size, as the
+  // kernel library computes it.
+  std::string offset = makeName("pcc_prep");
+  std::string at = "0";
+  if (!preparedBs.empty())
+    at = llvm::formatv("{0} + pcc_k::packedBBytes({1}, {2})",
+                       preparedBs.back().offset, preparedBs.back().k,
+                       preparedBs.back().n)
+             .str();
+  emitGlobal(llvm::formatv("static constexpr uint64_t {0} = {1};\n", offset,
+                           at)
+                 .str());
+  preparedBs.push_back({g.constantB, g.k, g.n, g.ldb, g.transB, offset});
+  return "(const float*)((const char*)ctx->prepared + " + offset + ")";
+}
+
+std::string CpuTargetHooks::getPreparedBytes() const {
+  if (preparedBs.empty())
+    return {};
+  return llvm::formatv("{0} + pcc_k::packedBBytes({1}, {2})",
+                       preparedBs.back().offset, preparedBs.back().k,
+                       preparedBs.back().n);
+}
+
+std::string CpuTargetHooks::getPrepareBody() const {
+  // A pipeline rank holds only its stages' weights, and packs only those.
+  std::string text;
+  for (const PreparedB &p : preparedBs)
+    text += llvm::formatv("  if (w[{0}]) pcc_k::packB({1}, {2}, (const "
+                          "float*)w[{0}], {3}, {4}, (float*)(prepared + {5}));\n",
+                          p.weight, p.k, p.n, p.ldb,
+                          p.transB ? "true" : "false", p.offset);
+  return text;
+}
+
 void CpuTargetHooks::emitGemm(const GemmCall &g) {
   std::string t = getTypeName(g.elementType);
   // A batch of products (attention's heads) runs one product per thread;
   // a single product is split inside pcc_k::gemm.
   bool batched = g.batch.getNumIterations() > 1;
+  // A product whose B is a constant weight reads it packed ahead, once for
+  // all runs.
+  if (g.constantB >= 0 && !batched && !g.transA && g.elementType.isF32()) {
+    emitLine(llvm::formatv("pcc_k::gemmPackedB({0}, {1}, {2}, {3}, {4}, {5}, "
+                           "{6}, {7}, {8}, {9});",
+                           g.m, g.n, g.k, g.alpha, g.a, g.lda, getPreparedB(g),
+                           g.beta, g.c, g.ldc)
+                 .str());
+    return;
+  }
   emitLoops(
       g.batch,
       [&](ArrayRef<std::string> off) {

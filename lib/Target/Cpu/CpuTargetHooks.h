@@ -49,6 +49,8 @@ public:
                 bool mayAlias) override;
   void emitFill(llvm::StringRef dst, int64_t count,
                 llvm::StringRef value) override;
+  std::string getPreparedBytes() const override;
+  std::string getPrepareBody() const override;
 
 private:
   /// Runs `nest` as a kernel of its own (see emitParallelLoop), whose
@@ -74,6 +76,18 @@ private:
 
   /// Loop nests move at least this many bytes before threads share them.
   static constexpr int64_t kParallelBytes = 256 * 1024;
+
+  /// A GEMM's B packed from a CONSTANT weight (pcc_k::packB), at the
+  /// offset `offset` (a constant of the generated code) of the prepared
+  /// operands. Products that read the same weight alike share one.
+  struct PreparedB {
+    int64_t weight, k, n, ldb;
+    bool transB;
+    std::string offset;
+  };
+  /// The expression of `g`'s B packed, prepared once.
+  std::string getPreparedB(const GemmCall &g);
+  std::vector<PreparedB> preparedBs;
 
 };
 

@@ -504,21 +504,17 @@ inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
   }
 }
 
-/// The part of a thread among `count` splitting [0, n) in steps of `step`.
-inline std::pair<int64_t, int64_t> share(int64_t n, int64_t step, int index,
-                                         int count) {
-  int64_t steps = (n + step - 1) / step;
-  int64_t per = (steps + count - 1) / count;
-  int64_t begin = std::min(n, index * per * step);
-  return {begin, std::min(n, begin + per * step)};
-}
 } // namespace packed
 
 /// Floats of B (k x n) packed for gemmPackedB.
-inline int64_t packedBElements(int64_t k, int64_t n) {
-  using namespace packed;
-  int64_t group = kPanelCols * kGroupPanels;
+constexpr int64_t packedBElements(int64_t k, int64_t n) {
+  int64_t group = packed::kPanelCols * packed::kGroupPanels;
   return (n + group - 1) / group * group * k;
+}
+/// Bytes of B packed, rounded up so that the next operand stays aligned to
+/// 64 bytes: the prepared operands of a program lie one after another.
+constexpr uint64_t packedBBytes(int64_t k, int64_t n) {
+  return (uint64_t(packedBElements(k, n)) * sizeof(float) + 63) / 64 * 64;
 }
 
 /// Packs B (k x n, or its transpose n x k when transB, ldb apart) for
@@ -580,13 +576,18 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
           }
       }
 #pragma omp barrier
+    // Groups go to the threads in chunks as they finish the last: two
+    // threads of a virtual machine need not run at the same speed.
     int64_t panels = (n + kPanelCols - 1) / kPanelCols;
-    auto [p0, p1] = share(panels, kGroupPanels, index, count);
-    for (int64_t g = p0; g < p1; g += kGroupPanels)
+    int64_t groups = (panels + kGroupPanels - 1) / kGroupPanels;
+    int64_t chunk = std::max<int64_t>(1, groups / (8 * count));
+#pragma omp for schedule(dynamic, chunk) nowait
+    for (int64_t group = 0; group < groups; ++group)
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         int64_t depth = std::min(kDepth, k - k0);
         const float *ab = ap + rowPanels * kPanelRows * k0;
-        for (int64_t p = g; p < std::min(p1, g + kGroupPanels); ++p) {
+        int64_t g = group * kGroupPanels;
+        for (int64_t p = g; p < std::min(panels, g + kGroupPanels); ++p) {
           const float *bb = bp + blockOffset(k, p, k0);
           int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
           for (int64_t r = 0; r < rowPanels; ++r)

@@ -275,6 +275,12 @@ private:
   int64_t runs = 0;
   static void recordAction(void *user, const char *action, int32_t begin);
   std::unique_ptr<void, FreeDeleter> workspace;
+  /// Operands derived from the CONSTANT weights (info().prepared_bytes),
+  /// and whether they are those of the current weights.
+  std::unique_ptr<void, FreeDeleter> prepared;
+  bool preparedValid = false;
+  /// Points \p context at the prepared operands, made first if stale.
+  void preparedOperands(pccrt_context &context);
 };
 
 /// Reads the inputs of a model from \p files and returns them, whole,

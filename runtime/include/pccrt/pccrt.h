@@ -61,7 +61,9 @@
 // non-blocking sends (`isend`, `wait_all`) and tracing of actions; 6 the
 // thread count of a run (`num_threads`); 7 models whose memory is on a
 // device (`device`, `<prefix>_device_ops`); 8 collectives started and
-// waited for apart (`start_*`, `wait`, `stream_ordered`).
+// waited for apart (`start_*`, `wait`, `stream_ordered`); 9 operands
+// prepared from the CONSTANT weights (`prepared_bytes`, `prepare`,
+// `pccrt_context.prepared`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,7 +76,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 8
+#define PCCRT_ABI_VERSION 9
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -118,6 +120,8 @@ typedef struct pccrt_tensor_info {
   uint64_t holders;     ///< stages holding it, a mask; 0: every rank
 } pccrt_tensor_info;
 
+struct pccrt_context;
+
 typedef struct pccrt_model_info {
   uint32_t abi_version; ///< PCCRT_ABI_VERSION of the emitter
   int32_t num_inputs;
@@ -132,6 +136,14 @@ typedef struct pccrt_model_info {
   const int64_t *mesh_shape;      ///< their sizes; ranks = their product
   int32_t stage_axis;             ///< the pipeline's mesh axis, or -1
   int32_t device;                 ///< a pccrt_device: where the buffers live
+  /// Bytes of operands the program derives from its CONSTANT weights (a
+  /// GEMM's B packed for its micro-kernel), 0 when none. The runtime owns a
+  /// buffer of that size, aligned to 64, and calls `prepare` to fill it
+  /// from the context's weights before the first run and again before the
+  /// next run after any CONSTANT weight changed; every run gets the same
+  /// buffer as `pccrt_context.prepared`. `prepare` returns a run's codes.
+  uint64_t prepared_bytes;
+  int (*prepare)(const struct pccrt_context *context);
 } pccrt_model_info;
 
 /// Where a model's buffers (inputs, outputs, weights, workspace) live.
@@ -247,6 +259,8 @@ typedef struct pccrt_context {
   /// Threads the run may use (its loops and GEMMs share one pool); 0: the
   /// program's default. A program compiled with `--threads N` uses N.
   int32_t num_threads;
+  /// info.prepared_bytes bytes filled by info.prepare; null when none.
+  void *prepared;
 } pccrt_context;
 
 /// Error codes returned by a generated run function.

@@ -612,6 +612,72 @@ TEST_F(RuntimeFiles, ModelEndToEnd) {
 }
 
 namespace {
+// Operands prepared from a CONSTANT weight (ABI 9): `prepare` writes twice
+// the bias into the prepared buffer and counts its calls; y = x + that, and
+// the output "prepares" reports the count.
+const char *kPreparedModelSource = R"(
+#include "pccrt/pccrt.h"
+#include <stdint.h>
+static const int64_t xShape[] = {3};
+static const pccrt_tensor_info inputs[] = {
+    {"x", PCCRT_F32, 1, xShape, PCCRT_KIND_INPUT}};
+static const pccrt_tensor_info weights[] = {
+    {"bias", PCCRT_F32, 1, xShape, PCCRT_KIND_CONSTANT}};
+static const pccrt_tensor_info outputs[] = {
+    {"y", PCCRT_F32, 1, xShape, PCCRT_KIND_OUTPUT},
+    {"prepares", PCCRT_F32, 0, 0, PCCRT_KIND_OUTPUT}};
+static int prepares = 0;
+static int prepare(const pccrt_context *ctx) {
+  const float *b = ctx->weights[0];
+  float *twice = ctx->prepared;
+  if ((uintptr_t)twice % 64 != 0)
+    return 2;
+  for (int i = 0; i < 3; ++i)
+    twice[i] = 2 * b[i];
+  ++prepares;
+  return PCCRT_OK;
+}
+static const pccrt_model_info info = {
+    PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 1, weights, 0, 0, 0, 0, -1,
+    PCCRT_DEVICE_HOST, 12, &prepare};
+const pccrt_model_info *prep_model_info(void) { return &info; }
+int prep_model_run(const pccrt_context *ctx) {
+  const float *x = ctx->inputs[0], *twice = ctx->prepared;
+  float *y = ctx->outputs[0], *count = ctx->outputs[1];
+  for (int i = 0; i < 3; ++i)
+    y[i] = x[i] + twice[i];
+  *count = (float)prepares;
+  return PCCRT_OK;
+}
+)";
+} // namespace
+
+TEST_F(RuntimeFiles, PreparedOperandsFollowTheWeights) {
+  std::string lib = buildModel(kPreparedModelSource, "prep");
+  if (lib.empty())
+    GTEST_SKIP() << "no C compiler";
+  std::string weights = path("prep.safetensors");
+  writeSafetensors(weights,
+                   {makeTensor<float>("bias", PCCRT_F32, {3}, {1, 2, 3})});
+  std::unique_ptr<Model> model = Model::load(lib, weights, "prep");
+  Tensor x = makeTensor<float>("x", PCCRT_F32, {3}, {10, 20, 30});
+  // Prepared once, before the first run, and kept.
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> outputs = model->run({x});
+    EXPECT_EQ(elements<float>(outputs[0]), (std::vector<float>{12, 24, 36}));
+    EXPECT_EQ(elements<float>(outputs[1]), (std::vector<float>{1}));
+  }
+  // New weights (a checkpoint serving the forward build): prepared again.
+  EXPECT_EQ(model->loadParameters(
+                {makeTensor<float>("bias", PCCRT_F32, {3}, {5, 5, 5})},
+                {"bias"}, "ck.safetensors"),
+            1u);
+  std::vector<Tensor> outputs = model->run({x});
+  EXPECT_EQ(elements<float>(outputs[0]), (std::vector<float>{20, 30, 40}));
+  EXPECT_EQ(elements<float>(outputs[1]), (std::vector<float>{2}));
+}
+
+namespace {
 // A training step as the emitter lays it out: input x F32 [3], STATE
 // "w" F32 [N] and "pcc.step" I64 [], CONSTANT "lr" F32 []; outputs "loss" =
 // sum((w - x)^2) and GRAD "w" = 2 (w - x); then w -= lr * grad and the step
