@@ -504,6 +504,16 @@ inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
   }
 }
 
+/// The first row of A's micro-panel r of `panels` over m rows. Panels are
+/// kPanelRows high, except that a remainder of 1 to 3 rows shares the last
+/// two panels with the rows before it (128 rows: 20 of 6, then 4 and 4): a
+/// panel of few rows keeps too few accumulators to hide the FMA latency.
+inline int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
+  int64_t rest = m - (panels - 1) * kPanelRows;
+  if (panels < 2 || rest > 3 || r < panels - 1)
+    return r * kPanelRows;
+  return (panels - 2) * kPanelRows + (kPanelRows + rest) / 2;
+}
 } // namespace packed
 
 /// Floats of B (k x n) packed for gemmPackedB.
@@ -569,10 +579,14 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         int64_t depth = std::min(kDepth, k - k0);
         float *o = ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows;
+        int64_t first = panelStart(r, rowPanels, m);
+        int64_t end = panelStart(r + 1, rowPanels, m);
+        if (r + 1 == rowPanels)
+          end = m;
         for (int64_t q = 0; q < depth; ++q, o += kPanelRows)
           for (int64_t i = 0; i < kPanelRows; ++i) {
-            int64_t row = r * kPanelRows + i;
-            o[i] = row < m ? a[row * lda + k0 + q] : 0.0f;
+            int64_t row = first + i;
+            o[i] = row < end ? a[row * lda + k0 + q] : 0.0f;
           }
       }
 #pragma omp barrier
@@ -580,7 +594,7 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
     // threads of a virtual machine need not run at the same speed.
     int64_t panels = (n + kPanelCols - 1) / kPanelCols;
     int64_t groups = (panels + kGroupPanels - 1) / kGroupPanels;
-    int64_t chunk = std::max<int64_t>(1, groups / (8 * count));
+    [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, groups / (8 * count));
 #pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t group = 0; group < groups; ++group)
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
@@ -590,11 +604,14 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
         for (int64_t p = g; p < std::min(panels, g + kGroupPanels); ++p) {
           const float *bb = bp + blockOffset(k, p, k0);
           int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
-          for (int64_t r = 0; r < rowPanels; ++r)
-            microKernelRows(std::min(kPanelRows, m - r * kPanelRows), depth,
-                            ab + r * depth * kPanelRows, bb,
-                            c + r * kPanelRows * ldc + p * kPanelCols, ldc,
+          for (int64_t r = 0; r < rowPanels; ++r) {
+            int64_t first = panelStart(r, rowPanels, m);
+            int64_t end =
+                r + 1 == rowPanels ? m : panelStart(r + 1, rowPanels, m);
+            microKernelRows(end - first, depth, ab + r * depth * kPanelRows, bb,
+                            c + first * ldc + p * kPanelCols, ldc,
                             alpha, beta, k0 == 0, cols);
+          }
         }
       }
   }
