@@ -269,9 +269,9 @@ std::unique_ptr<Model> Model::open(const std::string &libraryPath,
                           std::to_string(PCCRT_ABI_VERSION));
   validateMesh(*info, libraryPath);
   if (info->prepared_bytes && !info->prepare)
-    fail(libraryPath, "malformed model info: " +
-                          std::to_string(info->prepared_bytes) +
-                          " prepared bytes and no prepare function");
+    fail(libraryPath,
+         "malformed model info: " + std::to_string(info->prepared_bytes) +
+             " prepared bytes and no prepare function");
   if (info->device != PCCRT_DEVICE_HOST) {
     if (info->device != PCCRT_DEVICE_CUDA)
       fail(libraryPath,

@@ -754,12 +754,11 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
           s *= M * N;
         if (M * N == 0)
           return success();
-        hooks.emitGemm({elemOf(result()), M, N, K, t + "(1)", t + "(0)",
-                        ptr(m.getLhs()), ptr(m.getRhs()), ptr(result()),
-                        transA ? M : K, transB ? K : N, N, transA, transB,
-                        LoopNest(batch, {aa, ab, ac}),
-                        getNumElements(batch) == 1 ? getConstantIndex(m.getRhs())
-                                                   : -1});
+        hooks.emitGemm(
+            {elemOf(result()), M, N, K, t + "(1)", t + "(0)", ptr(m.getLhs()),
+             ptr(m.getRhs()), ptr(result()), transA ? M : K, transB ? K : N, N,
+             transA, transB, LoopNest(batch, {aa, ab, ac}),
+             getNumElements(batch) == 1 ? getConstantIndex(m.getRhs()) : -1});
         return success();
       })
       .Case([&](GemmOp g) {
@@ -1187,7 +1186,7 @@ void FunctionEmitter::placeCollectiveWaits() {
   for (Operation &op : func.getBody().front().without_terminator())
     ops.push_back(&op);
   for (auto [i, op] : llvm::enumerate(ops)) {
-    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp>(op))
+    if (!dist::isStartedCollective(op))
       continue;
     // Views of the result (no code of their own) are the result.
     llvm::SmallPtrSet<Value, 4> result{op->getResult(0)};
@@ -1200,9 +1199,9 @@ void FunctionEmitter::placeCollectiveWaits() {
         result.insert(later->getResult(0));
         continue;
       }
-      // Communication and calls keep their order with the collectives.
-      if (reads || isa<dist::DistDialect>(later->getDialect()) ||
-          isa<func::CallOp>(later)) {
+      // Communication and calls keep their order with the collectives (as
+      // pcc-overlap-collectives keeps it).
+      if (reads || dist::keepsCommunicationOrder(later)) {
         at = later;
         break;
       }

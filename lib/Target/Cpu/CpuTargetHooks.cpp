@@ -276,8 +276,8 @@ void CpuTargetHooks::emitRowSoftmax(
 
 std::string CpuTargetHooks::getPreparedB(const GemmCall &g) {
   for (const PreparedB &p : preparedBs)
-    if (p.weight == g.constantB && p.k == g.k && p.n == g.n &&
-        p.ldb == g.ldb && p.transB == g.transB)
+    if (p.weight == g.constantB && p.k == g.k && p.n == g.n && p.ldb == g.ldb &&
+        p.transB == g.transB)
       return "(const float*)((const char*)ctx->prepared + " + p.offset + ")";
   // Each operand's offset is the previous one's plus its size, as the
   // kernel library computes it.
@@ -288,8 +288,7 @@ std::string CpuTargetHooks::getPreparedB(const GemmCall &g) {
                        preparedBs.back().offset, preparedBs.back().k,
                        preparedBs.back().n)
              .str();
-  emitGlobal(llvm::formatv("static constexpr uint64_t {0} = {1};\n", offset,
-                           at)
+  emitGlobal(llvm::formatv("static constexpr uint64_t {0} = {1};\n", offset, at)
                  .str());
   preparedBs.push_back({g.constantB, g.k, g.n, g.ldb, g.transB, offset});
   return "(const float*)((const char*)ctx->prepared + " + offset + ")";
@@ -307,10 +306,10 @@ std::string CpuTargetHooks::getPrepareBody() const {
   // A pipeline rank holds only its stages' weights, and packs only those.
   std::string text;
   for (const PreparedB &p : preparedBs)
-    text += llvm::formatv("  if (w[{0}]) pcc_k::packB({1}, {2}, (const "
-                          "float*)w[{0}], {3}, {4}, (float*)(prepared + {5}));\n",
-                          p.weight, p.k, p.n, p.ldb,
-                          p.transB ? "true" : "false", p.offset);
+    text += llvm::formatv(
+        "  if (w[{0}]) pcc_k::packB({1}, {2}, (const "
+        "float*)w[{0}], {3}, {4}, (float*)(prepared + {5}));\n",
+        p.weight, p.k, p.n, p.ldb, p.transB ? "true" : "false", p.offset);
   return text;
 }
 

@@ -88,7 +88,6 @@ private:
   /// The expression of `g`'s B packed, prepared once.
   std::string getPreparedB(const GemmCall &g);
   std::vector<PreparedB> preparedBs;
-
 };
 
 } // namespace pcc

@@ -425,17 +425,17 @@ constexpr int64_t kPanelRows = 6, kPanelCols = 16, kDepth = 256,
 inline int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
   int64_t group = p / kGroupPanels, inGroup = p % kGroupPanels;
   int64_t depth = std::min(kDepth, k - k0);
-  return group * kGroupPanels * k * kPanelCols + k0 * kGroupPanels * kPanelCols +
-         inGroup * depth * kPanelCols;
+  return group * kGroupPanels * k * kPanelCols +
+         k0 * kGroupPanels * kPanelCols + inGroup * depth * kPanelCols;
 }
 
 /// C[rows x kPanelCols] (=|+=) alpha * Apanel * Bblock, both packed, over
 /// `depth`; C's first `cols` columns are written. `first` says whether C
 /// is scaled by beta (its first K-block) or accumulated into.
 template <int Rows>
-inline void microKernel(int64_t depth, const float *a, const float *b,
-                        float *c, int64_t ldc, float alpha, float beta,
-                        bool first, int64_t cols) {
+inline void microKernel(int64_t depth, const float *a, const float *b, float *c,
+                        int64_t ldc, float alpha, float beta, bool first,
+                        int64_t cols) {
   constexpr int64_t R = kPanelRows, C = kPanelCols;
   float tile[Rows][C];
 #if defined(__AVX2__) && defined(__FMA__)
@@ -459,7 +459,8 @@ inline void microKernel(int64_t depth, const float *a, const float *b,
 #pragma GCC unroll 6
     for (int i = 0; i < Rows; ++i) {
       float *ci = c + i * ldc;
-      __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
+      __m256 r0 = _mm256_mul_ps(va, acc[i][0]),
+             r1 = _mm256_mul_ps(va, acc[i][1]);
       if (!first || beta != 0.0f) {
         __m256 s = first ? vb : _mm256_set1_ps(1.0f);
         r0 = _mm256_fmadd_ps(s, _mm256_loadu_ps(ci), r0);
@@ -495,12 +496,18 @@ inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
                             const float *b, float *c, int64_t ldc, float alpha,
                             float beta, bool first, int64_t cols) {
   switch (rows) {
-  case 6: return microKernel<6>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  case 5: return microKernel<5>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  case 4: return microKernel<4>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  case 3: return microKernel<3>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  case 2: return microKernel<2>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  default: return microKernel<1>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  case 6:
+    return microKernel<6>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  case 5:
+    return microKernel<5>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  case 4:
+    return microKernel<4>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  case 3:
+    return microKernel<3>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  case 2:
+    return microKernel<2>(depth, a, b, c, ldc, alpha, beta, first, cols);
+  default:
+    return microKernel<1>(depth, a, b, c, ldc, alpha, beta, first, cols);
   }
 }
 
@@ -533,7 +540,8 @@ inline void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
                   bool transB, float *out) {
   using namespace packed;
   int64_t panels = packedBElements(k, n) / (k * kPanelCols);
-#pragma omp parallel for schedule(static) num_threads(threads()) if(threads() > 1)
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(threads()) if (threads() > 1)
   for (int64_t p = 0; p < panels; ++p)
     for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
       float *o = out + blockOffset(k, p, k0);
@@ -568,7 +576,7 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
   constexpr int64_t kParallelFlops = int64_t(1) << 22;
   [[maybe_unused]] bool parallel =
       threads() > 1 && 2 * m * n * k >= kParallelFlops;
-#pragma omp parallel num_threads(threads()) if(parallel)
+#pragma omp parallel num_threads(threads()) if (parallel)
   {
 #ifdef _OPENMP
     int index = omp_get_thread_num(), count = omp_get_num_threads();
@@ -609,8 +617,8 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
             int64_t end =
                 r + 1 == rowPanels ? m : panelStart(r + 1, rowPanels, m);
             microKernelRows(end - first, depth, ab + r * depth * kPanelRows, bb,
-                            c + first * ldc + p * kPanelCols, ldc,
-                            alpha, beta, k0 == 0, cols);
+                            c + first * ldc + p * kPanelCols, ldc, alpha, beta,
+                            k0 == 0, cols);
           }
         }
       }

@@ -10,8 +10,6 @@
 #include "pcc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Interfaces/CallInterfaces.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 
@@ -19,19 +17,6 @@ namespace pcc {
 #define GEN_PASS_DEF_OVERLAPCOLLECTIVES
 #include "pcc/Transforms/Passes.h.inc"
 } // namespace pcc
-
-/// Ops whose order every rank of a group must keep: communication (the
-/// dist ops with effects) and calls, which may communicate.
-static bool isOrdered(Operation *op) {
-  return (isa<pcc::dist::DistDialect>(op->getDialect()) &&
-          !isMemoryEffectFree(op)) ||
-         isa<CallOpInterface>(op);
-}
-
-static bool startsApart(Operation *op) {
-  return isa<pcc::dist::AllReduceOp, pcc::dist::AllGatherOp,
-             pcc::dist::ReduceScatterOp>(op);
-}
 
 namespace {
 struct OverlapCollectivesPass
@@ -42,9 +27,9 @@ struct OverlapCollectivesPass
       Operation *fence = nullptr;
       for (Operation &op :
            llvm::make_early_inc_range(block.without_terminator())) {
-        if (startsApart(&op))
+        if (pcc::dist::isStartedCollective(&op))
           hoist(block, fence, &op);
-        if (isOrdered(&op))
+        if (pcc::dist::keepsCommunicationOrder(&op))
           fence = &op;
       }
     }

@@ -10,6 +10,8 @@
 #include "pccrt/Comm.h"
 #include "pccrt/Runtime.h"
 
+#include "GroupRanks.h"
+
 #include <mpi.h>
 
 #include <cstdio>
@@ -28,21 +30,7 @@ static void expect(bool ok, const std::string &what, int rank) {
   }
 }
 
-/// The world rank of the member at `position` of this rank's group.
-static int memberRank(Communicator &c, uint32_t axes, int64_t position) {
-  std::vector<int64_t> coords;
-  for (size_t a = 0; a < c.meshShape().size(); ++a)
-    coords.push_back(c.coordinate(a));
-  for (size_t a = c.meshShape().size(); a-- > 0;)
-    if (axes & (1u << a)) {
-      coords[a] = position % c.meshShape()[a];
-      position /= c.meshShape()[a];
-    }
-  int64_t rank = 0;
-  for (size_t a = 0; a < coords.size(); ++a)
-    rank = rank * c.meshShape()[a] + coords[a];
-  return int(rank);
-}
+using pcc_test::memberRank;
 
 int main() {
   std::unique_ptr<Communicator> comm = createMpiCommunicator({2, 2});

@@ -12,6 +12,8 @@
 #include "pccrt/Comm.h"
 #include "pccrt/Runtime.h"
 
+#include "GroupRanks.h"
+
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -121,21 +123,7 @@ std::vector<int> forkRanks(int n, const std::function<int(int)> &body,
   return statuses;
 }
 
-/// The world rank of the member at \p position of this rank's group.
-int memberRank(const Communicator &c, uint32_t axes, int64_t position) {
-  std::vector<int64_t> coords;
-  for (size_t a = 0; a < c.meshShape().size(); ++a)
-    coords.push_back(c.coordinate(a));
-  for (size_t a = c.meshShape().size(); a-- > 0;)
-    if (axes & (1u << a)) {
-      coords[a] = position % c.meshShape()[a];
-      position /= c.meshShape()[a];
-    }
-  int64_t rank = 0;
-  for (size_t a = 0; a < coords.size(); ++a)
-    rank = rank * c.meshShape()[a] + coords[a];
-  return int(rank);
-}
+using pcc_test::memberRank;
 
 uint64_t mix(uint64_t x) {
   x ^= x >> 33;

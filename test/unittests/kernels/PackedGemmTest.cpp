@@ -28,8 +28,8 @@ void checkProduct(Shape s, bool transB, float alpha, float beta) {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   // Leading dimensions larger than the extents, as views of wider buffers.
   int64_t lda = s.k + 3, ldb = (transB ? s.k : s.n) + 5, ldc = s.n + 2;
-  std::vector<float> a(size_t(s.m * lda)), b(size_t((transB ? s.n : s.k) * ldb)),
-      c(size_t(s.m * ldc));
+  std::vector<float> a(size_t(s.m * lda)),
+      b(size_t((transB ? s.n : s.k) * ldb)), c(size_t(s.m * ldc));
   for (float &v : a)
     v = dist(gen);
   for (float &v : b)
@@ -61,8 +61,8 @@ void checkProduct(Shape s, bool transB, float alpha, float beta) {
       size_t at = size_t(i * ldc + j);
       // Columns past n are another tensor's: left as they were.
       EXPECT_NEAR(c[at], expected[at], 1e-5 * (1 + std::sqrt(double(s.k))))
-          << "m " << s.m << " n " << s.n << " k " << s.k << " transB "
-          << transB << " at " << i << "," << j;
+          << "m " << s.m << " n " << s.n << " k " << s.k << " transB " << transB
+          << " at " << i << "," << j;
     }
 }
 
@@ -71,8 +71,8 @@ TEST(PackedGemm, MatchesReference) {
     pcc_k::setThreads(threads);
     for (Shape s : {Shape{1, 1, 1}, Shape{5, 17, 3}, Shape{6, 16, 256},
                     Shape{7, 65, 257}, Shape{13, 130, 600}, Shape{128, 96, 64},
-                    Shape{64, 200, 513}, Shape{3, 1000, 20},
-                    Shape{19, 33, 40}, Shape{20, 17, 9}, Shape{21, 50, 7}})
+                    Shape{64, 200, 513}, Shape{3, 1000, 20}, Shape{19, 33, 40},
+                    Shape{20, 17, 9}, Shape{21, 50, 7}})
       for (bool transB : {false, true}) {
         checkProduct(s, transB, 1.0f, 0.0f);
         checkProduct(s, transB, 1.0f, 1.0f);

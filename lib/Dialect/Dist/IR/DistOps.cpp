@@ -12,6 +12,7 @@
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/CallInterfaces.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -546,3 +547,12 @@ LogicalResult TransferOp::verify() {
 
 #define GET_OP_CLASSES
 #include "pcc/Dialect/Dist/IR/DistOps.cpp.inc"
+
+bool pcc::dist::isStartedCollective(Operation *op) {
+  return isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op);
+}
+
+bool pcc::dist::keepsCommunicationOrder(Operation *op) {
+  return (isa<DistDialect>(op->getDialect()) && !isMemoryEffectFree(op)) ||
+         isa<CallOpInterface>(op);
+}

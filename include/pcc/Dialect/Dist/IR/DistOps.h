@@ -24,4 +24,15 @@
 #define GET_OP_CLASSES
 #include "pcc/Dialect/Dist/IR/DistOps.h.inc"
 
+namespace pcc::dist {
+/// A collective that starts apart from its wait (all_reduce, all_gather,
+/// reduce_scatter): code may run between the two.
+bool isStartedCollective(mlir::Operation *op);
+/// Whether every rank of a group must meet `op` in the same order as the
+/// others: a Dist op with effects (a collective or a transfer), or a call,
+/// which may communicate. Pure Dist ops (a rank's block, its coordinate)
+/// are local.
+bool keepsCommunicationOrder(mlir::Operation *op);
+} // namespace pcc::dist
+
 #endif // PCC_DIALECT_DIST_IR_DISTOPS_H
