@@ -258,31 +258,45 @@ LogicalResult pcc::buildEmulatedCudaLibrary(const std::string &source,
   return runBuild(args, logFile, error, "C++ compiler (CUDA emulation)");
 }
 
-std::vector<pccrt::Tensor> pcc::getWeightTensors(const CppEmitResult &emitted) {
-  std::vector<pccrt::Tensor> tensors;
+std::vector<pccrt::TensorRef>
+pcc::getWeightTensors(const CppEmitResult &emitted,
+                      std::deque<std::vector<uint8_t>> &storage) {
+  std::vector<pccrt::TensorRef> tensors;
   for (const WeightEntry &w : emitted.weights) {
-    pccrt::Tensor t;
+    pccrt::TensorRef t;
     t.name = w.name;
     t.dtype = getOnnxDataType(w.value.getElementType());
     auto shape = w.value.getType().getShape();
     t.shape.assign(shape.begin(), shape.end());
-    t.data = getRawBytes(w.value);
-    if (auto [dim, extent] = w.padding; dim >= 0) {
+    auto [dim, extent] = w.padding;
+    // The IR's bytes are the file's for a dense tensor of whole bytes: no
+    // copy of a large model's weights.
+    if (dim < 0 && !w.value.isSplat() &&
+        !w.value.getElementType().isInteger(1)) {
+      ArrayRef<char> raw = w.value.getRawData();
+      t.data = reinterpret_cast<const uint8_t *>(raw.data());
+      t.size = raw.size();
+      tensors.push_back(std::move(t));
+      continue;
+    }
+    std::vector<uint8_t> &data = storage.emplace_back(getRawBytes(w.value));
+    if (dim >= 0) {
       // The file holds the real vocabulary; each rank's part gets its
       // padding back as zeros when it is loaded.
-      int64_t outer = 1,
-              inner = t.data.size() / std::max<int64_t>(1, shape[dim]);
+      int64_t outer = 1, inner = data.size() / std::max<int64_t>(1, shape[dim]);
       for (int64_t d = 0; d < dim; ++d)
         outer *= shape[d];
       inner /= std::max<int64_t>(1, outer);
       std::vector<uint8_t> cut;
       cut.reserve(outer * extent * inner);
       for (int64_t o = 0; o < outer; ++o)
-        cut.insert(cut.end(), t.data.begin() + o * shape[dim] * inner,
-                   t.data.begin() + (o * shape[dim] + extent) * inner);
-      t.data = std::move(cut);
+        cut.insert(cut.end(), data.begin() + o * shape[dim] * inner,
+                   data.begin() + (o * shape[dim] + extent) * inner);
+      data = std::move(cut);
       t.shape[dim] = extent;
     }
+    t.data = data.data();
+    t.size = data.size();
     tensors.push_back(std::move(t));
   }
   return tensors;
@@ -607,7 +621,9 @@ LogicalResult pcc::compile(const CompileOptions &options,
   });
 
   // Weights, in the order the generated code expects them.
-  std::vector<pccrt::Tensor> tensors = getWeightTensors(*emitted);
+  std::deque<std::vector<uint8_t>> weightStorage;
+  std::vector<pccrt::TensorRef> tensors =
+      getWeightTensors(*emitted, weightStorage);
   // Parameters: the forward's graph.weight ops and, in a training step, the
   // state that has a gradient; the rest of the state is the optimizer's.
   int64_t paramElements = 0, paramBytes = 0, paramCount = 0, stateBytes = 0;
@@ -661,12 +677,13 @@ LogicalResult pcc::compile(const CompileOptions &options,
   });
   try {
     ProgressLine progress("writing the weights");
-    pccrt::writeSafetensors(path("weights.safetensors"), tensors,
-                            {{"format", "pcc"}});
+    pccrt::writeSafetensorRefs(path("weights.safetensors"), tensors,
+                               {{"format", "pcc"}});
   } catch (const pccrt::Error &e) {
     return fail(e.what());
   }
   tensors.clear();
+  weightStorage.clear();
 
   {
     ProgressLine progress(cuda ? "compiling the generated CUDA C++"

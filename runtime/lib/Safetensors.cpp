@@ -432,6 +432,16 @@ pccrt::readSafetensors(const std::string &path,
 void pccrt::writeSafetensors(
     const std::string &path, const std::vector<Tensor> &tensors,
     const std::map<std::string, std::string> &metadata) {
+  std::vector<TensorRef> refs;
+  for (const Tensor &tensor : tensors)
+    refs.push_back({tensor.name, tensor.dtype, tensor.shape, tensor.data.data(),
+                    tensor.data.size()});
+  writeSafetensorRefs(path, refs, metadata);
+}
+
+void pccrt::writeSafetensorRefs(
+    const std::string &path, const std::vector<TensorRef> &tensors,
+    const std::map<std::string, std::string> &metadata) {
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
@@ -442,12 +452,15 @@ void pccrt::writeSafetensors(
   }
   std::set<std::string> names;
   uint64_t offset = 0;
-  for (const Tensor &tensor : tensors) {
+  for (const TensorRef &tensor : tensors) {
     std::string what = path + ": tensor " + quote(tensor.name);
     if (tensor.name == "__metadata__" || !names.insert(tensor.name).second)
       fail(path, "duplicate or reserved tensor name " + quote(tensor.name));
-    checkDataSize(tensor, what);
-    uint64_t byteSize = tensor.data.size();
+    uint64_t byteSize = checkedByteSize(tensor.dtype, tensor.shape, what);
+    if (tensor.size != byteSize)
+      fail(what, "has " + std::to_string(tensor.size) + " bytes of data but " +
+                     describeType(tensor.dtype, tensor.shape) + " needs " +
+                     std::to_string(byteSize));
     std::string shape = formatShape(tensor.shape);
     header += (header.back() == '{' ? "" : ",") + jsonString(tensor.name) +
               ":{\"dtype\":\"" + dtypeName(tensor.dtype) +
@@ -468,10 +481,9 @@ void pccrt::writeSafetensors(
   uint64_t length = header.size();
   bool ok = std::fwrite(&length, 8, 1, file.get()) == 1 &&
             std::fwrite(header.data(), header.size(), 1, file.get()) == 1;
-  for (const Tensor &tensor : tensors)
-    ok = ok && (tensor.data.empty() ||
-                std::fwrite(tensor.data.data(), tensor.data.size(), 1,
-                            file.get()) == 1);
+  for (const TensorRef &tensor : tensors)
+    ok = ok && (tensor.size == 0 ||
+                std::fwrite(tensor.data, tensor.size, 1, file.get()) == 1);
   int error = ok ? 0 : errno;
   if (std::fclose(file.release()) != 0 && ok) {
     ok = false;

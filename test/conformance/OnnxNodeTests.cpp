@@ -421,8 +421,10 @@ int importChild(const Test &t, const std::string &tmp) {
   }
   if (!emitted->weights.empty()) {
     try {
-      pccrt::writeSafetensors(t.weights, pcc::getWeightTensors(*emitted),
-                              {{"format", "pcc"}});
+      std::deque<std::vector<uint8_t>> storage;
+      pccrt::writeSafetensorRefs(t.weights,
+                                 pcc::getWeightTensors(*emitted, storage),
+                                 {{"format", "pcc"}});
     } catch (const pccrt::Error &e) {
       firstError = e.what();
       return fail("weights");

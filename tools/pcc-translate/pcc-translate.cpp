@@ -50,8 +50,10 @@ static LogicalResult finish(ModuleOp module,
   if (weightsFile.empty())
     return success();
   try {
-    pccrt::writeSafetensors(weightsFile, pcc::getWeightTensors(*emitted),
-                            {{"format", "pcc"}});
+    std::deque<std::vector<uint8_t>> storage;
+    pccrt::writeSafetensorRefs(weightsFile,
+                               pcc::getWeightTensors(*emitted, storage),
+                               {{"format", "pcc"}});
   } catch (const pccrt::Error &e) {
     return module.emitError(e.what());
   }

@@ -12,6 +12,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -167,8 +168,13 @@ llvm::LogicalResult buildEmulatedCudaLibrary(const std::string &source,
 /// `dir`.
 llvm::LogicalResult writeCudaHeaders(llvm::StringRef dir, std::string &error);
 
-/// The emitter's weights as runtime tensors, ready for writeSafetensors.
-std::vector<pccrt::Tensor> getWeightTensors(const CppEmitResult &emitted);
+/// The emitter's weights, ready for writeSafetensors: the bytes of a dense
+/// weight are the IR's own; those that need converting (splats, booleans, a
+/// padded vocabulary cut back) are made in `storage`, which must outlive the
+/// result.
+std::vector<pccrt::TensorRef>
+getWeightTensors(const CppEmitResult &emitted,
+                 std::deque<std::vector<uint8_t>> &storage);
 
 /// Writes pccrt.h and pcc_kernels.h, which generated code includes, into
 /// `dir`. On failure returns the reason in `error`.

@@ -25,9 +25,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
 
 // The functions of the program itself (the model's steps) are straight-line
 // sequences of kernel calls: the C++ compiler's optimizer has nothing to win
@@ -438,43 +435,49 @@ inline void microKernel(int64_t depth, const float *a, const float *b, float *c,
                         int64_t cols) {
   constexpr int64_t R = kPanelRows, C = kPanelCols;
   float tile[Rows][C];
-#if defined(__AVX2__) && defined(__FMA__)
-  __m256 acc[Rows][2];
-  for (int i = 0; i < Rows; ++i)
-    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+#if defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)
+  // The compiler's vector types, not <immintrin.h>, whose parsing alone
+  // costs the generated library a second of compile time; a * b + c
+  // contracts to an FMA (GCC's default for C++, clang's within an
+  // expression).
+  typedef float Vec __attribute__((vector_size(32)));
+  Vec acc[Rows][2] = {};
   for (int64_t q = 0; q < depth; ++q) {
-    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-    _mm_prefetch(reinterpret_cast<const char *>(b + 16 * C), _MM_HINT_T0);
+    Vec b0 = *reinterpret_cast<const Vec *>(b);
+    Vec b1 = *reinterpret_cast<const Vec *>(b + 8);
+    __builtin_prefetch(b + 16 * C, 0, 3);
 #pragma GCC unroll 6
     for (int i = 0; i < Rows; ++i) {
-      __m256 av = _mm256_broadcast_ss(a + i);
-      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+      float x = a[i];
+      Vec av = {x, x, x, x, x, x, x, x};
+      acc[i][0] = av * b0 + acc[i][0];
+      acc[i][1] = av * b1 + acc[i][1];
     }
     a += R;
     b += C;
   }
   if (cols == C) {
-    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
 #pragma GCC unroll 6
     for (int i = 0; i < Rows; ++i) {
+      // C's rows are not aligned: memcpy moves them unaligned.
       float *ci = c + i * ldc;
-      __m256 r0 = _mm256_mul_ps(va, acc[i][0]),
-             r1 = _mm256_mul_ps(va, acc[i][1]);
+      Vec r0 = alpha * acc[i][0], r1 = alpha * acc[i][1];
       if (!first || beta != 0.0f) {
-        __m256 s = first ? vb : _mm256_set1_ps(1.0f);
-        r0 = _mm256_fmadd_ps(s, _mm256_loadu_ps(ci), r0);
-        r1 = _mm256_fmadd_ps(s, _mm256_loadu_ps(ci + 8), r1);
+        float s = first ? beta : 1.0f;
+        Vec c0, c1;
+        std::memcpy(&c0, ci, sizeof(Vec));
+        std::memcpy(&c1, ci + 8, sizeof(Vec));
+        r0 = s * c0 + r0;
+        r1 = s * c1 + r1;
       }
-      _mm256_storeu_ps(ci, r0);
-      _mm256_storeu_ps(ci + 8, r1);
+      std::memcpy(ci, &r0, sizeof(Vec));
+      std::memcpy(ci + 8, &r1, sizeof(Vec));
     }
     return;
   }
-  for (int i = 0; i < Rows; ++i) {
-    _mm256_storeu_ps(tile[i], acc[i][0]);
-    _mm256_storeu_ps(tile[i] + 8, acc[i][1]);
-  }
+  for (int i = 0; i < Rows; ++i)
+    for (int64_t j = 0; j < C; ++j)
+      tile[i][j] = acc[i][j / 8][j % 8];
 #else
   for (int i = 0; i < Rows; ++i)
     for (int64_t j = 0; j < C; ++j)

@@ -107,6 +107,20 @@ void writeSafetensors(const std::string &path,
                       const std::vector<Tensor> &tensors,
                       const std::map<std::string, std::string> &metadata = {});
 
+/// A tensor whose bytes live elsewhere (`size` bytes at `data`), to be
+/// written without a copy: the compiler's weights, straight from the IR.
+struct TensorRef {
+  std::string name;
+  int32_t dtype = PCCRT_F32;
+  std::vector<int64_t> shape;
+  const uint8_t *data = nullptr;
+  uint64_t size = 0;
+};
+/// writeSafetensors of tensors held elsewhere.
+void writeSafetensorRefs(
+    const std::string &path, const std::vector<TensorRef> &tensors,
+    const std::map<std::string, std::string> &metadata = {});
+
 /// A loaded model library with its weights bound. The Model owns the
 /// weights: CONSTANT ones as read from the weights file, STATE ones as
 /// updated by every run(). run() reuses one workspace, so a Model must not

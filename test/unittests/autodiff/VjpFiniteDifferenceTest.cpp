@@ -145,7 +145,12 @@ TEST_P(VjpTest, MatchesCentralDifferences) {
       pcc::buildSharedLibrary(source, lib, (dir + "/build.log").str(), error)))
       << error;
 
-  std::vector<pccrt::Tensor> weights = pcc::getWeightTensors(*emitted);
+  // Copies the test perturbs.
+  std::deque<std::vector<uint8_t>> storage;
+  std::vector<pccrt::Tensor> weights;
+  for (const pccrt::TensorRef &r : pcc::getWeightTensors(*emitted, storage))
+    weights.push_back({r.name, r.dtype, r.shape,
+                       std::vector<uint8_t>(r.data, r.data + r.size)});
   std::string weightsFile = (dir + "/weights.safetensors").str();
   auto evaluate = [&]() {
     pccrt::writeSafetensors(weightsFile, weights);
