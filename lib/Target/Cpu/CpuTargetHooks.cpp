@@ -321,10 +321,13 @@ void CpuTargetHooks::emitGemm(const GemmCall &g) {
   // A product whose B is a constant weight reads it packed ahead, once for
   // all runs.
   if (g.constantB >= 0 && !batched && !g.transA && g.elementType.isF32()) {
+    // B itself too: a portable build without the micro-kernel reads it
+    // through the BLAS.
     emitLine(llvm::formatv("pcc_k::gemmPackedB({0}, {1}, {2}, {3}, {4}, {5}, "
-                           "{6}, {7}, {8}, {9});",
+                           "{6}, {7}, {8}, {9}, {10}, {11}, {12});",
                            g.m, g.n, g.k, g.alpha, g.a, g.lda, getPreparedB(g),
-                           g.beta, g.c, g.ldc)
+                           g.b, g.ldb, g.transB ? "true" : "false", g.beta, g.c,
+                           g.ldc)
                  .str());
     return;
   }

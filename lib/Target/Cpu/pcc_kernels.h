@@ -414,6 +414,17 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
 // it, so B streams from memory once per call. A is packed per call into
 // micro-panels of kPanelRows rows.
 
+/// Whether products read their constant B packed: where the target has AVX2
+/// and FMA for the micro-kernel, or there is no BLAS. A portable build with
+/// OpenBLAS (`--cpu generic`), whose kernels are chosen at run time, reads
+/// B as it is through the BLAS instead, and packs nothing.
+#if (defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)) ||            \
+    !defined(PCC_USE_CBLAS)
+#define PCC_PACKED_GEMM 1
+#else
+#define PCC_PACKED_GEMM 0
+#endif
+
 namespace packed {
 constexpr int64_t kPanelRows = 6, kPanelCols = 16, kDepth = 256,
                   kGroupPanels = 4;
@@ -533,7 +544,10 @@ constexpr int64_t packedBElements(int64_t k, int64_t n) {
 }
 /// Bytes of B packed, rounded up so that the next operand stays aligned to
 /// 64 bytes: the prepared operands of a program lie one after another.
+/// None where products read B as it is.
 constexpr uint64_t packedBBytes(int64_t k, int64_t n) {
+  if (!PCC_PACKED_GEMM)
+    return 0;
   return (uint64_t(packedBElements(k, n)) * sizeof(float) + 63) / 64 * 64;
 }
 
@@ -542,6 +556,8 @@ constexpr uint64_t packedBBytes(int64_t k, int64_t n) {
 inline void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
                   bool transB, float *out) {
   using namespace packed;
+  if (!PCC_PACKED_GEMM)
+    return;
   int64_t panels = packedBElements(k, n) / (k * kPanelCols);
 #pragma omp parallel for schedule(static)                                      \
     num_threads(threads()) if (threads() > 1)
@@ -556,13 +572,22 @@ inline void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
     }
 }
 
-/// Row-major C = alpha * A * B + beta * C with B packed by packB, on the
-/// run's threads: A (m x k, lda apart) is packed once and shared, and each
-/// thread computes whole groups of B's panels.
+/// Row-major C = alpha * A * op(B) + beta * C with B packed by packB (`bp`)
+/// from `b` (k x n, or n x k when transB, ldb apart), on the run's threads:
+/// A (m x k, lda apart) is packed once and shared, and the threads take
+/// groups of B's panels. Where nothing is packed (PCC_PACKED_GEMM 0), `b`
+/// goes to the BLAS.
 inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
                         const float *a, int64_t lda, const float *bp,
-                        float beta, float *c, int64_t ldc) {
+                        [[maybe_unused]] const float *b,
+                        [[maybe_unused]] int64_t ldb,
+                        [[maybe_unused]] bool transB, float beta, float *c,
+                        int64_t ldc) {
   using namespace packed;
+  if (!PCC_PACKED_GEMM) {
+    gemm<float>(m, n, k, alpha, a, lda, false, b, ldb, transB, beta, c, ldc);
+    return;
+  }
   if (m <= 0 || n <= 0)
     return;
   if (k <= 0) {

@@ -54,8 +54,8 @@ void checkProduct(Shape s, bool transB, float alpha, float beta) {
       float &e = expected[size_t(i * ldc + j)];
       e = float(alpha * sum + (beta == 0.0f ? 0.0 : double(beta) * e));
     }
-  pcc_k::gemmPackedB(s.m, s.n, s.k, alpha, a.data(), lda, bp, beta, c.data(),
-                     ldc);
+  pcc_k::gemmPackedB(s.m, s.n, s.k, alpha, a.data(), lda, bp, b.data(), ldb,
+                     transB, beta, c.data(), ldc);
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
       size_t at = size_t(i * ldc + j);
@@ -84,9 +84,11 @@ TEST(PackedGemm, MatchesReference) {
 
 TEST(PackedGemm, EmptyDepthScalesC) {
   std::vector<float> c = {1, 2, 3, 4};
-  pcc_k::gemmPackedB(2, 2, 0, 1.0f, nullptr, 1, nullptr, 0.5f, c.data(), 2);
+  pcc_k::gemmPackedB(2, 2, 0, 1.0f, nullptr, 1, nullptr, nullptr, 2, false,
+                     0.5f, c.data(), 2);
   EXPECT_EQ(c, (std::vector<float>{0.5f, 1, 1.5f, 2}));
-  pcc_k::gemmPackedB(2, 2, 0, 1.0f, nullptr, 1, nullptr, 0.0f, c.data(), 2);
+  pcc_k::gemmPackedB(2, 2, 0, 1.0f, nullptr, 1, nullptr, nullptr, 2, false,
+                     0.0f, c.data(), 2);
   EXPECT_EQ(c, (std::vector<float>{0, 0, 0, 0}));
 }
 
