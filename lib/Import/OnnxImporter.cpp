@@ -26,6 +26,7 @@
 #include <deque>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 using namespace pcc;
@@ -524,10 +525,25 @@ static bool isTransposeOf(DenseElementsAttr a, DenseElementsAttr b) {
 /// parameter, so a 2-D float initializer bit-identical to the transpose of
 /// an earlier, non-symmetric one becomes a Transpose of it.
 void GraphImporter::retieInitializers() {
+  // The hashes of a candidate's data and of its transpose are computed
+  // when another candidate of the transposed shape first needs them: most
+  // of a model's bytes (an embedding, fused QKV weights) have no such
+  // partner and are never hashed.
   struct Candidate {
     graph::WeightOp op;
     DenseElementsAttr value;
-    llvm::hash_code hash, tHash;
+    std::optional<llvm::hash_code> hash, tHash;
+    llvm::hash_code getHash() {
+      if (!hash)
+        hash = llvm::hash_value(
+            StringRef(value.getRawData().data(), value.getRawData().size()));
+      return *hash;
+    }
+    llvm::hash_code getTransposedHash() {
+      if (!tHash)
+        tHash = transposedHash(value);
+      return *tHash;
+    }
   };
   SmallVector<Candidate> seen;
   for (const auto &init : model.graph().initializer()) {
@@ -538,16 +554,14 @@ void GraphImporter::retieInitializers() {
     if (!value || value.isSplat() || value.getType().getRank() != 2 ||
         !isa<FloatType>(value.getElementType()))
       continue;
-    Candidate cand{op, value,
-                   llvm::hash_value(StringRef(value.getRawData().data(),
-                                              value.getRawData().size())),
-                   transposedHash(value)};
+    Candidate cand{op, value, std::nullopt, std::nullopt};
     for (Candidate &prev : seen) {
       ArrayRef<int64_t> ps = prev.value.getType().getShape();
       ArrayRef<int64_t> cs = value.getType().getShape();
-      if (prev.hash == prev.tHash || cand.hash != prev.tHash ||
-          ps[0] != cs[1] || ps[1] != cs[0] ||
+      if (ps[0] != cs[1] || ps[1] != cs[0] ||
           prev.value.getElementType() != value.getElementType() ||
+          prev.getHash() == prev.getTransposedHash() ||
+          cand.getHash() != prev.getTransposedHash() ||
           !isTransposeOf(prev.value, value))
         continue;
       OpBuilder::InsertionGuard guard(builder);
