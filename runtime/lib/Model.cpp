@@ -165,6 +165,20 @@ std::string runErrorName(int code) {
   }
 }
 
+/// \p bytes of memory aligned to 64, as the ABI promises its buffers, to
+/// be released with std::free.
+void *allocateAligned(uint64_t bytes, const std::string &what) {
+  // aligned_alloc wants a multiple of the alignment.
+  uint64_t size = (bytes + 63) / 64 * 64;
+  void *memory = size >= bytes && size <= SIZE_MAX
+                     ? std::aligned_alloc(64, size_t(size))
+                     : nullptr;
+  if (!memory)
+    throw Error("cannot allocate " + std::to_string(bytes) + " bytes of " +
+                what);
+  return memory;
+}
+
 void *dataPointer(const Tensor &tensor) {
   return tensor.data.empty() ? emptyBuffer
                              : const_cast<uint8_t *>(tensor.data.data());
@@ -554,15 +568,7 @@ void Model::run(const std::vector<Tensor> &inputs,
       if (outputPointers[i])
         outputPointers[i] = deviceBuffer(deviceOutputs, i, outputs[i].data.size());
   } else if (!workspace && info.workspace_bytes) {
-    // aligned_alloc wants a multiple of the alignment.
-    uint64_t size = (info.workspace_bytes + 63) / 64 * 64;
-    void *memory = size >= info.workspace_bytes && size <= SIZE_MAX
-                       ? std::aligned_alloc(64, size_t(size))
-                       : nullptr;
-    if (!memory)
-      throw Error("cannot allocate " + std::to_string(info.workspace_bytes) +
-                  " bytes of workspace");
-    workspace.reset(memory);
+    workspace.reset(allocateAligned(info.workspace_bytes, "workspace"));
   }
 
   pccrt_context context{};
@@ -609,14 +615,7 @@ void Model::preparedOperands(pccrt_context &context) {
   if (!info.prepared_bytes)
     return;
   if (!prepared) {
-    uint64_t size = (info.prepared_bytes + 63) / 64 * 64;
-    void *memory = size >= info.prepared_bytes && size <= SIZE_MAX
-                       ? std::aligned_alloc(64, size_t(size))
-                       : nullptr;
-    if (!memory)
-      throw Error("cannot allocate " + std::to_string(info.prepared_bytes) +
-                  " bytes of prepared operands");
-    prepared.reset(memory);
+    prepared.reset(allocateAligned(info.prepared_bytes, "prepared operands"));
     preparedValid = false;
   }
   context.prepared = prepared.get();

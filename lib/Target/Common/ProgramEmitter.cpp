@@ -422,6 +422,7 @@ LogicalResult FunctionEmitter::emitConstants() {
         entry.padding = {pad[0], pad[1]};
     // A weight read only through its dist.all_slice: the table holds the
     // rank's block, which the runtime cuts from the whole tensor.
+    Value loadedBlock;
     if (weight && v.hasOneUse())
       if (auto slice = dyn_cast<dist::AllSliceOp>(*v.getUsers().begin())) {
         entry.localType = cast<RankedTensorType>(slice.getType());
@@ -429,16 +430,16 @@ LogicalResult FunctionEmitter::emitConstants() {
         entry.shardDim = slice.getDimAttr().getInt();
         entry.shardGroups = slice.getGroupsAttr().getInt();
         loadedSlices.insert(slice);
-        names[slice.getResult()] = n;
-        external.insert(slice.getResult());
+        loadedBlock = slice.getResult();
+        names[loadedBlock] = n;
+        external.insert(loadedBlock);
       }
     FailureOr<int64_t> index = tables.addWeight(op.getLoc(), std::move(entry));
     if (failed(index))
       return failure();
     constantIndex[v] = *index;
-    for (Operation *user : v.getUsers())
-      if (loadedSlices.contains(user))
-        constantIndex[user->getResult(0)] = *index;
+    if (loadedBlock)
+      constantIndex[loadedBlock] = *index;
     declare(v, n, "w[" + std::to_string(*index) + "]");
   }
   return success();

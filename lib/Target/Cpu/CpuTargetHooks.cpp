@@ -274,32 +274,30 @@ void CpuTargetHooks::emitRowSoftmax(
   emitLine(name + "(" + getKernelArguments(buffers) + ");");
 }
 
+std::string CpuTargetHooks::getEnd(const PreparedB &p) {
+  return llvm::formatv("{0} + pcc_k::packedBBytes({1}, {2})", p.offset, p.k,
+                       p.n);
+}
+
 std::string CpuTargetHooks::getPreparedB(const GemmCall &g) {
+  auto pointer = [](const PreparedB &p) {
+    return "(const float*)((const char*)ctx->prepared + " + p.offset + ")";
+  };
   for (const PreparedB &p : preparedBs)
     if (p.weight == g.constantB && p.k == g.k && p.n == g.n && p.ldb == g.ldb &&
         p.transB == g.transB)
-      return "(const float*)((const char*)ctx->prepared + " + p.offset + ")";
-  // Each operand's offset is the previous one's plus its size, as the
-  // kernel library computes it.
+      return pointer(p);
+  // Each operand starts where the previous one ends.
   std::string offset = makeName("pcc_prep");
-  std::string at = "0";
-  if (!preparedBs.empty())
-    at = llvm::formatv("{0} + pcc_k::packedBBytes({1}, {2})",
-                       preparedBs.back().offset, preparedBs.back().k,
-                       preparedBs.back().n)
-             .str();
-  emitGlobal(llvm::formatv("static constexpr uint64_t {0} = {1};\n", offset, at)
+  emitGlobal(llvm::formatv("static constexpr uint64_t {0} = {1};\n", offset,
+                           preparedBs.empty() ? "0" : getEnd(preparedBs.back()))
                  .str());
   preparedBs.push_back({g.constantB, g.k, g.n, g.ldb, g.transB, offset});
-  return "(const float*)((const char*)ctx->prepared + " + offset + ")";
+  return pointer(preparedBs.back());
 }
 
 std::string CpuTargetHooks::getPreparedBytes() const {
-  if (preparedBs.empty())
-    return {};
-  return llvm::formatv("{0} + pcc_k::packedBBytes({1}, {2})",
-                       preparedBs.back().offset, preparedBs.back().k,
-                       preparedBs.back().n);
+  return preparedBs.empty() ? std::string() : getEnd(preparedBs.back());
 }
 
 std::string CpuTargetHooks::getPrepareBody() const {

@@ -85,6 +85,9 @@ private:
     bool transB;
     std::string offset;
   };
+  /// Where `p` ends in the prepared operands: its offset plus its size, as
+  /// the kernel library computes it.
+  static std::string getEnd(const PreparedB &p);
   /// The expression of `g`'s B packed, prepared once.
   std::string getPreparedB(const GemmCall &g);
   std::vector<PreparedB> preparedBs;

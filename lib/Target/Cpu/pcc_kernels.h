@@ -364,6 +364,9 @@ inline void gemmSerial(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
   }
 }
 
+/// Products of fewer flops run on the calling thread.
+constexpr int64_t kParallelFlops = int64_t(1) << 22;
+
 /// Row-major C = alpha * op(A) * op(B) + beta * C on the run's threads: C
 /// is cut into one block of columns (or, for narrow products, of rows) per
 /// thread. Products under kParallelFlops, and calls from a thread of a
@@ -372,7 +375,6 @@ template <typename T>
 inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
                  int64_t lda, bool transA, const T *b, int64_t ldb, bool transB,
                  T beta, T *c, int64_t ldc) {
-  constexpr int64_t kParallelFlops = int64_t(1) << 22;
   int parts = threads();
   if (parts <= 1 || 2 * m * n * k < kParallelFlops) {
     gemmSerial(m, n, k, alpha, a, lda, transA, b, ldb, transB, beta, c, ldc);
@@ -525,11 +527,14 @@ inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
   }
 }
 
-/// The first row of A's micro-panel r of `panels` over m rows. Panels are
-/// kPanelRows high, except that a remainder of 1 to 3 rows shares the last
-/// two panels with the rows before it (128 rows: 20 of 6, then 4 and 4): a
-/// panel of few rows keeps too few accumulators to hide the FMA latency.
+/// The first row of A's micro-panel r of `panels` over m rows (m for r =
+/// panels, the end of the last). Panels are kPanelRows high, except that a
+/// remainder of 1 to 3 rows shares the last two panels with the rows before
+/// it (128 rows: 20 of 6, then 4 and 4): a panel of few rows keeps too few
+/// accumulators to hide the FMA latency.
 inline int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
+  if (r >= panels)
+    return m;
   int64_t rest = m - (panels - 1) * kPanelRows;
   if (panels < 2 || rest > 3 || r < panels - 1)
     return r * kPanelRows;
@@ -601,7 +606,6 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
   static thread_local std::vector<float> aPacked;
   aPacked.resize(size_t(rowPanels * kPanelRows * k));
   float *ap = aPacked.data();
-  constexpr int64_t kParallelFlops = int64_t(1) << 22;
   [[maybe_unused]] bool parallel =
       threads() > 1 && 2 * m * n * k >= kParallelFlops;
 #pragma omp parallel num_threads(threads()) if (parallel)
@@ -617,8 +621,6 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
         float *o = ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows;
         int64_t first = panelStart(r, rowPanels, m);
         int64_t end = panelStart(r + 1, rowPanels, m);
-        if (r + 1 == rowPanels)
-          end = m;
         for (int64_t q = 0; q < depth; ++q, o += kPanelRows)
           for (int64_t i = 0; i < kPanelRows; ++i) {
             int64_t row = first + i;
@@ -642,8 +644,7 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
           int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
           for (int64_t r = 0; r < rowPanels; ++r) {
             int64_t first = panelStart(r, rowPanels, m);
-            int64_t end =
-                r + 1 == rowPanels ? m : panelStart(r + 1, rowPanels, m);
+            int64_t end = panelStart(r + 1, rowPanels, m);
             microKernelRows(end - first, depth, ab + r * depth * kPanelRows, bb,
                             c + first * ldc + p * kPanelCols, ldc, alpha, beta,
                             k0 == 0, cols);
