@@ -442,10 +442,13 @@ inline int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
 /// C[rows x kPanelCols] (=|+=) alpha * Apanel * Bblock, both packed, over
 /// `depth`; C's first `cols` columns are written. `first` says whether C
 /// is scaled by beta (its first K-block) or accumulated into.
+/// Not inlined: inlined into the loops of gemmPackedB, its six instances
+/// and their branches were copied for each outcome of the loops' tests,
+/// which tripled the compile time of every model library.
 template <int Rows>
-inline void microKernel(int64_t depth, const float *a, const float *b, float *c,
-                        int64_t ldc, float alpha, float beta, bool first,
-                        int64_t cols) {
+__attribute__((noinline)) void
+microKernel(int64_t depth, const float *a, const float *b, float *c,
+            int64_t ldc, float alpha, float beta, bool first, int64_t cols) {
   constexpr int64_t R = kPanelRows, C = kPanelCols;
   float tile[Rows][C];
 #if defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)
@@ -620,12 +623,17 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
         int64_t depth = std::min(kDepth, k - k0);
         float *o = ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows;
         int64_t first = panelStart(r, rowPanels, m);
-        int64_t end = panelStart(r + 1, rowPanels, m);
-        for (int64_t q = 0; q < depth; ++q, o += kPanelRows)
-          for (int64_t i = 0; i < kPanelRows; ++i) {
-            int64_t row = first + i;
-            o[i] = row < end ? a[row * lda + k0 + q] : 0.0f;
-          }
+        int64_t rows = panelStart(r + 1, rowPanels, m) - first;
+        // Row by row, the missing rows apart: a test of the row inside the
+        // loop would have the compiler copy the loop for each outcome.
+        for (int64_t i = 0; i < rows; ++i) {
+          const float *src = a + (first + i) * lda + k0;
+          for (int64_t q = 0; q < depth; ++q)
+            o[q * kPanelRows + i] = src[q];
+        }
+        for (int64_t i = rows; i < kPanelRows; ++i)
+          for (int64_t q = 0; q < depth; ++q)
+            o[q * kPanelRows + i] = 0.0f;
       }
 #pragma omp barrier
     // Groups go to the threads in chunks as they finish the last: two
