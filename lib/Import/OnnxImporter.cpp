@@ -497,16 +497,32 @@ LogicalResult GraphImporter::importInitializers() {
   return success();
 }
 
-/// Hash of a 2-D constant's bytes in transposed order.
-static llvm::hash_code transposedHash(DenseElementsAttr a) {
+/// A fingerprint of a 2-D constant read as its transpose when `transposed`:
+/// the bytes of a few elements at places chosen by the shape read. Equal
+/// matrices have equal fingerprints; a matrix and the transpose of another
+/// have equal ones only where the sampled elements agree, which for
+/// different parameters they almost never do. It reads 64 elements, not
+/// the whole matrix, so the check costs nothing on a large model.
+static llvm::hash_code sampledFingerprint(DenseElementsAttr a,
+                                          bool transposed) {
   ArrayRef<char> raw = a.getRawData();
   int64_t rows = a.getType().getDimSize(0), cols = a.getType().getDimSize(1);
   size_t w = a.getElementType().getIntOrFloatBitWidth() / 8;
-  std::string t(raw.size(), 0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      memcpy(&t[(c * rows + r) * w], &raw[(r * cols + c) * w], w);
-  return llvm::hash_value(StringRef(t));
+  // The places in the matrix as read: rows x cols, or cols x rows.
+  int64_t readRows = transposed ? cols : rows;
+  int64_t readCols = transposed ? rows : cols;
+  llvm::hash_code hash = llvm::hash_value(readRows * readCols);
+  constexpr uint64_t kSamples = 64;
+  for (uint64_t s = 0; s < kSamples; ++s) {
+    // Spread over the rows and the columns; coprime strides avoid a
+    // diagonal.
+    int64_t r = int64_t((s * 7919 + 13) % uint64_t(readRows));
+    int64_t c = int64_t((s * 104729 + 7) % uint64_t(readCols));
+    int64_t index = transposed ? c * cols + r : r * cols + c;
+    hash = llvm::hash_combine(hash,
+                              llvm::hash_value(StringRef(&raw[index * w], w)));
+  }
+  return hash;
 }
 
 static bool isTransposeOf(DenseElementsAttr a, DenseElementsAttr b) {
@@ -525,24 +541,30 @@ static bool isTransposeOf(DenseElementsAttr a, DenseElementsAttr b) {
 /// parameter, so a 2-D float initializer bit-identical to the transpose of
 /// an earlier, non-symmetric one becomes a Transpose of it.
 void GraphImporter::retieInitializers() {
-  // The hashes of a candidate's data and of its transpose are computed
-  // when another candidate of the transposed shape first needs them: most
-  // of a model's bytes (an embedding, fused QKV weights) have no such
-  // partner and are never hashed.
+  // Each candidate's fingerprints, as it is and transposed, are computed
+  // when another candidate of the transposed shape first needs them.
   struct Candidate {
     graph::WeightOp op;
     DenseElementsAttr value;
-    std::optional<llvm::hash_code> hash, tHash;
-    llvm::hash_code getHash() {
-      if (!hash)
-        hash = llvm::hash_value(
-            StringRef(value.getRawData().data(), value.getRawData().size()));
-      return *hash;
+    std::optional<llvm::hash_code> print, tPrint;
+    std::optional<bool> symmetric;
+    llvm::hash_code getPrint() {
+      if (!print)
+        print = sampledFingerprint(value, /*transposed=*/false);
+      return *print;
     }
-    llvm::hash_code getTransposedHash() {
-      if (!tHash)
-        tHash = transposedHash(value);
-      return *tHash;
+    llvm::hash_code getTransposedPrint() {
+      if (!tPrint)
+        tPrint = sampledFingerprint(value, /*transposed=*/true);
+      return *tPrint;
+    }
+    /// A symmetric matrix is its own transpose: nothing to retie to.
+    bool isSymmetric() {
+      if (!symmetric)
+        symmetric =
+            value.getType().getDimSize(0) == value.getType().getDimSize(1) &&
+            getPrint() == getTransposedPrint() && isTransposeOf(value, value);
+      return *symmetric;
     }
   };
   SmallVector<Candidate> seen;
@@ -554,14 +576,13 @@ void GraphImporter::retieInitializers() {
     if (!value || value.isSplat() || value.getType().getRank() != 2 ||
         !isa<FloatType>(value.getElementType()))
       continue;
-    Candidate cand{op, value, std::nullopt, std::nullopt};
+    Candidate cand{op, value, std::nullopt, std::nullopt, std::nullopt};
     for (Candidate &prev : seen) {
       ArrayRef<int64_t> ps = prev.value.getType().getShape();
       ArrayRef<int64_t> cs = value.getType().getShape();
       if (ps[0] != cs[1] || ps[1] != cs[0] ||
           prev.value.getElementType() != value.getElementType() ||
-          prev.getHash() == prev.getTransposedHash() ||
-          cand.getHash() != prev.getTransposedHash() ||
+          cand.getPrint() != prev.getTransposedPrint() || prev.isSymmetric() ||
           !isTransposeOf(prev.value, value))
         continue;
       OpBuilder::InsertionGuard guard(builder);
