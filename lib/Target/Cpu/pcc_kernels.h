@@ -439,6 +439,18 @@ inline int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
          k0 * kGroupPanels * kPanelCols + inGroup * depth * kPanelCols;
 }
 
+/// C[rows x kPanelCols] (=|+=) alpha * tile, of which C's first `cols`
+/// columns are written: the end of a micro-kernel whose panel passes N.
+inline void storeTile(int rows, const float *tile, float *c, int64_t ldc,
+                      float alpha, float beta, bool first, int64_t cols) {
+  for (int i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float &ci = c[i * ldc + j];
+      float old = first ? (beta != 0.0f ? beta * ci : 0.0f) : ci;
+      ci = old + alpha * tile[i * kPanelCols + j];
+    }
+}
+
 /// C[rows x kPanelCols] (=|+=) alpha * Apanel * Bblock, both packed, over
 /// `depth`; C's first `cols` columns are written. `first` says whether C
 /// is scaled by beta (its first K-block) or accumulated into.
@@ -450,14 +462,19 @@ __attribute__((noinline)) void
 microKernel(int64_t depth, const float *a, const float *b, float *c,
             int64_t ldc, float alpha, float beta, bool first, int64_t cols) {
   constexpr int64_t R = kPanelRows, C = kPanelCols;
-  float tile[Rows][C];
+  alignas(32) float tile[Rows][C];
 #if defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)
   // The compiler's vector types, not <immintrin.h>, whose parsing alone
   // costs the generated library a second of compile time; a * b + c
   // contracts to an FMA (GCC's default for C++, clang's within an
-  // expression).
+  // expression). The accumulators are only ever indexed by constants (the
+  // loops over rows unroll), so they stay in registers: no copy on the
+  // stack to clear before the loop or to spill after it.
   typedef float Vec __attribute__((vector_size(32)));
-  Vec acc[Rows][2] = {};
+  Vec lo[Rows], hi[Rows];
+#pragma GCC unroll 6
+  for (int i = 0; i < Rows; ++i)
+    lo[i] = hi[i] = Vec{};
   for (int64_t q = 0; q < depth; ++q) {
     Vec b0 = *reinterpret_cast<const Vec *>(b);
     Vec b1 = *reinterpret_cast<const Vec *>(b + 8);
@@ -466,34 +483,39 @@ microKernel(int64_t depth, const float *a, const float *b, float *c,
     for (int i = 0; i < Rows; ++i) {
       float x = a[i];
       Vec av = {x, x, x, x, x, x, x, x};
-      acc[i][0] = av * b0 + acc[i][0];
-      acc[i][1] = av * b1 + acc[i][1];
+      lo[i] = av * b0 + lo[i];
+      hi[i] = av * b1 + hi[i];
     }
     a += R;
     b += C;
   }
   if (cols == C) {
+    Vec va = {alpha, alpha, alpha, alpha, alpha, alpha, alpha, alpha};
+    bool read = !first || beta != 0.0f;
+    float s = first ? beta : 1.0f;
+    Vec vs = {s, s, s, s, s, s, s, s};
 #pragma GCC unroll 6
     for (int i = 0; i < Rows; ++i) {
       // C's rows are not aligned: memcpy moves them unaligned.
       float *ci = c + i * ldc;
-      Vec r0 = alpha * acc[i][0], r1 = alpha * acc[i][1];
-      if (!first || beta != 0.0f) {
-        float s = first ? beta : 1.0f;
+      Vec r0 = va * lo[i], r1 = va * hi[i];
+      if (read) {
         Vec c0, c1;
         std::memcpy(&c0, ci, sizeof(Vec));
         std::memcpy(&c1, ci + 8, sizeof(Vec));
-        r0 = s * c0 + r0;
-        r1 = s * c1 + r1;
+        r0 = vs * c0 + r0;
+        r1 = vs * c1 + r1;
       }
       std::memcpy(ci, &r0, sizeof(Vec));
       std::memcpy(ci + 8, &r1, sizeof(Vec));
     }
     return;
   }
-  for (int i = 0; i < Rows; ++i)
-    for (int64_t j = 0; j < C; ++j)
-      tile[i][j] = acc[i][j / 8][j % 8];
+#pragma GCC unroll 6
+  for (int i = 0; i < Rows; ++i) {
+    *reinterpret_cast<Vec *>(tile[i]) = lo[i];
+    *reinterpret_cast<Vec *>(tile[i] + 8) = hi[i];
+  }
 #else
   for (int i = 0; i < Rows; ++i)
     for (int64_t j = 0; j < C; ++j)
@@ -503,12 +525,7 @@ microKernel(int64_t depth, const float *a, const float *b, float *c,
       for (int64_t j = 0; j < C; ++j)
         tile[i][j] += a[i] * b[j];
 #endif
-  for (int i = 0; i < Rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      float &ci = c[i * ldc + j];
-      float old = first ? (beta != 0.0f ? beta * ci : 0.0f) : ci;
-      ci = old + alpha * tile[i][j];
-    }
+  storeTile(Rows, &tile[0][0], c, ldc, alpha, beta, first, cols);
 }
 
 inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
