@@ -3,13 +3,22 @@
 torch.compile), forward and one AdamW training step. bench/run.sh calls it.
 
 usage: python peers.py DIR --threads N [--steps K] [--warmup W] [--which LIST]
+                       [--rounds R --pcc PCC --pcc-forward OUT]
 
 DIR is what export_gpt2.py wrote. Prints one line per measurement:
   RESULT <name> <median ms> <min ms>
+
+With --pcc-forward (a folder made by `pcc compile`), pcc's forward and
+onnxruntime's take turns: R rounds, each K steps of one then K of the other
+(which goes first alternates), and each system's median is over all its
+rounds' steps. The machine's slower and faster minutes (a virtual machine's
+neighbours) then fall on both alike.
 """
 import argparse
 import os
+import re
 import statistics
+import subprocess
 import time
 
 import numpy as np
@@ -28,6 +37,23 @@ def timed(fn, steps, warmup):
         t = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times), min(times)
+
+
+def pcc_steps(pcc, out, input_file, steps, warmup):
+    """Step times (ms) of `pcc run`, as it prints them, after warm-up."""
+    run = subprocess.run([pcc, "run", out, "--input", input_file, "--steps",
+                          str(steps + warmup)], check=True,
+                         capture_output=True, text=True)
+    times = [float(m.group(1)) for m in
+             re.finditer(r"^step \d+: (?:.*, )?([0-9.]+) ms$", run.stdout,
+                         re.MULTILINE)]
+    if len(times) != steps + warmup:
+        raise SystemExit(f"peers.py: cannot read pcc's step times:\n{run.stdout}")
+    return times[warmup:]
+
+
+def summary(times):
     return statistics.median(times), min(times)
 
 
@@ -53,6 +79,9 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--which", default="ort,eager,compile")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--pcc", default="pcc")
+    ap.add_argument("--pcc-forward")
     a = ap.parse_args()
     which = a.which.split(",")
     torch.set_num_threads(a.threads)
@@ -72,8 +101,32 @@ def main():
         sess = ort.InferenceSession(os.path.join(a.dir, "model.onnx"), so,
                                     providers=["CPUExecutionProvider"])
         name = sess.get_inputs()[0].name
-        report("ort-forward", timed(lambda: sess.run(None, {name: ids_np}),
-                                    a.steps, a.warmup))
+
+        def ort_steps():
+            def run():
+                sess.run(None, {name: ids_np})
+            for _ in range(a.warmup):
+                run()
+            times = []
+            for _ in range(a.steps):
+                t = time.perf_counter()
+                run()
+                times.append((time.perf_counter() - t) * 1e3)
+            return times
+
+        ort_times, pcc_times = [], []
+        input_file = os.path.join(a.dir, "input_0.pb")
+        for r in range(a.rounds):
+            turns = ["ort", "pcc"] if r % 2 == 0 else ["pcc", "ort"]
+            for who in turns:
+                if who == "ort":
+                    ort_times += ort_steps()
+                elif a.pcc_forward:
+                    pcc_times += pcc_steps(a.pcc, a.pcc_forward, input_file,
+                                           a.steps, 2)
+        report("ort-forward", summary(ort_times))
+        if pcc_times:
+            report("pcc-forward", summary(pcc_times))
         del sess
 
     for mode in ("eager", "compile"):

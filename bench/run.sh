@@ -4,9 +4,13 @@
 # exported by torch's dynamo exporter), batch B x T (default 1 x 128).
 #
 #   bash bench/run.sh [--threads N] [--batch B] [--seq T] [--steps K]
+#                     [--rounds R]
 #
 # Times, each the median of K runs after warm-up, with N threads for every
-# system (default: all cores):
+# system (default: all cores). pcc's forward and onnxruntime's, the closest
+# pair, take turns instead: R rounds (default 3) of K steps each, the median
+# over all of a system's steps, so that a virtual machine's slow minutes fall
+# on both:
 #   forward      pcc (pcc run --steps), onnxruntime (CPU provider, N intra-op
 #                threads), PyTorch eager and torch.compile (inference mode)
 #   train step   pcc --train (loss, backward, AdamW), PyTorch eager and
@@ -25,13 +29,15 @@ THREADS="$(nproc)"
 BATCH=1
 SEQ=128
 STEPS=10
+ROUNDS=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) THREADS="$2"; shift 2 ;;
     --batch) BATCH="$2"; shift 2 ;;
     --seq) SEQ="$2"; shift 2 ;;
     --steps) STEPS="$2"; shift 2 ;;
-    *) echo "usage: bash bench/run.sh [--threads N] [--batch B] [--seq T] [--steps K]" >&2; exit 1 ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    *) echo "usage: bash bench/run.sh [--threads N] [--batch B] [--seq T] [--steps K] [--rounds R]" >&2; exit 1 ;;
   esac
 done
 [ -x "$PCC" ] || { echo "bench: $PCC not built (bash utils/setup.sh test builds it)" >&2; exit 1; }
@@ -70,14 +76,16 @@ rm -rf "$WORK/pcc-train"
 "$PCC" compile "$MODEL/model.onnx" -o "$WORK/pcc-train" --train --threads "$THREADS" >/dev/null 2>&1
 compile_train=$(seconds "$start")
 
-pcc_fwd=$("$PCC" run "$WORK/pcc-forward" --input "$MODEL/input_0.pb" --steps $((STEPS + 2)) | median_ms)
 pcc_train=$("$PCC" run "$WORK/pcc-train" --input "$MODEL/input_0.pb" --steps $((STEPS + 2)) | median_ms)
-peers=$(cd "$HERE" && "$PY" peers.py "$MODEL" --threads "$THREADS" --steps "$STEPS" 2>/dev/null | grep '^RESULT')
+peers=$(cd "$HERE" && "$PY" peers.py "$MODEL" --threads "$THREADS" --steps "$STEPS" \
+          --rounds "$ROUNDS" --pcc "$PCC" --pcc-forward "$WORK/pcc-forward" 2>/dev/null | grep '^RESULT')
 peer() { echo "$peers" | awk -v n="$1" '$2 == n {print $3}'; }
+pcc_fwd=$(peer pcc-forward)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
 echo
-echo "GPT-2 124M, batch ${BATCH} x ${SEQ}, ${THREADS} threads, median of ${STEPS} runs (ms)"
+echo "GPT-2 124M, batch ${BATCH} x ${SEQ}, ${THREADS} threads, median of ${STEPS} runs (ms);"
+echo "pcc's and onnxruntime's forward: of ${ROUNDS} rounds of ${STEPS}, in turns"
 printf "%-26s %10s %10s\n" "" "forward" "train step"
 printf "%-26s %10s %10s\n" "pcc" "$pcc_fwd" "$pcc_train"
 printf "%-26s %10s %10s\n" "onnxruntime" "$(peer ort-forward)" "-"
