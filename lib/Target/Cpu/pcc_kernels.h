@@ -762,27 +762,49 @@ inline void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
     }
 }
 
+/// Sum of n values in Acc, over 16 partial sums that the compiler keeps in
+/// vector registers (a single running sum would be one long dependency
+/// chain, which the compiler may not reorder).
+template <typename Acc, typename T, typename F>
+inline Acc laneSum(const T *x, int64_t n, F term) {
+  constexpr int64_t kLanes = 16;
+  Acc lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      lane[l] += term(Acc(x[j + l]));
+  Acc tail = 0;
+  for (; j < n; ++j)
+    tail += term(Acc(x[j]));
+  for (int64_t width = kLanes / 2; width > 0; width /= 2)
+    for (int64_t l = 0; l < width; ++l)
+      lane[l] += lane[l + width];
+  return lane[0] + tail;
+}
+
 /// Layer normalization of each row of [outer, n]; scale and bias have n
 /// elements (bias may be null). Also writes the mean and 1/stddev per row.
-/// Rows share the run's threads.
+/// Rows share the run's threads. A float row is reduced in float, in two
+/// passes (the mean, then the squares about it) over partial sums, as
+/// PyTorch's CPU kernel does; other types in double.
 template <typename T>
 inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
                       T *invStd, int64_t outer, int64_t n, T eps) {
+  using Acc = std::conditional_t<std::is_same_v<T, float>, float, double>;
 #pragma omp parallel for schedule(static) num_threads(threads()) if(threads() > 1 && outer * n >= 65536)
   for (int64_t o = 0; o < outer; ++o) {
     const T *xr = x + o * n;
-    double s = 0;
-    for (int64_t j = 0; j < n; ++j)
-      s += xr[j];
-    double mu = s / double(n);
-    double v = 0;
-    for (int64_t j = 0; j < n; ++j)
-      v += (xr[j] - mu) * (xr[j] - mu);
-    double inv = 1.0 / std::sqrt(v / double(n) + double(eps));
-    for (int64_t j = 0; j < n; ++j) {
-      double r = (xr[j] - mu) * inv * double(scale[j]);
-      y[o * n + j] = T(bias ? r + double(bias[j]) : r);
-    }
+    T *yr = y + o * n;
+    Acc mu = laneSum<Acc>(xr, n, [](Acc v) { return v; }) / Acc(n);
+    Acc var = laneSum<Acc>(xr, n, [mu](Acc v) { return (v - mu) * (v - mu); }) /
+              Acc(n);
+    Acc inv = Acc(1) / std::sqrt(var + Acc(eps));
+    if (bias)
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] = T((Acc(xr[j]) - mu) * inv * Acc(scale[j]) + Acc(bias[j]));
+    else
+      for (int64_t j = 0; j < n; ++j)
+        yr[j] = T((Acc(xr[j]) - mu) * inv * Acc(scale[j]));
     mean[o] = T(mu);
     invStd[o] = T(inv);
   }
