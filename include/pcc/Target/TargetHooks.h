@@ -24,6 +24,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -60,6 +61,23 @@ struct LoopBuffer {
   bool written = false;
 };
 
+/// Element-wise work that follows a product and reads its C element by
+/// element (a bias, an activation, a residual add): the target runs it on
+/// each block of C as the product finishes the block, while the block is
+/// in cache, instead of as a loop nest over C afterwards. Buffer 0 is C
+/// itself; buffer k's element (i, j) of C's iteration space is at
+/// rowStrides[k] * i + columnStrides[k] * j. `element` gives the
+/// statements for one element from each buffer's name and offset
+/// expression; they read C's element, which then holds the product, from
+/// buffer 0.
+struct GemmEpilogue {
+  llvm::SmallVector<LoopBuffer> buffers;
+  llvm::SmallVector<int64_t> rowStrides, columnStrides;
+  std::function<std::string(llvm::ArrayRef<std::string> names,
+                            llvm::ArrayRef<std::string> offsets)>
+      element;
+};
+
 /// C = alpha * op(A) * op(B) + beta * C on row-major matrices, once per
 /// iteration of `batch`, whose accesses 0, 1 and 2 give the element offsets
 /// of A, B and C (a nest of no bounds: one product).
@@ -75,6 +93,9 @@ struct GemmCall {
   /// The weights-table index of B when B is a CONSTANT weight read whole
   /// from its start (a target may prepare it ahead of the runs), else -1.
   int64_t constantB = -1;
+  /// What follows the product on each block of C (one product only, where
+  /// the target supportsGemmEpilogue()); null: nothing.
+  const GemmEpilogue *epilogue = nullptr;
 };
 
 /// output[j] = reduce(input[i] for every i that maps to j): the nest runs
@@ -241,6 +262,9 @@ public:
                                      llvm::StringRef var)>
           element) = 0;
   virtual void emitGemm(const GemmCall &gemm) = 0;
+  /// Whether emitGemm runs a GemmCall's epilogue; where it does not, the
+  /// work after a product is a loop nest of its own.
+  virtual bool supportsGemmEpilogue() const { return false; }
   /// A call of the target's kernel library (pcc_kernels.h on the CPU) with
   /// explicit template arguments `typeArgs`. A kernel that reports failure
   /// makes the function return `errorCode` (a pccrt code; empty when the

@@ -157,6 +157,20 @@ private:
   /// mask of attention scores never reach memory).
   FusionOp getAbsorbedFusion(Operation *softmax);
   void rowSoftmax(Operation *softmax, FusionOp fusion, bool log);
+  /// The element-wise op (a graph.fusion or a single element-wise op) that
+  /// the single product `product` (graph.gemm, or graph.matmul of one
+  /// product) can run as its epilogue, on each block of C as it is done
+  /// (GemmEpilogue), else null: the only reader of the product's result
+  /// (through views), right after the product (only views between), over
+  /// the product's elements in their order, every operand read at an
+  /// offset affine in C's row and column, and none of its results a
+  /// result of the function.
+  Operation *getEpilogueConsumer(Operation *product);
+  /// The epilogue of `product` (M x N, its C contiguous): `bias` (a
+  /// graph.gemm's C, scaled by `beta`), then `consumer`; either may be
+  /// null.
+  GemmEpilogue getEpilogue(Operation *product, int64_t m, int64_t n, Value bias,
+                           float beta, Operation *consumer);
   /// One loop nest writing `results` (of one shape, contiguous) and reading
   /// `ins` broadcast to it; `statement` gets a name and an offset per
   /// result, then per operand.
@@ -211,6 +225,9 @@ private:
   /// Fusions that the softmax reading them computes on the fly, and the
   /// softmax of each.
   llvm::DenseMap<Operation *, Operation *> absorbed;
+  /// Per product: the element-wise op that runs as its epilogue; per such
+  /// op, its product.
+  llvm::DenseMap<Operation *, Operation *> epilogueConsumer, epilogueProduct;
   /// dist.all_slice ops of a weight that the weights table holds as the
   /// rank's block: no code, no buffer.
   llvm::DenseSet<Operation *> loadedSlices;
@@ -619,6 +636,177 @@ FusionOp FunctionEmitter::getAbsorbedFusion(Operation *softmax) {
   return fusion;
 }
 
+/// The steps along the row and the column of C of an access over `space`
+/// whose first `t` dimensions flatten into C's rows and the others into
+/// its columns, where each group is one stride; else std::nullopt.
+static std::optional<std::pair<int64_t, int64_t>>
+getRowColumnStrides(const Access &access, ArrayRef<int64_t> space, unsigned t) {
+  auto collapse = [&](unsigned lo, unsigned hi) -> std::optional<int64_t> {
+    std::optional<int64_t> stride;
+    int64_t span = 1;
+    for (unsigned d = hi; d-- > lo;) {
+      if (space[d] == 1)
+        continue;
+      if (!stride) {
+        stride = access.strides[d];
+        span = space[d];
+        continue;
+      }
+      if (access.strides[d] != *stride * span)
+        return std::nullopt;
+      span *= space[d];
+    }
+    return stride.value_or(0);
+  };
+  std::optional<int64_t> row = collapse(0, t),
+                         column = collapse(t, space.size());
+  if (!row || !column || access.base != 0)
+    return std::nullopt;
+  return std::make_pair(*row, *column);
+}
+
+/// The values of the chain of views that starts at `v` and in which each
+/// value has one reader, and the reader that ends it (null if none).
+static Operation *getViewChain(Value v, llvm::SmallPtrSetImpl<Value> &chain) {
+  chain.insert(v);
+  while (v.hasOneUse()) {
+    Operation *user = *v.getUsers().begin();
+    if (!isa<ViewLikeOpInterface>(user))
+      return user;
+    v = user->getResult(0);
+    chain.insert(v);
+  }
+  return nullptr;
+}
+
+Operation *FunctionEmitter::getEpilogueConsumer(Operation *product) {
+  if (!hooks.supportsGemmEpilogue() || product->getNumResults() != 1)
+    return nullptr;
+  Value result = product->getResult(0);
+  ArrayRef<int64_t> shape = shapeOf(result);
+  if (shape.size() < 2)
+    return nullptr;
+  if (auto m = dyn_cast<MatMulOp>(product))
+    if (shapeOf(m.getLhs()).size() < 2 || shapeOf(m.getRhs()).size() < 2 ||
+        getNumElements(shape.drop_back(2)) != 1)
+      return nullptr;
+  int64_t n = shape.back(), mn = getNumElements(shape);
+  if (mn == 0)
+    return nullptr;
+  // Through the views of the result to its one reader.
+  llvm::SmallPtrSet<Value, 4> views;
+  Operation *consumer = getViewChain(result, views);
+  if (!consumer || consumer->getBlock() != product->getBlock() ||
+      absorbed.contains(consumer) || consumer->getNumResults() == 0)
+    return nullptr;
+  if (!isa<FusionOp>(consumer)) {
+    SmallVector<std::string> probe(consumer->getNumOperands(), "x");
+    if (consumer->getNumResults() != 1 || isa<ConstantOp, WeightOp>(consumer) ||
+        !getScalarExpr(consumer, probe, hooks))
+      return nullptr;
+  }
+  for (Operation *op = product->getNextNode(); op != consumer;
+       op = op->getNextNode())
+    if (!isa<ViewLikeOpInterface>(op) && !isTransposedOperand(op))
+      return nullptr;
+  ArrayRef<int64_t> space = shapeOf(consumer->getResult(0));
+  if (getNumElements(space) != mn)
+    return nullptr;
+  for (Value r : consumer->getResults())
+    if (shapeOf(r) != space || llvm::any_of(r.getUsers(), [](Operation *user) {
+          return isa<func::ReturnOp>(user);
+        }))
+      return nullptr;
+  // The dimensions that flatten into C's columns.
+  unsigned t = space.size();
+  int64_t columns = 1;
+  while (t > 0 && columns < n)
+    columns *= space[--t];
+  if (columns != n)
+    return nullptr;
+  for (Value in : consumer->getOperands()) {
+    auto strides =
+        getRowColumnStrides(Access::broadcast(shapeOf(in), space), space, t);
+    if (!strides ||
+        (views.contains(in) && *strides != std::make_pair(n, int64_t(1))))
+      return nullptr;
+  }
+  return consumer;
+}
+
+GemmEpilogue FunctionEmitter::getEpilogue(Operation *product, int64_t m,
+                                          int64_t n, Value bias, float beta,
+                                          Operation *consumer) {
+  Value result = product->getResult(0);
+  GemmEpilogue e;
+  auto add = [&](Value v, bool written, int64_t row, int64_t column) {
+    e.buffers.push_back(buffer(v, written));
+    e.rowStrides.push_back(row);
+    e.columnStrides.push_back(column);
+  };
+  add(result, /*written=*/true, n, 1);
+  if (bias) {
+    Access a = Access::broadcast(shapeOf(bias), {m, n});
+    add(bias, false, a.strides[0], a.strides[1]);
+  }
+  // The consumer's results, then its operands other than the product's
+  // result (each once); `reads[k]` is the buffer of consumer operand k, or
+  // -1 for the product's value.
+  SmallVector<int> reads;
+  unsigned firstResult = e.buffers.size();
+  ArrayRef<int64_t> space;
+  unsigned t = 0;
+  if (consumer) {
+    space = shapeOf(consumer->getResult(0));
+    t = space.size();
+    for (int64_t columns = 1; columns < n;)
+      columns *= space[--t];
+    for (Value r : consumer->getResults())
+      add(r, /*written=*/true, n, 1);
+    llvm::SmallPtrSet<Value, 4> views;
+    getViewChain(result, views);
+    llvm::DenseMap<Value, int> seen;
+    for (Value in : consumer->getOperands()) {
+      if (views.contains(in)) {
+        reads.push_back(-1);
+        continue;
+      }
+      auto [it, inserted] = seen.try_emplace(in, e.buffers.size());
+      if (inserted) {
+        auto [row, column] = *getRowColumnStrides(
+            Access::broadcast(shapeOf(in), space), space, t);
+        add(in, false, row, column);
+      }
+      reads.push_back(it->second);
+    }
+  }
+  std::string t0 = type(result);
+  e.element = [=, this](ArrayRef<std::string> name,
+                        ArrayRef<std::string> off) -> std::string {
+    std::string value = name[0] + "[" + off[0] + "]";
+    if (bias)
+      value = t0 + "(" + value + " + " + t0 + "(" +
+              getFloatLiteral(beta, true) + ") * " + name[1] + "[" + off[1] +
+              "])";
+    if (!consumer)
+      return name[0] + "[" + off[0] + "] = " + value + ";";
+    std::string text = t0 + " c = " + value + "; ";
+    SmallVector<std::string> args;
+    for (int k : reads)
+      args.push_back(k < 0 ? std::string("c") : name[k] + "[" + off[k] + "]");
+    SmallVector<std::string> results;
+    if (auto f = dyn_cast<FusionOp>(consumer))
+      results = fusionScalars(f, args, text);
+    else
+      results.push_back(*getScalarExpr(consumer, args, hooks));
+    for (auto [k, r] : llvm::enumerate(results))
+      text += name[firstResult + k] + "[" + off[firstResult + k] + "] = " + r +
+              "; ";
+    return text;
+  };
+  return e;
+}
+
 void FunctionEmitter::rowSoftmax(Operation *softmax, FusionOp fusion,
                                  bool log) {
   // The rows are the leading dimensions; each operand of the fusion is
@@ -695,6 +883,9 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
   }
   auto result = [&](unsigned i = 0) { return op->getResult(i); };
   std::string t = op->getNumResults() ? type(result()) : "";
+  // An epilogue runs inside its product's call.
+  if (epilogueProduct.contains(op))
+    return success();
   // Views have no code: they are their source's buffer.
   if (isa<ViewLikeOpInterface>(op) || isTransposedOperand(op))
     return success();
@@ -755,11 +946,29 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
           s *= M * N;
         if (M * N == 0)
           return success();
-        hooks.emitGemm(
-            {elemOf(result()), M, N, K, t + "(1)", t + "(0)", ptr(m.getLhs()),
-             ptr(m.getRhs()), ptr(result()), transA ? M : K, transB ? K : N, N,
-             transA, transB, LoopNest(batch, {aa, ab, ac}),
-             getNumElements(batch) == 1 ? getConstantIndex(m.getRhs()) : -1});
+        GemmCall call{elemOf(result()),
+                      M,
+                      N,
+                      K,
+                      t + "(1)",
+                      t + "(0)",
+                      ptr(m.getLhs()),
+                      ptr(m.getRhs()),
+                      ptr(result()),
+                      transA ? M : K,
+                      transB ? K : N,
+                      N,
+                      transA,
+                      transB,
+                      LoopNest(batch, {aa, ab, ac}),
+                      getNumElements(batch) == 1 ? getConstantIndex(m.getRhs())
+                                                 : -1};
+        GemmEpilogue epilogue;
+        if (Operation *consumer = epilogueConsumer.lookup(op)) {
+          epilogue = getEpilogue(op, M, N, Value(), 0.0f, consumer);
+          call.epilogue = &epilogue;
+        }
+        hooks.emitGemm(call);
         return success();
       })
       .Case([&](GemmOp g) {
@@ -767,8 +976,12 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         ArrayRef<int64_t> as = shapeOf(g.getA()), bs = shapeOf(g.getB());
         int64_t K = g.getTransA() ? as[0] : as[1];
         float beta = g.getBeta().convertToFloat();
-        // C is scaled by beta first, then accumulated into.
-        if (Value bias = g.getC())
+        // The bias is added as the product finishes each block of C where
+        // the target runs epilogues; else C is scaled by beta first, then
+        // accumulated into.
+        Value bias = g.getC();
+        bool biasAfter = bias && hooks.supportsGemmEpilogue();
+        if (bias && !biasAfter)
           elementwise(op, {bias}, [&](ArrayRef<std::string> a) {
             return t + "(" + getFloatLiteral(beta, true) + " * " + a[0] + ")";
           });
@@ -776,15 +989,32 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         // flips and the leading dimension is the source's.
         bool transA = g.getTransA() != getGemmOperand(g.getA()).second;
         bool transB = g.getTransB() != getGemmOperand(g.getB()).second;
-        hooks.emitGemm(
-            {elemOf(result()), c[0], c[1], K,
-             t + "(" + getFloatLiteral(g.getAlpha().convertToFloat(), true) +
-                 ")",
-             t + (g.getC() ? "(1)" : "(0)"), ptr(g.getA()), ptr(g.getB()),
-             ptr(result()), transA != g.getTransA() ? as[0] : as[1],
-             transB != g.getTransB() ? bs[0] : bs[1], c[1], transA, transB,
-             LoopNest({}, {Access(), Access(), Access()}),
-             getConstantIndex(g.getB())});
+        GemmCall call{elemOf(result()),
+                      c[0],
+                      c[1],
+                      K,
+                      t + "(" +
+                          getFloatLiteral(g.getAlpha().convertToFloat(), true) +
+                          ")",
+                      t + (bias && !biasAfter ? "(1)" : "(0)"),
+                      ptr(g.getA()),
+                      ptr(g.getB()),
+                      ptr(result()),
+                      transA != g.getTransA() ? as[0] : as[1],
+                      transB != g.getTransB() ? bs[0] : bs[1],
+                      c[1],
+                      transA,
+                      transB,
+                      LoopNest({}, {Access(), Access(), Access()}),
+                      getConstantIndex(g.getB())};
+        GemmEpilogue epilogue;
+        Operation *consumer = epilogueConsumer.lookup(op);
+        if (biasAfter || consumer) {
+          epilogue = getEpilogue(op, c[0], c[1], biasAfter ? bias : Value(),
+                                 beta, consumer);
+          call.epilogue = &epilogue;
+        }
+        hooks.emitGemm(call);
         return success();
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
@@ -1146,9 +1376,20 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   llvm::DenseMap<Operation *, Operation *> absorbedBy;
   for (auto [f, softmax] : absorbed)
     absorbedBy[softmax] = f;
+  // Products that run the element-wise op after them as their epilogue;
+  // that op writes its results while the product still reads its
+  // operands, which therefore stay alive until it ran.
+  for (Operation &op : func.getBody().front())
+    if (isa<GemmOp, MatMulOp>(op))
+      if (Operation *consumer = getEpilogueConsumer(&op)) {
+        epilogueConsumer[&op] = consumer;
+        epilogueProduct[consumer] = &op;
+      }
   auto extraReads = [&](Operation *op, SmallVectorImpl<Value> &reads) {
     if (Operation *f = absorbedBy.lookup(op))
       llvm::append_range(reads, cast<FusionOp>(f).getInputs());
+    if (Operation *product = epilogueProduct.lookup(op))
+      llvm::append_range(reads, product->getOperands());
     auto keep = [&](ArrayRef<Operation *> collectives) {
       for (Operation *c : collectives) {
         reads.push_back(c->getOperand(0));

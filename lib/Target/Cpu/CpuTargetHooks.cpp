@@ -311,8 +311,69 @@ std::string CpuTargetHooks::getPrepareBody() const {
   return text;
 }
 
+std::pair<std::string, std::string>
+CpuTargetHooks::emitEpilogue(const GemmEpilogue &e) {
+  // Two functions: the loops over a block, whose buffers are restrict-
+  // qualified parameters (so that the compiler vectorizes them), and the
+  // pcc_k::GemmEpilogueFn that takes the buffers as an array of pointers
+  // and runs the loops on the block, or on C's rows on the run's threads
+  // when it is called on the whole of C after a product that has no
+  // blocks of its own.
+  SmallVector<std::string> names, params, offsets, pointers, locals;
+  getKernelParameters(e.buffers, "__restrict", names, params);
+  for (auto [k, b] : llvm::enumerate(e.buffers)) {
+    std::string off;
+    auto term = [&](StringRef var, int64_t stride) {
+      if (stride == 0)
+        return;
+      off += (off.empty() ? "" : " + ") + var.str() +
+             (stride == 1 ? "" : " * " + std::to_string(stride));
+    };
+    term("i", e.rowStrides[k]);
+    term("j", e.columnStrides[k]);
+    offsets.push_back(off.empty() ? "0" : off);
+    pointers.push_back("(void*)" + b.pointer);
+    locals.push_back(llvm::formatv("({0}{1}*)pcc_args[{2}]",
+                                   b.written ? "" : "const ",
+                                   getTypeName(b.elementType), k)
+                         .str());
+  }
+  llvm::append_range(params, ArrayRef<std::string>{"int64_t r0", "int64_t r1",
+                                                   "int64_t c0", "int64_t c1"});
+  std::string loops = "  for (int64_t i = r0; i < r1; ++i)\n"
+                      "    for (int64_t j = c0; j < c1; ++j) { " +
+                      e.element(names, offsets) + " }\n";
+  std::string block = defineKernel("static void", params, loops);
+  std::string args = llvm::join(locals, ", ");
+  std::string text =
+      "  if (!pcc_k::shareThreads((r1 - r0) * (c1 - c0))) {\n    " + block +
+      "(" + args +
+      ", r0, r1, c0, c1);\n    return;\n  }\n"
+      "#pragma omp parallel for schedule(static) "
+      "num_threads(pcc_k::threads())\n"
+      "  for (int64_t i = r0; i < r1; ++i)\n    " +
+      block + "(" + args + ", i, i + 1, c0, c1);\n";
+  std::string fn = defineKernel("static void",
+                                {"void *const *pcc_args", "int64_t r0",
+                                 "int64_t r1", "int64_t c0", "int64_t c1"},
+                                text);
+  std::string array = makeName("pcc_args");
+  emitLine(llvm::formatv("void *const {0}[] = {{{1}};", array,
+                         llvm::join(pointers, ", "))
+               .str());
+  return {fn, array};
+}
+
 void CpuTargetHooks::emitGemm(const GemmCall &g) {
   std::string t = getTypeName(g.elementType);
+  // The epilogue runs on each block of C as gemmPackedB finishes it, or on
+  // the whole of C after any other product; its array of pointers is local
+  // to a block of its own.
+  std::string epilogue, epilogueArgs;
+  if (g.epilogue) {
+    emitLine("{");
+    std::tie(epilogue, epilogueArgs) = emitEpilogue(*g.epilogue);
+  }
   // A batch of products (attention's heads) runs one product per thread;
   // a single product is split inside pcc_k::gemm.
   bool batched = g.batch.getNumIterations() > 1;
@@ -322,26 +383,34 @@ void CpuTargetHooks::emitGemm(const GemmCall &g) {
     // B itself too: a portable build without the micro-kernel reads it
     // through the BLAS.
     emitLine(llvm::formatv("pcc_k::gemmPackedB({0}, {1}, {2}, {3}, {4}, {5}, "
-                           "{6}, {7}, {8}, {9}, {10}, {11}, {12});",
+                           "{6}, {7}, {8}, {9}, {10}, {11}, {12}{13});",
                            g.m, g.n, g.k, g.alpha, g.a, g.lda, getPreparedB(g),
                            g.b, g.ldb, g.transB ? "true" : "false", g.beta, g.c,
-                           g.ldc)
+                           g.ldc,
+                           g.epilogue ? ", " + epilogue + ", " + epilogueArgs
+                                      : std::string())
                  .str());
-    return;
+  } else {
+    emitLoops(
+        g.batch,
+        [&](ArrayRef<std::string> off) {
+          return llvm::formatv(
+                     "pcc_k::{17}<{0}>({1}, {2}, {3}, {4}, {5} + {6}, {7}, "
+                     "{8}, {9} + {10}, {11}, {12}, {13}, {14} + {15}, {16});",
+                     t, g.m, g.n, g.k, g.alpha, g.a, off[0], g.lda,
+                     g.transA ? "true" : "false", g.b, off[1], g.ldb,
+                     g.transB ? "true" : "false", g.beta, g.c, off[2], g.ldc,
+                     batched ? "gemmSerial" : "gemm")
+              .str();
+        },
+        /*parallel=*/batched);
+    if (g.epilogue)
+      emitLine(llvm::formatv("{0}({1}, 0, {2}, 0, {3});", epilogue,
+                             epilogueArgs, g.m, g.n)
+                   .str());
   }
-  emitLoops(
-      g.batch,
-      [&](ArrayRef<std::string> off) {
-        return llvm::formatv(
-                   "pcc_k::{17}<{0}>({1}, {2}, {3}, {4}, {5} + {6}, {7}, {8}, "
-                   "{9} + {10}, {11}, {12}, {13}, {14} + {15}, {16});",
-                   t, g.m, g.n, g.k, g.alpha, g.a, off[0], g.lda,
-                   g.transA ? "true" : "false", g.b, off[1], g.ldb,
-                   g.transB ? "true" : "false", g.beta, g.c, off[2], g.ldc,
-                   batched ? "gemmSerial" : "gemm")
-            .str();
-      },
-      /*parallel=*/batched);
+  if (g.epilogue)
+    emitLine("}");
 }
 
 std::string CpuTargetHooks::emitIndexArray(ArrayRef<int64_t> values) {

@@ -44,6 +44,7 @@ public:
                                      llvm::StringRef)>
           element) override;
   void emitGemm(const GemmCall &gemm) override;
+  bool supportsGemmEpilogue() const override { return true; }
   std::string emitIndexArray(llvm::ArrayRef<int64_t> values) override;
   void emitCopy(llvm::StringRef dst, llvm::StringRef src, int64_t bytes,
                 bool mayAlias) override;
@@ -53,6 +54,11 @@ public:
   std::string getPrepareBody() const override;
 
 private:
+  /// Defines the function that runs `epilogue` on a block of C (a
+  /// pcc_k::GemmEpilogueFn) and declares the array of its buffers'
+  /// pointers; returns their names.
+  std::pair<std::string, std::string>
+  emitEpilogue(const GemmEpilogue &epilogue);
   /// Runs `nest` as a kernel of its own (see emitParallelLoop), whose
   /// iterations share the run's threads when `parallel`; `prologue` and
   /// `epilogue` are statements before and after the loops, over the

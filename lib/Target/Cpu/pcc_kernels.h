@@ -287,6 +287,16 @@ inline int &threadCount() {
   return count;
 }
 inline int threads() { return threadCount(); }
+/// Whether a loop of `work` iterations is worth the run's threads and is
+/// not already running on one of them.
+inline bool shareThreads(int64_t work) {
+#ifdef _OPENMP
+  return threads() > 1 && work >= 65536 && !omp_in_parallel();
+#else
+  (void)work;
+  return false;
+#endif
+}
 } // namespace pcc_k
 
 #ifdef PCC_USE_CBLAS
@@ -581,7 +591,7 @@ constexpr uint64_t packedBBytes(int64_t k, int64_t n) {
 inline void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
                   bool transB, float *out) {
   using namespace packed;
-  if (!PCC_PACKED_GEMM)
+  if (!PCC_PACKED_GEMM || k <= 0 || n <= 0)
     return;
   int64_t panels = packedBElements(k, n) / (k * kPanelCols);
 #pragma omp parallel for schedule(static)                                      \
@@ -597,28 +607,36 @@ inline void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
     }
 }
 
+/// Work after a product on C's rows [r0, r1) and columns [c0, c1), which
+/// the product has finished, with the generated code's `args`.
+using GemmEpilogueFn = void (*)(void *const *args, int64_t r0, int64_t r1,
+                                int64_t c0, int64_t c1);
+
 /// Row-major C = alpha * A * op(B) + beta * C with B packed by packB (`bp`)
 /// from `b` (k x n, or n x k when transB, ldb apart), on the run's threads:
 /// A (m x k, lda apart) is packed once and shared, and the threads take
 /// groups of B's panels. Where nothing is packed (PCC_PACKED_GEMM 0), `b`
-/// goes to the BLAS.
+/// goes to the BLAS. A thread that finishes a group of columns runs
+/// `epilogue` on them, if any, while they are in its cache.
 inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
                         const float *a, int64_t lda, const float *bp,
                         [[maybe_unused]] const float *b,
                         [[maybe_unused]] int64_t ldb,
                         [[maybe_unused]] bool transB, float beta, float *c,
-                        int64_t ldc) {
+                        int64_t ldc, GemmEpilogueFn epilogue = nullptr,
+                        void *const *epilogueArgs = nullptr) {
   using namespace packed;
-  if (!PCC_PACKED_GEMM) {
-    gemm<float>(m, n, k, alpha, a, lda, false, b, ldb, transB, beta, c, ldc);
-    return;
-  }
   if (m <= 0 || n <= 0)
     return;
-  if (k <= 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+  if (!PCC_PACKED_GEMM || k <= 0) {
+    if (k > 0)
+      gemm<float>(m, n, k, alpha, a, lda, false, b, ldb, transB, beta, c, ldc);
+    else
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    if (epilogue)
+      epilogue(epilogueArgs, 0, m, 0, n);
     return;
   }
   int64_t rowPanels = (m + kPanelRows - 1) / kPanelRows;
@@ -659,7 +677,7 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
     int64_t groups = (panels + kGroupPanels - 1) / kGroupPanels;
     [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, groups / (8 * count));
 #pragma omp for schedule(dynamic, chunk) nowait
-    for (int64_t group = 0; group < groups; ++group)
+    for (int64_t group = 0; group < groups; ++group) {
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         int64_t depth = std::min(kDepth, k - k0);
         const float *ab = ap + rowPanels * kPanelRows * k0;
@@ -676,6 +694,12 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
           }
         }
       }
+      if (epilogue) {
+        int64_t c0 = group * kGroupPanels * kPanelCols;
+        epilogue(epilogueArgs, 0, m, c0,
+                 std::min(n, c0 + kGroupPanels * kPanelCols));
+      }
+    }
   }
 }
 

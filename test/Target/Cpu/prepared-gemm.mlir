@@ -43,7 +43,7 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %h: tensor<2x4x8xf32> {on
 // CHECK-NEXT:   return PCCRT_OK;
 // CHECK-NEXT: }
 // CHECK:      static const pccrt_model_info info = {{.*}}, -1, PCCRT_DEVICE_HOST, [[E]] + pcc_k::packedBBytes(8, 5), &prepare};
-// CHECK:      pcc_k::gemmPackedB(4, 16, 8, float(0x1p+0f), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[W]]), [[CW:c[0-9]+]], 16, false, float(1), {{v[0-9]+}}, 16);
+// CHECK:      pcc_k::gemmPackedB(4, 16, 8, float(0x1p+0f), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[W]]), [[CW:c[0-9]+]], 16, false, float(0), {{v[0-9]+}}, 16, pcc_loop{{[0-9]+}}, pcc_args{{[0-9]+}});
 // CHECK:      pcc_k::gemmPackedB(4, 16, 8, float(1), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[W]]), [[CW]], 16, false, float(0), {{v[0-9]+}}, 16);
 // CHECK:      pcc_k::gemmPackedB(4, 5, 8, float(0x1p+0f), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[E]]), {{c[0-9]+}}, 8, true, float(0), {{v[0-9]+}}, 5);
 // CHECK:      pcc_k::gemmSerial<float>(4, 16, 8,

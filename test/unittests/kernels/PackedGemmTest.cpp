@@ -2,7 +2,8 @@
 //
 // gemmPackedB against a plain triple loop in double, over shapes that end
 // inside a micro-panel, a panel group and a K-block, with B read directly
-// and transposed, and alpha and beta as the emitter passes them. Built
+// and transposed, and alpha and beta as the emitter passes them, and with
+// an epilogue, which must see each element of C once, finished. Built
 // twice: portably (the plain C++ micro-kernel, one thread) and for the host
 // with OpenMP (the AVX2 micro-kernel where the host has it, two threads).
 //
@@ -23,7 +24,27 @@ struct Shape {
   int64_t m, n, k;
 };
 
-void checkProduct(Shape s, bool transB, float alpha, float beta) {
+/// An epilogue that copies C's finished elements into `out` (n apart) as
+/// 2 * c + 1 and counts its visits of each.
+struct Epilogue {
+  const float *c;
+  int64_t ldc, n;
+  std::vector<float> out;
+  std::vector<int> visits;
+
+  static void run(void *const *args, int64_t r0, int64_t r1, int64_t c0,
+                  int64_t c1) {
+    auto *self = static_cast<Epilogue *>(args[0]);
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t j = c0; j < c1; ++j) {
+        self->out[size_t(i * self->n + j)] = 2 * self->c[i * self->ldc + j] + 1;
+        ++self->visits[size_t(i * self->n + j)];
+      }
+  }
+};
+
+void checkProduct(Shape s, bool transB, float alpha, float beta,
+                  bool withEpilogue = false) {
   std::mt19937 gen(unsigned(s.m * 7919 + s.n * 131 + s.k));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   // Leading dimensions larger than the extents, as views of wider buffers.
@@ -54,15 +75,27 @@ void checkProduct(Shape s, bool transB, float alpha, float beta) {
       float &e = expected[size_t(i * ldc + j)];
       e = float(alpha * sum + (beta == 0.0f ? 0.0 : double(beta) * e));
     }
+  Epilogue epilogue{c.data(), ldc, s.n, std::vector<float>(size_t(s.m * s.n)),
+                    std::vector<int>(size_t(s.m * s.n))};
+  void *const epilogueArgs[] = {&epilogue};
   pcc_k::gemmPackedB(s.m, s.n, s.k, alpha, a.data(), lda, bp, b.data(), ldb,
-                     transB, beta, c.data(), ldc);
+                     transB, beta, c.data(), ldc,
+                     withEpilogue ? &Epilogue::run : nullptr, epilogueArgs);
+  double tolerance = 1e-5 * (1 + std::sqrt(double(s.k)));
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
       size_t at = size_t(i * ldc + j);
       // Columns past n are another tensor's: left as they were.
-      EXPECT_NEAR(c[at], expected[at], 1e-5 * (1 + std::sqrt(double(s.k))))
+      EXPECT_NEAR(c[at], expected[at], tolerance)
           << "m " << s.m << " n " << s.n << " k " << s.k << " transB " << transB
           << " at " << i << "," << j;
+      if (!withEpilogue || j >= s.n)
+        continue;
+      size_t e = size_t(i * s.n + j);
+      EXPECT_EQ(epilogue.visits[e], 1) << "at " << i << "," << j;
+      EXPECT_NEAR(epilogue.out[e], 2 * expected[at] + 1, 2 * tolerance)
+          << "m " << s.m << " n " << s.n << " k " << s.k << " at " << i << ","
+          << j;
     }
 }
 
@@ -78,6 +111,17 @@ TEST(PackedGemm, MatchesReference) {
         checkProduct(s, transB, 1.0f, 1.0f);
         checkProduct(s, transB, 0.125f, 0.5f);
       }
+  }
+  pcc_k::setThreads(1);
+}
+
+TEST(PackedGemm, EpilogueSeesEachFinishedElementOnce) {
+  for (int threads : {1, 2}) {
+    pcc_k::setThreads(threads);
+    for (Shape s : {Shape{1, 1, 1}, Shape{7, 65, 257}, Shape{128, 200, 513},
+                    Shape{3, 1000, 20}, Shape{5, 17, 0}})
+      for (bool transB : {false, true})
+        checkProduct(s, transB, 1.0f, 1.0f, /*withEpilogue=*/true);
   }
   pcc_k::setThreads(1);
 }
