@@ -488,6 +488,10 @@ microKernel(int64_t depth, const float *a, const float *b, float *c,
   for (int64_t q = 0; q < depth; ++q) {
     Vec b0 = *reinterpret_cast<const Vec *>(b);
     Vec b1 = *reinterpret_cast<const Vec *>(b + 8);
+    // B's two vectors in registers: with four rows GCC folds their loads
+    // into each FMA instead, and eight loads of B an iteration make the
+    // loop wait on the load ports (6 cycles instead of 4).
+    __asm__("" : "+x"(b0), "+x"(b1));
     __builtin_prefetch(b + 16 * C, 0, 3);
 #pragma GCC unroll 6
     for (int i = 0; i < Rows; ++i) {
