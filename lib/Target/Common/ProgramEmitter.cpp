@@ -163,8 +163,8 @@ private:
   /// (GemmEpilogue), else null: the only reader of the product's result
   /// (through views), right after the product (only views between), over
   /// the product's elements in their order, every operand read at an
-  /// offset affine in C's row and column, and none of its results a
-  /// result of the function.
+  /// offset affine in C's row and column, no collective to wait for
+  /// first, and none of its results a result of the function.
   Operation *getEpilogueConsumer(Operation *product);
   /// The epilogue of `product` (M x N, its C contiguous): `bias` (a
   /// graph.gemm's C, scaled by `beta`), then `consumer`; either may be
@@ -696,8 +696,11 @@ Operation *FunctionEmitter::getEpilogueConsumer(Operation *product) {
   // Through the views of the result to its one reader.
   llvm::SmallPtrSet<Value, 4> views;
   Operation *consumer = getViewChain(result, views);
+  // A reader that waits for a collective first would run, inside the
+  // product, before that wait.
   if (!consumer || consumer->getBlock() != product->getBlock() ||
-      absorbed.contains(consumer) || consumer->getNumResults() == 0)
+      absorbed.contains(consumer) || consumer->getNumResults() == 0 ||
+      waitsBefore.count(consumer))
     return nullptr;
   if (!isa<FusionOp>(consumer)) {
     SmallVector<std::string> probe(consumer->getNumOperands(), "x");
