@@ -613,7 +613,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
           path(sourceName), path(kEmulatedLibrary), path("build-emulated.log"),
           emulationError);
     });
-  auto joinBuilder = llvm::make_scope_exit([&] {
+  llvm::scope_exit joinBuilder([&] {
     if (builder.joinable())
       builder.join();
     if (emulationBuilder.joinable())
@@ -720,7 +720,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   };
   module->walk([&](Operation *op) {
     if (isa<func::FuncOp, func::ReturnOp, func::CallOp, ModuleOp>(op) ||
-        op->getDialect()->getNamespace() == "dist" && op->getNumRegions())
+        (op->getDialect()->getNamespace() == "dist" && op->getNumRegions()))
       return;
     if (op->getParentOfType<dist::ScheduleOp>())
       return;

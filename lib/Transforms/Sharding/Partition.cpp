@@ -233,7 +233,7 @@ LogicalResult pcc::partition(func::FuncOp func) {
     Location loc = op->getLoc();
     // Whatever is built for a backward op is backward too.
     Operation *before = op->getPrevNode();
-    auto markBackward = llvm::make_scope_exit([&] {
+    llvm::scope_exit markBackward([&] {
       if (!op->hasAttr(kBackwardAttr))
         return;
       Operation *first = before ? before->getNextNode() : &body.front();
