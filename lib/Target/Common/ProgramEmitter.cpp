@@ -665,6 +665,19 @@ getRowColumnStrides(const Access &access, ArrayRef<int64_t> space, unsigned t) {
   return std::make_pair(*row, *column);
 }
 
+/// The number of leading dimensions of `space` that flatten into the rows
+/// of an M x `n` matrix, the others flattening into its `n` columns; none
+/// where no trailing dimensions make up exactly n.
+static std::optional<unsigned> getRowDims(ArrayRef<int64_t> space, int64_t n) {
+  unsigned t = space.size();
+  int64_t columns = 1;
+  while (t > 0 && columns < n)
+    columns *= space[--t];
+  if (columns != n)
+    return std::nullopt;
+  return t;
+}
+
 /// The values of the chain of views that starts at `v` and in which each
 /// value has one reader, and the reader that ends it (null if none).
 static Operation *getViewChain(Value v, llvm::SmallPtrSetImpl<Value> &chain) {
@@ -720,16 +733,12 @@ Operation *FunctionEmitter::getEpilogueConsumer(Operation *product) {
           return isa<func::ReturnOp>(user);
         }))
       return nullptr;
-  // The dimensions that flatten into C's columns.
-  unsigned t = space.size();
-  int64_t columns = 1;
-  while (t > 0 && columns < n)
-    columns *= space[--t];
-  if (columns != n)
+  std::optional<unsigned> t = getRowDims(space, n);
+  if (!t)
     return nullptr;
   for (Value in : consumer->getOperands()) {
     auto strides =
-        getRowColumnStrides(Access::broadcast(shapeOf(in), space), space, t);
+        getRowColumnStrides(Access::broadcast(shapeOf(in), space), space, *t);
     if (!strides ||
         (views.contains(in) && *strides != std::make_pair(n, int64_t(1))))
       return nullptr;
@@ -761,9 +770,7 @@ GemmEpilogue FunctionEmitter::getEpilogue(Operation *product, int64_t m,
   unsigned t = 0;
   if (consumer) {
     space = shapeOf(consumer->getResult(0));
-    t = space.size();
-    for (int64_t columns = 1; columns < n;)
-      columns *= space[--t];
+    t = *getRowDims(space, n);
     for (Value r : consumer->getResults())
       add(r, /*written=*/true, n, 1);
     llvm::SmallPtrSet<Value, 4> views;

@@ -762,7 +762,8 @@ template <typename T>
 inline void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
                     bool log) {
   if (inner == 1) {
-#pragma omp parallel for schedule(static) num_threads(threads()) if(threads() > 1 && outer * n >= 65536)
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(threads()) if (shareThreads(outer * n))
     for (int64_t o = 0; o < outer; ++o)
       softmaxRow(x + o * n, y + o * n, n, log);
     return;
@@ -819,7 +820,8 @@ template <typename T>
 inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
                       T *invStd, int64_t outer, int64_t n, T eps) {
   using Acc = std::conditional_t<std::is_same_v<T, float>, float, double>;
-#pragma omp parallel for schedule(static) num_threads(threads()) if(threads() > 1 && outer * n >= 65536)
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(threads()) if (shareThreads(outer * n))
   for (int64_t o = 0; o < outer; ++o) {
     const T *xr = x + o * n;
     T *yr = y + o * n;
