@@ -29,7 +29,8 @@ from onnx import numpy_helper
 from export_gpt2 import build
 
 
-def timed(fn, steps, warmup):
+def step_times(fn, steps, warmup):
+    """The times (ms) of `steps` calls of fn after `warmup` untimed ones."""
     for _ in range(warmup):
         fn()
     times = []
@@ -37,7 +38,15 @@ def timed(fn, steps, warmup):
         t = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t) * 1e3)
+    return times
+
+
+def summary(times):
     return statistics.median(times), min(times)
+
+
+def timed(fn, steps, warmup):
+    return summary(step_times(fn, steps, warmup))
 
 
 def pcc_steps(pcc, out, input_file, steps, warmup):
@@ -51,10 +60,6 @@ def pcc_steps(pcc, out, input_file, steps, warmup):
     if len(times) != steps + warmup:
         raise SystemExit(f"peers.py: cannot read pcc's step times:\n{run.stdout}")
     return times[warmup:]
-
-
-def summary(times):
-    return statistics.median(times), min(times)
 
 
 def report(name, res):
@@ -102,17 +107,8 @@ def main():
                                     providers=["CPUExecutionProvider"])
         name = sess.get_inputs()[0].name
 
-        def ort_steps():
-            def run():
-                sess.run(None, {name: ids_np})
-            for _ in range(a.warmup):
-                run()
-            times = []
-            for _ in range(a.steps):
-                t = time.perf_counter()
-                run()
-                times.append((time.perf_counter() - t) * 1e3)
-            return times
+        def ort_forward():
+            sess.run(None, {name: ids_np})
 
         ort_times, pcc_times = [], []
         input_file = os.path.join(a.dir, "input_0.pb")
@@ -120,7 +116,7 @@ def main():
             turns = ["ort", "pcc"] if r % 2 == 0 else ["pcc", "ort"]
             for who in turns:
                 if who == "ort":
-                    ort_times += ort_steps()
+                    ort_times += step_times(ort_forward, a.steps, a.warmup)
                 elif a.pcc_forward:
                     pcc_times += pcc_steps(a.pcc, a.pcc_forward, input_file,
                                            a.steps, 2)
