@@ -438,7 +438,22 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
 #endif
 
 namespace packed {
-constexpr int64_t kPanelRows = 6, kPanelCols = 16, kDepth = 256,
+// The micro-kernel's tile: kPanelRows rows of A against kVectors vectors of
+// kLanes floats of B. With AVX-512's 32 registers, 12 x 32 keeps 24
+// accumulators, B's two vectors and A's broadcast in registers; with
+// AVX2's 16, 6 x 16 keeps 12. Either hides the FMA latency with more
+// independent sums than two pipes need (2 x 4 cycles).
+#if defined(__AVX512F__) && defined(__GNUC__)
+#define PCC_GEMM_VECTORS 1
+constexpr int64_t kLanes = 16, kPanelRows = 12;
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)
+#define PCC_GEMM_VECTORS 1
+constexpr int64_t kLanes = 8, kPanelRows = 6;
+#else
+#define PCC_GEMM_VECTORS 0
+constexpr int64_t kLanes = 8, kPanelRows = 6;
+#endif
+constexpr int64_t kVectors = 2, kPanelCols = kVectors * kLanes, kDepth = 256,
                   kGroupPanels = 4;
 
 /// Offset of panel p's block of K-rows starting at k0, in floats.
@@ -464,72 +479,75 @@ inline void storeTile(int rows, const float *tile, float *c, int64_t ldc,
 /// C[rows x kPanelCols] (=|+=) alpha * Apanel * Bblock, both packed, over
 /// `depth`; C's first `cols` columns are written. `first` says whether C
 /// is scaled by beta (its first K-block) or accumulated into.
-/// Not inlined: inlined into the loops of gemmPackedB, its six instances
+/// Not inlined: inlined into the loops of gemmPackedB, its instances
 /// and their branches were copied for each outcome of the loops' tests,
 /// which tripled the compile time of every model library.
 template <int Rows>
 __attribute__((noinline)) void
 microKernel(int64_t depth, const float *a, const float *b, float *c,
             int64_t ldc, float alpha, float beta, bool first, int64_t cols) {
-  constexpr int64_t R = kPanelRows, C = kPanelCols;
-  alignas(32) float tile[Rows][C];
-#if defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)
+  constexpr int64_t R = kPanelRows, C = kPanelCols, V = kVectors;
+  alignas(64) float tile[Rows][C];
+#if PCC_GEMM_VECTORS
   // The compiler's vector types, not <immintrin.h>, whose parsing alone
   // costs the generated library a second of compile time; a * b + c
   // contracts to an FMA (GCC's default for C++, clang's within an
   // expression). The accumulators are only ever indexed by constants (the
-  // loops over rows unroll), so they stay in registers: no copy on the
-  // stack to clear before the loop or to spill after it.
-  typedef float Vec __attribute__((vector_size(32)));
-  Vec lo[Rows], hi[Rows];
-#pragma GCC unroll 6
+  // loops unroll), so they stay in registers: no copy on the stack to
+  // clear before the loop or to spill after it.
+  typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+  Vec acc[Rows][V];
+#pragma GCC unroll 16
   for (int i = 0; i < Rows; ++i)
-    lo[i] = hi[i] = Vec{};
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = Vec{};
   for (int64_t q = 0; q < depth; ++q) {
-    Vec b0 = *reinterpret_cast<const Vec *>(b);
-    Vec b1 = *reinterpret_cast<const Vec *>(b + 8);
-    // B's two vectors in registers: with four rows GCC folds their loads
-    // into each FMA instead, and eight loads of B an iteration make the
-    // loop wait on the load ports (6 cycles instead of 4).
-    __asm__("" : "+x"(b0), "+x"(b1));
+    Vec bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      bv[v] = *reinterpret_cast<const Vec *>(b + v * kLanes);
+      // B's vectors in registers: with few rows GCC folds their loads into
+      // each FMA instead, and a load of B for every FMA makes the loop
+      // wait on the load ports (6 cycles instead of 4 with AVX2's 4 rows).
+      __asm__("" : "+v"(bv[v]));
+    }
     __builtin_prefetch(b + 16 * C, 0, 3);
-#pragma GCC unroll 6
+#pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
-      float x = a[i];
-      Vec av = {x, x, x, x, x, x, x, x};
-      lo[i] = av * b0 + lo[i];
-      hi[i] = av * b1 + hi[i];
+      Vec av = a[i] - Vec{}; // a broadcast: x - 0 is x, -0 included
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[i][v] = av * bv[v] + acc[i][v];
     }
     a += R;
     b += C;
   }
   if (cols == C) {
-    Vec va = {alpha, alpha, alpha, alpha, alpha, alpha, alpha, alpha};
+    Vec va = alpha - Vec{};
     bool read = !first || beta != 0.0f;
-    float s = first ? beta : 1.0f;
-    Vec vs = {s, s, s, s, s, s, s, s};
-#pragma GCC unroll 6
-    for (int i = 0; i < Rows; ++i) {
-      // C's rows are not aligned: memcpy moves them unaligned.
-      float *ci = c + i * ldc;
-      Vec r0 = va * lo[i], r1 = va * hi[i];
-      if (read) {
-        Vec c0, c1;
-        std::memcpy(&c0, ci, sizeof(Vec));
-        std::memcpy(&c1, ci + 8, sizeof(Vec));
-        r0 = vs * c0 + r0;
-        r1 = vs * c1 + r1;
+    Vec vs = (first ? beta : 1.0f) - Vec{};
+#pragma GCC unroll 16
+    for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        // C's rows are not aligned: memcpy moves them unaligned.
+        float *ci = c + i * ldc + v * kLanes;
+        Vec r = va * acc[i][v];
+        if (read) {
+          Vec old;
+          std::memcpy(&old, ci, sizeof(Vec));
+          r = vs * old + r;
+        }
+        std::memcpy(ci, &r, sizeof(Vec));
       }
-      std::memcpy(ci, &r0, sizeof(Vec));
-      std::memcpy(ci + 8, &r1, sizeof(Vec));
-    }
     return;
   }
-#pragma GCC unroll 6
-  for (int i = 0; i < Rows; ++i) {
-    *reinterpret_cast<Vec *>(tile[i]) = lo[i];
-    *reinterpret_cast<Vec *>(tile[i] + 8) = hi[i];
-  }
+#pragma GCC unroll 16
+  for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      *reinterpret_cast<Vec *>(tile[i] + v * kLanes) = acc[i][v];
 #else
   for (int i = 0; i < Rows; ++i)
     for (int64_t j = 0; j < C; ++j)
@@ -542,35 +560,28 @@ microKernel(int64_t depth, const float *a, const float *b, float *c,
   storeTile(Rows, &tile[0][0], c, ldc, alpha, beta, first, cols);
 }
 
+/// The micro-kernel for a panel of `rows` rows, Rows at most.
+template <int Rows = kPanelRows>
 inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
                             const float *b, float *c, int64_t ldc, float alpha,
                             float beta, bool first, int64_t cols) {
-  switch (rows) {
-  case 6:
-    return microKernel<6>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  case 5:
-    return microKernel<5>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  case 4:
-    return microKernel<4>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  case 3:
-    return microKernel<3>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  case 2:
-    return microKernel<2>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  default:
-    return microKernel<1>(depth, a, b, c, ldc, alpha, beta, first, cols);
-  }
+  if constexpr (Rows > 1)
+    if (rows < Rows)
+      return microKernelRows<Rows - 1>(rows, depth, a, b, c, ldc, alpha, beta,
+                                       first, cols);
+  microKernel<Rows>(depth, a, b, c, ldc, alpha, beta, first, cols);
 }
 
 /// The first row of A's micro-panel r of `panels` over m rows (m for r =
 /// panels, the end of the last). Panels are kPanelRows high, except that a
-/// remainder of 1 to 3 rows shares the last two panels with the rows before
-/// it (128 rows: 20 of 6, then 4 and 4): a panel of few rows keeps too few
-/// accumulators to hide the FMA latency.
+/// remainder of at most half a panel shares the last two panels with the
+/// rows before it (128 rows in panels of 6: 20 of 6, then 4 and 4): a
+/// panel of few rows keeps too few accumulators to hide the FMA latency.
 inline int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
   if (r >= panels)
     return m;
   int64_t rest = m - (panels - 1) * kPanelRows;
-  if (panels < 2 || rest > 3 || r < panels - 1)
+  if (panels < 2 || rest > kPanelRows / 2 || r < panels - 1)
     return r * kPanelRows;
   return (panels - 2) * kPanelRows + (kPanelRows + rest) / 2;
 }

@@ -102,10 +102,12 @@ void checkProduct(Shape s, bool transB, float alpha, float beta,
 TEST(PackedGemm, MatchesReference) {
   for (int threads : {1, 2}) {
     pcc_k::setThreads(threads);
-    for (Shape s : {Shape{1, 1, 1}, Shape{5, 17, 3}, Shape{6, 16, 256},
-                    Shape{7, 65, 257}, Shape{13, 130, 600}, Shape{128, 96, 64},
-                    Shape{64, 200, 513}, Shape{3, 1000, 20}, Shape{19, 33, 40},
-                    Shape{20, 17, 9}, Shape{21, 50, 7}})
+    for (Shape s :
+         {Shape{1, 1, 1}, Shape{5, 17, 3}, Shape{6, 16, 256}, Shape{7, 65, 257},
+          Shape{13, 130, 600}, Shape{128, 96, 64}, Shape{64, 200, 513},
+          Shape{3, 1000, 20}, Shape{19, 33, 40}, Shape{20, 17, 9},
+          Shape{21, 50, 7}, Shape{12, 32, 31}, Shape{14, 40, 33},
+          Shape{18, 70, 300}, Shape{25, 33, 17}, Shape{31, 64, 64}})
       for (bool transB : {false, true}) {
         checkProduct(s, transB, 1.0f, 0.0f);
         checkProduct(s, transB, 1.0f, 1.0f);
