@@ -315,12 +315,342 @@ inline void setThreads(int count) {
 #endif
 }
 
+//===----------------------------------------------------------------------===//
+// GEMM: packed operands and a micro-kernel
+//===----------------------------------------------------------------------===//
+//
+// Every float product runs pcc's own micro-kernel over packed operands
+// (packed::product), where the target has the vector units for it: B is
+// cut into panels of kPanelCols columns, the panels into groups of
+// kGroupPanels and K into blocks of kDepth, and A into micro-panels of
+// kPanelRows rows. A product whose B is a constant weight reads B in that
+// layout prepared once, when the model is prepared
+// (`<prefix>_model_prepare`), instead of on every call as a BLAS does: the
+// prepared operand holds, group after group, each K-block of the group's
+// panels, each panel's rows of kPanelCols floats (columns past N are zero).
+// That is the order in which the product reads it, so B streams from
+// memory once per call. Any other product packs B block by block as it
+// reads it. A is packed once per call.
+
+/// Whether float products run the micro-kernel: where the target has AVX2
+/// and FMA for it, or there is no BLAS. A portable build with OpenBLAS
+/// (`--cpu generic`), whose kernels are chosen at run time, calls the BLAS
+/// instead, and packs nothing.
+#if (defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)) ||            \
+    !defined(PCC_USE_CBLAS)
+#define PCC_PACKED_GEMM 1
+#else
+#define PCC_PACKED_GEMM 0
+#endif
+
+/// Work after a product on C's rows [r0, r1) and columns [c0, c1), which
+/// the product has finished, with the generated code's `args`.
+using GemmEpilogueFn = void (*)(void *const *args, int64_t r0, int64_t r1,
+                                int64_t c0, int64_t c1);
+
+namespace packed {
+// The micro-kernel's tile: kPanelRows rows of A against kVectors vectors of
+// kLanes floats of B. With AVX-512's 32 registers, 12 x 32 keeps 24
+// accumulators, B's two vectors and A's broadcast in registers; with
+// AVX2's 16, 6 x 16 keeps 12. Either hides the FMA latency with more
+// independent sums than two pipes need (2 x 4 cycles).
+#if defined(__AVX512F__) && defined(__GNUC__)
+#define PCC_GEMM_VECTORS 1
+constexpr int64_t kLanes = 16, kPanelRows = 12;
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)
+#define PCC_GEMM_VECTORS 1
+constexpr int64_t kLanes = 8, kPanelRows = 6;
+#else
+#define PCC_GEMM_VECTORS 0
+constexpr int64_t kLanes = 8, kPanelRows = 6;
+#endif
+constexpr int64_t kVectors = 2, kPanelCols = kVectors * kLanes, kDepth = 256,
+                  kGroupPanels = 4;
+
+/// Offset of panel p's block of K-rows starting at k0, in floats.
+inline int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
+  int64_t group = p / kGroupPanels, inGroup = p % kGroupPanels;
+  int64_t depth = std::min(kDepth, k - k0);
+  return group * kGroupPanels * k * kPanelCols +
+         k0 * kGroupPanels * kPanelCols + inGroup * depth * kPanelCols;
+}
+
+/// C[rows x kPanelCols] (=|+=) alpha * tile, of which C's first `cols`
+/// columns are written: the end of a micro-kernel whose panel passes N.
+inline void storeTile(int rows, const float *tile, float *c, int64_t ldc,
+                      float alpha, float beta, bool first, int64_t cols) {
+  for (int i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      float &ci = c[i * ldc + j];
+      float old = first ? (beta != 0.0f ? beta * ci : 0.0f) : ci;
+      ci = old + alpha * tile[i * kPanelCols + j];
+    }
+}
+
+/// C[rows x kPanelCols] (=|+=) alpha * Apanel * Bblock, both packed, over
+/// `depth`; C's first `cols` columns are written. `first` says whether C
+/// is scaled by beta (its first K-block) or accumulated into.
+/// Not inlined: inlined into the loops of gemmPackedB, its instances
+/// and their branches were copied for each outcome of the loops' tests,
+/// which tripled the compile time of every model library.
+template <int Rows>
+__attribute__((noinline)) void
+microKernel(int64_t depth, const float *a, const float *b, float *c,
+            int64_t ldc, float alpha, float beta, bool first, int64_t cols,
+            const float *ahead) {
+  constexpr int64_t R = kPanelRows, C = kPanelCols;
+  alignas(64) float tile[Rows][C];
+#if PCC_GEMM_VECTORS
+  constexpr int64_t V = kVectors;
+  // The compiler's vector types, not <immintrin.h>, whose parsing alone
+  // costs the generated library a second of compile time; a * b + c
+  // contracts to an FMA (GCC's default for C++, clang's within an
+  // expression). The accumulators are only ever indexed by constants (the
+  // loops unroll), so they stay in registers: no copy on the stack to
+  // clear before the loop or to spill after it.
+  typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
+  Vec acc[Rows][V];
+#pragma GCC unroll 16
+  for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = Vec{};
+  for (int64_t q = 0; q < depth; ++q) {
+    Vec bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      // Unaligned: a block packed per call lies where a vector put it.
+      std::memcpy(&bv[v], b + v * kLanes, sizeof(Vec));
+      // B's vectors in registers: with few rows GCC folds their loads into
+      // each FMA instead, and a load of B for every FMA makes the loop
+      // wait on the load ports (6 cycles instead of 4 with AVX2's 4 rows).
+      __asm__("" : "+v"(bv[v]));
+    }
+    // One line an iteration of what the next calls read: B's next block
+    // on its way from memory into L2 while this one is read from L1.
+    __builtin_prefetch(ahead + q * 16, 0, 1);
+#pragma GCC unroll 16
+    for (int i = 0; i < Rows; ++i) {
+      Vec av = a[i] - Vec{}; // a broadcast: x - 0 is x, -0 included
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[i][v] = av * bv[v] + acc[i][v];
+    }
+    a += R;
+    b += C;
+  }
+  if (cols == C) {
+    Vec va = alpha - Vec{};
+    bool read = !first || beta != 0.0f;
+    Vec vs = (first ? beta : 1.0f) - Vec{};
+#pragma GCC unroll 16
+    for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        // C's rows are not aligned: memcpy moves them unaligned.
+        float *ci = c + i * ldc + v * kLanes;
+        Vec r = va * acc[i][v];
+        if (read) {
+          Vec old;
+          std::memcpy(&old, ci, sizeof(Vec));
+          r = vs * old + r;
+        }
+        std::memcpy(ci, &r, sizeof(Vec));
+      }
+    return;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < Rows; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      *reinterpret_cast<Vec *>(tile[i] + v * kLanes) = acc[i][v];
+#else
+  for (int i = 0; i < Rows; ++i)
+    for (int64_t j = 0; j < C; ++j)
+      tile[i][j] = 0.0f;
+  for (int64_t q = 0; q < depth; ++q, a += R, b += C)
+    for (int i = 0; i < Rows; ++i)
+      for (int64_t j = 0; j < C; ++j)
+        tile[i][j] += a[i] * b[j];
+#endif
+  storeTile(Rows, &tile[0][0], c, ldc, alpha, beta, first, cols);
+}
+
+/// The micro-kernel for a panel of `rows` rows, Rows at most.
+template <int Rows = kPanelRows>
+inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
+                            const float *b, float *c, int64_t ldc, float alpha,
+                            float beta, bool first, int64_t cols,
+                            const float *ahead) {
+  if constexpr (Rows > 1)
+    if (rows < Rows)
+      return microKernelRows<Rows - 1>(rows, depth, a, b, c, ldc, alpha, beta,
+                                       first, cols, ahead);
+  microKernel<Rows>(depth, a, b, c, ldc, alpha, beta, first, cols, ahead);
+}
+
+/// The first row of A's micro-panel r of `panels` over m rows (m for r =
+/// panels, the end of the last). Panels are kPanelRows high, except that a
+/// remainder of at most half a panel shares the last two panels with the
+/// rows before it (128 rows in panels of 6: 20 of 6, then 4 and 4): a
+/// panel of few rows keeps too few accumulators to hide the FMA latency.
+inline int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
+  if (r >= panels)
+    return m;
+  int64_t rest = m - (panels - 1) * kPanelRows;
+  if (panels < 2 || rest > kPanelRows / 2 || r < panels - 1)
+    return r * kPanelRows;
+  return (panels - 2) * kPanelRows + (kPanelRows + rest) / 2;
+}
+/// Packs columns [col0, col0 + kPanelCols) of op(B)'s rows [k0, k0 +
+/// depth) into `o`, a row of kPanelCols floats per row of K, zero past
+/// column n. op(B) is B (k x n, ldb apart) or, when transB, B's transpose.
+inline void packBPanel(const float *b, int64_t ldb, bool transB, int64_t n,
+                       int64_t col0, int64_t k0, int64_t depth, float *o) {
+  int64_t cols = std::min(kPanelCols, n - col0);
+  for (int64_t q = 0; q < depth; ++q, o += kPanelCols) {
+    if (transB)
+      for (int64_t j = 0; j < cols; ++j)
+        o[j] = b[(col0 + j) * ldb + k0 + q];
+    else
+      for (int64_t j = 0; j < cols; ++j)
+        o[j] = b[(k0 + q) * ldb + col0 + j];
+    for (int64_t j = cols; j < kPanelCols; ++j)
+      o[j] = 0.0f;
+  }
+}
+
+/// Packs op(A)'s rows [first, first + rows) over K [k0, k0 + depth) into a
+/// micro-panel `o`, kPanelRows floats per row of K (rows past `rows`
+/// zero). op(A) is A (m x k, lda apart) or, when transA, A's transpose.
+inline void packAPanel(const float *a, int64_t lda, bool transA, int64_t first,
+                       int64_t rows, int64_t k0, int64_t depth, float *o) {
+  // Row by row, the missing rows apart: a test of the row inside the loop
+  // would have the compiler copy the loop for each outcome.
+  if (transA)
+    for (int64_t q = 0; q < depth; ++q)
+      for (int64_t i = 0; i < rows; ++i)
+        o[q * kPanelRows + i] = a[(k0 + q) * lda + first + i];
+  else
+    for (int64_t i = 0; i < rows; ++i) {
+      const float *src = a + (first + i) * lda + k0;
+      for (int64_t q = 0; q < depth; ++q)
+        o[q * kPanelRows + i] = src[q];
+    }
+  for (int64_t i = rows; i < kPanelRows; ++i)
+    for (int64_t q = 0; q < depth; ++q)
+      o[q * kPanelRows + i] = 0.0f;
+}
+
+/// Rows of C one task covers: its B blocks are packed (or read) once for
+/// all of them.
+constexpr int64_t kBlockPanels = 32;
+
+/// Row-major C = alpha * op(A) * op(B) + beta * C, both operands packed for
+/// the micro-kernel: A once per call, shared by the threads; B from `bp`,
+/// packed ahead by packB, or, where `bp` is null, block by block from `b`
+/// by the thread that reads the block. The threads take tasks, each a
+/// group of B's panels over a block of rows of C, as they finish the last;
+/// a task's `epilogue` runs on its block of C once it is final. On the
+/// run's threads where `parallel`, on the calling thread otherwise.
+inline void product(int64_t m, int64_t n, int64_t k, float alpha,
+                    const float *a, int64_t lda, bool transA, const float *bp,
+                    const float *b, int64_t ldb, bool transB, float beta,
+                    float *c, int64_t ldc, GemmEpilogueFn epilogue,
+                    void *const *epilogueArgs, bool parallel) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    if (epilogue)
+      epilogue(epilogueArgs, 0, m, 0, n);
+    return;
+  }
+  int64_t rowPanels = (m + kPanelRows - 1) / kPanelRows;
+  // Per K-block, A's micro-panels one after another (rows past m zero).
+  static thread_local std::vector<float> aPacked;
+  aPacked.resize(size_t(rowPanels * kPanelRows * k));
+  float *ap = aPacked.data();
+  int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+  int64_t groups = (panels + kGroupPanels - 1) / kGroupPanels;
+  int64_t rowBlocks = (rowPanels + kBlockPanels - 1) / kBlockPanels;
+  int64_t tasks = groups * rowBlocks;
+#pragma omp parallel num_threads(threads()) if (parallel)
+  {
+#ifdef _OPENMP
+    int index = omp_get_thread_num(), count = omp_get_num_threads();
+#else
+    int index = 0, count = 1;
+#endif
+    for (int64_t r = index; r < rowPanels; r += count)
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+        int64_t depth = std::min(kDepth, k - k0);
+        int64_t first = panelStart(r, rowPanels, m);
+        packAPanel(a, lda, transA, first,
+                   panelStart(r + 1, rowPanels, m) - first, k0, depth,
+                   ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
+      }
+#pragma omp barrier
+    // A block of B packed by this thread (no prepared operand).
+    static thread_local std::vector<float> bBlock;
+    if (!bp)
+      bBlock.resize(size_t(kDepth * kPanelCols));
+    // Tasks go to the threads in chunks as they finish the last: two
+    // threads of a virtual machine need not run at the same speed.
+    [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, tasks / (8 * count));
+#pragma omp for schedule(dynamic, chunk) nowait
+    for (int64_t task = 0; task < tasks; ++task) {
+      int64_t group = task / rowBlocks, block = task % rowBlocks;
+      int64_t r0 = block * kBlockPanels,
+              r1 = std::min(rowPanels, r0 + kBlockPanels);
+      int64_t g = group * kGroupPanels;
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+        int64_t depth = std::min(kDepth, k - k0);
+        const float *ab = ap + rowPanels * kPanelRows * k0;
+        for (int64_t p = g; p < std::min(panels, g + kGroupPanels); ++p) {
+          const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
+          if (!bp)
+            packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth,
+                       bBlock.data());
+          int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
+          // A prepared B is read in the order it is stored: the next block
+          // follows this one. The first two row panels fetch it, half each
+          // (a line an iteration), the others touch their own block.
+          const float *next = bp ? bb + depth * kPanelCols : bb;
+          for (int64_t r = r0; r < r1; ++r) {
+            int64_t first = panelStart(r, rowPanels, m);
+            int64_t end = panelStart(r + 1, rowPanels, m);
+            const float *ahead = r - r0 < 2 ? next + (r - r0) * depth * 16 : bb;
+            microKernelRows(end - first, depth, ab + r * depth * kPanelRows, bb,
+                            c + first * ldc + p * kPanelCols, ldc, alpha, beta,
+                            k0 == 0, cols, ahead);
+          }
+        }
+      }
+      if (epilogue) {
+        int64_t c0 = g * kPanelCols;
+        epilogue(epilogueArgs, panelStart(r0, rowPanels, m),
+                 panelStart(r1, rowPanels, m), c0,
+                 std::min(n, c0 + kGroupPanels * kPanelCols));
+      }
+    }
+  }
+}
+} // namespace packed
+
 /// Row-major C = alpha * op(A) * op(B) + beta * C, op = optional transpose,
 /// on the calling thread.
 template <typename T>
 inline void gemmSerial(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
                        int64_t lda, bool transA, const T *b, int64_t ldb,
                        bool transB, T beta, T *c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float> && PCC_PACKED_GEMM) {
+    packed::product(m, n, k, alpha, a, lda, transA, nullptr, b, ldb, transB,
+                    beta, c, ldc, nullptr, nullptr, /*parallel=*/false);
+    return;
+  }
 #ifdef PCC_USE_CBLAS
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
@@ -390,6 +720,11 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
     gemmSerial(m, n, k, alpha, a, lda, transA, b, ldb, transB, beta, c, ldc);
     return;
   }
+  if constexpr (std::is_same_v<T, float> && PCC_PACKED_GEMM) {
+    packed::product(m, n, k, alpha, a, lda, transA, nullptr, b, ldb, transB,
+                    beta, c, ldc, nullptr, nullptr, /*parallel=*/true);
+    return;
+  }
   // Column blocks keep A shared and B's panels apart; a multiple of 16
   // columns keeps the BLAS's micro-tiles whole.
   bool byColumns = n >= 32 * parts || n >= m;
@@ -411,181 +746,6 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
                  lda, transA, b, ldb, transB, beta, c + begin * ldc, ldc);
   }
 }
-
-//===----------------------------------------------------------------------===//
-// GEMM with a prepared B operand
-//===----------------------------------------------------------------------===//
-//
-// A product whose B is a constant weight reads B in a layout made for the
-// micro-kernel once, when the model is prepared (`<prefix>_model_prepare`),
-// instead of on every call as a BLAS does. B is cut into panels of
-// kPanelCols columns, the panels into groups of kGroupPanels and K into
-// blocks of kDepth; the packed operand holds, group after group, each
-// K-block of the group's panels, each panel's rows of kPanelCols floats
-// (columns past N are zero). That is the order in which the product reads
-// it, so B streams from memory once per call. A is packed per call into
-// micro-panels of kPanelRows rows.
-
-/// Whether products read their constant B packed: where the target has AVX2
-/// and FMA for the micro-kernel, or there is no BLAS. A portable build with
-/// OpenBLAS (`--cpu generic`), whose kernels are chosen at run time, reads
-/// B as it is through the BLAS instead, and packs nothing.
-#if (defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)) ||            \
-    !defined(PCC_USE_CBLAS)
-#define PCC_PACKED_GEMM 1
-#else
-#define PCC_PACKED_GEMM 0
-#endif
-
-namespace packed {
-// The micro-kernel's tile: kPanelRows rows of A against kVectors vectors of
-// kLanes floats of B. With AVX-512's 32 registers, 12 x 32 keeps 24
-// accumulators, B's two vectors and A's broadcast in registers; with
-// AVX2's 16, 6 x 16 keeps 12. Either hides the FMA latency with more
-// independent sums than two pipes need (2 x 4 cycles).
-#if defined(__AVX512F__) && defined(__GNUC__)
-#define PCC_GEMM_VECTORS 1
-constexpr int64_t kLanes = 16, kPanelRows = 12;
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__GNUC__)
-#define PCC_GEMM_VECTORS 1
-constexpr int64_t kLanes = 8, kPanelRows = 6;
-#else
-#define PCC_GEMM_VECTORS 0
-constexpr int64_t kLanes = 8, kPanelRows = 6;
-#endif
-constexpr int64_t kVectors = 2, kPanelCols = kVectors * kLanes, kDepth = 256,
-                  kGroupPanels = 4;
-
-/// Offset of panel p's block of K-rows starting at k0, in floats.
-inline int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
-  int64_t group = p / kGroupPanels, inGroup = p % kGroupPanels;
-  int64_t depth = std::min(kDepth, k - k0);
-  return group * kGroupPanels * k * kPanelCols +
-         k0 * kGroupPanels * kPanelCols + inGroup * depth * kPanelCols;
-}
-
-/// C[rows x kPanelCols] (=|+=) alpha * tile, of which C's first `cols`
-/// columns are written: the end of a micro-kernel whose panel passes N.
-inline void storeTile(int rows, const float *tile, float *c, int64_t ldc,
-                      float alpha, float beta, bool first, int64_t cols) {
-  for (int i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      float &ci = c[i * ldc + j];
-      float old = first ? (beta != 0.0f ? beta * ci : 0.0f) : ci;
-      ci = old + alpha * tile[i * kPanelCols + j];
-    }
-}
-
-/// C[rows x kPanelCols] (=|+=) alpha * Apanel * Bblock, both packed, over
-/// `depth`; C's first `cols` columns are written. `first` says whether C
-/// is scaled by beta (its first K-block) or accumulated into.
-/// Not inlined: inlined into the loops of gemmPackedB, its instances
-/// and their branches were copied for each outcome of the loops' tests,
-/// which tripled the compile time of every model library.
-template <int Rows>
-__attribute__((noinline)) void
-microKernel(int64_t depth, const float *a, const float *b, float *c,
-            int64_t ldc, float alpha, float beta, bool first, int64_t cols) {
-  constexpr int64_t R = kPanelRows, C = kPanelCols, V = kVectors;
-  alignas(64) float tile[Rows][C];
-#if PCC_GEMM_VECTORS
-  // The compiler's vector types, not <immintrin.h>, whose parsing alone
-  // costs the generated library a second of compile time; a * b + c
-  // contracts to an FMA (GCC's default for C++, clang's within an
-  // expression). The accumulators are only ever indexed by constants (the
-  // loops unroll), so they stay in registers: no copy on the stack to
-  // clear before the loop or to spill after it.
-  typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-  Vec acc[Rows][V];
-#pragma GCC unroll 16
-  for (int i = 0; i < Rows; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = Vec{};
-  for (int64_t q = 0; q < depth; ++q) {
-    Vec bv[V];
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) {
-      bv[v] = *reinterpret_cast<const Vec *>(b + v * kLanes);
-      // B's vectors in registers: with few rows GCC folds their loads into
-      // each FMA instead, and a load of B for every FMA makes the loop
-      // wait on the load ports (6 cycles instead of 4 with AVX2's 4 rows).
-      __asm__("" : "+v"(bv[v]));
-    }
-    __builtin_prefetch(b + 16 * C, 0, 3);
-#pragma GCC unroll 16
-    for (int i = 0; i < Rows; ++i) {
-      Vec av = a[i] - Vec{}; // a broadcast: x - 0 is x, -0 included
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v)
-        acc[i][v] = av * bv[v] + acc[i][v];
-    }
-    a += R;
-    b += C;
-  }
-  if (cols == C) {
-    Vec va = alpha - Vec{};
-    bool read = !first || beta != 0.0f;
-    Vec vs = (first ? beta : 1.0f) - Vec{};
-#pragma GCC unroll 16
-    for (int i = 0; i < Rows; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) {
-        // C's rows are not aligned: memcpy moves them unaligned.
-        float *ci = c + i * ldc + v * kLanes;
-        Vec r = va * acc[i][v];
-        if (read) {
-          Vec old;
-          std::memcpy(&old, ci, sizeof(Vec));
-          r = vs * old + r;
-        }
-        std::memcpy(ci, &r, sizeof(Vec));
-      }
-    return;
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < Rows; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      *reinterpret_cast<Vec *>(tile[i] + v * kLanes) = acc[i][v];
-#else
-  for (int i = 0; i < Rows; ++i)
-    for (int64_t j = 0; j < C; ++j)
-      tile[i][j] = 0.0f;
-  for (int64_t q = 0; q < depth; ++q, a += R, b += C)
-    for (int i = 0; i < Rows; ++i)
-      for (int64_t j = 0; j < C; ++j)
-        tile[i][j] += a[i] * b[j];
-#endif
-  storeTile(Rows, &tile[0][0], c, ldc, alpha, beta, first, cols);
-}
-
-/// The micro-kernel for a panel of `rows` rows, Rows at most.
-template <int Rows = kPanelRows>
-inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
-                            const float *b, float *c, int64_t ldc, float alpha,
-                            float beta, bool first, int64_t cols) {
-  if constexpr (Rows > 1)
-    if (rows < Rows)
-      return microKernelRows<Rows - 1>(rows, depth, a, b, c, ldc, alpha, beta,
-                                       first, cols);
-  microKernel<Rows>(depth, a, b, c, ldc, alpha, beta, first, cols);
-}
-
-/// The first row of A's micro-panel r of `panels` over m rows (m for r =
-/// panels, the end of the last). Panels are kPanelRows high, except that a
-/// remainder of at most half a panel shares the last two panels with the
-/// rows before it (128 rows in panels of 6: 20 of 6, then 4 and 4): a
-/// panel of few rows keeps too few accumulators to hide the FMA latency.
-inline int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
-  if (r >= panels)
-    return m;
-  int64_t rest = m - (panels - 1) * kPanelRows;
-  if (panels < 2 || rest > kPanelRows / 2 || r < panels - 1)
-    return r * kPanelRows;
-  return (panels - 2) * kPanelRows + (kPanelRows + rest) / 2;
-}
-} // namespace packed
 
 /// Floats of B (k x n) packed for gemmPackedB.
 constexpr int64_t packedBElements(int64_t k, int64_t n) {
@@ -612,27 +772,16 @@ inline void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
 #pragma omp parallel for schedule(static)                                      \
     num_threads(threads()) if (threads() > 1)
   for (int64_t p = 0; p < panels; ++p)
-    for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-      float *o = out + blockOffset(k, p, k0);
-      for (int64_t q = k0; q < std::min(k, k0 + kDepth); ++q, o += kPanelCols)
-        for (int64_t j = 0; j < kPanelCols; ++j) {
-          int64_t col = p * kPanelCols + j;
-          o[j] = col >= n ? 0.0f : transB ? b[col * ldb + q] : b[q * ldb + col];
-        }
-    }
+    for (int64_t k0 = 0; k0 < k; k0 += kDepth)
+      packBPanel(b, ldb, transB, n, p * kPanelCols, k0,
+                 std::min(kDepth, k - k0), out + blockOffset(k, p, k0));
 }
 
-/// Work after a product on C's rows [r0, r1) and columns [c0, c1), which
-/// the product has finished, with the generated code's `args`.
-using GemmEpilogueFn = void (*)(void *const *args, int64_t r0, int64_t r1,
-                                int64_t c0, int64_t c1);
-
 /// Row-major C = alpha * A * op(B) + beta * C with B packed by packB (`bp`)
-/// from `b` (k x n, or n x k when transB, ldb apart), on the run's threads:
-/// A (m x k, lda apart) is packed once and shared, and the threads take
-/// groups of B's panels. Where nothing is packed (PCC_PACKED_GEMM 0), `b`
-/// goes to the BLAS. A thread that finishes a group of columns runs
-/// `epilogue` on them, if any, while they are in its cache.
+/// from `b` (k x n, or n x k when transB, ldb apart), on the run's threads
+/// (packed::product). Where nothing is packed (PCC_PACKED_GEMM 0), `b`
+/// goes to the BLAS. A thread that finishes a block of C runs `epilogue`
+/// on it, if any, while it is in its cache.
 inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
                         const float *a, int64_t lda, const float *bp,
                         [[maybe_unused]] const float *b,
@@ -640,82 +789,17 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
                         [[maybe_unused]] bool transB, float beta, float *c,
                         int64_t ldc, GemmEpilogueFn epilogue = nullptr,
                         void *const *epilogueArgs = nullptr) {
-  using namespace packed;
   if (m <= 0 || n <= 0)
     return;
-  if (!PCC_PACKED_GEMM || k <= 0) {
-    if (k > 0)
-      gemm<float>(m, n, k, alpha, a, lda, false, b, ldb, transB, beta, c, ldc);
-    else
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+  if (!PCC_PACKED_GEMM && k > 0) {
+    gemm<float>(m, n, k, alpha, a, lda, false, b, ldb, transB, beta, c, ldc);
     if (epilogue)
       epilogue(epilogueArgs, 0, m, 0, n);
     return;
   }
-  int64_t rowPanels = (m + kPanelRows - 1) / kPanelRows;
-  // Per K-block, A's micro-panels one after another (rows past m zero).
-  static thread_local std::vector<float> aPacked;
-  aPacked.resize(size_t(rowPanels * kPanelRows * k));
-  float *ap = aPacked.data();
-  [[maybe_unused]] bool parallel =
-      threads() > 1 && 2 * m * n * k >= kParallelFlops;
-#pragma omp parallel num_threads(threads()) if (parallel)
-  {
-#ifdef _OPENMP
-    int index = omp_get_thread_num(), count = omp_get_num_threads();
-#else
-    int index = 0, count = 1;
-#endif
-    for (int64_t r = index; r < rowPanels; r += count)
-      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-        int64_t depth = std::min(kDepth, k - k0);
-        float *o = ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows;
-        int64_t first = panelStart(r, rowPanels, m);
-        int64_t rows = panelStart(r + 1, rowPanels, m) - first;
-        // Row by row, the missing rows apart: a test of the row inside the
-        // loop would have the compiler copy the loop for each outcome.
-        for (int64_t i = 0; i < rows; ++i) {
-          const float *src = a + (first + i) * lda + k0;
-          for (int64_t q = 0; q < depth; ++q)
-            o[q * kPanelRows + i] = src[q];
-        }
-        for (int64_t i = rows; i < kPanelRows; ++i)
-          for (int64_t q = 0; q < depth; ++q)
-            o[q * kPanelRows + i] = 0.0f;
-      }
-#pragma omp barrier
-    // Groups go to the threads in chunks as they finish the last: two
-    // threads of a virtual machine need not run at the same speed.
-    int64_t panels = (n + kPanelCols - 1) / kPanelCols;
-    int64_t groups = (panels + kGroupPanels - 1) / kGroupPanels;
-    [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, groups / (8 * count));
-#pragma omp for schedule(dynamic, chunk) nowait
-    for (int64_t group = 0; group < groups; ++group) {
-      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-        int64_t depth = std::min(kDepth, k - k0);
-        const float *ab = ap + rowPanels * kPanelRows * k0;
-        int64_t g = group * kGroupPanels;
-        for (int64_t p = g; p < std::min(panels, g + kGroupPanels); ++p) {
-          const float *bb = bp + blockOffset(k, p, k0);
-          int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
-          for (int64_t r = 0; r < rowPanels; ++r) {
-            int64_t first = panelStart(r, rowPanels, m);
-            int64_t end = panelStart(r + 1, rowPanels, m);
-            microKernelRows(end - first, depth, ab + r * depth * kPanelRows, bb,
-                            c + first * ldc + p * kPanelCols, ldc, alpha, beta,
-                            k0 == 0, cols);
-          }
-        }
-      }
-      if (epilogue) {
-        int64_t c0 = group * kGroupPanels * kPanelCols;
-        epilogue(epilogueArgs, 0, m, c0,
-                 std::min(n, c0 + kGroupPanels * kPanelCols));
-      }
-    }
-  }
+  packed::product(m, n, k, alpha, a, lda, false, bp, b, ldb, transB, beta, c,
+                  ldc, epilogue, epilogueArgs,
+                  threads() > 1 && 2 * m * n * k >= kParallelFlops);
 }
 
 /// exp(v) in T: fexp for float (inline, vectorizes), libm's in double

@@ -1,11 +1,13 @@
-//===- PackedGemmTest.cpp - pcc_k's GEMM with a prepared B operand --------===//
+//===- PackedGemmTest.cpp - pcc_k's GEMM over packed operands -------------===//
 //
-// gemmPackedB against a plain triple loop in double, over shapes that end
-// inside a micro-panel, a panel group and a K-block, with B read directly
-// and transposed, and alpha and beta as the emitter passes them, and with
-// an epilogue, which must see each element of C once, finished. Built
-// twice: portably (the plain C++ micro-kernel, one thread) and for the host
-// with OpenMP (the AVX2 micro-kernel where the host has it, two threads).
+// pcc_k's float products against a plain triple loop in double: gemmPackedB
+// (B prepared by packB) and gemm (both operands packed per call, either
+// transposed), over shapes that end inside a micro-panel, a panel group, a
+// K-block and a block of rows, with alpha and beta as the emitter passes
+// them, and with an epilogue, which must see each element of C once,
+// finished. Built twice: portably (the plain C++ micro-kernel, one thread)
+// and for the host with OpenMP (the AVX-512 or AVX2 micro-kernel where the
+// host has it, two threads).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,13 +45,16 @@ struct Epilogue {
   }
 };
 
-void checkProduct(Shape s, bool transB, float alpha, float beta,
-                  bool withEpilogue = false) {
+/// Checks C = alpha * op(A) * op(B) + beta * C: through gemmPackedB where
+/// B is `prepared` (A not transposed), through gemm otherwise.
+void checkProduct(Shape s, bool transA, bool transB, float alpha, float beta,
+                  bool prepared, bool withEpilogue = false) {
   std::mt19937 gen(unsigned(s.m * 7919 + s.n * 131 + s.k));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   // Leading dimensions larger than the extents, as views of wider buffers.
-  int64_t lda = s.k + 3, ldb = (transB ? s.k : s.n) + 5, ldc = s.n + 2;
-  std::vector<float> a(size_t(s.m * lda)),
+  int64_t lda = (transA ? s.m : s.k) + 3, ldb = (transB ? s.k : s.n) + 5,
+          ldc = s.n + 2;
+  std::vector<float> a(size_t((transA ? s.k : s.m) * lda)),
       b(size_t((transB ? s.n : s.k) * ldb)), c(size_t(s.m * ldc));
   for (float &v : a)
     v = dist(gen);
@@ -70,25 +75,31 @@ void checkProduct(Shape s, bool transB, float alpha, float beta,
     for (int64_t j = 0; j < s.n; ++j) {
       double sum = 0;
       for (int64_t q = 0; q < s.k; ++q)
-        sum += double(a[size_t(i * lda + q)]) *
-               double(transB ? b[size_t(j * ldb + q)] : b[size_t(q * ldb + j)]);
+        sum +=
+            double(transA ? a[size_t(q * lda + i)] : a[size_t(i * lda + q)]) *
+            double(transB ? b[size_t(j * ldb + q)] : b[size_t(q * ldb + j)]);
       float &e = expected[size_t(i * ldc + j)];
       e = float(alpha * sum + (beta == 0.0f ? 0.0 : double(beta) * e));
     }
   Epilogue epilogue{c.data(), ldc, s.n, std::vector<float>(size_t(s.m * s.n)),
                     std::vector<int>(size_t(s.m * s.n))};
   void *const epilogueArgs[] = {&epilogue};
-  pcc_k::gemmPackedB(s.m, s.n, s.k, alpha, a.data(), lda, bp, b.data(), ldb,
-                     transB, beta, c.data(), ldc,
-                     withEpilogue ? &Epilogue::run : nullptr, epilogueArgs);
+  if (prepared)
+    pcc_k::gemmPackedB(s.m, s.n, s.k, alpha, a.data(), lda, bp, b.data(), ldb,
+                       transB, beta, c.data(), ldc,
+                       withEpilogue ? &Epilogue::run : nullptr, epilogueArgs);
+  else
+    pcc_k::gemm<float>(s.m, s.n, s.k, alpha, a.data(), lda, transA, b.data(),
+                       ldb, transB, beta, c.data(), ldc);
   double tolerance = 1e-5 * (1 + std::sqrt(double(s.k)));
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
       size_t at = size_t(i * ldc + j);
       // Columns past n are another tensor's: left as they were.
       EXPECT_NEAR(c[at], expected[at], tolerance)
-          << "m " << s.m << " n " << s.n << " k " << s.k << " transB " << transB
-          << " at " << i << "," << j;
+          << "m " << s.m << " n " << s.n << " k " << s.k << " transA " << transA
+          << " transB " << transB << " prepared " << prepared << " at " << i
+          << "," << j;
       if (!withEpilogue || j >= s.n)
         continue;
       size_t e = size_t(i * s.n + j);
@@ -109,10 +120,28 @@ TEST(PackedGemm, MatchesReference) {
           Shape{21, 50, 7}, Shape{12, 32, 31}, Shape{14, 40, 33},
           Shape{18, 70, 300}, Shape{25, 33, 17}, Shape{31, 64, 64}})
       for (bool transB : {false, true}) {
-        checkProduct(s, transB, 1.0f, 0.0f);
-        checkProduct(s, transB, 1.0f, 1.0f);
-        checkProduct(s, transB, 0.125f, 0.5f);
+        checkProduct(s, false, transB, 1.0f, 0.0f, true);
+        checkProduct(s, false, transB, 1.0f, 1.0f, true);
+        checkProduct(s, false, transB, 0.125f, 0.5f, true);
       }
+  }
+  pcc_k::setThreads(1);
+}
+
+// Products of operands that are not prepared (activations, gradients),
+// either of them transposed, some large enough to be split among the
+// threads into groups of columns and blocks of rows.
+TEST(PackedGemm, UnpreparedMatchesReference) {
+  for (int threads : {1, 2}) {
+    pcc_k::setThreads(threads);
+    for (Shape s : {Shape{1, 1, 1}, Shape{5, 17, 3}, Shape{7, 65, 257},
+                    Shape{13, 130, 600}, Shape{128, 96, 64}, Shape{31, 64, 64},
+                    Shape{400, 70, 40}, Shape{300, 33, 300}, Shape{5, 17, 0}})
+      for (bool transA : {false, true})
+        for (bool transB : {false, true}) {
+          checkProduct(s, transA, transB, 1.0f, 0.0f, false);
+          checkProduct(s, transA, transB, 0.125f, 0.5f, false);
+        }
   }
   pcc_k::setThreads(1);
 }
@@ -121,9 +150,10 @@ TEST(PackedGemm, EpilogueSeesEachFinishedElementOnce) {
   for (int threads : {1, 2}) {
     pcc_k::setThreads(threads);
     for (Shape s : {Shape{1, 1, 1}, Shape{7, 65, 257}, Shape{128, 200, 513},
-                    Shape{3, 1000, 20}, Shape{5, 17, 0}})
+                    Shape{3, 1000, 20}, Shape{5, 17, 0}, Shape{400, 70, 40}})
       for (bool transB : {false, true})
-        checkProduct(s, transB, 1.0f, 1.0f, /*withEpilogue=*/true);
+        checkProduct(s, false, transB, 1.0f, 1.0f, true,
+                     /*withEpilogue=*/true);
   }
   pcc_k::setThreads(1);
 }
