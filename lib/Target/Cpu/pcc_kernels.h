@@ -321,16 +321,14 @@ inline void setThreads(int count) {
 //
 // Every float product runs pcc's own micro-kernel over packed operands
 // (packed::product), where the target has the vector units for it: B is
-// cut into panels of kPanelCols columns, the panels into groups of
-// kGroupPanels and K into blocks of kDepth, and A into micro-panels of
-// kPanelRows rows. A product whose B is a constant weight reads B in that
-// layout prepared once, when the model is prepared
+// cut into panels of kPanelCols columns and K into blocks of kDepth rows,
+// A into micro-panels of kPanelRows rows. A product whose B is a constant
+// weight reads B in that layout prepared once, when the model is prepared
 // (`<prefix>_model_prepare`), instead of on every call as a BLAS does: the
-// prepared operand holds, group after group, each K-block of the group's
-// panels, each panel's rows of kPanelCols floats (columns past N are zero).
-// That is the order in which the product reads it, so B streams from
-// memory once per call. Any other product packs B block by block as it
-// reads it. A is packed once per call.
+// prepared operand holds panel after panel, each its rows of kPanelCols
+// floats (columns past N are zero). That is the order in which a thread
+// reads a panel, so B streams from memory once per call. Any other product
+// packs B block by block as it reads it. A is packed once per call.
 
 /// Whether float products run the micro-kernel: where the target has AVX2
 /// and FMA for it, or there is no BLAS. A portable build with OpenBLAS
@@ -364,15 +362,12 @@ constexpr int64_t kLanes = 8, kPanelRows = 6;
 #define PCC_GEMM_VECTORS 0
 constexpr int64_t kLanes = 8, kPanelRows = 6;
 #endif
-constexpr int64_t kVectors = 2, kPanelCols = kVectors * kLanes, kDepth = 256,
-                  kGroupPanels = 4;
+constexpr int64_t kVectors = 2, kPanelCols = kVectors * kLanes, kDepth = 256;
 
-/// Offset of panel p's block of K-rows starting at k0, in floats.
+/// Offset of panel p's block of K-rows starting at k0, in floats: panel
+/// after panel, each its K-rows one after another.
 inline int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
-  int64_t group = p / kGroupPanels, inGroup = p % kGroupPanels;
-  int64_t depth = std::min(kDepth, k - k0);
-  return group * kGroupPanels * k * kPanelCols +
-         k0 * kGroupPanels * kPanelCols + inGroup * depth * kPanelCols;
+  return (p * k + k0) * kPanelCols;
 }
 
 /// C[rows x kPanelCols] (=|+=) alpha * tile, of which C's first `cols`
@@ -550,7 +545,7 @@ constexpr int64_t kBlockPanels = 32;
 /// the micro-kernel: A once per call, shared by the threads; B from `bp`,
 /// packed ahead by packB, or, where `bp` is null, block by block from `b`
 /// by the thread that reads the block. The threads take tasks, each a
-/// group of B's panels over a block of rows of C, as they finish the last;
+/// panel of B over a block of rows of C, as they finish the last;
 /// a task's `epilogue` runs on its block of C once it is final. On the
 /// run's threads where `parallel`, on the calling thread otherwise.
 inline void product(int64_t m, int64_t n, int64_t k, float alpha,
@@ -574,9 +569,8 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
   aPacked.resize(size_t(rowPanels * kPanelRows * k));
   float *ap = aPacked.data();
   int64_t panels = (n + kPanelCols - 1) / kPanelCols;
-  int64_t groups = (panels + kGroupPanels - 1) / kGroupPanels;
   int64_t rowBlocks = (rowPanels + kBlockPanels - 1) / kBlockPanels;
-  int64_t tasks = groups * rowBlocks;
+  int64_t tasks = panels * rowBlocks;
 #pragma omp parallel num_threads(threads()) if (parallel)
   {
 #ifdef _OPENMP
@@ -602,39 +596,34 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
     [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, tasks / (8 * count));
 #pragma omp for schedule(dynamic, chunk) nowait
     for (int64_t task = 0; task < tasks; ++task) {
-      int64_t group = task / rowBlocks, block = task % rowBlocks;
+      int64_t p = task / rowBlocks, block = task % rowBlocks;
       int64_t r0 = block * kBlockPanels,
               r1 = std::min(rowPanels, r0 + kBlockPanels);
-      int64_t g = group * kGroupPanels;
+      int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         int64_t depth = std::min(kDepth, k - k0);
         const float *ab = ap + rowPanels * kPanelRows * k0;
-        for (int64_t p = g; p < std::min(panels, g + kGroupPanels); ++p) {
-          const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
-          if (!bp)
-            packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth,
-                       bBlock.data());
-          int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
-          // A prepared B is read in the order it is stored: the next block
-          // follows this one. The first two row panels fetch it, half each
-          // (a line an iteration), the others touch their own block.
-          const float *next = bp ? bb + depth * kPanelCols : bb;
-          for (int64_t r = r0; r < r1; ++r) {
-            int64_t first = panelStart(r, rowPanels, m);
-            int64_t end = panelStart(r + 1, rowPanels, m);
-            const float *ahead = r - r0 < 2 ? next + (r - r0) * depth * 16 : bb;
-            microKernelRows(end - first, depth, ab + r * depth * kPanelRows, bb,
-                            c + first * ldc + p * kPanelCols, ldc, alpha, beta,
-                            k0 == 0, cols, ahead);
-          }
+        const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
+        if (!bp)
+          packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth,
+                     bBlock.data());
+        // A prepared B is read in the order it is stored: the next block
+        // follows this one. The first two row panels fetch it, half each
+        // (a line an iteration), the others touch their own block.
+        const float *next = bp ? bb + depth * kPanelCols : bb;
+        for (int64_t r = r0; r < r1; ++r) {
+          int64_t first = panelStart(r, rowPanels, m);
+          int64_t end = panelStart(r + 1, rowPanels, m);
+          const float *ahead = r - r0 < 2 ? next + (r - r0) * depth * 16 : bb;
+          microKernelRows(end - first, depth, ab + r * depth * kPanelRows, bb,
+                          c + first * ldc + p * kPanelCols, ldc, alpha, beta,
+                          k0 == 0, cols, ahead);
         }
       }
-      if (epilogue) {
-        int64_t c0 = g * kPanelCols;
+      if (epilogue)
         epilogue(epilogueArgs, panelStart(r0, rowPanels, m),
-                 panelStart(r1, rowPanels, m), c0,
-                 std::min(n, c0 + kGroupPanels * kPanelCols));
-      }
+                 panelStart(r1, rowPanels, m), p * kPanelCols,
+                 p * kPanelCols + cols);
     }
   }
 }
@@ -749,8 +738,8 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
 
 /// Floats of B (k x n) packed for gemmPackedB.
 constexpr int64_t packedBElements(int64_t k, int64_t n) {
-  int64_t group = packed::kPanelCols * packed::kGroupPanels;
-  return (n + group - 1) / group * group * k;
+  return (n + packed::kPanelCols - 1) / packed::kPanelCols *
+         packed::kPanelCols * k;
 }
 /// Bytes of B packed, rounded up so that the next operand stays aligned to
 /// 64 bytes: the prepared operands of a program lie one after another.
