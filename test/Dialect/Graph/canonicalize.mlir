@@ -35,6 +35,20 @@ func.func @identity_movement(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 
 // -----
 
+// A transpose of a transpose composes into one, or into none when the two
+// undo each other (the backward of a product with a transposed weight).
+// CHECK-LABEL: func.func @transpose_of_transpose
+// CHECK-NEXT: %[[T:.*]] = graph.transpose %arg0 {perm = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+// CHECK-NEXT: return %arg0, %[[T]]
+func.func @transpose_of_transpose(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<3x4x2xf32>) {
+  %0 = graph.transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+  %1 = graph.transpose %0 {perm = array<i64: 0, 2, 1>} : (tensor<2x4x3xf32>) -> tensor<2x3x4xf32>
+  %2 = graph.transpose %0 {perm = array<i64: 2, 1, 0>} : (tensor<2x4x3xf32>) -> tensor<3x4x2xf32>
+  return %1, %2 : tensor<2x3x4xf32>, tensor<3x4x2xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @fold_gather_concat
 // CHECK-NEXT: %[[C:.*]] = graph.constant dense<[32, 2, 7]> : tensor<3xi64>
 // CHECK-NEXT: return %[[C]]

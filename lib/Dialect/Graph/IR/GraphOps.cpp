@@ -949,12 +949,28 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor a) {
-  ArrayRef<int64_t> perm = getPerm();
-  bool identity = true;
-  for (size_t i = 0; i < perm.size(); ++i)
-    identity &= perm[i] == int64_t(i);
-  if (identity)
+  auto isIdentity = [](ArrayRef<int64_t> perm) {
+    for (size_t i = 0; i < perm.size(); ++i)
+      if (perm[i] != int64_t(i))
+        return false;
+    return true;
+  };
+  if (isIdentity(getPerm()))
     return getInput();
+  // A transpose of a transpose is one transpose of the first one's input
+  // (the backward of a product with a transposed weight transposes it
+  // back), or that input itself.
+  if (auto producer = getInput().getDefiningOp<TransposeOp>()) {
+    SmallVector<int64_t> composed;
+    for (int64_t d : getPerm())
+      composed.push_back(producer.getPerm()[d]);
+    if (isIdentity(composed))
+      return producer.getInput();
+    getInputMutable().assign(producer.getInput());
+    setPerm(composed);
+    return getResult();
+  }
+  ArrayRef<int64_t> perm = getPerm();
   auto in = denseOf(a.getInput());
   if (!in || !mayFold(*this))
     return {};
