@@ -408,6 +408,7 @@ def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_D
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 

@@ -49,6 +49,67 @@ func.func @transpose_of_transpose(%x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, 
 
 // -----
 
+// (A B)^T becomes B^T A^T, whose transposes a GEMM reads in place; a
+// transposed operand's transposes cancel. Not where the product has other
+// readers, nor for a transpose that moves batch dimensions, nor for a
+// vector operand.
+// CHECK-LABEL: func.func @transpose_of_matmul
+// CHECK-NEXT: %[[BT:.*]] = graph.transpose %arg1 {graph.backward, perm = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+// CHECK-NEXT: %[[P:.*]] = graph.matmul %[[BT]], %arg0 {graph.backward} : (tensor<5x4xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
+// CHECK-NEXT: %[[Q:.*]] = graph.matmul %arg2, %arg1 : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+// CHECK-NEXT: %[[QT:.*]] = graph.transpose %[[Q]]
+// CHECK-NEXT: %[[B:.*]] = graph.matmul %arg2, %arg1
+// CHECK-NEXT: %[[BT2:.*]] = graph.transpose %[[B]] {perm = array<i64: 2, 1, 0>}
+// CHECK-NEXT: %[[V:.*]] = graph.matmul %arg3, %arg4
+// CHECK-NEXT: %[[VT:.*]] = graph.transpose %[[V]]
+// CHECK-NEXT: return %[[P]], %[[QT]], %[[Q]], %[[BT2]], %[[VT]]
+func.func @transpose_of_matmul(%a: tensor<4x3xf32>, %b: tensor<4x5xf32>, %c: tensor<2x3x4xf32>, %u: tensor<4xf32>, %w: tensor<2x4x5xf32>) -> (tensor<5x3xf32>, tensor<2x5x3xf32>, tensor<2x3x5xf32>, tensor<5x3x2xf32>, tensor<5x2xf32>) {
+  %at = graph.transpose %a {graph.backward, perm = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %0 = graph.matmul %at, %b {graph.backward} : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  %1 = graph.transpose %0 {perm = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
+  %2 = graph.matmul %c, %b : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %3 = graph.transpose %2 {perm = array<i64: 0, 2, 1>} : (tensor<2x3x5xf32>) -> tensor<2x5x3xf32>
+  %4 = graph.matmul %c, %b : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %5 = graph.transpose %4 {perm = array<i64: 2, 1, 0>} : (tensor<2x3x5xf32>) -> tensor<5x3x2xf32>
+  %6 = graph.matmul %u, %w : (tensor<4xf32>, tensor<2x4x5xf32>) -> tensor<2x5xf32>
+  %7 = graph.transpose %6 {perm = array<i64: 1, 0>} : (tensor<2x5xf32>) -> tensor<5x2xf32>
+  return %1, %3, %2, %5, %7 : tensor<5x3xf32>, tensor<2x5x3xf32>, tensor<2x3x5xf32>, tensor<5x3x2xf32>, tensor<5x2xf32>
+}
+
+// -----
+
+// The backward of a tied LM head over a batch of one: the sum over the
+// batch adds nothing, the transpose moves above the reshape that drops the
+// batch, and the product computes the transposed gradient directly.
+// CHECK-LABEL: func.func @transpose_of_batch_gradient
+// CHECK-NEXT: %[[DT:.*]] = graph.transpose %arg1 {perm = array<i64: 0, 2, 1>} : (tensor<1x4x6xf32>) -> tensor<1x6x4xf32>
+// CHECK-NEXT: %[[P:.*]] = graph.matmul %[[DT]], %arg0 : (tensor<1x6x4xf32>, tensor<1x4x3xf32>) -> tensor<1x6x3xf32>
+// CHECK-NEXT: %[[R:.*]] = graph.reshape %[[P]] : tensor<1x6x3xf32> to tensor<6x3xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @transpose_of_batch_gradient(%h: tensor<1x4x3xf32>, %d: tensor<1x4x6xf32>) -> tensor<6x3xf32> {
+  %ht = graph.transpose %h {perm = array<i64: 0, 2, 1>} : (tensor<1x4x3xf32>) -> tensor<1x3x4xf32>
+  %0 = graph.matmul %ht, %d : (tensor<1x3x4xf32>, tensor<1x4x6xf32>) -> tensor<1x3x6xf32>
+  %1 = graph.reduce_sum %0 {axes = array<i64: 0>} : (tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %2 = graph.reshape %1 : tensor<1x3x6xf32> to tensor<3x6xf32>
+  %3 = graph.transpose %2 {perm = array<i64: 1, 0>} : (tensor<3x6xf32>) -> tensor<6x3xf32>
+  return %3 : tensor<6x3xf32>
+}
+
+// -----
+
+// A reshape that changes the last two dimensions keeps the transpose after
+// it.
+// CHECK-LABEL: func.func @transpose_after_reshape
+// CHECK-NEXT: graph.reshape
+// CHECK-NEXT: graph.transpose
+func.func @transpose_after_reshape(%x: tensor<2x6xf32>) -> tensor<4x3xf32> {
+  %0 = graph.reshape %x : tensor<2x6xf32> to tensor<3x4xf32>
+  %1 = graph.transpose %0 {perm = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+  return %1 : tensor<4x3xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @fold_gather_concat
 // CHECK-NEXT: %[[C:.*]] = graph.constant dense<[32, 2, 7]> : tensor<3xi64>
 // CHECK-NEXT: return %[[C]]

@@ -5,6 +5,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
@@ -801,6 +802,10 @@ OpFoldResult CumSumOp::fold(FoldAdaptor a) {
 }
 
 OpFoldResult ReduceSumOp::fold(FoldAdaptor a) {
+  // A sum over extents of 1 that keeps its dimensions adds nothing (the
+  // backward's sum over a batch of one).
+  if (getInput().getType() == getType())
+    return getInput();
   DenseElementsAttr in = denseOf(a.getInput());
   // Integers only: a float sum folded here would round differently from
   // the one the target computes.
@@ -981,6 +986,104 @@ OpFoldResult TransposeOp::fold(FoldAdaptor a) {
       off += idx[i] * st[perm[i]];
     return off;
   });
+}
+
+namespace {
+/// Whether `perm` swaps the last two dimensions and keeps the others.
+bool swapsLastTwo(ArrayRef<int64_t> perm) {
+  int64_t rank = perm.size();
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+    return false;
+  for (int64_t d = 0; d < rank - 2; ++d)
+    if (perm[d] != d)
+      return false;
+  return true;
+}
+
+/// (A B)^T = B^T A^T over the last two dimensions: a transpose of a
+/// product that only it reads becomes the product of its operands'
+/// transposes, which a GEMM reads in place, so C^T is never copied (the
+/// backward of a tied LM head computes the embedding's gradient
+/// transposed).
+struct TransposeOfMatMul : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto product = op.getInput().getDefiningOp<MatMulOp>();
+    if (!product || !product->hasOneUse() || !swapsLastTwo(op.getPerm()))
+      return failure();
+    // The new ops are the product's: its marks (the backward's) go along.
+    auto copyDiscardableAttrs = [&](Operation *to) {
+      for (NamedAttribute a : product->getDiscardableAttrs())
+        to->setDiscardableAttr(a.getName(), a.getValue());
+    };
+    auto swapLast = [&](Value v) -> Value {
+      auto type = cast<RankedTensorType>(v.getType());
+      SmallVector<int64_t> order =
+          llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+      std::swap(order[order.size() - 2], order.back());
+      SmallVector<int64_t> shape(type.getShape());
+      std::swap(shape[shape.size() - 2], shape.back());
+      auto t = TransposeOp::create(
+          rewriter, op.getLoc(),
+          RankedTensorType::get(shape, type.getElementType()), v, order);
+      copyDiscardableAttrs(t);
+      return t;
+    };
+    // Vectors are not matrices: their product drops a dimension.
+    auto lhsType = cast<RankedTensorType>(product.getLhs().getType());
+    auto rhsType = cast<RankedTensorType>(product.getRhs().getType());
+    if (lhsType.getRank() < 2 || rhsType.getRank() < 2)
+      return failure();
+    Value lhs = swapLast(product.getRhs()), rhs = swapLast(product.getLhs());
+    auto swapped =
+        MatMulOp::create(rewriter, op.getLoc(), op.getType(), lhs, rhs);
+    copyDiscardableAttrs(swapped);
+    rewriter.replaceOp(op, swapped);
+    return success();
+  }
+};
+
+/// A transpose of the last two dimensions commutes with a reshape that
+/// keeps them and changes only the leading ones: transposed first, the
+/// reshape's source may be a product that TransposeOfMatMul rewrites.
+struct TransposeOfReshape : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto reshape = op.getInput().getDefiningOp<ReshapeOp>();
+    if (!reshape || !reshape->hasOneUse() || !swapsLastTwo(op.getPerm()))
+      return failure();
+    auto from = cast<RankedTensorType>(reshape.getInput().getType());
+    auto to = cast<RankedTensorType>(reshape.getType());
+    if (from.getRank() < 2 ||
+        from.getShape().take_back(2) != to.getShape().take_back(2))
+      return failure();
+    SmallVector<int64_t> order =
+        llvm::to_vector(llvm::seq<int64_t>(0, from.getRank()));
+    std::swap(order[order.size() - 2], order.back());
+    SmallVector<int64_t> shape(from.getShape());
+    std::swap(shape[shape.size() - 2], shape.back());
+    auto t =
+        TransposeOp::create(rewriter, op.getLoc(),
+                            RankedTensorType::get(shape, from.getElementType()),
+                            reshape.getInput(), order);
+    for (NamedAttribute a : op->getDiscardableAttrs())
+      t->setDiscardableAttr(a.getName(), a.getValue());
+    auto r = ReshapeOp::create(rewriter, op.getLoc(), op.getType(), t);
+    for (NamedAttribute a : reshape->getDiscardableAttrs())
+      r->setDiscardableAttr(a.getName(), a.getValue());
+    rewriter.replaceOp(op, r);
+    return success();
+  }
+};
+} // namespace
+
+void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<TransposeOfMatMul, TransposeOfReshape>(context);
 }
 
 OpFoldResult ExpandOp::fold(FoldAdaptor a) {

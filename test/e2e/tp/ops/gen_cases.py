@@ -1189,9 +1189,12 @@ def _(m):
     return [m.reshape(partial(m), (4, 2, 4))]
 
 
+# Not the last two dimensions of the product itself: canonicalization
+# rewrites that transpose into the product of the transposed operands.
 @case("partial_transpose", ["partial:sum"], SUM)
 def _(m):
-    return [m.transpose(partial(m), [1, 0])]
+    return [m.transpose(m.reshape(partial(m), (4, 2, 4), key=False),
+                        [1, 0, 2])]
 
 
 @case("partial_slice", ["partial:sum"], SUM)
