@@ -169,13 +169,43 @@ void CpuTargetHooks::emitLoopKernel(
       text += " collapse(" + std::to_string(collapse) + ")";
     text += "\n";
   }
+  // A transposing nest (an access contiguous along the next-to-last
+  // dimension but strided along the last) walks the last two dimensions in
+  // tiles of kTile x kTile, so that the strided access reuses each cache
+  // line it loads instead of one element of it. Only where iterations are
+  // independent: a reduction's order is its rounding.
+  size_t rank = bounds.size();
+  bool tiled = false;
+  if (parallel && rank >= 2 && bounds[rank - 1] >= kTile &&
+      bounds[rank - 2] >= kTile)
+    for (unsigned k = 0; k < nest.getNumAccesses(); ++k) {
+      ArrayRef<int64_t> st = nest.getAccess(k).strides;
+      tiled |= st[rank - 2] == 1 && std::abs(st[rank - 1]) >= kTile;
+    }
   std::string indent = "  ";
-  for (auto [d, n] : llvm::enumerate(bounds)) {
-    text += indent + llvm::formatv("for (int64_t {0} = 0; {0} < {1}; ++{0})",
-                                   ivs[d], n)
+  auto loop = [&](StringRef iv, StringRef begin, StringRef end,
+                  StringRef step) {
+    text += indent + llvm::formatv("for (int64_t {0} = {1}; {0} < {2}; {3})",
+                                   iv, begin, end, step)
                          .str();
     text += "\n";
     indent += "  ";
+  };
+  for (auto [d, n] : llvm::enumerate(bounds)) {
+    if (tiled && d == rank - 2) {
+      std::string tile = std::to_string(kTile);
+      for (size_t t : {rank - 2, rank - 1})
+        loop("t" + std::to_string(t), "0", std::to_string(bounds[t]),
+             "t" + std::to_string(t) + " += " + tile);
+      for (size_t t : {rank - 2, rank - 1})
+        loop(ivs[t], "t" + std::to_string(t),
+             llvm::formatv("std::min<int64_t>(t{0} + {1}, {2})", t, tile,
+                           bounds[t])
+                 .str(),
+             "++" + ivs[t]);
+      break;
+    }
+    loop(ivs[d], "0", std::to_string(n), "++" + ivs[d]);
   }
   text += indent + "{ " + statement(names, offsets) + " }\n";
   if (epilogue)

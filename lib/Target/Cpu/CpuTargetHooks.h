@@ -82,6 +82,9 @@ private:
 
   /// Loop nests move at least this many bytes before threads share them.
   static constexpr int64_t kParallelBytes = 256 * 1024;
+  /// The side of the tiles in which a transposing nest walks its last two
+  /// dimensions: 16 floats are a 64-byte cache line.
+  static constexpr int64_t kTile = 16;
 
   /// A GEMM's B packed from a CONSTANT weight (pcc_k::packB), at the
   /// offset `offset` (a constant of the generated code) of the prepared
