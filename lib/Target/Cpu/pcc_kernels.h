@@ -322,13 +322,14 @@ inline void setThreads(int count) {
 // Every float product runs pcc's own micro-kernel over packed operands
 // (packed::product), where the target has the vector units for it: B is
 // cut into panels of kPanelCols columns and K into blocks of kDepth rows,
-// A into micro-panels of kPanelRows rows. A product whose B is a constant
+// A's rows are taken kPanelRows at a time. A product whose B is a constant
 // weight reads B in that layout prepared once, when the model is prepared
 // (`<prefix>_model_prepare`), instead of on every call as a BLAS does: the
 // prepared operand holds panel after panel, each its rows of kPanelCols
 // floats (columns past N are zero). That is the order in which a thread
 // reads a panel, so B streams from memory once per call. Any other product
-// packs B block by block as it reads it. A is packed once per call.
+// packs B block by block as it reads it. The micro-kernel reads A's rows
+// in place, a stream each; a transposed A is packed once per call.
 
 /// Whether float products run the micro-kernel: where the target has AVX2
 /// and FMA for it, or there is no BLAS. A portable build with OpenBLAS
@@ -382,18 +383,21 @@ inline void storeTile(int rows, const float *tile, float *c, int64_t ldc,
     }
 }
 
-/// C[rows x kPanelCols] (=|+=) alpha * Apanel * Bblock, both packed, over
-/// `depth`; C's first `cols` columns are written. `first` says whether C
-/// is scaled by beta (its first K-block) or accumulated into.
+/// C[rows x kPanelCols] (=|+=) alpha * A * Bblock over `depth`, B packed,
+/// A's element (i, q) at a[i * rowStride + q * depthStride] (rows of A as
+/// they are, or a packed micro-panel); C's first `cols` columns are
+/// written. `first` says whether C is scaled by beta (its first K-block)
+/// or accumulated into.
 /// Not inlined: inlined into the loops of gemmPackedB, its instances
 /// and their branches were copied for each outcome of the loops' tests,
 /// which tripled the compile time of every model library.
 template <int Rows>
 __attribute__((noinline)) void
-microKernel(int64_t depth, const float *a, const float *b, float *c,
-            int64_t ldc, float alpha, float beta, bool first, int64_t cols,
+microKernel(int64_t depth, const float *a, int64_t rowStride,
+            int64_t depthStride, const float *b, float *c, int64_t ldc,
+            float alpha, float beta, bool first, int64_t cols,
             const float *ahead) {
-  constexpr int64_t R = kPanelRows, C = kPanelCols;
+  constexpr int64_t C = kPanelCols;
   alignas(64) float tile[Rows][C];
 #if PCC_GEMM_VECTORS
   constexpr int64_t V = kVectors;
@@ -426,12 +430,14 @@ microKernel(int64_t depth, const float *a, const float *b, float *c,
     __builtin_prefetch(ahead + q * 16, 0, 1);
 #pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
-      Vec av = a[i] - Vec{}; // a broadcast: x - 0 is x, -0 included
+      // A broadcast (x - 0 is x, -0 included); the row offsets stay in
+      // registers.
+      Vec av = a[i * rowStride] - Vec{};
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v)
         acc[i][v] = av * bv[v] + acc[i][v];
     }
-    a += R;
+    a += depthStride;
     b += C;
   }
   if (cols == C) {
@@ -463,10 +469,10 @@ microKernel(int64_t depth, const float *a, const float *b, float *c,
   for (int i = 0; i < Rows; ++i)
     for (int64_t j = 0; j < C; ++j)
       tile[i][j] = 0.0f;
-  for (int64_t q = 0; q < depth; ++q, a += R, b += C)
+  for (int64_t q = 0; q < depth; ++q, a += depthStride, b += C)
     for (int i = 0; i < Rows; ++i)
       for (int64_t j = 0; j < C; ++j)
-        tile[i][j] += a[i] * b[j];
+        tile[i][j] += a[i * rowStride] * b[j];
 #endif
   storeTile(Rows, &tile[0][0], c, ldc, alpha, beta, first, cols);
 }
@@ -474,14 +480,17 @@ microKernel(int64_t depth, const float *a, const float *b, float *c,
 /// The micro-kernel for a panel of `rows` rows, Rows at most.
 template <int Rows = kPanelRows>
 inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
+                            int64_t rowStride, int64_t depthStride,
                             const float *b, float *c, int64_t ldc, float alpha,
                             float beta, bool first, int64_t cols,
                             const float *ahead) {
   if constexpr (Rows > 1)
     if (rows < Rows)
-      return microKernelRows<Rows - 1>(rows, depth, a, b, c, ldc, alpha, beta,
-                                       first, cols, ahead);
-  microKernel<Rows>(depth, a, b, c, ldc, alpha, beta, first, cols, ahead);
+      return microKernelRows<Rows - 1>(rows, depth, a, rowStride, depthStride,
+                                       b, c, ldc, alpha, beta, first, cols,
+                                       ahead);
+  microKernel<Rows>(depth, a, rowStride, depthStride, b, c, ldc, alpha, beta,
+                    first, cols, ahead);
 }
 
 /// The first row of A's micro-panel r of `panels` over m rows (m for r =
@@ -515,34 +524,29 @@ inline void packBPanel(const float *b, int64_t ldb, bool transB, int64_t n,
   }
 }
 
-/// Packs op(A)'s rows [first, first + rows) over K [k0, k0 + depth) into a
-/// micro-panel `o`, kPanelRows floats per row of K (rows past `rows`
-/// zero). op(A) is A (m x k, lda apart) or, when transA, A's transpose.
-inline void packAPanel(const float *a, int64_t lda, bool transA, int64_t first,
-                       int64_t rows, int64_t k0, int64_t depth, float *o) {
-  // Row by row, the missing rows apart: a test of the row inside the loop
-  // would have the compiler copy the loop for each outcome.
-  if (transA)
-    for (int64_t q = 0; q < depth; ++q)
-      for (int64_t i = 0; i < rows; ++i)
-        o[q * kPanelRows + i] = a[(k0 + q) * lda + first + i];
-  else
-    for (int64_t i = 0; i < rows; ++i) {
-      const float *src = a + (first + i) * lda + k0;
-      for (int64_t q = 0; q < depth; ++q)
-        o[q * kPanelRows + i] = src[q];
-    }
-  for (int64_t i = rows; i < kPanelRows; ++i)
-    for (int64_t q = 0; q < depth; ++q)
+/// Packs A's transpose's rows [first, first + rows) over K [k0, k0 +
+/// depth) into a micro-panel `o`, kPanelRows floats per row of K (rows
+/// past `rows` zero): A is k x m, lda apart, and row i of its transpose is
+/// its column i, which the micro-kernel could only read a line per
+/// element.
+inline void packTransposedAPanel(const float *a, int64_t lda, int64_t first,
+                                 int64_t rows, int64_t k0, int64_t depth,
+                                 float *o) {
+  for (int64_t q = 0; q < depth; ++q) {
+    for (int64_t i = 0; i < rows; ++i)
+      o[q * kPanelRows + i] = a[(k0 + q) * lda + first + i];
+    for (int64_t i = rows; i < kPanelRows; ++i)
       o[q * kPanelRows + i] = 0.0f;
+  }
 }
 
 /// Rows of C one task covers: its B blocks are packed (or read) once for
 /// all of them.
 constexpr int64_t kBlockPanels = 32;
 
-/// Row-major C = alpha * op(A) * op(B) + beta * C, both operands packed for
-/// the micro-kernel: A once per call, shared by the threads; B from `bp`,
+/// Row-major C = alpha * op(A) * op(B) + beta * C on the micro-kernel: A
+/// read in place, or, transposed, packed once per call and shared by the
+/// threads; B from `bp`,
 /// packed ahead by packB, or, where `bp` is null, block by block from `b`
 /// by the thread that reads the block. The threads take tasks, each a
 /// panel of B over a block of rows of C, as they finish the last;
@@ -564,9 +568,11 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
     return;
   }
   int64_t rowPanels = (m + kPanelRows - 1) / kPanelRows;
-  // Per K-block, A's micro-panels one after another (rows past m zero).
+  // A transposed is packed, per K-block its micro-panels one after another
+  // (rows past m zero); A as it is is read in place, a row a stream.
   static thread_local std::vector<float> aPacked;
-  aPacked.resize(size_t(rowPanels * kPanelRows * k));
+  if (transA)
+    aPacked.resize(size_t(rowPanels * kPanelRows * k));
   float *ap = aPacked.data();
   int64_t panels = (n + kPanelCols - 1) / kPanelCols;
   int64_t rowBlocks = (rowPanels + kBlockPanels - 1) / kBlockPanels;
@@ -578,15 +584,17 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
 #else
     int index = 0, count = 1;
 #endif
-    for (int64_t r = index; r < rowPanels; r += count)
-      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-        int64_t depth = std::min(kDepth, k - k0);
-        int64_t first = panelStart(r, rowPanels, m);
-        packAPanel(a, lda, transA, first,
-                   panelStart(r + 1, rowPanels, m) - first, k0, depth,
-                   ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
-      }
+    if (transA) {
+      for (int64_t r = index; r < rowPanels; r += count)
+        for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+          int64_t depth = std::min(kDepth, k - k0);
+          int64_t first = panelStart(r, rowPanels, m);
+          packTransposedAPanel(
+              a, lda, first, panelStart(r + 1, rowPanels, m) - first, k0, depth,
+              ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
+        }
 #pragma omp barrier
+    }
     // A block of B packed by this thread (no prepared operand).
     static thread_local std::vector<float> bBlock;
     if (!bp)
@@ -602,7 +610,6 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
       int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
       for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
         int64_t depth = std::min(kDepth, k - k0);
-        const float *ab = ap + rowPanels * kPanelRows * k0;
         const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
         if (!bp)
           packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth,
@@ -615,9 +622,16 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
           int64_t first = panelStart(r, rowPanels, m);
           int64_t end = panelStart(r + 1, rowPanels, m);
           const float *ahead = r - r0 < 2 ? next + (r - r0) * depth * 16 : bb;
-          microKernelRows(end - first, depth, ab + r * depth * kPanelRows, bb,
-                          c + first * ldc + p * kPanelCols, ldc, alpha, beta,
-                          k0 == 0, cols, ahead);
+          if (transA)
+            microKernelRows(end - first, depth,
+                            ap + rowPanels * kPanelRows * k0 +
+                                r * depth * kPanelRows,
+                            1, kPanelRows, bb, c + first * ldc + p * kPanelCols,
+                            ldc, alpha, beta, k0 == 0, cols, ahead);
+          else
+            microKernelRows(end - first, depth, a + first * lda + k0, lda, 1,
+                            bb, c + first * ldc + p * kPanelCols, ldc, alpha,
+                            beta, k0 == 0, cols, ahead);
         }
       }
       if (epilogue)
