@@ -506,6 +506,7 @@ inline int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
     return r * kPanelRows;
   return (panels - 2) * kPanelRows + (kPanelRows + rest) / 2;
 }
+
 /// Packs columns [col0, col0 + kPanelCols) of op(B)'s rows [k0, k0 +
 /// depth) into `o`, a row of kPanelCols floats per row of K, zero past
 /// column n. op(B) is B (k x n, ldb apart) or, when transB, B's transpose.
@@ -540,18 +541,18 @@ inline void packTransposedAPanel(const float *a, int64_t lda, int64_t first,
   }
 }
 
-/// Rows of C one task covers: its B blocks are packed (or read) once for
-/// all of them.
+/// Row panels one task covers: its blocks of B are packed (or read) once
+/// for all of them.
 constexpr int64_t kBlockPanels = 32;
 
 /// Row-major C = alpha * op(A) * op(B) + beta * C on the micro-kernel: A
-/// read in place, or, transposed, packed once per call and shared by the
-/// threads; B from `bp`,
-/// packed ahead by packB, or, where `bp` is null, block by block from `b`
-/// by the thread that reads the block. The threads take tasks, each a
-/// panel of B over a block of rows of C, as they finish the last;
-/// a task's `epilogue` runs on its block of C once it is final. On the
-/// run's threads where `parallel`, on the calling thread otherwise.
+/// read in place or, transposed, packed once per call and shared by the
+/// threads; B from `bp`, packed ahead by packB, or, where `bp` is null,
+/// block by block from `b` by the thread that reads the block. The
+/// threads take tasks, each a panel of B over a block of rows of C, as
+/// they finish the last; a task's `epilogue` runs on its block of C once
+/// it is final. On the run's threads where `parallel`, on the calling
+/// thread otherwise.
 inline void product(int64_t m, int64_t n, int64_t k, float alpha,
                     const float *a, int64_t lda, bool transA, const float *bp,
                     const float *b, int64_t ldb, bool transB, float beta,
