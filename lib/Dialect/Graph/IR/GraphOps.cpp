@@ -1000,6 +1000,29 @@ bool swapsLastTwo(ArrayRef<int64_t> perm) {
   return true;
 }
 
+/// The marks of `from` (the backward's, a stage's) on `to`, an op that
+/// replaces it or part of it.
+void copyDiscardableAttrs(Operation *from, Operation *to) {
+  for (NamedAttribute a : from->getDiscardableAttrs())
+    to->setDiscardableAttr(a.getName(), a.getValue());
+}
+
+/// `v` with its last two dimensions swapped, marked as `marks` is.
+Value createSwapLastTwo(PatternRewriter &rewriter, Location loc, Value v,
+                        Operation *marks) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> order =
+      llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+  std::swap(order[order.size() - 2], order.back());
+  SmallVector<int64_t> shape(type.getShape());
+  std::swap(shape[shape.size() - 2], shape.back());
+  auto t = TransposeOp::create(
+      rewriter, loc, RankedTensorType::get(shape, type.getElementType()), v,
+      order);
+  copyDiscardableAttrs(marks, t);
+  return t;
+}
+
 /// (A B)^T = B^T A^T over the last two dimensions: a transpose of a
 /// product that only it reads becomes the product of its operands'
 /// transposes, which a GEMM reads in place, so C^T is never copied (the
@@ -1013,33 +1036,19 @@ struct TransposeOfMatMul : OpRewritePattern<TransposeOp> {
     auto product = op.getInput().getDefiningOp<MatMulOp>();
     if (!product || !product->hasOneUse() || !swapsLastTwo(op.getPerm()))
       return failure();
-    // The new ops are the product's: its marks (the backward's) go along.
-    auto copyDiscardableAttrs = [&](Operation *to) {
-      for (NamedAttribute a : product->getDiscardableAttrs())
-        to->setDiscardableAttr(a.getName(), a.getValue());
-    };
-    auto swapLast = [&](Value v) -> Value {
-      auto type = cast<RankedTensorType>(v.getType());
-      SmallVector<int64_t> order =
-          llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
-      std::swap(order[order.size() - 2], order.back());
-      SmallVector<int64_t> shape(type.getShape());
-      std::swap(shape[shape.size() - 2], shape.back());
-      auto t = TransposeOp::create(
-          rewriter, op.getLoc(),
-          RankedTensorType::get(shape, type.getElementType()), v, order);
-      copyDiscardableAttrs(t);
-      return t;
-    };
     // Vectors are not matrices: their product drops a dimension.
     auto lhsType = cast<RankedTensorType>(product.getLhs().getType());
     auto rhsType = cast<RankedTensorType>(product.getRhs().getType());
     if (lhsType.getRank() < 2 || rhsType.getRank() < 2)
       return failure();
-    Value lhs = swapLast(product.getRhs()), rhs = swapLast(product.getLhs());
+    // The new ops are the product's: its marks go along.
+    Value lhs =
+        createSwapLastTwo(rewriter, op.getLoc(), product.getRhs(), product);
+    Value rhs =
+        createSwapLastTwo(rewriter, op.getLoc(), product.getLhs(), product);
     auto swapped =
         MatMulOp::create(rewriter, op.getLoc(), op.getType(), lhs, rhs);
-    copyDiscardableAttrs(swapped);
+    copyDiscardableAttrs(product, swapped);
     rewriter.replaceOp(op, swapped);
     return success();
   }
@@ -1061,20 +1070,9 @@ struct TransposeOfReshape : OpRewritePattern<TransposeOp> {
     if (from.getRank() < 2 ||
         from.getShape().take_back(2) != to.getShape().take_back(2))
       return failure();
-    SmallVector<int64_t> order =
-        llvm::to_vector(llvm::seq<int64_t>(0, from.getRank()));
-    std::swap(order[order.size() - 2], order.back());
-    SmallVector<int64_t> shape(from.getShape());
-    std::swap(shape[shape.size() - 2], shape.back());
-    auto t =
-        TransposeOp::create(rewriter, op.getLoc(),
-                            RankedTensorType::get(shape, from.getElementType()),
-                            reshape.getInput(), order);
-    for (NamedAttribute a : op->getDiscardableAttrs())
-      t->setDiscardableAttr(a.getName(), a.getValue());
+    Value t = createSwapLastTwo(rewriter, op.getLoc(), reshape.getInput(), op);
     auto r = ReshapeOp::create(rewriter, op.getLoc(), op.getType(), t);
-    for (NamedAttribute a : reshape->getDiscardableAttrs())
-      r->setDiscardableAttr(a.getName(), a.getValue());
+    copyDiscardableAttrs(reshape, r);
     rewriter.replaceOp(op, r);
     return success();
   }
