@@ -409,6 +409,15 @@ def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_D
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasFolder = 1;
   let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    /// Whether the permutation swaps the last two dimensions and keeps the
+    /// others: a matrix transpose, which a GEMM reads in place.
+    bool swapsLastTwo();
+    /// `input` with its last two dimensions swapped.
+    static TransposeOp createSwapLastTwo(::mlir::OpBuilder &builder,
+                                         ::mlir::Location loc,
+                                         ::mlir::Value input);
+  }];
 }
 
 def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 

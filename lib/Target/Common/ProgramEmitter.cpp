@@ -53,16 +53,7 @@ static Type elemOf(Value v) { return getElementTypeOrSelf(v.getType()); }
 /// transposed in place: no copy is made.
 static bool isTransposedOperand(Operation *op) {
   auto t = dyn_cast<TransposeOp>(op);
-  if (!t)
-    return false;
-  ArrayRef<int64_t> perm = t.getPerm();
-  int64_t rank = perm.size();
-  if (rank < 2)
-    return false;
-  for (int64_t d = 0; d < rank - 2; ++d)
-    if (perm[d] != d)
-      return false;
-  if (perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+  if (!t || !t.swapsLastTwo())
     return false;
   return llvm::all_of(t->getUses(), [](OpOperand &use) {
     return (isa<MatMulOp>(use.getOwner()) ||

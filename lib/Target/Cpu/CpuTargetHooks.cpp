@@ -191,21 +191,20 @@ void CpuTargetHooks::emitLoopKernel(
     text += "\n";
     indent += "  ";
   };
-  for (auto [d, n] : llvm::enumerate(bounds)) {
-    if (tiled && d == rank - 2) {
-      std::string tile = std::to_string(kTile);
-      for (size_t t : {rank - 2, rank - 1})
-        loop("t" + std::to_string(t), "0", std::to_string(bounds[t]),
-             "t" + std::to_string(t) + " += " + tile);
-      for (size_t t : {rank - 2, rank - 1})
-        loop(ivs[t], "t" + std::to_string(t),
-             llvm::formatv("std::min<int64_t>(t{0} + {1}, {2})", t, tile,
-                           bounds[t])
-                 .str(),
-             "++" + ivs[t]);
-      break;
-    }
-    loop(ivs[d], "0", std::to_string(n), "++" + ivs[d]);
+  size_t untiled = tiled ? rank - 2 : rank;
+  for (size_t d = 0; d < untiled; ++d)
+    loop(ivs[d], "0", std::to_string(bounds[d]), "++" + ivs[d]);
+  if (tiled) {
+    std::string tile = std::to_string(kTile);
+    for (size_t t : {rank - 2, rank - 1})
+      loop("t" + std::to_string(t), "0", std::to_string(bounds[t]),
+           "t" + std::to_string(t) + " += " + tile);
+    for (size_t t : {rank - 2, rank - 1})
+      loop(ivs[t], "t" + std::to_string(t),
+           llvm::formatv("std::min<int64_t>(t{0} + {1}, {2})", t, tile,
+                         bounds[t])
+               .str(),
+           "++" + ivs[t]);
   }
   text += indent + "{ " + statement(names, offsets) + " }\n";
   if (epilogue)

@@ -364,6 +364,8 @@ constexpr int64_t kLanes = 8, kPanelRows = 6;
 constexpr int64_t kLanes = 8, kPanelRows = 6;
 #endif
 constexpr int64_t kVectors = 2, kPanelCols = kVectors * kLanes, kDepth = 256;
+/// Floats in a 64-byte cache line: the prefetch's step.
+constexpr int64_t kLineFloats = 16;
 
 /// Offset of panel p's block of K-rows starting at k0, in floats: panel
 /// after panel, each its K-rows one after another.
@@ -427,7 +429,7 @@ microKernel(int64_t depth, const float *a, int64_t rowStride,
     }
     // One line an iteration of what the next calls read: B's next block
     // on its way from memory into L2 while this one is read from L1.
-    __builtin_prefetch(ahead + q * 16, 0, 1);
+    __builtin_prefetch(ahead + q * kLineFloats, 0, 1);
 #pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
       // A broadcast (x - 0 is x, -0 included); the row offsets stay in
@@ -526,19 +528,16 @@ inline void packBPanel(const float *b, int64_t ldb, bool transB, int64_t n,
 }
 
 /// Packs A's transpose's rows [first, first + rows) over K [k0, k0 +
-/// depth) into a micro-panel `o`, kPanelRows floats per row of K (rows
-/// past `rows` zero): A is k x m, lda apart, and row i of its transpose is
-/// its column i, which the micro-kernel could only read a line per
-/// element.
+/// depth) into a micro-panel `o`, kPanelRows floats per row of K (the
+/// micro-kernel for `rows` rows reads no others): A is k x m, lda apart,
+/// and row i of its transpose is its column i, which the micro-kernel
+/// could only read a line per element.
 inline void packTransposedAPanel(const float *a, int64_t lda, int64_t first,
                                  int64_t rows, int64_t k0, int64_t depth,
                                  float *o) {
-  for (int64_t q = 0; q < depth; ++q) {
+  for (int64_t q = 0; q < depth; ++q)
     for (int64_t i = 0; i < rows; ++i)
       o[q * kPanelRows + i] = a[(k0 + q) * lda + first + i];
-    for (int64_t i = rows; i < kPanelRows; ++i)
-      o[q * kPanelRows + i] = 0.0f;
-  }
 }
 
 /// Row panels one task covers: its blocks of B are packed (or read) once
@@ -569,8 +568,8 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
     return;
   }
   int64_t rowPanels = (m + kPanelRows - 1) / kPanelRows;
-  // A transposed is packed, per K-block its micro-panels one after another
-  // (rows past m zero); A as it is is read in place, a row a stream.
+  // A transposed is packed, per K-block its micro-panels one after
+  // another; A as it is is read in place, a row a stream.
   static thread_local std::vector<float> aPacked;
   if (transA)
     aPacked.resize(size_t(rowPanels * kPanelRows * k));
@@ -622,7 +621,8 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
         for (int64_t r = r0; r < r1; ++r) {
           int64_t first = panelStart(r, rowPanels, m);
           int64_t end = panelStart(r + 1, rowPanels, m);
-          const float *ahead = r - r0 < 2 ? next + (r - r0) * depth * 16 : bb;
+          const float *ahead =
+              r - r0 < 2 ? next + (r - r0) * depth * kLineFloats : bb;
           if (transA)
             microKernelRows(end - first, depth,
                             ap + rowPanels * kPanelRows * k0 +

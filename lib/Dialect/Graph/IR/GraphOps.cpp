@@ -988,9 +988,8 @@ OpFoldResult TransposeOp::fold(FoldAdaptor a) {
   });
 }
 
-namespace {
-/// Whether `perm` swaps the last two dimensions and keeps the others.
-bool swapsLastTwo(ArrayRef<int64_t> perm) {
+bool TransposeOp::swapsLastTwo() {
+  ArrayRef<int64_t> perm = getPerm();
   int64_t rank = perm.size();
   if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
     return false;
@@ -1000,6 +999,15 @@ bool swapsLastTwo(ArrayRef<int64_t> perm) {
   return true;
 }
 
+TransposeOp TransposeOp::createSwapLastTwo(OpBuilder &builder, Location loc,
+                                           Value input) {
+  SmallVector<int64_t> perm = llvm::to_vector(
+      llvm::seq<int64_t>(0, cast<RankedTensorType>(input.getType()).getRank()));
+  std::swap(perm[perm.size() - 2], perm.back());
+  return TransposeOp::create(builder, loc, input, perm);
+}
+
+namespace {
 /// The marks of `from` (the backward's, a stage's) on `to`, an op that
 /// replaces it or part of it.
 void copyDiscardableAttrs(Operation *from, Operation *to) {
@@ -1008,17 +1016,9 @@ void copyDiscardableAttrs(Operation *from, Operation *to) {
 }
 
 /// `v` with its last two dimensions swapped, marked as `marks` is.
-Value createSwapLastTwo(PatternRewriter &rewriter, Location loc, Value v,
-                        Operation *marks) {
-  auto type = cast<RankedTensorType>(v.getType());
-  SmallVector<int64_t> order =
-      llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
-  std::swap(order[order.size() - 2], order.back());
-  SmallVector<int64_t> shape(type.getShape());
-  std::swap(shape[shape.size() - 2], shape.back());
-  auto t = TransposeOp::create(
-      rewriter, loc, RankedTensorType::get(shape, type.getElementType()), v,
-      order);
+Value createMarkedSwapLastTwo(PatternRewriter &rewriter, Location loc, Value v,
+                              Operation *marks) {
+  auto t = TransposeOp::createSwapLastTwo(rewriter, loc, v);
   copyDiscardableAttrs(marks, t);
   return t;
 }
@@ -1034,7 +1034,7 @@ struct TransposeOfMatMul : OpRewritePattern<TransposeOp> {
   LogicalResult matchAndRewrite(TransposeOp op,
                                 PatternRewriter &rewriter) const override {
     auto product = op.getInput().getDefiningOp<MatMulOp>();
-    if (!product || !product->hasOneUse() || !swapsLastTwo(op.getPerm()))
+    if (!product || !product->hasOneUse() || !op.swapsLastTwo())
       return failure();
     // Vectors are not matrices: their product drops a dimension.
     auto lhsType = cast<RankedTensorType>(product.getLhs().getType());
@@ -1042,10 +1042,10 @@ struct TransposeOfMatMul : OpRewritePattern<TransposeOp> {
     if (lhsType.getRank() < 2 || rhsType.getRank() < 2)
       return failure();
     // The new ops are the product's: its marks go along.
-    Value lhs =
-        createSwapLastTwo(rewriter, op.getLoc(), product.getRhs(), product);
-    Value rhs =
-        createSwapLastTwo(rewriter, op.getLoc(), product.getLhs(), product);
+    Value lhs = createMarkedSwapLastTwo(rewriter, op.getLoc(), product.getRhs(),
+                                        product);
+    Value rhs = createMarkedSwapLastTwo(rewriter, op.getLoc(), product.getLhs(),
+                                        product);
     auto swapped =
         MatMulOp::create(rewriter, op.getLoc(), op.getType(), lhs, rhs);
     copyDiscardableAttrs(product, swapped);
@@ -1063,14 +1063,15 @@ struct TransposeOfReshape : OpRewritePattern<TransposeOp> {
   LogicalResult matchAndRewrite(TransposeOp op,
                                 PatternRewriter &rewriter) const override {
     auto reshape = op.getInput().getDefiningOp<ReshapeOp>();
-    if (!reshape || !reshape->hasOneUse() || !swapsLastTwo(op.getPerm()))
+    if (!reshape || !reshape->hasOneUse() || !op.swapsLastTwo())
       return failure();
     auto from = cast<RankedTensorType>(reshape.getInput().getType());
     auto to = cast<RankedTensorType>(reshape.getType());
     if (from.getRank() < 2 ||
         from.getShape().take_back(2) != to.getShape().take_back(2))
       return failure();
-    Value t = createSwapLastTwo(rewriter, op.getLoc(), reshape.getInput(), op);
+    Value t =
+        createMarkedSwapLastTwo(rewriter, op.getLoc(), reshape.getInput(), op);
     auto r = ReshapeOp::create(rewriter, op.getLoc(), op.getType(), t);
     copyDiscardableAttrs(reshape, r);
     rewriter.replaceOp(op, r);

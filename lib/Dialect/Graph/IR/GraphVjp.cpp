@@ -58,12 +58,7 @@ public:
     return TransposeOp::create(b, loc, v, perm);
   }
   Value transposeLast2(Value v) {
-    SmallVector<int64_t> perm;
-    int64_t r = shape(v).size();
-    for (int64_t i = 0; i < r; ++i)
-      perm.push_back(i);
-    std::swap(perm[r - 1], perm[r - 2]);
-    return transpose(v, perm);
+    return TransposeOp::createSwapLastTwo(b, loc, v);
   }
   Value reduceSum(Value v, ArrayRef<int64_t> axes, bool keep) {
     return ReduceSumOp::create(b, loc, v, axes, keep);
