@@ -3,7 +3,7 @@
 torch.compile), forward and one AdamW training step. bench/run.sh calls it.
 
 usage: python peers.py DIR --threads N [--steps K] [--warmup W] [--which LIST]
-                       [--rounds R --pcc PCC --pcc-forward OUT]
+                       [--rounds R --pcc PCC --pcc-forward OUT --pcc-train OUT]
 
 DIR is what export_gpt2.py wrote. Prints one line per measurement:
   RESULT <name> <median ms> <min ms>
@@ -12,7 +12,10 @@ With --pcc-forward (a folder made by `pcc compile`), pcc's forward and
 onnxruntime's take turns: R rounds, each K steps of one then K of the other
 (which goes first alternates), and each system's median is over all its
 rounds' steps. The machine's slower and faster minutes (a virtual machine's
-neighbours) then fall on both alike.
+neighbours) then fall on both alike. With --pcc-train (a `pcc compile
+--train` folder), pcc's training step and PyTorch eager's take turns the
+same way, over half as many rounds (R / 2, rounded up): a step is seconds
+long.
 """
 import argparse
 import os
@@ -87,6 +90,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--pcc", default="pcc")
     ap.add_argument("--pcc-forward")
+    ap.add_argument("--pcc-train")
     a = ap.parse_args()
     which = a.which.split(",")
     torch.set_num_threads(a.threads)
@@ -95,6 +99,7 @@ def main():
         t.ParseFromString(f.read())
     ids_np = numpy_helper.to_array(t)
     ids = torch.from_numpy(ids_np)
+    input_file = os.path.join(a.dir, "input_0.pb")
     vocab = int(onnx.load(os.path.join(a.dir, "model.onnx"), load_external_data=False)
                 .graph.output[0].type.tensor_type.shape.dim[2].dim_value)
 
@@ -111,7 +116,6 @@ def main():
             sess.run(None, {name: ids_np})
 
         ort_times, pcc_times = [], []
-        input_file = os.path.join(a.dir, "input_0.pb")
         for r in range(a.rounds):
             turns = ["ort", "pcc"] if r % 2 == 0 else ["pcc", "ort"]
             for who in turns:
@@ -151,7 +155,21 @@ def main():
             loss = loss_of()
             loss.backward()
             opt.step()
-        report(f"torch-{mode}-train", timed(step, a.steps, a.warmup))
+        if mode == "eager" and a.pcc_train:
+            eager_times, pcc_times = [], []
+            for r in range((a.rounds + 1) // 2):
+                turns = ["eager", "pcc"] if r % 2 == 0 else ["pcc", "eager"]
+                for who in turns:
+                    if who == "eager":
+                        eager_times += step_times(step, a.steps,
+                                                  a.warmup if r == 0 else 1)
+                    else:
+                        pcc_times += pcc_steps(a.pcc, a.pcc_train, input_file,
+                                               a.steps, 2)
+            report("torch-eager-train", summary(eager_times))
+            report("pcc-train", summary(pcc_times))
+        else:
+            report(f"torch-{mode}-train", timed(step, a.steps, a.warmup))
         del model, opt
 
 

@@ -7,10 +7,10 @@
 #                     [--rounds R]
 #
 # Times, each the median of K runs after warm-up, with N threads for every
-# system (default: all cores). pcc's forward and onnxruntime's, the closest
-# pair, take turns instead: R rounds (default 3) of K steps each, the median
-# over all of a system's steps, so that a virtual machine's slow minutes fall
-# on both:
+# system (default: all cores). pcc's forward and onnxruntime's take turns
+# instead: R rounds (default 6) of K steps each, the median over all of a
+# system's steps, so that a virtual machine's slow minutes fall on both; so
+# do pcc's training step and PyTorch eager's, over R / 2 rounds (rounded up):
 #   forward      pcc (pcc run --steps), onnxruntime (CPU provider, N intra-op
 #                threads), PyTorch eager and torch.compile (inference mode)
 #   train step   pcc --train (loss, backward, AdamW), PyTorch eager and
@@ -29,7 +29,7 @@ THREADS="$(nproc)"
 BATCH=1
 SEQ=128
 STEPS=10
-ROUNDS=3
+ROUNDS=6
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) THREADS="$2"; shift 2 ;;
@@ -62,10 +62,6 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, threads 
 echo "versions: $("$PY" -c 'import torch, onnxruntime; print("torch", torch.__version__, "onnxruntime", onnxruntime.__version__)'), $("$PCC" --version | head -1)"
 
 seconds() { local start=$1; echo "$(( $(date +%s%N) - start ))" | awk '{printf "%.1f", $1 / 1e9}'; }
-median_ms() { # the median of the "step N: ... X ms" lines after warm-up
-  grep -E '^step [0-9]+:' | sed -E 's/.* ([0-9.]+) ms$/\1/' | tail -n +3 | sort -g |
-    awk '{a[NR] = $1} END {if (NR % 2) print a[(NR + 1) / 2]; else printf "%.1f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2}'
-}
 
 # The compile times start once the last build's output is gone: deleting
 # its weights (half a gigabyte for GPT-2 124M) is not compiling.
@@ -77,16 +73,18 @@ start=$(date +%s%N)
 "$PCC" compile "$MODEL/model.onnx" -o "$WORK/pcc-train" --train --threads "$THREADS" >/dev/null 2>&1
 compile_train=$(seconds "$start")
 
-pcc_train=$("$PCC" run "$WORK/pcc-train" --input "$MODEL/input_0.pb" --steps $((STEPS + 2)) | median_ms)
 peers=$(cd "$HERE" && "$PY" peers.py "$MODEL" --threads "$THREADS" --steps "$STEPS" \
-          --rounds "$ROUNDS" --pcc "$PCC" --pcc-forward "$WORK/pcc-forward" 2>/dev/null | grep '^RESULT')
+          --rounds "$ROUNDS" --pcc "$PCC" --pcc-forward "$WORK/pcc-forward" \
+          --pcc-train "$WORK/pcc-train" 2>/dev/null | grep '^RESULT')
 peer() { echo "$peers" | awk -v n="$1" '$2 == n {print $3}'; }
 pcc_fwd=$(peer pcc-forward)
+pcc_train=$(peer pcc-train)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}'; }
 echo
 echo "GPT-2 124M, batch ${BATCH} x ${SEQ}, ${THREADS} threads, median of ${STEPS} runs (ms);"
-echo "pcc's and onnxruntime's forward: of ${ROUNDS} rounds of ${STEPS}, in turns"
+echo "pcc's and onnxruntime's forward: of ${ROUNDS} rounds of ${STEPS}, in turns;"
+echo "pcc's and PyTorch eager's train step: of $(( (ROUNDS + 1) / 2 )) rounds of ${STEPS}, in turns"
 printf "%-26s %10s %10s\n" "" "forward" "train step"
 printf "%-26s %10s %10s\n" "pcc" "$pcc_fwd" "$pcc_train"
 printf "%-26s %10s %10s\n" "onnxruntime" "$(peer ort-forward)" "-"
