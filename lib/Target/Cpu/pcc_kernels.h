@@ -820,8 +820,8 @@ template <typename T> inline T expOf(T v) {
 }
 
 /// The largest of n elements, NaN ignored (-inf for none): sixteen running
-/// maxima, which the compiler keeps in vector registers, instead of one
-/// whose compare-and-select chain is as long as the row.
+/// maxima (two vectors of them for float) instead of one, whose
+/// compare-and-select chain would be as long as the row.
 template <typename T> inline T rowMax(const T *xs, int64_t n) {
   constexpr int kWays = 16;
   T mx = -std::numeric_limits<T>::infinity();
