@@ -860,20 +860,24 @@ template <typename T> inline T rowMax(const T *xs, int64_t n) {
   return mx;
 }
 
-/// The sum of n elements in double, over eight partial sums (two vectors
-/// of doubles).
-template <typename T> inline double rowSum(const T *xs, int64_t n) {
-  constexpr int kWays = 8;
-  double partial[kWays] = {};
+/// Sum of n values in Acc, over 16 partial sums that the compiler keeps in
+/// vector registers (a single running sum would be one long dependency
+/// chain, which the compiler may not reorder).
+template <typename Acc, typename T, typename F>
+inline Acc laneSum(const T *x, int64_t n, F term) {
+  constexpr int64_t kLanes = 16;
+  Acc lane[kLanes] = {};
   int64_t j = 0;
-  for (; j + kWays <= n; j += kWays)
-    for (int l = 0; l < kWays; ++l)
-      partial[l] += double(xs[j + l]);
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      lane[l] += term(Acc(x[j + l]));
+  Acc tail = 0;
   for (; j < n; ++j)
-    partial[0] += double(xs[j]);
-  for (int l = kWays / 2; l < kWays; ++l)
-    partial[l - kWays / 2] += partial[l];
-  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
+    tail += term(Acc(x[j]));
+  for (int64_t width = kLanes / 2; width > 0; width /= 2)
+    for (int64_t l = 0; l < width; ++l)
+      lane[l] += lane[l + width];
+  return lane[0] + tail;
 }
 
 /// Softmax (or log-softmax) of one row of n elements, in place when ys is
@@ -893,7 +897,7 @@ inline void softmaxRow(const T *xs, T *ys, int64_t n, bool log) {
       int64_t len = std::min(kBlock, n - j0);
       for (int64_t j = 0; j < len; ++j)
         exps[j] = expOf<T>(T(xs[j0 + j] - mx));
-      sum += rowSum(exps, len);
+      sum += laneSum<double>(exps, len, [](double v) { return v; });
     }
     T shift = T(double(mx) + std::log(sum));
     for (int64_t k = 0; k < n; ++k)
@@ -902,7 +906,7 @@ inline void softmaxRow(const T *xs, T *ys, int64_t n, bool log) {
   }
   for (int64_t j = 0; j < n; ++j)
     ys[j] = expOf<T>(T(xs[j] - mx));
-  T scale = T(1.0 / rowSum(ys, n));
+  T scale = T(1.0 / laneSum<double>(ys, n, [](double v) { return v; }));
   for (int64_t k = 0; k < n; ++k)
     ys[k] = T(ys[k] * scale);
 }
@@ -940,26 +944,6 @@ inline void softmax(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
           ys[j * inner] = T(std::exp(double(xs[j * inner] - mx)) / sum);
       }
     }
-}
-
-/// Sum of n values in Acc, over 16 partial sums that the compiler keeps in
-/// vector registers (a single running sum would be one long dependency
-/// chain, which the compiler may not reorder).
-template <typename Acc, typename T, typename F>
-inline Acc laneSum(const T *x, int64_t n, F term) {
-  constexpr int64_t kLanes = 16;
-  Acc lane[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l)
-      lane[l] += term(Acc(x[j + l]));
-  Acc tail = 0;
-  for (; j < n; ++j)
-    tail += term(Acc(x[j]));
-  for (int64_t width = kLanes / 2; width > 0; width /= 2)
-    for (int64_t l = 0; l < width; ++l)
-      lane[l] += lane[l + width];
-  return lane[0] + tail;
 }
 
 /// Layer normalization of each row of [outer, n]; scale and bias have n

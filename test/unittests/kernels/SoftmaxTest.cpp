@@ -1,11 +1,11 @@
 //===- SoftmaxTest.cpp - pcc_k's softmax rows -----------------------------===//
 //
 // pcc_k::softmaxRow against the definition in double: rows of lengths that
-// end inside its sixteen running maxima and its eight partial sums, rows
-// masked to -inf after a point (attention's causal mask), fully masked
-// rows, NaN among the elements, and log-softmax rows longer than the block
-// its exponentials go through. Built into both kernel test binaries, so
-// the vectorized build of the host runs it too.
+// end inside its sixteen running maxima and sixteen partial sums, rows
+// masked to -inf after a point (attention's causal mask), rows done in
+// place, and log-softmax rows longer than the block its exponentials go
+// through; pcc_k::rowMax on NaN and on rows of -inf. Built into both
+// kernel test binaries, so the vectorized build of the host runs it too.
 //
 //===----------------------------------------------------------------------===//
 
