@@ -65,6 +65,17 @@ def pcc_steps(pcc, out, input_file, steps, warmup):
     return times[warmup:]
 
 
+def in_turns(rounds, first, second):
+    """Runs first(r) and second(r) in turns for `rounds` rounds, which goes
+    first alternating; each returns its round's step times. Returns the two
+    lists of all their times."""
+    times = ([], [])
+    for r in range(rounds):
+        for who in ((0, 1) if r % 2 == 0 else (1, 0)):
+            times[who].extend((first, second)[who](r))
+    return times
+
+
 def report(name, res):
     print(f"RESULT {name} {res[0]:.1f} {res[1]:.1f}", flush=True)
 
@@ -115,15 +126,10 @@ def main():
         def ort_forward():
             sess.run(None, {name: ids_np})
 
-        ort_times, pcc_times = [], []
-        for r in range(a.rounds):
-            turns = ["ort", "pcc"] if r % 2 == 0 else ["pcc", "ort"]
-            for who in turns:
-                if who == "ort":
-                    ort_times += step_times(ort_forward, a.steps, a.warmup)
-                elif a.pcc_forward:
-                    pcc_times += pcc_steps(a.pcc, a.pcc_forward, input_file,
-                                           a.steps, 2)
+        ort_times, pcc_times = in_turns(
+            a.rounds, lambda r: step_times(ort_forward, a.steps, a.warmup),
+            lambda r: pcc_steps(a.pcc, a.pcc_forward, input_file, a.steps, 2)
+            if a.pcc_forward else [])
         report("ort-forward", summary(ort_times))
         if pcc_times:
             report("pcc-forward", summary(pcc_times))
@@ -156,16 +162,10 @@ def main():
             loss.backward()
             opt.step()
         if mode == "eager" and a.pcc_train:
-            eager_times, pcc_times = [], []
-            for r in range((a.rounds + 1) // 2):
-                turns = ["eager", "pcc"] if r % 2 == 0 else ["pcc", "eager"]
-                for who in turns:
-                    if who == "eager":
-                        eager_times += step_times(step, a.steps,
-                                                  a.warmup if r == 0 else 1)
-                    else:
-                        pcc_times += pcc_steps(a.pcc, a.pcc_train, input_file,
-                                               a.steps, 2)
+            eager_times, pcc_times = in_turns(
+                (a.rounds + 1) // 2,
+                lambda r: step_times(step, a.steps, a.warmup if r == 0 else 1),
+                lambda r: pcc_steps(a.pcc, a.pcc_train, input_file, a.steps, 2))
             report("torch-eager-train", summary(eager_times))
             report("pcc-train", summary(pcc_times))
         else:
