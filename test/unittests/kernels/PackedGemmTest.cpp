@@ -118,7 +118,9 @@ TEST(PackedGemm, MatchesReference) {
           Shape{13, 130, 600}, Shape{128, 96, 64}, Shape{64, 200, 513},
           Shape{3, 1000, 20}, Shape{19, 33, 40}, Shape{20, 17, 9},
           Shape{21, 50, 7}, Shape{12, 32, 31}, Shape{14, 40, 33},
-          Shape{18, 70, 300}, Shape{25, 33, 17}, Shape{31, 64, 64}})
+          Shape{18, 70, 300}, Shape{25, 33, 17}, Shape{31, 64, 64},
+          // Enough panels of B that A is packed (kPackAPanels).
+          Shape{13, 530, 600}, Shape{23, 777, 70}})
       for (bool transB : {false, true}) {
         checkProduct(s, false, transB, 1.0f, 0.0f, true);
         checkProduct(s, false, transB, 1.0f, 1.0f, true);
@@ -136,7 +138,8 @@ TEST(PackedGemm, UnpreparedMatchesReference) {
     pcc_k::setThreads(threads);
     for (Shape s : {Shape{1, 1, 1}, Shape{5, 17, 3}, Shape{7, 65, 257},
                     Shape{13, 130, 600}, Shape{128, 96, 64}, Shape{31, 64, 64},
-                    Shape{400, 70, 40}, Shape{300, 33, 300}, Shape{5, 17, 0}})
+                    Shape{400, 70, 40}, Shape{300, 33, 300}, Shape{5, 17, 0},
+                    Shape{13, 530, 600}})
       for (bool transA : {false, true})
         for (bool transB : {false, true}) {
           checkProduct(s, transA, transB, 1.0f, 0.0f, false);
