@@ -178,22 +178,28 @@ inline float select(bool c, float a, float b) {
   return floatOf((bitsOf(a) & mask) | (bitsOf(b) & ~mask));
 }
 
-/// exp(x) for x in [-104, 89] or NaN. x = n ln2 + r with |r| <= ln2 / 2,
-/// exp(r) by a degree-6 polynomial, and 2^n applied as two factors so that
-/// n = 128 overflows and n down to -150 underflows gradually by themselves.
-inline float expInRange(float x) {
+/// exp(x) = p * 2^n for x in [-104, 89] or NaN: x = n ln2 + r with |r| <=
+/// ln2 / 2, p = exp(r) by a degree-6 polynomial.
+inline float expParts(float x, int32_t &n) {
   // Adding 1.5 * 2^23 rounds x / ln2 to an integer, which lands in the low
   // bits of the sum's significand.
   constexpr float kShift = 0x1.8p23f;
   float k = x * 1.44269502f + kShift;
-  int32_t n = int32_t(bitsOf(k) - bitsOf(kShift));
+  n = int32_t(bitsOf(k) - bitsOf(kShift));
   float kf = k - kShift;
   // ln2 in two parts (Cody-Waite): kf * 0.693359375 is exact.
   float r = x - kf * 0.693359375f;
   r = r - kf * -2.12194442e-4f;
   float q = horner(r, 0.49999994f, 0.166665211f, 0.041668389f, 0.0083687352f,
                    0.00138145592f);
-  float p = 1.0f + (r + r * r * q);
+  return 1.0f + (r + r * r * q);
+}
+
+/// exp(x) for x in [-104, 89] or NaN, 2^n applied as two factors so that
+/// n = 128 overflows and n down to -150 underflows gradually by themselves.
+inline float expInRange(float x) {
+  int32_t n;
+  float p = expParts(x, n);
   int32_t half = n >> 1;
   float scale0 = floatOf(uint32_t(half + 127) << 23);
   float scale1 = floatOf(uint32_t(n - half + 127) << 23);
@@ -207,6 +213,22 @@ inline float fexp(float x) {
   x = detail::select(x > 89.0f, 89.0f, x);
   x = detail::select(x < -104.0f, -104.0f, x);
   return detail::expInRange(x);
+}
+
+/// exp(x) for x <= 0 (a softmax's shifted inputs), within fexp's bound
+/// from -87.33 on, and 0 below, where exp(x) is within 7e-42 of FLT_MIN or
+/// under it: a subnormal product costs the FPU a slow path (fexp's made a
+/// causal mask's rows half again as slow on Zen 3), and that of a lane
+/// that is then discarded costs as much. NaN for NaN. 2^n is one factor:
+/// n >= -126 there, and the argument never overflows.
+inline float fexpNonPositive(float x) {
+  // exp(kLow) = 1.1762e-38 is normal, with the polynomial's p >= 1.
+  constexpr float kLow = -87.33f;
+  bool under = x < kLow;
+  int32_t n;
+  float p = detail::expParts(detail::select(under, kLow, x), n);
+  return detail::select(under, 0.0f,
+                        p * detail::floatOf(uint32_t(n + 127) << 23));
 }
 
 /// tanh(x), within 1.34 ulp (relative error 1.43e-7, absolute 8.0e-8, both
@@ -828,11 +850,11 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
                   threads() > 1 && 2 * m * n * k >= kParallelFlops);
 }
 
-/// exp(v) in T: fexp for float (inline, vectorizes), libm's in double
-/// otherwise.
-template <typename T> inline T expOf(T v) {
+/// exp(v) for v <= 0 in T: fexpNonPositive for float (inline, vectorizes),
+/// libm's in double otherwise.
+template <typename T> inline T expNonPositive(T v) {
   if constexpr (std::is_same_v<T, float>)
-    return fexp(v);
+    return fexpNonPositive(v);
   else
     return T(std::exp(double(v)));
 }
@@ -914,7 +936,7 @@ inline void softmaxRow(const T *xs, T *ys, int64_t n, bool log) {
     for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
       int64_t len = std::min(kBlock, n - j0);
       for (int64_t j = 0; j < len; ++j)
-        exps[j] = expOf<T>(T(xs[j0 + j] - mx));
+        exps[j] = expNonPositive<T>(T(xs[j0 + j] - mx));
       sum += laneSum<double>(exps, len, [](double v) { return v; });
     }
     T shift = T(double(mx) + std::log(sum));
@@ -923,7 +945,7 @@ inline void softmaxRow(const T *xs, T *ys, int64_t n, bool log) {
     return;
   }
   for (int64_t j = 0; j < n; ++j)
-    ys[j] = expOf<T>(T(xs[j] - mx));
+    ys[j] = expNonPositive<T>(T(xs[j] - mx));
   T scale = T(1.0 / laneSum<double>(ys, n, [](double v) { return v; }));
   for (int64_t k = 0; k < n; ++k)
     ys[k] = T(ys[k] * scale);

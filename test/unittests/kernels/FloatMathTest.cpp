@@ -176,6 +176,29 @@ TEST(FloatMath, ExpSpecialValues) {
   EXPECT_TRUE(same(0.0f, pcc_k::fexp(-104.0f)));
 }
 
+// The softmax's exponential of shifted inputs: fexp's bounds down to
+// -87.33, 0 below, and never a subnormal result.
+TEST(FloatMath, ExpNonPositive) {
+  expectWithin(measure<pcc_k::fexpNonPositive>(refExp, 0.0f, 87.33f, 211, true),
+               1.01, 8.6e-8);
+  for (uint32_t bits = bitsOf(80.0f); bits <= bitsOf(120.0f); bits += 97) {
+    float x = -floatOf(bits), y = pcc_k::fexpNonPositive(x);
+    EXPECT_TRUE(y == 0.0f || std::fpclassify(y) == FP_NORMAL)
+        << std::hexfloat << x << " gives " << y;
+    EXPECT_EQ(y == 0.0f, x < -87.33f) << std::hexfloat << x;
+  }
+}
+
+TEST(FloatMath, ExpNonPositiveSpecialValues) {
+  EXPECT_TRUE(same(1.0f, pcc_k::fexpNonPositive(0.0f)));
+  EXPECT_TRUE(same(1.0f, pcc_k::fexpNonPositive(-0.0f)));
+  EXPECT_TRUE(same(0.0f, pcc_k::fexpNonPositive(-kInf)));
+  EXPECT_TRUE(same(0.0f, pcc_k::fexpNonPositive(-1e30f)));
+  EXPECT_TRUE(same(kNaN, pcc_k::fexpNonPositive(kNaN)));
+  EXPECT_TRUE(same(pcc_k::fexp(-87.33f), pcc_k::fexpNonPositive(-87.33f)));
+  EXPECT_TRUE(same(pcc_k::fexp(-1.5f), pcc_k::fexpNonPositive(-1.5f)));
+}
+
 TEST(FloatMath, Tanh) {
   Errors errors = measure<pcc_k::ftanh>(refTanh, 0.0f, kInf, 211);
   errors.merge(measure<pcc_k::ftanh>(refTanh, 0.0f, kInf, 211, true));
