@@ -575,12 +575,17 @@ inline void packAPanel(const float *a, int64_t lda, bool transA, int64_t first,
   }
 }
 
-/// Panels of B over which an untransposed A is worth packing: the micro-
-/// kernel reads a packed micro-panel as one stream instead of kPanelRows
-/// (2-5% faster products at 48 panels and more, on an AVX2 Zen 3), which
-/// pays for the copy only where many panels read it (a product of 8
-/// panels ran 8% slower packed, one of 4, 20%).
+/// Panels of B over which an untransposed A is worth packing: with AVX2
+/// the micro-kernel reads a packed micro-panel as one stream instead of
+/// six (2-5% faster products at 48 panels and more on a Zen 3), which pays
+/// for the copy only where many panels read it (a product of 8 panels ran
+/// 8% slower packed, one of 4, 20%). With AVX-512 A is read in place: on
+/// the Zen 5 where its kernel was tuned, packing A cost 5-10% of a forward.
+#if defined(__AVX512F__)
+constexpr int64_t kPackAPanels = std::numeric_limits<int64_t>::max();
+#else
 constexpr int64_t kPackAPanels = 32;
+#endif
 
 /// Row panels one task covers: its blocks of B are packed (or read) once
 /// for all of them.
@@ -621,7 +626,73 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
   float *ap = aPacked.data();
   int64_t rowBlocks = (rowPanels + kBlockPanels - 1) / kBlockPanels;
   int64_t tasks = panels * rowBlocks;
-#pragma omp parallel num_threads(threads()) if (parallel)
+  // Packs A's row panels index, index + count, ... (all of them for one
+  // thread).
+  auto packRowPanels = [&](int64_t index, int64_t count) {
+    for (int64_t r = index; r < rowPanels; r += count)
+      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+        int64_t depth = std::min(kDepth, k - k0);
+        int64_t first = panelStart(r, rowPanels, m);
+        packAPanel(a, lda, transA, first,
+                   panelStart(r + 1, rowPanels, m) - first, k0, depth,
+                   ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
+      }
+  };
+  // A panel of B over a block of rows of C, then its epilogue. Not inlined
+  // into its two callers below: a copy each would add to every model
+  // library's compile time.
+  auto runTask = [&](int64_t task) __attribute__((noinline)) {
+    // A block of B packed by this thread (no prepared operand).
+    static thread_local std::vector<float> bBlock;
+    if (!bp)
+      bBlock.resize(size_t(kDepth * kPanelCols));
+    int64_t p = task / rowBlocks, block = task % rowBlocks;
+    int64_t r0 = block * kBlockPanels,
+            r1 = std::min(rowPanels, r0 + kBlockPanels);
+    int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
+    for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
+      int64_t depth = std::min(kDepth, k - k0);
+      const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
+      if (!bp)
+        packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth,
+                   bBlock.data());
+      // A prepared B is read in the order it is stored: the next block
+      // follows this one. The first two row panels fetch it, half each (a
+      // line an iteration), the others touch their own block.
+      const float *next = bp ? bb + depth * kPanelCols : bb;
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t first = panelStart(r, rowPanels, m);
+        int64_t end = panelStart(r + 1, rowPanels, m);
+        const float *ahead =
+            r - r0 < 2 ? next + (r - r0) * depth * kLineFloats : bb;
+        if (packA)
+          microKernelRows(end - first, depth,
+                          ap + rowPanels * kPanelRows * k0 +
+                              r * depth * kPanelRows,
+                          1, kPanelRows, bb, c + first * ldc + p * kPanelCols,
+                          ldc, alpha, beta, k0 == 0, cols, ahead);
+        else
+          microKernelRows(end - first, depth, a + first * lda + k0, lda, 1, bb,
+                          c + first * ldc + p * kPanelCols, ldc, alpha, beta,
+                          k0 == 0, cols, ahead);
+      }
+    }
+    if (epilogue)
+      epilogue(epilogueArgs, panelStart(r0, rowPanels, m),
+               panelStart(r1, rowPanels, m), p * kPanelCols,
+               p * kPanelCols + cols);
+  };
+  // On the calling thread without a parallel region: even one that the
+  // `if` clause keeps to one thread costs OpenMP 1-2 us to open, a tenth of
+  // an attention head's product.
+  if (!parallel || threads() <= 1) {
+    if (packA)
+      packRowPanels(0, 1);
+    for (int64_t task = 0; task < tasks; ++task)
+      runTask(task);
+    return;
+  }
+#pragma omp parallel num_threads(threads())
   {
 #ifdef _OPENMP
     int index = omp_get_thread_num(), count = omp_get_num_threads();
@@ -629,61 +700,15 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
     int index = 0, count = 1;
 #endif
     if (packA) {
-      for (int64_t r = index; r < rowPanels; r += count)
-        for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-          int64_t depth = std::min(kDepth, k - k0);
-          int64_t first = panelStart(r, rowPanels, m);
-          packAPanel(a, lda, transA, first,
-                     panelStart(r + 1, rowPanels, m) - first, k0, depth,
-                     ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
-        }
+      packRowPanels(index, count);
 #pragma omp barrier
     }
-    // A block of B packed by this thread (no prepared operand).
-    static thread_local std::vector<float> bBlock;
-    if (!bp)
-      bBlock.resize(size_t(kDepth * kPanelCols));
     // Tasks go to the threads in chunks as they finish the last: two
     // threads of a virtual machine need not run at the same speed.
     [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, tasks / (8 * count));
 #pragma omp for schedule(dynamic, chunk) nowait
-    for (int64_t task = 0; task < tasks; ++task) {
-      int64_t p = task / rowBlocks, block = task % rowBlocks;
-      int64_t r0 = block * kBlockPanels,
-              r1 = std::min(rowPanels, r0 + kBlockPanels);
-      int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
-      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-        int64_t depth = std::min(kDepth, k - k0);
-        const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
-        if (!bp)
-          packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth,
-                     bBlock.data());
-        // A prepared B is read in the order it is stored: the next block
-        // follows this one. The first two row panels fetch it, half each
-        // (a line an iteration), the others touch their own block.
-        const float *next = bp ? bb + depth * kPanelCols : bb;
-        for (int64_t r = r0; r < r1; ++r) {
-          int64_t first = panelStart(r, rowPanels, m);
-          int64_t end = panelStart(r + 1, rowPanels, m);
-          const float *ahead =
-              r - r0 < 2 ? next + (r - r0) * depth * kLineFloats : bb;
-          if (packA)
-            microKernelRows(end - first, depth,
-                            ap + rowPanels * kPanelRows * k0 +
-                                r * depth * kPanelRows,
-                            1, kPanelRows, bb, c + first * ldc + p * kPanelCols,
-                            ldc, alpha, beta, k0 == 0, cols, ahead);
-          else
-            microKernelRows(end - first, depth, a + first * lda + k0, lda, 1,
-                            bb, c + first * ldc + p * kPanelCols, ldc, alpha,
-                            beta, k0 == 0, cols, ahead);
-        }
-      }
-      if (epilogue)
-        epilogue(epilogueArgs, panelStart(r0, rowPanels, m),
-                 panelStart(r1, rowPanels, m), p * kPanelCols,
-                 p * kPanelCols + cols);
-    }
+    for (int64_t task = 0; task < tasks; ++task)
+      runTask(task);
   }
 }
 } // namespace packed
