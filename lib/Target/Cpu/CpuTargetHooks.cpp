@@ -97,8 +97,11 @@ void CpuTargetHooks::emitLoops(
   std::string indent = "  ";
   SmallVector<std::string> ivs;
   *body += "  {\n";
+  // Iterations are whole products (attention's heads): the threads take
+  // them as they finish the last, since two virtual CPUs need not run at
+  // the same speed, and a product takes far longer than taking one.
   if (parallel)
-    *body += "#pragma omp parallel for schedule(static) "
+    *body += "#pragma omp parallel for schedule(dynamic) "
              "num_threads(pcc_k::threads()) if(pcc_k::threads() > 1) "
              "collapse(" +
              std::to_string(nest.getBounds().size()) + ")\n";

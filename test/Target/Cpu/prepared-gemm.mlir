@@ -46,7 +46,9 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %h: tensor<2x4x8xf32> {on
 // CHECK:      pcc_k::gemmPackedB(4, 16, 8, float(0x1p+0f), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[W]]), [[CW:c[0-9]+]], 16, false, float(0), {{v[0-9]+}}, 16, pcc_loop{{[0-9]+}}, pcc_args{{[0-9]+}});
 // CHECK:      pcc_k::gemmPackedB(4, 16, 8, float(1), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[W]]), [[CW]], 16, false, float(0), {{v[0-9]+}}, 16);
 // CHECK:      pcc_k::gemmPackedB(4, 5, 8, float(0x1p+0f), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[E]]), {{c[0-9]+}}, 8, true, float(0), {{v[0-9]+}}, 5);
-// CHECK:      pcc_k::gemmSerial<float>(4, 16, 8,
+// CHECK:      #pragma omp parallel for schedule(dynamic) num_threads(pcc_k::threads())
+// CHECK-NEXT:   for
+// CHECK-NEXT:   pcc_k::gemmSerial<float>(4, 16, 8,
 // CHECK:      pcc_k::gemm<float>(4, 16, 8, float(0x1p+0f), {{a[0-9]+}} + 0, 4, true,
 
 // -----
