@@ -12,8 +12,9 @@
 //   pcc-bench-pairs --steps N --input FILE [--input FILE...] DIR DIR...
 //
 // Each input is an ONNX TensorProto (`pcc run --input`'s files), in the
-// order of the model's inputs. Loading a build twice into one process is
-// safe: each library keeps its own copy of the kernels.
+// order of the model's inputs. Each build's library keeps its own copy of
+// the kernels (the runtime loads it with RTLD_LOCAL); a folder named twice
+// is loaded once and run as two models.
 //
 //===----------------------------------------------------------------------===//
 

@@ -638,10 +638,8 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
                    ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
       }
   };
-  // A panel of B over a block of rows of C, then its epilogue. Not inlined
-  // into its two callers below: a copy each would add to every model
-  // library's compile time.
-  auto runTask = [&](int64_t task) __attribute__((noinline)) {
+  // A panel of B over a block of rows of C, then its epilogue.
+  auto runTask = [&](int64_t task) {
     // A block of B packed by this thread (no prepared operand).
     static thread_local std::vector<float> bBlock;
     if (!bp)
