@@ -91,4 +91,30 @@ def Graph_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
   ];
 }
 
+def Graph_StridedViewOpInterface : OpInterface<"StridedViewOpInterface"> {
+  let cppNamespace = "::pcc::graph";
+  let description = [{
+    An op each of whose results takes elements of its first operand at
+    offsets affine in the result's index (a transpose, a slice, a piece of
+    a split, a reshape, a broadcast): laid out in the input's buffer, the
+    result is one element offset plus one stride per dimension. A target
+    that can read such a layout in place (a GEMM reads a matrix through its
+    leading dimension and a batch through its strides) needs no copy: the
+    code generators compose the layouts of a chain of these ops and ask
+    only the op's interface, never its kind.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The layout of result `result` in the input's buffer when the input
+        is laid out as `input` (its offset and one stride per input
+        dimension), or none where no single stride per result dimension
+        describes it (a reshape that merges dimensions that are not
+        adjacent in memory).
+      }],
+      "std::optional<::pcc::graph::StridedLayout>", "getResultLayout",
+      (ins "unsigned":$result,
+           "const ::pcc::graph::StridedLayout &":$input)>,
+  ];
+}
+
 #endif // PCC_GRAPH_INTERFACES

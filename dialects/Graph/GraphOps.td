@@ -34,6 +34,12 @@ def Graph_LowPrecisionProduct : NativeOpTrait<"LowPrecisionProduct"> {
   let cppNamespace = "::pcc::graph::OpTrait";
 }
 
+// The data-movement ops whose results are strided views of their input
+// (transpose, slice, split, reshape, expand): a target reads them in place
+// where it can (StridedViewOpInterface).
+def Graph_StridedViewOpInterfaceMethods
+    : DeclareOpInterfaceMethods<Graph_StridedViewOpInterface>;
+
 // One result whose shape and element type equal the operand's.
 class Graph_UnaryOp<string mnemonic, string what, list<Trait> traits = []>
     : Graph_Op<mnemonic, !listconcat(traits, [SameOperandsAndResultType, Graph_Elementwise, Graph_CostOpInterface,
@@ -376,7 +382,7 @@ def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
+def Graph_ReshapeOp : Graph_Op<"reshape", [Graph_StridedViewOpInterfaceMethods, DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     ViewLikeOpInterface]> {
   let summary = "Reinterprets the elements with the result's shape";
@@ -397,7 +403,7 @@ def Graph_ReshapeOp : Graph_Op<"reshape", [DeclareOpInterfaceMethods<Graph_Shard
   }];
 }
 
-def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_TransposeOp : Graph_Op<"transpose", [Graph_StridedViewOpInterfaceMethods, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Permutes the dimensions";
@@ -420,7 +426,7 @@ def Graph_TransposeOp : Graph_Op<"transpose", [DeclareOpInterfaceMethods<Graph_D
   }];
 }
 
-def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
+def Graph_ExpandOp : Graph_Op<"expand", [Graph_StridedViewOpInterfaceMethods, DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Broadcasts the input to the result's shape";
   let description = [{
@@ -434,7 +440,7 @@ def Graph_ExpandOp : Graph_Op<"expand", [DeclareOpInterfaceMethods<Graph_Shardin
   let hasVerifier = 1;
 }
 
-def Graph_SliceOp : Graph_Op<"slice", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_SliceOp : Graph_Op<"slice", [Graph_StridedViewOpInterfaceMethods, DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Strided slice with one (start, step) per dimension";
   let description = [{
@@ -460,7 +466,7 @@ def Graph_ConcatOp : Graph_Op<"concat", [DeclareOpInterfaceMethods<Graph_Shardin
   let hasFolder = 1;
 }
 
-def Graph_SplitOp : Graph_Op<"split", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_SplitOp : Graph_Op<"split", [Graph_StridedViewOpInterfaceMethods, DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Cuts a tensor into pieces along one axis";
   let description = [{

@@ -149,6 +149,105 @@ int64_t ScatterElementsAddOp::getFlops() {
   return numElements(shapeOf(getUpdates()));
 }
 
+//===----------------------------------------------------------------------===//
+// Strided views
+//===----------------------------------------------------------------------===//
+
+StridedLayout StridedLayout::contiguous(ArrayRef<int64_t> shape) {
+  return {0, stridesOf(shape)};
+}
+
+std::optional<StridedLayout>
+StridedLayout::reshape(ArrayRef<int64_t> from, ArrayRef<int64_t> to) const {
+  assert(strides.size() == from.size() && "one stride per dimension");
+  if (numElements(from) != numElements(to))
+    return std::nullopt;
+  StridedLayout out{offset, SmallVector<int64_t>(to.size(), 0)};
+  if (numElements(to) == 0)
+    return out;
+  // Extent-1 dimensions hold no step; the others match up in groups of
+  // equal element counts, and each group of `from` must be evenly spaced
+  // to be walked with the strides of any shape of the same count.
+  SmallVector<int64_t> extents, steps;
+  for (auto [extent, stride] : llvm::zip_equal(from, strides))
+    if (extent != 1) {
+      extents.push_back(extent);
+      steps.push_back(stride);
+    }
+  size_t i = 0, j = 0;
+  while (j < to.size()) {
+    if (to[j] == 1) {
+      ++j;
+      continue;
+    }
+    size_t iEnd = i + 1, jEnd = j + 1;
+    int64_t countFrom = extents[i], countTo = to[j];
+    while (countFrom != countTo) {
+      if (countFrom < countTo)
+        countFrom *= extents[iEnd++];
+      else
+        countTo *= to[jEnd++];
+    }
+    for (size_t k = i; k + 1 < iEnd; ++k)
+      if (steps[k] != steps[k + 1] * extents[k + 1])
+        return std::nullopt;
+    int64_t step = steps[iEnd - 1];
+    for (size_t k = jEnd; k-- > j;) {
+      out.strides[k] = to[k] == 1 ? 0 : step;
+      step *= to[k];
+    }
+    i = iEnd;
+    j = jEnd;
+  }
+  return out;
+}
+
+std::optional<StridedLayout>
+ReshapeOp::getResultLayout(unsigned, const StridedLayout &input) {
+  return input.reshape(shapeOf(getInput()), shapeOf(getOutput()));
+}
+
+std::optional<StridedLayout>
+TransposeOp::getResultLayout(unsigned, const StridedLayout &input) {
+  StridedLayout out{input.offset, {}};
+  for (int64_t p : getPerm())
+    out.strides.push_back(input.strides[p]);
+  return out;
+}
+
+std::optional<StridedLayout>
+ExpandOp::getResultLayout(unsigned, const StridedLayout &input) {
+  // Broadcast dimensions (new leading ones, extent 1 stretched) repeat the
+  // same elements: stride 0.
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getOutput());
+  size_t lead = out.size() - in.size();
+  StridedLayout result{input.offset, SmallVector<int64_t>(out.size(), 0)};
+  for (size_t d = 0; d < in.size(); ++d)
+    if (in[d] == out[lead + d])
+      result.strides[lead + d] = input.strides[d];
+  return result;
+}
+
+std::optional<StridedLayout>
+SliceOp::getResultLayout(unsigned, const StridedLayout &input) {
+  StridedLayout out = input;
+  for (auto [d, start, step] :
+       llvm::enumerate(getStarts(), getSteps())) {
+    out.offset += start * input.strides[d];
+    out.strides[d] *= step;
+  }
+  return out;
+}
+
+std::optional<StridedLayout>
+SplitOp::getResultLayout(unsigned result, const StridedLayout &input) {
+  StridedLayout out = input;
+  int64_t axis = getAxis();
+  for (int64_t size : getSizes().take_front(result))
+    out.offset += size * input.strides[axis];
+  return out;
+}
+
 int64_t MatMulOp::getFlops() {
   ArrayRef<int64_t> a = shapeOf(getLhs());
   int64_t k = a.back();

@@ -97,6 +97,27 @@ enum class OperandRole {
   SoftmaxInput,   ///< the input of a softmax (attention scores, logits)
 };
 
+/// Where the elements of a tensor lie in a buffer: element `i` (one index
+/// per dimension) at `offset + sum(i[d] * strides[d])`, in elements. A
+/// dense row-major tensor has offset 0 and its contiguous strides; a
+/// broadcast dimension has stride 0.
+struct StridedLayout {
+  int64_t offset = 0;
+  llvm::SmallVector<int64_t> strides;
+
+  /// A dense row-major tensor of `shape`.
+  static StridedLayout contiguous(llvm::ArrayRef<int64_t> shape);
+  /// The layout of the same elements viewed with shape `to` in row-major
+  /// order (a reshape) when they have shape `from` and this layout; none
+  /// where a dimension of `to` spans dimensions of `from` that are not
+  /// evenly spaced in memory.
+  std::optional<StridedLayout> reshape(llvm::ArrayRef<int64_t> from,
+                                       llvm::ArrayRef<int64_t> to) const;
+  bool operator==(const StridedLayout &other) const {
+    return offset == other.offset && strides == other.strides;
+  }
+};
+
 namespace detail {
 int64_t defaultFlops(mlir::Operation *op);
 int64_t defaultBytesAccessed(mlir::Operation *op);
