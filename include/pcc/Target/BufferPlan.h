@@ -46,9 +46,9 @@ struct BufferPlanOptions {
   /// before it returns): their buffers stay alive to the end, like results.
   /// Null: none.
   llvm::function_ref<bool(mlir::OpOperand &)> readsUntilEnd;
-  /// Ops whose result the target reads in its operand's buffer, as a view
-  /// (a transpose that every reader takes as a transposed GEMM operand):
-  /// the operand, or null. Null: only ViewLikeOpInterface ops.
+  /// Ops whose results the target reads in their operand's buffer, as
+  /// views (data movement that only products read, GemmOperands): the
+  /// operand, or null. Null: only ViewLikeOpInterface ops.
   llvm::function_ref<mlir::Value(mlir::Operation *)> getViewSource;
   /// Ops that may fail and return early (collectives, gathers, calls):
   /// once a state is updated in place, no such op may follow, so that a

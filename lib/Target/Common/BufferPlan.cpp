@@ -79,7 +79,8 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       roots[view.getViewDest()] = getRoot(view.getViewSource());
     else if (Value source =
                  options.getViewSource ? options.getViewSource(op) : Value())
-      roots[op->getResult(0)] = getRoot(source);
+      for (Value result : op->getResults())
+        roots[result] = getRoot(source);
     SmallVector<Value> reads(op->getOperands());
     if (options.getExtraReads)
       options.getExtraReads(op, reads);

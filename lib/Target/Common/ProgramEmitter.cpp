@@ -24,6 +24,7 @@
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/Target/BufferPlan.h"
 #include "pcc/Target/CallGraph.h"
+#include "pcc/Target/GemmOperands.h"
 #include "pcc/Target/LoopNest.h"
 #include "pcc/Target/ScalarExpr.h"
 
@@ -47,28 +48,6 @@ static ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 static Type elemOf(Value v) { return getElementTypeOrSelf(v.getType()); }
-
-/// A transpose of the last two dimensions that every reader takes as a
-/// GEMM operand (matmul's or gemm's first two), which the GEMM then reads
-/// transposed in place: no copy is made.
-static bool isTransposedOperand(Operation *op) {
-  auto t = dyn_cast<TransposeOp>(op);
-  if (!t || !t.swapsLastTwo())
-    return false;
-  return llvm::all_of(t->getUses(), [](OpOperand &use) {
-    return (isa<MatMulOp>(use.getOwner()) ||
-            isa<GemmOp>(use.getOwner())) &&
-           use.getOperandNumber() < 2;
-  });
-}
-
-/// The buffer a GEMM operand `v` is read from and whether it is read
-/// transposed (see isTransposedOperand).
-static std::pair<Value, bool> getGemmOperand(Value v) {
-  if (Operation *op = v.getDefiningOp(); op && isTransposedOperand(op))
-    return {op->getOperand(0), true};
-  return {v, false};
-}
 
 namespace {
 
@@ -198,6 +177,12 @@ private:
   llvm::DenseMap<Value, std::string> names;
   /// The function's buffer plan, while it is emitted.
   const BufferPlan *bufferPlan = nullptr;
+  /// The data movement that products read in place, and how they read
+  /// their operands.
+  std::optional<GemmOperands> gemmOperands;
+  bool isReadInPlace(Operation *op) const {
+    return gemmOperands && gemmOperands->isReadInPlace(op);
+  }
   /// Values held outside the workspace: constants in the code and weights
   /// (and blocks of them) in the weights table.
   llvm::DenseSet<Value> external;
@@ -212,6 +197,14 @@ private:
     if (bufferPlan && bufferPlan->isView(v))
       v = bufferPlan->getRoot(v);
     return constantIndex.lookup_or(v, -1);
+  }
+  /// The weights-table index of the constant that product operand `v`,
+  /// read as `m`, is the whole of (from its start), else -1.
+  int64_t getProductConstantIndex(const MatrixOperand &m, Value v) const {
+    if (m.offset != 0 || getNumElements(shapeOf(v)) !=
+                             getNumElements(shapeOf(m.buffer)))
+      return -1;
+    return getConstantIndex(m.buffer);
   }
   /// Fusions that the softmax reading them computes on the fly, and the
   /// softmax of each.
@@ -714,7 +707,7 @@ Operation *FunctionEmitter::getEpilogueConsumer(Operation *product) {
   }
   for (Operation *op = product->getNextNode(); op != consumer;
        op = op->getNextNode())
-    if (!isa<ViewLikeOpInterface>(op) && !isTransposedOperand(op))
+    if (!isa<ViewLikeOpInterface>(op) && !isReadInPlace(op))
       return nullptr;
   ArrayRef<int64_t> space = shapeOf(consumer->getResult(0));
   if (getNumElements(space) != mn)
@@ -888,7 +881,7 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
   if (epilogueProduct.contains(op))
     return success();
   // Views have no code: they are their source's buffer.
-  if (isa<ViewLikeOpInterface>(op) || isTransposedOperand(op))
+  if (isa<ViewLikeOpInterface>(op) || isReadInPlace(op))
     return success();
   // Element-wise ops: one expression per element.
   if (op->getNumResults() == 1 && !isa<ConstantOp, WeightOp>(op)) {
@@ -928,42 +921,51 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         if (b.size() == 1)
           b.push_back(1);
         int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
-        // Operands that are transposes are read in their source's layout.
-        bool transA = getGemmOperand(m.getLhs()).second && a.size() >= 2 &&
-                      shapeOf(m.getLhs()).size() >= 2;
-        bool transB = getGemmOperand(m.getRhs()).second &&
-                      shapeOf(m.getRhs()).size() >= 2;
+        if (M * N == 0)
+          return success();
+        // The operands are read where their data movement started (the
+        // buffer its chain of views reads), as the layout says.
+        MatrixOperand lhs = gemmOperands->get(m->getOpOperand(0));
+        MatrixOperand rhs = gemmOperands->get(m->getOpOperand(1));
         SmallVector<int64_t> batch(
             *broadcastShapes(ArrayRef<int64_t>(a).drop_back(2),
                              ArrayRef<int64_t>(b).drop_back(2)));
-        Access aa = Access::broadcast(ArrayRef<int64_t>(a).drop_back(2), batch);
-        Access ab = Access::broadcast(ArrayRef<int64_t>(b).drop_back(2), batch);
+        // Each operand's batch dimensions, aligned to the batch's last ones,
+        // step by their strides in the layout (0 where broadcast).
+        auto batchAccess = [&](ArrayRef<int64_t> shape,
+                               const MatrixOperand &operand) {
+          Access access{operand.offset,
+                        SmallVector<int64_t>(batch.size(), 0)};
+          size_t lead = batch.size() - shape.size();
+          for (auto [d, extent] : llvm::enumerate(shape))
+            if (extent == batch[lead + d])
+              access.strides[lead + d] = operand.batchStrides[d];
+          return access;
+        };
         Access ac = Access::contiguous(batch);
-        for (int64_t &s : aa.strides)
-          s *= M * K;
-        for (int64_t &s : ab.strides)
-          s *= K * N;
         for (int64_t &s : ac.strides)
           s *= M * N;
-        if (M * N == 0)
-          return success();
-        GemmCall call{elemOf(result()),
-                      M,
-                      N,
-                      K,
-                      t + "(1)",
-                      t + "(0)",
-                      ptr(m.getLhs()),
-                      ptr(m.getRhs()),
-                      ptr(result()),
-                      transA ? M : K,
-                      transB ? K : N,
-                      N,
-                      transA,
-                      transB,
-                      LoopNest(batch, {aa, ab, ac}),
-                      getNumElements(batch) == 1 ? getConstantIndex(m.getRhs())
-                                                 : -1};
+        GemmCall call{
+            elemOf(result()),
+            M,
+            N,
+            K,
+            t + "(1)",
+            t + "(0)",
+            ptr(lhs.buffer),
+            ptr(rhs.buffer),
+            ptr(result()),
+            lhs.ld,
+            rhs.ld,
+            N,
+            lhs.transposed,
+            rhs.transposed,
+            LoopNest(batch,
+                     {batchAccess(ArrayRef<int64_t>(a).drop_back(2), lhs),
+                      batchAccess(ArrayRef<int64_t>(b).drop_back(2), rhs), ac}),
+            getNumElements(batch) == 1
+                ? getProductConstantIndex(rhs, m.getRhs())
+                : -1};
         GemmEpilogue epilogue;
         if (Operation *consumer = epilogueConsumer.lookup(op)) {
           epilogue = getEpilogue(op, M, N, Value(), 0.0f, consumer);
@@ -986,10 +988,11 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
           elementwise(op, {bias}, [&](ArrayRef<std::string> a) {
             return t + "(" + getFloatLiteral(beta, true) + " * " + a[0] + ")";
           });
-        // A transposed operand is read in its source's layout: the flag
-        // flips and the leading dimension is the source's.
-        bool transA = g.getTransA() != getGemmOperand(g.getA()).second;
-        bool transB = g.getTransB() != getGemmOperand(g.getB()).second;
+        // The operands are read where their data movement started: a
+        // transposed layout flips the flag, and the leading dimension and
+        // offset are the layout's.
+        MatrixOperand lhs = gemmOperands->get(g->getOpOperand(0));
+        MatrixOperand rhs = gemmOperands->get(g->getOpOperand(1));
         GemmCall call{elemOf(result()),
                       c[0],
                       c[1],
@@ -998,16 +1001,17 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
                           getFloatLiteral(g.getAlpha().convertToFloat(), true) +
                           ")",
                       t + (bias && !biasAfter ? "(1)" : "(0)"),
-                      ptr(g.getA()),
-                      ptr(g.getB()),
+                      ptr(lhs.buffer),
+                      ptr(rhs.buffer),
                       ptr(result()),
-                      transA != g.getTransA() ? as[0] : as[1],
-                      transB != g.getTransB() ? bs[0] : bs[1],
+                      lhs.ld,
+                      rhs.ld,
                       c[1],
-                      transA,
-                      transB,
-                      LoopNest({}, {Access(), Access(), Access()}),
-                      getConstantIndex(g.getB())};
+                      g.getTransA() != lhs.transposed,
+                      g.getTransB() != rhs.transposed,
+                      LoopNest({}, {Access{lhs.offset, {}},
+                                    Access{rhs.offset, {}}, Access()}),
+                      getProductConstantIndex(rhs, g.getB())};
         GemmEpilogue epilogue;
         Operation *consumer = epilogueConsumer.lookup(op);
         if (biasAfter || consumer) {
@@ -1334,6 +1338,7 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   }
   if (failed(emitConstants()))
     return failure();
+  gemmOperands.emplace(func);
   SmallVector<int64_t> writeBack;
   for (auto [k, role] : llvm::enumerate(resultRole))
     writeBack.push_back(role == Role::StateUpdate
@@ -1349,8 +1354,8 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     return isa<dist::SendOp>(operand.getOwner());
   };
   planOptions.readsUntilEnd = readsUntilEnd;
-  auto viewSource = [](Operation *op) {
-    return isTransposedOperand(op) ? op->getOperand(0) : Value();
+  auto viewSource = [&](Operation *op) {
+    return isReadInPlace(op) ? op->getOperand(0) : Value();
   };
   planOptions.getViewSource = viewSource;
   // What returns early on failure: index checks of gathers and scatters,
@@ -1438,8 +1443,9 @@ void FunctionEmitter::placeCollectiveWaits() {
       bool reads = llvm::any_of(later->getOperands(),
                                 [&](Value v) { return result.contains(v); });
       if (reads &&
-          (isa<ViewLikeOpInterface>(later) || isTransposedOperand(later))) {
-        result.insert(later->getResult(0));
+          (isa<ViewLikeOpInterface>(later) || isReadInPlace(later))) {
+        for (Value v : later->getResults())
+          result.insert(v);
         continue;
       }
       // Communication and calls keep their order with the collectives (as

@@ -413,11 +413,15 @@ void CpuTargetHooks::emitGemm(const GemmCall &g) {
   // all runs.
   if (g.constantB >= 0 && !batched && !g.transA && g.elementType.isF32()) {
     // B itself too: a portable build without the micro-kernel reads it
-    // through the BLAS.
+    // through the BLAS. A may start inside its buffer (a slice that the
+    // product reads in place).
+    std::string a = g.a;
+    if (int64_t offset = g.batch.getAccess(0).base)
+      a += " + " + std::to_string(offset);
     emitLine(llvm::formatv("pcc_k::gemmPackedB({0}, {1}, {2}, {3}, {4}, {5}, "
                            "{6}, {7}, {8}, {9}, {10}, {11}, {12}{13});",
-                           g.m, g.n, g.k, g.alpha, g.a, g.lda, getPreparedB(g),
-                           g.b, g.ldb, g.transB ? "true" : "false", g.beta, g.c,
+                           g.m, g.n, g.k, g.alpha, a, g.lda,
+                           getPreparedB(g), g.b, g.ldb, g.transB ? "true" : "false", g.beta, g.c,
                            g.ldc,
                            g.epilogue ? ", " + epilogue + ", " + epilogueArgs
                                       : std::string())

@@ -1,0 +1,76 @@
+//===- GemmOperands.h - Product operands read in place ----------*- C++ -*-===//
+//
+// A matrix product reads each operand as a matrix through a leading
+// dimension, possibly transposed, and a batch of them through one stride
+// per batch dimension. A chain of data-movement ops between a buffer and a
+// product (StridedViewOpInterface: the split of a fused QKV projection,
+// attention's head transposes, a slice, a broadcast, reshapes) then needs
+// no copy wherever the layout it composes is such a matrix: the product
+// reads the buffer the chain starts from.
+//
+// This analysis finds the data-movement ops that every reader takes that
+// way, through any further such ops and reshapes, and gives each product
+// operand its buffer and layout. Those ops have no code and no buffer of
+// their own: for BufferPlan they are views of their input. The same for
+// every target; only how a target calls its product differs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_TARGET_GEMMOPERANDS_H
+#define PCC_TARGET_GEMMOPERANDS_H
+
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <optional>
+
+namespace pcc {
+
+/// An operand of a product (the first two of graph.matmul or graph.gemm)
+/// as the product reads it: the matrices (the last two dimensions; a
+/// vector operand of matmul is one row or one column) are row-major, or
+/// the transposes of row-major matrices, `ld` elements apart, in `buffer`
+/// from element `offset`, and `batchStrides` step between the matrices
+/// along each dimension before them.
+struct MatrixOperand {
+  mlir::Value buffer;
+  int64_t offset = 0;
+  bool transposed = false;
+  int64_t ld = 1;
+  llvm::SmallVector<int64_t> batchStrides;
+};
+
+class GemmOperands {
+public:
+  /// Analyzes `func`, a function of one block.
+  explicit GemmOperands(mlir::func::FuncOp func);
+
+  /// Whether `op`'s results are read in place by products only: it has no
+  /// code, and its results live in its input's buffer.
+  bool isReadInPlace(mlir::Operation *op) const { return inPlace.contains(op); }
+
+  /// Operand `operand` of a product as the product reads it.
+  MatrixOperand get(mlir::OpOperand &operand) const;
+
+  /// Whether `operand` is an operand that a product reads as a matrix.
+  static bool isMatrixOperand(mlir::OpOperand &operand);
+
+private:
+  /// The buffer `v` is read in and its layout there: through the
+  /// reshapes and read-in-place ops that produce it, else `v` itself,
+  /// dense. None where a reshape of a strided layout has no strided form.
+  std::optional<std::pair<mlir::Value, graph::StridedLayout>>
+  compose(mlir::Value v) const;
+  std::optional<MatrixOperand> getMatrix(mlir::OpOperand &operand) const;
+  /// Whether every reader of `op`'s results, through reshapes and
+  /// read-in-place ops, is a product operand it can read as a matrix.
+  bool onlyProductsRead(mlir::Operation *op) const;
+
+  llvm::DenseSet<mlir::Operation *> inPlace;
+};
+
+} // namespace pcc
+
+#endif // PCC_TARGET_GEMMOPERANDS_H

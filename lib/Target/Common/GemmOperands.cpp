@@ -1,0 +1,139 @@
+//===- GemmOperands.cpp - Product operands read in place ------------------===//
+
+#include "pcc/Target/GemmOperands.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::graph;
+
+static ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// A rows x cols matrix at the given strides as a GEMM reads it: row-major
+/// (unit column stride) or the transpose of a row-major matrix (unit row
+/// stride), with a leading dimension no smaller than the other extent, as
+/// BLAS requires; the step along an extent-1 dimension does not matter.
+static std::optional<std::pair<bool, int64_t>>
+getMatrixLayout(int64_t rows, int64_t cols, int64_t rowStride,
+                int64_t colStride) {
+  if ((cols == 1 || colStride == 1) && (rows == 1 || rowStride >= cols))
+    return std::make_pair(false, rows == 1 ? std::max<int64_t>(cols, 1)
+                                           : std::max<int64_t>(rowStride, 1));
+  if ((rows == 1 || rowStride == 1) && (cols == 1 || colStride >= rows))
+    return std::make_pair(true, cols == 1 ? std::max<int64_t>(rows, 1)
+                                          : std::max<int64_t>(colStride, 1));
+  return std::nullopt;
+}
+
+bool GemmOperands::isMatrixOperand(OpOperand &operand) {
+  return isa<MatMulOp, GemmOp>(operand.getOwner()) &&
+         operand.getOperandNumber() < 2;
+}
+
+GemmOperands::GemmOperands(func::FuncOp func) {
+  Block &block = func.getBody().front();
+  // Reshapes are views for every target already; the other data-movement
+  // ops start as candidates and drop out until every one left is read by
+  // products only. Dropping one can only make its producers' readers fail
+  // too (it becomes a reader that is not a product), so the loop ends.
+  for (Operation &op : block)
+    if (isa<StridedViewOpInterface>(op) && !isa<ViewLikeOpInterface>(op) &&
+        op.getNumOperands() == 1)
+      inPlace.insert(&op);
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (Operation &op : llvm::reverse(block))
+      if (inPlace.contains(&op) && !onlyProductsRead(&op)) {
+        inPlace.erase(&op);
+        changed = true;
+      }
+  }
+}
+
+std::optional<std::pair<Value, StridedLayout>>
+GemmOperands::compose(Value v) const {
+  Operation *op = v.getDefiningOp();
+  auto view = dyn_cast_or_null<StridedViewOpInterface>(op);
+  if (!view || !(isa<ViewLikeOpInterface>(op) || inPlace.contains(op)))
+    return std::make_pair(v, StridedLayout::contiguous(shapeOf(v)));
+  auto input = compose(op->getOperand(0));
+  if (!input)
+    return std::nullopt;
+  std::optional<StridedLayout> layout = view.getResultLayout(
+      cast<OpResult>(v).getResultNumber(), input->second);
+  if (!layout)
+    return std::nullopt;
+  return std::make_pair(input->first, *layout);
+}
+
+std::optional<MatrixOperand>
+GemmOperands::getMatrix(OpOperand &operand) const {
+  auto composed = compose(operand.get());
+  if (!composed)
+    return std::nullopt;
+  auto [buffer, layout] = *composed;
+  ArrayRef<int64_t> shape = shapeOf(operand.get());
+  ArrayRef<int64_t> strides = layout.strides;
+  int64_t rank = shape.size();
+  if (rank == 0 || llvm::any_of(strides, [](int64_t s) { return s < 0; }))
+    return std::nullopt;
+  // A vector operand of matmul is one row (the first) or one column.
+  int64_t rows, cols, rowStride, colStride;
+  if (rank == 1) {
+    bool isRow = operand.getOperandNumber() == 0;
+    rows = isRow ? 1 : shape[0];
+    cols = isRow ? shape[0] : 1;
+    rowStride = isRow ? 0 : strides[0];
+    colStride = isRow ? strides[0] : 0;
+  } else {
+    rows = shape[rank - 2];
+    cols = shape[rank - 1];
+    rowStride = strides[rank - 2];
+    colStride = strides[rank - 1];
+  }
+  auto matrix = getMatrixLayout(rows, cols, rowStride, colStride);
+  if (!matrix)
+    return std::nullopt;
+  MatrixOperand m;
+  m.buffer = buffer;
+  m.offset = layout.offset;
+  m.transposed = matrix->first;
+  m.ld = matrix->second;
+  if (rank > 2)
+    m.batchStrides.assign(strides.begin(), strides.end() - 2);
+  return m;
+}
+
+MatrixOperand GemmOperands::get(OpOperand &operand) const {
+  assert(isMatrixOperand(operand) && "not an operand of a product");
+  std::optional<MatrixOperand> m = getMatrix(operand);
+  assert(m && "a product operand that the analysis did not check");
+  return *m;
+}
+
+bool GemmOperands::onlyProductsRead(Operation *op) const {
+  SmallVector<Value> worklist(op->getResults());
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if ((isa<ViewLikeOpInterface>(user) &&
+           isa<StridedViewOpInterface>(user)) ||
+          inPlace.contains(user)) {
+        llvm::append_range(worklist, user->getResults());
+        continue;
+      }
+      if (!isMatrixOperand(use) || !getMatrix(use))
+        return false;
+    }
+  }
+  return true;
+}
