@@ -204,8 +204,52 @@ void materialize(Group &group,
     op->erase();
 }
 
+/// Whether `v` is an inlined float constant equal to `value`.
+bool isFloatConstant(Value v, double value) {
+  DenseElementsAttr c = getInlinedConstant(v);
+  return c && isa<FloatType>(c.getElementType()) &&
+         c.getValues<APFloat>()[0].convertToDouble() == value;
+}
+
+/// Cheaper equal forms of element-wise expressions, before grouping:
+///  - 1 + tanh(z) = 2 sigmoid(2z) (tanh-approximated GELU's factor): one
+///    exponential and one division instead of tanh's two branches, and no
+///    cancellation where tanh(z) nears -1. Only where nothing else reads
+///    the tanh (a training step's backward does).
+void rewriteCheaperForms(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto add = dyn_cast<AddOp>(op);
+    if (!add)
+      continue;
+    for (unsigned k = 0; k < 2; ++k) {
+      auto tanh = add->getOperand(k).getDefiningOp<TanhOp>();
+      if (!tanh || !tanh->hasOneUse() || tanh.getType() != add.getType() ||
+          !isFloatConstant(add->getOperand(1 - k), 1.0))
+        continue;
+      // The constant at the top with the others, so that nothing comes
+      // between a product and the element-wise op that follows it.
+      OpBuilder builder = OpBuilder::atBlockBegin(&block);
+      Location loc = add.getLoc();
+      Type et = tanh.getType().getElementType();
+      Value two = builder.create<ConstantOp>(
+          loc, cast<ElementsAttr>(DenseElementsAttr::get(
+                   RankedTensorType::get({}, et), FloatAttr::get(et, 2.0))));
+      builder.setInsertionPoint(add);
+      Value doubled = builder.create<MulOp>(loc, tanh.getInput(), two);
+      Value sigmoid = builder.create<SigmoidOp>(loc, doubled);
+      Value result = builder.create<MulOp>(loc, sigmoid, two);
+      add.replaceAllUsesWith(result);
+      add->erase();
+      tanh->erase();
+      break;
+    }
+  }
+}
+
 struct FusePass : pcc::impl::FuseBase<FusePass> {
   void runOnOperation() override {
+    for (Block &block : getOperation().getBody())
+      rewriteCheaperForms(block);
     for (Block &block : getOperation().getBody()) {
       llvm::DenseMap<Operation *, int64_t> position;
       for (auto [i, op] : llvm::enumerate(block))

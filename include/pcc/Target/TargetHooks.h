@@ -48,6 +48,7 @@ enum class MathFunction {
   Max,
   Min,
   Pow,
+  Sigmoid,
   Sin,
   Sqrt,
   Tanh,

@@ -523,7 +523,10 @@ def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
     a one-element producer read only by the group is computed in it.
     A bias, GELU and residual chain, a mask and scale before a softmax, a
     loss gradient and an optimizer's update of one parameter each become
-    one loop nest. Runs last, on the program that a target emits.
+    one loop nest. Before grouping, element-wise expressions take cheaper
+    equal forms: `1 + tanh(z)` (tanh-approximated GELU) becomes
+    `2 sigmoid(2z)` where nothing else reads the tanh. Runs last, on the
+    program that a target emits.
   }];
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }

@@ -34,10 +34,7 @@ std::optional<std::string> pcc::getScalarExpr(Operation *op,
       .Case([&](AbsOp) { return call(MathFunction::Abs); })
       .Case([&](ErfOp) { return call(MathFunction::Erf); })
       .Case([&](TanhOp) { return call(MathFunction::Tanh); })
-      .Case([&](SigmoidOp) {
-        return t + "(1) / (" + t + "(1) + " +
-               hooks.getMathCall(MathFunction::Exp, et, {"-" + a[0]}) + ")";
-      })
+      .Case([&](SigmoidOp) { return call(MathFunction::Sigmoid); })
       .Case([&](ExpOp) { return call(MathFunction::Exp); })
       .Case([&](LogOp) { return call(MathFunction::Log); })
       .Case([&](ReluOp) {

@@ -50,6 +50,9 @@ std::string CpuTargetHooks::getMathCall(MathFunction fn, Type type,
     return call("isnan");
   case MathFunction::Log:
     return callFloat("log");
+  case MathFunction::Sigmoid:
+    return type.isF32() ? "pcc_k::fsigmoid(" + a[0] + ")"
+                        : t + "(1) / (" + t + "(1) + std::exp(-" + a[0] + "))";
   case MathFunction::Sin:
     return call("sin");
   case MathFunction::Sqrt:
@@ -372,9 +375,21 @@ CpuTargetHooks::emitEpilogue(const GemmEpilogue &e) {
   }
   llvm::append_range(params, ArrayRef<std::string>{"int64_t r0", "int64_t r1",
                                                    "int64_t c0", "int64_t c1"});
-  std::string loops = "  for (int64_t i = r0; i < r1; ++i)\n"
-                      "    for (int64_t j = c0; j < c1; ++j) { " +
-                      e.element(names, offsets) + " }\n";
+  // A block of the product's usual width first, with that width a
+  // constant.
+  std::string element = e.element(names, offsets);
+  std::string loops =
+      "  if (c1 - c0 == pcc_k::kEpilogueBlockCols) {\n"
+      "    for (int64_t i = r0; i < r1; ++i)\n"
+      "      for (int64_t j = c0; j < c0 + pcc_k::kEpilogueBlockCols; ++j) "
+      "{ " +
+      element +
+      " }\n"
+      "    return;\n"
+      "  }\n"
+      "  for (int64_t i = r0; i < r1; ++i)\n"
+      "    for (int64_t j = c0; j < c1; ++j) { " +
+      element + " }\n";
   std::string block = defineKernel("static void", params, loops);
   std::string args = llvm::join(locals, ", ");
   std::string text =

@@ -231,6 +231,20 @@ inline float fexpNonPositive(float x) {
                         p * detail::floatOf(uint32_t(n + 127) << 23));
 }
 
+/// The logistic sigmoid 1 / (1 + exp(-x)), within 2.49 ulp (relative error
+/// 1.49e-7, both near -16.6); 0 below -87.33, where the result would be
+/// subnormal (and cost the FPU its slow path), 1 from 16.64 on, NaN for NaN. exp(-x) is taken with x clamped to
+/// [-87.33, 87.33], where one 2^n factor covers it and it stays normal.
+inline float fsigmoid(float x) {
+  constexpr float kLimit = 87.33f;
+  float m = detail::select(x > kLimit, kLimit, x);
+  m = detail::select(m < -kLimit, -kLimit, m);
+  int32_t n;
+  float p = detail::expParts(-m, n);
+  float e = p * detail::floatOf(uint32_t(n + 127) << 23);
+  return detail::select(x < -kLimit, 0.0f, 1.0f / (1.0f + e));
+}
+
 /// tanh(x), within 1.34 ulp (relative error 1.43e-7, absolute 8.0e-8, both
 /// at 0.631); odd (tanh(-0) = -0), exactly +-1 from |x| = 9.011 on (where
 /// float rounds tanh to 1), NaN for NaN.
@@ -710,6 +724,12 @@ inline void product(int64_t m, int64_t n, int64_t k, float alpha,
   }
 }
 } // namespace packed
+
+/// The width of the blocks of C's columns on which a product runs its
+/// epilogue (all but the last, narrower one): the generated epilogues take
+/// a path with this width a constant, which the compiler vectorizes
+/// without a remainder or checks per row (tanh-GELU's ran 1.2x faster).
+constexpr int64_t kEpilogueBlockCols = packed::kPanelCols;
 
 /// Row-major C = alpha * op(A) * op(B) + beta * C, op = optional transpose,
 /// on the calling thread.

@@ -74,6 +74,9 @@ std::string CudaTargetHooks::getMathCall(MathFunction fn, Type type,
     return "pcc_cu::isNaN(" + a[0] + ")";
   case MathFunction::Log:
     return call("log");
+  case MathFunction::Sigmoid:
+    return t + "(1) / (" + t + "(1) + " + (type.isF32() ? "expf" : "exp") +
+           "(-" + a[0] + "))";
   case MathFunction::Sin:
     return call("sin");
   case MathFunction::Sqrt:

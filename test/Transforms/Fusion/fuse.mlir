@@ -2,7 +2,8 @@
 
 // GPT-2's tanh GELU: one loop nest. The exporter's scalars (one-element
 // initializers that are not trained) and splat constants become literals in
-// the body; the bias, of another shape, is read broadcast.
+// the body; the bias, of another shape, is read broadcast. 1 + tanh(z)
+// becomes 2 sigmoid(2z), one exponential and no branch.
 
 // CHECK-LABEL: func.func @gelu
 // CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8xf32>)
@@ -10,10 +11,15 @@
 // CHECK-NEXT:    ^bb0(%[[A0:.*]]: tensor<4x8xf32>, %[[A1:.*]]: tensor<8xf32>):
 // CHECK-DAG:       graph.constant dense<5.000000e-01> : tensor<f32>
 // CHECK-DAG:       %[[THREE:.*]] = graph.constant dense<3.000000e+00> : tensor<f32>
+// CHECK-DAG:       %[[TWO:.*]] = graph.constant dense<2.000000e+00> : tensor<f32>
+// CHECK-DAG:       %[[K:.*]] = graph.constant dense<0.797884583> : tensor<f32>
 // CHECK:           %[[Y:.*]] = graph.add %[[A0]], %[[A1]]
 // CHECK:           graph.pow %[[Y]], %[[THREE]]
-// CHECK:           graph.tanh
-// CHECK:           %[[OUT:.*]] = graph.mul
+// CHECK:           %[[Z:.*]] = graph.mul %{{.*}}, %[[K]]
+// CHECK-NEXT:      %[[Z2:.*]] = graph.mul %[[Z]], %[[TWO]]
+// CHECK-NEXT:      %[[S:.*]] = graph.sigmoid %[[Z2]]
+// CHECK-NEXT:      %[[S2:.*]] = graph.mul %[[S]], %[[TWO]]
+// CHECK-NEXT:      %[[OUT:.*]] = graph.mul %{{.*}}, %[[S2]]
 // CHECK-NEXT:      graph.yield %[[OUT]] : tensor<4x8xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:    return %[[R]]
@@ -33,6 +39,29 @@ func.func @gelu(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
   %6 = graph.add %5, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
   %7 = graph.mul %0, %6 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %7 : tensor<4x8xf32>
+}
+
+// -----
+
+// A tanh that something else reads too (a training step's backward reads
+// it for 1 - tanh^2) stays, and so does 1 + tanh of anything but 1.
+
+// CHECK-LABEL: func.func @tanh_kept
+// CHECK:         graph.fusion
+// CHECK-NOT:       graph.sigmoid
+// CHECK:           %[[T:.*]] = graph.tanh %arg1
+// CHECK-NEXT:      %[[A:.*]] = graph.add %[[T]]
+// CHECK-NEXT:      %[[U:.*]] = graph.tanh %[[A]]
+// CHECK-NEXT:      graph.add %[[U]]
+// CHECK-NEXT:      graph.yield
+func.func @tanh_kept(%x: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %two = graph.constant dense<2.0> : tensor<f32>
+  %t = graph.tanh %x : tensor<16xf32>
+  %a = graph.add %t, %one : (tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  %u = graph.tanh %a : tensor<16xf32>
+  %b = graph.add %u, %two : (tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  return %a, %t, %b : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
 }
 
 // -----

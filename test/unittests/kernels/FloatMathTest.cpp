@@ -146,6 +146,7 @@ double refExp(double x) { return std::exp(x); }
 double refTanh(double x) { return std::tanh(x); }
 double refErf(double x) { return std::erf(x); }
 double refLog(double x) { return std::log(x); }
+double refSigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 /// Float's sign and value alike (-0 is not 0, NaN is NaN).
 testing::AssertionResult same(float expected, float actual) {
@@ -197,6 +198,37 @@ TEST(FloatMath, ExpNonPositiveSpecialValues) {
   EXPECT_TRUE(same(kNaN, pcc_k::fexpNonPositive(kNaN)));
   EXPECT_TRUE(same(pcc_k::fexp(-87.33f), pcc_k::fexpNonPositive(-87.33f)));
   EXPECT_TRUE(same(pcc_k::fexp(-1.5f), pcc_k::fexpNonPositive(-1.5f)));
+}
+
+// Tanh-approximated GELU's factor (1 + tanh(z) = 2 sigmoid(2z)): the
+// bounds down to -87.33, 0 below, never a subnormal result.
+TEST(FloatMath, Sigmoid) {
+  Errors errors = measure<pcc_k::fsigmoid>(refSigmoid, 0.0f, kInf, 211);
+  errors.merge(
+      measure<pcc_k::fsigmoid>(refSigmoid, 0.0f, 87.33f, 211, true));
+  // Float by float where the error peaks.
+  errors.merge(measure<pcc_k::fsigmoid>(refSigmoid, 16.5f, 16.7f, 1, true));
+  expectWithin(errors, 2.49, 1.49e-7);
+  for (uint32_t bits = bitsOf(80.0f); bits <= bitsOf(120.0f); bits += 97) {
+    float x = -floatOf(bits), y = pcc_k::fsigmoid(x);
+    EXPECT_TRUE(y == 0.0f || std::fpclassify(y) == FP_NORMAL)
+        << std::hexfloat << x << " gives " << y;
+    EXPECT_EQ(y == 0.0f, x < -87.33f) << std::hexfloat << x;
+  }
+}
+
+TEST(FloatMath, SigmoidSpecialValues) {
+  EXPECT_TRUE(same(0.5f, pcc_k::fsigmoid(0.0f)));
+  EXPECT_TRUE(same(0.5f, pcc_k::fsigmoid(-0.0f)));
+  EXPECT_TRUE(same(1.0f, pcc_k::fsigmoid(kInf)));
+  EXPECT_TRUE(same(0.0f, pcc_k::fsigmoid(-kInf)));
+  EXPECT_TRUE(same(kNaN, pcc_k::fsigmoid(kNaN)));
+  EXPECT_TRUE(same(1.0f, pcc_k::fsigmoid(16.64f)));
+  EXPECT_LT(pcc_k::fsigmoid(16.63f), 1.0f);
+  for (float x = 0.0f; x < 16.64f; x += 0.001f) {
+    ASSERT_LE(pcc_k::fsigmoid(x), 1.0f) << x;
+    ASSERT_GE(pcc_k::fsigmoid(-x), 0.0f) << x;
+  }
 }
 
 TEST(FloatMath, Tanh) {
