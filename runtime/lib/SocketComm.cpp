@@ -609,9 +609,10 @@ std::vector<Fd> joinRanks(const SocketBootstrap &b, uint64_t mesh,
   int n = b.worldSize;
   std::string master = hostPort(b.masterAddr, b.masterPort);
   std::string port = std::to_string(b.masterPort);
-  // Why the last attempt failed; what answered instead of rank 0, if
-  // anything did, says more than a later attempt that timed out.
-  std::string last = "no answer", stranger;
+  // Why the last attempt failed; what answered instead of rank 0, or a
+  // connection that rank 0's address took but never answered, if either
+  // happened, says more than a later attempt that timed out.
+  std::string last = "no answer", stranger, silent;
   Fd toRoot, listener;
   std::vector<Endpoint> table(static_cast<size_t>(n));
   for (bool first = true;; first = false) {
@@ -619,7 +620,8 @@ std::vector<Fd> joinRanks(const SocketBootstrap &b, uint64_t mesh,
       if (deadline.passed())
         throw Error("rendezvous: no rank 0 at " + master + " (MASTER_ADDR:" +
                     b.portSource + ") within " + deadline.describe() + ": " +
-                    (stranger.empty() ? last : stranger));
+                    (!stranger.empty() ? stranger
+                                       : !silent.empty() ? silent : last));
       sleepBriefly(deadline);
     }
     addrinfo hints{};
@@ -667,6 +669,8 @@ std::vector<Fd> joinRanks(const SocketBootstrap &b, uint64_t mesh,
       last = error == ETIMEDOUT
                  ? "joined, but rank 0 did not answer"
                  : "rank 0 answered nothing (" + readError(error) + ")";
+      if (error == ETIMEDOUT)
+        silent = last;
       continue;
     }
     if (reply.magic != kMagic) {

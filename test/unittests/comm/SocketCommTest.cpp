@@ -602,7 +602,10 @@ TEST(SocketComm, RendezvousFailures) {
   a.sin_addr.s_addr = htonl(INADDR_ANY);
   a.sin_port = htons(uint16_t(port));
   ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(taken, 4), 0);
+  // A long queue: the kernel completes the handshakes of every attempt
+  // (none is accepted), so that a rank reaches the process and waits for
+  // an answer rather than for a place in a full queue.
+  ASSERT_EQ(::listen(taken, 128), 0);
   EXPECT_EQ(forkRanks(1,
                       [&](int) {
                         return failsWith(0, 2, {2}, 1,
