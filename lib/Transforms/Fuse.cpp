@@ -217,6 +217,17 @@ bool isFloatConstant(Value v, double value) {
 ///    cancellation where tanh(z) nears -1. Only where nothing else reads
 ///    the tanh (a training step's backward does).
 void rewriteCheaperForms(Block &block) {
+  // One constant 2 per element type, at the top with the others, so that
+  // nothing comes between a product and the element-wise op after it.
+  llvm::DenseMap<Type, Value> twos;
+  auto two = [&](Type et, Location loc) {
+    Value &c = twos[et];
+    if (!c)
+      c = OpBuilder::atBlockBegin(&block).create<ConstantOp>(
+          loc, cast<ElementsAttr>(DenseElementsAttr::get(
+                   RankedTensorType::get({}, et), FloatAttr::get(et, 2.0))));
+    return c;
+  };
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto add = dyn_cast<AddOp>(op);
     if (!add)
@@ -226,18 +237,12 @@ void rewriteCheaperForms(Block &block) {
       if (!tanh || !tanh->hasOneUse() || tanh.getType() != add.getType() ||
           !isFloatConstant(add->getOperand(1 - k), 1.0))
         continue;
-      // The constant at the top with the others, so that nothing comes
-      // between a product and the element-wise op that follows it.
-      OpBuilder builder = OpBuilder::atBlockBegin(&block);
       Location loc = add.getLoc();
-      Type et = tanh.getType().getElementType();
-      Value two = builder.create<ConstantOp>(
-          loc, cast<ElementsAttr>(DenseElementsAttr::get(
-                   RankedTensorType::get({}, et), FloatAttr::get(et, 2.0))));
-      builder.setInsertionPoint(add);
-      Value doubled = builder.create<MulOp>(loc, tanh.getInput(), two);
+      Value c = two(tanh.getType().getElementType(), loc);
+      OpBuilder builder(add);
+      Value doubled = builder.create<MulOp>(loc, tanh.getInput(), c);
       Value sigmoid = builder.create<SigmoidOp>(loc, doubled);
-      Value result = builder.create<MulOp>(loc, sigmoid, two);
+      Value result = builder.create<MulOp>(loc, sigmoid, c);
       add.replaceAllUsesWith(result);
       add->erase();
       tanh->erase();

@@ -621,7 +621,8 @@ std::vector<Fd> joinRanks(const SocketBootstrap &b, uint64_t mesh,
         throw Error("rendezvous: no rank 0 at " + master + " (MASTER_ADDR:" +
                     b.portSource + ") within " + deadline.describe() + ": " +
                     (!stranger.empty() ? stranger
-                                       : !silent.empty() ? silent : last));
+                     : !silent.empty() ? silent
+                                       : last));
       sleepBriefly(deadline);
     }
     addrinfo hints{};

@@ -39,6 +39,11 @@ struct Access {
   /// numpy broadcasting (trailing alignment; extent-1 dimensions repeat).
   static Access broadcast(llvm::ArrayRef<int64_t> shape,
                           llvm::ArrayRef<int64_t> space);
+  /// The same for a tensor laid out with `strides` (one per dimension of
+  /// `shape`) from `base`.
+  static Access broadcast(llvm::ArrayRef<int64_t> shape,
+                          llvm::ArrayRef<int64_t> space,
+                          llvm::ArrayRef<int64_t> strides, int64_t base);
 };
 
 /// A loop nest over a static iteration space with one access per tensor,

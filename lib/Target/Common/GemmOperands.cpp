@@ -67,15 +67,14 @@ GemmOperands::compose(Value v) const {
   auto input = compose(op->getOperand(0));
   if (!input)
     return std::nullopt;
-  std::optional<StridedLayout> layout = view.getResultLayout(
-      cast<OpResult>(v).getResultNumber(), input->second);
+  std::optional<StridedLayout> layout =
+      view.getResultLayout(cast<OpResult>(v).getResultNumber(), input->second);
   if (!layout)
     return std::nullopt;
   return std::make_pair(input->first, *layout);
 }
 
-std::optional<MatrixOperand>
-GemmOperands::getMatrix(OpOperand &operand) const {
+std::optional<MatrixOperand> GemmOperands::getMatrix(OpOperand &operand) const {
   auto composed = compose(operand.get());
   if (!composed)
     return std::nullopt;

@@ -27,12 +27,18 @@ Access Access::contiguous(llvm::ArrayRef<int64_t> shape) {
 
 Access Access::broadcast(llvm::ArrayRef<int64_t> shape,
                          llvm::ArrayRef<int64_t> space) {
+  return broadcast(shape, space, getContiguousStrides(shape), 0);
+}
+
+Access Access::broadcast(llvm::ArrayRef<int64_t> shape,
+                         llvm::ArrayRef<int64_t> space,
+                         llvm::ArrayRef<int64_t> strides, int64_t base) {
   Access a;
-  llvm::SmallVector<int64_t> st = getContiguousStrides(shape);
+  a.base = base;
   a.strides.assign(space.size(), 0);
   for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] != 1)
-      a.strides[i + space.size() - shape.size()] = st[i];
+      a.strides[i + space.size() - shape.size()] = strides[i];
   return a;
 }
 

@@ -201,8 +201,8 @@ private:
   /// The weights-table index of the constant that product operand `v`,
   /// read as `m`, is the whole of (from its start), else -1.
   int64_t getProductConstantIndex(const MatrixOperand &m, Value v) const {
-    if (m.offset != 0 || getNumElements(shapeOf(v)) !=
-                             getNumElements(shapeOf(m.buffer)))
+    if (m.offset != 0 ||
+        getNumElements(shapeOf(v)) != getNumElements(shapeOf(m.buffer)))
       return -1;
     return getConstantIndex(m.buffer);
   }
@@ -930,17 +930,12 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         SmallVector<int64_t> batch(
             *broadcastShapes(ArrayRef<int64_t>(a).drop_back(2),
                              ArrayRef<int64_t>(b).drop_back(2)));
-        // Each operand's batch dimensions, aligned to the batch's last ones,
-        // step by their strides in the layout (0 where broadcast).
+        // Each operand's batch dimensions step by their strides in the
+        // layout (0 where broadcast).
         auto batchAccess = [&](ArrayRef<int64_t> shape,
                                const MatrixOperand &operand) {
-          Access access{operand.offset,
-                        SmallVector<int64_t>(batch.size(), 0)};
-          size_t lead = batch.size() - shape.size();
-          for (auto [d, extent] : llvm::enumerate(shape))
-            if (extent == batch[lead + d])
-              access.strides[lead + d] = operand.batchStrides[d];
-          return access;
+          return Access::broadcast(shape, batch, operand.batchStrides,
+                                   operand.offset);
         };
         Access ac = Access::contiguous(batch);
         for (int64_t &s : ac.strides)
@@ -1442,8 +1437,7 @@ void FunctionEmitter::placeCollectiveWaits() {
     for (Operation *later : ArrayRef(ops).drop_front(i + 1)) {
       bool reads = llvm::any_of(later->getOperands(),
                                 [&](Value v) { return result.contains(v); });
-      if (reads &&
-          (isa<ViewLikeOpInterface>(later) || isReadInPlace(later))) {
+      if (reads && (isa<ViewLikeOpInterface>(later) || isReadInPlace(later))) {
         for (Value v : later->getResults())
           result.insert(v);
         continue;

@@ -435,8 +435,8 @@ void CpuTargetHooks::emitGemm(const GemmCall &g) {
       a += " + " + std::to_string(offset);
     emitLine(llvm::formatv("pcc_k::gemmPackedB({0}, {1}, {2}, {3}, {4}, {5}, "
                            "{6}, {7}, {8}, {9}, {10}, {11}, {12}{13});",
-                           g.m, g.n, g.k, g.alpha, a, g.lda,
-                           getPreparedB(g), g.b, g.ldb, g.transB ? "true" : "false", g.beta, g.c,
+                           g.m, g.n, g.k, g.alpha, a, g.lda, getPreparedB(g),
+                           g.b, g.ldb, g.transB ? "true" : "false", g.beta, g.c,
                            g.ldc,
                            g.epilogue ? ", " + epilogue + ", " + epilogueArgs
                                       : std::string())

@@ -233,8 +233,9 @@ inline float fexpNonPositive(float x) {
 
 /// The logistic sigmoid 1 / (1 + exp(-x)), within 2.49 ulp (relative error
 /// 1.49e-7, both near -16.6); 0 below -87.33, where the result would be
-/// subnormal (and cost the FPU its slow path), 1 from 16.64 on, NaN for NaN. exp(-x) is taken with x clamped to
-/// [-87.33, 87.33], where one 2^n factor covers it and it stays normal.
+/// subnormal (and cost the FPU its slow path), 1 from 16.64 on, NaN for
+/// NaN. exp(-x) is taken with x clamped to [-87.33, 87.33], where one 2^n
+/// factor covers it and it stays normal.
 inline float fsigmoid(float x) {
   constexpr float kLimit = 87.33f;
   float m = detail::select(x > kLimit, kLimit, x);

@@ -150,9 +150,8 @@ TEST(StridedLayoutTest, ChainsOfTransposesAndReshapes) {
               for (size_t e = d + 1; e < to.size(); ++e)
                 neighbour *= to[e];
             }
-            candidate.strides.push_back(to[d] > 1 ? t.offsets[neighbour] -
-                                                        t.offsets[0]
-                                                  : 0);
+            candidate.strides.push_back(
+                to[d] > 1 ? t.offsets[neighbour] - t.offsets[0] : 0);
           }
           ASSERT_FALSE(addresses(candidate, t)) << "trial " << trial;
           break;

@@ -210,8 +210,7 @@ TEST(FloatMath, ExpNonPositiveSpecialValues) {
 // bounds down to -87.33, 0 below, never a subnormal result.
 TEST(FloatMath, Sigmoid) {
   Errors errors = measure<pcc_k::fsigmoid>(refSigmoid, 0.0f, kInf, 211);
-  errors.merge(
-      measure<pcc_k::fsigmoid>(refSigmoid, 0.0f, 87.33f, 211, true));
+  errors.merge(measure<pcc_k::fsigmoid>(refSigmoid, 0.0f, 87.33f, 211, true));
   // Float by float where the error peaks.
   errors.merge(measure<pcc_k::fsigmoid>(refSigmoid, 16.5f, 16.7f, 1, true));
   expectWithin(errors, 2.49, 1.49e-7);

@@ -231,8 +231,7 @@ ExpandOp::getResultLayout(unsigned, const StridedLayout &input) {
 std::optional<StridedLayout>
 SliceOp::getResultLayout(unsigned, const StridedLayout &input) {
   StridedLayout out = input;
-  for (auto [d, start, step] :
-       llvm::enumerate(getStarts(), getSteps())) {
+  for (auto [d, start, step] : llvm::enumerate(getStarts(), getSteps())) {
     out.offset += start * input.strides[d];
     out.strides[d] *= step;
   }

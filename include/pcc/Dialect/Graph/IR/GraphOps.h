@@ -113,9 +113,6 @@ struct StridedLayout {
   /// evenly spaced in memory.
   std::optional<StridedLayout> reshape(llvm::ArrayRef<int64_t> from,
                                        llvm::ArrayRef<int64_t> to) const;
-  bool operator==(const StridedLayout &other) const {
-    return offset == other.offset && strides == other.strides;
-  }
 };
 
 namespace detail {
