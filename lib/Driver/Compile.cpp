@@ -23,15 +23,18 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/TargetParser/Host.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -179,6 +182,109 @@ static FailureOr<std::string> findCxx(std::string &error) {
   return *program;
 }
 
+namespace {
+/// The host C++ compiler's flags for generated CPU code: those of each
+/// object, and those that link them into the model's library.
+struct CxxFlags {
+  SmallVector<std::string> compile, link;
+};
+} // namespace
+
+static CxxFlags getCxxFlags(StringRef cpu) {
+  // OpenMP runs the loops' and GEMMs' threads; errno-free math lets the
+  // compiler vectorize sqrt and friends. The library is never unloaded:
+  // the OpenMP runtime it brings keeps its threads after a run, and a
+  // process that loads and drops models (a test runner) must not unload
+  // the code they wait in.
+  CxxFlags flags;
+  flags.compile = {"-std=c++17",      "-O3",   "-fopenmp",
+                   "-fno-math-errno", "-fPIC", "-w"};
+  if (cpu == "native")
+    flags.compile.push_back("-march=native");
+  flags.link = {"-shared", "-fopenmp", "-Wl,-z,nodelete"};
+  std::istringstream blas(PCC_BLAS_FLAGS);
+  for (std::string flag; blas >> flag;) {
+    bool preprocessor =
+        StringRef(flag).starts_with("-D") || StringRef(flag).starts_with("-I");
+    (preprocessor ? flags.compile : flags.link).push_back(flag);
+  }
+  return flags;
+}
+
+/// pcc's cache folder: $PCC_CACHE_DIR, else $XDG_CACHE_HOME/pcc, else
+/// ~/.cache/pcc; none where PCC_CACHE_DIR is set and empty.
+static std::optional<std::string> getCacheDir() {
+  if (std::optional<std::string> dir =
+          llvm::sys::Process::GetEnv("PCC_CACHE_DIR"))
+    return dir->empty() ? std::nullopt : dir;
+  SmallString<256> dir;
+  if (!llvm::sys::path::cache_directory(dir))
+    return std::nullopt;
+  llvm::sys::path::append(dir, "pcc");
+  return std::string(dir);
+}
+
+/// The name of pcc_kernels.cpp's object in the cache: a hash of what makes
+/// it, i.e. the kernels' text, the compiler (its file, size and time), the
+/// flags and, for -march=native, the processor.
+static std::string getKernelObjectName(StringRef cxx,
+                                       ArrayRef<std::string> flags) {
+  llvm::SHA256 hash;
+  auto add = [&](StringRef text) {
+    hash.update(text);
+    hash.update(StringRef("\0", 1));
+  };
+  add(getKernelHeader());
+  add(getKernelSource());
+  SmallString<256> compiler(cxx);
+  (void)llvm::sys::fs::real_path(cxx, compiler);
+  add(compiler);
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(compiler, status)) {
+    add(std::to_string(status.getSize()));
+    add(std::to_string(
+        status.getLastModificationTime().time_since_epoch().count()));
+  }
+  for (const std::string &flag : flags)
+    add(flag);
+  if (llvm::is_contained(flags, "-march=native")) {
+    add(llvm::sys::getHostCPUName());
+    std::vector<std::string> features;
+    for (const auto &feature : llvm::sys::getHostCPUFeatures())
+      features.push_back((feature.second ? "+" : "-") + feature.first().str());
+    llvm::sort(features);
+    for (const std::string &feature : features)
+      add(feature);
+  }
+  std::array<uint8_t, 32> digest = hash.final();
+  return "kernels-" + llvm::toHex(ArrayRef(digest).take_front(16), true) + ".o";
+}
+
+/// Appends the text of `from` to `to` and removes `from`.
+static void appendLog(const std::string &from, const std::string &to) {
+  auto text = llvm::MemoryBuffer::getFile(from);
+  if (text) {
+    std::error_code ec;
+    llvm::raw_fd_ostream log(to, ec, llvm::sys::fs::OF_Append);
+    if (!ec)
+      log << (*text)->getBuffer();
+  }
+  llvm::sys::fs::remove(from);
+}
+
+/// Puts a copy of `object` into the cache as `entry`: under a name of its
+/// own, then renamed, so that a build never sees half an object.
+static void storeInCache(StringRef object, StringRef entry) {
+  SmallString<256> temp;
+  int fd;
+  if (llvm::sys::fs::createUniqueFile(entry + ".tmp-%%%%%%", fd, temp))
+    return;
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  if (llvm::sys::fs::copy_file(object, temp) ||
+      llvm::sys::fs::rename(temp, entry))
+    llvm::sys::fs::remove(temp);
+}
+
 LogicalResult pcc::buildSharedLibrary(const std::string &source,
                                       const std::string &output,
                                       const std::string &logFile,
@@ -186,21 +292,84 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   FailureOr<std::string> cxx = findCxx(error);
   if (failed(cxx))
     return failure();
-  // OpenMP runs the loops' and GEMMs' threads; errno-free math lets the
-  // compiler vectorize sqrt and friends. The library is never unloaded:
-  // the OpenMP runtime it brings keeps its threads after a run, and a
-  // process that loads and drops models (a test runner) must not unload
-  // the code they wait in.
-  SmallVector<std::string> args{*cxx,          "-std=c++17",       "-O3",
-                                "-fopenmp",    "-fno-math-errno",  "-fPIC",
-                                "-shared",     "-Wl,-z,nodelete",  "-w",
-                                "-o",          output,             source};
-  if (cpu == "native")
-    args.push_back("-march=native");
-  std::istringstream blas(PCC_BLAS_FLAGS);
-  for (std::string flag; blas >> flag;)
-    args.push_back(flag);
-  return runBuild(args, logFile, error, "C++ compiler");
+  CxxFlags flags = getCxxFlags(cpu);
+  auto compileArgs = [&](StringRef input, StringRef object) {
+    SmallVector<std::string> args{*cxx};
+    llvm::append_range(args, flags.compile);
+    llvm::append_range(
+        args, ArrayRef<std::string>{"-c", "-o", object.str(), input.str()});
+    return args;
+  };
+  // The kernels (pcc_kernels.cpp beside `source`) are the same for every
+  // model: their object comes from the cache where a build with the same
+  // compiler, flags and processor made it, and is otherwise compiled while
+  // the model's code compiles, then stored in the cache.
+  SmallString<256> kernelSource(llvm::sys::path::parent_path(source));
+  llvm::sys::path::append(kernelSource, "pcc_kernels.cpp");
+  std::string entry;
+  if (std::optional<std::string> dir = getCacheDir();
+      dir && !llvm::sys::fs::create_directories(*dir))
+    entry = *dir + "/" + getKernelObjectName(*cxx, flags.compile);
+  bool cached = !entry.empty() && llvm::sys::fs::exists(entry);
+  std::string modelObject = output + ".o", kernelObject = output + ".kernels.o";
+  std::string kernelLog = logFile + ".kernels", linkLog = logFile + ".link";
+  llvm::scope_exit removeObjects([&] {
+    llvm::sys::fs::remove(modelObject);
+    llvm::sys::fs::remove(kernelObject);
+  });
+  auto compileKernels = [&](std::string &kernelError) {
+    return runBuild(compileArgs(kernelSource, kernelObject), kernelLog,
+                    kernelError, "C++ compiler");
+  };
+  std::string kernelError;
+  LogicalResult kernelsBuilt = success();
+  std::thread kernelBuilder;
+  if (!cached)
+    kernelBuilder =
+        std::thread([&] { kernelsBuilt = compileKernels(kernelError); });
+  LogicalResult modelBuilt = runBuild(compileArgs(source, modelObject), logFile,
+                                      error, "C++ compiler");
+  if (kernelBuilder.joinable()) {
+    kernelBuilder.join();
+    appendLog(kernelLog, logFile);
+  }
+  if (failed(modelBuilt))
+    return failure();
+  if (failed(kernelsBuilt)) {
+    error = kernelError;
+    return failure();
+  }
+  auto link = [&](StringRef kernels) {
+    SmallVector<std::string> args{*cxx, "-o", output, modelObject,
+                                  kernels.str()};
+    llvm::append_range(args, flags.link);
+    LogicalResult linked = runBuild(args, linkLog, error, "linker");
+    appendLog(linkLog, logFile);
+    return linked;
+  };
+  if (cached) {
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream log(logFile, ec, llvm::sys::fs::OF_Append);
+      if (!ec)
+        log << "pcc: the kernels' object from the cache: " << entry << "\n";
+    }
+    if (succeeded(link(entry)))
+      return success();
+    // An entry that does not link (damaged, or another compiler's after
+    // all) is made again.
+    cached = false;
+    if (failed(compileKernels(error))) {
+      appendLog(kernelLog, logFile);
+      return failure();
+    }
+    appendLog(kernelLog, logFile);
+  }
+  if (failed(link(kernelObject)))
+    return failure();
+  if (!entry.empty())
+    storeInCache(kernelObject, entry);
+  return success();
 }
 
 LogicalResult pcc::buildCudaLibrary(const std::string &source,
@@ -319,10 +488,12 @@ writeTexts(StringRef dir,
   return success();
 }
 
-LogicalResult pcc::writeRuntimeHeaders(StringRef dir, std::string &error) {
-  return writeTexts(
-      dir, {{"pcc_kernels.h", getKernelHeader()}, {"pccrt.h", getAbiHeader()}},
-      error);
+LogicalResult pcc::writeRuntimeSources(StringRef dir, std::string &error) {
+  return writeTexts(dir,
+                    {{"pcc_kernels.h", getKernelHeader()},
+                     {"pcc_kernels.cpp", getKernelSource()},
+                     {"pccrt.h", getAbiHeader()}},
+                    error);
 }
 
 LogicalResult pcc::writeCudaHeaders(StringRef dir, std::string &error) {
@@ -590,7 +761,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   }
   std::string headerError;
   if (failed(cuda ? writeCudaHeaders(tmp.path, headerError)
-                  : writeRuntimeHeaders(tmp.path, headerError)))
+                  : writeRuntimeSources(tmp.path, headerError)))
     return fail(headerError);
 
   // The compilers run while the weights are written: the C++ compiler, or

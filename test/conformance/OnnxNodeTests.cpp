@@ -739,7 +739,7 @@ int Runner::main() {
     }
     tmp = dir.str().str();
   }
-  if (std::string error; failed(pcc::writeRuntimeHeaders(tmp, error))) {
+  if (std::string error; failed(pcc::writeRuntimeSources(tmp, error))) {
     llvm::errs() << "pcc-onnx-node-tests: error: " << error << "\n";
     return 2;
   }

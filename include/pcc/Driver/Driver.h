@@ -137,7 +137,10 @@ std::unique_ptr<mlir::ScopedDiagnosticHandler> installDiagnosticPrinter(
 
 /// Compiles C++ `source` into the shared library `output` with the host
 /// compiler ($PCC_CXX or c++), adding the BLAS flags found at configure
-/// time. On failure returns the compiler's first error line.
+/// time, and links it with pcc_kernels.cpp beside it, whose object pcc
+/// keeps in its cache ($PCC_CACHE_DIR, else $XDG_CACHE_HOME/pcc or
+/// ~/.cache/pcc; none where PCC_CACHE_DIR is empty) for each compiler, flag
+/// set and processor. On failure returns the compiler's first error line.
 llvm::LogicalResult buildSharedLibrary(const std::string &source,
                                        const std::string &output,
                                        const std::string &logFile,
@@ -176,9 +179,10 @@ std::vector<pccrt::TensorRef>
 getWeightTensors(const CppEmitResult &emitted,
                  std::deque<std::vector<uint8_t>> &storage);
 
-/// Writes pccrt.h and pcc_kernels.h, which generated code includes, into
-/// `dir`. On failure returns the reason in `error`.
-llvm::LogicalResult writeRuntimeHeaders(llvm::StringRef dir,
+/// Writes pccrt.h and pcc_kernels.h, which generated code includes, and
+/// pcc_kernels.cpp, which buildSharedLibrary links with it, into `dir`. On
+/// failure returns the reason in `error`.
+llvm::LogicalResult writeRuntimeSources(llvm::StringRef dir,
                                         std::string &error);
 
 } // namespace pcc

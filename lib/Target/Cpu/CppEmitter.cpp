@@ -1,7 +1,7 @@
 //===- CppEmitter.cpp - Graph dialect to C++ for the CPU target -----------===//
 //
 // The program emitter with the CPU's hooks, and the headers its code
-// includes, embedded in the compiler.
+// includes and the kernels it links, embedded in the compiler.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,11 +15,15 @@ using namespace pcc;
 static const char kKernelHeader[] =
 #include "EmbeddedKernels.inc"
     ;
+static const char kKernelSource[] =
+#include "EmbeddedKernelSource.inc"
+    ;
 static const char kAbiHeader[] =
 #include "EmbeddedAbi.inc"
     ;
 
 StringRef pcc::getKernelHeader() { return kKernelHeader; }
+StringRef pcc::getKernelSource() { return kKernelSource; }
 StringRef pcc::getAbiHeader() { return kAbiHeader; }
 
 FailureOr<CppEmitResult> pcc::emitCpp(ModuleOp module, raw_ostream &os,

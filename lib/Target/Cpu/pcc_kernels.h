@@ -1,9 +1,12 @@
 //===- pcc_kernels.h - Kernels called by pcc's generated CPU code ---------===//
 //
-// Header-only C++17, copied next to every generated model.cpp. The emitter
-// writes element-wise ops, reductions and data movement as loops of their
-// own; these are the kernels whose loops are not worth emitting per op.
-// All shapes arrive as compile-time constants at the call sites.
+// C++17, copied next to every generated model.cpp. The emitter writes
+// element-wise ops, reductions and data movement as loops of their own;
+// these are the kernels whose loops are not worth emitting per op. All
+// shapes arrive as compile-time constants at the call sites. The packed
+// GEMM engine, the same for every model, is only declared here: its code
+// is pcc_kernels.cpp, compiled once per flag set and linked with the
+// model.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +27,15 @@
 #endif
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+
+// The functions of pcc_kernels.cpp, which the generated code calls: hidden
+// in the model's library, so that models built with other flags and loaded
+// into the same process each call their own.
+#if defined(__GNUC__)
+#define PCC_KERNEL_API __attribute__((visibility("hidden")))
+#else
+#define PCC_KERNEL_API
 #endif
 
 // The functions of the program itself (the model's steps) are straight-line
@@ -406,217 +418,6 @@ constexpr int64_t kVectors = 2, kPanelCols = kVectors * kLanes, kDepth = 256;
 /// Floats in a 64-byte cache line: the prefetch's step.
 constexpr int64_t kLineFloats = 16;
 
-/// Offset of panel p's block of K-rows starting at k0, in floats: panel
-/// after panel, each its K-rows one after another.
-inline int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
-  return (p * k + k0) * kPanelCols;
-}
-
-/// C[rows x kPanelCols] (=|+=) alpha * tile, of which C's first `cols`
-/// columns are written: the end of a micro-kernel whose panel passes N.
-inline void storeTile(int rows, const float *tile, float *c, int64_t ldc,
-                      float alpha, float beta, bool first, int64_t cols) {
-  for (int i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      float &ci = c[i * ldc + j];
-      float old = first ? (beta != 0.0f ? beta * ci : 0.0f) : ci;
-      ci = old + alpha * tile[i * kPanelCols + j];
-    }
-}
-
-/// C[rows x kPanelCols] (=|+=) alpha * A * Bblock over `depth`, B packed,
-/// A's element (i, q) at a[i * rowStride + q * depthStride] (rows of A as
-/// they are, or a packed micro-panel); C's first `cols` columns are
-/// written. `first` says whether C is scaled by beta (its first K-block)
-/// or accumulated into.
-/// Not inlined: inlined into the loops of gemmPackedB, its instances
-/// and their branches were copied for each outcome of the loops' tests,
-/// which tripled the compile time of every model library.
-template <int Rows>
-__attribute__((noinline)) void
-microKernel(int64_t depth, const float *a, int64_t rowStride,
-            int64_t depthStride, const float *b, float *c, int64_t ldc,
-            float alpha, float beta, bool first, int64_t cols,
-            const float *ahead) {
-  constexpr int64_t C = kPanelCols;
-  alignas(64) float tile[Rows][C];
-#if PCC_GEMM_VECTORS
-  constexpr int64_t V = kVectors;
-  // The compiler's vector types, not <immintrin.h>, whose parsing alone
-  // costs the generated library a second of compile time; a * b + c
-  // contracts to an FMA (GCC's default for C++, clang's within an
-  // expression). The accumulators are only ever indexed by constants (the
-  // loops unroll), so they stay in registers: no copy on the stack to
-  // clear before the loop or to spill after it.
-  typedef float Vec __attribute__((vector_size(kLanes * sizeof(float))));
-  Vec acc[Rows][V];
-#pragma GCC unroll 16
-  for (int i = 0; i < Rows; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = Vec{};
-  // Four iterations a trip: the loop's own instructions (the counter, the
-  // pointers, the branch) then cost the front end a quarter as much, which
-  // on an AVX2 Zen 3 makes the products about 4% faster.
-#pragma GCC unroll 4
-  for (int64_t q = 0; q < depth; ++q) {
-    Vec bv[V];
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) {
-      // Unaligned: a block packed per call lies where a vector put it.
-      std::memcpy(&bv[v], b + v * kLanes, sizeof(Vec));
-      // B's vectors in registers: with few rows GCC folds their loads into
-      // each FMA instead, and a load of B for every FMA makes the loop
-      // wait on the load ports (6 cycles instead of 4 with AVX2's 4 rows).
-      __asm__("" : "+v"(bv[v]));
-    }
-    // One line an iteration of what the next calls read: B's next block
-    // on its way from memory into L2 while this one is read from L1.
-    __builtin_prefetch(ahead + q * kLineFloats, 0, 1);
-#pragma GCC unroll 16
-    for (int i = 0; i < Rows; ++i) {
-      // A broadcast (x - 0 is x, -0 included); the row offsets stay in
-      // registers.
-      Vec av = a[i * rowStride] - Vec{};
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v)
-        acc[i][v] = av * bv[v] + acc[i][v];
-    }
-    a += depthStride;
-    b += C;
-  }
-  if (cols == C) {
-    Vec va = alpha - Vec{};
-    bool read = !first || beta != 0.0f;
-    Vec vs = (first ? beta : 1.0f) - Vec{};
-#pragma GCC unroll 16
-    for (int i = 0; i < Rows; ++i)
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) {
-        // C's rows are not aligned: memcpy moves them unaligned.
-        float *ci = c + i * ldc + v * kLanes;
-        Vec r = va * acc[i][v];
-        if (read) {
-          Vec old;
-          std::memcpy(&old, ci, sizeof(Vec));
-          r = vs * old + r;
-        }
-        std::memcpy(ci, &r, sizeof(Vec));
-      }
-    return;
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < Rows; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      *reinterpret_cast<Vec *>(tile[i] + v * kLanes) = acc[i][v];
-#else
-  for (int i = 0; i < Rows; ++i)
-    for (int64_t j = 0; j < C; ++j)
-      tile[i][j] = 0.0f;
-  for (int64_t q = 0; q < depth; ++q, a += depthStride, b += C)
-    for (int i = 0; i < Rows; ++i)
-      for (int64_t j = 0; j < C; ++j)
-        tile[i][j] += a[i * rowStride] * b[j];
-#endif
-  storeTile(Rows, &tile[0][0], c, ldc, alpha, beta, first, cols);
-}
-
-/// The micro-kernel for a panel of `rows` rows, Rows at most.
-template <int Rows = kPanelRows>
-inline void microKernelRows(int64_t rows, int64_t depth, const float *a,
-                            int64_t rowStride, int64_t depthStride,
-                            const float *b, float *c, int64_t ldc, float alpha,
-                            float beta, bool first, int64_t cols,
-                            const float *ahead) {
-  if constexpr (Rows > 1)
-    if (rows < Rows)
-      return microKernelRows<Rows - 1>(rows, depth, a, rowStride, depthStride,
-                                       b, c, ldc, alpha, beta, first, cols,
-                                       ahead);
-  microKernel<Rows>(depth, a, rowStride, depthStride, b, c, ldc, alpha, beta,
-                    first, cols, ahead);
-}
-
-/// The first row of A's micro-panel r of `panels` over m rows (m for r =
-/// panels, the end of the last). Panels are kPanelRows high, except that a
-/// remainder of at most half a panel shares the last two panels with the
-/// rows before it (128 rows in panels of 6: 20 of 6, then 4 and 4): a
-/// panel of few rows keeps too few accumulators to hide the FMA latency.
-inline int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
-  if (r >= panels)
-    return m;
-  int64_t rest = m - (panels - 1) * kPanelRows;
-  if (panels < 2 || rest > kPanelRows / 2 || r < panels - 1)
-    return r * kPanelRows;
-  return (panels - 2) * kPanelRows + (kPanelRows + rest) / 2;
-}
-
-/// Packs columns [col0, col0 + kPanelCols) of op(B)'s rows [k0, k0 +
-/// depth) into `o`, a row of kPanelCols floats per row of K, zero past
-/// column n. op(B) is B (k x n, ldb apart) or, when transB, B's transpose,
-/// whose columns are B's rows: each is read along its length, into a
-/// column of `o` (a block in L1), rather than a float from each of
-/// kPanelCols rows per row of `o` (attention's q k^T, whose k the product
-/// reads in place, ran 8% faster).
-inline void packBPanel(const float *b, int64_t ldb, bool transB, int64_t n,
-                       int64_t col0, int64_t k0, int64_t depth, float *o) {
-  int64_t cols = std::min(kPanelCols, n - col0);
-  if (transB) {
-    for (int64_t j = 0; j < cols; ++j) {
-      const float *row = b + (col0 + j) * ldb + k0;
-      for (int64_t q = 0; q < depth; ++q)
-        o[q * kPanelCols + j] = row[q];
-    }
-    for (int64_t q = 0; q < depth; ++q)
-      for (int64_t j = cols; j < kPanelCols; ++j)
-        o[q * kPanelCols + j] = 0.0f;
-    return;
-  }
-  for (int64_t q = 0; q < depth; ++q, o += kPanelCols) {
-    for (int64_t j = 0; j < cols; ++j)
-      o[j] = b[(k0 + q) * ldb + col0 + j];
-    for (int64_t j = cols; j < kPanelCols; ++j)
-      o[j] = 0.0f;
-  }
-}
-
-/// Packs op(A)'s rows [first, first + rows) over K [k0, k0 + depth) into a
-/// micro-panel `o`, kPanelRows floats per row of K (the micro-kernel for
-/// `rows` rows reads no others). op(A) is A (m x k, lda apart) or, when
-/// transA, A's transpose (A k x m), whose row i is A's column i, which the
-/// micro-kernel could only read a line per element.
-inline void packAPanel(const float *a, int64_t lda, bool transA, int64_t first,
-                       int64_t rows, int64_t k0, int64_t depth, float *o) {
-  if (transA) {
-    for (int64_t q = 0; q < depth; ++q)
-      for (int64_t i = 0; i < rows; ++i)
-        o[q * kPanelRows + i] = a[(k0 + q) * lda + first + i];
-    return;
-  }
-  for (int64_t i = 0; i < rows; ++i) {
-    const float *row = a + (first + i) * lda + k0;
-    for (int64_t q = 0; q < depth; ++q)
-      o[q * kPanelRows + i] = row[q];
-  }
-}
-
-/// Panels of B over which an untransposed A is worth packing: with AVX2
-/// the micro-kernel reads a packed micro-panel as one stream instead of
-/// six (2-5% faster products at 48 panels and more on a Zen 3), which pays
-/// for the copy only where many panels read it (a product of 8 panels ran
-/// 8% slower packed, one of 4, 20%). With AVX-512 A is read in place: on
-/// the Zen 5 where its kernel was tuned, packing A cost 5-10% of a forward.
-#if defined(__AVX512F__)
-constexpr int64_t kPackAPanels = std::numeric_limits<int64_t>::max();
-#else
-constexpr int64_t kPackAPanels = 32;
-#endif
-
-/// Row panels one task covers: its blocks of B are packed (or read) once
-/// for all of them.
-constexpr int64_t kBlockPanels = 32;
-
 /// Row-major C = alpha * op(A) * op(B) + beta * C on the micro-kernel: A
 /// read in place or, transposed, packed once per call and shared by the
 /// threads; B from `bp`, packed ahead by packB, or, where `bp` is null,
@@ -624,117 +425,13 @@ constexpr int64_t kBlockPanels = 32;
 /// threads take tasks, each a panel of B over a block of rows of C, as
 /// they finish the last; a task's `epilogue` runs on its block of C once
 /// it is final. On the run's threads where `parallel`, on the calling
-/// thread otherwise.
-inline void product(int64_t m, int64_t n, int64_t k, float alpha,
-                    const float *a, int64_t lda, bool transA, const float *bp,
-                    const float *b, int64_t ldb, bool transB, float beta,
-                    float *c, int64_t ldc, GemmEpilogueFn epilogue,
-                    void *const *epilogueArgs, bool parallel) {
-  if (m <= 0 || n <= 0)
-    return;
-  if (k <= 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-    if (epilogue)
-      epilogue(epilogueArgs, 0, m, 0, n);
-    return;
-  }
-  int64_t rowPanels = (m + kPanelRows - 1) / kPanelRows;
-  int64_t panels = (n + kPanelCols - 1) / kPanelCols;
-  // A transposed, or read by many panels, is packed once per call, per
-  // K-block its micro-panels one after another; otherwise it is read in
-  // place, a row a stream.
-  bool packA = transA || panels >= kPackAPanels;
-  static thread_local std::vector<float> aPacked;
-  if (packA)
-    aPacked.resize(size_t(rowPanels * kPanelRows * k));
-  float *ap = aPacked.data();
-  int64_t rowBlocks = (rowPanels + kBlockPanels - 1) / kBlockPanels;
-  int64_t tasks = panels * rowBlocks;
-  // Packs A's row panels index, index + count, ... (all of them for one
-  // thread).
-  auto packRowPanels = [&](int64_t index, int64_t count) {
-    for (int64_t r = index; r < rowPanels; r += count)
-      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-        int64_t depth = std::min(kDepth, k - k0);
-        int64_t first = panelStart(r, rowPanels, m);
-        packAPanel(a, lda, transA, first,
-                   panelStart(r + 1, rowPanels, m) - first, k0, depth,
-                   ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
-      }
-  };
-  // A panel of B over a block of rows of C, then its epilogue.
-  auto runTask = [&](int64_t task) {
-    // A block of B packed by this thread (no prepared operand).
-    static thread_local std::vector<float> bBlock;
-    if (!bp)
-      bBlock.resize(size_t(kDepth * kPanelCols));
-    int64_t p = task / rowBlocks, block = task % rowBlocks;
-    int64_t r0 = block * kBlockPanels,
-            r1 = std::min(rowPanels, r0 + kBlockPanels);
-    int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
-    for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-      int64_t depth = std::min(kDepth, k - k0);
-      const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
-      if (!bp)
-        packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth,
-                   bBlock.data());
-      // A prepared B is read in the order it is stored: the next block
-      // follows this one. The first two row panels fetch it, half each (a
-      // line an iteration), the others touch their own block.
-      const float *next = bp ? bb + depth * kPanelCols : bb;
-      for (int64_t r = r0; r < r1; ++r) {
-        int64_t first = panelStart(r, rowPanels, m);
-        int64_t end = panelStart(r + 1, rowPanels, m);
-        const float *ahead =
-            r - r0 < 2 ? next + (r - r0) * depth * kLineFloats : bb;
-        if (packA)
-          microKernelRows(end - first, depth,
-                          ap + rowPanels * kPanelRows * k0 +
-                              r * depth * kPanelRows,
-                          1, kPanelRows, bb, c + first * ldc + p * kPanelCols,
-                          ldc, alpha, beta, k0 == 0, cols, ahead);
-        else
-          microKernelRows(end - first, depth, a + first * lda + k0, lda, 1, bb,
-                          c + first * ldc + p * kPanelCols, ldc, alpha, beta,
-                          k0 == 0, cols, ahead);
-      }
-    }
-    if (epilogue)
-      epilogue(epilogueArgs, panelStart(r0, rowPanels, m),
-               panelStart(r1, rowPanels, m), p * kPanelCols,
-               p * kPanelCols + cols);
-  };
-  // On the calling thread without a parallel region: even one that the
-  // `if` clause keeps to one thread costs OpenMP 1-2 us to open, a tenth of
-  // an attention head's product.
-  if (!parallel || threads() <= 1) {
-    if (packA)
-      packRowPanels(0, 1);
-    for (int64_t task = 0; task < tasks; ++task)
-      runTask(task);
-    return;
-  }
-#pragma omp parallel num_threads(threads())
-  {
-#ifdef _OPENMP
-    int index = omp_get_thread_num(), count = omp_get_num_threads();
-#else
-    int index = 0, count = 1;
-#endif
-    if (packA) {
-      packRowPanels(index, count);
-#pragma omp barrier
-    }
-    // Tasks go to the threads in chunks as they finish the last: two
-    // threads of a virtual machine need not run at the same speed.
-    [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, tasks / (8 * count));
-#pragma omp for schedule(dynamic, chunk) nowait
-    for (int64_t task = 0; task < tasks; ++task)
-      runTask(task);
-  }
-}
+/// thread otherwise. In pcc_kernels.cpp.
+PCC_KERNEL_API void product(int64_t m, int64_t n, int64_t k, float alpha,
+                            const float *a, int64_t lda, bool transA,
+                            const float *bp, const float *b, int64_t ldb,
+                            bool transB, float beta, float *c, int64_t ldc,
+                            GemmEpilogueFn epilogue, void *const *epilogueArgs,
+                            bool parallel);
 } // namespace packed
 
 /// The width of the blocks of C's columns on which a product runs its
@@ -865,20 +562,9 @@ constexpr uint64_t packedBBytes(int64_t k, int64_t n) {
 }
 
 /// Packs B (k x n, or its transpose n x k when transB, ldb apart) for
-/// gemmPackedB, on the run's threads.
-inline void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
-                  bool transB, float *out) {
-  using namespace packed;
-  if (!PCC_PACKED_GEMM || k <= 0 || n <= 0)
-    return;
-  int64_t panels = packedBElements(k, n) / (k * kPanelCols);
-#pragma omp parallel for schedule(static)                                      \
-    num_threads(threads()) if (threads() > 1)
-  for (int64_t p = 0; p < panels; ++p)
-    for (int64_t k0 = 0; k0 < k; k0 += kDepth)
-      packBPanel(b, ldb, transB, n, p * kPanelCols, k0,
-                 std::min(kDepth, k - k0), out + blockOffset(k, p, k0));
-}
+/// gemmPackedB, on the run's threads. In pcc_kernels.cpp.
+PCC_KERNEL_API void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
+                          bool transB, float *out);
 
 /// Row-major C = alpha * A * op(B) + beta * C with B packed by packB (`bp`)
 /// from `b` (k x n, or n x k when transB, ldb apart), on the run's threads

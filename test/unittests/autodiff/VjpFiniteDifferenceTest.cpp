@@ -139,7 +139,7 @@ TEST_P(VjpTest, MatchesCentralDifferences) {
     ASSERT_TRUE(succeeded(emitted));
   }
   std::string error;
-  ASSERT_TRUE(succeeded(pcc::writeRuntimeHeaders(dir, error))) << error;
+  ASSERT_TRUE(succeeded(pcc::writeRuntimeSources(dir, error))) << error;
   std::string lib = (dir + "/libmodel.so").str();
   ASSERT_TRUE(succeeded(
       pcc::buildSharedLibrary(source, lib, (dir + "/build.log").str(), error)))

@@ -21,8 +21,10 @@ llvm::FailureOr<CppEmitResult> emitCpp(mlir::func::FuncOp entry,
                                        const CppEmitOptions &options = {});
 
 /// The text of the kernel header the generated code includes
-/// ("pcc_kernels.h"), and of the ABI header ("pccrt.h").
+/// ("pcc_kernels.h"), of the kernels it is linked with ("pcc_kernels.cpp"),
+/// and of the ABI header ("pccrt.h").
 llvm::StringRef getKernelHeader();
+llvm::StringRef getKernelSource();
 llvm::StringRef getAbiHeader();
 
 } // namespace pcc
