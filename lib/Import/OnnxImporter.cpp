@@ -91,10 +91,11 @@ static FailureOr<RankedTensorType> tensorType(ArrayRef<int64_t> dims,
   return RankedTensorType::get(dims, et);
 }
 
-/// Reads `length` bytes at `offset` of an external data file, which must lie
-/// inside the model's folder.
-static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
-                                           StringRef modelDir, Location loc) {
+/// The `length` bytes at `offset` of an external data file, which must lie
+/// inside the model's folder: a view of the file, which `mapped` holds.
+static FailureOr<StringRef>
+readExternal(const onnx::TensorProto &t, StringRef modelDir, Location loc,
+             std::unique_ptr<llvm::MemoryBuffer> &mapped) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto &kv : t.external_data()) {
@@ -139,7 +140,8 @@ static FailureOr<std::string> readExternal(const onnx::TensorProto &t,
     return emitError(loc) << "initializer '" << t.name()
                           << "': external data range out of file bounds",
            failure();
-  return std::string((*buf)->getBufferStart() + offset, length);
+  mapped = std::move(*buf);
+  return mapped->getBuffer().substr(offset, length);
 }
 
 DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
@@ -152,17 +154,23 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
   int64_t n = type->getNumElements();
   Type et = type->getElementType();
   size_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
-  std::string raw;
+  // The bytes as they are (in the file mapped for external data, in the
+  // proto for raw data): a large model's weights are copied once, into the
+  // attribute.
+  StringRef raw;
+  std::unique_ptr<llvm::MemoryBuffer> external;
+  std::string packed;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    auto ext = readExternal(t, modelDir, loc);
+    auto ext = readExternal(t, modelDir, loc, external);
     if (failed(ext))
       return {};
-    raw = std::move(*ext);
+    raw = *ext;
   } else if (t.has_raw_data()) {
     raw = t.raw_data();
   } else {
     // Typed fields: pack into little-endian raw bytes.
-    raw.resize(n * width);
+    packed.resize(n * width);
+    raw = packed;
     auto fail = [&]() {
       emitError(loc) << what << ": holds the wrong number of elements";
       return DenseElementsAttr();
@@ -173,19 +181,19 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
       if (t.float_data_size() != n)
         return fail();
       if (n)
-        memcpy(raw.data(), t.float_data().data(), n * 4);
+        memcpy(packed.data(), t.float_data().data(), n * 4);
       break;
     case TP::DOUBLE:
       if (t.double_data_size() != n)
         return fail();
       if (n)
-        memcpy(raw.data(), t.double_data().data(), n * 8);
+        memcpy(packed.data(), t.double_data().data(), n * 8);
       break;
     case TP::INT64:
       if (t.int64_data_size() != n)
         return fail();
       if (n)
-        memcpy(raw.data(), t.int64_data().data(), n * 8);
+        memcpy(packed.data(), t.int64_data().data(), n * 8);
       break;
     case TP::UINT32:
     case TP::UINT64:
@@ -193,7 +201,7 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
         return fail();
       for (int64_t i = 0; i < n; ++i) {
         uint64_t v = t.uint64_data(i);
-        memcpy(raw.data() + i * width, &v, width);
+        memcpy(packed.data() + i * width, &v, width);
       }
       break;
     default:
@@ -202,7 +210,7 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
         return fail();
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = t.int32_data(i);
-        memcpy(raw.data() + i * width, &v, width);
+        memcpy(packed.data() + i * width, &v, width);
       }
     }
   }
