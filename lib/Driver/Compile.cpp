@@ -136,32 +136,51 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createFuse());
 }
 
-/// Runs `args` (the program first), its output into `logFile`, which ends
-/// with the command; on failure `error` says what failed and the log's
-/// first error line.
+/// Appends `text` to the file `path`; appends from concurrent builds come
+/// one after the other.
+static void appendToLog(const std::string &path, StringRef text) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::error_code ec;
+  llvm::raw_fd_ostream log(path, ec, llvm::sys::fs::OF_Append);
+  if (!ec)
+    log << text;
+}
+
+/// Runs `args` (the program first) and appends its output to `logFile`,
+/// followed by the command; on failure `error` says what failed and the
+/// output's first error line. Builds may run at the same time.
 static LogicalResult runBuild(ArrayRef<std::string> args,
                               const std::string &logFile, std::string &error,
                               StringRef what) {
+  // The output goes to a file of its own, then to the log.
+  SmallString<256> stepLog;
+  int fd;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+          logFile + ".step-%%%%%%", fd, stepLog)) {
+    error = "cannot write " + logFile + ": " + ec.message();
+    return failure();
+  }
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  llvm::scope_exit removeStepLog([&] { llvm::sys::fs::remove(stepLog); });
   SmallVector<StringRef> argRefs(args.begin(), args.end());
-  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(logFile),
-                                          StringRef(logFile)};
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(stepLog),
+                                          StringRef(stepLog)};
   std::string execError;
   int rc = llvm::sys::ExecuteAndWait(args.front(), argRefs, std::nullopt,
                                      redirects, 0, 0, &execError);
-  {
-    // The log ends with the command, for whoever rebuilds by hand.
-    std::error_code ec;
-    llvm::raw_fd_ostream log(logFile, ec, llvm::sys::fs::OF_Append);
-    if (!ec)
-      log << "pcc: built with: " << llvm::join(args, " ") << "\n";
-  }
+  std::string output;
+  if (auto text = llvm::MemoryBuffer::getFile(stepLog))
+    output = (*text)->getBuffer().str();
+  // The command ends its output, for whoever rebuilds by hand.
+  appendToLog(logFile,
+              output + "pcc: built with: " + llvm::join(args, " ") + "\n");
   if (rc == 0)
     return success();
   error = ("the " + what + " failed on the generated code").str();
-  std::ifstream log(logFile);
-  for (std::string line; std::getline(log, line);)
-    if (line.find("error") != std::string::npos) {
-      error += ": " + line;
+  for (StringRef line : llvm::split(output, '\n'))
+    if (line.contains("error")) {
+      error += ": " + line.str();
       break;
     }
   if (!execError.empty())
@@ -224,11 +243,11 @@ static std::optional<std::string> getCacheDir() {
   return std::string(dir);
 }
 
-/// The name of pcc_kernels.cpp's object in the cache: a hash of what makes
-/// it, i.e. the kernels' text, the compiler (its file, size and time), the
-/// flags and, for -march=native, the processor.
-static std::string getKernelObjectName(StringRef cxx,
-                                       ArrayRef<std::string> flags) {
+/// The name of the kernels' entries in the cache (without a suffix): a hash
+/// of what makes them, i.e. the kernels' text, the compiler (its file, size
+/// and time), the flags and, for -march=native, the processor.
+static std::string getKernelEntryName(StringRef cxx,
+                                      ArrayRef<std::string> flags) {
   llvm::SHA256 hash;
   auto add = [&](StringRef text) {
     hash.update(text);
@@ -257,31 +276,25 @@ static std::string getKernelObjectName(StringRef cxx,
       add(feature);
   }
   std::array<uint8_t, 32> digest = hash.final();
-  return "kernels-" + llvm::toHex(ArrayRef(digest).take_front(16), true) + ".o";
+  return "kernels-" + llvm::toHex(ArrayRef(digest).take_front(16), true);
 }
 
-/// Appends the text of `from` to `to` and removes `from`.
-static void appendLog(const std::string &from, const std::string &to) {
-  auto text = llvm::MemoryBuffer::getFile(from);
-  if (text) {
-    std::error_code ec;
-    llvm::raw_fd_ostream log(to, ec, llvm::sys::fs::OF_Append);
-    if (!ec)
-      log << (*text)->getBuffer();
-  }
-  llvm::sys::fs::remove(from);
-}
-
-/// Puts a copy of `object` into the cache as `entry`: under a name of its
-/// own, then renamed, so that a build never sees half an object.
-static void storeInCache(StringRef object, StringRef entry) {
+/// A new file beside `entry` for what becomes it, or an empty path.
+static std::string createTempEntry(StringRef entry) {
   SmallString<256> temp;
   int fd;
   if (llvm::sys::fs::createUniqueFile(entry + ".tmp-%%%%%%", fd, temp))
-    return;
+    return "";
   llvm::sys::Process::SafelyCloseFileDescriptor(fd);
-  if (llvm::sys::fs::copy_file(object, temp) ||
-      llvm::sys::fs::rename(temp, entry))
+  return std::string(temp);
+}
+
+/// Puts a copy of `file` into the cache as `entry`: under a name of its
+/// own, then renamed, so that a build never sees half a file.
+static void storeInCache(StringRef file, StringRef entry) {
+  std::string temp = createTempEntry(entry);
+  if (!temp.empty() && (llvm::sys::fs::copy_file(file, temp) ||
+                        llvm::sys::fs::rename(temp, entry)))
     llvm::sys::fs::remove(temp);
 }
 
@@ -293,46 +306,103 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   if (failed(cxx))
     return failure();
   CxxFlags flags = getCxxFlags(cpu);
-  auto compileArgs = [&](StringRef input, StringRef object) {
+  auto compileArgs = [&](ArrayRef<std::string> inputArgs, StringRef output) {
     SmallVector<std::string> args{*cxx};
     llvm::append_range(args, flags.compile);
-    llvm::append_range(
-        args, ArrayRef<std::string>{"-c", "-o", object.str(), input.str()});
+    llvm::append_range(args, inputArgs);
+    llvm::append_range(args, ArrayRef<std::string>{"-o", output.str()});
     return args;
   };
+  auto log = [&](const Twine &line) {
+    appendToLog(logFile, ("pcc: " + line + "\n").str());
+  };
   // The kernels (pcc_kernels.cpp beside `source`) are the same for every
-  // model: their object comes from the cache where a build with the same
-  // compiler, flags and processor made it, and is otherwise compiled while
-  // the model's code compiles, then stored in the cache.
+  // model. The cache keeps, per compiler, flag set and processor, their
+  // object and pcc_kernels.h precompiled: a build with both compiles only
+  // the model's code and links. Otherwise the missing one is made while
+  // the model's code compiles, the object first: the precompiled header
+  // on a build that found the object (one more compile on a cold cache
+  // would slow the build that makes the object).
   SmallString<256> kernelSource(llvm::sys::path::parent_path(source));
   llvm::sys::path::append(kernelSource, "pcc_kernels.cpp");
   std::string entry;
   if (std::optional<std::string> dir = getCacheDir();
       dir && !llvm::sys::fs::create_directories(*dir))
-    entry = *dir + "/" + getKernelObjectName(*cxx, flags.compile);
-  bool cached = !entry.empty() && llvm::sys::fs::exists(entry);
+    entry = *dir + "/" + getKernelEntryName(*cxx, flags.compile);
+  std::string objectEntry = entry + ".o", headerEntry = entry + ".h",
+              pchEntry = entry + ".h.gch";
+  bool cached = !entry.empty() && llvm::sys::fs::exists(objectEntry);
+  bool precompiled = cached && llvm::sys::fs::exists(headerEntry) &&
+                     llvm::sys::fs::exists(pchEntry);
   std::string modelObject = output + ".o", kernelObject = output + ".kernels.o";
-  std::string kernelLog = logFile + ".kernels", linkLog = logFile + ".link";
   llvm::scope_exit removeObjects([&] {
     llvm::sys::fs::remove(modelObject);
     llvm::sys::fs::remove(kernelObject);
   });
   auto compileKernels = [&](std::string &kernelError) {
-    return runBuild(compileArgs(kernelSource, kernelObject), kernelLog,
-                    kernelError, "C++ compiler");
+    return runBuild(compileArgs({"-c", kernelSource.str().str()}, kernelObject),
+                    logFile, kernelError, "C++ compiler");
+  };
+  // The precompiled header: the header's text as an entry of its own (the
+  // compiler may check that the header it was made from is unchanged),
+  // then the header compiled from it.
+  auto precompileHeader = [&] {
+    std::string temp = createTempEntry(headerEntry);
+    if (temp.empty())
+      return;
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(temp, ec);
+      if (!ec)
+        os << getKernelHeader();
+    }
+    if (llvm::sys::fs::rename(temp, headerEntry)) {
+      llvm::sys::fs::remove(temp);
+      return;
+    }
+    temp = createTempEntry(pchEntry);
+    if (temp.empty())
+      return;
+    std::string pchError;
+    if (failed(runBuild(compileArgs({"-x", "c++-header", headerEntry}, temp),
+                        logFile, pchError, "C++ compiler")) ||
+        llvm::sys::fs::rename(temp, pchEntry))
+      llvm::sys::fs::remove(temp);
   };
   std::string kernelError;
   LogicalResult kernelsBuilt = success();
-  std::thread kernelBuilder;
+  std::thread sideBuilder;
   if (!cached)
-    kernelBuilder =
+    sideBuilder =
         std::thread([&] { kernelsBuilt = compileKernels(kernelError); });
-  LogicalResult modelBuilt = runBuild(compileArgs(source, modelObject), logFile,
-                                      error, "C++ compiler");
-  if (kernelBuilder.joinable()) {
-    kernelBuilder.join();
-    appendLog(kernelLog, logFile);
+  else if (!precompiled)
+    sideBuilder = std::thread(precompileHeader);
+  auto joinSideBuilder = [&] {
+    if (sideBuilder.joinable())
+      sideBuilder.join();
+  };
+  llvm::scope_exit joinAtEnd(joinSideBuilder);
+  auto compileModel = [&] {
+    SmallVector<std::string> inputs;
+    if (precompiled)
+      inputs = {"-include", headerEntry};
+    llvm::append_range(inputs, ArrayRef<std::string>{"-c", source});
+    return runBuild(compileArgs(inputs, modelObject), logFile, error,
+                    "C++ compiler");
+  };
+  LogicalResult modelBuilt = compileModel();
+  if (failed(modelBuilt) && precompiled) {
+    // Without the precompiled header; if that compiles, the compiler
+    // refused the header (damaged, or made for another), which is dropped.
+    precompiled = false;
+    modelBuilt = compileModel();
+    if (succeeded(modelBuilt)) {
+      log("the cache's precompiled header failed; removed " + pchEntry);
+      llvm::sys::fs::remove(pchEntry);
+    }
   }
+  if (!cached)
+    joinSideBuilder();
   if (failed(modelBuilt))
     return failure();
   if (failed(kernelsBuilt)) {
@@ -343,32 +413,22 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
     SmallVector<std::string> args{*cxx, "-o", output, modelObject,
                                   kernels.str()};
     llvm::append_range(args, flags.link);
-    LogicalResult linked = runBuild(args, linkLog, error, "linker");
-    appendLog(linkLog, logFile);
-    return linked;
+    return runBuild(args, logFile, error, "linker");
   };
   if (cached) {
-    {
-      std::error_code ec;
-      llvm::raw_fd_ostream log(logFile, ec, llvm::sys::fs::OF_Append);
-      if (!ec)
-        log << "pcc: the kernels' object from the cache: " << entry << "\n";
-    }
-    if (succeeded(link(entry)))
+    log("the kernels' object from the cache: " + objectEntry);
+    if (succeeded(link(objectEntry)))
       return success();
     // An entry that does not link (damaged, or another compiler's after
     // all) is made again.
-    cached = false;
-    if (failed(compileKernels(error))) {
-      appendLog(kernelLog, logFile);
+    joinSideBuilder();
+    if (failed(compileKernels(error)))
       return failure();
-    }
-    appendLog(kernelLog, logFile);
   }
   if (failed(link(kernelObject)))
     return failure();
   if (!entry.empty())
-    storeInCache(kernelObject, entry);
+    storeInCache(kernelObject, objectEntry);
   return success();
 }
 
