@@ -168,46 +168,56 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
   } else if (t.has_raw_data()) {
     raw = t.raw_data();
   } else {
-    // Typed fields: pack into little-endian raw bytes.
-    packed.resize(n * width);
-    raw = packed;
-    auto fail = [&]() {
-      emitError(loc) << what << ": holds the wrong number of elements";
-      return DenseElementsAttr();
-    };
+    // Typed fields: pack into little-endian raw bytes, once their count
+    // is the shape's (a shape that claims gigabytes allocates nothing).
     using TP = onnx::TensorProto;
+    int64_t count;
     switch (t.data_type()) {
     case TP::FLOAT:
-      if (t.float_data_size() != n)
-        return fail();
+      count = t.float_data_size();
+      break;
+    case TP::DOUBLE:
+      count = t.double_data_size();
+      break;
+    case TP::INT64:
+      count = t.int64_data_size();
+      break;
+    case TP::UINT32:
+    case TP::UINT64:
+      count = t.uint64_data_size();
+      break;
+    default:
+      // INT32, INT16, INT8, UINT8, UINT16, BOOL, FLOAT16, BFLOAT16.
+      count = t.int32_data_size();
+    }
+    if (count != n) {
+      emitError(loc) << what << ": holds " << count << " elements, " << n
+                     << " expected for its shape";
+      return {};
+    }
+    packed.resize(n * width);
+    raw = packed;
+    switch (t.data_type()) {
+    case TP::FLOAT:
       if (n)
         memcpy(packed.data(), t.float_data().data(), n * 4);
       break;
     case TP::DOUBLE:
-      if (t.double_data_size() != n)
-        return fail();
       if (n)
         memcpy(packed.data(), t.double_data().data(), n * 8);
       break;
     case TP::INT64:
-      if (t.int64_data_size() != n)
-        return fail();
       if (n)
         memcpy(packed.data(), t.int64_data().data(), n * 8);
       break;
     case TP::UINT32:
     case TP::UINT64:
-      if (t.uint64_data_size() != n)
-        return fail();
       for (int64_t i = 0; i < n; ++i) {
         uint64_t v = t.uint64_data(i);
         memcpy(packed.data() + i * width, &v, width);
       }
       break;
     default:
-      // INT32, INT16, INT8, UINT8, UINT16, BOOL, FLOAT16, BFLOAT16.
-      if (t.int32_data_size() != n)
-        return fail();
       for (int64_t i = 0; i < n; ++i) {
         int32_t v = t.int32_data(i);
         memcpy(packed.data() + i * width, &v, width);

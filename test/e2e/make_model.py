@@ -197,6 +197,14 @@ def main():
         w.float_data.extend([1.0, 2.0, 3.0, 4.0, 5.0])
         m = model([helper.make_node("Add", ["x", "w"], ["y"], name="add")],
                   [vi("x", [2, 3])], [vi("y", [2, 3])], [w])
+    elif kind == "absurd-typed-initializer":
+        w = TensorProto()
+        w.name = "w"
+        w.data_type = TensorProto.FLOAT
+        w.dims.extend([9999999992])
+        w.float_data.extend([1.0, 2.0])
+        m = model([helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+                  [vi("x", [2])], [vi("y", [2])], [w])
     elif kind == "locations":
         m = locations(arg)
     else:
