@@ -36,9 +36,10 @@ static void storeTile(int rows, const float *tile, float *c, int64_t ldc,
 /// they are, or a packed micro-panel); C's first `cols` columns are
 /// written. `first` says whether C is scaled by beta (its first K-block)
 /// or accumulated into.
-/// Not inlined: inlined into the loops of gemmPackedB, its instances
-/// and their branches were copied for each outcome of the loops' tests,
-/// which tripled the compile time of every model library.
+/// Not inlined: inlined into product's loops, its instances and their
+/// branches were copied for each outcome of the loops' tests, which
+/// tripled the compile time (of every model library, when the kernels
+/// were in the header) for no speed.
 template <int Rows>
 __attribute__((noinline)) static void
 microKernel(int64_t depth, const float *a, int64_t rowStride,
