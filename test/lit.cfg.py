@@ -25,11 +25,11 @@ llvm_config.with_environment("PATH", config.pcc_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["pcc", "pcc-opt", "pcc-translate", "pcc-bench-pairs"], [config.pcc_tools_dir])
 config.substitutions.append(("%pcc_obj_root", config.pcc_obj_root))
+config.substitutions.append(("%pcc_src_root", config.pcc_src_root))
 # The compiled kernels' cache (see buildSharedLibrary) in the build folder:
 # the tests share it and leave the user's alone.
 config.environment["PCC_CACHE_DIR"] = os.path.join(config.pcc_obj_root,
                                                    "test", "pcc-cache")
-config.substitutions.append(("%pcc_src_root", config.pcc_src_root))
 
 # The CUDA target's tests need nvcc (on PATH or in /usr/local/cuda/bin) to
 # build; they run the host emulation of the code, except the GPU tests, which

@@ -38,7 +38,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -290,12 +289,18 @@ static std::string createTempEntry(StringRef entry) {
 }
 
 /// Puts a copy of `file` into the cache as `entry`: under a name of its
-/// own, then renamed, so that a build never sees half a file.
-static void storeInCache(StringRef file, StringRef entry) {
+/// own, then renamed, so that a build never sees half a file. Returns
+/// whether it did.
+static bool storeInCache(StringRef file, StringRef entry) {
   std::string temp = createTempEntry(entry);
-  if (!temp.empty() && (llvm::sys::fs::copy_file(file, temp) ||
-                        llvm::sys::fs::rename(temp, entry)))
+  if (temp.empty())
+    return false;
+  if (llvm::sys::fs::copy_file(file, temp) ||
+      llvm::sys::fs::rename(temp, entry)) {
     llvm::sys::fs::remove(temp);
+    return false;
+  }
+  return true;
 }
 
 LogicalResult pcc::buildSharedLibrary(const std::string &source,
@@ -323,8 +328,10 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   // the model's code compiles, the object first: the precompiled header
   // on a build that found the object (one more compile on a cold cache
   // would slow the build that makes the object).
-  SmallString<256> kernelSource(llvm::sys::path::parent_path(source));
+  StringRef sourceDir = llvm::sys::path::parent_path(source);
+  SmallString<256> kernelSource(sourceDir), kernelHeader(sourceDir);
   llvm::sys::path::append(kernelSource, "pcc_kernels.cpp");
+  llvm::sys::path::append(kernelHeader, "pcc_kernels.h");
   std::string entry;
   if (std::optional<std::string> dir = getCacheDir();
       dir && !llvm::sys::fs::create_directories(*dir))
@@ -343,24 +350,13 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
     return runBuild(compileArgs({"-c", kernelSource.str().str()}, kernelObject),
                     logFile, kernelError, "C++ compiler");
   };
-  // The precompiled header: the header's text as an entry of its own (the
-  // compiler may check that the header it was made from is unchanged),
-  // then the header compiled from it.
+  // The precompiled header: the header (beside `source`) as an entry of
+  // its own (the compiler may check that the header it was made from is
+  // unchanged), then the header compiled from it.
   auto precompileHeader = [&] {
-    std::string temp = createTempEntry(headerEntry);
-    if (temp.empty())
+    if (!storeInCache(kernelHeader, headerEntry))
       return;
-    {
-      std::error_code ec;
-      llvm::raw_fd_ostream os(temp, ec);
-      if (!ec)
-        os << getKernelHeader();
-    }
-    if (llvm::sys::fs::rename(temp, headerEntry)) {
-      llvm::sys::fs::remove(temp);
-      return;
-    }
-    temp = createTempEntry(pchEntry);
+    std::string temp = createTempEntry(pchEntry);
     if (temp.empty())
       return;
     std::string pchError;

@@ -168,61 +168,52 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
   } else if (t.has_raw_data()) {
     raw = t.raw_data();
   } else {
-    // Typed fields: pack into little-endian raw bytes, once their count
+    // Typed fields: packed into little-endian raw bytes, once their count
     // is the shape's (a shape that claims gigabytes allocates nothing).
+    // Each value's low `width` bytes: the field's type can be wider than
+    // the element (int32 for 8- and 16-bit types, uint64 for uint32).
+    auto pack = [&](const auto &field) -> LogicalResult {
+      if (field.size() != n) {
+        emitError(loc) << what << ": holds " << field.size() << " elements, "
+                       << n << " expected for its shape";
+        return failure();
+      }
+      using Field = std::decay_t<decltype(field[0])>;
+      packed.resize(n * width);
+      if (sizeof(Field) == width) {
+        if (n)
+          memcpy(packed.data(), field.data(), n * width);
+        return success();
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        Field v = field[i];
+        memcpy(packed.data() + i * width, &v, width);
+      }
+      return success();
+    };
     using TP = onnx::TensorProto;
-    int64_t count;
+    LogicalResult packedAll = failure();
     switch (t.data_type()) {
     case TP::FLOAT:
-      count = t.float_data_size();
+      packedAll = pack(t.float_data());
       break;
     case TP::DOUBLE:
-      count = t.double_data_size();
+      packedAll = pack(t.double_data());
       break;
     case TP::INT64:
-      count = t.int64_data_size();
+      packedAll = pack(t.int64_data());
       break;
     case TP::UINT32:
     case TP::UINT64:
-      count = t.uint64_data_size();
+      packedAll = pack(t.uint64_data());
       break;
     default:
       // INT32, INT16, INT8, UINT8, UINT16, BOOL, FLOAT16, BFLOAT16.
-      count = t.int32_data_size();
+      packedAll = pack(t.int32_data());
     }
-    if (count != n) {
-      emitError(loc) << what << ": holds " << count << " elements, " << n
-                     << " expected for its shape";
+    if (failed(packedAll))
       return {};
-    }
-    packed.resize(n * width);
     raw = packed;
-    switch (t.data_type()) {
-    case TP::FLOAT:
-      if (n)
-        memcpy(packed.data(), t.float_data().data(), n * 4);
-      break;
-    case TP::DOUBLE:
-      if (n)
-        memcpy(packed.data(), t.double_data().data(), n * 8);
-      break;
-    case TP::INT64:
-      if (n)
-        memcpy(packed.data(), t.int64_data().data(), n * 8);
-      break;
-    case TP::UINT32:
-    case TP::UINT64:
-      for (int64_t i = 0; i < n; ++i) {
-        uint64_t v = t.uint64_data(i);
-        memcpy(packed.data() + i * width, &v, width);
-      }
-      break;
-    default:
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t v = t.int32_data(i);
-        memcpy(packed.data() + i * width, &v, width);
-      }
-    }
   }
   if (int64_t(raw.size()) != n * int64_t(width)) {
     emitError(loc) << what << ": data has " << raw.size() << " bytes, "
