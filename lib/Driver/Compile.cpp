@@ -128,6 +128,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.costTable = options.costTable;
   p.target = options.target;
   p.dtype = options.dtype;
+  p.lowerSchedule = options.lowerSchedule;
   buildParallelizePipeline(pm, p);
   // Code generation's view of the program: element-wise chains as loop
   // nests.

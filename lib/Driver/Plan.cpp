@@ -111,16 +111,22 @@ pcc::describePipeline(ModuleOp module) {
   if (auto s = schedule.getStashBytes())
     stash = *s;
 
-  // Ops per stage: those of its outlined functions.
+  // Ops per stage: those of its outlined functions once the schedule is
+  // lowered, else those the step marks with the stage (`pcc plan`).
   std::vector<int64_t> ops(stages, 0);
   for (auto fn : module.getOps<func::FuncOp>()) {
     auto stage = fn->getAttrOfType<IntegerAttr>(kStageAttr);
-    if (!stage || !fn->hasAttr(kPhaseAttr) || stage.getInt() >= stages)
-      continue;
-    fn.walk([&](Operation *op) {
-      if (!isa<func::FuncOp, func::ReturnOp>(op))
-        ++ops[stage.getInt()];
-    });
+    if (stage && fn->hasAttr(kPhaseAttr) && stage.getInt() < stages)
+      fn.walk([&](Operation *op) {
+        if (!isa<func::FuncOp, func::ReturnOp>(op))
+          ++ops[stage.getInt()];
+      });
+    if (fn->hasAttr(kNumStagesAttr))
+      fn.walk([&](Operation *op) {
+        auto at = op->getAttrOfType<IntegerAttr>(kStageAttr);
+        if (at && at.getInt() >= 0 && at.getInt() < stages)
+          ++ops[at.getInt()];
+      });
   }
   llvm::json::Array stageArray;
   for (int64_t s = 0; s < stages; ++s) {
@@ -221,7 +227,10 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   if (!module)
     return failure();
   PassManager pm(&context);
-  buildCompilePipeline(pm, options);
+  CompileOptions planning = options;
+  planning.lowerSchedule = false;
+  planning.fuse = false;
+  buildCompilePipeline(pm, planning);
   if (failed(pm.run(*module)))
     return failure();
   FailureOr<std::optional<PipelinePlan>> described = describePipeline(*module);

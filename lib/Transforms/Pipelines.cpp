@@ -14,6 +14,7 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
   int64_t microbatches =
       options.microbatches > 0 ? int64_t(options.microbatches)
                                : int64_t(options.pp);
+  bool defaulted = options.microbatches == 0;
   bool pipelined = options.pp > 1 || microbatches > 1;
   // Before the trainable set is decided: each copy is judged on its own.
   if (!options.untie.empty())
@@ -24,7 +25,7 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
         {options.trainable, options.freeze, options.remarks}));
     // The loss of one microbatch: the pipeline averages them.
     if (microbatches > 1)
-      fpm.addPass(createMicrobatch({microbatches}));
+      fpm.addPass(createMicrobatch({microbatches, defaulted}));
     fpm.addPass(createAttachLoss({options.labels, options.logits}));
     // Padding comes before autodiff: the backward follows the padded
     // forward.
@@ -40,7 +41,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
                                  options.weightDecay, options.momentum}));
   }
   if (!options.train && microbatches > 1)
-    pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches}));
+    pm.addNestedPass<func::FuncOp>(
+        createMicrobatch({microbatches, defaulted}));
   if (!options.train && options.tp > 1)
     pm.addNestedPass<func::FuncOp>(createPadVocabulary({options.tp}));
   if (!options.train && options.dtype != "f32")
@@ -71,6 +73,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     schedule.ranks = options.pp;
     pm.addPass(createPipelineSchedule(schedule));
     pm.addPass(createVerifySchedule());
+    if (!options.lowerSchedule)
+      return;
     // Zero-bubble schedules run the weight gradient (W) apart.
     pm.addPass(createPipelineOutline({options.schedule == "zb-h1"}));
     pm.addPass(createLowerSchedule());

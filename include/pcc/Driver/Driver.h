@@ -57,6 +57,10 @@ struct CompileOptions {
   std::string cpu = "native";
   /// Whether element-wise ops are fused into loop nests (pcc-fuse).
   bool fuse = true;
+  /// Whether the verified pipeline schedule is lowered into each rank's
+  /// step; `pcc plan` stops before, so that planning costs the size of the
+  /// schedule, not the schedule times the model.
+  bool lowerSchedule = true;
   /// The CUDA target: the GPU architecture nvcc builds for (--cuda-arch),
   /// and whether the host emulation of the CUDA code is built beside it
   /// (--cuda-emulate), which `pcc run` runs where there is no GPU.

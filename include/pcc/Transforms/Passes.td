@@ -302,6 +302,9 @@ def Microbatch : Pass<"pcc-microbatch", "::mlir::func::FuncOp"> {
   let options = [
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Slices of the batch">,
+    Option<"defaulted", "defaulted", "bool", /*default=*/"false",
+           "Whether `microbatches` is the default (one per pipeline rank), "
+           "which an error then names as such">,
   ];
 }
 

@@ -63,6 +63,12 @@ struct ParallelizeOptions
       *this, "microbatches",
       llvm::cl::desc("Microbatches per step (0: as many as pipeline ranks)"),
       llvm::cl::init(0)};
+  Option<bool> lowerSchedule{
+      *this, "lower-schedule",
+      llvm::cl::desc("Lower the verified pipeline schedule into one step "
+                     "function per pipeline rank (false: stop at the "
+                     "schedule, as `pcc plan` does)"),
+      llvm::cl::init(true)};
   Option<std::string> schedule{
       *this, "schedule", llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1"),
       llvm::cl::init("1f1b")};

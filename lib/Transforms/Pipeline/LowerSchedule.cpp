@@ -253,8 +253,10 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
     if (auto st = roleOf(attrs, kStateRole)) {
       auto it = newArg.find(*st);
       if (it == newArg.end())
-        return callee.emitError("rank ")
-               << rank << " does not hold state argument " << *st;
+        return callee.emitError("pipeline rank ")
+               << rank << " runs @" << callee.getSymName() << ", which reads "
+               << pipeline::describeState(step, unsigned(*st))
+               << " that the rank does not hold";
       return Value(body->getArgument(it->second));
     }
     if (auto id = roleOf(attrs, kValueRole)) {
@@ -437,8 +439,9 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
         continue;
       v = updates[k];
       if (!v)
-        return step.emitError("rank ")
-               << rank << " holds state " << *state << " but no update";
+        return step.emitError("pipeline rank ")
+               << rank << " holds " << pipeline::describeState(step, *state)
+               << " but its optimizer makes no update of it";
     } else {
       auto it = outputs.find(k);
       if (it == outputs.end())

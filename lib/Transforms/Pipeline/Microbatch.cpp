@@ -120,7 +120,7 @@ static bool isInvariant(Value v, int64_t dim, int64_t m,
   return true;
 }
 
-LogicalResult pcc::microbatch(func::FuncOp func, int64_t m) {
+LogicalResult pcc::microbatch(func::FuncOp func, int64_t m, bool defaulted) {
   if (m == 1)
     return success();
   if (m < 1)
@@ -143,6 +143,11 @@ LogicalResult pcc::microbatch(func::FuncOp func, int64_t m) {
   if (batch < 0)
     return func.emitError("--microbatches ")
            << m << ": the model has no input with a batch dimension";
+  if (batch % m && defaulted)
+    return func.emitError("the default of --microbatches, one per pipeline "
+                          "rank (")
+           << m << "), does not divide the batch (" << batch << ") of input '"
+           << batchInput << "'; give --microbatches, a divisor of " << batch;
   if (batch % m)
     return func.emitError("--microbatches ")
            << m << " does not divide the batch (" << batch << ") of input '"
@@ -306,7 +311,7 @@ namespace {
 struct MicrobatchPass : pcc::impl::MicrobatchBase<MicrobatchPass> {
   using MicrobatchBase::MicrobatchBase;
   void runOnOperation() override {
-    if (failed(pcc::microbatch(getOperation(), microbatches)))
+    if (failed(pcc::microbatch(getOperation(), microbatches, defaulted)))
       signalPassFailure();
   }
 };

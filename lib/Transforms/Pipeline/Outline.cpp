@@ -228,6 +228,15 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
     Operation *def = v.getDefiningOp();
     return def && phases.of(def) == Phase::Backward;
   });
+  // Every rank that holds a state with an update runs an optimizer, even
+  // one whose updates are all free (a step counter on a rank whose stages
+  // read no parameter).
+  for (unsigned k = 0; k < step.getNumResults(); ++k)
+    if (std::optional<unsigned> state =
+            graph::getStateIndex(step, k, graph::kUpdateAttr))
+      for (int64_t r = 0; r < pp; ++r)
+        if (holdsState(step, *state, r, pp))
+          members[{Phase::Optimizer, r}];
   for (int64_t s = 0; s < stages; ++s) {
     members[{Phase::Forward, s}];
     if (training)

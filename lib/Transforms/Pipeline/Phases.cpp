@@ -57,14 +57,29 @@ StepPhases pcc::pipeline::classifyPhases(func::FuncOp func) {
   return result;
 }
 
-bool pcc::pipeline::holdsState(func::FuncOp step, unsigned arg, int64_t rank,
-                               int64_t ranks) {
+SmallVector<int64_t> pcc::pipeline::stateStages(func::FuncOp step,
+                                                 unsigned arg,
+                                                 int64_t numStages) {
   unsigned param = arg;
   if (auto of = step.getArgAttrOfType<IntegerAttr>(arg, graph::kStateOfAttr))
     param = of.getInt();
-  auto stages = step.getArgAttrOfType<DenseI64ArrayAttr>(param, kStagesAttr);
-  if (!stages)
-    return true;
-  return llvm::any_of(stages.asArrayRef(),
+  if (auto stages = step.getArgAttrOfType<DenseI64ArrayAttr>(param,
+                                                             kStagesAttr))
+    return SmallVector<int64_t>(stages.asArrayRef());
+  return llvm::to_vector(llvm::seq<int64_t>(0, numStages));
+}
+
+bool pcc::pipeline::holdsState(func::FuncOp step, unsigned arg, int64_t rank,
+                               int64_t ranks) {
+  // Without a marked parameter every stage holds it, and with it so does
+  // every rank: no stage count is needed to answer for a rank.
+  return llvm::any_of(stateStages(step, arg, ranks),
                       [&](int64_t s) { return s % ranks == rank; });
+}
+
+std::string pcc::pipeline::describeState(func::FuncOp step, unsigned arg) {
+  StringRef name = graph::getStateName(step, arg);
+  std::string text = name.empty() ? std::string("state")
+                                  : ("'" + name + "'").str();
+  return text + " (state argument " + std::to_string(arg) + ")";
 }

@@ -15,6 +15,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
 
 namespace pcc::pipeline {
 
@@ -39,12 +42,23 @@ struct StepPhases {
 /// Classifies every op of `func` (a single block ending in func.return).
 StepPhases classifyPhases(mlir::func::FuncOp func);
 
-/// Whether pipeline rank `rank` of `ranks` holds state argument `arg` of
-/// the step `step`, as pcc-pipeline-stages marked it: the ranks of the
-/// stages of its parameter (a moment's, through graph.state_of); state of
-/// no parameter (a step counter) on every rank.
+/// The one answer to "which stages hold state argument `arg` of the step
+/// `step`", as pcc-pipeline-stages marked it (dist.stages on the
+/// parameter): a parameter's stages are those whose ops read it, a
+/// moment's (graph.state_of) its parameter's, and state of no parameter (a
+/// step counter) is on every one of the `numStages` stages. The stage
+/// partition places the optimizer by it, the outlining gives each holding
+/// rank an optimizer function, and the lowering passes each rank its state.
+llvm::SmallVector<int64_t> stateStages(mlir::func::FuncOp step, unsigned arg,
+                                       int64_t numStages);
+
+/// Whether pipeline rank `rank` of `ranks` holds state argument `arg`: one
+/// of its stateStages runs there (stage s on rank s % ranks).
 bool holdsState(mlir::func::FuncOp step, unsigned arg, int64_t rank,
                 int64_t ranks);
+
+/// "'h.0.attn.weight' (state argument 12)", for diagnostics.
+std::string describeState(mlir::func::FuncOp step, unsigned arg);
 
 } // namespace pcc::pipeline
 

@@ -337,24 +337,19 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
     for (Value v : op->getOperands())
       if (phases.isFree(v))
         hold(v, stage);
+  for (auto [i, at] : llvm::enumerate(holders))
+    if (!at.empty()) {
+      SmallVector<int64_t> sorted(at.begin(), at.end());
+      llvm::sort(sorted);
+      func.setArgAttr(i, kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
+    }
+  // Each update is made on the stages that hold its state.
   llvm::DenseMap<Value, llvm::SmallDenseSet<int64_t, 2>> wanted;
-  for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
-    std::optional<unsigned> state =
-        graph::getStateIndex(func, k, graph::kUpdateAttr);
-    if (!state)
-      continue;
-    unsigned param = *state;
-    if (auto of = func.getArgAttrOfType<IntegerAttr>(*state,
-                                                     graph::kStateOfAttr))
-      param = of.getInt();
-    auto &at = wanted[v];
-    if (holders[param].empty())
-      // State of no parameter (a step counter): every stage keeps one.
-      for (int64_t s = 0; s < stages; ++s)
-        at.insert(s);
-    else
-      at.insert(holders[param].begin(), holders[param].end());
-  }
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (std::optional<unsigned> state =
+            graph::getStateIndex(func, k, graph::kUpdateAttr))
+      for (int64_t s : stateStages(func, *state, stages))
+        wanted[v].insert(s);
   for (Operation &op : llvm::reverse(body.without_terminator())) {
     if (phases.of(&op) != Phase::Optimizer)
       continue;
@@ -370,12 +365,6 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
     llvm::sort(sorted);
     op.setAttr(kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
   }
-  for (auto [i, at] : llvm::enumerate(holders))
-    if (!at.empty()) {
-      SmallVector<int64_t> sorted(at.begin(), at.end());
-      llvm::sort(sorted);
-      func.setArgAttr(i, kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
-    }
   // What each rank holds throughout: its state (a moment where its
   // parameter is, state of no parameter everywhere) and its weights.
   int64_t ranks = std::max<int64_t>(1, options.ranks);

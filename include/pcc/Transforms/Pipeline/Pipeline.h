@@ -60,8 +60,10 @@ inline constexpr llvm::StringLiteral kUpdateRole = "dist.update";
 
 /// Rewrites `func` (a forward, before the loss is attached) to compute one
 /// of `microbatches` equal slices of its batch (see the pcc-microbatch
-/// pass).
-llvm::LogicalResult microbatch(mlir::func::FuncOp func, int64_t microbatches);
+/// pass). `defaulted` says that the user did not choose `microbatches`:
+/// errors then name the default instead of a flag.
+llvm::LogicalResult microbatch(mlir::func::FuncOp func, int64_t microbatches,
+                               bool defaulted = false);
 
 struct StageOptions {
   /// Stages: pipeline ranks x virtual stages per rank.

@@ -10,6 +10,8 @@
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 
+#include "llvm/ADT/StringMap.h"
+
 using namespace mlir;
 using namespace pcc::graph;
 
@@ -95,10 +97,23 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
     if (!func.getArgAttr(argIndex, kInitAttr))
       return func.emitError() << where << ": state '" << state.getValue()
                               << "' has no " << kInitAttr << " value";
-    for (unsigned i = 0; i < func.getNumArguments(); ++i)
-      if (i != argIndex && getStateName(func, i) == state.getValue())
-        return func.emitError() << where << ": state '" << state.getValue()
-                                << "' is also argument " << i;
+    // Names are unique: checked once per function, at its first state
+    // argument, so that a step with thousands of states verifies in linear
+    // time.
+    for (unsigned i = 0; i < argIndex; ++i)
+      if (!getStateName(func, i).empty())
+        return success();
+    llvm::StringMap<unsigned> seen;
+    for (unsigned i = argIndex; i < func.getNumArguments(); ++i) {
+      StringRef other = getStateName(func, i);
+      if (other.empty())
+        continue;
+      auto [it, inserted] = seen.try_emplace(other, i);
+      if (!inserted)
+        return func.emitError()
+               << "argument " << it->second << ": state '" << other
+               << "' is also argument " << i;
+    }
     return success();
   }
   if (name == kInitAttr) {
@@ -156,13 +171,24 @@ LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op,
     FailureOr<unsigned> state = stateArgument(func, attr, where, type);
     if (failed(state))
       return failure();
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (i != resultIndex && getStateIndex(func, i, name) == *state)
+    // One gradient and one update per state: checked once per function
+    // and kind, at the first result of that kind (linear time).
+    for (unsigned i = 0; i < resultIndex; ++i)
+      if (getStateIndex(func, i, name))
+        return success();
+    llvm::DenseMap<unsigned, unsigned> seen;
+    for (unsigned i = resultIndex; i < func.getNumResults(); ++i) {
+      std::optional<unsigned> s = getStateIndex(func, i, name);
+      if (!s)
+        continue;
+      auto [it, inserted] = seen.try_emplace(*s, i);
+      if (!inserted)
         return func.emitError()
-               << where << ": argument " << *state << " ('"
-               << getStateName(func, *state) << "') has a second "
+               << "result " << it->second << ": argument " << *s << " ('"
+               << getStateName(func, *s) << "') has a second "
                << (name == kUpdateAttr ? "update" : "gradient") << " in result "
                << i;
+    }
     return success();
   }
   if (name == kLossAttr) {
