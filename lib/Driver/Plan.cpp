@@ -175,6 +175,22 @@ pcc::describePipeline(ModuleOp module) {
                           {"bubble_fraction", stats->bubbleFraction},
                           {"makespan", stats->makespan},
                           {"ranks", std::move(ranks)}}}};
+  // How even the stages are: the slowest against the mean, and the
+  // heaviest single op (with its backward), below which no cut can go.
+  if (costs.size() == size_t(3 * stages)) {
+    double slowest = 0, total = 0;
+    for (int64_t s = 0; s < stages; ++s) {
+      double t = costs[3 * s] + costs[3 * s + 1] + costs[3 * s + 2];
+      slowest = std::max(slowest, t);
+      total += t;
+    }
+    llvm::json::Object balance{{"slowest_stage_time", slowest},
+                               {"mean_stage_time", total / stages}};
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (auto heaviest = fn->getAttrOfType<FloatAttr>(kHeaviestOpTimeAttr))
+        balance["heaviest_op_time"] = heaviest.getValueAsDouble();
+    plan.json["balance"] = std::move(balance);
+  }
   plan.svg = renderSvg(schedule, *stats);
   plan.summary = summary;
   return std::optional<PipelinePlan>(std::move(plan));

@@ -51,29 +51,54 @@ static StringRef nodeName(Location loc) {
 }
 
 /// Cut positions (the index of each stage's first op, stage 0 excluded)
-/// that minimize the slowest stage's time, counting the transfer of the
-/// values crossing a stage's start.
+/// for `stages` contiguous stages of the ops whose times add up to
+/// `prefix` (prefix[i]: ops [0, i)), a stage starting at op k also paying
+/// crossing[k] to receive what crosses its start. First the slowest stage
+/// is made as fast as possible; then, among the cuts that keep it so, the
+/// sum of the squared stage times is made least, so that the stages that
+/// are not the slowest are as even as they can be (the min-max cut alone
+/// may pile the work on a few and leave others empty, and a rank holding
+/// an interleaved schedule's empty chunk idles while the others work).
 static SmallVector<size_t> balance(ArrayRef<double> prefix,
                                    ArrayRef<double> crossing,
                                    int64_t stages) {
   size_t n = prefix.size() - 1;
   const double inf = std::numeric_limits<double>::infinity();
-  // best[j][i]: the slowest of j stages covering ops [0, i).
+  auto time = [&](size_t k, size_t i) {
+    return prefix[i] - prefix[k] + crossing[k];
+  };
+  // Pass 1: the least possible time of the slowest stage.
+  std::vector<double> worst(n + 1, inf), next(n + 1, inf);
+  for (size_t i = 1; i <= n; ++i)
+    worst[i] = prefix[i];
+  for (int64_t j = 2; j <= stages; ++j) {
+    std::fill(next.begin(), next.end(), inf);
+    for (size_t i = j; i <= n; ++i)
+      for (size_t k = j - 1; k < i; ++k)
+        next[i] = std::min(next[i], std::max(worst[k], time(k, i)));
+    std::swap(worst, next);
+  }
+  // A relative slack for the rounding of sums taken in other orders.
+  double bound = worst[n] * (1 + 1e-9);
+  // Pass 2: within that bound, the least sum of squares; ties go to the
+  // smaller boundary.
   std::vector<std::vector<double>> best(stages + 1,
                                         std::vector<double>(n + 1, inf));
   std::vector<std::vector<size_t>> from(stages + 1,
                                         std::vector<size_t>(n + 1, 0));
   for (size_t i = 1; i <= n; ++i)
-    best[1][i] = prefix[i];
+    if (prefix[i] <= bound)
+      best[1][i] = prefix[i] * prefix[i];
   for (int64_t j = 2; j <= stages; ++j)
     for (size_t i = j; i <= n; ++i)
       for (size_t k = j - 1; k < i; ++k) {
-        double t = std::max(best[j - 1][k], prefix[i] - prefix[k] +
-                                                crossing[k]);
-        // On a tie, the smaller boundary.
-        if (t < best[j][i] ||
-            (t == best[j][i] && crossing[k] < crossing[from[j][i]])) {
-          best[j][i] = t;
+        double t = time(k, i);
+        if (t > bound || best[j - 1][k] == inf)
+          continue;
+        double total = best[j - 1][k] + t * t;
+        if (total < best[j][i] ||
+            (total == best[j][i] && crossing[k] < crossing[from[j][i]])) {
+          best[j][i] = total;
           from[j][i] = k;
         }
       }
@@ -84,6 +109,91 @@ static SmallVector<size_t> balance(ArrayRef<double> prefix,
     cuts[j - 2] = i;
   }
   return cuts;
+}
+
+/// The time of the whole step that each forward op accounts for: its own,
+/// and that of the backward ops that will run on its stage, which are
+/// attributed as the stage assignment below places them (the latest
+/// forward op whose value they read, no later than the backward values
+/// they read), so that stages are balanced on forward, input gradient and
+/// weight gradient together.
+static SmallVector<double> stepTimes(Block &body, const StepPhases &phases,
+                                     ArrayRef<Operation *> forward,
+                                     const llvm::DenseMap<Operation *, size_t>
+                                         &position,
+                                     const CostModel &cost) {
+  SmallVector<double> times;
+  for (Operation *op : forward)
+    times.push_back(cost.time(op));
+  if (forward.empty())
+    return times;
+  // Where each forward value is available: its op and its forward users.
+  auto availableAt = [&](Value v) {
+    SmallVector<size_t> at;
+    if (auto it = position.find(v.getDefiningOp()); it != position.end())
+      at.push_back(it->second);
+    for (Operation *user : v.getUsers())
+      if (auto it = position.find(user); it != position.end())
+        at.push_back(it->second);
+    return at;
+  };
+  // Where each parameter is: the forward ops that read it, through free
+  // ops (a transposed weight); a backward op that reads it runs there.
+  llvm::DenseMap<Value, SmallVector<size_t>> paramAt;
+  std::function<void(Value, llvm::function_ref<void(Value)>)> params =
+      [&](Value v, llvm::function_ref<void(Value)> fn) {
+        if (isa<BlockArgument>(v)) {
+          fn(v);
+          return;
+        }
+        if (phases.isFree(v))
+          for (Value o : v.getDefiningOp()->getOperands())
+            params(o, fn);
+      };
+  for (auto [i, op] : llvm::enumerate(forward))
+    for (Value v : op->getOperands())
+      if (phases.isFree(v))
+        params(v, [&, i = i](Value p) { paramAt[p].push_back(i); });
+  llvm::DenseMap<Operation *, size_t> backwardAt;
+  for (Operation &op : body.without_terminator()) {
+    if (phases.of(&op) != Phase::Backward || phases.isFree(&op))
+      continue;
+    size_t at = forward.size() - 1;
+    SmallVector<SmallVector<size_t>> available;
+    for (Value v : op.getOperands()) {
+      if (phases.isFree(v)) {
+        params(v, [&](Value p) {
+          if (auto it = paramAt.find(p); it != paramAt.end())
+            available.push_back(it->second);
+        });
+        continue;
+      }
+      Operation *def = v.getDefiningOp();
+      if (!def)
+        continue;
+      if (position.count(def))
+        available.push_back(availableAt(v));
+      else if (auto it = backwardAt.find(def); it != backwardAt.end())
+        at = std::min(at, it->second);
+    }
+    // As late as every forward operand is available, as the stages are.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (ArrayRef<size_t> positions : available) {
+        std::optional<size_t> latest;
+        for (size_t p : positions)
+          if (p <= at)
+            latest = std::max(latest.value_or(0), p);
+        if (latest && *latest < at) {
+          at = *latest;
+          changed = true;
+        }
+      }
+    }
+    backwardAt[&op] = at;
+    times[at] += cost.time(&op);
+  }
+  return times;
 }
 
 LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) {
@@ -109,6 +219,14 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
   for (auto [i, op] : llvm::enumerate(forward))
     position[op] = i;
 
+  // What each forward op costs with its backward: no stage can be faster
+  // than the heaviest (an LM head over a large vocabulary), which plans
+  // report beside the stages.
+  SmallVector<double> times =
+      stepTimes(body, phases, forward, position, options.cost);
+  func->setAttr(kHeaviestOpTimeAttr,
+                FloatAttr::get(Float64Type::get(ctx),
+                               *llvm::max_element(times)));
   SmallVector<size_t> cuts;
   if (!options.split.empty()) {
     SmallVector<StringRef> names;
@@ -137,8 +255,8 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
     }
   } else {
     SmallVector<double> prefix{0};
-    for (Operation *op : forward)
-      prefix.push_back(prefix.back() + options.cost.time(op));
+    for (double t : times)
+      prefix.push_back(prefix.back() + t);
     // Bytes crossing each cut: values made before it and used after it.
     SmallVector<double> delta(forward.size() + 2, 0);
     for (auto [i, op] : llvm::enumerate(forward))
@@ -276,7 +394,6 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
 
   for (auto &[op, stage] : stageOf)
     op->setAttr(kStageAttr, i64(stage));
-
   // The weight gradient (W, which zero-bubble schedules run apart from the
   // input gradient B): backward ops whose results no other stage's
   // backward needs, directly or through the stage's own input gradient.

@@ -6,12 +6,14 @@
 // CHECK: dist.mesh @mesh(pp = 2)
 // CHECK: func.func @main({{.*}}%arg1: tensor<40x16xf32> {dist.stages = array<i64: 0, 1>, {{.*}}graph.state = "wte"}
 // CHECK-SAME: dist.num_stages = 2
-// The cost model cuts the forward after attention: the embedding and the
-// attention output cross to stage 1.
+// The cost model, balancing forward and backward together, cuts the
+// forward on the residual stream after attention: one tensor crosses to
+// stage 1.
 // CHECK: graph.gather %arg1[%arg0] {axis = 0 : i64, dist.stage = 0 : i64}
 // CHECK: graph.softmax {{.*}}dist.stage = 0
 // CHECK: %[[ATTN:.*]] = graph.matmul %{{.*}}, %arg6 {dist.stage = 0
-// CHECK: graph.add %{{.*}}, %[[ATTN]] {dist.stage = 1 : i64}
+// CHECK: %[[RES:.*]] = graph.add %{{.*}}, %[[ATTN]] {dist.stage = 0 : i64}
+// CHECK: graph.layer_norm %[[RES]], {{.*}}dist.stage = 1 : i64
 // CHECK: graph.log_softmax {{.*}}dist.stage = 1
 // The backward follows its forward ops: the LM head's on stage 1, the
 // attention's on stage 0.

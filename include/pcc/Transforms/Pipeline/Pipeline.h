@@ -41,6 +41,10 @@ inline constexpr llvm::StringLiteral kWeightGradAttr = "dist.weight_grad";
 /// one microbatch's forward keeps until its backward.
 inline constexpr llvm::StringLiteral kStageCostsAttr = "dist.stage_costs";
 inline constexpr llvm::StringLiteral kStashBytesAttr = "dist.stash_bytes";
+/// The time of the heaviest forward op with its backward: a lower bound on
+/// the slowest stage that no cut can beat.
+inline constexpr llvm::StringLiteral kHeaviestOpTimeAttr =
+    "dist.heaviest_op_time";
 /// Per pipeline rank: the bytes of the parameters, optimizer state and
 /// weights it holds throughout.
 inline constexpr llvm::StringLiteral kBaseBytesAttr = "dist.base_bytes";
