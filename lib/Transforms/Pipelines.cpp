@@ -63,9 +63,9 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
   if (pipelined) {
     // Stages are cut from the tensor-parallel program, so they contain its
     // collectives; the schedule is verified before it is compiled.
-    pm.addPass(createPipelineStages({options.pp, options.virtualStages,
-                                     options.ppSplit, options.costTable,
-                                     options.target}));
+    pm.addPass(createPipelineStages(
+        {options.pp, options.virtualStages, options.schedule, microbatches,
+         options.ppSplit, options.costTable, options.target}));
     PipelineScheduleOptions schedule;
     schedule.kind = options.schedule;
     schedule.microbatches = microbatches;

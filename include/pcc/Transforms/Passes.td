@@ -409,6 +409,12 @@ def PipelineStages : Pass<"pcc-pipeline-stages", "::mlir::ModuleOp"> {
     Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">,
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
            "Stages per pipeline rank (interleaved schedules)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"\"",
+           "The schedule the stages will run (gpipe, 1f1b, interleaved): "
+           "the balanced cuts then move while its simulated makespan "
+           "shrinks; empty: balance alone">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"0",
+           "Microbatches of that schedule">,
     Option<"split", "split", "std::string", /*default=*/"\"\"",
            "ONNX nodes after which a stage ends, comma-separated">,
     Option<"costTable", "cost-table", "std::string", /*default=*/"\"\"",

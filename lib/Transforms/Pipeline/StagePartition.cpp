@@ -23,6 +23,7 @@
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
+#include "pcc/Transforms/Pipeline/Schedule.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -60,8 +61,7 @@ static StringRef nodeName(Location loc) {
 /// may pile the work on a few and leave others empty, and a rank holding
 /// an interleaved schedule's empty chunk idles while the others work).
 static SmallVector<size_t> balance(ArrayRef<double> prefix,
-                                   ArrayRef<double> crossing,
-                                   int64_t stages) {
+                                   ArrayRef<double> crossing, int64_t stages) {
   size_t n = prefix.size() - 1;
   const double inf = std::numeric_limits<double>::infinity();
   auto time = [&](size_t k, size_t i) {
@@ -117,14 +117,22 @@ static SmallVector<size_t> balance(ArrayRef<double> prefix,
 /// forward op whose value they read, no later than the backward values
 /// they read), so that stages are balanced on forward, input gradient and
 /// weight gradient together.
-static SmallVector<double> stepTimes(Block &body, const StepPhases &phases,
-                                     ArrayRef<Operation *> forward,
-                                     const llvm::DenseMap<Operation *, size_t>
-                                         &position,
-                                     const CostModel &cost) {
-  SmallVector<double> times;
+namespace {
+/// Per forward op: its time, and that of the backward it accounts for.
+struct StepTimes {
+  SmallVector<double> forward, backward;
+  double total(size_t i) const { return forward[i] + backward[i]; }
+};
+} // namespace
+
+static StepTimes stepTimes(Block &body, const StepPhases &phases,
+                           ArrayRef<Operation *> forward,
+                           const llvm::DenseMap<Operation *, size_t> &position,
+                           const CostModel &cost) {
+  StepTimes times;
   for (Operation *op : forward)
-    times.push_back(cost.time(op));
+    times.forward.push_back(cost.time(op));
+  times.backward.assign(forward.size(), 0);
   if (forward.empty())
     return times;
   // Where each forward value is available: its op and its forward users.
@@ -191,12 +199,148 @@ static SmallVector<double> stepTimes(Block &body, const StepPhases &phases,
       }
     }
     backwardAt[&op] = at;
-    times[at] += cost.time(&op);
+    times.backward[at] += cost.time(&op);
   }
   return times;
 }
 
-LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) {
+namespace {
+/// A schedule timed on some cuts: its makespan, the busiest rank's time
+/// (which decides the makespan once enough microbatches flow), and the
+/// slowest stage's.
+struct CutTiming {
+  double makespan = 0, busiest = 0, slowest = 0;
+  /// Shorter, or as short with a less loaded busiest rank.
+  bool betterThan(const CutTiming &o) const {
+    if (makespan < o.makespan * (1 - 1e-9))
+      return true;
+    return makespan <= o.makespan * (1 + 1e-9) &&
+           busiest < o.busiest * (1 - 1e-9);
+  }
+};
+} // namespace
+
+/// The schedule `spec` names, timed on the stages that `cuts` make. A
+/// stage's forward pays for receiving what crosses its start, and so does
+/// its backward for sending the gradient back.
+static CutTiming timeCuts(ArrayRef<size_t> cuts, ArrayRef<double> forwardPrefix,
+                          ArrayRef<double> backwardPrefix,
+                          ArrayRef<double> crossing,
+                          const pipeline::ScheduleSpec &spec) {
+  size_t n = forwardPrefix.size() - 1;
+  SmallVector<double> costs;
+  double slowest = 0;
+  for (size_t s = 0; s <= cuts.size(); ++s) {
+    size_t from = s == 0 ? 0 : cuts[s - 1], to = s == cuts.size() ? n : cuts[s];
+    double f = forwardPrefix[to] - forwardPrefix[from] + crossing[from];
+    double b = backwardPrefix[to] - backwardPrefix[from] + crossing[from];
+    costs.append({f, b, 0.0});
+    slowest = std::max(slowest, f + b - crossing[from]);
+  }
+  pipeline::ScheduleSpec timed = spec;
+  timed.costs = costs;
+  FailureOr<pipeline::ScheduleTable> table =
+      pipeline::generateSchedule(timed, []() -> InFlightDiagnostic {
+        llvm_unreachable("the spec was checked before");
+      });
+  pipeline::ScheduleTiming timing;
+  timing.stages = cuts.size() + 1;
+  timing.costs = costs;
+  pipeline::ScheduleStats stats = pipeline::timeSchedule(*table, timing);
+  CutTiming result;
+  result.makespan = stats.makespan;
+  result.slowest = slowest;
+  for (const pipeline::RankStats &rank : stats.ranks)
+    result.busiest = std::max(result.busiest, rank.busy);
+  return result;
+}
+
+/// Moves the cuts of `balance` one boundary at a time while the schedule's
+/// simulated makespan shrinks. Balanced stages are not yet a short
+/// schedule: a rank of an interleaved schedule runs several chunks, and
+/// when one op outweighs a mean chunk (an LM head over a large
+/// vocabulary) the rank holding it carries its chunk and another, while
+/// 1F1B's larger stages absorb it; moving cuts toward a shorter makespan
+/// (or, as short, a less busy busiest rank) evens the ranks' loads as far
+/// as single moves reach. The slowest stage may grow, within 1.09 x the
+/// least any cut allows (the larger of the mean stage and the heaviest
+/// op), so that stages stay balanced. Boundaries are those where no more
+/// crosses than at the balanced cuts (between blocks, on the residual
+/// stream). Schedules that order their actions by the stage costs (zb-h1)
+/// keep the balanced cut.
+static void refineCuts(SmallVector<size_t> &cuts,
+                       ArrayRef<double> forwardPrefix,
+                       ArrayRef<double> backwardPrefix,
+                       ArrayRef<double> crossing, double heaviest,
+                       const StageOptions &options) {
+  int64_t p = options.ranks, stages = options.stages;
+  int64_t v = stages / std::max<int64_t>(1, p), m = options.microbatches;
+  bool interleaved = options.schedule == "interleaved";
+  bool ordered = options.schedule == "gpipe" || options.schedule == "1f1b";
+  if (cuts.empty() || m < 1 || p < 2 || !(interleaved || ordered) ||
+      (interleaved && (v < 2 || m % p)) || (ordered && v != 1))
+    return;
+  size_t n = forwardPrefix.size() - 1;
+  // The makespan's shape shows at a few rounds of microbatches; more only
+  // lengthen the simulation.
+  pipeline::ScheduleSpec spec;
+  spec.kind = options.schedule;
+  spec.ranks = p;
+  spec.virtualStages = v;
+  spec.microbatches = std::min(m, 4 * p);
+  double total = forwardPrefix[n] + backwardPrefix[n];
+  double bound = 1.09 * std::max(total / stages, heaviest);
+  // Boundaries: those where no more crosses than at the balanced cuts'
+  // median, the residual stream between blocks in a transformer (not the
+  // least crossing anywhere: that is the token ids before the embedding).
+  SmallVector<double> atCuts;
+  for (size_t c : cuts)
+    atCuts.push_back(crossing[c]);
+  llvm::sort(atCuts);
+  double typical = atCuts[atCuts.size() / 2];
+  SmallVector<size_t> boundaries;
+  for (size_t k = 1; k < n; ++k)
+    if (crossing[k] <= 1.01 * typical || llvm::is_contained(cuts, k))
+      boundaries.push_back(k);
+  CutTiming current =
+      timeCuts(cuts, forwardPrefix, backwardPrefix, crossing, spec);
+  bound = std::max(bound, current.slowest);
+  // Steepest descent, bounded in steps.
+  for (int64_t step = 0; step < 8 * stages; ++step) {
+    std::optional<std::pair<size_t, size_t>> bestMove;
+    CutTiming best = current;
+    for (size_t j = 0; j < cuts.size(); ++j) {
+      size_t lo = j == 0 ? 0 : cuts[j - 1],
+             hi = j + 1 == cuts.size() ? n : cuts[j + 1];
+      auto at = llvm::lower_bound(boundaries, cuts[j]);
+      SmallVector<size_t, 2> moves;
+      if (at != boundaries.begin() && *std::prev(at) > lo)
+        moves.push_back(*std::prev(at));
+      auto after =
+          at != boundaries.end() && *at == cuts[j] ? std::next(at) : at;
+      if (after != boundaries.end() && *after < hi)
+        moves.push_back(*after);
+      for (size_t to : moves) {
+        size_t from = cuts[j];
+        cuts[j] = to;
+        CutTiming t =
+            timeCuts(cuts, forwardPrefix, backwardPrefix, crossing, spec);
+        cuts[j] = from;
+        if (t.slowest <= bound && t.betterThan(best)) {
+          best = t;
+          bestMove = {j, to};
+        }
+      }
+    }
+    if (!bestMove)
+      break;
+    cuts[bestMove->first] = bestMove->second;
+    current = best;
+  }
+}
+
+LogicalResult pcc::assignStages(func::FuncOp func,
+                                const StageOptions &options) {
   int64_t stages = options.stages;
   MLIRContext *ctx = func.getContext();
   Block &body = func.getBody().front();
@@ -222,19 +366,20 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
   // What each forward op costs with its backward: no stage can be faster
   // than the heaviest (an LM head over a large vocabulary), which plans
   // report beside the stages.
-  SmallVector<double> times =
-      stepTimes(body, phases, forward, position, options.cost);
+  StepTimes times = stepTimes(body, phases, forward, position, options.cost);
+  double heaviest = 0;
+  for (size_t i = 0; i < forward.size(); ++i)
+    heaviest = std::max(heaviest, times.total(i));
   func->setAttr(kHeaviestOpTimeAttr,
-                FloatAttr::get(Float64Type::get(ctx),
-                               *llvm::max_element(times)));
+                FloatAttr::get(Float64Type::get(ctx), heaviest));
   SmallVector<size_t> cuts;
   if (!options.split.empty()) {
     SmallVector<StringRef> names;
     StringRef(options.split).split(names, ',', -1, false);
     if (int64_t(names.size()) != stages - 1)
       return func.emitError("--pp-split names ")
-             << names.size() << " node(s); " << stages
-             << " stages need " << stages - 1;
+             << names.size() << " node(s); " << stages << " stages need "
+             << stages - 1;
     for (StringRef name : names) {
       name = name.trim();
       size_t after = 0;
@@ -254,9 +399,12 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
       cuts.push_back(after);
     }
   } else {
-    SmallVector<double> prefix{0};
-    for (double t : times)
-      prefix.push_back(prefix.back() + t);
+    SmallVector<double> prefix{0}, forwardPrefix{0}, backwardPrefix{0};
+    for (size_t i = 0; i < forward.size(); ++i) {
+      prefix.push_back(prefix.back() + times.total(i));
+      forwardPrefix.push_back(forwardPrefix.back() + times.forward[i]);
+      backwardPrefix.push_back(backwardPrefix.back() + times.backward[i]);
+    }
     // Bytes crossing each cut: values made before it and used after it.
     SmallVector<double> delta(forward.size() + 2, 0);
     for (auto [i, op] : llvm::enumerate(forward))
@@ -277,6 +425,8 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
       crossing[k] = options.cost.transferTime(int64_t(bytes));
     }
     cuts = balance(prefix, crossing, stages);
+    refineCuts(cuts, forwardPrefix, backwardPrefix, crossing, heaviest,
+               options);
   }
 
   // Forward stages, and where each forward value is available: its stage
@@ -422,7 +572,7 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
   llvm::DenseSet<std::pair<Value, int64_t>> kept;
   for (auto &[op, stage] : stageOf) {
     Phase phase = phases.of(op);
-    int column = phase == Phase::Forward ? 0
+    int column = phase == Phase::Forward        ? 0
                  : op->hasAttr(kWeightGradAttr) ? 2
                                                 : 1;
     costs[3 * stage + column] += options.cost.time(op);
@@ -514,8 +664,7 @@ LogicalResult pcc::assignStages(func::FuncOp func, const StageOptions &options) 
 }
 
 namespace {
-struct PipelineStagesPass
-    : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
+struct PipelineStagesPass : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
   using PipelineStagesBase::PipelineStagesBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -523,6 +672,8 @@ struct PipelineStagesPass
     options.stages = pp * virtualStages;
     options.ranks = pp;
     options.split = split;
+    options.schedule = schedule;
+    options.microbatches = microbatches;
     if (costTable.empty()) {
       options.cost = CostModel::forTarget(target);
     } else {
@@ -557,8 +708,7 @@ struct PipelineStagesPass
                            b.getDenseI64ArrayAttr(sizes));
       mesh.erase();
     } else {
-      dist::MeshOp::create(b, module.getLoc(), "mesh",
-                           b.getStrArrayAttr(names),
+      dist::MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr(names),
                            b.getDenseI64ArrayAttr(sizes));
     }
     for (auto func : module.getOps<func::FuncOp>())

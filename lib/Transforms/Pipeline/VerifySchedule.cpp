@@ -211,23 +211,58 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
 
   // Run it: sends never block, a receive waits for its send. Computations
   // take their cost, transfers nothing.
-  std::optional<ArrayRef<double>> costs = schedule.getCosts();
+  ScheduleTable actions(p);
+  for (auto [r, entries] : llvm::enumerate(table))
+    for (const Entry &e : entries)
+      actions[r].push_back(e.action);
+  ScheduleTiming timing;
+  timing.stages = stages;
+  if (std::optional<ArrayRef<double>> costs = schedule.getCosts())
+    timing.costs = *costs;
+  if (std::optional<ArrayRef<int64_t>> stash = schedule.getStashBytes())
+    timing.stashBytes = *stash;
+  if (std::optional<ArrayRef<int64_t>> base = schedule.getBaseBytes())
+    timing.baseBytes = *base;
+  timing.split = split;
+  SmallVector<size_t> blockedAt;
+  ScheduleStats stats = timeSchedule(actions, timing, &blockedAt);
+  if (!blockedAt.empty()) {
+    std::string blocked;
+    Operation *firstBlocked = nullptr;
+    for (int64_t r = 0; r < p; ++r) {
+      if (blockedAt[r] == table[r].size())
+        continue;
+      const Entry &e = table[r][blockedAt[r]];
+      if (!firstBlocked)
+        firstBlocked = e.op;
+      blocked += (blocked.empty() ? "" : "; ") + ("rank " + std::to_string(r)) +
+                 " waits at " + describe(e.action);
+    }
+    return firstBlocked->emitError() << "the schedule deadlocks: " << blocked,
+           failure();
+  }
+  return stats;
+}
+
+ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
+                                          const ScheduleTiming &timing,
+                                          SmallVectorImpl<size_t> *blockedAt) {
+  int64_t p = table.size();
   auto cost = [&](const Action &a) {
     auto of = [&](Phase phase) {
-      return costs ? (*costs)[3 * a.stage + unsigned(phase)] : 1.0;
+      return timing.costs.empty() ? 1.0
+                                  : timing.costs[3 * a.stage + unsigned(phase)];
     };
     // Unless split off, the weight gradient is part of B.
-    if (a.phase == Phase::B && !split)
+    if (a.phase == Phase::B && !timing.split)
       return of(Phase::B) + of(Phase::W);
     return of(a.phase);
   };
-  std::optional<ArrayRef<int64_t>> stashBytes = schedule.getStashBytes();
-  std::optional<ArrayRef<int64_t>> baseBytes = schedule.getBaseBytes();
-  Phase releases = split ? Phase::W : Phase::B;
+  Phase releases = timing.split ? Phase::W : Phase::B;
 
   ScheduleStats stats;
   stats.ranks.resize(p);
-  stats.hasBytes = stashBytes || baseBytes;
+  stats.hasBytes = !timing.stashBytes.empty() || !timing.baseBytes.empty();
   SmallVector<size_t> next(p, 0);
   SmallVector<double> clock(p, 0.0);
   SmallVector<int64_t> stashed(p, 0), bytes(p, 0), peakBytes(p, 0);
@@ -238,7 +273,7 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
     for (int64_t r = 0; r < p; ++r) {
       RankStats &rs = stats.ranks[r];
       for (; next[r] < table[r].size(); ++next[r], progress = true) {
-        const Action &a = table[r][next[r]].action;
+        const Action &a = table[r][next[r]];
         if (a.kind == Action::Kind::Recv) {
           SmallVector<double> &sent = sendTimes[{a.peer, r}];
           size_t &index = received[{a.peer, r}];
@@ -255,7 +290,8 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
         rs.timeline.push_back({a, clock[r], clock[r] + t});
         clock[r] += t;
         rs.busy += t;
-        int64_t chunk = stashBytes ? (*stashBytes)[a.stage] : 0;
+        int64_t chunk =
+            timing.stashBytes.empty() ? 0 : timing.stashBytes[a.stage];
         if (a.phase == Phase::F) {
           rs.peakStashed = std::max(rs.peakStashed, ++stashed[r]);
           bytes[r] += chunk;
@@ -267,26 +303,18 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
       }
     }
   }
-  std::string blocked;
-  Operation *firstBlocked = nullptr;
-  for (int64_t r = 0; r < p; ++r) {
-    if (next[r] == table[r].size())
-      continue;
-    const Entry &e = table[r][next[r]];
-    if (!firstBlocked)
-      firstBlocked = e.op;
-    blocked += (blocked.empty() ? "" : "; ") + ("rank " + std::to_string(r)) +
-               " waits at " + describe(e.action);
-  }
-  if (firstBlocked)
-    return firstBlocked->emitError() << "the schedule deadlocks: " << blocked,
-           failure();
+  bool deadlocked = false;
+  for (int64_t r = 0; r < p; ++r)
+    deadlocked |= next[r] != table[r].size();
+  if (deadlocked && blockedAt)
+    blockedAt->assign(next.begin(), next.end());
 
   double busy = 0;
   for (int64_t r = 0; r < p; ++r) {
     stats.makespan = std::max(stats.makespan, clock[r]);
     busy += stats.ranks[r].busy;
-    stats.ranks[r].peakBytes = (baseBytes ? (*baseBytes)[r] : 0) + peakBytes[r];
+    stats.ranks[r].peakBytes =
+        (timing.baseBytes.empty() ? 0 : timing.baseBytes[r]) + peakBytes[r];
   }
   if (stats.makespan > 0)
     stats.bubbleFraction = 1.0 - busy / (double(p) * stats.makespan);

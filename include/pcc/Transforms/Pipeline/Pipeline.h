@@ -76,6 +76,11 @@ struct StageOptions {
   int64_t ranks = 1;
   /// Manual cuts: the ONNX nodes after which a stage ends, comma-separated.
   std::string split;
+  /// The schedule the stages will run and its microbatches: when given
+  /// (gpipe, 1f1b, interleaved), the balanced cuts move while that
+  /// schedule's simulated makespan shrinks.
+  std::string schedule;
+  int64_t microbatches = 0;
   CostModel cost = CostModel::forTarget("cpu");
 };
 

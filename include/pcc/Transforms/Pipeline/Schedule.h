@@ -127,6 +127,27 @@ struct ScheduleStats {
 /// schedule's `costs` (unit F, B and W when absent; transfers are free).
 llvm::FailureOr<ScheduleStats> verifySchedule(dist::ScheduleOp schedule);
 
+/// What timeSchedule needs besides the table: per virtual stage the F, B
+/// and W times (3 each; unit times when empty) and the bytes a
+/// microbatch's forward stashes, per rank the bytes held throughout, and
+/// whether backwards are split into B and W.
+struct ScheduleTiming {
+  int64_t stages = 1;
+  llvm::ArrayRef<double> costs;
+  llvm::ArrayRef<int64_t> stashBytes, baseBytes;
+  bool split = false;
+};
+
+/// Runs `table` in simulated time: sends never block, a receive waits for
+/// its send, a computation takes its cost. When some rank never finishes
+/// (a deadlock), `blockedAt` (if given) receives each rank's index of the
+/// action it waits at; the stats then cover what ran. The schedule
+/// verifier times a verified schedule with it, and the stage partition
+/// compares cuts by the makespan it gives.
+ScheduleStats timeSchedule(const ScheduleTable &table,
+                           const ScheduleTiming &timing,
+                           llvm::SmallVectorImpl<size_t> *blockedAt = nullptr);
+
 /// Records `stats` on `schedule` (makespan, bubble_fraction) and its ranks
 /// (busy, peak_stashed, and peak_bytes when the schedule gives bytes).
 void annotateSchedule(dist::ScheduleOp schedule, const ScheduleStats &stats);
