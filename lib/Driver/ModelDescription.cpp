@@ -56,7 +56,9 @@ private:
 };
 } // namespace
 
-static std::string gptSource(const GptConfig &c) {
+/// `name` (the description) becomes the function's location, which
+/// diagnostics about the whole model name.
+static std::string gptSource(const GptConfig &c, llvm::StringRef name) {
   Writer w;
   int64_t b = c.batch, s = c.seq, h = c.hidden, n = c.heads, d = h / n,
           v = c.vocab, f = c.ffn ? c.ffn : 4 * h;
@@ -154,8 +156,9 @@ static std::string gptSource(const GptConfig &c) {
       t({b, s, v})));
   return llvm::formatv("module {{\n  func.func @main(%ids: {0} {{onnx.name = "
                        "\"input_ids\"}) -> ({1} {{onnx.name = \"logits\"}) {{\n"
-                       "{2}    return {3} : {1}\n  }\n}\n",
-                       w.type({b, s}, "i64"), t({b, s, v}), w.text, logits)
+                       "{2}    return {3} : {1}\n  } loc(\"{4}\")\n}\n",
+                       w.type({b, s}, "i64"), t({b, s, v}), w.text, logits,
+                       name)
       .str();
 }
 
@@ -197,5 +200,5 @@ llvm::FailureOr<std::string> pcc::describedModelSource(llvm::StringRef spec,
                 .str();
     return llvm::failure();
   }
-  return gptSource(c);
+  return gptSource(c, spec);
 }

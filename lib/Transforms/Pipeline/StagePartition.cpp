@@ -28,6 +28,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <limits>
 
@@ -587,6 +588,31 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   }
   func->setAttr(kStageCostsAttr, DenseF64ArrayAttr::get(ctx, costs));
   func->setAttr(kStashBytesAttr, DenseI64ArrayAttr::get(ctx, stash));
+
+  // A stage may be small, but stages that do next to nothing mean more
+  // stages than the model fills: their ranks mostly wait. Said once.
+  if (stages > 1) {
+    SmallVector<double> work(stages, 0);
+    double total = 0;
+    for (int64_t s = 0; s < stages; ++s) {
+      work[s] = costs[3 * s] + costs[3 * s + 1] + costs[3 * s + 2];
+      total += work[s];
+    }
+    double mean = total / stages;
+    SmallVector<int64_t> idle;
+    for (int64_t s = 0; s < stages; ++s)
+      if (work[s] < 0.05 * mean)
+        idle.push_back(s);
+    if (!idle.empty())
+      func.emitWarning()
+          << idle.size() << " of the " << stages
+          << " pipeline stages do less than 5% of a mean stage's work "
+          << "(stage " << idle.front() << ": "
+          << llvm::formatv("{0:F1}%", 100 * work[idle.front()] / mean).str()
+          << "): the model has too little to fill " << stages
+          << " stages, and their ranks mostly wait; fewer stages would "
+             "waste less";
+  }
 
   // Optimizer: on every stage that holds the parameter it updates. A
   // state's holders are the stages whose forward or backward reads it.
