@@ -314,8 +314,13 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
     `costs` (per virtual stage the times of F, B and W, in seconds: three
     values a stage; when a schedule does not split backwards, a B costs
     B + W), `stash_bytes` (per virtual stage, the bytes one microbatch's
-    forward keeps until its last backward action ends) and `base_bytes`
-    (per rank: parameters, optimizer state, workspace). The simulation
+    forward keeps until its last backward action ends), `base_bytes`
+    (per rank: parameters, optimizer state, workspace) and
+    `transfer_costs` (per virtual stage, two values: the seconds from the
+    send of its activations to their arrival at the next stage, and from
+    the send of its input gradient to its arrival at the previous one,
+    latency and bandwidth included; a receive ends no earlier than its
+    send's arrival; free when absent). The simulation
     writes back `makespan` and `bubble_fraction` (the share of rank-time
     spent idle: 1 - sum(busy) / (ranks * makespan)).
 
@@ -343,6 +348,7 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
                        OptionalAttr<DenseF64ArrayAttr>:$costs,
                        OptionalAttr<DenseI64ArrayAttr>:$stash_bytes,
                        OptionalAttr<DenseI64ArrayAttr>:$base_bytes,
+                       OptionalAttr<DenseF64ArrayAttr>:$transfer_costs,
                        OptionalAttr<F64Attr>:$bubble_fraction,
                        OptionalAttr<F64Attr>:$makespan);
   let regions = (region SizedRegion<1>:$body);

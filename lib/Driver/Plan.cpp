@@ -110,6 +110,9 @@ pcc::describePipeline(ModuleOp module) {
   ArrayRef<int64_t> stash;
   if (auto s = schedule.getStashBytes())
     stash = *s;
+  ArrayRef<double> transfers;
+  if (auto t = schedule.getTransferCosts())
+    transfers = *t;
 
   // Ops per stage: those of its outlined functions once the schedule is
   // lowered, else those the step marks with the stage (`pcc plan`).
@@ -141,6 +144,10 @@ pcc::describePipeline(ModuleOp module) {
                              {"ops", ops[s]}};
     if (!stash.empty())
       entry["stash_bytes"] = stash[s];
+    if (!transfers.empty()) {
+      entry["send_activations_time"] = transfers[2 * s];
+      entry["send_gradient_time"] = transfers[2 * s + 1];
+    }
     stageArray.push_back(std::move(entry));
   }
   llvm::json::Array ranks;
@@ -152,11 +159,26 @@ pcc::describePipeline(ModuleOp module) {
                       schedule.getMicrobatches(),
                       100 * stats->bubbleFraction);
   for (auto [r, rank] : llvm::enumerate(stats->ranks)) {
-    llvm::json::Array actions;
-    for (const RankStats::Span &span : rank.timeline)
+    llvm::json::Array actions, timeline, sends;
+    for (const RankStats::Span &span : rank.timeline) {
       actions.push_back(actionName(span.action, p, v));
+      timeline.push_back(llvm::json::Array{actionName(span.action, p, v),
+                                           span.start, span.end});
+    }
+    // Sends by what they carry: "F3>1" is microbatch 3's activations to
+    // rank 1, "B3>0" its gradient to rank 0; from start to arrival.
+    for (const RankStats::Span &span : rank.transfers) {
+      Action carried = span.action;
+      carried.phase = carried.payload == dist::Payload::Act ? dist::Phase::F
+                                                            : dist::Phase::B;
+      sends.push_back(llvm::json::Array{
+          actionName(carried, p, v) + ">" + std::to_string(span.action.peer),
+          span.start, span.end});
+    }
     ranks.push_back(llvm::json::Object{{"rank", int64_t(r)},
                                        {"actions", std::move(actions)},
+                                       {"timeline", std::move(timeline)},
+                                       {"sends", std::move(sends)},
                                        {"busy", rank.busy},
                                        {"peak_stashed", rank.peakStashed},
                                        {"peak_bytes", rank.peakBytes}});

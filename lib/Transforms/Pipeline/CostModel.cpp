@@ -9,6 +9,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace pcc;
 
@@ -23,11 +25,15 @@ int64_t pcc::tensorBytes(Type type) {
 CostModel CostModel::forTarget(StringRef target) {
   CostModel m;
   if (target == "cuda") {
-    // An H100's dense bf16 tensor cores, HBM3 and NVLink, derated.
+    // An H100's dense bf16 tensor cores, HBM3 and NVLink, derated; eight
+    // to a node, nodes joined by 400 Gb/s InfiniBand (NDR) per GPU.
     m.flopsPerSecond = 4e14;
     m.bytesPerSecond = 2.5e12;
     m.p2pBytesPerSecond = 2e11;
     m.opOverheadSeconds = 5e-6;
+    m.p2pLatencySeconds = 1e-5;
+    m.interNodeBytesPerSecond = 4e10;
+    m.devicesPerNode = 8;
   } else {
     // Two cores of a current x86 server with OpenBLAS; MPI over shared
     // memory.
@@ -35,6 +41,8 @@ CostModel CostModel::forTarget(StringRef target) {
     m.bytesPerSecond = 8e9;
     m.p2pBytesPerSecond = 4e9;
     m.opOverheadSeconds = 2e-7;
+    m.p2pLatencySeconds = 2e-6;
+    m.interNodeBytesPerSecond = m.p2pBytesPerSecond;
   }
   return m;
 }
@@ -70,12 +78,22 @@ llvm::Expected<CostModel> CostModel::load(StringRef path, StringRef target) {
        {std::pair<StringRef, double *>{"flops_per_second", &m.flopsPerSecond},
         {"bytes_per_second", &m.bytesPerSecond},
         {"p2p_bytes_per_second", &m.p2pBytesPerSecond},
-        {"op_overhead_seconds", &m.opOverheadSeconds}})
+        {"op_overhead_seconds", &m.opOverheadSeconds},
+        {"p2p_latency_seconds", &m.p2pLatencySeconds},
+        {"inter_node_bytes_per_second", &m.interNodeBytesPerSecond}})
     if (llvm::Error e = number(*root, key, *into))
       return std::move(e);
+  double devices = double(m.devicesPerNode);
+  if (llvm::Error e = number(*root, "devices_per_node", devices))
+    return std::move(e);
+  if (devices != std::floor(devices))
+    return fail("'devices_per_node' must be a whole number");
+  m.devicesPerNode = int64_t(devices);
   for (const auto &[key, value] : *root)
     if (!llvm::is_contained({"flops_per_second", "bytes_per_second",
                              "p2p_bytes_per_second", "op_overhead_seconds",
+                             "p2p_latency_seconds",
+                             "inter_node_bytes_per_second", "devices_per_node",
                              "ops", "target", "machine", "comment"},
                             key.str()))
       return fail("unknown key '" + key.str() + "'");
@@ -98,8 +116,13 @@ llvm::Expected<CostModel> CostModel::load(StringRef path, StringRef target) {
   return m;
 }
 
-double CostModel::transferTime(int64_t bytes) const {
-  return bytes / p2pBytesPerSecond;
+double CostModel::transferTime(int64_t bytes, bool betweenNodes) const {
+  if (bytes <= 0)
+    return 0;
+  double bandwidth = betweenNodes && interNodeBytesPerSecond > 0
+                         ? interNodeBytesPerSecond
+                         : p2pBytesPerSecond;
+  return p2pLatencySeconds + bytes / bandwidth;
 }
 
 double CostModel::time(Operation *op) const {

@@ -49,6 +49,12 @@ struct PipelineSchedulePass
           int64_t(base.size()) == spec.ranks)
         spec.baseBytes.assign(base.asArrayRef().begin(),
                               base.asArrayRef().end());
+      auto transfers =
+          func->getAttrOfType<DenseF64ArrayAttr>(kTransferCostsAttr);
+      if (spec.transferCosts.empty() && transfers &&
+          int64_t(transfers.size()) == 2 * spec.ranks * spec.virtualStages)
+        spec.transferCosts.assign(transfers.asArrayRef().begin(),
+                                  transfers.asArrayRef().end());
       if (spec.stashBytes.empty() && stash)
         spec.stashBytes.assign(stash.asArrayRef().begin(),
                                stash.asArrayRef().end());

@@ -280,6 +280,16 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
         return emitError() << "costs must be finite and non-negative; got "
                            << c;
   }
+  if (!spec.transferCosts.empty()) {
+    if (int64_t(spec.transferCosts.size()) != 2 * stages)
+      return emitError() << "transfer costs has " << spec.transferCosts.size()
+                         << " values; expected two for each of the " << stages
+                         << " virtual stages (" << 2 * stages << ")";
+    for (double c : spec.transferCosts)
+      if (!(c >= 0) || !std::isfinite(c))
+        return emitError()
+               << "transfer costs must be finite and non-negative; got " << c;
+  }
   if (!spec.stashBytes.empty() && int64_t(spec.stashBytes.size()) != stages)
     return emitError() << "stash bytes has " << spec.stashBytes.size()
                        << " values; expected one per virtual stage (" << stages
@@ -316,9 +326,12 @@ pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
   auto base = spec.baseBytes.empty()
                   ? DenseI64ArrayAttr()
                   : builder.getDenseI64ArrayAttr(spec.baseBytes);
+  auto transfers = spec.transferCosts.empty()
+                       ? DenseF64ArrayAttr()
+                       : builder.getDenseF64ArrayAttr(spec.transferCosts);
   auto schedule = dist::ScheduleOp::create(
       builder, loc, name, spec.kind, spec.microbatches, spec.virtualStages,
-      spec.ranks, costs, stash, base, /*bubble_fraction=*/nullptr,
+      spec.ranks, costs, stash, base, transfers, /*bubble_fraction=*/nullptr,
       /*makespan=*/nullptr);
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&schedule.getBody().emplaceBlock());

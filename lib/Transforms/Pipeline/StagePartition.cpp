@@ -589,6 +589,46 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   func->setAttr(kStageCostsAttr, DenseF64ArrayAttr::get(ctx, costs));
   func->setAttr(kStashBytesAttr, DenseI64ArrayAttr::get(ctx, stash));
 
+  // What each stage sends per microbatch: activations to the next stage
+  // (relayed by the stages between when a value skips some) and input
+  // gradients to the previous, each at the latency and bandwidth of the
+  // link between the two pipeline ranks' devices.
+  SmallVector<int64_t> actBytes(stages, 0), gradBytes(stages, 0);
+  for (auto &[op, stage] : stageOf) {
+    bool isForward = phases.of(op) == Phase::Forward;
+    for (Value r : op->getResults()) {
+      int64_t bytes = tensorBytes(r.getType()), reach = stage;
+      for (Operation *user : r.getUsers()) {
+        auto it = stageOf.find(user);
+        if (it == stageOf.end())
+          continue;
+        if (isForward && phases.of(user) == Phase::Forward)
+          reach = std::max(reach, it->second);
+        else if (!isForward)
+          reach = std::min(reach, it->second);
+      }
+      for (int64_t s = stage; s < reach; ++s)
+        actBytes[s] += bytes;
+      for (int64_t s = stage; s > reach; --s)
+        gradBytes[s] += bytes;
+    }
+  }
+  int64_t pipelineRanks = std::max<int64_t>(1, options.ranks);
+  auto linkTime = [&](int64_t from, int64_t to, int64_t bytes) {
+    int64_t per = std::max<int64_t>(1, options.ranksPerStage);
+    return options.cost.transferTime(
+        bytes, options.cost.betweenNodes((from % pipelineRanks) * per,
+                                         (to % pipelineRanks) * per));
+  };
+  SmallVector<double> transfers(2 * stages, 0);
+  for (int64_t s = 0; s < stages; ++s) {
+    if (s + 1 < stages && (s + 1) % pipelineRanks != s % pipelineRanks)
+      transfers[2 * s] = linkTime(s, s + 1, actBytes[s]);
+    if (s > 0 && (s - 1) % pipelineRanks != s % pipelineRanks)
+      transfers[2 * s + 1] = linkTime(s, s - 1, gradBytes[s]);
+  }
+  func->setAttr(kTransferCostsAttr, DenseF64ArrayAttr::get(ctx, transfers));
+
   // A stage may be small, but stages that do next to nothing mean more
   // stages than the model fills: their ranks mostly wait. Said once.
   if (stages > 1) {
@@ -737,6 +777,11 @@ struct PipelineStagesPass : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
       dist::MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr(names),
                            b.getDenseI64ArrayAttr(sizes));
     }
+    // Each pipeline rank is a block of the mesh's other axes: its devices
+    // are numbered consecutively, which decides what crosses nodes.
+    options.ranksPerStage = 1;
+    for (int64_t size : ArrayRef<int64_t>(sizes).drop_front())
+      options.ranksPerStage *= size;
     for (auto func : module.getOps<func::FuncOp>())
       if (failed(assignStages(func, options)))
         return signalPassFailure();

@@ -210,7 +210,7 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
   }
 
   // Run it: sends never block, a receive waits for its send. Computations
-  // take their cost, transfers nothing.
+  // take their cost, transfers theirs in flight.
   ScheduleTable actions(p);
   for (auto [r, entries] : llvm::enumerate(table))
     for (const Entry &e : entries)
@@ -223,6 +223,8 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
     timing.stashBytes = *stash;
   if (std::optional<ArrayRef<int64_t>> base = schedule.getBaseBytes())
     timing.baseBytes = *base;
+  if (std::optional<ArrayRef<double>> transfers = schedule.getTransferCosts())
+    timing.transferCosts = *transfers;
   timing.split = split;
   SmallVector<size_t> blockedAt;
   ScheduleStats stats = timeSchedule(actions, timing, &blockedAt);
@@ -275,15 +277,22 @@ ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
       for (; next[r] < table[r].size(); ++next[r], progress = true) {
         const Action &a = table[r][next[r]];
         if (a.kind == Action::Kind::Recv) {
-          SmallVector<double> &sent = sendTimes[{a.peer, r}];
+          SmallVector<double> &arrivals = sendTimes[{a.peer, r}];
           size_t &index = received[{a.peer, r}];
-          if (index >= sent.size())
+          if (index >= arrivals.size())
             break;
-          clock[r] = std::max(clock[r], sent[index++]);
+          clock[r] = std::max(clock[r], arrivals[index++]);
           continue;
         }
         if (a.kind == Action::Kind::Send) {
-          sendTimes[{r, a.peer}].push_back(clock[r]);
+          // Sends do not hold the rank up; what they carry arrives later.
+          double flight =
+              timing.transferCosts.empty()
+                  ? 0.0
+                  : timing.transferCosts[2 * a.stage +
+                                         (a.payload == Payload::Act ? 0 : 1)];
+          sendTimes[{r, a.peer}].push_back(clock[r] + flight);
+          rs.transfers.push_back({a, clock[r], clock[r] + flight});
           continue;
         }
         double t = cost(a);

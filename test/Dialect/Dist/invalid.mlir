@@ -172,6 +172,26 @@ dist.schedule @costs {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages
 
 // -----
 
+// expected-error@+1 {{'dist.schedule' op transfer_costs has 3 values; expected the activations' and the input gradient's transfer times for each of the 2 virtual stages (4)}}
+dist.schedule @transfers {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1, transfer_costs = array<f64: 1.0, 2.0, 1.0>} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
+// expected-error@+1 {{'dist.schedule' op transfer_costs must be finite and non-negative; got -1.000000e+00}}
+dist.schedule @negative_transfer {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1, transfer_costs = array<f64: 1.0, 0.0, 0.0, -1.0>} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
 // expected-error@+1 {{'dist.schedule' op base_bytes has 1 values; expected one per rank (2)}}
 dist.schedule @base_bytes {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1, base_bytes = array<i64: 1>} {
   dist.rank 0 {

@@ -72,3 +72,26 @@ dist.schedule @custom {kind = "custom", microbatches = 2, ranks = 2, virtual_sta
     dist.transfer send grad stage 1 microbatch 0 peer 0
   }
 }
+
+// Transfers take their time in flight: rank 1's forward waits for the
+// activations to arrive (F 1 + flight 0.5), rank 0's backward for the
+// gradient (rank 1 ends its B at 1.5 + 1 + 2 = 4.5, the gradient arrives
+// at 4.75), and the send itself does not hold rank 0 up.
+// CHECK-LABEL: dist.schedule @in_flight
+// CHECK-SAME: makespan = 6.75{{0*}}e+00 : f64
+dist.schedule @in_flight {kind = "gpipe", microbatches = 1, ranks = 2, virtual_stages = 1,
+                          costs = array<f64: 1.0, 2.0, 0.0, 1.0, 2.0, 0.0>,
+                          transfer_costs = array<f64: 0.5, 0.0, 0.0, 0.25>} {
+  dist.rank 0 {
+    dist.compute F stage 0 microbatch 0
+    dist.transfer send act stage 0 microbatch 0 peer 1
+    dist.transfer recv grad stage 1 microbatch 0 peer 1
+    dist.compute B stage 0 microbatch 0
+  }
+  dist.rank 1 {
+    dist.transfer recv act stage 0 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 0
+    dist.compute B stage 1 microbatch 0
+    dist.transfer send grad stage 1 microbatch 0 peer 0
+  }
+}

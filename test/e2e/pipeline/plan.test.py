@@ -18,6 +18,14 @@ print(f"1f1b: stages {p}, every stage has ops, "
       f"{all(st['ops'] > 0 for st in one['stages']) and s['bubble_fraction'] <= (p - 1) / (m + p - 1) + 0.05}")
 print("1f1b: rank 0 actions " + " ".join(s["ranks"][0]["actions"][:8]))
 print(f"1f1b: peak stashed {[r['peak_stashed'] for r in s['ranks']]}")
+# Transfers are on the timeline: rank 1's first forward starts when rank
+# 0's first activations arrive, after their time in flight.
+first_send = s["ranks"][0]["sends"][0]
+first_f1 = s["ranks"][1]["timeline"][0]
+flight = one["stages"][0]["send_activations_time"]
+print(f"1f1b: first send {first_send[0]}, in flight "
+      f"{abs(first_send[2] - first_send[1] - flight) < 1e-12 and flight > 0}, "
+      f"rank 1 starts on arrival {abs(first_f1[1] - first_send[2]) < 1e-12}")
 gp = load("gpipe")["schedule"]
 print(f"gpipe: peak stashed {[r['peak_stashed'] for r in gp['ranks']]}")
 il = load("interleaved")

@@ -30,6 +30,8 @@ public:
   /// Reads a table written as JSON:
   ///   {"flops_per_second": F, "bytes_per_second": B,
   ///    "p2p_bytes_per_second": P, "op_overhead_seconds": O,
+  ///    "p2p_latency_seconds": L, "inter_node_bytes_per_second": I,
+  ///    "devices_per_node": D,
   ///    "ops": {"graph.matmul": {"flops_per_second": F2}, ...}}
   /// Every key is optional; what it gives replaces the target's default.
   /// Fails with a message naming the file and the key.
@@ -40,11 +42,21 @@ public:
   /// the target's) throughput, whichever is slower, plus a fixed overhead.
   /// Communication ops take their bytes at the point-to-point bandwidth.
   double time(mlir::Operation *op) const;
-  /// Seconds to send `bytes` to another rank.
-  double transferTime(int64_t bytes) const;
+  /// Seconds to send `bytes` to another rank: a latency, then the bytes at
+  /// the point-to-point bandwidth, or at the network's between nodes.
+  double transferTime(int64_t bytes, bool betweenNodes = false) const;
+  /// Whether ranks `a` and `b` (of the whole mesh, numbered row-major) are
+  /// on different nodes.
+  bool betweenNodes(int64_t a, int64_t b) const {
+    return devicesPerNode > 0 && a / devicesPerNode != b / devicesPerNode;
+  }
 
   double flopsPerSecond = 0, bytesPerSecond = 0, p2pBytesPerSecond = 0;
   double opOverheadSeconds = 0;
+  /// A transfer's fixed cost; the bandwidth between nodes, and the devices
+  /// a node holds (0: one node holds every rank).
+  double p2pLatencySeconds = 0, interNodeBytesPerSecond = 0;
+  int64_t devicesPerNode = 0;
   llvm::StringMap<OpThroughput> ops;
 };
 

@@ -41,6 +41,10 @@ inline constexpr llvm::StringLiteral kWeightGradAttr = "dist.weight_grad";
 /// one microbatch's forward keeps until its backward.
 inline constexpr llvm::StringLiteral kStageCostsAttr = "dist.stage_costs";
 inline constexpr llvm::StringLiteral kStashBytesAttr = "dist.stash_bytes";
+/// Per virtual stage: the seconds its activations take to reach the next
+/// stage and its input gradient the previous one (2 per stage).
+inline constexpr llvm::StringLiteral kTransferCostsAttr =
+    "dist.transfer_costs";
 /// The time of the heaviest forward op with its backward: a lower bound on
 /// the slowest stage that no cut can beat.
 inline constexpr llvm::StringLiteral kHeaviestOpTimeAttr =
@@ -72,8 +76,10 @@ llvm::LogicalResult microbatch(mlir::func::FuncOp func, int64_t microbatches,
 struct StageOptions {
   /// Stages: pipeline ranks x virtual stages per rank.
   int64_t stages = 1;
-  /// Pipeline ranks (stage s runs on rank s % ranks).
-  int64_t ranks = 1;
+  /// Pipeline ranks (stage s runs on rank s % ranks), and the devices of
+  /// each (the other mesh axes: tensor parallelism), numbered
+  /// consecutively.
+  int64_t ranks = 1, ranksPerStage = 1;
   /// Manual cuts: the ONNX nodes after which a stage ends, comma-separated.
   std::string split;
   /// The schedule the stages will run and its microbatches: when given

@@ -42,6 +42,9 @@ struct ScheduleSpec {
   /// Empty, or per rank the bytes held throughout (parameters, optimizer
   /// state, workspace).
   llvm::SmallVector<int64_t> baseBytes;
+  /// Empty, or per virtual stage the seconds its activations take to reach
+  /// the next stage and its input gradient the previous one (2 values).
+  llvm::SmallVector<double> transferCosts;
 };
 
 /// One entry of a rank's ordered list: a computation or a transfer.
@@ -107,6 +110,8 @@ struct RankStats {
     double start = 0, end = 0;
   };
   llvm::SmallVector<Span> timeline;
+  /// The rank's sends, from their start to their arrival.
+  llvm::SmallVector<Span> transfers;
 };
 
 struct ScheduleStats {
@@ -124,16 +129,21 @@ struct ScheduleStats {
 /// and receives pair up in order on every channel between two ranks, and
 /// that nothing deadlocks when sends never block and receives do. Emits an
 /// error at the offending action and fails otherwise. Then times it with the
-/// schedule's `costs` (unit F, B and W when absent; transfers are free).
+/// schedule's `costs` (unit F, B and W when absent) and `transfer_costs`
+/// (transfers free when absent).
 llvm::FailureOr<ScheduleStats> verifySchedule(dist::ScheduleOp schedule);
 
 /// What timeSchedule needs besides the table: per virtual stage the F, B
-/// and W times (3 each; unit times when empty) and the bytes a
+/// and W times (3 each; unit times when empty), the transfer times, and
+/// the bytes a
 /// microbatch's forward stashes, per rank the bytes held throughout, and
 /// whether backwards are split into B and W.
 struct ScheduleTiming {
   int64_t stages = 1;
   llvm::ArrayRef<double> costs;
+  /// Per virtual stage, the activations' and the input gradient's transfer
+  /// times (2 each; free when empty).
+  llvm::ArrayRef<double> transferCosts;
   llvm::ArrayRef<int64_t> stashBytes, baseBytes;
   bool split = false;
 };

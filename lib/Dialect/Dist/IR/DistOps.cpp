@@ -441,16 +441,27 @@ LogicalResult ScheduleOp::verify() {
   if (expected != ranks)
     return emitOpError("has ")
            << expected << " dist.rank ops for " << ranks << " ranks";
-  if (std::optional<ArrayRef<double>> costs = getCosts()) {
-    if (int64_t(costs->size()) != 3 * stages)
-      return emitOpError("costs has ")
-             << costs->size() << " values; expected F, B and W times for "
-             << "each of the " << stages << " virtual stages (" << 3 * stages
-             << ")";
-    for (double c : *costs)
+  auto checkTimes = [&](std::optional<ArrayRef<double>> times,
+                        StringRef name, int64_t perStage,
+                        StringRef what) -> LogicalResult {
+    if (!times)
+      return success();
+    if (int64_t(times->size()) != perStage * stages)
+      return emitOpError(name)
+             << " has " << times->size() << " values; expected " << what
+             << " for each of the " << stages << " virtual stages ("
+             << perStage * stages << ")";
+    for (double c : *times)
       if (!(c >= 0) || !std::isfinite(c))
-        return emitOpError("costs must be finite and non-negative; got ") << c;
-  }
+        return emitOpError(name)
+               << " must be finite and non-negative; got " << c;
+    return success();
+  };
+  if (failed(checkTimes(getCosts(), "costs", 3, "F, B and W times")) ||
+      failed(checkTimes(getTransferCosts(), "transfer_costs", 2,
+                        "the activations' and the input gradient's transfer "
+                        "times")))
+    return failure();
   auto checkBytes = [&](std::optional<ArrayRef<int64_t>> bytes, StringRef name,
                         int64_t count, StringRef per) -> LogicalResult {
     if (!bytes)
