@@ -233,6 +233,8 @@ Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
                  });
     if (after)
       afterForward.insert(&op);
+    if (!after || isa<func::ReturnOp>(op))
+      forwardOps.push_back(&op);
   }
   for (auto w : body.getOps<WeightOp>())
     if (isFloatTensor(w.getOutput())) {
@@ -454,16 +456,22 @@ Solver::Outcome Solver::run(Unseeded mode) {
     else
       layouts[state] = seeds.lookup(param);
   }
-  for (Operation &op : body) {
+  // The strategy judges splits by the forward alone: the backward and the
+  // optimizer follow whatever the forward does (propagation, which runs
+  // with every parameter decided, places their collectives). Its trials
+  // walk the forward's ops, listed once, not the whole step.
+  SmallVector<Operation *> allOps;
+  if (mode == Unseeded::Replicate)
+    for (Operation &op : body)
+      allOps.push_back(&op);
+  for (Operation *opPtr : mode == Unseeded::Replicate
+                              ? ArrayRef<Operation *>(allOps)
+                              : ArrayRef<Operation *>(forwardOps)) {
+    Operation &op = *opPtr;
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       visitReturn(ret, out, /*forwardOnly=*/mode != Unseeded::Replicate);
       break;
     }
-    // The strategy judges splits by the forward alone: the backward and
-    // the optimizer follow whatever the forward does (propagation, which
-    // runs with every parameter decided, places their collectives).
-    if (mode != Unseeded::Replicate && afterForward.contains(&op))
-      continue;
     // Weight ops are roots (their layout is set above) or whole.
     if (isa<WeightOp>(op) && pending.count(op.getResult(0)))
       continue;

@@ -159,6 +159,8 @@ private:
   llvm::DenseMap<mlir::Value, Layout> adopted;
   llvm::DenseMap<mlir::Value, llvm::StringRef> rootNames;
   llvm::DenseSet<mlir::Operation *> afterForward;
+  /// The other ops, in program order, the terminator last.
+  llvm::SmallVector<mlir::Operation *> forwardOps;
   /// Parameters and what movement ops make of them: never resharded when
   /// an activation can move instead.
   llvm::DenseSet<mlir::Value> parameterLike;
