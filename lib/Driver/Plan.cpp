@@ -171,9 +171,9 @@ pcc::describePipeline(ModuleOp module) {
       Action carried = span.action;
       carried.phase = carried.payload == dist::Payload::Act ? dist::Phase::F
                                                             : dist::Phase::B;
-      sends.push_back(llvm::json::Array{
-          actionName(carried, p, v) + ">" + std::to_string(span.action.peer),
-          span.start, span.end});
+      sends.push_back(llvm::json::Array{actionName(carried, p, v) + ">" +
+                                            std::to_string(span.action.peer),
+                                        span.start, span.end});
     }
     ranks.push_back(llvm::json::Object{{"rank", int64_t(r)},
                                        {"actions", std::move(actions)},

@@ -41,8 +41,7 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
                                  options.weightDecay, options.momentum}));
   }
   if (!options.train && microbatches > 1)
-    pm.addNestedPass<func::FuncOp>(
-        createMicrobatch({microbatches, defaulted}));
+    pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches, defaulted}));
   if (!options.train && options.tp > 1)
     pm.addNestedPass<func::FuncOp>(createPadVocabulary({options.tp}));
   if (!options.train && options.dtype != "f32")

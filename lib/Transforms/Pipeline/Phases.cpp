@@ -57,14 +57,13 @@ StepPhases pcc::pipeline::classifyPhases(func::FuncOp func) {
   return result;
 }
 
-SmallVector<int64_t> pcc::pipeline::stateStages(func::FuncOp step,
-                                                 unsigned arg,
-                                                 int64_t numStages) {
+SmallVector<int64_t> pcc::pipeline::stateStages(func::FuncOp step, unsigned arg,
+                                                int64_t numStages) {
   unsigned param = arg;
   if (auto of = step.getArgAttrOfType<IntegerAttr>(arg, graph::kStateOfAttr))
     param = of.getInt();
-  if (auto stages = step.getArgAttrOfType<DenseI64ArrayAttr>(param,
-                                                             kStagesAttr))
+  if (auto stages =
+          step.getArgAttrOfType<DenseI64ArrayAttr>(param, kStagesAttr))
     return SmallVector<int64_t>(stages.asArrayRef());
   return llvm::to_vector(llvm::seq<int64_t>(0, numStages));
 }
@@ -79,7 +78,7 @@ bool pcc::pipeline::holdsState(func::FuncOp step, unsigned arg, int64_t rank,
 
 std::string pcc::pipeline::describeState(func::FuncOp step, unsigned arg) {
   StringRef name = graph::getStateName(step, arg);
-  std::string text = name.empty() ? std::string("state")
-                                  : ("'" + name + "'").str();
+  std::string text =
+      name.empty() ? std::string("state") : ("'" + name + "'").str();
   return text + " (state argument " + std::to_string(arg) + ")";
 }

@@ -43,8 +43,7 @@ inline constexpr llvm::StringLiteral kStageCostsAttr = "dist.stage_costs";
 inline constexpr llvm::StringLiteral kStashBytesAttr = "dist.stash_bytes";
 /// Per virtual stage: the seconds its activations take to reach the next
 /// stage and its input gradient the previous one (2 per stage).
-inline constexpr llvm::StringLiteral kTransferCostsAttr =
-    "dist.transfer_costs";
+inline constexpr llvm::StringLiteral kTransferCostsAttr = "dist.transfer_costs";
 /// The time of the heaviest forward op with its backward: a lower bound on
 /// the slowest stage that no cut can beat.
 inline constexpr llvm::StringLiteral kHeaviestOpTimeAttr =

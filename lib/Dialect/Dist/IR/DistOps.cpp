@@ -441,9 +441,8 @@ LogicalResult ScheduleOp::verify() {
   if (expected != ranks)
     return emitOpError("has ")
            << expected << " dist.rank ops for " << ranks << " ranks";
-  auto checkTimes = [&](std::optional<ArrayRef<double>> times,
-                        StringRef name, int64_t perStage,
-                        StringRef what) -> LogicalResult {
+  auto checkTimes = [&](std::optional<ArrayRef<double>> times, StringRef name,
+                        int64_t perStage, StringRef what) -> LogicalResult {
     if (!times)
       return success();
     if (int64_t(times->size()) != perStage * stages)

@@ -110,9 +110,8 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
         continue;
       auto [it, inserted] = seen.try_emplace(other, i);
       if (!inserted)
-        return func.emitError()
-               << "argument " << it->second << ": state '" << other
-               << "' is also argument " << i;
+        return func.emitError() << "argument " << it->second << ": state '"
+                                << other << "' is also argument " << i;
     }
     return success();
   }
