@@ -256,8 +256,9 @@ static CutTiming timeCuts(ArrayRef<size_t> cuts, ArrayRef<double> forwardPrefix,
   return result;
 }
 
-/// Moves the cuts of `balance` one boundary at a time while the schedule's
-/// simulated makespan shrinks. Balanced stages are not yet a short
+/// Moves the cuts of `balance`, one boundary at a time (a cut, or a run of
+/// consecutive cuts together), while the schedule's simulated makespan
+/// shrinks. Balanced stages are not yet a short
 /// schedule: a rank of an interleaved schedule runs several chunks, and
 /// when one op outweighs a mean chunk (an LM head over a large
 /// vocabulary) the rank holding it carries its chunk and another, while
@@ -306,36 +307,53 @@ static void refineCuts(SmallVector<size_t> &cuts,
   CutTiming current =
       timeCuts(cuts, forwardPrefix, backwardPrefix, crossing, spec);
   bound = std::max(bound, current.slowest);
-  // Steepest descent, bounded in steps.
-  for (int64_t step = 0; step < 8 * stages; ++step) {
-    std::optional<std::pair<size_t, size_t>> bestMove;
-    CutTiming best = current;
-    for (size_t j = 0; j < cuts.size(); ++j) {
-      size_t lo = j == 0 ? 0 : cuts[j - 1],
-             hi = j + 1 == cuts.size() ? n : cuts[j + 1];
-      auto at = llvm::lower_bound(boundaries, cuts[j]);
-      SmallVector<size_t, 2> moves;
-      if (at != boundaries.begin() && *std::prev(at) > lo)
-        moves.push_back(*std::prev(at));
-      auto after =
-          at != boundaries.end() && *at == cuts[j] ? std::next(at) : at;
-      if (after != boundaries.end() && *after < hi)
-        moves.push_back(*after);
-      for (size_t to : moves) {
-        size_t from = cuts[j];
-        cuts[j] = to;
-        CutTiming t =
-            timeCuts(cuts, forwardPrefix, backwardPrefix, crossing, spec);
-        cuts[j] = from;
-        if (t.slowest <= bound && t.betterThan(best)) {
-          best = t;
-          bestMove = {j, to};
-        }
-      }
+  // Steepest descent over moves of a run of consecutive cuts j..k by one
+  // boundary each, in the same direction: a single cut trades work between
+  // two neighbouring stages, a run moves it from the stage after the run to
+  // the one before, which may sit on any other rank. Bounded in
+  // evaluations, since a run of S stages has S^2 such moves.
+  auto shifted = [&](size_t cut, bool right) -> std::optional<size_t> {
+    auto at = llvm::lower_bound(boundaries, cut);
+    if (right) {
+      auto after = at != boundaries.end() && *at == cut ? std::next(at) : at;
+      return after == boundaries.end() ? std::nullopt
+                                       : std::optional<size_t>(*after);
     }
-    if (!bestMove)
+    return at == boundaries.begin() ? std::nullopt
+                                    : std::optional<size_t>(*std::prev(at));
+  };
+  int64_t budget = 1000;
+  SmallVector<size_t> candidate;
+  while (budget > 0) {
+    std::optional<SmallVector<size_t>> bestCuts;
+    CutTiming best = current;
+    for (size_t j = 0; j < cuts.size() && budget > 0; ++j)
+      for (size_t k = j; k < cuts.size() && budget > 0; ++k)
+        for (bool right : {false, true}) {
+          candidate = cuts;
+          bool valid = true;
+          for (size_t i = j; i <= k && valid; ++i) {
+            std::optional<size_t> to = shifted(cuts[i], right);
+            valid = to.has_value();
+            if (valid)
+              candidate[i] = *to;
+          }
+          for (size_t i = 0; i < candidate.size() && valid; ++i)
+            valid = candidate[i] > (i == 0 ? 0 : candidate[i - 1]) &&
+                    candidate[i] < n;
+          if (!valid)
+            continue;
+          --budget;
+          CutTiming t = timeCuts(candidate, forwardPrefix, backwardPrefix,
+                                 crossing, spec);
+          if (t.slowest <= bound && t.betterThan(best)) {
+            best = t;
+            bestCuts = candidate;
+          }
+        }
+    if (!bestCuts)
       break;
-    cuts[bestMove->first] = bestMove->second;
+    cuts = *bestCuts;
     current = best;
   }
 }
