@@ -132,10 +132,13 @@ pcc::describePipeline(ModuleOp module) {
       });
   }
   llvm::json::Array stageArray;
+  double slowest = 0, total = 0;
   for (int64_t s = 0; s < stages; ++s) {
     double f = costs.size() == size_t(3 * stages) ? costs[3 * s] : 0;
     double b = costs.size() == size_t(3 * stages) ? costs[3 * s + 1] : 0;
     double w = costs.size() == size_t(3 * stages) ? costs[3 * s + 2] : 0;
+    slowest = std::max(slowest, f + b + w);
+    total += f + b + w;
     llvm::json::Object entry{{"stage", s},
                              {"rank", s % p},
                              {"time", f + b + w},
@@ -200,12 +203,6 @@ pcc::describePipeline(ModuleOp module) {
   // How even the stages are: the slowest against the mean, and the
   // heaviest single op (with its backward), below which no cut can go.
   if (costs.size() == size_t(3 * stages)) {
-    double slowest = 0, total = 0;
-    for (int64_t s = 0; s < stages; ++s) {
-      double t = costs[3 * s] + costs[3 * s + 1] + costs[3 * s + 2];
-      slowest = std::max(slowest, t);
-      total += t;
-    }
     llvm::json::Object balance{{"slowest_stage_time", slowest},
                                {"mean_stage_time", total / stages}};
     for (auto fn : module.getOps<func::FuncOp>())

@@ -269,27 +269,25 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
                           "to be a multiple of the pipeline ranks ("
                        << p << "); got " << m;
   int64_t stages = p * v;
-  if (!spec.costs.empty()) {
-    if (int64_t(spec.costs.size()) != 3 * stages)
-      return emitError() << "costs has " << spec.costs.size()
-                         << " values; expected F, B and W times for each of "
-                            "the "
-                         << stages << " virtual stages (" << 3 * stages << ")";
-    for (double c : spec.costs)
+  // Times: `perStage` of them for each virtual stage, none negative.
+  auto checkTimes = [&](ArrayRef<double> times, StringRef name,
+                        int64_t perStage, StringRef what) -> LogicalResult {
+    if (times.empty())
+      return success();
+    if (int64_t(times.size()) != perStage * stages)
+      return emitError() << name << " has " << times.size() << " values; "
+                         << "expected " << what << " for each of the "
+                         << stages << " virtual stages (" << perStage * stages
+                         << ")";
+    for (double c : times)
       if (!(c >= 0) || !std::isfinite(c))
-        return emitError() << "costs must be finite and non-negative; got "
-                           << c;
-  }
-  if (!spec.transferCosts.empty()) {
-    if (int64_t(spec.transferCosts.size()) != 2 * stages)
-      return emitError() << "transfer costs has " << spec.transferCosts.size()
-                         << " values; expected two for each of the " << stages
-                         << " virtual stages (" << 2 * stages << ")";
-    for (double c : spec.transferCosts)
-      if (!(c >= 0) || !std::isfinite(c))
-        return emitError()
-               << "transfer costs must be finite and non-negative; got " << c;
-  }
+        return emitError() << name
+                           << " must be finite and non-negative; got " << c;
+    return success();
+  };
+  if (failed(checkTimes(spec.costs, "costs", 3, "F, B and W times")) ||
+      failed(checkTimes(spec.transferCosts, "transfer costs", 2, "two")))
+    return failure();
   if (!spec.stashBytes.empty() && int64_t(spec.stashBytes.size()) != stages)
     return emitError() << "stash bytes has " << spec.stashBytes.size()
                        << " values; expected one per virtual stage (" << stages

@@ -112,6 +112,40 @@ static SmallVector<size_t> balance(ArrayRef<double> prefix,
   return cuts;
 }
 
+/// Calls `fn` on each block argument (a parameter or other state) that the
+/// free value `v` is computed from, through free ops (a transposed weight).
+static void forEachParameter(const StepPhases &phases, Value v,
+                             llvm::function_ref<void(BlockArgument)> fn) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return fn(arg);
+  if (phases.isFree(v))
+    for (Value o : v.getDefiningOp()->getOperands())
+      forEachParameter(phases, o, fn);
+}
+
+/// A backward op's place: starting from `at`, the latest place not after it
+/// where each of its forward operands is `available` (a list of places per
+/// operand; one with none so early is passed over). The stage assignment
+/// places ops by stage with it, the balance attributes their time by
+/// forward op position.
+template <typename T>
+static T latestAvailable(ArrayRef<SmallVector<T>> available, T at) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (ArrayRef<T> places : available) {
+      std::optional<T> latest;
+      for (T p : places)
+        if (p <= at)
+          latest = std::max(latest.value_or(p), p);
+      if (latest && *latest < at) {
+        at = *latest;
+        changed = true;
+      }
+    }
+  }
+  return at;
+}
+
 /// The time of the whole step that each forward op accounts for: its own,
 /// and that of the backward ops that will run on its stage, which are
 /// attributed as the stage assignment below places them (the latest
@@ -149,20 +183,11 @@ static StepTimes stepTimes(Block &body, const StepPhases &phases,
   // Where each parameter is: the forward ops that read it, through free
   // ops (a transposed weight); a backward op that reads it runs there.
   llvm::DenseMap<Value, SmallVector<size_t>> paramAt;
-  std::function<void(Value, llvm::function_ref<void(Value)>)> params =
-      [&](Value v, llvm::function_ref<void(Value)> fn) {
-        if (isa<BlockArgument>(v)) {
-          fn(v);
-          return;
-        }
-        if (phases.isFree(v))
-          for (Value o : v.getDefiningOp()->getOperands())
-            params(o, fn);
-      };
   for (auto [i, op] : llvm::enumerate(forward))
     for (Value v : op->getOperands())
       if (phases.isFree(v))
-        params(v, [&, i = i](Value p) { paramAt[p].push_back(i); });
+        forEachParameter(phases, v,
+                         [&, i = i](BlockArgument p) { paramAt[p].push_back(i); });
   llvm::DenseMap<Operation *, size_t> backwardAt;
   for (Operation &op : body.without_terminator()) {
     if (phases.of(&op) != Phase::Backward || phases.isFree(&op))
@@ -171,7 +196,7 @@ static StepTimes stepTimes(Block &body, const StepPhases &phases,
     SmallVector<SmallVector<size_t>> available;
     for (Value v : op.getOperands()) {
       if (phases.isFree(v)) {
-        params(v, [&](Value p) {
+        forEachParameter(phases, v, [&](BlockArgument p) {
           if (auto it = paramAt.find(p); it != paramAt.end())
             available.push_back(it->second);
         });
@@ -186,19 +211,7 @@ static StepTimes stepTimes(Block &body, const StepPhases &phases,
         at = std::min(at, it->second);
     }
     // As late as every forward operand is available, as the stages are.
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (ArrayRef<size_t> positions : available) {
-        std::optional<size_t> latest;
-        for (size_t p : positions)
-          if (p <= at)
-            latest = std::max(latest.value_or(0), p);
-        if (latest && *latest < at) {
-          at = *latest;
-          changed = true;
-        }
-      }
-    }
+    at = latestAvailable<size_t>(available, at);
     backwardAt[&op] = at;
     times.backward[at] += cost.time(&op);
   }
@@ -245,7 +258,6 @@ static CutTiming timeCuts(ArrayRef<size_t> cuts, ArrayRef<double> forwardPrefix,
         llvm_unreachable("the spec was checked before");
       });
   pipeline::ScheduleTiming timing;
-  timing.stages = cuts.size() + 1;
   timing.costs = costs;
   pipeline::ScheduleStats stats = pipeline::timeSchedule(*table, timing);
   CutTiming result;
@@ -465,30 +477,13 @@ LogicalResult pcc::assignStages(func::FuncOp func,
 
   // The stages whose forward reads each parameter (through free ops).
   llvm::DenseMap<Value, SmallVector<int64_t>> paramStages;
-  std::function<void(Value, int64_t)> usedOn = [&](Value v, int64_t stage) {
-    if (isa<BlockArgument>(v) || !phases.isFree(v)) {
-      if (isa<BlockArgument>(v) && !llvm::is_contained(paramStages[v], stage))
-        paramStages[v].push_back(stage);
-      return;
-    }
-    for (Value o : v.getDefiningOp()->getOperands())
-      usedOn(o, stage);
-  };
   for (Operation *op : forward)
     for (Value v : op->getOperands())
       if (phases.isFree(v))
-        usedOn(v, stageOf[op]);
-  std::function<void(Value, SmallVectorImpl<Value> &)> paramsOf =
-      [&](Value v, SmallVectorImpl<Value> &into) {
-        if (isa<BlockArgument>(v)) {
-          if (paramStages.count(v))
-            into.push_back(v);
-          return;
-        }
-        if (phases.isFree(v))
-          for (Value o : v.getDefiningOp()->getOperands())
-            paramsOf(o, into);
-      };
+        forEachParameter(phases, v, [&](BlockArgument p) {
+          if (!llvm::is_contained(paramStages[p], stageOf[op]))
+            paramStages[p].push_back(stageOf[op]);
+        });
 
   // Backward: no later than the stages of the backward values it reads,
   // and as late as the forward values and parameters it reads allow (the
@@ -500,10 +495,10 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     SmallVector<SmallVector<int64_t>> available;
     for (Value v : op.getOperands()) {
       if (phases.isFree(v)) {
-        SmallVector<Value> params;
-        paramsOf(v, params);
-        for (Value p : params)
-          available.push_back(paramStages[p]);
+        forEachParameter(phases, v, [&](BlockArgument p) {
+          if (auto it = paramStages.find(p); it != paramStages.end())
+            available.push_back(it->second);
+        });
         continue;
       }
       if (isa<BlockArgument>(v))
@@ -514,21 +509,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
       else
         available.push_back(forwardUsers(v));
     }
-    int64_t stage = hi;
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (ArrayRef<int64_t> at : available) {
-        int64_t best = -1;
-        for (int64_t s : at)
-          if (s <= stage)
-            best = std::max(best, s);
-        if (best >= 0 && best < stage) {
-          stage = best;
-          changed = true;
-        }
-      }
-    }
-    stageOf[&op] = stage;
+    stageOf[&op] = latestAvailable<int64_t>(available, hi);
   }
 
   // A gradient summed from parts that different stages compute (a tied
@@ -675,19 +656,12 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   // Optimizer: on every stage that holds the parameter it updates. A
   // state's holders are the stages whose forward or backward reads it.
   SmallVector<llvm::SmallDenseSet<int64_t, 2>> holders(body.getNumArguments());
-  std::function<void(Value, int64_t)> hold = [&](Value v, int64_t stage) {
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      holders[arg.getArgNumber()].insert(stage);
-      return;
-    }
-    if (phases.isFree(v))
-      for (Value o : v.getDefiningOp()->getOperands())
-        hold(o, stage);
-  };
   for (auto &[op, stage] : stageOf)
     for (Value v : op->getOperands())
       if (phases.isFree(v))
-        hold(v, stage);
+        forEachParameter(phases, v, [&, stage = stage](BlockArgument p) {
+          holders[p.getArgNumber()].insert(stage);
+        });
   for (auto [i, at] : llvm::enumerate(holders))
     if (!at.empty()) {
       SmallVector<int64_t> sorted(at.begin(), at.end());

@@ -216,7 +216,6 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
     for (const Entry &e : entries)
       actions[r].push_back(e.action);
   ScheduleTiming timing;
-  timing.stages = stages;
   if (std::optional<ArrayRef<double>> costs = schedule.getCosts())
     timing.costs = *costs;
   if (std::optional<ArrayRef<int64_t>> stash = schedule.getStashBytes())

@@ -224,8 +224,11 @@ Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
       followRoot[arg] = body.getArgument(of.getInt());
     }
   }
-  // Backward ops and everything computed from them (the optimizer).
+  // Backward ops and everything computed from them (the optimizer) come
+  // after the forward; the strategy's trials walk the rest.
+  llvm::DenseSet<Operation *> afterForward;
   for (Operation &op : body) {
+    stepOps.push_back(&op);
     bool after = op.hasAttr(kBackwardAttr) ||
                  llvm::any_of(op.getOperands(), [&](Value v) {
                    Operation *def = v.getDefiningOp();
@@ -441,7 +444,6 @@ Solver::Outcome Solver::run(Unseeded mode) {
   pending.clear();
   adopted.clear();
   Outcome out;
-  Block &body = func.getBody().front();
   // Roots and optimizer state: their own layout, or pending.
   for (Value root : roots) {
     if (seeds.count(root) || mode == Unseeded::Replicate) {
@@ -460,13 +462,7 @@ Solver::Outcome Solver::run(Unseeded mode) {
   // optimizer follow whatever the forward does (propagation, which runs
   // with every parameter decided, places their collectives). Its trials
   // walk the forward's ops, listed once, not the whole step.
-  SmallVector<Operation *> allOps;
-  if (mode == Unseeded::Replicate)
-    for (Operation &op : body)
-      allOps.push_back(&op);
-  for (Operation *opPtr : mode == Unseeded::Replicate
-                              ? ArrayRef<Operation *>(allOps)
-                              : ArrayRef<Operation *>(forwardOps)) {
+  for (Operation *opPtr : mode == Unseeded::Replicate ? stepOps : forwardOps) {
     Operation &op = *opPtr;
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       visitReturn(ret, out, /*forwardOnly=*/mode != Unseeded::Replicate);

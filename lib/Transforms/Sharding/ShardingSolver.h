@@ -158,9 +158,9 @@ private:
   /// Roots decided during this run by Adopt.
   llvm::DenseMap<mlir::Value, Layout> adopted;
   llvm::DenseMap<mlir::Value, llvm::StringRef> rootNames;
-  llvm::DenseSet<mlir::Operation *> afterForward;
-  /// The other ops, in program order, the terminator last.
-  llvm::SmallVector<mlir::Operation *> forwardOps;
+  /// The step's ops in program order, and those of its forward (the
+  /// terminator last), which the strategy's trials walk.
+  llvm::SmallVector<mlir::Operation *> stepOps, forwardOps;
   /// Parameters and what movement ops make of them: never resharded when
   /// an activation can move instead.
   llvm::DenseSet<mlir::Value> parameterLike;

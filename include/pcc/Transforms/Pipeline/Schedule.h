@@ -134,12 +134,10 @@ struct ScheduleStats {
 llvm::FailureOr<ScheduleStats> verifySchedule(dist::ScheduleOp schedule);
 
 /// What timeSchedule needs besides the table: per virtual stage the F, B
-/// and W times (3 each; unit times when empty), the transfer times, and
-/// the bytes a
-/// microbatch's forward stashes, per rank the bytes held throughout, and
-/// whether backwards are split into B and W.
+/// and W times (3 each; unit times when empty), the transfer times and the
+/// bytes a microbatch's forward stashes, per rank the bytes held
+/// throughout, and whether backwards are split into B and W.
 struct ScheduleTiming {
-  int64_t stages = 1;
   llvm::ArrayRef<double> costs;
   /// Per virtual stage, the activations' and the input gradient's transfer
   /// times (2 each; free when empty).
