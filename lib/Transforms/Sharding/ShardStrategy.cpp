@@ -4,10 +4,13 @@
 // the graph's structure alone. Parameters are decided in the order the
 // step first uses them; for each, every way to split it (each dimension
 // that tp divides, and the groups a fused projection needs) is tried by
-// walking the whole step with the parameters decided so far and the later
+// walking the forward with the parameters decided so far and the later
 // ones taking what their first use wants, and the split that forces no
 // all-gather of an activation and communicates least wins. A parameter
-// stays whole only when every split forces an all-gather.
+// stays whole only when every split forces an all-gather. The trials start
+// at the parameter's first use and end where their layouts rejoin, and
+// the walk that finds the next parameter resumes where it stopped, so
+// deciding costs about one walk of the forward, not one per parameter.
 //
 // That search finds Megatron's plan without knowing about layers: the
 // first matmul of a pair sees a whole activation and splits its columns;
@@ -122,8 +125,10 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
   // Layouts the IR already states win: they are the user's.
   if (failed(solver.seedStatedLayouts()))
     return failure();
+  // One walk over the forward, stopping at each parameter's first use.
+  solver.startWalk();
   while (true) {
-    Solver::Outcome o = solver.run(Solver::Unseeded::Stop);
+    Solver::Outcome o = solver.walkToUndecided();
     if (!o.stoppedAt)
       break;
     if (failed(decide(solver, o.stoppedAt, o.stopOp, o.stopOperand, overrides)))
@@ -173,28 +178,18 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
   // A padded vocabulary was padded to split along it.
   Attribute padding = solver.getRootAttr(root, "dist.padding");
   if (auto pad = dyn_cast_or_null<DenseI64ArrayAttr>(padding)) {
-    solver.setSeed(root, Layout::split(pad[0]));
+    solver.decide(root, Layout::split(pad[0]));
     return success();
   }
   if (user && user->how == "rep") {
-    solver.setSeed(root, Layout());
+    solver.decide(root, Layout());
     return success();
   }
 
-  auto trial = [&](Layout l) {
-    solver.setSeed(root, l);
-    Solver::Outcome o = solver.run(Solver::Unseeded::Adopt);
-    return o;
-  };
-  Solver::Outcome whole = trial(Layout());
-  Score wholeScore{whole.conflicts, whole.commBytes};
-
-  SmallVector<Layout> candidates;
-  // What the first use wants given the other operands (a bias joining its
-  // projection's groups), then every dimension tp divides.
-  solver.clearSeed(root);
-  solver.run(Solver::Unseeded::Adopt);
-  if (Layout wanted = solver.getLayout(root); wanted.isSplit())
+  // Staying whole, what the first use wants given the other operands (a
+  // bias joining its projection's groups), then every dimension tp divides.
+  SmallVector<Layout> candidates{Layout()};
+  if (Layout wanted = solver.wantedAtStop(root); wanted.isSplit())
     candidates.push_back(wanted);
   // Only the operands of contractions and lookups choose a split of their
   // own; a scale or bias takes the one its op wants (a column-parallel
@@ -216,30 +211,43 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
             !llvm::is_contained(candidates, l))
           candidates.push_back(l);
       }
+  // Grouped splits that the trials' obstacles suggest join the candidates,
+  // and the trials run again with them.
+  SmallVector<Solver::Outcome> outcomes;
+  SmallVector<Obstacle> headObstacles;
+  while (outcomes.size() < candidates.size()) {
+    outcomes = solver.compareAtStop(root, candidates);
+    headObstacles.clear();
+    for (size_t i = 1; i < outcomes.size(); ++i) {
+      Layout l = candidates[i];
+      std::optional<ShardingRule::FactorKind> kind =
+          solver.kindAtFirstUse(root, l);
+      for (const Obstacle &ob : outcomes[i].obstacles) {
+        // A fused projection cut into equal parts needs one group per part.
+        if (ob.suggestedGroups > 1 && l.groups == 1 &&
+            shape[l.dim] % (ob.suggestedGroups * tp) == 0) {
+          Layout g = Layout::split(l.dim, ob.suggestedGroups);
+          if (!llvm::is_contained(candidates, g))
+            candidates.push_back(g);
+        }
+        if (ob.atReshape && kind == ShardingRule::FactorKind::Parallel &&
+            tp % ob.extent != 0)
+          headObstacles.push_back(ob);
+      }
+    }
+  }
+  Score wholeScore{outcomes[0].conflicts, outcomes[0].commBytes};
   std::optional<Layout> best;
   Score bestScore{0, 0};
   // For `--shard ... col|row`: the best split of the asked-for kind, even
   // if it forces all-gathers.
   std::optional<Layout> asked;
   Score askedScore{0, 0};
-  SmallVector<Obstacle> headObstacles;
-  for (size_t i = 0; i < candidates.size(); ++i) {
+  for (size_t i = 1; i < candidates.size(); ++i) {
     Layout l = candidates[i];
-    Solver::Outcome o = trial(l);
+    const Solver::Outcome &o = outcomes[i];
     std::optional<ShardingRule::FactorKind> kind =
         solver.kindAtFirstUse(root, l);
-    for (const Obstacle &ob : o.obstacles) {
-      // A fused projection cut into equal parts needs one group per part.
-      if (ob.suggestedGroups > 1 && l.groups == 1 &&
-          shape[l.dim] % (ob.suggestedGroups * tp) == 0) {
-        Layout g = Layout::split(l.dim, ob.suggestedGroups);
-        if (!llvm::is_contained(candidates, g))
-          candidates.push_back(g);
-      }
-      if (ob.atReshape && kind == ShardingRule::FactorKind::Parallel &&
-          tp % ob.extent != 0)
-        headObstacles.push_back(ob);
-    }
     Score s{o.conflicts, o.commBytes};
     if (user && kind) {
       bool fits =
@@ -267,7 +275,7 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
              << " divides and that its first use treats as a "
              << (user->how == "col" ? "column (output)" : "row (reduced)")
              << " dimension";
-    solver.setSeed(root, *asked);
+    solver.decide(root, *asked);
     return success();
   }
   // A split that attention heads cannot carry: tp must divide the heads
@@ -283,6 +291,6 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
            << ": tp must divide it (tp = " << divisorsOf(ob.extent)
            << ") or be a multiple of it";
   }
-  solver.setSeed(root, best ? *best : Layout());
+  solver.decide(root, best ? *best : Layout());
   return success();
 }

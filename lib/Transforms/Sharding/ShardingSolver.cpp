@@ -225,7 +225,10 @@ Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
     }
   }
   // Backward ops and everything computed from them (the optimizer) come
-  // after the forward; the strategy's trials walk the rest.
+  // after the forward. The strategy's trials walk the forward proper: the
+  // ops that the step's outputs other than state (the loss, the logits)
+  // are computed from, which leaves out the optimizer's terms that read
+  // state alone (a weight decay's p * lr * wd, a step counter's + 1).
   llvm::DenseSet<Operation *> afterForward;
   for (Operation &op : body) {
     stepOps.push_back(&op);
@@ -236,14 +239,55 @@ Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
                  });
     if (after)
       afterForward.insert(&op);
-    if (!after || isa<func::ReturnOp>(op))
-      forwardOps.push_back(&op);
   }
+  llvm::DenseSet<Operation *> forward;
+  SmallVector<Operation *> work;
+  auto reach = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if (def && !afterForward.contains(def) && forward.insert(def).second)
+      work.push_back(def);
+  };
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (!getStateIndex(func, k, kUpdateAttr) &&
+        !getStateIndex(func, k, kGradAttr))
+      reach(v);
+  while (!work.empty())
+    for (Value v : work.pop_back_val()->getOperands())
+      reach(v);
+  for (Operation *op : stepOps)
+    if (forward.contains(op) || op == ret)
+      forwardOps.push_back(op);
   for (auto w : body.getOps<WeightOp>())
     if (isFloatTensor(w.getOutput())) {
       roots.push_back(w.getOutput());
       rootNames[w.getOutput()] = w.getName();
     }
+  for (auto [i, op] : llvm::enumerate(forwardOps))
+    forwardIndex[op] = i;
+  // The movement ops that may carry a root before its first real use.
+  for (Value root : roots) {
+    SmallVector<Value> &chain = chains[root];
+    SmallVector<Value> work{root};
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      for (OpOperand &use : v.getUses()) {
+        Operation *user = use.getOwner();
+        auto diff = dyn_cast<DifferentiableOpInterface>(user);
+        if (!forwardIndex.count(user) || user->getNumResults() != 1 ||
+            !diff || !isa<ShardingRuleOpInterface>(user) ||
+            diff.getOperandRole(use.getOperandNumber()) !=
+                OperandRole::Movement ||
+            llvm::is_contained(chain, user->getResult(0)))
+          continue;
+        chain.push_back(user->getResult(0));
+        work.push_back(user->getResult(0));
+      }
+    }
+    llvm::sort(chain, [&](Value a, Value b) {
+      return forwardIndex.lookup(a.getDefiningOp()) <
+             forwardIndex.lookup(b.getDefiningOp());
+    });
+  }
   // The token ids: the first integer [batch, seq] argument.
   for (BlockArgument arg : body.getArguments()) {
     auto t = dyn_cast<RankedTensorType>(arg.getType());
@@ -355,7 +399,7 @@ Layout Solver::resolve(Value v) {
   Value root = pending.lookup(v);
   if (v == root || followRoot.lookup(v) == root) {
     Layout l = adopted.count(root) ? adopted.lookup(root) : seeds.lookup(root);
-    layouts[v] = l;
+    setLayout(v, l);
     return l;
   }
   if (!adopted.count(root) && !seeds.count(root))
@@ -438,12 +482,11 @@ std::optional<ShardingRule::FactorKind> Solver::kindAtFirstUse(Value root,
   }
 }
 
-Solver::Outcome Solver::run(Unseeded mode) {
+void Solver::reset(Unseeded mode) {
   layouts.clear();
   plans.clear();
   pending.clear();
   adopted.clear();
-  Outcome out;
   // Roots and optimizer state: their own layout, or pending.
   for (Value root : roots) {
     if (seeds.count(root) || mode == Unseeded::Replicate) {
@@ -458,55 +501,325 @@ Solver::Outcome Solver::run(Unseeded mode) {
     else
       layouts[state] = seeds.lookup(param);
   }
+}
+
+Solver::Outcome Solver::run(Unseeded mode) {
+  reset(mode);
+  Outcome out;
   // The strategy judges splits by the forward alone: the backward and the
   // optimizer follow whatever the forward does (propagation, which runs
   // with every parameter decided, places their collectives). Its trials
   // walk the forward's ops, listed once, not the whole step.
-  for (Operation *opPtr : mode == Unseeded::Replicate ? stepOps : forwardOps) {
-    Operation &op = *opPtr;
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      visitReturn(ret, out, /*forwardOnly=*/mode != Unseeded::Replicate);
+  for (Operation *op : mode == Unseeded::Replicate ? stepOps : forwardOps)
+    if (step(*op, mode, /*forwardOnly=*/mode != Unseeded::Replicate, out) !=
+        Step::Next)
       break;
-    }
-    // Weight ops are roots (their layout is set above) or whole.
-    if (isa<WeightOp>(op) && pending.count(op.getResult(0)))
-      continue;
-    if (isa<WeightOp, ConstantOp>(op)) {
-      if (!layouts.count(op.getResult(0)))
-        layouts[op.getResult(0)] = Layout();
-      continue;
-    }
-    if (mode != Unseeded::Replicate) {
-      // Movement ops of a pending root stay pending; any other use of one
-      // is where it gets decided.
-      Value root;
-      unsigned index = 0;
-      for (auto [i, operand] : llvm::enumerate(op.getOperands()))
-        if (Value r = pendingRoot(operand); r && !adopted.count(r)) {
-          root = r;
-          index = i;
-          break;
-        }
-      if (root) {
-        auto diff = dyn_cast<DifferentiableOpInterface>(op);
-        bool movement = op.getNumResults() == 1 && diff &&
-                        isa<ShardingRuleOpInterface>(op) &&
-                        diff.getOperandRole(index) == OperandRole::Movement;
-        if (movement) {
-          pending[op.getResult(0)] = root;
-          continue;
-        }
-        if (mode == Unseeded::Stop) {
-          out.stoppedAt = root;
-          out.stopOp = &op;
-          out.stopOperand = index;
-          return out;
-        }
+  return out;
+}
+
+Solver::Step Solver::step(Operation &op, Unseeded mode, bool forwardOnly,
+                          Outcome &out) {
+  if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+    visitReturn(ret, out, forwardOnly);
+    return Step::End;
+  }
+  // Weight ops are roots (their layout is set above) or whole.
+  if (isa<WeightOp>(op) && pending.count(op.getResult(0)))
+    return Step::Next;
+  if (isa<WeightOp, ConstantOp>(op)) {
+    if (!layouts.count(op.getResult(0)))
+      setLayout(op.getResult(0), Layout());
+    return Step::Next;
+  }
+  if (mode != Unseeded::Replicate) {
+    // Movement ops of a pending root stay pending; any other use of one
+    // is where it gets decided.
+    Value root;
+    unsigned index = 0;
+    for (auto [i, operand] : llvm::enumerate(op.getOperands()))
+      if (Value r = pendingRoot(operand);
+          r && !adopted.count(r) && !seeds.count(r)) {
+        root = r;
+        index = i;
+        break;
+      }
+    if (root) {
+      auto diff = dyn_cast<DifferentiableOpInterface>(op);
+      bool movement = op.getNumResults() == 1 && diff &&
+                      isa<ShardingRuleOpInterface>(op) &&
+                      diff.getOperandRole(index) == OperandRole::Movement;
+      if (movement) {
+        setPending(op.getResult(0), root);
+        return Step::Next;
+      }
+      if (mode == Unseeded::Stop) {
+        out.stoppedAt = root;
+        out.stopOp = &op;
+        out.stopOperand = index;
+        return Step::Stop;
       }
     }
-    visit(&op, mode, out);
   }
-  return out;
+  visit(&op, mode, out);
+  return Step::Next;
+}
+
+//===----------------------------------------------------------------------===//
+// The strategy's incremental walk and its trials
+//===----------------------------------------------------------------------===//
+
+void Solver::setLayout(Value v, Layout l) {
+  if (journaling) {
+    Undo u{Undo::Kind::Layout, v};
+    if (auto it = layouts.find(v); it != layouts.end()) {
+      u.had = true;
+      u.layout = it->second;
+    }
+    journal.push_back(std::move(u));
+  }
+  layouts[v] = l;
+}
+
+void Solver::setPlan(Operation *op, OpPlan plan) {
+  if (journaling) {
+    Undo u{Undo::Kind::Plan, Value(), op};
+    if (auto it = plans.find(op); it != plans.end()) {
+      u.had = true;
+      u.plan = it->second;
+    }
+    journal.push_back(std::move(u));
+  }
+  plans[op] = std::move(plan);
+}
+
+void Solver::setPending(Value v, Value root) {
+  if (journaling) {
+    Undo u{Undo::Kind::Pending, v};
+    if (auto it = pending.find(v); it != pending.end()) {
+      u.had = true;
+      u.root = it->second;
+    }
+    journal.push_back(std::move(u));
+  }
+  pending[v] = root;
+}
+
+void Solver::setAdopted(Value root, Layout l) {
+  if (journaling) {
+    Undo u{Undo::Kind::Adopted, root};
+    if (auto it = adopted.find(root); it != adopted.end()) {
+      u.had = true;
+      u.layout = it->second;
+    }
+    journal.push_back(std::move(u));
+  }
+  adopted[root] = l;
+}
+
+void Solver::rollback(size_t mark) {
+  while (journal.size() > mark) {
+    Undo u = journal.pop_back_val();
+    switch (u.kind) {
+    case Undo::Kind::Layout:
+      if (u.had)
+        layouts[u.value] = u.layout;
+      else
+        layouts.erase(u.value);
+      break;
+    case Undo::Kind::Plan:
+      if (u.had)
+        plans[u.op] = std::move(u.plan);
+      else
+        plans.erase(u.op);
+      break;
+    case Undo::Kind::Pending:
+      if (u.had)
+        pending[u.value] = u.root;
+      else
+        pending.erase(u.value);
+      break;
+    case Undo::Kind::Adopted:
+      if (u.had)
+        adopted[u.value] = u.layout;
+      else
+        adopted.erase(u.value);
+      break;
+    }
+  }
+}
+
+size_t Solver::lastUse(Value v) {
+  if (auto it = lastUses.find(v); it != lastUses.end())
+    return it->second;
+  size_t last = 0;
+  if (Operation *def = v.getDefiningOp())
+    last = forwardIndex.lookup(def);
+  for (Operation *user : v.getUsers())
+    if (auto it = forwardIndex.find(user); it != forwardIndex.end())
+      last = std::max(last, it->second);
+  if (auto chain = chains.find(v); chain != chains.end())
+    for (Value c : chain->second)
+      last = std::max(last, lastUse(c));
+  return lastUses[v] = last;
+}
+
+void Solver::startWalk() {
+  reset(Unseeded::Stop);
+  cursor = 0;
+  walkOut = Outcome();
+}
+
+Solver::Outcome Solver::walkToUndecided() {
+  for (; cursor < forwardOps.size(); ++cursor) {
+    Step s = step(*forwardOps[cursor], Unseeded::Stop, /*forwardOnly=*/true,
+                  walkOut);
+    if (s == Step::Stop) {
+      Outcome stopped = walkOut;
+      walkOut.stoppedAt = Value();
+      walkOut.stopOp = nullptr;
+      return stopped;
+    }
+    if (s == Step::End)
+      break;
+  }
+  cursor = forwardOps.size();
+  return walkOut;
+}
+
+void Solver::visitChain(Value root, Outcome &out) {
+  setLayout(root, seeds.lookup(root));
+  size_t at = cursor;
+  for (Value v : chains.lookup(root)) {
+    Operation *def = v.getDefiningOp();
+    if (forwardIndex.lookup(def) >= at)
+      break;
+    if (pending.lookup(v) == root && !plans.count(def))
+      visit(def, Unseeded::Replicate, out);
+  }
+}
+
+void Solver::decide(Value root, Layout layout) {
+  setSeed(root, layout);
+  visitChain(root, walkOut);
+}
+
+Layout Solver::wantedAtStop(Value root) {
+  assert(cursor < forwardOps.size() && "the walk did not stop");
+  journaling = true;
+  Outcome ignored;
+  visit(forwardOps[cursor], Unseeded::Adopt, ignored);
+  Layout wanted = getLayout(root);
+  rollback(0);
+  journaling = false;
+  return wanted;
+}
+
+namespace {
+/// What one step of a trial wrote that later steps can read: layouts of
+/// values and of the roots it decided.
+struct StepWrites {
+  SmallVector<std::pair<Value, Layout>> writes;
+  int64_t conflicts = 0;
+  double bytes = 0;
+  size_t obstacles = 0;
+};
+} // namespace
+
+SmallVector<Solver::Outcome>
+Solver::compareAtStop(Value root, ArrayRef<Layout> candidates) {
+  assert(cursor < forwardOps.size() && "the walk did not stop");
+  size_t start = cursor;
+  // Trials walk to a horizon; where some have not rejoined the first by
+  // then, they walk again to one four times as far.
+  for (size_t horizon = 64;; horizon *= 4) {
+    size_t end = std::min(start + horizon, forwardOps.size());
+    SmallVector<SmallVector<StepWrites>> records;
+    SmallVector<Outcome> outcomes;
+    for (Layout l : candidates) {
+      journaling = true;
+      setSeed(root, l);
+      Outcome out;
+      SmallVector<StepWrites> &record = records.emplace_back();
+      auto note = [&](size_t from) {
+        StepWrites &w = record.emplace_back();
+        for (size_t k = from; k < journal.size(); ++k) {
+          const Undo &u = journal[k];
+          if (u.kind == Undo::Kind::Layout)
+            w.writes.push_back({u.value, layouts.lookup(u.value)});
+          else if (u.kind == Undo::Kind::Adopted)
+            w.writes.push_back({u.value, adopted.lookup(u.value)});
+        }
+        w.conflicts = out.conflicts;
+        w.bytes = out.commBytes;
+        w.obstacles = out.obstacles.size();
+      };
+      visitChain(root, out);
+      note(0);
+      for (size_t i = start; i < end; ++i) {
+        size_t from = journal.size();
+        Step s = step(*forwardOps[i], Unseeded::Adopt, /*forwardOnly=*/true,
+                      out);
+        note(from);
+        if (s == Step::End)
+          break;
+      }
+      rollback(0);
+      journaling = false;
+      clearSeed(root);
+      outcomes.push_back(std::move(out));
+    }
+    // Where each trial's state rejoins the first's: no value still to be
+    // read (and no root decided, while its movement ops are still to be
+    // read) laid out differently. Record k is the trial's setup (k = 0) or
+    // the step at forward index start + k - 1.
+    bool allRejoined = true;
+    size_t latest = 0;
+    for (size_t t = 1; t < records.size() && allRejoined; ++t) {
+      llvm::DenseMap<Value, size_t> differing; // -> its last reader
+      std::optional<size_t> at;
+      for (size_t k = 0; k < records[t].size() && k < records[0].size(); ++k) {
+        size_t next = start + k; // the next op to visit
+        auto compare = [&](const StepWrites &x, const StepWrites &y) {
+          for (auto [v, l] : x.writes) {
+            auto it = llvm::find_if(
+                y.writes, [&](const auto &w) { return w.first == v; });
+            if ((it == y.writes.end() || it->second != l) &&
+                lastUse(v) >= next)
+              differing[v] = lastUse(v);
+          }
+        };
+        compare(records[0][k], records[t][k]);
+        compare(records[t][k], records[0][k]);
+        for (auto it = differing.begin(); it != differing.end();) {
+          auto here = it++;
+          if (here->second < next)
+            differing.erase(here);
+        }
+        if (differing.empty() && k > 0) {
+          at = k;
+          break;
+        }
+      }
+      // At the end of the forward nothing is left to differ in.
+      if (!at && end == forwardOps.size())
+        at = records[t].size() - 1;
+      if (!at)
+        allRejoined = false;
+      else
+        latest = std::max(latest, *at);
+    }
+    if (!allRejoined)
+      continue;
+    // Each trial's outcome up to the latest rejoining: beyond it they all
+    // add the same.
+    for (auto [out, record] : llvm::zip(outcomes, records)) {
+      const StepWrites &w = record[std::min(latest, record.size() - 1)];
+      out.conflicts = w.conflicts;
+      out.commBytes = w.bytes;
+      out.obstacles.resize(w.obstacles);
+    }
+    return outcomes;
+  }
 }
 
 void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
@@ -651,14 +964,14 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     std::optional<Layout> l;
     if (mode == Unseeded::Adopt)
       l = pushBack(operand, plan.operands[i]);
-    adopted[root] = l ? *l : Layout();
+    setAdopted(root, l ? *l : Layout());
     current[i] = getLayout(operand);
   }
   for (auto [i, operand] : llvm::enumerate(op->getOperands()))
     account(operand, current[i], plan.operands[i], out);
   for (auto [v, l] : llvm::zip(op->getResults(), plan.results))
-    layouts[v] = l;
-  plans[op] = std::move(plan);
+    setLayout(v, l);
+  setPlan(op, std::move(plan));
 }
 
 void Solver::visitReturn(func::ReturnOp ret, Outcome &out, bool forwardOnly) {
@@ -681,5 +994,5 @@ void Solver::visitReturn(func::ReturnOp ret, Outcome &out, bool forwardOnly) {
     account(v, cur, want, out, /*atReturn=*/!state);
     plan.operands.push_back(want);
   }
-  plans[ret] = std::move(plan);
+  setPlan(ret, std::move(plan));
 }

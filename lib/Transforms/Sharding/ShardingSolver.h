@@ -118,6 +118,26 @@ public:
   };
   Outcome run(Unseeded mode);
 
+  /// The strategy's walk, in steps: `startWalk` begins the forward, and
+  /// each `walkToUndecided` goes on from where the last one stopped, to the
+  /// first use of a root not decided yet (nothing stopped at: the end).
+  /// `decide` then gives that root its layout, and the next call resumes at
+  /// the op it stopped at. The whole walk visits each op once.
+  void startWalk();
+  Outcome walkToUndecided();
+  void decide(mlir::Value root, Layout layout);
+  /// What the op the walk stopped at wants of `root` (what Adopt gives).
+  Layout wantedAtStop(mlir::Value root);
+  /// Tries each of `candidates` for `root`, where the walk stopped, and
+  /// returns each one's outcome: conflicts, bytes and obstacles from there
+  /// to where the trials' layouts rejoin (every value still to be read,
+  /// and every root decided on the way, laid out alike in all of them) or
+  /// to the end. Past that point the trials cannot differ, so comparing
+  /// these outcomes is comparing whole walks, at the cost of the region a
+  /// parameter's layout reaches: a layer, not the model.
+  llvm::SmallVector<Outcome> compareAtStop(mlir::Value root,
+                                           llvm::ArrayRef<Layout> candidates);
+
   Layout getLayout(mlir::Value v);
   const OpPlan *getPlan(mlir::Operation *op) const;
   int64_t getShards() const { return shards; }
@@ -128,6 +148,15 @@ public:
   kindAtFirstUse(mlir::Value root, Layout layout);
 
 private:
+  enum class Step { Next, Stop, End };
+  /// Clears the layouts and lays out or pends the roots for a new walk.
+  void reset(Unseeded mode);
+  /// Visits one op of a walk in `mode`.
+  Step step(mlir::Operation &op, Unseeded mode, bool forwardOnly,
+            Outcome &out);
+  /// Visits the movement ops that the walk left pending on `root`, once it
+  /// has a layout, in program order.
+  void visitChain(mlir::Value root, Outcome &out);
   void visit(mlir::Operation *op, Unseeded mode, Outcome &out);
   void visitReturn(mlir::func::ReturnOp ret, Outcome &out, bool forwardOnly);
   /// Counts the communication of bringing `v` from `from` to `to`.
@@ -141,8 +170,38 @@ private:
   /// Forward layout of a pending movement op's result once its root is set.
   Layout resolve(mlir::Value v);
 
+  // Writes to the walk's state go through these; during a trial they are
+  // journaled, and the journal undone after it.
+  void setLayout(mlir::Value v, Layout l);
+  void setPlan(mlir::Operation *op, OpPlan plan);
+  void setPending(mlir::Value v, mlir::Value root);
+  void setAdopted(mlir::Value root, Layout l);
+  void rollback(size_t mark);
+  /// The forward's index of the last op reading `v`, or of the last op
+  /// reading what a root's movement ops make of it.
+  size_t lastUse(mlir::Value v);
+
+  struct Undo {
+    enum class Kind : uint8_t { Layout, Plan, Pending, Adopted } kind;
+    mlir::Value value;
+    mlir::Operation *op = nullptr;
+    bool had = false;
+    Layout layout;
+    mlir::Value root;
+    OpPlan plan;
+  };
+  bool journaling = false;
+  llvm::SmallVector<Undo> journal;
+
   mlir::func::FuncOp func;
   int64_t shards;
+  /// The incremental walk's position in forwardOps, and its outcome.
+  size_t cursor = 0;
+  Outcome walkOut;
+  llvm::DenseMap<mlir::Operation *, size_t> forwardIndex;
+  llvm::DenseMap<mlir::Value, size_t> lastUses;
+  /// Each root's movement ops in program order (what the walk may pend).
+  llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value>> chains;
   llvm::SmallVector<mlir::Value> roots;
   llvm::DenseMap<mlir::Value, mlir::Value> followRoot; ///< moments -> param
   /// Gradients the step returns -> their parameter: the optimizer reads
