@@ -273,8 +273,8 @@ Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
       for (OpOperand &use : v.getUses()) {
         Operation *user = use.getOwner();
         auto diff = dyn_cast<DifferentiableOpInterface>(user);
-        if (!forwardIndex.count(user) || user->getNumResults() != 1 ||
-            !diff || !isa<ShardingRuleOpInterface>(user) ||
+        if (!forwardIndex.count(user) || user->getNumResults() != 1 || !diff ||
+            !isa<ShardingRuleOpInterface>(user) ||
             diff.getOperandRole(use.getOperandNumber()) !=
                 OperandRole::Movement ||
             llvm::is_contained(chain, user->getResult(0)))
@@ -757,8 +757,8 @@ Solver::compareAtStop(Value root, ArrayRef<Layout> candidates) {
       note(0);
       for (size_t i = start; i < end; ++i) {
         size_t from = journal.size();
-        Step s = step(*forwardOps[i], Unseeded::Adopt, /*forwardOnly=*/true,
-                      out);
+        Step s =
+            step(*forwardOps[i], Unseeded::Adopt, /*forwardOnly=*/true, out);
         note(from);
         if (s == Step::End)
           break;
@@ -783,8 +783,7 @@ Solver::compareAtStop(Value root, ArrayRef<Layout> candidates) {
           for (auto [v, l] : x.writes) {
             auto it = llvm::find_if(
                 y.writes, [&](const auto &w) { return w.first == v; });
-            if ((it == y.writes.end() || it->second != l) &&
-                lastUse(v) >= next)
+            if ((it == y.writes.end() || it->second != l) && lastUse(v) >= next)
               differing[v] = lastUse(v);
           }
         };

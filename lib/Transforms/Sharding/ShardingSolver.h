@@ -152,8 +152,7 @@ private:
   /// Clears the layouts and lays out or pends the roots for a new walk.
   void reset(Unseeded mode);
   /// Visits one op of a walk in `mode`.
-  Step step(mlir::Operation &op, Unseeded mode, bool forwardOnly,
-            Outcome &out);
+  Step step(mlir::Operation &op, Unseeded mode, bool forwardOnly, Outcome &out);
   /// Visits the movement ops that the walk left pending on `root`, once it
   /// has a layout, in program order.
   void visitChain(mlir::Value root, Outcome &out);
