@@ -570,7 +570,14 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   SmallVector<double> costs(3 * stages, 0);
   SmallVector<int64_t> stash(stages, 0);
   llvm::DenseSet<std::pair<Value, int64_t>> kept;
-  for (auto &[op, stage] : stageOf) {
+  // In program order: sums of doubles in a map's order would differ from
+  // run to run.
+  for (Operation &opRef : body) {
+    Operation *op = &opRef;
+    auto at = stageOf.find(op);
+    if (at == stageOf.end())
+      continue;
+    int64_t stage = at->second;
     Phase phase = phases.of(op);
     int column = phase == Phase::Forward        ? 0
                  : op->hasAttr(kWeightGradAttr) ? 2
