@@ -249,6 +249,33 @@ def Dist_SendOp : Dist_CollectiveOp<"send"> {
   let extraClassDeclaration = extraCollectiveDecl;
 }
 
+def Dist_WaitSendOp : Dist_CollectiveOp<"wait_send"> {
+  let summary = "Completes a send: its buffer is free after it";
+  let description = [{
+    Waits until the latest `dist.send` of `input` to `peer` with `tag`
+    before it, in the same block, has been taken by its receive. A send
+    reads its tensor until its wait, or, without one, until its function
+    returns; so the wait is where a sent buffer's memory may go to other
+    values. A pipeline schedule places these where its simulation says the
+    receive has already run, so that they do not hold the rank up.
+
+    ```mlir
+    dist.send %x on @mesh axes ["pp"] to 1 tag 7 : tensor<2x8xf32>
+    ...
+    dist.wait_send %x on @mesh axes ["pp"] to 1 tag 7 : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$peer, I64Attr:$tag);
+  let assemblyFormat = "$input `on` $mesh `axes` $axes `to` $peer `tag` $tag "
+                       "attr-dict `:` type($input)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = extraCollectiveDecl # [{
+    /// The send this op completes.
+    SendOp getSend();
+  }];
+}
+
 def Dist_RecvOp : Dist_CollectiveOp<"recv"> {
   let summary = "Receives a tensor from one rank of the group";
   let description = [{
@@ -279,9 +306,10 @@ def Dist_Phase : I32EnumAttr<"Phase", "A pipeline stage's computation", [
 }
 
 def Dist_Direction : I32EnumAttr<"Direction",
-    "Whether a rank sends or receives", [
+    "Whether a rank sends, receives or completes a send", [
       I32EnumAttrCase<"Send", 0, "send">,
-      I32EnumAttrCase<"Recv", 1, "recv">]> {
+      I32EnumAttrCase<"Recv", 1, "recv">,
+      I32EnumAttrCase<"Wait", 2, "wait">]> {
   let cppNamespace = "::pcc::dist";
 }
 
@@ -320,7 +348,10 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
     send of its activations to their arrival at the next stage, and from
     the send of its input gradient to its arrival at the previous one,
     latency and bandwidth included; a receive ends no earlier than its
-    send's arrival; free when absent). The simulation
+    send's arrival; free when absent) and `transfer_bytes` (per virtual
+    stage, the bytes of the same two sends, which a rank holds from the
+    send to its `wait`, or to the end of its step). A `wait` ends when the
+    receive of its send has. The simulation
     writes back `makespan` and `bubble_fraction` (the share of rank-time
     spent idle: 1 - sum(busy) / (ranks * makespan)).
 
@@ -349,6 +380,7 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
                        OptionalAttr<DenseI64ArrayAttr>:$stash_bytes,
                        OptionalAttr<DenseI64ArrayAttr>:$base_bytes,
                        OptionalAttr<DenseF64ArrayAttr>:$transfer_costs,
+                       OptionalAttr<DenseI64ArrayAttr>:$transfer_bytes,
                        OptionalAttr<F64Attr>:$bubble_fraction,
                        OptionalAttr<F64Attr>:$makespan);
   let regions = (region SizedRegion<1>:$body);
@@ -436,11 +468,15 @@ def Dist_TransferOp : Dist_Op<"transfer", [HasParent<"RankOp">]> {
     `peer` is the other pipeline rank. Sends do not block; a receive blocks
     until its send has run. Between two ranks, receives take transfers in
     the order they were sent. Virtual stages on the same rank need no
-    transfer.
+    transfer. `wait` completes the rank's earlier send of the same
+    payload, stage and microbatch: it blocks until the receive of that
+    send has run, and frees what the send read (a send without a wait is
+    complete when the rank's step ends).
 
     ```mlir
     dist.transfer send act stage 0 microbatch 3 peer 1
     dist.transfer recv grad stage 1 microbatch 3 peer 1
+    dist.transfer wait act stage 0 microbatch 3 peer 1
     ```
   }];
   let arguments = (ins Dist_Direction:$direction,
@@ -455,7 +491,8 @@ def Dist_TransferOp : Dist_Op<"transfer", [HasParent<"RankOp">]> {
     int64_t getStageIndex() { return getStageAttr().getInt(); }
     int64_t getMicrobatchIndex() { return getMicrobatchAttr().getInt(); }
     int64_t getPeerRank() { return getPeerAttr().getInt(); }
-    bool isSend() { return getDirection() == Direction::Send; }
+    /// Whether this rank holds `stage` (a send or its wait), not the peer.
+    bool holdsStage() { return getDirection() != Direction::Recv; }
   }];
 }
 

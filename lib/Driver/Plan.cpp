@@ -184,11 +184,17 @@ pcc::describePipeline(ModuleOp module) {
                                        {"sends", std::move(sends)},
                                        {"busy", rank.busy},
                                        {"peak_stashed", rank.peakStashed},
-                                       {"peak_bytes", rank.peakBytes}});
+                                       {"peak_bytes", rank.peakBytes},
+                                       {"peak_send_bytes",
+                                        rank.peakSendBytes}});
     os << llvm::formatv("    rank {0}: {1} actions, at most {2} microbatch(es) "
-                        "stashed, peak {3}\n",
+                        "stashed, peak {3}",
                         r, rank.timeline.size(), rank.peakStashed,
                         humanBytes(rank.peakBytes));
+    if (rank.peakSendBytes)
+      os << " (sends in flight at most " << humanBytes(rank.peakSendBytes)
+         << ")";
+    os << "\n";
   }
   PipelinePlan plan;
   plan.json = llvm::json::Object{

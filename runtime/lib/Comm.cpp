@@ -249,6 +249,20 @@ void Communicator::waitAll() {
   doWaitAll();
 }
 
+int32_t Communicator::startSend(uint32_t axes, int32_t peer, int32_t tag,
+                                const void *data, int64_t count,
+                                int32_t dtype) {
+  OpScope scope(*this, CommOp::Send);
+  return doStartSend(axes, peer, tag, data, count, dtype);
+}
+
+void Communicator::waitSend(int32_t request) {
+  if (request < 0)
+    return;
+  OpScope scope(*this, CommOp::Wait);
+  doWaitSend(request);
+}
+
 int32_t Communicator::startAllReduce(uint32_t axes, void *data, int64_t count,
                                      int32_t dtype, int32_t reduction,
                                      void *stream) {
@@ -464,6 +478,16 @@ struct pccrt::CommTrampolines {
   static int wait(pccrt_comm *c, int32_t request, void *stream) {
     return guard(c, [&](Communicator &m) { m.wait(request, stream); });
   }
+  static int startSend(pccrt_comm *c, uint32_t axes, int32_t peer,
+                       int32_t tag, const void *data, int64_t count,
+                       int32_t dtype, int32_t *request) {
+    return guard(c, [&](Communicator &m) {
+      *request = m.startSend(axes, peer, tag, data, count, dtype);
+    });
+  }
+  static int waitSend(pccrt_comm *c, int32_t request) {
+    return guard(c, [&](Communicator &m) { m.waitSend(request); });
+  }
   static int streamOrdered(pccrt_comm *c) {
     return static_cast<Communicator::CHandle *>(c)->self->streamOrdered() ? 1
                                                                          : 0;
@@ -477,7 +501,8 @@ const pccrt_comm_ops Communicator::cOps = {
     CommTrampolines::isend,         CommTrampolines::waitAll,
     CommTrampolines::startAllReduce, CommTrampolines::startAllGather,
     CommTrampolines::startReduceScatter, CommTrampolines::wait,
-    CommTrampolines::streamOrdered};
+    CommTrampolines::streamOrdered, CommTrampolines::startSend,
+    CommTrampolines::waitSend};
 
 //===----------------------------------------------------------------------===//
 // Loading the NCCL communicator

@@ -263,11 +263,34 @@ public:
           "isend");
     pending.push_back(request);
   }
+  int32_t doStartSend(uint32_t axes, int32_t peer, int32_t tag,
+                      const void *data, int64_t count,
+                      int32_t dtype) override {
+    checkPeer(axes, peer);
+    MPI_Request request;
+    check(MPI_Isend(data, checkedCount(count), mpiType(dtype, false), peer,
+                    tag, group(axes), &request),
+          "start_send");
+    int32_t id = nextSend++;
+    started.emplace(id, request);
+    return id;
+  }
+  void doWaitSend(int32_t id) override {
+    auto it = started.find(id);
+    if (it == started.end())
+      return; // completed by a wait_all
+    MPI_Request request = it->second;
+    started.erase(it);
+    check(MPI_Wait(&request, MPI_STATUS_IGNORE), "wait_send");
+  }
   void doWaitAll() override {
-    if (pending.empty())
-      return;
     std::vector<MPI_Request> requests;
     requests.swap(pending);
+    for (auto &[id, request] : started)
+      requests.push_back(request);
+    started.clear();
+    if (requests.empty())
+      return;
     check(MPI_Waitall(int(requests.size()), requests.data(),
                       MPI_STATUSES_IGNORE),
           "wait_all");
@@ -284,6 +307,9 @@ public:
 private:
   /// Sends started and not yet completed.
   std::vector<MPI_Request> pending;
+  /// Sends started by start_send and not yet completed, by request.
+  std::map<int32_t, MPI_Request> started;
+  int32_t nextSend = 0;
   void checkPeer(uint32_t axes, int32_t peer) {
     if (peer < 0 || peer >= groupSize(axes))
       throw Error("communicator: peer " + std::to_string(peer) +

@@ -160,6 +160,8 @@ public:
     }
     for (auto &[request, event] : started)
       cudaEventDestroy(event);
+    for (auto &[request, event] : sends)
+      cudaEventDestroy(event);
     if (sendStream)
       cudaStreamDestroy(sendStream);
     if (commStream)
@@ -235,7 +237,33 @@ protected:
                int64_t count, int32_t dtype) override {
     startSend(axes, peer, data, count, dtype, "isend");
   }
-  void doWaitAll() override { wait(sendStream, "wait_all", kAllGroups); }
+  void doWaitAll() override {
+    wait(sendStream, "wait_all", kAllGroups);
+    for (auto &[id, event] : sends)
+      cudaEventDestroy(event);
+    sends.clear();
+  }
+  // A send of start_send is complete when the event recorded after it on
+  // the send stream is: later sends need not be.
+  int32_t doStartSend(uint32_t axes, int32_t peer, int32_t tag,
+                      const void *data, int64_t count,
+                      int32_t dtype) override {
+    startSend(axes, peer, data, count, dtype, "start_send");
+    cudaEvent_t done = makeEvent();
+    checkCuda(cudaEventRecord(done, sendStream), "starting a send");
+    int32_t id = nextSend++;
+    sends[id] = done;
+    return id;
+  }
+  void doWaitSend(int32_t id) override {
+    auto it = sends.find(id);
+    if (it == sends.end())
+      return; // completed by a wait_all
+    cudaEvent_t done = it->second;
+    sends.erase(it);
+    poll([&] { return cudaEventQuery(done); }, "wait_send", kAllGroups);
+    cudaEventDestroy(done);
+  }
 
   // Collectives started by generated code on the run's stream: queued on
   // the communication stream after the work queued on the run's stream so
@@ -412,10 +440,17 @@ private:
   /// Waits for the work queued on \p stream, polling so that an NCCL error
   /// or a peer that never comes ends the wait.
   void wait(cudaStream_t stream, const char *op, uint32_t axes) {
+    poll([&] { return cudaStreamQuery(stream); }, op, axes);
+  }
+
+  /// Waits until \p query (a stream's or an event's) reports completion,
+  /// watching for NCCL errors and the timeout.
+  template <typename Query>
+  void poll(Query query, const char *op, uint32_t axes) {
     using Clock = std::chrono::steady_clock;
     Clock::time_point start = Clock::now();
     for (;;) {
-      cudaError_t state = cudaStreamQuery(stream);
+      cudaError_t state = query();
       if (state == cudaSuccess)
         return;
       if (state != cudaErrorNotReady)
@@ -523,6 +558,9 @@ private:
   /// each one's completion records on the communication stream.
   std::map<int32_t, cudaEvent_t> started;
   int32_t nextStarted = 0;
+  /// Sends of start_send not yet waited for, by request.
+  std::map<int32_t, cudaEvent_t> sends;
+  int32_t nextSend = 0;
   /// Set while a started collective is queued: it does not wait on the
   /// host.
   bool streamOrdered = false;

@@ -152,7 +152,8 @@ struct CollectiveCall {
 
 /// A transfer between this rank and the rank at position `peer` of its
 /// group along `axes` (a pccrt axis mask), matched by `tag`. A send only
-/// starts: its buffer must stay unchanged until emitWaitForSends.
+/// starts: its buffer must stay unchanged until emitWaitForSends, or, when
+/// it names a `request` variable, until emitSendWait of that request.
 struct TransferCall {
   enum class Kind { Send, Recv };
   Kind kind;
@@ -161,6 +162,7 @@ struct TransferCall {
   std::string buffer;
   int64_t count = 0;
   mlir::Type elementType;
+  std::string request;
 };
 
 class TargetHooks {
@@ -300,6 +302,8 @@ public:
   /// Waits until every send the function started is finished (its buffers
   /// may change again); a failure makes the function return PCCRT_ERR_COMM.
   virtual void emitWaitForSends();
+  /// Completes the send started with `request` (TransferCall::request).
+  virtual void emitSendWait(llvm::StringRef request);
   /// Tells the run context's tracer, if any, that the scheduled action
   /// `action` (a pipeline step's "F0", "B1", "O") begins or ends.
   virtual void emitTrace(llvm::StringRef action, bool begin);

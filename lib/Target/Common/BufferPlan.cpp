@@ -152,8 +152,6 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
 
   Allocator workspace(options.alignment);
   for (auto [i, op] : llvm::enumerate(ops)) {
-    if (llvm::all_of(op->getResults(), isExternal))
-      continue;
     for (Value v : op->getResults()) {
       if (isView(v) || resultSlots.count(v) || isExternal(v))
         continue;
@@ -162,7 +160,8 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       lastUse.try_emplace(v, i);
     }
     // Free blocks whose last reader is this op (results stay allocated
-    // until after the op, so no op reads and writes the same bytes).
+    // until after the op, so no op reads and writes the same bytes), also
+    // after ops with no results of their own (a send's wait).
     workspace.freeIf([&](Value owner) {
       return lastUse.lookup(owner) <= int64_t(i) && !liveToEnd.contains(owner);
     });

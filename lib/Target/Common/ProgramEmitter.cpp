@@ -227,6 +227,8 @@ private:
   llvm::DenseMap<Operation *, SmallVector<Operation *, 1>> waitsBefore;
   SmallVector<Operation *> waitsAtEnd;
   llvm::DenseMap<Operation *, std::string> requests;
+  /// The request variables of the sends that a dist.wait_send completes.
+  llvm::DenseMap<Operation *, std::string> sendRequests;
   void placeCollectiveWaits();
   /// The variable of a collective's request, named when it is started.
   std::string requestOf(Operation *collective) {
@@ -1270,12 +1272,19 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
           return op.emitError("a transfer in a program of one rank");
         bool isSend = isa<dist::SendOp>(op);
         Value v = op->getNumResults() ? op->getResult(0) : op->getOperand(0);
+        // A send that a dist.wait_send completes gets a request; the others
+        // complete at the end.
+        std::string request = sendRequests.lookup(op);
         hooks.emitTransfer(
             {isSend ? TransferCall::Kind::Send : TransferCall::Kind::Recv,
              mesh.getAxesMask(op.getAxes()), int64_t(op.getPeer()),
              int64_t(op.getTag()), ptr(v), getNumElements(shapeOf(v)),
-             elemOf(v)});
-        startedSends |= isSend;
+             elemOf(v), request});
+        startedSends |= isSend && request.empty();
+        return success();
+      })
+      .Case([&](dist::WaitSendOp w) {
+        hooks.emitSendWait(sendRequests.lookup(w.getSend()));
         return success();
       })
       .Case([&](dist::AxisIndexOp a) {
@@ -1343,10 +1352,13 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   auto isExternal = [&](Value v) { return external.contains(v); };
   planOptions.isExternal = isExternal;
   planOptions.writeBack = writeBack;
-  // A send reads its buffer until the function waits for its sends, at the
-  // end.
-  auto readsUntilEnd = [](OpOperand &operand) {
-    return isa<dist::SendOp>(operand.getOwner());
+  // A send reads its buffer until its dist.wait_send (which reads it too),
+  // or, without one, until the function waits for its sends, at the end.
+  for (auto wait : func.getBody().front().getOps<dist::WaitSendOp>())
+    sendRequests[wait.getSend()] = "sendq" + std::to_string(sendRequests.size());
+  auto readsUntilEnd = [&](OpOperand &operand) {
+    return isa<dist::SendOp>(operand.getOwner()) &&
+           !sendRequests.count(operand.getOwner());
   };
   planOptions.readsUntilEnd = readsUntilEnd;
   auto viewSource = [&](Operation *op) {

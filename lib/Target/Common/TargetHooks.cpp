@@ -150,6 +150,16 @@ void TargetHooks::emitTransfer(const TransferCall &t) {
   // Sends are non-blocking (isend), so that a pipeline rank goes on
   // computing while its activations travel.
   bool isSend = t.kind == TransferCall::Kind::Send;
+  if (isSend && !t.request.empty()) {
+    emitLine("int32_t " + t.request + " = -1;");
+    emitLine(llvm::formatv("if (ctx->comm->ops->start_send(ctx->comm, {0}u, "
+                           "{1}, {2}, {3}, {4}, {5}, &{6})) return "
+                           "PCCRT_ERR_COMM;",
+                           t.axes, t.peer, t.tag, t.buffer, t.count,
+                           getOnnxDataType(t.elementType), t.request)
+                 .str());
+    return;
+  }
   emitLine(llvm::formatv("if (ctx->comm->ops->{0}(ctx->comm, {1}u, {2}, {3}, "
                          "{4}, {5}, {6})) return PCCRT_ERR_COMM;",
                          isSend ? "isend" : "recv", t.axes, t.peer, t.tag,
@@ -159,6 +169,13 @@ void TargetHooks::emitTransfer(const TransferCall &t) {
 
 void TargetHooks::emitWaitForSends() {
   emitLine("if (ctx->comm->ops->wait_all(ctx->comm)) return PCCRT_ERR_COMM;");
+}
+
+void TargetHooks::emitSendWait(StringRef request) {
+  emitLine(llvm::formatv("if (ctx->comm->ops->wait_send(ctx->comm, {0})) "
+                         "return PCCRT_ERR_COMM;",
+                         request)
+               .str());
 }
 
 void TargetHooks::emitTrace(StringRef action, bool begin) {

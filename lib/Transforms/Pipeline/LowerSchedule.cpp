@@ -271,6 +271,9 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   };
 
   auto peerOf = [&](int64_t stage) { return stage % pp; };
+  // What each scheduled send sent (payload, stage, microbatch), for its
+  // wait.
+  std::map<std::tuple<bool, int64_t, int64_t>, SmallVector<Value>> sent;
   // An inference build runs the forward actions only.
   bool training = llvm::any_of(
       stageFns, [](const StageFunctions &f) { return bool(f.backward); });
@@ -336,7 +339,17 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
         dist::SendOp::create(b, loc, v, meshRef, ppAxes,
                              b.getI64IntegerAttr(peer),
                              b.getI64IntegerAttr(tag));
+        sent[{act, s, k}].push_back(v);
       }
+    } else if (transfer.getDirection() == dist::Direction::Wait) {
+      // The sends complete: what they read is free from here. (A value
+      // relayed back to this rank by a later chunk is another value by
+      // then, so the wait names what was sent.)
+      int64_t peer = peerOf(act ? s + 1 : s - 1);
+      for (Value v : sent[{act, s, k}])
+        dist::WaitSendOp::create(b, loc, v, meshRef, ppAxes,
+                                 b.getI64IntegerAttr(peer),
+                                 b.getI64IntegerAttr(tag));
     } else {
       for (int64_t id : ids)
         values[{id, k}] = dist::RecvOp::create(

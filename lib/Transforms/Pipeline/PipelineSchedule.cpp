@@ -55,6 +55,11 @@ struct PipelineSchedulePass
           int64_t(transfers.size()) == 2 * spec.ranks * spec.virtualStages)
         spec.transferCosts.assign(transfers.asArrayRef().begin(),
                                   transfers.asArrayRef().end());
+      auto sent = func->getAttrOfType<DenseI64ArrayAttr>(kTransferBytesAttr);
+      if (spec.transferBytes.empty() && sent &&
+          int64_t(sent.size()) == 2 * spec.ranks * spec.virtualStages)
+        spec.transferBytes.assign(sent.asArrayRef().begin(),
+                                  sent.asArrayRef().end());
       if (spec.stashBytes.empty() && stash)
         spec.stashBytes.assign(stash.asArrayRef().begin(),
                                stash.asArrayRef().end());

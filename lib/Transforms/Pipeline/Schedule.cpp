@@ -231,6 +231,48 @@ static ScheduleTable withTransfers(const StepOrder &order, int64_t ranks,
   return table;
 }
 
+/// Adds each send's wait before the rank's first computation that starts,
+/// in the simulation, once the send's receive has run: the wait then costs
+/// nothing, and the sent buffer is free from there.
+static void placeSendWaits(ScheduleTable &table, const ScheduleSpec &spec) {
+  ScheduleTiming timing;
+  timing.costs = spec.costs;
+  timing.transferCosts = spec.transferCosts;
+  for (const SmallVector<Action> &actions : table)
+    for (const Action &a : actions)
+      timing.split |= a.kind == Action::Kind::Compute && a.phase == Phase::W;
+  SmallVector<size_t> blockedAt;
+  ScheduleStats stats = timeSchedule(table, timing, &blockedAt);
+  if (!blockedAt.empty())
+    return; // the verifier reports it
+  for (auto [r, actions] : llvm::enumerate(table)) {
+    const RankStats &rs = stats.ranks[r];
+    SmallVector<Action> placed;
+    SmallVector<std::pair<Action, double>> open; // send, its receive's time
+    size_t computed = 0, sent = 0;
+    for (const Action &a : actions) {
+      if (a.kind == Action::Kind::Compute) {
+        double start = rs.timeline[computed++].start;
+        auto done = [&](const std::pair<Action, double> &s) {
+          return s.second <= start;
+        };
+        for (const auto &[send, taken] : open)
+          if (taken <= start)
+            placed.push_back(Action::transfer(Action::Kind::Wait, send.payload,
+                                              send.stage, send.microbatch,
+                                              send.peer));
+        llvm::erase_if(open, done);
+      }
+      placed.push_back(a);
+      if (a.kind == Action::Kind::Send) {
+        open.push_back({a, rs.taken[sent]});
+        ++sent;
+      }
+    }
+    actions = std::move(placed);
+  }
+}
+
 FailureOr<ScheduleTable>
 pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
                                 function_ref<InFlightDiagnostic()> emitError) {
@@ -288,6 +330,11 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
   if (failed(checkTimes(spec.costs, "costs", 3, "F, B and W times")) ||
       failed(checkTimes(spec.transferCosts, "transfer costs", 2, "two")))
     return failure();
+  if (!spec.transferBytes.empty() &&
+      int64_t(spec.transferBytes.size()) != 2 * stages)
+    return emitError() << "transfer bytes has " << spec.transferBytes.size()
+                       << " values; expected two for each of the " << stages
+                       << " virtual stages (" << 2 * stages << ")";
   if (!spec.stashBytes.empty() && int64_t(spec.stashBytes.size()) != stages)
     return emitError() << "stash bytes has " << spec.stashBytes.size()
                        << " values; expected one per virtual stage (" << stages
@@ -295,8 +342,10 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
   if (!spec.baseBytes.empty() && int64_t(spec.baseBytes.size()) != p)
     return emitError() << "base bytes has " << spec.baseBytes.size()
                        << " values; expected one per rank (" << p << ")";
-  if (llvm::any_of(spec.stashBytes, [](int64_t b) { return b < 0; }) ||
-      llvm::any_of(spec.baseBytes, [](int64_t b) { return b < 0; }))
+  auto negative = [](int64_t b) { return b < 0; };
+  if (llvm::any_of(spec.stashBytes, negative) ||
+      llvm::any_of(spec.baseBytes, negative) ||
+      llvm::any_of(spec.transferBytes, negative))
     return emitError() << "bytes must be non-negative";
 
   StepOrder order;
@@ -306,7 +355,9 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
     order = interleavedOrder(spec);
   else
     order = zeroBubbleH1Order(spec);
-  return withTransfers(order, p, stages);
+  ScheduleTable table = withTransfers(order, p, stages);
+  placeSendWaits(table, spec);
+  return table;
 }
 
 FailureOr<dist::ScheduleOp>
@@ -327,10 +378,13 @@ pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
   auto transfers = spec.transferCosts.empty()
                        ? DenseF64ArrayAttr()
                        : builder.getDenseF64ArrayAttr(spec.transferCosts);
+  auto transferBytes = spec.transferBytes.empty()
+                           ? DenseI64ArrayAttr()
+                           : builder.getDenseI64ArrayAttr(spec.transferBytes);
   auto schedule = dist::ScheduleOp::create(
       builder, loc, name, spec.kind, spec.microbatches, spec.virtualStages,
-      spec.ranks, costs, stash, base, transfers, /*bubble_fraction=*/nullptr,
-      /*makespan=*/nullptr);
+      spec.ranks, costs, stash, base, transfers, transferBytes,
+      /*bubble_fraction=*/nullptr, /*makespan=*/nullptr);
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&schedule.getBody().emplaceBlock());
   for (auto [r, actions] : llvm::enumerate(*table)) {
@@ -343,8 +397,9 @@ pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
         dist::ComputeOp::create(builder, loc, a.phase, a.stage, a.microbatch);
         continue;
       }
-      auto direction = a.kind == Action::Kind::Send ? dist::Direction::Send
-                                                    : dist::Direction::Recv;
+      auto direction = a.kind == Action::Kind::Send   ? dist::Direction::Send
+                       : a.kind == Action::Kind::Recv ? dist::Direction::Recv
+                                                      : dist::Direction::Wait;
       dist::TransferOp::create(builder, loc, direction, a.payload, a.stage,
                                a.microbatch, a.peer);
     }

@@ -627,13 +627,20 @@ LogicalResult pcc::assignStages(func::FuncOp func,
                                          (to % pipelineRanks) * per));
   };
   SmallVector<double> transfers(2 * stages, 0);
+  SmallVector<int64_t> transferBytes(2 * stages, 0);
   for (int64_t s = 0; s < stages; ++s) {
-    if (s + 1 < stages && (s + 1) % pipelineRanks != s % pipelineRanks)
+    if (s + 1 < stages && (s + 1) % pipelineRanks != s % pipelineRanks) {
       transfers[2 * s] = linkTime(s, s + 1, actBytes[s]);
-    if (s > 0 && (s - 1) % pipelineRanks != s % pipelineRanks)
+      transferBytes[2 * s] = actBytes[s];
+    }
+    if (s > 0 && (s - 1) % pipelineRanks != s % pipelineRanks) {
       transfers[2 * s + 1] = linkTime(s, s - 1, gradBytes[s]);
+      transferBytes[2 * s + 1] = gradBytes[s];
+    }
   }
   func->setAttr(kTransferCostsAttr, DenseF64ArrayAttr::get(ctx, transfers));
+  func->setAttr(kTransferBytesAttr,
+                DenseI64ArrayAttr::get(ctx, transferBytes));
 
   // A stage may be small, but stages that do next to nothing mean more
   // stages than the model fills: their ranks mostly wait. Said once.

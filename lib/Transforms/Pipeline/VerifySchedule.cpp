@@ -63,10 +63,12 @@ static std::string describe(const Action &a) {
   if (a.kind == Action::Kind::Compute)
     os << dist::stringifyPhase(a.phase);
   else
-    os << (a.kind == Action::Kind::Send ? "send " : "recv ")
+    os << (a.kind == Action::Kind::Send   ? "send "
+           : a.kind == Action::Kind::Recv ? "recv "
+                                          : "wait ")
        << dist::stringifyPayload(a.payload);
   os << " stage " << a.stage << " microbatch " << a.microbatch;
-  if (a.kind == Action::Kind::Send)
+  if (a.kind == Action::Kind::Send || a.kind == Action::Kind::Wait)
     os << " to rank " << a.peer;
   else if (a.kind == Action::Kind::Recv)
     os << " from rank " << a.peer;
@@ -78,9 +80,13 @@ static Action entryAction(Operation *op) {
     return Action::compute(compute.getPhase(), compute.getStageIndex(),
                            compute.getMicrobatchIndex());
   auto transfer = cast<dist::TransferOp>(op);
+  Action::Kind kind = Action::Kind::Recv;
+  if (transfer.getDirection() == dist::Direction::Send)
+    kind = Action::Kind::Send;
+  else if (transfer.getDirection() == dist::Direction::Wait)
+    kind = Action::Kind::Wait;
   return Action::transfer(
-      transfer.isSend() ? Action::Kind::Send : Action::Kind::Recv,
-      transfer.getPayload(), transfer.getStageIndex(),
+      kind, transfer.getPayload(), transfer.getStageIndex(),
       transfer.getMicrobatchIndex(), transfer.getPeerRank());
 }
 
@@ -99,6 +105,9 @@ static SmallVector<Action> prerequisites(const Action &a, int64_t rank,
   };
   if (a.kind == Action::Kind::Recv)
     return {};
+  if (a.kind == Action::Kind::Wait)
+    return {Action::transfer(Action::Kind::Send, a.payload, a.stage, k,
+                             a.peer)};
   if (a.kind == Action::Kind::Send)
     return {Action::compute(a.payload == Payload::Act ? Phase::F : Phase::B,
                             a.stage, k)};
@@ -224,6 +233,8 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
     timing.baseBytes = *base;
   if (std::optional<ArrayRef<double>> transfers = schedule.getTransferCosts())
     timing.transferCosts = *transfers;
+  if (std::optional<ArrayRef<int64_t>> bytes = schedule.getTransferBytes())
+    timing.transferBytes = *bytes;
   timing.split = split;
   SmallVector<size_t> blockedAt;
   ScheduleStats stats = timeSchedule(actions, timing, &blockedAt);
@@ -263,12 +274,32 @@ ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
 
   ScheduleStats stats;
   stats.ranks.resize(p);
-  stats.hasBytes = !timing.stashBytes.empty() || !timing.baseBytes.empty();
+  stats.hasBytes = !timing.stashBytes.empty() || !timing.baseBytes.empty() ||
+                   !timing.transferBytes.empty();
   SmallVector<size_t> next(p, 0);
   SmallVector<double> clock(p, 0.0);
   SmallVector<int64_t> stashed(p, 0), bytes(p, 0), peakBytes(p, 0);
+  // Bytes of sends started and not completed, per rank.
+  SmallVector<int64_t> sending(p, 0);
   std::map<std::pair<int64_t, int64_t>, SmallVector<double>> sendTimes;
   std::map<std::pair<int64_t, int64_t>, size_t> received;
+  // Per channel, each send's index in its rank's transfers; per rank, its
+  // open sends by what they carry: channel and position on it.
+  std::map<std::pair<int64_t, int64_t>, SmallVector<size_t>> sendSpans;
+  SmallVector<std::map<std::tuple<unsigned, int64_t, int64_t>,
+                       std::pair<int64_t, size_t>>>
+      open(p);
+  auto sendBytes = [&](const Action &a) -> int64_t {
+    return timing.transferBytes.empty()
+               ? 0
+               : timing.transferBytes[2 * a.stage +
+                                      (a.payload == Payload::Act ? 0 : 1)];
+  };
+  auto note = [&](int64_t r) {
+    peakBytes[r] = std::max(peakBytes[r], bytes[r] + sending[r]);
+    stats.ranks[r].peakSendBytes =
+        std::max(stats.ranks[r].peakSendBytes, sending[r]);
+  };
   for (bool progress = true; progress;) {
     progress = false;
     for (int64_t r = 0; r < p; ++r) {
@@ -280,7 +311,23 @@ ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
           size_t &index = received[{a.peer, r}];
           if (index >= arrivals.size())
             break;
-          clock[r] = std::max(clock[r], arrivals[index++]);
+          clock[r] = std::max(clock[r], arrivals[index]);
+          size_t span = sendSpans[{a.peer, r}][index++];
+          stats.ranks[a.peer].taken[span] = clock[r];
+          continue;
+        }
+        if (a.kind == Action::Kind::Wait) {
+          // Until the send's receive has run.
+          auto it = open[r].find({unsigned(a.payload), a.stage, a.microbatch});
+          if (it == open[r].end())
+            continue; // no such send: the verifier reported it
+          auto [peer, position] = it->second;
+          if (received[{r, peer}] <= position)
+            break;
+          size_t span = sendSpans[{r, peer}][position];
+          clock[r] = std::max(clock[r], rs.taken[span]);
+          sending[r] -= sendBytes(a);
+          open[r].erase(it);
           continue;
         }
         if (a.kind == Action::Kind::Send) {
@@ -290,8 +337,15 @@ ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
                   ? 0.0
                   : timing.transferCosts[2 * a.stage +
                                          (a.payload == Payload::Act ? 0 : 1)];
-          sendTimes[{r, a.peer}].push_back(clock[r] + flight);
+          SmallVector<double> &sent = sendTimes[{r, a.peer}];
+          open[r][{unsigned(a.payload), a.stage, a.microbatch}] = {
+              a.peer, sent.size()};
+          sendSpans[{r, a.peer}].push_back(rs.transfers.size());
+          sent.push_back(clock[r] + flight);
           rs.transfers.push_back({a, clock[r], clock[r] + flight});
+          rs.taken.push_back(0);
+          sending[r] += sendBytes(a);
+          note(r);
           continue;
         }
         double t = cost(a);
@@ -303,7 +357,7 @@ ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
         if (a.phase == Phase::F) {
           rs.peakStashed = std::max(rs.peakStashed, ++stashed[r]);
           bytes[r] += chunk;
-          peakBytes[r] = std::max(peakBytes[r], bytes[r]);
+          note(r);
         } else if (a.phase == releases) {
           --stashed[r];
           bytes[r] -= chunk;

@@ -164,6 +164,11 @@ public:
   void isend(uint32_t axes, int32_t peer, int32_t tag, const void *data,
              int64_t count, int32_t dtype);
   void waitAll();
+  /// A send completed by waitSend(request) (or waitAll), as in
+  /// pccrt_comm_ops; returns the request (-1: completed already).
+  int32_t startSend(uint32_t axes, int32_t peer, int32_t tag, const void *data,
+                    int64_t count, int32_t dtype);
+  void waitSend(int32_t request);
 
   /// Collectives started now and completed by wait(request), as in
   /// pccrt_comm_ops; they return the request (-1: completed already).
@@ -221,6 +226,14 @@ protected:
     doSend(axes, peer, tag, data, count, dtype);
   }
   virtual void doWaitAll() {}
+  /// Sends completed one by one; a backend without them sends at once
+  /// (and returns -1).
+  virtual int32_t doStartSend(uint32_t axes, int32_t peer, int32_t tag,
+                              const void *data, int64_t count, int32_t dtype) {
+    doSend(axes, peer, tag, data, count, dtype);
+    return -1;
+  }
+  virtual void doWaitSend(int32_t request) {}
   /// A collective started apart from its completion: \p run performs it
   /// with the blocking operation above. The default runs it at once and
   /// returns -1; with PCCRT_DEFER_COLLECTIVES=1 in the environment (a test

@@ -63,7 +63,8 @@
 // device (`device`, `<prefix>_device_ops`); 8 collectives started and
 // waited for apart (`start_*`, `wait`, `stream_ordered`); 9 operands
 // prepared from the CONSTANT weights (`prepared_bytes`, `prepare`,
-// `pccrt_context.prepared`).
+// `pccrt_context.prepared`); 10 sends completed one by one (`start_send`,
+// `wait_send`), so that a sent buffer is free once its send is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,7 +77,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 9
+#define PCCRT_ABI_VERSION 10
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -232,6 +233,15 @@ typedef struct pccrt_comm_ops {
   /// `stream` before it. 0 when it reads and writes the buffers from the
   /// host when it is called: the device's queued work must be done first.
   int (*stream_ordered)(pccrt_comm *comm);
+  /// Starts a send as isend does, and sets `request` to what wait_send
+  /// completes (-1: complete already). `data` must stay unchanged until
+  /// then, or until wait_all, which completes these sends too.
+  int (*start_send)(pccrt_comm *comm, uint32_t axes, int32_t peer,
+                    int32_t tag, const void *data, int64_t count,
+                    int32_t dtype, int32_t *request);
+  /// Completes the send that start_send started as `request`: its buffer
+  /// may change after it returns. A request of -1 does nothing.
+  int (*wait_send)(pccrt_comm *comm, int32_t request);
 } pccrt_comm_ops;
 
 /// A communicator as generated code sees it: its operations. Backends

@@ -91,6 +91,28 @@ func.func @peer_outside(%x: tensor<4xf32>) {
 // -----
 
 dist.mesh @mesh(pp = 2)
+func.func @wait_without_send(%x: tensor<4xf32>) {
+  // A send of the same tensor, but to another tag.
+  dist.send %x on @mesh axes ["pp"] to 1 tag 1 : tensor<4xf32>
+  // expected-error@+1 {{'dist.wait_send' op completes no send: no dist.send of its tensor to 1 with tag 0 comes before it in its block}}
+  dist.wait_send %x on @mesh axes ["pp"] to 1 tag 0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh(pp = 2)
+func.func @wait_twice(%x: tensor<4xf32>) {
+  dist.send %x on @mesh axes ["pp"] to 1 tag 0 : tensor<4xf32>
+  dist.wait_send %x on @mesh axes ["pp"] to 1 tag 0 : tensor<4xf32>
+  // expected-error@+1 {{'dist.wait_send' op completes a send that an earlier dist.wait_send completed}}
+  dist.wait_send %x on @mesh axes ["pp"] to 1 tag 0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+dist.mesh @mesh(pp = 2)
 func.func @negative_tag() -> tensor<4xf32> {
   // expected-error@+1 {{'dist.recv' op tag -1 is negative}}
   %0 = dist.recv on @mesh axes ["pp"] from 0 tag -1 : tensor<4xf32>

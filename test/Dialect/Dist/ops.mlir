@@ -27,6 +27,8 @@ func.func @transfers(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   dist.send %x on @mesh axes ["pp"] to 1 tag 7 : tensor<2x8xf32>
   // CHECK: dist.recv on @mesh axes ["pp"] from 0 tag 7 : tensor<2x8xf32>
   %y = dist.recv on @mesh axes ["pp"] from 0 tag 7 : tensor<2x8xf32>
+  // CHECK: dist.wait_send %{{.*}} on @mesh axes ["pp"] to 1 tag 7 : tensor<2x8xf32>
+  dist.wait_send %x on @mesh axes ["pp"] to 1 tag 7 : tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
 

@@ -200,3 +200,43 @@ func.func @rank1(%x: tensor<3xf32> {onnx.name = "x"},
 // CHECK:        switch ((int64_t)ctx->rank / 1 % 2) {
 // CHECK-NEXT:   case 0: rc = fn_rank0(ctx); break;
 // CHECK-NEXT:   case 1: rc = fn_rank1(ctx); break;
+
+// -----
+
+// A send that a dist.wait_send completes starts with a request and reads
+// its buffer until the wait: the product after the wait takes the sent
+// tensor's block of the workspace, the sum before it another.
+
+dist.mesh @mesh(pp = 2)
+
+func.func @sender(%x: tensor<2x3xf32> {onnx.name = "x"})
+    -> (tensor<2x3xf32> {onnx.name = "y", dist.result_index = 0 : i64})
+    attributes {dist.rank = 0 : i64} {
+  %h = graph.add %x, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  dist.send %h on @mesh axes ["pp"] to 1 tag 3 : tensor<2x3xf32>
+  %k = graph.mul %x, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  dist.wait_send %h on @mesh axes ["pp"] to 1 tag 3 : tensor<2x3xf32>
+  %m = graph.sub %k, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %y = graph.mul %m, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+func.func @receiver(%x: tensor<2x3xf32> {onnx.name = "x"})
+    -> (tensor<2x3xf32> {onnx.name = "y", dist.result_index = 0 : i64})
+    attributes {dist.rank = 1 : i64} {
+  %h = dist.recv on @mesh axes ["pp"] from 0 tag 3 : tensor<2x3xf32>
+  return %h : tensor<2x3xf32>
+}
+
+// CHECK:      PCC_PROGRAM static int fn_sender(const pccrt_context *ctx) {
+// CHECK:        float* [[H:v[0-9]+]] = (float*)(ws + 0);
+// CHECK-NEXT:   float* [[K:v[0-9]+]] = (float*)(ws + 64);
+// CHECK-NEXT:   float* [[M:v[0-9]+]] = (float*)(ws + 0);
+// CHECK:        // dist.send
+// CHECK-NEXT:   int32_t [[Q:sendq[0-9]+]] = -1;
+// CHECK-NEXT:   if (ctx->comm->ops->start_send(ctx->comm, 1u, 1, 3, [[H]], 6, 1, &[[Q]])) return PCCRT_ERR_COMM;
+// CHECK:        // dist.wait_send
+// CHECK-NEXT:   if (ctx->comm->ops->wait_send(ctx->comm, [[Q]])) return PCCRT_ERR_COMM;
+// CHECK:        pcc_loop{{[0-9]+}}([[M]],
+// CHECK-NOT:    wait_all
+// CHECK:        return PCCRT_OK;

@@ -25,6 +25,9 @@
 // CHECK-NEXT: graph.slice %arg0
 // CHECK: call @main_stage0_forward({{.*}}dist.action = "F1"
 // CHECK: dist.recv on @mesh axes ["pp"] from 1 tag 1 : tensor<1x8x16xf32>
+// The sends complete where the schedule's simulation has their receives
+// done: the activations are free before the backward.
+// CHECK: dist.wait_send %[[F0]]#{{[0-9]+}} on @mesh axes ["pp"] to 1 tag 0
 // CHECK: call @main_stage0_backward({{.*}}dist.action = "B0"
 // CHECK: dist.recv on @mesh axes ["pp"] from 1 tag 1 : tensor<1x8x16xf32>
 // CHECK: call @main_stage0_backward({{.*}}dist.action = "B1"

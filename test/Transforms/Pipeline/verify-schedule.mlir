@@ -95,3 +95,44 @@ dist.schedule @in_flight {kind = "gpipe", microbatches = 1, ranks = 2, virtual_s
     dist.transfer send grad stage 1 microbatch 0 peer 0
   }
 }
+
+// A wait ends when its send's receive has: rank 0 waits for act 0 before F1
+// until rank 1 took it (at 1.5, its arrival); rank 1 waits for grad 0 until
+// rank 0 took it (5, its arrival), which holds its F1 up by 0.5. Sent bytes
+// count from the send to the wait: rank 0 holds act 1 (100 bytes) and two
+// stashes (10 each) at once, 1000 + 120 at most; rank 1 a gradient (50)
+// and no stash, 2000 + 50. Rank 1's last gradient completes at the end.
+// CHECK-LABEL: dist.schedule @waits
+// CHECK-SAME: makespan = 1.05{{0*}}e+01 : f64
+// CHECK: dist.rank 0 attributes {busy = 6.{{0+}}e+00 : f64, peak_bytes = 1120 : i64, peak_stashed = 2 : i64}
+// CHECK: dist.rank 1 attributes {busy = 6.{{0+}}e+00 : f64, peak_bytes = 2050 : i64, peak_stashed = 1 : i64}
+dist.schedule @waits {kind = "1f1b", microbatches = 2, ranks = 2, virtual_stages = 1,
+                      costs = array<f64: 1.0, 2.0, 0.0, 1.0, 2.0, 0.0>,
+                      transfer_costs = array<f64: 0.5, 0.0, 0.0, 0.5>,
+                      transfer_bytes = array<i64: 100, 0, 0, 50>,
+                      stash_bytes = array<i64: 10, 10>,
+                      base_bytes = array<i64: 1000, 2000>} {
+  dist.rank 0 {
+    dist.compute F stage 0 microbatch 0
+    dist.transfer send act stage 0 microbatch 0 peer 1
+    dist.transfer wait act stage 0 microbatch 0 peer 1
+    dist.compute F stage 0 microbatch 1
+    dist.transfer send act stage 0 microbatch 1 peer 1
+    dist.transfer recv grad stage 1 microbatch 0 peer 1
+    dist.transfer wait act stage 0 microbatch 1 peer 1
+    dist.compute B stage 0 microbatch 0
+    dist.transfer recv grad stage 1 microbatch 1 peer 1
+    dist.compute B stage 0 microbatch 1
+  }
+  dist.rank 1 {
+    dist.transfer recv act stage 0 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 0
+    dist.compute B stage 1 microbatch 0
+    dist.transfer send grad stage 1 microbatch 0 peer 0
+    dist.transfer recv act stage 0 microbatch 1 peer 0
+    dist.transfer wait grad stage 1 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 1
+    dist.compute B stage 1 microbatch 1
+    dist.transfer send grad stage 1 microbatch 1 peer 0
+  }
+}

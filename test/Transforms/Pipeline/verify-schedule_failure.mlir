@@ -222,3 +222,52 @@ dist.schedule @wrong_rank {kind = "gpipe", microbatches = 1, ranks = 2, virtual_
   dist.rank 1 {
   }
 }
+
+// -----
+
+// A wait comes after its send.
+dist.schedule @wait_first {kind = "gpipe", microbatches = 1, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    dist.compute F stage 0 microbatch 0
+    // expected-error @+1 {{wait act stage 0 microbatch 0 to rank 1 needs send act stage 0 microbatch 0 to rank 1 earlier on rank 0}}
+    dist.transfer wait act stage 0 microbatch 0 peer 1
+    dist.transfer send act stage 0 microbatch 0 peer 1
+    dist.transfer recv grad stage 1 microbatch 0 peer 1
+    dist.compute B stage 0 microbatch 0
+  }
+  dist.rank 1 {
+    dist.transfer recv act stage 0 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 0
+    dist.compute B stage 1 microbatch 0
+    dist.transfer send grad stage 1 microbatch 0 peer 0
+  }
+}
+
+// -----
+
+// Each rank waits for a send whose receive comes after the other's wait.
+dist.schedule @waits_deadlock {kind = "1f1b", microbatches = 2, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    dist.compute F stage 0 microbatch 0
+    dist.transfer send act stage 0 microbatch 0 peer 1
+    dist.compute F stage 0 microbatch 1
+    dist.transfer send act stage 0 microbatch 1 peer 1
+    // expected-error @+1 {{the schedule deadlocks: rank 0 waits at wait act stage 0 microbatch 1 to rank 1; rank 1 waits at wait grad stage 1 microbatch 0 to rank 0}}
+    dist.transfer wait act stage 0 microbatch 1 peer 1
+    dist.transfer recv grad stage 1 microbatch 0 peer 1
+    dist.compute B stage 0 microbatch 0
+    dist.transfer recv grad stage 1 microbatch 1 peer 1
+    dist.compute B stage 0 microbatch 1
+  }
+  dist.rank 1 {
+    dist.transfer recv act stage 0 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 0
+    dist.compute B stage 1 microbatch 0
+    dist.transfer send grad stage 1 microbatch 0 peer 0
+    dist.transfer wait grad stage 1 microbatch 0 peer 0
+    dist.transfer recv act stage 0 microbatch 1 peer 0
+    dist.compute F stage 1 microbatch 1
+    dist.compute B stage 1 microbatch 1
+    dist.transfer send grad stage 1 microbatch 1 peer 0
+  }
+}

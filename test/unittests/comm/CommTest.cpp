@@ -99,6 +99,27 @@ int main() {
       c.send(axes, next, 5, &token, 1, PCCRT_F32);
     }
     expect(got == float(memberRank(c, axes, prev)), "send/recv" + on, r);
+    // Sends completed one by one, both ways round the ring: the receive
+    // comes before the wait. Through the C handle, as generated code
+    // calls them.
+    pccrt_comm *ch = c.handle();
+    float sent = float(r) + 0.5f, back = -1;
+    int32_t request = -2;
+    expect(ch->ops->start_send(ch, axes, next, 6, &sent, 1, PCCRT_F32,
+                               &request) == PCCRT_OK,
+           "start_send" + on, r);
+    c.recv(axes, prev, 6, &back, 1, PCCRT_F32);
+    expect(ch->ops->wait_send(ch, request) == PCCRT_OK &&
+               back == float(memberRank(c, axes, prev)) + 0.5f,
+           "start_send, recv, wait_send" + on, r);
+    // A send that wait_all completed needs no wait_send; one still does
+    // nothing.
+    int32_t again = c.startSend(axes, next, 8, &sent, 1, PCCRT_F32);
+    c.recv(axes, prev, 8, &back, 1, PCCRT_F32);
+    c.waitAll();
+    c.waitSend(again);
+    expect(back == float(memberRank(c, axes, prev)) + 0.5f,
+           "wait_all completes started sends" + on, r);
   }
 
   // Through the C handle, as generated code calls it.

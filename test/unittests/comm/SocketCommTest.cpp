@@ -376,6 +376,12 @@ TEST(SocketComm, TransfersBothWaysAtOnce) {
     c.recv(1, peer, 4, in.data(), n, PCCRT_F32);
     c.waitAll();
     checks.expect(in[12345] == float(peer * 1000 + 345), "isend both ways");
+    // Sends completed one by one (here at once: a request of -1).
+    int32_t request = c.startSend(1, peer, 6, out.data(), n, PCCRT_F32);
+    c.recv(1, peer, 6, in.data(), n, PCCRT_F32);
+    c.waitSend(request);
+    checks.expect(request == -1 && in[54321] == float(peer * 1000 + 321),
+                  "start_send both ways");
     // Receives match by tag, not by arrival: tag 2 is received first.
     int64_t a = 10 + rank, b = 20 + rank, gotA = 0, gotB = 0;
     c.send(1, peer, 1, &a, 1, PCCRT_I64);

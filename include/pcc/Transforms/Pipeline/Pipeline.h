@@ -44,6 +44,8 @@ inline constexpr llvm::StringLiteral kStashBytesAttr = "dist.stash_bytes";
 /// Per virtual stage: the seconds its activations take to reach the next
 /// stage and its input gradient the previous one (2 per stage).
 inline constexpr llvm::StringLiteral kTransferCostsAttr = "dist.transfer_costs";
+/// Per virtual stage: the bytes of those two sends.
+inline constexpr llvm::StringLiteral kTransferBytesAttr = "dist.transfer_bytes";
 /// The time of the heaviest forward op with its backward: a lower bound on
 /// the slowest stage that no cut can beat.
 inline constexpr llvm::StringLiteral kHeaviestOpTimeAttr =

@@ -45,11 +45,15 @@ struct ScheduleSpec {
   /// Empty, or per virtual stage the seconds its activations take to reach
   /// the next stage and its input gradient the previous one (2 values).
   llvm::SmallVector<double> transferCosts;
+  /// Empty, or per virtual stage the bytes of those two sends (2 values).
+  llvm::SmallVector<int64_t> transferBytes;
 };
 
-/// One entry of a rank's ordered list: a computation or a transfer.
+/// One entry of a rank's ordered list: a computation, a transfer, or the
+/// completion of an earlier send (Wait, of the same payload, stage and
+/// microbatch).
 struct Action {
-  enum class Kind { Compute, Send, Recv };
+  enum class Kind { Compute, Send, Recv, Wait };
   Kind kind = Kind::Compute;
   /// The computation (Kind::Compute).
   dist::Phase phase = dist::Phase::F;
@@ -80,9 +84,12 @@ using ScheduleTable = llvm::SmallVector<llvm::SmallVector<Action>>;
 llvm::ArrayRef<llvm::StringRef> getScheduleKinds();
 
 /// Generates the table `spec` asks for: the computations in the order of
-/// the kind, a receive right before the computation that reads it and a
-/// send right after the one that produces it. Emits a one-line error through
-/// `emitError` and fails on a spec no schedule fits.
+/// the kind, a receive right before the computation that reads it, a send
+/// right after the one that produces it, and each send's wait before the
+/// rank's first computation that starts, in the simulation with spec's
+/// costs, after the send's receive has run (sends after the last such
+/// computation complete at the end of the step). Emits a one-line error
+/// through `emitError` and fails on a spec no schedule fits.
 llvm::FailureOr<ScheduleTable>
 generateSchedule(const ScheduleSpec &spec,
                  llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
@@ -101,8 +108,11 @@ struct RankStats {
   /// Most microbatch-chunks whose F ran and whose last backward action (W
   /// when the schedule splits backwards, else B) had not.
   int64_t peakStashed = 0;
-  /// base_bytes plus the most stashed bytes at any time.
+  /// base_bytes plus the most stashed and sent bytes at any time.
   int64_t peakBytes = 0;
+  /// The most bytes of sends started and not completed (by their wait, or
+  /// the end of the step) at any time.
+  int64_t peakSendBytes = 0;
   /// The compute actions in the rank's order, with their simulated start
   /// and end: the timeline that plans draw.
   struct Span {
@@ -112,6 +122,9 @@ struct RankStats {
   llvm::SmallVector<Span> timeline;
   /// The rank's sends, from their start to their arrival.
   llvm::SmallVector<Span> transfers;
+  /// When each send's receive ran (what its wait waits for), in the order
+  /// of `transfers`.
+  llvm::SmallVector<double> taken;
 };
 
 struct ScheduleStats {
@@ -126,8 +139,9 @@ struct ScheduleStats {
 /// Checks that `schedule` runs every F and B (and every W, when any W
 /// appears) of every virtual stage and microbatch exactly once, that each
 /// action comes after what it depends on in its rank's order, that sends
-/// and receives pair up in order on every channel between two ranks, and
-/// that nothing deadlocks when sends never block and receives do. Emits an
+/// and receives pair up in order on every channel between two ranks, that
+/// a wait comes after its send, and that nothing deadlocks when sends never
+/// block, receives wait for their sends and waits for their receives. Emits an
 /// error at the offending action and fails otherwise. Then times it with the
 /// schedule's `costs` (unit F, B and W when absent) and `transfer_costs`
 /// (transfers free when absent).
@@ -143,11 +157,14 @@ struct ScheduleTiming {
   /// times (2 each; free when empty).
   llvm::ArrayRef<double> transferCosts;
   llvm::ArrayRef<int64_t> stashBytes, baseBytes;
+  /// Per virtual stage, the bytes of the two sends (none when empty).
+  llvm::ArrayRef<int64_t> transferBytes;
   bool split = false;
 };
 
 /// Runs `table` in simulated time: sends never block, a receive waits for
-/// its send, a computation takes its cost. When some rank never finishes
+/// its send, a wait for its send's receive, a computation takes its cost.
+/// A send's bytes count from the send to its wait (or the end). When some rank never finishes
 /// (a deadlock), `blockedAt` (if given) receives each rank's index of the
 /// action it waits at; the stats then cover what ran. The schedule
 /// verifier times a verified schedule with it, and the stage partition

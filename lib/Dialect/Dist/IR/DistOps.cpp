@@ -390,6 +390,10 @@ LogicalResult RecvOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyTransfer(*this, symbols);
 }
 
+LogicalResult WaitSendOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyTransfer(*this, symbols);
+}
+
 //===----------------------------------------------------------------------===//
 // Pipeline schedules
 //===----------------------------------------------------------------------===//
@@ -540,7 +544,8 @@ LogicalResult TransferOp::verify() {
   // An activation flows from `stage` to `stage + 1`, a gradient from `stage`
   // to `stage - 1`; the sender holds `stage`, the receiver the other one.
   int64_t other = act ? stage + 1 : stage - 1;
-  int64_t local = isSend() ? stage : other, remote = isSend() ? other : stage;
+  int64_t local = holdsStage() ? stage : other,
+          remote = holdsStage() ? other : stage;
   if (failed(checkStageOnRank(*this, schedule, local, rank.getIndex())))
     return failure();
   if (schedule.getRankOf(remote) == rank.getIndex())
@@ -552,6 +557,33 @@ LogicalResult TransferOp::verify() {
     return emitOpError("peer ")
            << peer << " does not hold stage " << remote << " (rank "
            << schedule.getRankOf(remote) << " does)";
+  return success();
+}
+
+SendOp WaitSendOp::getSend() {
+  for (Operation *op = (*this)->getPrevNode(); op; op = op->getPrevNode()) {
+    auto send = dyn_cast<SendOp>(op);
+    if (send && send.getInput() == getInput() && send.getPeer() == getPeer() &&
+        send.getTag() == getTag() && send.getAxes() == getAxes())
+      return send;
+  }
+  return nullptr;
+}
+
+LogicalResult WaitSendOp::verify() {
+  SendOp send = getSend();
+  if (!send)
+    return emitOpError("completes no send: no dist.send of its tensor to ")
+           << getPeer() << " with tag " << getTag()
+           << " comes before it in its block";
+  for (Operation *op = (*this)->getPrevNode(); op != send;
+       op = op->getPrevNode()) {
+    auto wait = dyn_cast<WaitSendOp>(op);
+    if (wait && wait.getInput() == getInput() && wait.getPeer() == getPeer() &&
+        wait.getTag() == getTag() && wait.getAxes() == getAxes())
+      return emitOpError("completes a send that an earlier dist.wait_send "
+                         "completed");
+  }
   return success();
 }
 
