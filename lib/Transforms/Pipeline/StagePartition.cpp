@@ -268,6 +268,89 @@ static CutTiming timeCuts(ArrayRef<size_t> cuts, ArrayRef<double> forwardPrefix,
   return result;
 }
 
+/// Cuts where each chunk ends nearest to `targets`' running sum (chunk
+/// times), on `boundaries`, leaving each later cut a boundary of its own.
+static std::optional<SmallVector<size_t>>
+cutsNear(ArrayRef<double> targets, ArrayRef<double> prefix,
+         ArrayRef<size_t> boundaries) {
+  SmallVector<size_t> cuts;
+  double sum = 0;
+  size_t next = 0, count = targets.size() - 1;
+  for (size_t k = 0; k < count; ++k) {
+    sum += targets[k];
+    size_t last = boundaries.size() - (count - k);
+    if (next > last)
+      return std::nullopt;
+    size_t best = next;
+    for (size_t i = next; i <= last; ++i) {
+      if (std::abs(prefix[boundaries[i]] - sum) <
+          std::abs(prefix[boundaries[best]] - sum))
+        best = i;
+      if (prefix[boundaries[i]] > sum)
+        break;
+    }
+    cuts.push_back(boundaries[best]);
+    next = best + 1;
+  }
+  return cuts;
+}
+
+/// Interleaved stages balanced chunk by chunk can leave the ranks
+/// uneven: a rank runs V chunks, and when one op outweighs a mean chunk
+/// (an LM head over a large vocabulary) its chunk makes its rank the
+/// slowest, while 1F1B's larger stages absorb it. Tries cuts that even
+/// the ranks' loads instead: the rank holding the heavy chunk gets its
+/// other chunks smaller (x each), every other rank's chunks the rank's
+/// fair share over V, and the heavy chunk the rest; for x from none to a
+/// full chunk, and the heavy chunk where the balanced cuts put the
+/// heaviest op or next to it. Sets `cuts` to the shortest of these in the
+/// simulated schedule whose slowest chunk is within `bound`, and returns
+/// its timing; none when none is.
+static std::optional<CutTiming> evenRanks(SmallVector<size_t> &cuts,
+                           ArrayRef<size_t> boundaries,
+                           ArrayRef<double> forwardPrefix,
+                           ArrayRef<double> backwardPrefix,
+                           ArrayRef<double> crossing, double bound, int64_t p,
+                           int64_t v, const pipeline::ScheduleSpec &spec) {
+  size_t n = forwardPrefix.size() - 1;
+  int64_t chunks = p * v;
+  SmallVector<double> prefix;
+  for (size_t i = 0; i <= n; ++i)
+    prefix.push_back(forwardPrefix[i] + backwardPrefix[i]);
+  double fair = prefix[n] / p, share = fair / v;
+  size_t heaviestOp = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (prefix[i + 1] - prefix[i] > prefix[heaviestOp + 1] - prefix[heaviestOp])
+      heaviestOp = i;
+  int64_t at = llvm::upper_bound(cuts, heaviestOp) - cuts.begin();
+  std::optional<SmallVector<size_t>> best;
+  std::optional<CutTiming> current;
+  for (int64_t heavy : {at, at - 1, at + 1}) {
+    if (heavy < 0 || heavy >= chunks)
+      continue;
+    for (int step = 0; step <= 8; ++step) {
+      double x = share * step / 8;
+      SmallVector<double> targets(chunks, share);
+      for (int64_t c = heavy % p; c < chunks; c += p)
+        targets[c] = x;
+      targets[heavy] = fair - (v - 1) * x;
+      std::optional<SmallVector<size_t>> tried =
+          cutsNear(targets, prefix, boundaries);
+      if (!tried || *tried == cuts || (best && *tried == *best))
+        continue;
+      CutTiming t = timeCuts(*tried, forwardPrefix, backwardPrefix, crossing,
+                             spec);
+      if (t.slowest <= bound && (!current || t.betterThan(*current))) {
+        current = t;
+        best = *tried;
+      }
+    }
+  }
+  if (best)
+    cuts = *best;
+  return current;
+}
+
 /// Moves the cuts of `balance`, one boundary at a time (a cut, or a run of
 /// consecutive cuts together), while the schedule's simulated makespan
 /// shrinks. Balanced stages are not yet a short
@@ -334,6 +417,7 @@ static void refineCuts(SmallVector<size_t> &cuts,
     return at == boundaries.begin() ? std::nullopt
                                     : std::optional<size_t>(*std::prev(at));
   };
+  auto descend = [&](SmallVector<size_t> &cuts, CutTiming &current) {
   int64_t budget = 1000;
   SmallVector<size_t> candidate;
   while (budget > 0) {
@@ -367,6 +451,24 @@ static void refineCuts(SmallVector<size_t> &cuts,
       break;
     cuts = *bestCuts;
     current = best;
+  }
+  };
+  // From the balanced cuts, and for interleaved also from cuts that even
+  // the ranks' loads: the better of the two descents wins.
+  SmallVector<size_t> balanced = cuts;
+  descend(cuts, current);
+  if (interleaved) {
+    SmallVector<size_t> even = balanced;
+    std::optional<CutTiming> evenTiming =
+        evenRanks(even, boundaries, forwardPrefix, backwardPrefix, crossing,
+                  bound, p, v, spec);
+    if (evenTiming) {
+      descend(even, *evenTiming);
+      if (evenTiming->betterThan(current)) {
+        cuts = even;
+        current = *evenTiming;
+      }
+    }
   }
 }
 
