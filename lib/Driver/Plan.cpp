@@ -178,15 +178,15 @@ pcc::describePipeline(ModuleOp module) {
                                             std::to_string(span.action.peer),
                                         span.start, span.end});
     }
-    ranks.push_back(llvm::json::Object{{"rank", int64_t(r)},
-                                       {"actions", std::move(actions)},
-                                       {"timeline", std::move(timeline)},
-                                       {"sends", std::move(sends)},
-                                       {"busy", rank.busy},
-                                       {"peak_stashed", rank.peakStashed},
-                                       {"peak_bytes", rank.peakBytes},
-                                       {"peak_send_bytes",
-                                        rank.peakSendBytes}});
+    ranks.push_back(
+        llvm::json::Object{{"rank", int64_t(r)},
+                           {"actions", std::move(actions)},
+                           {"timeline", std::move(timeline)},
+                           {"sends", std::move(sends)},
+                           {"busy", rank.busy},
+                           {"peak_stashed", rank.peakStashed},
+                           {"peak_bytes", rank.peakBytes},
+                           {"peak_send_bytes", rank.peakSendBytes}});
     os << llvm::formatv("    rank {0}: {1} actions, at most {2} microbatch(es) "
                         "stashed, peak {3}",
                         r, rank.timeline.size(), rank.peakStashed,

@@ -478,9 +478,9 @@ struct pccrt::CommTrampolines {
   static int wait(pccrt_comm *c, int32_t request, void *stream) {
     return guard(c, [&](Communicator &m) { m.wait(request, stream); });
   }
-  static int startSend(pccrt_comm *c, uint32_t axes, int32_t peer,
-                       int32_t tag, const void *data, int64_t count,
-                       int32_t dtype, int32_t *request) {
+  static int startSend(pccrt_comm *c, uint32_t axes, int32_t peer, int32_t tag,
+                       const void *data, int64_t count, int32_t dtype,
+                       int32_t *request) {
     return guard(c, [&](Communicator &m) {
       *request = m.startSend(axes, peer, tag, data, count, dtype);
     });
@@ -494,15 +494,21 @@ struct pccrt::CommTrampolines {
   }
 };
 
-const pccrt_comm_ops Communicator::cOps = {
-    CommTrampolines::allReduce,     CommTrampolines::allGather,
-    CommTrampolines::reduceScatter, CommTrampolines::allToAll,
-    CommTrampolines::send,          CommTrampolines::recv,
-    CommTrampolines::isend,         CommTrampolines::waitAll,
-    CommTrampolines::startAllReduce, CommTrampolines::startAllGather,
-    CommTrampolines::startReduceScatter, CommTrampolines::wait,
-    CommTrampolines::streamOrdered, CommTrampolines::startSend,
-    CommTrampolines::waitSend};
+const pccrt_comm_ops Communicator::cOps = {CommTrampolines::allReduce,
+                                           CommTrampolines::allGather,
+                                           CommTrampolines::reduceScatter,
+                                           CommTrampolines::allToAll,
+                                           CommTrampolines::send,
+                                           CommTrampolines::recv,
+                                           CommTrampolines::isend,
+                                           CommTrampolines::waitAll,
+                                           CommTrampolines::startAllReduce,
+                                           CommTrampolines::startAllGather,
+                                           CommTrampolines::startReduceScatter,
+                                           CommTrampolines::wait,
+                                           CommTrampolines::streamOrdered,
+                                           CommTrampolines::startSend,
+                                           CommTrampolines::waitSend};
 
 //===----------------------------------------------------------------------===//
 // Loading the NCCL communicator

@@ -264,12 +264,11 @@ public:
     pending.push_back(request);
   }
   int32_t doStartSend(uint32_t axes, int32_t peer, int32_t tag,
-                      const void *data, int64_t count,
-                      int32_t dtype) override {
+                      const void *data, int64_t count, int32_t dtype) override {
     checkPeer(axes, peer);
     MPI_Request request;
-    check(MPI_Isend(data, checkedCount(count), mpiType(dtype, false), peer,
-                    tag, group(axes), &request),
+    check(MPI_Isend(data, checkedCount(count), mpiType(dtype, false), peer, tag,
+                    group(axes), &request),
           "start_send");
     int32_t id = nextSend++;
     started.emplace(id, request);

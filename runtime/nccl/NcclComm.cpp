@@ -246,8 +246,7 @@ protected:
   // A send of start_send is complete when the event recorded after it on
   // the send stream is: later sends need not be.
   int32_t doStartSend(uint32_t axes, int32_t peer, int32_t tag,
-                      const void *data, int64_t count,
-                      int32_t dtype) override {
+                      const void *data, int64_t count, int32_t dtype) override {
     startSend(axes, peer, data, count, dtype, "start_send");
     cudaEvent_t done = makeEvent();
     checkCuda(cudaEventRecord(done, sendStream), "starting a send");

@@ -1355,7 +1355,8 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   // A send reads its buffer until its dist.wait_send (which reads it too),
   // or, without one, until the function waits for its sends, at the end.
   for (auto wait : func.getBody().front().getOps<dist::WaitSendOp>())
-    sendRequests[wait.getSend()] = "sendq" + std::to_string(sendRequests.size());
+    sendRequests[wait.getSend()] =
+        "sendq" + std::to_string(sendRequests.size());
   auto readsUntilEnd = [&](OpOperand &operand) {
     return isa<dist::SendOp>(operand.getOwner()) &&
            !sendRequests.count(operand.getOwner());

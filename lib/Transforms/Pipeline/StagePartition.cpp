@@ -306,12 +306,11 @@ cutsNear(ArrayRef<double> targets, ArrayRef<double> prefix,
 /// heaviest op or next to it. Sets `cuts` to the shortest of these in the
 /// simulated schedule whose slowest chunk is within `bound`, and returns
 /// its timing; none when none is.
-static std::optional<CutTiming> evenRanks(SmallVector<size_t> &cuts,
-                           ArrayRef<size_t> boundaries,
-                           ArrayRef<double> forwardPrefix,
-                           ArrayRef<double> backwardPrefix,
-                           ArrayRef<double> crossing, double bound, int64_t p,
-                           int64_t v, const pipeline::ScheduleSpec &spec) {
+static std::optional<CutTiming>
+evenRanks(SmallVector<size_t> &cuts, ArrayRef<size_t> boundaries,
+          ArrayRef<double> forwardPrefix, ArrayRef<double> backwardPrefix,
+          ArrayRef<double> crossing, double bound, int64_t p, int64_t v,
+          const pipeline::ScheduleSpec &spec) {
   size_t n = forwardPrefix.size() - 1;
   int64_t chunks = p * v;
   SmallVector<double> prefix;
@@ -338,8 +337,8 @@ static std::optional<CutTiming> evenRanks(SmallVector<size_t> &cuts,
           cutsNear(targets, prefix, boundaries);
       if (!tried || *tried == cuts || (best && *tried == *best))
         continue;
-      CutTiming t = timeCuts(*tried, forwardPrefix, backwardPrefix, crossing,
-                             spec);
+      CutTiming t =
+          timeCuts(*tried, forwardPrefix, backwardPrefix, crossing, spec);
       if (t.slowest <= bound && (!current || t.betterThan(*current))) {
         current = t;
         best = *tried;
@@ -418,40 +417,40 @@ static void refineCuts(SmallVector<size_t> &cuts,
                                     : std::optional<size_t>(*std::prev(at));
   };
   auto descend = [&](SmallVector<size_t> &cuts, CutTiming &current) {
-  int64_t budget = 1000;
-  SmallVector<size_t> candidate;
-  while (budget > 0) {
-    std::optional<SmallVector<size_t>> bestCuts;
-    CutTiming best = current;
-    for (size_t j = 0; j < cuts.size() && budget > 0; ++j)
-      for (size_t k = j; k < cuts.size() && budget > 0; ++k)
-        for (bool right : {false, true}) {
-          candidate = cuts;
-          bool valid = true;
-          for (size_t i = j; i <= k && valid; ++i) {
-            std::optional<size_t> to = shifted(cuts[i], right);
-            valid = to.has_value();
-            if (valid)
-              candidate[i] = *to;
+    int64_t budget = 1000;
+    SmallVector<size_t> candidate;
+    while (budget > 0) {
+      std::optional<SmallVector<size_t>> bestCuts;
+      CutTiming best = current;
+      for (size_t j = 0; j < cuts.size() && budget > 0; ++j)
+        for (size_t k = j; k < cuts.size() && budget > 0; ++k)
+          for (bool right : {false, true}) {
+            candidate = cuts;
+            bool valid = true;
+            for (size_t i = j; i <= k && valid; ++i) {
+              std::optional<size_t> to = shifted(cuts[i], right);
+              valid = to.has_value();
+              if (valid)
+                candidate[i] = *to;
+            }
+            for (size_t i = 0; i < candidate.size() && valid; ++i)
+              valid = candidate[i] > (i == 0 ? 0 : candidate[i - 1]) &&
+                      candidate[i] < n;
+            if (!valid)
+              continue;
+            --budget;
+            CutTiming t = timeCuts(candidate, forwardPrefix, backwardPrefix,
+                                   crossing, spec);
+            if (t.slowest <= bound && t.betterThan(best)) {
+              best = t;
+              bestCuts = candidate;
+            }
           }
-          for (size_t i = 0; i < candidate.size() && valid; ++i)
-            valid = candidate[i] > (i == 0 ? 0 : candidate[i - 1]) &&
-                    candidate[i] < n;
-          if (!valid)
-            continue;
-          --budget;
-          CutTiming t = timeCuts(candidate, forwardPrefix, backwardPrefix,
-                                 crossing, spec);
-          if (t.slowest <= bound && t.betterThan(best)) {
-            best = t;
-            bestCuts = candidate;
-          }
-        }
-    if (!bestCuts)
-      break;
-    cuts = *bestCuts;
-    current = best;
-  }
+      if (!bestCuts)
+        break;
+      cuts = *bestCuts;
+      current = best;
+    }
   };
   // From the balanced cuts, and for interleaved also from cuts that even
   // the ranks' loads: the better of the two descents wins.
@@ -741,8 +740,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     }
   }
   func->setAttr(kTransferCostsAttr, DenseF64ArrayAttr::get(ctx, transfers));
-  func->setAttr(kTransferBytesAttr,
-                DenseI64ArrayAttr::get(ctx, transferBytes));
+  func->setAttr(kTransferBytesAttr, DenseI64ArrayAttr::get(ctx, transferBytes));
 
   // A stage may be small, but stages that do next to nothing mean more
   // stages than the model fills: their ranks mostly wait. Said once.

@@ -85,9 +85,9 @@ static Action entryAction(Operation *op) {
     kind = Action::Kind::Send;
   else if (transfer.getDirection() == dist::Direction::Wait)
     kind = Action::Kind::Wait;
-  return Action::transfer(
-      kind, transfer.getPayload(), transfer.getStageIndex(),
-      transfer.getMicrobatchIndex(), transfer.getPeerRank());
+  return Action::transfer(kind, transfer.getPayload(), transfer.getStageIndex(),
+                          transfer.getMicrobatchIndex(),
+                          transfer.getPeerRank());
 }
 
 /// What `a`, on rank `rank`, needs earlier on the same rank: the
@@ -106,8 +106,8 @@ static SmallVector<Action> prerequisites(const Action &a, int64_t rank,
   if (a.kind == Action::Kind::Recv)
     return {};
   if (a.kind == Action::Kind::Wait)
-    return {Action::transfer(Action::Kind::Send, a.payload, a.stage, k,
-                             a.peer)};
+    return {
+        Action::transfer(Action::Kind::Send, a.payload, a.stage, k, a.peer)};
   if (a.kind == Action::Kind::Send)
     return {Action::compute(a.payload == Payload::Act ? Phase::F : Phase::B,
                             a.stage, k)};
@@ -338,8 +338,8 @@ ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
                   : timing.transferCosts[2 * a.stage +
                                          (a.payload == Payload::Act ? 0 : 1)];
           SmallVector<double> &sent = sendTimes[{r, a.peer}];
-          open[r][{unsigned(a.payload), a.stage, a.microbatch}] = {
-              a.peer, sent.size()};
+          open[r][{unsigned(a.payload), a.stage, a.microbatch}] = {a.peer,
+                                                                   sent.size()};
           sendSpans[{r, a.peer}].push_back(rs.transfers.size());
           sent.push_back(clock[r] + flight);
           rs.transfers.push_back({a, clock[r], clock[r] + flight});

@@ -236,9 +236,9 @@ typedef struct pccrt_comm_ops {
   /// Starts a send as isend does, and sets `request` to what wait_send
   /// completes (-1: complete already). `data` must stay unchanged until
   /// then, or until wait_all, which completes these sends too.
-  int (*start_send)(pccrt_comm *comm, uint32_t axes, int32_t peer,
-                    int32_t tag, const void *data, int64_t count,
-                    int32_t dtype, int32_t *request);
+  int (*start_send)(pccrt_comm *comm, uint32_t axes, int32_t peer, int32_t tag,
+                    const void *data, int64_t count, int32_t dtype,
+                    int32_t *request);
   /// Completes the send that start_send started as `request`: its buffer
   /// may change after it returns. A request of -1 does nothing.
   int (*wait_send)(pccrt_comm *comm, int32_t request);

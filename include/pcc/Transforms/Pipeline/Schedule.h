@@ -164,9 +164,9 @@ struct ScheduleTiming {
 
 /// Runs `table` in simulated time: sends never block, a receive waits for
 /// its send, a wait for its send's receive, a computation takes its cost.
-/// A send's bytes count from the send to its wait (or the end). When some rank never finishes
-/// (a deadlock), `blockedAt` (if given) receives each rank's index of the
-/// action it waits at; the stats then cover what ran. The schedule
+/// A send's bytes count from the send to its wait (or the end). When some rank
+/// never finishes (a deadlock), `blockedAt` (if given) receives each rank's
+/// index of the action it waits at; the stats then cover what ran. The schedule
 /// verifier times a verified schedule with it, and the stage partition
 /// compares cuts by the makespan it gives.
 ScheduleStats timeSchedule(const ScheduleTable &table,
