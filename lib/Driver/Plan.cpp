@@ -113,6 +113,9 @@ pcc::describePipeline(ModuleOp module) {
   ArrayRef<double> transfers;
   if (auto t = schedule.getTransferCosts())
     transfers = *t;
+  ArrayRef<int64_t> sent;
+  if (auto t = schedule.getTransferBytes())
+    sent = *t;
 
   // Ops per stage: those of its outlined functions once the schedule is
   // lowered, else those the step marks with the stage (`pcc plan`).
@@ -150,6 +153,10 @@ pcc::describePipeline(ModuleOp module) {
     if (!transfers.empty()) {
       entry["send_activations_time"] = transfers[2 * s];
       entry["send_gradient_time"] = transfers[2 * s + 1];
+    }
+    if (!sent.empty()) {
+      entry["send_activations_bytes"] = sent[2 * s];
+      entry["send_gradient_bytes"] = sent[2 * s + 1];
     }
     stageArray.push_back(std::move(entry));
   }

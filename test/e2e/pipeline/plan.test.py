@@ -26,6 +26,11 @@ flight = one["stages"][0]["send_activations_time"]
 print(f"1f1b: first send {first_send[0]}, in flight "
       f"{abs(first_send[2] - first_send[1] - flight) < 1e-12 and flight > 0}, "
       f"rank 1 starts on arrival {abs(first_f1[1] - first_send[2]) < 1e-12}")
+# A sent buffer counts only while its send is in flight: rank 0 sends m
+# microbatches' activations, far fewer are ever in flight at once.
+sent = one["stages"][0]["send_activations_bytes"]
+peak_sent = s["ranks"][0]["peak_send_bytes"]
+print(f"1f1b: sends in flight on rank 0 at most {peak_sent // sent} of {m}")
 gp = load("gpipe")["schedule"]
 print(f"gpipe: peak stashed {[r['peak_stashed'] for r in gp['ranks']]}")
 il = load("interleaved")
