@@ -747,6 +747,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
 
   ImportOptions importOptions;
   importOptions.bindings = options.bindings;
+  importOptions.inputShapes = options.inputShapes;
   importOptions.retie = options.retie;
   ImportReport importReport;
   // Graph dialect IR (.mlir) is taken as the importer would have made it:

@@ -269,6 +269,7 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   } else {
     ImportOptions importOptions;
     importOptions.bindings = options.bindings;
+    importOptions.inputShapes = options.inputShapes;
     importOptions.retie = options.retie;
     module = importOnnxFile(context, options.model, importOptions);
   }

@@ -726,9 +726,18 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     retieInitializers();
 
   // Graph inputs that are not initializers become arguments, unless bound.
+  // Their symbolic dimensions take the extents --dim and --shape give;
+  // those left are refused together, with the flags that would fix them.
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
   std::set<std::string> bound;
+  const InputShapes &given = options.inputShapes;
+  // The inputs' dimension names, for --dim's check.
+  std::set<std::string> usedDims, shapedInputs;
+  // Symbolic dimension -> the inputs that have it ("" for one with no
+  // name: its input needs --shape).
+  std::map<std::string, std::vector<std::string>> unresolved;
+  std::vector<std::string> unnamed;
   for (const auto &in : graph.input()) {
     if (values.count(in.name()))
       continue;
@@ -754,15 +763,44 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
                  << "graph input '" << in.name() << "' is not a tensor",
              nullptr;
     const auto &tt = in.type().tensor_type();
-    SmallVector<int64_t> dims;
-    for (const auto &d : tt.shape().dim()) {
+    for (const auto &d : tt.shape().dim())
       if (!d.has_dim_value())
+        usedDims.insert(d.dim_param());
+    SmallVector<int64_t> dims;
+    auto shape = given.shapes.find(in.name());
+    if (shape != given.shapes.end()) {
+      shapedInputs.insert(in.name());
+      const std::vector<int64_t> &extents = shape->second;
+      if (int64_t(extents.size()) != tt.shape().dim_size())
         return emitError(fileLoc())
-                   << "graph input '" << in.name()
-                   << "' has symbolic dimension '" << d.dim_param()
-                   << "'; export the model with static shapes",
+                   << "--shape " << in.name() << ": the input has "
+                   << tt.shape().dim_size() << " dimension(s), not "
+                   << extents.size(),
                nullptr;
-      dims.push_back(d.dim_value());
+      for (auto [i, d] : llvm::enumerate(tt.shape().dim()))
+        if (d.has_dim_value() && d.dim_value() != extents[i])
+          return emitError(fileLoc())
+                     << "--shape " << in.name() << ": dimension " << i << " is "
+                     << d.dim_value() << " in the model, not " << extents[i],
+                 nullptr;
+      dims.assign(extents.begin(), extents.end());
+    } else {
+      for (const auto &d : tt.shape().dim()) {
+        if (d.has_dim_value()) {
+          dims.push_back(d.dim_value());
+          continue;
+        }
+        auto named = given.dims.find(d.dim_param());
+        if (!d.dim_param().empty() && named != given.dims.end()) {
+          dims.push_back(named->second);
+          continue;
+        }
+        if (d.dim_param().empty())
+          unnamed.push_back(in.name());
+        else
+          unresolved[d.dim_param()].push_back(in.name());
+        dims.push_back(1); // refused below, with the others
+      }
     }
     auto type = tensorType(dims, tt.elem_type(), fileLoc(),
                            "graph input '" + in.name() + "'");
@@ -776,6 +814,59 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     if (!bound.count(kv.first))
       return emitError(fileLoc()) << "--bind " << kv.first
                                   << ": the model has no such graph input",
+             nullptr;
+  if (!unresolved.empty() || !unnamed.empty()) {
+    // e.g. "graph inputs have symbolic dimensions 'batch_size' (of
+    // 'input_ids', 'attention_mask') and 'sequence_length' (...); give
+    // their extents with --dim batch_size=N --dim sequence_length=N"
+    InFlightDiagnostic diag = emitError(fileLoc());
+    auto quoted = [&](const std::vector<std::string> &names) {
+      std::vector<std::string> unique;
+      for (const std::string &n : names)
+        if (!llvm::is_contained(unique, n))
+          unique.push_back(n);
+      llvm::interleave(
+          unique, diag, [&](const std::string &n) { diag << "'" << n << "'"; },
+          ", ");
+    };
+    if (!unresolved.empty()) {
+      diag << "graph inputs have symbolic dimension"
+           << (unresolved.size() > 1 ? "s " : " ");
+      size_t i = 0;
+      for (const auto &[name, inputs] : unresolved) {
+        if (i++)
+          diag << (i == unresolved.size() ? " and " : ", ");
+        diag << "'" << name << "' (of ";
+        quoted(inputs);
+        diag << ")";
+      }
+      diag << "; give their extents with";
+      for (const auto &[name, inputs] : unresolved)
+        diag << " --dim "
+             << (llvm::StringRef(name).contains(' ') ? "'" + name + "=N'"
+                                                     : name + "=N");
+    }
+    if (!unnamed.empty()) {
+      diag << (unresolved.empty() ? "" : "; ")
+           << "dimensions without a name in ";
+      quoted(unnamed);
+      diag << " need the input's whole shape: --shape " << unnamed.front()
+           << "=AxB...";
+    }
+    return nullptr;
+  }
+  for (const auto &[name, extent] : given.dims)
+    if (!usedDims.count(name))
+      return emitError(fileLoc())
+                 << "--dim " << name
+                 << ": no graph input has a dimension of that name",
+             nullptr;
+  for (const auto &[name, extents] : given.shapes)
+    if (!shapedInputs.count(name))
+      return emitError(fileLoc())
+                 << "--shape " << name
+                 << ": the model has no such graph input (or it is bound or "
+                    "an initializer)",
              nullptr;
 
   auto order = sortNodes();

@@ -25,7 +25,8 @@ static const char kSynopsis[] =
                  seq=S,batch=B) -o DIR [compile options]
                              (stages, schedule, bubble and memory per rank,
                               without code: DIR/plan.json, DIR/schedule.svg)
-       pcc import MODEL.onnx [--bind NAME=FILE.pb] [--no-retie]
+       pcc import MODEL.onnx [--bind NAME=FILE.pb] [--dim NAME=N]
+                  [--shape INPUT=AxB...] [--no-retie]
                              (prints the imported Graph dialect IR)
        pcc COMMAND --help | pcc --version
 )";
@@ -69,6 +70,9 @@ compile options:
                          for any of its architecture
   --no-fuse              one loop nest per element-wise op (no pcc-fuse)
   --bind NAME=FILE.pb    fix graph input NAME to a tensor at compile time
+  --dim NAME=N           give every input dimension named NAME (symbolic in
+                         the model, e.g. batch_size) the extent N
+  --shape INPUT=AxB...   give graph input INPUT this whole shape
   --no-retie             keep transposed duplicate initializers separate
   --train                compile a training step: causal-LM loss, backward
                          and optimizer update
@@ -118,6 +122,8 @@ then the ranks connect over TCP, without MPI.
 static const char kImportHelp[] = R"(
 import options:
   --bind NAME=FILE.pb    fix graph input NAME to a tensor at compile time
+  --dim NAME=N           give every input dimension named NAME the extent N
+  --shape INPUT=AxB...   give graph input INPUT this whole shape
   --no-retie             keep transposed duplicate initializers separate
 )";
 
@@ -179,6 +185,40 @@ static int unknown(llvm::StringRef arg) {
 }
 
 static bool isHelp(llvm::StringRef a) { return a == "--help" || a == "-h"; }
+
+/// `--dim NAME=N` or `--shape INPUT=AxBxC` (`flag`) with its value `v`
+/// into `out`; false, after a one-line error, on a malformed value. The
+/// name is what precedes the last '=' (a dimension may be named by an
+/// expression).
+static bool parseShapeFlag(llvm::StringRef flag, llvm::StringRef v,
+                           InputShapes &out) {
+  bool isDim = flag == "--dim";
+  auto [name, text] = v.rsplit('=');
+  auto fail = [&](const llvm::Twine &why) {
+    llvm::errs() << "pcc: error: " << flag << " '" << v << "': " << why << "\n";
+    return false;
+  };
+  if (name.empty() || text.empty() || !v.contains('='))
+    return fail(isDim ? "expected NAME=N" : "expected INPUT=AxB...");
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, 'x', -1, /*KeepEmpty=*/true);
+  std::vector<int64_t> extents;
+  for (llvm::StringRef part : parts) {
+    int64_t n = 0;
+    if (part.getAsInteger(10, n) || n < 1)
+      return fail("extents are positive integers" +
+                  llvm::Twine(isDim ? "" : ", separated by 'x'"));
+    extents.push_back(n);
+  }
+  if (isDim) {
+    if (extents.size() != 1)
+      return fail("expected NAME=N");
+    out.dims[name.str()] = extents[0];
+  } else {
+    out.shapes[name.str()] = extents;
+  }
+  return true;
+}
 
 /// `pcc compile`, or with `planOnly` `pcc plan`, which takes the same
 /// options and `--model SPEC` in place of a model file.
@@ -264,6 +304,9 @@ static int compileCommand(Args &args, bool planOnly = false) {
       }
       if (ok)
         o.bindings[v.substr(0, eq)] = v.substr(eq + 1);
+    } else if (a == "--dim" || a == "--shape") {
+      if (!args.value(a, v) || !parseShapeFlag(a, v, o.inputShapes))
+        return 1;
     } else if (a == "--no-retie")
       o.retie = false;
     else if (a == "--train")
@@ -343,6 +386,9 @@ static int importCommand(Args &args) {
         return 1;
       }
       options.bindings[v.substr(0, eq)] = v.substr(eq + 1);
+    } else if (a == "--dim" || a == "--shape") {
+      if (!args.value(a, v) || !parseShapeFlag(a, v, options.inputShapes))
+        return 1;
     } else if (a == "--no-retie") {
       options.retie = false;
     } else if (a.starts_with("-")) {

@@ -46,6 +46,8 @@ struct CompileOptions {
   bool sequenceParallel = false;
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
+  /// Extents of symbolic input dimensions (--dim, --shape).
+  InputShapes inputShapes;
   bool retie = true;
   /// Symbol prefix of the generated library.
   std::string symbolPrefix = "pcc";

@@ -12,9 +12,20 @@
 
 namespace pcc {
 
+/// Extents for graph inputs whose shapes the model leaves symbolic, as
+/// onnxruntime's free-dimension overrides and TensorRT's shapes give them.
+struct InputShapes {
+  /// Every dimension named NAME gets the extent (`--dim NAME=N`).
+  std::map<std::string, int64_t> dims;
+  /// One input's whole shape (`--shape INPUT=AxBxC`), for dimensions with
+  /// no name or named by an expression.
+  std::map<std::string, std::vector<int64_t>> shapes;
+};
+
 struct ImportOptions {
   /// Graph inputs fixed at compile time: input name -> TensorProto file.
   std::map<std::string, std::string> bindings;
+  InputShapes inputShapes;
   /// Re-tie 2-D initializers that are the transpose of an earlier one.
   bool retie = true;
 };
