@@ -615,6 +615,30 @@ func.func @softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {graph.loss, onnx.name =
 
 // -----
 
+// A softmax whose NaN rows (every input -inf: a fully masked attention row)
+// the graph replaces by zeros, as PyTorch's attention exports do: the
+// backward reads the guarded y, so those rows get zero gradient, not NaN.
+
+// CHECK-LABEL: func.func @guarded_softmax(
+// CHECK:         %[[Y:.*]] = graph.softmax %{{.*}} {axis = 1 : i64} : tensor<2x3xf32>
+// CHECK:         %[[NAN:.*]] = graph.is_nan %[[Y]] {graph.backward} : tensor<2x3xf32> -> tensor<2x3xi1>
+// CHECK:         %[[SAFE:.*]] = graph.where %[[NAN]], %{{.*}}, %[[Y]] {graph.backward}
+// CHECK-DAG:     graph.mul %{{.*}}, %[[SAFE]] {graph.backward}
+// CHECK-DAG:     %[[DW:.*]] = graph.mul %[[SAFE]], %{{.*}} {graph.backward}
+// CHECK:         return %{{.*}}, %[[DW]]
+func.func @guarded_softmax(%x: tensor<2x3xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
+  %w = graph.weight "w" trainable dense<1.0> : tensor<2x3xf32>
+  %y = graph.softmax %w {axis = 1 : i64} : tensor<2x3xf32>
+  %nan = graph.is_nan %y : tensor<2x3xf32> -> tensor<2x3xi1>
+  %zero = graph.constant dense<0.0> : tensor<f32>
+  %g = graph.where %nan, %zero, %y : (tensor<2x3xi1>, tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %p = graph.mul %g, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %l = graph.reduce_sum %p {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // log_softmax: g - exp(y) * sum(g) along the axis.
 
 // CHECK-LABEL: func.func @log_softmax(

@@ -8,7 +8,8 @@ usage: python export_optimum.py [NAME,NAME,...]
 Needs PyTorch, transformers, optimum-onnx, onnx and onnxruntime; made with
 torch 2.15, transformers 4.57, optimum-onnx 0.1, onnx 1.23, onnxruntime 1.23.
 Each fixture NAME (see FIXTURES) is a model of random weights from a small
-config (fixed seed), exported with
+config (fixed seed; every parameter perturbed, see make_model), exported
+with
 `optimum.exporters.onnx.onnx_export_from_model` into WORK/NAME (WORK is
 $WORK or /tmp/pcc-optimum), then:
 
@@ -22,11 +23,15 @@ $WORK or /tmp/pcc-optimum), then:
                            random past keys and values
   NAME/ref/output_*.pb     onnxruntime's outputs on those inputs, named as
                            the graph's outputs
+  NAME/ref/sgd.json        (text-generation) {"optimizer": "sgd", "lr": 0.1,
+                           "losses": [l1, l2, l3]}: PyTorch's causal-LM loss
+                           before each of 3 plain SGD steps on those inputs
 
 packed as NAME.tar.gz beside this script.
 """
 import gzip
 import io
+import json
 import os
 import shutil
 import sys
@@ -41,6 +46,7 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.environ.get("WORK", "/tmp/pcc-optimum")
 BATCH, SEQ, PAST = 4, 9, 5
+SGD_STEPS, SGD_LR = 3, 0.1  # ref/sgd.json of the text-generation fixtures
 
 
 def gpt2():
@@ -149,11 +155,48 @@ def pack(name):
             g.write(buf.getvalue())
 
 
+def make_model(name):
+    """The fixture's model: its config's random weights, each parameter
+    then perturbed by 0.02 x randn so that none are equal (exporters merge
+    equal initializers, which training would then update as one), as a
+    trained checkpoint's are."""
+    make = FIXTURES[name][0]
+    torch.manual_seed(0)
+    model = make().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    return model
+
+
+def sgd_losses(name, feeds):
+    """The causal-LM loss (mean cross-entropy of logits[:, :-1] against
+    input_ids[:, 1:]) before each of SGD_STEPS plain SGD steps (no momentum
+    or weight decay, dropout off) on the fixture's inputs, mask and
+    positions included, from the exported weights."""
+    model = make_model(name).train()
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    args = {n: torch.from_numpy(a) for n, a in feeds.items()}
+    opt = torch.optim.SGD(model.parameters(), lr=SGD_LR)
+    losses = []
+    for _ in range(SGD_STEPS):
+        logits = model(**args).logits
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]),
+            args["input_ids"][:, 1:].reshape(-1))
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return losses
+
+
 def export(name):
     from optimum.exporters.onnx import onnx_export_from_model
     make, task, seq, past = FIXTURES[name]
-    torch.manual_seed(0)
-    model = make().eval()
+    model = make_model(name)
     out = os.path.join(WORK, name)
     shutil.rmtree(out, ignore_errors=True)
     tmp = out + ".export"
@@ -174,6 +217,10 @@ def export(name):
     for k, (o, a) in enumerate(zip(sess.get_outputs(), results)):
         with open(os.path.join(out, "ref", f"output_{k}.pb"), "wb") as f:
             f.write(numpy_helper.from_array(a, o.name).SerializeToString())
+    if task == "text-generation":
+        losses = sgd_losses(name, feeds)
+        with open(os.path.join(out, "ref", "sgd.json"), "w") as f:
+            json.dump({"optimizer": "sgd", "lr": SGD_LR, "losses": losses}, f)
     with open(os.path.join(out, "dims"), "w") as f:
         f.write(" ".join(dims_for(m, feeds)) + "\n")
     pack(name)

@@ -286,6 +286,19 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder,
     return success();
   }
   VjpBuilder v(builder, getLoc());
+  // PyTorch's attention exports replace the NaN rows of a fully masked
+  // softmax (every input -inf) by zeros: where(isnan(y), 0, y). Where the
+  // graph guards y so, the backward reads the guarded y too, so that those
+  // rows get zero gradient (as PyTorch's kernel gives them) and no NaN
+  // reaches the parameters' gradients.
+  if (llvm::any_of(y.getUsers(),
+                   [](Operation *u) { return isa<IsNaNOp>(u); })) {
+    auto type = cast<RankedTensorType>(y.getType());
+    Value nan = IsNaNOp::create(
+        builder, getLoc(),
+        RankedTensorType::get(type.getShape(), builder.getI1Type()), y);
+    y = v.where(nan, v.scalar(y, 0.0), y);
+  }
   // dx = y * (g - sum(g * y)) along the axis.
   Value dot = v.reduceSum(v.mul(g, y), {int64_t(getAxis())}, true);
   operandGrads.push_back(v.mul(y, v.sub(g, dot)));
