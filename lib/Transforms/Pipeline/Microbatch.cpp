@@ -120,6 +120,60 @@ static bool isInvariant(Value v, int64_t dim, int64_t m,
   return true;
 }
 
+/// A gather along axis 0 of a tensor that merges the batch with the
+/// dimension after it (data = reshape(x: [B, L, ...]) to [B*L, ...]), at
+/// constant indices that stay, in each example's row b, within its block
+/// [b*L, (b+1)*L): how Hugging Face's mask functions, as Optimum exports
+/// them, look up each example's padding mask. Rewrites it as a
+/// gather_elements along x's dimension 1 with the indices made relative to
+/// the block, which keeps the batch a dimension of its own, to be split.
+static void keepBatchOfFlatGather(GatherOp op) {
+  auto reshape = op.getData().getDefiningOp<ReshapeOp>();
+  auto idx = op.getIndices().getDefiningOp<ConstantOp>();
+  if (op.getAxis() != 0 || !reshape || !idx)
+    return;
+  auto indices = dyn_cast<DenseElementsAttr>(idx.getValue());
+  auto xt = cast<RankedTensorType>(reshape.getInput().getType());
+  auto it = cast<RankedTensorType>(op.getIndices().getType());
+  ArrayRef<int64_t> data =
+      cast<RankedTensorType>(op.getData().getType()).getShape();
+  if (!indices || xt.getRank() < 2 || it.getRank() < 1)
+    return;
+  int64_t b = xt.getDimSize(0), l = xt.getDimSize(1), rest = 1, tail = 1;
+  for (int64_t d : xt.getShape().drop_front(2))
+    rest *= d;
+  for (int64_t d : data.drop_front())
+    tail *= d;
+  if (data.front() != b * l || rest != tail || it.getDimSize(0) != b)
+    return;
+  int64_t n = it.getNumElements() / b;
+  SmallVector<APInt> relative;
+  relative.reserve(b * n * rest);
+  int64_t k = 0;
+  for (const APInt &v : indices.getValues<APInt>()) {
+    int64_t j = v.getSExtValue() - (k++ / n) * l;
+    if (j < 0 || j >= l)
+      return;
+    relative.append(rest, APInt(v.getBitWidth(), j, /*isSigned=*/true));
+  }
+  OpBuilder builder(op);
+  Location loc = op.getLoc();
+  Type elem = xt.getElementType();
+  Value x =
+      ReshapeOp::create(builder, loc, RankedTensorType::get({b, l, rest}, elem),
+                        reshape.getInput());
+  Value at = ConstantOp::create(
+      builder, loc,
+      DenseElementsAttr::get(
+          RankedTensorType::get({b, n, rest}, it.getElementType()), relative));
+  Value picked = GatherElementsOp::create(builder, loc, x, at, 1);
+  Value out = picked.getType() == op.getType()
+                  ? picked
+                  : ReshapeOp::create(builder, loc, op.getType(), picked);
+  op.replaceAllUsesWith(out);
+  op.erase();
+}
+
 LogicalResult pcc::microbatch(func::FuncOp func, int64_t m, bool defaulted) {
   if (m == 1)
     return success();
@@ -143,6 +197,8 @@ LogicalResult pcc::microbatch(func::FuncOp func, int64_t m, bool defaulted) {
   if (batch < 0)
     return func.emitError("--microbatches ")
            << m << ": the model has no input with a batch dimension";
+  for (GatherOp gather : llvm::to_vector(body.getOps<GatherOp>()))
+    keepBatchOfFlatGather(gather);
   if (batch % m && defaulted)
     return func.emitError("the default of --microbatches, one per pipeline "
                           "rank (")

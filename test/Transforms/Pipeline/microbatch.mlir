@@ -29,3 +29,25 @@ func.func @main(%ids: tensor<4x8xi64> {onnx.name = "input_ids"}) -> (tensor<4x8x
   %h = graph.slice %x {starts = array<i64: 0, 0, 0>, sizes = array<i64: 4, 8, 16>, steps = array<i64: 1, 1, 1>} : (tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
   return %logits, %h : tensor<4x8x40xf32>, tensor<4x8x16xf32>
 }
+
+// -----
+
+// A padding mask looked up through its flattened batch (mask [B, L] as
+// [B*L, 1], at indices b*L + k), as Optimum's exports of Hugging Face's
+// mask functions do: the gather becomes a gather_elements along the mask's
+// second dimension with the indices made relative to each example's row,
+// the same for every example, so the batch splits.
+
+// CHECK-LABEL: func.func @flat_mask
+// CHECK-SAME: (%[[M:.*]]: tensor<2x3xi1> {dist.batch_dim = 0 : i64, onnx.name = "attention_mask"})
+// CHECK: %[[X:.*]] = graph.reshape %[[M]] : tensor<2x3xi1> to tensor<2x3x1xi1>
+// CHECK: %[[AT:.*]] = graph.constant dense<{{\[\[}}[2], [0]], {{\[\[}}2], [0]]]> : tensor<2x2x1xi64>
+// CHECK: %[[P:.*]] = graph.gather_elements %[[X]][%[[AT]]] {axis = 1 : i64} : (tensor<2x3x1xi1>, tensor<2x2x1xi64>) -> tensor<2x2x1xi1>
+// CHECK: graph.reshape %[[P]] : tensor<2x2x1xi1> to tensor<2x2xi1>
+func.func @flat_mask(%mask: tensor<4x3xi1> {onnx.name = "attention_mask"}) -> (tensor<4x2xi1> {onnx.name = "picked"}) {
+  %flat = graph.reshape %mask : tensor<4x3xi1> to tensor<12x1xi1>
+  %at = graph.constant dense<[[2, 0], [5, 3], [8, 6], [11, 9]]> : tensor<4x2xi64>
+  %g = graph.gather %flat[%at] {axis = 0 : i64} : (tensor<12x1xi1>, tensor<4x2xi64>) -> tensor<4x2x1xi1>
+  %r = graph.reshape %g : tensor<4x2x1xi1> to tensor<4x2xi1>
+  return %r : tensor<4x2xi1>
+}
