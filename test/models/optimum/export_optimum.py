@@ -71,6 +71,40 @@ def qwen2():
         max_position_embeddings=64, tie_word_embeddings=True))
 
 
+# Phi-3 and Gemma default to a padding token, whose embedding row PyTorch
+# never updates (padding_idx) and ONNX keeps no trace of: none here, so that
+# training compares as for the others.
+def mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+    return MistralForCausalLM(MistralConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=64, vocab_size=101,
+        max_position_embeddings=64, sliding_window=None))
+
+
+def phi3():
+    from transformers import Phi3Config, Phi3ForCausalLM
+    return Phi3ForCausalLM(Phi3Config(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, intermediate_size=64, vocab_size=101,
+        max_position_embeddings=64, pad_token_id=None))
+
+
+def gemma():
+    from transformers import GemmaConfig, GemmaForCausalLM
+    return GemmaForCausalLM(GemmaConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, intermediate_size=64,
+        vocab_size=101, max_position_embeddings=64, pad_token_id=None))
+
+
+def neox():
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    return GPTNeoXForCausalLM(GPTNeoXConfig(
+        num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+        intermediate_size=64, vocab_size=101, max_position_embeddings=64))
+
+
 def bert():
     from transformers import BertConfig, BertModel
     return BertModel(BertConfig(num_hidden_layers=2, hidden_size=32,
@@ -87,6 +121,10 @@ FIXTURES = {
     "llama-text-generation-with-past": (llama, "text-generation-with-past", 1,
                                         PAST),
     "qwen2-text-generation": (qwen2, "text-generation", SEQ, 0),
+    "mistral-text-generation": (mistral, "text-generation", SEQ, 0),
+    "phi3-text-generation": (phi3, "text-generation", SEQ, 0),
+    "gemma-text-generation": (gemma, "text-generation", SEQ, 0),
+    "neox-text-generation": (neox, "text-generation", SEQ, 0),
     "bert-feature-extraction": (bert, "feature-extraction", SEQ, 0),
 }
 
