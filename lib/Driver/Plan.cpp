@@ -104,18 +104,13 @@ pcc::describePipeline(ModuleOp module) {
     return failure();
   int64_t p = schedule.getRanks(), v = schedule.getVirtualStages();
   int64_t stages = p * v;
-  ArrayRef<double> costs;
-  if (auto c = schedule.getCosts())
-    costs = *c;
-  ArrayRef<int64_t> stash;
-  if (auto s = schedule.getStashBytes())
-    stash = *s;
-  ArrayRef<double> transfers;
-  if (auto t = schedule.getTransferCosts())
-    transfers = *t;
-  ArrayRef<int64_t> sent;
-  if (auto t = schedule.getTransferBytes())
-    sent = *t;
+  ArrayRef<double> costs = schedule.getCosts().value_or(ArrayRef<double>());
+  ArrayRef<int64_t> stash =
+      schedule.getStashBytes().value_or(ArrayRef<int64_t>());
+  ArrayRef<double> transfers =
+      schedule.getTransferCosts().value_or(ArrayRef<double>());
+  ArrayRef<int64_t> sent =
+      schedule.getTransferBytes().value_or(ArrayRef<int64_t>());
 
   // Ops per stage: those of its outlined functions once the schedule is
   // lowered, else those the step marks with the stage (`pcc plan`).

@@ -227,7 +227,8 @@ private:
   llvm::DenseMap<Operation *, SmallVector<Operation *, 1>> waitsBefore;
   SmallVector<Operation *> waitsAtEnd;
   llvm::DenseMap<Operation *, std::string> requests;
-  /// The request variables of the sends that a dist.wait_send completes.
+  /// The request variables of the sends that a dist.wait_send completes,
+  /// by send and by wait.
   llvm::DenseMap<Operation *, std::string> sendRequests;
   void placeCollectiveWaits();
   /// The variable of a collective's request, named when it is started.
@@ -1284,7 +1285,7 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case([&](dist::WaitSendOp w) {
-        hooks.emitSendWait(sendRequests.lookup(w.getSend()));
+        hooks.emitSendWait(sendRequests.lookup(w));
         return success();
       })
       .Case([&](dist::AxisIndexOp a) {
@@ -1354,9 +1355,11 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   planOptions.writeBack = writeBack;
   // A send reads its buffer until its dist.wait_send (which reads it too),
   // or, without one, until the function waits for its sends, at the end.
-  for (auto wait : func.getBody().front().getOps<dist::WaitSendOp>())
-    sendRequests[wait.getSend()] =
-        "sendq" + std::to_string(sendRequests.size());
+  for (auto wait : func.getBody().front().getOps<dist::WaitSendOp>()) {
+    std::string name = "sendq" + std::to_string(sendRequests.size() / 2);
+    sendRequests[wait.getSend()] = name;
+    sendRequests[wait] = name;
+  }
   auto readsUntilEnd = [&](OpOperand &operand) {
     return isa<dist::SendOp>(operand.getOwner()) &&
            !sendRequests.count(operand.getOwner());

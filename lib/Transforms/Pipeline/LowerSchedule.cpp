@@ -328,8 +328,10 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       continue;
     const std::vector<int64_t> &ids = act ? routes.act[s] : routes.grad[s];
     int64_t tag = act ? kActTag : kGradTag;
+    // Where this rank sends the stage's output (or whence it receives).
+    int64_t peer = transfer.holdsStage() ? peerOf(act ? s + 1 : s - 1)
+                                         : transfer.getPeerAttr().getInt();
     if (transfer.getDirection() == dist::Direction::Send) {
-      int64_t peer = peerOf(act ? s + 1 : s - 1);
       for (int64_t id : ids) {
         Value v = values[{id, k}];
         if (!v)
@@ -345,7 +347,6 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       // The sends complete: what they read is free from here. (A value
       // relayed back to this rank by a later chunk is another value by
       // then, so the wait names what was sent.)
-      int64_t peer = peerOf(act ? s + 1 : s - 1);
       for (Value v : sent[{act, s, k}])
         dist::WaitSendOp::create(b, loc, v, meshRef, ppAxes,
                                  b.getI64IntegerAttr(peer),
@@ -354,8 +355,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       for (int64_t id : ids)
         values[{id, k}] = dist::RecvOp::create(
             b, loc, routes.types[id], meshRef, ppAxes,
-            b.getI64IntegerAttr(transfer.getPeerAttr().getInt()),
-            b.getI64IntegerAttr(tag));
+            b.getI64IntegerAttr(peer), b.getI64IntegerAttr(tag));
     }
   }
 

@@ -21,6 +21,16 @@ using namespace mlir;
 using namespace pcc;
 using namespace pcc::pipeline;
 
+/// Fills `into`, if still empty, from `func`'s attribute `name` when it
+/// has `size` values (any number when `size` is 0).
+template <typename AttrT, typename T>
+static void fromStep(func::FuncOp func, StringRef name, int64_t size,
+                     SmallVectorImpl<T> &into) {
+  auto attr = func->getAttrOfType<AttrT>(name);
+  if (into.empty() && attr && (size == 0 || int64_t(attr.size()) == size))
+    into.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
+}
+
 namespace {
 struct PipelineSchedulePass
     : pcc::impl::PipelineScheduleBase<PipelineSchedulePass> {
@@ -36,34 +46,6 @@ struct PipelineSchedulePass
     spec.costs.assign(costs.begin(), costs.end());
     spec.stashBytes.assign(stashBytes.begin(), stashBytes.end());
     spec.baseBytes.assign(baseBytes.begin(), baseBytes.end());
-    // Without costs given, a step the stage partition measured gives them.
-    for (auto func : module.getOps<func::FuncOp>()) {
-      auto stageCosts = func->getAttrOfType<DenseF64ArrayAttr>(
-          kStageCostsAttr);
-      auto stash = func->getAttrOfType<DenseI64ArrayAttr>(kStashBytesAttr);
-      if (spec.costs.empty() && stageCosts)
-        spec.costs.assign(stageCosts.asArrayRef().begin(),
-                          stageCosts.asArrayRef().end());
-      auto base = func->getAttrOfType<DenseI64ArrayAttr>(kBaseBytesAttr);
-      if (spec.baseBytes.empty() && base &&
-          int64_t(base.size()) == spec.ranks)
-        spec.baseBytes.assign(base.asArrayRef().begin(),
-                              base.asArrayRef().end());
-      auto transfers =
-          func->getAttrOfType<DenseF64ArrayAttr>(kTransferCostsAttr);
-      if (spec.transferCosts.empty() && transfers &&
-          int64_t(transfers.size()) == 2 * spec.ranks * spec.virtualStages)
-        spec.transferCosts.assign(transfers.asArrayRef().begin(),
-                                  transfers.asArrayRef().end());
-      auto sent = func->getAttrOfType<DenseI64ArrayAttr>(kTransferBytesAttr);
-      if (spec.transferBytes.empty() && sent &&
-          int64_t(sent.size()) == 2 * spec.ranks * spec.virtualStages)
-        spec.transferBytes.assign(sent.asArrayRef().begin(),
-                                  sent.asArrayRef().end());
-      if (spec.stashBytes.empty() && stash)
-        spec.stashBytes.assign(stash.asArrayRef().begin(),
-                               stash.asArrayRef().end());
-    }
     if (ranks == 0) {
       auto mesh = module.lookupSymbol<dist::MeshOp>("mesh");
       std::optional<int64_t> pp =
@@ -74,6 +56,20 @@ struct PipelineSchedulePass
         return signalPassFailure();
       }
       spec.ranks = *pp;
+    }
+    // What the options do not give, a step the stage partition measured
+    // gives: its costs and bytes, when it has as many as the schedule's
+    // ranks and stages need (generateSchedule checks the others' counts).
+    int64_t stages = spec.ranks * spec.virtualStages;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      fromStep<DenseF64ArrayAttr>(func, kStageCostsAttr, 0, spec.costs);
+      fromStep<DenseI64ArrayAttr>(func, kStashBytesAttr, 0, spec.stashBytes);
+      fromStep<DenseI64ArrayAttr>(func, kBaseBytesAttr, spec.ranks,
+                                  spec.baseBytes);
+      fromStep<DenseF64ArrayAttr>(func, kTransferCostsAttr, 2 * stages,
+                                  spec.transferCosts);
+      fromStep<DenseI64ArrayAttr>(func, kTransferBytesAttr, 2 * stages,
+                                  spec.transferBytes);
     }
     // Built detached, then inserted through the symbol table, which renames
     // it if the module already has a @schedule.

@@ -367,24 +367,19 @@ pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
   FailureOr<ScheduleTable> table = generateSchedule(spec, emitError);
   if (failed(table))
     return failure();
-  auto costs = spec.costs.empty() ? DenseF64ArrayAttr()
-                                  : builder.getDenseF64ArrayAttr(spec.costs);
-  auto stash = spec.stashBytes.empty()
-                   ? DenseI64ArrayAttr()
-                   : builder.getDenseI64ArrayAttr(spec.stashBytes);
-  auto base = spec.baseBytes.empty()
-                  ? DenseI64ArrayAttr()
-                  : builder.getDenseI64ArrayAttr(spec.baseBytes);
-  auto transfers = spec.transferCosts.empty()
-                       ? DenseF64ArrayAttr()
-                       : builder.getDenseF64ArrayAttr(spec.transferCosts);
-  auto transferBytes = spec.transferBytes.empty()
-                           ? DenseI64ArrayAttr()
-                           : builder.getDenseI64ArrayAttr(spec.transferBytes);
+  // Absent when the spec has none.
+  auto f64s = [&](ArrayRef<double> v) {
+    return v.empty() ? DenseF64ArrayAttr() : builder.getDenseF64ArrayAttr(v);
+  };
+  auto i64s = [&](ArrayRef<int64_t> v) {
+    return v.empty() ? DenseI64ArrayAttr() : builder.getDenseI64ArrayAttr(v);
+  };
   auto schedule = dist::ScheduleOp::create(
       builder, loc, name, spec.kind, spec.microbatches, spec.virtualStages,
-      spec.ranks, costs, stash, base, transfers, transferBytes,
-      /*bubble_fraction=*/nullptr, /*makespan=*/nullptr);
+      spec.ranks, f64s(spec.costs), i64s(spec.stashBytes), i64s(spec.baseBytes),
+      f64s(spec.transferCosts), i64s(spec.transferBytes),
+      /*bubble_fraction=*/nullptr,
+      /*makespan=*/nullptr);
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&schedule.getBody().emplaceBlock());
   for (auto [r, actions] : llvm::enumerate(*table)) {

@@ -225,16 +225,13 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
     for (const Entry &e : entries)
       actions[r].push_back(e.action);
   ScheduleTiming timing;
-  if (std::optional<ArrayRef<double>> costs = schedule.getCosts())
-    timing.costs = *costs;
-  if (std::optional<ArrayRef<int64_t>> stash = schedule.getStashBytes())
-    timing.stashBytes = *stash;
-  if (std::optional<ArrayRef<int64_t>> base = schedule.getBaseBytes())
-    timing.baseBytes = *base;
-  if (std::optional<ArrayRef<double>> transfers = schedule.getTransferCosts())
-    timing.transferCosts = *transfers;
-  if (std::optional<ArrayRef<int64_t>> bytes = schedule.getTransferBytes())
-    timing.transferBytes = *bytes;
+  timing.costs = schedule.getCosts().value_or(ArrayRef<double>());
+  timing.stashBytes = schedule.getStashBytes().value_or(ArrayRef<int64_t>());
+  timing.baseBytes = schedule.getBaseBytes().value_or(ArrayRef<int64_t>());
+  timing.transferCosts =
+      schedule.getTransferCosts().value_or(ArrayRef<double>());
+  timing.transferBytes =
+      schedule.getTransferBytes().value_or(ArrayRef<int64_t>());
   timing.split = split;
   SmallVector<size_t> blockedAt;
   ScheduleStats stats = timeSchedule(actions, timing, &blockedAt);
@@ -289,11 +286,14 @@ ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
   SmallVector<std::map<std::tuple<unsigned, int64_t, int64_t>,
                        std::pair<int64_t, size_t>>>
       open(p);
+  // A transfer's entry in transfer_costs and transfer_bytes.
+  auto transferIndex = [](const Action &a) {
+    return 2 * a.stage + (a.payload == Payload::Act ? 0 : 1);
+  };
   auto sendBytes = [&](const Action &a) -> int64_t {
     return timing.transferBytes.empty()
                ? 0
-               : timing.transferBytes[2 * a.stage +
-                                      (a.payload == Payload::Act ? 0 : 1)];
+               : timing.transferBytes[transferIndex(a)];
   };
   auto note = [&](int64_t r) {
     peakBytes[r] = std::max(peakBytes[r], bytes[r] + sending[r]);
@@ -332,11 +332,9 @@ ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
         }
         if (a.kind == Action::Kind::Send) {
           // Sends do not hold the rank up; what they carry arrives later.
-          double flight =
-              timing.transferCosts.empty()
-                  ? 0.0
-                  : timing.transferCosts[2 * a.stage +
-                                         (a.payload == Payload::Act ? 0 : 1)];
+          double flight = timing.transferCosts.empty()
+                              ? 0.0
+                              : timing.transferCosts[transferIndex(a)];
           SmallVector<double> &sent = sendTimes[{r, a.peer}];
           open[r][{unsigned(a.payload), a.stage, a.microbatch}] = {a.peer,
                                                                    sent.size()};

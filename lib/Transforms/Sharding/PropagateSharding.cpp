@@ -49,7 +49,7 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, bool sequenceParallel) {
   solver.setSequenceParallel(sequenceParallel);
   if (failed(solver.seedStatedLayouts()))
     return failure();
-  Solver::Outcome base = solver.run(Solver::Unseeded::Replicate);
+  Solver::Outcome base = solver.run();
 
   // Backward adoption: an op that makes a whole value from whole operands
   // which a user then cuts (the adjoint of the label pick, a [batch, seq,
@@ -78,14 +78,14 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, bool sequenceParallel) {
     if (!wanted)
       continue;
     solver.pin(op, *wanted);
-    Solver::Outcome trial = solver.run(Solver::Unseeded::Replicate);
+    Solver::Outcome trial = solver.run();
     if (solver.getLayout(r) == *wanted && trial.conflicts <= base.conflicts &&
         trial.commBytes <= base.commBytes + byteSize(r.getType()) / *tp) {
       base = trial;
       continue;
     }
     solver.unpin(op);
-    base = solver.run(Solver::Unseeded::Replicate);
+    base = solver.run();
   }
 
   MLIRContext *ctx = func.getContext();

@@ -200,6 +200,14 @@ FailureOr<Layout> pcc::sharding::fromAttr(dist::ShardingAttr attr) {
 // Solver
 //===----------------------------------------------------------------------===//
 
+/// Whether `op` only moves its operand `index` (a reshape or transpose of
+/// it): a root's such uses stay pending until a real one decides it.
+static bool movesOperand(Operation *op, unsigned index) {
+  auto diff = dyn_cast<DifferentiableOpInterface>(op);
+  return op->getNumResults() == 1 && diff && isa<ShardingRuleOpInterface>(op) &&
+         diff.getOperandRole(index) == OperandRole::Movement;
+}
+
 static bool isFloatTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && isa<FloatType>(t.getElementType()) && t.getRank() > 0;
@@ -272,11 +280,8 @@ Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
       Value v = work.pop_back_val();
       for (OpOperand &use : v.getUses()) {
         Operation *user = use.getOwner();
-        auto diff = dyn_cast<DifferentiableOpInterface>(user);
-        if (!forwardIndex.count(user) || user->getNumResults() != 1 || !diff ||
-            !isa<ShardingRuleOpInterface>(user) ||
-            diff.getOperandRole(use.getOperandNumber()) !=
-                OperandRole::Movement ||
+        if (!forwardIndex.count(user) ||
+            !movesOperand(user, use.getOperandNumber()) ||
             llvm::is_contained(chain, user->getResult(0)))
           continue;
         chain.push_back(user->getResult(0));
@@ -503,15 +508,11 @@ void Solver::reset(Unseeded mode) {
   }
 }
 
-Solver::Outcome Solver::run(Unseeded mode) {
-  reset(mode);
+Solver::Outcome Solver::run() {
+  reset(Unseeded::Replicate);
   Outcome out;
-  // The strategy judges splits by the forward alone: the backward and the
-  // optimizer follow whatever the forward does (propagation, which runs
-  // with every parameter decided, places their collectives). Its trials
-  // walk the forward's ops, listed once, not the whole step.
-  for (Operation *op : mode == Unseeded::Replicate ? stepOps : forwardOps)
-    if (step(*op, mode, /*forwardOnly=*/mode != Unseeded::Replicate, out) !=
+  for (Operation *op : stepOps)
+    if (step(*op, Unseeded::Replicate, /*forwardOnly=*/false, out) !=
         Step::Next)
       break;
   return out;
@@ -544,11 +545,7 @@ Solver::Step Solver::step(Operation &op, Unseeded mode, bool forwardOnly,
         break;
       }
     if (root) {
-      auto diff = dyn_cast<DifferentiableOpInterface>(op);
-      bool movement = op.getNumResults() == 1 && diff &&
-                      isa<ShardingRuleOpInterface>(op) &&
-                      diff.getOperandRole(index) == OperandRole::Movement;
-      if (movement) {
+      if (movesOperand(&op, index)) {
         setPending(op.getResult(0), root);
         return Step::Next;
       }

@@ -116,7 +116,8 @@ public:
     double commBytes = 0;
     llvm::SmallVector<Obstacle> obstacles;
   };
-  Outcome run(Unseeded mode);
+  /// Walks the whole step once, roots without a seed whole (propagation).
+  Outcome run();
 
   /// The strategy's walk, in steps: `startWalk` begins the forward, and
   /// each `walkToUndecided` goes on from where the last one stopped, to the
