@@ -17,7 +17,9 @@
 
 #include "pccrt/Runtime.h"
 
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Transforms/Passes.h"
@@ -94,7 +96,21 @@ LogicalResult pcc::importAndPrint(const std::string &model,
   OwningOpRef<ModuleOp> module = importOnnxFile(context, model, options);
   if (!module)
     return failure();
-  module->print(os, OpPrintingFlags().elideLargeElementsAttrs(16));
+  // Large values are elided, a weight's external data as a dense one is:
+  // `dense_resource<__elided__>`. (Printing its resource, even elided,
+  // would render the whole file in hexadecimal first.)
+  constexpr int64_t kElideAbove = 16;
+  auto &resources = DenseResourceElementsHandle::getManagerInterface(&context);
+  std::optional<DenseResourceElementsHandle> elided;
+  module->walk([&](graph::WeightOp w) {
+    auto value = dyn_cast<DenseResourceElementsAttr>(w.getValue());
+    if (!value || value.getNumElements() <= kElideAbove)
+      return;
+    if (!elided)
+      elided = resources.insert("__elided__");
+    w.setValueAttr(DenseResourceElementsAttr::get(value.getType(), *elided));
+  });
+  module->print(os, OpPrintingFlags().elideLargeElementsAttrs(kElideAbove));
   os << "\n";
   return success();
 }
@@ -492,20 +508,40 @@ pcc::getWeightTensors(const CppEmitResult &emitted,
     pccrt::TensorRef t;
     t.name = w.name;
     t.dtype = getOnnxDataType(w.value.getElementType());
-    auto shape = w.value.getType().getShape();
+    auto shape = w.value.getShapedType().getShape();
     t.shape.assign(shape.begin(), shape.end());
     auto [dim, extent] = w.padding;
-    // The IR's bytes are the file's for a dense tensor of whole bytes: no
-    // copy of a large model's weights.
-    if (dim < 0 && !w.value.isSplat() &&
-        !w.value.getElementType().isInteger(1)) {
-      ArrayRef<char> raw = w.value.getRawData();
-      t.data = reinterpret_cast<const uint8_t *>(raw.data());
-      t.size = raw.size();
+    // The IR's bytes are the file's for a tensor of whole bytes: no copy of
+    // a large model's weights. Those that view the model's external data
+    // are copied from file to file.
+    std::optional<ArrayRef<char>> raw;
+    if (dim < 0)
+      raw = graph::getStoredBytes(w.value);
+    if (raw) {
+      if (auto source = findExternalDataSource(*raw)) {
+        t.file = source->first;
+        t.fileOffset = source->second;
+      } else {
+        t.data = reinterpret_cast<const uint8_t *>(raw->data());
+      }
+      t.size = raw->size();
       tensors.push_back(std::move(t));
       continue;
     }
-    std::vector<uint8_t> &data = storage.emplace_back(getRawBytes(w.value));
+    DenseElementsAttr dense = graph::getDenseValue(w.value);
+    assert(dense && "the emitter takes dense values or stored bytes only");
+    // Zeros (an optimizer's moments) become a hole in the file: neither
+    // held here nor written to disk.
+    if (dim < 0 && dense.isSplat() && !dense.getElementType().isInteger(1) &&
+        dense.getRawData().size() >= 1 &&
+        llvm::all_of(dense.getRawData(), [](char c) { return c == 0; })) {
+      t.zeros = true;
+      t.size = uint64_t(dense.getNumElements()) *
+               (dense.getElementType().getIntOrFloatBitWidth() / 8);
+      tensors.push_back(std::move(t));
+      continue;
+    }
+    std::vector<uint8_t> &data = storage.emplace_back(getRawBytes(dense));
     if (dim >= 0) {
       // The file holds the real vocabulary; each rank's part gets its
       // padding back as zeros when it is loaded.
@@ -1102,7 +1138,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
     llvm::json::Array layouts;
     for (const WeightEntry &w : emitted->weights) {
       llvm::json::Array whole, local;
-      for (int64_t d : w.value.getType().getShape())
+      for (int64_t d : w.value.getShapedType().getShape())
         whole.push_back(d);
       if (w.padding.first >= 0)
         whole[w.padding.first] = w.padding.second;
@@ -1118,7 +1154,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
         if (w.shardGroups > 1)
           entry["groups"] = w.shardGroups;
         if (w.padding.first >= 0)
-          entry["padded_to"] = w.value.getType().getDimSize(w.padding.first);
+          entry["padded_to"] =
+              w.value.getShapedType().getDimSize(w.padding.first);
       }
       layouts.push_back(std::move(entry));
     }

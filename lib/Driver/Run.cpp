@@ -352,7 +352,10 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
                     std::chrono::steady_clock::now() - start)
                     .count();
     total += ms;
-    if (step == 0)
+    // What --dump writes: the first step's outputs, copied only when a
+    // later step will overwrite them (a training step's gradients are as
+    // large as the model).
+    if (step == 0 && !options.dumpDir.empty() && options.steps > 1)
       first = outputs;
     // A pipeline's loss is made on its last stage.
     std::optional<float> loss;
@@ -377,6 +380,8 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   summary << llvm::formatv("pcc: ran {0} step(s) of {1} in {2:F3} ms\n",
                            options.steps, options.dir, total);
 
+  if (options.steps == 1)
+    first = std::move(outputs);
   uint64_t last = firstStep + uint64_t(options.steps);
   auto dump = [&](const std::vector<pccrt::Tensor> &whole) {
     pccrt::dumpOutputs(options.dumpDir, ofKind(whole, PCCRT_KIND_OUTPUT));

@@ -43,6 +43,13 @@ mlir::DenseElementsAttr convertTensor(const onnx::TensorProto &tensor,
                                       llvm::StringRef modelDir,
                                       mlir::Location loc);
 
+/// Converts an initializer: as `convertTensor`, except that a float tensor
+/// in an external data file becomes a resource attribute viewing the file,
+/// mapped once and never copied (the weights of a large model).
+mlir::ElementsAttr convertInitializer(const onnx::TensorProto &tensor,
+                                      llvm::StringRef modelDir,
+                                      mlir::Location loc);
+
 class NodeImporter {
 public:
   /// ONNX sequences (SplitToSequence, SequenceAt) are resolved at import:

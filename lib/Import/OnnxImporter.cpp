@@ -11,6 +11,7 @@
 #include "NodeImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
@@ -26,6 +27,8 @@
 #include <deque>
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <optional>
 
 using namespace mlir;
@@ -91,11 +94,62 @@ static FailureOr<RankedTensorType> tensorType(ArrayRef<int64_t> dims,
   return RankedTensorType::get(dims, et);
 }
 
+namespace {
+/// An external data file, mapped read-only once however many initializers
+/// it holds: a weight's value is a view of it, so that the compiler holds
+/// no copy of a large model's weights.
+struct MappedFile {
+  std::string path;
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+};
+
+/// The files mapped and still in use (by a weight's value, or by an import
+/// in progress), for `findExternalDataSource`.
+struct MappedFiles {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<MappedFile>> files;
+
+  std::shared_ptr<MappedFile> find(StringRef path) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto &weak : files)
+      if (auto file = weak.lock(); file && file->path == path)
+        return file;
+    return nullptr;
+  }
+  void add(const std::shared_ptr<MappedFile> &file) {
+    std::lock_guard<std::mutex> lock(mutex);
+    llvm::erase_if(files, [](const auto &weak) { return weak.expired(); });
+    files.push_back(file);
+  }
+};
+} // namespace
+
+static MappedFiles &getMappedFiles() {
+  static MappedFiles files;
+  return files;
+}
+
+std::optional<std::pair<std::string, uint64_t>>
+pcc::findExternalDataSource(ArrayRef<char> bytes) {
+  MappedFiles &mapped = getMappedFiles();
+  std::lock_guard<std::mutex> lock(mapped.mutex);
+  for (const auto &weak : mapped.files) {
+    std::shared_ptr<MappedFile> file = weak.lock();
+    if (!file)
+      continue;
+    StringRef all = file->buffer->getBuffer();
+    if (bytes.data() >= all.begin() && bytes.data() <= all.end() &&
+        bytes.size() <= size_t(all.end() - bytes.data()))
+      return std::make_pair(file->path, uint64_t(bytes.data() - all.begin()));
+  }
+  return std::nullopt;
+}
+
 /// The `length` bytes at `offset` of an external data file, which must lie
 /// inside the model's folder: a view of the file, which `mapped` holds.
-static FailureOr<StringRef>
-readExternal(const onnx::TensorProto &t, StringRef modelDir, Location loc,
-             std::unique_ptr<llvm::MemoryBuffer> &mapped) {
+static FailureOr<StringRef> readExternal(const onnx::TensorProto &t,
+                                         StringRef modelDir, Location loc,
+                                         std::shared_ptr<MappedFile> &mapped) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto &kv : t.external_data()) {
@@ -129,19 +183,61 @@ readExternal(const onnx::TensorProto &t, StringRef modelDir, Location loc,
     return emitError(loc) << "initializer '" << t.name() << "': external data '"
                           << location << "' points outside the model's folder",
            failure();
-  auto buf = llvm::MemoryBuffer::getFile(file, /*IsText=*/false);
-  if (!buf)
-    return emitError(loc) << "cannot read external data '" << location << "'",
-           failure();
-  int64_t size = (*buf)->getBufferSize();
+  // One mapping per file: every initializer of a model usually lies in the
+  // same file, which reading once per initializer made quadratic.
+  mapped = getMappedFiles().find(fileRef);
+  if (!mapped) {
+    auto buf = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+    if (!buf)
+      return emitError(loc) << "cannot read external data '" << location << "'",
+             failure();
+    mapped = std::make_shared<MappedFile>(
+        MappedFile{fileRef.str(), std::move(*buf)});
+    getMappedFiles().add(mapped);
+  }
+  int64_t size = mapped->buffer->getBufferSize();
   if (length < 0)
     length = size - offset;
   if (offset < 0 || length < 0 || offset > size || length > size - offset)
     return emitError(loc) << "initializer '" << t.name()
                           << "': external data range out of file bounds",
            failure();
-  mapped = std::move(*buf);
-  return mapped->getBuffer().substr(offset, length);
+  return mapped->buffer->getBuffer().substr(offset, length);
+}
+
+ElementsAttr pcc::import::convertInitializer(const onnx::TensorProto &t,
+                                             StringRef modelDir, Location loc) {
+  if (t.data_location() != onnx::TensorProto::EXTERNAL)
+    return convertTensor(t, modelDir, loc);
+  std::string what = "tensor '" + t.name() + "'";
+  auto type = tensorType(SmallVector<int64_t>(t.dims().begin(), t.dims().end()),
+                         t.data_type(), loc, what);
+  if (failed(type))
+    return {};
+  Type et = type->getElementType();
+  if (!isa<FloatType>(et))
+    return convertTensor(t, modelDir, loc);
+  std::shared_ptr<MappedFile> mapped;
+  FailureOr<StringRef> raw = readExternal(t, modelDir, loc, mapped);
+  if (failed(raw))
+    return {};
+  size_t width = et.getIntOrFloatBitWidth() / 8;
+  if (int64_t(raw->size()) != type->getNumElements() * int64_t(width)) {
+    emitError(loc) << what << ": data has " << raw->size() << " bytes, "
+                   << type->getNumElements() * width
+                   << " expected for its shape";
+    return {};
+  }
+  // A view of the mapped file, which the blob keeps mapped; an element the
+  // file does not align is copied instead.
+  if (reinterpret_cast<uintptr_t>(raw->data()) % width != 0)
+    return convertTensor(t, modelDir, loc);
+  AsmResourceBlob blob(
+      ArrayRef<char>(raw->data(), raw->size()), width,
+      [mapped](void *, size_t, size_t) mutable { mapped.reset(); },
+      /*dataIsMutable=*/false);
+  return DenseResourceElementsAttr::get(*type, t.name(), std::move(blob));
 }
 
 DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
@@ -158,7 +254,7 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
   // proto for raw data): a large model's weights are copied once, into the
   // attribute.
   StringRef raw;
-  std::unique_ptr<llvm::MemoryBuffer> external;
+  std::shared_ptr<MappedFile> external;
   std::string packed;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     auto ext = readExternal(t, modelDir, loc, external);
@@ -267,7 +363,7 @@ DenseElementsAttr NodeImporter::constantOf(Value v) {
   if (auto c = v.getDefiningOp<graph::ConstantOp>())
     return dyn_cast<DenseElementsAttr>(c.getValue());
   if (auto w = v.getDefiningOp<graph::WeightOp>())
-    return dyn_cast<DenseElementsAttr>(w.getValue());
+    return graph::getDenseValue(w.getValue());
   return {};
 }
 
@@ -488,7 +584,7 @@ LogicalResult GraphImporter::importInitializers() {
       return emitError(fileLoc())
                  << "duplicate initializer name '" << init.name() << "'",
              failure();
-    DenseElementsAttr value = convertTensor(init, modelDir, fileLoc());
+    ElementsAttr value = convertInitializer(init, modelDir, fileLoc());
     if (!value)
       return failure();
     // Float initializers are parameters; integer and bool ones (shape
@@ -501,43 +597,46 @@ LogicalResult GraphImporter::importInitializers() {
           record == records.end() ? StringAttr()
                                   : builder.getStringAttr(record->second));
     } else
-      values[init.name()] = graph::ConstantOp::create(builder, loc, value);
+      values[init.name()] = graph::ConstantOp::create(
+          builder, loc, cast<DenseElementsAttr>(value));
   }
   return success();
 }
 
 /// A fingerprint of a 2-D constant read as its transpose when `transposed`:
-/// the bytes of a few elements at places chosen by the shape read. Equal
-/// matrices have equal fingerprints; a matrix and the transpose of another
-/// have equal ones only where the sampled elements agree, which for
-/// different parameters they almost never do. It reads 64 elements, not
-/// the whole matrix, so the check costs nothing on a large model.
-static llvm::hash_code sampledFingerprint(DenseElementsAttr a,
+/// the bytes of its top-left and bottom-right corners (up to 8 x 8 elements
+/// each) as read. Equal matrices have equal fingerprints; a matrix and the
+/// transpose of another have equal ones only where their corners agree,
+/// which for different parameters they almost never do. The corners lie in
+/// at most 16 rows of the stored matrix, so that the check reads a few
+/// pages of a weight that views a large external data file, not the whole
+/// matrix nor a page per sample.
+static llvm::hash_code sampledFingerprint(ArrayRef<char> raw, ShapedType type,
                                           bool transposed) {
-  ArrayRef<char> raw = a.getRawData();
-  int64_t rows = a.getType().getDimSize(0), cols = a.getType().getDimSize(1);
-  size_t w = a.getElementType().getIntOrFloatBitWidth() / 8;
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  size_t w = type.getElementType().getIntOrFloatBitWidth() / 8;
   // The places in the matrix as read: rows x cols, or cols x rows.
   int64_t readRows = transposed ? cols : rows;
   int64_t readCols = transposed ? rows : cols;
   llvm::hash_code hash = llvm::hash_value(readRows * readCols);
-  constexpr uint64_t kSamples = 64;
-  for (uint64_t s = 0; s < kSamples; ++s) {
-    // Spread over the rows and the columns; coprime strides avoid a
-    // diagonal.
-    int64_t r = int64_t((s * 7919 + 13) % uint64_t(readRows));
-    int64_t c = int64_t((s * 104729 + 7) % uint64_t(readCols));
-    int64_t index = transposed ? c * cols + r : r * cols + c;
-    hash = llvm::hash_combine(hash,
-                              llvm::hash_value(StringRef(&raw[index * w], w)));
-  }
+  constexpr int64_t kCorner = 8;
+  int64_t nr = std::min(kCorner, readRows), nc = std::min(kCorner, readCols);
+  for (int64_t r0 : {int64_t(0), readRows - nr})
+    for (int64_t c0 : {int64_t(0), readCols - nc})
+      if ((r0 == 0) == (c0 == 0))
+        for (int64_t r = r0; r < r0 + nr; ++r)
+          for (int64_t c = c0; c < c0 + nc; ++c) {
+            int64_t index = transposed ? c * cols + r : r * cols + c;
+            hash = llvm::hash_combine(
+                hash, llvm::hash_value(StringRef(&raw[index * w], w)));
+          }
   return hash;
 }
 
-static bool isTransposeOf(DenseElementsAttr a, DenseElementsAttr b) {
-  ArrayRef<char> ra = a.getRawData(), rb = b.getRawData();
-  int64_t rows = a.getType().getDimSize(0), cols = a.getType().getDimSize(1);
-  size_t w = a.getElementType().getIntOrFloatBitWidth() / 8;
+static bool isTransposeOf(ArrayRef<char> ra, ArrayRef<char> rb,
+                          ShapedType type) {
+  int64_t rows = type.getDimSize(0), cols = type.getDimSize(1);
+  size_t w = type.getElementType().getIntOrFloatBitWidth() / 8;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       if (memcmp(&ra[(r * cols + c) * w], &rb[(c * rows + r) * w], w))
@@ -554,25 +653,26 @@ void GraphImporter::retieInitializers() {
   // when another candidate of the transposed shape first needs them.
   struct Candidate {
     graph::WeightOp op;
-    DenseElementsAttr value;
+    ShapedType type;
+    ArrayRef<char> raw;
     std::optional<llvm::hash_code> print, tPrint;
     std::optional<bool> symmetric;
     llvm::hash_code getPrint() {
       if (!print)
-        print = sampledFingerprint(value, /*transposed=*/false);
+        print = sampledFingerprint(raw, type, /*transposed=*/false);
       return *print;
     }
     llvm::hash_code getTransposedPrint() {
       if (!tPrint)
-        tPrint = sampledFingerprint(value, /*transposed=*/true);
+        tPrint = sampledFingerprint(raw, type, /*transposed=*/true);
       return *tPrint;
     }
     /// A symmetric matrix is its own transpose: nothing to retie to.
     bool isSymmetric() {
       if (!symmetric)
-        symmetric =
-            value.getType().getDimSize(0) == value.getType().getDimSize(1) &&
-            getPrint() == getTransposedPrint() && isTransposeOf(value, value);
+        symmetric = type.getDimSize(0) == type.getDimSize(1) &&
+                    getPrint() == getTransposedPrint() &&
+                    isTransposeOf(raw, raw, type);
       return *symmetric;
     }
   };
@@ -581,18 +681,20 @@ void GraphImporter::retieInitializers() {
     auto op = values[init.name()].getDefiningOp<graph::WeightOp>();
     if (!op)
       continue;
-    auto value = dyn_cast<DenseElementsAttr>(op.getValue());
-    if (!value || value.isSplat() || value.getType().getRank() != 2 ||
+    ElementsAttr value = op.getValue();
+    std::optional<ArrayRef<char>> raw = graph::getStoredBytes(value);
+    if (!raw || value.getShapedType().getRank() != 2 ||
         !isa<FloatType>(value.getElementType()))
       continue;
-    Candidate cand{op, value, std::nullopt, std::nullopt, std::nullopt};
+    Candidate cand{op,           value.getShapedType(), *raw,
+                   std::nullopt, std::nullopt,          std::nullopt};
     for (Candidate &prev : seen) {
-      ArrayRef<int64_t> ps = prev.value.getType().getShape();
-      ArrayRef<int64_t> cs = value.getType().getShape();
+      ArrayRef<int64_t> ps = prev.type.getShape();
+      ArrayRef<int64_t> cs = cand.type.getShape();
       if (ps[0] != cs[1] || ps[1] != cs[0] ||
-          prev.value.getElementType() != value.getElementType() ||
+          prev.type.getElementType() != cand.type.getElementType() ||
           cand.getPrint() != prev.getTransposedPrint() || prev.isSymmetric() ||
-          !isTransposeOf(prev.value, value))
+          !isTransposeOf(prev.raw, cand.raw, prev.type))
         continue;
       OpBuilder::InsertionGuard guard(builder);
       builder.setInsertionPointAfter(op);

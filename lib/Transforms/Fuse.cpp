@@ -99,9 +99,9 @@ DenseElementsAttr getInlinedConstant(Value v) {
     return value && value.isSplat() ? value : DenseElementsAttr();
   }
   if (auto weight = v.getDefiningOp<WeightOp>()) {
-    auto value = dyn_cast<DenseElementsAttr>(weight.getValue());
-    if (value && value.getNumElements() == 1 && !weight.getTrainable())
-      return value;
+    if (weight.getValue().getNumElements() != 1 || weight.getTrainable())
+      return {};
+    return getDenseValue(weight.getValue());
   }
   return {};
 }

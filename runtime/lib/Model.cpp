@@ -467,6 +467,7 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
                describeType(entry->tensor.dtype, entry->tensor.shape));
     stored.push_back(entry);
   }
+  model->weightsPath = weightsPath;
   for (int32_t i = 0; i < info->num_weights; ++i) {
     const pccrt_tensor_info &expected = info->weights[i];
     Tensor &weight = model->weights.emplace_back();
@@ -477,21 +478,20 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
     // Another pipeline stage's weight: not read, no memory.
     if (!model->holds(expected))
       continue;
-    if (expected.shard_axes == 0) {
-      weight.data.resize(stored[i]->size);
-      file.read(*stored[i], 0, weight.data.data(), weight.data.size());
-      continue;
+    weight.data = model->readHeldWeight(file, i);
+    // Read only through its prepared operands: prepared now and freed, so
+    // that the rank never holds a weight twice.
+    if (model->releasesAfterPrepare(i)) {
+      model->prepareWeight(i, weight.data.data());
+      std::vector<uint8_t>().swap(weight.data);
     }
-    ShardLayout layout = shardLayout(*info, expected);
-    weight.data.assign(
-        uint64_t(layout.outer) * uint64_t(layout.local) * layout.rowBytes, 0);
-    readPart(file, *stored[i], layout,
-             model->groupPosition(expected.shard_axes), weight.data.data());
   }
-  // A weight another stage holds is a null pointer, as the ABI says (the
-  // prepare function packs only what the rank holds).
+  // A weight another stage holds, or one freed once prepared, is a null
+  // pointer, as the ABI says (the prepare function packs only the weights
+  // it is given).
   for (int32_t i = 0; i < info->num_weights; ++i)
-    model->weightPointers.push_back(model->holds(info->weights[i])
+    model->weightPointers.push_back(model->holds(info->weights[i]) &&
+                                            !model->weights[i].data.empty()
                                         ? dataPointer(model->weights[i])
                                         : nullptr);
   if (model->deviceOps)
@@ -619,6 +619,56 @@ void Model::run(const std::vector<Tensor> &inputs,
                     "copying output " + quote(info.outputs[i].name) +
                         " from the device");
   }
+}
+
+std::vector<uint8_t> Model::readHeldWeight(const SafetensorsFile &file,
+                                           int32_t index) const {
+  const pccrt_tensor_info &expected = modelInfo->weights[index];
+  const SafetensorsFile::Entry *found = file.find(expected.name);
+  if (!found)
+    fail(weightsPath, "missing weight " + quote(expected.name));
+  const SafetensorsFile::Entry &stored = *found;
+  std::vector<uint8_t> data;
+  if (expected.shard_axes == 0) {
+    data.resize(stored.size);
+    file.read(stored, 0, data.data(), data.size());
+    return data;
+  }
+  ShardLayout layout = shardLayout(*modelInfo, expected);
+  data.assign(uint64_t(layout.outer) * uint64_t(layout.local) * layout.rowBytes,
+              0);
+  readPart(file, stored, layout, groupPosition(expected.shard_axes),
+           data.data());
+  return data;
+}
+
+bool Model::releasesAfterPrepare(int32_t index) const {
+  const pccrt_tensor_info &entry = modelInfo->weights[index];
+  return modelInfo->prepared_bytes && !deviceOps &&
+         entry.kind == PCCRT_KIND_CONSTANT &&
+         (entry.flags & PCCRT_FLAG_PREPARED_ONLY) && holds(entry);
+}
+
+void Model::prepareWeight(int32_t index, const void *data) {
+  const pccrt_model_info &info = *modelInfo;
+  if (!prepared)
+    prepared.reset(allocateAligned(info.prepared_bytes, "prepared operands"));
+  // The weight alone: the prepare function packs the non-null weights'
+  // operands only, and leaves the others' as they are.
+  std::vector<void *> pointers(size_t(info.num_weights), nullptr);
+  pointers[size_t(index)] = const_cast<void *>(data);
+  pccrt_context context{};
+  context.abi_version = PCCRT_ABI_VERSION;
+  context.weights = pointers.data();
+  context.prepared = prepared.get();
+  context.rank = comm ? comm->rank() : 0;
+  context.num_ranks = comm ? comm->numRanks() : 1;
+  context.num_threads = numThreads;
+  int code = info.prepare(&context);
+  if (code != PCCRT_OK)
+    throw Error("preparing the operands of weight " +
+                quote(info.weights[index].name) + " failed: " +
+                runErrorName(code) + " (code " + std::to_string(code) + ")");
 }
 
 void Model::preparedOperands(pccrt_context &context) {
@@ -773,6 +823,10 @@ Tensor Model::wholeWeight(int32_t index) const {
   syncHostState();
   const pccrt_tensor_info &entry = modelInfo->weights[index];
   Tensor part = weights[index];
+  if (part.data.empty() && releasesAfterPrepare(index)) {
+    // Freed once prepared: read again.
+    part.data = readHeldWeight(SafetensorsFile(weightsPath), index);
+  }
   if (part.data.empty())
     part.data.resize(part.numElements() * dtypeSize(part.dtype), 0);
   if (entry.shard_axes == 0)
@@ -790,6 +844,12 @@ void Model::assignWeight(int32_t index, const Tensor &tensor) {
   preparedValid = false;
   // The host's other state must not be overwritten by a later download.
   syncHostState();
+  if (weight.data.empty() && releasesAfterPrepare(index)) {
+    // Freed once prepared: held again, since the weights file no longer
+    // has its value.
+    weight.data.resize(weight.numElements() * dtypeSize(weight.dtype));
+    weightPointers[index] = dataPointer(weight);
+  }
   // Copy into the existing buffer, which weightPointers points to (on a
   // device model, the host's copy, which then goes to the device).
   if (entry.shard_axes == 0) {

@@ -481,9 +481,47 @@ void pccrt::writeSafetensorRefs(
   uint64_t length = header.size();
   bool ok = std::fwrite(&length, 8, 1, file.get()) == 1 &&
             std::fwrite(header.data(), header.size(), 1, file.get()) == 1;
-  for (const TensorRef &tensor : tensors)
-    ok = ok && (tensor.size == 0 ||
-                std::fwrite(tensor.data, tensor.size, 1, file.get()) == 1);
+  std::vector<uint8_t> chunk;
+  std::string sourceError;
+  for (const TensorRef &tensor : tensors) {
+    if (!ok || tensor.size == 0)
+      continue;
+    if (tensor.zeros) {
+      ok = fseeko(file.get(), off_t(tensor.size), SEEK_CUR) == 0;
+      continue;
+    }
+    if (tensor.file.empty()) {
+      ok = std::fwrite(tensor.data, tensor.size, 1, file.get()) == 1;
+      continue;
+    }
+    // From file to file: what is read lives in the page cache and this
+    // buffer only, however large the tensor.
+    constexpr uint64_t kChunkBytes = uint64_t(16) << 20;
+    FilePtr source(std::fopen(tensor.file.c_str(), "rb"));
+    if (!source || fseeko(source.get(), off_t(tensor.fileOffset), SEEK_SET)) {
+      sourceError = tensor.file + ": " + std::strerror(errno);
+      ok = false;
+      continue;
+    }
+    chunk.resize(std::min(kChunkBytes, tensor.size));
+    for (uint64_t done = 0; ok && done < tensor.size;) {
+      size_t n = size_t(std::min<uint64_t>(chunk.size(), tensor.size - done));
+      if (std::fread(chunk.data(), 1, n, source.get()) != n) {
+        sourceError = tensor.file + ": " +
+                      (std::ferror(source.get()) ? std::strerror(errno)
+                                                 : "unexpected end of file");
+        ok = false;
+        break;
+      }
+      ok = std::fwrite(chunk.data(), n, 1, file.get()) == 1;
+      done += n;
+    }
+  }
+  // A hole at the end needs the file's length set: seeking alone does not.
+  if (ok)
+    ok =
+        std::fflush(file.get()) == 0 &&
+        ::ftruncate(fileno(file.get()), off_t(8 + header.size() + offset)) == 0;
   int error = ok ? 0 : errno;
   if (std::fclose(file.release()) != 0 && ok) {
     ok = false;
@@ -496,6 +534,8 @@ void pccrt::writeSafetensorRefs(
   }
   if (!ok) {
     std::remove(temporary.c_str());
+    if (!sourceError.empty())
+      fail(path, "cannot read " + sourceError);
     fail(path, std::string("cannot write: ") + std::strerror(error));
   }
 }

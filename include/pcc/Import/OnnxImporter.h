@@ -7,6 +7,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,12 @@ mlir::OwningOpRef<mlir::ModuleOp>
 importOnnxText(mlir::MLIRContext &context, llvm::StringRef text,
                llvm::StringRef name, const ImportOptions &options = {},
                ImportReport *report = nullptr);
+
+/// Where `bytes` lie in an external data file that an import mapped and a
+/// weight's value still views: the file's path and the offset, so that a
+/// writer copies the weight from file to file instead of through memory.
+std::optional<std::pair<std::string, uint64_t>>
+findExternalDataSource(llvm::ArrayRef<char> bytes);
 
 /// The attribute names that carry ONNX value names on the function's
 /// arguments and results.

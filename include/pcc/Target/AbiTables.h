@@ -102,7 +102,9 @@ enum class WeightKind {
 /// `localType`.
 struct WeightEntry {
   std::string name;
-  mlir::DenseElementsAttr value;
+  /// The initial value: dense, or a resource viewing the model's external
+  /// data file.
+  mlir::ElementsAttr value;
   WeightKind kind = WeightKind::Constant;
   mlir::RankedTensorType localType = {};
   uint32_t shardAxes = 0;
@@ -114,6 +116,11 @@ struct WeightEntry {
   /// The pipeline ranks that read it, a mask of coordinates along the
   /// pipeline axis (pccrt_tensor_info.holders); 0: every rank.
   uint64_t holders = 0;
+  /// The program's reads of it: all of them, and those of products that
+  /// read it through a prepared operand (its pointer passed only for a
+  /// build that prepares nothing). Where they are equal, the entry is
+  /// PCCRT_FLAG_PREPARED_ONLY.
+  int64_t reads = 0, preparedReads = 0;
 };
 
 class AbiTables {
@@ -144,6 +151,11 @@ public:
   /// layout (else a diagnostic at `loc`). Its holders join the entry's.
   mlir::FailureOr<int64_t> addWeight(mlir::Location loc, WeightEntry entry);
   llvm::ArrayRef<WeightEntry> getWeights() const { return weights; }
+  /// Counts a read of weight `index` by the program, through a prepared
+  /// operand or not (WeightEntry::reads).
+  void noteWeightRead(int64_t index, bool prepared) {
+    ++(prepared ? weights[index].preparedReads : weights[index].reads);
+  }
 
   /// The pipeline's mesh axis (pccrt_model_info.stage_axis), -1 for none.
   void setStageAxis(int32_t axis) { stageAxis = axis; }
@@ -167,7 +179,8 @@ private:
   std::string printEntry(llvm::StringRef name, mlir::RankedTensorType type,
                          int64_t index, llvm::StringRef group,
                          llvm::StringRef kind, ShardFields shard,
-                         uint64_t holders, std::string &shapes) const;
+                         uint64_t holders, std::string &shapes,
+                         llvm::StringRef flags = "0u") const;
 
   struct Entry {
     std::string name;

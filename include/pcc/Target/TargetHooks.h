@@ -221,6 +221,10 @@ public:
   /// scope) that make the prepared operands from the weights; only called
   /// when getPreparedBytes() is not empty.
   virtual std::string getPrepareBody() const { return {}; }
+  /// Whether emitGemm(`g`) reads B only through a prepared operand (B's
+  /// own pointer passed along for a build that prepares nothing), so that
+  /// a weight read by such products alone need not stay in memory.
+  virtual bool readsPreparedB(const GemmCall &g) const { return false; }
   /// The end of the translation unit, after `<prefix>_model_run`.
   virtual void printFileEpilogue(llvm::raw_ostream &os,
                                  llvm::StringRef prefix) const {}

@@ -258,7 +258,8 @@ FailureOr<int64_t> AbiTables::addWeight(Location loc, WeightEntry entry) {
 std::string AbiTables::printEntry(StringRef name, RankedTensorType type,
                                   int64_t index, StringRef group,
                                   StringRef kind, ShardFields shard,
-                                  uint64_t holders, std::string &shapes) const {
+                                  uint64_t holders, std::string &shapes,
+                                  StringRef flags) const {
   std::string shapeName =
       llvm::formatv("{0}_{1}_shape{2}", prefix, group, index);
   std::string dims;
@@ -267,11 +268,11 @@ std::string AbiTables::printEntry(StringRef name, RankedTensorType type,
   shapes += llvm::formatv("static const int64_t {0}[] = {{{1}};\n", shapeName,
                           type.getRank() ? dims : "0");
   return llvm::formatv("  {{{0}, {1}, {2}, {3}, {4}, {5}u, {6}, {7}, "
-                       "{8}, {9}ull},\n",
+                       "{8}, {9}ull, {10}},\n",
                        getCStringLiteral(name),
                        getOnnxDataType(type.getElementType()), type.getRank(),
                        shapeName, kind, shard.axes, shard.dim, shard.groups,
-                       shard.fullExtent, holders)
+                       shard.fullExtent, holders, flags)
       .str();
 }
 
@@ -293,14 +294,18 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
       shard = {e.shardAxes, e.shardDim, e.shardGroups,
                e.padding.first == e.shardDim
                    ? e.padding.second
-                   : e.value.getType().getDimSize(e.shardDim)};
+                   : e.value.getShapedType().getDimSize(e.shardDim)};
     w += printEntry(e.name,
                     e.localType ? e.localType
                                 : cast<RankedTensorType>(e.value.getType()),
                     i, "w",
                     e.kind == WeightKind::State ? "PCCRT_KIND_STATE"
                                                 : "PCCRT_KIND_CONSTANT",
-                    shard, e.holders, shapes);
+                    shard, e.holders, shapes,
+                    e.kind == WeightKind::Constant && e.preparedReads &&
+                            e.preparedReads == e.reads
+                        ? "PCCRT_FLAG_PREPARED_ONLY"
+                        : "0u");
   }
   os << shapes;
   if (!mesh.isSingleRank()) {
@@ -316,7 +321,7 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
   }
   // C++ has no empty arrays: an empty table holds one unused entry.
   static const char kNoEntry[] =
-      "  {nullptr, 0, 0, nullptr, 0, 0u, 0, 0, 0, 0ull},\n";
+      "  {nullptr, 0, 0, nullptr, 0, 0u, 0, 0, 0, 0ull, 0u},\n";
   os << "\nstatic const pccrt_tensor_info inputs[] = {\n"
      << (in.empty() ? kNoEntry : in)
      << "};\nstatic const pccrt_tensor_info outputs[] = {\n"

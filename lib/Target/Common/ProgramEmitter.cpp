@@ -98,7 +98,22 @@ private:
   /// gradient): its key in the tables.
   FailureOr<unsigned> addOutput(unsigned k);
 
-  std::string ptr(Value v) { return names.lookup(v); }
+  /// The name of `v`'s buffer, for code that reads or writes it: a read of
+  /// the weight it lies in is counted (AbiTables::noteWeightRead).
+  std::string ptr(Value v) {
+    Value root =
+        bufferPlan && bufferPlan->isView(v) ? bufferPlan->getRoot(v) : v;
+    if (int64_t index = constantIndex.lookup_or(root, -1); index >= 0)
+      tables.noteWeightRead(index, /*prepared=*/false);
+    return names.lookup(v);
+  }
+  /// Emits product `call`, counting a read of B through its prepared
+  /// operand where the target makes one.
+  void emitGemm(const GemmCall &call) {
+    hooks.emitGemm(call);
+    if (call.constantB >= 0 && hooks.readsPreparedB(call))
+      tables.noteWeightRead(call.constantB, /*prepared=*/true);
+  }
   std::string type(Value v) { return hooks.getTypeName(elemOf(v)); }
   /// Declares `name`, a pointer to `v`'s element type, as `init`.
   void declare(Value v, StringRef name, StringRef init) {
@@ -291,8 +306,9 @@ LogicalResult FunctionEmitter::collectInterface() {
       argWeight.push_back(-1);
       continue;
     }
-    auto init = func.getArgAttrOfType<DenseElementsAttr>(i, kInitAttr);
-    if (!init)
+    auto init = func.getArgAttrOfType<ElementsAttr>(i, kInitAttr);
+    if (!init ||
+        (!isa<DenseElementsAttr>(init) && !graph::getStoredBytes(init)))
       return func.emitError("state '")
              << name << "': " << hooks.getTargetName() << " needs a dense " << kInitAttr
              << " value";
@@ -388,9 +404,12 @@ LogicalResult FunctionEmitter::emitConstants() {
       continue;
     Value v = op.getResult(0);
     auto weight = dyn_cast<WeightOp>(op);
-    auto value = dyn_cast<DenseElementsAttr>(
-        weight ? weight.getValue() : cast<ConstantOp>(op).getValue());
-    if (!value)
+    // A weight's value may view the model's external data file (written
+    // to the weights file without a copy); a constant's is dense.
+    ElementsAttr value =
+        weight ? weight.getValue() : cast<ConstantOp>(op).getValue();
+    if (!isa<DenseElementsAttr>(value) &&
+        !(weight && graph::getStoredBytes(value)))
       return op.emitError() << hooks.getTargetName()
                               << " needs dense constants";
     if (!weight && value.isSplat() &&
@@ -410,7 +429,9 @@ LogicalResult FunctionEmitter::emitConstants() {
     if (!weight && value.getNumElements() <= options.maxInlineElements) {
       hooks.emitGlobal(
           llvm::formatv("static const {0} {1}_data[] = {{{2}};\n", t, n,
-                        value.getNumElements() ? getLiterals(value) : "0")
+                        value.getNumElements()
+                            ? getLiterals(cast<DenseElementsAttr>(value))
+                            : "0")
               .str());
       declare(v, n, n + "_data");
       continue;
@@ -969,7 +990,7 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
           epilogue = getEpilogue(op, M, N, Value(), 0.0f, consumer);
           call.epilogue = &epilogue;
         }
-        hooks.emitGemm(call);
+        emitGemm(call);
         return success();
       })
       .Case([&](GemmOp g) {
@@ -1017,7 +1038,7 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
                                  beta, consumer);
           call.epilogue = &epilogue;
         }
-        hooks.emitGemm(call);
+        emitGemm(call);
         return success();
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {

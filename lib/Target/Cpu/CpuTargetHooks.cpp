@@ -331,6 +331,11 @@ std::string CpuTargetHooks::getPreparedB(const GemmCall &g) {
   return pointer(preparedBs.back());
 }
 
+bool CpuTargetHooks::readsPreparedB(const GemmCall &g) const {
+  return g.constantB >= 0 && g.batch.getNumIterations() <= 1 && !g.transA &&
+         g.elementType.isF32();
+}
+
 std::string CpuTargetHooks::getPreparedBytes() const {
   return preparedBs.empty() ? std::string() : getEnd(preparedBs.back());
 }
@@ -426,7 +431,7 @@ void CpuTargetHooks::emitGemm(const GemmCall &g) {
   bool batched = g.batch.getNumIterations() > 1;
   // A product whose B is a constant weight reads it packed ahead, once for
   // all runs.
-  if (g.constantB >= 0 && !batched && !g.transA && g.elementType.isF32()) {
+  if (readsPreparedB(g)) {
     // B itself too: a portable build without the micro-kernel reads it
     // through the BLAS. A may start inside its buffer (a slice that the
     // product reads in place).

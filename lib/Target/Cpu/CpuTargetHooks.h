@@ -51,6 +51,7 @@ public:
   void emitFill(llvm::StringRef dst, int64_t count,
                 llvm::StringRef value) override;
   std::string getPreparedBytes() const override;
+  bool readsPreparedB(const GemmCall &g) const override;
   std::string getPrepareBody() const override;
 
 private:

@@ -100,8 +100,7 @@ static bool isInvariant(Value v, int64_t dim, int64_t m,
       return bool(firstBlockIfInvariant(value, dim, m));
   if (auto w = dyn_cast<WeightOp>(def))
     return !w.getTrainable() &&
-           bool(firstBlockIfInvariant(
-               dyn_cast<DenseElementsAttr>(w.getValue()), dim, m));
+           bool(firstBlockIfInvariant(getDenseValue(w.getValue()), dim, m));
   auto it = rules.find(def);
   if (it == rules.end())
     return false;

@@ -173,7 +173,7 @@ static RankedTensorType withExtent(Type t, int64_t dim, int64_t extent) {
 }
 
 /// `value` with zeros appended along `dim` up to `extent`.
-static DenseElementsAttr padValue(DenseElementsAttr value, int64_t dim,
+static DenseElementsAttr padValue(ElementsAttr value, int64_t dim,
                                   int64_t extent) {
   auto type = cast<RankedTensorType>(value.getType());
   ArrayRef<int64_t> shape = type.getShape();
@@ -183,13 +183,13 @@ static DenseElementsAttr padValue(DenseElementsAttr value, int64_t dim,
   for (size_t d = dim + 1; d < shape.size(); ++d)
     inner *= shape[d];
   auto padded = withExtent(type, dim, extent);
-  if (value.isSplat())
-    return value.resizeSplat(padded);
+  if (auto dense = dyn_cast<DenseElementsAttr>(value); dense && dense.isSplat())
+    return dense.resizeSplat(padded);
   // Rows copied as bytes, padding zero-filled: a float's zero is all zero
   // bits. (Going through one attribute per element made a 50k x 768 table
   // cost seconds.)
   size_t width = type.getElementTypeBitWidth() / 8;
-  ArrayRef<char> raw = value.getRawData();
+  ArrayRef<char> raw = *getStoredBytes(value);
   std::vector<char> out(size_t(outer * extent * inner) * width, 0);
   size_t rowBytes = size_t(shape[dim] * inner) * width;
   size_t paddedRowBytes = size_t(extent * inner) * width;
@@ -247,9 +247,10 @@ LogicalResult pcc::padVocabulary(func::FuncOp func, int64_t tp) {
     for (Operation *op : p.weights) {
       auto w = cast<WeightOp>(op);
       int64_t dim = p.values.lookup(w.getOutput());
-      auto value = dyn_cast<DenseElementsAttr>(w.getValue());
-      if (!value)
-        return w.emitError("cannot pad a weight without dense elements");
+      ElementsAttr value = w.getValue();
+      bool splat = isa<DenseElementsAttr>(value) && value.isSplat();
+      if (!splat && !getStoredBytes(value))
+        return w.emitError("cannot pad a weight without stored elements");
       w.setValueAttr(padValue(value, dim, p.padded));
       w->setAttr("dist.padding", b.getDenseI64ArrayAttr({dim, p.extent}));
     }

@@ -33,6 +33,9 @@
 namespace pccrt {
 
 class Communicator;
+namespace detail {
+class SafetensorsFile;
+} // namespace detail
 
 /// Every failure of the runtime: a one-line message naming the file (or the
 /// input) at fault and the cause.
@@ -115,6 +118,14 @@ struct TensorRef {
   std::vector<int64_t> shape;
   const uint8_t *data = nullptr;
   uint64_t size = 0;
+  /// When set, the `size` bytes are read from this file at `fileOffset`
+  /// (in chunks, through a small buffer) rather than from `data`: a
+  /// model's weights copied from file to file without being held.
+  std::string file;
+  uint64_t fileOffset = 0;
+  /// The `size` bytes are all zero (an optimizer's initial state): written
+  /// as a hole in the file, which takes no disk and no memory.
+  bool zeros = false;
 };
 /// writeSafetensors of tensors held elsewhere.
 void writeSafetensorRefs(
@@ -245,6 +256,14 @@ private:
   Tensor wholeWeight(int32_t index) const;
   /// Copies the whole \p tensor into this rank's part of weight \p index.
   void assignWeight(int32_t index, const Tensor &tensor);
+  /// Whether weight \p index is freed once its operands are prepared
+  /// (PCCRT_FLAG_PREPARED_ONLY, where the library prepares operands).
+  bool releasesAfterPrepare(int32_t index) const;
+  /// Prepares the operands of weight \p index alone, from \p data.
+  void prepareWeight(int32_t index, const void *data);
+  /// This rank's part of weight \p index, read from \p file (checked).
+  std::vector<uint8_t> readHeldWeight(const detail::SafetensorsFile &file,
+                                      int32_t index) const;
   struct FreeDeleter {
     void operator()(void *p) const;
   };
@@ -293,6 +312,9 @@ private:
   /// and whether they are those of the current weights.
   std::unique_ptr<void, FreeDeleter> prepared;
   bool preparedValid = false;
+  /// The weights file: a weight freed once prepared is read again from it
+  /// when its value is asked for (a checkpoint, a dump).
+  std::string weightsPath;
   /// Points \p context at the prepared operands, made first if stale.
   void preparedOperands(pccrt_context &context);
 };

@@ -64,7 +64,11 @@
 // waited for apart (`start_*`, `wait`, `stream_ordered`); 9 operands
 // prepared from the CONSTANT weights (`prepared_bytes`, `prepare`,
 // `pccrt_context.prepared`); 10 sends completed one by one (`start_send`,
-// `wait_send`), so that a sent buffer is free once its send is.
+// `wait_send`), so that a sent buffer is free once its send is; 11 the
+// `flags` of an entry (PCCRT_FLAG_PREPARED_ONLY: a CONSTANT weight that the
+// run reads only through the prepared operands, which the runtime frees
+// once they are packed), and `prepare` packs the operands of the non-null
+// weights only, so that it may be called for one weight at a time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,7 +81,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 10
+#define PCCRT_ABI_VERSION 11
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -106,6 +110,15 @@ typedef enum pccrt_kind {
   PCCRT_KIND_STATE = 5     ///< a weight each run updates in place (`weights`)
 } pccrt_kind;
 
+/// Bits of pccrt_tensor_info.flags.
+typedef enum pccrt_flag {
+  /// A CONSTANT weight that the run function reads only through the
+  /// operands `prepare` derives from it, wherever `prepared_bytes` is not 0:
+  /// once they are prepared, the runtime may free the weight and pass a
+  /// null pointer for it.
+  PCCRT_FLAG_PREPARED_ONLY = 1
+} pccrt_flag;
+
 /// One tensor of the model's interface: a graph input or output, a
 /// gradient, or a weight read from the weights file by name.
 typedef struct pccrt_tensor_info {
@@ -119,6 +132,7 @@ typedef struct pccrt_tensor_info {
   int64_t shard_groups; ///< groups of the split dimension (0 or 1: blocks)
   int64_t full_extent;  ///< real extent of the split dimension (0: all)
   uint64_t holders;     ///< stages holding it, a mask; 0: every rank
+  uint32_t flags;       ///< pccrt_flag bits
 } pccrt_tensor_info;
 
 struct pccrt_context;
@@ -142,7 +156,10 @@ typedef struct pccrt_model_info {
   /// buffer of that size, aligned to 64, and calls `prepare` to fill it
   /// from the context's weights before the first run and again before the
   /// next run after any CONSTANT weight changed; every run gets the same
-  /// buffer as `pccrt_context.prepared`. `prepare` returns a run's codes.
+  /// buffer as `pccrt_context.prepared`. `prepare` fills only the operands
+  /// of the weights whose pointers are not null, and leaves the others'
+  /// bytes as they are, so that the runtime may prepare one weight at a
+  /// time (and free it where its flags allow). It returns a run's codes.
   uint64_t prepared_bytes;
   int (*prepare)(const struct pccrt_context *context);
 } pccrt_model_info;

@@ -7,7 +7,10 @@
 // read the same weight alike share one packed copy; a transposed weight (a
 // tied LM head) is packed from its transpose; a 16-bit weight, a batch of
 // products and a product whose A is transposed read their operands as they
-// are.
+// are. A weight that the run reads only through its packed copies is
+// flagged PCCRT_FLAG_PREPARED_ONLY, which lets the runtime free it once
+// prepared: "embedding" here, not "w", which two products read as it is,
+// nor the bias "b".
 
 func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %h: tensor<2x4x8xf32> {onnx.name = "h"},
                 %u: tensor<8x4xf32> {onnx.name = "u"})
@@ -29,9 +32,9 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %h: tensor<2x4x8xf32> {on
 // CHECK:      static constexpr uint64_t [[W:pcc_prep[0-9]+]] = 0;
 // CHECK-NEXT: static constexpr uint64_t [[E:pcc_prep[0-9]+]] = [[W]] + pcc_k::packedBBytes(8, 16);
 // CHECK:      static const pccrt_tensor_info weights[] = {
-// CHECK-NEXT:   {"w",
-// CHECK-NEXT:   {"embedding",
-// CHECK-NEXT:   {"b",
+// CHECK-NEXT:   {"w", {{.*}}, 0u},
+// CHECK-NEXT:   {"embedding", {{.*}}, PCCRT_FLAG_PREPARED_ONLY},
+// CHECK-NEXT:   {"b", {{.*}}, 0u},
 // CHECK:      PCC_PROGRAM static int prepare(const pccrt_context *ctx) {
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;
 // CHECK-NEXT:   pcc_k::setThreads(ctx->num_threads);

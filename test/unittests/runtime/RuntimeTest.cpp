@@ -368,6 +368,46 @@ testing::AssertionResult jsonFails(const std::string &json, size_t dataBytes,
 }
 } // namespace
 
+// Tensors that are not in memory: bytes copied from another file at an
+// offset (a model's external data), and zeros written as a hole, the last
+// one too (the file's length is still the header's).
+TEST_F(RuntimeFiles, SafetensorsFromFileAndZeros) {
+  std::vector<float> source(1000);
+  for (size_t i = 0; i < source.size(); ++i)
+    source[i] = float(i) * 0.5f;
+  {
+    std::ofstream out(path("source.bin"), std::ios::binary);
+    out.write(reinterpret_cast<const char *>(source.data()),
+              std::streamsize(source.size() * sizeof(float)));
+  }
+  TensorRef fromFile{"copied", PCCRT_F32, {10, 20}};
+  fromFile.size = 200 * sizeof(float);
+  fromFile.file = path("source.bin");
+  fromFile.fileOffset = 300 * sizeof(float);
+  TensorRef zeros{"zeros", PCCRT_F32, {7}};
+  zeros.size = 7 * sizeof(float);
+  zeros.zeros = true;
+  std::vector<uint8_t> middle = {1, 2, 3};
+  TensorRef inMemory{"memory", PCCRT_U8, {3}, middle.data(), middle.size()};
+  TensorRef last = zeros;
+  last.name = "last";
+  writeSafetensorRefs(path("mixed.safetensors"),
+                      {fromFile, zeros, inMemory, last});
+  std::vector<Tensor> back = readSafetensors(path("mixed.safetensors"));
+  ASSERT_EQ(back.size(), 4u);
+  EXPECT_EQ(elements<float>(back[0]),
+            std::vector<float>(source.begin() + 300, source.begin() + 500));
+  EXPECT_EQ(elements<float>(back[1]), std::vector<float>(7, 0.0f));
+  EXPECT_EQ(back[2].data, middle);
+  EXPECT_EQ(elements<float>(back[3]), std::vector<float>(7, 0.0f));
+
+  // A source shorter than the tensor fails, and leaves no file behind.
+  fromFile.fileOffset = 900 * sizeof(float);
+  EXPECT_THROW(writeSafetensorRefs(path("short.safetensors"), {fromFile}),
+               Error);
+  EXPECT_FALSE(std::filesystem::exists(path("short.safetensors")));
+}
+
 TEST(Safetensors, HeaderParsing) {
   // Unsorted offsets, gaps, escapes, unknown keys and whitespace are fine.
   std::vector<Tensor> tensors = parseJson(
@@ -675,6 +715,85 @@ TEST_F(RuntimeFiles, PreparedOperandsFollowTheWeights) {
   std::vector<Tensor> outputs = model->run({x});
   EXPECT_EQ(elements<float>(outputs[0]), (std::vector<float>{20, 30, 40}));
   EXPECT_EQ(elements<float>(outputs[1]), (std::vector<float>{2}));
+}
+
+namespace {
+// The same product, with "bias" read by the run only through its prepared
+// operand (PCCRT_FLAG_PREPARED_ONLY): prepare doubles the non-null weights
+// only; the run says whether it was given the weight itself.
+const char *kPreparedOnlyModelSource = R"(
+#include "pccrt/pccrt.h"
+#include <stdint.h>
+static const int64_t xShape[] = {3};
+static const pccrt_tensor_info inputs[] = {
+    {"x", PCCRT_F32, 1, xShape, PCCRT_KIND_INPUT}};
+static const pccrt_tensor_info weights[] = {
+    {"bias", PCCRT_F32, 1, xShape, PCCRT_KIND_CONSTANT, 0, 0, 0, 0, 0,
+     PCCRT_FLAG_PREPARED_ONLY}};
+static const pccrt_tensor_info outputs[] = {
+    {"y", PCCRT_F32, 1, xShape, PCCRT_KIND_OUTPUT},
+    {"prepares", PCCRT_F32, 0, 0, PCCRT_KIND_OUTPUT},
+    {"held", PCCRT_F32, 0, 0, PCCRT_KIND_OUTPUT}};
+static int prepares = 0;
+static int prepare(const pccrt_context *ctx) {
+  const float *b = ctx->weights[0];
+  float *twice = ctx->prepared;
+  if (!b)
+    return PCCRT_OK;
+  for (int i = 0; i < 3; ++i)
+    twice[i] = 2 * b[i];
+  ++prepares;
+  return PCCRT_OK;
+}
+static const pccrt_model_info info = {
+    PCCRT_ABI_VERSION, 1, inputs, 3, outputs, 1, weights, 0, 0, 0, 0, -1,
+    PCCRT_DEVICE_HOST, 12, &prepare};
+const pccrt_model_info *once_model_info(void) { return &info; }
+int once_model_run(const pccrt_context *ctx) {
+  const float *x = ctx->inputs[0], *twice = ctx->prepared;
+  float *y = ctx->outputs[0], *count = ctx->outputs[1];
+  for (int i = 0; i < 3; ++i)
+    y[i] = x[i] + twice[i];
+  *count = (float)prepares;
+  *(float *)ctx->outputs[2] = ctx->weights[0] ? 1.0f : 0.0f;
+  return PCCRT_OK;
+}
+)";
+} // namespace
+
+TEST_F(RuntimeFiles, PreparedOnlyWeightsAreHeldOnce) {
+  std::string lib = buildModel(kPreparedOnlyModelSource, "once");
+  if (lib.empty())
+    GTEST_SKIP() << "no C compiler";
+  std::string weights = path("once.safetensors");
+  writeSafetensors(weights,
+                   {makeTensor<float>("bias", PCCRT_F32, {3}, {1, 2, 3})});
+  std::unique_ptr<Model> model = Model::load(lib, weights, "once");
+  Tensor x = makeTensor<float>("x", PCCRT_F32, {3}, {10, 20, 30});
+  // Prepared alone as it was read, then freed: the runs get a null pointer
+  // and the operand prepared at load.
+  for (int i = 0; i < 2; ++i) {
+    std::vector<Tensor> outputs = model->run({x});
+    EXPECT_EQ(elements<float>(outputs[0]), (std::vector<float>{12, 24, 36}));
+    EXPECT_EQ(elements<float>(outputs[1]), (std::vector<float>{1}));
+    EXPECT_EQ(elements<float>(outputs[2]), (std::vector<float>{0}));
+  }
+  // Its value, when asked for, is read again from the weights file.
+  std::vector<Tensor> state = model->state();
+  ASSERT_EQ(state.size(), 1u);
+  EXPECT_EQ(elements<float>(state[0]), (std::vector<float>{1, 2, 3}));
+  // A new value, which the file does not have, is held (and prepared
+  // before the next run).
+  EXPECT_EQ(model->loadParameters(
+                {makeTensor<float>("bias", PCCRT_F32, {3}, {5, 5, 5})},
+                {"bias"}, "ck.safetensors"),
+            1u);
+  std::vector<Tensor> outputs = model->run({x});
+  EXPECT_EQ(elements<float>(outputs[0]), (std::vector<float>{20, 30, 40}));
+  EXPECT_EQ(elements<float>(outputs[1]), (std::vector<float>{2}));
+  EXPECT_EQ(elements<float>(outputs[2]), (std::vector<float>{1}));
+  state = model->state();
+  EXPECT_EQ(elements<float>(state[0]), (std::vector<float>{5, 5, 5}));
 }
 
 namespace {

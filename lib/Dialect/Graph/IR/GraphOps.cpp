@@ -2,8 +2,11 @@
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
@@ -51,6 +54,31 @@ static SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * shape[i + 1];
   return strides;
+}
+
+std::optional<ArrayRef<char>> pcc::graph::getStoredBytes(ElementsAttr value) {
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob)
+      return std::nullopt;
+    return blob->getData();
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense || dense.isSplat() || dense.getElementType().isInteger(1))
+    return std::nullopt;
+  return dense.getRawData();
+}
+
+DenseElementsAttr pcc::graph::getDenseValue(ElementsAttr value) {
+  if (auto dense = dyn_cast<DenseElementsAttr>(value))
+    return dense;
+  std::optional<ArrayRef<char>> bytes = getStoredBytes(value);
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  bool splat = false;
+  if (!bytes || !type ||
+      !DenseElementsAttr::isValidRawBuffer(type, *bytes, splat))
+    return {};
+  return DenseElementsAttr::getFromRawBuffer(type, *bytes);
 }
 
 FailureOr<SmallVector<int64_t>>

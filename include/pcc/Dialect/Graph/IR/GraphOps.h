@@ -133,6 +133,16 @@ llvm::LogicalResult inferBroadcastType(std::optional<mlir::Location> loc,
                                        unsigned firstValue, bool sameType);
 } // namespace detail
 
+/// The bytes of `value` as stored, elements in row-major order, little
+/// endian: a dense attribute's (neither a splat nor i1) or a resource's (a
+/// weight viewing an external data file, which the compiler never copies);
+/// none otherwise.
+std::optional<llvm::ArrayRef<char>> getStoredBytes(mlir::ElementsAttr value);
+
+/// `value` as a dense attribute: itself, or a resource's bytes copied into
+/// one (for the small values a pass reads); null when neither.
+mlir::DenseElementsAttr getDenseValue(mlir::ElementsAttr value);
+
 /// Broadcasts two static shapes by numpy rules; fails when incompatible.
 llvm::FailureOr<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b);
