@@ -68,7 +68,8 @@ static LogicalResult importCast(NodeImporter &n) {
   int64_t to = n.attrInt("to", 0);
   Type et = convertElementType(n.b.getContext(), int32_t(to));
   if (!et)
-    return emitError(n.loc) << "Cast: unsupported target type " << to,
+    return emitError(n.loc) << "Cast: unsupported target type "
+                            << describeElementType(int32_t(to)),
            failure();
   auto type = RankedTensorType::get(n.inputType(0).getShape(), et);
   auto r =

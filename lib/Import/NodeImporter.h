@@ -37,6 +37,10 @@ void registerShapeImporters(ImporterMap &map);
 /// Converts an ONNX TensorProto data type to an MLIR element type, or null.
 mlir::Type convertElementType(mlir::MLIRContext *ctx, int32_t onnxType);
 
+/// An ONNX TensorProto data type for a diagnostic: its name and number
+/// ("FLOAT8E4M3FN (ONNX type 17)").
+std::string describeElementType(int32_t onnxType);
+
 /// Converts a TensorProto to a dense attribute. External data is read from
 /// `modelDir` only. Emits an error at `loc` and returns null on failure.
 mlir::DenseElementsAttr convertTensor(const onnx::TensorProto &tensor,

@@ -74,6 +74,24 @@ Type pcc::import::convertElementType(MLIRContext *ctx, int32_t t) {
   }
 }
 
+std::string pcc::import::describeElementType(int32_t t) {
+  // TensorProto.DataType as of ONNX 1.20 (the protobuf pcc builds with may
+  // be older and not name the newer ones).
+  static constexpr const char *kNames[] = {
+      "UNDEFINED",      "FLOAT",      "UINT8",
+      "INT8",           "UINT16",     "INT16",
+      "INT32",          "INT64",      "STRING",
+      "BOOL",           "FLOAT16",    "DOUBLE",
+      "UINT32",         "UINT64",     "COMPLEX64",
+      "COMPLEX128",     "BFLOAT16",   "FLOAT8E4M3FN",
+      "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ",
+      "UINT4",          "INT4",       "FLOAT4E2M1",
+      "FLOAT8E8M0",     "UINT2",      "INT2"};
+  if (t < 0 || size_t(t) >= std::size(kNames))
+    return "ONNX type " + std::to_string(t);
+  return std::string(kNames[t]) + " (ONNX type " + std::to_string(t) + ")";
+}
+
 /// Upper bound on elements of one tensor: rejects absurd dimensions before
 /// anything is allocated.
 static constexpr int64_t kMaxElements = int64_t(1) << 34;
@@ -83,7 +101,8 @@ static FailureOr<RankedTensorType> tensorType(ArrayRef<int64_t> dims,
                                               StringRef what) {
   Type et = convertElementType(loc.getContext(), dtype);
   if (!et)
-    return emitError(loc) << what << ": unsupported element type " << dtype,
+    return emitError(loc) << what << ": unsupported element type "
+                          << describeElementType(dtype),
            failure();
   int64_t n = 1;
   for (int64_t d : dims) {
@@ -982,6 +1001,11 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   SmallVector<Type> resultTypes;
   for (const auto &out : graph.output()) {
     auto v = values.find(out.name());
+    if ((v == values.end() || !v->second) && sequences.count(out.name()))
+      return emitError(fileLoc())
+                 << "graph output '" << out.name()
+                 << "' is a sequence; pcc's inputs and outputs are tensors",
+             nullptr;
     if (v == values.end() || !v->second)
       return emitError(fileLoc()) << "graph output '" << out.name()
                                   << "' is not produced by the graph",

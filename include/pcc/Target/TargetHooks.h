@@ -111,6 +111,12 @@ struct ReductionLoop {
   int64_t outputElements = 0;
   /// Input elements per output element (the divisor of a mean).
   int64_t count = 0;
+
+  /// What an output starts from, as an expression of C++ type `typeName`:
+  /// 0 for a sum or a mean, -inf and +inf (a float's) or the lowest and
+  /// highest value (an integer's) for a max and a min. It is also the
+  /// reduction of an empty set, as ONNX defines it; a mean of one is 0 / 0.
+  std::string getIdentity(llvm::StringRef typeName) const;
 };
 
 /// Softmax (or log-softmax) of `rows` rows of `n` elements whose elements

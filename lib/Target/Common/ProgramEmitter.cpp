@@ -1094,10 +1094,24 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
                     : isa<ReduceSumOp>(op) ? Kind::Sum
                                            : Kind::Mean;
         int64_t outN = getNumElements(shapeOf(result()));
-        hooks.emitReduction({kind, elemOf(result()), ptr(r.getInput()),
-                             ptr(result()),
-                             LoopNest(in, {ao, Access::contiguous(in)}), outN,
-                             getNumElements(in) / std::max<int64_t>(outN, 1)});
+        ReductionLoop loop{kind,
+                           elemOf(result()),
+                           ptr(r.getInput()),
+                           ptr(result()),
+                           LoopNest(in, {ao, Access::contiguous(in)}),
+                           outN,
+                           getNumElements(in) / std::max<int64_t>(outN, 1)};
+        // Over an empty set (a dimension of extent 0 reduced), each output
+        // is the reduction's identity: 0 for a sum, -inf for a max, NaN
+        // (0 / 0) for a mean.
+        if (getNumElements(in) == 0) {
+          std::string identity = loop.getIdentity(t);
+          if (kind == Kind::Mean && isa<FloatType>(elemOf(result())))
+            identity = "std::numeric_limits<" + t + ">::quiet_NaN()";
+          hooks.emitFill(ptr(result()), outN, identity);
+          return success();
+        }
+        hooks.emitReduction(loop);
         return success();
       })
       .Case([&](TransposeOp tr) {

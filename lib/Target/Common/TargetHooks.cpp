@@ -201,3 +201,18 @@ void TargetHooks::emitCall(StringRef callee, ArrayRef<std::string> args,
                .str());
   *body += "  }\n";
 }
+
+std::string ReductionLoop::getIdentity(StringRef typeName) const {
+  std::string limits = ("std::numeric_limits<" + typeName + ">::").str();
+  bool isFloat = isa<FloatType>(elementType);
+  switch (kind) {
+  case Kind::Max:
+    return isFloat ? "-" + limits + "infinity()" : limits + "lowest()";
+  case Kind::Min:
+    return isFloat ? limits + "infinity()" : limits + "max()";
+  case Kind::Sum:
+  case Kind::Mean:
+    return (typeName + "(0)").str();
+  }
+  llvm_unreachable("unknown reduction");
+}

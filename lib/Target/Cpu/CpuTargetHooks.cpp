@@ -224,12 +224,7 @@ void CpuTargetHooks::emitReduction(const ReductionLoop &r) {
   std::string t = getTypeName(r.elementType);
   using Kind = ReductionLoop::Kind;
   bool isMax = r.kind == Kind::Max, isMin = r.kind == Kind::Min;
-  std::string init = isMax   ? "std::numeric_limits<" + t + ">::lowest()"
-                     : isMin ? "std::numeric_limits<" + t + ">::max()"
-                             : t + "(0)";
-  if (isa<FloatType>(r.elementType) && (isMax || isMin))
-    init = std::string(isMax ? "-" : "") + "std::numeric_limits<" + t +
-           ">::infinity()";
+  std::string init = r.getIdentity(t);
   // One kernel: the output starts at the reduction's identity, takes in
   // every input element, and a mean divides at the end. The iterations
   // accumulate into shared outputs, so they run in order.

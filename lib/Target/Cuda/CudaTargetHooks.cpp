@@ -181,12 +181,7 @@ void CudaTargetHooks::emitReduction(const ReductionLoop &r) {
   std::string t = getTypeName(r.elementType);
   using Kind = ReductionLoop::Kind;
   bool isMax = r.kind == Kind::Max, isMin = r.kind == Kind::Min;
-  std::string init = isMax   ? "std::numeric_limits<" + t + ">::lowest()"
-                     : isMin ? "std::numeric_limits<" + t + ">::max()"
-                             : t + "(0)";
-  if (isa<FloatType>(r.elementType) && (isMax || isMin))
-    init = std::string(isMax ? "-" : "") + "std::numeric_limits<" + t +
-           ">::infinity()";
+  std::string init = r.getIdentity(t);
   ArrayRef<int64_t> bounds = r.nest.getBounds();
   const Access &out = r.nest.getAccess(0);
   if (shouldReduceByBlocks(r))
