@@ -541,24 +541,42 @@ pcc::getWeightTensors(const CppEmitResult &emitted,
       tensors.push_back(std::move(t));
       continue;
     }
-    std::vector<uint8_t> &data = storage.emplace_back(getRawBytes(dense));
-    if (dim >= 0) {
-      // The file holds the real vocabulary; each rank's part gets its
-      // padding back as zeros when it is loaded.
-      int64_t outer = 1, inner = data.size() / std::max<int64_t>(1, shape[dim]);
-      for (int64_t d = 0; d < dim; ++d)
-        outer *= shape[d];
-      inner /= std::max<int64_t>(1, outer);
-      std::vector<uint8_t> cut;
-      cut.reserve(outer * extent * inner);
-      for (int64_t o = 0; o < outer; ++o)
-        cut.insert(cut.end(), data.begin() + o * shape[dim] * inner,
-                   data.begin() + (o * shape[dim] + extent) * inner);
-      data = std::move(cut);
-      t.shape[dim] = extent;
+    std::optional<ArrayRef<char>> stored = graph::getStoredBytes(dense);
+    std::vector<uint8_t> whole;
+    if (!stored) {
+      whole = getRawBytes(dense);
+      stored = ArrayRef<char>(reinterpret_cast<const char *>(whole.data()),
+                              whole.size());
     }
-    t.data = data.data();
-    t.size = data.size();
+    if (dim < 0) {
+      std::vector<uint8_t> &data = storage.emplace_back(std::move(whole));
+      t.data = data.data();
+      t.size = data.size();
+      tensors.push_back(std::move(t));
+      continue;
+    }
+    // The file holds the real vocabulary; each rank's part gets its padding
+    // back as zeros when it is loaded. Where the padding is the outermost
+    // dimension (an embedding table), the real rows are a prefix of the
+    // stored bytes, written as they are.
+    int64_t outer = 1;
+    for (int64_t d = 0; d < dim; ++d)
+      outer *= shape[d];
+    int64_t inner =
+        int64_t(stored->size()) / std::max<int64_t>(1, outer * shape[dim]);
+    t.shape[dim] = extent;
+    t.size = uint64_t(outer * extent * inner);
+    if (outer == 1 && whole.empty()) {
+      t.data = reinterpret_cast<const uint8_t *>(stored->data());
+      tensors.push_back(std::move(t));
+      continue;
+    }
+    std::vector<uint8_t> &cut = storage.emplace_back();
+    cut.reserve(t.size);
+    for (int64_t o = 0; o < outer; ++o)
+      cut.insert(cut.end(), stored->begin() + o * shape[dim] * inner,
+                 stored->begin() + (o * shape[dim] + extent) * inner);
+    t.data = cut.data();
     tensors.push_back(std::move(t));
   }
   return tensors;
