@@ -273,43 +273,50 @@ static void placeSendWaits(ScheduleTable &table, const ScheduleSpec &spec) {
   }
 }
 
+std::optional<std::string>
+pcc::pipeline::getScheduleShapeError(const ScheduleSpec &spec) {
+  int64_t p = spec.ranks, m = spec.microbatches, v = spec.virtualStages;
+  std::string message;
+  llvm::raw_string_ostream os(message);
+  if (!llvm::is_contained(getScheduleKinds(), spec.kind)) {
+    os << "unknown pipeline schedule '" << spec.kind << "'; expected ";
+    ArrayRef<StringRef> kinds = getScheduleKinds();
+    llvm::interleave(
+        kinds.drop_back(), [&](StringRef k) { os << k; }, [&] { os << ", "; });
+    os << " or " << kinds.back();
+    return message;
+  }
+  bool interleaved = spec.kind == "interleaved";
+  if (p < 1)
+    os << "a pipeline schedule needs at least 1 rank; got " << p;
+  else if (m < 1)
+    os << "a pipeline schedule needs at least 1 microbatch; got " << m;
+  else if (v < 1)
+    os << "a pipeline schedule needs at least 1 virtual stage per rank; got "
+       << v;
+  else if (!interleaved && v > 1)
+    os << "the " << spec.kind << " schedule has 1 virtual stage per rank; got "
+       << v << " (interleaved takes more)";
+  else if (interleaved && v < 2)
+    os << "the interleaved schedule needs at least 2 virtual stages per "
+          "rank; got "
+       << v << " (1f1b takes 1)";
+  else if (interleaved && m % p != 0)
+    os << "the interleaved schedule needs the microbatches to be a multiple "
+          "of the pipeline ranks ("
+       << p << "); got " << m;
+  if (message.empty())
+    return std::nullopt;
+  return message;
+}
+
 FailureOr<ScheduleTable>
 pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
                                 function_ref<InFlightDiagnostic()> emitError) {
   int64_t p = spec.ranks, m = spec.microbatches, v = spec.virtualStages;
-  if (!llvm::is_contained(getScheduleKinds(), spec.kind)) {
-    InFlightDiagnostic diag = emitError();
-    diag << "unknown pipeline schedule '" << spec.kind << "'; expected ";
-    ArrayRef<StringRef> kinds = getScheduleKinds();
-    llvm::interleave(
-        kinds.drop_back(), [&](StringRef k) { diag << k; },
-        [&] { diag << ", "; });
-    diag << " or " << kinds.back();
-    return failure();
-  }
-  if (p < 1)
-    return emitError() << "a pipeline schedule needs at least 1 rank; got "
-                       << p;
-  if (m < 1)
-    return emitError()
-           << "a pipeline schedule needs at least 1 microbatch; got " << m;
-  if (v < 1)
-    return emitError() << "a pipeline schedule needs at least 1 virtual "
-                          "stage per rank; got "
-                       << v;
+  if (std::optional<std::string> error = getScheduleShapeError(spec))
+    return emitError() << *error;
   bool interleaved = spec.kind == "interleaved";
-  if (!interleaved && v > 1)
-    return emitError() << "the " << spec.kind
-                       << " schedule has 1 virtual stage per rank; got " << v
-                       << " (interleaved takes more)";
-  if (interleaved && v < 2)
-    return emitError() << "the interleaved schedule needs at least 2 "
-                          "virtual stages per rank; got "
-                       << v << " (1f1b takes 1)";
-  if (interleaved && m % p != 0)
-    return emitError() << "the interleaved schedule needs the microbatches "
-                          "to be a multiple of the pipeline ranks ("
-                       << p << "); got " << m;
   int64_t stages = p * v;
   // Times: `perStage` of them for each virtual stage, none negative.
   auto checkTimes = [&](ArrayRef<double> times, StringRef name,

@@ -371,19 +371,19 @@ static void refineCuts(SmallVector<size_t> &cuts,
                        const StageOptions &options) {
   int64_t p = options.ranks, stages = options.stages;
   int64_t v = stages / std::max<int64_t>(1, p), m = options.microbatches;
-  bool interleaved = options.schedule == "interleaved";
-  bool ordered = options.schedule == "gpipe" || options.schedule == "1f1b";
-  if (cuts.empty() || m < 1 || p < 2 || !(interleaved || ordered) ||
-      (interleaved && (v < 2 || m % p)) || (ordered && v != 1))
-    return;
-  size_t n = forwardPrefix.size() - 1;
-  // The makespan's shape shows at a few rounds of microbatches; more only
-  // lengthen the simulation.
   pipeline::ScheduleSpec spec;
   spec.kind = options.schedule;
   spec.ranks = p;
   spec.virtualStages = v;
+  spec.microbatches = m;
+  if (cuts.empty() || p < 2 || options.schedule == "zb-h1" ||
+      pipeline::getScheduleShapeError(spec))
+    return;
+  size_t n = forwardPrefix.size() - 1;
+  // The makespan's shape shows at a few rounds of microbatches; more only
+  // lengthen the simulation.
   spec.microbatches = std::min(m, 4 * p);
+  bool interleaved = spec.kind == "interleaved";
   double total = forwardPrefix[n] + backwardPrefix[n];
   double bound = 1.09 * std::max(total / stages, heaviest);
   // Boundaries: those where no more crosses than at the balanced cuts'

@@ -19,6 +19,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 
 namespace pcc::pipeline {
@@ -82,6 +83,12 @@ using ScheduleTable = llvm::SmallVector<llvm::SmallVector<Action>>;
 
 /// The kinds generateSchedule knows, in the order error messages list them.
 llvm::ArrayRef<llvm::StringRef> getScheduleKinds();
+
+/// Why no schedule of `spec`'s kind fits its ranks, microbatches and
+/// virtual stages (an unknown kind, interleaved's microbatches not a
+/// multiple of the ranks, ...), as one line; none when one does. The rules
+/// generateSchedule applies, for callers that only ask.
+std::optional<std::string> getScheduleShapeError(const ScheduleSpec &spec);
 
 /// Generates the table `spec` asks for: the computations in the order of
 /// the kind, a receive right before the computation that reads it, a send
