@@ -471,6 +471,49 @@ static void refineCuts(SmallVector<size_t> &cuts,
   }
 }
 
+/// Interleaving exists to shrink the bubble; where an op no cut splits (an
+/// LM head over a large vocabulary) outweighs several chunks, the rank
+/// holding it holds the schedule up and 1F1B's larger stages do better.
+/// Said, with both simulated steps, rather than left to find.
+static void warnIfFlushIsFaster(func::FuncOp func, ArrayRef<size_t> cuts,
+                                ArrayRef<double> prefix,
+                                ArrayRef<double> forwardPrefix,
+                                ArrayRef<double> backwardPrefix,
+                                ArrayRef<double> crossing, double heaviest,
+                                const StageOptions &options) {
+  int64_t p = options.ranks, stages = options.stages;
+  pipeline::ScheduleSpec spec;
+  spec.kind = "interleaved";
+  spec.ranks = p;
+  spec.virtualStages = stages / std::max<int64_t>(1, p);
+  spec.microbatches = options.microbatches;
+  if (options.schedule != "interleaved" || p < 2 ||
+      pipeline::getScheduleShapeError(spec))
+    return;
+  SmallVector<size_t> flush = balance(prefix, crossing, p);
+  StageOptions flushOptions = options;
+  flushOptions.schedule = "1f1b";
+  flushOptions.stages = p;
+  refineCuts(flush, forwardPrefix, backwardPrefix, crossing, heaviest,
+             flushOptions);
+  double mine =
+      timeCuts(cuts, forwardPrefix, backwardPrefix, crossing, spec).makespan;
+  spec.kind = "1f1b";
+  spec.virtualStages = 1;
+  double theirs =
+      timeCuts(flush, forwardPrefix, backwardPrefix, crossing, spec).makespan;
+  if (mine > theirs * (1 + 1e-9))
+    func.emitWarning()
+        << "the interleaved schedule's step takes "
+        << llvm::formatv("{0:F1}%", 100 * (mine / theirs - 1)).str()
+        << " longer than 1F1B's would on " << p
+        << " stages (simulated): its heaviest op, which no cut splits, "
+           "weighs "
+        << llvm::formatv("{0:F1}", heaviest / (prefix.back() / stages)).str()
+        << " mean chunks, and the rank holding it holds the schedule "
+           "up; --schedule 1f1b, or fewer virtual stages, is faster here";
+}
+
 LogicalResult pcc::assignStages(func::FuncOp func,
                                 const StageOptions &options) {
   int64_t stages = options.stages;
@@ -559,44 +602,8 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     cuts = balance(prefix, crossing, stages);
     refineCuts(cuts, forwardPrefix, backwardPrefix, crossing, heaviest,
                options);
-    // Interleaving exists to shrink the bubble; where an op no cut splits
-    // (an LM head over a large vocabulary) outweighs several chunks, the
-    // rank holding it holds the schedule up and 1F1B's larger stages do
-    // better. Said, with both simulated steps, rather than left to find.
-    int64_t p = options.ranks, m = options.microbatches;
-    if (options.schedule == "interleaved" && p > 1 && stages > p && m > 0 &&
-        m % p == 0) {
-      SmallVector<size_t> flush = balance(prefix, crossing, p);
-      StageOptions flushOptions = options;
-      flushOptions.schedule = "1f1b";
-      flushOptions.stages = p;
-      refineCuts(flush, forwardPrefix, backwardPrefix, crossing, heaviest,
-                 flushOptions);
-      pipeline::ScheduleSpec spec;
-      spec.kind = "interleaved";
-      spec.ranks = p;
-      spec.virtualStages = stages / p;
-      spec.microbatches = m;
-      double mine = timeCuts(cuts, forwardPrefix, backwardPrefix, crossing,
-                             spec)
-                        .makespan;
-      spec.kind = "1f1b";
-      spec.virtualStages = 1;
-      double theirs = timeCuts(flush, forwardPrefix, backwardPrefix, crossing,
-                               spec)
-                          .makespan;
-      if (mine > theirs * (1 + 1e-9))
-        func.emitWarning()
-            << "the interleaved schedule's step takes "
-            << llvm::formatv("{0:F1}%", 100 * (mine / theirs - 1)).str()
-            << " longer than 1F1B's would on " << p
-            << " stages (simulated): its heaviest op, which no cut splits, "
-               "weighs "
-            << llvm::formatv("{0:F1}", heaviest / (prefix.back() / stages))
-                   .str()
-            << " mean chunks, and the rank holding it holds the schedule "
-               "up; --schedule 1f1b, or fewer virtual stages, is faster here";
-    }
+    warnIfFlushIsFaster(func, cuts, prefix, forwardPrefix, backwardPrefix,
+                        crossing, heaviest, options);
   }
 
   // Forward stages, and where each forward value is available: its stage
