@@ -551,6 +551,11 @@ static LogicalResult importSplit(NodeImporter &n) {
     int64_t parts = n.attrInt("num_outputs", n.node.output_size());
     if (parts <= 0)
       return emitError(n.loc) << "Split: no outputs", failure();
+    if (parts != n.node.output_size())
+      return emitError(n.loc) << "Split: num_outputs is " << parts
+                              << " but the node has " << n.node.output_size()
+                              << " outputs",
+             failure();
     int64_t dim = in[*axis];
     int64_t chunk = (dim + parts - 1) / parts;
     if (!n.attr("num_outputs") && dim % parts)
