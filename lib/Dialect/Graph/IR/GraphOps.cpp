@@ -12,6 +12,7 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 using namespace mlir;
@@ -54,6 +55,19 @@ static SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * shape[i + 1];
   return strides;
+}
+
+/// `v` truncated to an int64, saturated at its limits and 0 for NaN, as a
+/// folder's integer view of a float (a C++ conversion of a value out of
+/// range is undefined: found by fuzzing).
+static int64_t toInt64(double v) {
+  if (std::isnan(v))
+    return 0;
+  if (v >= 0x1p63)
+    return std::numeric_limits<int64_t>::max();
+  if (v < -0x1p63)
+    return std::numeric_limits<int64_t>::min();
+  return int64_t(v);
 }
 
 std::optional<ArrayRef<char>> pcc::graph::getStoredBytes(ElementsAttr value) {
@@ -798,14 +812,14 @@ foldBroadcast(Operation *op, ArrayRef<Attribute> operands,
       if (in[k].isSplat())
         off = 0;
       if (vals[k].isFloat)
-        argsF[k] = vals[k].f[off], argsI[k] = int64_t(vals[k].f[off]);
+        argsF[k] = vals[k].f[off], argsI[k] = toInt64(vals[k].f[off]);
       else
         argsI[k] = vals[k].i[off], argsF[k] = double(vals[k].i[off]);
     }
     if (isFloat) {
       double r = fnF(argsF);
       outF.push_back(r);
-      outI.push_back(int64_t(r));
+      outI.push_back(toInt64(r));
     } else {
       outI.push_back(fnI(argsI));
     }
@@ -1062,7 +1076,7 @@ OpFoldResult CastOp::fold(FoldAdaptor a) {
     else if (et.isInteger(1))
       i.push_back(d != 0);
     else
-      i.push_back(s.isFloat ? int64_t(d) : s.i[k]);
+      i.push_back(s.isFloat ? toInt64(d) : s.i[k]);
   }
   return makeDense(outType, f, i);
 }
