@@ -17,6 +17,7 @@
 
 #include "Phases.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
@@ -233,7 +234,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   Block *body = fn.addEntryBlock();
   OpBuilder b = OpBuilder::atBlockEnd(body);
   Location loc = step.getLoc();
-  auto meshRef = FlatSymbolRefAttr::get(ctx, "mesh");
+  auto meshRef = FlatSymbolRefAttr::get(ctx, dist::kMeshName);
   ArrayAttr ppAxes = b.getStrArrayAttr({dist::kPipelineAxis});
 
   std::map<std::pair<int64_t, int64_t>, Value> values; // (id, microbatch)
@@ -517,7 +518,7 @@ LogicalResult pcc::lowerSchedule(ModuleOp module) {
   if (steps.size() != 1 || schedules.size() != 1)
     return module.emitError("pcc-lower-schedule expects one pipelined step "
                             "and one dist.schedule");
-  auto mesh = module.lookupSymbol<dist::MeshOp>("mesh");
+  auto mesh = module.lookupSymbol<dist::MeshOp>(dist::kMeshName);
   int64_t pp = mesh ? mesh.getAxisSize(dist::kPipelineAxis).value_or(1) : 1;
   if (failed(Lowering(steps[0], schedules[0], pp).run()))
     return failure();

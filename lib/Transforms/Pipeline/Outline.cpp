@@ -26,6 +26,7 @@
 
 #include "Phases.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Passes.h"
@@ -184,7 +185,7 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
     return step.emitError("pcc-pipeline-outline: run pcc-pipeline-stages "
                           "first (no dist.num_stages)");
   auto module = step->getParentOfType<ModuleOp>();
-  auto mesh = module.lookupSymbol<dist::MeshOp>("mesh");
+  auto mesh = module.lookupSymbol<dist::MeshOp>(dist::kMeshName);
   int64_t pp = mesh ? mesh.getAxisSize(dist::kPipelineAxis).value_or(1) : 1;
   int64_t stages = numStages.getInt();
   MLIRContext *ctx = step.getContext();

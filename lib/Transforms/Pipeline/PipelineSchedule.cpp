@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"
@@ -47,9 +48,9 @@ struct PipelineSchedulePass
     spec.stashBytes.assign(stashBytes.begin(), stashBytes.end());
     spec.baseBytes.assign(baseBytes.begin(), baseBytes.end());
     if (ranks == 0) {
-      auto mesh = module.lookupSymbol<dist::MeshOp>("mesh");
-      std::optional<int64_t> pp =
-          mesh ? mesh.getAxisSize("pp") : std::optional<int64_t>();
+      auto mesh = module.lookupSymbol<dist::MeshOp>(dist::kMeshName);
+      std::optional<int64_t> pp = mesh ? mesh.getAxisSize(dist::kPipelineAxis)
+                                       : std::optional<int64_t>();
       if (!pp) {
         module.emitError("ranks=0 takes the pipeline ranks from axis 'pp' of "
                          "dist.mesh @mesh, which the module does not have");

@@ -18,6 +18,7 @@
 
 #include "Phases.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Passes.h"
@@ -912,7 +913,7 @@ struct PipelineStagesPass : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
     }
     SmallVector<StringRef> names{dist::kPipelineAxis};
     SmallVector<int64_t> sizes{pp};
-    if (auto mesh = module.lookupSymbol<dist::MeshOp>("mesh")) {
+    if (auto mesh = module.lookupSymbol<dist::MeshOp>(dist::kMeshName)) {
       if (mesh.getAxisSize(dist::kPipelineAxis))
         return;
       for (auto [name, size] :
@@ -921,11 +922,13 @@ struct PipelineStagesPass : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
         sizes.push_back(size);
       }
       b.setInsertionPoint(mesh);
-      dist::MeshOp::create(b, mesh.getLoc(), "mesh", b.getStrArrayAttr(names),
+      dist::MeshOp::create(b, mesh.getLoc(), dist::kMeshName,
+                           b.getStrArrayAttr(names),
                            b.getDenseI64ArrayAttr(sizes));
       mesh.erase();
     } else {
-      dist::MeshOp::create(b, module.getLoc(), "mesh", b.getStrArrayAttr(names),
+      dist::MeshOp::create(b, module.getLoc(), dist::kMeshName,
+                           b.getStrArrayAttr(names),
                            b.getDenseI64ArrayAttr(sizes));
     }
     // Each pipeline rank is a block of the mesh's other axes: its devices

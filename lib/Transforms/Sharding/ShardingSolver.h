@@ -13,6 +13,7 @@
 #ifndef PCC_TRANSFORMS_SHARDING_SHARDINGSOLVER_H
 #define PCC_TRANSFORMS_SHARDING_SHARDINGSOLVER_H
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 
@@ -240,8 +241,8 @@ inline constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
 inline constexpr llvm::StringLiteral kOperandsAttr = "dist.operands";
 inline constexpr llvm::StringLiteral kResultsAttr = "dist.results";
 /// The tensor-parallel axis and the mesh the passes create.
-inline constexpr llvm::StringLiteral kTpAxis = "tp";
-inline constexpr llvm::StringLiteral kMeshName = "mesh";
+using dist::kMeshName;
+inline constexpr llvm::StringLiteral kTpAxis = dist::kTensorAxis;
 
 /// A layout as a #dist.sharding on the tensor-parallel axis of @mesh.
 dist::ShardingAttr toAttr(mlir::MLIRContext *context, Layout layout,

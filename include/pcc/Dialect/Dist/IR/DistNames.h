@@ -13,8 +13,11 @@
 
 namespace pcc::dist {
 
-/// The mesh axis of pipeline stages.
+/// The device mesh the passes create (`dist.mesh @mesh`), and its axes:
+/// pipeline stages and tensor parallelism.
+inline constexpr llvm::StringLiteral kMeshName = "mesh";
 inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
+inline constexpr llvm::StringLiteral kTensorAxis = "tp";
 /// A pipeline rank's step (and its optimizer function): its coordinate
 /// along the pipeline axis.
 inline constexpr llvm::StringLiteral kRankAttr = "dist.rank";
