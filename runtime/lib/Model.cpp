@@ -490,10 +490,12 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
   // pointer, as the ABI says (the prepare function packs only the weights
   // it is given).
   for (int32_t i = 0; i < info->num_weights; ++i)
-    model->weightPointers.push_back(model->holds(info->weights[i]) &&
-                                            !model->weights[i].data.empty()
-                                        ? dataPointer(model->weights[i])
-                                        : nullptr);
+    model->weightPointers.push_back(
+        model->holds(info->weights[i]) &&
+                !(model->releasesAfterPrepare(i) &&
+                  model->weights[i].data.empty())
+            ? dataPointer(model->weights[i])
+            : nullptr);
   if (model->deviceOps)
     // The run reads and updates the device's copies; the host keeps its
     // own for checkpoints and dumps.
