@@ -541,17 +541,16 @@ pcc::getWeightTensors(const CppEmitResult &emitted,
       tensors.push_back(std::move(t));
       continue;
     }
+    // A splat or bools: made into bytes here, kept in `storage`.
     std::optional<ArrayRef<char>> stored = graph::getStoredBytes(dense);
-    std::vector<uint8_t> whole;
     if (!stored) {
-      whole = getRawBytes(dense);
-      stored = ArrayRef<char>(reinterpret_cast<const char *>(whole.data()),
-                              whole.size());
+      std::vector<uint8_t> &bytes = storage.emplace_back(getRawBytes(dense));
+      stored = ArrayRef<char>(reinterpret_cast<const char *>(bytes.data()),
+                              bytes.size());
     }
+    t.data = reinterpret_cast<const uint8_t *>(stored->data());
+    t.size = stored->size();
     if (dim < 0) {
-      std::vector<uint8_t> &data = storage.emplace_back(std::move(whole));
-      t.data = data.data();
-      t.size = data.size();
       tensors.push_back(std::move(t));
       continue;
     }
@@ -566,8 +565,7 @@ pcc::getWeightTensors(const CppEmitResult &emitted,
         int64_t(stored->size()) / std::max<int64_t>(1, outer * shape[dim]);
     t.shape[dim] = extent;
     t.size = uint64_t(outer * extent * inner);
-    if (outer == 1 && whole.empty()) {
-      t.data = reinterpret_cast<const uint8_t *>(stored->data());
+    if (outer == 1) {
       tensors.push_back(std::move(t));
       continue;
     }

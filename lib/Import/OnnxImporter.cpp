@@ -225,6 +225,16 @@ static FailureOr<StringRef> readExternal(const onnx::TensorProto &t,
   return mapped->buffer->getBuffer().substr(offset, length);
 }
 
+/// That a tensor's data has the `expected` bytes of its shape.
+static LogicalResult checkDataBytes(size_t bytes, int64_t expected,
+                                    StringRef what, Location loc) {
+  if (int64_t(bytes) == expected)
+    return success();
+  return emitError(loc) << what << ": data has " << bytes << " bytes, "
+                        << expected << " expected for its shape",
+         failure();
+}
+
 ElementsAttr pcc::import::convertInitializer(const onnx::TensorProto &t,
                                              StringRef modelDir, Location loc) {
   if (t.data_location() != onnx::TensorProto::EXTERNAL)
@@ -242,12 +252,9 @@ ElementsAttr pcc::import::convertInitializer(const onnx::TensorProto &t,
   if (failed(raw))
     return {};
   size_t width = et.getIntOrFloatBitWidth() / 8;
-  if (int64_t(raw->size()) != type->getNumElements() * int64_t(width)) {
-    emitError(loc) << what << ": data has " << raw->size() << " bytes, "
-                   << type->getNumElements() * width
-                   << " expected for its shape";
+  if (failed(checkDataBytes(
+          raw->size(), type->getNumElements() * int64_t(width), what, loc)))
     return {};
-  }
   // A view of the mapped file, which the blob keeps mapped; an element the
   // file does not align is copied instead.
   if (reinterpret_cast<uintptr_t>(raw->data()) % width != 0)
@@ -330,11 +337,8 @@ DenseElementsAttr pcc::import::convertTensor(const onnx::TensorProto &t,
       return {};
     raw = packed;
   }
-  if (int64_t(raw.size()) != n * int64_t(width)) {
-    emitError(loc) << what << ": data has " << raw.size() << " bytes, "
-                   << n * width << " expected for its shape";
+  if (failed(checkDataBytes(raw.size(), n * int64_t(width), what, loc)))
     return {};
-  }
   if (et.isInteger(1)) {
     SmallVector<bool> bits;
     for (char c : raw)

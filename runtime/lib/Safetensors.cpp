@@ -483,6 +483,10 @@ void pccrt::writeSafetensorRefs(
             std::fwrite(header.data(), header.size(), 1, file.get()) == 1;
   std::vector<uint8_t> chunk;
   std::string sourceError;
+  // The source file of the last tensor read from one: a model's external
+  // data is usually one file, opened once.
+  FilePtr source;
+  std::string sourcePath;
   for (const TensorRef &tensor : tensors) {
     if (!ok || tensor.size == 0)
       continue;
@@ -497,7 +501,10 @@ void pccrt::writeSafetensorRefs(
     // From file to file: what is read lives in the page cache and this
     // buffer only, however large the tensor.
     constexpr uint64_t kChunkBytes = uint64_t(16) << 20;
-    FilePtr source(std::fopen(tensor.file.c_str(), "rb"));
+    if (!source || sourcePath != tensor.file) {
+      source.reset(std::fopen(tensor.file.c_str(), "rb"));
+      sourcePath = tensor.file;
+    }
     if (!source || fseeko(source.get(), off_t(tensor.fileOffset), SEEK_SET)) {
       sourceError = tensor.file + ": " + std::strerror(errno);
       ok = false;

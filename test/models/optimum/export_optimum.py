@@ -55,20 +55,20 @@ def gpt2():
                                       vocab_size=101, n_positions=64))
 
 
+# The decoders of the Llama family, each at this size plus what it needs.
+LLAMA_LIKE = dict(num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+                  num_key_value_heads=2, intermediate_size=64, vocab_size=101,
+                  max_position_embeddings=64)
+
+
 def llama():
     from transformers import LlamaConfig, LlamaForCausalLM
-    return LlamaForCausalLM(LlamaConfig(
-        num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=64, vocab_size=101,
-        max_position_embeddings=64))
+    return LlamaForCausalLM(LlamaConfig(**LLAMA_LIKE))
 
 
 def qwen2():
     from transformers import Qwen2Config, Qwen2ForCausalLM
-    return Qwen2ForCausalLM(Qwen2Config(
-        num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=64, vocab_size=101,
-        max_position_embeddings=64, tie_word_embeddings=True))
+    return Qwen2ForCausalLM(Qwen2Config(**LLAMA_LIKE, tie_word_embeddings=True))
 
 
 # Phi-3 and Gemma default to a padding token, whose embedding row PyTorch
@@ -76,26 +76,18 @@ def qwen2():
 # training compares as for the others.
 def mistral():
     from transformers import MistralConfig, MistralForCausalLM
-    return MistralForCausalLM(MistralConfig(
-        num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=64, vocab_size=101,
-        max_position_embeddings=64, sliding_window=None))
+    return MistralForCausalLM(MistralConfig(**LLAMA_LIKE, sliding_window=None))
 
 
 def phi3():
     from transformers import Phi3Config, Phi3ForCausalLM
-    return Phi3ForCausalLM(Phi3Config(
-        num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
-        num_key_value_heads=2, intermediate_size=64, vocab_size=101,
-        max_position_embeddings=64, pad_token_id=None))
+    return Phi3ForCausalLM(Phi3Config(**LLAMA_LIKE, pad_token_id=None))
 
 
 def gemma():
     from transformers import GemmaConfig, GemmaForCausalLM
-    return GemmaForCausalLM(GemmaConfig(
-        num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=8, intermediate_size=64,
-        vocab_size=101, max_position_embeddings=64, pad_token_id=None))
+    return GemmaForCausalLM(GemmaConfig(**LLAMA_LIKE, head_dim=8,
+                                        pad_token_id=None))
 
 
 def neox():
