@@ -14,6 +14,7 @@
 void pcc::registerAllDialects(mlir::DialectRegistry &registry) {
   registry.insert<pcc::graph::GraphDialect, pcc::dist::DistDialect,
                   mlir::func::FuncDialect>();
+  pcc::registerDistShardingRules(registry);
 }
 
 void pcc::registerAllPasses() {

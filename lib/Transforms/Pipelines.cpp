@@ -55,7 +55,9 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     pm.addPass(
         createShardStrategy({options.tp, options.shard,
                              options.sequenceParallel, options.remarks}));
-    pm.addPass(createPropagateSharding({options.sequenceParallel}));
+    PropagateShardingOptions byTensor;
+    byTensor.sequenceParallel = options.sequenceParallel;
+    pm.addPass(createPropagateSharding(byTensor));
     pm.addPass(createPartition());
     pm.addPass(createCSEPass());
   }

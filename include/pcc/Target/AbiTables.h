@@ -78,9 +78,12 @@ public:
   /// `axes`, row-major over them.
   std::string getGroupPosition(mlir::ArrayAttr axes) const;
   /// The fields of an entry of layout `sharding` whose whole extents are
-  /// `whole`: its first split dimension.
-  ShardFields getShardFields(dist::ShardingAttr sharding,
-                             llvm::ArrayRef<int64_t> whole) const;
+  /// `whole` (the local ones times the axes splitting each): its split
+  /// dimension. A runtime tensor splits at most one dimension; a layout
+  /// splitting two is an error at `loc`.
+  mlir::FailureOr<ShardFields>
+  getShardFields(mlir::Location loc, dist::ShardingAttr sharding,
+                 llvm::ArrayRef<int64_t> whole) const;
 
 private:
   /// The coordinate along axis `index`.
@@ -131,10 +134,11 @@ public:
 
   /// The index of the input `name`: a new entry, or the entry of that name,
   /// which must have the same type (else a diagnostic at `loc`). `holders`
-  /// joins the entry's.
+  /// joins the entry's. `shard` is its layout over the mesh (an input split
+  /// along its batch over data parallelism).
   mlir::FailureOr<int64_t> addInput(mlir::Location loc, llvm::StringRef name,
                                     mlir::RankedTensorType type,
-                                    uint64_t holders);
+                                    ShardFields shard, uint64_t holders);
   /// An output (PCCRT_KIND_OUTPUT) or a gradient (PCCRT_KIND_GRAD), found
   /// like an input by its name and kind, which must have the same type and
   /// layout. The table lists outputs by `order` (the step's result index),

@@ -70,13 +70,21 @@ llvm::LogicalResult applyOptimizer(mlir::func::FuncOp func,
 /// pcc-pad-vocabulary pass).
 llvm::LogicalResult padVocabulary(mlir::func::FuncOp func, int64_t tp);
 
-/// Gives every value of `func` a tensor-parallel layout from its
-/// parameters' (see the pcc-propagate-sharding pass).
+/// Gives every value of `func` a layout over mesh axis `axis` from its
+/// parameters' and arguments' (see the pcc-propagate-sharding pass).
 llvm::LogicalResult propagateSharding(mlir::func::FuncOp func,
-                                      bool sequenceParallel = false);
+                                      llvm::StringRef axis = "tp",
+                                      bool sequenceParallel = false,
+                                      bool outputsSplit = false);
 
-/// Rewrites `func` into the program of one rank (see pcc-partition).
-llvm::LogicalResult partition(mlir::func::FuncOp func);
+/// Rewrites `func` into the program of one rank of mesh axis `axis` (see
+/// pcc-partition).
+llvm::LogicalResult partition(mlir::func::FuncOp func,
+                              llvm::StringRef axis = "tp");
+
+/// Attaches sharding rules to the Dist dialect's collectives, so that the
+/// layouts over one mesh axis pass through another axis's collectives.
+void registerDistShardingRules(mlir::DialectRegistry &registry);
 
 /// Appends `values` to the function's results, each with its attributes.
 void appendResults(mlir::func::FuncOp func, mlir::ValueRange values,

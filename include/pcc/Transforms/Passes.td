@@ -237,18 +237,24 @@ def ShardStrategy : Pass<"pcc-shard-strategy", "::mlir::ModuleOp"> {
 
 def PropagateSharding : Pass<"pcc-propagate-sharding", "::mlir::ModuleOp"> {
   let dependentDialects = ["::pcc::dist::DistDialect"];
-  let summary = "Gives every value of the step a tensor-parallel layout";
+  let summary = "Gives every value of the step a layout over one mesh axis";
   let description = [{
-    From the parameters' `dist.sharding`, walks the step in program order
+    Lays the step out over mesh axis `axis` (`tp` unless given; a mesh of
+    several axes is laid out one axis at a time, major to minor, each on
+    the program that partitioning over the ones before it left). From the
+    `dist.sharding` of the parameters and of the arguments that name the
+    axis (data parallelism's batched inputs), walks the step in program order
     (forward, backward and optimizer) and gives each op the layouts its
     operands must arrive in (`dist.operands`) and its results leave in
     (`dist.results`): the op splits the factor of its sharding rule that
     its operands are split along (the cheapest when they disagree), a whole
     operand meeting a split one is cut locally, partial results are
     combined where they are first used. Optimizer state, gradients and
-    updates take their parameter's layout; outputs of a training step stay
-    split, those of an inference build are made whole. Ops that read and
-    make only whole values carry no annotation.
+    updates take their parameter's layout; outputs of a training step (and
+    of any step with `outputs-split`) stay split, those of an inference
+    build are made whole, and so is an output that an earlier axis split
+    along another dimension (a tensor of the runtime splits one). Ops that
+    read and make only whole values carry no annotation.
 
     With `sequence-parallel` (Megatron's sequence parallelism), partial
     sums may instead be reduce-scattered onto their token dimension (the
@@ -258,9 +264,13 @@ def PropagateSharding : Pass<"pcc-propagate-sharding", "::mlir::ModuleOp"> {
     reduce-scatter replace each all-reduce.
   }];
   let options = [
+    Option<"axis", "axis", "std::string", /*default=*/"\"tp\"",
+           "The mesh axis to lay out">,
     Option<"sequenceParallel", "sequence-parallel", "bool",
            /*default=*/"false",
            "Split activations between tensor-parallel regions by tokens">,
+    Option<"outputsSplit", "outputs-split", "bool", /*default=*/"false",
+           "Let an inference step's outputs stay split">,
   ];
 }
 
@@ -276,8 +286,14 @@ def Partition : Pass<"pcc-partition", "::mlir::ModuleOp"> {
     one. Extents in attributes and result types become local. Split
     parameters' arguments and results get local types and keep their
     `dist.sharding`; a split `graph.weight` is read through its
-    `dist.all_slice`, which targets load as the rank's block.
+    `dist.all_slice`, which targets load as the rank's block. Only the
+    layouts over `axis` are applied; those over other axes stay for their
+    own partitioning.
   }];
+  let options = [
+    Option<"axis", "axis", "std::string", /*default=*/"\"tp\"",
+           "The mesh axis to partition over">,
+  ];
 }
 
 def Microbatch : Pass<"pcc-microbatch", "::mlir::func::FuncOp"> {

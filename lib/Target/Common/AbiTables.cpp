@@ -161,14 +161,22 @@ std::string MeshLayout::getGroupPosition(ArrayAttr axes) const {
   return expr;
 }
 
-ShardFields MeshLayout::getShardFields(dist::ShardingAttr sharding,
-                                       ArrayRef<int64_t> whole) const {
-  if (sharding)
-    for (unsigned d = 0; d < sharding.getDims().size(); ++d)
-      if (!sharding.getDimAxes(d).empty())
-        return {getAxesMask(cast<ArrayAttr>(sharding.getDims()[d])), int32_t(d),
-                sharding.getDimGroups(d), whole[d]};
-  return {};
+FailureOr<ShardFields>
+MeshLayout::getShardFields(Location loc, dist::ShardingAttr sharding,
+                           ArrayRef<int64_t> whole) const {
+  ShardFields fields;
+  if (!sharding)
+    return fields;
+  for (unsigned d = 0; d < sharding.getDims().size(); ++d) {
+    if (sharding.getDimAxes(d).empty())
+      continue;
+    if (fields.axes)
+      return emitError(loc, "a tensor of layout ")
+             << sharding << " splits two dimensions; the runtime splits one";
+    fields = {getAxesMask(cast<ArrayAttr>(sharding.getDims()[d])), int32_t(d),
+              sharding.getDimGroups(d), whole[d]};
+  }
+  return fields;
 }
 
 //===----------------------------------------------------------------------===//
@@ -176,15 +184,15 @@ ShardFields MeshLayout::getShardFields(dist::ShardingAttr sharding,
 //===----------------------------------------------------------------------===//
 
 FailureOr<int64_t> AbiTables::addInput(Location loc, StringRef name,
-                                       RankedTensorType type,
+                                       RankedTensorType type, ShardFields shard,
                                        uint64_t holders) {
   auto [it, inserted] = inputIndex.try_emplace(name, inputs.size());
   if (inserted) {
-    inputs.push_back({name.str(), type, false, {}, 0, holders});
+    inputs.push_back({name.str(), type, false, shard, 0, holders});
     return it->second;
   }
   Entry &known = inputs[it->second];
-  if (known.type != type)
+  if (known.type != type || !(known.shard == shard))
     return emitError(loc, "input '") << name << "' is " << type << " here but "
                                      << known.type << " on another entry";
   known.holders |= holders;

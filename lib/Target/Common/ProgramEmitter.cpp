@@ -294,12 +294,24 @@ LogicalResult FunctionEmitter::collectInterface() {
   for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
     uint64_t readBy = arg.use_empty() ? 0 : holders;
     StringRef name = getStateName(func, i);
+    auto sharding =
+        func.getArgAttrOfType<dist::ShardingAttr>(i, "dist.sharding");
+    SmallVector<int64_t> whole(
+        cast<RankedTensorType>(arg.getType()).getShape());
+    if (sharding)
+      for (unsigned d = 0; d < whole.size(); ++d)
+        for (StringRef axis : sharding.getDimAxes(d))
+          whole[d] *= mesh.getAxisSize(axis);
+    FailureOr<ShardFields> shard =
+        mesh.getShardFields(func.getLoc(), sharding, whole);
+    if (failed(shard))
+      return failure();
     if (name.empty()) {
       auto onnx = func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr);
       FailureOr<int64_t> index = tables.addInput(
           func.getLoc(),
           onnx ? onnx.getValue().str() : "input_" + std::to_string(i),
-          cast<RankedTensorType>(arg.getType()), readBy);
+          cast<RankedTensorType>(arg.getType()), *shard, readBy);
       if (failed(index))
         return failure();
       argInput.push_back(*index);
@@ -316,15 +328,9 @@ LogicalResult FunctionEmitter::collectInterface() {
     entry.localType = cast<RankedTensorType>(arg.getType());
     entry.padding = paddingOfArg(i);
     entry.holders = readBy;
-    if (auto sharding =
-            func.getArgAttrOfType<dist::ShardingAttr>(i, "dist.sharding"))
-      for (unsigned d = 0; d < sharding.getDims().size(); ++d)
-        if (!sharding.getDimAxes(d).empty()) {
-          entry.shardAxes =
-              mesh.getAxesMask(cast<ArrayAttr>(sharding.getDims()[d]));
-          entry.shardDim = d;
-          entry.shardGroups = sharding.getDimGroups(d);
-        }
+    entry.shardAxes = shard->axes;
+    entry.shardDim = shard->dim;
+    entry.shardGroups = shard->groups;
     FailureOr<int64_t> index =
         tables.addWeight(func.getLoc(), std::move(entry));
     if (failed(index))
@@ -379,10 +385,13 @@ FailureOr<unsigned> FunctionEmitter::addOutput(unsigned k) {
     whole[pad.first] = pad.second;
   // A pipeline's entries list their outputs as the whole step does.
   auto order = func.getResultAttrOfType<IntegerAttr>(k, dist::kResultIndexAttr);
+  FailureOr<ShardFields> shard =
+      mesh.getShardFields(func.getLoc(), sharding, whole);
+  if (failed(shard))
+    return failure();
   return tables.addOutput(
-      func.getLoc(), name, cast<RankedTensorType>(v.getType()), isGrad,
-      mesh.getShardFields(sharding, whole), order ? order.getInt() : int64_t(k),
-      program.holders.lookup(func));
+      func.getLoc(), name, cast<RankedTensorType>(v.getType()), isGrad, *shard,
+      order ? order.getInt() : int64_t(k), program.holders.lookup(func));
 }
 
 void FunctionEmitter::collectCalleeInterface() {

@@ -902,40 +902,30 @@ struct PipelineStagesPass : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
       }
       options.cost = *loaded;
     }
-    // The mesh gains its pipeline axis, outermost: a stage's
-    // tensor-parallel ranks are neighbours.
-    OpBuilder b(module.getBodyRegion());
+    // The mesh gains its pipeline axis, outside tensor parallelism's: a
+    // stage's tensor-parallel ranks are neighbours.
     if (pp == 1) {
       for (auto func : module.getOps<func::FuncOp>())
         if (failed(assignStages(func, options)))
           return signalPassFailure();
       return;
     }
-    SmallVector<StringRef> names{dist::kPipelineAxis};
-    SmallVector<int64_t> sizes{pp};
-    if (auto mesh = module.lookupSymbol<dist::MeshOp>(dist::kMeshName)) {
-      if (mesh.getAxisSize(dist::kPipelineAxis))
-        return;
-      for (auto [name, size] :
-           llvm::zip(mesh.getAxisNames(), mesh.getShape())) {
-        names.push_back(cast<StringAttr>(name).getValue());
-        sizes.push_back(size);
-      }
-      b.setInsertionPoint(mesh);
-      dist::MeshOp::create(b, mesh.getLoc(), dist::kMeshName,
-                           b.getStrArrayAttr(names),
-                           b.getDenseI64ArrayAttr(sizes));
-      mesh.erase();
-    } else {
-      dist::MeshOp::create(b, module.getLoc(), dist::kMeshName,
-                           b.getStrArrayAttr(names),
-                           b.getDenseI64ArrayAttr(sizes));
+    dist::MeshOp mesh = dist::getOrAddMeshAxis(module, dist::kPipelineAxis, pp);
+    if (*mesh.getAxisSize(dist::kPipelineAxis) != pp) {
+      mesh.emitError("the mesh's '")
+          << dist::kPipelineAxis << "' axis has "
+          << *mesh.getAxisSize(dist::kPipelineAxis) << " ranks, not " << pp;
+      return signalPassFailure();
     }
     // Each pipeline rank is a block of the mesh's other axes: its devices
     // are numbered consecutively, which decides what crosses nodes.
     options.ranksPerStage = 1;
-    for (int64_t size : ArrayRef<int64_t>(sizes).drop_front())
-      options.ranksPerStage *= size;
+    bool minor = false;
+    for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getShape())) {
+      if (minor)
+        options.ranksPerStage *= size;
+      minor |= cast<StringAttr>(name).getValue() == dist::kPipelineAxis;
+    }
     for (auto func : module.getOps<func::FuncOp>())
       if (failed(assignStages(func, options)))
         return signalPassFailure();

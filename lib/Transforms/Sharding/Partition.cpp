@@ -39,10 +39,11 @@ using namespace pcc::sharding;
 namespace {
 class Context : public PartitionContext {
 public:
-  Context(MLIRContext *ctx, int64_t shards) : ctx(ctx), shards(shards) {}
+  Context(MLIRContext *ctx, StringRef axis, int64_t shards)
+      : ctx(ctx), axis(axis), shards(shards) {}
   int64_t numShards() const override { return shards; }
   int64_t numGroups() const override { return groups; }
-  ArrayAttr axes() const { return Builder(ctx).getStrArrayAttr({kTpAxis}); }
+  ArrayAttr axes() const { return Builder(ctx).getStrArrayAttr({axis}); }
   FlatSymbolRefAttr mesh() const {
     return FlatSymbolRefAttr::get(ctx, kMeshName);
   }
@@ -113,6 +114,7 @@ public:
   }
 
   MLIRContext *ctx;
+  StringRef axis;
   int64_t shards;
   /// The groups of the factor the op being partitioned splits.
   int64_t groups = 1;
@@ -175,30 +177,31 @@ Value Context::reduceScatter(OpBuilder &b, Location loc, Value v, Layout l) {
   });
 }
 
-static Layout layoutAttr(Attribute a) {
+static Layout layoutAttr(Attribute a, StringRef axis) {
   auto s = dyn_cast_or_null<dist::ShardingAttr>(a);
   if (!s)
     return Layout();
-  FailureOr<Layout> l = fromAttr(s);
+  FailureOr<Layout> l = fromAttr(s, axis);
   return succeeded(l) ? *l : Layout();
 }
 
-static Layout indexed(Operation *op, StringRef name, unsigned i) {
+static Layout indexed(Operation *op, StringRef name, unsigned i,
+                      StringRef axis) {
   auto array = op->getAttrOfType<ArrayAttr>(name);
   if (!array || i >= array.size())
     return Layout();
-  return layoutAttr(array[i]);
+  return layoutAttr(array[i], axis);
 }
 
-LogicalResult pcc::partition(func::FuncOp func) {
+LogicalResult pcc::partition(func::FuncOp func, StringRef axis) {
   auto module = func->getParentOfType<ModuleOp>();
   auto mesh = module ? module.lookupSymbol<dist::MeshOp>(kMeshName) : nullptr;
   if (!mesh)
     return success();
-  std::optional<int64_t> tp = mesh.getAxisSize(kTpAxis);
+  std::optional<int64_t> tp = mesh.getAxisSize(axis);
   if (!tp || *tp == 1)
     return success();
-  Context ctx(func.getContext(), *tp);
+  Context ctx(func.getContext(), axis, *tp);
   Block &body = func.getBody().front();
 
   // Where each (original) value lives now, and its layout.
@@ -210,7 +213,8 @@ LogicalResult pcc::partition(func::FuncOp func) {
   SmallVector<std::pair<BlockArgument, Value>> placeholders;
   OpBuilder start = OpBuilder::atBlockBegin(&body);
   for (BlockArgument arg : body.getArguments()) {
-    Layout l = layoutAttr(func.getArgAttr(arg.getArgNumber(), kShardingAttr));
+    Layout l =
+        layoutAttr(func.getArgAttr(arg.getArgNumber(), kShardingAttr), axis);
     layout[arg] = l;
     local.map(arg, arg);
     if (l.isSplit()) {
@@ -242,9 +246,9 @@ LogicalResult pcc::partition(func::FuncOp func) {
     });
     SmallVector<Layout> wanted, made;
     for (unsigned i = 0; i < op->getNumOperands(); ++i)
-      wanted.push_back(indexed(op, kOperandsAttr, i));
+      wanted.push_back(indexed(op, kOperandsAttr, i, axis));
     for (unsigned i = 0; i < op->getNumResults(); ++i)
-      made.push_back(indexed(op, kResultsAttr, i));
+      made.push_back(indexed(op, kResultsAttr, i, axis));
     bool annotated = op->hasAttr(kOperandsAttr) || op->hasAttr(kResultsAttr);
     op->removeAttr(kOperandsAttr);
     op->removeAttr(kResultsAttr);
@@ -258,8 +262,22 @@ LogicalResult pcc::partition(func::FuncOp func) {
       break;
     }
     if (auto w = dyn_cast<WeightOp>(op)) {
-      Layout l = layoutAttr(w->getAttr(kShardingAttr));
+      // The weight's layout over this axis is done with once it is read
+      // through its slice; what it says of other axes stays.
+      auto stated = w->getAttrOfType<dist::ShardingAttr>(kShardingAttr);
+      Layout l = layoutAttr(stated, axis);
       w->removeAttr(kShardingAttr);
+      if (stated && namesAxis(stated, axis)) {
+        auto rest = toAttr(w->getContext(), axis, Layout(),
+                           w.getType().getRank(), stated);
+        if (rest.getPartialAxes() ||
+            llvm::any_of(rest.getDims(), [](Attribute d) {
+              return !cast<ArrayAttr>(d).empty();
+            }))
+          w->setAttr(kShardingAttr, rest);
+      } else if (stated) {
+        w->setAttr(kShardingAttr, stated);
+      }
       layout[w.getOutput()] = l;
       local.map(w.getOutput(), w.getOutput());
       if (l.isSplit()) {
@@ -312,8 +330,10 @@ LogicalResult pcc::partition(func::FuncOp func) {
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (k < returned.size() && returned[k].isSplit())
       func.setResultAttr(k, kShardingAttr,
-                         toAttr(func.getContext(), returned[k],
-                                cast<RankedTensorType>(v.getType()).getRank()));
+                         toAttr(func.getContext(), axis, returned[k],
+                                cast<RankedTensorType>(v.getType()).getRank(),
+                                func.getResultAttrOfType<dist::ShardingAttr>(
+                                    k, kShardingAttr)));
   SmallVector<Type> argTypes(body.getArgumentTypes());
   func.setType(
       FunctionType::get(func.getContext(), argTypes, ret.getOperandTypes()));
@@ -322,9 +342,10 @@ LogicalResult pcc::partition(func::FuncOp func) {
 
 namespace {
 struct PartitionPass : pcc::impl::PartitionBase<PartitionPass> {
+  using PartitionBase::PartitionBase;
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(partition(func)))
+      if (failed(partition(func, axis)))
         return signalPassFailure();
   }
 };

@@ -37,16 +37,18 @@ static int64_t rankOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank();
 }
 
-LogicalResult pcc::propagateSharding(func::FuncOp func, bool sequenceParallel) {
+LogicalResult pcc::propagateSharding(func::FuncOp func, StringRef axis,
+                                     bool sequenceParallel, bool outputsSplit) {
   auto module = func->getParentOfType<ModuleOp>();
   auto mesh = module ? module.lookupSymbol<dist::MeshOp>(kMeshName) : nullptr;
   if (!mesh)
     return success(); // nothing is split
-  std::optional<int64_t> tp = mesh.getAxisSize(kTpAxis);
+  std::optional<int64_t> tp = mesh.getAxisSize(axis);
   if (!tp || *tp == 1)
     return success();
-  Solver solver(func, *tp);
+  Solver solver(func, axis, *tp);
   solver.setSequenceParallel(sequenceParallel);
+  solver.setKeepOutputsSplit(outputsSplit);
   if (failed(solver.seedStatedLayouts()))
     return failure();
   Solver::Outcome base = solver.run();
@@ -94,12 +96,14 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, bool sequenceParallel) {
     Layout l = solver.getLayout(arg);
     if (l.isSplit())
       func.setArgAttr(arg.getArgNumber(), kShardingAttr,
-                      toAttr(ctx, l, rankOf(arg)));
+                      toAttr(ctx, axis, l, rankOf(arg),
+                             func.getArgAttrOfType<dist::ShardingAttr>(
+                                 arg.getArgNumber(), kShardingAttr)));
   }
   auto toArray = [&](ArrayRef<Layout> layouts, ValueRange values) {
     SmallVector<Attribute> attrs;
     for (auto [l, v] : llvm::zip(layouts, values))
-      attrs.push_back(toAttr(ctx, l, rankOf(v)));
+      attrs.push_back(toAttr(ctx, axis, l, rankOf(v)));
     return ArrayAttr::get(ctx, attrs);
   };
   for (Operation &op : body) {
@@ -131,7 +135,7 @@ struct PropagateShardingPass
   using PropagateShardingBase::PropagateShardingBase;
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(propagateSharding(func, sequenceParallel)))
+      if (failed(propagateSharding(func, axis, sequenceParallel, outputsSplit)))
         return signalPassFailure();
   }
 };

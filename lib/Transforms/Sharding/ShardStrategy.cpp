@@ -102,11 +102,13 @@ struct ShardStrategyPass : pcc::impl::ShardStrategyBase<ShardStrategyPass> {
       return signalPassFailure();
     if (tp == 1)
       return;
-    OpBuilder b(module.getBodyRegion());
-    if (!module.lookupSymbol(kMeshName))
-      dist::MeshOp::create(b, module.getLoc(), kMeshName,
-                           b.getStrArrayAttr({kTpAxis}),
-                           b.getDenseI64ArrayAttr({tp}));
+    dist::MeshOp mesh = dist::getOrAddMeshAxis(module, kTpAxis, tp);
+    if (*mesh.getAxisSize(kTpAxis) != tp) {
+      mesh.emitError("the mesh's '")
+          << kTpAxis << "' axis has " << *mesh.getAxisSize(kTpAxis)
+          << " ranks, not " << int64_t(tp);
+      return signalPassFailure();
+    }
     for (auto func : module.getOps<func::FuncOp>())
       if (failed(plan(func, overrides)))
         return signalPassFailure();
@@ -120,7 +122,7 @@ struct ShardStrategyPass : pcc::impl::ShardStrategyBase<ShardStrategyPass> {
 
 LogicalResult ShardStrategyPass::plan(func::FuncOp func,
                                       ArrayRef<Override> overrides) {
-  Solver solver(func, tp);
+  Solver solver(func, kTpAxis, tp);
   solver.setSequenceParallel(sequenceParallel);
   // Layouts the IR already states win: they are the user's.
   if (failed(solver.seedStatedLayouts()))
@@ -157,9 +159,16 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
     if (!l.isSplit())
       continue;
     if (auto arg = dyn_cast<BlockArgument>(root))
-      func.setArgAttr(arg.getArgNumber(), kShardingAttr, toAttr(ctx, l, rank));
+      func.setArgAttr(arg.getArgNumber(), kShardingAttr,
+                      toAttr(ctx, kTpAxis, l, rank,
+                             func.getArgAttrOfType<dist::ShardingAttr>(
+                                 arg.getArgNumber(), kShardingAttr)));
     else
-      root.getDefiningOp()->setAttr(kShardingAttr, toAttr(ctx, l, rank));
+      root.getDefiningOp()->setAttr(
+          kShardingAttr,
+          toAttr(ctx, kTpAxis, l, rank,
+                 root.getDefiningOp()->getAttrOfType<dist::ShardingAttr>(
+                     kShardingAttr)));
   }
   return success();
 }

@@ -131,69 +131,108 @@ pcc::sharding::findSplitFactor(const ShardingRule &rule, const OpPlan &plan,
   return {fs->factor, fs->groups};
 }
 
-dist::ShardingAttr pcc::sharding::toAttr(MLIRContext *context, Layout layout,
-                                         int64_t rank) {
+static dist::ReductionKind toDist(ReductionKind kind) {
+  switch (kind) {
+  case ReductionKind::Sum:
+    return dist::ReductionKind::Sum;
+  case ReductionKind::Max:
+    return dist::ReductionKind::Max;
+  case ReductionKind::Min:
+    return dist::ReductionKind::Min;
+  case ReductionKind::Mean:
+    return dist::ReductionKind::Mean;
+  }
+  llvm_unreachable("unknown reduction kind");
+}
+
+static ReductionKind fromDist(dist::ReductionKind kind) {
+  switch (kind) {
+  case dist::ReductionKind::Sum:
+    return ReductionKind::Sum;
+  case dist::ReductionKind::Max:
+    return ReductionKind::Max;
+  case dist::ReductionKind::Min:
+    return ReductionKind::Min;
+  case dist::ReductionKind::Mean:
+    return ReductionKind::Mean;
+  }
+  llvm_unreachable("unknown reduction kind");
+}
+
+dist::ShardingAttr pcc::sharding::toAttr(MLIRContext *context, StringRef axis,
+                                         Layout layout, int64_t rank,
+                                         dist::ShardingAttr base) {
   Builder b(context);
   SmallVector<Attribute> dims;
   SmallVector<int64_t> groups(rank, 1);
-  for (int64_t d = 0; d < rank; ++d)
-    dims.push_back(d == layout.dim ? b.getStrArrayAttr({kTpAxis})
-                                   : b.getArrayAttr({}));
-  if (layout.isSplit())
-    groups[layout.dim] = layout.groups;
-  bool grouped = llvm::any_of(groups, [](int64_t g) { return g != 1; });
+  SmallVector<Attribute> partial;
   auto kind = dist::ReductionKind::Sum;
-  switch (layout.kind) {
-  case ReductionKind::Sum:
-    break;
-  case ReductionKind::Max:
-    kind = dist::ReductionKind::Max;
-    break;
-  case ReductionKind::Min:
-    kind = dist::ReductionKind::Min;
-    break;
-  case ReductionKind::Mean:
-    kind = dist::ReductionKind::Mean;
-    break;
+  if (base) {
+    for (int64_t d = 0; d < rank; ++d)
+      groups[d] = base.getDimGroups(d);
+    if (ArrayAttr axes = base.getPartialAxes())
+      for (Attribute a : axes)
+        if (cast<StringAttr>(a).getValue() != axis)
+          partial.push_back(a);
+    kind = base.getPartialKind();
   }
+  for (int64_t d = 0; d < rank; ++d) {
+    SmallVector<Attribute> axes;
+    if (base && d < int64_t(base.getDims().size()))
+      for (Attribute a : cast<ArrayAttr>(base.getDims()[d]))
+        if (cast<StringAttr>(a).getValue() != axis)
+          axes.push_back(a);
+    if (d == layout.dim) {
+      axes.push_back(b.getStringAttr(axis));
+      if (layout.groups != 1)
+        groups[d] = layout.groups;
+    }
+    dims.push_back(b.getArrayAttr(axes));
+  }
+  if (layout.partial) {
+    partial.push_back(b.getStringAttr(axis));
+    kind = toDist(layout.kind);
+  }
+  bool grouped = llvm::any_of(groups, [](int64_t g) { return g != 1; });
   return dist::ShardingAttr::get(
       context, FlatSymbolRefAttr::get(context, kMeshName), b.getArrayAttr(dims),
       grouped ? b.getDenseI64ArrayAttr(groups) : DenseI64ArrayAttr(),
-      layout.partial ? b.getStrArrayAttr({kTpAxis}) : ArrayAttr(), kind);
+      partial.empty() ? ArrayAttr() : b.getArrayAttr(partial), kind);
 }
 
-FailureOr<Layout> pcc::sharding::fromAttr(dist::ShardingAttr attr) {
+FailureOr<Layout> pcc::sharding::fromAttr(dist::ShardingAttr attr,
+                                          StringRef axis) {
   Layout l;
   for (unsigned d = 0; d < attr.getDims().size(); ++d) {
-    SmallVector<StringRef> axes = attr.getDimAxes(d);
-    if (axes.empty())
+    if (!llvm::is_contained(attr.getDimAxes(d), axis))
       continue;
-    if (axes.size() != 1 || axes[0] != kTpAxis || l.isSplit())
+    if (l.isSplit())
       return failure();
     l.dim = d;
     l.groups = attr.getDimGroups(d);
   }
   if (ArrayAttr partial = attr.getPartialAxes()) {
-    if (partial.size() != 1 || cast<StringAttr>(partial[0]) != kTpAxis ||
-        l.isSplit())
-      return failure();
-    l.partial = true;
-    switch (attr.getPartialKind()) {
-    case dist::ReductionKind::Sum:
-      l.kind = ReductionKind::Sum;
-      break;
-    case dist::ReductionKind::Max:
-      l.kind = ReductionKind::Max;
-      break;
-    case dist::ReductionKind::Min:
-      l.kind = ReductionKind::Min;
-      break;
-    case dist::ReductionKind::Mean:
-      l.kind = ReductionKind::Mean;
-      break;
+    if (llvm::any_of(partial, [&](Attribute a) {
+          return cast<StringAttr>(a).getValue() == axis;
+        })) {
+      if (l.isSplit())
+        return failure();
+      l.partial = true;
+      l.kind = fromDist(attr.getPartialKind());
     }
   }
   return l;
+}
+
+bool pcc::sharding::namesAxis(dist::ShardingAttr attr, StringRef axis) {
+  for (unsigned d = 0; d < attr.getDims().size(); ++d)
+    if (llvm::is_contained(attr.getDimAxes(d), axis))
+      return true;
+  if (ArrayAttr partial = attr.getPartialAxes())
+    return llvm::any_of(partial, [&](Attribute a) {
+      return cast<StringAttr>(a).getValue() == axis;
+    });
+  return false;
 }
 
 //===----------------------------------------------------------------------===//
@@ -213,7 +252,8 @@ static bool isFloatTensor(Value v) {
   return t && isa<FloatType>(t.getElementType()) && t.getRank() > 0;
 }
 
-Solver::Solver(func::FuncOp func, int64_t shards) : func(func), shards(shards) {
+Solver::Solver(func::FuncOp func, StringRef axis, int64_t shards)
+    : func(func), axis(axis.str()), shards(shards) {
   Block &body = func.getBody().front();
   llvm::DenseSet<unsigned> params;
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -326,12 +366,21 @@ LogicalResult Solver::seedStatedLayouts() {
     if (!attr)
       continue;
     auto sharding = dyn_cast<dist::ShardingAttr>(attr);
+    // A layout over other axes only says nothing of this one; one naming
+    // no axis at all says that the root is whole.
+    bool other = sharding && !namesAxis(sharding, axis) &&
+                 (sharding.getPartialAxes() ||
+                  llvm::any_of(sharding.getDims(), [](Attribute d) {
+                    return !cast<ArrayAttr>(d).empty();
+                  }));
+    if (other)
+      continue;
     FailureOr<Layout> l =
-        sharding ? fromAttr(sharding) : FailureOr<Layout>(failure());
+        sharding ? fromAttr(sharding, axis) : FailureOr<Layout>(failure());
     if (failed(l) || l->partial)
       return emitError(root.getLoc(), "'")
              << getRootName(root) << "': " << kShardingAttr
-             << " must split one dimension over '" << kTpAxis << "'";
+             << " must split one dimension over '" << axis << "'";
     auto type = cast<RankedTensorType>(root.getType());
     if (l->isSplit() && (l->dim >= type.getRank() ||
                          type.getDimSize(l->dim) % (l->groups * shards) != 0))
@@ -340,6 +389,23 @@ LogicalResult Solver::seedStatedLayouts() {
              << " does not split into " << l->groups << " group(s) of "
              << shards << " blocks";
     setSeed(root, *l);
+  }
+  // Other arguments (graph inputs) whose layout names the axis.
+  for (BlockArgument arg : func.getBody().front().getArguments()) {
+    auto sharding = func.getArgAttrOfType<dist::ShardingAttr>(
+        arg.getArgNumber(), kShardingAttr);
+    if (!sharding || llvm::is_contained(roots, Value(arg)) ||
+        followRoot.count(arg) || !namesAxis(sharding, axis))
+      continue;
+    FailureOr<Layout> l = fromAttr(sharding, axis);
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (failed(l) || l->partial || !l->isSplit() ||
+        type.getDimSize(l->dim) % (l->groups * shards) != 0)
+      return emitError(arg.getLoc(), "argument ")
+             << arg.getArgNumber() << ": " << kShardingAttr
+             << " must split one dimension over '" << axis
+             << "' into whole blocks";
+    setArgumentLayout(arg, *l);
   }
   return success();
 }
@@ -506,6 +572,8 @@ void Solver::reset(Unseeded mode) {
     else
       layouts[state] = seeds.lookup(param);
   }
+  for (auto [arg, l] : argumentLayouts)
+    layouts[arg] = l;
 }
 
 Solver::Outcome Solver::run() {
@@ -983,10 +1051,19 @@ void Solver::visitReturn(func::ReturnOp ret, Outcome &out, bool forwardOnly) {
       plan.operands.push_back(cur);
       continue;
     }
+    auto stated =
+        func.getResultAttrOfType<dist::ShardingAttr>(k, kShardingAttr);
+    bool otherDim = cur.isSplit() && stated &&
+                    llvm::any_of(llvm::seq<unsigned>(stated.getDims().size()),
+                                 [&](unsigned d) {
+                                   return d != unsigned(cur.dim) &&
+                                          !stated.getDimAxes(d).empty();
+                                 });
     if (state)
       want = getLayout(body.getArgument(*state));
-    else if (training && !func.getResultAttr(k, kLossAttr) && !cur.partial)
-      want = cur; // outputs of a training step stay split (dumps gather)
+    else if ((training || keepOutputsSplit) &&
+             !func.getResultAttr(k, kLossAttr) && !cur.partial && !otherDim)
+      want = cur; // outputs stay split (the runtime joins them)
     account(v, cur, want, out, /*atReturn=*/!state);
     plan.operands.push_back(want);
   }

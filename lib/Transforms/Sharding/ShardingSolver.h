@@ -1,12 +1,20 @@
 //===- ShardingSolver.h - Tensor layouts over one mesh axis -----*- C++ -*-===//
 //
-// The engine that the tensor-parallel passes share. It walks a function in
-// program order and gives every value a layout over the tensor-parallel
-// axis (whole, split along one dimension, or partial), choosing for every
-// op which factor of its sharding rule to split from its operands' layouts,
-// and counting the communication that the choices imply. The strategy pass
-// runs it to try each way to split a parameter; the propagation pass runs it
+// The engine that the sharding passes share. It walks a function in program
+// order and gives every value a layout over one axis of the mesh (whole,
+// split along one dimension, or partial), choosing for every op which
+// factor of its sharding rule to split from its operands' layouts, and
+// counting the communication that the choices imply. The strategy pass runs
+// it to try each way to split a parameter; the propagation pass runs it
 // once, with every parameter decided, and records the result in the IR.
+//
+// A mesh of several axes is laid out one axis at a time, major to minor
+// (data parallelism's `dp`, then tensor parallelism's `tp`): each axis's
+// layouts are solved on the program that partitioning over the axes before
+// it left, so an axis splitting a dimension that an earlier one split
+// splits each earlier block (`#dist.sharding` lists the dimension's axes
+// major to minor), and a value's `#dist.sharding` gathers every axis's
+// layout.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,7 +85,8 @@ public:
     Adopt,     ///< give it whatever its first use wants (a trial's guess)
   };
 
-  Solver(mlir::func::FuncOp func, int64_t shards);
+  /// Lays out `func` over mesh axis `axis` of `shards` ranks.
+  Solver(mlir::func::FuncOp func, llvm::StringRef axis, int64_t shards);
 
   /// The roots: parameters (state arguments that have a gradient, or float
   /// graph.weight ops of inference builds) whose layout the strategy
@@ -89,10 +98,21 @@ public:
   void setSeed(mlir::Value root, Layout layout) { seeds[root] = layout; }
   /// An attribute of a root: on its argument, or on its graph.weight op.
   mlir::Attribute getRootAttr(mlir::Value root, llvm::StringRef name) const;
-  /// Seeds the roots whose layout the IR states (`dist.sharding`); fails,
-  /// naming the root, on one that does not split a dimension over the
-  /// tensor-parallel axis into whole blocks.
+  /// Seeds the roots whose layout over the axis the IR states
+  /// (`dist.sharding` naming the axis); fails, naming the root, on one that
+  /// does not split a dimension over the axis into whole blocks.
   mlir::LogicalResult seedStatedLayouts();
+  /// Gives argument `arg` (a graph input, not a root) `layout` whenever a
+  /// walk starts: data parallelism's batch split.
+  void setArgumentLayout(mlir::BlockArgument arg, Layout layout) {
+    argumentLayouts[arg] = layout;
+  }
+  /// Whether outputs other than state (logits) may leave the step split
+  /// over the axis (the runtime joins them), rather than whole: true for
+  /// training steps, and for any step once `keepOutputsSplit` is set. A
+  /// result that an earlier axis split along another dimension is made
+  /// whole over this one: the runtime's tensors split one dimension.
+  void setKeepOutputsSplit(bool on) { keepOutputsSplit = on; }
   /// Sequence parallelism: activations between tensor-parallel regions are
   /// split along their token dimension (the second to last); partial sums
   /// are reduce-scattered onto it and gathered back before the next split
@@ -143,6 +163,7 @@ public:
   Layout getLayout(mlir::Value v);
   const OpPlan *getPlan(mlir::Operation *op) const;
   int64_t getShards() const { return shards; }
+  llvm::StringRef getAxis() const { return axis; }
 
   /// The layout of a root's dimension `dim` seen at its first use: the
   /// kind of the factor it maps to there (col: parallel, row: reduction).
@@ -195,7 +216,10 @@ private:
   llvm::SmallVector<Undo> journal;
 
   mlir::func::FuncOp func;
+  std::string axis;
   int64_t shards;
+  llvm::DenseMap<mlir::Value, Layout> argumentLayouts;
+  bool keepOutputsSplit = false;
   /// The incremental walk's position in forwardOps, and its outcome.
   size_t cursor = 0;
   Outcome walkOut;
@@ -244,12 +268,18 @@ inline constexpr llvm::StringLiteral kResultsAttr = "dist.results";
 using dist::kMeshName;
 inline constexpr llvm::StringLiteral kTpAxis = dist::kTensorAxis;
 
-/// A layout as a #dist.sharding on the tensor-parallel axis of @mesh.
-dist::ShardingAttr toAttr(mlir::MLIRContext *context, Layout layout,
-                          int64_t rank);
-/// The layout a #dist.sharding gives on the tensor-parallel axis; fails on
-/// a layout over other axes.
-mlir::FailureOr<Layout> fromAttr(dist::ShardingAttr attr);
+/// `base` (a #dist.sharding of @mesh, or null: whole) with its layout over
+/// `axis` replaced by `layout`: a split adds the axis to the dimension's
+/// axes, minor to those already there.
+dist::ShardingAttr toAttr(mlir::MLIRContext *context, llvm::StringRef axis,
+                          Layout layout, int64_t rank,
+                          dist::ShardingAttr base = {});
+/// The layout a #dist.sharding gives over `axis` (whole where it does not
+/// name it); fails where the axis splits two dimensions, or splits one and
+/// leaves partial results.
+mlir::FailureOr<Layout> fromAttr(dist::ShardingAttr attr, llvm::StringRef axis);
+/// Whether `attr` names `axis`, in a dimension or among its partial axes.
+bool namesAxis(dist::ShardingAttr attr, llvm::StringRef axis);
 
 /// Bytes of a whole tensor.
 int64_t byteSize(mlir::Type type);

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/CallInterfaces.h"
@@ -149,6 +150,38 @@ int64_t MeshOp::getNumRanks() {
   for (int64_t s : getShape())
     n *= s;
   return n;
+}
+
+MeshOp pcc::dist::getOrAddMeshAxis(ModuleOp module, StringRef axis,
+                                   int64_t size) {
+  auto mesh = module.lookupSymbol<MeshOp>(kMeshName);
+  if (mesh && mesh.getAxisSize(axis))
+    return mesh;
+  auto order = [](StringRef name) {
+    return size_t(llvm::find(kMeshAxisOrder, name) -
+                  std::begin(kMeshAxisOrder));
+  };
+  SmallVector<StringRef> names;
+  SmallVector<int64_t> sizes;
+  if (mesh)
+    for (auto [name, s] : llvm::zip(mesh.getAxisNames(), mesh.getShape())) {
+      names.push_back(cast<StringAttr>(name).getValue());
+      sizes.push_back(s);
+    }
+  size_t at = 0;
+  while (at < names.size() && order(names[at]) <= order(axis))
+    ++at;
+  names.insert(names.begin() + at, axis);
+  sizes.insert(sizes.begin() + at, size);
+  OpBuilder b(module.getBodyRegion());
+  if (mesh)
+    b.setInsertionPoint(mesh);
+  Location loc = mesh ? mesh.getLoc() : module.getLoc();
+  auto created = MeshOp::create(b, loc, kMeshName, b.getStrArrayAttr(names),
+                                b.getDenseI64ArrayAttr(sizes));
+  if (mesh)
+    mesh.erase();
+  return created;
 }
 
 //===----------------------------------------------------------------------===//

@@ -14,10 +14,15 @@
 namespace pcc::dist {
 
 /// The device mesh the passes create (`dist.mesh @mesh`), and its axes:
-/// pipeline stages and tensor parallelism.
+/// data parallelism, pipeline stages and tensor parallelism, in the order
+/// the mesh lists them (major to minor: a stage's tensor-parallel ranks are
+/// neighbours, and so are a replica's stages).
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
+inline constexpr llvm::StringLiteral kDataAxis = "dp";
 inline constexpr llvm::StringLiteral kPipelineAxis = "pp";
 inline constexpr llvm::StringLiteral kTensorAxis = "tp";
+inline constexpr llvm::StringLiteral kMeshAxisOrder[] = {
+    kDataAxis, kPipelineAxis, kTensorAxis};
 /// A pipeline rank's step (and its optimizer function): its coordinate
 /// along the pipeline axis.
 inline constexpr llvm::StringLiteral kRankAttr = "dist.rank";

@@ -6,6 +6,7 @@
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -33,6 +34,12 @@ bool isStartedCollective(mlir::Operation *op);
 /// which may communicate. Pure Dist ops (a rank's block, its coordinate)
 /// are local.
 bool keepsCommunicationOrder(mlir::Operation *op);
+/// The module's `dist.mesh @mesh` with axis `axis` of `size` ranks: created
+/// when missing, or rebuilt with the axis inserted where kMeshAxisOrder
+/// puts it (an axis it does not list goes last). An axis already there
+/// keeps its size: callers check it.
+MeshOp getOrAddMeshAxis(mlir::ModuleOp module, llvm::StringRef axis,
+                        int64_t size);
 } // namespace pcc::dist
 
 #endif // PCC_DIALECT_DIST_IR_DISTOPS_H
