@@ -133,6 +133,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.remarks = options.train;
   p.labels = options.labels;
   p.logits = options.logits;
+  p.dp = options.dp;
   p.tp = options.tp;
   p.shard = options.shard;
   p.sequenceParallel = options.sequenceParallel;
@@ -1110,27 +1111,40 @@ LogicalResult pcc::compile(const CompileOptions &options,
 
   // The parallel plan: the mesh, what each rank holds, and the collectives
   // of one step (`bytes`: the bytes each rank's buffers hold).
-  int64_t numRanks = options.tp * options.pp;
-  llvm::StringMap<std::pair<int64_t, int64_t>> collectives;
+  int64_t numRanks = options.dp * options.tp * options.pp;
+  // Per kind and mesh axes ("all_reduce dp"): count and bytes.
+  struct CollectiveTotal {
+    std::string kind, axes;
+    int64_t count = 0, bytes = 0;
+  };
+  std::map<std::pair<std::string, std::string>, CollectiveTotal> collectives;
   module->walk([&](Operation *op) {
     if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
              dist::AllToAllOp, dist::SendOp, dist::RecvOp>(op))
       return;
     Value v = op->getNumResults() ? op->getResult(0) : op->getOperand(0);
-    auto &entry = collectives[op->getName().stripDialect()];
-    entry.first += 1;
-    entry.second += bytesOf(v.getType());
+    std::string axes;
+    if (auto list = op->getAttrOfType<ArrayAttr>("axes"))
+      for (Attribute a : list)
+        axes +=
+            (axes.empty() ? "" : ",") + cast<StringAttr>(a).getValue().str();
+    std::string kind = op->getName().stripDialect().str();
+    CollectiveTotal &entry = collectives[{kind, axes}];
+    entry.kind = kind;
+    entry.axes = axes;
+    entry.count += 1;
+    entry.bytes += bytesOf(v.getType());
   });
   {
     llvm::json::Array ranks, comms;
-    // Ranks are row-major over (pp, tp): a pipeline rank's tp ranks hold
-    // alike.
+    // Ranks are row-major over (dp, pp, tp): a pipeline rank's tp ranks
+    // hold alike, and so do the replicas.
     ArrayRef<int64_t> heldBytes;
     if (auto s = module->getOps<dist::ScheduleOp>(); !s.empty())
       if (auto base = (*s.begin()).getBaseBytes())
         heldBytes = *base;
     for (int64_t r = 0; r < numRanks; ++r) {
-      int64_t stage = r / options.tp;
+      int64_t stage = (r / options.tp) % options.pp;
       int64_t params = paramBytes, state = stateBytes;
       if (entries.size() > 1 && size_t(stage) < entries.size()) {
         params = rankBytes[stage].params;
@@ -1140,15 +1154,19 @@ LogicalResult pcc::compile(const CompileOptions &options,
       }
       ranks.push_back(llvm::json::Object{
           {"rank", r},
+          {"coords", llvm::json::Object{{"dp", r / (options.tp * options.pp)},
+                                        {"pp", stage},
+                                        {"tp", r % options.tp}}},
           {"stage", stage},
           {"parameter_bytes", params},
           {"optimizer_state_bytes", state},
           {"workspace_bytes", int64_t(emitted->workspaceBytes)}});
     }
     for (auto &kv : collectives)
-      comms.push_back(llvm::json::Object{{"kind", kv.getKey()},
-                                         {"bytes", kv.getValue().second},
-                                         {"count", kv.getValue().first}});
+      comms.push_back(llvm::json::Object{{"kind", kv.second.kind},
+                                         {"axes", kv.second.axes},
+                                         {"bytes", kv.second.bytes},
+                                         {"count", kv.second.count}});
     // How each weight is laid out: its whole shape (as in the weights
     // file), the dimension split over the ranks and each rank's shape.
     llvm::json::Array layouts;
@@ -1175,12 +1193,13 @@ LogicalResult pcc::compile(const CompileOptions &options,
       }
       layouts.push_back(std::move(entry));
     }
-    llvm::json::Object plan{
-        {"mesh", llvm::json::Object{{"tp", options.tp}, {"pp", options.pp}}},
-        {"sequence_parallel", options.sequenceParallel},
-        {"ranks", std::move(ranks)},
-        {"collectives", std::move(comms)},
-        {"weights", std::move(layouts)}};
+    llvm::json::Object plan{{"mesh", llvm::json::Object{{"dp", options.dp},
+                                                        {"pp", options.pp},
+                                                        {"tp", options.tp}}},
+                            {"sequence_parallel", options.sequenceParallel},
+                            {"ranks", std::move(ranks)},
+                            {"collectives", std::move(comms)},
+                            {"weights", std::move(layouts)}};
     if (pipeline)
       for (auto &kv : pipeline->json)
         plan[kv.first] = std::move(kv.second);
@@ -1253,6 +1272,27 @@ LogicalResult pcc::compile(const CompileOptions &options,
   }
   if (pipeline)
     summary << pipeline->summary;
+  // One line per parallel axis, with the collectives over it.
+  auto collectivesOver = [&](StringRef axis) {
+    bool any = false;
+    for (auto &kv : collectives) {
+      if (!llvm::is_contained(llvm::split(kv.second.axes, ','), axis))
+        continue;
+      summary << " " << kv.second.count << " " << kv.second.kind << " ("
+              << humanCount(kv.second.bytes, "B") << ")";
+      any = true;
+    }
+    if (!any)
+      summary << " no collectives";
+    summary << "\n";
+  };
+  if (options.dp > 1) {
+    summary << "  data parallel: dp " << options.dp
+            << " (ranks row-major over dp" << (options.pp > 1 ? " x pp" : "")
+            << (options.tp > 1 ? " x tp" : "") << "), per replica: batch / "
+            << options.dp << "; per step:";
+    collectivesOver(dist::kDataAxis);
+  }
   if (options.tp > 1) {
     summary << "  tensor parallel: tp " << options.tp
             << (options.sequenceParallel ? " with sequence parallelism" : "")
@@ -1260,12 +1300,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
             << "parameters " << humanCount(paramBytes, "B")
             << ", optimizer state " << humanCount(stateBytes, "B")
             << "; per step:";
-    if (collectives.empty())
-      summary << " no collectives";
-    for (auto &kv : collectives)
-      summary << " " << kv.getValue().first << " " << kv.getKey() << " ("
-              << humanCount(kv.getValue().second, "B") << ")";
-    summary << "\n";
+    collectivesOver(dist::kTensorAxis);
   }
   if (options.train)
     summary << "  training: " << options.optimizer.kind << ", " << numGrads

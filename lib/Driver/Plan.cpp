@@ -229,8 +229,8 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
     llvm::errs() << "pcc: error: " << msg << "\n";
     return failure();
   };
-  if (options.pp < 1 || options.tp < 1)
-    return fail("--tp and --pp must be at least 1");
+  if (options.pp < 1 || options.tp < 1 || options.dp < 1)
+    return fail("--dp, --tp and --pp must be at least 1");
   // Plans go into a folder of their own: an existing one may hold only a
   // previous plan.
   if (llvm::sys::fs::exists(options.outDir)) {
@@ -284,7 +284,8 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   if (*described)
     json = std::move((*described)->json);
   json["model"] = what;
-  json["mesh"] = llvm::json::Object{{"tp", options.tp}, {"pp", options.pp}};
+  json["mesh"] = llvm::json::Object{
+      {"dp", options.dp}, {"pp", options.pp}, {"tp", options.tp}};
   json["train"] = options.train;
   std::error_code ec = llvm::sys::fs::create_directories(options.outDir);
   if (ec)
@@ -306,8 +307,11 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
       llvm::formatv("{0:2}", llvm::json::Value(std::move(json))).str() + "\n";
   if (failed(write("plan.json", text)))
     return failure();
-  summary << "pcc: planned " << what << " at tp " << options.tp << " x pp "
-          << options.pp << " -> " << options.outDir << "/plan.json\n";
+  summary << "pcc: planned " << what << " at ";
+  if (options.dp > 1)
+    summary << "dp " << options.dp << " x ";
+  summary << "tp " << options.tp << " x pp " << options.pp << " -> "
+          << options.outDir << "/plan.json\n";
   if (*described) {
     if (failed(write("schedule.svg", (*described)->svg)))
       return failure();

@@ -2,6 +2,7 @@
 
 #include "pcc/Transforms/Pipelines.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -48,6 +49,18 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMixedPrecision({options.dtype}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // The mesh's axes are laid out one at a time, major to minor: data
+  // parallelism splits the batch, and tensor parallelism each replica's
+  // program.
+  if (options.dp > 1) {
+    pm.addPass(createDataParallel({options.dp}));
+    PropagateShardingOptions byBatch;
+    byBatch.axis = dist::kDataAxis.str();
+    byBatch.outputsSplit = true;
+    pm.addPass(createPropagateSharding(byBatch));
+    pm.addPass(createPartition({dist::kDataAxis.str()}));
+    pm.addPass(createCSEPass());
+  }
   if (options.tp > 1) {
     // Sharding runs after autodiff and the optimizer: the backward's
     // collectives (Megatron's conjugates) and the split optimizer state
@@ -84,7 +97,7 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
   // Last, on every function a pipeline made too: collectives start as
   // early as their operands allow, and the code waits for them where their
   // results are first read.
-  if (options.tp > 1)
+  if (options.tp > 1 || options.dp > 1)
     pm.addNestedPass<func::FuncOp>(createOverlapCollectives());
   pm.addNestedPass<func::FuncOp>(createCheckStaticShapes());
 }

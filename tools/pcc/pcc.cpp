@@ -49,6 +49,10 @@ compile options:
                          machine without a GPU: a test of the generated
                          code's numbers, not a fast way to run it
   --tp N, --pp N         tensor / pipeline parallel degree (default 1)
+  --dp N                 data parallel degree (default 1): each of N
+                         replicas computes its share of the batch, and the
+                         gradients are summed over them; the ranks are
+                         row-major over dp x pp x tp (tp ranks adjacent)
   --shard 'REGEX=col|row|rep'
                          with --tp: split the initializers named by REGEX
                          by their output (col) or reduced/looked-up (row)
@@ -245,6 +249,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       }
     } else if (a == "--tp")
       ok = args.integer(a, o.tp, 1);
+    else if (a == "--dp")
+      ok = args.integer(a, o.dp, 1);
     else if (a == "--sequence-parallel")
       o.sequenceParallel = true;
     else if (a == "--shard") {

@@ -25,7 +25,7 @@ struct CompileOptions {
   std::string model;
   std::string outDir;
   std::string target = "cpu";
-  int64_t tp = 1, pp = 1, microbatches = 0, virtualStages = 1;
+  int64_t dp = 1, tp = 1, pp = 1, microbatches = 0, virtualStages = 1;
   std::string schedule = "1f1b";
   /// Pipeline cuts after these ONNX nodes (--pp-split A,B,...) instead of
   /// the cost model's; a measured cost table (--cost-table FILE).

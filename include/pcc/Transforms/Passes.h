@@ -86,6 +86,10 @@ llvm::LogicalResult partition(mlir::func::FuncOp func,
 /// layouts over one mesh axis pass through another axis's collectives.
 void registerDistShardingRules(mlir::DialectRegistry &registry);
 
+/// Splits the batched inputs of `func` over a data-parallel mesh axis of
+/// `dp` ranks (see the pcc-data-parallel pass).
+llvm::LogicalResult splitBatch(mlir::func::FuncOp func, int64_t dp);
+
 /// Appends `values` to the function's results, each with its attributes.
 void appendResults(mlir::func::FuncOp func, mlir::ValueRange values,
                    llvm::ArrayRef<mlir::DictionaryAttr> attrs);

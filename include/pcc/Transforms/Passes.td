@@ -296,6 +296,27 @@ def Partition : Pass<"pcc-partition", "::mlir::ModuleOp"> {
   ];
 }
 
+def DataParallel : Pass<"pcc-data-parallel", "::mlir::ModuleOp"> {
+  let dependentDialects = ["::pcc::dist::DistDialect"];
+  let summary = "Splits the batch of the step over a data-parallel axis";
+  let description = [{
+    Adds the axis `dp` of `dp` ranks to `dist.mesh @mesh` (outermost: the
+    mesh is dp x pp x tp, so that a stage's tensor-parallel ranks stay
+    neighbours) and marks every graph input with a batch dimension (the
+    leading extent of the first input, shared by the others) split along
+    it over `dp`. `pcc-propagate-sharding{axis=dp}` and
+    `pcc-partition{axis=dp}` then make each replica compute its share of
+    the batch: the parameters stay whole, so their gradients are partial
+    sums over `dp`, combined where each is final, and the loss, a mean over
+    the batch, is combined as a mean. A batch that `dp` does not divide is
+    an error naming the input.
+  }];
+  let options = [
+    Option<"dp", "dp", "int64_t", /*default=*/"1",
+           "Ranks of the data-parallel axis">,
+  ];
+}
+
 def Microbatch : Pass<"pcc-microbatch", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Rewrites the forward to compute one microbatch";

@@ -48,6 +48,8 @@ struct ParallelizeOptions
                              llvm::cl::desc("ONNX name of the labels")};
   Option<std::string> logits{*this, "logits",
                              llvm::cl::desc("ONNX name of the logits")};
+  Option<int64_t> dp{*this, "dp", llvm::cl::desc("Ranks of data parallelism"),
+                     llvm::cl::init(1)};
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("Ranks of tensor parallelism"),
                      llvm::cl::init(1)};
   Option<bool> sequenceParallel{

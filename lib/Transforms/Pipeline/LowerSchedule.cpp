@@ -278,6 +278,35 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   // An inference build runs the forward actions only.
   bool training = llvm::any_of(
       stageFns, [](const StageFunctions &f) { return bool(f.backward); });
+  // A gradient part still to be summed over other mesh axes is summed once,
+  // right after the last action that adds to it on this rank, so that the
+  // sum overlaps the rest of the flush.
+  llvm::DenseMap<Operation *, SmallVector<int64_t>> lastContribution;
+  std::map<int64_t, ArrayAttr> reduceAxes;
+  if (training) {
+    std::map<int64_t, Operation *> last;
+    for (Operation &action : actions.getBody().front()) {
+      auto compute = dyn_cast<dist::ComputeOp>(action);
+      if (!compute || compute.getPhase() == dist::Phase::F)
+        continue;
+      int64_t s = compute.getStageAttr().getInt();
+      func::FuncOp callee = compute.getPhase() == dist::Phase::W
+                                ? stageFns[s].weight
+                                : stageFns[s].backward;
+      if (!callee)
+        continue;
+      for (unsigned i = 0; i < callee.getNumResults(); ++i) {
+        DictionaryAttr attrs = callee.getResultAttrDict(i);
+        if (auto g = roleOf(attrs, kGradRole))
+          if (auto axes = attrs.getAs<ArrayAttr>(kReduceAxesAttr)) {
+            last[*g] = &action;
+            reduceAxes[*g] = axes;
+          }
+      }
+    }
+    for (auto [g, action] : last)
+      lastContribution[action].push_back(g);
+  }
   for (Operation &action : actions.getBody().front()) {
     if (auto compute = dyn_cast<dist::ComputeOp>(action)) {
       int64_t s = compute.getStageAttr().getInt();
@@ -318,6 +347,12 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
           Value &acc = accumulated[*g];
           acc = acc ? graph::AddOp::create(b, loc, acc, r).getResult() : r;
         }
+      }
+      for (int64_t g : lastContribution.lookup(&action)) {
+        Value &acc = accumulated[g];
+        acc = dist::AllReduceOp::create(
+            b, loc, acc.getType(), acc, meshRef, reduceAxes[g],
+            dist::ReductionKindAttr::get(ctx, dist::ReductionKind::Sum));
       }
       continue;
     }

@@ -18,6 +18,13 @@
 //                     optimizer: the whole gradient)
 //   dist.update = k   result k of the step, a state update
 //
+// A gradient that the step sums over other mesh axes as soon as it is made
+// (data parallelism's all-reduce of a parameter's gradient, or tensor
+// parallelism's of a partial one) leaves the backward unreduced, marked
+// `dist.reduce_axes`: the sum is linear, so the lowering takes it once, of
+// the gradient accumulated over the microbatches, rather than once per
+// microbatch.
+//
 // The functions are marked `dist.phase` ("forward", "backward",
 // "optimizer") and `dist.stage` (virtual stage) or `dist.rank` (optimizer).
 // The step function stays, for the lowering to read its signature.
@@ -110,13 +117,17 @@ public:
     return success();
   }
 
-  void addResult(Value v, StringRef role, int64_t index) {
+  void addResult(Value v, StringRef role, int64_t index,
+                 ArrayAttr reduceAxes = {}) {
     results.push_back(mapping.lookup(v));
     MLIRContext *ctx = step.getContext();
-    resultAttrs.push_back(DictionaryAttr::get(
-        ctx, {NamedAttribute(StringAttr::get(ctx, role),
-                             IntegerAttr::get(IntegerType::get(ctx, 64),
-                                              index))}));
+    SmallVector<NamedAttribute> attrs{
+        NamedAttribute(StringAttr::get(ctx, role),
+                       IntegerAttr::get(IntegerType::get(ctx, 64), index))};
+    if (reduceAxes)
+      attrs.push_back(
+          NamedAttribute(StringAttr::get(ctx, kReduceAxesAttr), reduceAxes));
+    resultAttrs.push_back(DictionaryAttr::get(ctx, attrs));
   }
 
   void finish() {
@@ -193,13 +204,44 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   StepPhases phases = classifyPhases(step);
 
+  // Gradient sums over other mesh axes that wait for the accumulation: an
+  // all-reduce (sum) of a gradient part over axes other than the
+  // pipeline's, whose operand nothing else reads.
+  llvm::DenseSet<Value> gradValues;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (step.getResultAttr(k, graph::kGradAttr))
+      gradValues.insert(v);
+  SmallVector<Value> gradParts(gradValues.begin(), gradValues.end());
+  for (size_t i = 0; i < gradParts.size(); ++i)
+    if (Operation *def = gradParts[i].getDefiningOp();
+        def && def->hasAttr(kGradSumAttr)) {
+      gradParts.push_back(def->getOperand(0));
+      gradParts.push_back(def->getOperand(1));
+    }
+  llvm::DenseMap<Value, dist::AllReduceOp> deferred; // part -> its sum
+  for (Value part : gradParts) {
+    auto sum = part.getDefiningOp<dist::AllReduceOp>();
+    if (sum && sum.getKind() == dist::ReductionKind::Sum &&
+        !llvm::is_contained(sum.getAxes().getAsValueRange<StringAttr>(),
+                            dist::kPipelineAxis) &&
+        sum.getInput().hasOneUse() && !isa<BlockArgument>(sum.getInput()) &&
+        llvm::all_of(sum->getUsers(), [&](Operation *user) {
+          return isa<func::ReturnOp>(user) || user->hasAttr(kGradSumAttr) ||
+                 phases.of(user) == Phase::Optimizer;
+        }))
+      deferred[part] = sum;
+  }
+  llvm::DenseSet<Operation *> deferredOps;
+  for (auto &kv : deferred)
+    deferredOps.insert(kv.second);
+
   // Which functions each op goes to.
   std::map<FunctionKey, SmallVector<Operation *>> members;
   llvm::DenseMap<Operation *, SmallVector<FunctionKey, 1>> placement;
   for (Operation &op : body.without_terminator()) {
     Phase phase = phases.of(&op);
     if (phase == Phase::Dead || phases.isFree(&op) ||
-        op.hasAttr(kGradSumAttr))
+        op.hasAttr(kGradSumAttr) || deferredOps.contains(&op))
       continue;
     if (phase == Phase::Optimizer) {
       auto at = op.getAttrOfType<DenseI64ArrayAttr>(kStagesAttr);
@@ -356,11 +398,18 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
           parts.push_back(def->getOperand(0));
           parts.push_back(def->getOperand(1));
         }
-      for (Value part : parts)
-        if (fb.defines(part) &&
-            !(part.getDefiningOp() &&
-              part.getDefiningOp()->hasAttr(kGradSumAttr)))
+      for (Value part : parts) {
+        if (part.getDefiningOp() && part.getDefiningOp()->hasAttr(kGradSumAttr))
+          continue;
+        if (auto it = deferred.find(part); it != deferred.end()) {
+          if (fb.defines(it->second.getInput()))
+            fb.addResult(it->second.getInput(), kGradRole, k,
+                         it->second.getAxes());
+          continue;
+        }
+        if (fb.defines(part))
           fb.addResult(part, kGradRole, k);
+      }
     }
     fb.finish();
   }

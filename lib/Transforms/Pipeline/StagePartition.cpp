@@ -910,18 +910,16 @@ struct PipelineStagesPass : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
           return signalPassFailure();
       return;
     }
-    dist::MeshOp mesh = dist::getOrAddMeshAxis(module, dist::kPipelineAxis, pp);
-    if (*mesh.getAxisSize(dist::kPipelineAxis) != pp) {
-      mesh.emitError("the mesh's '")
-          << dist::kPipelineAxis << "' axis has "
-          << *mesh.getAxisSize(dist::kPipelineAxis) << " ranks, not " << pp;
+    FailureOr<dist::MeshOp> mesh =
+        dist::getOrAddMeshAxis(module, dist::kPipelineAxis, pp);
+    if (failed(mesh))
       return signalPassFailure();
-    }
     // Each pipeline rank is a block of the mesh's other axes: its devices
     // are numbered consecutively, which decides what crosses nodes.
     options.ranksPerStage = 1;
     bool minor = false;
-    for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getShape())) {
+    for (auto [name, size] :
+         llvm::zip(mesh->getAxisNames(), mesh->getShape())) {
       if (minor)
         options.ranksPerStage *= size;
       minor |= cast<StringAttr>(name).getValue() == dist::kPipelineAxis;

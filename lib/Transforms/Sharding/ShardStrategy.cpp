@@ -102,13 +102,9 @@ struct ShardStrategyPass : pcc::impl::ShardStrategyBase<ShardStrategyPass> {
       return signalPassFailure();
     if (tp == 1)
       return;
-    dist::MeshOp mesh = dist::getOrAddMeshAxis(module, kTpAxis, tp);
-    if (*mesh.getAxisSize(kTpAxis) != tp) {
-      mesh.emitError("the mesh's '")
-          << kTpAxis << "' axis has " << *mesh.getAxisSize(kTpAxis)
-          << " ranks, not " << int64_t(tp);
+    FailureOr<dist::MeshOp> mesh = dist::getOrAddMeshAxis(module, kTpAxis, tp);
+    if (failed(mesh))
       return signalPassFailure();
-    }
     for (auto func : module.getOps<func::FuncOp>())
       if (failed(plan(func, overrides)))
         return signalPassFailure();

@@ -236,6 +236,12 @@ VARIANTS = {
         llama(1, 32, 4, 4, 64, 80, True), (1, 12), 17,
         "HF Llama, 1 layer, d=32, 4 heads / 4 KV heads (no GQA), LM head tied to "
         "the embedding"),
+    # Data parallelism splits the batch: a batch of 4 with grouped-query
+    # attention, a tied head and a vocabulary that tensor parallelism pads.
+    "llama-dyn18-gqa-tied-b4": dyn(
+        llama(2, 32, 4, 2, 64, 101, True), (4, 16),
+        "HF Llama, 2 layers, d=32, 4 query / 2 KV heads (GQA 2:1), LM head tied "
+        "to the embedding, a vocabulary of 101 (odd), batch 4"),
     "llama-ts13-fold-gqa": ts(
         llama(2, 32, 8, 2, 48, 96, False), (2, 8), 13, fold=True,
         desc="HF Llama, 2 layers, d=32, 8 query heads / 2 KV heads, untied head"),

@@ -1,4 +1,5 @@
-//===- Pipeline.h - Pipeline parallelism: stages and microbatches -*- C++ -*-===//
+//===- Pipeline.h - Pipeline parallelism: stages and microbatches -*- C++
+//-*-===//
 //
 // The passes that turn one training or inference step into pipeline
 // stages: microbatching (the step on a slice of the batch), the stage
@@ -15,6 +16,8 @@
 //                                       (optimizer ops of tied parameters)
 //             dist.grad_sum             a gradient's parts from several
 //                                       stages, summed after the flush
+//   result    dist.reduce_axes = [..]   (outlined) a gradient part still to
+//                                       be summed over those mesh axes
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +69,11 @@ inline constexpr llvm::StringLiteral kValueRole = "dist.value";
 inline constexpr llvm::StringLiteral kOutputRole = "dist.output";
 inline constexpr llvm::StringLiteral kGradRole = "dist.grad";
 inline constexpr llvm::StringLiteral kUpdateRole = "dist.update";
+/// A `dist.grad` result whose sum over the ranks of these mesh axes (data
+/// or tensor parallelism's) is still to be taken: the lowering all-reduces
+/// the gradient once, after its last microbatch, instead of every
+/// microbatch's part.
+inline constexpr llvm::StringLiteral kReduceAxesAttr = "dist.reduce_axes";
 
 /// Rewrites `func` (a forward, before the loss is attached) to compute one
 /// of `microbatches` equal slices of its batch (see the pcc-microbatch

@@ -152,11 +152,16 @@ int64_t MeshOp::getNumRanks() {
   return n;
 }
 
-MeshOp pcc::dist::getOrAddMeshAxis(ModuleOp module, StringRef axis,
-                                   int64_t size) {
+FailureOr<MeshOp> pcc::dist::getOrAddMeshAxis(ModuleOp module, StringRef axis,
+                                              int64_t size) {
   auto mesh = module.lookupSymbol<MeshOp>(kMeshName);
-  if (mesh && mesh.getAxisSize(axis))
+  if (mesh && mesh.getAxisSize(axis)) {
+    if (*mesh.getAxisSize(axis) != size)
+      return mesh.emitError("the mesh's '")
+             << axis << "' axis has " << *mesh.getAxisSize(axis)
+             << " ranks, not " << size;
     return mesh;
+  }
   auto order = [](StringRef name) {
     return size_t(llvm::find(kMeshAxisOrder, name) -
                   std::begin(kMeshAxisOrder));

@@ -574,7 +574,9 @@ ShardingRule SplitOp::getShardingRule() {
 /// Gather and its adjoint: the result is the indices' shape in place of the
 /// data's `axis`. The table's `axis` may be sharded: a gather then looks up
 /// only its rows (masking the others) and the partial results sum (the
-/// vocabulary-parallel embedding); a scatter_add fills only its rows.
+/// vocabulary-parallel embedding); a scatter_add fills only its rows. A
+/// scatter_add of split indices (a batch split over data parallelism)
+/// leaves partial tables.
 static ShardingRule lookupRule(Value table, Value indices, Value rows,
                                int64_t axis, bool tableIsResult) {
   ShardingRule rule;
@@ -591,8 +593,13 @@ static ShardingRule lookupRule(Value table, Value indices, Value rows,
     rowsF.push_back(f);
   }
   tableF.push_back(v);
+  // A scatter_add sums the rows of every index into the table: split
+  // indices leave partial tables.
   for (int64_t d : idx) {
-    DimFactors f = d == 1 ? DimFactors{} : one(rule.addFactor(d));
+    DimFactors f =
+        d == 1 ? DimFactors{}
+               : one(rule.addFactor(d, tableIsResult ? FactorKind::Reduction
+                                                     : FactorKind::Parallel));
     idxF.push_back(f);
     rowsF.push_back(f);
   }

@@ -1265,10 +1265,11 @@ def _(m):
                               1)]
 
 
-@case("fallback_scatter_add_index", ["whole"], GATHER)
+@case("scatter_add_index", ["partial:sum"], SUM)
 def _(m):
-    # updates split along an index dimension: the rule keeps the result
-    # whole (each rank's scatter would be a partial sum)
+    # updates split along an index dimension (a batch split over data
+    # parallelism): each rank scatters its rows, and the tables are partial
+    # sums
     return [m.scatter("scatter_add", m.weight((4, 3, 3), split=0),
                       m.indices([[1, 2, 3], [0, 1, 2], [3, 3, 3], [-1, 0, 1]]),
                       0, (4, 3))]

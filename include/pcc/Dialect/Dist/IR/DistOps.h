@@ -36,10 +36,10 @@ bool isStartedCollective(mlir::Operation *op);
 bool keepsCommunicationOrder(mlir::Operation *op);
 /// The module's `dist.mesh @mesh` with axis `axis` of `size` ranks: created
 /// when missing, or rebuilt with the axis inserted where kMeshAxisOrder
-/// puts it (an axis it does not list goes last). An axis already there
-/// keeps its size: callers check it.
-MeshOp getOrAddMeshAxis(mlir::ModuleOp module, llvm::StringRef axis,
-                        int64_t size);
+/// puts it (an axis it does not list goes last). An axis already there of
+/// another size is an error.
+mlir::FailureOr<MeshOp> getOrAddMeshAxis(mlir::ModuleOp module,
+                                         llvm::StringRef axis, int64_t size);
 } // namespace pcc::dist
 
 #endif // PCC_DIALECT_DIST_IR_DISTOPS_H

@@ -1,0 +1,117 @@
+//===- DataParallel.cpp - The batch split over a data-parallel axis -------===//
+//
+// Data parallelism is one more mesh axis that the sharding passes lay out:
+// this pass only adds the axis and states that the graph inputs are split
+// along their batch dimension over it. Propagation over `dp` then carries
+// the split through the step (every op's rule says where its batch factor
+// goes); parameters stay whole, so the products that contract over the
+// batch (weight gradients, the loss's mean) leave partial results that are
+// combined over `dp` where they are first needed whole: each gradient as
+// soon as it is final, which the optimizer reads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShardingSolver.h"
+
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
+#include "pcc/Import/OnnxImporter.h"
+#include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipeline/Pipeline.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace pcc {
+#define GEN_PASS_DEF_DATAPARALLEL
+#include "pcc/Transforms/Passes.h.inc"
+} // namespace pcc
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::graph;
+using namespace pcc::sharding;
+
+/// The batch dimension of graph input `arg`: the one the microbatch pass
+/// sliced (`dist.batch_dim`), else the leading one.
+static int64_t batchDimOf(func::FuncOp func, BlockArgument arg) {
+  if (auto d =
+          func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kBatchDimAttr))
+    return d.getInt();
+  return 0;
+}
+
+LogicalResult pcc::splitBatch(func::FuncOp func, int64_t dp) {
+  if (dp == 1)
+    return success();
+  if (dp < 1)
+    return func.emitError("--dp must be at least 1, got ") << dp;
+  Block &body = func.getBody().front();
+  auto isInput = [&](BlockArgument arg) {
+    auto t = dyn_cast<RankedTensorType>(arg.getType());
+    return t && t.getRank() > 0 &&
+           !func.getArgAttr(arg.getArgNumber(), kStateAttr);
+  };
+  // The batch: the extent of the first graph input's batch dimension.
+  int64_t batch = -1;
+  for (BlockArgument arg : body.getArguments())
+    if (isInput(arg)) {
+      batch = cast<RankedTensorType>(arg.getType())
+                  .getDimSize(batchDimOf(func, arg));
+      break;
+    }
+  if (batch < 0)
+    return func.emitError("--dp ")
+           << dp << ": the model has no input with a batch dimension";
+  MLIRContext *ctx = func.getContext();
+  for (BlockArgument arg : body.getArguments()) {
+    if (!isInput(arg))
+      continue;
+    auto t = cast<RankedTensorType>(arg.getType());
+    int64_t dim = batchDimOf(func, arg);
+    if (dim >= t.getRank() || t.getDimSize(dim) != batch)
+      continue; // not per example (a position table of one row)
+    if (batch % dp != 0) {
+      auto name =
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kOnnxNameAttr);
+      // A microbatched step computes one of M slices of the batch: each
+      // replica's share must split into them.
+      auto m = func->getAttrOfType<IntegerAttr>(kMicrobatchesAttr);
+      if (m && m.getInt() > 1)
+        return func.emitError("--dp ")
+               << dp << " x " << m.getInt()
+               << " microbatches does not divide the batch ("
+               << batch * m.getInt() << ") of input '"
+               << (name ? name.getValue() : StringRef("?")) << "'";
+      return func.emitError("--dp ")
+             << dp << " does not divide the batch (" << batch << ") of input '"
+             << (name ? name.getValue() : StringRef("?")) << "'";
+    }
+    func.setArgAttr(
+        arg.getArgNumber(), kShardingAttr,
+        toAttr(ctx, dist::kDataAxis, Layout::split(dim), t.getRank(),
+               func.getArgAttrOfType<dist::ShardingAttr>(arg.getArgNumber(),
+                                                         kShardingAttr)));
+  }
+  return success();
+}
+
+namespace {
+struct DataParallelPass : pcc::impl::DataParallelBase<DataParallelPass> {
+  using DataParallelBase::DataParallelBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (dp == 1)
+      return;
+    if (dp < 1) {
+      module.emitError("--dp must be at least 1, got ") << int64_t(dp);
+      return signalPassFailure();
+    }
+    FailureOr<dist::MeshOp> mesh =
+        dist::getOrAddMeshAxis(module, dist::kDataAxis, dp);
+    if (failed(mesh))
+      return signalPassFailure();
+    for (auto func : module.getOps<func::FuncOp>())
+      if (failed(splitBatch(func, dp)))
+        return signalPassFailure();
+  }
+};
+} // namespace
