@@ -11,6 +11,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ViewLikeInterface.td"
 
 //===----------------------------------------------------------------------===//
 // Attributes
@@ -228,6 +229,38 @@ def Dist_AxisIndexOp : Dist_CollectiveOp<"axis_index", [Pure]> {
   let results = (outs 0DTensorOf<[I64]>:$output);
   let assemblyFormat = "`on` $mesh `axes` $axes attr-dict `:` type($output)";
   let extraClassDeclaration = extraCollectiveDecl;
+}
+
+def Dist_WaitOp : Dist_Op<"wait", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<ViewLikeOpInterface>]> {
+  let summary = "Completes a started collective: its result is read after it";
+  let description = [{
+    `dist.all_reduce`, `dist.all_gather` and `dist.reduce_scatter` start
+    their communication where they stand; a collective whose result is read
+    only by `dist.wait` ops runs until the first of them, and the code in
+    between (independent work) runs while it travels. The wait's result is
+    the collective's (the same buffer); everything that reads the
+    collective's result reads it through a wait. A collective read by
+    anything else completes where it starts. Its input is read until the
+    wait, so it stays alive until then. `pcc-overlap-collectives` places
+    the waits: just before the first op that needs the result, or that
+    keeps communication order with the collective (a later collective, a
+    call).
+
+    ```mlir
+    %s = dist.all_reduce %x on @mesh axes ["dp"] sum : tensor<64xf32>
+    ...                                         // runs during the reduction
+    %r = dist.wait %s : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The collective this op completes.
+    ::mlir::Operation *getCollective() { return getInput().getDefiningOp(); }
+  }];
 }
 
 def Dist_SendOp : Dist_CollectiveOp<"send"> {

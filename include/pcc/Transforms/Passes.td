@@ -535,12 +535,14 @@ def MixedPrecision : Pass<"pcc-mixed-precision", "::mlir::func::FuncOp"> {
 
 def OverlapCollectives
     : Pass<"pcc-overlap-collectives", "::mlir::func::FuncOp"> {
-  let summary = "Starts each collective as early as its operand allows";
+  let summary = "Starts each collective as early as its operand allows, "
+                "and completes it where its result is needed";
   let description = [{
     The targets start a collective (`dist.all_reduce`, `all_gather`,
-    `reduce_scatter`) where it stands and wait for it just before the first
-    op that reads its result, or communicates, or calls: the ops in between
-    run while it travels. Partitioning puts each collective right before its
+    `reduce_scatter`) where it stands and complete it at its `dist.wait`,
+    which this pass places just before the first op that reads its result
+    (views of the result follow the wait), or communicates, or calls: the
+    ops in between run while it travels. Partitioning puts each collective right before its
     first reader; this pass moves it, with the ops it depends on since the
     last op that communicates, above the ops it does not depend on, so that,
     for example, the backward's all-reduce of a layer's input gradient

@@ -239,13 +239,10 @@ private:
   /// the end, so that what does not depend on them runs meanwhile: the
   /// collectives each op waits for first, those waited for at the end, and
   /// each one's request variable.
-  llvm::DenseMap<Operation *, SmallVector<Operation *, 1>> waitsBefore;
-  SmallVector<Operation *> waitsAtEnd;
   llvm::DenseMap<Operation *, std::string> requests;
   /// The request variables of the sends that a dist.wait_send completes,
   /// by send and by wait.
   llvm::DenseMap<Operation *, std::string> sendRequests;
-  void placeCollectiveWaits();
   /// The variable of a collective's request, named when it is started.
   std::string requestOf(Operation *collective) {
     std::string &name = requests[collective];
@@ -729,8 +726,7 @@ Operation *FunctionEmitter::getEpilogueConsumer(Operation *product) {
   // A reader that waits for a collective first would run, inside the
   // product, before that wait.
   if (!consumer || consumer->getBlock() != product->getBlock() ||
-      absorbed.contains(consumer) || consumer->getNumResults() == 0 ||
-      waitsBefore.count(consumer))
+      absorbed.contains(consumer) || consumer->getNumResults() == 0)
     return nullptr;
   if (!isa<FusionOp>(consumer)) {
     SmallVector<std::string> probe(consumer->getNumOperands(), "x");
@@ -740,7 +736,8 @@ Operation *FunctionEmitter::getEpilogueConsumer(Operation *product) {
   }
   for (Operation *op = product->getNextNode(); op != consumer;
        op = op->getNextNode())
-    if (!isa<ViewLikeOpInterface>(op) && !isReadInPlace(op))
+    if ((!isa<ViewLikeOpInterface>(op) && !isReadInPlace(op)) ||
+        isa<dist::WaitOp>(op))
       return nullptr;
   ArrayRef<int64_t> space = shapeOf(consumer->getResult(0));
   if (getNumElements(space) != mn)
@@ -913,6 +910,11 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
   // An epilogue runs inside its product's call.
   if (epilogueProduct.contains(op))
     return success();
+  // A wait completes its collective; its result is the collective's.
+  if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+    hooks.emitCollectiveWait(requestOf(wait.getCollective()));
+    return success();
+  }
   // Views have no code: they are their source's buffer.
   if (isa<ViewLikeOpInterface>(op) || isReadInPlace(op))
     return success();
@@ -1415,17 +1417,11 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   planOptions.getViewSource = viewSource;
   // What returns early on failure: index checks of gathers and scatters,
   // communication and calls.
-  // A collective's input and result stay alive until it is waited for,
-  // and the wait may fail.
-  placeCollectiveWaits();
-  Operation *lastOp = nullptr;
-  for (Operation &op : func.getBody().front().without_terminator())
-    lastOp = &op;
+  // A started collective's wait may fail (it is a Dist op).
   auto mayFail = [&](Operation *op) {
     return isa<GatherOp, GatherElementsOp, ScatterAddOp, ScatterElementsAddOp,
                func::CallOp>(op) ||
-           isa<dist::DistDialect>(op->getDialect()) ||
-           waitsBefore.count(op) || (op == lastOp && !waitsAtEnd.empty());
+           isa<dist::DistDialect>(op->getDialect());
   };
   planOptions.mayFail = mayFail;
   // A softmax that computes its producing fusion reads the fusion's
@@ -1451,16 +1447,9 @@ FailureOr<int64_t> FunctionEmitter::emit() {
       llvm::append_range(reads, cast<FusionOp>(f).getInputs());
     if (Operation *product = epilogueProduct.lookup(op))
       llvm::append_range(reads, product->getOperands());
-    auto keep = [&](ArrayRef<Operation *> collectives) {
-      for (Operation *c : collectives) {
-        reads.push_back(c->getOperand(0));
-        reads.push_back(c->getResult(0));
-      }
-    };
-    if (auto it = waitsBefore.find(op); it != waitsBefore.end())
-      keep(it->second);
-    if (op == lastOp)
-      keep(waitsAtEnd);
+    // A collective reads its input until it is waited for.
+    if (auto wait = dyn_cast<dist::WaitOp>(op))
+      reads.push_back(wait.getCollective()->getOperand(0));
   };
   planOptions.getExtraReads = extraReads;
   BufferPlan plan(func, planOptions);
@@ -1468,52 +1457,18 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
   for (Operation &op : func.getBody().front().without_terminator()) {
-    if (auto it = waitsBefore.find(&op); it != waitsBefore.end())
-      for (Operation *c : it->second)
-        hooks.emitCollectiveWait(requestOf(c));
     if (failed(emitOp(&op)))
       return failure();
+    // A collective that no dist.wait completes completes where it starts.
+    if (dist::isStartedCollective(&op) && !dist::completesAtWait(&op))
+      hooks.emitCollectiveWait(requestOf(&op));
   }
-  for (Operation *c : waitsAtEnd)
-    hooks.emitCollectiveWait(requestOf(c));
   // Before the results land, since a state update may overwrite a buffer a
   // send still reads.
   if (startedSends)
     hooks.emitWaitForSends();
   emitResultCopies(plan);
   return ownWorkspace;
-}
-
-void FunctionEmitter::placeCollectiveWaits() {
-  SmallVector<Operation *> ops;
-  for (Operation &op : func.getBody().front().without_terminator())
-    ops.push_back(&op);
-  for (auto [i, op] : llvm::enumerate(ops)) {
-    if (!dist::isStartedCollective(op))
-      continue;
-    // Views of the result (no code of their own) are the result.
-    llvm::SmallPtrSet<Value, 4> result{op->getResult(0)};
-    Operation *at = nullptr;
-    for (Operation *later : ArrayRef(ops).drop_front(i + 1)) {
-      bool reads = llvm::any_of(later->getOperands(),
-                                [&](Value v) { return result.contains(v); });
-      if (reads && (isa<ViewLikeOpInterface>(later) || isReadInPlace(later))) {
-        for (Value v : later->getResults())
-          result.insert(v);
-        continue;
-      }
-      // Communication and calls keep their order with the collectives (as
-      // pcc-overlap-collectives keeps it).
-      if (reads || dist::keepsCommunicationOrder(later)) {
-        at = later;
-        break;
-      }
-    }
-    if (at)
-      waitsBefore[at].push_back(op);
-    else
-      waitsAtEnd.push_back(op);
-  }
 }
 
 /// A C++ identifier for each function, from its symbol name.

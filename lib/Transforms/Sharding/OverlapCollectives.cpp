@@ -2,7 +2,10 @@
 //
 // Moves each collective that the targets start apart from its wait up to
 // just after its operand is computed, never above an earlier op that
-// communicates or calls.
+// communicates or calls, and completes it with a `dist.wait` just before
+// the first op that needs its result (views of the result, which compute
+// nothing, follow the wait) or that keeps communication order with it (a
+// later collective, a call). The ops in between run while it travels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +35,37 @@ struct OverlapCollectivesPass
         if (pcc::dist::keepsCommunicationOrder(&op))
           fence = &op;
       }
+      for (Operation &op : llvm::make_early_inc_range(block))
+        if (pcc::dist::isStartedCollective(&op) &&
+            !pcc::dist::completesAtWait(&op))
+          placeWait(&op);
     }
+  }
+
+  /// Completes `collective` where its result is first needed.
+  static void placeWait(Operation *collective) {
+    Value result = collective->getResult(0);
+    llvm::SmallPtrSet<Value, 4> viewed{result};
+    SmallVector<Operation *> views;
+    Operation *at = collective->getNextNode();
+    for (; !at->hasTrait<OpTrait::IsTerminator>(); at = at->getNextNode()) {
+      bool reads = llvm::any_of(at->getOperands(),
+                                [&](Value v) { return viewed.contains(v); });
+      if (reads && isa<ViewLikeOpInterface>(at) &&
+          !isa<pcc::dist::WaitOp>(at)) {
+        views.push_back(at);
+        viewed.insert(at->result_begin(), at->result_end());
+        continue;
+      }
+      if (reads || pcc::dist::keepsCommunicationOrder(at))
+        break;
+    }
+    OpBuilder b(at);
+    auto wait = pcc::dist::WaitOp::create(b, collective->getLoc(),
+                                          result.getType(), result);
+    result.replaceAllUsesExcept(wait, wait);
+    for (Operation *view : views)
+      view->moveBefore(at);
   }
 
   /// Moves `collective`, and the ops since `fence` that it depends on (in

@@ -359,3 +359,11 @@ dist.schedule @same_rank {kind = "interleaved", microbatches = 1, ranks = 1, vir
     dist.transfer send act stage 0 microbatch 0 peer 0
   }
 }
+
+// -----
+
+func.func @wait_not_collective(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'dist.wait' op waits for a value that no started collective (all_reduce, all_gather, reduce_scatter) makes}}
+  %w = dist.wait %x : tensor<4xf32>
+  return %w : tensor<4xf32>
+}

@@ -132,8 +132,8 @@ func.func @main(%x: tensor<6x8xf32> {onnx.name = "x"}, %z: tensor<6x16xf32> {onn
 // -----
 
 // No epilogue either where the reader also reads a collective's result,
-// which the program waits for just before the reader: inside the product,
-// the epilogue would read it before the wait.
+// which the program waits for (dist.wait) just before the reader: inside
+// the product, the epilogue would read it before the wait.
 
 dist.mesh @mesh(tp = 2)
 
@@ -142,7 +142,8 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %z: tensor<4x16xf32> {onn
   %w = graph.weight "w" dense<0.5> : tensor<8x16xf32>
   %r = dist.all_reduce %z on @mesh axes ["tp"] sum : tensor<4x16xf32>
   %h = graph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
-  %s = graph.add %h, %r : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %rw = dist.wait %r : tensor<4x16xf32>
+  %s = graph.add %h, %rw : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
   %y = graph.softmax %s {axis = 1 : i64} : tensor<4x16xf32>
   return %y : tensor<4x16xf32>
 }
@@ -151,6 +152,7 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %z: tensor<4x16xf32> {onn
 // CHECK-NOT:  pcc_args
 // CHECK:      start_all_reduce
 // CHECK:      pcc_k::gemmPackedB(4, 16, 8, float(1), a0, 8, {{.*}}, float(0), {{v[0-9]+}}, 16);
+// CHECK-NEXT: // dist.wait
 // CHECK-NEXT: if (ctx->comm->ops->wait(
 // CHECK-NEXT: // graph.add
 // CHECK-NEXT: pcc_loop{{[0-9]+}}(

@@ -632,7 +632,29 @@ bool pcc::dist::isStartedCollective(Operation *op) {
   return isa<AllReduceOp, AllGatherOp, ReduceScatterOp>(op);
 }
 
+bool pcc::dist::completesAtWait(Operation *op) {
+  return isStartedCollective(op) && !op->getResult(0).use_empty() &&
+         llvm::all_of(op->getResult(0).getUsers(),
+                      [](Operation *user) { return isa<WaitOp>(user); });
+}
+
+LogicalResult WaitOp::verify() {
+  Operation *def = getInput().getDefiningOp();
+  if (!def || !isStartedCollective(def))
+    return emitOpError("waits for a value that no started collective "
+                       "(all_reduce, all_gather, reduce_scatter) makes");
+  if (def->getBlock() != (*this)->getBlock())
+    return emitOpError("waits for a collective of another block");
+  return success();
+}
+
+Value WaitOp::getViewSource() { return getInput(); }
+
 bool pcc::dist::keepsCommunicationOrder(Operation *op) {
+  // Completing a collective is this rank's affair: waits may come in any
+  // order.
+  if (isa<WaitOp>(op))
+    return false;
   return (isa<DistDialect>(op->getDialect()) && !isMemoryEffectFree(op)) ||
          isa<CallOpInterface>(op);
 }

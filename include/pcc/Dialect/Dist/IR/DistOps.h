@@ -14,6 +14,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "pcc/Dialect/Dist/IR/DistEnums.h.inc"
 
@@ -29,6 +30,9 @@ namespace pcc::dist {
 /// A collective that starts apart from its wait (all_reduce, all_gather,
 /// reduce_scatter): code may run between the two.
 bool isStartedCollective(mlir::Operation *op);
+/// Whether the started collective `op` completes at its `dist.wait` ops
+/// (every reader of its result is one), rather than where it starts.
+bool completesAtWait(mlir::Operation *op);
 /// Whether every rank of a group must meet `op` in the same order as the
 /// others: a Dist op with effects (a collective or a transfer), or a call,
 /// which may communicate. Pure Dist ops (a rank's block, its coordinate)
