@@ -134,6 +134,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.labels = options.labels;
   p.logits = options.logits;
   p.dp = options.dp;
+  p.bucketBytes = options.bucketBytes;
   p.tp = options.tp;
   p.shard = options.shard;
   p.sequenceParallel = options.sequenceParallel;

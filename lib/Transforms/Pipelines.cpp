@@ -97,6 +97,9 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
   // Last, on every function a pipeline made too: collectives start as
   // early as their operands allow, and the code waits for them where their
   // results are first read.
+  if (options.dp > 1)
+    pm.addNestedPass<func::FuncOp>(
+        createBucketCollectives({dist::kDataAxis.str(), options.bucketBytes}));
   if (options.tp > 1 || options.dp > 1)
     pm.addNestedPass<func::FuncOp>(createOverlapCollectives());
   pm.addNestedPass<func::FuncOp>(createCheckStaticShapes());

@@ -53,6 +53,8 @@ compile options:
                          replicas computes its share of the batch, and the
                          gradients are summed over them; the ranks are
                          row-major over dp x pp x tp (tp ranks adjacent)
+  --bucket-mb M          with --dp: gradients are all-reduced in buckets of
+                         at most M MiB (default 25; 0: one per gradient)
   --shard 'REGEX=col|row|rep'
                          with --tp: split the initializers named by REGEX
                          by their output (col) or reduced/looked-up (row)
@@ -251,7 +253,11 @@ static int compileCommand(Args &args, bool planOnly = false) {
       ok = args.integer(a, o.tp, 1);
     else if (a == "--dp")
       ok = args.integer(a, o.dp, 1);
-    else if (a == "--sequence-parallel")
+    else if (a == "--bucket-mb") {
+      int64_t mb = 0;
+      ok = args.integer(a, mb, 0);
+      o.bucketBytes = mb << 20;
+    } else if (a == "--sequence-parallel")
       o.sequenceParallel = true;
     else if (a == "--shard") {
       ok = args.value(a, v);

@@ -26,6 +26,9 @@ struct CompileOptions {
   std::string outDir;
   std::string target = "cpu";
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 0, virtualStages = 1;
+  /// With dp: the most bytes of one bucket of gradients all-reduced
+  /// together (--bucket-mb; 0: one all-reduce per gradient).
+  int64_t bucketBytes = 25 << 20;
   std::string schedule = "1f1b";
   /// Pipeline cuts after these ONNX nodes (--pp-split A,B,...) instead of
   /// the cost model's; a measured cost table (--cost-table FILE).

@@ -556,6 +556,34 @@ def OverlapCollectives
   let dependentDialects = ["::pcc::dist::DistDialect"];
 }
 
+def BucketCollectives
+    : Pass<"pcc-bucket-collectives", "::mlir::func::FuncOp"> {
+  let summary = "Joins gradient all-reduces into buckets";
+  let description = [{
+    One all-reduce per parameter pays a collective's latency as many times
+    per step as there are parameters; data-parallel trainers join the
+    gradients into buckets of a few megabytes instead (PyTorch DDP's 25
+    MB). This pass takes the sum all-reduces over exactly the mesh axes
+    `axes` (`dp` unless given; several separated by `,`), in the order
+    their inputs are ready, and joins consecutive ones into buckets of at
+    most `bucket-bytes` (a larger tensor is a bucket of its own; 0 turns
+    the pass off): the inputs are flattened and concatenated, one
+    all-reduce sums the bucket, and slices give each member its part
+    back. The bucket's all-reduce stands right after its last input is
+    made, so that it starts once its last gradient is final; a bucket
+    closes where the next input would be ready only after a member's result
+    is read. The sums are the same, element by element.
+  }];
+  let options = [
+    Option<"axes", "axes", "std::string", /*default=*/"\"dp\"",
+           "The mesh axes of the all-reduces to join">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "The most bytes of one bucket">,
+  ];
+  let dependentDialects = ["::pcc::dist::DistDialect",
+                           "::pcc::graph::GraphDialect"];
+}
+
 def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
   let summary = "Groups element-wise ops into graph.fusion loop nests";
   let description = [{

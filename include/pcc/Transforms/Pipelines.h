@@ -50,6 +50,11 @@ struct ParallelizeOptions
                              llvm::cl::desc("ONNX name of the logits")};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("Ranks of data parallelism"),
                      llvm::cl::init(1)};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("With dp: the most bytes of one bucket of gradients "
+                     "all-reduced together (0: one all-reduce each)"),
+      llvm::cl::init(25 << 20)};
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("Ranks of tensor parallelism"),
                      llvm::cl::init(1)};
   Option<bool> sequenceParallel{

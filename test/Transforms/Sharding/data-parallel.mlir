@@ -4,8 +4,8 @@
 // whole, so every weight gradient is a partial sum, all-reduced over `dp`
 // where it is final; the loss (a mean) is combined as a mean; the
 // backward's whole constant is cut to the replica's block; nothing is
-// gathered.
-// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2" | FileCheck %s
+// gathered. (Without buckets here: one all-reduce per gradient.)
+// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2 bucket-bytes=0" | FileCheck %s
 // CHECK:      dist.mesh @mesh(dp = 2)
 // CHECK:      func.func @main(%arg0: tensor<1x8xi64> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, onnx.name = "input_ids"}, %arg1: tensor<40x16xf32> {graph.init
 // CHECK-NOT:  dist.all_gather
@@ -21,7 +21,7 @@
 // the tp ranks' blocks, and the one all-gather is the logits', which the
 // runtime cannot hold split along two dimensions (batch over dp,
 // vocabulary over tp).
-// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2 tp=2" | FileCheck %s --check-prefix=TP
+// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2 tp=2 bucket-bytes=0" | FileCheck %s --check-prefix=TP
 // TP:      dist.mesh @mesh(dp = 2, tp = 2)
 // TP:      func.func @main(%arg0: tensor<1x8xi64> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, onnx.name = "input_ids"}, %arg1: tensor<20x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\["tp"\], \[\]\]}}>
 // TP-NOT:  dist.all_gather
@@ -34,6 +34,13 @@
 // TP:      dist.all_gather %{{.*}} on @mesh axes ["tp"] dim 0 : tensor<20x1x8xf32> -> tensor<40x1x8xf32>
 // TP-NOT:  dist.all_gather
 
+// By default the gradients (3888 floats) go in one bucket: one all-reduce.
+// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2" | FileCheck %s --check-prefix=BUCKET
+// BUCKET:     dist.all_reduce %{{.*}} on @mesh axes ["dp"] mean : tensor<f32>
+// BUCKET:     graph.concat
+// BUCKET:     dist.all_reduce %{{.*}} on @mesh axes ["dp"] sum : tensor<3888xf32>
+// BUCKET-NOT: dist.all_reduce
+
 // A batch that dp does not divide.
 // RUN: not pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true dp=4" 2>&1 | FileCheck %s --check-prefix=DIVIDE
 // DIVIDE: error: --dp 4 does not divide the batch (2) of input 'input_ids'
@@ -42,7 +49,7 @@
 // gradients unreduced, marked `dist.reduce_axes`, and each rank's step
 // all-reduces them once, after the last microbatch's backward, rather than
 // every microbatch's part; the loss's mean stays in the forward.
-// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2 pp=2 microbatches=1" | FileCheck %s --check-prefix=PP
+// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2 pp=2 microbatches=1 bucket-bytes=0" | FileCheck %s --check-prefix=PP
 // PP:      dist.mesh @mesh(dp = 2, pp = 2)
 // PP-LABEL: func.func private @main_stage0_backward
 // PP-SAME: {dist.grad = 2 : i64, dist.reduce_axes = ["dp"]}
