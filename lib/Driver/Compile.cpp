@@ -127,6 +127,11 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.eps = o.eps;
   p.weightDecay = o.weightDecay;
   p.momentum = o.momentum;
+  p.clipGrad = o.clipGrad;
+  p.lrSchedule = o.lrSchedule;
+  p.warmupSteps = o.warmupSteps;
+  p.decaySteps = o.decaySteps;
+  p.minLr = o.minLr;
   p.trainable = options.trainable;
   p.freeze = options.freeze;
   p.untie = options.untie;
@@ -754,12 +759,30 @@ private:
 };
 } // namespace
 
+std::string pcc::checkLayoutOptions(const CompileOptions &options) {
+  const OptimizerConfig &o = options.optimizer;
+  if (!options.train) {
+    if (o.clipGrad > 0)
+      return "--clip-grad needs --train";
+    if (o.lrSchedule != "constant" || o.warmupSteps || o.decaySteps || o.minLr)
+      return "--lr-schedule, --warmup-steps, --decay-steps and --min-lr need "
+             "--train";
+  }
+  if (o.clipGrad > 0 && options.pp > 1)
+    return "--clip-grad with --pp " + std::to_string(options.pp) +
+           ": the gradients' norm over the pipeline's stages is not "
+           "supported yet (clip with --dp and --tp only)";
+  return "";
+}
+
 LogicalResult pcc::compile(const CompileOptions &options,
                            llvm::raw_ostream &summary) {
   auto fail = [](const Twine &msg) {
     llvm::errs() << "pcc: error: " << msg << "\n";
     return failure();
   };
+  if (std::string problem = checkLayoutOptions(options); !problem.empty())
+    return fail(problem);
   bool cuda = options.target == "cuda";
   if (options.target != "cpu" && !cuda)
     return fail("unknown target '" + options.target + "' (cpu or cuda)");

@@ -231,6 +231,8 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   };
   if (options.pp < 1 || options.tp < 1 || options.dp < 1)
     return fail("--dp, --tp and --pp must be at least 1");
+  if (std::string problem = checkLayoutOptions(options); !problem.empty())
+    return fail(problem);
   // Plans go into a folder of their own: an existing one may hold only a
   // previous plan.
   if (llvm::sys::fs::exists(options.outDir)) {

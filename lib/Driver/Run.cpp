@@ -33,16 +33,25 @@
 
 using namespace pcc;
 
-/// The value of the scalar float32 output "loss", if the model has one.
-static std::optional<float> lossOf(const std::vector<pccrt::Tensor> &outputs) {
+/// The value of the scalar float32 output `name` ("loss", or the scheduled
+/// "learning_rate"), if the model has one.
+static std::optional<float> scalarOf(const std::vector<pccrt::Tensor> &outputs,
+                                     llvm::StringRef name = "loss") {
   for (const pccrt::Tensor &t : outputs)
-    if (t.name == "loss" && t.kind == PCCRT_KIND_OUTPUT &&
-        t.dtype == PCCRT_F32 && t.data.size() == sizeof(float)) {
-      float loss;
-      std::memcpy(&loss, t.data.data(), sizeof loss);
-      return loss;
+    if (t.name == name && t.kind == PCCRT_KIND_OUTPUT && t.dtype == PCCRT_F32 &&
+        t.data.size() == sizeof(float)) {
+      float value;
+      std::memcpy(&value, t.data.data(), sizeof value);
+      return value;
     }
   return std::nullopt;
+}
+
+/// Whether output `i` is the scalar named `name` that the log prints.
+static bool isLogged(const pccrt_model_info &info, int32_t i) {
+  llvm::StringRef name = info.outputs[i].name;
+  return (name == "loss" || name == "learning_rate") &&
+         info.outputs[i].kind == PCCRT_KIND_OUTPUT;
 }
 
 static std::vector<pccrt::Tensor> ofKind(const std::vector<pccrt::Tensor> &all,
@@ -220,8 +229,7 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     if (model->onDevice() && options.dumpDir.empty()) {
       std::vector<bool> read;
       for (int32_t i = 0; i < info.num_outputs; ++i)
-        read.push_back(std::string(info.outputs[i].name) == "loss" &&
-                       info.outputs[i].kind == PCCRT_KIND_OUTPUT);
+        read.push_back(isLogged(info, i));
       model->setOutputsRead(std::move(read));
     }
     training = model->isTraining();
@@ -358,13 +366,20 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     if (step == 0 && !options.dumpDir.empty() && options.steps > 1)
       first = outputs;
     // A pipeline's loss is made on its last stage.
-    std::optional<float> loss;
+    std::optional<float> loss, rate;
     if (training)
       for (int32_t i = 0; i < info.num_outputs; ++i)
-        if (std::string(info.outputs[i].name) == "loss" &&
-            info.outputs[i].kind == PCCRT_KIND_OUTPUT)
-          loss = lossOf({model->gatherOutput(outputs, i)});
-    if (loss)
+        if (isLogged(info, i)) {
+          std::vector<pccrt::Tensor> whole{model->gatherOutput(outputs, i)};
+          if (auto v = scalarOf(whole))
+            loss = v;
+          if (auto v = scalarOf(whole, "learning_rate"))
+            rate = v;
+        }
+    if (loss && rate)
+      summary << llvm::formatv("step {0}: loss {1:F6}, lr {2:E3}, {3:F3} ms\n",
+                               number + 1, *loss, *rate, ms);
+    else if (loss)
       summary << llvm::formatv("step {0}: loss {1:F6}, {2:F3} ms\n", number + 1,
                                *loss, ms);
     else if (training || options.steps > 1)

@@ -37,9 +37,20 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     if (options.dtype != "f32")
       fpm.addPass(createMixedPrecision({options.dtype}));
     fpm.addPass(createAutodiff());
-    fpm.addPass(createOptimizer({options.optimizer, options.lr, options.beta1,
-                                 options.beta2, options.eps,
-                                 options.weightDecay, options.momentum}));
+    OptimizerOptions update;
+    update.kind = options.optimizer;
+    update.lr = options.lr;
+    update.beta1 = options.beta1;
+    update.beta2 = options.beta2;
+    update.eps = options.eps;
+    update.weightDecay = options.weightDecay;
+    update.momentum = options.momentum;
+    update.clipGrad = options.clipGrad;
+    update.lrSchedule = options.lrSchedule;
+    update.warmupSteps = options.warmupSteps;
+    update.decaySteps = options.decaySteps;
+    update.minLr = options.minLr;
+    fpm.addPass(createOptimizer(update));
   }
   if (!options.train && microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches, defaulted}));

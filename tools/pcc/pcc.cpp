@@ -85,6 +85,13 @@ compile options:
   --optimizer adamw|sgd  (default adamw) with --lr X (1e-3), --weight-decay X
                          (0.01 for adamw, 0 for sgd), --beta1, --beta2, --eps,
                          --momentum (sgd)
+  --clip-grad X          scale the gradients so that their global L2 norm is
+                         at most X (PyTorch's clip_grad_norm_)
+  --lr-schedule constant|linear|cosine
+                         with --warmup-steps W (linear warmup, lr * (s+1)/W),
+                         --decay-steps N and --min-lr M: decay from --lr to M
+                         over steps W..N, M after; the step count is in the
+                         checkpoint, and pcc run prints the rate
   --trainable REGEX      initializers to train whatever pcc decides
   --freeze REGEX         initializers not to train (wins over --trainable);
                          the compile prints each decision and its reason
@@ -351,6 +358,28 @@ static int compileCommand(Args &args, bool planOnly = false) {
       ok = args.number(a, o.optimizer.eps);
     else if (a == "--momentum")
       ok = args.number(a, o.optimizer.momentum);
+    else if (a == "--clip-grad") {
+      ok = args.number(a, o.optimizer.clipGrad);
+      if (ok && o.optimizer.clipGrad <= 0) {
+        llvm::errs() << "pcc: error: --clip-grad must be positive\n";
+        return 1;
+      }
+    } else if (a == "--lr-schedule") {
+      ok = args.value(a, o.optimizer.lrSchedule);
+      if (ok && o.optimizer.lrSchedule != "constant" &&
+          o.optimizer.lrSchedule != "linear" &&
+          o.optimizer.lrSchedule != "cosine") {
+        llvm::errs() << "pcc: error: --lr-schedule must be constant, linear "
+                        "or cosine, got '"
+                     << o.optimizer.lrSchedule << "'\n";
+        return 1;
+      }
+    } else if (a == "--warmup-steps")
+      ok = args.integer(a, o.optimizer.warmupSteps, 0);
+    else if (a == "--decay-steps")
+      ok = args.integer(a, o.optimizer.decaySteps, 1);
+    else if (a == "--min-lr")
+      ok = args.number(a, o.optimizer.minLr);
     else if (a.starts_with("-"))
       return unknown(a);
     else if (o.model.empty())

@@ -85,6 +85,11 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
 /// writes OUT/weights.safetensors and OUT/report.json. OUT is replaced only
 /// by a complete result. Diagnostics go to stderr as one line
 /// `pcc: error: <node>: <message>`; a summary goes to `summary`.
+/// What is wrong with the layout and training options together (a
+/// one-line message), or an empty string: training flags without --train,
+/// gradient clipping across pipeline stages.
+std::string checkLayoutOptions(const CompileOptions &options);
+
 llvm::LogicalResult compile(const CompileOptions &options,
                             llvm::raw_ostream &summary);
 

@@ -59,6 +59,15 @@ struct OptimizerConfig {
   /// Negative: the optimizer's default (0.01 for AdamW, 0 for SGD).
   double weightDecay = -1;
   double momentum = 0;
+  /// Gradient clipping by the global L2 norm (PyTorch's clip_grad_norm_);
+  /// 0: none.
+  double clipGrad = 0;
+  /// The learning rate after s completed steps: constant, or a linear
+  /// warmup over `warmupSteps` then a linear or cosine decay to `minLr` at
+  /// step `decaySteps`.
+  std::string lrSchedule = "constant";
+  int64_t warmupSteps = 0, decaySteps = 0;
+  double minLr = 0;
 };
 
 /// Turns trained parameters into state and appends their updates (see the

@@ -144,6 +144,21 @@ def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {
     AdamW with decoupled weight decay (`p *= 1 - lr * wd`, then
     `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`); SGD with
     optional momentum and L2 weight decay.
+
+    `clip-grad` X scales every gradient the update reads by
+    min(1, X / (norm + 1e-6)), norm the L2 norm of all of them together
+    (PyTorch's `clip_grad_norm_`); the gradients the step returns are
+    those before clipping. Sharding makes the norm's sums of squares
+    partial over the axes that split a gradient, so a split parameter
+    counts by all its shards and a replicated one once.
+
+    `lr-schedule` makes the learning rate a function of the steps already
+    taken, s (the state `pcc.step`, which a checkpoint keeps, so a resumed
+    run continues the schedule): `constant`; or `linear` / `cosine`,
+    lr * (s + 1) / W for s < W = `warmup-steps`, then from lr down to
+    `min-lr` over steps W..N = `decay-steps` (cosine: min + (lr - min) *
+    (1 + cos(pi * (s - W) / (N - W))) / 2), and `min-lr` after N. The step
+    then returns the rate it used, as the output `learning_rate`.
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"adamw\"",
@@ -156,6 +171,16 @@ def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {
            "Weight decay (default: 0.01 for adamw, 0 for sgd)">,
     Option<"momentum", "momentum", "double", /*default=*/"0",
            "SGD momentum">,
+    Option<"clipGrad", "clip-grad", "double", /*default=*/"0",
+           "Clip the gradients' global L2 norm to this (0: no clipping)">,
+    Option<"lrSchedule", "lr-schedule", "std::string",
+           /*default=*/"\"constant\"", "constant, linear or cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Steps of linear warmup">,
+    Option<"decaySteps", "decay-steps", "int64_t", /*default=*/"0",
+           "The step at which the decay reaches min-lr">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0",
+           "The learning rate at the end of the decay">,
   ];
 }
 

@@ -30,6 +30,15 @@ struct ParallelizeOptions
       llvm::cl::desc("Weight decay (negative: the optimizer's default)"),
       llvm::cl::init(-1)};
   Option<double> momentum{*this, "momentum", llvm::cl::init(0)};
+  Option<double> clipGrad{*this, "clip-grad",
+                          llvm::cl::desc("Clip the gradients' global L2 norm"),
+                          llvm::cl::init(0)};
+  Option<std::string> lrSchedule{*this, "lr-schedule",
+                                 llvm::cl::desc("constant, linear or cosine"),
+                                 llvm::cl::init("constant")};
+  Option<int64_t> warmupSteps{*this, "warmup-steps", llvm::cl::init(0)};
+  Option<int64_t> decaySteps{*this, "decay-steps", llvm::cl::init(0)};
+  Option<double> minLr{*this, "min-lr", llvm::cl::init(0)};
   Option<std::string> trainable{
       *this, "trainable",
       llvm::cl::desc("Regular expression of initializers to train")};

@@ -451,7 +451,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       g = graph::DivOp::create(b, loc, g.getType(), g,
                                scalar(g.getType(), microbatches));
 
-  std::map<int64_t, Value> updates;
+  std::map<int64_t, Value> updates, stepOutputs;
   if (auto it = optimizerFns.find(rank); it != optimizerFns.end()) {
     func::FuncOp opt = it->second;
     SmallVector<Value> operands;
@@ -471,9 +471,13 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
     }
     auto call = func::CallOp::create(b, loc, opt, operands);
     call->setAttr(dist::kActionAttr, b.getStringAttr("O"));
-    for (unsigned i = 0; i < opt.getNumResults(); ++i)
+    for (unsigned i = 0; i < opt.getNumResults(); ++i) {
       if (auto u = roleOf(opt.getResultAttrDict(i), kUpdateRole))
         updates[*u] = call.getResult(i);
+      // An output of the step as a whole (the scheduled learning rate).
+      if (auto out = roleOf(opt.getResultAttrDict(i), kOutputRole))
+        stepOutputs[*out] = call.getResult(i);
+    }
   }
 
   for (unsigned k = 0; k < step.getNumResults(); ++k) {
@@ -491,6 +495,8 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
         return step.emitError("pipeline rank ")
                << rank << " holds " << pipeline::describeState(step, *state)
                << " but its optimizer makes no update of it";
+    } else if (auto made = stepOutputs.find(k); made != stepOutputs.end()) {
+      v = made->second;
     } else {
       auto it = outputs.find(k);
       if (it == outputs.end())

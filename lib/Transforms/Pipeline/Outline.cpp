@@ -299,13 +299,19 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
       role = kUpdateRole;
     returned[v].push_back({role, int64_t(k)});
   }
-  // Free outputs (none depends on a microbatch) come from the last stage.
+  // Outputs that depend on no microbatch (a training step's scheduled
+  // learning rate, computed from the step count) are made once per step,
+  // by the optimizer of pipeline rank 0; an inference build has none.
+  SmallVector<int64_t> freeOutputs;
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (!step.getResultAttr(k, graph::kGradAttr) &&
         !step.getResultAttr(k, graph::kUpdateAttr) &&
-        (phases.isFree(v) || isa<BlockArgument>(v)))
-      return step.emitError("pipeline parallelism: output ")
-             << k << " does not depend on the inputs";
+        (phases.isFree(v) || isa<BlockArgument>(v))) {
+      if (!training || !members.count({Phase::Optimizer, 0}))
+        return step.emitError("pipeline parallelism: output ")
+               << k << " does not depend on the inputs";
+      freeOutputs.push_back(k);
+    }
 
   llvm::DenseMap<Value, int64_t> valueIds;
   OpBuilder moduleBuilder(step);
@@ -376,6 +382,13 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
       std::optional<unsigned> updated =
           graph::getStateIndex(step, k, graph::kUpdateAttr);
       if (phase == Phase::Optimizer) {
+        if (index == 0 && llvm::is_contained(freeOutputs, int64_t(k))) {
+          FailureOr<Value> made = fb.lookup(v);
+          if (failed(made))
+            return failure();
+          fb.addResult(v, kOutputRole, k);
+          continue;
+        }
         if (!updated || !holdsState(step, *updated, index, pp))
           continue;
         if (failed(fb.lookup(v)))

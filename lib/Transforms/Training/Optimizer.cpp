@@ -6,6 +6,8 @@
 
 #include "llvm/ADT/StringMap.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace pcc::graph;
 
@@ -69,10 +71,63 @@ public:
 };
 } // namespace
 
-LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
+/// Checks a schedule and clipping before anything is built.
+static LogicalResult checkConfig(func::FuncOp func,
+                                 const pcc::OptimizerConfig &o) {
   if (o.kind != "adamw" && o.kind != "sgd")
     return func.emitError("unknown optimizer '")
            << o.kind << "' (adamw or sgd)";
+  if (o.clipGrad < 0)
+    return func.emitError("--clip-grad must be positive, got ") << o.clipGrad;
+  if (o.lrSchedule != "constant" && o.lrSchedule != "linear" &&
+      o.lrSchedule != "cosine")
+    return func.emitError("unknown --lr-schedule '")
+           << o.lrSchedule << "' (constant, linear or cosine)";
+  if (o.warmupSteps < 0)
+    return func.emitError("--warmup-steps must not be negative");
+  if (o.lrSchedule == "constant" && (o.decaySteps || o.minLr))
+    return func.emitError("--decay-steps and --min-lr need --lr-schedule "
+                          "linear or cosine");
+  if (o.lrSchedule != "constant" && o.decaySteps <= o.warmupSteps)
+    return func.emitError("--decay-steps (")
+           << o.decaySteps << ") must be above --warmup-steps ("
+           << o.warmupSteps << ")";
+  if (o.minLr < 0 || (o.lrSchedule != "constant" && o.minLr > o.lr))
+    return func.emitError("--min-lr must be between 0 and --lr");
+  return success();
+}
+
+/// The learning rate after `s` completed steps (an f32 scalar), as the
+/// schedule says.
+static Value scheduledRate(UpdateBuilder &u, const pcc::OptimizerConfig &o,
+                           Value s) {
+  Type f32 = u.b.getF32Type();
+  auto sc = [&](double v) { return u.scalar(v, f32); };
+  Value lr = sc(o.lr);
+  if (o.lrSchedule != "constant") {
+    // Progress through the decay, clamped to [0, 1].
+    double w = double(o.warmupSteps), n = double(o.decaySteps);
+    Value p = u.div(u.sub(s, sc(w)), sc(n - w));
+    p = MinOp::create(u.b, u.loc, MaxOp::create(u.b, u.loc, p, sc(0)), sc(1));
+    Value fall; // from 1 down to 0
+    if (o.lrSchedule == "cosine")
+      fall = u.mul(sc(0.5), u.add(sc(1), CosOp::create(u.b, u.loc, p.getType(),
+                                                       u.mul(sc(M_PI), p))));
+    else
+      fall = u.sub(sc(1), p);
+    lr = u.add(sc(o.minLr), u.mul(sc(o.lr - o.minLr), fall));
+  }
+  if (o.warmupSteps > 0) {
+    Value warm = u.mul(sc(o.lr / double(o.warmupSteps)), u.add(s, sc(1)));
+    Value warming = LessOp::create(u.b, u.loc, s, sc(double(o.warmupSteps)));
+    lr = WhereOp::create(u.b, u.loc, warming, warm, lr);
+  }
+  return lr;
+}
+
+LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
+  if (failed(checkConfig(func, o)))
+    return failure();
   Block &body = func.getBody().front();
   Operation *ret = body.getTerminator();
   llvm::StringMap<WeightOp> weights;
@@ -100,23 +155,55 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
 
   UpdateBuilder u(func, ret);
   bool adamw = o.kind == "adamw";
+  bool scheduled = o.lrSchedule != "constant" || o.warmupSteps > 0;
   double wd = o.weightDecay >= 0 ? o.weightDecay : (adamw ? 0.01 : 0.0);
   Type f32 = u.b.getF32Type();
-  // AdamW's bias correction: t = step + 1, c1 = 1 - b1^t, c2 = 1 - b2^t.
-  Value c1, c2;
-  if (adamw) {
+  auto toType = [&](Value v, Type et) -> Value {
+    if (getElementTypeOrSelf(v.getType()) == et)
+      return v;
+    return CastOp::create(u.b, u.loc, RankedTensorType::get({}, et), v);
+  };
+  // The steps taken so far: AdamW's bias correction (t = step + 1,
+  // c1 = 1 - b1^t, c2 = 1 - b2^t) and the schedule read it.
+  Value c1, c2, lr;
+  if (adamw || scheduled) {
     BlockArgument step =
         u.zerosState("pcc.step", RankedTensorType::get({}, f32));
     Value t = u.add(step, u.scalar(1, f32));
     u.update(step, t);
-    c1 = u.sub(u.scalar(1, f32), u.pow(u.scalar(o.beta1, f32), t));
-    c2 = u.sub(u.scalar(1, f32), u.pow(u.scalar(o.beta2, f32), t));
+    if (adamw) {
+      c1 = u.sub(u.scalar(1, f32), u.pow(u.scalar(o.beta1, f32), t));
+      c2 = u.sub(u.scalar(1, f32), u.pow(u.scalar(o.beta2, f32), t));
+    }
+    if (scheduled)
+      lr = scheduledRate(u, o, step);
+  }
+  // Clipping: one scale for every gradient, from their global norm.
+  Value clip;
+  if (o.clipGrad > 0) {
+    Value total;
+    for (auto [p, g] : trained) {
+      auto t = cast<RankedTensorType>(g.getType());
+      auto axes = llvm::to_vector(llvm::seq<int64_t>(0, t.getRank()));
+      Value squares = ReduceSumOp::create(u.b, u.loc, u.mul(g, g), axes, false);
+      squares = toType(squares, f32);
+      total = total ? u.add(total, squares) : squares;
+    }
+    Value norm = u.sqrt(total);
+    clip = MinOp::create(
+        u.b, u.loc, u.scalar(1, f32),
+        u.div(u.scalar(o.clipGrad, f32), u.add(norm, u.scalar(1e-6, f32))));
   }
   for (auto [p, g] : trained) {
     std::string name = getStateName(func, p.getArgNumber()).str();
     unsigned param = p.getArgNumber();
     Type et = getElementTypeOrSelf(p.getType());
     auto sc = [&](double v) { return u.scalar(v, et); };
+    // The rate and its products with constants, as scalars of the
+    // parameter's type.
+    Value rate = lr ? toType(lr, et) : sc(o.lr);
+    if (clip)
+      g = u.mul(g, toType(clip, et));
     Value updated;
     if (adamw) {
       BlockArgument m = u.zerosState(name + ".adamw.m", p.getType(), param);
@@ -124,17 +211,12 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
       Value m2 = u.add(u.mul(sc(o.beta1), m), u.mul(sc(1 - o.beta1), g));
       Value v2 =
           u.add(u.mul(sc(o.beta2), v), u.mul(sc(1 - o.beta2), u.mul(g, g)));
-      Value decayed = wd ? u.mul(p, sc(1 - o.lr * wd)) : p;
-      Value c1e = et == f32 ? c1
-                            : CastOp::create(u.b, u.loc,
-                                             RankedTensorType::get({}, et), c1)
-                                  .getResult();
-      Value c2e = et == f32 ? c2
-                            : CastOp::create(u.b, u.loc,
-                                             RankedTensorType::get({}, et), c2)
-                                  .getResult();
+      Value decayed = !wd  ? p
+                      : lr ? u.mul(p, u.sub(sc(1), u.mul(rate, sc(wd))))
+                           : u.mul(p, sc(1 - o.lr * wd));
+      Value c1e = toType(c1, et), c2e = toType(c2, et);
       Value denom = u.add(u.div(u.sqrt(v2), u.sqrt(c2e)), sc(o.eps));
-      Value stepSize = u.div(sc(o.lr), c1e);
+      Value stepSize = u.div(rate, c1e);
       updated = u.sub(decayed, u.mul(stepSize, u.div(m2, denom)));
       u.update(m, m2);
       u.update(v, v2);
@@ -146,9 +228,15 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
         d = u.add(u.mul(sc(o.momentum), buf), d);
         u.update(buf, d);
       }
-      updated = u.sub(p, u.mul(sc(o.lr), d));
+      updated = u.sub(p, u.mul(rate, d));
     }
     u.update(p, updated);
+  }
+  // A scheduled rate is an output of the step, for the log.
+  if (lr) {
+    u.results.push_back(lr);
+    u.attrs.push_back(u.b.getDictionaryAttr(
+        u.b.getNamedAttr("onnx.name", u.b.getStringAttr("learning_rate"))));
   }
   appendResults(func, u.results, u.attrs);
   return success();
@@ -166,6 +254,11 @@ struct OptimizerPass : pcc::impl::OptimizerBase<OptimizerPass> {
     o.eps = eps;
     o.weightDecay = weightDecay;
     o.momentum = momentum;
+    o.clipGrad = clipGrad;
+    o.lrSchedule = lrSchedule;
+    o.warmupSteps = warmupSteps;
+    o.decaySteps = decaySteps;
+    o.minLr = minLr;
     if (failed(pcc::applyOptimizer(getOperation(), o)))
       signalPassFailure();
   }

@@ -19,6 +19,9 @@ the reference models (see test/models/README.md):
   NAME/ref/output_0.pb   eval-mode logits
   NAME/ref/loss.pb       mean cross-entropy of logits[:, :-1] vs input_ids[:, 1:]
   NAME/ref/grads/*.pb    d loss / d parameter (not for the masked LMs)
+  NAME/ref/adamw.json    (variants with schedule=True) AdamW steps with
+                         clip_grad_norm_ and a warmup + cosine LambdaLR
+                         (see ADAMW): losses, gradient norms and learning rates
   NAME/ref/sgd.json      {"optimizer": "sgd", "lr": 0.1, "losses": [l1, l2, l3]}:
                          the loss before each of 3 plain SGD steps (no momentum,
                          no weight decay, train mode) on input_0.pb, from the
@@ -54,6 +57,11 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORK = os.environ.get("WORK", "/tmp/pcc-variants")
 SGD_STEPS, SGD_LR = 3, 0.1  # ref/sgd.json: plain SGD, no momentum or weight decay
+# ref/adamw.json: AdamW with clip_grad_norm_ and LambdaLR (linear warmup over
+# WARMUP steps, then cosine from LR to MIN_LR until step DECAY); the clip is
+# below every step's norm, so it always acts.
+ADAMW = dict(steps=6, lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
+             clip=0.5, warmup=2, decay=5, min_lr=0.001)
 
 
 def save_pb(arr, name, path):
@@ -190,6 +198,8 @@ class Variant:
                             # False: the freshly initialized model, as a user has it
     attn: str = "eager"     # "eager", or "sdpa": transformers' default
     train: bool = True      # loss, gradient and SGD references
+    schedule: bool = False  # also ref/adamw.json: AdamW steps with gradient
+                            # clipping and a warmup + cosine schedule
     plain: bool = False     # torch.onnx.export(model, (ids,), dynamo=True) and
                             # nothing else: a new user's export (default opset,
                             # optimize and names)
@@ -241,7 +251,7 @@ VARIANTS = {
     "llama-dyn18-gqa-tied-b4": dyn(
         llama(2, 32, 4, 2, 64, 101, True), (4, 16),
         "HF Llama, 2 layers, d=32, 4 query / 2 KV heads (GQA 2:1), LM head tied "
-        "to the embedding, a vocabulary of 101 (odd), batch 4"),
+        "to the embedding, a vocabulary of 101 (odd), batch 4", schedule=True),
     "llama-ts13-fold-gqa": ts(
         llama(2, 32, 8, 2, 48, 96, False), (2, 8), 13, fold=True,
         desc="HF Llama, 2 layers, d=32, 8 query heads / 2 KV heads, untied head"),
@@ -462,6 +472,41 @@ def sgd_losses(model, input_ids, steps=SGD_STEPS, lr=SGD_LR):
     return losses
 
 
+def schedule_factor(s, a=ADAMW):
+    """LambdaLR's factor after s completed steps: (s + 1) / W during the
+    warmup, then a cosine from 1 to min_lr / lr over steps W..N, then
+    min_lr / lr."""
+    import math
+    if s < a["warmup"]:
+        return (s + 1) / a["warmup"]
+    p = min(1.0, (s - a["warmup"]) / (a["decay"] - a["warmup"]))
+    m = a["min_lr"] / a["lr"]
+    return m + (1 - m) * (1 + math.cos(math.pi * p)) / 2
+
+
+def adamw_losses(model, input_ids, a=ADAMW):
+    """The losses, gradient norms (before clipping) and learning rates of
+    a["steps"] AdamW steps with gradient clipping and the schedule, on one
+    batch, in train mode, on a copy of model."""
+    model = copy.deepcopy(model)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=a["lr"], betas=a["betas"],
+                            eps=a["eps"], weight_decay=a["weight_decay"])
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule_factor)
+    losses, norms, lrs = [], [], []
+    for _ in range(a["steps"]):
+        opt.zero_grad()
+        loss = lm_loss(model, input_ids)
+        losses.append(loss.item())
+        loss.backward()
+        norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                    a["clip"]).item())
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return losses, norms, lrs
+
+
 def default_opset(m):
     return next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
 
@@ -610,6 +655,13 @@ def export(name, v, model, input_ids):
         with open(os.path.join(d, "ref", "sgd.json"), "w") as f:
             json.dump({"optimizer": "sgd", "lr": SGD_LR, "losses": losses}, f, indent=1)
         meta["sgd_losses"] = losses
+        if v.schedule:
+            losses, norms, lrs = adamw_losses(model, input_ids)
+            assert all(n > ADAMW["clip"] for n in norms), norms
+            ref = dict(ADAMW, optimizer="adamw", losses=losses,
+                       grad_norms=norms, lrs=lrs)
+            with open(os.path.join(d, "ref", "adamw.json"), "w") as f:
+                json.dump(ref, f, indent=1)
         meta["sgd"] = {"optimizer": "sgd", "lr": SGD_LR, "momentum": 0.0,
                        "weight_decay": 0.0, "steps": SGD_STEPS,
                        "batch": "ref/input_0.pb every step", "mode": "train"}
