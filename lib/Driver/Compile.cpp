@@ -140,6 +140,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.logits = options.logits;
   p.dp = options.dp;
   p.bucketBytes = options.bucketBytes;
+  p.zero = options.zero;
   p.tp = options.tp;
   p.shard = options.shard;
   p.sequenceParallel = options.sequenceParallel;
@@ -767,6 +768,21 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
     if (o.lrSchedule != "constant" || o.warmupSteps || o.decaySteps || o.minLr)
       return "--lr-schedule, --warmup-steps, --decay-steps and --min-lr need "
              "--train";
+  }
+  if (options.zero < 0 || options.zero > 3)
+    return "--zero must be 0, 1, 2 or 3, got " + std::to_string(options.zero);
+  if (options.zero > 0) {
+    if (!options.train)
+      return "--zero needs --train";
+    if (options.dp < 2)
+      return "--zero " + std::to_string(options.zero) +
+             " splits over data parallelism: give --dp 2 or more";
+    if (options.zero == 3)
+      return "--zero 3 (parameters split over dp) is not supported yet; "
+             "--zero 1 and 2 are";
+    if (options.tp > 1 || options.pp > 1)
+      return "--zero " + std::to_string(options.zero) +
+             " with --tp or --pp is not supported yet (--dp alone is)";
   }
   if (o.clipGrad > 0 && options.pp > 1)
     return "--clip-grad with --pp " + std::to_string(options.pp) +

@@ -68,6 +68,7 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     PropagateShardingOptions byBatch;
     byBatch.axis = dist::kDataAxis.str();
     byBatch.outputsSplit = true;
+    byBatch.zero = options.zero;
     pm.addPass(createPropagateSharding(byBatch));
     pm.addPass(createPartition({dist::kDataAxis.str()}));
     pm.addPass(createCSEPass());

@@ -53,6 +53,8 @@ compile options:
                          replicas computes its share of the batch, and the
                          gradients are summed over them; the ranks are
                          row-major over dp x pp x tp (tp ranks adjacent)
+  --zero 1|2             with --dp: the optimizer state (1), and the
+                         gradients too (2), split over the replicas (ZeRO)
   --bucket-mb M          with --dp: gradients are all-reduced in buckets of
                          at most M MiB (default 25; 0: one per gradient)
   --shard 'REGEX=col|row|rep'
@@ -260,6 +262,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       ok = args.integer(a, o.tp, 1);
     else if (a == "--dp")
       ok = args.integer(a, o.dp, 1);
+    else if (a == "--zero")
+      ok = args.integer(a, o.zero, 0);
     else if (a == "--bucket-mb") {
       int64_t mb = 0;
       ok = args.integer(a, mb, 0);

@@ -29,6 +29,9 @@ struct CompileOptions {
   /// With dp: the most bytes of one bucket of gradients all-reduced
   /// together (--bucket-mb; 0: one all-reduce per gradient).
   int64_t bucketBytes = 25 << 20;
+  /// With dp: the ZeRO stage (--zero): 1 splits the optimizer state over
+  /// dp, 2 the gradients too.
+  int64_t zero = 0;
   std::string schedule = "1f1b";
   /// Pipeline cuts after these ONNX nodes (--pp-split A,B,...) instead of
   /// the cost model's; a measured cost table (--cost-table FILE).

@@ -84,7 +84,8 @@ llvm::LogicalResult padVocabulary(mlir::func::FuncOp func, int64_t tp);
 llvm::LogicalResult propagateSharding(mlir::func::FuncOp func,
                                       llvm::StringRef axis = "tp",
                                       bool sequenceParallel = false,
-                                      bool outputsSplit = false);
+                                      bool outputsSplit = false,
+                                      int64_t zeroStage = 0);
 
 /// Rewrites `func` into the program of one rank of mesh axis `axis` (see
 /// pcc-partition).

@@ -281,6 +281,13 @@ def PropagateSharding : Pass<"pcc-propagate-sharding", "::mlir::ModuleOp"> {
     along another dimension (a tensor of the runtime splits one). Ops that
     read and make only whole values carry no annotation.
 
+    With `zero` (ZeRO over a data-parallel axis), a parameter's optimizer
+    state is split along its first dimension the axis divides, so each
+    rank updates its block of the parameter and the update is gathered
+    back (stage 1, which all-reduces the gradient); from stage 2 the
+    gradient is reduce-scattered onto that block instead and returned
+    split, never whole.
+
     With `sequence-parallel` (Megatron's sequence parallelism), partial
     sums may instead be reduce-scattered onto their token dimension (the
     second to last): the activations between tensor-parallel regions
@@ -296,6 +303,9 @@ def PropagateSharding : Pass<"pcc-propagate-sharding", "::mlir::ModuleOp"> {
            "Split activations between tensor-parallel regions by tokens">,
     Option<"outputsSplit", "outputs-split", "bool", /*default=*/"false",
            "Let an inference step's outputs stay split">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "ZeRO stage over the axis: 1 splits the optimizer state, 2 the "
+           "gradients too">,
   ];
 }
 

@@ -59,6 +59,9 @@ struct ParallelizeOptions
                              llvm::cl::desc("ONNX name of the logits")};
   Option<int64_t> dp{*this, "dp", llvm::cl::desc("Ranks of data parallelism"),
                      llvm::cl::init(1)};
+  Option<int64_t> zero{*this, "zero",
+                       llvm::cl::desc("With dp: ZeRO stage (0, 1 or 2)"),
+                       llvm::cl::init(0)};
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes",
       llvm::cl::desc("With dp: the most bytes of one bucket of gradients "

@@ -38,7 +38,8 @@ static int64_t rankOf(Value v) {
 }
 
 LogicalResult pcc::propagateSharding(func::FuncOp func, StringRef axis,
-                                     bool sequenceParallel, bool outputsSplit) {
+                                     bool sequenceParallel, bool outputsSplit,
+                                     int64_t zeroStage) {
   auto module = func->getParentOfType<ModuleOp>();
   auto mesh = module ? module.lookupSymbol<dist::MeshOp>(kMeshName) : nullptr;
   if (!mesh)
@@ -49,6 +50,7 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, StringRef axis,
   Solver solver(func, axis, *tp);
   solver.setSequenceParallel(sequenceParallel);
   solver.setKeepOutputsSplit(outputsSplit);
+  solver.setZeroStage(zeroStage);
   if (failed(solver.seedStatedLayouts()))
     return failure();
   Solver::Outcome base = solver.run();
@@ -135,7 +137,8 @@ struct PropagateShardingPass
   using PropagateShardingBase::PropagateShardingBase;
   void runOnOperation() override {
     for (auto func : getOperation().getOps<func::FuncOp>())
-      if (failed(propagateSharding(func, axis, sequenceParallel, outputsSplit)))
+      if (failed(propagateSharding(func, axis, sequenceParallel, outputsSplit,
+                                   zero)))
         return signalPassFailure();
   }
 };

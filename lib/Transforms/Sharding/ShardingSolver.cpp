@@ -570,10 +570,20 @@ void Solver::reset(Unseeded mode) {
     if (pending.count(param))
       pending[state] = param;
     else
-      layouts[state] = seeds.lookup(param);
+      layouts[state] = stateLayout(param).value_or(seeds.lookup(param));
   }
   for (auto [arg, l] : argumentLayouts)
     layouts[arg] = l;
+}
+
+std::optional<Layout> Solver::stateLayout(Value param) const {
+  if (zeroStage < 1 || seeds.lookup(param) != Layout())
+    return std::nullopt;
+  auto t = cast<RankedTensorType>(param.getType());
+  for (int64_t d = 0; d < t.getRank(); ++d)
+    if (t.getDimSize(d) % shards == 0)
+      return Layout::split(d);
+  return std::nullopt;
 }
 
 Solver::Outcome Solver::run() {
@@ -904,7 +914,9 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     // Under pipelining they must read the very value that is accumulated
     // over the microbatches.
     if (Value param = gradientOf.lookup(operand)) {
-      current.push_back(getLayout(param));
+      std::optional<Layout> split =
+          zeroStage >= 2 ? stateLayout(param) : std::nullopt;
+      current.push_back(split ? *split : getLayout(param));
       continue;
     }
     current.push_back(getLayout(operand));
@@ -1059,7 +1071,13 @@ void Solver::visitReturn(func::ReturnOp ret, Outcome &out, bool forwardOnly) {
                                    return d != unsigned(cur.dim) &&
                                           !stated.getDimAxes(d).empty();
                                  });
-    if (state)
+    bool isGrad = getStateIndex(func, k, kGradAttr).has_value();
+    std::optional<Layout> split = isGrad && zeroStage >= 2
+                                      ? stateLayout(body.getArgument(*state))
+                                      : std::nullopt;
+    if (split)
+      want = *split; // ZeRO 2: the gradient is never whole
+    else if (state)
       want = getLayout(body.getArgument(*state));
     else if ((training || keepOutputsSplit) &&
              !func.getResultAttr(k, kLossAttr) && !cur.partial && !otherDim)

@@ -113,6 +113,12 @@ public:
   /// result that an earlier axis split along another dimension is made
   /// whole over this one: the runtime's tensors split one dimension.
   void setKeepOutputsSplit(bool on) { keepOutputsSplit = on; }
+  /// ZeRO over this axis (data parallelism's): from stage 1 a parameter's
+  /// optimizer state is split along its first dimension the axis divides
+  /// (the update is computed on that block, and the updated parameter
+  /// gathered back); from stage 2 its gradient is too (reduce-scattered
+  /// instead of all-reduced, and returned split).
+  void setZeroStage(int64_t stage) { zeroStage = stage; }
   /// Sequence parallelism: activations between tensor-parallel regions are
   /// split along their token dimension (the second to last); partial sums
   /// are reduce-scattered onto it and gathered back before the next split
@@ -220,6 +226,10 @@ private:
   int64_t shards;
   llvm::DenseMap<mlir::Value, Layout> argumentLayouts;
   bool keepOutputsSplit = false;
+  int64_t zeroStage = 0;
+  /// With ZeRO: the layout of a parameter's optimizer state (and, from
+  /// stage 2, of its gradient), when the axis divides a dimension of it.
+  std::optional<Layout> stateLayout(mlir::Value param) const;
   /// The incremental walk's position in forwardOps, and its outcome.
   size_t cursor = 0;
   Outcome walkOut;

@@ -41,6 +41,17 @@
 // BUCKET:     dist.all_reduce %{{.*}} on @mesh axes ["dp"] sum : tensor<3888xf32>
 // BUCKET-NOT: dist.all_reduce
 
+// ZeRO 2: a parameter's AdamW moments are split over dp along its first
+// dimension dp divides, the gradient is reduce-scattered onto that block
+// (and returned split), and the updated block is all-gathered back into
+// the whole parameter.
+// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true dp=2 zero=2 bucket-bytes=0" | FileCheck %s --check-prefix=ZERO
+// ZERO:      %arg{{[0-9]+}}: tensor<20x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, graph.init = dense<0.000000e+00> : tensor<40x16xf32>, graph.state = "wte.adamw.m", graph.state_of = 1 : i64}
+// ZERO-SAME: -> ({{.*}}tensor<20x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, graph.grad = 1 : i64}
+// ZERO-NOT:  dist.all_reduce %{{.*}} sum : tensor<40x16xf32>
+// ZERO:      dist.reduce_scatter %{{.*}} on @mesh axes ["dp"] dim 0 sum : tensor<40x16xf32> -> tensor<20x16xf32>
+// ZERO:      dist.all_gather %{{.*}} on @mesh axes ["dp"] dim 0 : tensor<20x16xf32> -> tensor<40x16xf32>
+
 // A batch that dp does not divide.
 // RUN: not pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true dp=4" 2>&1 | FileCheck %s --check-prefix=DIVIDE
 // DIVIDE: error: --dp 4 does not divide the batch (2) of input 'input_ids'

@@ -167,9 +167,30 @@ LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op,
     if (func.getResultAttr(resultIndex, other))
       return func.emitError() << where << " is both a gradient and a state "
                               << "update";
-    FailureOr<unsigned> state = stateArgument(func, attr, where, type);
+    // A gradient laid out apart from its parameter (split over data
+    // parallelism where the parameter is whole: ZeRO 2) is a block of it:
+    // same element type and rank, each extent dividing the parameter's.
+    bool laidOutApart =
+        name == kGradAttr && func.getResultAttr(resultIndex, "dist.sharding");
+    FailureOr<unsigned> state =
+        stateArgument(func, attr, where, laidOutApart ? Type() : type);
     if (failed(state))
       return failure();
+    if (laidOutApart) {
+      auto block = dyn_cast<RankedTensorType>(type);
+      auto whole = dyn_cast<RankedTensorType>(func.getArgumentTypes()[*state]);
+      bool fits = block && whole &&
+                  block.getElementType() == whole.getElementType() &&
+                  block.getRank() == whole.getRank();
+      for (int64_t d = 0; fits && d < block.getRank(); ++d)
+        fits = block.getDimSize(d) > 0 &&
+               whole.getDimSize(d) % block.getDimSize(d) == 0;
+      if (!fits)
+        return func.emitError() << where << ": " << name << " names argument "
+                                << *state << " of type " << whole
+                                << ", of which " << type << " is no block",
+               failure();
+    }
     // One gradient and one update per state: checked once per function
     // and kind, at the first result of that kind (linear time).
     for (unsigned i = 0; i < resultIndex; ++i)
