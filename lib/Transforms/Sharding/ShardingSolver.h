@@ -271,9 +271,9 @@ std::pair<int64_t, int64_t> findSplitFactor(const graph::ShardingRule &rule,
 
 /// Attribute names: a seed or an argument's layout (`dist.sharding`), and
 /// the layouts propagation chose for an op's operands and results.
-inline constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
-inline constexpr llvm::StringLiteral kOperandsAttr = "dist.operands";
-inline constexpr llvm::StringLiteral kResultsAttr = "dist.results";
+using dist::kOperandsAttr;
+using dist::kResultsAttr;
+using dist::kShardingAttr;
 /// The tensor-parallel axis and the mesh the passes create.
 using dist::kMeshName;
 inline constexpr llvm::StringLiteral kTpAxis = dist::kTensorAxis;

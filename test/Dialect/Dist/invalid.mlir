@@ -131,21 +131,21 @@ func.func @unknown_reduction(%x: tensor<4xf32>) -> tensor<4xf32> {
 // -----
 
 // expected-error@+1 {{axis 'tp' is used twice}}
-func.func @sharding_axis_twice(%a: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [["tp"], ["tp"]]>}) {
+func.func @sharding_axis_twice(%a: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [["tp"], ["tp"]]>}) {
   return
 }
 
 // -----
 
 // expected-error@+1 {{axis 'tp' is used twice}}
-func.func @split_and_partial(%a: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [["tp"], []], partial = ["tp"] sum>}) {
+func.func @split_and_partial(%a: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [["tp"], []], partial = ["tp"] sum>}) {
   return
 }
 
 // -----
 
 // expected-error@+1 {{groups has 1 entries for 2 dimensions}}
-func.func @groups_per_dimension(%a: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [["tp"], []] groups [2]>}) {
+func.func @groups_per_dimension(%a: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [["tp"], []] groups [2]>}) {
   return
 }
 
@@ -367,3 +367,75 @@ func.func @wait_not_collective(%x: tensor<4xf32>) -> tensor<4xf32> {
   %w = dist.wait %x : tensor<4xf32>
   return %w : tensor<4xf32>
 }
+
+// -----
+
+// The dialect's discardable attributes are verified where they stand.
+// expected-error@+1 {{argument 0: dist.sharding gives 2 dimension(s) for a tensor of rank 1}}
+func.func @sharding_rank(%a: tensor<8xf32> {dist.sharding = #dist.sharding<@mesh, [["tp"], []]>}) {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{dist.microbatches must be an integer of at least 1, not 0 : i64}}
+func.func @microbatches_zero() attributes {dist.microbatches = 0 : i64} {
+  return
+}
+
+// -----
+
+// expected-error@+1 {{result 0: dist.batch_dim names dimension 2 of a tensor of rank 2}}
+func.func @batch_dim_range(%a: tensor<2x4xf32>) -> (tensor<2x4xf32> {dist.batch_dim = 2 : i64}) {
+  return %a : tensor<2x4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{dist.phase must be "forward", "backward", "weight" or "optimizer", not "sideways"}}
+func.func private @phase() attributes {dist.phase = "sideways"}
+
+// -----
+
+// expected-error@+1 {{argument 0: dist.state must be an integer of at least 0, not -1 : i64}}
+func.func private @role(%a: tensor<4xf32> {dist.state = -1 : i64})
+
+// -----
+
+// expected-error@+1 {{dist.stage_costs must hold 3 values per stage}}
+func.func private @costs() attributes {dist.stage_costs = array<f64: 1.0, 2.0>}
+
+// -----
+
+func.func @stage(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{dist.stages must be a non-empty array<i64> of stages}}
+  %b = graph.neg %a {dist.stages = array<i64>} : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+func.func private @callee()
+func.func @action() {
+  // expected-error@+1 {{dist.action must be "O" or F, B or W and a microbatch, not "X1"}}
+  call @callee() {dist.action = "X1"} : () -> ()
+  return
+}
+
+// -----
+
+func.func @operands(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{dist.operands must be an array of 1 #dist.sharding}}
+  %b = graph.neg %a {dist.operands = []} : tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+// expected-error@+1 {{result 0: dist.reduce_axes must be a non-empty array of mesh axis names}}
+func.func private @reduce_axes() -> (tensor<4xf32> {dist.grad = 0 : i64, dist.reduce_axes = []})
+
+// -----
+
+// expected-error@+1 {{dist.unknown is no attribute of the Dist dialect}}
+func.func private @unknown() attributes {dist.unknown}

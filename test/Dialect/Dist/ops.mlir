@@ -35,16 +35,16 @@ func.func @transfers(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 // Shardings, here as discardable attributes: split dimensions, replicated
 // ones, and partial results with their reduction.
 // CHECK-LABEL: func.func @shardings
-// CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}"tp"], []]>
-// CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}], ["pp", "tp"]]>
-// CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}], []], partial = ["tp"] max>
-// CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}], ["tp"]] groups [1, 3]>
-// CHECK-SAME: dist.layout = #dist.sharding<@mesh, {{\[\[}}], []], partial = ["tp"] sum>
-func.func @shardings(%a: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [["tp"], []]>},
-                     %b: tensor<8x8xf32> {dist.layout = #dist.sharding<@mesh, [[], ["pp", "tp"]]>},
-                     %c: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [[], []], partial = ["tp"] max>},
-                     %d: tensor<8x12xf32> {dist.layout = #dist.sharding<@mesh, [[], ["tp"]] groups [1, 3]>},
-                     %e: tensor<8x4xf32> {dist.layout = #dist.sharding<@mesh, [[], []], partial = ["tp"] sum>}) {
+// CHECK-SAME: dist.sharding = #dist.sharding<@mesh, {{\[\[}}"tp"], []]>
+// CHECK-SAME: dist.sharding = #dist.sharding<@mesh, {{\[\[}}], ["pp", "tp"]]>
+// CHECK-SAME: dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = ["tp"] max>
+// CHECK-SAME: dist.sharding = #dist.sharding<@mesh, {{\[\[}}], ["tp"]] groups [1, 3]>
+// CHECK-SAME: dist.sharding = #dist.sharding<@mesh, {{\[\[}}], []], partial = ["tp"] sum>
+func.func @shardings(%a: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [["tp"], []]>},
+                     %b: tensor<8x8xf32> {dist.sharding = #dist.sharding<@mesh, [[], ["pp", "tp"]]>},
+                     %c: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []], partial = ["tp"] max>},
+                     %d: tensor<8x12xf32> {dist.sharding = #dist.sharding<@mesh, [[], ["tp"]] groups [1, 3]>},
+                     %e: tensor<8x4xf32> {dist.sharding = #dist.sharding<@mesh, [[], []], partial = ["tp"] sum>}) {
   return
 }
 

@@ -33,47 +33,29 @@
 
 namespace pcc {
 
-inline constexpr llvm::StringLiteral kMicrobatchesAttr = "dist.microbatches";
-inline constexpr llvm::StringLiteral kBatchDimAttr = "dist.batch_dim";
-inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
-inline constexpr llvm::StringLiteral kStagesAttr = "dist.stages";
-inline constexpr llvm::StringLiteral kNumStagesAttr = "dist.num_stages";
-/// A backward op of the weight gradient (W), not of the input gradient.
-inline constexpr llvm::StringLiteral kWeightGradAttr = "dist.weight_grad";
-/// Per virtual stage: the times of F, B and W (3 per stage), and the bytes
-/// one microbatch's forward keeps until its backward.
-inline constexpr llvm::StringLiteral kStageCostsAttr = "dist.stage_costs";
-inline constexpr llvm::StringLiteral kStashBytesAttr = "dist.stash_bytes";
-/// Per virtual stage: the seconds its activations take to reach the next
-/// stage and its input gradient the previous one (2 per stage).
-inline constexpr llvm::StringLiteral kTransferCostsAttr = "dist.transfer_costs";
-/// Per virtual stage: the bytes of those two sends.
-inline constexpr llvm::StringLiteral kTransferBytesAttr = "dist.transfer_bytes";
-/// The time of the heaviest forward op with its backward: a lower bound on
-/// the slowest stage that no cut can beat.
-inline constexpr llvm::StringLiteral kHeaviestOpTimeAttr =
-    "dist.heaviest_op_time";
-/// Per pipeline rank: the bytes of the parameters, optimizer state and
-/// weights it holds throughout.
-inline constexpr llvm::StringLiteral kBaseBytesAttr = "dist.base_bytes";
-/// An add of a gradient's parts made on different stages: each stage
-/// accumulates its part and the parts are summed after the flush.
-inline constexpr llvm::StringLiteral kGradSumAttr = "dist.grad_sum";
-/// Outlined functions: their phase ("forward", "backward", "optimizer")
-/// and the pipeline rank of an optimizer; what their arguments and results
-/// are (see Outline.cpp).
-inline constexpr llvm::StringLiteral kPhaseAttr = "dist.phase";
-inline constexpr llvm::StringLiteral kInputRole = "dist.input";
-inline constexpr llvm::StringLiteral kStateRole = "dist.state";
-inline constexpr llvm::StringLiteral kValueRole = "dist.value";
-inline constexpr llvm::StringLiteral kOutputRole = "dist.output";
-inline constexpr llvm::StringLiteral kGradRole = "dist.grad";
-inline constexpr llvm::StringLiteral kUpdateRole = "dist.update";
-/// A `dist.grad` result whose sum over the ranks of these mesh axes (data
-/// or tensor parallelism's) is still to be taken: the lowering all-reduces
-/// the gradient once, after its last microbatch, instead of every
-/// microbatch's part.
-inline constexpr llvm::StringLiteral kReduceAxesAttr = "dist.reduce_axes";
+// The attributes' names and what they hold are the Dist dialect's (see
+// DistNames.h), which verifies them.
+using dist::kBaseBytesAttr;
+using dist::kBatchDimAttr;
+using dist::kGradRole;
+using dist::kGradSumAttr;
+using dist::kHeaviestOpTimeAttr;
+using dist::kInputRole;
+using dist::kMicrobatchesAttr;
+using dist::kNumStagesAttr;
+using dist::kOutputRole;
+using dist::kPhaseAttr;
+using dist::kReduceAxesAttr;
+using dist::kStageAttr;
+using dist::kStageCostsAttr;
+using dist::kStagesAttr;
+using dist::kStashBytesAttr;
+using dist::kStateRole;
+using dist::kTransferBytesAttr;
+using dist::kTransferCostsAttr;
+using dist::kUpdateRole;
+using dist::kValueRole;
+using dist::kWeightGradAttr;
 
 /// Rewrites `func` (a forward, before the loss is attached) to compute one
 /// of `microbatches` equal slices of its batch (see the pcc-microbatch

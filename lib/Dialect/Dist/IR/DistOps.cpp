@@ -14,6 +14,7 @@
 
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/CallInterfaces.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -62,6 +63,203 @@ void DistDialect::initialize() {
 #define GET_OP_LIST
 #include "pcc/Dialect/Dist/IR/DistOps.cpp.inc"
       >();
+}
+
+//===----------------------------------------------------------------------===//
+// The dialect's discardable attributes
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Where a `dist.*` attribute stands, for its checks and messages.
+struct AttrSite {
+  enum Kind { Op, Argument, Result } kind;
+  Operation *op;
+  unsigned index = 0;
+  /// The argument's or result's type (null on an op).
+  Type type;
+};
+} // namespace
+
+static LogicalResult verifyDistAttribute(const AttrSite &site,
+                                         NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  auto fail = [&]() -> InFlightDiagnostic {
+    InFlightDiagnostic diag = site.op->emitError();
+    if (site.kind == AttrSite::Argument)
+      diag << "argument " << site.index << ": ";
+    else if (site.kind == AttrSite::Result)
+      diag << "result " << site.index << ": ";
+    diag << name << " ";
+    return diag;
+  };
+  auto integer = [&](int64_t least) -> LogicalResult {
+    auto i = dyn_cast<IntegerAttr>(value);
+    if (!i || i.getInt() < least)
+      return fail() << "must be an integer of at least " << least << ", not "
+                    << value;
+    return success();
+  };
+  auto nonNegativeArray = [&](size_t multipleOf) -> LogicalResult {
+    if (auto a = dyn_cast<DenseI64ArrayAttr>(value)) {
+      if (llvm::any_of(a.asArrayRef(), [](int64_t v) { return v < 0; }))
+        return fail() << "holds a negative value";
+      return success();
+    }
+    if (auto a = dyn_cast<DenseF64ArrayAttr>(value)) {
+      if (llvm::any_of(a.asArrayRef(), [](double v) { return !(v >= 0); }))
+        return fail() << "holds a negative or NaN value";
+      if (a.size() % multipleOf != 0)
+        return fail() << "must hold " << multipleOf << " values per stage";
+      return success();
+    }
+    return fail() << "must be an array of numbers, not " << value;
+  };
+  auto rankOf = [&]() -> int64_t {
+    auto t = dyn_cast_or_null<RankedTensorType>(site.type);
+    return t ? t.getRank() : -1;
+  };
+  auto checkSharding = [&](Attribute a, int64_t rank) -> LogicalResult {
+    auto sharding = dyn_cast<ShardingAttr>(a);
+    if (!sharding)
+      return fail() << "must be a #dist.sharding, not " << a;
+    if (rank >= 0 && int64_t(sharding.getDims().size()) != rank)
+      return fail() << "gives " << sharding.getDims().size()
+                    << " dimension(s) for a tensor of rank " << rank;
+    return success();
+  };
+  auto layouts = [&](TypeRange types) -> LogicalResult {
+    auto array = dyn_cast<ArrayAttr>(value);
+    if (!array || array.size() != types.size())
+      return fail() << "must be an array of " << types.size()
+                    << " #dist.sharding";
+    for (auto [a, t] : llvm::zip(array, types)) {
+      auto rt = dyn_cast<RankedTensorType>(t);
+      if (failed(checkSharding(a, rt ? rt.getRank() : -1)))
+        return failure();
+    }
+    return success();
+  };
+
+  if (name == kShardingAttr) {
+    int64_t rank = rankOf();
+    if (site.kind == AttrSite::Op && site.op->getNumResults() == 1)
+      if (auto t = dyn_cast<RankedTensorType>(site.op->getResult(0).getType()))
+        rank = t.getRank();
+    return checkSharding(value, rank);
+  }
+  if (name == kOperandsAttr)
+    return layouts(site.op->getOperandTypes());
+  if (name == kResultsAttr)
+    return layouts(site.op->getResultTypes());
+  if (name == kPaddingAttr) {
+    auto a = dyn_cast<DenseI64ArrayAttr>(value);
+    if (!a || a.size() != 2 || a[0] < 0 || a[1] <= 0)
+      return fail() << "must be array<i64: dim, extent> with extent > 0";
+    return success();
+  }
+  if (name == kMicrobatchesAttr || name == kNumStagesAttr)
+    return integer(1);
+  if (name == kBatchDimAttr) {
+    if (failed(integer(0)))
+      return failure();
+    int64_t rank = rankOf();
+    if (rank >= 0 && cast<IntegerAttr>(value).getInt() >= rank)
+      return fail() << "names dimension " << cast<IntegerAttr>(value).getInt()
+                    << " of a tensor of rank " << rank;
+    return success();
+  }
+  if (name == kStageAttr || name == kRankAttr || name == kResultIndexAttr ||
+      name == kInputRole || name == kStateRole || name == kValueRole ||
+      name == kOutputRole || name == kGradRole || name == kUpdateRole)
+    return integer(0);
+  if (name == kStagesAttr) {
+    auto a = dyn_cast<DenseI64ArrayAttr>(value);
+    if (!a || a.empty())
+      return fail() << "must be a non-empty array<i64> of stages";
+    return nonNegativeArray(1);
+  }
+  if (name == kWeightGradAttr || name == kGradSumAttr) {
+    if (!isa<UnitAttr>(value))
+      return fail() << "must be a unit attribute";
+    return success();
+  }
+  if (name == kStageCostsAttr)
+    return nonNegativeArray(3);
+  if (name == kTransferCostsAttr)
+    return nonNegativeArray(2);
+  if (name == kStashBytesAttr || name == kTransferBytesAttr ||
+      name == kBaseBytesAttr) {
+    if (!isa<DenseI64ArrayAttr>(value))
+      return fail() << "must be an array<i64> of bytes";
+    return nonNegativeArray(1);
+  }
+  if (name == kHeaviestOpTimeAttr) {
+    auto f = dyn_cast<FloatAttr>(value);
+    if (!f || !(f.getValueAsDouble() >= 0))
+      return fail() << "must be a non-negative float";
+    return success();
+  }
+  if (name == kPhaseAttr) {
+    auto phase = dyn_cast<StringAttr>(value);
+    if (!phase ||
+        !llvm::is_contained({StringRef("forward"), StringRef("backward"),
+                             StringRef("weight"), StringRef("optimizer")},
+                            phase.getValue()))
+      return fail() << "must be \"forward\", \"backward\", \"weight\" or "
+                       "\"optimizer\", not "
+                    << value;
+    return success();
+  }
+  if (name == kReduceAxesAttr) {
+    auto axes = dyn_cast<ArrayAttr>(value);
+    if (!axes || axes.empty() || !llvm::all_of(axes, [](Attribute a) {
+          return isa<StringAttr>(a) && !cast<StringAttr>(a).empty();
+        }))
+      return fail() << "must be a non-empty array of mesh axis names";
+    return success();
+  }
+  if (name == kActionAttr) {
+    auto action = dyn_cast<StringAttr>(value);
+    StringRef text = action ? action.getValue() : StringRef();
+    unsigned microbatch = 0;
+    bool ok =
+        text == "O" || (text.size() > 1 && StringRef("FBW").contains(text[0]) &&
+                        !text.drop_front().getAsInteger(10, microbatch));
+    if (!ok)
+      return fail() << "must be \"O\" or F, B or W and a microbatch, not "
+                    << value;
+    return success();
+  }
+  return fail() << "is no attribute of the Dist dialect";
+}
+
+LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  return verifyDistAttribute({AttrSite::Op, op}, attr);
+}
+
+LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  Type type;
+  if (op->getNumRegions() > regionIndex &&
+      !op->getRegion(regionIndex).empty() &&
+      argIndex < op->getRegion(regionIndex).getNumArguments())
+    type = op->getRegion(regionIndex).getArgument(argIndex).getType();
+  return verifyDistAttribute({AttrSite::Argument, op, argIndex, type}, attr);
+}
+
+LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  Type type;
+  if (auto f = dyn_cast<FunctionOpInterface>(op))
+    if (resultIndex < f.getResultTypes().size())
+      type = f.getResultTypes()[resultIndex];
+  return verifyDistAttribute({AttrSite::Result, op, resultIndex, type}, attr);
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,8 +1,11 @@
-//===- DistNames.h - Attribute names of pipeline programs -------*- C++ -*-===//
+//===- DistNames.h - The Dist dialect's attributes --------------*- C++ -*-===//
 //
-// The discardable attributes that the pipeline passes write on a rank's
-// step and the targets read, named once for both (targets do not depend on
-// the Transforms headers).
+// The discardable attributes that the sharding and pipeline passes write
+// and the targets read, named once for all of them (targets do not depend
+// on the Transforms headers). The Dist dialect verifies every `dist.*`
+// attribute where it appears (DistDialect::verifyOperationAttribute and
+// the argument and result verifiers): its kind of value, its range, and
+// that the name is one of these.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +34,61 @@ inline constexpr llvm::StringLiteral kActionAttr = "dist.action";
 /// A result of a rank's step: its index among the whole step's results,
 /// which orders the outputs table the ranks share.
 inline constexpr llvm::StringLiteral kResultIndexAttr = "dist.result_index";
+
+// Sharding (pcc-propagate-sharding, pcc-partition, pcc-pad-vocabulary):
+/// A value's #dist.sharding: a state argument's, a graph.weight's, a
+/// split result's, a graph input's batch split.
+inline constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
+/// The layouts an op reads its operands in and makes its results in: an
+/// array of #dist.sharding, one per operand (result).
+inline constexpr llvm::StringLiteral kOperandsAttr = "dist.operands";
+inline constexpr llvm::StringLiteral kResultsAttr = "dist.results";
+/// [dim, extent]: a table padded along dim, of which `extent` rows are
+/// real.
+inline constexpr llvm::StringLiteral kPaddingAttr = "dist.padding";
+
+// Pipelines (pcc-microbatch, pcc-pipeline-stages, -outline, -lower-schedule):
+inline constexpr llvm::StringLiteral kMicrobatchesAttr = "dist.microbatches";
+inline constexpr llvm::StringLiteral kBatchDimAttr = "dist.batch_dim";
+inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
+inline constexpr llvm::StringLiteral kStagesAttr = "dist.stages";
+inline constexpr llvm::StringLiteral kNumStagesAttr = "dist.num_stages";
+/// A backward op of the weight gradient (W), not of the input gradient.
+inline constexpr llvm::StringLiteral kWeightGradAttr = "dist.weight_grad";
+/// Per virtual stage: the times of F, B and W (3 per stage), and the bytes
+/// one microbatch's forward keeps until its backward.
+inline constexpr llvm::StringLiteral kStageCostsAttr = "dist.stage_costs";
+inline constexpr llvm::StringLiteral kStashBytesAttr = "dist.stash_bytes";
+/// Per virtual stage: the seconds its activations take to reach the next
+/// stage and its input gradient the previous one (2 per stage).
+inline constexpr llvm::StringLiteral kTransferCostsAttr = "dist.transfer_costs";
+/// Per virtual stage: the bytes of those two sends.
+inline constexpr llvm::StringLiteral kTransferBytesAttr = "dist.transfer_bytes";
+/// The time of the heaviest forward op with its backward: a lower bound on
+/// the slowest stage that no cut can beat.
+inline constexpr llvm::StringLiteral kHeaviestOpTimeAttr =
+    "dist.heaviest_op_time";
+/// Per pipeline rank: the bytes of the parameters, optimizer state and
+/// weights it holds throughout.
+inline constexpr llvm::StringLiteral kBaseBytesAttr = "dist.base_bytes";
+/// An add of a gradient's parts made on different stages: each stage
+/// accumulates its part and the parts are summed after the flush.
+inline constexpr llvm::StringLiteral kGradSumAttr = "dist.grad_sum";
+/// Outlined functions: their phase ("forward", "backward", "optimizer")
+/// and the pipeline rank of an optimizer; what their arguments and results
+/// are (see Outline.cpp).
+inline constexpr llvm::StringLiteral kPhaseAttr = "dist.phase";
+inline constexpr llvm::StringLiteral kInputRole = "dist.input";
+inline constexpr llvm::StringLiteral kStateRole = "dist.state";
+inline constexpr llvm::StringLiteral kValueRole = "dist.value";
+inline constexpr llvm::StringLiteral kOutputRole = "dist.output";
+inline constexpr llvm::StringLiteral kGradRole = "dist.grad";
+inline constexpr llvm::StringLiteral kUpdateRole = "dist.update";
+/// A `dist.grad` result whose sum over the ranks of these mesh axes (data
+/// or tensor parallelism's) is still to be taken: the lowering all-reduces
+/// the gradient once, after its last microbatch, instead of every
+/// microbatch's part.
+inline constexpr llvm::StringLiteral kReduceAxesAttr = "dist.reduce_axes";
 
 } // namespace pcc::dist
 
