@@ -111,8 +111,18 @@ struct ShardStrategyPass : pcc::impl::ShardStrategyBase<ShardStrategyPass> {
   }
 
   LogicalResult plan(func::FuncOp func, ArrayRef<Override> overrides);
+  /// Decides every root in one walk (roots never used stay whole).
+  LogicalResult decideAll(Solver &solver, ArrayRef<Override> overrides);
   LogicalResult decide(Solver &solver, Value root, Operation *firstUse,
                        unsigned operand, ArrayRef<Override> overrides);
+  /// Refuses a degree that splits no weight but the padded vocabulary
+  /// tables, naming the first contraction weight and the degrees that
+  /// would split it.
+  LogicalResult checkSomethingSplits(func::FuncOp func, Solver &solver);
+
+  /// Set while trying other degrees for a diagnostic: padded tables, padded
+  /// for this degree, stay whole.
+  bool trial = false;
 };
 } // namespace
 
@@ -123,19 +133,10 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
   // Layouts the IR already states win: they are the user's.
   if (failed(solver.seedStatedLayouts()))
     return failure();
-  // One walk over the forward, stopping at each parameter's first use.
-  solver.startWalk();
-  while (true) {
-    Solver::Outcome o = solver.walkToUndecided();
-    if (!o.stoppedAt)
-      break;
-    if (failed(decide(solver, o.stoppedAt, o.stopOp, o.stopOperand, overrides)))
-      return failure();
-  }
-  // Roots never used stay whole.
-  for (Value root : solver.getRoots())
-    if (!solver.getSeed(root))
-      solver.setSeed(root, Layout());
+  if (failed(decideAll(solver, overrides)))
+    return failure();
+  if (overrides.empty() && failed(checkSomethingSplits(func, solver)))
+    return failure();
   // Record the decisions where the roots live.
   MLIRContext *ctx = func.getContext();
   for (Value root : solver.getRoots()) {
@@ -169,11 +170,90 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
   return success();
 }
 
+LogicalResult ShardStrategyPass::decideAll(Solver &solver,
+                                           ArrayRef<Override> overrides) {
+  // One walk over the forward, stopping at each parameter's first use.
+  solver.startWalk();
+  while (true) {
+    Solver::Outcome o = solver.walkToUndecided();
+    if (!o.stoppedAt)
+      break;
+    if (failed(decide(solver, o.stoppedAt, o.stopOp, o.stopOperand, overrides)))
+      return failure();
+  }
+  // Roots never used stay whole.
+  for (Value root : solver.getRoots())
+    if (!solver.getSeed(root))
+      solver.setSeed(root, Layout());
+  return success();
+}
+
+/// The first use of `v` in its block, and the operand it is there.
+static std::pair<Operation *, unsigned> firstUseOf(Value v) {
+  std::pair<Operation *, unsigned> first{nullptr, 0};
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (!first.first || user->isBeforeInBlock(first.first))
+      first = {user, use.getOperandNumber()};
+  }
+  return first;
+}
+
+LogicalResult ShardStrategyPass::checkSomethingSplits(func::FuncOp func,
+                                                      Solver &solver) {
+  Value weight;
+  for (Value root : solver.getRoots()) {
+    if (solver.getRootAttr(root, "dist.padding"))
+      continue;
+    if (solver.getSeed(root)->isSplit())
+      return success();
+    auto [user, operand] = firstUseOf(root);
+    auto diff = dyn_cast_or_null<DifferentiableOpInterface>(user);
+    if (!weight && diff &&
+        diff.getOperandRole(operand) == OperandRole::Contraction)
+      weight = root;
+  }
+  if (!weight)
+    return success();
+  // The degrees that would split it: the strategy tried at each.
+  SmallVector<int64_t> splitting;
+  {
+    ScopedDiagnosticHandler quiet(func.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    trial = true;
+    for (int64_t d = 2; d <= 16; ++d) {
+      Solver other(func, kTpAxis, d);
+      if (d != tp && succeeded(other.seedStatedLayouts()) &&
+          succeeded(decideAll(other, {})) && other.getSeed(weight)->isSplit())
+        splitting.push_back(d);
+    }
+    trial = false;
+  }
+  auto shape = cast<RankedTensorType>(weight.getType()).getShape();
+  InFlightDiagnostic diag =
+      firstUseOf(weight).first->emitError("--tp ")
+      << int64_t(tp)
+      << " splits none of the model's weights (a padded vocabulary at "
+         "most), so each rank would do all of the blocks' work: '"
+      << solver.getRootName(weight) << "' ("
+      << llvm::make_range(shape.begin(), shape.end()) << ") ";
+  if (splitting.empty()) {
+    diag << "splits at no --tp from 2 to 16";
+  } else {
+    diag << "splits at --tp ";
+    llvm::interleave(
+        splitting, [&](int64_t d) { diag << d; }, [&] { diag << ", "; });
+  }
+  diag << "; or ask for a layout with --shard";
+  return diag;
+}
+
 LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
                                         Operation *firstUse, unsigned operand,
                                         ArrayRef<Override> overrides) {
   StringRef name = solver.getRootName(root);
   ArrayRef<int64_t> shape = cast<RankedTensorType>(root.getType()).getShape();
+  int64_t shards = solver.getShards();
   const Override *user = nullptr;
   for (const Override &o : overrides)
     if (o.regex.match(name)) {
@@ -182,7 +262,7 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
     }
   // A padded vocabulary was padded to split along it.
   Attribute padding = solver.getRootAttr(root, "dist.padding");
-  if (auto pad = dyn_cast_or_null<DenseI64ArrayAttr>(padding)) {
+  if (auto pad = dyn_cast_or_null<DenseI64ArrayAttr>(padding); pad && !trial) {
     solver.decide(root, Layout::split(pad[0]));
     return success();
   }
@@ -212,7 +292,7 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
         Layout l = Layout::split(d);
         auto kind = solver.kindAtFirstUse(root, l);
         bool isColumn = kind && *kind == ShardingRule::FactorKind::Parallel;
-        if (extent % tp == 0 && isColumn == columns &&
+        if (extent % shards == 0 && isColumn == columns &&
             !llvm::is_contained(candidates, l))
           candidates.push_back(l);
       }
@@ -230,13 +310,13 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
       for (const Obstacle &ob : outcomes[i].obstacles) {
         // A fused projection cut into equal parts needs one group per part.
         if (ob.suggestedGroups > 1 && l.groups == 1 &&
-            shape[l.dim] % (ob.suggestedGroups * tp) == 0) {
+            shape[l.dim] % (ob.suggestedGroups * shards) == 0) {
           Layout g = Layout::split(l.dim, ob.suggestedGroups);
           if (!llvm::is_contained(candidates, g))
             candidates.push_back(g);
         }
         if (ob.atReshape && kind == ShardingRule::FactorKind::Parallel &&
-            tp % ob.extent != 0)
+            shards % ob.extent != 0)
           headObstacles.push_back(ob);
       }
     }
@@ -276,7 +356,7 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
              << user->pattern << "=" << user->how << "': '" << name << "' ("
              << shape.size() << "-d, extents "
              << llvm::make_range(shape.begin(), shape.end())
-             << ") has no dimension that tp " << int64_t(tp)
+             << ") has no dimension that tp " << shards
              << " divides and that its first use treats as a "
              << (user->how == "col" ? "column (output)" : "row (reduced)")
              << " dimension";
@@ -292,8 +372,7 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
     const Obstacle &ob = headObstacles.front();
     return ob.op->emitError("cannot split dimension of extent ")
            << ob.extent << " (attention heads of '" << name << "') over tp "
-           << int64_t(tp)
-           << ": tp must divide it (tp = " << divisorsOf(ob.extent)
+           << shards << ": tp must divide it (tp = " << divisorsOf(ob.extent)
            << ") or be a multiple of it";
   }
   solver.decide(root, best ? *best : Layout());
