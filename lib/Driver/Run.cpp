@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
@@ -32,6 +33,11 @@
 #include <unistd.h>
 
 using namespace pcc;
+
+/// Set by SIGINT or SIGTERM while a run that saves its checkpoint goes on:
+/// the run stops after the step that is running, and saves.
+static volatile sig_atomic_t stopRequested = 0;
+static void requestStop(int) { stopRequested = 1; }
 
 /// The value of the scalar float32 output `name` ("loss", or the scheduled
 /// "learning_rate"), if the model has one.
@@ -322,6 +328,34 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   double total = 0;
   if (!options.traceFile.empty())
     model->startTrace();
+  // A run that saves its checkpoint saves it when interrupted too.
+  if (!options.saveCheckpoint.empty()) {
+    struct sigaction action {};
+    action.sa_handler = requestStop;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+  }
+  // Writes the checkpoint of `steps` completed steps (every rank gathers,
+  // rank 0 writes).
+  auto saveNow = [&](uint64_t steps) {
+    try {
+      pccrt::saveCheckpoint(options.saveCheckpoint, *model,
+                            {{"step", std::to_string(steps)}});
+    } catch (const pccrt::Error &e) {
+      if (!ranks.alone() && ranks.rank() != 0)
+        ranks.fatal(e.what());
+      throw;
+    }
+  };
+  // The tokens of one step (the first input's whole extent), for --log-every.
+  int64_t tokens = 1;
+  if (info.num_inputs > 0)
+    for (int64_t d : pccrt::wholeShape(info, info.inputs[0]))
+      tokens *= d;
+  double windowLoss = 0, windowMs = 0;
+  int64_t windowSteps = 0;
+  int64_t completed = 0;
   for (int64_t step = 0; step < options.steps; ++step) {
     uint64_t number = firstStep + uint64_t(step);
     if (ranks.monitor)
@@ -376,15 +410,53 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
           if (auto v = scalarOf(whole, "learning_rate"))
             rate = v;
         }
-    if (loss && rate)
+    completed = step + 1;
+    windowLoss += loss.value_or(0);
+    windowMs += ms;
+    ++windowSteps;
+    if (options.logEvery > 0) {
+      // One line per window: its mean loss, the last rate, and throughput.
+      if (windowSteps == options.logEvery || step + 1 == options.steps) {
+        summary << llvm::formatv("step {0}:", number + 1);
+        if (loss)
+          summary << llvm::formatv(" loss {0:F6},", windowLoss / windowSteps);
+        if (rate)
+          summary << llvm::formatv(" lr {0:E3},", *rate);
+        summary << llvm::formatv(" {0:F0} tokens/s, {1:F3} ms/step\n",
+                                 tokens * windowSteps / (windowMs / 1000),
+                                 windowMs / windowSteps);
+        windowLoss = windowMs = 0;
+        windowSteps = 0;
+      }
+    } else if (loss && rate) {
       summary << llvm::formatv("step {0}: loss {1:F6}, lr {2:E3}, {3:F3} ms\n",
                                number + 1, *loss, *rate, ms);
-    else if (loss)
+    } else if (loss) {
       summary << llvm::formatv("step {0}: loss {1:F6}, {2:F3} ms\n", number + 1,
                                *loss, ms);
-    else if (training || options.steps > 1)
+    } else if (training || options.steps > 1) {
       summary << llvm::formatv("step {0}: {1:F3} ms\n", number + 1, ms);
+    }
     summary.flush();
+    if (options.saveCheckpoint.empty() || step + 1 == options.steps)
+      continue;
+    // An interrupt on any rank stops every rank after this step.
+    bool stop = stopRequested;
+    if (!ranks.alone()) {
+      std::vector<std::string> votes = ranks.comm->agree(stop ? "stop" : "");
+      stop =
+          llvm::any_of(votes, [](const std::string &v) { return !v.empty(); });
+    }
+    if (stop) {
+      summary << llvm::formatv("pcc: interrupted after step {0}\n", number + 1);
+      break;
+    }
+    if (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0) {
+      saveNow(number + 1);
+      if (ranks.alone() || ranks.rank() == 0)
+        summary << "pcc: saved checkpoint " << options.saveCheckpoint
+                << " (step " << number + 1 << ")\n";
+    }
   }
   if (!training)
     for (int32_t i = 0; i < info.num_outputs; ++i)
@@ -393,11 +465,11 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
                                      pccrt::wholeShape(info, info.outputs[i]))
               << "\n";
   summary << llvm::formatv("pcc: ran {0} step(s) of {1} in {2:F3} ms\n",
-                           options.steps, options.dir, total);
+                           completed, options.dir, total);
 
-  if (options.steps == 1)
+  if (completed == 1)
     first = std::move(outputs);
-  uint64_t last = firstStep + uint64_t(options.steps);
+  uint64_t last = firstStep + uint64_t(completed);
   auto dump = [&](const std::vector<pccrt::Tensor> &whole) {
     pccrt::dumpOutputs(options.dumpDir, ofKind(whole, PCCRT_KIND_OUTPUT));
     summary << "pcc: wrote " << options.dumpDir << "/outputs.safetensors\n";
@@ -426,8 +498,7 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     if (!options.dumpDir.empty())
       dump(first);
     if (!options.saveCheckpoint.empty()) {
-      pccrt::saveCheckpoint(options.saveCheckpoint, *model,
-                            {{"step", std::to_string(last)}});
+      saveNow(last);
       saved();
     }
     return llvm::success();
@@ -477,6 +548,10 @@ static llvm::LogicalResult launch(const RunOptions &options, int64_t ranks) {
   launch.command.insert(launch.command.end(), options.arguments.begin(),
                         options.arguments.end());
   launch.timeoutSeconds = options.timeoutSeconds;
+  // Ranks that save their checkpoint when interrupted end on their own,
+  // after the step that is running and the save.
+  if (!options.saveCheckpoint.empty())
+    launch.graceSeconds = options.timeoutSeconds;
   llvm::outs().flush();
   std::vector<std::string> errors;
   int status = pccrt::launchRanks(launch, errors);
@@ -722,6 +797,8 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
       weights.clear();
     if (options.steps < 1)
       throw pccrt::Error("--steps must be at least 1");
+    if (options.saveEvery > 0 && options.saveCheckpoint.empty())
+      throw pccrt::Error("--save-every needs --save");
     std::vector<int64_t> mesh = pccrt::Model::meshOf(lib);
     int64_t ranks = 1;
     for (int64_t size : mesh)

@@ -476,6 +476,14 @@ int pccrt::launchRanks(const LaunchOptions &options,
       interrupted = true;
       stoppedBecause = "interrupted";
       stopAt = now;
+      // Ranks that end on their own when interrupted (saving a checkpoint
+      // first) get the signal and some time; mpirun would end them at once.
+      if (options.graceSeconds > 0) {
+        for (const Status *status : dir.statuses)
+          if (runs(status->pid.load(), options.command[0]))
+            kill(status->pid.load(), interruptedBy);
+        stopAt = now + options.graceSeconds;
+      }
     }
     for (const Status *status : dir.statuses) {
       Phase phase = Phase(status->phase.load());
@@ -533,8 +541,12 @@ int pccrt::launchRanks(const LaunchOptions &options,
     if (runs(rank.pid, options.command[0]))
       kill(rank.pid, SIGKILL);
 
-  bool ok = WIFEXITED(waitStatus) && WEXITSTATUS(waitStatus) == 0 &&
-            stoppedBecause.empty();
+  // Ranks that were passed an interrupt and ended well within their grace
+  // (having saved their checkpoint) make a run that succeeded.
+  bool endedWell = WIFEXITED(waitStatus) && WEXITSTATUS(waitStatus) == 0;
+  bool ok = endedWell && (stoppedBecause.empty() ||
+                          (interrupted && options.graceSeconds > 0 &&
+                           stoppedBecause == "interrupted" && stopSignal == 0));
   if (ok)
     return 0;
   // mpirun exits with 128 + N when a rank was killed by signal N.

@@ -121,7 +121,12 @@ run options:
   --seed N               seed of the --data batch sampler (default 0)
   --load CKPT            restore weights, optimizer state and step count;
                          on a forward build, load the trained parameters
-  --save CKPT            write them after the last step (training builds)
+  --save CKPT            write them after the last step (training builds),
+                         and, when the run is interrupted (Ctrl-C, SIGTERM),
+                         after the step that is running
+  --save-every N         with --save: also write it every N steps
+  --log-every N          one line per N steps: mean loss, learning rate,
+                         tokens/s and step time (default: a line per step)
   --trace FILE           write a Chrome trace (chrome://tracing, Perfetto) of
                          each rank's pipeline actions with their real times
   --timeout S            seconds a rank may wait in one collective before
@@ -521,6 +526,10 @@ static int runCommand(Args &args) {
       ok = args.value(a, o.loadCheckpoint);
     else if (a == "--save")
       ok = args.value(a, o.saveCheckpoint);
+    else if (a == "--save-every")
+      ok = args.integer(a, o.saveEvery, 1);
+    else if (a == "--log-every")
+      ok = args.integer(a, o.logEvery, 1);
     else if (a == "--trace")
       ok = args.value(a, o.traceFile);
     else if (a == "--timeout") {

@@ -110,6 +110,12 @@ struct RunOptions {
   /// Checkpoints restored before the first step (--load) and written after
   /// the last (--save).
   std::string loadCheckpoint, saveCheckpoint;
+  /// With --save: also save every N steps (--save-every), and when the run
+  /// is interrupted (SIGINT, SIGTERM), after the step that is running.
+  int64_t saveEvery = 0;
+  /// One line per N steps (--log-every) instead of one per step: the mean
+  /// loss, the learning rate, tokens per second and the step time.
+  int64_t logEvery = 0;
   /// Seconds a rank of a multi-rank build may wait in one collective
   /// before every rank is ended (--timeout).
   double timeoutSeconds = 300;

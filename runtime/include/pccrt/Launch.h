@@ -30,6 +30,10 @@ struct LaunchOptions {
   /// How long one rank may wait in one operation. The ranks' watchdogs
   /// enforce it; the launcher stops the job if one has not 10 s later.
   double timeoutSeconds = 300;
+  /// On an interrupt (SIGINT, SIGTERM), pass it to the ranks and give them
+  /// this many seconds to end on their own (a run that saves its
+  /// checkpoint when interrupted) before ending the job; 0: end it at once.
+  double graceSeconds = 0;
 };
 
 /// Runs options.command as options.ranks ranks under mpirun (found on
