@@ -780,9 +780,9 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
     if (options.zero == 3)
       return "--zero 3 (parameters split over dp) is not supported yet; "
              "--zero 1 and 2 are";
-    if (options.tp > 1 || options.pp > 1)
+    if (options.tp > 1)
       return "--zero " + std::to_string(options.zero) +
-             " with --tp or --pp is not supported yet (--dp alone is)";
+             " with --tp is not supported yet (--dp alone is, and with --pp)";
   }
   if (o.clipGrad > 0 && options.pp > 1)
     return "--clip-grad with --pp " + std::to_string(options.pp) +
