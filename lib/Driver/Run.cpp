@@ -42,7 +42,7 @@ static void requestStop(int) { stopRequested = 1; }
 /// The value of the scalar float32 output `name` ("loss", or the scheduled
 /// "learning_rate"), if the model has one.
 static std::optional<float> scalarOf(const std::vector<pccrt::Tensor> &outputs,
-                                     llvm::StringRef name = "loss") {
+                                     llvm::StringRef name) {
   for (const pccrt::Tensor &t : outputs)
     if (t.name == name && t.kind == PCCRT_KIND_OUTPUT && t.dtype == PCCRT_F32 &&
         t.data.size() == sizeof(float)) {
@@ -404,11 +404,9 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     if (training)
       for (int32_t i = 0; i < info.num_outputs; ++i)
         if (isLogged(info, i)) {
-          std::vector<pccrt::Tensor> whole{model->gatherOutput(outputs, i)};
-          if (auto v = scalarOf(whole))
-            loss = v;
-          if (auto v = scalarOf(whole, "learning_rate"))
-            rate = v;
+          llvm::StringRef name = info.outputs[i].name;
+          (name == "loss" ? loss : rate) =
+              scalarOf({model->gatherOutput(outputs, i)}, name);
         }
     completed = step + 1;
     windowLoss += loss.value_or(0);

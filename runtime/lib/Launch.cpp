@@ -544,9 +544,9 @@ int pccrt::launchRanks(const LaunchOptions &options,
   // Ranks that were passed an interrupt and ended well within their grace
   // (having saved their checkpoint) make a run that succeeded.
   bool endedWell = WIFEXITED(waitStatus) && WEXITSTATUS(waitStatus) == 0;
-  bool ok = endedWell && (stoppedBecause.empty() ||
-                          (interrupted && options.graceSeconds > 0 &&
-                           stoppedBecause == "interrupted" && stopSignal == 0));
+  bool ok = endedWell &&
+            (stoppedBecause.empty() ||
+             (interrupted && options.graceSeconds > 0 && stopSignal == 0));
   if (ok)
     return 0;
   // mpirun exits with 128 + N when a rank was killed by signal N.

@@ -84,6 +84,10 @@ public:
   mlir::FailureOr<ShardFields>
   getShardFields(mlir::Location loc, dist::ShardingAttr sharding,
                  llvm::ArrayRef<int64_t> whole) const;
+  /// The whole extents of a tensor whose rank's block is `local`, laid out
+  /// as `sharding` (null: whole): each split dimension times its axes.
+  llvm::SmallVector<int64_t> getWholeShape(llvm::ArrayRef<int64_t> local,
+                                           dist::ShardingAttr sharding) const;
 
 private:
   /// The coordinate along axis `index`.

@@ -161,6 +161,17 @@ std::string MeshLayout::getGroupPosition(ArrayAttr axes) const {
   return expr;
 }
 
+SmallVector<int64_t>
+MeshLayout::getWholeShape(ArrayRef<int64_t> local,
+                          dist::ShardingAttr sharding) const {
+  SmallVector<int64_t> whole(local);
+  if (sharding)
+    for (unsigned d = 0; d < whole.size(); ++d)
+      for (StringRef axis : sharding.getDimAxes(d))
+        whole[d] *= getAxisSize(axis);
+  return whole;
+}
+
 FailureOr<ShardFields>
 MeshLayout::getShardFields(Location loc, dist::ShardingAttr sharding,
                            ArrayRef<int64_t> whole) const {

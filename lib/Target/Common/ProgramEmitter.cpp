@@ -18,6 +18,7 @@
 
 #include "pcc/Target/ProgramEmitter.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
@@ -274,7 +275,8 @@ std::pair<int64_t, int64_t> FunctionEmitter::paddingOfArg(unsigned arg) {
   // Optimizer state is padded like its parameter.
   if (auto of = func.getArgAttrOfType<IntegerAttr>(arg, kStateOfAttr))
     arg = of.getInt();
-  if (auto pad = func.getArgAttrOfType<DenseI64ArrayAttr>(arg, "dist.padding"))
+  if (auto pad =
+          func.getArgAttrOfType<DenseI64ArrayAttr>(arg, dist::kPaddingAttr))
     return {pad[0], pad[1]};
   return {-1, 0};
 }
@@ -292,15 +294,9 @@ LogicalResult FunctionEmitter::collectInterface() {
     uint64_t readBy = arg.use_empty() ? 0 : holders;
     StringRef name = getStateName(func, i);
     auto sharding =
-        func.getArgAttrOfType<dist::ShardingAttr>(i, "dist.sharding");
-    SmallVector<int64_t> whole(
-        cast<RankedTensorType>(arg.getType()).getShape());
-    if (sharding)
-      for (unsigned d = 0; d < whole.size(); ++d)
-        for (StringRef axis : sharding.getDimAxes(d))
-          whole[d] *= mesh.getAxisSize(axis);
-    FailureOr<ShardFields> shard =
-        mesh.getShardFields(func.getLoc(), sharding, whole);
+        func.getArgAttrOfType<dist::ShardingAttr>(i, dist::kShardingAttr);
+    FailureOr<ShardFields> shard = mesh.getShardFields(
+        func.getLoc(), sharding, mesh.getWholeShape(shapeOf(arg), sharding));
     if (failed(shard))
       return failure();
     if (name.empty()) {
@@ -364,19 +360,15 @@ FailureOr<unsigned> FunctionEmitter::addOutput(unsigned k) {
     name = onnx.getValue().str();
   // A split result's whole extents are the local ones times the shards.
   auto sharding =
-      func.getResultAttrOfType<dist::ShardingAttr>(k, "dist.sharding");
-  SmallVector<int64_t> whole(shapeOf(v));
-  if (sharding)
-    for (unsigned d = 0; d < whole.size(); ++d)
-      for (StringRef axis : sharding.getDimAxes(d))
-        whole[d] *= mesh.getAxisSize(axis);
+      func.getResultAttrOfType<dist::ShardingAttr>(k, dist::kShardingAttr);
+  SmallVector<int64_t> whole = mesh.getWholeShape(shapeOf(v), sharding);
   // Padding is cut from a split output when gathered: a gradient is
   // padded like its parameter.
   std::pair<int64_t, int64_t> pad{-1, 0};
   if (isGrad)
     pad = paddingOfArg(*getStateIndex(func, k, kGradAttr));
-  else if (auto p =
-               func.getResultAttrOfType<DenseI64ArrayAttr>(k, "dist.padding"))
+  else if (auto p = func.getResultAttrOfType<DenseI64ArrayAttr>(
+               k, dist::kPaddingAttr))
     pad = {p[0], p[1]};
   if (pad.first >= 0)
     whole[pad.first] = pad.second;
@@ -449,7 +441,8 @@ LogicalResult FunctionEmitter::emitConstants() {
     entry.localType = cast<RankedTensorType>(v.getType());
     entry.holders = program.holders.lookup(func);
     if (weight)
-      if (auto pad = weight->getAttrOfType<DenseI64ArrayAttr>("dist.padding"))
+      if (auto pad =
+              weight->getAttrOfType<DenseI64ArrayAttr>(dist::kPaddingAttr))
         entry.padding = {pad[0], pad[1]};
     // A weight read only through its dist.all_slice: the table holds the
     // rank's block, which the runtime cuts from the whole tensor.

@@ -278,6 +278,19 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   // An inference build runs the forward actions only.
   bool training = llvm::any_of(
       stageFns, [](const StageFunctions &f) { return bool(f.backward); });
+  // The stage function an action calls.
+  auto calleeOf = [&](dist::ComputeOp compute) {
+    const StageFunctions &fns = stageFns[compute.getStageAttr().getInt()];
+    switch (compute.getPhase()) {
+    case dist::Phase::F:
+      return fns.forward;
+    case dist::Phase::B:
+      return fns.backward;
+    case dist::Phase::W:
+      return fns.weight;
+    }
+    llvm_unreachable("unknown phase");
+  };
   // A gradient part still to be summed over other mesh axes is summed once,
   // right after the last action that adds to it on this rank, so that the
   // sum overlaps the rest of the flush.
@@ -289,10 +302,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       auto compute = dyn_cast<dist::ComputeOp>(action);
       if (!compute || compute.getPhase() == dist::Phase::F)
         continue;
-      int64_t s = compute.getStageAttr().getInt();
-      func::FuncOp callee = compute.getPhase() == dist::Phase::W
-                                ? stageFns[s].weight
-                                : stageFns[s].backward;
+      func::FuncOp callee = calleeOf(compute);
       if (!callee)
         continue;
       for (unsigned i = 0; i < callee.getNumResults(); ++i) {
@@ -318,11 +328,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
         return compute.emitError("a W action needs the backward split into "
                                  "input and weight gradients "
                                  "(pcc-pipeline-outline split-backward)");
-      func::FuncOp callee = compute.getPhase() == dist::Phase::F
-                                ? stageFns[s].forward
-                            : compute.getPhase() == dist::Phase::W
-                                ? stageFns[s].weight
-                                : stageFns[s].backward;
+      func::FuncOp callee = calleeOf(compute);
       if (!callee)
         return compute.emitError("stage ") << s << " has no such function";
       SmallVector<Value> operands;

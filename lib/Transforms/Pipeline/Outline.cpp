@@ -190,6 +190,19 @@ static StringRef phaseName(Phase p) {
   }
 }
 
+/// Gradient `v` and, where it is a sum of several stages' parts
+/// (`dist.grad_sum` adds), those parts, transitively.
+static SmallVector<Value> gradientParts(Value v) {
+  SmallVector<Value> parts{v};
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (Operation *def = parts[i].getDefiningOp();
+        def && def->hasAttr(kGradSumAttr)) {
+      parts.push_back(def->getOperand(0));
+      parts.push_back(def->getOperand(1));
+    }
+  return parts;
+}
+
 LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
   auto numStages = step->getAttrOfType<IntegerAttr>(kNumStagesAttr);
   if (!numStages)
@@ -207,17 +220,10 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
   // Gradient sums over other mesh axes that wait for the accumulation: an
   // all-reduce (sum) of a gradient part over axes other than the
   // pipeline's, whose operand nothing else reads.
-  llvm::DenseSet<Value> gradValues;
+  llvm::SetVector<Value> gradParts;
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (step.getResultAttr(k, graph::kGradAttr))
-      gradValues.insert(v);
-  SmallVector<Value> gradParts(gradValues.begin(), gradValues.end());
-  for (size_t i = 0; i < gradParts.size(); ++i)
-    if (Operation *def = gradParts[i].getDefiningOp();
-        def && def->hasAttr(kGradSumAttr)) {
-      gradParts.push_back(def->getOperand(0));
-      gradParts.push_back(def->getOperand(1));
-    }
+      gradParts.insert_range(gradientParts(v));
   llvm::DenseMap<Value, dist::AllReduceOp> deferred; // part -> its sum
   for (Value part : gradParts) {
     auto sum = part.getDefiningOp<dist::AllReduceOp>();
@@ -404,14 +410,7 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
         continue;
       }
       // A gradient summed from several stages' parts: this function's.
-      SmallVector<Value> parts{v};
-      for (size_t i = 0; i < parts.size(); ++i)
-        if (Operation *def = parts[i].getDefiningOp();
-            def && def->hasAttr(kGradSumAttr)) {
-          parts.push_back(def->getOperand(0));
-          parts.push_back(def->getOperand(1));
-        }
-      for (Value part : parts) {
+      for (Value part : gradientParts(v)) {
         if (part.getDefiningOp() && part.getDefiningOp()->hasAttr(kGradSumAttr))
           continue;
         if (auto it = deferred.find(part); it != deferred.end()) {

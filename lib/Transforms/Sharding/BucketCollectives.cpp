@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pcc/Dialect/Dist/IR/DistOps.h"
-#include "pcc/Dialect/Graph/IR/GraphOps.h"
+#include "ShardingSolver.h"
+
 #include "pcc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -30,12 +30,6 @@ namespace pcc {
 using namespace mlir;
 using namespace pcc;
 
-static int64_t bytesOf(Value v) {
-  auto t = cast<RankedTensorType>(v.getType());
-  return t.getNumElements() *
-         std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
-}
-
 /// Replaces `members` (all-reduces alike but for their shapes) by one
 /// all-reduce of their flattened, concatenated inputs, placed before `at`.
 static void join(MutableArrayRef<dist::AllReduceOp> members, Operation *at) {
@@ -43,7 +37,6 @@ static void join(MutableArrayRef<dist::AllReduceOp> members, Operation *at) {
   Location loc = members.back().getLoc();
   Type elem = getElementTypeOrSelf(members.front().getType());
   SmallVector<Value> flat;
-  int64_t total = 0;
   for (dist::AllReduceOp m : members) {
     auto t = cast<RankedTensorType>(m.getType());
     int64_t n = t.getNumElements();
@@ -52,7 +45,6 @@ static void join(MutableArrayRef<dist::AllReduceOp> members, Operation *at) {
             ? m.getInput()
             : graph::ReshapeOp::create(b, loc, RankedTensorType::get({n}, elem),
                                        m.getInput()));
-    total += n;
   }
   Value bucket = graph::ConcatOp::create(b, loc, flat, 0);
   dist::AllReduceOp first = members.front();
@@ -127,7 +119,7 @@ struct BucketCollectivesPass
         use = SIZE_MAX;
       };
       for (dist::AllReduceOp op : candidates) {
-        int64_t size = bytesOf(op.getInput());
+        int64_t size = sharding::byteSize(op.getInput().getType());
         bool fits = !current.empty() && bytes + size <= bucketBytes &&
                     getElementTypeOrSelf(op.getType()) ==
                         getElementTypeOrSelf(current.front().getType()) &&

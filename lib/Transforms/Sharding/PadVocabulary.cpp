@@ -209,7 +209,7 @@ LogicalResult pcc::padVocabulary(func::FuncOp func, int64_t tp) {
     if (auto w = g.getData().getDefiningOp<WeightOp>()) {
       int64_t e = shapeOf(w.getOutput())[g.getAxis()];
       if (e % tp != 0 && isa<FloatType>(getElementTypeOrSelf(w.getType())) &&
-          !w->hasAttr("dist.padding"))
+          !w->hasAttr(dist::kPaddingAttr))
         tables.push_back({w, int64_t(g.getAxis())});
     }
   llvm::DenseSet<Operation *> done;
@@ -252,7 +252,7 @@ LogicalResult pcc::padVocabulary(func::FuncOp func, int64_t tp) {
       if (!splat && !getStoredBytes(value))
         return w.emitError("cannot pad a weight without stored elements");
       w.setValueAttr(padValue(value, dim, p.padded));
-      w->setAttr("dist.padding", b.getDenseI64ArrayAttr({dim, p.extent}));
+      w->setAttr(dist::kPaddingAttr, b.getDenseI64ArrayAttr({dim, p.extent}));
     }
     for (auto [v, dim] : p.values) {
       v.setType(withExtent(v.getType(), dim, p.padded));
@@ -294,7 +294,7 @@ LogicalResult pcc::padVocabulary(func::FuncOp func, int64_t tp) {
       if (training) {
         // A training step's outputs stay split (no rank holds the whole
         // vocabulary): the runtime cuts the padding when it gathers them.
-        func.setResultAttr(k, "dist.padding",
+        func.setResultAttr(k, dist::kPaddingAttr,
                            b.getDenseI64ArrayAttr({dim, p.extent}));
         continue;
       }

@@ -267,17 +267,11 @@ LogicalResult pcc::partition(func::FuncOp func, StringRef axis) {
       auto stated = w->getAttrOfType<dist::ShardingAttr>(kShardingAttr);
       Layout l = layoutAttr(stated, axis);
       w->removeAttr(kShardingAttr);
-      if (stated && namesAxis(stated, axis)) {
-        auto rest = toAttr(w->getContext(), axis, Layout(),
-                           w.getType().getRank(), stated);
-        if (rest.getPartialAxes() ||
-            llvm::any_of(rest.getDims(), [](Attribute d) {
-              return !cast<ArrayAttr>(d).empty();
-            }))
+      if (stated)
+        if (auto rest = toAttr(w->getContext(), axis, Layout(),
+                               w.getType().getRank(), stated);
+            namesAnyAxis(rest))
           w->setAttr(kShardingAttr, rest);
-      } else if (stated) {
-        w->setAttr(kShardingAttr, stated);
-      }
       layout[w.getOutput()] = l;
       local.map(w.getOutput(), w.getOutput());
       if (l.isSplit()) {

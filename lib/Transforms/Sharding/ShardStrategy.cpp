@@ -203,7 +203,7 @@ LogicalResult ShardStrategyPass::checkSomethingSplits(func::FuncOp func,
                                                       Solver &solver) {
   Value weight;
   for (Value root : solver.getRoots()) {
-    if (solver.getRootAttr(root, "dist.padding"))
+    if (solver.getRootAttr(root, dist::kPaddingAttr))
       continue;
     if (solver.getSeed(root)->isSplit())
       return success();
@@ -261,7 +261,7 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
       break;
     }
   // A padded vocabulary was padded to split along it.
-  Attribute padding = solver.getRootAttr(root, "dist.padding");
+  Attribute padding = solver.getRootAttr(root, dist::kPaddingAttr);
   if (auto pad = dyn_cast_or_null<DenseI64ArrayAttr>(padding); pad && !trial) {
     solver.decide(root, Layout::split(pad[0]));
     return success();

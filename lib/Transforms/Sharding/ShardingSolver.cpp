@@ -224,6 +224,12 @@ FailureOr<Layout> pcc::sharding::fromAttr(dist::ShardingAttr attr,
   return l;
 }
 
+bool pcc::sharding::namesAnyAxis(dist::ShardingAttr attr) {
+  return attr.getPartialAxes() || llvm::any_of(attr.getDims(), [](Attribute d) {
+           return !cast<ArrayAttr>(d).empty();
+         });
+}
+
 bool pcc::sharding::namesAxis(dist::ShardingAttr attr, StringRef axis) {
   for (unsigned d = 0; d < attr.getDims().size(); ++d)
     if (llvm::is_contained(attr.getDimAxes(d), axis))
@@ -368,12 +374,7 @@ LogicalResult Solver::seedStatedLayouts() {
     auto sharding = dyn_cast<dist::ShardingAttr>(attr);
     // A layout over other axes only says nothing of this one; one naming
     // no axis at all says that the root is whole.
-    bool other = sharding && !namesAxis(sharding, axis) &&
-                 (sharding.getPartialAxes() ||
-                  llvm::any_of(sharding.getDims(), [](Attribute d) {
-                    return !cast<ArrayAttr>(d).empty();
-                  }));
-    if (other)
+    if (sharding && !namesAxis(sharding, axis) && namesAnyAxis(sharding))
       continue;
     FailureOr<Layout> l =
         sharding ? fromAttr(sharding, axis) : FailureOr<Layout>(failure());
@@ -574,6 +575,13 @@ void Solver::reset(Unseeded mode) {
   }
   for (auto [arg, l] : argumentLayouts)
     layouts[arg] = l;
+}
+
+Layout Solver::gradientLayout(Value param) {
+  if (zeroStage >= 2)
+    if (std::optional<Layout> split = stateLayout(param))
+      return *split; // ZeRO 2: the gradient is never whole
+  return getLayout(param);
 }
 
 std::optional<Layout> Solver::stateLayout(Value param) const {
@@ -914,9 +922,7 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     // Under pipelining they must read the very value that is accumulated
     // over the microbatches.
     if (Value param = gradientOf.lookup(operand)) {
-      std::optional<Layout> split =
-          zeroStage >= 2 ? stateLayout(param) : std::nullopt;
-      current.push_back(split ? *split : getLayout(param));
+      current.push_back(gradientLayout(param));
       continue;
     }
     current.push_back(getLayout(operand));
@@ -1071,12 +1077,8 @@ void Solver::visitReturn(func::ReturnOp ret, Outcome &out, bool forwardOnly) {
                                    return d != unsigned(cur.dim) &&
                                           !stated.getDimAxes(d).empty();
                                  });
-    bool isGrad = getStateIndex(func, k, kGradAttr).has_value();
-    std::optional<Layout> split = isGrad && zeroStage >= 2
-                                      ? stateLayout(body.getArgument(*state))
-                                      : std::nullopt;
-    if (split)
-      want = *split; // ZeRO 2: the gradient is never whole
+    if (state && getStateIndex(func, k, kGradAttr))
+      want = gradientLayout(body.getArgument(*state));
     else if (state)
       want = getLayout(body.getArgument(*state));
     else if ((training || keepOutputsSplit) &&

@@ -230,6 +230,9 @@ private:
   /// With ZeRO: the layout of a parameter's optimizer state (and, from
   /// stage 2, of its gradient), when the axis divides a dimension of it.
   std::optional<Layout> stateLayout(mlir::Value param) const;
+  /// The layout in which the optimizer and the return read the gradient of
+  /// `param`: the parameter's, or with ZeRO 2 its optimizer state's.
+  Layout gradientLayout(mlir::Value param);
   /// The incremental walk's position in forwardOps, and its outcome.
   size_t cursor = 0;
   Outcome walkOut;
@@ -290,6 +293,8 @@ dist::ShardingAttr toAttr(mlir::MLIRContext *context, llvm::StringRef axis,
 mlir::FailureOr<Layout> fromAttr(dist::ShardingAttr attr, llvm::StringRef axis);
 /// Whether `attr` names `axis`, in a dimension or among its partial axes.
 bool namesAxis(dist::ShardingAttr attr, llvm::StringRef axis);
+/// Whether `attr` names any axis (else it says the value is whole).
+bool namesAnyAxis(dist::ShardingAttr attr);
 
 /// Bytes of a whole tensor.
 int64_t byteSize(mlir::Type type);
