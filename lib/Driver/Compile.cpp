@@ -780,9 +780,6 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
     if (options.zero == 3)
       return "--zero 3 (parameters split over dp) is not supported yet; "
              "--zero 1 and 2 are";
-    if (options.tp > 1)
-      return "--zero " + std::to_string(options.zero) +
-             " with --tp is not supported yet (--dp alone is, and with --pp)";
   }
   if (o.clipGrad > 0 && options.pp > 1)
     return "--clip-grad with --pp " + std::to_string(options.pp) +
@@ -964,15 +961,18 @@ LogicalResult pcc::compile(const CompileOptions &options,
   // pipeline rank, what it holds.
   llvm::StringSet<> counted;
   struct RankBytes {
-    int64_t params = 0, state = 0;
+    int64_t params = 0, state = 0, gradients = 0;
   };
   SmallVector<RankBytes> rankBytes(entries.size());
   for (auto [r, entry] : llvm::enumerate(entries)) {
     llvm::DenseSet<unsigned> graded;
     for (unsigned i = 0; i < entry.getNumResults(); ++i)
       if (std::optional<unsigned> arg =
-              graph::getStateIndex(entry, i, graph::kGradAttr))
+              graph::getStateIndex(entry, i, graph::kGradAttr)) {
         graded.insert(*arg);
+        // The gradient as this rank holds it (a block with ZeRO 2).
+        rankBytes[r].gradients += bytesOf(entry.getResultTypes()[i]);
+      }
     for (auto [i, t] : llvm::enumerate(entry.getArgumentTypes())) {
       StringRef name = graph::getStateName(entry, i);
       if (name.empty())
@@ -1187,10 +1187,12 @@ LogicalResult pcc::compile(const CompileOptions &options,
         heldBytes = *base;
     for (int64_t r = 0; r < numRanks; ++r) {
       int64_t stage = (r / options.tp) % options.pp;
-      int64_t params = paramBytes, state = stateBytes;
+      int64_t params = paramBytes, state = stateBytes,
+              gradients = rankBytes.front().gradients;
       if (entries.size() > 1 && size_t(stage) < entries.size()) {
         params = rankBytes[stage].params;
         state = rankBytes[stage].state;
+        gradients = rankBytes[stage].gradients;
         if (!options.train && size_t(stage) < heldBytes.size())
           params = heldBytes[stage];
       }
@@ -1202,6 +1204,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
           {"stage", stage},
           {"parameter_bytes", params},
           {"optimizer_state_bytes", state},
+          {"gradient_bytes", gradients},
           {"workspace_bytes", int64_t(emitted->workspaceBytes)}});
     }
     for (auto &kv : collectives)

@@ -30,8 +30,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     fpm.addPass(createAttachLoss({options.labels, options.logits}));
     // Padding comes before autodiff: the backward follows the padded
     // forward.
+    // With ZeRO the padded extent splits over tp, then each block over dp.
     if (options.tp > 1)
-      fpm.addPass(createPadVocabulary({options.tp}));
+      fpm.addPass(createPadVocabulary(
+          {options.tp * (options.zero > 0 ? options.dp : 1)}));
     // The products are narrowed before the backward is derived, so that
     // its products are narrowed too.
     if (options.dtype != "f32")
@@ -60,19 +62,11 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createMixedPrecision({options.dtype}));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  // The mesh's axes are laid out one at a time, major to minor: data
-  // parallelism splits the batch, and tensor parallelism each replica's
-  // program.
-  if (options.dp > 1) {
-    pm.addPass(createDataParallel({options.dp}));
-    PropagateShardingOptions byBatch;
-    byBatch.axis = dist::kDataAxis.str();
-    byBatch.outputsSplit = true;
-    byBatch.zero = options.zero;
-    pm.addPass(createPropagateSharding(byBatch));
-    pm.addPass(createPartition({dist::kDataAxis.str()}));
-    pm.addPass(createCSEPass());
-  }
+  // The mesh's axes are laid out one at a time, each on the program the
+  // earlier ones' partitioning left: tensor parallelism first, then data
+  // parallelism splits the batch of each tensor-parallel program, and with
+  // ZeRO each rank's block of a parameter's optimizer state (a dimension
+  // split by both nests dp's blocks in tp's, tp major).
   if (options.tp > 1) {
     // Sharding runs after autodiff and the optimizer: the backward's
     // collectives (Megatron's conjugates) and the split optimizer state
@@ -84,6 +78,16 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     byTensor.sequenceParallel = options.sequenceParallel;
     pm.addPass(createPropagateSharding(byTensor));
     pm.addPass(createPartition());
+    pm.addPass(createCSEPass());
+  }
+  if (options.dp > 1) {
+    pm.addPass(createDataParallel({options.dp}));
+    PropagateShardingOptions byBatch;
+    byBatch.axis = dist::kDataAxis.str();
+    byBatch.outputsSplit = true;
+    byBatch.zero = options.zero;
+    pm.addPass(createPropagateSharding(byBatch));
+    pm.addPass(createPartition({dist::kDataAxis.str()}));
     pm.addPass(createCSEPass());
   }
   if (pipelined) {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 // Tensor bytes are copied between files and generated code without swapping.
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -97,12 +98,34 @@ struct ShardLayout {
   int64_t real = 0;      ///< the extent files hold: whole less padding
   int64_t groups = 1;
   int64_t size = 1; ///< ranks in the group
+  /// The group's axes, in the mesh's order, and whether each nests the
+  /// others' blocks (shard_outer_axes).
+  std::vector<std::pair<int64_t, bool>> axes;
+
+  /// The block that the rank at \p position of the group (row-major over
+  /// its axes in the mesh's order) holds: row-major over the outer axes,
+  /// then the others.
+  int64_t blockOf(int64_t position) const {
+    std::vector<int64_t> coordinate(axes.size());
+    for (size_t i = axes.size(); i-- > 0;) {
+      coordinate[i] = position % axes[i].first;
+      position /= axes[i].first;
+    }
+    int64_t block = 0;
+    for (bool outerFirst : {true, false})
+      for (size_t i = 0; i < axes.size(); ++i)
+        if (axes[i].second == outerFirst)
+          block = block * axes[i].first + coordinate[i];
+    return block;
+  }
 
   /// Calls fn(o, localRow, wholeRow, realRows, rows) for each contiguous
-  /// run of rows that the rank at \p position holds: `rows` rows at
-  /// `localRow` of outer index `o` of its part are rows `wholeRow...` of the
-  /// whole tensor, of which the first `realRows` are real, the rest padding.
+  /// run of rows that the rank at \p position of the group holds: `rows`
+  /// rows at `localRow` of outer index `o` of its part are rows
+  /// `wholeRow...` of the whole tensor, of which the first `realRows` are
+  /// real, the rest padding.
   template <typename F> void forEachRun(int64_t position, F fn) const {
+    position = blockOf(position);
     int64_t rows = local / groups, stride = whole / groups;
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t g = 0; g < groups; ++g) {

@@ -82,10 +82,14 @@ void validateSharding(const pccrt_model_info &info,
   };
   if (entry.shard_axes == 0) {
     if (entry.shard_groups > 1 || entry.shard_groups < 0 ||
-        entry.full_extent != 0)
-      bad("groups or a full extent on a tensor that is not split");
+        entry.full_extent != 0 || entry.shard_outer_axes != 0)
+      bad("groups, a full extent or outer axes on a tensor that is not "
+          "split");
     return;
   }
+  if ((entry.shard_outer_axes & ~entry.shard_axes) != 0)
+    bad("outer axes mask " + std::to_string(entry.shard_outer_axes) +
+        " not within the axes mask " + std::to_string(entry.shard_axes));
   if (info.mesh_rank == 0 || (entry.shard_axes >> info.mesh_rank) != 0)
     bad("split over axes mask " + std::to_string(entry.shard_axes) +
         " of a mesh of " + std::to_string(info.mesh_rank) + " axes");

@@ -47,6 +47,10 @@ ShardLayout detail::shardLayout(const pccrt_model_info &info,
       layout.rowBytes *= uint64_t(shape[d]);
   }
   layout.size = meshGroupSize(info, entry.shard_axes);
+  for (int32_t a = 0; a < info.mesh_rank && a < 32; ++a)
+    if (entry.shard_axes & (1u << a))
+      layout.axes.push_back(
+          {info.mesh_shape[a], (entry.shard_outer_axes & (1u << a)) != 0});
   layout.groups = std::max<int64_t>(1, entry.shard_groups);
   layout.local = shape[dim];
   layout.whole = layout.local * layout.size;

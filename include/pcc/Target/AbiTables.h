@@ -40,16 +40,19 @@ std::vector<uint8_t> getRawBytes(mlir::DenseElementsAttr value);
 std::string getCStringLiteral(llvm::StringRef text);
 
 /// How an entry is split over the ranks (pccrt_tensor_info's shard_axes,
-/// shard_dim, shard_groups and full_extent); all zero for a whole tensor.
+/// shard_dim, shard_groups, full_extent and shard_outer_axes); all zero for
+/// a whole tensor.
 struct ShardFields {
   uint32_t axes = 0;
   int32_t dim = 0;
   int64_t groups = 0;
   int64_t fullExtent = 0;
+  /// The axes of `axes` whose blocks hold the others' (shard_outer_axes).
+  uint32_t outerAxes = 0;
 
   bool operator==(const ShardFields &other) const {
     return axes == other.axes && dim == other.dim && groups == other.groups &&
-           fullExtent == other.fullExtent;
+           fullExtent == other.fullExtent && outerAxes == other.outerAxes;
   }
 };
 
@@ -117,6 +120,7 @@ struct WeightEntry {
   uint32_t shardAxes = 0;
   int32_t shardDim = 0;
   int64_t shardGroups = 1;
+  uint32_t shardOuterAxes = 0;
   /// A padded vocabulary: the padded dimension and its real extent (the
   /// weights file holds the real extent only); {-1, 0} when not padded.
   std::pair<int64_t, int64_t> padding = {-1, 0};

@@ -265,7 +265,7 @@ def PropagateSharding : Pass<"pcc-propagate-sharding", "::mlir::ModuleOp"> {
   let summary = "Gives every value of the step a layout over one mesh axis";
   let description = [{
     Lays the step out over mesh axis `axis` (`tp` unless given; a mesh of
-    several axes is laid out one axis at a time, major to minor, each on
+    several axes is laid out one axis at a time, tp before dp, each on
     the program that partitioning over the ones before it left). From the
     `dist.sharding` of the parameters and of the arguments that name the
     axis (data parallelism's batched inputs), walks the step in program order

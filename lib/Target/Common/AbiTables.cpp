@@ -184,8 +184,28 @@ MeshLayout::getShardFields(Location loc, dist::ShardingAttr sharding,
     if (fields.axes)
       return emitError(loc, "a tensor of layout ")
              << sharding << " splits two dimensions; the runtime splits one";
-    fields = {getAxesMask(cast<ArrayAttr>(sharding.getDims()[d])), int32_t(d),
-              sharding.getDimGroups(d), whole[d]};
+    auto axes = cast<ArrayAttr>(sharding.getDims()[d]);
+    fields = {getAxesMask(axes), int32_t(d), sharding.getDimGroups(d),
+              whole[d]};
+    // The dimension's axes nest in the order they are listed (the first
+    // holds the largest blocks); the runtime takes them in the mesh's
+    // order except that the outer ones come first.
+    std::optional<unsigned> last;
+    for (auto [i, a] : llvm::enumerate(axes)) {
+      std::optional<unsigned> index =
+          getAxisIndex(cast<StringAttr>(a).getValue());
+      if (!index)
+        continue;
+      if (last && *index < *last) {
+        if (i != 1)
+          return emitError(loc, "a tensor of layout ")
+                 << sharding
+                 << " nests three axes out of the mesh's order; the runtime "
+                    "nests one axis outside the others";
+        fields.outerAxes = 1u << *last;
+      }
+      last = index;
+    }
   }
   return fields;
 }
@@ -260,6 +280,7 @@ FailureOr<int64_t> AbiTables::addWeight(Location loc, WeightEntry entry) {
   if (known.value != entry.value || known.localType != entry.localType ||
       known.shardAxes != entry.shardAxes || known.shardDim != entry.shardDim ||
       known.shardGroups != entry.shardGroups ||
+      known.shardOuterAxes != entry.shardOuterAxes ||
       known.padding != entry.padding) {
     if (isState)
       return emitError(loc, "state '")
@@ -287,11 +308,11 @@ std::string AbiTables::printEntry(StringRef name, RankedTensorType type,
   shapes += llvm::formatv("static const int64_t {0}[] = {{{1}};\n", shapeName,
                           type.getRank() ? dims : "0");
   return llvm::formatv("  {{{0}, {1}, {2}, {3}, {4}, {5}u, {6}, {7}, "
-                       "{8}, {9}ull, {10}},\n",
+                       "{8}, {9}ull, {10}, {11}u},\n",
                        getCStringLiteral(name),
                        getOnnxDataType(type.getElementType()), type.getRank(),
                        shapeName, kind, shard.axes, shard.dim, shard.groups,
-                       shard.fullExtent, holders, flags)
+                       shard.fullExtent, holders, flags, shard.outerAxes)
       .str();
 }
 
@@ -313,7 +334,8 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
       shard = {e.shardAxes, e.shardDim, e.shardGroups,
                e.padding.first == e.shardDim
                    ? e.padding.second
-                   : e.value.getShapedType().getDimSize(e.shardDim)};
+                   : e.value.getShapedType().getDimSize(e.shardDim),
+               e.shardOuterAxes};
     w += printEntry(e.name,
                     e.localType ? e.localType
                                 : cast<RankedTensorType>(e.value.getType()),

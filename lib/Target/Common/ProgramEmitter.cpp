@@ -324,6 +324,7 @@ LogicalResult FunctionEmitter::collectInterface() {
     entry.shardAxes = shard->axes;
     entry.shardDim = shard->dim;
     entry.shardGroups = shard->groups;
+    entry.shardOuterAxes = shard->outerAxes;
     FailureOr<int64_t> index =
         tables.addWeight(func.getLoc(), std::move(entry));
     if (failed(index))

@@ -588,6 +588,19 @@ std::optional<Layout> Solver::stateLayout(Value param) const {
   if (zeroStage < 1 || seeds.lookup(param) != Layout())
     return std::nullopt;
   auto t = cast<RankedTensorType>(param.getType());
+  // A parameter another axis split (tensor parallelism, laid out before)
+  // is this rank's block: its state splits that block further, along the
+  // same dimension and in the same groups (a tensor splits one dimension),
+  // or not at all.
+  if (auto other = dyn_cast_or_null<dist::ShardingAttr>(
+          getRootAttr(param, kShardingAttr)))
+    for (unsigned d = 0; d < other.getDims().size(); ++d)
+      if (!other.getDimAxes(d).empty()) {
+        int64_t groups = other.getDimGroups(d);
+        if (t.getDimSize(d) % (groups * shards) != 0)
+          return std::nullopt;
+        return Layout::split(d, groups);
+      }
   for (int64_t d = 0; d < t.getRank(); ++d)
     if (t.getDimSize(d) % shards == 0)
       return Layout::split(d);

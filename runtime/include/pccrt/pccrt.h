@@ -38,12 +38,15 @@
 // of those axes, and `shape` is the local shape. The dimension is viewed
 // as [shard_groups, n]: the rank at position c of the group (of size s)
 // holds, in every group, the c-th of s equal blocks of n, so the whole
-// extent is shape[shard_dim] * s. Of that extent only the first
-// `full_extent` are real; the rest is padding the compiler added so that s
-// divides it (a vocabulary of 50257 at tp 4): the runtime fills it with
-// zeros when it splits a tensor and drops it when it gathers one, so files
-// never show it. Zero fields mean a whole (replicated) tensor, shard_groups
-// 0 means 1 and full_extent 0 means no padding.
+// extent is shape[shard_dim] * s. A rank's position runs row-major over
+// the group's axes in the mesh's order, except that the axes of
+// `shard_outer_axes` come first: their blocks hold the other axes' (ZeRO's
+// data-parallel blocks of a tensor-parallel block). Of that extent only the
+// first `full_extent` are real; the rest is padding the compiler added so that
+// s divides it (a vocabulary of 50257 at tp 4): the runtime fills it with zeros
+// when it splits a tensor and drops it when it gathers one, so files never show
+// it. Zero fields mean a whole (replicated) tensor, shard_groups 0 means 1 and
+// full_extent 0 means no padding.
 //
 // A pipeline-parallel program (pccrt_model_info.stage_axis >= 0) runs a
 // different step on each coordinate of that mesh axis (its pipeline stage),
@@ -68,7 +71,9 @@
 // `flags` of an entry (PCCRT_FLAG_PREPARED_ONLY: a CONSTANT weight that the
 // run reads only through the prepared operands, which the runtime frees
 // once they are packed), and `prepare` packs the operands of the non-null
-// weights only, so that it may be called for one weight at a time.
+// weights only, so that it may be called for one weight at a time. 12 adds
+// `shard_outer_axes`, for a dimension split by axes nested out of the
+// mesh's order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,7 +86,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 11
+#define PCCRT_ABI_VERSION 12
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -133,6 +138,7 @@ typedef struct pccrt_tensor_info {
   int64_t full_extent;  ///< real extent of the split dimension (0: all)
   uint64_t holders;     ///< stages holding it, a mask; 0: every rank
   uint32_t flags;       ///< pccrt_flag bits
+  uint32_t shard_outer_axes; ///< of shard_axes, those nesting the others
 } pccrt_tensor_info;
 
 struct pccrt_context;

@@ -25,7 +25,7 @@ func.func @main(%x: tensor<8xf32> {onnx.name = "x"}, %i: tensor<2x3xi64> {onnx.n
 
 // CHECK:      static const float [[SMALL:c[0-9]+]]_data[] = {0x1p+1f, 0x1p+1f, 0x1p+1f, 0x1p+1f};
 // CHECK:      static const pccrt_tensor_info weights[] = {
-// CHECK-NEXT:   {"pcc.const.0", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull, 0u},
+// CHECK-NEXT:   {"pcc.const.0", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK:      float* [[RAMP:c[0-9]+]] = (float*)w[0];
 // CHECK:      float* [[ZEROS:v[0-9]+]] = (float*)(ws + {{[0-9]+}});

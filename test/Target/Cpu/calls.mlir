@@ -35,7 +35,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 }
 
 // CHECK:      static const pccrt_tensor_info weights[] = {
-// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull, 0u},
+// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
 
 // Callees come before their callers.

@@ -22,13 +22,13 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<2x3xf32> {onnx
 // CHECK-NEXT:     { p0[0 + i0] = (p1[0 + i0] > float(0) ? p1[0 + i0] : float(0)); }
 // CHECK-NEXT: }
 // CHECK:      static const pccrt_tensor_info inputs[] = {
-// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 0ull, 0u},
+// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info outputs[] = {
-// CHECK-NEXT:   {"y", 1, 2, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 0ull, 0u},
+// CHECK-NEXT:   {"y", 1, 2, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info weights[] = {
-// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull, 0u},
+// CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 1, weights, 64ULL, 0, nullptr, nullptr, -1};
 // CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(const pccrt_context *ctx) {

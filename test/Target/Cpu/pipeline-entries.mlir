@@ -48,16 +48,16 @@ func.func @first(%x: tensor<2x3xf32> {onnx.name = "x"}, %u: tensor<3xf32> {onnx.
 }
 
 // CHECK:      static const pccrt_tensor_info inputs[] = {
-// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 1ull, 0u},
-// CHECK-NEXT:   {"u", 1, 1, pcc_in_shape1, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 2ull, 0u},
+// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 1ull, 0u, 0u},
+// CHECK-NEXT:   {"u", 1, 1, pcc_in_shape1, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 2ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info outputs[] = {
-// CHECK-NEXT:   {"y", 1, 2, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 2ull, 0u},
-// CHECK-NEXT:   {"z", 1, 1, pcc_out_shape1, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 1ull, 0u},
+// CHECK-NEXT:   {"y", 1, 2, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 2ull, 0u, 0u},
+// CHECK-NEXT:   {"z", 1, 1, pcc_out_shape1, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 1ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info weights[] = {
-// CHECK-NEXT:   {"shift", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 2ull, 0u},
-// CHECK-NEXT:   {"scale", 1, 1, pcc_w_shape1, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 3ull, 0u},
+// CHECK-NEXT:   {"shift", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 2ull, 0u, 0u},
+// CHECK-NEXT:   {"scale", 1, 1, pcc_w_shape1, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 3ull, 0u, 0u},
 // CHECK-NEXT: };
 
 // CHECK:      PCC_PROGRAM static int fn_scale(const pccrt_context *ctx, void *const *args, void *const *results, char *ws) {
@@ -163,16 +163,16 @@ func.func @rank1(%x: tensor<3xf32> {onnx.name = "x"},
 }
 
 // CHECK:      static const pccrt_tensor_info inputs[] = {
-// CHECK-NEXT:   {"x", 1, 1, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 3ull, 0u},
+// CHECK-NEXT:   {"x", 1, 1, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 3ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info outputs[] = {
-// CHECK-NEXT:   {"loss", 1, 0, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 2ull, 0u},
-// CHECK-NEXT:   {"w", 1, 1, pcc_out_shape1, PCCRT_KIND_GRAD, 0u, 0, 0, 0, 3ull, 0u},
+// CHECK-NEXT:   {"loss", 1, 0, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 2ull, 0u, 0u},
+// CHECK-NEXT:   {"w", 1, 1, pcc_out_shape1, PCCRT_KIND_GRAD, 0u, 0, 0, 0, 3ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info weights[] = {
-// CHECK-NEXT:   {"w", 1, 1, pcc_w_shape0, PCCRT_KIND_STATE, 0u, 0, 0, 0, 3ull, 0u},
-// CHECK-NEXT:   {"a", 1, 1, pcc_w_shape1, PCCRT_KIND_STATE, 0u, 0, 0, 0, 1ull, 0u},
-// CHECK-NEXT:   {"b", 1, 1, pcc_w_shape2, PCCRT_KIND_STATE, 0u, 0, 0, 0, 2ull, 0u},
+// CHECK-NEXT:   {"w", 1, 1, pcc_w_shape0, PCCRT_KIND_STATE, 0u, 0, 0, 0, 3ull, 0u, 0u},
+// CHECK-NEXT:   {"a", 1, 1, pcc_w_shape1, PCCRT_KIND_STATE, 0u, 0, 0, 0, 1ull, 0u, 0u},
+// CHECK-NEXT:   {"b", 1, 1, pcc_w_shape2, PCCRT_KIND_STATE, 0u, 0, 0, 0, 2ull, 0u, 0u},
 // CHECK-NEXT: };
 
 // CHECK:      PCC_PROGRAM static int fn_rank0(const pccrt_context *ctx) {

@@ -33,7 +33,7 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %h: tensor<2x4x8xf32> {on
 // CHECK-NEXT: static constexpr uint64_t [[E:pcc_prep[0-9]+]] = [[W]] + pcc_k::packedBBytes(8, 16);
 // CHECK:      static const pccrt_tensor_info weights[] = {
 // CHECK-NEXT:   {"w", {{.*}}, 0u},
-// CHECK-NEXT:   {"embedding", {{.*}}, PCCRT_FLAG_PREPARED_ONLY},
+// CHECK-NEXT:   {"embedding", {{.*}}, PCCRT_FLAG_PREPARED_ONLY, 0u},
 // CHECK-NEXT:   {"b", {{.*}}, 0u},
 // CHECK:      PCC_PROGRAM static int prepare(const pccrt_context *ctx) {
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;

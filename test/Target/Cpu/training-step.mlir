@@ -32,16 +32,16 @@ func.func @step(%x: tensor<2x3xf32> {onnx.name = "x"},
 }
 
 // CHECK:      static const pccrt_tensor_info inputs[] = {
-// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 0ull, 0u},
+// CHECK-NEXT:   {"x", 1, 2, pcc_in_shape0, PCCRT_KIND_INPUT, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info outputs[] = {
-// CHECK-NEXT:   {"loss", 1, 0, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 0ull, 0u},
-// CHECK-NEXT:   {"w", 1, 1, pcc_out_shape1, PCCRT_KIND_GRAD, 0u, 0, 0, 0, 0ull, 0u},
+// CHECK-NEXT:   {"loss", 1, 0, pcc_out_shape0, PCCRT_KIND_OUTPUT, 0u, 0, 0, 0, 0ull, 0u, 0u},
+// CHECK-NEXT:   {"w", 1, 1, pcc_out_shape1, PCCRT_KIND_GRAD, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK-NEXT: static const pccrt_tensor_info weights[] = {
-// CHECK-NEXT:   {"w", 1, 1, pcc_w_shape0, PCCRT_KIND_STATE, 0u, 0, 0, 0, 0ull, 0u},
-// CHECK-NEXT:   {"w.adamw.m", 1, 1, pcc_w_shape1, PCCRT_KIND_STATE, 0u, 0, 0, 0, 0ull, 0u},
-// CHECK-NEXT:   {"pcc.step", 1, 0, pcc_w_shape2, PCCRT_KIND_STATE, 0u, 0, 0, 0, 0ull, 0u},
+// CHECK-NEXT:   {"w", 1, 1, pcc_w_shape0, PCCRT_KIND_STATE, 0u, 0, 0, 0, 0ull, 0u, 0u},
+// CHECK-NEXT:   {"w.adamw.m", 1, 1, pcc_w_shape1, PCCRT_KIND_STATE, 0u, 0, 0, 0, 0ull, 0u, 0u},
+// CHECK-NEXT:   {"pcc.step", 1, 0, pcc_w_shape2, PCCRT_KIND_STATE, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
 // CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 3, weights, {{[0-9]+}}ULL, 0, nullptr, nullptr, -1};
 // CHECK:      float* [[X:a[0-9]+]] = (float*)in[0];

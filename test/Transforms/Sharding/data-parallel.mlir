@@ -16,11 +16,11 @@
 // CHECK-NOT:  dist.all_gather
 // CHECK-NOT:  dist.all_reduce
 
-// With tensor parallelism, each replica's program is split over `tp` (the
-// mesh is dp x tp, tp ranks adjacent): the gradients reduced over `dp` are
-// the tp ranks' blocks, and the one all-gather is the logits', which the
-// runtime cannot hold split along two dimensions (batch over dp,
-// vocabulary over tp).
+// With tensor parallelism, tp is laid out first and dp splits the batch of
+// each tp rank's program (the mesh is dp x tp, tp ranks adjacent): the
+// gradients reduced over `dp` are the tp ranks' blocks, and the one
+// all-gather is the logits' batch, since the runtime cannot hold them
+// split along two dimensions (batch over dp, vocabulary over tp).
 // RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2 tp=2 bucket-bytes=0" | FileCheck %s --check-prefix=TP
 // TP:      dist.mesh @mesh(dp = 2, tp = 2)
 // TP:      func.func @main(%arg0: tensor<1x8xi64> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, onnx.name = "input_ids"}, %arg1: tensor<20x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\["tp"\], \[\]\]}}>
@@ -31,8 +31,16 @@
 // TP-NOT:  dist.all_gather
 // TP:      dist.all_reduce %{{.*}} on @mesh axes ["dp"] sum : tensor<16x24xf32>
 // TP-NOT:  dist.all_gather
-// TP:      dist.all_gather %{{.*}} on @mesh axes ["tp"] dim 0 : tensor<20x1x8xf32> -> tensor<40x1x8xf32>
+// TP:      dist.all_gather %{{.*}} on @mesh axes ["dp"] dim 0 : tensor<1x8x20xf32> -> tensor<2x8x20xf32>
 // TP-NOT:  dist.all_gather
+
+// ZeRO with tensor parallelism: a parameter's state splits the tp rank's
+// block over dp (the dimension's axes nest tp, then dp), so the gradient
+// is reduce-scattered and the update all-gathered within the tp block.
+// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true dp=2 tp=2 zero=2 bucket-bytes=0" | FileCheck %s --check-prefix=ZEROTP
+// ZEROTP:      tensor<10x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\["tp", "dp"\], \[\]\]}}>, graph.init = dense<0.000000e+00> : tensor<40x16xf32>, graph.state = "wte.adamw.m"
+// ZEROTP:      dist.reduce_scatter %{{.*}} on @mesh axes ["dp"] dim 0 sum : tensor<20x16xf32> -> tensor<10x16xf32>
+// ZEROTP:      dist.all_gather %{{.*}} on @mesh axes ["dp"] dim 0 : tensor<10x16xf32> -> tensor<20x16xf32>
 
 // By default the gradients (3888 floats) go in one bucket: one all-reduce.
 // RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2" | FileCheck %s --check-prefix=BUCKET

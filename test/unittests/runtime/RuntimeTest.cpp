@@ -1071,6 +1071,27 @@ TEST(Shard, GroupsOfBlocks) {
                         "cannot take part 2 of 2"));
 }
 
+TEST(Shard, OuterAxes) {
+  // 12 elements over both axes of the 2 x 3 mesh, the second axis nesting
+  // the first's blocks (ZeRO's data-parallel blocks of a tensor-parallel
+  // block): the rank at coordinates (a, b), group position 3a + b, holds
+  // block 2b + a of 6.
+  const int64_t local[] = {2};
+  pccrt_tensor_info entry{"t", PCCRT_F32, 1, local, PCCRT_KIND_OUTPUT, 3, 0, 0,
+                          0,   0,         0, 2};
+  MeshInfo mesh(entry);
+  Tensor whole = iota("t", {12});
+  std::vector<Tensor> parts;
+  for (int64_t p = 0; p < 6; ++p)
+    parts.push_back(sliceShard(mesh.info, entry, p, whole));
+  EXPECT_EQ(elements<float>(parts[0]), (std::vector<float>{0, 1}));
+  EXPECT_EQ(elements<float>(parts[1]), (std::vector<float>{4, 5}));
+  EXPECT_EQ(elements<float>(parts[2]), (std::vector<float>{8, 9}));
+  EXPECT_EQ(elements<float>(parts[3]), (std::vector<float>{2, 3}));
+  EXPECT_EQ(elements<float>(parts[5]), (std::vector<float>{10, 11}));
+  EXPECT_EQ(joinShards(mesh.info, entry, parts).data, whole.data);
+}
+
 TEST(Shard, InnerDimensionWithGroups) {
   // [2, 8, 3] per rank, split along dimension 1 over both axes (6 ranks) in
   // 2 groups: the whole is [2, 48, 3].
