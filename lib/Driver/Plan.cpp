@@ -3,6 +3,7 @@
 #include "pcc/Driver/Plan.h"
 
 #include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Driver/Driver.h"
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/InitAll.h"
@@ -223,6 +224,49 @@ pcc::describePipeline(ModuleOp module) {
   return std::optional<PipelinePlan>(std::move(plan));
 }
 
+namespace {
+/// What a rank holds throughout the step: its blocks of the trained
+/// parameters, of their gradients and of the optimizer state.
+struct HeldBytes {
+  int64_t parameters = 0, gradients = 0, state = 0;
+};
+} // namespace
+
+/// Per pipeline rank (one when the step is not pipelined), from the step's
+/// state arguments and gradient results as partitioning left them.
+static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
+  SmallVector<HeldBytes> held(pp);
+  auto bytes = [](Type t) {
+    auto tensor = cast<RankedTensorType>(t);
+    return tensor.getNumElements() *
+           std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
+  };
+  for (auto step : module.getOps<func::FuncOp>()) {
+    llvm::DenseMap<unsigned, Type> gradients;
+    for (unsigned i = 0; i < step.getNumResults(); ++i)
+      if (std::optional<unsigned> arg =
+              graph::getStateIndex(step, i, graph::kGradAttr))
+        gradients[*arg] = step.getResultTypes()[i];
+    bool pipelined = step->hasAttr(kNumStagesAttr);
+    for (auto [i, t] : llvm::enumerate(step.getArgumentTypes())) {
+      if (!step.getArgAttr(i, graph::kStateAttr))
+        continue;
+      for (int64_t r = 0; r < pp; ++r) {
+        if (pipelined && !pipeline::holdsState(step, i, r, pp))
+          continue;
+        auto it = gradients.find(i);
+        if (it == gradients.end()) {
+          held[r].state += bytes(t);
+          continue;
+        }
+        held[r].parameters += bytes(t);
+        held[r].gradients += bytes(it->second);
+      }
+    }
+  }
+  return held;
+}
+
 LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
                         raw_ostream &summary) {
   auto fail = [](const Twine &msg) {
@@ -289,6 +333,26 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   json["mesh"] = llvm::json::Object{
       {"dp", options.dp}, {"pp", options.pp}, {"tp", options.tp}};
   json["train"] = options.train;
+  // Every rank of the mesh (row-major over dp x pp x tp) with what it holds:
+  // a pipeline rank's tensor-parallel ranks and the replicas hold alike.
+  if (options.train) {
+    SmallVector<HeldBytes> held = heldBytes(*module, options.pp);
+    llvm::json::Array ranks;
+    int64_t numRanks = options.dp * options.pp * options.tp;
+    for (int64_t r = 0; r < numRanks; ++r) {
+      int64_t stage = (r / options.tp) % options.pp;
+      ranks.push_back(llvm::json::Object{
+          {"rank", r},
+          {"coords", llvm::json::Object{{"dp", r / (options.tp * options.pp)},
+                                        {"pp", stage},
+                                        {"tp", r % options.tp}}},
+          {"parameter_bytes", held[stage].parameters},
+          {"gradient_bytes", held[stage].gradients},
+          {"optimizer_state_bytes", held[stage].state}});
+    }
+    json["ranks"] = std::move(ranks);
+    json["zero"] = options.zero;
+  }
   std::error_code ec = llvm::sys::fs::create_directories(options.outDir);
   if (ec)
     return fail("cannot create '" + options.outDir + "': " + ec.message());

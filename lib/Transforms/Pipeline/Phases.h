@@ -12,6 +12,8 @@
 #ifndef PCC_LIB_TRANSFORMS_PIPELINE_PHASES_H
 #define PCC_LIB_TRANSFORMS_PIPELINE_PHASES_H
 
+#include "pcc/Transforms/Pipeline/Pipeline.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -41,21 +43,6 @@ struct StepPhases {
 
 /// Classifies every op of `func` (a single block ending in func.return).
 StepPhases classifyPhases(mlir::func::FuncOp func);
-
-/// The one answer to "which stages hold state argument `arg` of the step
-/// `step`", as pcc-pipeline-stages marked it (dist.stages on the
-/// parameter): a parameter's stages are those whose ops read it, a
-/// moment's (graph.state_of) its parameter's, and state of no parameter (a
-/// step counter) is on every one of the `numStages` stages. The stage
-/// partition places the optimizer by it, the outlining gives each holding
-/// rank an optimizer function, and the lowering passes each rank its state.
-llvm::SmallVector<int64_t> stateStages(mlir::func::FuncOp step, unsigned arg,
-                                       int64_t numStages);
-
-/// Whether pipeline rank `rank` of `ranks` holds state argument `arg`: one
-/// of its stateStages runs there (stage s on rank s % ranks).
-bool holdsState(mlir::func::FuncOp step, unsigned arg, int64_t rank,
-                int64_t ranks);
 
 /// "'h.0.attn.weight' (state argument 12)", for diagnostics.
 std::string describeState(mlir::func::FuncOp step, unsigned arg);

@@ -57,40 +57,85 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, StringRef axis,
 
   // Backward adoption: an op that makes a whole value from whole operands
   // which a user then cuts (the adjoint of the label pick, a [batch, seq,
-  // vocab] scatter, read by the vocabulary-split log-softmax adjoint) makes
-  // it split instead, when that forces no all-gather and communicates at
-  // most what the whole value would have cost in memory.
+  // vocab] scatter, read by the vocabulary-split log-softmax adjoint; with
+  // ZeRO, whatever the update computes from a whole parameter) makes it
+  // split instead, when that forces no all-gather and communicates at most
+  // what the whole value would have cost in memory.
   Block &body0 = func.getBody().front();
   SmallVector<Operation *> ops;
   for (Operation &op : body0)
     ops.push_back(&op);
-  for (Operation *op : llvm::reverse(ops)) {
+  // The layout a user wants `op`'s whole result in, if it is a candidate.
+  auto wantedOf = [&](Operation *op) -> std::optional<Layout> {
     if (op->getNumResults() != 1 || isa<WeightOp, ConstantOp>(op) ||
         !isa<ShardingRuleOpInterface>(op))
-      continue;
+      return std::nullopt;
     Value r = op->getResult(0);
     if (!solver.getLayout(r).isReplicated() ||
         llvm::any_of(op->getOperands(), [&](Value v) {
           return !solver.getLayout(v).isReplicated();
         }))
-      continue;
+      return std::nullopt;
     std::optional<Layout> wanted;
     for (OpOperand &use : r.getUses())
       if (const OpPlan *p = solver.getPlan(use.getOwner()))
         if (p->operands[use.getOperandNumber()].isSplit())
           wanted = p->operands[use.getOperandNumber()];
-    if (!wanted)
-      continue;
-    solver.pin(op, *wanted);
+    return wanted;
+  };
+  // Whether `trial` keeps every adopted op's result as wanted, forces no
+  // more conflicts and communicates within the adopted values' allowance.
+  auto acceptable = [&](const Solver::Outcome &trial,
+                        ArrayRef<std::pair<Operation *, Layout>> adopted) {
+    int64_t allowance = 0;
+    for (auto [op, wanted] : adopted) {
+      Value r = op->getResult(0);
+      if (solver.getLayout(r) != wanted)
+        return false;
+      allowance += byteSize(r.getType()) / *tp;
+    }
+    return trial.conflicts <= base.conflicts &&
+           trial.commBytes <= base.commBytes + allowance;
+  };
+  // First in rounds, each adopting every candidate at once with one run
+  // (a round's adoptions can make candidates of their operands' makers,
+  // hence several): a solve per candidate costs the step's size times the
+  // candidates, and ZeRO makes one or more per parameter.
+  bool oneByOne = false;
+  for (int round = 0; round < 16 && !oneByOne; ++round) {
+    SmallVector<std::pair<Operation *, Layout>> adopted;
+    for (Operation *op : llvm::reverse(ops))
+      if (std::optional<Layout> wanted = wantedOf(op))
+        adopted.push_back({op, *wanted});
+    if (adopted.empty())
+      break;
+    for (auto [op, wanted] : adopted)
+      solver.pin(op, wanted);
     Solver::Outcome trial = solver.run();
-    if (solver.getLayout(r) == *wanted && trial.conflicts <= base.conflicts &&
-        trial.commBytes <= base.commBytes + byteSize(r.getType()) / *tp) {
+    if (acceptable(trial, adopted)) {
       base = trial;
       continue;
     }
-    solver.unpin(op);
+    for (auto [op, wanted] : adopted)
+      solver.unpin(op);
     base = solver.run();
+    oneByOne = true;
   }
+  // Where a round's adoptions together do not pay, one op at a time.
+  if (oneByOne)
+    for (Operation *op : llvm::reverse(ops)) {
+      std::optional<Layout> wanted = wantedOf(op);
+      if (!wanted)
+        continue;
+      solver.pin(op, *wanted);
+      Solver::Outcome trial = solver.run();
+      if (acceptable(trial, {{op, *wanted}})) {
+        base = trial;
+        continue;
+      }
+      solver.unpin(op);
+      base = solver.run();
+    }
 
   MLIRContext *ctx = func.getContext();
   Block &body = func.getBody().front();

@@ -29,6 +29,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace pcc {
@@ -92,6 +93,23 @@ llvm::LogicalResult assignStages(mlir::func::FuncOp func,
 /// own (the W of zero-bubble schedules).
 llvm::LogicalResult outlineStages(mlir::func::FuncOp step,
                                   bool splitBackward = false);
+
+namespace pipeline {
+/// The one answer to "which stages hold state argument `arg` of the step
+/// `step`", as pcc-pipeline-stages marked it (dist.stages on the
+/// parameter): a parameter's stages are those whose ops read it, a
+/// moment's (graph.state_of) its parameter's, and state of no parameter (a
+/// step counter) is on every one of the `numStages` stages. The stage
+/// partition places the optimizer by it, the outlining gives each holding
+/// rank an optimizer function, and the lowering passes each rank its state.
+llvm::SmallVector<int64_t> stateStages(mlir::func::FuncOp step, unsigned arg,
+                                       int64_t numStages);
+
+/// Whether pipeline rank `rank` of `ranks` holds state argument `arg`: one
+/// of its stateStages runs there (stage s on rank s % ranks).
+bool holdsState(mlir::func::FuncOp step, unsigned arg, int64_t rank,
+                int64_t ranks);
+} // namespace pipeline
 
 /// Replaces the pipelined step of `module` by one function per pipeline
 /// rank that runs its actions of the module's dist.schedule (see the
