@@ -781,10 +781,6 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
       return "--zero 3 (parameters split over dp) is not supported yet; "
              "--zero 1 and 2 are";
   }
-  if (o.clipGrad > 0 && options.pp > 1)
-    return "--clip-grad with --pp " + std::to_string(options.pp) +
-           ": the gradients' norm over the pipeline's stages is not "
-           "supported yet (clip with --dp and --tp only)";
   return "";
 }
 

@@ -35,6 +35,7 @@
 
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
@@ -140,6 +141,9 @@ public:
   }
 
   bool defines(Value v) const { return mapping.contains(v); }
+  /// Makes `to` the function's `v`.
+  void map(Value v, Value to) { mapping.map(v, to); }
+  OpBuilder &getBuilder() { return builder; }
 
   static constexpr StringLiteral kRoleInput = kInputRole;
   static constexpr StringLiteral kRoleState = kStateRole;
@@ -241,6 +245,29 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
   for (auto &kv : deferred)
     deferredOps.insert(kv.second);
 
+  // Gradient clipping's squared norm (graph.gradient_norm): every rank sums
+  // the parts it makes (a gradient's square, on the first stage holding its
+  // parameter, so a parameter held on several stages counts once) and
+  // all-reduces the sums over the pipeline; its adds are not outlined.
+  Operation *normRoot = nullptr;
+  SmallVector<Operation *> normAdds;
+  SmallVector<Value> normParts;
+  if (pp > 1)
+    for (Operation &op : body.without_terminator())
+      if (op.hasAttr(graph::kGradientNormAttr)) {
+        normRoot = &op;
+        getGradientNormSum(&op, normAdds, normParts);
+      }
+  auto ownerOf = [&](Value part) -> std::optional<int64_t> {
+    Operation *def = part.getDefiningOp();
+    auto at = def ? def->getAttrOfType<DenseI64ArrayAttr>(kStagesAttr)
+                  : DenseI64ArrayAttr();
+    if (!at || at.empty())
+      return std::nullopt;
+    return *llvm::min_element(at.asArrayRef()) % pp;
+  };
+  deferredOps.insert_range(normAdds);
+
   // Which functions each op goes to.
   std::map<FunctionKey, SmallVector<Operation *>> members;
   llvm::DenseMap<Operation *, SmallVector<FunctionKey, 1>> placement;
@@ -286,6 +313,10 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
       for (int64_t r = 0; r < pp; ++r)
         if (holdsState(step, *state, r, pp))
           members[{Phase::Optimizer, r}];
+  // Every rank takes part in the norm's all-reduce.
+  if (normRoot)
+    for (int64_t r = 0; r < pp; ++r)
+      members[{Phase::Optimizer, r}];
   for (int64_t s = 0; s < stages; ++s) {
     members[{Phase::Forward, s}];
     if (training)
@@ -334,7 +365,45 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
     fn->setAttr(kPhaseAttr, StringAttr::get(ctx, phaseName(phase)));
     fn->setAttr(phase == Phase::Optimizer ? dist::kRankAttr : kStageAttr,
                 IntegerAttr::get(IntegerType::get(ctx, 64), index));
+    // This rank's part of the gradients' squared norm, all-reduced over
+    // the pipeline, once its parts are made (before the first op reading
+    // the norm, or at the end).
+    auto sumNorm = [&]() -> LogicalResult {
+      Value root = normRoot->getResult(0);
+      OpBuilder &b = fb.getBuilder();
+      Location loc = normRoot->getLoc();
+      Value partial;
+      for (Value part : normParts) {
+        if (ownerOf(part) != index)
+          continue;
+        if (!fb.defines(part))
+          return normRoot->emitError("pipeline parallelism: rank ")
+                 << index << " owns a part of the gradients' norm that it "
+                 << "does not make";
+        FailureOr<Value> mine = fb.lookup(part);
+        partial =
+            partial ? graph::AddOp::create(b, loc, partial, *mine) : *mine;
+      }
+      if (!partial)
+        partial = graph::ConstantOp::create(
+            b, loc, cast<DenseElementsAttr>(b.getZeroAttr(root.getType())));
+      Value sum = dist::AllReduceOp::create(
+          b, loc, root.getType(), partial,
+          FlatSymbolRefAttr::get(ctx, dist::kMeshName),
+          b.getStrArrayAttr({dist::kPipelineAxis}),
+          dist::ReductionKindAttr::get(ctx, dist::ReductionKind::Sum));
+      fb.map(root, sum);
+      return success();
+    };
+    // Whether the norm is still to be summed here.
+    bool sumsNorm = normRoot && phase == Phase::Optimizer;
     for (Operation *op : ops) {
+      if (sumsNorm &&
+          llvm::is_contained(op->getOperands(), normRoot->getResult(0))) {
+        sumsNorm = false;
+        if (failed(sumNorm()))
+          return failure();
+      }
       // The optimizer reads whole gradients, accumulated over the
       // microbatches and summed over the stages that contribute.
       if (phase == Phase::Optimizer)
@@ -363,6 +432,8 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
       if (failed(fb.cloneOp(op)))
         return failure();
     }
+    if (sumsNorm && failed(sumNorm()))
+      return failure();
     // Results: what other functions read, and what the step returns.
     llvm::SetVector<Value> exported;
     for (Operation *op : ops)

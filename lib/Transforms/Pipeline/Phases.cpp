@@ -2,6 +2,7 @@
 
 #include "Phases.h"
 
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 
@@ -81,4 +82,25 @@ std::string pcc::pipeline::describeState(func::FuncOp step, unsigned arg) {
   std::string text =
       name.empty() ? std::string("state") : ("'" + name + "'").str();
   return text + " (state argument " + std::to_string(arg) + ")";
+}
+
+void pcc::pipeline::getGradientNormSum(Operation *root,
+                                       SmallVectorImpl<Operation *> &adds,
+                                       SmallVectorImpl<Value> &parts) {
+  if (!isa<graph::AddOp>(root)) {
+    parts.push_back(root->getResult(0));
+    return;
+  }
+  SmallVector<Operation *> work{root};
+  while (!work.empty()) {
+    Operation *add = work.pop_back_val();
+    adds.push_back(add);
+    for (Value operand : add->getOperands()) {
+      auto inner = operand.getDefiningOp<graph::AddOp>();
+      if (inner && operand.hasOneUse())
+        work.push_back(inner);
+      else
+        parts.push_back(operand);
+    }
+  }
 }

@@ -44,6 +44,15 @@ struct StepPhases {
 /// Classifies every op of `func` (a single block ending in func.return).
 StepPhases classifyPhases(mlir::func::FuncOp func);
 
+/// The sum that gradient clipping's squared norm is (rooted at the op
+/// marked graph.gradient_norm): its adds (the root, when it is an add, and
+/// the adds that only the sum reads, transitively) and its parts (their
+/// other operands, the squares of single gradients; the root itself when
+/// it is no add). A pipeline sums each rank's parts and all-reduces them.
+void getGradientNormSum(mlir::Operation *root,
+                        llvm::SmallVectorImpl<mlir::Operation *> &adds,
+                        llvm::SmallVectorImpl<mlir::Value> &parts);
+
 /// "'h.0.attn.weight' (state argument 12)", for diagnostics.
 std::string describeState(mlir::func::FuncOp step, unsigned arg);
 

@@ -850,6 +850,49 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     llvm::sort(sorted);
     op.setAttr(kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
   }
+  // Gradient clipping's squared norm: each part, the square of one
+  // gradient, is made once, on the first stage holding its parameter (a
+  // tied embedding and head count once), not on every stage that reads the
+  // norm; the outlining sums each rank's parts and all-reduces them over
+  // the pipeline.
+  llvm::DenseMap<Value, unsigned> gradientOf;
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (std::optional<unsigned> param =
+            graph::getStateIndex(func, k, graph::kGradAttr))
+      gradientOf[v] = *param;
+  for (Operation &root : body.without_terminator()) {
+    if (!root.hasAttr(graph::kGradientNormAttr))
+      continue;
+    SmallVector<Operation *> adds;
+    SmallVector<Value> parts;
+    getGradientNormSum(&root, adds, parts);
+    for (Value part : parts) {
+      // The part's own ops, back to the gradient they read.
+      SmallVector<Operation *> chain;
+      std::optional<unsigned> param;
+      SmallVector<Value> work{part};
+      llvm::DenseSet<Operation *> seen;
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        if (auto it = gradientOf.find(v); it != gradientOf.end())
+          param = it->second;
+        Operation *def = v.getDefiningOp();
+        if (!def || phases.isFree(def) || phases.of(def) != Phase::Optimizer ||
+            !seen.insert(def).second)
+          continue;
+        chain.push_back(def);
+        llvm::append_range(work, def->getOperands());
+      }
+      if (!param)
+        return root.emitError("gradient clipping: a part of the gradients' "
+                              "norm reads no gradient");
+      auto at = DenseI64ArrayAttr::get(
+          ctx, stateStages(func, *param, stages).front());
+      for (Operation *op : chain)
+        op->setAttr(kStagesAttr, at);
+    }
+  }
+
   // What each rank holds throughout: its state (a moment where its
   // parameter is, state of no parameter everywhere) and its weights.
   int64_t ranks = std::max<int64_t>(1, options.ranks);

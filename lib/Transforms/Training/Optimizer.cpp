@@ -189,6 +189,7 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
       squares = toType(squares, f32);
       total = total ? u.add(total, squares) : squares;
     }
+    total.getDefiningOp()->setAttr(kGradientNormAttr, u.b.getUnitAttr());
     Value norm = u.sqrt(total);
     clip = MinOp::create(
         u.b, u.loc, u.scalar(1, f32),

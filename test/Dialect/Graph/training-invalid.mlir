@@ -111,6 +111,14 @@ func.func @backward_value(%x: tensor<3xf32>) -> tensor<3xf32> {
 
 // -----
 
+func.func @gradient_norm_value(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error@+1 {{graph.gradient_norm must be a unit attribute}}
+  %y = graph.add %x, %x {graph.gradient_norm = "sum"} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %y : tensor<f32>
+}
+
+// -----
+
 // expected-error@+1 {{argument 0: unknown Graph dialect attribute 'graph.stat'}}
 func.func @typo(%w: tensor<3xf32> {graph.stat = "w"}) -> tensor<3xf32> {
   return %w : tensor<3xf32>

@@ -40,11 +40,12 @@ std::optional<unsigned> pcc::graph::getLossIndex(FunctionOpInterface func) {
 
 LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
                                                      NamedAttribute attr) {
-  if (attr.getName() == kBackwardAttr) {
-    if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitError() << kBackwardAttr << " must be a unit attribute";
-    return success();
-  }
+  for (StringRef unit : {kBackwardAttr, kGradientNormAttr})
+    if (attr.getName() == unit) {
+      if (!isa<UnitAttr>(attr.getValue()))
+        return op->emitError() << unit << " must be a unit attribute";
+      return success();
+    }
   return op->emitError() << "unknown Graph dialect attribute '"
                          << attr.getName().getValue() << "' on an operation";
 }

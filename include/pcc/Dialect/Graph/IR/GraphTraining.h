@@ -37,6 +37,10 @@ inline constexpr llvm::StringLiteral kUpdateAttr = "graph.update";
 inline constexpr llvm::StringLiteral kGradAttr = "graph.grad";
 inline constexpr llvm::StringLiteral kLossAttr = "graph.loss";
 inline constexpr llvm::StringLiteral kBackwardAttr = "graph.backward";
+/// On the op that sums the squares of every trained gradient (gradient
+/// clipping's global norm, squared): a pipeline sums each rank's part and
+/// all-reduces the parts over its stages.
+inline constexpr llvm::StringLiteral kGradientNormAttr = "graph.gradient_norm";
 
 /// The name of state argument `arg`, or empty when it is no state.
 llvm::StringRef getStateName(mlir::FunctionOpInterface func, unsigned arg);
