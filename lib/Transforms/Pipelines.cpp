@@ -81,7 +81,7 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     pm.addPass(createCSEPass());
   }
   if (options.dp > 1) {
-    pm.addPass(createDataParallel({options.dp}));
+    pm.addPass(createDataParallel({options.dp, options.zero}));
     PropagateShardingOptions byBatch;
     byBatch.axis = dist::kDataAxis.str();
     byBatch.outputsSplit = true;

@@ -53,8 +53,9 @@ compile options:
                          replicas computes its share of the batch, and the
                          gradients are summed over them; the ranks are
                          row-major over dp x pp x tp (tp ranks adjacent)
-  --zero 1|2             with --dp: the optimizer state (1), and the
-                         gradients too (2), split over the replicas (ZeRO)
+  --zero 1|2|3           with --dp: the optimizer state (1), the
+                         gradients too (2), and the parameters too (3),
+                         split over the replicas (ZeRO; 3 not with --pp)
   --bucket-mb M          with --dp: gradients are all-reduced in buckets of
                          at most M MiB (default 25; 0: one per gradient)
   --shard 'REGEX=col|row|rep'

@@ -345,10 +345,18 @@ def DataParallel : Pass<"pcc-data-parallel", "::mlir::ModuleOp"> {
     sums over `dp`, combined where each is final, and the loss, a mean over
     the batch, is combined as a mean. A batch that `dp` does not divide is
     an error naming the input.
+
+    With `zero=3` (parameters held split over `dp`, gathered where read),
+    every value the backward reads that is computed from parameters alone
+    (a transposed weight) is computed again for the backward, so that the
+    backward gathers the parameter again and the forward's gathered copy
+    is free once the forward has read it.
   }];
   let options = [
     Option<"dp", "dp", "int64_t", /*default=*/"1",
            "Ranks of the data-parallel axis">,
+    Option<"zero", "zero", "int64_t", /*default=*/"0",
+           "The ZeRO stage the step is laid out for">,
   ];
 }
 

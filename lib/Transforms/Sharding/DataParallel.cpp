@@ -19,6 +19,7 @@
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace pcc {
 #define GEN_PASS_DEF_DATAPARALLEL
@@ -94,6 +95,52 @@ LogicalResult pcc::splitBatch(func::FuncOp func, int64_t dp) {
   return success();
 }
 
+/// ZeRO 3: the backward reads its own copy of every value computed from
+/// parameters alone (through ops of the forward), so that it gathers the
+/// parameter again rather than keeping the forward's gathered copy alive.
+static void separateBackwardReads(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  // Values computed from state and constants alone, by forward ops.
+  llvm::DenseSet<Value> fromParameters;
+  for (BlockArgument arg : body.getArguments())
+    if (func.getArgAttr(arg.getArgNumber(), kStateAttr))
+      fromParameters.insert(arg);
+  for (Operation &op : body.without_terminator())
+    if (op.getNumResults() > 0 && !op.hasAttr(kBackwardAttr) &&
+        op.getNumRegions() == 0 && llvm::all_of(op.getOperands(), [&](Value v) {
+          return fromParameters.contains(v) ||
+                 (v.getDefiningOp() && isa<ConstantOp>(v.getDefiningOp()));
+        }))
+      fromParameters.insert_range(op.getResults());
+  llvm::DenseMap<Value, Value> copies;
+  std::function<Value(Value, OpBuilder &)> copy = [&](Value v,
+                                                      OpBuilder &b) -> Value {
+    Operation *def = v.getDefiningOp();
+    if (!def || isa<ConstantOp>(def) || !fromParameters.contains(v))
+      return v;
+    if (Value known = copies.lookup(v))
+      return known;
+    IRMapping mapping;
+    for (Value o : def->getOperands())
+      mapping.map(o, copy(o, b));
+    Operation *clone = b.clone(*def, mapping);
+    clone->setAttr(kBackwardAttr, b.getUnitAttr());
+    for (auto [from, to] : llvm::zip(def->getResults(), clone->getResults()))
+      copies[from] = to;
+    return copies.lookup(v);
+  };
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (!op.hasAttr(kBackwardAttr))
+      continue;
+    OpBuilder b(&op);
+    for (OpOperand &use : op.getOpOperands())
+      if (Operation *def = use.get().getDefiningOp();
+          def && !def->hasAttr(kBackwardAttr) &&
+          fromParameters.contains(use.get()))
+        use.set(copy(use.get(), b));
+  }
+}
+
 namespace {
 struct DataParallelPass : pcc::impl::DataParallelBase<DataParallelPass> {
   using DataParallelBase::DataParallelBase;
@@ -109,9 +156,12 @@ struct DataParallelPass : pcc::impl::DataParallelBase<DataParallelPass> {
         dist::getOrAddMeshAxis(module, dist::kDataAxis, dp);
     if (failed(mesh))
       return signalPassFailure();
-    for (auto func : module.getOps<func::FuncOp>())
+    for (auto func : module.getOps<func::FuncOp>()) {
       if (failed(splitBatch(func, dp)))
         return signalPassFailure();
+      if (zero >= 3)
+        separateBackwardReads(func);
+    }
   }
 };
 } // namespace

@@ -74,12 +74,16 @@ public:
                                     b.getI64IntegerAttr(l.groups));
   }
   /// Brings `v` (local, laid out as `from`) to `to`, once per value and
-  /// layout: later uses reuse the first's collectives.
-  Value reshard(OpBuilder &b, Location loc, Value v, Layout from, Layout to) {
+  /// layout: later uses reuse the first's collectives. With `again`, once
+  /// more for such uses: an argument (a parameter held split, ZeRO 3's) is
+  /// brought once for the forward and again for the backward, so that what
+  /// the forward gathered need not live until the backward.
+  Value reshard(OpBuilder &b, Location loc, Value v, Layout from, Layout to,
+                bool again) {
     if (from == to)
       return v;
-    auto key =
-        std::make_tuple(v.getAsOpaquePointer(), to.dim, to.groups, to.partial);
+    auto key = std::make_tuple(v.getAsOpaquePointer(), to.dim, to.groups,
+                               to.partial, again);
     if (auto it = cache.find(key); it != cache.end())
       return it->second;
     Value r = reshardOnce(b, loc, v, from, to);
@@ -118,7 +122,7 @@ public:
   int64_t shards;
   /// The groups of the factor the op being partitioned splits.
   int64_t groups = 1;
-  std::map<std::tuple<const void *, int64_t, int64_t, bool>, Value> cache;
+  std::map<std::tuple<const void *, int64_t, int64_t, bool, bool>, Value> cache;
 };
 } // namespace
 
@@ -255,7 +259,8 @@ LogicalResult pcc::partition(func::FuncOp func, StringRef axis) {
     SmallVector<Value> operands;
     for (auto [i, v] : llvm::enumerate(op->getOperands()))
       operands.push_back(
-          ctx.reshard(b, loc, local.lookup(v), layout[v], wanted[i]));
+          ctx.reshard(b, loc, local.lookup(v), layout[v], wanted[i],
+                      isa<BlockArgument>(v) && op->hasAttr(kBackwardAttr)));
     if (isa<func::ReturnOp>(op)) {
       op->setOperands(operands);
       returned = wanted;

@@ -561,6 +561,13 @@ void Solver::reset(Unseeded mode) {
   adopted.clear();
   // Roots and optimizer state: their own layout, or pending.
   for (Value root : roots) {
+    // ZeRO 3: the parameter itself is held split, as its state is; each
+    // use gathers it.
+    if (zeroStage >= 3)
+      if (std::optional<Layout> split = stateLayout(root)) {
+        layouts[root] = *split;
+        continue;
+      }
     if (seeds.count(root) || mode == Unseeded::Replicate) {
       layouts[root] = seeds.lookup(root);
       continue;
@@ -936,6 +943,15 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     // over the microbatches.
     if (Value param = gradientOf.lookup(operand)) {
       current.push_back(gradientLayout(param));
+      continue;
+    }
+    // A parameter ZeRO 3 holds split is gathered where the forward or the
+    // backward reads it: their ops plan as if it were whole (the update
+    // reads it split, as its state).
+    if (zeroStage >= 3 &&
+        (forwardIndex.count(op) || op->hasAttr(kBackwardAttr)) &&
+        llvm::is_contained(roots, operand)) {
+      current.push_back(Layout());
       continue;
     }
     current.push_back(getLayout(operand));

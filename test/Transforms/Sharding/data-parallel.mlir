@@ -60,6 +60,19 @@
 // ZERO:      dist.reduce_scatter %{{.*}} on @mesh axes ["dp"] dim 0 sum : tensor<40x16xf32> -> tensor<20x16xf32>
 // ZERO:      dist.all_gather %{{.*}} on @mesh axes ["dp"] dim 0 : tensor<20x16xf32> -> tensor<40x16xf32>
 
+// ZeRO 3: the parameters are held split over dp too. The forward gathers
+// each where it reads it, the backward gathers it again (its reads of
+// values computed from parameters alone are its own), the gradient is
+// reduce-scattered, and the update works on the block: nothing is
+// gathered after it.
+// RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true dp=2 zero=3 bucket-bytes=0" | FileCheck %s --check-prefix=ZERO3
+// ZERO3:      %arg1: tensor<20x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, graph.init = dense<0.00999999977> : tensor<40x16xf32>, graph.state = "wte"}
+// ZERO3:      dist.all_gather %arg1 on @mesh axes ["dp"] dim 0 : tensor<20x16xf32> -> tensor<40x16xf32>
+// ZERO3:      dist.all_gather %arg1 on @mesh axes ["dp"] dim 0 {graph.backward} : tensor<20x16xf32> -> tensor<40x16xf32>
+// ZERO3:      dist.reduce_scatter %{{.*}} on @mesh axes ["dp"] dim 0 sum : tensor<40x16xf32> -> tensor<20x16xf32>
+// ZERO3-NOT:  dist.all_gather
+// ZERO3:      return
+
 // A batch that dp does not divide.
 // RUN: not pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true dp=4" 2>&1 | FileCheck %s --check-prefix=DIVIDE
 // DIVIDE: error: --dp 4 does not divide the batch (2) of input 'input_ids'
