@@ -67,15 +67,16 @@ plan() { # NAME: optimizer state per rank, the dp collectives, and what a
   python3 - "$WORK/dp-$1/plan.json" "$DP" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1])); d = int(sys.argv[2])
-state = p["ranks"][0]["optimizer_state_bytes"]
+r0 = p["ranks"][0]
+state = r0["optimizer_state_bytes"]
 dp = [c for c in p["collectives"] if c["axes"] == "dp"]
 sent = 0.0
 for c in dp:
     whole = c["bytes"] * (d if c["kind"] == "reduce_scatter" else 1)
     sent += (2 if c["kind"] == "all_reduce" else 1) * (d - 1) / d * whole
 desc = ", ".join("%d %s" % (c["count"], c["kind"]) for c in dp) or "none"
-print("state %.0f MB; dp: %s; a ring sends %.0f MB per rank" %
-      (state / 1e6, desc, sent / 1e6))
+print("parameters %.0f MB, gradients %.0f MB, state %.0f MB; dp: %s; a ring sends %.0f MB per rank" %
+      (r0["parameter_bytes"] / 1e6, r0["gradient_bytes"] / 1e6, state / 1e6, desc, sent / 1e6))
 EOF
 }
 
@@ -94,4 +95,7 @@ printf "| %s | (as dp %s) | | %s |\n" "dp $DP, collectives deferred to their wai
   "$(step_ms dp PCCRT_DEFER_COLLECTIVES=1)"
 row z1 "dp $DP, --zero 1" --dp "$DP" --zero 1
 row z2 "dp $DP, --zero 2" --dp "$DP" --zero 2
+row z3 "dp $DP, --zero 3" --dp "$DP" --zero 3
 row dptp "dp $DP x tp 2" --dp "$DP" --tp 2
+row dptpz1 "dp $DP x tp 2, --zero 1" --dp "$DP" --tp 2 --zero 1
+row dptpz3 "dp $DP x tp 2, --zero 3" --dp "$DP" --tp 2 --zero 3
