@@ -119,6 +119,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
                                const CompileOptions &options) {
   ParallelizeOptions p;
   p.train = options.train;
+  p.withLoss = options.withLoss;
   const OptimizerConfig &o = options.optimizer;
   p.optimizer = o.kind;
   p.lr = o.lr;
@@ -762,6 +763,11 @@ private:
 
 std::string pcc::checkLayoutOptions(const CompileOptions &options) {
   const OptimizerConfig &o = options.optimizer;
+  if (options.eval && !options.train)
+    return "--eval builds a training step's evaluation: it needs --train";
+  if (options.eval && options.pp > 1)
+    return "--eval with --pp " + std::to_string(options.pp) +
+           ": a pipelined evaluation step is not supported yet";
   if (!options.train) {
     if (o.clipGrad > 0)
       return "--clip-grad needs --train";
@@ -1264,6 +1270,25 @@ LogicalResult pcc::compile(const CompileOptions &options,
       return fail("cannot write " + Twine(kOutputMarker) + ": " + ec.message());
     os << "This folder was written by pcc compile; a later compile with the "
           "same -o replaces it.\n";
+  }
+
+  // The evaluation step, built into OUT/eval with the same layout: the
+  // forward and its loss, whose weights `pcc run --eval-data` replaces by
+  // the trained parameters (whole tensors, by name).
+  if (options.eval) {
+    CompileOptions evalOptions = options;
+    evalOptions.train = false;
+    evalOptions.withLoss = true;
+    evalOptions.eval = false;
+    evalOptions.zero = 0;
+    evalOptions.microbatches = 0;
+    evalOptions.optimizer = OptimizerConfig();
+    evalOptions.outDir = path("eval");
+    std::string evalSummary;
+    llvm::raw_string_ostream evalOs(evalSummary);
+    ProgressLine progress("building the evaluation step");
+    if (failed(compile(evalOptions, evalOs)))
+      return fail("building the evaluation step (--eval) failed");
   }
 
   // Replace OUT by the complete result (checked again: a folder may have

@@ -20,6 +20,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 
 #include <chrono>
@@ -215,6 +216,12 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
                                     llvm::raw_ostream &summary) {
   std::unique_ptr<pccrt::Model> model;
   std::unique_ptr<pccrt::TokenData> data;
+  // --eval-data: the build's evaluation step, its held-out tokens and the
+  // token input they feed.
+  std::unique_ptr<pccrt::Model> evalModel;
+  std::unique_ptr<pccrt::TokenData> evalData;
+  pccrt_tensor_info evalTokenInput{};
+  std::vector<int64_t> evalTokenShape;
   std::vector<pccrt::Tensor> inputs;
   pccrt_tensor_info tokenInput{};
   std::vector<int64_t> tokenShape;
@@ -314,6 +321,36 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
       summary << "pcc: loaded checkpoint " << options.loadCheckpoint
               << " (step " << firstStep << ")\n";
     }
+    if (!options.evalData.empty()) {
+      if (!training || !hasState)
+        throw pccrt::Error("--eval-data needs a training build: " +
+                           options.dir + " has no training step");
+      std::string evalDir = options.dir + "/eval";
+      std::string evalLib =
+          evalDir + "/" + llvm::sys::path::filename(lib).str();
+      if (!llvm::sys::fs::exists(evalLib))
+        throw pccrt::Error("--eval-data: " + options.dir +
+                           " has no evaluation step (compile it with "
+                           "pcc compile --train --eval)");
+      evalModel = pccrt::Model::load(
+          evalLib, evalDir + "/" + llvm::sys::path::filename(weights).str(),
+          "pcc", ranks.comm);
+      if (ranks.runComm)
+        evalModel->setRunCommunicator(ranks.runComm);
+      const pccrt_model_info &evalInfo = evalModel->info();
+      if (evalInfo.num_inputs < 1)
+        throw pccrt::Error("--eval-data: the evaluation step takes no inputs");
+      evalTokenInput = evalInfo.inputs[0];
+      evalTokenShape = pccrt::wholeShape(evalInfo, evalInfo.inputs[0]);
+      evalTokenInput.shape =
+          evalTokenShape.empty() ? nullptr : evalTokenShape.data();
+      evalTokenInput.shard_axes = 0;
+      pccrt::TokenData::checkInput(evalTokenInput);
+      int32_t dtype = pccrt::TokenData::dtypeFromName(options.dataDtype);
+      evalData = std::make_unique<pccrt::TokenData>(options.evalData, dtype,
+                                                    options.seed);
+      evalData->check(evalTokenInput);
+    }
   } catch (const pccrt::Error &e) {
     if (ranks.alone())
       throw;
@@ -322,6 +359,33 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   if (!ranks.alone() && !ranks.agree(setupError))
     return llvm::failure();
   summary.flush();
+
+  // The loss of one batch of held-out tokens (the n-th), by the evaluation
+  // step on the training step's current parameters. Collective.
+  uint64_t evaluations = 0;
+  auto evaluate = [&](uint64_t afterSteps) {
+    try {
+      evalModel->loadParameters(model->state(), model->parameterNames(),
+                                "the training step");
+      std::vector<pccrt::Tensor> evalInputs = inputs;
+      evalInputs[0] = evalData->batch(evalTokenInput, evaluations++);
+      std::vector<pccrt::Tensor> outputs = evalModel->run(evalInputs);
+      const pccrt_model_info &evalInfo = evalModel->info();
+      for (int32_t i = 0; i < evalInfo.num_outputs; ++i)
+        if (llvm::StringRef(evalInfo.outputs[i].name) == "loss") {
+          std::optional<float> loss =
+              scalarOf({evalModel->gatherOutput(outputs, i)}, "loss");
+          if (loss)
+            summary << llvm::formatv("step {0}: validation loss {1:F6}\n",
+                                     afterSteps, *loss);
+        }
+      summary.flush();
+    } catch (const pccrt::Error &e) {
+      if (!ranks.alone())
+        ranks.fatal(e.what());
+      throw;
+    }
+  };
 
   const pccrt_model_info &info = model->info();
   std::vector<pccrt::Tensor> outputs, first;
@@ -436,6 +500,10 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
       summary << llvm::formatv("step {0}: {1:F3} ms\n", number + 1, ms);
     }
     summary.flush();
+    if (evalModel &&
+        ((options.evalEvery > 0 && (step + 1) % options.evalEvery == 0) ||
+         (options.evalEvery == 0 && step + 1 == options.steps)))
+      evaluate(number + 1);
     if (options.saveCheckpoint.empty() || step + 1 == options.steps)
       continue;
     // An interrupt on any rank stops every rank after this step.

@@ -54,6 +54,11 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     update.minLr = options.minLr;
     fpm.addPass(createOptimizer(update));
   }
+  // An evaluation step: the forward and the loss the training step would
+  // take of it.
+  if (!options.train && options.withLoss)
+    pm.addNestedPass<func::FuncOp>(
+        createAttachLoss({options.labels, options.logits}));
   if (!options.train && microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches, defaulted}));
   if (!options.train && options.tp > 1)

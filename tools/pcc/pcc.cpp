@@ -85,6 +85,9 @@ compile options:
   --no-retie             keep transposed duplicate initializers separate
   --train                compile a training step: causal-LM loss, backward
                          and optimizer update
+  --eval                 with --train: also build the evaluation step (the
+                         forward and its loss, same layout) into OUT/eval,
+                         for pcc run --eval-data (not with --pp yet)
   --optimizer adamw|sgd  (default adamw) with --lr X (1e-3), --weight-decay X
                          (0.01 for adamw, 0 for sgd), --beta1, --beta2, --eps,
                          --momentum (sgd)
@@ -128,6 +131,10 @@ run options:
   --save-every N         with --save: also write it every N steps
   --log-every N          one line per N steps: mean loss, learning rate,
                          tokens/s and step time (default: a line per step)
+  --eval-data FILE       held-out tokens (as --data): a build compiled with
+                         --eval prints their loss on the trained parameters,
+                         the forward only, after the last step or every N
+                         steps (--eval-every N)
   --trace FILE           write a Chrome trace (chrome://tracing, Perfetto) of
                          each rank's pipeline actions with their real times
   --timeout S            seconds a rank may wait in one collective before
@@ -340,6 +347,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       o.retie = false;
     else if (a == "--train")
       o.train = true;
+    else if (a == "--eval")
+      o.eval = true;
     else if (a == "--optimizer") {
       ok = args.value(a, o.optimizer.kind);
       if (ok && o.optimizer.kind != "adamw" && o.optimizer.kind != "sgd") {
@@ -527,6 +536,10 @@ static int runCommand(Args &args) {
       ok = args.value(a, o.loadCheckpoint);
     else if (a == "--save")
       ok = args.value(a, o.saveCheckpoint);
+    else if (a == "--eval-data")
+      ok = args.value(a, o.evalData);
+    else if (a == "--eval-every")
+      ok = args.integer(a, o.evalEvery, 1);
     else if (a == "--save-every")
       ok = args.integer(a, o.saveEvery, 1);
     else if (a == "--log-every")

@@ -43,6 +43,11 @@ struct CompileOptions {
   /// when they cannot be found by type (--labels, --logits).
   OptimizerConfig optimizer;
   std::string trainable, freeze, labels, logits;
+  /// With train: also build the evaluation step (--eval), the forward and
+  /// its loss with the same layout, into OUT/eval, which `pcc run
+  /// --eval-data` runs on the trained parameters. Without train, `withLoss`
+  /// builds such a step itself.
+  bool eval = false, withLoss = false;
   /// Initializers shared by several ops to copy once per op (--untie REGEX):
   /// parameters the exporter merged.
   std::string untie;
@@ -116,6 +121,11 @@ struct RunOptions {
   /// One line per N steps (--log-every) instead of one per step: the mean
   /// loss, the learning rate, tokens per second and the step time.
   int64_t logEvery = 0;
+  /// Held-out tokens (--eval-data, read as --data's) whose loss the
+  /// build's evaluation step (pcc compile --eval) prints every N steps
+  /// (--eval-every; 0: after the last step), on the trained parameters.
+  std::string evalData;
+  int64_t evalEvery = 0;
   /// Seconds a rank of a multi-rank build may wait in one collective
   /// before every rank is ended (--timeout).
   double timeoutSeconds = 300;

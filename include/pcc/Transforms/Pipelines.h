@@ -17,6 +17,11 @@ struct ParallelizeOptions
                      llvm::cl::desc("Compile a training step: loss, "
                                     "backward and optimizer update"),
                      llvm::cl::init(false)};
+  Option<bool> withLoss{
+      *this, "with-loss",
+      llvm::cl::desc("Without train: the forward with the training loss "
+                     "attached (an evaluation step)"),
+      llvm::cl::init(false)};
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("adamw or sgd"),
                                 llvm::cl::init("adamw")};
