@@ -595,6 +595,12 @@ def OverlapCollectives
     of a group keeps one order of its collectives and transfers. The
     collective's result is then alive from its new place, which costs
     memory for the time it travels.
+
+    An all-gather of a function argument (a parameter ZeRO 3 holds split)
+    goes the other way: it moves down, with the ops computed from its
+    result alone (a transposed weight), to just before the first op that
+    reads them otherwise, and is not hoisted, so that the gathered copy is
+    alive only while the step reads it.
   }];
   let dependentDialects = ["::pcc::dist::DistDialect"];
 }

@@ -13,6 +13,7 @@
 #include "pcc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 
@@ -26,11 +27,12 @@ struct OverlapCollectivesPass
     : pcc::impl::OverlapCollectivesBase<OverlapCollectivesPass> {
   void runOnOperation() override {
     for (Block &block : getOperation().getBody()) {
+      sinkParameterGathers(block);
       // The last ordered op, in the new order.
       Operation *fence = nullptr;
       for (Operation &op :
            llvm::make_early_inc_range(block.without_terminator())) {
-        if (pcc::dist::isStartedCollective(&op))
+        if (pcc::dist::isStartedCollective(&op) && !gathersArgument(&op))
           hoist(block, fence, &op);
         if (pcc::dist::keepsCommunicationOrder(&op))
           fence = &op;
@@ -39,6 +41,56 @@ struct OverlapCollectivesPass
         if (pcc::dist::isStartedCollective(&op) &&
             !pcc::dist::completesAtWait(&op))
           placeWait(&op);
+    }
+  }
+
+  /// An all-gather of a function argument: a parameter held split (ZeRO
+  /// 3), whose whole copy should live only while it is read.
+  static bool gathersArgument(Operation *op) {
+    return isa<pcc::dist::AllGatherOp>(op) &&
+           isa<BlockArgument>(op->getOperand(0));
+  }
+
+  /// Moves each gather of an argument, with the ops computed from its
+  /// result alone (and constants or arguments: a transposed weight), to
+  /// just before the first op that reads them otherwise, so that the
+  /// gathered copy is made where the step needs it rather than where the
+  /// program happened to compute its views.
+  static void sinkParameterGathers(Block &block) {
+    SmallVector<Operation *> gathers;
+    for (Operation &op : block.without_terminator())
+      if (gathersArgument(&op))
+        gathers.push_back(&op);
+    for (Operation *gather : gathers) {
+      llvm::SmallPtrSet<Operation *, 8> chain{gather};
+      SmallVector<Operation *> ordered{gather};
+      Operation *consumer = nullptr;
+      for (Operation *op = gather->getNextNode();
+           op && !op->hasTrait<OpTrait::IsTerminator>();
+           op = op->getNextNode()) {
+        bool readsChain = llvm::any_of(op->getOperands(), [&](Value v) {
+          return v.getDefiningOp() && chain.contains(v.getDefiningOp());
+        });
+        if (!readsChain)
+          continue;
+        bool onlyChain = isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
+                         !isa<pcc::dist::DistDialect>(op->getDialect()) &&
+                         llvm::all_of(op->getOperands(), [&](Value v) {
+                           Operation *def = v.getDefiningOp();
+                           return !def || chain.contains(def) ||
+                                  def->hasTrait<OpTrait::ConstantLike>();
+                         });
+        if (!onlyChain) {
+          consumer = op;
+          break;
+        }
+        chain.insert(op);
+        ordered.push_back(op);
+      }
+      if (!consumer)
+        continue;
+      for (Operation *op : ordered)
+        op->moveBefore(consumer);
     }
   }
 
