@@ -783,10 +783,6 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
     if (options.dp < 2)
       return "--zero " + std::to_string(options.zero) +
              " splits over data parallelism: give --dp 2 or more";
-    if (options.zero == 3 && options.pp > 1)
-      return "--zero 3 with --pp " + std::to_string(options.pp) +
-             ": a pipeline stage's parameters gathered per microbatch are "
-             "not supported yet (--zero 1 and 2 are, with --pp)";
   }
   return "";
 }

@@ -55,7 +55,7 @@ compile options:
                          row-major over dp x pp x tp (tp ranks adjacent)
   --zero 1|2|3           with --dp: the optimizer state (1), the
                          gradients too (2), and the parameters too (3),
-                         split over the replicas (ZeRO; 3 not with --pp)
+                         split over the replicas (ZeRO)
   --bucket-mb M          with --dp: gradients are all-reduced in buckets of
                          at most M MiB (default 25; 0: one per gradient)
   --shard 'REGEX=col|row|rep'
