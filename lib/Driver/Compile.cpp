@@ -765,9 +765,6 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
   const OptimizerConfig &o = options.optimizer;
   if (options.eval && !options.train)
     return "--eval builds a training step's evaluation: it needs --train";
-  if (options.eval && options.pp > 1)
-    return "--eval with --pp " + std::to_string(options.pp) +
-           ": a pipelined evaluation step is not supported yet";
   if (!options.train) {
     if (o.clipGrad > 0)
       return "--clip-grad needs --train";
@@ -1277,7 +1274,6 @@ LogicalResult pcc::compile(const CompileOptions &options,
     evalOptions.withLoss = true;
     evalOptions.eval = false;
     evalOptions.zero = 0;
-    evalOptions.microbatches = 0;
     evalOptions.optimizer = OptimizerConfig();
     evalOptions.outDir = path("eval");
     std::string evalSummary;

@@ -54,13 +54,14 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     update.minLr = options.minLr;
     fpm.addPass(createOptimizer(update));
   }
+  if (!options.train && microbatches > 1)
+    pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches, defaulted}));
   // An evaluation step: the forward and the loss the training step would
-  // take of it.
+  // take of it (of one microbatch, as training takes it: the pipeline
+  // averages them).
   if (!options.train && options.withLoss)
     pm.addNestedPass<func::FuncOp>(
         createAttachLoss({options.labels, options.logits}));
-  if (!options.train && microbatches > 1)
-    pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches, defaulted}));
   if (!options.train && options.tp > 1)
     pm.addNestedPass<func::FuncOp>(createPadVocabulary({options.tp}));
   if (!options.train && options.dtype != "f32")
