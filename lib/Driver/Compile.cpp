@@ -761,6 +761,41 @@ private:
 };
 } // namespace
 
+llvm::json::Array pcc::describeCollectives(ModuleOp module) {
+  // Per kind and mesh axes ("all_reduce dp"): count and bytes.
+  struct CollectiveTotal {
+    std::string kind, axes;
+    int64_t count = 0, bytes = 0;
+  };
+  std::map<std::pair<std::string, std::string>, CollectiveTotal> collectives;
+  module->walk([&](Operation *op) {
+    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
+             dist::AllToAllOp, dist::SendOp, dist::RecvOp>(op))
+      return;
+    Value v = op->getNumResults() ? op->getResult(0) : op->getOperand(0);
+    std::string axes;
+    if (auto list = op->getAttrOfType<ArrayAttr>("axes"))
+      for (Attribute a : list)
+        axes +=
+            (axes.empty() ? "" : ",") + cast<StringAttr>(a).getValue().str();
+    std::string kind = op->getName().stripDialect().str();
+    CollectiveTotal &entry = collectives[{kind, axes}];
+    entry.kind = kind;
+    entry.axes = axes;
+    entry.count += 1;
+    auto t = cast<RankedTensorType>(v.getType());
+    entry.bytes += t.getNumElements() *
+                   std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+  });
+  llvm::json::Array comms;
+  for (auto &kv : collectives)
+    comms.push_back(llvm::json::Object{{"kind", kv.second.kind},
+                                       {"axes", kv.second.axes},
+                                       {"bytes", kv.second.bytes},
+                                       {"count", kv.second.count}});
+  return comms;
+}
+
 std::string pcc::checkLayoutOptions(const CompileOptions &options) {
   const OptimizerConfig &o = options.optimizer;
   if (options.eval && !options.train)
@@ -1150,31 +1185,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
   // The parallel plan: the mesh, what each rank holds, and the collectives
   // of one step (`bytes`: the bytes each rank's buffers hold).
   int64_t numRanks = options.dp * options.tp * options.pp;
-  // Per kind and mesh axes ("all_reduce dp"): count and bytes.
-  struct CollectiveTotal {
-    std::string kind, axes;
-    int64_t count = 0, bytes = 0;
-  };
-  std::map<std::pair<std::string, std::string>, CollectiveTotal> collectives;
-  module->walk([&](Operation *op) {
-    if (!isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
-             dist::AllToAllOp, dist::SendOp, dist::RecvOp>(op))
-      return;
-    Value v = op->getNumResults() ? op->getResult(0) : op->getOperand(0);
-    std::string axes;
-    if (auto list = op->getAttrOfType<ArrayAttr>("axes"))
-      for (Attribute a : list)
-        axes +=
-            (axes.empty() ? "" : ",") + cast<StringAttr>(a).getValue().str();
-    std::string kind = op->getName().stripDialect().str();
-    CollectiveTotal &entry = collectives[{kind, axes}];
-    entry.kind = kind;
-    entry.axes = axes;
-    entry.count += 1;
-    entry.bytes += bytesOf(v.getType());
-  });
   {
-    llvm::json::Array ranks, comms;
+    llvm::json::Array ranks;
     // Ranks are row-major over (dp, pp, tp): a pipeline rank's tp ranks
     // hold alike, and so do the replicas.
     ArrayRef<int64_t> heldBytes;
@@ -1203,11 +1215,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
           {"gradient_bytes", gradients},
           {"workspace_bytes", int64_t(emitted->workspaceBytes)}});
     }
-    for (auto &kv : collectives)
-      comms.push_back(llvm::json::Object{{"kind", kv.second.kind},
-                                         {"axes", kv.second.axes},
-                                         {"bytes", kv.second.bytes},
-                                         {"count", kv.second.count}});
+    llvm::json::Array comms = describeCollectives(*module);
     // How each weight is laid out: its whole shape (as in the weights
     // file), the dimension split over the ranks and each rank's shape.
     llvm::json::Array layouts;
@@ -1333,13 +1341,16 @@ LogicalResult pcc::compile(const CompileOptions &options,
   if (pipeline)
     summary << pipeline->summary;
   // One line per parallel axis, with the collectives over it.
+  llvm::json::Array collectives = describeCollectives(*module);
   auto collectivesOver = [&](StringRef axis) {
     bool any = false;
-    for (auto &kv : collectives) {
-      if (!llvm::is_contained(llvm::split(kv.second.axes, ','), axis))
+    for (const llvm::json::Value &c : collectives) {
+      const llvm::json::Object &o = *c.getAsObject();
+      StringRef axes = *o.getString("axes");
+      if (!llvm::is_contained(llvm::split(axes, ','), axis))
         continue;
-      summary << " " << kv.second.count << " " << kv.second.kind << " ("
-              << humanCount(kv.second.bytes, "B") << ")";
+      summary << " " << *o.getInteger("count") << " " << *o.getString("kind")
+              << " (" << humanCount(*o.getInteger("bytes"), "B") << ")";
       any = true;
     }
     if (!any)

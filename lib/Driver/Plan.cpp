@@ -353,6 +353,9 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
     json["ranks"] = std::move(ranks);
     json["zero"] = options.zero;
   }
+  // The collectives of the step (of one microbatch's stage functions with
+  // pipelining: the schedule runs those per microbatch).
+  json["collectives"] = describeCollectives(*module);
   std::error_code ec = llvm::sys::fs::create_directories(options.outDir);
   if (ec)
     return fail("cannot create '" + options.outDir + "': " + ec.message());

@@ -12,6 +12,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "llvm/Support/JSON.h"
+
 #include <deque>
 #include <functional>
 #include <map>
@@ -97,6 +99,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm,
 /// one-line message), or an empty string: training flags without --train,
 /// gradient clipping across pipeline stages.
 std::string checkLayoutOptions(const CompileOptions &options);
+
+/// The collectives of `module`'s program by kind and mesh axes, with their
+/// count and the bytes of their results (plan.json's `collectives`).
+llvm::json::Array describeCollectives(mlir::ModuleOp module);
 
 llvm::LogicalResult compile(const CompileOptions &options,
                             llvm::raw_ostream &summary);
