@@ -368,7 +368,9 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
       evalModel->loadParameters(model->state(), model->parameterNames(),
                                 "the training step");
       std::vector<pccrt::Tensor> evalInputs = inputs;
-      evalInputs[0] = evalData->batch(evalTokenInput, evaluations++);
+      auto [first, count] = evalModel->heldRows(evalModel->info().inputs[0]);
+      evalInputs[0] =
+          evalData->batch(evalTokenInput, evaluations++, first, count);
       std::vector<pccrt::Tensor> outputs = evalModel->run(evalInputs);
       const pccrt_model_info &evalInfo = evalModel->info();
       for (int32_t i = 0; i < evalInfo.num_outputs; ++i)
@@ -444,8 +446,11 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     }
     auto start = std::chrono::steady_clock::now();
     try {
-      if (data)
-        inputs[0] = data->batch(tokenInput, number);
+      if (data) {
+        // This rank's rows only (a data-parallel replica's share).
+        auto [first, count] = model->heldRows(info.inputs[0]);
+        inputs[0] = data->batch(tokenInput, number, first, count);
+      }
       start = std::chrono::steady_clock::now();
       model->run(inputs, outputs);
     } catch (const pccrt::Error &e) {

@@ -343,6 +343,24 @@ int64_t Model::groupPosition(uint32_t axes) const {
   return comm && axes ? comm->groupPosition(axes) : 0;
 }
 
+std::pair<int64_t, int64_t>
+Model::heldRows(const pccrt_tensor_info &entry) const {
+  std::vector<int64_t> whole = wholeShape(*modelInfo, entry);
+  int64_t all = whole.empty() ? 1 : whole[0];
+  if (entry.shard_axes == 0 || entry.shard_dim != 0 || entry.shard_groups > 1)
+    return {0, all};
+  detail::ShardLayout layout = detail::shardLayout(*modelInfo, entry);
+  int64_t first = all, last = 0;
+  layout.forEachRun(
+      groupPosition(entry.shard_axes),
+      [&](int64_t, int64_t, int64_t wholeRow, int64_t realRows, int64_t) {
+        first = std::min(first, wholeRow);
+        last = std::max(last, wholeRow + realRows);
+      });
+  return first < last ? std::make_pair(first, last - first)
+                      : std::make_pair(int64_t(0), int64_t(0));
+}
+
 void Model::setRunCommunicator(Communicator *other) {
   // Generated code takes its rank and groups from the context's numbers,
   // which come from `comm`: the two must agree.

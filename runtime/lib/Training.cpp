@@ -272,7 +272,8 @@ void TokenData::checkVocabulary(int64_t vocabulary) const {
   }
 }
 
-Tensor TokenData::batch(const pccrt_tensor_info &input, uint64_t step) const {
+Tensor TokenData::batch(const pccrt_tensor_info &input, uint64_t step,
+                        int64_t firstRow, int64_t numRows) const {
   check(input);
   int64_t rows = input.shape[0], length = input.shape[1];
   Tensor out;
@@ -288,9 +289,13 @@ Tensor TokenData::batch(const pccrt_tensor_info &input, uint64_t step) const {
   splitMix(state);
   state ^= step * 0xd1b54a32d192ed03ull;
   uint64_t windows = uint64_t(count - length) + 1;
+  if (numRows < 0)
+    numRows = rows;
   for (int64_t r = 0; r < rows; ++r) {
     // The modulo bias is below windows / 2^64: negligible.
     int64_t start = int64_t(splitMix(state) % windows);
+    if (r < firstRow || r >= firstRow + numRows)
+      continue;
     for (int64_t t = 0; t < length; ++t) {
       int64_t at = start + t, token = tokenAt(at);
       // A negative id would index from the end of the embedding table.

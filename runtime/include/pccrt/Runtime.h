@@ -247,6 +247,14 @@ private:
                                      const std::string &symbolPrefix);
   /// The position of this rank in the group of \p axes.
   int64_t groupPosition(uint32_t axes) const;
+
+public:
+  /// The rows (first, count) of dimension 0 of the whole tensor that this
+  /// rank's part of \p entry holds; every row when it is not split there
+  /// (or in groups).
+  std::pair<int64_t, int64_t> heldRows(const pccrt_tensor_info &entry) const;
+
+private:
   /// Whether this rank's pipeline stage holds \p entry.
   bool holds(const pccrt_tensor_info &entry) const;
   /// \p whole as the first stage holding \p entry has it, on every rank.
@@ -384,8 +392,12 @@ public:
   /// its position in the file and the vocabulary size.
   void checkVocabulary(int64_t vocabulary) const;
   /// The batch of step \p step: B rows of T consecutive tokens, each from a
-  /// random offset, as an int64 tensor named and shaped like \p input.
-  Tensor batch(const pccrt_tensor_info &input, uint64_t step) const;
+  /// random offset, as an int64 tensor named and shaped like \p input. Only
+  /// the \p numRows rows from \p firstRow (all when negative) are read
+  /// from the file, the others are zero: a data-parallel replica reads its
+  /// rows alone, and each row is the same whichever rows are read.
+  Tensor batch(const pccrt_tensor_info &input, uint64_t step,
+               int64_t firstRow = 0, int64_t numRows = -1) const;
 
 private:
   /// The token at position \p at of the file.

@@ -1275,6 +1275,10 @@ TEST_F(RuntimeFiles, TokenDataSamples) {
   EXPECT_EQ(TokenData(path("tokens.bin")).batch(input, 5).data, step5.data);
   EXPECT_NE(TokenData(path("tokens.bin"), PCCRT_U16, 7).batch(input, 0).data,
             batch.data);
+  // A replica's rows alone: the same rows, the others left zero.
+  std::vector<int64_t> part = elements<int64_t>(data.batch(input, 0, 2, 2));
+  for (int i = 0; i < 32; ++i)
+    EXPECT_EQ(part[i], i < 16 ? 0 : ids[i]);
 
   // int32 tokens; a window as long as the file.
   writeTokens<int32_t>(path("i32.bin"), {70000, 70001, 70002, 70003, 70004,
