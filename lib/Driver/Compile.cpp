@@ -798,9 +798,29 @@ llvm::json::Array pcc::describeCollectives(ModuleOp module) {
 
 std::string pcc::checkLayoutOptions(const CompileOptions &options) {
   const OptimizerConfig &o = options.optimizer;
+  if (o.kind == "adamw" && o.momentum != 0)
+    return "--momentum is SGD's (--optimizer sgd); AdamW's moments take "
+           "--beta1 and --beta2";
+  if (options.sequenceParallel && options.tp < 2)
+    return "--sequence-parallel splits activations over tensor parallelism: "
+           "give --tp 2 or more";
+  if (options.pp < 2 && options.microbatches <= 1 &&
+      (options.schedule != "1f1b" || options.virtualStages != 1 ||
+       !options.ppSplit.empty()))
+    return "--schedule, --virtual-stages and --pp-split shape a pipeline: "
+           "give --pp 2 or more";
   if (options.eval && !options.train)
     return "--eval builds a training step's evaluation: it needs --train";
   if (!options.train) {
+    OptimizerConfig defaults;
+    if (o.kind != defaults.kind || o.lr != defaults.lr ||
+        o.beta1 != defaults.beta1 || o.beta2 != defaults.beta2 ||
+        o.eps != defaults.eps || o.weightDecay != defaults.weightDecay ||
+        o.momentum != defaults.momentum)
+      return "--optimizer, --lr, --beta1, --beta2, --eps, --weight-decay and "
+             "--momentum need --train";
+    if (!options.trainable.empty() || !options.freeze.empty())
+      return "--trainable and --freeze need --train";
     if (o.clipGrad > 0)
       return "--clip-grad needs --train";
     if (o.lrSchedule != "constant" || o.warmupSteps || o.decaySteps || o.minLr)

@@ -264,6 +264,10 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
 
     // Inputs: --data feeds the first one a batch per step, --input files
     // bind the others.
+    if (!options.dataFile.empty() && !training)
+      llvm::errs() << "pcc: warning: --data on a forward build: each step "
+                      "runs the forward on a new batch and trains nothing "
+                      "(pcc compile --train builds a training step)\n";
     if (!options.dataFile.empty()) {
       int32_t dtype = pccrt::TokenData::dtypeFromName(options.dataDtype);
       if (!dtype)
@@ -846,8 +850,12 @@ static std::string selectCudaLibrary(const std::string &dir,
 llvm::LogicalResult pcc::run(const RunOptions &options,
                              llvm::raw_ostream &summary) {
   try {
+    if (!llvm::sys::fs::exists(options.dir))
+      throw pccrt::Error(options.dir + ": no such folder");
     if (!llvm::sys::fs::is_directory(options.dir))
-      throw pccrt::Error(options.dir + ": not a compiled pcc output folder");
+      throw pccrt::Error(options.dir + ": not a compiled pcc output folder "
+                                       "(a file; pcc run takes the folder "
+                                       "that pcc compile -o wrote)");
     std::string lib = options.dir + "/libmodel.so";
     std::string weights = options.dir + "/weights.safetensors";
     if (!llvm::sys::fs::exists(lib))

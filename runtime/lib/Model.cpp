@@ -1044,6 +1044,12 @@ std::vector<Tensor> pccrt::bindInputs(const pccrt_model_info &info,
           }
       continue;
     }
+    static const std::string onnx = ".onnx";
+    if (file.size() >= onnx.size() &&
+        file.compare(file.size() - onnx.size(), onnx.size(), onnx) == 0)
+      fail(file, "an ONNX model, not an input tensor: --input takes "
+                 "TensorProto (.pb) or .safetensors files (the model is "
+                 "pcc compile's)");
     ++numProtoFiles;
     while (nextPositional < numInputs && isBound[nextPositional])
       ++nextPositional;

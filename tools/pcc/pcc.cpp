@@ -570,7 +570,15 @@ static int runCommand(Args &args) {
     else if (o.dir.empty())
       o.dir = a.str();
     else {
-      llvm::errs() << "pcc: error: more than one output folder given\n";
+      // A second file after --input's one, more likely than a second OUT.
+      if (!o.inputs.empty() && a != o.dir)
+        llvm::errs() << "pcc: error: '" << a
+                     << "': an argument of no option (--input takes one "
+                        "file; give --input once per input)\n";
+      else
+        llvm::errs() << "pcc: error: '" << a
+                     << "': more than one compiled folder given (after '"
+                     << o.dir << "')\n";
       return 1;
     }
     if (!ok)
@@ -607,6 +615,7 @@ int main(int argc, char **argv) {
   if (cmd == "import")
     return importCommand(args);
   llvm::errs() << "pcc: error: unknown command '" << cmd
-               << "' (expected compile, run or import; see pcc --help)\n";
+               << "' (expected compile, run, plan or import; see pcc "
+                  "--help)\n";
   return 1;
 }

@@ -185,6 +185,15 @@ LogicalResult ShardStrategyPass::decideAll(Solver &solver,
   for (Value root : solver.getRoots())
     if (!solver.getSeed(root))
       solver.setSeed(root, Layout());
+  // An override that names no parameter is a typo, not a layout.
+  if (!trial)
+    for (const Override &o : overrides)
+      if (llvm::none_of(solver.getRoots(), [&](Value root) {
+            return o.regex.match(solver.getRootName(root));
+          }))
+        solver.getFunc().emitWarning()
+            << "--shard '" << o.pattern << "=" << o.how
+            << "' matches no parameter's name";
   return success();
 }
 

@@ -98,6 +98,7 @@ public:
   void setSeed(mlir::Value root, Layout layout) { seeds[root] = layout; }
   /// An attribute of a root: on its argument, or on its graph.weight op.
   mlir::Attribute getRootAttr(mlir::Value root, llvm::StringRef name) const;
+  mlir::func::FuncOp getFunc() const { return func; }
   /// Seeds the roots whose layout over the axis the IR states
   /// (`dist.sharding` naming the axis); fails, naming the root, on one that
   /// does not split a dimension over the axis into whole blocks.

@@ -215,7 +215,7 @@ pcc::selectTrainable(func::FuncOp func, StringRef trainableRegex,
   StructuralRule rule(func);
   SmallVector<TrainableDecision> decisions;
   SmallVector<std::string> unrecorded, merged;
-  bool annotated = false;
+  bool annotated = false, freezeMatched = false, trainableMatched = false;
   func.walk([&](WeightOp w) { annotated |= w.getExportedAs().has_value(); });
   func.walk([&](WeightOp w) {
     if (!isFloat(w.getResult()))
@@ -235,10 +235,14 @@ pcc::selectTrainable(func::FuncOp func, StringRef trainableRegex,
     }
     if (d.trainable && v.vectorUses > 1)
       merged.push_back(d.name);
-    if (!freezeRegex.empty() && freeze.match(d.name)) {
+    bool frozen = !freezeRegex.empty() && freeze.match(d.name);
+    bool chosen = !trainableRegex.empty() && trainable.match(d.name);
+    freezeMatched |= frozen;
+    trainableMatched |= chosen;
+    if (frozen) {
       d.trainable = false;
       d.reason = "matches --freeze";
-    } else if (!trainableRegex.empty() && trainable.match(d.name)) {
+    } else if (chosen) {
       d.trainable = true;
       d.reason = "matches --trainable";
     }
@@ -248,6 +252,13 @@ pcc::selectTrainable(func::FuncOp func, StringRef trainableRegex,
       w.removeTrainableAttr();
     decisions.push_back(std::move(d));
   });
+  // A pattern that names no initializer is a typo, not a choice.
+  if (!freezeRegex.empty() && !freezeMatched)
+    func.emitWarning() << "--freeze '" << freezeRegex
+                       << "' matches no float initializer's name";
+  if (!trainableRegex.empty() && !trainableMatched)
+    func.emitWarning() << "--trainable '" << trainableRegex
+                       << "' matches no float initializer's name";
   if (!unrecorded.empty())
     func.emitWarning() << "the export lost its parameter records: "
                        << unrecorded.size()
