@@ -13,9 +13,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 
 #include <map>
 
@@ -159,10 +160,10 @@ pcc::describePipeline(ModuleOp module) {
   llvm::json::Array ranks;
   std::string summary;
   llvm::raw_string_ostream os(summary);
-  os << llvm::formatv("  pipeline: {0} schedule, {1} stage(s) on {2} rank(s), "
-                      "{3} microbatch(es), bubble {4:F1}% (cost model)\n",
-                      schedule.getKind(), stages, p,
-                      schedule.getMicrobatches(),
+  os << llvm::formatv("  pipeline: {0} schedule, {1} stage(s) on {2} "
+                      "pipeline rank(s), {3} microbatch(es), bubble {4:F1}% "
+                      "(cost model)\n",
+                      schedule.getKind(), stages, p, schedule.getMicrobatches(),
                       100 * stats->bubbleFraction);
   for (auto [r, rank] : llvm::enumerate(stats->ranks)) {
     llvm::json::Array actions, timeline, sends;
@@ -190,8 +191,8 @@ pcc::describePipeline(ModuleOp module) {
                            {"peak_stashed", rank.peakStashed},
                            {"peak_bytes", rank.peakBytes},
                            {"peak_send_bytes", rank.peakSendBytes}});
-    os << llvm::formatv("    rank {0}: {1} actions, at most {2} microbatch(es) "
-                        "stashed, peak {3}",
+    os << llvm::formatv("    pipeline rank {0}: {1} actions, at most {2} "
+                        "microbatch(es) stashed, peak {3}",
                         r, rank.timeline.size(), rank.peakStashed,
                         humanBytes(rank.peakBytes));
     if (rank.peakSendBytes)
@@ -356,6 +357,34 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   // The collectives of the step (of one microbatch's stage functions with
   // pipelining: the schedule runs those per microbatch).
   json["collectives"] = describeCollectives(*module);
+  // What each axis but the pipeline's does, as the compile says it.
+  std::string axesSummary;
+  llvm::raw_string_ostream axesOs(axesSummary);
+  auto collectivesOver = [&](StringRef axis) {
+    bool any = false;
+    for (const llvm::json::Value &c : *json.getArray("collectives")) {
+      const llvm::json::Object &o = *c.getAsObject();
+      if (!llvm::is_contained(llvm::split(*o.getString("axes"), ','), axis))
+        continue;
+      axesOs << " " << *o.getInteger("count") << " " << *o.getString("kind")
+             << " (" << humanBytes(*o.getInteger("bytes")) << ")";
+      any = true;
+    }
+    axesOs << (any ? "\n" : " none\n");
+  };
+  if (options.dp > 1) {
+    axesOs << "  data parallel: dp " << options.dp;
+    if (options.zero)
+      axesOs << ", ZeRO " << options.zero;
+    axesOs << "; collectives of the step:";
+    collectivesOver(dist::kDataAxis);
+  }
+  if (options.tp > 1) {
+    axesOs << "  tensor parallel: tp " << options.tp
+           << (options.sequenceParallel ? " (sequence parallel)" : "")
+           << "; collectives of the step:";
+    collectivesOver(dist::kTensorAxis);
+  }
   std::error_code ec = llvm::sys::fs::create_directories(options.outDir);
   if (ec)
     return fail("cannot create '" + options.outDir + "': " + ec.message());
@@ -379,8 +408,10 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   summary << "pcc: planned " << what << " at ";
   if (options.dp > 1)
     summary << "dp " << options.dp << " x ";
-  summary << "tp " << options.tp << " x pp " << options.pp << " -> "
-          << options.outDir << "/plan.json\n";
+  summary << "tp " << options.tp << " x pp " << options.pp << " ("
+          << options.dp * options.tp * options.pp << " rank(s)) -> "
+          << options.outDir << "/plan.json\n"
+          << axesSummary;
   if (*described) {
     if (failed(write("schedule.svg", (*described)->svg)))
       return failure();

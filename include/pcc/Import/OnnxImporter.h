@@ -64,10 +64,6 @@ importOnnxText(mlir::MLIRContext &context, llvm::StringRef text,
 std::optional<std::pair<std::string, uint64_t>>
 findExternalDataSource(llvm::ArrayRef<char> bytes);
 
-/// The attribute names that carry ONNX value names on the function's
-/// arguments and results.
-inline constexpr llvm::StringLiteral kOnnxNameAttr = "onnx.name";
-
 } // namespace pcc
 
 #endif // PCC_IMPORT_ONNXIMPORTER_H

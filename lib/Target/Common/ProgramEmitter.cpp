@@ -22,7 +22,6 @@
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
-#include "pcc/Import/OnnxImporter.h"
 #include "pcc/Target/BufferPlan.h"
 #include "pcc/Target/CallGraph.h"
 #include "pcc/Target/GemmOperands.h"

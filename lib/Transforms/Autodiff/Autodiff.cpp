@@ -3,7 +3,6 @@
 #include "pcc/Transforms/Passes.h"
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
-#include "pcc/Import/OnnxImporter.h"
 
 #include "llvm/ADT/DenseSet.h"
 

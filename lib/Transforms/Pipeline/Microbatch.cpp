@@ -14,7 +14,7 @@
 
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 
-#include "pcc/Import/OnnxImporter.h"
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"

@@ -13,8 +13,8 @@
 
 #include "ShardingSolver.h"
 
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
-#include "pcc/Import/OnnxImporter.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 

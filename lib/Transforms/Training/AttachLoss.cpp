@@ -3,7 +3,6 @@
 #include "pcc/Transforms/Passes.h"
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
-#include "pcc/Import/OnnxImporter.h"
 
 using namespace mlir;
 using namespace pcc::graph;

@@ -14,6 +14,12 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 
+namespace pcc {
+/// The attribute that carries a value's ONNX name on a function's arguments
+/// and results (the importer's, which the runtime's interface keeps).
+inline constexpr llvm::StringLiteral kOnnxNameAttr = "onnx.name";
+} // namespace pcc
+
 namespace pcc::graph {
 
 /// A factor-based sharding rule (GSPMD/Shardy style). Every dimension of
