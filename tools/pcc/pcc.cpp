@@ -31,6 +31,25 @@ static const char kSynopsis[] =
        pcc COMMAND --help | pcc --version
 )";
 
+/// One command's synopsis, for its --help.
+static llvm::StringRef usageOf(llvm::StringRef command) {
+  // The synopsis's lines from `pcc COMMAND` to the next command's.
+  llvm::StringRef synopsis = kSynopsis;
+  size_t at = synopsis.find("pcc " + command.str() + " ");
+  size_t end = synopsis.find("\n       pcc ", at);
+  return synopsis.slice(at, end == llvm::StringRef::npos ? synopsis.size()
+                                                         : end + 1);
+}
+
+static const char kPlanNote[] = R"(
+plan takes the compile options that decide the layout and the schedule
+(--dp, --tp, --pp, --zero, --microbatches, --schedule, --virtual-stages,
+--pp-split, --sequence-parallel, --shard, --dtype, --cost-table, --train
+and the optimizer's, --bind, --dim, --shape); those of code generation
+(--cpu, --threads, --no-fuse, --cuda-arch, --cuda-emulate, --eval) do not
+apply to it.
+)";
+
 static const char kCompileHelp[] = R"(
 compile options:
   -o OUT                 output folder (replaced only by a complete result)
@@ -256,7 +275,10 @@ static int compileCommand(Args &args, bool planOnly = false) {
   while (!args.done()) {
     llvm::StringRef a = args.next();
     if (isHelp(a)) {
-      llvm::outs() << kSynopsis << kCompileHelp;
+      llvm::outs() << "usage: " << usageOf(planOnly ? "plan" : "compile");
+      if (planOnly)
+        llvm::outs() << kPlanNote;
+      llvm::outs() << kCompileHelp;
       return 0;
     }
     std::string v;
@@ -433,7 +455,7 @@ static int importCommand(Args &args) {
     llvm::StringRef a = args.next();
     std::string v;
     if (isHelp(a)) {
-      llvm::outs() << kSynopsis << kImportHelp;
+      llvm::outs() << "usage: " << usageOf("import") << kImportHelp;
       return 0;
     }
     if (a == "--bind") {
@@ -508,7 +530,7 @@ static int runCommand(Args &args) {
     std::string v;
     bool ok = true;
     if (isHelp(a)) {
-      llvm::outs() << kSynopsis << kRunHelp;
+      llvm::outs() << "usage: " << usageOf("run") << kRunHelp;
       return 0;
     }
     if (a == "--input") {
