@@ -13,6 +13,7 @@
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Target/Cuda/CudaEmitter.h"
 #include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipelines.h"
 
 #include "pccrt/Runtime.h"
@@ -783,9 +784,7 @@ llvm::json::Array pcc::describeCollectives(ModuleOp module) {
     entry.kind = kind;
     entry.axes = axes;
     entry.count += 1;
-    auto t = cast<RankedTensorType>(v.getType());
-    entry.bytes += t.getNumElements() *
-                   std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+    entry.bytes += tensorBytes(v.getType());
   });
   llvm::json::Array comms;
   for (auto &kv : collectives)
@@ -794,6 +793,23 @@ llvm::json::Array pcc::describeCollectives(ModuleOp module) {
                                        {"bytes", kv.second.bytes},
                                        {"count", kv.second.count}});
   return comms;
+}
+
+void pcc::printCollectivesOver(llvm::raw_ostream &os,
+                               const llvm::json::Array &collectives,
+                               StringRef axis) {
+  bool any = false;
+  for (const llvm::json::Value &c : collectives) {
+    const llvm::json::Object &o = *c.getAsObject();
+    if (!llvm::is_contained(llvm::split(*o.getString("axes"), ','), axis))
+      continue;
+    os << " " << *o.getInteger("count") << " " << *o.getString("kind") << " ("
+       << humanCount(*o.getInteger("bytes"), "B") << ")";
+    any = true;
+  }
+  if (!any)
+    os << " no collectives";
+  os << "\n";
 }
 
 std::string pcc::checkLayoutOptions(const CompileOptions &options) {
@@ -1203,8 +1219,10 @@ LogicalResult pcc::compile(const CompileOptions &options,
   }
 
   // The parallel plan: the mesh, what each rank holds, and the collectives
-  // of one step (`bytes`: the bytes each rank's buffers hold).
+  // of one step (`bytes`: the bytes each rank's buffers hold), which the
+  // summary lists by axis too.
   int64_t numRanks = options.dp * options.tp * options.pp;
+  llvm::json::Array collectives = describeCollectives(*module);
   {
     llvm::json::Array ranks;
     // Ranks are row-major over (dp, pp, tp): a pipeline rank's tp ranks
@@ -1235,7 +1253,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
           {"gradient_bytes", gradients},
           {"workspace_bytes", int64_t(emitted->workspaceBytes)}});
     }
-    llvm::json::Array comms = describeCollectives(*module);
+    llvm::json::Array comms = collectives;
     // How each weight is laid out: its whole shape (as in the weights
     // file), the dimension split over the ranks and each rank's shape.
     llvm::json::Array layouts;
@@ -1361,28 +1379,12 @@ LogicalResult pcc::compile(const CompileOptions &options,
   if (pipeline)
     summary << pipeline->summary;
   // One line per parallel axis, with the collectives over it.
-  llvm::json::Array collectives = describeCollectives(*module);
-  auto collectivesOver = [&](StringRef axis) {
-    bool any = false;
-    for (const llvm::json::Value &c : collectives) {
-      const llvm::json::Object &o = *c.getAsObject();
-      StringRef axes = *o.getString("axes");
-      if (!llvm::is_contained(llvm::split(axes, ','), axis))
-        continue;
-      summary << " " << *o.getInteger("count") << " " << *o.getString("kind")
-              << " (" << humanCount(*o.getInteger("bytes"), "B") << ")";
-      any = true;
-    }
-    if (!any)
-      summary << " no collectives";
-    summary << "\n";
-  };
   if (options.dp > 1) {
     summary << "  data parallel: dp " << options.dp
             << " (ranks row-major over dp" << (options.pp > 1 ? " x pp" : "")
             << (options.tp > 1 ? " x tp" : "") << "), per replica: batch / "
             << options.dp << "; per step:";
-    collectivesOver(dist::kDataAxis);
+    printCollectivesOver(summary, collectives, dist::kDataAxis);
   }
   if (options.tp > 1) {
     summary << "  tensor parallel: tp " << options.tp
@@ -1391,7 +1393,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
             << "parameters " << humanCount(paramBytes, "B")
             << ", optimizer state " << humanCount(stateBytes, "B")
             << "; per step:";
-    collectivesOver(dist::kTensorAxis);
+    printCollectivesOver(summary, collectives, dist::kTensorAxis);
   }
   if (options.train)
     summary << "  training: " << options.optimizer.kind << ", " << numGrads

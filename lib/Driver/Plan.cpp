@@ -13,7 +13,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -237,11 +236,6 @@ struct HeldBytes {
 /// state arguments and gradient results as partitioning left them.
 static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
   SmallVector<HeldBytes> held(pp);
-  auto bytes = [](Type t) {
-    auto tensor = cast<RankedTensorType>(t);
-    return tensor.getNumElements() *
-           std::max<int64_t>(1, tensor.getElementTypeBitWidth() / 8);
-  };
   for (auto step : module.getOps<func::FuncOp>()) {
     llvm::DenseMap<unsigned, Type> gradients;
     for (unsigned i = 0; i < step.getNumResults(); ++i)
@@ -257,11 +251,11 @@ static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
           continue;
         auto it = gradients.find(i);
         if (it == gradients.end()) {
-          held[r].state += bytes(t);
+          held[r].state += tensorBytes(t);
           continue;
         }
-        held[r].parameters += bytes(t);
-        held[r].gradients += bytes(it->second);
+        held[r].parameters += tensorBytes(t);
+        held[r].gradients += tensorBytes(it->second);
       }
     }
   }
@@ -360,30 +354,20 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   // What each axis but the pipeline's does, as the compile says it.
   std::string axesSummary;
   llvm::raw_string_ostream axesOs(axesSummary);
-  auto collectivesOver = [&](StringRef axis) {
-    bool any = false;
-    for (const llvm::json::Value &c : *json.getArray("collectives")) {
-      const llvm::json::Object &o = *c.getAsObject();
-      if (!llvm::is_contained(llvm::split(*o.getString("axes"), ','), axis))
-        continue;
-      axesOs << " " << *o.getInteger("count") << " " << *o.getString("kind")
-             << " (" << humanBytes(*o.getInteger("bytes")) << ")";
-      any = true;
-    }
-    axesOs << (any ? "\n" : " none\n");
-  };
   if (options.dp > 1) {
     axesOs << "  data parallel: dp " << options.dp;
     if (options.zero)
       axesOs << ", ZeRO " << options.zero;
     axesOs << "; collectives of the step:";
-    collectivesOver(dist::kDataAxis);
+    printCollectivesOver(axesOs, *json.getArray("collectives"),
+                         dist::kDataAxis);
   }
   if (options.tp > 1) {
     axesOs << "  tensor parallel: tp " << options.tp
            << (options.sequenceParallel ? " (sequence parallel)" : "")
            << "; collectives of the step:";
-    collectivesOver(dist::kTensorAxis);
+    printCollectivesOver(axesOs, *json.getArray("collectives"),
+                         dist::kTensorAxis);
   }
   std::error_code ec = llvm::sys::fs::create_directories(options.outDir);
   if (ec)

@@ -207,6 +207,41 @@ struct RankContext {
 };
 } // namespace
 
+/// The token file `path` (given as `flag`: --data, --eval-data) that feeds
+/// the first input of `info`'s model: `input` becomes that input as a whole
+/// [B,T] tensor (its shape in `shape`), and every token of the file is
+/// checked against the vocabulary, the logits' last dimension (the first
+/// float output of rank 3, as for the loss).
+static std::unique_ptr<pccrt::TokenData>
+openTokens(llvm::StringRef flag, const std::string &path,
+           const RunOptions &options, const pccrt_model_info &info,
+           pccrt_tensor_info &input, std::vector<int64_t> &shape) {
+  int32_t dtype = pccrt::TokenData::dtypeFromName(options.dataDtype);
+  if (!dtype)
+    throw pccrt::Error("--data-dtype must be uint16 or int32, got '" +
+                       options.dataDtype + "'");
+  if (info.num_inputs < 1)
+    throw pccrt::Error(flag.str() + ": " + options.dir + " takes no inputs");
+  // Batches are whole inputs, like those read from files.
+  input = info.inputs[0];
+  shape = pccrt::wholeShape(info, info.inputs[0]);
+  input.shape = shape.empty() ? nullptr : shape.data();
+  input.shard_axes = 0;
+  pccrt::TokenData::checkInput(input);
+  auto tokens = std::make_unique<pccrt::TokenData>(path, dtype, options.seed);
+  tokens->check(input);
+  for (int32_t i = 0; i < info.num_outputs; ++i) {
+    const pccrt_tensor_info &out = info.outputs[i];
+    if (out.kind == PCCRT_KIND_OUTPUT && out.rank == 3 &&
+        (out.dtype == PCCRT_F32 || out.dtype == PCCRT_F16 ||
+         out.dtype == PCCRT_BF16 || out.dtype == PCCRT_F64)) {
+      tokens->checkVocabulary(pccrt::wholeShape(info, out)[2]);
+      break;
+    }
+  }
+  return tokens;
+}
+
 /// Loads OUT, runs the steps and writes what was asked for: the whole of
 /// `pcc run` on one rank, and each rank's part of it on several.
 static llvm::LogicalResult runSteps(const RunOptions &options,
@@ -269,32 +304,8 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
                       "runs the forward on a new batch and trains nothing "
                       "(pcc compile --train builds a training step)\n";
     if (!options.dataFile.empty()) {
-      int32_t dtype = pccrt::TokenData::dtypeFromName(options.dataDtype);
-      if (!dtype)
-        throw pccrt::Error("--data-dtype must be uint16 or int32, got '" +
-                           options.dataDtype + "'");
-      if (info.num_inputs < 1)
-        throw pccrt::Error("--data: " + options.dir + " takes no inputs");
-      // Batches are whole inputs, like those read from files.
-      tokenInput = info.inputs[0];
-      tokenShape = pccrt::wholeShape(info, info.inputs[0]);
-      tokenInput.shape = tokenShape.empty() ? nullptr : tokenShape.data();
-      tokenInput.shard_axes = 0;
-      pccrt::TokenData::checkInput(tokenInput);
-      data = std::make_unique<pccrt::TokenData>(options.dataFile, dtype,
-                                                options.seed);
-      data->check(tokenInput);
-      // Every token must index the vocabulary: the logits' last dimension
-      // (the first float output of rank 3, as for the loss).
-      for (int32_t i = 0; i < info.num_outputs; ++i) {
-        const pccrt_tensor_info &out = info.outputs[i];
-        if (out.kind == PCCRT_KIND_OUTPUT && out.rank == 3 &&
-            (out.dtype == PCCRT_F32 || out.dtype == PCCRT_F16 ||
-             out.dtype == PCCRT_BF16 || out.dtype == PCCRT_F64)) {
-          data->checkVocabulary(pccrt::wholeShape(info, out)[2]);
-          break;
-        }
-      }
+      data = openTokens("--data", options.dataFile, options, info, tokenInput,
+                        tokenShape);
       if (info.num_inputs == 1 && !options.inputs.empty())
         throw pccrt::Error("--input " + options.inputs.front() +
                            ": the model's only input is fed by --data");
@@ -341,19 +352,8 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
           "pcc", ranks.comm);
       if (ranks.runComm)
         evalModel->setRunCommunicator(ranks.runComm);
-      const pccrt_model_info &evalInfo = evalModel->info();
-      if (evalInfo.num_inputs < 1)
-        throw pccrt::Error("--eval-data: the evaluation step takes no inputs");
-      evalTokenInput = evalInfo.inputs[0];
-      evalTokenShape = pccrt::wholeShape(evalInfo, evalInfo.inputs[0]);
-      evalTokenInput.shape =
-          evalTokenShape.empty() ? nullptr : evalTokenShape.data();
-      evalTokenInput.shard_axes = 0;
-      pccrt::TokenData::checkInput(evalTokenInput);
-      int32_t dtype = pccrt::TokenData::dtypeFromName(options.dataDtype);
-      evalData = std::make_unique<pccrt::TokenData>(options.evalData, dtype,
-                                                    options.seed);
-      evalData->check(evalTokenInput);
+      evalData = openTokens("--eval-data", options.evalData, options,
+                            evalModel->info(), evalTokenInput, evalTokenShape);
     }
   } catch (const pccrt::Error &e) {
     if (ranks.alone())
@@ -369,7 +369,7 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   uint64_t evaluations = 0;
   auto evaluate = [&](uint64_t afterSteps) {
     try {
-      evalModel->loadParameters(model->state(), model->parameterNames(),
+      evalModel->loadParameters(model->parameters(), model->parameterNames(),
                                 "the training step");
       std::vector<pccrt::Tensor> evalInputs = inputs;
       auto [first, count] = evalModel->heldRows(evalModel->info().inputs[0]);

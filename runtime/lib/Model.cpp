@@ -949,6 +949,16 @@ std::vector<std::string> Model::parameterNames() const {
   return names;
 }
 
+std::vector<Tensor> Model::parameters() const {
+  std::vector<std::string> names = parameterNames();
+  std::unordered_set<std::string> trained(names.begin(), names.end());
+  std::vector<Tensor> whole;
+  for (int32_t i = 0; i < modelInfo->num_weights; ++i)
+    if (trained.count(modelInfo->weights[i].name))
+      whole.push_back(wholeWeight(i));
+  return whole;
+}
+
 size_t Model::loadParameters(const std::vector<Tensor> &tensors,
                              const std::vector<std::string> &parameters,
                              const std::string &source) {

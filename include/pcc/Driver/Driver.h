@@ -104,6 +104,13 @@ std::string checkLayoutOptions(const CompileOptions &options);
 /// count and the bytes of their results (plan.json's `collectives`).
 llvm::json::Array describeCollectives(mlir::ModuleOp module);
 
+/// Appends to a summary line the collectives of `collectives` (as
+/// describeCollectives lists them) that run over mesh axis `axis`: count,
+/// kind and bytes of each, or "no collectives", and ends the line.
+void printCollectivesOver(llvm::raw_ostream &os,
+                          const llvm::json::Array &collectives,
+                          llvm::StringRef axis);
+
 llvm::LogicalResult compile(const CompileOptions &options,
                             llvm::raw_ostream &summary);
 

@@ -950,7 +950,7 @@ void Solver::visit(Operation *op, Unseeded mode, Outcome &out) {
     // reads it split, as its state).
     if (zeroStage >= 3 &&
         (forwardIndex.count(op) || op->hasAttr(kBackwardAttr)) &&
-        llvm::is_contained(roots, operand)) {
+        rootNames.count(operand)) {
       current.push_back(Layout());
       continue;
     }

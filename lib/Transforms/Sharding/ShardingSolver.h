@@ -255,6 +255,7 @@ private:
   llvm::DenseMap<mlir::Value, mlir::Value> pending;
   /// Roots decided during this run by Adopt.
   llvm::DenseMap<mlir::Value, Layout> adopted;
+  /// Every root, by its name (a root's membership test too).
   llvm::DenseMap<mlir::Value, llvm::StringRef> rootNames;
   /// The step's ops in program order, and those of its forward (the
   /// terminator last), which the strategy's trials walk.

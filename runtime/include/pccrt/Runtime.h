@@ -222,6 +222,13 @@ public:
   /// The names of the trained parameters: STATE weights that have a GRAD
   /// output of the same name (the rest of the state is the optimizer's).
   std::vector<std::string> parameterNames() const;
+  /// Copies of the trained parameters alone, whole, by name, in
+  /// info().weights order (state() without the optimizer's). Collective.
+  std::vector<Tensor> parameters() const;
+  /// The rows (first, count) of dimension 0 of the whole tensor that this
+  /// rank's part of \p entry holds; every row when it is not split there
+  /// (or in groups).
+  std::pair<int64_t, int64_t> heldRows(const pccrt_tensor_info &entry) const;
   /// A hex hash of the STATE weights' names, dtypes and whole shapes:
   /// checkpoints carry it, so that one model's state is never loaded into
   /// another, and a checkpoint fits the same model on any number of ranks.
@@ -248,13 +255,6 @@ private:
   /// The position of this rank in the group of \p axes.
   int64_t groupPosition(uint32_t axes) const;
 
-public:
-  /// The rows (first, count) of dimension 0 of the whole tensor that this
-  /// rank's part of \p entry holds; every row when it is not split there
-  /// (or in groups).
-  std::pair<int64_t, int64_t> heldRows(const pccrt_tensor_info &entry) const;
-
-private:
   /// Whether this rank's pipeline stage holds \p entry.
   bool holds(const pccrt_tensor_info &entry) const;
   /// \p whole as the first stage holding \p entry has it, on every rank.
