@@ -4,9 +4,12 @@
 # memory, the per-rank optimizer state and the dp collectives of one step
 # from plan.json (with what a ring algorithm sends per rank for them: an
 # all-reduce 2 (d - 1) / d x the gradient bytes), and the mean step time of `pcc run` (steps 2..K)
-# on this machine's MPI ranks, with the gradient buckets, without them
-# (--bucket-mb 0), and with every collective run only when waited for
-# (PCCRT_DEFER_COLLECTIVES=1: no collective can overlap the backward).
+# on this machine's MPI ranks (and rank 0's time per step in collectives
+# that its computation did not hide), with the gradient buckets, without
+# them (--bucket-mb 0), with every collective run only when waited for
+# (PCCRT_DEFER_COLLECTIVES=1: no collective can overlap the backward), and
+# with the communication thread that overlaps started collectives off and
+# on (PCCRT_MPI_ASYNC=0|1; by default it is on only where a core is spare).
 #
 #   bash bench/dp.sh [--batch B] [--seq T] [--steps K] [--dp D]
 #
@@ -48,15 +51,19 @@ compile() { # NAME FLAGS...: prints "seconds peak-MB"
   printf "%.1f s, %.2f GB" "$secs" "$(echo "$kb / 1000000" | bc -l)"
 }
 
-step_ms() { # NAME [ENV=VALUE]: mean step time after the first, in ms
+step_ms() { # NAME [ENV=VALUE]: mean step time after the first, in ms, and
+  # rank 0's time in collectives that its computation did not hide
   local name="$1"; shift
   env "$@" "$PCC" run "$WORK/dp-$name" --input "$MODEL/input_0.pb" --steps "$STEPS" \
-    > "$WORK/dp-$name.run" 2>&1 || { cat "$WORK/dp-$name.run" >&2; exit 1; }
+    --log-every 1 > "$WORK/dp-$name.run" 2>&1 || { cat "$WORK/dp-$name.run" >&2; exit 1; }
   python3 - "$WORK/dp-$name.run" <<'EOF'
 import re, sys
-ms = [float(m) for m in re.findall(r"step \d+: .*?([0-9.]+) ms", open(sys.argv[1]).read())]
-print("%.0f ms (loss %s)" % (sum(ms[1:]) / max(1, len(ms) - 1),
-      re.findall(r"loss ([0-9.]+)", open(sys.argv[1]).read())[0]))
+text = open(sys.argv[1]).read()
+steps = re.findall(r"step \d+: loss ([0-9.]+), [0-9]+ tokens/s, ([0-9.]+) ms/step(?:, ([0-9.]+) ms/step in collectives)?", text)
+later = steps[1:] or steps
+mean = lambda xs: sum(xs) / len(xs)
+comm = "" if not later[0][2] else ", %.0f ms in collectives" % mean([float(s[2]) for s in later])
+print("%.0f ms%s (loss %s)" % (mean([float(s[1]) for s in later]), comm, steps[0][0]))
 EOF
 }
 
@@ -93,6 +100,10 @@ row dp "dp $DP" --dp "$DP"
 row dp0 "dp $DP, --bucket-mb 0" --dp "$DP" --bucket-mb 0
 printf "| %s | (as dp %s) | | %s |\n" "dp $DP, collectives deferred to their wait" "$DP" \
   "$(step_ms dp PCCRT_DEFER_COLLECTIVES=1)"
+for async in 0 1; do
+  printf "| %s | (as dp %s) | | %s |\n" "dp $DP, PCCRT_MPI_ASYNC=$async" "$DP" \
+    "$(step_ms dp PCCRT_MPI_ASYNC=$async)"
+done
 row z1 "dp $DP, --zero 1" --dp "$DP" --zero 1
 row z2 "dp $DP, --zero 2" --dp "$DP" --zero 2
 row z3 "dp $DP, --zero 3" --dp "$DP" --zero 3

@@ -424,6 +424,10 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     for (int64_t d : pccrt::wholeShape(info, info.inputs[0]))
       tokens *= d;
   double windowLoss = 0, windowMs = 0;
+  // What the generated code communicates through, and the time this rank
+  // had spent in its collectives when the window began.
+  pccrt::Communicator *stepComm = ranks.runComm ? ranks.runComm : ranks.comm;
+  int64_t windowCommStart = stepComm ? stepComm->collectiveNanoseconds() : 0;
   int64_t windowSteps = 0;
   int64_t completed = 0;
   for (int64_t step = 0; step < options.steps; ++step) {
@@ -493,9 +497,18 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
           summary << llvm::formatv(" loss {0:F6},", windowLoss / windowSteps);
         if (rate)
           summary << llvm::formatv(" lr {0:E3},", *rate);
-        summary << llvm::formatv(" {0:F0} tokens/s, {1:F3} ms/step\n",
+        summary << llvm::formatv(" {0:F0} tokens/s, {1:F3} ms/step",
                                  tokens * windowSteps / (windowMs / 1000),
                                  windowMs / windowSteps);
+        // Rank 0's time in collectives that its work did not hide.
+        if (stepComm) {
+          int64_t now = stepComm->collectiveNanoseconds();
+          summary << llvm::formatv(", {0:F3} ms/step in collectives",
+                                   double(now - windowCommStart) * 1e-6 /
+                                       windowSteps);
+          windowCommStart = now;
+        }
+        summary << "\n";
         windowLoss = windowMs = 0;
         windowSteps = 0;
       }
@@ -511,8 +524,13 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     summary.flush();
     if (evalModel &&
         ((options.evalEvery > 0 && (step + 1) % options.evalEvery == 0) ||
-         (options.evalEvery == 0 && step + 1 == options.steps)))
+         (options.evalEvery == 0 && step + 1 == options.steps))) {
+      int64_t before = stepComm ? stepComm->collectiveNanoseconds() : 0;
       evaluate(number + 1);
+      // The window's collectives are the training steps'.
+      if (stepComm)
+        windowCommStart += stepComm->collectiveNanoseconds() - before;
+    }
     if (options.saveCheckpoint.empty() || step + 1 == options.steps)
       continue;
     // An interrupt on any rank stops every rank after this step.

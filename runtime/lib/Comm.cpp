@@ -207,14 +207,23 @@ Communicator::OpScope::~OpScope() {
     monitor->leave(previous);
 }
 
+Communicator::CollectiveTimer::CollectiveTimer(Communicator &comm)
+    : comm(comm), start(monotonicNanoseconds()) {}
+
+Communicator::CollectiveTimer::~CollectiveTimer() {
+  comm.collectiveNs += monotonicNanoseconds() - start;
+}
+
 void Communicator::allReduce(uint32_t axes, void *data, int64_t count,
                              int32_t dtype, int32_t reduction) {
+  CollectiveTimer timer(*this);
   OpScope scope(*this, CommOp::AllReduce);
   doAllReduce(axes, data, count, dtype, reduction);
 }
 
 void Communicator::allGather(uint32_t axes, const void *in, void *out,
                              int64_t count, int32_t dtype) {
+  CollectiveTimer timer(*this);
   OpScope scope(*this, CommOp::AllGather);
   doAllGather(axes, in, out, count, dtype);
 }
@@ -222,12 +231,14 @@ void Communicator::allGather(uint32_t axes, const void *in, void *out,
 void Communicator::reduceScatter(uint32_t axes, const void *in, void *out,
                                  int64_t count, int32_t dtype,
                                  int32_t reduction) {
+  CollectiveTimer timer(*this);
   OpScope scope(*this, CommOp::ReduceScatter);
   doReduceScatter(axes, in, out, count, dtype, reduction);
 }
 
 void Communicator::allToAll(uint32_t axes, const void *in, void *out,
                             int64_t count, int32_t dtype) {
+  CollectiveTimer timer(*this);
   OpScope scope(*this, CommOp::AllToAll);
   doAllToAll(axes, in, out, count, dtype);
 }
@@ -266,6 +277,7 @@ void Communicator::waitSend(int32_t request) {
 int32_t Communicator::startAllReduce(uint32_t axes, void *data, int64_t count,
                                      int32_t dtype, int32_t reduction,
                                      void *stream) {
+  CollectiveTimer timer(*this);
   checkAxes(axes);
   return doStart(
       CommOp::AllReduce,
@@ -275,6 +287,7 @@ int32_t Communicator::startAllReduce(uint32_t axes, void *data, int64_t count,
 int32_t Communicator::startAllGather(uint32_t axes, const void *in, void *out,
                                      int64_t count, int32_t dtype,
                                      void *stream) {
+  CollectiveTimer timer(*this);
   checkAxes(axes);
   return doStart(
       CommOp::AllGather, [=] { doAllGather(axes, in, out, count, dtype); },
@@ -285,6 +298,7 @@ int32_t Communicator::startReduceScatter(uint32_t axes, const void *in,
                                          void *out, int64_t count,
                                          int32_t dtype, int32_t reduction,
                                          void *stream) {
+  CollectiveTimer timer(*this);
   checkAxes(axes);
   return doStart(
       CommOp::ReduceScatter,
@@ -293,6 +307,7 @@ int32_t Communicator::startReduceScatter(uint32_t axes, const void *in,
 }
 
 void Communicator::wait(int32_t request, void *stream) {
+  CollectiveTimer timer(*this);
   doWait(request, stream);
 }
 

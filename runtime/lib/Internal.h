@@ -51,6 +51,13 @@ void checkDataSize(const Tensor &tensor, const std::string &what);
 
 std::vector<uint8_t> readFile(const std::string &path);
 
+/// The ranks of a program of \p ranks on this host: what Open MPI or MPICH
+/// says, else all of them.
+int32_t localRanks(int32_t ranks);
+/// The threads each rank's loops and GEMMs use: OMP_NUM_THREADS when set,
+/// else this host's cores shared among its ranks.
+int32_t threadsPerRank(int32_t ranks);
+
 /// A safetensors file whose header is read and checked when it is opened
 /// and whose tensors are read on demand, so that a rank reads only its part
 /// of each weight and nothing is held twice.

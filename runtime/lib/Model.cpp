@@ -422,24 +422,27 @@ std::string formatMesh(const std::vector<int64_t> &mesh) {
 }
 } // namespace
 
-/// The threads each rank's loops and GEMMs use: OMP_NUM_THREADS when set,
-/// else the machine's cores shared among the ranks on it (Open MPI and
-/// MPICH say how many; without a launcher's word, all ranks are local).
-static int32_t threadsPerRank(int32_t ranks) {
-  auto positive = [](const char *name) -> int32_t {
-    const char *text = std::getenv(name);
-    long value = text ? std::strtol(text, nullptr, 10) : 0;
-    return value > 0 && value < 4096 ? int32_t(value) : 0;
-  };
-  if (int32_t n = positive("OMP_NUM_THREADS"))
+namespace {
+/// The positive integer in environment variable \p name, else 0.
+int32_t positiveEnv(const char *name) {
+  const char *text = std::getenv(name);
+  long value = text ? std::strtol(text, nullptr, 10) : 0;
+  return value > 0 && value < 4096 ? int32_t(value) : 0;
+}
+} // namespace
+
+int32_t detail::localRanks(int32_t ranks) {
+  int32_t local = positiveEnv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local)
+    local = positiveEnv("MPI_LOCALNRANKS");
+  return local ? local : std::max(ranks, 1);
+}
+
+int32_t detail::threadsPerRank(int32_t ranks) {
+  if (int32_t n = positiveEnv("OMP_NUM_THREADS"))
     return n;
-  int32_t local = positive("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!local)
-    local = positive("MPI_LOCALNRANKS");
-  if (!local)
-    local = std::max(ranks, 1);
   int32_t cores = int32_t(std::thread::hardware_concurrency());
-  return std::max(1, cores / local);
+  return std::max(1, cores / localRanks(ranks));
 }
 
 std::unique_ptr<Model> Model::load(const std::string &libraryPath,
@@ -463,7 +466,7 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
     fail(libraryPath, "a single-rank program cannot run on a communicator of " +
                           std::to_string(comm->numRanks()) + " ranks");
   model->comm = comm;
-  model->numThreads = threadsPerRank(comm ? comm->numRanks() : 1);
+  model->numThreads = detail::threadsPerRank(comm ? comm->numRanks() : 1);
 
   if (info->num_weights == 0)
     return model;

@@ -4,17 +4,38 @@
 // mask: the color is the rank's position on the other axes, the key its
 // position on the masked ones. Means are sums divided by the group size.
 //
+// Started collectives (gradient buckets, ZeRO's gathers) run on a
+// communication thread while the program computes. MPI progresses a
+// non-blocking collective only inside MPI calls, and the program makes none
+// between a start and its wait, so MPI_Iallreduce alone would move nothing
+// until the wait; the thread instead runs each started collective as a
+// non-blocking one whose completion the thread tests, sleeping between
+// tests, so that it takes little of a core the program computes on (a
+// blocking MPI call polls without pause). Every MPI call of a
+// rank is made in program order: by that thread while it has work queued,
+// by the caller when it is idle. MPI thus sees each rank's calls in the
+// order a run without the thread makes them (so no new deadlock can arise)
+// and never two at once (MPI_THREAD_SERIALIZED).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
 #include "pccrt/Comm.h"
 #include "pccrt/Runtime.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <map>
-#include <vector>
+#include <mutex>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 #ifdef PCCRT_HAVE_MPI
 #include <mpi.h>
@@ -48,7 +69,8 @@ void pccrt::initMpi(int *rank, int *size) {
   MPI_Initialized(&initialized);
   if (!initialized) {
     int provided;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    // Serialized: the communication thread and the caller's take turns.
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
   }
   // Failures come back as codes, reported with the operation that failed.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -174,10 +196,33 @@ void narrow(const std::vector<float> &wide, void *data, int32_t dtype) {
                               : detail::floatToBfloat(wide[i]);
 }
 
+/// Whether started collectives run on a communication thread. MPI must
+/// allow two threads to call it in turn. PCCRT_MPI_ASYNC=1 or 0 decides;
+/// by default the thread is used where this host has a core that none of
+/// its ranks computes on: MPI's shared-memory transport copies and sums on
+/// the cores, so a collective overlapped with a computation that already
+/// has every core slows the computation by about what it hides (measured
+/// in bench/dp.sh).
+bool asyncWanted(int size) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level < MPI_THREAD_SERIALIZED)
+    return false;
+  const char *env = std::getenv("PCCRT_MPI_ASYNC");
+  if (env && std::strcmp(env, "0") == 0)
+    return false;
+  if (env && std::strcmp(env, "1") == 0)
+    return true;
+  int64_t busy =
+      int64_t(detail::localRanks(size)) * detail::threadsPerRank(size);
+  return int64_t(std::thread::hardware_concurrency()) > busy;
+}
+
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(int rank, int size, std::vector<int64_t> mesh)
-      : Communicator(rank, size, std::move(mesh)) {
+      : Communicator(rank, size, std::move(mesh)),
+        async(size > 1 && asyncWanted(size)) {
     // Splitting is collective over every rank, so groups are made here,
     // where all ranks are, not on first use: pipeline stages use groups in
     // different orders (one stage's tensor-parallel all-reduce while the
@@ -188,6 +233,14 @@ public:
         group(mask);
   }
   ~MpiCommunicator() override {
+    if (worker.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        stopping = true;
+      }
+      changed.notify_all();
+      worker.join();
+    }
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized)
@@ -203,10 +256,19 @@ public:
       narrow(wide, data, dtype);
       return;
     }
-    MPI_Comm g = group(axes);
-    check(MPI_Allreduce(MPI_IN_PLACE, data, checkedCount(count),
-                        mpiType(dtype, true), mpiOp(reduction), g),
-          "all_reduce");
+    serialized([&] {
+      int n = checkedCount(count);
+      MPI_Datatype t = mpiType(dtype, true);
+      if (!onWorker())
+        return check(MPI_Allreduce(MPI_IN_PLACE, data, n, t, mpiOp(reduction),
+                                   group(axes)),
+                     "all_reduce");
+      MPI_Request request;
+      check(MPI_Iallreduce(MPI_IN_PLACE, data, n, t, mpiOp(reduction),
+                           group(axes), &request),
+            "all_reduce");
+      finish(request, "all_reduce");
+    });
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(data, count, dtype, groupSize(axes));
   }
@@ -214,7 +276,15 @@ public:
                    int32_t dtype) override {
     MPI_Datatype t = mpiType(dtype, false);
     int n = checkedCount(count);
-    check(MPI_Allgather(in, n, t, out, n, t, group(axes)), "all_gather");
+    serialized([&] {
+      if (!onWorker())
+        return check(MPI_Allgather(in, n, t, out, n, t, group(axes)),
+                     "all_gather");
+      MPI_Request request;
+      check(MPI_Iallgather(in, n, t, out, n, t, group(axes), &request),
+            "all_gather");
+      finish(request, "all_gather");
+    });
   }
   void doReduceScatter(uint32_t axes, const void *in, void *out, int64_t count,
                        int32_t dtype, int32_t reduction) override {
@@ -227,10 +297,19 @@ public:
       narrow(mine, out, dtype);
       return;
     }
-    check(MPI_Reduce_scatter_block(in, out, checkedCount(count),
-                                   mpiType(dtype, true), mpiOp(reduction),
-                                   group(axes)),
-          "reduce_scatter");
+    serialized([&] {
+      int n = checkedCount(count);
+      MPI_Datatype t = mpiType(dtype, true);
+      if (!onWorker())
+        return check(MPI_Reduce_scatter_block(in, out, n, t, mpiOp(reduction),
+                                              group(axes)),
+                     "reduce_scatter");
+      MPI_Request request;
+      check(MPI_Ireduce_scatter_block(in, out, n, t, mpiOp(reduction),
+                                      group(axes), &request),
+            "reduce_scatter");
+      finish(request, "reduce_scatter");
+    });
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(out, count, dtype, groupSize(axes));
   }
@@ -238,38 +317,48 @@ public:
                   int32_t dtype) override {
     MPI_Datatype t = mpiType(dtype, false);
     int n = checkedCount(count);
-    check(MPI_Alltoall(in, n, t, out, n, t, group(axes)), "all_to_all");
+    serialized([&] {
+      check(MPI_Alltoall(in, n, t, out, n, t, group(axes)), "all_to_all");
+    });
   }
   void doSend(uint32_t axes, int32_t peer, int32_t tag, const void *data,
               int64_t count, int32_t dtype) override {
     checkPeer(axes, peer);
-    check(MPI_Send(data, checkedCount(count), mpiType(dtype, false), peer, tag,
-                   group(axes)),
-          "send");
+    serialized([&] {
+      check(MPI_Send(data, checkedCount(count), mpiType(dtype, false), peer,
+                     tag, group(axes)),
+            "send");
+    });
   }
   void doRecv(uint32_t axes, int32_t peer, int32_t tag, void *data,
               int64_t count, int32_t dtype) override {
     checkPeer(axes, peer);
-    check(MPI_Recv(data, checkedCount(count), mpiType(dtype, false), peer, tag,
-                   group(axes), MPI_STATUS_IGNORE),
-          "recv");
+    serialized([&] {
+      check(MPI_Recv(data, checkedCount(count), mpiType(dtype, false), peer,
+                     tag, group(axes), MPI_STATUS_IGNORE),
+            "recv");
+    });
   }
   void doIsend(uint32_t axes, int32_t peer, int32_t tag, const void *data,
                int64_t count, int32_t dtype) override {
     checkPeer(axes, peer);
     MPI_Request request;
-    check(MPI_Isend(data, checkedCount(count), mpiType(dtype, false), peer,
-                    tag, group(axes), &request),
-          "isend");
+    serialized([&] {
+      check(MPI_Isend(data, checkedCount(count), mpiType(dtype, false), peer,
+                      tag, group(axes), &request),
+            "isend");
+    });
     pending.push_back(request);
   }
   int32_t doStartSend(uint32_t axes, int32_t peer, int32_t tag,
                       const void *data, int64_t count, int32_t dtype) override {
     checkPeer(axes, peer);
     MPI_Request request;
-    check(MPI_Isend(data, checkedCount(count), mpiType(dtype, false), peer, tag,
-                    group(axes), &request),
-          "start_send");
+    serialized([&] {
+      check(MPI_Isend(data, checkedCount(count), mpiType(dtype, false), peer,
+                      tag, group(axes), &request),
+            "start_send");
+    });
     int32_t id = nextSend++;
     started.emplace(id, request);
     return id;
@@ -280,7 +369,8 @@ public:
       return; // completed by a wait_all
     MPI_Request request = it->second;
     started.erase(it);
-    check(MPI_Wait(&request, MPI_STATUS_IGNORE), "wait_send");
+    serialized(
+        [&] { check(MPI_Wait(&request, MPI_STATUS_IGNORE), "wait_send"); });
   }
   void doWaitAll() override {
     std::vector<MPI_Request> requests;
@@ -290,9 +380,41 @@ public:
     started.clear();
     if (requests.empty())
       return;
-    check(MPI_Waitall(int(requests.size()), requests.data(),
-                      MPI_STATUSES_IGNORE),
-          "wait_all");
+    serialized([&] {
+      check(MPI_Waitall(int(requests.size()), requests.data(),
+                        MPI_STATUSES_IGNORE),
+            "wait_all");
+    });
+  }
+
+  int32_t doStart(CommOp op, std::function<void()> run, void *stream) override {
+    if (!async || defersCollectives())
+      return Communicator::doStart(op, std::move(run), stream);
+    return submit(std::move(run));
+  }
+  void doWait(int32_t request, void *stream) override {
+    if (!async || defersCollectives())
+      return Communicator::doWait(request, stream);
+    OpScope scope(*this, CommOp::Wait);
+    std::unique_lock<std::mutex> lock(mutex);
+    if (request >= submitted)
+      throw Error("communicator: wait for request " + std::to_string(request) +
+                  ", which no collective started");
+    int32_t until = request < 0 ? submitted : request + 1;
+    callerWaits = true;
+    changed.wait(lock, [&] { return completed >= until; });
+    callerWaits = false;
+    // A failure is reported by the wait of its collective, or by a wait
+    // for everything.
+    auto failed = request < 0 ? failures.begin() : failures.find(request);
+    if (failed == failures.end())
+      return;
+    std::exception_ptr failure = failed->second;
+    if (request < 0)
+      failures.clear();
+    else
+      failures.erase(failed);
+    std::rethrow_exception(failure);
   }
 
   [[noreturn]] void abort(int code) override {
@@ -304,6 +426,109 @@ public:
   }
 
 private:
+  /// Queues \p run on the communication thread (started on first use);
+  /// returns its request.
+  int32_t submit(std::function<void()> run) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!worker.joinable()) {
+      worker = std::thread([this] { serve(); });
+      workerId = worker.get_id();
+    }
+    int32_t id = submitted++;
+    queue.push_back({id, std::move(run)});
+    changed.notify_all();
+    return id;
+  }
+  /// The communication thread: runs the queue in order until stopped.
+  void serve() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      changed.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty())
+        return;
+      Task task = std::move(queue.front());
+      queue.pop_front();
+      running = true;
+      lock.unlock();
+      std::exception_ptr failure;
+      try {
+        task.run();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      lock.lock();
+      if (failure)
+        failures.emplace(task.id, failure);
+      completed = task.id + 1;
+      running = false;
+      changed.notify_all();
+    }
+  }
+  bool onWorker() const {
+    return worker.joinable() && std::this_thread::get_id() == workerId;
+  }
+  /// Completes \p request on the communication thread: tests it, sleeping
+  /// between tests (up to 100 us), so that the thread leaves the cores to
+  /// the program's computation while its collective progresses.
+  void finish(MPI_Request &request, const char *what) {
+    std::chrono::microseconds pause(1);
+    while (true) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+      if (done)
+        return;
+      // Without pause while the program waits for this thread.
+      if (callerWaits.load(std::memory_order_relaxed))
+        continue;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(100));
+    }
+  }
+  /// Makes the MPI call \p call in program order: at once where the
+  /// communication thread is idle (or is the caller), else after what it
+  /// has queued, waiting for it.
+  template <typename Call> void serialized(Call &&call) {
+    if (!worker.joinable() || std::this_thread::get_id() == workerId)
+      return call();
+    std::unique_lock<std::mutex> lock(mutex);
+    if (queue.empty() && !running) {
+      // Only this thread queues work, so the thread stays idle meanwhile.
+      lock.unlock();
+      return call();
+    }
+    lock.unlock();
+    int32_t id = submit([&] { call(); });
+    lock.lock();
+    callerWaits = true;
+    changed.wait(lock, [&] { return completed > id; });
+    callerWaits = false;
+    auto failed = failures.find(id);
+    if (failed == failures.end())
+      return;
+    std::exception_ptr failure = failed->second;
+    failures.erase(failed);
+    std::rethrow_exception(failure);
+  }
+
+  struct Task {
+    int32_t id;
+    std::function<void()> run;
+  };
+  /// Whether started collectives run on the communication thread.
+  const bool async;
+  std::thread worker;
+  std::thread::id workerId;
+  std::mutex mutex;
+  std::condition_variable changed;
+  /// Collectives (and, while it is busy, blocking calls) for the thread.
+  std::deque<Task> queue;
+  /// Requests are numbered in order; those below `completed` are done.
+  int32_t submitted = 0, completed = 0;
+  bool running = false, stopping = false;
+  /// Whether the caller's thread waits for the communication thread.
+  std::atomic<bool> callerWaits{false};
+  /// Failures of requests not yet waited for.
+  std::map<int32_t, std::exception_ptr> failures;
   /// Sends started and not yet completed.
   std::vector<MPI_Request> pending;
   /// Sends started by start_send and not yet completed, by request.

@@ -185,6 +185,12 @@ public:
   /// Whether collectives work on device memory in stream order (NCCL).
   bool streamOrdered() const { return isStreamOrdered(); }
 
+  /// Nanoseconds the caller has spent in collectives so far: in blocking
+  /// ones, in starting them and in waiting for them. What a started
+  /// collective overlaps with the caller's work is not counted; a run whose
+  /// collectives all overlap spends only their starts here.
+  int64_t collectiveNanoseconds() const { return collectiveNs; }
+
   /// Every rank tells the others whether it is ready to go on: \p error is
   /// empty if so, else why not (truncated to 1000 bytes). Returns the
   /// errors of all ranks, by rank, so that all of them stop together and
@@ -245,11 +251,10 @@ protected:
   virtual int32_t doStart(CommOp op, std::function<void()> run, void *stream);
   virtual void doWait(int32_t request, void *stream);
   virtual bool isStreamOrdered() const { return false; }
+  /// Whether started collectives are kept until waited for
+  /// (PCCRT_DEFER_COLLECTIVES=1).
+  bool defersCollectives() const { return deferCollectives; }
 
-private:
-  struct CHandle : pccrt_comm {
-    Communicator *self;
-  };
   /// Marks an operation in the monitor for the lifetime of the scope.
   class OpScope {
   public:
@@ -260,6 +265,21 @@ private:
     RankMonitor *monitor;
     CommOp previous = CommOp::None;
   };
+
+private:
+  struct CHandle : pccrt_comm {
+    Communicator *self;
+  };
+  /// Adds its lifetime to collectiveNs.
+  class CollectiveTimer {
+  public:
+    explicit CollectiveTimer(Communicator &comm);
+    ~CollectiveTimer();
+
+  private:
+    Communicator &comm;
+    int64_t start;
+  };
   static const pccrt_comm_ops cOps;
   friend struct CommTrampolines;
   int rankIndex, worldSize;
@@ -267,6 +287,7 @@ private:
   CHandle cHandle;
   std::string error;
   RankMonitor *monitorPtr = nullptr;
+  int64_t collectiveNs = 0;
   /// Deferred collectives (PCCRT_DEFER_COLLECTIVES), by request.
   bool deferCollectives = false;
   int32_t nextRequest = 0;

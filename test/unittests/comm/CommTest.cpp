@@ -2,8 +2,9 @@
 //
 // Run by ctest under mpirun with 4 ranks: every collective and transfer of
 // the backend-neutral interface, over each group of a 2 x 2 mesh, through
-// the C++ API and through the C handle that generated code calls; and the
-// loading of the NCCL communicator (its operations need GPUs).
+// the C++ API and through the C handle that generated code calls; started
+// collectives on the communication thread; and the loading of the NCCL
+// communicator (its operations need GPUs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,6 +138,72 @@ int main() {
   expect(h->ops->all_reduce(h, 8, &x, 1, PCCRT_F32, PCCRT_REDUCE_SUM) ==
              PCCRT_ERR_COMM,
          "an axes mask beyond the mesh is an error", r);
+
+  // Started collectives on the communication thread (PCCRT_MPI_ASYNC=1):
+  // several in flight over different groups, beside blocking collectives
+  // and transfers the caller makes meanwhile, each complete at its wait.
+  setenv("PCCRT_MPI_ASYNC", "1", 1);
+  {
+    std::unique_ptr<Communicator> async = createMpiCommunicator({2, 2});
+    Communicator &a = *async;
+    int64_t before = a.collectiveNanoseconds();
+    std::vector<float> rows(1000, float(r + 1)), all(4000), mine(250);
+    std::vector<float> gathered(4);
+    float me = float(r);
+    int32_t first = a.startAllReduce(1, rows.data(), 1000, PCCRT_F32,
+                                     PCCRT_REDUCE_SUM, nullptr);
+    int32_t second =
+        a.startAllGather(3, &me, gathered.data(), 1, PCCRT_F32, nullptr);
+    std::vector<float> spread(1000, 1.0f);
+    int32_t third = a.startReduceScatter(3, spread.data(), mine.data(), 250,
+                                         PCCRT_F32, PCCRT_REDUCE_SUM, nullptr);
+    float x = 1;
+    a.allReduce(2, &x, 1, PCCRT_F32, PCCRT_REDUCE_SUM);
+    int next = int((a.groupPosition(2) + 1) % 2);
+    float sent = float(r), got = -1;
+    int32_t send = a.startSend(2, next, 9, &sent, 1, PCCRT_F32);
+    a.recv(2, next, 9, &got, 1, PCCRT_F32);
+    a.waitSend(send);
+    a.wait(second, nullptr);
+    a.wait(first, nullptr);
+    a.wait(third, nullptr);
+    float column = float(memberRank(a, 1, 0) + 1 + memberRank(a, 1, 1) + 1);
+    expect(rows[0] == column && rows[999] == column,
+           "a started all_reduce on the thread", r);
+    expect(gathered == std::vector<float>{0, 1, 2, 3},
+           "a started all_gather on the thread", r);
+    expect(mine[0] == 4 && mine[249] == 4,
+           "a started reduce_scatter on the thread", r);
+    expect(x == 2 && got == float(memberRank(a, 2, next)),
+           "blocking calls while collectives are in flight", r);
+    // Waiting for everything; an unknown request is an error.
+    int32_t more =
+        a.startAllReduce(3, &x, 1, PCCRT_F32, PCCRT_REDUCE_SUM, nullptr);
+    a.wait(-1, nullptr);
+    expect(x == 8, "wait(-1) completes every started collective", r);
+    bool refused = false;
+    try {
+      a.wait(more + 5, nullptr);
+    } catch (const Error &) {
+      refused = true;
+    }
+    expect(refused, "a wait for a request never started is an error", r);
+    // A failure on the thread is reported by the wait of its collective.
+    int32_t bad =
+        a.startAllReduce(3, &x, -1, PCCRT_F32, PCCRT_REDUCE_SUM, nullptr);
+    std::string error;
+    try {
+      a.wait(bad, nullptr);
+    } catch (const Error &e) {
+      error = e.what();
+    }
+    expect(error.find("-1 elements") != std::string::npos,
+           "a started collective's failure comes back at its wait: " + error,
+           r);
+    expect(a.collectiveNanoseconds() > before,
+           "the time spent in collectives is counted", r);
+  }
+  unsetenv("PCCRT_MPI_ASYNC");
 
   // The NCCL communicator is loaded at run time: a library that is not
   // there is an Error that names it.
