@@ -896,6 +896,9 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
       throw pccrt::Error("--steps must be at least 1");
     if (options.saveEvery > 0 && options.saveCheckpoint.empty())
       throw pccrt::Error("--save-every needs --save");
+    if (options.evalEvery > 0 && options.evalData.empty())
+      throw pccrt::Error("--eval-every needs --eval-data (the held-out "
+                         "tokens to evaluate on)");
     std::vector<int64_t> mesh = pccrt::Model::meshOf(lib);
     int64_t ranks = 1;
     for (int64_t size : mesh)
