@@ -923,6 +923,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
     return fail(options.model + ": no function to compile");
   PassManager pm(&context);
   buildCompilePipeline(pm, options);
+  // Each pass's time, on stderr when the pipeline ends (for pcc's
+  // developers: where a compile spends its time).
+  if (const char *timing = std::getenv("PCC_PASS_TIMING");
+      timing && StringRef(timing) == "1")
+    pm.enableTiming();
   {
     ProgressLine progress(options.train ? "building the training step"
                                         : "optimizing");
