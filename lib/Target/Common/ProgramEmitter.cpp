@@ -569,9 +569,28 @@ void FunctionEmitter::copyFrom(StringRef srcPointer, Value src,
                                const Access &srcAccess, Value dst,
                                const Access &dstAccess,
                                ArrayRef<int64_t> shape) {
+  LoopNest nest(shape, {dstAccess, srcAccess});
+  // A dense block onto a dense block (a concat's piece, a split's part, a
+  // slice of whole rows) is one copy, not a loop of its own: a gradient
+  // bucket packs a piece per parameter.
+  ArrayRef<int64_t> bounds = nest.getBounds();
+  if (!nest.isEmpty() && bounds.size() <= 1 &&
+      (bounds.empty() || (nest.getAccess(0).strides[0] == 1 &&
+                          nest.getAccess(1).strides[0] == 1))) {
+    auto at = [](StringRef pointer, int64_t base) {
+      return base ? "(" + pointer.str() + " + " + std::to_string(base) + ")"
+                  : pointer.str();
+    };
+    int64_t elementBytes =
+        getTensorBytes(RankedTensorType::get({1}, elemOf(src)));
+    hooks.emitCopy(at(ptr(dst), nest.getAccess(0).base),
+                   at(srcPointer, nest.getAccess(1).base),
+                   nest.getNumIterations() * elementBytes, /*mayAlias=*/true);
+    return;
+  }
   LoopBuffer from{srcPointer.str(), elemOf(src)};
   hooks.emitParallelLoop(
-      LoopNest(shape, {dstAccess, srcAccess}), {buffer(dst, true), from},
+      nest, {buffer(dst, true), from},
       [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
         return name[0] + "[" + off[0] + "] = " + name[1] + "[" + off[1] + "];";
       });
