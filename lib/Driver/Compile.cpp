@@ -146,6 +146,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.tp = options.tp;
   p.shard = options.shard;
   p.sequenceParallel = options.sequenceParallel;
+  p.recompute = options.recompute;
   p.pp = options.pp;
   p.microbatches = options.microbatches;
   p.schedule = options.schedule;
@@ -842,7 +843,12 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
     if (o.lrSchedule != "constant" || o.warmupSteps || o.decaySteps || o.minLr)
       return "--lr-schedule, --warmup-steps, --decay-steps and --min-lr need "
              "--train";
+    if (options.recompute != "none")
+      return "--recompute decides what a training step's backward "
+             "recomputes: it needs --train";
   }
+  if (options.recompute != "none" && options.recompute != "full")
+    return "--recompute takes none or full, got '" + options.recompute + "'";
   if (options.zero < 0 || options.zero > 3)
     return "--zero must be 0, 1, 2 or 3, got " + std::to_string(options.zero);
   if (options.zero > 0) {
@@ -1187,6 +1193,13 @@ LogicalResult pcc::compile(const CompileOptions &options,
   }
   int64_t perRank =
       paramBytes + stateBytes + int64_t(emitted->workspaceBytes) + ioBytes;
+  // What pcc-recompute made the backward recompute.
+  auto recomputed =
+      (*module)->getAttrOfType<DictionaryAttr>(graph::kRecomputeAttr);
+  auto recomputedCount = [&](StringRef key) -> int64_t {
+    auto value = recomputed ? recomputed.getAs<IntegerAttr>(key) : nullptr;
+    return value ? value.getInt() : 0;
+  };
   llvm::json::Object report{
       {"model", options.model},
       {"target", options.target},
@@ -1212,6 +1225,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
                           {"per_rank_bytes", llvm::json::Array{perRank}}}},
       {"saved_activations",
        llvm::json::Object{{"count", savedCount}, {"bytes", savedBytes}}},
+      {"recompute",
+       llvm::json::Object{{"mode", options.recompute},
+                          {"ops", recomputedCount("ops")},
+                          {"flops", recomputedCount("flops")},
+                          {"bytes_not_kept", recomputedCount("bytes")}}},
       {"reties", std::move(reties)},
       {"trainable_set", std::move(trainableSet)},
       {"gradients", numGrads},
@@ -1366,6 +1384,12 @@ LogicalResult pcc::compile(const CompileOptions &options,
           << "  memory: weights " << humanCount(paramBytes, "B")
           << ", workspace " << humanCount(emitted->workspaceBytes, "B")
           << ", inputs+outputs " << humanCount(ioBytes, "B") << "\n";
+  if (recomputed)
+    summary << "  recompute: " << recomputedCount("ops")
+            << " forward op(s) again in the backward, +"
+            << humanCount(recomputedCount("flops"), "FLOP") << "/step, "
+            << humanCount(recomputedCount("bytes"), "B")
+            << " of activations no longer kept for it\n";
   if (options.train) {
     // Decisions by the exporter's record are counted; every other decision
     // is listed with its reason.

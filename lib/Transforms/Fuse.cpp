@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Passes.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -186,6 +187,12 @@ void materialize(Group &group,
     types.push_back(v.getType());
   auto fusion = builder.create<FusionOp>(group.root->getLoc(), types,
                                          inputs.getArrayRef());
+  // A loop nest that does a backward op's work is the backward's: what it
+  // reads of the forward is kept for it.
+  if (llvm::any_of(ops, [](Operation *op) {
+        return op->hasAttr(pcc::graph::kBackwardAttr);
+      }))
+    fusion->setAttr(pcc::graph::kBackwardAttr, builder.getUnitAttr());
   Block &body = fusion.getBody().front();
   IRMapping mapping;
   mapping.map(inputs.getArrayRef(), body.getArguments());

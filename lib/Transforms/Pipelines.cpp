@@ -53,6 +53,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     update.decaySteps = options.decaySteps;
     update.minLr = options.minLr;
     fpm.addPass(createOptimizer(update));
+    // Before the mesh is laid out: the recomputed ops are backward ops
+    // like any other to sharding, ZeRO and the pipeline.
+    if (options.recompute != "none")
+      pm.addPass(createRecompute({options.recompute}));
   }
   if (!options.train && microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches, defaulted}));

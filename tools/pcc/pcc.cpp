@@ -45,7 +45,7 @@ static const char kPlanNote[] = R"(
 plan takes the compile options that decide the layout and the schedule
 (--dp, --tp, --pp, --zero, --microbatches, --schedule, --virtual-stages,
 --pp-split, --sequence-parallel, --shard, --dtype, --cost-table, --train
-and the optimizer's, --bind, --dim, --shape); those of code generation
+and the optimizer's, --recompute, --bind, --dim, --shape); those of code generation
 (--cpu, --threads, --no-fuse, --cuda-arch, --cuda-emulate, --eval) do not
 apply to it.
 )";
@@ -112,6 +112,10 @@ compile options:
                          --momentum (sgd)
   --clip-grad X          scale the gradients so that their global L2 norm is
                          at most X (PyTorch's clip_grad_norm_)
+  --recompute none|full  with full, the backward recomputes each block's
+                         activations (between the checkpoints the forward
+                         keeps, a transformer's layer inputs) instead of
+                         keeping them from the forward (default none)
   --lr-schedule constant|linear|cosine
                          with --warmup-steps W (linear warmup, lr * (s+1)/W),
                          --decay-steps N and --min-lr M: decay from --lr to M
@@ -305,6 +309,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       o.bucketBytes = mb << 20;
     } else if (a == "--sequence-parallel")
       o.sequenceParallel = true;
+    else if (a == "--recompute")
+      ok = args.value(a, o.recompute);
     else if (a == "--shard") {
       ok = args.value(a, v);
       if (ok)

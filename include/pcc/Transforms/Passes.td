@@ -605,6 +605,32 @@ def OverlapCollectives
   let dependentDialects = ["::pcc::dist::DistDialect"];
 }
 
+def Recompute : Pass<"pcc-recompute", "::mlir::ModuleOp"> {
+  let summary = "The backward recomputes the forward's activations";
+  let description = [{
+    With `mode=full`, each training step (a function with gradient
+    results) keeps only its blocks' inputs for the backward, which
+    recomputes the rest, as Megatron's full recomputation does. Blocks are
+    found in the forward's dataflow: the positions of the forward where the
+    fewest bytes cross (no more than the median of the local minima: a
+    transformer's residual stream between layers, and between attention
+    and MLP) are checkpoints, and the forward between two consecutive ones
+    is a block. A value that a block makes, that no later block reads and
+    that the backward reads, is recomputed: its op and those it needs back
+    to kept values are cloned before the backward's first reader, marked
+    `graph.backward`. The forward before the first checkpoint and after the
+    last (embedding; head and loss) is kept. The module gets
+    `graph.recompute = {ops, flops, bytes}`: the ops cloned, the flops
+    they add per step, and the bytes the backward no longer reads from the
+    forward. `mode=none` changes nothing.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"none\"",
+           "none or full">,
+  ];
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
+}
+
 def BucketCollectives
     : Pass<"pcc-bucket-collectives", "::mlir::func::FuncOp"> {
   let summary = "Joins gradient all-reduces into buckets";

@@ -78,6 +78,11 @@ struct ParallelizeOptions
       *this, "sequence-parallel",
       llvm::cl::desc("Sequence parallelism between tensor-parallel regions"),
       llvm::cl::init(false)};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("With train: none, or full (pcc-recompute: the "
+                     "backward recomputes each block's activations)"),
+      llvm::cl::init("none")};
   Option<std::string> shard{
       *this, "shard",
       llvm::cl::desc("Layout overrides REGEX=col|row|rep, ';'-separated")};

@@ -46,6 +46,18 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
         return op->emitError() << unit << " must be a unit attribute";
       return success();
     }
+  if (attr.getName() == kRecomputeAttr) {
+    auto totals = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !totals || totals.size() != 3 ||
+        llvm::any_of(
+            ArrayRef<StringRef>{"ops", "flops", "bytes"},
+            [&](StringRef key) { return !totals.getAs<IntegerAttr>(key); }))
+      return op->emitError()
+             << kRecomputeAttr
+             << " must be a module's dictionary of integers ops, flops and "
+                "bytes";
+    return success();
+  }
   return op->emitError() << "unknown Graph dialect attribute '"
                          << attr.getName().getValue() << "' on an operation";
 }

@@ -41,6 +41,10 @@ inline constexpr llvm::StringLiteral kBackwardAttr = "graph.backward";
 /// clipping's global norm, squared): a pipeline sums each rank's part and
 /// all-reduces the parts over its stages.
 inline constexpr llvm::StringLiteral kGradientNormAttr = "graph.gradient_norm";
+/// On the module, from pcc-recompute: {ops, flops, bytes}, the ops the
+/// backward recomputes, the flops they add to a step and the bytes of
+/// forward values the backward no longer reads.
+inline constexpr llvm::StringLiteral kRecomputeAttr = "graph.recompute";
 
 /// The name of state argument `arg`, or empty when it is no state.
 llvm::StringRef getStateName(mlir::FunctionOpInterface func, unsigned arg);
