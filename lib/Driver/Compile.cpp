@@ -847,8 +847,10 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
       return "--recompute decides what a training step's backward "
              "recomputes: it needs --train";
   }
-  if (options.recompute != "none" && options.recompute != "full")
-    return "--recompute takes none or full, got '" + options.recompute + "'";
+  if (options.recompute != "none" && options.recompute != "selective" &&
+      options.recompute != "full")
+    return "--recompute takes none, selective or full, got '" +
+           options.recompute + "'";
   if (options.zero < 0 || options.zero > 3)
     return "--zero must be 0, 1, 2 or 3, got " + std::to_string(options.zero);
   if (options.zero > 0) {

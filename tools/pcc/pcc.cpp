@@ -112,10 +112,14 @@ compile options:
                          --momentum (sgd)
   --clip-grad X          scale the gradients so that their global L2 norm is
                          at most X (PyTorch's clip_grad_norm_)
-  --recompute none|full  with full, the backward recomputes each block's
+  --recompute none|selective|full
+                         with full, the backward recomputes each block's
                          activations (between the checkpoints the forward
                          keeps, a transformer's layer inputs) instead of
-                         keeping them from the forward (default none)
+                         keeping them from the forward; with selective,
+                         only the large ones made without a product with a
+                         weight (attention's scores and probabilities, the
+                         MLP's activation); default none
   --lr-schedule constant|linear|cosine
                          with --warmup-steps W (linear warmup, lr * (s+1)/W),
                          --decay-steps N and --min-lr M: decay from --lr to M

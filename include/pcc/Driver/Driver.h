@@ -58,7 +58,7 @@ struct CompileOptions {
   /// Megatron's sequence parallelism between tensor-parallel regions.
   bool sequenceParallel = false;
   /// With train: what the backward recomputes of the forward (--recompute
-  /// none|full; pcc-recompute).
+  /// none|selective|full; pcc-recompute).
   std::string recompute = "none";
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;

@@ -622,11 +622,15 @@ def Recompute : Pass<"pcc-recompute", "::mlir::ModuleOp"> {
     last (embedding; head and loss) is kept. The module gets
     `graph.recompute = {ops, flops, bytes}`: the ops cloned, the flops
     they add per step, and the bytes the backward no longer reads from the
-    forward. `mode=none` changes nothing.
+    forward. With `mode=selective`, only the values of a block at least
+    twice what crosses a checkpoint and made by no product with a
+    parameter (rank 2 or more) are recomputed: attention's scores and
+    probabilities and the MLP's activation in a transformer, Megatron's
+    selective recomputation. `mode=none` changes nothing.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"none\"",
-           "none or full">,
+           "none, selective or full">,
   ];
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }

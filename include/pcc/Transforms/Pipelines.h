@@ -80,8 +80,9 @@ struct ParallelizeOptions
       llvm::cl::init(false)};
   Option<std::string> recompute{
       *this, "recompute",
-      llvm::cl::desc("With train: none, or full (pcc-recompute: the "
-                     "backward recomputes each block's activations)"),
+      llvm::cl::desc("With train: none, selective or full (pcc-recompute: "
+                     "the backward recomputes each block's activations, or "
+                     "the large ones cheap to make again)"),
       llvm::cl::init("none")};
   Option<std::string> shard{
       *this, "shard",

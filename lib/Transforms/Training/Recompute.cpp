@@ -23,6 +23,15 @@
 // embedding) and after the last (the head and the loss) is not recomputed: its
 // backward follows at once or reads little.
 //
+// With `selective`, only the values of a block that are large and cheap to
+// make again are recomputed: at least twice what crosses a checkpoint, and
+// made by no product with a parameter (so from kept values through
+// element-wise work, softmax and products of two activations). In a
+// transformer these are attention's scores and probabilities ([heads, seq,
+// seq], the 5as^2b term of Korthikanti et al.) and the MLP's activation,
+// while the products with weights are kept: Megatron's selective
+// recomputation, found from sizes and dataflow.
+//
 // The module gets `graph.recompute = {ops, flops, bytes}`: the ops cloned,
 // the flops they add to a step, and the bytes of the forward values the
 // backward no longer reads from the forward.
@@ -55,7 +64,7 @@ struct Totals {
 };
 
 /// Recomputes the blocks' activations in `func`'s backward.
-void recompute(func::FuncOp func, Totals &totals) {
+void recompute(func::FuncOp func, bool selective, Totals &totals) {
   Block &body = func.getBody().front();
   StepPhases phases = classifyPhases(func);
   auto activation = [&](Value v) {
@@ -134,6 +143,22 @@ void recompute(func::FuncOp func, Totals &totals) {
   if (lastSegment < 2)
     return;
 
+  // A product with a parameter: an op that reads a free tensor of rank 2
+  // or more (a weight, or what is made of weights alone) and does more
+  // than a few flops per result element (a contraction, not a mask added).
+  auto isProductWithParameter = [&](Operation *op) {
+    auto cost = dyn_cast<graph::CostOpInterface>(op);
+    int64_t elements = 0;
+    for (Value r : op->getResults())
+      if (auto type = dyn_cast<RankedTensorType>(r.getType()))
+        elements += type.getNumElements();
+    return (!cost || cost.getFlops() > 16 * elements) &&
+           llvm::any_of(op->getOperands(), [&](Value operand) {
+             auto type = dyn_cast<RankedTensorType>(operand.getType());
+             return phases.isFree(operand) && type && type.getRank() >= 2;
+           });
+  };
+
   // A value is recomputed when an inner block makes it and no later block
   // of the forward reads it (those that cross a checkpoint are kept).
   auto recomputable = [&](Value v) {
@@ -148,7 +173,12 @@ void recompute(func::FuncOp func, Totals &totals) {
       if (auto u = position.find(user);
           u != position.end() && segment[u->second] != s)
         return false;
-    return true;
+    if (!selective)
+      return true;
+    // Selective: the large values that are cheap to make again (at least
+    // twice what crosses a checkpoint, by no product with a parameter).
+    return double(tensorBytes(v.getType())) >= 2 * typical &&
+           !isProductWithParameter(def);
   };
 
   // The backward's reads, in program order: each recomputable value is
@@ -196,9 +226,9 @@ struct RecomputePass : pcc::impl::RecomputeBase<RecomputePass> {
     ModuleOp module = getOperation();
     if (mode == "none")
       return;
-    if (mode != "full") {
-      module.emitError() << "--recompute takes none or full, got '" << mode
-                         << "'";
+    if (mode != "full" && mode != "selective") {
+      module.emitError() << "--recompute takes none, selective or full, got '"
+                         << mode << "'";
       return signalPassFailure();
     }
     Totals totals;
@@ -208,7 +238,7 @@ struct RecomputePass : pcc::impl::RecomputeBase<RecomputePass> {
             return func.getResultAttr(k, graph::kGradAttr);
           }))
         continue;
-      recompute(func, totals);
+      recompute(func, mode == "selective", totals);
     }
     Builder b(module.getContext());
     module->setAttr(
