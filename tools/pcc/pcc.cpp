@@ -42,13 +42,16 @@ static llvm::StringRef usageOf(llvm::StringRef command) {
 }
 
 static const char kPlanNote[] = R"(
-plan takes the compile options that decide the layout and the schedule
-(--dp, --tp, --pp, --zero, --microbatches, --schedule, --virtual-stages,
---pp-split, --sequence-parallel, --shard, --dtype, --cost-table, --train
-and the optimizer's, --recompute, --bind, --dim, --shape); those of code generation
-(--cpu, --threads, --no-fuse, --cuda-arch, --cuda-emulate, --eval) do not
-apply to it.
+plan takes the compile options that decide the layout and the schedule;
+those of code generation (--cpu, --threads, --no-fuse, --cuda-arch,
+--cuda-emulate, --eval) do not apply to it.
 )";
+
+/// The compile options that only code generation reads: `pcc plan --help`
+/// leaves them out.
+static const char *const kCodegenOptions[] = {"--cpu",          "--threads",
+                                              "--no-fuse",      "--cuda-arch",
+                                              "--cuda-emulate", "--eval"};
 
 static const char kCompileHelp[] = R"(
 compile options:
@@ -284,9 +287,25 @@ static int compileCommand(Args &args, bool planOnly = false) {
     llvm::StringRef a = args.next();
     if (isHelp(a)) {
       llvm::outs() << "usage: " << usageOf(planOnly ? "plan" : "compile");
-      if (planOnly)
-        llvm::outs() << kPlanNote;
-      llvm::outs() << kCompileHelp;
+      if (!planOnly) {
+        llvm::outs() << kCompileHelp;
+        return 0;
+      }
+      // The compile options' entries (each starts with "  -" and runs to
+      // the next), without those of code generation.
+      llvm::outs() << kPlanNote;
+      llvm::SmallVector<llvm::StringRef> lines;
+      llvm::StringRef(kCompileHelp).split(lines, '\n');
+      bool skipping = false;
+      for (llvm::StringRef line : lines) {
+        if (line.starts_with("  -"))
+          skipping = llvm::any_of(kCodegenOptions, [&](const char *name) {
+            llvm::StringRef option = line.ltrim().split(' ').first;
+            return option == name;
+          });
+        if (!skipping)
+          llvm::outs() << line << "\n";
+      }
       return 0;
     }
     std::string v;
