@@ -763,6 +763,32 @@ private:
 };
 } // namespace
 
+llvm::json::Object pcc::describeRecompute(ModuleOp module, StringRef mode) {
+  auto totals = module->getAttrOfType<DictionaryAttr>(graph::kRecomputeAttr);
+  auto count = [&](StringRef key) -> int64_t {
+    auto value = totals ? totals.getAs<IntegerAttr>(key) : nullptr;
+    return value ? value.getInt() : 0;
+  };
+  return llvm::json::Object{{"mode", mode},
+                            {"ops", count("ops")},
+                            {"flops", count("flops")},
+                            {"bytes_not_kept", count("bytes")}};
+}
+
+std::string pcc::recomputeSummary(const llvm::json::Object &recompute) {
+  if (recompute.getString("mode").value_or("none") == "none")
+    return "";
+  auto count = [&](StringRef key) {
+    return recompute.getInteger(key).value_or(0);
+  };
+  return ("  recompute: " + Twine(count("ops")) +
+          " forward op(s) again in the backward, +" +
+          humanCount(count("flops"), "FLOP") + "/step, " +
+          humanCount(count("bytes_not_kept"), "B") +
+          " of activations no longer kept for it\n")
+      .str();
+}
+
 llvm::json::Array pcc::describeCollectives(ModuleOp module) {
   // Per kind and mesh axes ("all_reduce dp"): count and bytes.
   struct CollectiveTotal {
@@ -1196,12 +1222,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
   int64_t perRank =
       paramBytes + stateBytes + int64_t(emitted->workspaceBytes) + ioBytes;
   // What pcc-recompute made the backward recompute.
-  auto recomputed =
-      (*module)->getAttrOfType<DictionaryAttr>(graph::kRecomputeAttr);
-  auto recomputedCount = [&](StringRef key) -> int64_t {
-    auto value = recomputed ? recomputed.getAs<IntegerAttr>(key) : nullptr;
-    return value ? value.getInt() : 0;
-  };
+  llvm::json::Object recompute = describeRecompute(*module, options.recompute);
+  std::string recomputeLine = recomputeSummary(recompute);
   llvm::json::Object report{
       {"model", options.model},
       {"target", options.target},
@@ -1227,11 +1249,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
                           {"per_rank_bytes", llvm::json::Array{perRank}}}},
       {"saved_activations",
        llvm::json::Object{{"count", savedCount}, {"bytes", savedBytes}}},
-      {"recompute",
-       llvm::json::Object{{"mode", options.recompute},
-                          {"ops", recomputedCount("ops")},
-                          {"flops", recomputedCount("flops")},
-                          {"bytes_not_kept", recomputedCount("bytes")}}},
+      {"recompute", llvm::json::Object(recompute)},
       {"reties", std::move(reties)},
       {"trainable_set", std::move(trainableSet)},
       {"gradients", numGrads},
@@ -1309,7 +1327,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
                                                         {"pp", options.pp},
                                                         {"tp", options.tp}}},
                             {"sequence_parallel", options.sequenceParallel},
-        {"zero", options.zero},
+                            {"zero", options.zero},
+                            {"recompute", std::move(recompute)},
                             {"ranks", std::move(ranks)},
                             {"collectives", std::move(comms)},
                             {"weights", std::move(layouts)}};
@@ -1386,12 +1405,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
           << "  memory: weights " << humanCount(paramBytes, "B")
           << ", workspace " << humanCount(emitted->workspaceBytes, "B")
           << ", inputs+outputs " << humanCount(ioBytes, "B") << "\n";
-  if (recomputed)
-    summary << "  recompute: " << recomputedCount("ops")
-            << " forward op(s) again in the backward, +"
-            << humanCount(recomputedCount("flops"), "FLOP") << "/step, "
-            << humanCount(recomputedCount("bytes"), "B")
-            << " of activations no longer kept for it\n";
+  summary << recomputeLine;
   if (options.train) {
     // Decisions by the exporter's record are counted; every other decision
     // is listed with its reason.

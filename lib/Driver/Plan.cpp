@@ -330,6 +330,7 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   json["train"] = options.train;
   // Every rank of the mesh (row-major over dp x pp x tp) with what it holds:
   // a pipeline rank's tensor-parallel ranks and the replicas hold alike.
+  std::string recomputeLine;
   if (options.train) {
     SmallVector<HeldBytes> held = heldBytes(*module, options.pp);
     llvm::json::Array ranks;
@@ -347,6 +348,10 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
     }
     json["ranks"] = std::move(ranks);
     json["zero"] = options.zero;
+    llvm::json::Object recompute =
+        describeRecompute(*module, options.recompute);
+    recomputeLine = recomputeSummary(recompute);
+    json["recompute"] = std::move(recompute);
   }
   // The collectives of the step (of one microbatch's stage functions with
   // pipelining: the schedule runs those per microbatch).
@@ -395,7 +400,7 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   summary << "tp " << options.tp << " x pp " << options.pp << " ("
           << options.dp * options.tp * options.pp << " rank(s)) -> "
           << options.outDir << "/plan.json\n"
-          << axesSummary;
+          << axesSummary << recomputeLine;
   if (*described) {
     if (failed(write("schedule.svg", (*described)->svg)))
       return failure();

@@ -107,6 +107,13 @@ std::string checkLayoutOptions(const CompileOptions &options);
 /// count and the bytes of their results (plan.json's `collectives`).
 llvm::json::Array describeCollectives(mlir::ModuleOp module);
 
+/// What pcc-recompute made the backward recompute in `module` (report.json's
+/// and plan.json's `recompute`: mode, ops, flops, bytes_not_kept), and the
+/// summary line that says so (empty without recomputation).
+llvm::json::Object describeRecompute(mlir::ModuleOp module,
+                                     llvm::StringRef mode);
+std::string recomputeSummary(const llvm::json::Object &recompute);
+
 /// Appends to a summary line the collectives of `collectives` (as
 /// describeCollectives lists them) that run over mesh axis `axis`: count,
 /// kind and bytes of each, or "no collectives", and ends the line.
