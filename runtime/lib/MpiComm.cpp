@@ -256,19 +256,17 @@ public:
       narrow(wide, data, dtype);
       return;
     }
-    serialized([&] {
-      int n = checkedCount(count);
-      MPI_Datatype t = mpiType(dtype, true);
-      if (!onWorker())
-        return check(MPI_Allreduce(MPI_IN_PLACE, data, n, t, mpiOp(reduction),
-                                   group(axes)),
-                     "all_reduce");
-      MPI_Request request;
-      check(MPI_Iallreduce(MPI_IN_PLACE, data, n, t, mpiOp(reduction),
-                           group(axes), &request),
-            "all_reduce");
-      finish(request, "all_reduce");
-    });
+    int n = checkedCount(count);
+    MPI_Datatype t = mpiType(dtype, true);
+    MPI_Op op = mpiOp(reduction);
+    collective(
+        "all_reduce",
+        [&] {
+          return MPI_Allreduce(MPI_IN_PLACE, data, n, t, op, group(axes));
+        },
+        [&](MPI_Request *r) {
+          return MPI_Iallreduce(MPI_IN_PLACE, data, n, t, op, group(axes), r);
+        });
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(data, count, dtype, groupSize(axes));
   }
@@ -276,15 +274,12 @@ public:
                    int32_t dtype) override {
     MPI_Datatype t = mpiType(dtype, false);
     int n = checkedCount(count);
-    serialized([&] {
-      if (!onWorker())
-        return check(MPI_Allgather(in, n, t, out, n, t, group(axes)),
-                     "all_gather");
-      MPI_Request request;
-      check(MPI_Iallgather(in, n, t, out, n, t, group(axes), &request),
-            "all_gather");
-      finish(request, "all_gather");
-    });
+    collective(
+        "all_gather",
+        [&] { return MPI_Allgather(in, n, t, out, n, t, group(axes)); },
+        [&](MPI_Request *r) {
+          return MPI_Iallgather(in, n, t, out, n, t, group(axes), r);
+        });
   }
   void doReduceScatter(uint32_t axes, const void *in, void *out, int64_t count,
                        int32_t dtype, int32_t reduction) override {
@@ -297,19 +292,17 @@ public:
       narrow(mine, out, dtype);
       return;
     }
-    serialized([&] {
-      int n = checkedCount(count);
-      MPI_Datatype t = mpiType(dtype, true);
-      if (!onWorker())
-        return check(MPI_Reduce_scatter_block(in, out, n, t, mpiOp(reduction),
-                                              group(axes)),
-                     "reduce_scatter");
-      MPI_Request request;
-      check(MPI_Ireduce_scatter_block(in, out, n, t, mpiOp(reduction),
-                                      group(axes), &request),
-            "reduce_scatter");
-      finish(request, "reduce_scatter");
-    });
+    int n = checkedCount(count);
+    MPI_Datatype t = mpiType(dtype, true);
+    MPI_Op op = mpiOp(reduction);
+    collective(
+        "reduce_scatter",
+        [&] {
+          return MPI_Reduce_scatter_block(in, out, n, t, op, group(axes));
+        },
+        [&](MPI_Request *r) {
+          return MPI_Ireduce_scatter_block(in, out, n, t, op, group(axes), r);
+        });
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(out, count, dtype, groupSize(axes));
   }
@@ -483,6 +476,19 @@ private:
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(100));
     }
+  }
+  /// A collective in program order: \p blocking (returning MPI's code) on
+  /// the caller's thread; on the communication thread, \p start (given the
+  /// request to fill) and the tests that complete it.
+  template <typename Blocking, typename Start>
+  void collective(const char *what, Blocking blocking, Start start) {
+    serialized([&] {
+      if (!onWorker())
+        return check(blocking(), what);
+      MPI_Request request;
+      check(start(&request), what);
+      finish(request, what);
+    });
   }
   /// Makes the MPI call \p call in program order: at once where the
   /// communication thread is idle (or is the caller), else after what it
