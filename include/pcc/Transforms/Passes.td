@@ -600,7 +600,10 @@ def OverlapCollectives
     goes the other way: it moves down, with the ops computed from its
     result alone (a transposed weight), to just before the first op that
     reads them otherwise, and is not hoisted, so that the gathered copy is
-    alive only while the step reads it.
+    alive only while the step reads it. Each such gather but the first then
+    starts where the one before it stands, before that one's readers: it
+    travels while they compute (a prefetch of one, as FSDP's), and at most
+    two gathered copies are alive beyond those still read.
   }];
   let dependentDialects = ["::pcc::dist::DistDialect"];
 }

@@ -55,7 +55,11 @@ struct OverlapCollectivesPass
   /// result alone (and constants or arguments: a transposed weight), to
   /// just before the first op that reads them otherwise, so that the
   /// gathered copy is made where the step needs it rather than where the
-  /// program happened to compute its views.
+  /// program happened to compute its views. Then each gather but the first
+  /// starts where the one before it was placed, before that one's readers:
+  /// it travels while they compute (the earlier gather completes first, as
+  /// a later collective follows it), and at most two gathered copies are
+  /// alive beyond those still read, as FSDP's prefetch of one.
   static void sinkParameterGathers(Block &block) {
     SmallVector<Operation *> gathers;
     for (Operation &op : block.without_terminator())
@@ -92,6 +96,21 @@ struct OverlapCollectivesPass
       for (Operation *op : ordered)
         op->moveBefore(consumer);
     }
+    // The prefetch: where each gather is now, the first op after it that is
+    // no gather of an argument; the next gather moves before that op.
+    SmallVector<Operation *> sunk, anchors;
+    for (Operation &op : block.without_terminator())
+      if (gathersArgument(&op))
+        sunk.push_back(&op);
+    for (Operation *gather : sunk) {
+      Operation *anchor = gather->getNextNode();
+      while (gathersArgument(anchor))
+        anchor = anchor->getNextNode();
+      anchors.push_back(anchor);
+    }
+    for (size_t k = 1; k < sunk.size(); ++k)
+      if (!anchors[k - 1]->hasTrait<OpTrait::IsTerminator>())
+        sunk[k]->moveBefore(anchors[k - 1]);
   }
 
   /// Completes `collective` where its result is first needed.

@@ -4,8 +4,10 @@
 // the all-gather of an argument, with what is computed from it alone (a
 // transposed weight), moves down to just before its first other reader,
 // and is not hoisted, so that the gathered copy lives only while it is
-// read. Here the first layer's work (%h) runs before the second weight is
-// gathered.
+// read. Each gather but the first then starts one reader early (a
+// prefetch of one, as FSDP's): the second weight's gather starts once the
+// first weight's completes, and travels while the first layer (%h, %a)
+// computes; its transpose stays with its reader.
 
 dist.mesh @mesh(dp = 2)
 
@@ -23,9 +25,9 @@ func.func @step(%x: tensor<4x8xf32> {onnx.name = "x"}, %w1: tensor<4x8xf32> {onn
 // CHECK-LABEL: func.func @step
 // CHECK:         %[[G1:.*]] = dist.all_gather %arg1
 // CHECK-NEXT:    %[[W1:.*]] = dist.wait %[[G1]]
+// CHECK-NEXT:    %[[G2:.*]] = dist.all_gather %arg2
 // CHECK-NEXT:    %[[H:.*]] = graph.matmul %arg0, %[[W1]]
 // CHECK-NEXT:    %[[A:.*]] = graph.tanh %[[H]]
-// CHECK-NEXT:    %[[G2:.*]] = dist.all_gather %arg2
 // CHECK-NEXT:    %[[W2:.*]] = dist.wait %[[G2]]
 // CHECK-NEXT:    %[[T2:.*]] = graph.transpose %[[W2]]
 // CHECK-NEXT:    graph.matmul %[[A]], %[[T2]]
