@@ -1052,16 +1052,10 @@ LogicalResult pcc::compile(const CompileOptions &options,
   // Parameters: the forward's graph.weight ops and, in a training step, the
   // state that has a gradient; the rest of the state is the optimizer's.
   int64_t paramElements = 0, paramBytes = 0, paramCount = 0, stateBytes = 0;
-  auto bytesOf = [](Type t) {
-    auto rt = cast<RankedTensorType>(t);
-    int64_t w =
-        rt.getElementType().isInteger(1) ? 1 : rt.getElementTypeBitWidth() / 8;
-    return rt.getNumElements() * w;
-  };
   auto countParam = [&](Type t) {
     ++paramCount;
     paramElements += cast<RankedTensorType>(t).getNumElements();
-    paramBytes += bytesOf(t);
+    paramBytes += tensorBytes(t);
   };
   // Each tensor once, by name, however many pipeline ranks hold it; per
   // pipeline rank, what it holds.
@@ -1077,20 +1071,20 @@ LogicalResult pcc::compile(const CompileOptions &options,
               graph::getStateIndex(entry, i, graph::kGradAttr)) {
         graded.insert(*arg);
         // The gradient as this rank holds it (a block with ZeRO 2).
-        rankBytes[r].gradients += bytesOf(entry.getResultTypes()[i]);
+        rankBytes[r].gradients += tensorBytes(entry.getResultTypes()[i]);
       }
     for (auto [i, t] : llvm::enumerate(entry.getArgumentTypes())) {
       StringRef name = graph::getStateName(entry, i);
       if (name.empty())
         continue;
       (graded.contains(i) ? rankBytes[r].params : rankBytes[r].state) +=
-          bytesOf(t);
+          tensorBytes(t);
       if (!counted.insert(name).second)
         continue;
       if (graded.contains(i))
         countParam(t);
       else
-        stateBytes += bytesOf(t);
+        stateBytes += tensorBytes(t);
     }
   }
   // Inference weights: a split weight counts its block (what each rank
@@ -1170,10 +1164,8 @@ LogicalResult pcc::compile(const CompileOptions &options,
           isa<graph::ConstantOp, graph::WeightOp>(def) ||
           !saved.insert(v).second)
         continue;
-      auto t = cast<RankedTensorType>(v.getType());
       ++savedCount;
-      savedBytes += t.getNumElements() *
-                    std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+      savedBytes += tensorBytes(v.getType());
     }
   });
   // The model's interface: every entry takes all graph inputs; outputs and
@@ -1190,10 +1182,10 @@ LogicalResult pcc::compile(const CompileOptions &options,
   int64_t ioBytes = 0;
   for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
     if (func.getArgAttr(i, kOnnxNameAttr))
-      ioBytes += bytesOf(t);
+      ioBytes += tensorBytes(t);
   for (auto &[k, at] : results)
     if (!at.first.getResultAttr(at.second, graph::kUpdateAttr))
-      ioBytes += bytesOf(at.first.getResultTypes()[at.second]);
+      ioBytes += tensorBytes(at.first.getResultTypes()[at.second]);
   llvm::json::Object ops;
   for (auto &kv : opCounts)
     ops[kv.getKey()] = kv.getValue();

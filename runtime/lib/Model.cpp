@@ -1044,10 +1044,13 @@ std::vector<Tensor> pccrt::bindInputs(const pccrt_model_info &info,
     isBound[index] = true;
   };
 
+  auto endsWith = [](const std::string &file, const std::string &suffix) {
+    return file.size() >= suffix.size() &&
+           file.compare(file.size() - suffix.size(), suffix.size(), suffix) ==
+               0;
+  };
   for (const std::string &file : files) {
-    static const std::string suffix = ".safetensors";
-    if (file.size() >= suffix.size() &&
-        file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    if (endsWith(file, ".safetensors")) {
       anySafetensors = true;
       for (Tensor &tensor : readSafetensors(file))
         for (size_t i = 0; i < numInputs; ++i)
@@ -1057,9 +1060,7 @@ std::vector<Tensor> pccrt::bindInputs(const pccrt_model_info &info,
           }
       continue;
     }
-    static const std::string onnx = ".onnx";
-    if (file.size() >= onnx.size() &&
-        file.compare(file.size() - onnx.size(), onnx.size(), onnx) == 0)
+    if (endsWith(file, ".onnx"))
       fail(file, "an ONNX model, not an input tensor: --input takes "
                  "TensorProto (.pb) or .safetensors files (the model is "
                  "pcc compile's)");

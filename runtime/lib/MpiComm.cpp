@@ -393,21 +393,7 @@ public:
     if (request >= submitted)
       throw Error("communicator: wait for request " + std::to_string(request) +
                   ", which no collective started");
-    int32_t until = request < 0 ? submitted : request + 1;
-    callerWaits = true;
-    changed.wait(lock, [&] { return completed >= until; });
-    callerWaits = false;
-    // A failure is reported by the wait of its collective, or by a wait
-    // for everything.
-    auto failed = request < 0 ? failures.begin() : failures.find(request);
-    if (failed == failures.end())
-      return;
-    std::exception_ptr failure = failed->second;
-    if (request < 0)
-      failures.clear();
-    else
-      failures.erase(failed);
-    std::rethrow_exception(failure);
+    await(lock, request);
   }
 
   [[noreturn]] void abort(int code) override {
@@ -494,7 +480,7 @@ private:
   /// communication thread is idle (or is the caller), else after what it
   /// has queued, waiting for it.
   template <typename Call> void serialized(Call &&call) {
-    if (!worker.joinable() || std::this_thread::get_id() == workerId)
+    if (!worker.joinable() || onWorker())
       return call();
     std::unique_lock<std::mutex> lock(mutex);
     if (queue.empty() && !running) {
@@ -505,14 +491,24 @@ private:
     lock.unlock();
     int32_t id = submit([&] { call(); });
     lock.lock();
+    await(lock, id);
+  }
+  /// Waits (holding \p lock on `mutex`) until request \p request, or every
+  /// request when it is negative, has run; rethrows its failure (the
+  /// first of any, which a wait for everything reports for all).
+  void await(std::unique_lock<std::mutex> &lock, int32_t request) {
+    int32_t until = request < 0 ? submitted : request + 1;
     callerWaits = true;
-    changed.wait(lock, [&] { return completed > id; });
+    changed.wait(lock, [&] { return completed >= until; });
     callerWaits = false;
-    auto failed = failures.find(id);
+    auto failed = request < 0 ? failures.begin() : failures.find(request);
     if (failed == failures.end())
       return;
     std::exception_ptr failure = failed->second;
-    failures.erase(failed);
+    if (request < 0)
+      failures.clear();
+    else
+      failures.erase(failed);
     std::rethrow_exception(failure);
   }
 

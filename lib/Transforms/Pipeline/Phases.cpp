@@ -4,6 +4,7 @@
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
+#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 
 using namespace mlir;
@@ -56,6 +57,50 @@ StepPhases pcc::pipeline::classifyPhases(func::FuncOp func) {
       for (Value r : op.getResults())
         result.free.insert(r);
   return result;
+}
+
+ForwardOrder pcc::pipeline::getForwardOrder(func::FuncOp func,
+                                            const StepPhases &phases) {
+  ForwardOrder forward;
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (phases.of(&op) == Phase::Forward && !phases.isFree(&op)) {
+      forward.position[&op] = forward.ops.size();
+      forward.ops.push_back(&op);
+    }
+  return forward;
+}
+
+SmallVector<double> pcc::pipeline::getCrossingBytes(func::FuncOp func,
+                                                    const StepPhases &phases,
+                                                    const ForwardOrder &forward,
+                                                    bool arguments) {
+  size_t n = forward.ops.size();
+  // Each value adds its bytes from after its maker to its last forward
+  // reader: a difference array, summed below.
+  SmallVector<double> delta(n + 2, 0.0);
+  auto cross = [&](Value v, int64_t madeAt) {
+    int64_t last = madeAt;
+    for (Operation *user : v.getUsers())
+      if (auto it = forward.position.find(user); it != forward.position.end())
+        last = std::max<int64_t>(last, int64_t(it->second));
+    if (last <= madeAt)
+      return;
+    double bytes = double(tensorBytes(v.getType()));
+    delta[madeAt + 1] += bytes;
+    delta[last + 1] -= bytes;
+  };
+  if (arguments)
+    for (BlockArgument arg : func.getBody().front().getArguments())
+      if (!phases.isFree(arg))
+        cross(arg, -1);
+  for (auto [i, op] : llvm::enumerate(forward.ops))
+    for (Value r : op->getResults())
+      cross(r, int64_t(i));
+  SmallVector<double> crossing(n + 1, 0.0);
+  double running = 0;
+  for (size_t k = 0; k <= n; ++k)
+    crossing[k] = running += delta[k];
+  return crossing;
 }
 
 SmallVector<int64_t> pcc::pipeline::stateStages(func::FuncOp step, unsigned arg,

@@ -44,6 +44,23 @@ struct StepPhases {
 /// Classifies every op of `func` (a single block ending in func.return).
 StepPhases classifyPhases(mlir::func::FuncOp func);
 
+/// The forward's work (its ops that are not free) in program order, a
+/// topological order, and each op's position in it.
+struct ForwardOrder {
+  llvm::SmallVector<mlir::Operation *> ops;
+  llvm::DenseMap<mlir::Operation *, size_t> position;
+};
+ForwardOrder getForwardOrder(mlir::func::FuncOp func, const StepPhases &phases);
+
+/// crossing[k] for each position k of `forward` and its end (n + 1 in all):
+/// the bytes of the values that forward ops before k make and forward ops
+/// at k or later read; with `arguments`, also those of `func`'s arguments
+/// that are not free (the inputs), as made before position 0.
+llvm::SmallVector<double> getCrossingBytes(mlir::func::FuncOp func,
+                                           const StepPhases &phases,
+                                           const ForwardOrder &forward,
+                                           bool arguments);
+
 /// The sum that gradient clipping's squared norm is (rooted at the op
 /// marked graph.gradient_norm): its adds (the root, when it is an add, and
 /// the adds that only the sum reads, transitively) and its parts (their

@@ -527,17 +527,13 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   func->setAttr(kNumStagesAttr, i64(stages));
 
   // The forward's work, in program order.
-  SmallVector<Operation *> forward;
-  for (Operation &op : body.without_terminator())
-    if (phases.of(&op) == Phase::Forward && !phases.isFree(&op))
-      forward.push_back(&op);
+  ForwardOrder order = getForwardOrder(func, phases);
+  ArrayRef<Operation *> forward = order.ops;
+  const llvm::DenseMap<Operation *, size_t> &position = order.position;
   if (int64_t(forward.size()) < stages)
     return func.emitError("the forward has ")
            << forward.size() << " ops, too few for " << stages
            << " pipeline stages";
-  llvm::DenseMap<Operation *, size_t> position;
-  for (auto [i, op] : llvm::enumerate(forward))
-    position[op] = i;
 
   // What each forward op costs with its backward: no stage can be faster
   // than the heaviest (an LM head over a large vocabulary), which plans
@@ -581,25 +577,12 @@ LogicalResult pcc::assignStages(func::FuncOp func,
       forwardPrefix.push_back(forwardPrefix.back() + times.forward[i]);
       backwardPrefix.push_back(backwardPrefix.back() + times.backward[i]);
     }
-    // Bytes crossing each cut: values made before it and used after it.
-    SmallVector<double> delta(forward.size() + 2, 0);
-    for (auto [i, op] : llvm::enumerate(forward))
-      for (Value r : op->getResults()) {
-        size_t last = i;
-        for (Operation *user : r.getUsers())
-          if (auto it = position.find(user); it != position.end())
-            last = std::max(last, it->second);
-        if (last > i) {
-          delta[i + 1] += tensorBytes(r.getType());
-          delta[last + 1] -= tensorBytes(r.getType());
-        }
-      }
-    SmallVector<double> crossing(forward.size() + 1, 0);
-    double bytes = 0;
-    for (size_t k = 0; k <= forward.size(); ++k) {
-      bytes += delta[k];
-      crossing[k] = options.cost.transferTime(int64_t(bytes));
-    }
+    // What crossing each cut costs: receiving the values made before it
+    // and used after it.
+    SmallVector<double> crossing =
+        getCrossingBytes(func, phases, order, /*arguments=*/false);
+    for (double &bytes : crossing)
+      bytes = options.cost.transferTime(int64_t(bytes));
     cuts = balance(prefix, crossing, stages);
     refineCuts(cuts, forwardPrefix, backwardPrefix, crossing, heaviest,
                options);

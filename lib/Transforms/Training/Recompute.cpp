@@ -71,43 +71,15 @@ void recompute(func::FuncOp func, bool selective, Totals &totals) {
     return !phases.isFree(v) && isa<RankedTensorType>(v.getType());
   };
 
-  // The forward's ops in program order, and each one's position.
-  SmallVector<Operation *> forward;
-  llvm::DenseMap<Operation *, size_t> position;
-  for (Operation &op : body.without_terminator())
-    if (phases.of(&op) == Phase::Forward && !phases.isFree(&op)) {
-      position[&op] = forward.size();
-      forward.push_back(&op);
-    }
-  size_t n = forward.size();
+  // The forward's ops in program order, and the bytes crossing each
+  // position (the inputs from before the first).
+  ForwardOrder order = getForwardOrder(func, phases);
+  const llvm::DenseMap<Operation *, size_t> &position = order.position;
+  size_t n = order.ops.size();
   if (n < 3)
     return;
-
-  // crossing[k]: the bytes made before position k (arguments: before 0)
-  // and read by the forward at k or later.
-  SmallVector<double> delta(n + 1, 0.0);
-  auto cross = [&](Value v, int64_t from) {
-    if (!activation(v))
-      return;
-    int64_t last = -1;
-    for (Operation *user : v.getUsers())
-      if (auto it = position.find(user); it != position.end())
-        last = std::max<int64_t>(last, int64_t(it->second));
-    if (last <= from)
-      return;
-    double bytes = double(tensorBytes(v.getType()));
-    delta[from + 1] += bytes;
-    delta[last + 1] -= bytes;
-  };
-  for (BlockArgument arg : body.getArguments())
-    cross(arg, -1);
-  for (size_t i = 0; i < n; ++i)
-    for (Value r : forward[i]->getResults())
-      cross(r, int64_t(i));
-  SmallVector<double> crossing(n + 1, 0.0);
-  double running = 0;
-  for (size_t k = 0; k <= n; ++k)
-    crossing[k] = running += delta[k];
+  SmallVector<double> crossing =
+      getCrossingBytes(func, phases, order, /*arguments=*/true);
 
   // Checkpoints: the positions where about the median of the local minima
   // (one per plateau) crosses; far less crosses only outside the blocks
@@ -191,10 +163,10 @@ void recompute(func::FuncOp func, bool selective, Totals &totals) {
       return v;
     if (Value c = clones.lookupOrNull(v))
       return c;
+    // Cloning an operand's op maps it to its clone in `clones`.
     Operation *def = v.getDefiningOp();
     for (Value operand : def->getOperands())
-      if (Value c = recomputed(operand, b); c != operand)
-        clones.map(operand, c);
+      recomputed(operand, b);
     Operation *copy = b.clone(*def, clones);
     copy->setAttr(graph::kBackwardAttr, b.getUnitAttr());
     ++totals.ops;

@@ -254,7 +254,6 @@ private:
                                      const std::string &symbolPrefix);
   /// The position of this rank in the group of \p axes.
   int64_t groupPosition(uint32_t axes) const;
-
   /// Whether this rank's pipeline stage holds \p entry.
   bool holds(const pccrt_tensor_info &entry) const;
   /// \p whole as the first stage holding \p entry has it, on every rank.
