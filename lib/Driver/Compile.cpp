@@ -158,9 +158,11 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.lowerSchedule = options.lowerSchedule;
   buildParallelizePipeline(pm, p);
   // Code generation's view of the program: element-wise chains as loop
-  // nests.
+  // nests, and what runs inside a softmax's or a product's loop (the CPU's
+  // products run epilogues; cuBLAS's calls do not).
   if (options.fuse)
-    pm.addNestedPass<func::FuncOp>(createFuse());
+    pm.addNestedPass<func::FuncOp>(
+        createFuse({/*epilogues=*/options.target == "cpu"}));
 }
 
 /// Appends `text` to the file `path`; appends from concurrent builds come

@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GemmOperands.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Passes.h"
 
@@ -258,7 +260,86 @@ void rewriteCheaperForms(Block &block) {
   }
 }
 
+/// A softmax (or log-softmax) over the last axis of a fusion's only result
+/// that nothing else reads: the softmax can compute the fusion per row.
+FusionOp getRowPrologue(Operation *softmax) {
+  Value input = softmax->getOperand(0);
+  auto fusion = input.getDefiningOp<FusionOp>();
+  auto axis = softmax->getAttrOfType<IntegerAttr>("axis");
+  ArrayRef<int64_t> shape = shapeOf(input);
+  if (!fusion || fusion->getNumResults() != 1 || !input.hasOneUse() || !axis ||
+      shape.empty() || axis.getInt() != int64_t(shape.size()) - 1 ||
+      shape.back() < 2)
+    return {};
+  return fusion;
+}
+
+/// The element-wise op (a graph.fusion or a single element-wise op) that
+/// the single product `product` (graph.gemm, or graph.matmul of one
+/// product) can run as its epilogue, on each block of C as it is done,
+/// else null: the only reader of the product's result (through views),
+/// right after the product (only views or data movement that products
+/// read in place between), over the product's elements in their order,
+/// every operand read at an offset affine in C's row and column, no
+/// collective to wait for first, no softmax computing it per row, and none
+/// of its results a result of the function.
+Operation *findEpilogueConsumer(Operation *product,
+                                const pcc::GemmOperands &operands) {
+  if (!isa<GemmOp, MatMulOp>(product) || product->getNumResults() != 1)
+    return nullptr;
+  Value result = product->getResult(0);
+  ArrayRef<int64_t> shape = shapeOf(result);
+  if (shape.size() < 2)
+    return nullptr;
+  if (auto m = dyn_cast<MatMulOp>(product))
+    if (shapeOf(m.getLhs()).size() < 2 || shapeOf(m.getRhs()).size() < 2 ||
+        ShapedType::getNumElements(shape.drop_back(2)) != 1)
+      return nullptr;
+  int64_t n = shape.back(), mn = ShapedType::getNumElements(shape);
+  if (mn == 0)
+    return nullptr;
+  // Through the views of the result to its one reader, an element-wise op
+  // of one loop nest.
+  llvm::SmallPtrSet<Value, 4> views;
+  Operation *consumer = pcc::getViewChain(result, views);
+  if (!consumer || consumer->getBlock() != product->getBlock() ||
+      consumer->getNumResults() == 0 || consumer->hasAttr(kRowPrologueAttr))
+    return nullptr;
+  if (!isa<FusionOp>(consumer) &&
+      (consumer->getNumResults() != 1 ||
+       !consumer->hasTrait<pcc::graph::OpTrait::Elementwise>()))
+    return nullptr;
+  // A reader that waits for a collective first would run, inside the
+  // product, before that wait.
+  for (Operation *op = product->getNextNode(); op != consumer;
+       op = op->getNextNode())
+    if ((!isa<ViewLikeOpInterface>(op) && !operands.isReadInPlace(op)) ||
+        isa<pcc::dist::WaitOp>(op))
+      return nullptr;
+  ArrayRef<int64_t> space = shapeOf(consumer->getResult(0));
+  if (ShapedType::getNumElements(space) != mn)
+    return nullptr;
+  for (Value r : consumer->getResults())
+    if (shapeOf(r) != space || llvm::any_of(r.getUsers(), [](Operation *user) {
+          return isa<func::ReturnOp>(user);
+        }))
+      return nullptr;
+  std::optional<unsigned> t = pcc::getRowDims(space, n);
+  if (!t)
+    return nullptr;
+  for (Value in : consumer->getOperands()) {
+    auto strides = pcc::getRowColumnStrides(
+        pcc::getBroadcastStrides(shapeOf(in), space), space, *t);
+    if (!strides ||
+        (views.contains(in) && *strides != std::make_pair(n, int64_t(1))))
+      return nullptr;
+  }
+  return consumer;
+}
+
 struct FusePass : pcc::impl::FuseBase<FusePass> {
+  using FuseBase::FuseBase;
+
   void runOnOperation() override {
     for (Block &block : getOperation().getBody())
       rewriteCheaperForms(block);
@@ -282,6 +363,29 @@ struct FusePass : pcc::impl::FuseBase<FusePass> {
       for (Group &group : groups)
         materialize(group, position);
     }
+    markFusedCode();
+  }
+
+  /// Records what the target computes inside another op's loop: a
+  /// softmax's prologue first (an epilogue may not be one), then the
+  /// products' epilogues.
+  void markFusedCode() {
+    func::FuncOp func = getOperation();
+    if (!func.getBody().hasOneBlock())
+      return;
+    Block &block = func.getBody().front();
+    UnitAttr unit = UnitAttr::get(&getContext());
+    block.walk([&](Operation *op) {
+      if (isa<SoftmaxOp, LogSoftmaxOp>(op))
+        if (FusionOp f = getRowPrologue(op))
+          f->setAttr(kRowPrologueAttr, unit);
+    });
+    if (!epilogues)
+      return;
+    pcc::GemmOperands operands(func);
+    for (Operation &op : block)
+      if (findEpilogueConsumer(&op, operands))
+        op.setAttr(kEpilogueAttr, unit);
   }
 };
 

@@ -685,7 +685,25 @@ def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
     equal forms: `1 + tanh(z)` (tanh-approximated GELU) becomes
     `2 sigmoid(2z)` where nothing else reads the tanh. Runs last, on the
     program that a target emits.
+
+    It then decides what a target computes inside another op's loop, and
+    says so on the ops, where a test can see it: a fusion that only a
+    softmax (or log-softmax) over its last axis reads gets
+    `graph.row_prologue` (the softmax computes it row by row, so
+    attention's scaled and masked scores never reach memory); with
+    `epilogues`, a product (`graph.gemm`, or a `graph.matmul` of one
+    product) gets `graph.epilogue` where the element-wise op or fusion
+    reading its result can run on each block of the product as it is done:
+    its only reader through views, right after it (only views or data
+    movement that products read in place between, no wait for a
+    collective), over the product's elements, every operand read at an
+    offset affine in the row and column, no result returned.
   }];
+  let options = [
+    Option<"epilogues", "epilogues", "bool", /*default=*/"false",
+           "Mark GEMM epilogues (the target runs element-wise code inside "
+           "its products)">,
+  ];
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }
 

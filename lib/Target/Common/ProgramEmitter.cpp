@@ -20,11 +20,11 @@
 
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GemmOperands.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Target/BufferPlan.h"
 #include "pcc/Target/CallGraph.h"
-#include "pcc/Target/GemmOperands.h"
 #include "pcc/Target/LoopNest.h"
 #include "pcc/Target/ScalarExpr.h"
 
@@ -137,20 +137,7 @@ private:
   SmallVector<std::string> fusionScalars(FusionOp fusion,
                                          ArrayRef<std::string> inputs,
                                          std::string &text);
-  /// A softmax over the last axis of a fusion's only result that nothing
-  /// else reads: the fusion runs inside the softmax's kernel (the scale and
-  /// mask of attention scores never reach memory).
-  FusionOp getAbsorbedFusion(Operation *softmax);
   void rowSoftmax(Operation *softmax, FusionOp fusion, bool log);
-  /// The element-wise op (a graph.fusion or a single element-wise op) that
-  /// the single product `product` (graph.gemm, or graph.matmul of one
-  /// product) can run as its epilogue, on each block of C as it is done
-  /// (GemmEpilogue), else null: the only reader of the product's result
-  /// (through views), right after the product (only views between), over
-  /// the product's elements in their order, every operand read at an
-  /// offset affine in C's row and column, no collective to wait for
-  /// first, and none of its results a result of the function.
-  Operation *getEpilogueConsumer(Operation *product);
   /// The epilogue of `product` (M x N, its C contiguous): `bias` (a
   /// graph.gemm's C, scaled by `beta`), then `consumer`; either may be
   /// null.
@@ -650,128 +637,6 @@ void FunctionEmitter::fusion(FusionOp fusion) {
       });
 }
 
-FusionOp FunctionEmitter::getAbsorbedFusion(Operation *softmax) {
-  Value input = softmax->getOperand(0);
-  auto fusion = input.getDefiningOp<FusionOp>();
-  auto axis = softmax->getAttrOfType<IntegerAttr>("axis");
-  ArrayRef<int64_t> shape = shapeOf(input);
-  if (!fusion || fusion->getNumResults() != 1 || !input.hasOneUse() || !axis ||
-      shape.empty() || axis.getInt() != int64_t(shape.size()) - 1 ||
-      shape.back() < 2)
-    return {};
-  return fusion;
-}
-
-/// The steps along the row and the column of C of an access over `space`
-/// whose first `t` dimensions flatten into C's rows and the others into
-/// its columns, where each group is one stride; else std::nullopt.
-static std::optional<std::pair<int64_t, int64_t>>
-getRowColumnStrides(const Access &access, ArrayRef<int64_t> space, unsigned t) {
-  auto collapse = [&](unsigned lo, unsigned hi) -> std::optional<int64_t> {
-    std::optional<int64_t> stride;
-    int64_t span = 1;
-    for (unsigned d = hi; d-- > lo;) {
-      if (space[d] == 1)
-        continue;
-      if (!stride) {
-        stride = access.strides[d];
-        span = space[d];
-        continue;
-      }
-      if (access.strides[d] != *stride * span)
-        return std::nullopt;
-      span *= space[d];
-    }
-    return stride.value_or(0);
-  };
-  std::optional<int64_t> row = collapse(0, t),
-                         column = collapse(t, space.size());
-  if (!row || !column || access.base != 0)
-    return std::nullopt;
-  return std::make_pair(*row, *column);
-}
-
-/// The number of leading dimensions of `space` that flatten into the rows
-/// of an M x `n` matrix, the others flattening into its `n` columns; none
-/// where no trailing dimensions make up exactly n.
-static std::optional<unsigned> getRowDims(ArrayRef<int64_t> space, int64_t n) {
-  unsigned t = space.size();
-  int64_t columns = 1;
-  while (t > 0 && columns < n)
-    columns *= space[--t];
-  if (columns != n)
-    return std::nullopt;
-  return t;
-}
-
-/// The values of the chain of views that starts at `v` and in which each
-/// value has one reader, and the reader that ends it (null if none).
-static Operation *getViewChain(Value v, llvm::SmallPtrSetImpl<Value> &chain) {
-  chain.insert(v);
-  while (v.hasOneUse()) {
-    Operation *user = *v.getUsers().begin();
-    if (!isa<ViewLikeOpInterface>(user))
-      return user;
-    v = user->getResult(0);
-    chain.insert(v);
-  }
-  return nullptr;
-}
-
-Operation *FunctionEmitter::getEpilogueConsumer(Operation *product) {
-  if (!hooks.supportsGemmEpilogue() || product->getNumResults() != 1)
-    return nullptr;
-  Value result = product->getResult(0);
-  ArrayRef<int64_t> shape = shapeOf(result);
-  if (shape.size() < 2)
-    return nullptr;
-  if (auto m = dyn_cast<MatMulOp>(product))
-    if (shapeOf(m.getLhs()).size() < 2 || shapeOf(m.getRhs()).size() < 2 ||
-        getNumElements(shape.drop_back(2)) != 1)
-      return nullptr;
-  int64_t n = shape.back(), mn = getNumElements(shape);
-  if (mn == 0)
-    return nullptr;
-  // Through the views of the result to its one reader.
-  llvm::SmallPtrSet<Value, 4> views;
-  Operation *consumer = getViewChain(result, views);
-  // A reader that waits for a collective first would run, inside the
-  // product, before that wait.
-  if (!consumer || consumer->getBlock() != product->getBlock() ||
-      absorbed.contains(consumer) || consumer->getNumResults() == 0)
-    return nullptr;
-  if (!isa<FusionOp>(consumer)) {
-    SmallVector<std::string> probe(consumer->getNumOperands(), "x");
-    if (consumer->getNumResults() != 1 || isa<ConstantOp, WeightOp>(consumer) ||
-        !getScalarExpr(consumer, probe, hooks))
-      return nullptr;
-  }
-  for (Operation *op = product->getNextNode(); op != consumer;
-       op = op->getNextNode())
-    if ((!isa<ViewLikeOpInterface>(op) && !isReadInPlace(op)) ||
-        isa<dist::WaitOp>(op))
-      return nullptr;
-  ArrayRef<int64_t> space = shapeOf(consumer->getResult(0));
-  if (getNumElements(space) != mn)
-    return nullptr;
-  for (Value r : consumer->getResults())
-    if (shapeOf(r) != space || llvm::any_of(r.getUsers(), [](Operation *user) {
-          return isa<func::ReturnOp>(user);
-        }))
-      return nullptr;
-  std::optional<unsigned> t = getRowDims(space, n);
-  if (!t)
-    return nullptr;
-  for (Value in : consumer->getOperands()) {
-    auto strides =
-        getRowColumnStrides(Access::broadcast(shapeOf(in), space), space, *t);
-    if (!strides ||
-        (views.contains(in) && *strides != std::make_pair(n, int64_t(1))))
-      return nullptr;
-  }
-  return consumer;
-}
-
 GemmEpilogue FunctionEmitter::getEpilogue(Operation *product, int64_t m,
                                           int64_t n, Value bias, float beta,
                                           Operation *consumer) {
@@ -796,11 +661,11 @@ GemmEpilogue FunctionEmitter::getEpilogue(Operation *product, int64_t m,
   unsigned t = 0;
   if (consumer) {
     space = shapeOf(consumer->getResult(0));
-    t = *getRowDims(space, n);
+    t = *pcc::getRowDims(space, n);
     for (Value r : consumer->getResults())
       add(r, /*written=*/true, n, 1);
     llvm::SmallPtrSet<Value, 4> views;
-    getViewChain(result, views);
+    pcc::getViewChain(result, views);
     llvm::DenseMap<Value, int> seen;
     for (Value in : consumer->getOperands()) {
       if (views.contains(in)) {
@@ -809,8 +674,8 @@ GemmEpilogue FunctionEmitter::getEpilogue(Operation *product, int64_t m,
       }
       auto [it, inserted] = seen.try_emplace(in, e.buffers.size());
       if (inserted) {
-        auto [row, column] = *getRowColumnStrides(
-            Access::broadcast(shapeOf(in), space), space, t);
+        auto [row, column] = *pcc::getRowColumnStrides(
+            Access::broadcast(shapeOf(in), space).strides, space, t);
         add(in, false, row, column);
       }
       reads.push_back(it->second);
@@ -1065,7 +930,8 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
         return success();
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](auto s) {
-        if (FusionOp f = getAbsorbedFusion(op); f && absorbed.contains(f)) {
+        if (auto f = s.getInput().template getDefiningOp<FusionOp>();
+            f && absorbed.contains(f)) {
           rowSoftmax(op, f, isa<LogSoftmaxOp>(op));
           return success();
         }
@@ -1436,24 +1302,26 @@ FailureOr<int64_t> FunctionEmitter::emit() {
            isa<dist::DistDialect>(op->getDialect());
   };
   planOptions.mayFail = mayFail;
-  // A softmax that computes its producing fusion reads the fusion's
-  // operands: they stay alive until it ran.
-  for (Operation &op : func.getBody().front())
-    if (isa<SoftmaxOp, LogSoftmaxOp>(op))
-      if (FusionOp f = getAbsorbedFusion(&op))
-        absorbed[f] = &op;
+  // What pcc-fuse decided the target computes inside another op's loop:
+  // a softmax that computes its producing fusion per row reads the
+  // fusion's operands, which stay alive until it ran; a product that runs
+  // the element-wise op after it as its epilogue has that op write its
+  // results while the product still reads its operands, likewise.
+  for (Operation &op : func.getBody().front()) {
+    if (auto f = dyn_cast<FusionOp>(op); f && f->hasAttr(kRowPrologueAttr)) {
+      Operation *softmax = *f->getUsers().begin();
+      absorbed[f] = softmax;
+    }
+    if (op.hasAttr(kEpilogueAttr) && hooks.supportsGemmEpilogue()) {
+      llvm::SmallPtrSet<Value, 4> views;
+      Operation *consumer = pcc::getViewChain(op.getResult(0), views);
+      epilogueConsumer[&op] = consumer;
+      epilogueProduct[consumer] = &op;
+    }
+  }
   llvm::DenseMap<Operation *, Operation *> absorbedBy;
   for (auto [f, softmax] : absorbed)
     absorbedBy[softmax] = f;
-  // Products that run the element-wise op after them as their epilogue;
-  // that op writes its results while the product still reads its
-  // operands, which therefore stay alive until it ran.
-  for (Operation &op : func.getBody().front())
-    if (isa<GemmOp, MatMulOp>(op))
-      if (Operation *consumer = getEpilogueConsumer(&op)) {
-        epilogueConsumer[&op] = consumer;
-        epilogueProduct[consumer] = &op;
-      }
   auto extraReads = [&](Operation *op, SmallVectorImpl<Value> &reads) {
     if (Operation *f = absorbedBy.lookup(op))
       llvm::append_range(reads, cast<FusionOp>(f).getInputs());

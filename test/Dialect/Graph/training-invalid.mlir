@@ -137,3 +137,20 @@ func.func @valid(%x: tensor<3xf32>,
   %l = graph.reduce_sum %y {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
   return %l, %x, %w, %m : tensor<f32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
 }
+
+// -----
+
+// pcc-fuse's code-generation marks belong to the ops they describe.
+func.func @epilogue_on_an_element_wise_op(%x: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{graph.epilogue is for graph.gemm and graph.matmul}}
+  %y = graph.exp %x {graph.epilogue} : tensor<3xf32>
+  return %y : tensor<3xf32>
+}
+
+// -----
+
+func.func @row_prologue_without_a_softmax(%x: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{graph.row_prologue is for a graph.fusion of one result that only a softmax reads}}
+  %y = graph.exp %x {graph.row_prologue} : tensor<3xf32>
+  return %y : tensor<3xf32>
+}

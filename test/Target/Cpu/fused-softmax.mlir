@@ -1,5 +1,6 @@
 // RUN: pcc-opt %s --pcc-fuse | pcc-translate --graph-to-cpp | FileCheck %s
 // RUN: pcc-opt %s --pcc-fuse | pcc-translate --graph-to-cuda | FileCheck %s --check-prefix=CUDA
+// RUN: pcc-opt %s --pcc-fuse | FileCheck %s --check-prefix=IR
 
 // Attention's scale and mask before a softmax over the last axis: the
 // fusion that computes them runs inside the softmax's kernel, one row at a
@@ -18,6 +19,13 @@ func.func @main(%s: tensor<2x3x4x4xf32> {onnx.name = "scores"}, %m: tensor<2x1x4
   %4 = graph.log_softmax %3 {axis = 3 : i64} : tensor<2x3x4x4xf32>
   return %2, %4, %3 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>
 }
+
+// pcc-fuse marks the fusion that the softmax computes (IR); the
+// log-softmax's input is a single op, read from memory.
+// IR:      graph.fusion
+// IR:      } {graph.row_prologue}
+// IR-NEXT: graph.softmax
+// IR-NOT:  graph.row_prologue
 
 // CHECK:      static void [[SM:pcc_loop[0-9]+]](float* __restrict p0, const float* __restrict p1, const float* __restrict p2) {
 // CHECK-NEXT:   for (int64_t i0 = 0; i0 < 2; ++i0)

@@ -46,6 +46,23 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
         return op->emitError() << unit << " must be a unit attribute";
       return success();
     }
+  // pcc-fuse's code-generation marks: a product's epilogue, a softmax's
+  // row prologue.
+  if (attr.getName() == kEpilogueAttr || attr.getName() == kRowPrologueAttr) {
+    bool epilogue = attr.getName() == kEpilogueAttr;
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << attr.getName() << " must be a unit attribute";
+    if (epilogue && !isa<GemmOp, MatMulOp>(op))
+      return op->emitError() << kEpilogueAttr << " is for graph.gemm and "
+                             << "graph.matmul";
+    if (!epilogue &&
+        (!isa<FusionOp>(op) || op->getNumResults() != 1 ||
+         !op->getResult(0).hasOneUse() ||
+         !isa<SoftmaxOp, LogSoftmaxOp>(*op->getResult(0).getUsers().begin())))
+      return op->emitError() << kRowPrologueAttr << " is for a graph.fusion "
+                             << "of one result that only a softmax reads";
+    return success();
+  }
   if (attr.getName() == kRecomputeAttr) {
     auto totals = dyn_cast<DictionaryAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !totals || totals.size() != 3 ||

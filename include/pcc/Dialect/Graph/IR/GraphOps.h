@@ -21,6 +21,19 @@ inline constexpr llvm::StringLiteral kOnnxNameAttr = "onnx.name";
 } // namespace pcc
 
 namespace pcc::graph {
+/// pcc-fuse's decisions for code generation, on the program a target emits:
+/// on a graph.gemm or single-product graph.matmul, that the element-wise op
+/// reading its result (through views) runs on each block of the product
+/// as it is done, inside the product's call, and its result never reaches
+/// memory unfused;
+inline constexpr llvm::StringLiteral kEpilogueAttr = "graph.epilogue";
+/// on a graph.fusion read by a softmax over its last axis, that the
+/// softmax computes it row by row (attention's scale and mask never reach
+/// memory).
+inline constexpr llvm::StringLiteral kRowPrologueAttr = "graph.row_prologue";
+} // namespace pcc::graph
+
+namespace pcc::graph {
 
 /// A factor-based sharding rule (GSPMD/Shardy style). Every dimension of
 /// every operand and result is indexed by a list of factors, major to minor:

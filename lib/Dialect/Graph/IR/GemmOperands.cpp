@@ -1,6 +1,6 @@
 //===- GemmOperands.cpp - Product operands read in place ------------------===//
 
-#include "pcc/Target/GemmOperands.h"
+#include "pcc/Dialect/Graph/IR/GemmOperands.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -135,4 +135,65 @@ bool GemmOperands::onlyProductsRead(Operation *op) const {
     }
   }
   return true;
+}
+
+SmallVector<int64_t> pcc::getBroadcastStrides(ArrayRef<int64_t> shape,
+                                              ArrayRef<int64_t> space) {
+  SmallVector<int64_t> strides(space.size(), 0);
+  int64_t step = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] != 1)
+      strides[i + space.size() - shape.size()] = step;
+    step *= shape[i];
+  }
+  return strides;
+}
+
+std::optional<unsigned> pcc::getRowDims(ArrayRef<int64_t> space, int64_t n) {
+  unsigned t = space.size();
+  int64_t columns = 1;
+  while (t > 0 && columns < n)
+    columns *= space[--t];
+  if (columns != n)
+    return std::nullopt;
+  return t;
+}
+
+std::optional<std::pair<int64_t, int64_t>>
+pcc::getRowColumnStrides(ArrayRef<int64_t> strides, ArrayRef<int64_t> space,
+                         unsigned t) {
+  auto collapse = [&](unsigned lo, unsigned hi) -> std::optional<int64_t> {
+    std::optional<int64_t> stride;
+    int64_t span = 1;
+    for (unsigned d = hi; d-- > lo;) {
+      if (space[d] == 1)
+        continue;
+      if (!stride) {
+        stride = strides[d];
+        span = space[d];
+        continue;
+      }
+      if (strides[d] != *stride * span)
+        return std::nullopt;
+      span *= space[d];
+    }
+    return stride.value_or(0);
+  };
+  std::optional<int64_t> row = collapse(0, t),
+                         column = collapse(t, space.size());
+  if (!row || !column)
+    return std::nullopt;
+  return std::make_pair(*row, *column);
+}
+
+Operation *pcc::getViewChain(Value v, SmallPtrSetImpl<Value> &chain) {
+  chain.insert(v);
+  while (v.hasOneUse()) {
+    Operation *user = *v.getUsers().begin();
+    if (!isa<ViewLikeOpInterface>(user))
+      return user;
+    v = user->getResult(0);
+    chain.insert(v);
+  }
+  return nullptr;
 }

@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PCC_TARGET_GEMMOPERANDS_H
-#define PCC_TARGET_GEMMOPERANDS_H
+#ifndef PCC_DIALECT_GRAPH_IR_GEMMOPERANDS_H
+#define PCC_DIALECT_GRAPH_IR_GEMMOPERANDS_H
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 
@@ -71,6 +71,30 @@ private:
   llvm::DenseSet<mlir::Operation *> inPlace;
 };
 
+/// The strides of a dense tensor of `shape` read in the iteration space
+/// `space` with numpy broadcasting (trailing alignment; extent-1
+/// dimensions repeat, with stride 0).
+llvm::SmallVector<int64_t> getBroadcastStrides(llvm::ArrayRef<int64_t> shape,
+                                               llvm::ArrayRef<int64_t> space);
+
+/// The number of leading dimensions of `space` that flatten into the rows
+/// of an M x `n` matrix, the others flattening into its `n` columns; none
+/// where no trailing dimensions make up exactly n.
+std::optional<unsigned> getRowDims(llvm::ArrayRef<int64_t> space, int64_t n);
+
+/// The steps along the row and the column of C of an access with `strides`
+/// over `space` whose first `t` dimensions flatten into C's rows and the
+/// others into its columns, where each group is one stride; else none.
+std::optional<std::pair<int64_t, int64_t>>
+getRowColumnStrides(llvm::ArrayRef<int64_t> strides,
+                    llvm::ArrayRef<int64_t> space, unsigned t);
+
+/// The values of the chain of views that starts at `v` and in which each
+/// value has one reader (into `chain`), and the reader that ends it (null
+/// if none).
+mlir::Operation *getViewChain(mlir::Value v,
+                              llvm::SmallPtrSetImpl<mlir::Value> &chain);
+
 } // namespace pcc
 
-#endif // PCC_TARGET_GEMMOPERANDS_H
+#endif // PCC_DIALECT_GRAPH_IR_GEMMOPERANDS_H
