@@ -21,6 +21,7 @@
 
 #include "mlir/IR/Types.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -341,6 +342,17 @@ protected:
                            llvm::StringRef restrictQualifier,
                            llvm::SmallVectorImpl<std::string> &names,
                            llvm::SmallVectorImpl<std::string> &params) const;
+  /// What a row kernel of emitRowSoftmax over `buffers` starts from: its
+  /// parameters (getKernelParameters), the induction variables of the rows
+  /// ("i0", "i1", ...), each buffer's offset of the row's element `j`
+  /// (getRowElementOffset), and the name of the element type.
+  struct RowKernelParts {
+    llvm::SmallVector<std::string> names, params, ivs, offsets;
+    std::string typeName;
+  };
+  RowKernelParts getRowKernelParts(const RowSoftmax &softmax,
+                                   llvm::ArrayRef<LoopBuffer> buffers,
+                                   llvm::StringRef restrictQualifier) const;
   /// Defines `<declaration> NAME(params) {body}` at file scope once per
   /// parameters and body (every layer of a model runs the same kernels)
   /// and returns NAME.

@@ -38,6 +38,20 @@ void TargetHooks::getKernelParameters(ArrayRef<LoopBuffer> buffers,
   }
 }
 
+TargetHooks::RowKernelParts
+TargetHooks::getRowKernelParts(const RowSoftmax &softmax,
+                               ArrayRef<LoopBuffer> buffers,
+                               StringRef restrictQualifier) const {
+  RowKernelParts parts;
+  getKernelParameters(buffers, restrictQualifier, parts.names, parts.params);
+  for (unsigned d = 0; d < softmax.rows.getBounds().size(); ++d)
+    parts.ivs.push_back("i" + std::to_string(d));
+  for (unsigned k = 0; k < buffers.size(); ++k)
+    parts.offsets.push_back(getRowElementOffset(softmax, k, parts.ivs));
+  parts.typeName = getTypeName(softmax.elementType);
+  return parts;
+}
+
 std::string TargetHooks::defineKernel(StringRef declaration,
                                       ArrayRef<std::string> params,
                                       StringRef text) {

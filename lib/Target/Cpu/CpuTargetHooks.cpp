@@ -265,14 +265,9 @@ void CpuTargetHooks::emitRowSoftmax(
     return;
   // One kernel: each row's elements are computed into the output row, which
   // pcc_k::softmaxRow then normalizes in place; rows share the threads.
-  SmallVector<std::string> names, params, ivs, offsets;
-  getKernelParameters(buffers, "__restrict", names, params);
+  auto [names, params, ivs, offsets, t] =
+      getRowKernelParts(sm, buffers, "__restrict");
   ArrayRef<int64_t> bounds = sm.rows.getBounds();
-  for (unsigned d = 0; d < bounds.size(); ++d)
-    ivs.push_back("i" + std::to_string(d));
-  for (unsigned k = 0; k < buffers.size(); ++k)
-    offsets.push_back(getRowElementOffset(sm, k, ivs));
-  std::string t = getTypeName(sm.elementType);
   std::string text;
   if (sm.rows.getNumIterations() * sm.n >= 65536) {
     text += "#pragma omp parallel for schedule(static) num_threads(pcc_k::"

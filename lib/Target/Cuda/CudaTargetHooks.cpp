@@ -317,14 +317,9 @@ void CudaTargetHooks::emitRowSoftmax(
     return;
   // One block per row: its threads compute the row's elements into the
   // output row, then normalize it in place (pcc_cu::softmaxRowBlock).
-  SmallVector<std::string> names, params, ivs, offsets;
-  getKernelParameters(buffers, "__restrict__", names, params);
+  auto [names, params, ivs, offsets, t] =
+      getRowKernelParts(sm, buffers, "__restrict__");
   ArrayRef<int64_t> bounds = sm.rows.getBounds();
-  for (unsigned d = 0; d < bounds.size(); ++d)
-    ivs.push_back("i" + std::to_string(d));
-  for (unsigned k = 0; k < buffers.size(); ++k)
-    offsets.push_back(getRowElementOffset(sm, k, ivs));
-  std::string t = getTypeName(sm.elementType);
   std::string text = llvm::formatv("  for (int64_t r = blockIdx.x; r < {0}; "
                                    "r += gridDim.x) {{\n",
                                    rows)

@@ -1,0 +1,153 @@
+//===- EmitElementwise.cpp - Element-wise ops of the program --------------===//
+//
+// The program emitter's element-wise code: the loop nests of single
+// element-wise ops and of graph.fusion (one nest, its body per element),
+// the fill of a large splat constant, and nothing for a weight.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FunctionEmitter.h"
+
+#include "pcc/Target/ScalarExpr.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::detail;
+using namespace pcc::graph;
+
+void FunctionEmitter::elementwise(
+    Operation *op, ArrayRef<Value> ins,
+    function_ref<std::string(ArrayRef<std::string>)> f) {
+  elementwiseNest(op->getResults(), ins,
+                  [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
+                    SmallVector<std::string> args;
+                    for (unsigned k = 0; k < ins.size(); ++k)
+                      args.push_back(name[k + 1] + "[" + off[k + 1] + "]");
+                    return name[0] + "[" + off[0] + "] = " + f(args) + ";";
+                  });
+}
+
+void FunctionEmitter::elementwiseNest(
+    ValueRange results, ValueRange ins,
+    function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
+        statement) {
+  // The results are written in order over their shape, the operands read
+  // broadcast to it. A state that a result updates in place is one buffer
+  // read and written at the same elements: one parameter (restrict-
+  // qualified parameters must not overlap), through which the operand is
+  // read.
+  ArrayRef<int64_t> space = shapeOf(results.front());
+  SmallVector<Access> accesses;
+  SmallVector<LoopBuffer> buffers;
+  SmallVector<unsigned> param;
+  for (Value r : results) {
+    param.push_back(accesses.size());
+    accesses.push_back(Access::contiguous(space));
+    buffers.push_back(buffer(r, /*written=*/true));
+  }
+  for (Value in : ins) {
+    auto same = llvm::find_if(results, [&](Value r) {
+      return bufferPlan && bufferPlan->isUpdatedInPlace(r) &&
+             bufferPlan->getRoot(r) == bufferPlan->getRoot(in);
+    });
+    if (same != results.end()) {
+      param.push_back(param[std::distance(results.begin(), same)]);
+      continue;
+    }
+    param.push_back(accesses.size());
+    accesses.push_back(Access::broadcast(shapeOf(in), space));
+    buffers.push_back(buffer(in));
+  }
+  hooks.emitParallelLoop(
+      LoopNest(space, accesses), buffers,
+      [&](ArrayRef<std::string> paramName, ArrayRef<std::string> paramOff) {
+        SmallVector<std::string> name, off;
+        for (unsigned k : param) {
+          name.push_back(paramName[k]);
+          off.push_back(paramOff[k]);
+        }
+        return statement(name, off);
+      });
+}
+
+SmallVector<std::string>
+FunctionEmitter::fusionScalars(FusionOp fusion, ArrayRef<std::string> inputs,
+                               std::string &text) {
+  // Each body op becomes a local of the iteration.
+  Block &block = fusion.getBody().front();
+  llvm::DenseMap<Value, std::string> scalar;
+  auto local = [&](Value v, StringRef init) {
+    std::string n = "t" + std::to_string(scalar.size());
+    text += type(v) + " " + n + " = " + init.str() + "; ";
+    scalar[v] = n;
+  };
+  for (BlockArgument arg : block.getArguments())
+    if (!arg.use_empty())
+      local(arg, inputs[arg.getArgNumber()]);
+  for (Operation &op : block.without_terminator()) {
+    if (auto constant = dyn_cast<ConstantOp>(op)) {
+      auto value = cast<DenseElementsAttr>(constant.getValue());
+      Type et = value.getElementType();
+      local(constant,
+            type(constant) + "(" +
+                getLiterals(value.resizeSplat(RankedTensorType::get({1}, et))) +
+                ")");
+      continue;
+    }
+    SmallVector<std::string> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(scalar.lookup(v));
+    local(op.getResult(0), *getScalarExpr(&op, operands, hooks));
+  }
+  SmallVector<std::string> results;
+  for (Value v : block.getTerminator()->getOperands())
+    results.push_back(scalar.lookup(v));
+  return results;
+}
+
+void FunctionEmitter::fusion(FusionOp fusion) {
+  // One loop nest over the results' shape, each operand read broadcast to
+  // that shape.
+  unsigned numResults = fusion.getNumResults();
+  elementwiseNest(fusion.getResults(), fusion.getInputs(),
+                  [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
+                    SmallVector<std::string> reads;
+                    for (unsigned k = 0; k < fusion.getInputs().size(); ++k)
+                      reads.push_back(name[numResults + k] + "[" +
+                                      off[numResults + k] + "]");
+                    std::string text;
+                    SmallVector<std::string> results =
+                        fusionScalars(fusion, reads, text);
+                    for (auto [k, r] : llvm::enumerate(results))
+                      text += name[k] + "[" + off[k] + "] = " + r + "; ";
+                    return text;
+                  });
+}
+
+std::optional<LogicalResult> FunctionEmitter::emitElementwiseOp(Operation *op) {
+  auto result = [&](unsigned i = 0) { return op->getResult(i); };
+  std::string t = op->getNumResults() ? type(result()) : "";
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](FusionOp f) {
+        // A fusion that a softmax computes on the fly has no code here.
+        if (!absorbed.contains(f))
+          fusion(f);
+        return success();
+      })
+      .Case([&](ConstantOp c) {
+        if (!splatsInWorkspace.contains(op))
+          return success();
+        // A large splat: filled here, in its workspace buffer.
+        auto value = cast<DenseElementsAttr>(c.getValue());
+        Type et = value.getElementType();
+        std::string element =
+            getLiterals(value.resizeSplat(RankedTensorType::get({1}, et)));
+        hooks.emitFill(ptr(result()), value.getNumElements(),
+                       t + "(" + element + ")");
+        return success();
+      })
+      .Case([](WeightOp) { return success(); })
+      .Default([](Operation *) { return std::nullopt; });
+}

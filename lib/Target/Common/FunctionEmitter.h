@@ -1,0 +1,272 @@
+//===- FunctionEmitter.h - Emits one function of the program ----*- C++ -*-===//
+//
+// The private interface of the program emitter's files: what the functions
+// of one translation unit share (Program) and the emitter of one function
+// (FunctionEmitter). ProgramEmitter.cpp drives it and emits what every op
+// shares; each family of ops is emitted in a file of its own
+// (EmitElementwise.cpp, EmitProducts.cpp, EmitReductions.cpp,
+// EmitMovement.cpp, EmitCommunication.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCC_LIB_TARGET_COMMON_FUNCTIONEMITTER_H
+#define PCC_LIB_TARGET_COMMON_FUNCTIONEMITTER_H
+
+#include "pcc/Dialect/Graph/IR/GemmOperands.h"
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+#include "pcc/Target/AbiTables.h"
+#include "pcc/Target/BufferPlan.h"
+#include "pcc/Target/CallGraph.h"
+#include "pcc/Target/LoopNest.h"
+#include "pcc/Target/ProgramEmitter.h"
+#include "pcc/Target/TargetHooks.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <optional>
+#include <string>
+
+namespace pcc::detail {
+
+/// The static shape of tensor `v`.
+inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) {
+  return llvm::cast<mlir::RankedTensorType>(v.getType()).getShape();
+}
+/// The element type of tensor `v`.
+inline mlir::Type elemOf(mlir::Value v) {
+  return mlir::getElementTypeOrSelf(v.getType());
+}
+
+/// What the functions of one translation unit share.
+struct Program {
+  const CppEmitOptions &options;
+  const ProgramCallGraph &graph;
+  const MeshLayout &mesh;
+  AbiTables &tables;
+  TargetHooks &hooks;
+  /// The C++ name of every function.
+  llvm::DenseMap<mlir::func::FuncOp, std::string> functionNames;
+  /// Per function: the pipeline ranks whose entry reaches it, a mask of
+  /// coordinates along the pipeline axis (0 when not pipelined).
+  llvm::DenseMap<mlir::func::FuncOp, uint64_t> holders;
+};
+
+/// Emits one function of the program: its constants, the declarations of
+/// its buffers, its ops and the copies of its results. An entry's
+/// signature maps onto the ABI's tables (inputs, outputs, state in the
+/// weights table), which it reads through `in`, `out` and `w`; any other
+/// function takes its arguments and result buffers as arrays of pointers.
+class FunctionEmitter {
+public:
+  FunctionEmitter(Program &program, mlir::func::FuncOp func, std::string &body)
+      : func(func), isEntry(program.graph.isEntry(func)), program(program),
+        options(program.options), tables(program.tables), mesh(program.mesh),
+        hooks(program.hooks), body(body) {}
+
+  /// Maps an entry's signature onto the ABI's tables; every entry's before
+  /// any function is emitted, so that the tables are complete.
+  mlir::LogicalResult collectInterface();
+  /// Emits the function; returns the workspace it needs for itself (its
+  /// calls get the workspace after that).
+  mlir::FailureOr<int64_t> emit();
+
+private:
+  /// What a result of the entry is for.
+  enum class Role { Output, Grad, StateUpdate };
+
+  /// Arguments and results of any other function are plain buffers.
+  void collectCalleeInterface();
+  mlir::LogicalResult emitConstants();
+  void declareBuffers(const BufferPlan &plan);
+  /// Emits `op`: what every op shares, then its family's code.
+  mlir::LogicalResult emitOp(mlir::Operation *op);
+  /// The families of ops that emitOp tries in turn, each in a file of its
+  /// own: each emits `op` if it is of the family, else returns
+  /// std::nullopt.
+  /// graph.fusion, and the constants and weights (EmitElementwise.cpp).
+  std::optional<mlir::LogicalResult> emitElementwiseOp(mlir::Operation *op);
+  /// The matrix products (EmitProducts.cpp).
+  std::optional<mlir::LogicalResult> emitProductOp(mlir::Operation *op);
+  /// Softmax, normalization, reductions and scans (EmitReductions.cpp).
+  std::optional<mlir::LogicalResult> emitReductionOp(mlir::Operation *op);
+  /// Copies, gathers and scatters (EmitMovement.cpp).
+  std::optional<mlir::LogicalResult> emitMovementOp(mlir::Operation *op);
+  /// Collectives, transfers and calls (EmitCommunication.cpp).
+  std::optional<mlir::LogicalResult> emitCommunicationOp(mlir::Operation *op);
+  void emitResultCopies(const BufferPlan &plan);
+  /// The outputs-table entry of result `k` of the entry (an output or a
+  /// gradient): its key in the tables.
+  mlir::FailureOr<unsigned> addOutput(unsigned k);
+
+  /// The name of `v`'s buffer, for code that reads or writes it: a read of
+  /// the weight it lies in is counted (AbiTables::noteWeightRead).
+  std::string ptr(mlir::Value v) {
+    mlir::Value root =
+        bufferPlan && bufferPlan->isView(v) ? bufferPlan->getRoot(v) : v;
+    if (int64_t index = constantIndex.lookup_or(root, -1); index >= 0)
+      tables.noteWeightRead(index, /*prepared=*/false);
+    return names.lookup(v);
+  }
+  /// Emits product `call`, counting a read of B through its prepared
+  /// operand where the target makes one.
+  void emitGemm(const GemmCall &call);
+  std::string type(mlir::Value v) { return hooks.getTypeName(elemOf(v)); }
+  /// Declares `name`, a pointer to `v`'s element type, as `init`.
+  void declare(mlir::Value v, llvm::StringRef name, llvm::StringRef init) {
+    body += llvm::formatv("  {0}* {1} = ({0}*){2};\n", type(v), name, init);
+  }
+
+  /// out[...] = f(in0[...], in1[...], ...), with broadcasting.
+  void
+  elementwise(mlir::Operation *op, llvm::ArrayRef<mlir::Value> ins,
+              llvm::function_ref<std::string(llvm::ArrayRef<std::string>)> f);
+  /// Strided copy of `src` into `dst` over `shape`.
+  void copy(mlir::Value src, const Access &srcAccess, mlir::Value dst,
+            const Access &dstAccess, llvm::ArrayRef<int64_t> shape);
+  /// The same from a pointer expression into `src`'s buffer.
+  void copyFrom(llvm::StringRef srcPointer, mlir::Value src,
+                const Access &srcAccess, mlir::Value dst,
+                const Access &dstAccess, llvm::ArrayRef<int64_t> shape);
+  /// A graph.fusion: its body per element of one loop nest.
+  void fusion(graph::FusionOp fusion);
+  /// The statements, appended to `text`, that compute `fusion`'s body for
+  /// one element whose operands are read by the expressions `inputs`; the
+  /// names of the locals that hold its results.
+  llvm::SmallVector<std::string>
+  fusionScalars(graph::FusionOp fusion, llvm::ArrayRef<std::string> inputs,
+                std::string &text);
+  void rowSoftmax(mlir::Operation *softmax, graph::FusionOp fusion, bool log);
+  /// The epilogue of `product` (M x N, its C contiguous): `bias` (a
+  /// graph.gemm's C, scaled by `beta`), then `consumer`; either may be
+  /// null.
+  GemmEpilogue getEpilogue(mlir::Operation *product, int64_t m, int64_t n,
+                           mlir::Value bias, float beta,
+                           mlir::Operation *consumer);
+  /// One loop nest writing `results` (of one shape, contiguous) and reading
+  /// `ins` broadcast to it; `statement` gets a name and an offset per
+  /// result, then per operand.
+  void
+  elementwiseNest(mlir::ValueRange results, mlir::ValueRange ins,
+                  llvm::function_ref<std::string(llvm::ArrayRef<std::string>,
+                                                 llvm::ArrayRef<std::string>)>
+                      statement);
+  /// `v`'s buffer as a loop nest reads (or writes) it.
+  LoopBuffer buffer(mlir::Value v, bool written = false) {
+    return {ptr(v), elemOf(v), written};
+  }
+  /// A call of a gather/scatter kernel over slices of `shape` ([outer, k,
+  /// inner] around `axis`) at the indices.
+  void slicesAlongAxis(llvm::StringRef kernel, mlir::Operation *op,
+                       mlir::Value src, mlir::Value idx,
+                       llvm::ArrayRef<int64_t> shape, int64_t axis);
+  /// A call of an element-wise gather/scatter kernel, which walks the
+  /// indices' shape and needs both shapes as arrays.
+  mlir::LogicalResult elementsAlongAxis(llvm::StringRef kernel,
+                                        mlir::Operation *op, mlir::Value src,
+                                        mlir::Value idx,
+                                        llvm::ArrayRef<int64_t> dataShape,
+                                        int64_t axis);
+  /// The padded dimension and real extent of argument `arg` ({-1, 0}).
+  std::pair<int64_t, int64_t> paddingOfArg(unsigned arg);
+
+  mlir::func::FuncOp func;
+  bool isEntry;
+  Program &program;
+  const CppEmitOptions &options;
+  AbiTables &tables;
+  const MeshLayout &mesh;
+  TargetHooks &hooks;
+  std::string &body;
+
+  /// The pointer expression of every value.
+  llvm::DenseMap<mlir::Value, std::string> names;
+  /// The function's buffer plan, while it is emitted.
+  const BufferPlan *bufferPlan = nullptr;
+  /// The data movement that products read in place, and how they read
+  /// their operands.
+  std::optional<GemmOperands> gemmOperands;
+  bool isReadInPlace(mlir::Operation *op) const {
+    return gemmOperands && gemmOperands->isReadInPlace(op);
+  }
+  /// Values held outside the workspace: constants in the code and weights
+  /// (and blocks of them) in the weights table.
+  llvm::DenseSet<mlir::Value> external;
+  /// Large anonymous splat constants, filled into the workspace.
+  llvm::DenseSet<mlir::Operation *> splatsInWorkspace;
+  /// CONSTANT weights (and the blocks of them loaded as such): their index
+  /// in the weights table.
+  llvm::DenseMap<mlir::Value, int64_t> constantIndex;
+  /// The weights-table index of the CONSTANT weight whose buffer `v` is
+  /// (itself or a view of it from its start), else -1.
+  int64_t getConstantIndex(mlir::Value v) const {
+    if (bufferPlan && bufferPlan->isView(v))
+      v = bufferPlan->getRoot(v);
+    return constantIndex.lookup_or(v, -1);
+  }
+  /// The weights-table index of the constant that product operand `v`,
+  /// read as `m`, is the whole of (from its start), else -1.
+  int64_t getProductConstantIndex(const MatrixOperand &m, mlir::Value v) const {
+    if (m.offset != 0 ||
+        getNumElements(shapeOf(v)) != getNumElements(shapeOf(m.buffer)))
+      return -1;
+    return getConstantIndex(m.buffer);
+  }
+  /// Fusions that the softmax reading them computes on the fly, and the
+  /// softmax of each.
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> absorbed;
+  /// Per product: the element-wise op that runs as its epilogue; per such
+  /// op, its product.
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> epilogueConsumer,
+      epilogueProduct;
+  /// dist.all_slice ops of a weight that the weights table holds as the
+  /// rank's block: no code, no buffer.
+  llvm::DenseSet<mlir::Operation *> loadedSlices;
+  /// The workspace the function needs for itself.
+  int64_t ownWorkspace = 0;
+  /// Whether the function started sends, which it waits for at the end.
+  bool startedSends = false;
+  /// Collectives are started where they are and completed just before the
+  /// first op that reads their result (or communicates, or calls), else at
+  /// the end, so that what does not depend on them runs meanwhile: the
+  /// collectives each op waits for first, those waited for at the end, and
+  /// each one's request variable.
+  llvm::DenseMap<mlir::Operation *, std::string> requests;
+  /// The request variables of the sends that a dist.wait_send completes,
+  /// by send and by wait.
+  llvm::DenseMap<mlir::Operation *, std::string> sendRequests;
+  /// The variable of a collective's request, named when it is started.
+  std::string requestOf(mlir::Operation *collective) {
+    std::string &name = requests[collective];
+    if (name.empty())
+      name = "q" + std::to_string(requests.size() - 1);
+    return name;
+  }
+  /// The arrays of argument and result buffers: the ABI's inputs and
+  /// outputs for the entry, the caller's for any other function.
+  llvm::StringRef argArray() const { return isEntry ? "in" : "args"; }
+  llvm::StringRef resultArray() const { return isEntry ? "out" : "results"; }
+  /// Per argument: its index in the inputs table, or, for a state, in the
+  /// weights table (argWeight >= 0).
+  llvm::SmallVector<int64_t> argInput, argWeight;
+  /// Per result: its role, and its index in the outputs table (its key in
+  /// the tables until every entry's interface is known) or, for a state
+  /// update, the weights table index of the state it updates.
+  llvm::SmallVector<Role> resultRole;
+  llvm::SmallVector<int64_t> resultIndex;
+  /// State updates that read another updated state's old value, which that
+  /// state's own update may overwrite first: result index -> the name of a
+  /// workspace copy taken before any update lands.
+  llvm::DenseMap<int64_t, std::string> updateSnapshots;
+};
+} // namespace pcc::detail
+
+#endif // PCC_LIB_TARGET_COMMON_FUNCTIONEMITTER_H
