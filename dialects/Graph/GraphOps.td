@@ -353,6 +353,64 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [DeclareOpInterfaceMethods<Graph_
                        "functional-type(operands, results)";
 }
 
+def Graph_AttentionOp : Graph_Op<"attention", [
+    DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
+    InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Scaled dot-product attention, computed without its scores";
+  let description = [{
+    `softmax(scale * query . key^T + bias) . value` per batch entry and head,
+    in blocks of keys with a running maximum and sum (FlashAttention), so
+    that the [query, key] scores and probabilities are never stored.
+    `query` is [B, H, Tq, D], `key` [B, G, Tk, D] and `value` [B, G, Tk, E]:
+    grouped-query attention reads key/value head `h / (H / G)` for query
+    head `h` without repeating it (H a multiple of G). `bias`, if any, is
+    added to the scaled scores and broadcasts to [B, H, Tq, Tk] (a padding
+    or attention mask of 0 and -inf, ALiBi's slopes); `causal` masks key j
+    for query i where j > i, and the kernels skip those blocks.
+
+    Results: the attention `output` [B, H, Tq, E] and, per query row, the
+    log-sum-exp of its scaled and biased scores, `lse` [B, H, Tq] in f32,
+    from which the backward (`graph.attention_grad`) recomputes the
+    probabilities. A row whose keys are all masked gets zeros (PyTorch's
+    exports guard such rows so). pcc-fuse-attention forms the op from what
+    exporters write.
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
+                   AnyRankedTensor:$value, Optional<AnyRankedTensor>:$bias,
+                   F32Attr:$scale, UnitAttr:$causal);
+  let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
+  let assemblyFormat = "$query `,` $key `,` $value (`,` $bias^)? attr-dict "
+                       "`:` functional-type(operands, results)";
+}
+
+def Graph_AttentionGradOp : Graph_Op<"attention_grad", [
+    InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "The backward of graph.attention, recomputing its scores";
+  let description = [{
+    The gradients of `graph.attention`'s query, key and value, given its
+    operands, its `output` and `lse`, and the output's gradient
+    `output_grad`: per block of keys and block of queries the probabilities
+    are recomputed from `lse` (no [query, key] buffer is kept or
+    allocated), with `delta = rowsum(output_grad * output)` for the
+    softmax's backward. A grouped key/value head sums the gradients of the
+    query heads that read it.
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
+                   AnyRankedTensor:$value, AnyRankedTensor:$output,
+                   AnyRankedTensor:$lse, AnyRankedTensor:$output_grad,
+                   Optional<AnyRankedTensor>:$bias, F32Attr:$scale,
+                   UnitAttr:$causal);
+  let results = (outs AnyRankedTensor:$query_grad, AnyRankedTensor:$key_grad,
+                 AnyRankedTensor:$value_grad);
+  let assemblyFormat = "$query `,` $key `,` $value `,` $output `,` $lse `,` "
+                       "$output_grad (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
 class Graph_ReduceOp<string mnemonic, string what>
     : Graph_Op<mnemonic, [InferTypeOpAdaptor, Graph_CostOpInterface,
         DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>,

@@ -147,6 +147,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.shard = options.shard;
   p.sequenceParallel = options.sequenceParallel;
   p.recompute = options.recompute;
+  p.fuseAttention = options.fuseAttention;
   p.pp = options.pp;
   p.microbatches = options.microbatches;
   p.schedule = options.schedule;

@@ -17,6 +17,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
                                : int64_t(options.pp);
   bool defaulted = options.microbatches == 0;
   bool pipelined = options.pp > 1 || microbatches > 1;
+  // Attention as one op before the training passes, so that its backward
+  // is its own (recomputing the probabilities) and no pass sees the scores.
+  if (options.fuseAttention)
+    pm.addNestedPass<func::FuncOp>(createFuseAttention());
   // Before the trainable set is decided: each copy is judged on its own.
   if (!options.untie.empty())
     pm.addPass(createUntie({options.untie}));

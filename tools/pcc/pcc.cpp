@@ -100,6 +100,8 @@ compile options:
   --cpu native|generic   build for this machine's processor (default) or
                          for any of its architecture
   --no-fuse              one loop nest per element-wise op (no pcc-fuse)
+  --no-fuse-attention    keep exported attention as its ops (the scores and
+                         probabilities stored), instead of one fused op
   --bind NAME=FILE.pb    fix graph input NAME to a tensor at compile time
   --dim NAME=N           give every input dimension named NAME (symbolic in
                          the model, e.g. batch_size) the extent N
@@ -358,6 +360,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       }
     } else if (a == "--no-fuse")
       o.fuse = false;
+    else if (a == "--no-fuse-attention")
+      o.fuseAttention = false;
     else if (a == "--cuda-arch") {
       ok = args.value(a, o.cudaArch);
       if (ok && !llvm::StringRef(o.cudaArch).starts_with("sm_")) {

@@ -75,6 +75,9 @@ struct CompileOptions {
   std::string cpu = "native";
   /// Whether element-wise ops are fused into loop nests (pcc-fuse).
   bool fuse = true;
+  /// Whether exported attention becomes graph.attention, computed without
+  /// its [query, key] scores (pcc-fuse-attention; --no-fuse-attention).
+  bool fuseAttention = true;
   /// Whether the verified pipeline schedule is lowered into each rank's
   /// step; `pcc plan` stops before, so that planning costs the size of the
   /// schedule, not the schedule times the model.

@@ -666,6 +666,27 @@ def BucketCollectives
                            "::pcc::graph::GraphDialect"];
 }
 
+def FuseAttention : Pass<"pcc-fuse-attention", "::mlir::func::FuncOp"> {
+  let summary = "Forms graph.attention from the ops exporters write";
+  let description = [{
+    Finds scaled dot-product attention in the dataflow around each softmax
+    over the last axis of a rank-4 value, whatever its nodes are named:
+    `softmax(s * (q . k^T) + bias) . v`, with the scale on the scores
+    (multiplied or divided, before or after the bias) or its square root on
+    each of `q` and `k`, any number of added or subtracted biases and
+    `where(mask, scores, -inf)` masks, PyTorch's guard
+    `where(isnan(p), 0, p)` on the probabilities, and grouped-query
+    attention's repeated key/value heads (an expand of a unit axis between
+    two reshapes), which the op reads unrepeated. A constant causal mask
+    (0 on and below the diagonal, -inf or below -1e4 above it) becomes the
+    op's `causal` flag. Values that anything else reads (probabilities a
+    model returns) are left as they are. Runs first, before the training
+    passes, so that the backward is attention's own (FlashAttention's,
+    recomputing the probabilities from the log-sum-exp).
+  }];
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
+}
+
 def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
   let summary = "Groups element-wise ops into graph.fusion loop nests";
   let description = [{

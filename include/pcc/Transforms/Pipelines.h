@@ -78,6 +78,11 @@ struct ParallelizeOptions
       *this, "sequence-parallel",
       llvm::cl::desc("Sequence parallelism between tensor-parallel regions"),
       llvm::cl::init(false)};
+  Option<bool> fuseAttention{
+      *this, "fuse-attention",
+      llvm::cl::desc("Form graph.attention from exported attention "
+                     "(pcc-fuse-attention)"),
+      llvm::cl::init(true)};
   Option<std::string> recompute{
       *this, "recompute",
       llvm::cl::desc("With train: none, selective or full (pcc-recompute: "

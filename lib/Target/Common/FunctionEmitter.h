@@ -102,6 +102,8 @@ private:
   std::optional<mlir::LogicalResult> emitMovementOp(mlir::Operation *op);
   /// Collectives, transfers and calls (EmitCommunication.cpp).
   std::optional<mlir::LogicalResult> emitCommunicationOp(mlir::Operation *op);
+  /// Fused attention and its backward (EmitAttention.cpp).
+  std::optional<mlir::LogicalResult> emitAttentionOp(mlir::Operation *op);
   void emitResultCopies(const BufferPlan &plan);
   /// The outputs-table entry of result `k` of the entry (an output or a
   /// gradient): its key in the tables.

@@ -309,7 +309,8 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
   for (auto emitFamily :
        {&FunctionEmitter::emitElementwiseOp, &FunctionEmitter::emitProductOp,
         &FunctionEmitter::emitReductionOp, &FunctionEmitter::emitMovementOp,
-        &FunctionEmitter::emitCommunicationOp})
+        &FunctionEmitter::emitCommunicationOp,
+        &FunctionEmitter::emitAttentionOp})
     if (std::optional<LogicalResult> emitted = (this->*emitFamily)(op))
       return *emitted;
   return op->emitError() << hooks.getTargetName() << " cannot lower '"

@@ -756,6 +756,307 @@ inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
   }
 }
 
+/// The extents of attention's operands (query [batch, heads, queries,
+/// features], key [batch, groups, keys, features], value [batch, groups,
+/// keys, valueFeatures]) and where their elements lie: the strides of the
+/// batch, head and sequence dimensions of the query, key, value and output
+/// (the feature stride is 1), and a bias's stride per dimension of
+/// [batch, heads, queries, keys] (0 where it broadcasts).
+struct AttentionShape {
+  int64_t batch, heads, groups, queries, keys, features, valueFeatures;
+  int64_t qStrides[3], kStrides[3], vStrides[3], oStrides[3], biasStrides[4];
+  float scale;
+  bool causal;
+};
+
+namespace detail {
+/// The blocks of attention's kernels: 32 queries by 64 keys, whose scores,
+/// the keys (transposed) and the values of a block stay in cache.
+constexpr int64_t kAttentionRows = 32, kAttentionKeys = 64;
+
+/// s[r][c] = scale * q_r . k_c + bias(r, c) for rows [i0, i0 + rows) and
+/// keys [j0, j0 + cols) of one head, -inf where causal masks; kt is the
+/// keys' block transposed ([D][cols]). Returns the number of columns
+/// before the causal mask leaves only -inf (all of them without it).
+template <typename T>
+inline void attentionScores(const AttentionShape &l, const T *q, int64_t qRow,
+                            const float *kt, const T *bias, int64_t i0,
+                            int64_t rows, int64_t j0, int64_t cols, float *s) {
+  int64_t d = l.features;
+  for (int64_t r = 0; r < rows; ++r) {
+    float *sr = s + r * kAttentionKeys;
+    for (int64_t c = 0; c < cols; ++c)
+      sr[c] = 0;
+    const T *qr = q + (i0 + r) * qRow;
+    for (int64_t f = 0; f < d; ++f) {
+      float x = float(qr[f]);
+      const float *kf = kt + f * kAttentionKeys;
+      for (int64_t c = 0; c < cols; ++c)
+        sr[c] += x * kf[c];
+    }
+    for (int64_t c = 0; c < cols; ++c)
+      sr[c] *= l.scale;
+    if (bias) {
+      const T *br = bias + (i0 + r) * l.biasStrides[2] + j0 * l.biasStrides[3];
+      for (int64_t c = 0; c < cols; ++c)
+        sr[c] += float(br[c * l.biasStrides[3]]);
+    }
+    if (l.causal)
+      for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < cols; ++c)
+        sr[c] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+/// The block of keys [j0, j0 + cols) of one key/value head, transposed
+/// ([D][kAttentionKeys]), and its values ([cols][E]), in float.
+template <typename T>
+inline void attentionKeyBlock(const AttentionShape &l, const T *k, const T *v,
+                              int64_t j0, int64_t cols, float *kt, float *vb) {
+  for (int64_t c = 0; c < cols; ++c) {
+    const T *kc = k + (j0 + c) * l.kStrides[2];
+    for (int64_t f = 0; f < l.features; ++f)
+      kt[f * kAttentionKeys + c] = float(kc[f]);
+    const T *vc = v + (j0 + c) * l.vStrides[2];
+    for (int64_t e = 0; e < l.valueFeatures; ++e)
+      vb[c * l.valueFeatures + e] = float(vc[e]);
+  }
+}
+} // namespace detail
+
+/// Scaled dot-product attention without its scores (FlashAttention's
+/// forward): per block of queries, the blocks of keys in turn, with a
+/// running maximum and sum per row; under a causal mask the blocks above
+/// the diagonal are skipped. Writes the output and each row's log-sum-exp
+/// (-inf, and a zero output, for a row whose keys are all masked).
+template <typename T>
+inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
+                      float *lse, const AttentionShape &l) {
+  using namespace detail;
+  int64_t rowBlocks = (l.queries + kAttentionRows - 1) / kAttentionRows;
+  int64_t tasks = l.batch * l.heads * rowBlocks;
+  int64_t perGroup = l.heads / l.groups;
+  int64_t work = tasks * kAttentionRows * l.keys * l.features;
+#pragma omp parallel num_threads(threads()) if (shareThreads(work))
+  {
+    int64_t d = l.features, e = l.valueFeatures;
+    std::vector<float> kt(d * kAttentionKeys), vb(kAttentionKeys * e),
+        s(kAttentionRows * kAttentionKeys), acc(kAttentionRows * e),
+        mx(kAttentionRows), sum(kAttentionRows);
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      int64_t ib = task % rowBlocks, bh = task / rowBlocks;
+      int64_t b = bh / l.heads, h = bh % l.heads, g = h / perGroup;
+      int64_t i0 = ib * kAttentionRows;
+      int64_t rows = std::min(kAttentionRows, l.queries - i0);
+      const T *qh = q + b * l.qStrides[0] + h * l.qStrides[1];
+      const T *kh = k + b * l.kStrides[0] + g * l.kStrides[1];
+      const T *vh = v + b * l.vStrides[0] + g * l.vStrides[1];
+      const T *bh0 = bias ? bias + b * l.biasStrides[0] + h * l.biasStrides[1]
+                          : nullptr;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      int64_t keyEnd = l.causal ? std::min(l.keys, i0 + rows) : l.keys;
+      for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
+        int64_t cols = std::min(kAttentionKeys, keyEnd - j0);
+        attentionKeyBlock(l, kh, vh, j0, cols, kt.data(), vb.data());
+        attentionScores(l, qh, l.qStrides[2], kt.data(), bh0, i0, rows, j0,
+                        cols, s.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          float *sr = s.data() + r * kAttentionKeys;
+          float m = mx[r];
+          for (int64_t c = 0; c < cols; ++c)
+            m = sr[c] > m ? sr[c] : m;
+          if (m == -std::numeric_limits<float>::infinity())
+            continue; // every key so far masked
+          float correction = expNonPositive<float>(mx[r] - m);
+          float added = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            sr[c] = expNonPositive<float>(sr[c] - m);
+            added += sr[c];
+          }
+          sum[r] = sum[r] * correction + added;
+          mx[r] = m;
+          float *ar = acc.data() + r * e;
+          for (int64_t x = 0; x < e; ++x)
+            ar[x] *= correction;
+          for (int64_t c = 0; c < cols; ++c) {
+            float p = sr[c];
+            const float *vc = vb.data() + c * e;
+            for (int64_t x = 0; x < e; ++x)
+              ar[x] += p * vc[x];
+          }
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        T *orow = o + ((b * l.heads + h) * l.queries + i0 + r) * e;
+        float inv = sum[r] > 0 ? 1.0f / sum[r] : 0.0f;
+        for (int64_t x = 0; x < e; ++x)
+          orow[x] = T(acc[r * e + x] * inv);
+        lse[(b * l.heads + h) * l.queries + i0 + r] =
+            sum[r] > 0 ? mx[r] + std::log(sum[r])
+                       : -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+}
+
+/// The gradients of attention's query, key and value (FlashAttention's
+/// backward): the probabilities of each block are recomputed from the
+/// saved log-sum-exp. One pass per block of keys makes their key and value
+/// gradients (over every query head of their group), another per block of
+/// queries their query gradient, so that no two threads write one row.
+template <typename T>
+inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
+                          const T *o, const float *lse, const T *dout, T *dq,
+                          T *dk, T *dv, const AttentionShape &l) {
+  using namespace detail;
+  int64_t d = l.features, e = l.valueFeatures;
+  int64_t perGroup = l.heads / l.groups;
+  int64_t rowBlocks = (l.queries + kAttentionRows - 1) / kAttentionRows;
+  int64_t keyBlocks = (l.keys + kAttentionKeys - 1) / kAttentionKeys;
+  int64_t work = l.batch * l.heads * l.queries * l.keys * d;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // The gradients are dense, in their operands' shapes.
+  // P and dS of one block: p[r][c], ds[r][c]; delta[r] = dout_r . o_r.
+  auto probabilities = [&](const float *lseRow, const T *bh0, const T *qh,
+                           const float *kt, int64_t i0, int64_t rows,
+                           int64_t j0, int64_t cols, float *p) {
+    attentionScores(l, qh, l.qStrides[2], kt, bh0, i0, rows, j0, cols, p);
+    for (int64_t r = 0; r < rows; ++r) {
+      float m = lseRow[i0 + r];
+      float *pr = p + r * kAttentionKeys;
+      for (int64_t c = 0; c < cols; ++c)
+        pr[c] = m == kNegInf || pr[c] == kNegInf
+                    ? 0.0f
+                    : expNonPositive<float>(std::min(0.0f, pr[c] - m));
+    }
+  };
+  // dS = P * (dP - delta), dP = dout . v^T, for rows of one query head.
+  auto scoreGrads = [&](const T *doh, const T *oh, const float *vb,
+                        int64_t i0, int64_t rows, int64_t cols, float *p,
+                        float *ds) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *dor = doh + (i0 + r) * l.oStrides[2];
+      const T *orow = oh + (i0 + r) * l.oStrides[2];
+      float delta = 0;
+      for (int64_t x = 0; x < e; ++x)
+        delta += float(dor[x]) * float(orow[x]);
+      float *pr = p + r * kAttentionKeys, *dsr = ds + r * kAttentionKeys;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float *vc = vb + c * e;
+        float dp = 0;
+        for (int64_t x = 0; x < e; ++x)
+          dp += float(dor[x]) * vc[x];
+        dsr[c] = pr[c] * (dp - delta);
+      }
+    }
+  };
+#pragma omp parallel num_threads(threads()) if (shareThreads(work))
+  {
+    std::vector<float> kt(d * kAttentionKeys), vb(kAttentionKeys * e),
+        p(kAttentionRows * kAttentionKeys), ds(kAttentionRows * kAttentionKeys),
+        dkb(kAttentionKeys * d), dvb(kAttentionKeys * e), dqb(kAttentionRows * d);
+    // Keys and values: per batch entry, key/value head and block of keys.
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < l.batch * l.groups * keyBlocks; ++task) {
+      int64_t jb = task % keyBlocks, bg = task / keyBlocks;
+      int64_t b = bg / l.groups, g = bg % l.groups;
+      int64_t j0 = jb * kAttentionKeys;
+      int64_t cols = std::min(kAttentionKeys, l.keys - j0);
+      const T *kh = k + b * l.kStrides[0] + g * l.kStrides[1];
+      const T *vh = v + b * l.vStrides[0] + g * l.vStrides[1];
+      attentionKeyBlock(l, kh, vh, j0, cols, kt.data(), vb.data());
+      std::fill(dkb.begin(), dkb.end(), 0.0f);
+      std::fill(dvb.begin(), dvb.end(), 0.0f);
+      for (int64_t h = g * perGroup; h < (g + 1) * perGroup; ++h) {
+        const T *qh = q + b * l.qStrides[0] + h * l.qStrides[1];
+        const T *oh = o + b * l.oStrides[0] + h * l.oStrides[1];
+        const T *doh = dout + b * l.oStrides[0] + h * l.oStrides[1];
+        const T *bh0 = bias ? bias + b * l.biasStrides[0] +
+                                  h * l.biasStrides[1]
+                            : nullptr;
+        const float *lseRow = lse + (b * l.heads + h) * l.queries;
+        int64_t firstRow = l.causal ? j0 : 0;
+        for (int64_t i0 = firstRow / kAttentionRows * kAttentionRows;
+             i0 < l.queries; i0 += kAttentionRows) {
+          int64_t rows = std::min(kAttentionRows, l.queries - i0);
+          probabilities(lseRow, bh0, qh, kt.data(), i0, rows, j0, cols,
+                        p.data());
+          // dv_c += p_rc dout_r; dk_c += scale ds_rc q_r.
+          scoreGrads(doh, oh, vb.data(), i0, rows, cols, p.data(), ds.data());
+          for (int64_t r = 0; r < rows; ++r) {
+            const T *dor = doh + (i0 + r) * l.oStrides[2];
+            const T *qr = qh + (i0 + r) * l.qStrides[2];
+            const float *pr = p.data() + r * kAttentionKeys;
+            const float *dsr = ds.data() + r * kAttentionKeys;
+            for (int64_t c = 0; c < cols; ++c) {
+              float pc = pr[c], sc = dsr[c] * l.scale;
+              float *dvc = dvb.data() + c * e, *dkc = dkb.data() + c * d;
+              if (pc != 0)
+                for (int64_t x = 0; x < e; ++x)
+                  dvc[x] += pc * float(dor[x]);
+              if (sc != 0)
+                for (int64_t f = 0; f < d; ++f)
+                  dkc[f] += sc * float(qr[f]);
+            }
+          }
+        }
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        T *dkr = dk + ((b * l.groups + g) * l.keys + j0 + c) * d;
+        T *dvr = dv + ((b * l.groups + g) * l.keys + j0 + c) * e;
+        for (int64_t f = 0; f < d; ++f)
+          dkr[f] = T(dkb[c * d + f]);
+        for (int64_t x = 0; x < e; ++x)
+          dvr[x] = T(dvb[c * e + x]);
+      }
+    }
+    // Queries: per batch entry, head and block of queries.
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < l.batch * l.heads * rowBlocks; ++task) {
+      int64_t ib = task % rowBlocks, bh = task / rowBlocks;
+      int64_t b = bh / l.heads, h = bh % l.heads, g = h / perGroup;
+      int64_t i0 = ib * kAttentionRows;
+      int64_t rows = std::min(kAttentionRows, l.queries - i0);
+      const T *qh = q + b * l.qStrides[0] + h * l.qStrides[1];
+      const T *kh = k + b * l.kStrides[0] + g * l.kStrides[1];
+      const T *vh = v + b * l.vStrides[0] + g * l.vStrides[1];
+      const T *oh = o + b * l.oStrides[0] + h * l.oStrides[1];
+      const T *doh = dout + b * l.oStrides[0] + h * l.oStrides[1];
+      const T *bh0 =
+          bias ? bias + b * l.biasStrides[0] + h * l.biasStrides[1] : nullptr;
+      const float *lseRow = lse + (b * l.heads + h) * l.queries;
+      std::fill(dqb.begin(), dqb.end(), 0.0f);
+      int64_t keyEnd = l.causal ? std::min(l.keys, i0 + rows) : l.keys;
+      for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
+        int64_t cols = std::min(kAttentionKeys, keyEnd - j0);
+        attentionKeyBlock(l, kh, vh, j0, cols, kt.data(), vb.data());
+        probabilities(lseRow, bh0, qh, kt.data(), i0, rows, j0, cols,
+                      p.data());
+        scoreGrads(doh, oh, vb.data(), i0, rows, cols, p.data(), ds.data());
+        // dq_r += scale ds_rc k_c (k_c is column c of kt).
+        for (int64_t r = 0; r < rows; ++r) {
+          const float *dsr = ds.data() + r * kAttentionKeys;
+          float *dqr = dqb.data() + r * d;
+          for (int64_t f = 0; f < d; ++f) {
+            const float *kf = kt.data() + f * kAttentionKeys;
+            float acc = 0;
+            for (int64_t c = 0; c < cols; ++c)
+              acc += dsr[c] * kf[c];
+            dqr[f] += acc * l.scale;
+          }
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        T *dqr = dq + ((b * l.heads + h) * l.queries + i0 + r) * d;
+        for (int64_t f = 0; f < d; ++f)
+          dqr[f] = T(dqb[r * d + f]);
+      }
+    }
+  }
+}
+
 /// Gather along the middle extent of data [outer, k, inner] at `count`
 /// indices. Returns 1 when an index is out of range.
 template <typename T, typename I>

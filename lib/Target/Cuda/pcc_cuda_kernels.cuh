@@ -682,6 +682,343 @@ inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
 }
 
 //===----------------------------------------------------------------------===//
+// Attention (FlashAttention's forward and backward): tiles of queries and
+// keys in shared memory, f32 arithmetic whatever the operands' type
+//===----------------------------------------------------------------------===//
+
+/// As pcc_k::AttentionShape on the CPU: extents, and the strides of the
+/// batch, head and sequence dimensions of the query, key, value and output
+/// (feature stride 1) and of a bias's [batch, heads, queries, keys].
+struct AttentionShape {
+  int64_t batch, heads, groups, queries, keys, features, valueFeatures;
+  int64_t qStrides[3], kStrides[3], vStrides[3], oStrides[3], biasStrides[4];
+  float scale;
+  bool causal;
+};
+
+__device__ __host__ __forceinline__ int64_t smaller(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+/// The tiles: 16 queries by 32 keys; features up to 128 (pcc-fuse-attention
+/// leaves wider heads unfused for this target).
+constexpr int64_t kAttentionRows = 16, kAttentionKeys = 32,
+                  kAttentionMaxFeatures = 128;
+
+/// The score of query row `i` and key `j` of one head: scaled, biased, and
+/// -inf where the causal mask hides the key.
+template <typename T>
+__device__ __forceinline__ float
+attentionScore(const AttentionShape &a, const T *qRow, const T *kRow,
+               const T *biasHead, int64_t i, int64_t j) {
+  if (a.causal && j > i)
+    return -INFINITY;
+  float dot = 0;
+  for (int64_t f = 0; f < a.features; ++f)
+    dot += float(qRow[f]) * float(kRow[f]);
+  dot *= a.scale;
+  if (biasHead)
+    dot += float(biasHead[i * a.biasStrides[2] + j * a.biasStrides[3]]);
+  return dot;
+}
+
+/// One block per tile of queries of one head: the tiles of keys in turn,
+/// each key tile's values in shared memory, the scores of the tile in
+/// shared memory, a running maximum and sum per row.
+template <typename T>
+__global__ void attentionForward(const T *__restrict__ q,
+                                 const T *__restrict__ k,
+                                 const T *__restrict__ v,
+                                 const T *__restrict__ bias, T *__restrict__ o,
+                                 float *__restrict__ lse, AttentionShape a) {
+  __shared__ float vs[kAttentionKeys][kAttentionMaxFeatures];
+  __shared__ float s[kAttentionRows][kAttentionKeys];
+  __shared__ float acc[kAttentionRows][kAttentionMaxFeatures];
+  __shared__ float mx[kAttentionRows], sum[kAttentionRows],
+      correction[kAttentionRows];
+  int64_t rowTiles = (a.queries + kAttentionRows - 1) / kAttentionRows;
+  int64_t perGroup = a.heads / a.groups, e = a.valueFeatures;
+  for (int64_t tile = blockIdx.x; tile < a.batch * a.heads * rowTiles;
+       tile += gridDim.x) {
+    int64_t i0 = tile % rowTiles * kAttentionRows, bh = tile / rowTiles;
+    int64_t b = bh / a.heads, h = bh % a.heads, g = h / perGroup;
+    int64_t rows = smaller(kAttentionRows, a.queries - i0);
+    const T *qh = q + b * a.qStrides[0] + h * a.qStrides[1];
+    const T *kh = k + b * a.kStrides[0] + g * a.kStrides[1];
+    const T *vh = v + b * a.vStrides[0] + g * a.vStrides[1];
+    const T *biasHead =
+        bias ? bias + b * a.biasStrides[0] + h * a.biasStrides[1] : nullptr;
+    for (int64_t x = threadIdx.x; x < kAttentionRows * e; x += blockDim.x)
+      acc[x / e][x % e] = 0;
+    if (threadIdx.x < kAttentionRows) {
+      mx[threadIdx.x] = -INFINITY;
+      sum[threadIdx.x] = 0;
+    }
+    int64_t keyEnd = a.causal ? smaller(a.keys, i0 + rows) : a.keys;
+    for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
+      int64_t cols = smaller(kAttentionKeys, keyEnd - j0);
+      __syncthreads();
+      for (int64_t x = threadIdx.x; x < cols * e; x += blockDim.x)
+        vs[x / e][x % e] = float(vh[(j0 + x / e) * a.vStrides[2] + x % e]);
+      for (int64_t x = threadIdx.x; x < kAttentionRows * kAttentionKeys;
+           x += blockDim.x) {
+        int64_t r = x / kAttentionKeys, c = x % kAttentionKeys;
+        s[r][c] = r < rows && c < cols
+                      ? attentionScore(a, qh + (i0 + r) * a.qStrides[2],
+                                       kh + (j0 + c) * a.kStrides[2],
+                                       biasHead, i0 + r, j0 + c)
+                      : -INFINITY;
+      }
+      __syncthreads();
+      if (threadIdx.x < kAttentionRows) {
+        int64_t r = threadIdx.x;
+        float m = mx[r];
+        for (int64_t c = 0; c < cols; ++c)
+          m = fmaxf(m, s[r][c]);
+        float added = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          s[r][c] = m == -INFINITY ? 0.0f : expf(s[r][c] - m);
+          added += s[r][c];
+        }
+        correction[r] = m == -INFINITY ? 1.0f : expf(mx[r] - m);
+        sum[r] = sum[r] * correction[r] + added;
+        mx[r] = m;
+      }
+      __syncthreads();
+      for (int64_t x = threadIdx.x; x < kAttentionRows * e; x += blockDim.x) {
+        int64_t r = x / e, f = x % e;
+        float value = acc[r][f] * correction[r];
+        for (int64_t c = 0; c < cols; ++c)
+          value += s[r][c] * vs[c][f];
+        acc[r][f] = value;
+      }
+    }
+    __syncthreads();
+    for (int64_t x = threadIdx.x; x < rows * e; x += blockDim.x) {
+      int64_t r = x / e, f = x % e;
+      o[((b * a.heads + h) * a.queries + i0 + r) * e + f] =
+          T(sum[r] > 0 ? acc[r][f] / sum[r] : 0.0f);
+    }
+    if (threadIdx.x < rows)
+      lse[(b * a.heads + h) * a.queries + i0 + threadIdx.x] =
+          sum[threadIdx.x] > 0 ? mx[threadIdx.x] + logf(sum[threadIdx.x])
+                               : -INFINITY;
+    __syncthreads();
+  }
+}
+
+/// The probabilities (from the saved log-sum-exp) and the score gradients
+/// dS = P * (dP - delta) of rows [i0, i0 + rows) and keys [j0, j0 + cols)
+/// of one head, into p and ds; delta holds each row's dout . o. Every
+/// thread of the block calls it; it synchronizes before it returns.
+template <typename T>
+__device__ void attentionScoreGrads(const AttentionShape &a, const T *qh,
+                                    const T *kh, const T *vh, const T *doh,
+                                    const T *biasHead, const float *lseRow,
+                                    int64_t i0, int64_t rows, int64_t j0,
+                                    int64_t cols, const float *delta,
+                                    float (*p)[kAttentionKeys],
+                                    float (*ds)[kAttentionKeys]) {
+  for (int64_t x = threadIdx.x; x < kAttentionRows * kAttentionKeys;
+       x += blockDim.x) {
+    int64_t r = x / kAttentionKeys, c = x % kAttentionKeys;
+    float prob = 0, grad = 0;
+    if (r < rows && c < cols) {
+      float score = attentionScore(a, qh + (i0 + r) * a.qStrides[2],
+                                   kh + (j0 + c) * a.kStrides[2], biasHead,
+                                   i0 + r, j0 + c);
+      float m = lseRow[i0 + r];
+      prob = m == -INFINITY || score == -INFINITY
+                 ? 0.0f
+                 : expf(fminf(0.0f, score - m));
+      const T *dor = doh + (i0 + r) * a.oStrides[2];
+      const T *vc = vh + (j0 + c) * a.vStrides[2];
+      float dp = 0;
+      for (int64_t f = 0; f < a.valueFeatures; ++f)
+        dp += float(dor[f]) * float(vc[f]);
+      grad = prob * (dp - delta[r]);
+    }
+    p[r][c] = prob;
+    ds[r][c] = grad;
+  }
+  __syncthreads();
+}
+
+/// Each row's dout . o, into delta.
+template <typename T>
+__device__ void attentionDelta(const AttentionShape &a, const T *oh,
+                               const T *doh, int64_t i0, int64_t rows,
+                               float *delta) {
+  if (threadIdx.x < rows) {
+    const T *orow = oh + (i0 + threadIdx.x) * a.oStrides[2];
+    const T *dor = doh + (i0 + threadIdx.x) * a.oStrides[2];
+    float d = 0;
+    for (int64_t f = 0; f < a.valueFeatures; ++f)
+      d += float(dor[f]) * float(orow[f]);
+    delta[threadIdx.x] = d;
+  }
+  __syncthreads();
+}
+
+/// The key and value gradients: one block per tile of keys of one key/value
+/// head, over every query head of its group and every tile of queries the
+/// causal mask leaves them, accumulated in shared memory.
+template <typename T>
+__global__ void attentionKeyGrads(const T *__restrict__ q,
+                                  const T *__restrict__ k,
+                                  const T *__restrict__ v,
+                                  const T *__restrict__ bias,
+                                  const T *__restrict__ o,
+                                  const float *__restrict__ lse,
+                                  const T *__restrict__ dout,
+                                  T *__restrict__ dk, T *__restrict__ dv,
+                                  AttentionShape a) {
+  __shared__ float dks[kAttentionKeys][kAttentionMaxFeatures];
+  __shared__ float dvs[kAttentionKeys][kAttentionMaxFeatures];
+  __shared__ float p[kAttentionRows][kAttentionKeys];
+  __shared__ float ds[kAttentionRows][kAttentionKeys];
+  __shared__ float delta[kAttentionRows];
+  int64_t keyTiles = (a.keys + kAttentionKeys - 1) / kAttentionKeys;
+  int64_t perGroup = a.heads / a.groups;
+  int64_t d = a.features, e = a.valueFeatures;
+  for (int64_t tile = blockIdx.x; tile < a.batch * a.groups * keyTiles;
+       tile += gridDim.x) {
+    int64_t j0 = tile % keyTiles * kAttentionKeys, bg = tile / keyTiles;
+    int64_t b = bg / a.groups, g = bg % a.groups;
+    int64_t cols = smaller(kAttentionKeys, a.keys - j0);
+    const T *kh = k + b * a.kStrides[0] + g * a.kStrides[1];
+    const T *vh = v + b * a.vStrides[0] + g * a.vStrides[1];
+    for (int64_t x = threadIdx.x; x < kAttentionKeys * kAttentionMaxFeatures;
+         x += blockDim.x) {
+      dks[x / kAttentionMaxFeatures][x % kAttentionMaxFeatures] = 0;
+      dvs[x / kAttentionMaxFeatures][x % kAttentionMaxFeatures] = 0;
+    }
+    __syncthreads();
+    for (int64_t h = g * perGroup; h < (g + 1) * perGroup; ++h) {
+      const T *qh = q + b * a.qStrides[0] + h * a.qStrides[1];
+      const T *oh = o + b * a.oStrides[0] + h * a.oStrides[1];
+      const T *doh = dout + b * a.oStrides[0] + h * a.oStrides[1];
+      const T *biasHead =
+          bias ? bias + b * a.biasStrides[0] + h * a.biasStrides[1] : nullptr;
+      const float *lseRow = lse + (b * a.heads + h) * a.queries;
+      int64_t first = a.causal ? j0 / kAttentionRows * kAttentionRows : 0;
+      for (int64_t i0 = first; i0 < a.queries; i0 += kAttentionRows) {
+        int64_t rows = smaller(kAttentionRows, a.queries - i0);
+        attentionDelta(a, oh, doh, i0, rows, delta);
+        attentionScoreGrads(a, qh, kh, vh, doh, biasHead, lseRow, i0, rows,
+                            j0, cols, delta, p, ds);
+        for (int64_t x = threadIdx.x; x < cols * e; x += blockDim.x) {
+          int64_t c = x / e, f = x % e;
+          float value = 0;
+          for (int64_t r = 0; r < rows; ++r)
+            value += p[r][c] * float(doh[(i0 + r) * a.oStrides[2] + f]);
+          dvs[c][f] += value;
+        }
+        for (int64_t x = threadIdx.x; x < cols * d; x += blockDim.x) {
+          int64_t c = x / d, f = x % d;
+          float value = 0;
+          for (int64_t r = 0; r < rows; ++r)
+            value += ds[r][c] * float(qh[(i0 + r) * a.qStrides[2] + f]);
+          dks[c][f] += value * a.scale;
+        }
+        __syncthreads();
+      }
+    }
+    for (int64_t x = threadIdx.x; x < cols * d; x += blockDim.x)
+      dk[((b * a.groups + g) * a.keys + j0 + x / d) * d + x % d] =
+          T(dks[x / d][x % d]);
+    for (int64_t x = threadIdx.x; x < cols * e; x += blockDim.x)
+      dv[((b * a.groups + g) * a.keys + j0 + x / e) * e + x % e] =
+          T(dvs[x / e][x % e]);
+    __syncthreads();
+  }
+}
+
+/// The query gradients: one block per tile of queries of one head, over
+/// the tiles of keys the causal mask leaves it.
+template <typename T>
+__global__ void attentionQueryGrads(const T *__restrict__ q,
+                                    const T *__restrict__ k,
+                                    const T *__restrict__ v,
+                                    const T *__restrict__ bias,
+                                    const T *__restrict__ o,
+                                    const float *__restrict__ lse,
+                                    const T *__restrict__ dout,
+                                    T *__restrict__ dq, AttentionShape a) {
+  __shared__ float dqs[kAttentionRows][kAttentionMaxFeatures];
+  __shared__ float p[kAttentionRows][kAttentionKeys];
+  __shared__ float ds[kAttentionRows][kAttentionKeys];
+  __shared__ float delta[kAttentionRows];
+  int64_t rowTiles = (a.queries + kAttentionRows - 1) / kAttentionRows;
+  int64_t perGroup = a.heads / a.groups, d = a.features;
+  for (int64_t tile = blockIdx.x; tile < a.batch * a.heads * rowTiles;
+       tile += gridDim.x) {
+    int64_t i0 = tile % rowTiles * kAttentionRows, bh = tile / rowTiles;
+    int64_t b = bh / a.heads, h = bh % a.heads, g = h / perGroup;
+    int64_t rows = smaller(kAttentionRows, a.queries - i0);
+    const T *qh = q + b * a.qStrides[0] + h * a.qStrides[1];
+    const T *kh = k + b * a.kStrides[0] + g * a.kStrides[1];
+    const T *vh = v + b * a.vStrides[0] + g * a.vStrides[1];
+    const T *oh = o + b * a.oStrides[0] + h * a.oStrides[1];
+    const T *doh = dout + b * a.oStrides[0] + h * a.oStrides[1];
+    const T *biasHead =
+        bias ? bias + b * a.biasStrides[0] + h * a.biasStrides[1] : nullptr;
+    const float *lseRow = lse + (b * a.heads + h) * a.queries;
+    for (int64_t x = threadIdx.x; x < kAttentionRows * d; x += blockDim.x)
+      dqs[x / d][x % d] = 0;
+    attentionDelta(a, oh, doh, i0, rows, delta);
+    int64_t keyEnd = a.causal ? smaller(a.keys, i0 + rows) : a.keys;
+    for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
+      int64_t cols = smaller(kAttentionKeys, keyEnd - j0);
+      attentionScoreGrads(a, qh, kh, vh, doh, biasHead, lseRow, i0, rows, j0,
+                          cols, delta, p, ds);
+      for (int64_t x = threadIdx.x; x < rows * d; x += blockDim.x) {
+        int64_t r = x / d, f = x % d;
+        float value = 0;
+        for (int64_t c = 0; c < cols; ++c)
+          value += ds[r][c] * float(kh[(j0 + c) * a.kStrides[2] + f]);
+        dqs[r][f] += value * a.scale;
+      }
+      __syncthreads();
+    }
+    for (int64_t x = threadIdx.x; x < rows * d; x += blockDim.x)
+      dq[((b * a.heads + h) * a.queries + i0 + x / d) * d + x % d] =
+          T(dqs[x / d][x % d]);
+    __syncthreads();
+  }
+}
+
+template <typename T>
+inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
+                      float *lse, AttentionShape a) {
+  int64_t tiles =
+      a.batch * a.heads * ((a.queries + kAttentionRows - 1) / kAttentionRows);
+  if (tiles == 0)
+    return;
+  auto kernel = &attentionForward<T>;
+  PCC_LAUNCH(kernel, unsigned(tiles < 65535 ? tiles : 65535), kBlock,
+             state().stream, q, k, v, bias, o, lse, a);
+}
+
+template <typename T>
+inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
+                          const T *o, const float *lse, const T *dout, T *dq,
+                          T *dk, T *dv, AttentionShape a) {
+  int64_t keyTiles =
+      a.batch * a.groups * ((a.keys + kAttentionKeys - 1) / kAttentionKeys);
+  int64_t rowTiles =
+      a.batch * a.heads * ((a.queries + kAttentionRows - 1) / kAttentionRows);
+  if (keyTiles == 0 || rowTiles == 0)
+    return;
+  auto keys = &attentionKeyGrads<T>;
+  PCC_LAUNCH(keys, unsigned(keyTiles < 65535 ? keyTiles : 65535), kBlock,
+             state().stream, q, k, v, bias, o, lse, dout, dk, dv, a);
+  auto queries = &attentionQueryGrads<T>;
+  PCC_LAUNCH(queries, unsigned(rowTiles < 65535 ? rowTiles : 65535), kBlock,
+             state().stream, q, k, v, bias, o, lse, dout, dq, a);
+}
+
+//===----------------------------------------------------------------------===//
 // Gathers and scatters: an index out of range sets the error flag, which
 // the run reads back when it ends (finish): the run then fails as on the
 // CPU, and no call in between waits for the device.

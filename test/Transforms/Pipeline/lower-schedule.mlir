@@ -1,6 +1,6 @@
-// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=1f1b" | FileCheck %s
-// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="pp=2 microbatches=2 schedule=gpipe" | FileCheck %s --check-prefix=INFER
-// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=1f1b fuse-attention=false" | FileCheck %s
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="pp=2 microbatches=2 schedule=gpipe fuse-attention=false" | FileCheck %s --check-prefix=INFER
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=zb-h1 fuse-attention=false" | FileCheck %s --check-prefix=ZB
 
 // Outlined stages: each argument and result says what it is.
 // CHECK: func.func private @main_stage0_forward(%arg0: tensor<40x16xf32> {dist.state = 1 : i64}, %arg1: tensor<1x8xi64> {dist.input = 0 : i64}

@@ -1,5 +1,5 @@
-// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd" --pcc-pipeline-stages=pp=2 | FileCheck %s
-// RUN: not pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd" --pcc-pipeline-stages="pp=2 split=nowhere" 2>&1 | FileCheck %s --check-prefix=NONODE
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd fuse-attention=false" --pcc-pipeline-stages=pp=2 | FileCheck %s
+// RUN: not pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd fuse-attention=false" --pcc-pipeline-stages="pp=2 split=nowhere" 2>&1 | FileCheck %s --check-prefix=NONODE
 
 // The mesh gains its pipeline axis; the tied embedding / LM head is held
 // by both stages (and so is its optimizer).

@@ -295,6 +295,29 @@ int64_t MatMulOp::getFlops() {
   return 2 * k * numElements(shapeOf(getOutput()));
 }
 
+/// Per batch entry and head, two products of Tq x Tk x D (scores) and
+/// Tq x Tk x E (output) and the softmax's few operations per score; half
+/// of that under a causal mask, whose kernels skip the masked blocks.
+static int64_t attentionFlops(Value query, Value key, Value value,
+                              bool causal) {
+  ArrayRef<int64_t> q = shapeOf(query);
+  int64_t tk = shapeOf(key)[2], e = shapeOf(value)[3];
+  int64_t scores = q[0] * q[1] * q[2] * tk;
+  int64_t flops = scores * (2 * q[3] + 2 * e + 5);
+  return causal ? flops / 2 : flops;
+}
+
+int64_t AttentionOp::getFlops() {
+  return attentionFlops(getQuery(), getKey(), getValue(), getCausal());
+}
+
+// The backward recomputes the scores (one product), then makes the value,
+// probability, query and key gradients (four more).
+int64_t AttentionGradOp::getFlops() {
+  return attentionFlops(getQuery(), getKey(), getValue(), getCausal()) * 5 /
+         2;
+}
+
 int64_t GemmOp::getFlops() {
   ArrayRef<int64_t> a = shapeOf(getA());
   int64_t k = getTransA() ? a[0] : a[1];
@@ -396,6 +419,92 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   auto statType = RankedTensorType::get(stat, x.getElementType());
   types.push_back(statType);
   types.push_back(statType);
+  return success();
+}
+
+/// The checks graph.attention and graph.attention_grad share: query
+/// [B, H, Tq, D], key [B, G, Tk, D], value [B, G, Tk, E], H a multiple of
+/// G, and a bias that broadcasts to [B, H, Tq, Tk].
+static LogicalResult verifyAttentionShapes(std::optional<Location> loc,
+                                           StringRef name, Value query,
+                                           Value key, Value value, Value bias) {
+  auto q = tensorOf(query), k = tensorOf(key), v = tensorOf(value);
+  if (!q || !k || !v || q.getRank() != 4 || k.getRank() != 4 ||
+      v.getRank() != 4)
+    return emitOptionalError(loc, name,
+                             ": query, key and value must be ranked tensors "
+                             "of rank 4 ([batch, heads, sequence, features])");
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  if (qs[0] != ks[0] || ks[0] != vs[0] || ks[1] != vs[1] || ks[2] != vs[2] ||
+      qs[3] != ks[3] || ks[1] < 1 || qs[1] % ks[1] != 0)
+    return emitOptionalError(
+        loc, name, ": query ", shapeStr(qs), ", key ", shapeStr(ks),
+        " and value ", shapeStr(vs),
+        " do not fit [B, H, Tq, D], [B, G, Tk, D], [B, G, Tk, E] with H a "
+        "multiple of G");
+  if (q.getElementType() != k.getElementType() ||
+      q.getElementType() != v.getElementType() ||
+      !isa<FloatType>(q.getElementType()))
+    return emitOptionalError(loc, name,
+                             ": query, key and value must share one float "
+                             "element type");
+  if (bias) {
+    auto b = tensorOf(bias);
+    SmallVector<int64_t> scores{qs[0], qs[1], qs[2], ks[2]};
+    auto bc = b ? broadcastShapes(scores, b.getShape())
+                : FailureOr<SmallVector<int64_t>>(failure());
+    if (failed(bc) || ArrayRef<int64_t>(*bc) != ArrayRef<int64_t>(scores) ||
+        b.getElementType() != q.getElementType())
+      return emitOptionalError(loc, name, ": bias ",
+                               b ? shapeStr(b.getShape()) : "",
+                               " does not broadcast to the scores ",
+                               shapeStr(scores), " of the query's type");
+  }
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  if (failed(verifyAttentionShapes(loc, "attention", adaptor.getQuery(),
+                                   adaptor.getKey(), adaptor.getValue(),
+                                   adaptor.getBias())))
+    return failure();
+  auto q = tensorOf(adaptor.getQuery());
+  ArrayRef<int64_t> qs = q.getShape();
+  int64_t e = tensorOf(adaptor.getValue()).getShape()[3];
+  types.push_back(
+      RankedTensorType::get({qs[0], qs[1], qs[2], e}, q.getElementType()));
+  types.push_back(RankedTensorType::get({qs[0], qs[1], qs[2]},
+                                        Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *context,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  if (failed(verifyAttentionShapes(loc, "attention_grad", adaptor.getQuery(),
+                                   adaptor.getKey(), adaptor.getValue(),
+                                   adaptor.getBias())))
+    return failure();
+  auto q = tensorOf(adaptor.getQuery());
+  ArrayRef<int64_t> qs = q.getShape();
+  int64_t e = tensorOf(adaptor.getValue()).getShape()[3];
+  auto o = tensorOf(adaptor.getOutput()), g = tensorOf(adaptor.getOutputGrad());
+  auto l = tensorOf(adaptor.getLse());
+  auto outType =
+      RankedTensorType::get({qs[0], qs[1], qs[2], e}, q.getElementType());
+  auto lseType =
+      RankedTensorType::get({qs[0], qs[1], qs[2]}, Float32Type::get(context));
+  if (o != outType || g != outType || l != lseType)
+    return emitOptionalError(loc,
+                             "attention_grad: output and output_grad must be ",
+                             outType, " and lse ", lseType);
+  types.push_back(adaptor.getQuery().getType());
+  types.push_back(adaptor.getKey().getType());
+  types.push_back(adaptor.getValue().getType());
   return success();
 }
 

@@ -369,6 +369,81 @@ ShardingRule GemmOp::getShardingRule() {
 // Data movement
 //===----------------------------------------------------------------------===//
 
+/// Attention's factors: batch, key/value heads and the query heads per
+/// key/value head (query heads are the two, major to minor), the query and
+/// key sequences, and the query/key and value features. Batch and heads
+/// split (heads as tensor parallelism splits them); a sequence or feature
+/// split would need the softmax's running statistics combined across ranks,
+/// so those stay whole.
+struct AttentionFactors {
+  /// Each factor's index, or -1 where its extent is 1 (no factor).
+  int64_t b, g, r, tq, tk, d, e;
+  static DimFactors at(int64_t f) {
+    return f < 0 ? DimFactors{} : DimFactors{f};
+  }
+  DimFactors heads() const {
+    DimFactors h = at(g);
+    llvm::append_range(h, at(r));
+    return h;
+  }
+  TensorFactors query() const { return {at(b), heads(), at(tq), at(d)}; }
+  TensorFactors key() const { return {at(b), at(g), at(tk), at(d)}; }
+  TensorFactors value() const { return {at(b), at(g), at(tk), at(e)}; }
+  TensorFactors output() const { return {at(b), heads(), at(tq), at(e)}; }
+  TensorFactors lse() const { return {at(b), heads(), at(tq)}; }
+  /// A bias's dimensions, right-aligned to [B, H, Tq, Tk]; a broadcast one
+  /// has no factor.
+  TensorFactors bias(Value v) const {
+    TensorFactors scores{at(b), heads(), at(tq), at(tk)};
+    ArrayRef<int64_t> shape = shapeOf(v);
+    TensorFactors f;
+    for (size_t i = 0; i < shape.size(); ++i)
+      f.push_back(shape[i] == 1 ? DimFactors{}
+                                : scores[i + 4 - shape.size()]);
+    return f;
+  }
+};
+
+static AttentionFactors attentionFactors(ShardingRule &rule, Value query,
+                                         Value key, Value value) {
+  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key);
+  auto add = [&](int64_t size, FactorKind kind = FactorKind::Parallel) {
+    return size == 1 ? int64_t(-1) : rule.addFactor(size, kind);
+  };
+  AttentionFactors f;
+  f.b = add(q[0]);
+  f.g = add(k[1]);
+  f.r = add(q[1] / k[1]);
+  f.tq = add(q[2], FactorKind::NeedReplication);
+  f.tk = add(k[2], FactorKind::NeedReplication);
+  f.d = add(q[3], FactorKind::NeedReplication);
+  f.e = add(shapeOf(value)[3], FactorKind::NeedReplication);
+  return f;
+}
+
+ShardingRule AttentionOp::getShardingRule() {
+  ShardingRule rule;
+  AttentionFactors f =
+      attentionFactors(rule, getQuery(), getKey(), getValue());
+  rule.operandFactors = {f.query(), f.key(), f.value()};
+  if (getBias())
+    rule.operandFactors.push_back(f.bias(getBias()));
+  rule.resultFactors = {f.output(), f.lse()};
+  return rule;
+}
+
+ShardingRule AttentionGradOp::getShardingRule() {
+  ShardingRule rule;
+  AttentionFactors f =
+      attentionFactors(rule, getQuery(), getKey(), getValue());
+  rule.operandFactors = {f.query(), f.key(),    f.value(),
+                         f.output(), f.lse(), f.output()};
+  if (getBias())
+    rule.operandFactors.push_back(f.bias(getBias()));
+  rule.resultFactors = {f.query(), f.key(), f.value()};
+  return rule;
+}
+
 ShardingRule TransposeOp::getShardingRule() {
   ShardingRule rule;
   TensorFactors in = freshFactors(rule, getInput());

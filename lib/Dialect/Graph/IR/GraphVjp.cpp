@@ -305,6 +305,48 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder,
   return success();
 }
 
+// FlashAttention's backward: the probabilities are recomputed from the
+// saved log-sum-exp. The bias (a mask, ALiBi) gets no gradient; where a
+// trained parameter reaches it, reverse mode refuses.
+LogicalResult AttentionOp::buildVjp(OpBuilder &builder,
+                                    ArrayRef<Value> resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value g = resultGrads[0];
+  if (resultGrads[1])
+    return emitOpError("reverse mode through the log-sum-exp result is not "
+                       "supported");
+  if (!g) {
+    operandGrads.append(getNumOperands(), Value());
+    return success();
+  }
+  // The bias's gradient would be the [query, key] scores' one, which the
+  // fused op exists not to make.
+  if (Value bias = getBias()) {
+    SmallVector<Value> work{bias};
+    llvm::DenseSet<Value> seen;
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      Operation *def = v.getDefiningOp();
+      if (!def || !seen.insert(v).second)
+        continue;
+      if (auto w = dyn_cast<WeightOp>(def); w && w.getTrainable())
+        return emitOpError("reverse mode: the bias of a fused attention "
+                           "depends on trained parameter '")
+               << w.getName()
+               << "', whose gradient it does not make; compile with "
+                  "--no-fuse-attention";
+      llvm::append_range(work, def->getOperands());
+    }
+  }
+  auto grad = AttentionGradOp::create(
+      builder, getLoc(), getQuery(), getKey(), getValue(), getOutput(),
+      getLse(), g, getBias(), getScaleAttr(), getCausalAttr());
+  llvm::append_range(operandGrads, grad.getResults());
+  if (getBias())
+    operandGrads.push_back({});
+  return success();
+}
+
 LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &builder,
                                      ArrayRef<Value> resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {

@@ -1,0 +1,75 @@
+//===- EmitAttention.cpp - Fused attention of the program -----------------===//
+//
+// The program emitter's graph.attention and graph.attention_grad: one call
+// of the target's FlashAttention kernels (pcc_k::attention on the CPU,
+// pcc_cu::attention on CUDA), given the extents and, per operand, the
+// strides of its batch, head and sequence dimensions and of a bias's
+// broadcast over [batch, heads, queries, keys].
+//
+//===----------------------------------------------------------------------===//
+
+#include "FunctionEmitter.h"
+
+#include "pcc/Target/ScalarExpr.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::detail;
+using namespace pcc::graph;
+
+/// The kernels' AttentionShape, as a braced initializer: extents, the
+/// strides of query, key, value and output (dense buffers) and the bias's.
+static std::string attentionShape(Value query, Value key, Value value,
+                                  Value bias, float scale, bool causal) {
+  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
+  auto strides = [](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> s = getContiguousStrides(shape);
+    return "{" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " +
+           std::to_string(s[2]) + "}";
+  };
+  SmallVector<int64_t> biasStrides(4, 0);
+  if (bias)
+    biasStrides =
+        Access::broadcast(shapeOf(bias), {q[0], q[1], q[2], k[2]}).strides;
+  SmallVector<int64_t> out{q[0], q[1], q[2], v[3]};
+  std::string text = "{";
+  for (int64_t extent : {q[0], q[1], k[1], q[2], k[2], q[3], v[3]})
+    text += std::to_string(extent) + ", ";
+  text += strides(q) + ", " + strides(k) + ", " + strides(v) + ", " +
+          strides(out) + ", {";
+  llvm::interleave(
+      biasStrides, [&](int64_t s) { text += std::to_string(s); },
+      [&] { text += ", "; });
+  text += "}, " + getFloatLiteral(scale, /*isFloat=*/true) + ", " +
+          (causal ? "true" : "false") + "}";
+  return text;
+}
+
+std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
+      .Case([&](AttentionOp a) -> LogicalResult {
+        hooks.emitKernelCall(
+            "attention", {elemOf(a.getOutput())},
+            {ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
+             a.getBias() ? ptr(a.getBias()) : "nullptr", ptr(a.getOutput()),
+             ptr(a.getLse()),
+             attentionShape(a.getQuery(), a.getKey(), a.getValue(),
+                            a.getBias(), a.getScale().convertToFloat(),
+                            a.getCausal())});
+        return success();
+      })
+      .Case([&](AttentionGradOp g) -> LogicalResult {
+        hooks.emitKernelCall(
+            "attentionGrad", {elemOf(g.getQueryGrad())},
+            {ptr(g.getQuery()), ptr(g.getKey()), ptr(g.getValue()),
+             g.getBias() ? ptr(g.getBias()) : "nullptr", ptr(g.getOutput()),
+             ptr(g.getLse()), ptr(g.getOutputGrad()), ptr(g.getQueryGrad()),
+             ptr(g.getKeyGrad()), ptr(g.getValueGrad()),
+             attentionShape(g.getQuery(), g.getKey(), g.getValue(),
+                            g.getBias(), g.getScale().convertToFloat(),
+                            g.getCausal())});
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}

@@ -1,0 +1,393 @@
+//===- FuseAttention.cpp - Forms graph.attention from exported graphs -----===//
+//
+// Exporters write scaled dot-product attention as the ops it is made of:
+// a product of the queries and the transposed keys, a scale (on the scores,
+// or its square root on each of the queries and the keys), a mask or bias
+// added (or a `where` that puts -inf where a boolean mask is false), a
+// softmax over the keys, PyTorch's guard that zeros the rows a mask empties
+// (`where(isnan(p), 0, p)`), and a product with the values; grouped-query
+// attention repeats each key/value head (an expand between two reshapes)
+// before the products. This pass finds that shape of dataflow from each
+// softmax, whatever the nodes are named, and replaces it by one
+// `graph.attention`, reading the keys and values before any repeat. A
+// constant causal mask (0 on and below the diagonal, -inf or below -1e4
+// above it, the same for every batch entry and head) becomes the op's
+// `causal` flag rather than a bias.
+//
+// Only values nothing else reads are fused: a model that returns its
+// attention probabilities keeps them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+#include "pcc/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cmath>
+
+namespace pcc {
+#define GEN_PASS_DEF_FUSEATTENTION
+#include "pcc/Transforms/Passes.h.inc"
+} // namespace pcc
+
+using namespace mlir;
+using namespace pcc;
+using namespace pcc::graph;
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// The value of a one-element float constant or non-trainable weight.
+std::optional<double> getScalar(Value v) {
+  ElementsAttr attr;
+  if (auto c = v.getDefiningOp<ConstantOp>())
+    attr = c.getValue();
+  else if (auto w = v.getDefiningOp<WeightOp>(); w && !w.getTrainable())
+    attr = w.getValue();
+  if (!attr || attr.getNumElements() != 1 ||
+      !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  DenseElementsAttr dense = getDenseValue(attr);
+  if (!dense)
+    return std::nullopt;
+  return (*dense.getValues<APFloat>().begin()).convertToDouble();
+}
+
+/// Whether `x` masks a score out: -inf, or a float's lowest values that
+/// exporters use for it.
+bool isMaskValue(double x) { return x <= -1e4; }
+
+/// A term of the bias: `coefficient * value`, or, for a `where` mask, the
+/// mask itself (`select`: -inf where the mask is `!keepWhere`).
+struct BiasTerm {
+  Value value;
+  double coefficient = 1;
+  /// A `where(mask, scores, -inf)`: `value` is the i1 mask.
+  bool isWhereMask = false;
+  bool keepWhere = true;
+};
+
+/// What the walk from a softmax found.
+struct Match {
+  SmallVector<Operation *> ops; ///< to erase, once unused
+  Value query, key, value;
+  double scale = 1;
+  SmallVector<BiasTerm> bias;
+  Operation *output = nullptr; ///< the product with the values
+};
+
+/// The single reader of `v`, if it has exactly one.
+Operation *soleUser(Value v) {
+  return v.hasOneUse() ? *v.getUsers().begin() : nullptr;
+}
+
+/// `v` through a transpose of its last two dimensions (a rank-4 value):
+/// composed with a transpose that makes `v`, or a new one.
+Value transposeLastTwo(OpBuilder &b, Location loc, Value v) {
+  SmallVector<int64_t> swap{0, 1, 3, 2};
+  Value source = v;
+  SmallVector<int64_t> perm = swap;
+  if (auto t = v.getDefiningOp<TransposeOp>()) {
+    source = t.getInput();
+    ArrayRef<int64_t> inner = t.getPerm();
+    for (int64_t i = 0; i < 4; ++i)
+      perm[i] = inner[swap[i]];
+  }
+  if (perm == SmallVector<int64_t>{0, 1, 2, 3})
+    return source;
+  ArrayRef<int64_t> s = shapeOf(source);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm)
+    shape.push_back(s[p]);
+  return TransposeOp::create(
+      b, loc,
+      RankedTensorType::get(shape, getElementTypeOrSelf(source.getType())),
+      source, b.getDenseI64ArrayAttr(perm));
+}
+
+/// Key or value heads [B, H, T, F] that a grouped-query model repeats from
+/// [B, G, T, F] (reshape to [B, G, 1, T, F], expand to [B, G, H/G, T, F],
+/// reshape to [B, H, T, F]): the unrepeated [B, G, T, F] value, else `v`.
+Value stripRepeat(OpBuilder &b, Location loc, Value v) {
+  auto merge = v.getDefiningOp<ReshapeOp>();
+  auto expand = merge ? merge.getInput().getDefiningOp<ExpandOp>() : nullptr;
+  if (!expand)
+    return v;
+  ArrayRef<int64_t> out = shapeOf(v), wide = shapeOf(expand.getResult()),
+                    narrow = shapeOf(expand.getInput());
+  if (out.size() != 4 || wide.size() != 5 || narrow.size() != 5 ||
+      narrow[2] != 1 || wide[0] != out[0] || wide[1] * wide[2] != out[1] ||
+      wide[3] != out[2] || wide[4] != out[3] || narrow[0] != wide[0] ||
+      narrow[1] != wide[1] || narrow[3] != wide[3] || narrow[4] != wide[4])
+    return v;
+  Value source = expand.getInput();
+  if (auto r = source.getDefiningOp<ReshapeOp>())
+    source = r.getInput();
+  SmallVector<int64_t> shape{out[0], wide[1], out[2], out[3]};
+  if (shapeOf(source) == ArrayRef<int64_t>(shape))
+    return source;
+  return ReshapeOp::create(
+      b, loc,
+      RankedTensorType::get(shape, getElementTypeOrSelf(source.getType())),
+      source);
+}
+
+/// Whether `v` is the product of queries and transposed keys, through
+/// element-wise scaling and bias ops each read once.
+bool reachesScores(Value v, int depth = 0) {
+  Operation *op = v.getDefiningOp();
+  if (!op || depth > 8)
+    return false;
+  if (auto m = dyn_cast<MatMulOp>(op))
+    return shapeOf(m.getLhs()).size() == 4 && shapeOf(m.getRhs()).size() == 4;
+  if (!isa<MulOp, DivOp, AddOp, SubOp, WhereOp>(op))
+    return false;
+  return llvm::any_of(op->getOperands(), [&](Value operand) {
+    return operand.hasOneUse() && shapeOf(operand) == shapeOf(v) &&
+           reachesScores(operand, depth + 1);
+  });
+}
+
+/// Walks from the softmax's input to the product of queries and keys,
+/// collecting the scale and the bias terms. `factor` is what the terms
+/// found so far multiply what lies below them.
+bool matchScores(Value x, Match &m) {
+  double factor = 1;
+  while (true) {
+    Operation *op = x.getDefiningOp();
+    if (!op || !x.hasOneUse())
+      return false;
+    m.ops.push_back(op);
+    if (auto scores = dyn_cast<MatMulOp>(op)) {
+      m.scale *= factor;
+      // A square root of the scale on each side (PyTorch's exports).
+      Value q = scores.getLhs(), k = scores.getRhs();
+      for (Value *side : {&q, &k}) {
+        auto mul = side->getDefiningOp<MulOp>();
+        if (!mul || !side->hasOneUse())
+          continue;
+        for (unsigned i = 0; i < 2; ++i)
+          if (std::optional<double> c = getScalar(mul->getOperand(i));
+              c && shapeOf(mul->getOperand(1 - i)) == shapeOf(*side)) {
+            m.scale *= *c;
+            m.ops.push_back(mul);
+            *side = mul->getOperand(1 - i);
+            break;
+          }
+      }
+      m.query = q;
+      m.key = k; // transposed: [B, H, D, Tk]
+      return true;
+    }
+    // Which operand continues toward the scores.
+    auto chain = [&](unsigned i) {
+      Value v = op->getOperand(i);
+      return v.hasOneUse() && shapeOf(v) == shapeOf(x) && reachesScores(v);
+    };
+    if (isa<MulOp, DivOp>(op)) {
+      unsigned i = chain(0) ? 0 : 1;
+      std::optional<double> c = getScalar(op->getOperand(1 - i));
+      if (!c || !chain(i) || (isa<DivOp>(op) && i != 0) || *c == 0)
+        return false;
+      factor *= isa<DivOp>(op) ? 1 / *c : *c;
+      x = op->getOperand(i);
+      continue;
+    }
+    if (isa<AddOp, SubOp>(op)) {
+      unsigned i = chain(0) ? 0 : chain(1) ? 1 : 2;
+      if (i == 2 || (isa<SubOp>(op) && i != 0))
+        return false;
+      m.bias.push_back({op->getOperand(1 - i), isa<SubOp>(op) ? -1.0 : 1.0});
+      // What lies below is scaled by the factor so far; so is this term.
+      m.bias.back().coefficient *= factor;
+      x = op->getOperand(i);
+      continue;
+    }
+    if (auto where = dyn_cast<WhereOp>(op)) {
+      // where(mask, scores, -inf) or where(mask, -inf, scores).
+      bool keep = chain(1);
+      unsigned i = keep ? 1 : 2;
+      std::optional<double> c = getScalar(op->getOperand(keep ? 2 : 1));
+      if (!chain(i) || !c || !isMaskValue(*c) || factor <= 0)
+        return false;
+      m.bias.push_back({where.getCondition(), 1.0, true, keep});
+      x = op->getOperand(i);
+      continue;
+    }
+    return false;
+  }
+}
+
+/// Matches the attention that `softmax` is the core of.
+std::optional<Match> matchAttention(SoftmaxOp softmax) {
+  Match m;
+  auto type = cast<RankedTensorType>(softmax.getType());
+  if (type.getRank() != 4 || softmax.getAxis() != 3 ||
+      !isa<FloatType>(type.getElementType()))
+    return std::nullopt;
+  m.ops.push_back(softmax);
+  // Forward: the optional NaN guard, then the product with the values.
+  Value probs = softmax.getResult();
+  if (llvm::any_of(probs.getUsers(),
+                   [](Operation *u) { return isa<IsNaNOp>(u); })) {
+    if (!llvm::hasNItems(probs.getUsers(), 2))
+      return std::nullopt;
+    IsNaNOp isNaN;
+    WhereOp guard;
+    for (Operation *u : probs.getUsers()) {
+      if (auto n = dyn_cast<IsNaNOp>(u))
+        isNaN = n;
+      else
+        guard = dyn_cast<WhereOp>(u);
+    }
+    std::optional<double> zero =
+        guard ? getScalar(guard.getLhs()) : std::nullopt;
+    if (!isNaN || !guard || !isNaN->hasOneUse() ||
+        guard.getCondition() != isNaN.getResult() || !zero || *zero != 0 ||
+        guard.getRhs() != probs)
+      return std::nullopt;
+    m.ops.append({isNaN, guard});
+    probs = guard.getResult();
+  }
+  auto pv = dyn_cast_or_null<MatMulOp>(soleUser(probs));
+  if (!pv || pv.getLhs() != probs || shapeOf(pv.getRhs()).size() != 4)
+    return std::nullopt;
+  m.ops.push_back(pv);
+  m.output = pv;
+  m.value = pv.getRhs();
+  if (!matchScores(softmax.getInput(), m))
+    return std::nullopt;
+  return m;
+}
+
+/// Whether `v` is a constant whose every [Tq, Tk] slice is causal: 0 where
+/// key j <= query i, a masking value above (`isWhereMask`: true where
+/// j <= i).
+bool isCausal(Value v, bool isWhereMask, bool keepWhere) {
+  ElementsAttr attr;
+  if (auto c = v.getDefiningOp<ConstantOp>())
+    attr = c.getValue();
+  else if (auto w = v.getDefiningOp<WeightOp>(); w && !w.getTrainable())
+    attr = w.getValue();
+  ArrayRef<int64_t> shape = shapeOf(v);
+  if (!attr || shape.size() < 2 || shape[shape.size() - 2] < 2)
+    return false;
+  DenseElementsAttr dense = getDenseValue(attr);
+  if (!dense)
+    return false;
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  if (isWhereMask) {
+    if (!dense.getElementType().isInteger(1))
+      return false;
+    int64_t i = 0;
+    for (bool kept : dense.getValues<bool>()) {
+      int64_t row = (i / cols) % rows, col = i % cols;
+      if ((kept == keepWhere) != (col <= row))
+        return false;
+      ++i;
+    }
+    return true;
+  }
+  if (!isa<FloatType>(dense.getElementType()))
+    return false;
+  int64_t i = 0;
+  for (APFloat value : dense.getValues<APFloat>()) {
+    double x = value.convertToDouble();
+    int64_t row = (i / cols) % rows, col = i % cols;
+    if (col <= row ? x != 0 : !isMaskValue(x))
+      return false;
+    ++i;
+  }
+  return true;
+}
+
+/// Replaces what `m` matched by one graph.attention.
+void rewrite(Match &m) {
+  Operation *anchor = m.output;
+  OpBuilder b(anchor);
+  SmallVector<Location> locs;
+  for (Operation *op : m.ops)
+    locs.push_back(op->getLoc());
+  Location loc = b.getFusedLoc(locs);
+  Value key = stripRepeat(b, loc, transposeLastTwo(b, loc, m.key));
+  Value value = stripRepeat(b, loc, m.value);
+  // Grouped heads only where keys and values share them.
+  if (shapeOf(key)[1] != shapeOf(value)[1]) {
+    key = transposeLastTwo(b, loc, m.key);
+    value = m.value;
+  }
+  Type et = getElementTypeOrSelf(m.query.getType());
+  auto scalar = [&](double x) {
+    return ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({}, et),
+                               FloatAttr::get(et, x)));
+  };
+  bool causal = false;
+  Value bias;
+  for (const BiasTerm &term : m.bias) {
+    if (!causal && isCausal(term.value, term.isWhereMask, term.keepWhere)) {
+      causal = true;
+      continue;
+    }
+    Value t = term.value;
+    if (term.isWhereMask) {
+      Value zero = scalar(0), masked = scalar(-INFINITY);
+      t = WhereOp::create(b, loc, t, term.keepWhere ? zero : masked,
+                          term.keepWhere ? masked : zero);
+    } else if (term.coefficient != 1) {
+      t = MulOp::create(b, loc, t, scalar(term.coefficient));
+    }
+    bias = bias ? Value(AddOp::create(b, loc, bias, t)) : t;
+  }
+  auto attention =
+      AttentionOp::create(b, loc, m.query, key, value, bias,
+                          b.getF32FloatAttr(m.scale), causal ? b.getUnitAttr()
+                                                             : UnitAttr());
+  m.output->getResult(0).replaceAllUsesWith(attention.getOutput());
+  // The matched ops, then whatever only they read, as they become unused.
+  SmallVector<Operation *> dead(m.ops.rbegin(), m.ops.rend());
+  while (!dead.empty()) {
+    Operation *op = dead.pop_back_val();
+    if (!op->use_empty() || !op->getBlock() || isa<WeightOp>(op))
+      continue;
+    SmallVector<Operation *> producers;
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        producers.push_back(def);
+    op->erase();
+    for (Operation *def : producers)
+      if (def->use_empty() && !isa<WeightOp>(def) &&
+          (isa<ViewLikeOpInterface>(def) || isMemoryEffectFree(def)))
+        dead.push_back(def);
+  }
+}
+
+struct FuseAttentionPass
+    : pcc::impl::FuseAttentionBase<FuseAttentionPass> {
+  void runOnOperation() override {
+    SmallVector<SoftmaxOp> softmaxes;
+    getOperation().walk([&](SoftmaxOp s) { softmaxes.push_back(s); });
+    for (SoftmaxOp softmax : softmaxes) {
+      std::optional<Match> m = matchAttention(softmax);
+      if (!m)
+        continue;
+      // The scores must be [B, H, Tq, Tk] from [B, H, Tq, D] x
+      // [B, H, D, Tk] and the values [B, H, Tk, E].
+      ArrayRef<int64_t> q = shapeOf(m->query), k = shapeOf(m->key),
+                        v = shapeOf(m->value);
+      if (q.size() != 4 || k.size() != 4 || v.size() != 4 ||
+          k[2] != q[3] || v[2] != k[3] || q[0] != k[0] || q[1] != k[1] ||
+          v[0] != q[0] || v[1] != q[1])
+        continue;
+      rewrite(*m);
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,117 @@
+// RUN: pcc-opt %s --pcc-fuse-attention --split-input-file | FileCheck %s
+
+// GPT-2 as torch's exporters write it: the keys transposed from
+// [B, T, H, D], the scale a one-element initializer, a constant causal mask
+// added. One graph.attention, causal, no bias; the keys' transpose becomes
+// the [B, H, T, D] one.
+
+// CHECK-LABEL: func.func @gpt2
+// CHECK-SAME:    (%[[Q:.*]]: tensor<1x2x4x8xf32>, %[[K:.*]]: tensor<1x4x2x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK:         %[[KT:.*]] = graph.transpose %[[K]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK:         %[[O:.*]], %[[LSE:.*]] = graph.attention %[[Q]], %[[KT]], %[[V]] {causal, scale = 0.353553385 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+// CHECK-NOT:     graph.softmax
+// CHECK:         return %[[O]]
+func.func @gpt2(%q: tensor<1x2x4x8xf32>, %k: tensor<1x4x2x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.weight "val_118" dense<0.353553385> : tensor<f32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x4x2x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.add %s1, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// PyTorch's scaled_dot_product_attention decomposed (the default export):
+// the square root of the scale on the queries and on the transposed keys,
+// a padding mask added (an input: it stays the bias), the NaN guard on the
+// probabilities.
+
+// CHECK-LABEL: func.func @sdpa
+// CHECK-SAME:    (%[[Q:.*]]: tensor<2x2x4x8xf32>, %[[K:.*]]: tensor<2x2x4x8xf32>, %[[V:.*]]: tensor<2x2x4x8xf32>, %[[M:.*]]: tensor<2x1x1x4xf32>)
+// CHECK:         %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %[[V]], %[[M]] {scale = 0.353553{{[0-9]*}} : f32}
+// CHECK-NOT:     graph.is_nan
+// CHECK:         return %[[O]]
+func.func @sdpa(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>, %m: tensor<2x1x1x4xf32>) -> tensor<2x2x4x8xf32> {
+  %root = graph.constant dense<0.594603539> : tensor<f32>
+  %zero = graph.constant dense<0.0> : tensor<f32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x8x4xf32>
+  %qs = graph.mul %q, %root : (tensor<2x2x4x8xf32>, tensor<f32>) -> tensor<2x2x4x8xf32>
+  %ks = graph.mul %kt, %root : (tensor<2x2x8x4xf32>, tensor<f32>) -> tensor<2x2x8x4xf32>
+  %s = graph.matmul %qs, %ks : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %s1 = graph.add %s, %m : (tensor<2x2x4x4xf32>, tensor<2x1x1x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = graph.softmax %s1 {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %nan = graph.is_nan %p : tensor<2x2x4x4xf32> -> tensor<2x2x4x4xi1>
+  %g = graph.where %nan, %zero, %p : (tensor<2x2x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = graph.matmul %g, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+// Grouped-query attention (4 query heads, 2 key/value heads) repeated by an
+// expand between two reshapes, a boolean causal mask through where, the
+// scale divided: the op reads the unrepeated keys and values.
+
+// CHECK-LABEL: func.func @gqa
+// CHECK-SAME:    (%[[Q:.*]]: tensor<1x4x4x8xf32>, %[[K:.*]]: tensor<1x2x4x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK:         %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 2.500000e-01 : f32} : (tensor<1x4x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+// CHECK-NOT:     graph.expand
+// CHECK:         return %[[O]]
+func.func @gqa(%q: tensor<1x4x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x4x4x8xf32> {
+  %four = graph.constant dense<4.0> : tensor<f32>
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %tril = graph.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %k5 = graph.reshape %k : tensor<1x2x4x8xf32> to tensor<1x2x1x4x8xf32>
+  %ke = graph.expand %k5 : tensor<1x2x1x4x8xf32> to tensor<1x2x2x4x8xf32>
+  %kr = graph.reshape %ke : tensor<1x2x2x4x8xf32> to tensor<1x4x4x8xf32>
+  %v5 = graph.reshape %v : tensor<1x2x4x8xf32> to tensor<1x2x1x4x8xf32>
+  %ve = graph.expand %v5 : tensor<1x2x1x4x8xf32> to tensor<1x2x2x4x8xf32>
+  %vr = graph.reshape %ve : tensor<1x2x2x4x8xf32> to tensor<1x4x4x8xf32>
+  %kt = graph.transpose %kr {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x4x8xf32>) -> tensor<1x4x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x4x4x8xf32>, tensor<1x4x8x4xf32>) -> tensor<1x4x4x4xf32>
+  %s1 = graph.div %s, %four : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %s2 = graph.where %tril, %s1, %ninf : (tensor<4x4xi1>, tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %p = graph.softmax %s2 {axis = 3 : i64} : tensor<1x4x4x4xf32>
+  %o = graph.matmul %p, %vr : (tensor<1x4x4x4xf32>, tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  return %o : tensor<1x4x4x8xf32>
+}
+
+// -----
+
+// ALiBi: a per-head bias added after the scale, then the causal mask; the
+// bias stays, the mask becomes the flag.
+
+// CHECK-LABEL: func.func @alibi
+// CHECK:         %[[O:.*]], %{{.*}} = graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 1.250000e-01 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x1x4xf32>)
+func.func @alibi(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>, %slopes: tensor<1x2x1x4xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.constant dense<0.125> : tensor<f32>
+  %mask = graph.constant dense<[[0.0, -1.0e9, -1.0e9, -1.0e9], [0.0, 0.0, -1.0e9, -1.0e9], [0.0, 0.0, 0.0, -1.0e9], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.add %s1, %slopes : (tensor<1x2x4x4xf32>, tensor<1x2x1x4xf32>) -> tensor<1x2x4x4xf32>
+  %s3 = graph.add %s2, %mask : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s3 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// A model that returns its attention probabilities keeps them: nothing is
+// fused.
+
+// CHECK-LABEL: func.func @returned
+// CHECK-NOT:     graph.attention
+// CHECK:         graph.softmax
+func.func @returned(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>) {
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o, %p : tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>
+}
