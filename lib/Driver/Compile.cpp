@@ -43,6 +43,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -778,6 +779,51 @@ llvm::json::Object pcc::describeRecompute(ModuleOp module, StringRef mode) {
                             {"bytes_not_kept", count("bytes")}};
 }
 
+llvm::json::Array pcc::describeAttention(ModuleOp module) {
+  llvm::json::Array entries;
+  // A forward outlined into pipeline stages or cloned per microbatch is one
+  // op of the model each: one entry per set of nodes.
+  std::set<std::vector<std::string>> seen;
+  module.walk([&](graph::AttentionOp op) {
+    std::vector<std::string> nodes;
+    op.getLoc()->walk([&](Location loc) {
+      if (auto name = dyn_cast<NameLoc>(loc))
+        nodes.push_back(name.getName().str());
+      return WalkResult::advance();
+    });
+    llvm::sort(nodes);
+    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    if (!seen.insert(nodes).second)
+      return;
+    ArrayRef<int64_t> q =
+        cast<RankedTensorType>(op.getQuery().getType()).getShape();
+    ArrayRef<int64_t> k =
+        cast<RankedTensorType>(op.getKey().getType()).getShape();
+    bool padding = false, bias = false;
+    if (Value b = op.getBias()) {
+      // [B, 1, 1, Tk] (or fewer leading dimensions): a padding mask.
+      ArrayRef<int64_t> s = cast<RankedTensorType>(b.getType()).getShape();
+      SmallVector<int64_t> full(4 - std::min<size_t>(4, s.size()), 1);
+      llvm::append_range(full, s);
+      padding = full[1] == 1 && full[2] == 1;
+      bias = !padding;
+    }
+    llvm::json::Array names;
+    for (const std::string &n : nodes)
+      names.push_back(n);
+    entries.push_back(llvm::json::Object{{"nodes", std::move(names)},
+                                         {"causal", op.getCausal()},
+                                         {"padding", padding},
+                                         {"bias", bias},
+                                         {"heads", q[1]},
+                                         {"kv_heads", k[1]},
+                                         {"head_dim", q[3]},
+                                         {"queries", q[2]},
+                                         {"keys", k[2]}});
+  });
+  return entries;
+}
+
 std::string pcc::recomputeSummary(const llvm::json::Object &recompute) {
   if (recompute.getString("mode").value_or("none") == "none")
     return "";
@@ -1245,6 +1291,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
       {"saved_activations",
        llvm::json::Object{{"count", savedCount}, {"bytes", savedBytes}}},
       {"recompute", llvm::json::Object(recompute)},
+      {"attention", describeAttention(*module)},
       {"reties", std::move(reties)},
       {"trainable_set", std::move(trainableSet)},
       {"gradients", numGrads},

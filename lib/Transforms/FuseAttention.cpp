@@ -265,45 +265,86 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
   return m;
 }
 
-/// Whether `v` is a constant whose every [Tq, Tk] slice is causal: 0 where
-/// key j <= query i, a masking value above (`isWhereMask`: true where
-/// j <= i).
-bool isCausal(Value v, bool isWhereMask, bool keepWhere) {
+/// The dense value of a constant or a non-trainable weight.
+DenseElementsAttr getConstantValue(Value v) {
   ElementsAttr attr;
   if (auto c = v.getDefiningOp<ConstantOp>())
     attr = c.getValue();
   else if (auto w = v.getDefiningOp<WeightOp>(); w && !w.getTrainable())
     attr = w.getValue();
+  return attr ? getDenseValue(attr) : DenseElementsAttr();
+}
+
+/// The elements of a boolean mask computed from constants: a constant,
+/// `x == c` of a constant x and a scalar c (nanoGPT's `tril == 0`), or the
+/// negation of such a mask.
+std::optional<SmallVector<bool>> getConstantMask(Value v, int depth = 0) {
+  if (depth > 4)
+    return std::nullopt;
+  if (DenseElementsAttr dense = getConstantValue(v)) {
+    if (!dense.getElementType().isInteger(1))
+      return std::nullopt;
+    return SmallVector<bool>(dense.getValues<bool>());
+  }
+  if (auto n = v.getDefiningOp<NotOp>()) {
+    std::optional<SmallVector<bool>> inner =
+        getConstantMask(n.getInput(), depth + 1);
+    if (inner)
+      for (auto &&b : *inner)
+        b = !b;
+    return inner;
+  }
+  if (auto eq = v.getDefiningOp<EqualOp>()) {
+    DenseElementsAttr x = getConstantValue(eq.getLhs());
+    std::optional<double> c = getScalar(eq.getRhs());
+    if (!x || !c || !isa<FloatType>(x.getElementType()) ||
+        shapeOf(eq.getLhs()) != shapeOf(v))
+      return std::nullopt;
+    SmallVector<bool> mask;
+    for (APFloat e : x.getValues<APFloat>())
+      mask.push_back(e.convertToDouble() == *c);
+    return mask;
+  }
+  return std::nullopt;
+}
+
+/// Whether `v` is a constant whose every [Tq, Tk] slice is causal: 0 where
+/// key j <= query i, a masking value above (`isWhereMask`: a boolean mask
+/// that keeps, where it is `keepWhere`, exactly j <= i).
+bool isCausal(Value v, bool isWhereMask, bool keepWhere) {
   ArrayRef<int64_t> shape = shapeOf(v);
-  if (!attr || shape.size() < 2 || shape[shape.size() - 2] < 2)
-    return false;
-  DenseElementsAttr dense = getDenseValue(attr);
-  if (!dense)
+  if (shape.size() < 2 || shape[shape.size() - 2] < 2)
     return false;
   int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  auto causalAt = [&](int64_t i) { return i % cols <= (i / cols) % rows; };
   if (isWhereMask) {
-    if (!dense.getElementType().isInteger(1))
+    std::optional<SmallVector<bool>> mask = getConstantMask(v);
+    if (!mask)
       return false;
-    int64_t i = 0;
-    for (bool kept : dense.getValues<bool>()) {
-      int64_t row = (i / cols) % rows, col = i % cols;
-      if ((kept == keepWhere) != (col <= row))
+    for (auto [i, b] : llvm::enumerate(*mask))
+      if ((b == keepWhere) != causalAt(i))
         return false;
-      ++i;
-    }
     return true;
   }
-  if (!isa<FloatType>(dense.getElementType()))
+  DenseElementsAttr dense = getConstantValue(v);
+  if (!dense || !isa<FloatType>(dense.getElementType()))
     return false;
   int64_t i = 0;
   for (APFloat value : dense.getValues<APFloat>()) {
     double x = value.convertToDouble();
-    int64_t row = (i / cols) % rows, col = i % cols;
-    if (col <= row ? x != 0 : !isMaskValue(x))
+    if (causalAt(i) ? x != 0 : !isMaskValue(x))
       return false;
     ++i;
   }
   return true;
+}
+
+/// Whether `v` is a constant 0 everywhere (a mask of a batch without
+/// padding, folded): no bias at all.
+bool isZero(Value v) {
+  DenseElementsAttr dense = getConstantValue(v);
+  return dense && dense.isSplat() && isa<FloatType>(dense.getElementType()) &&
+         dense.getSplatValue<APFloat>().isZero();
 }
 
 /// Replaces what `m` matched by one graph.attention.
@@ -330,11 +371,16 @@ void rewrite(Match &m) {
   };
   bool causal = false;
   Value bias;
-  for (const BiasTerm &term : m.bias) {
+  for (BiasTerm term : m.bias) {
     if (!causal && isCausal(term.value, term.isWhereMask, term.keepWhere)) {
       causal = true;
       continue;
     }
+    if (!term.isWhereMask && isZero(term.value))
+      continue;
+    // The op broadcasts its bias itself: an expanded mask is read as it was.
+    while (auto expand = term.value.getDefiningOp<ExpandOp>())
+      term.value = expand.getInput();
     Value t = term.value;
     if (term.isWhereMask) {
       Value zero = scalar(0), masked = scalar(-INFINITY);
@@ -370,6 +416,8 @@ void rewrite(Match &m) {
 
 struct FuseAttentionPass
     : pcc::impl::FuseAttentionBase<FuseAttentionPass> {
+  using FuseAttentionBase::FuseAttentionBase;
+
   void runOnOperation() override {
     SmallVector<SoftmaxOp> softmaxes;
     getOperation().walk([&](SoftmaxOp s) { softmaxes.push_back(s); });
@@ -384,6 +432,8 @@ struct FuseAttentionPass
       if (q.size() != 4 || k.size() != 4 || v.size() != 4 ||
           k[2] != q[3] || v[2] != k[3] || q[0] != k[0] || q[1] != k[1] ||
           v[0] != q[0] || v[1] != q[1])
+        continue;
+      if (maxHeadDim > 0 && (q[3] > maxHeadDim || v[3] > maxHeadDim))
         continue;
       rewrite(*m);
     }

@@ -19,8 +19,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
   bool pipelined = options.pp > 1 || microbatches > 1;
   // Attention as one op before the training passes, so that its backward
   // is its own (recomputing the probabilities) and no pass sees the scores.
+  // CUDA's kernels hold a head of up to 128 features in shared memory.
   if (options.fuseAttention)
-    pm.addNestedPass<func::FuncOp>(createFuseAttention());
+    pm.addNestedPass<func::FuncOp>(
+        createFuseAttention({options.target == "cuda" ? 128 : 0}));
   // Before the trainable set is decided: each copy is judged on its own.
   if (!options.untie.empty())
     pm.addPass(createUntie({options.untie}));

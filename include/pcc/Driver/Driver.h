@@ -117,6 +117,13 @@ llvm::json::Object describeRecompute(mlir::ModuleOp module,
                                      llvm::StringRef mode);
 std::string recomputeSummary(const llvm::json::Object &recompute);
 
+/// The fused attention ops of `module` (report.json's `attention`), one
+/// entry per graph.attention: the ONNX nodes it replaced, whether it is
+/// causal, has a padding mask (a bias that varies only along the batch and
+/// the keys) or another bias, and its heads, key/value heads, head size,
+/// queries and keys per rank.
+llvm::json::Array describeAttention(mlir::ModuleOp module);
+
 /// Appends to a summary line the collectives of `collectives` (as
 /// describeCollectives lists them) that run over mesh axis `axis`: count,
 /// kind and bytes of each, or "no collectives", and ends the line.

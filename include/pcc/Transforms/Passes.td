@@ -682,8 +682,14 @@ def FuseAttention : Pass<"pcc-fuse-attention", "::mlir::func::FuncOp"> {
     op's `causal` flag. Values that anything else reads (probabilities a
     model returns) are left as they are. Runs first, before the training
     passes, so that the backward is attention's own (FlashAttention's,
-    recomputing the probabilities from the log-sum-exp).
+    recomputing the probabilities from the log-sum-exp). With
+    `max-head-dim`, attention whose query/key or value heads are wider is
+    left as it is (a target's kernels hold a head in fixed tiles).
   }];
+  let options = [
+    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"0",
+           "Leave attention with wider heads unfused (0: any width)">,
+  ];
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }
 

@@ -115,3 +115,29 @@ func.func @returned(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor
   %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o, %p : tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>
 }
+
+// -----
+
+// nanoGPT: masked_fill(tril == 0, -inf) on a registered buffer, the scale
+// multiplied; a folded mask of a batch without padding (all zeros) is no
+// bias at all.
+
+// CHECK-LABEL: func.func @nanogpt
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 0.353553385 : f32} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) ->
+// CHECK-NOT:     graph.where
+func.func @nanogpt(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %tril = graph.weight "bias" dense<[[[[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]]]]> : tensor<1x1x4x4xf32>
+  %zero = graph.constant dense<0.0> : tensor<f32>
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %scale = graph.constant dense<0.353553385> : tensor<f32>
+  %nopad = graph.constant dense<0.0> : tensor<2x1x4x4xf32>
+  %masked = graph.equal %tril, %zero : (tensor<1x1x4x4xf32>, tensor<f32>) -> tensor<1x1x4x4xi1>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %s2 = graph.where %masked, %ninf, %s1 : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %s3 = graph.add %s2, %nopad : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = graph.softmax %s3 {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}

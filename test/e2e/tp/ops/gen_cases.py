@@ -224,6 +224,28 @@ class Module:
         return self.emit("graph.%s %s {axis = %d : i64} : %s" % (
             op, x.name, axis, x.type), [x.shape], [x.elem], key)
 
+    def attention(self, q, k, v, bias=None, scale=0.35, causal=False,
+                  key=True):
+        out = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
+        lse = q.shape[:3]
+        operands = [q, k, v] + ([bias] if bias else [])
+        attrs = "{%sscale = %s : f32}" % ("causal, " if causal else "", scale)
+        text = "graph.attention %s %s : (%s) -> (%s, %s)" % (
+            ", ".join(x.name for x in operands), attrs,
+            ", ".join(x.type for x in operands), tensor_type(out, q.elem),
+            tensor_type(lse, "f32"))
+        return self.emit(text, [out, lse], [q.elem, "f32"], key)
+
+    def attention_grad(self, q, k, v, out, lse, dout, bias=None, scale=0.35,
+                       causal=False, key=True):
+        operands = [q, k, v, out, lse, dout] + ([bias] if bias else [])
+        attrs = "{%sscale = %s : f32}" % ("causal, " if causal else "", scale)
+        text = "graph.attention_grad %s %s : (%s) -> (%s, %s, %s)" % (
+            ", ".join(x.name for x in operands), attrs,
+            ", ".join(x.type for x in operands), q.type, k.type, v.type)
+        return self.emit(text, [q.shape, k.shape, v.shape], [q.elem] * 3,
+                         key)
+
     def layer_norm(self, x, scale, bias, axis, key=True):
         stats = tuple(d if i < axis else 1 for i, d in enumerate(x.shape))
         operands = [x, scale] + ([bias] if bias else [])
@@ -608,6 +630,47 @@ def _(m):
 def _(m):
     return list(m.layer_norm(m.weight((2, 8, 3, 4), split=1),
                              m.weight((3, 4)), None, axis=2))
+
+
+# Attention splits its batch and its heads (grouped-query heads as [key/value
+# heads, query heads per key/value head]); a bias broadcast along the split
+# dimension stays whole.
+@case("attention_heads_gqa", ["split1"] * 2, GATHER * 2)
+def _(m):
+    return list(m.attention(m.weight((2, 8, 4, 8), split=1),
+                            m.weight((2, 4, 4, 8), split=1),
+                            m.weight((2, 4, 4, 8), split=1), causal=True))
+
+
+@case("attention_batch_padding", ["split0"] * 2, GATHER * 2)
+def _(m):
+    return list(m.attention(m.weight((4, 4, 4, 8), split=0),
+                            m.weight((4, 4, 4, 8), split=0),
+                            m.weight((4, 4, 4, 8), split=0),
+                            bias=m.weight((4, 1, 1, 4), split=0,
+                                          values="small")))
+
+
+@case("attention_grad_heads_gqa", ["split1"] * 3, GATHER * 3)
+def _(m):
+    q = m.weight((2, 8, 4, 8), split=1)
+    k = m.weight((2, 4, 4, 8), split=1)
+    v = m.weight((2, 4, 4, 8), split=1)
+    out, lse = m.attention(q, k, v, causal=True, key=False)
+    return list(m.attention_grad(q, k, v, out, lse,
+                                 m.weight((2, 8, 4, 8), split=1),
+                                 causal=True))
+
+
+@case("attention_grad_batch_bias", ["split0"] * 3, GATHER * 3)
+def _(m):
+    q = m.weight((4, 4, 4, 8), split=0)
+    k = m.weight((4, 4, 4, 8), split=0)
+    v = m.weight((4, 4, 4, 8), split=0)
+    bias = m.weight((1, 4, 4, 4), values="small")
+    out, lse = m.attention(q, k, v, bias=bias, key=False)
+    return list(m.attention_grad(q, k, v, out, lse,
+                                 m.weight((4, 4, 4, 8), split=0), bias=bias))
 
 
 # Reductions over a split dimension leave partial results of their kind;
