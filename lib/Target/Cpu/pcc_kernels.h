@@ -771,29 +771,106 @@ struct AttentionShape {
 
 namespace detail {
 /// The blocks of attention's kernels: 32 queries by 64 keys, whose scores,
-/// the keys (transposed) and the values of a block stay in cache.
+/// the keys and the values of a block stay in cache.
 constexpr int64_t kAttentionRows = 32, kAttentionKeys = 64;
+/// One block of keys and values of one key/value head in float, in the
+/// layouts the products read along their inner loop: keys transposed
+/// (kt[f][c]) and as rows (kb[c][f]), values as rows (vb[c][x]) and
+/// transposed (vt[x][c]); the transposed ones kAttentionKeys wide.
+struct AttentionKeyBlock {
+  std::vector<float> kt, kb, vb, vt;
+  AttentionKeyBlock(int64_t d, int64_t e)
+      : kt(d * kAttentionKeys), kb(kAttentionKeys * d), vb(kAttentionKeys * e),
+        vt(e * kAttentionKeys) {}
+  template <typename T>
+  void load(const AttentionShape &l, const T *k, const T *v, int64_t j0,
+            int64_t cols) {
+    int64_t d = l.features, e = l.valueFeatures;
+    for (int64_t c = 0; c < cols; ++c) {
+      const T *kc = k + (j0 + c) * l.kStrides[2];
+      for (int64_t f = 0; f < d; ++f) {
+        kb[c * d + f] = float(kc[f]);
+        kt[f * kAttentionKeys + c] = float(kc[f]);
+      }
+      const T *vc = v + (j0 + c) * l.vStrides[2];
+      for (int64_t x = 0; x < e; ++x) {
+        vb[c * e + x] = float(vc[x]);
+        vt[x * kAttentionKeys + c] = float(vc[x]);
+      }
+    }
+  }
+};
+
+/// out[r][c] (rows x cols, kAttentionKeys apart) = sum_f a[r][f] * bt[f][c]
+/// for rows of `a` `aRow` apart (n features each) and bt kAttentionKeys
+/// wide: outer products, four features at a time, so that the inner loop
+/// over c vectorizes and each output row is loaded once per four.
+template <typename T>
+inline void attentionRowsTimes(const T *a, int64_t aRow, int64_t rows,
+                               int64_t n, const float *bt, int64_t cols,
+                               float *out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float *o = out + r * kAttentionKeys;
+    const T *ar = a + r * aRow;
+    for (int64_t c = 0; c < cols; ++c)
+      o[c] = 0;
+    int64_t f = 0;
+    for (; f + 4 <= n; f += 4) {
+      float x0 = float(ar[f]), x1 = float(ar[f + 1]), x2 = float(ar[f + 2]),
+            x3 = float(ar[f + 3]);
+      const float *b0 = bt + f * kAttentionKeys, *b1 = b0 + kAttentionKeys,
+                  *b2 = b1 + kAttentionKeys, *b3 = b2 + kAttentionKeys;
+      for (int64_t c = 0; c < cols; ++c)
+        o[c] += x0 * b0[c] + x1 * b1[c] + x2 * b2[c] + x3 * b3[c];
+    }
+    for (; f < n; ++f) {
+      float x = float(ar[f]);
+      const float *bf = bt + f * kAttentionKeys;
+      for (int64_t c = 0; c < cols; ++c)
+        o[c] += x * bf[c];
+    }
+  }
+}
+
+/// acc[i][x] += sum_j w[i][j] * rows[j][x] for `count` rows of `w`
+/// (kAttentionKeys apart; weights for `n` rows of `rows`, each `width`
+/// wide), acc rows `width` apart: four rows of `rows` at a time.
+inline void attentionAccumulate(const float *w, int64_t count, int64_t n,
+                                const float *rows, int64_t width, float *acc) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float *wi = w + i * kAttentionKeys;
+    float *ai = acc + i * width;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      float w0 = wi[j], w1 = wi[j + 1], w2 = wi[j + 2], w3 = wi[j + 3];
+      if (w0 == 0 && w1 == 0 && w2 == 0 && w3 == 0)
+        continue;
+      const float *r0 = rows + j * width, *r1 = r0 + width, *r2 = r1 + width,
+                  *r3 = r2 + width;
+      for (int64_t x = 0; x < width; ++x)
+        ai[x] += w0 * r0[x] + w1 * r1[x] + w2 * r2[x] + w3 * r3[x];
+    }
+    for (; j < n; ++j) {
+      float wj = wi[j];
+      const float *rj = rows + j * width;
+      for (int64_t x = 0; x < width; ++x)
+        ai[x] += wj * rj[x];
+    }
+  }
+}
 
 /// s[r][c] = scale * q_r . k_c + bias(r, c) for rows [i0, i0 + rows) and
-/// keys [j0, j0 + cols) of one head, -inf where causal masks; kt is the
-/// keys' block transposed ([D][cols]). Returns the number of columns
-/// before the causal mask leaves only -inf (all of them without it).
+/// keys [j0, j0 + cols) of one head, -inf where the causal mask hides key
+/// c from row r.
 template <typename T>
-inline void attentionScores(const AttentionShape &l, const T *q, int64_t qRow,
-                            const float *kt, const T *bias, int64_t i0,
-                            int64_t rows, int64_t j0, int64_t cols, float *s) {
-  int64_t d = l.features;
+inline void attentionScores(const AttentionShape &l, const T *q,
+                            const AttentionKeyBlock &kv, const T *bias,
+                            int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                            float *s) {
+  attentionRowsTimes(q + i0 * l.qStrides[2], l.qStrides[2], rows, l.features,
+                     kv.kt.data(), cols, s);
   for (int64_t r = 0; r < rows; ++r) {
     float *sr = s + r * kAttentionKeys;
-    for (int64_t c = 0; c < cols; ++c)
-      sr[c] = 0;
-    const T *qr = q + (i0 + r) * qRow;
-    for (int64_t f = 0; f < d; ++f) {
-      float x = float(qr[f]);
-      const float *kf = kt + f * kAttentionKeys;
-      for (int64_t c = 0; c < cols; ++c)
-        sr[c] += x * kf[c];
-    }
     for (int64_t c = 0; c < cols; ++c)
       sr[c] *= l.scale;
     if (bias) {
@@ -806,32 +883,19 @@ inline void attentionScores(const AttentionShape &l, const T *q, int64_t qRow,
         sr[c] = -std::numeric_limits<float>::infinity();
   }
 }
-
-/// The block of keys [j0, j0 + cols) of one key/value head, transposed
-/// ([D][kAttentionKeys]), and its values ([cols][E]), in float.
-template <typename T>
-inline void attentionKeyBlock(const AttentionShape &l, const T *k, const T *v,
-                              int64_t j0, int64_t cols, float *kt, float *vb) {
-  for (int64_t c = 0; c < cols; ++c) {
-    const T *kc = k + (j0 + c) * l.kStrides[2];
-    for (int64_t f = 0; f < l.features; ++f)
-      kt[f * kAttentionKeys + c] = float(kc[f]);
-    const T *vc = v + (j0 + c) * l.vStrides[2];
-    for (int64_t e = 0; e < l.valueFeatures; ++e)
-      vb[c * l.valueFeatures + e] = float(vc[e]);
-  }
-}
 } // namespace detail
 
 /// Scaled dot-product attention without its scores (FlashAttention's
 /// forward): per block of queries, the blocks of keys in turn, with a
 /// running maximum and sum per row; under a causal mask the blocks above
-/// the diagonal are skipped. Writes the output and each row's log-sum-exp
-/// (-inf, and a zero output, for a row whose keys are all masked).
+/// the diagonal are skipped. Writes the output (dense) and each row's
+/// log-sum-exp (-inf, and a zero output, for a row whose keys are all
+/// masked).
 template <typename T>
 inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
                       float *lse, const AttentionShape &l) {
   using namespace detail;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   int64_t rowBlocks = (l.queries + kAttentionRows - 1) / kAttentionRows;
   int64_t tasks = l.batch * l.heads * rowBlocks;
   int64_t perGroup = l.heads / l.groups;
@@ -839,9 +903,9 @@ inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
 #pragma omp parallel num_threads(threads()) if (shareThreads(work))
   {
     int64_t d = l.features, e = l.valueFeatures;
-    std::vector<float> kt(d * kAttentionKeys), vb(kAttentionKeys * e),
-        s(kAttentionRows * kAttentionKeys), acc(kAttentionRows * e),
-        mx(kAttentionRows), sum(kAttentionRows);
+    AttentionKeyBlock kv(d, e);
+    std::vector<float> s(kAttentionRows * kAttentionKeys),
+        acc(kAttentionRows * e), mx(kAttentionRows), sum(kAttentionRows);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       int64_t ib = task % rowBlocks, bh = task / rowBlocks;
@@ -854,39 +918,32 @@ inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
       const T *bh0 = bias ? bias + b * l.biasStrides[0] + h * l.biasStrides[1]
                           : nullptr;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
+      std::fill(mx.begin(), mx.end(), kNegInf);
       std::fill(sum.begin(), sum.end(), 0.0f);
       int64_t keyEnd = l.causal ? std::min(l.keys, i0 + rows) : l.keys;
       for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
         int64_t cols = std::min(kAttentionKeys, keyEnd - j0);
-        attentionKeyBlock(l, kh, vh, j0, cols, kt.data(), vb.data());
-        attentionScores(l, qh, l.qStrides[2], kt.data(), bh0, i0, rows, j0,
-                        cols, s.data());
+        kv.load(l, kh, vh, j0, cols);
+        attentionScores(l, qh, kv, bh0, i0, rows, j0, cols, s.data());
         for (int64_t r = 0; r < rows; ++r) {
           float *sr = s.data() + r * kAttentionKeys;
-          float m = mx[r];
-          for (int64_t c = 0; c < cols; ++c)
-            m = sr[c] > m ? sr[c] : m;
-          if (m == -std::numeric_limits<float>::infinity())
-            continue; // every key so far masked
-          float correction = expNonPositive<float>(mx[r] - m);
-          float added = 0;
-          for (int64_t c = 0; c < cols; ++c) {
-            sr[c] = expNonPositive<float>(sr[c] - m);
-            added += sr[c];
+          float m = std::max(mx[r], rowMax(sr, cols));
+          if (m == kNegInf) {
+            // Every key so far masked: the row adds nothing.
+            std::fill(sr, sr + cols, 0.0f);
+            continue;
           }
-          sum[r] = sum[r] * correction + added;
+          float correction = expNonPositive<float>(mx[r] - m);
+          for (int64_t c = 0; c < cols; ++c)
+            sr[c] = expNonPositive<float>(sr[c] - m);
+          sum[r] = sum[r] * correction +
+                   laneSum<float>(sr, cols, [](float x) { return x; });
           mx[r] = m;
           float *ar = acc.data() + r * e;
           for (int64_t x = 0; x < e; ++x)
             ar[x] *= correction;
-          for (int64_t c = 0; c < cols; ++c) {
-            float p = sr[c];
-            const float *vc = vb.data() + c * e;
-            for (int64_t x = 0; x < e; ++x)
-              ar[x] += p * vc[x];
-          }
         }
+        attentionAccumulate(s.data(), rows, cols, kv.vb.data(), e, acc.data());
       }
       for (int64_t r = 0; r < rows; ++r) {
         T *orow = o + ((b * l.heads + h) * l.queries + i0 + r) * e;
@@ -894,8 +951,7 @@ inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
         for (int64_t x = 0; x < e; ++x)
           orow[x] = T(acc[r * e + x] * inv);
         lse[(b * l.heads + h) * l.queries + i0 + r] =
-            sum[r] > 0 ? mx[r] + std::log(sum[r])
-                       : -std::numeric_limits<float>::infinity();
+            sum[r] > 0 ? mx[r] + std::log(sum[r]) : kNegInf;
       }
     }
   }
@@ -905,7 +961,8 @@ inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
 /// backward): the probabilities of each block are recomputed from the
 /// saved log-sum-exp. One pass per block of keys makes their key and value
 /// gradients (over every query head of their group), another per block of
-/// queries their query gradient, so that no two threads write one row.
+/// queries their query gradient, so that no two threads write one row. The
+/// gradients are dense, in their operands' shapes.
 template <typename T>
 inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
                           const T *o, const float *lse, const T *dout, T *dq,
@@ -917,46 +974,46 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
   int64_t keyBlocks = (l.keys + kAttentionKeys - 1) / kAttentionKeys;
   int64_t work = l.batch * l.heads * l.queries * l.keys * d;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  // The gradients are dense, in their operands' shapes.
-  // P and dS of one block: p[r][c], ds[r][c]; delta[r] = dout_r . o_r.
-  auto probabilities = [&](const float *lseRow, const T *bh0, const T *qh,
-                           const float *kt, int64_t i0, int64_t rows,
-                           int64_t j0, int64_t cols, float *p) {
-    attentionScores(l, qh, l.qStrides[2], kt, bh0, i0, rows, j0, cols, p);
-    for (int64_t r = 0; r < rows; ++r) {
-      float m = lseRow[i0 + r];
-      float *pr = p + r * kAttentionKeys;
-      for (int64_t c = 0; c < cols; ++c)
-        pr[c] = m == kNegInf || pr[c] == kNegInf
-                    ? 0.0f
-                    : expNonPositive<float>(std::min(0.0f, pr[c] - m));
-    }
-  };
-  // dS = P * (dP - delta), dP = dout . v^T, for rows of one query head.
-  auto scoreGrads = [&](const T *doh, const T *oh, const float *vb,
-                        int64_t i0, int64_t rows, int64_t cols, float *p,
-                        float *ds) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *dor = doh + (i0 + r) * l.oStrides[2];
-      const T *orow = oh + (i0 + r) * l.oStrides[2];
-      float delta = 0;
-      for (int64_t x = 0; x < e; ++x)
-        delta += float(dor[x]) * float(orow[x]);
-      float *pr = p + r * kAttentionKeys, *dsr = ds + r * kAttentionKeys;
-      for (int64_t c = 0; c < cols; ++c) {
-        const float *vc = vb + c * e;
-        float dp = 0;
-        for (int64_t x = 0; x < e; ++x)
-          dp += float(dor[x]) * vc[x];
-        dsr[c] = pr[c] * (dp - delta);
-      }
-    }
-  };
+  // P and dS = P * (dP - delta) of one block, dP = dout . v^T, delta =
+  // rowsum(dout * o); `doutRows` holds the block's dout rows in float.
+  auto blockGrads =
+      [&](const T *qh, const T *doh, const T *oh, const float *lseRow,
+          const T *bh0, const AttentionKeyBlock &kv, int64_t i0, int64_t rows,
+          int64_t j0, int64_t cols, float *p, float *ds, float *doutRows) {
+        attentionScores(l, qh, kv, bh0, i0, rows, j0, cols, p);
+        for (int64_t r = 0; r < rows; ++r) {
+          float m = lseRow[i0 + r];
+          float *pr = p + r * kAttentionKeys;
+          if (m == kNegInf)
+            std::fill(pr, pr + cols, 0.0f);
+          else
+            for (int64_t c = 0; c < cols; ++c)
+              pr[c] = expNonPositive<float>(std::min(0.0f, pr[c] - m));
+          const T *dor = doh + (i0 + r) * l.oStrides[2];
+          for (int64_t x = 0; x < e; ++x)
+            doutRows[r * e + x] = float(dor[x]);
+        }
+        attentionRowsTimes(doutRows, e, rows, e, kv.vt.data(), cols, ds);
+        for (int64_t r = 0; r < rows; ++r) {
+          const T *orow = oh + (i0 + r) * l.oStrides[2];
+          const float *dor = doutRows + r * e;
+          float delta = 0;
+          for (int64_t x = 0; x < e; ++x)
+            delta += dor[x] * float(orow[x]);
+          float *pr = p + r * kAttentionKeys, *dsr = ds + r * kAttentionKeys;
+          for (int64_t c = 0; c < cols; ++c)
+            dsr[c] = pr[c] * (dsr[c] - delta);
+        }
+      };
 #pragma omp parallel num_threads(threads()) if (shareThreads(work))
   {
-    std::vector<float> kt(d * kAttentionKeys), vb(kAttentionKeys * e),
-        p(kAttentionRows * kAttentionKeys), ds(kAttentionRows * kAttentionKeys),
-        dkb(kAttentionKeys * d), dvb(kAttentionKeys * e), dqb(kAttentionRows * d);
+    AttentionKeyBlock kv(d, e);
+    std::vector<float> p(kAttentionRows * kAttentionKeys),
+        ds(kAttentionRows * kAttentionKeys),
+        pt(kAttentionKeys * kAttentionKeys),
+        dst(kAttentionKeys * kAttentionKeys), doutRows(kAttentionRows * e),
+        qRows(kAttentionRows * d), dkb(kAttentionKeys * d),
+        dvb(kAttentionKeys * e), dqb(kAttentionRows * d);
     // Keys and values: per batch entry, key/value head and block of keys.
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < l.batch * l.groups * keyBlocks; ++task) {
@@ -964,9 +1021,8 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
       int64_t b = bg / l.groups, g = bg % l.groups;
       int64_t j0 = jb * kAttentionKeys;
       int64_t cols = std::min(kAttentionKeys, l.keys - j0);
-      const T *kh = k + b * l.kStrides[0] + g * l.kStrides[1];
-      const T *vh = v + b * l.vStrides[0] + g * l.vStrides[1];
-      attentionKeyBlock(l, kh, vh, j0, cols, kt.data(), vb.data());
+      kv.load(l, k + b * l.kStrides[0] + g * l.kStrides[1],
+              v + b * l.vStrides[0] + g * l.vStrides[1], j0, cols);
       std::fill(dkb.begin(), dkb.end(), 0.0f);
       std::fill(dvb.begin(), dvb.end(), 0.0f);
       for (int64_t h = g * perGroup; h < (g + 1) * perGroup; ++h) {
@@ -981,26 +1037,24 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
         for (int64_t i0 = firstRow / kAttentionRows * kAttentionRows;
              i0 < l.queries; i0 += kAttentionRows) {
           int64_t rows = std::min(kAttentionRows, l.queries - i0);
-          probabilities(lseRow, bh0, qh, kt.data(), i0, rows, j0, cols,
-                        p.data());
-          // dv_c += p_rc dout_r; dk_c += scale ds_rc q_r.
-          scoreGrads(doh, oh, vb.data(), i0, rows, cols, p.data(), ds.data());
+          blockGrads(qh, doh, oh, lseRow, bh0, kv, i0, rows, j0, cols, p.data(),
+                     ds.data(), doutRows.data());
+          // dv_c += sum_r p_rc dout_r; dk_c += scale sum_r ds_rc q_r: the
+          // transposed blocks' rows weigh the rows of dout and q.
           for (int64_t r = 0; r < rows; ++r) {
-            const T *dor = doh + (i0 + r) * l.oStrides[2];
             const T *qr = qh + (i0 + r) * l.qStrides[2];
-            const float *pr = p.data() + r * kAttentionKeys;
-            const float *dsr = ds.data() + r * kAttentionKeys;
+            for (int64_t f = 0; f < d; ++f)
+              qRows[r * d + f] = float(qr[f]);
             for (int64_t c = 0; c < cols; ++c) {
-              float pc = pr[c], sc = dsr[c] * l.scale;
-              float *dvc = dvb.data() + c * e, *dkc = dkb.data() + c * d;
-              if (pc != 0)
-                for (int64_t x = 0; x < e; ++x)
-                  dvc[x] += pc * float(dor[x]);
-              if (sc != 0)
-                for (int64_t f = 0; f < d; ++f)
-                  dkc[f] += sc * float(qr[f]);
+              pt[c * kAttentionKeys + r] = p[r * kAttentionKeys + c];
+              dst[c * kAttentionKeys + r] =
+                  ds[r * kAttentionKeys + c] * l.scale;
             }
           }
+          attentionAccumulate(pt.data(), cols, rows, doutRows.data(), e,
+                              dvb.data());
+          attentionAccumulate(dst.data(), cols, rows, qRows.data(), d,
+                              dkb.data());
         }
       }
       for (int64_t c = 0; c < cols; ++c) {
@@ -1031,27 +1085,16 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
       int64_t keyEnd = l.causal ? std::min(l.keys, i0 + rows) : l.keys;
       for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
         int64_t cols = std::min(kAttentionKeys, keyEnd - j0);
-        attentionKeyBlock(l, kh, vh, j0, cols, kt.data(), vb.data());
-        probabilities(lseRow, bh0, qh, kt.data(), i0, rows, j0, cols,
-                      p.data());
-        scoreGrads(doh, oh, vb.data(), i0, rows, cols, p.data(), ds.data());
-        // dq_r += scale ds_rc k_c (k_c is column c of kt).
-        for (int64_t r = 0; r < rows; ++r) {
-          const float *dsr = ds.data() + r * kAttentionKeys;
-          float *dqr = dqb.data() + r * d;
-          for (int64_t f = 0; f < d; ++f) {
-            const float *kf = kt.data() + f * kAttentionKeys;
-            float acc = 0;
-            for (int64_t c = 0; c < cols; ++c)
-              acc += dsr[c] * kf[c];
-            dqr[f] += acc * l.scale;
-          }
-        }
+        kv.load(l, kh, vh, j0, cols);
+        blockGrads(qh, doh, oh, lseRow, bh0, kv, i0, rows, j0, cols, p.data(),
+                   ds.data(), doutRows.data());
+        // dq_r += scale sum_c ds_rc k_c.
+        attentionAccumulate(ds.data(), rows, cols, kv.kb.data(), d, dqb.data());
       }
       for (int64_t r = 0; r < rows; ++r) {
         T *dqr = dq + ((b * l.heads + h) * l.queries + i0 + r) * d;
         for (int64_t f = 0; f < d; ++f)
-          dqr[f] = T(dqb[r * d + f]);
+          dqr[f] = T(dqb[r * d + f] * l.scale);
       }
     }
   }
