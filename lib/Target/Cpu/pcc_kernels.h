@@ -959,9 +959,10 @@ inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
 
 /// The gradients of attention's query, key and value (FlashAttention's
 /// backward): the probabilities of each block are recomputed from the
-/// saved log-sum-exp. One pass per block of keys makes their key and value
-/// gradients (over every query head of their group), another per block of
-/// queries their query gradient, so that no two threads write one row. The
+/// saved log-sum-exp. Each block of keys makes its key and value gradients
+/// (over every query head of its group) and adds its part of the query
+/// gradients to its thread's copy of them; the copies are then summed in
+/// thread order, so a run is reproducible at a given thread count. The
 /// gradients are dense, in their operands' shapes.
 template <typename T>
 inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
@@ -1005,7 +1006,10 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
             dsr[c] = pr[c] * (dsr[c] - delta);
         }
       };
-#pragma omp parallel num_threads(threads()) if (shareThreads(work))
+  bool parallel = shareThreads(work);
+  int64_t dqSize = l.batch * l.heads * l.queries * d;
+  std::vector<float> dqParts((parallel ? threads() : 1) * dqSize, 0.0f);
+#pragma omp parallel num_threads(threads()) if (parallel)
   {
     AttentionKeyBlock kv(d, e);
     std::vector<float> p(kAttentionRows * kAttentionKeys),
@@ -1013,9 +1017,16 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
         pt(kAttentionKeys * kAttentionKeys),
         dst(kAttentionKeys * kAttentionKeys), doutRows(kAttentionRows * e),
         qRows(kAttentionRows * d), dkb(kAttentionKeys * d),
-        dvb(kAttentionKeys * e), dqb(kAttentionRows * d);
-    // Keys and values: per batch entry, key/value head and block of keys.
-#pragma omp for schedule(dynamic)
+        dvb(kAttentionKeys * e);
+#ifdef _OPENMP
+    int64_t part = omp_get_thread_num(), parts = omp_get_num_threads();
+#else
+    int64_t part = 0, parts = 1;
+#endif
+    float *dqMine = dqParts.data() + part * dqSize;
+    // Per batch entry, key/value head and block of keys, round robin (the
+    // causal mask leaves later blocks less to do).
+#pragma omp for schedule(static, 1)
     for (int64_t task = 0; task < l.batch * l.groups * keyBlocks; ++task) {
       int64_t jb = task % keyBlocks, bg = task / keyBlocks;
       int64_t b = bg / l.groups, g = bg % l.groups;
@@ -1033,6 +1044,7 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
                                   h * l.biasStrides[1]
                             : nullptr;
         const float *lseRow = lse + (b * l.heads + h) * l.queries;
+        float *dqHead = dqMine + (b * l.heads + h) * l.queries * d;
         int64_t firstRow = l.causal ? j0 : 0;
         for (int64_t i0 = firstRow / kAttentionRows * kAttentionRows;
              i0 < l.queries; i0 += kAttentionRows) {
@@ -1055,6 +1067,9 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
                               dvb.data());
           attentionAccumulate(dst.data(), cols, rows, qRows.data(), d,
                               dkb.data());
+          // dq_r += sum_c ds_rc k_c (scaled when the parts are summed).
+          attentionAccumulate(ds.data(), rows, cols, kv.kb.data(), d,
+                              dqHead + i0 * d);
         }
       }
       for (int64_t c = 0; c < cols; ++c) {
@@ -1066,36 +1081,12 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
           dvr[x] = T(dvb[c * e + x]);
       }
     }
-    // Queries: per batch entry, head and block of queries.
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < l.batch * l.heads * rowBlocks; ++task) {
-      int64_t ib = task % rowBlocks, bh = task / rowBlocks;
-      int64_t b = bh / l.heads, h = bh % l.heads, g = h / perGroup;
-      int64_t i0 = ib * kAttentionRows;
-      int64_t rows = std::min(kAttentionRows, l.queries - i0);
-      const T *qh = q + b * l.qStrides[0] + h * l.qStrides[1];
-      const T *kh = k + b * l.kStrides[0] + g * l.kStrides[1];
-      const T *vh = v + b * l.vStrides[0] + g * l.vStrides[1];
-      const T *oh = o + b * l.oStrides[0] + h * l.oStrides[1];
-      const T *doh = dout + b * l.oStrides[0] + h * l.oStrides[1];
-      const T *bh0 =
-          bias ? bias + b * l.biasStrides[0] + h * l.biasStrides[1] : nullptr;
-      const float *lseRow = lse + (b * l.heads + h) * l.queries;
-      std::fill(dqb.begin(), dqb.end(), 0.0f);
-      int64_t keyEnd = l.causal ? std::min(l.keys, i0 + rows) : l.keys;
-      for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
-        int64_t cols = std::min(kAttentionKeys, keyEnd - j0);
-        kv.load(l, kh, vh, j0, cols);
-        blockGrads(qh, doh, oh, lseRow, bh0, kv, i0, rows, j0, cols, p.data(),
-                   ds.data(), doutRows.data());
-        // dq_r += scale sum_c ds_rc k_c.
-        attentionAccumulate(ds.data(), rows, cols, kv.kb.data(), d, dqb.data());
-      }
-      for (int64_t r = 0; r < rows; ++r) {
-        T *dqr = dq + ((b * l.heads + h) * l.queries + i0 + r) * d;
-        for (int64_t f = 0; f < d; ++f)
-          dqr[f] = T(dqb[r * d + f] * l.scale);
-      }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < dqSize; ++i) {
+      float sum = 0;
+      for (int64_t t = 0; t < parts; ++t)
+        sum += dqParts[t * dqSize + i];
+      dq[i] = T(sum * l.scale);
     }
   }
 }
