@@ -355,7 +355,7 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [DeclareOpInterfaceMethods<Graph_
 
 def Graph_AttentionOp : Graph_Op<"attention", [
     DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
-    InferTypeOpAdaptor,
+    InferTypeOpAdaptor, Graph_LowPrecisionProduct,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Scaled dot-product attention, computed without its scores";

@@ -48,7 +48,7 @@ struct MixedPrecisionPass
     SmallVector<Operation *> products;
     getOperation().walk([&](Operation *op) {
       if (op->hasTrait<pcc::graph::OpTrait::LowPrecisionProduct>() &&
-          op->getNumResults() == 1 && isWide(op->getResult(0).getType()) &&
+          llvm::any_of(op->getResultTypes(), isWide) &&
           llvm::all_of(op->getOperandTypes(), isWide))
         products.push_back(op);
     });
@@ -85,12 +85,28 @@ struct MixedPrecisionPass
         operand.set(CastOp::create(builder, op->getLoc(),
                                    type.clone(narrow), operand.get()));
       }
-      Value result = op->getResult(0);
-      auto wide = cast<RankedTensorType>(result.getType());
-      result.setType(wide.clone(narrow));
+      // The results take the types the narrowed operands give them (an
+      // attention's log-sum-exp stays f32); each narrowed one is cast up.
+      SmallVector<Type> types;
+      if (auto infer = dyn_cast<InferTypeOpInterface>(op)) {
+        if (failed(infer.inferReturnTypes(ctx, op->getLoc(), op->getOperands(),
+                                          op->getRawDictionaryAttrs(),
+                                          op->getPropertiesStorage(),
+                                          op->getRegions(), types)))
+          return signalPassFailure();
+      } else {
+        for (Type t : op->getResultTypes())
+          types.push_back(cast<RankedTensorType>(t).clone(narrow));
+      }
       builder.setInsertionPointAfter(op);
-      auto up = CastOp::create(builder, op->getLoc(), wide, result);
-      result.replaceAllUsesExcept(up, up);
+      for (auto [result, type] : llvm::zip(op->getResults(), types)) {
+        Type wide = result.getType();
+        if (type == wide)
+          continue;
+        result.setType(type);
+        auto up = CastOp::create(builder, op->getLoc(), wide, result);
+        result.replaceAllUsesExcept(up, up);
+      }
     }
   }
 };
