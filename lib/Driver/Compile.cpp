@@ -55,11 +55,16 @@ using namespace pcc;
 #endif
 
 std::string pcc::formatDiagnostic(Diagnostic &diag) {
+  // The ONNX node (or file) an op comes from; the first of the nodes a
+  // fused op replaced.
   std::string where;
-  if (auto name = dyn_cast<NameLoc>(diag.getLocation()))
-    where = name.getName().str();
-  else if (auto file = dyn_cast<FileLineColLoc>(diag.getLocation()))
-    where = file.getFilename().str();
+  diag.getLocation()->walk([&](Location loc) {
+    if (auto name = dyn_cast<NameLoc>(loc))
+      where = name.getName().str();
+    else if (auto file = dyn_cast<FileLineColLoc>(loc))
+      where = file.getFilename().str();
+    return where.empty() ? WalkResult::advance() : WalkResult::interrupt();
+  });
   std::string msg = diag.str();
   std::replace(msg.begin(), msg.end(), '\n', ' ');
   return where.empty() ? msg : where + ": " + msg;

@@ -298,7 +298,9 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
     FailureOr<std::string> source = describedModelSource(modelSpec, error);
     if (failed(source))
       return fail("--model: " + error);
-    module = parseSourceString<ModuleOp>(*source, &context);
+    // Diagnostics name the description, as they name a model's file.
+    module =
+        parseSourceString<ModuleOp>(*source, ParserConfig(&context), modelSpec);
     what = modelSpec.str();
   } else if (StringRef(options.model).ends_with(".mlir")) {
     module = parseSourceFile<ModuleOp>(options.model, &context);
