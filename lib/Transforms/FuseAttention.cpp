@@ -77,6 +77,10 @@ struct Match {
   SmallVector<Operation *> ops; ///< to erase, once unused
   Value query, key, value;
   double scale = 1;
+  /// Where the scores are made as [B * H, Tq, Tk] and reshaped to
+  /// [B, H, Tq, Tk] (BLOOM's baddbmm with ALiBi): B and H; the query, the
+  /// keys and the bias terms below the reshape are rank 3.
+  std::optional<std::pair<int64_t, int64_t>> batchHeads;
   SmallVector<BiasTerm> bias;
   Operation *output = nullptr; ///< the product with the values
 };
@@ -144,7 +148,11 @@ bool reachesScores(Value v, int depth = 0) {
   if (!op || depth > 8)
     return false;
   if (auto m = dyn_cast<MatMulOp>(op))
-    return shapeOf(m.getLhs()).size() == 4 && shapeOf(m.getRhs()).size() == 4;
+    return shapeOf(m.getLhs()).size() == shapeOf(v).size() &&
+           shapeOf(m.getRhs()).size() == shapeOf(v).size();
+  if (auto r = dyn_cast<ReshapeOp>(op))
+    return r.getInput().hasOneUse() && shapeOf(r.getInput()).size() == 3 &&
+           reachesScores(r.getInput(), depth + 1);
   if (!isa<MulOp, DivOp, AddOp, SubOp, WhereOp>(op))
     return false;
   return llvm::any_of(op->getOperands(), [&](Value operand) {
@@ -183,6 +191,16 @@ bool matchScores(Value x, Match &m) {
       m.query = q;
       m.key = k; // transposed: [B, H, D, Tk]
       return true;
+    }
+    // Scores made per batch entry and head together, then split.
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      ArrayRef<int64_t> in = shapeOf(reshape.getInput()), out = shapeOf(x);
+      if (m.batchHeads || in.size() != 3 || out.size() != 4 ||
+          in[0] != out[0] * out[1] || in[1] != out[2] || in[2] != out[3])
+        return false;
+      m.batchHeads = {out[0], out[1]};
+      x = reshape.getInput();
+      continue;
     }
     // Which operand continues toward the scores.
     auto chain = [&](unsigned i) {
@@ -348,20 +366,45 @@ bool isZero(Value v) {
 }
 
 /// Replaces what `m` matched by one graph.attention.
-void rewrite(Match &m) {
+/// `v`, of rank 3 with [B * H, ...] (or [1, ...]) leading, as rank 4 with
+/// [B, H, ...] (or [1, 1, ...]); `v` itself at rank 4.
+Value splitBatchHeads(OpBuilder &b, Location loc, Value v,
+                      std::pair<int64_t, int64_t> batchHeads) {
+  ArrayRef<int64_t> s = shapeOf(v);
+  if (s.size() != 3)
+    return v;
+  bool whole = s[0] != 1;
+  SmallVector<int64_t> shape{whole ? batchHeads.first : 1,
+                             whole ? batchHeads.second : 1, s[1], s[2]};
+  return ReshapeOp::create(
+      b, loc, RankedTensorType::get(shape, getElementTypeOrSelf(v.getType())),
+      v);
+}
+
+/// Replaces what `m` matched by one graph.attention; false (and the IR
+/// as it was, but for unused new views) where its keys and values do not
+/// share their heads.
+bool rewrite(Match &m) {
   Operation *anchor = m.output;
   OpBuilder b(anchor);
   SmallVector<Location> locs;
   for (Operation *op : m.ops)
     locs.push_back(op->getLoc());
   Location loc = b.getFusedLoc(locs);
-  Value key = stripRepeat(b, loc, transposeLastTwo(b, loc, m.key));
+  Value query = m.query, keyT = m.key;
+  if (m.batchHeads) {
+    query = splitBatchHeads(b, loc, query, *m.batchHeads);
+    keyT = splitBatchHeads(b, loc, keyT, *m.batchHeads);
+  }
+  Value key = stripRepeat(b, loc, transposeLastTwo(b, loc, keyT));
   Value value = stripRepeat(b, loc, m.value);
   // Grouped heads only where keys and values share them.
   if (shapeOf(key)[1] != shapeOf(value)[1]) {
-    key = transposeLastTwo(b, loc, m.key);
+    key = transposeLastTwo(b, loc, keyT);
     value = m.value;
   }
+  if (shapeOf(key)[1] != shapeOf(value)[1])
+    return false;
   Type et = getElementTypeOrSelf(m.query.getType());
   auto scalar = [&](double x) {
     return ConstantOp::create(
@@ -381,6 +424,8 @@ void rewrite(Match &m) {
     // The op broadcasts its bias itself: an expanded mask is read as it was.
     while (auto expand = term.value.getDefiningOp<ExpandOp>())
       term.value = expand.getInput();
+    if (m.batchHeads && !term.isWhereMask)
+      term.value = splitBatchHeads(b, loc, term.value, *m.batchHeads);
     Value t = term.value;
     if (term.isWhereMask) {
       Value zero = scalar(0), masked = scalar(-INFINITY);
@@ -391,10 +436,9 @@ void rewrite(Match &m) {
     }
     bias = bias ? Value(AddOp::create(b, loc, bias, t)) : t;
   }
-  auto attention =
-      AttentionOp::create(b, loc, m.query, key, value, bias,
-                          b.getF32FloatAttr(m.scale), causal ? b.getUnitAttr()
-                                                             : UnitAttr());
+  auto attention = AttentionOp::create(b, loc, query, key, value, bias,
+                                       b.getF32FloatAttr(m.scale),
+                                       causal ? b.getUnitAttr() : UnitAttr());
   m.output->getResult(0).replaceAllUsesWith(attention.getOutput());
   // The matched ops, then whatever only they read, as they become unused.
   SmallVector<Operation *> dead(m.ops.rbegin(), m.ops.rend());
@@ -412,6 +456,7 @@ void rewrite(Match &m) {
           (isa<ViewLikeOpInterface>(def) || isMemoryEffectFree(def)))
         dead.push_back(def);
   }
+  return true;
 }
 
 struct FuseAttentionPass
@@ -426,16 +471,35 @@ struct FuseAttentionPass
       if (!m)
         continue;
       // The scores must be [B, H, Tq, Tk] from [B, H, Tq, D] x
-      // [B, H, D, Tk] and the values [B, H, Tk, E].
-      ArrayRef<int64_t> q = shapeOf(m->query), k = shapeOf(m->key),
-                        v = shapeOf(m->value);
-      if (q.size() != 4 || k.size() != 4 || v.size() != 4 ||
-          k[2] != q[3] || v[2] != k[3] || q[0] != k[0] || q[1] != k[1] ||
-          v[0] != q[0] || v[1] != q[1])
+      // [B, H or 1, D, Tk] and the values [B, H or 1, Tk, E]; made as
+      // [B * H, ...], the query and keys are that and every bias term has
+      // B * H or 1 leading.
+      SmallVector<int64_t> q(shapeOf(m->query)), k(shapeOf(m->key));
+      ArrayRef<int64_t> v = shapeOf(m->value);
+      if (m->batchHeads) {
+        auto [batch, heads] = *m->batchHeads;
+        auto leads = [&](ArrayRef<int64_t> s, bool orOne) {
+          return s.size() == 3 &&
+                 (s[0] == batch * heads || (orOne && s[0] == 1));
+        };
+        if (!leads(q, false) || !leads(k, false) ||
+            llvm::any_of(m->bias, [&](const BiasTerm &t) {
+              return !t.isWhereMask && shapeOf(t.value).size() == 3 &&
+                     !leads(shapeOf(t.value), true);
+            }))
+          continue;
+        q = {batch, heads, q[1], q[2]};
+        k = {batch, heads, k[1], k[2]};
+      }
+      auto headsFit = [&](int64_t h) { return h == q[1] || h == 1; };
+      if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[2] != q[3] ||
+          v[2] != k[3] || q[0] != k[0] || !headsFit(k[1]) || v[0] != q[0] ||
+          !headsFit(v[1]))
         continue;
       if (maxHeadDim > 0 && (q[3] > maxHeadDim || v[3] > maxHeadDim))
         continue;
-      rewrite(*m);
+      if (!rewrite(*m))
+        continue;
     }
   }
 };

@@ -141,3 +141,41 @@ func.func @nanogpt(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<
   %o = graph.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
   return %o : tensor<2x2x4x8xf32>
 }
+
+// -----
+
+// BLOOM: the scores of every batch entry and head made together
+// ([B * H, Tq, Tk], baddbmm with ALiBi's [B * H, 1, Tk] slopes), reshaped
+// to [B, H, Tq, Tk] before the causal mask; Falcon-style multi-query keys
+// and values (one head, broadcast by the products).
+
+// CHECK-LABEL: func.func @bloom
+// CHECK:         %[[A:.*]] = graph.reshape %{{.*}} : tensor<4x1x4xf32> to tensor<2x2x1x4xf32>
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[A]] {causal, scale = 1.250000e-01 : f32} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>, tensor<2x2x1x4xf32>)
+func.func @bloom(%q: tensor<4x4x8xf32>, %k: tensor<4x4x8xf32>, %v: tensor<2x2x4x8xf32>, %alibi: tensor<4x1x4xf32>) -> tensor<2x2x4x8xf32> {
+  %scale = graph.constant dense<0.125> : tensor<f32>
+  %mask = graph.constant dense<[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 1>} : (tensor<4x4x8xf32>) -> tensor<4x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<4x4x8xf32>, tensor<4x8x4xf32>) -> tensor<4x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<4x4x4xf32>, tensor<f32>) -> tensor<4x4x4xf32>
+  %s2 = graph.add %s1, %alibi : (tensor<4x4x4xf32>, tensor<4x1x4xf32>) -> tensor<4x4x4xf32>
+  %s3 = graph.reshape %s2 : tensor<4x4x4xf32> to tensor<2x2x4x4xf32>
+  %s4 = graph.add %s3, %mask : (tensor<2x2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = graph.softmax %s4 {axis = 3 : i64} : tensor<2x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}
+
+// CHECK-LABEL: func.func @falcon
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = {{.*}}} : (tensor<1x4x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>)
+func.func @falcon(%q: tensor<1x4x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x8xf32>) -> tensor<1x4x4x8xf32> {
+  %root8 = graph.constant dense<2.82842708> : tensor<f32>
+  %mask = graph.constant dense<[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x4x8xf32>) -> tensor<1x1x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x4x4x8xf32>, tensor<1x1x8x4xf32>) -> tensor<1x4x4x4xf32>
+  %s1 = graph.div %s, %root8 : (tensor<1x4x4x4xf32>, tensor<f32>) -> tensor<1x4x4x4xf32>
+  %s2 = graph.add %s1, %mask : (tensor<1x4x4x4xf32>, tensor<4x4xf32>) -> tensor<1x4x4x4xf32>
+  %p = graph.softmax %s2 {axis = 3 : i64} : tensor<1x4x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x4x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x4x4x8xf32>
+  return %o : tensor<1x4x4x8xf32>
+}
