@@ -424,10 +424,13 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
 
 /// The checks graph.attention and graph.attention_grad share: query
 /// [B, H, Tq, D], key [B, G, Tk, D], value [B, G, Tk, E], H a multiple of
-/// G, and a bias that broadcasts to [B, H, Tq, Tk].
+/// G, and a bias that broadcasts to [B, H, Tq, Tk]. Appends the types of
+/// attention's results: the output [B, H, Tq, E] in the query's type and
+/// the log-sum-exp [B, H, Tq] in f32.
 static LogicalResult verifyAttentionShapes(std::optional<Location> loc,
                                            StringRef name, Value query,
-                                           Value key, Value value, Value bias) {
+                                           Value key, Value value, Value bias,
+                                           SmallVectorImpl<Type> &results) {
   auto q = tensorOf(query), k = tensorOf(key), v = tensorOf(value);
   if (!q || !k || !v || q.getRank() != 4 || k.getRank() != 4 ||
       v.getRank() != 4)
@@ -460,6 +463,10 @@ static LogicalResult verifyAttentionShapes(std::optional<Location> loc,
                                " does not broadcast to the scores ",
                                shapeStr(scores), " of the query's type");
   }
+  results.push_back(
+      RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]}, q.getElementType()));
+  results.push_back(RankedTensorType::get({qs[0], qs[1], qs[2]},
+                                          Float32Type::get(q.getContext())));
   return success();
 }
 
@@ -467,41 +474,26 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  if (failed(verifyAttentionShapes(loc, "attention", adaptor.getQuery(),
-                                   adaptor.getKey(), adaptor.getValue(),
-                                   adaptor.getBias())))
-    return failure();
-  auto q = tensorOf(adaptor.getQuery());
-  ArrayRef<int64_t> qs = q.getShape();
-  int64_t e = tensorOf(adaptor.getValue()).getShape()[3];
-  types.push_back(
-      RankedTensorType::get({qs[0], qs[1], qs[2], e}, q.getElementType()));
-  types.push_back(RankedTensorType::get({qs[0], qs[1], qs[2]},
-                                        Float32Type::get(context)));
-  return success();
+  return verifyAttentionShapes(loc, "attention", adaptor.getQuery(),
+                               adaptor.getKey(), adaptor.getValue(),
+                               adaptor.getBias(), types);
 }
 
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *context,
                                                 std::optional<Location> loc,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &types) {
+  SmallVector<Type, 2> forward;
   if (failed(verifyAttentionShapes(loc, "attention_grad", adaptor.getQuery(),
                                    adaptor.getKey(), adaptor.getValue(),
-                                   adaptor.getBias())))
+                                   adaptor.getBias(), forward)))
     return failure();
-  auto q = tensorOf(adaptor.getQuery());
-  ArrayRef<int64_t> qs = q.getShape();
-  int64_t e = tensorOf(adaptor.getValue()).getShape()[3];
-  auto o = tensorOf(adaptor.getOutput()), g = tensorOf(adaptor.getOutputGrad());
-  auto l = tensorOf(adaptor.getLse());
-  auto outType =
-      RankedTensorType::get({qs[0], qs[1], qs[2], e}, q.getElementType());
-  auto lseType =
-      RankedTensorType::get({qs[0], qs[1], qs[2]}, Float32Type::get(context));
-  if (o != outType || g != outType || l != lseType)
+  if (adaptor.getOutput().getType() != forward[0] ||
+      adaptor.getOutputGrad().getType() != forward[0] ||
+      adaptor.getLse().getType() != forward[1])
     return emitOptionalError(loc,
                              "attention_grad: output and output_grad must be ",
-                             outType, " and lse ", lseType);
+                             forward[0], " and lse ", forward[1]);
   types.push_back(adaptor.getQuery().getType());
   types.push_back(adaptor.getKey().getType());
   types.push_back(adaptor.getValue().getType());
