@@ -705,20 +705,47 @@ __device__ __host__ __forceinline__ int64_t smaller(int64_t a, int64_t b) {
 constexpr int64_t kAttentionRows = 16, kAttentionKeys = 32,
                   kAttentionMaxFeatures = 128;
 
+/// The operands the kernels read (null where a kernel has none: a bias, or
+/// the forward's output, its gradient and log-sum-exp), and `head`, the
+/// same pointers moved to batch entry b and query head h: its query, output
+/// and bias, its key/value group's keys and values, its row of the
+/// log-sum-exp.
+template <typename T> struct AttentionOperands {
+  const T *q, *k, *v, *bias, *o, *dout;
+  const float *lse;
+
+  __device__ AttentionOperands head(const AttentionShape &a, int64_t b,
+                                    int64_t h) const {
+    int64_t g = h / (a.heads / a.groups);
+    auto at = [&](const T *p, const int64_t *strides, int64_t head) {
+      return p ? p + b * strides[0] + head * strides[1] : nullptr;
+    };
+    return {at(q, a.qStrides, h),
+            at(k, a.kStrides, g),
+            at(v, a.vStrides, g),
+            at(bias, a.biasStrides, h),
+            at(o, a.oStrides, h),
+            at(dout, a.oStrides, h),
+            lse ? lse + (b * a.heads + h) * a.queries : nullptr};
+  }
+};
+
 /// The score of query row `i` and key `j` of one head: scaled, biased, and
 /// -inf where the causal mask hides the key.
 template <typename T>
 __device__ __forceinline__ float
-attentionScore(const AttentionShape &a, const T *qRow, const T *kRow,
-               const T *biasHead, int64_t i, int64_t j) {
+attentionScore(const AttentionShape &a, const AttentionOperands<T> &head,
+               int64_t i, int64_t j) {
   if (a.causal && j > i)
     return -INFINITY;
+  const T *qRow = head.q + i * a.qStrides[2],
+          *kRow = head.k + j * a.kStrides[2];
   float dot = 0;
   for (int64_t f = 0; f < a.features; ++f)
     dot += float(qRow[f]) * float(kRow[f]);
   dot *= a.scale;
-  if (biasHead)
-    dot += float(biasHead[i * a.biasStrides[2] + j * a.biasStrides[3]]);
+  if (head.bias)
+    dot += float(head.bias[i * a.biasStrides[2] + j * a.biasStrides[3]]);
   return dot;
 }
 
@@ -726,10 +753,7 @@ attentionScore(const AttentionShape &a, const T *qRow, const T *kRow,
 /// each key tile's values in shared memory, the scores of the tile in
 /// shared memory, a running maximum and sum per row.
 template <typename T>
-__global__ void attentionForward(const T *__restrict__ q,
-                                 const T *__restrict__ k,
-                                 const T *__restrict__ v,
-                                 const T *__restrict__ bias, T *__restrict__ o,
+__global__ void attentionForward(AttentionOperands<T> in, T *__restrict__ o,
                                  float *__restrict__ lse, AttentionShape a) {
   __shared__ float vs[kAttentionKeys][kAttentionMaxFeatures];
   __shared__ float s[kAttentionRows][kAttentionKeys];
@@ -737,17 +761,13 @@ __global__ void attentionForward(const T *__restrict__ q,
   __shared__ float mx[kAttentionRows], sum[kAttentionRows],
       correction[kAttentionRows];
   int64_t rowTiles = (a.queries + kAttentionRows - 1) / kAttentionRows;
-  int64_t perGroup = a.heads / a.groups, e = a.valueFeatures;
+  int64_t e = a.valueFeatures;
   for (int64_t tile = blockIdx.x; tile < a.batch * a.heads * rowTiles;
        tile += gridDim.x) {
     int64_t i0 = tile % rowTiles * kAttentionRows, bh = tile / rowTiles;
-    int64_t b = bh / a.heads, h = bh % a.heads, g = h / perGroup;
+    int64_t b = bh / a.heads, h = bh % a.heads;
     int64_t rows = smaller(kAttentionRows, a.queries - i0);
-    const T *qh = q + b * a.qStrides[0] + h * a.qStrides[1];
-    const T *kh = k + b * a.kStrides[0] + g * a.kStrides[1];
-    const T *vh = v + b * a.vStrides[0] + g * a.vStrides[1];
-    const T *biasHead =
-        bias ? bias + b * a.biasStrides[0] + h * a.biasStrides[1] : nullptr;
+    AttentionOperands<T> at = in.head(a, b, h);
     for (int64_t x = threadIdx.x; x < kAttentionRows * e; x += blockDim.x)
       acc[x / e][x % e] = 0;
     if (threadIdx.x < kAttentionRows) {
@@ -759,15 +779,12 @@ __global__ void attentionForward(const T *__restrict__ q,
       int64_t cols = smaller(kAttentionKeys, keyEnd - j0);
       __syncthreads();
       for (int64_t x = threadIdx.x; x < cols * e; x += blockDim.x)
-        vs[x / e][x % e] = float(vh[(j0 + x / e) * a.vStrides[2] + x % e]);
+        vs[x / e][x % e] = float(at.v[(j0 + x / e) * a.vStrides[2] + x % e]);
       for (int64_t x = threadIdx.x; x < kAttentionRows * kAttentionKeys;
            x += blockDim.x) {
         int64_t r = x / kAttentionKeys, c = x % kAttentionKeys;
-        s[r][c] = r < rows && c < cols
-                      ? attentionScore(a, qh + (i0 + r) * a.qStrides[2],
-                                       kh + (j0 + c) * a.kStrides[2],
-                                       biasHead, i0 + r, j0 + c)
-                      : -INFINITY;
+        s[r][c] = r < rows && c < cols ? attentionScore(a, at, i0 + r, j0 + c)
+                                       : -INFINITY;
       }
       __syncthreads();
       if (threadIdx.x < kAttentionRows) {
@@ -812,27 +829,23 @@ __global__ void attentionForward(const T *__restrict__ q,
 /// of one head, into p and ds; delta holds each row's dout . o. Every
 /// thread of the block calls it; it synchronizes before it returns.
 template <typename T>
-__device__ void attentionScoreGrads(const AttentionShape &a, const T *qh,
-                                    const T *kh, const T *vh, const T *doh,
-                                    const T *biasHead, const float *lseRow,
-                                    int64_t i0, int64_t rows, int64_t j0,
-                                    int64_t cols, const float *delta,
-                                    float (*p)[kAttentionKeys],
-                                    float (*ds)[kAttentionKeys]) {
+__device__ void
+attentionScoreGrads(const AttentionShape &a, const AttentionOperands<T> &head,
+                    int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                    const float *delta, float (*p)[kAttentionKeys],
+                    float (*ds)[kAttentionKeys]) {
   for (int64_t x = threadIdx.x; x < kAttentionRows * kAttentionKeys;
        x += blockDim.x) {
     int64_t r = x / kAttentionKeys, c = x % kAttentionKeys;
     float prob = 0, grad = 0;
     if (r < rows && c < cols) {
-      float score = attentionScore(a, qh + (i0 + r) * a.qStrides[2],
-                                   kh + (j0 + c) * a.kStrides[2], biasHead,
-                                   i0 + r, j0 + c);
-      float m = lseRow[i0 + r];
+      float score = attentionScore(a, head, i0 + r, j0 + c);
+      float m = head.lse[i0 + r];
       prob = m == -INFINITY || score == -INFINITY
                  ? 0.0f
                  : expf(fminf(0.0f, score - m));
-      const T *dor = doh + (i0 + r) * a.oStrides[2];
-      const T *vc = vh + (j0 + c) * a.vStrides[2];
+      const T *dor = head.dout + (i0 + r) * a.oStrides[2];
+      const T *vc = head.v + (j0 + c) * a.vStrides[2];
       float dp = 0;
       for (int64_t f = 0; f < a.valueFeatures; ++f)
         dp += float(dor[f]) * float(vc[f]);
@@ -846,12 +859,12 @@ __device__ void attentionScoreGrads(const AttentionShape &a, const T *qh,
 
 /// Each row's dout . o, into delta.
 template <typename T>
-__device__ void attentionDelta(const AttentionShape &a, const T *oh,
-                               const T *doh, int64_t i0, int64_t rows,
-                               float *delta) {
+__device__ void attentionDelta(const AttentionShape &a,
+                               const AttentionOperands<T> &head, int64_t i0,
+                               int64_t rows, float *delta) {
   if (threadIdx.x < rows) {
-    const T *orow = oh + (i0 + threadIdx.x) * a.oStrides[2];
-    const T *dor = doh + (i0 + threadIdx.x) * a.oStrides[2];
+    const T *orow = head.o + (i0 + threadIdx.x) * a.oStrides[2];
+    const T *dor = head.dout + (i0 + threadIdx.x) * a.oStrides[2];
     float d = 0;
     for (int64_t f = 0; f < a.valueFeatures; ++f)
       d += float(dor[f]) * float(orow[f]);
@@ -860,19 +873,30 @@ __device__ void attentionDelta(const AttentionShape &a, const T *oh,
   __syncthreads();
 }
 
+/// out[c][f] += scale * sum_r w[r][c] * src[r * stride + f] for the tile's
+/// `rows` rows and `cols` keys and `width` features, by the block's threads
+/// (a key's value or key gradient from the rows of dout or q).
+template <typename T>
+__device__ void attentionAddWeightedRows(const float (*w)[kAttentionKeys],
+                                         int64_t rows, int64_t cols,
+                                         const T *src, int64_t stride,
+                                         int64_t width, float scale,
+                                         float (*out)[kAttentionMaxFeatures]) {
+  for (int64_t x = threadIdx.x; x < cols * width; x += blockDim.x) {
+    int64_t c = x / width, f = x % width;
+    float value = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      value += w[r][c] * float(src[r * stride + f]);
+    out[c][f] += value * scale;
+  }
+}
+
 /// The key and value gradients: one block per tile of keys of one key/value
 /// head, over every query head of its group and every tile of queries the
 /// causal mask leaves them, accumulated in shared memory.
 template <typename T>
-__global__ void attentionKeyGrads(const T *__restrict__ q,
-                                  const T *__restrict__ k,
-                                  const T *__restrict__ v,
-                                  const T *__restrict__ bias,
-                                  const T *__restrict__ o,
-                                  const float *__restrict__ lse,
-                                  const T *__restrict__ dout,
-                                  T *__restrict__ dk, T *__restrict__ dv,
-                                  AttentionShape a) {
+__global__ void attentionKeyGrads(AttentionOperands<T> in, T *__restrict__ dk,
+                                  T *__restrict__ dv, AttentionShape a) {
   __shared__ float dks[kAttentionKeys][kAttentionMaxFeatures];
   __shared__ float dvs[kAttentionKeys][kAttentionMaxFeatures];
   __shared__ float p[kAttentionRows][kAttentionKeys];
@@ -886,8 +910,6 @@ __global__ void attentionKeyGrads(const T *__restrict__ q,
     int64_t j0 = tile % keyTiles * kAttentionKeys, bg = tile / keyTiles;
     int64_t b = bg / a.groups, g = bg % a.groups;
     int64_t cols = smaller(kAttentionKeys, a.keys - j0);
-    const T *kh = k + b * a.kStrides[0] + g * a.kStrides[1];
-    const T *vh = v + b * a.vStrides[0] + g * a.vStrides[1];
     for (int64_t x = threadIdx.x; x < kAttentionKeys * kAttentionMaxFeatures;
          x += blockDim.x) {
       dks[x / kAttentionMaxFeatures][x % kAttentionMaxFeatures] = 0;
@@ -895,32 +917,16 @@ __global__ void attentionKeyGrads(const T *__restrict__ q,
     }
     __syncthreads();
     for (int64_t h = g * perGroup; h < (g + 1) * perGroup; ++h) {
-      const T *qh = q + b * a.qStrides[0] + h * a.qStrides[1];
-      const T *oh = o + b * a.oStrides[0] + h * a.oStrides[1];
-      const T *doh = dout + b * a.oStrides[0] + h * a.oStrides[1];
-      const T *biasHead =
-          bias ? bias + b * a.biasStrides[0] + h * a.biasStrides[1] : nullptr;
-      const float *lseRow = lse + (b * a.heads + h) * a.queries;
+      AttentionOperands<T> at = in.head(a, b, h);
       int64_t first = a.causal ? j0 / kAttentionRows * kAttentionRows : 0;
       for (int64_t i0 = first; i0 < a.queries; i0 += kAttentionRows) {
         int64_t rows = smaller(kAttentionRows, a.queries - i0);
-        attentionDelta(a, oh, doh, i0, rows, delta);
-        attentionScoreGrads(a, qh, kh, vh, doh, biasHead, lseRow, i0, rows,
-                            j0, cols, delta, p, ds);
-        for (int64_t x = threadIdx.x; x < cols * e; x += blockDim.x) {
-          int64_t c = x / e, f = x % e;
-          float value = 0;
-          for (int64_t r = 0; r < rows; ++r)
-            value += p[r][c] * float(doh[(i0 + r) * a.oStrides[2] + f]);
-          dvs[c][f] += value;
-        }
-        for (int64_t x = threadIdx.x; x < cols * d; x += blockDim.x) {
-          int64_t c = x / d, f = x % d;
-          float value = 0;
-          for (int64_t r = 0; r < rows; ++r)
-            value += ds[r][c] * float(qh[(i0 + r) * a.qStrides[2] + f]);
-          dks[c][f] += value * a.scale;
-        }
+        attentionDelta(a, at, i0, rows, delta);
+        attentionScoreGrads(a, at, i0, rows, j0, cols, delta, p, ds);
+        attentionAddWeightedRows(p, rows, cols, at.dout + i0 * a.oStrides[2],
+                                 a.oStrides[2], e, 1.0f, dvs);
+        attentionAddWeightedRows(ds, rows, cols, at.q + i0 * a.qStrides[2],
+                                 a.qStrides[2], d, a.scale, dks);
         __syncthreads();
       }
     }
@@ -937,46 +943,32 @@ __global__ void attentionKeyGrads(const T *__restrict__ q,
 /// The query gradients: one block per tile of queries of one head, over
 /// the tiles of keys the causal mask leaves it.
 template <typename T>
-__global__ void attentionQueryGrads(const T *__restrict__ q,
-                                    const T *__restrict__ k,
-                                    const T *__restrict__ v,
-                                    const T *__restrict__ bias,
-                                    const T *__restrict__ o,
-                                    const float *__restrict__ lse,
-                                    const T *__restrict__ dout,
-                                    T *__restrict__ dq, AttentionShape a) {
+__global__ void attentionQueryGrads(AttentionOperands<T> in, T *__restrict__ dq,
+                                    AttentionShape a) {
   __shared__ float dqs[kAttentionRows][kAttentionMaxFeatures];
   __shared__ float p[kAttentionRows][kAttentionKeys];
   __shared__ float ds[kAttentionRows][kAttentionKeys];
   __shared__ float delta[kAttentionRows];
   int64_t rowTiles = (a.queries + kAttentionRows - 1) / kAttentionRows;
-  int64_t perGroup = a.heads / a.groups, d = a.features;
+  int64_t d = a.features;
   for (int64_t tile = blockIdx.x; tile < a.batch * a.heads * rowTiles;
        tile += gridDim.x) {
     int64_t i0 = tile % rowTiles * kAttentionRows, bh = tile / rowTiles;
-    int64_t b = bh / a.heads, h = bh % a.heads, g = h / perGroup;
+    int64_t b = bh / a.heads, h = bh % a.heads;
     int64_t rows = smaller(kAttentionRows, a.queries - i0);
-    const T *qh = q + b * a.qStrides[0] + h * a.qStrides[1];
-    const T *kh = k + b * a.kStrides[0] + g * a.kStrides[1];
-    const T *vh = v + b * a.vStrides[0] + g * a.vStrides[1];
-    const T *oh = o + b * a.oStrides[0] + h * a.oStrides[1];
-    const T *doh = dout + b * a.oStrides[0] + h * a.oStrides[1];
-    const T *biasHead =
-        bias ? bias + b * a.biasStrides[0] + h * a.biasStrides[1] : nullptr;
-    const float *lseRow = lse + (b * a.heads + h) * a.queries;
+    AttentionOperands<T> at = in.head(a, b, h);
     for (int64_t x = threadIdx.x; x < kAttentionRows * d; x += blockDim.x)
       dqs[x / d][x % d] = 0;
-    attentionDelta(a, oh, doh, i0, rows, delta);
+    attentionDelta(a, at, i0, rows, delta);
     int64_t keyEnd = a.causal ? smaller(a.keys, i0 + rows) : a.keys;
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
       int64_t cols = smaller(kAttentionKeys, keyEnd - j0);
-      attentionScoreGrads(a, qh, kh, vh, doh, biasHead, lseRow, i0, rows, j0,
-                          cols, delta, p, ds);
+      attentionScoreGrads(a, at, i0, rows, j0, cols, delta, p, ds);
       for (int64_t x = threadIdx.x; x < rows * d; x += blockDim.x) {
         int64_t r = x / d, f = x % d;
         float value = 0;
         for (int64_t c = 0; c < cols; ++c)
-          value += ds[r][c] * float(kh[(j0 + c) * a.kStrides[2] + f]);
+          value += ds[r][c] * float(at.k[(j0 + c) * a.kStrides[2] + f]);
         dqs[r][f] += value * a.scale;
       }
       __syncthreads();
@@ -995,9 +987,10 @@ inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
       a.batch * a.heads * ((a.queries + kAttentionRows - 1) / kAttentionRows);
   if (tiles == 0)
     return;
+  AttentionOperands<T> in{q, k, v, bias, nullptr, nullptr, nullptr};
   auto kernel = &attentionForward<T>;
   PCC_LAUNCH(kernel, unsigned(tiles < 65535 ? tiles : 65535), kBlock,
-             state().stream, q, k, v, bias, o, lse, a);
+             state().stream, in, o, lse, a);
 }
 
 template <typename T>
@@ -1010,12 +1003,13 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
       a.batch * a.heads * ((a.queries + kAttentionRows - 1) / kAttentionRows);
   if (keyTiles == 0 || rowTiles == 0)
     return;
+  AttentionOperands<T> in{q, k, v, bias, o, dout, lse};
   auto keys = &attentionKeyGrads<T>;
   PCC_LAUNCH(keys, unsigned(keyTiles < 65535 ? keyTiles : 65535), kBlock,
-             state().stream, q, k, v, bias, o, lse, dout, dk, dv, a);
+             state().stream, in, dk, dv, a);
   auto queries = &attentionQueryGrads<T>;
   PCC_LAUNCH(queries, unsigned(rowTiles < 65535 ? rowTiles : 65535), kBlock,
-             state().stream, q, k, v, bias, o, lse, dout, dq, a);
+             state().stream, in, dq, a);
 }
 
 //===----------------------------------------------------------------------===//
