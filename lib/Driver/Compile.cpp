@@ -153,6 +153,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.shard = options.shard;
   p.sequenceParallel = options.sequenceParallel;
   p.recompute = options.recompute;
+  p.memoryBudget = options.memoryBudget;
   p.fuseAttention = options.fuseAttention;
   p.pp = options.pp;
   p.microbatches = options.microbatches;
@@ -778,10 +779,34 @@ llvm::json::Object pcc::describeRecompute(ModuleOp module, StringRef mode) {
     auto value = totals ? totals.getAs<IntegerAttr>(key) : nullptr;
     return value ? value.getInt() : 0;
   };
-  return llvm::json::Object{{"mode", mode},
+  llvm::json::Object result{{"mode", mode},
                             {"ops", count("ops")},
                             {"flops", count("flops")},
                             {"bytes_not_kept", count("bytes")}};
+  if (!totals)
+    return result;
+  // Per pipeline stage, and with auto the budget and the ranks above it.
+  if (auto stages = totals.getAs<ArrayAttr>("stages")) {
+    llvm::json::Array perStage;
+    for (auto [s, entry] : llvm::enumerate(stages.getAsRange<DictionaryAttr>()))
+      perStage.push_back(llvm::json::Object{
+          {"stage", int64_t(s)},
+          {"ops", cast<IntegerAttr>(entry.get("ops")).getInt()},
+          {"flops", cast<IntegerAttr>(entry.get("flops")).getInt()},
+          {"bytes_not_kept", cast<IntegerAttr>(entry.get("bytes")).getInt()}});
+    result["stages"] = std::move(perStage);
+  }
+  if (auto budget = totals.getAs<IntegerAttr>("budget"))
+    result["budget_bytes"] = budget.getInt();
+  if (auto over = totals.getAs<ArrayAttr>("over")) {
+    llvm::json::Array ranks;
+    for (auto entry : over.getAsRange<DictionaryAttr>())
+      ranks.push_back(llvm::json::Object{
+          {"rank", cast<IntegerAttr>(entry.get("rank")).getInt()},
+          {"predicted_bytes", cast<IntegerAttr>(entry.get("bytes")).getInt()}});
+    result["over_budget"] = std::move(ranks);
+  }
+  return result;
 }
 
 llvm::json::Array pcc::describeAttention(ModuleOp module) {
@@ -835,12 +860,44 @@ std::string pcc::recomputeSummary(const llvm::json::Object &recompute) {
   auto count = [&](StringRef key) {
     return recompute.getInteger(key).value_or(0);
   };
-  return ("  recompute: " + Twine(count("ops")) +
-          " forward op(s) again in the backward, +" +
-          humanCount(count("flops"), "FLOP") + "/step, " +
-          humanCount(count("bytes_not_kept"), "B") +
-          " of activations no longer kept for it\n")
-      .str();
+  std::string line = ("  recompute: " + Twine(count("ops")) +
+                       " forward op(s) again in the backward, +" +
+                       humanCount(count("flops"), "FLOP") + "/step, " +
+                       humanCount(count("bytes_not_kept"), "B") +
+                       " of activations no longer kept for it")
+                          .str();
+  if (std::optional<int64_t> budget = recompute.getInteger("budget_bytes"))
+    line += " (auto, to fit " + humanCount(*budget, "B") + " per rank)";
+  line += "\n";
+  // Stage by stage, what auto chose.
+  if (const llvm::json::Array *stages = recompute.getArray("stages"))
+    if (recompute.getInteger("budget_bytes"))
+      for (const llvm::json::Value &entry : *stages) {
+        const llvm::json::Object &stage = *entry.getAsObject();
+        line += llvm::formatv("    stage {0}: {1} op(s), +{2}, {3} no longer "
+                              "kept per microbatch\n",
+                              *stage.getInteger("stage"),
+                              *stage.getInteger("ops"),
+                              humanCount(*stage.getInteger("flops"), "FLOP"),
+                              humanCount(*stage.getInteger("bytes_not_kept"),
+                                         "B"))
+                    .str();
+      }
+  return line;
+}
+
+void pcc::warnOverBudget(const llvm::json::Object &recompute) {
+  const llvm::json::Array *over = recompute.getArray("over_budget");
+  if (!over)
+    return;
+  for (const llvm::json::Value &entry : *over) {
+    const llvm::json::Object &rank = *entry.getAsObject();
+    llvm::errs() << "pcc: warning: rank " << *rank.getInteger("rank")
+                 << " needs "
+                 << humanCount(*rank.getInteger("predicted_bytes"), "B")
+                 << " even recomputing all it can, over --memory-budget "
+                 << humanCount(*recompute.getInteger("budget_bytes"), "B") << "\n";
+  }
 }
 
 llvm::json::Array pcc::describeCollectives(ModuleOp module) {
@@ -928,9 +985,15 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
              "recomputes: it needs --train";
   }
   if (options.recompute != "none" && options.recompute != "selective" &&
-      options.recompute != "full")
-    return "--recompute takes none, selective or full, got '" +
+      options.recompute != "full" && options.recompute != "auto")
+    return "--recompute takes none, selective, full or auto, got '" +
            options.recompute + "'";
+  if (options.recompute == "auto" && options.memoryBudget <= 0)
+    return "--recompute auto chooses what to recompute so that each rank "
+           "fits a memory budget: it needs --memory-budget";
+  if (options.memoryBudget > 0 && options.recompute != "auto")
+    return "--memory-budget is the budget of --recompute auto: it needs "
+           "--recompute auto";
   if (options.zero < 0 || options.zero > 3)
     return "--zero must be 0, 1, 2 or 3, got " + std::to_string(options.zero);
   if (options.zero > 0) {
@@ -1270,6 +1333,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   // What pcc-recompute made the backward recompute.
   llvm::json::Object recompute = describeRecompute(*module, options.recompute);
   std::string recomputeLine = recomputeSummary(recompute);
+  warnOverBudget(recompute);
   llvm::json::Object report{
       {"model", options.model},
       {"target", options.target},

@@ -353,6 +353,7 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
     llvm::json::Object recompute =
         describeRecompute(*module, options.recompute);
     recomputeLine = recomputeSummary(recompute);
+    warnOverBudget(recompute);
     json["recompute"] = std::move(recompute);
   }
   // The collectives of the step (of one microbatch's stage functions with

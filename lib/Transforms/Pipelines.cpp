@@ -59,10 +59,6 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     update.decaySteps = options.decaySteps;
     update.minLr = options.minLr;
     fpm.addPass(createOptimizer(update));
-    // Before the mesh is laid out: the recomputed ops are backward ops
-    // like any other to sharding, ZeRO and the pipeline.
-    if (options.recompute != "none")
-      pm.addPass(createRecompute({options.recompute}));
   }
   if (!options.train && microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches, defaulted}));
@@ -106,12 +102,30 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     pm.addPass(createPartition({dist::kDataAxis.str()}));
     pm.addPass(createCSEPass());
   }
+  // Recomputation is chosen on the laid-out mesh (a rank's shards) and,
+  // pipelined, per stage: the forward's collectives are made again too.
+  auto addRecompute = [&] {
+    if (!options.train || options.recompute == "none")
+      return;
+    RecomputeOptions recompute;
+    recompute.mode = options.recompute;
+    recompute.memoryBudget = options.memoryBudget;
+    recompute.schedule = options.schedule;
+    recompute.microbatches = microbatches;
+    recompute.virtualStages = options.virtualStages;
+    recompute.costTable = options.costTable;
+    recompute.target = options.target;
+    pm.addPass(createRecompute(recompute));
+  };
+  if (!pipelined)
+    addRecompute();
   if (pipelined) {
     // Stages are cut from the tensor-parallel program, so they contain its
     // collectives; the schedule is verified before it is compiled.
     pm.addPass(createPipelineStages(
         {options.pp, options.virtualStages, options.schedule, microbatches,
          options.ppSplit, options.costTable, options.target}));
+    addRecompute();
     PipelineScheduleOptions schedule;
     schedule.kind = options.schedule;
     schedule.microbatches = microbatches;

@@ -117,14 +117,19 @@ compile options:
                          --momentum (sgd)
   --clip-grad X          scale the gradients so that their global L2 norm is
                          at most X (PyTorch's clip_grad_norm_)
-  --recompute none|selective|full
+  --recompute none|selective|full|auto
                          with full, the backward recomputes each block's
                          activations (between the checkpoints the forward
                          keeps, a transformer's layer inputs) instead of
                          keeping them from the forward; with selective,
                          only the large ones made without a product with a
                          weight (attention's scores and probabilities, the
-                         MLP's activation); default none
+                         MLP's activation); with auto, what each rank (each
+                         pipeline stage) must recompute to fit
+                         --memory-budget, at the least added work; default
+                         none
+  --memory-budget SIZE   with --recompute auto: the bytes each rank may hold
+                         (80GB, 3.5GiB, 2e9)
   --lr-schedule constant|linear|cosine
                          with --warmup-steps W (linear warmup, lr * (s+1)/W),
                          --decay-steps N and --min-lr M: decay from --lr to M
@@ -229,6 +234,36 @@ public:
                    << " expects a non-negative number, got '" << v << "'\n";
       return false;
     }
+    return true;
+  }
+  /// A size in bytes: a number with an optional unit, decimal (KB, MB, GB,
+  /// TB) or binary (KiB, MiB, GiB, TiB): "80GB", "3.5GiB", "2e9".
+  bool bytes(llvm::StringRef flag, int64_t &out) {
+    std::string v;
+    if (!value(flag, v))
+      return false;
+    llvm::StringRef text(v);
+    size_t digits = text.find_first_not_of("0123456789.eE+-");
+    // An exponent's "e" stays with the number only when digits follow.
+    llvm::StringRef number = text.take_front(digits), unit = text.drop_front(
+                                                          number.size());
+    static const std::pair<llvm::StringRef, double> units[] = {
+        {"", 1},          {"B", 1},          {"KB", 1e3},
+        {"MB", 1e6},      {"GB", 1e9},       {"TB", 1e12},
+        {"KiB", 1 << 10}, {"MiB", 1 << 20},  {"GiB", double(1 << 30)},
+        {"TiB", double(1ll << 40)}};
+    double d = 0;
+    auto found = llvm::find_if(
+        units, [&](const auto &u) { return unit.equals_insensitive(u.first); });
+    if (number.getAsDouble(d) || d <= 0 || found == std::end(units) ||
+        d * found->second > 9e18) {
+      llvm::errs() << "pcc: error: " << flag
+                   << " expects a size in bytes such as 80GB, 3.5GiB or "
+                      "2e9, got '"
+                   << v << "'\n";
+      return false;
+    }
+    out = int64_t(d * found->second);
     return true;
   }
 
@@ -336,6 +371,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       o.sequenceParallel = true;
     else if (a == "--recompute")
       ok = args.value(a, o.recompute);
+    else if (a == "--memory-budget")
+      ok = args.bytes(a, o.memoryBudget);
     else if (a == "--shard") {
       ok = args.value(a, v);
       if (ok)

@@ -58,8 +58,10 @@ struct CompileOptions {
   /// Megatron's sequence parallelism between tensor-parallel regions.
   bool sequenceParallel = false;
   /// With train: what the backward recomputes of the forward (--recompute
-  /// none|selective|full; pcc-recompute).
+  /// none|selective|full|auto; pcc-recompute).
   std::string recompute = "none";
+  /// With recompute auto: the bytes each rank may hold (--memory-budget).
+  int64_t memoryBudget = 0;
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
   /// Extents of symbolic input dimensions (--dim, --shape).
@@ -111,11 +113,15 @@ std::string checkLayoutOptions(const CompileOptions &options);
 llvm::json::Array describeCollectives(mlir::ModuleOp module);
 
 /// What pcc-recompute made the backward recompute in `module` (report.json's
-/// and plan.json's `recompute`: mode, ops, flops, bytes_not_kept), and the
+/// and plan.json's `recompute`: mode, ops, flops, bytes_not_kept; per
+/// pipeline stage `stages`; with auto `budget_bytes` and `over_budget`), and the
 /// summary line that says so (empty without recomputation).
 llvm::json::Object describeRecompute(mlir::ModuleOp module,
                                      llvm::StringRef mode);
 std::string recomputeSummary(const llvm::json::Object &recompute);
+/// Warns, on stderr, of each rank that --recompute auto left above
+/// --memory-budget.
+void warnOverBudget(const llvm::json::Object &recompute);
 
 /// The fused attention ops of `module` (report.json's `attention`), one
 /// entry per graph.attention: the ONNX nodes it replaced, whether it is

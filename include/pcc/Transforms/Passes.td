@@ -618,22 +618,50 @@ def Recompute : Pass<"pcc-recompute", "::mlir::ModuleOp"> {
     fewest bytes cross (no more than the median of the local minima: a
     transformer's residual stream between layers, and between attention
     and MLP) are checkpoints, and the forward between two consecutive ones
-    is a block. A value that a block makes, that no later block reads and
-    that the backward reads, is recomputed: its op and those it needs back
-    to kept values are cloned before the backward's first reader, marked
-    `graph.backward`. The forward before the first checkpoint and after the
-    last (embedding; head and loss) is kept. The module gets
-    `graph.recompute = {ops, flops, bytes}`: the ops cloned, the flops
-    they add per step, and the bytes the backward no longer reads from the
-    forward. With `mode=selective`, only the values of a block at least
-    twice what crosses a checkpoint and made by no product with a
-    parameter (rank 2 or more) are recomputed: attention's scores and
-    probabilities and the MLP's activation in a transformer, Megatron's
-    selective recomputation. `mode=none` changes nothing.
+    (and within one pipeline stage) is a block. A value that a block makes,
+    that no later block reads and that the backward reads on the same
+    stage, is recomputed: its op and those it needs back to kept values
+    are cloned before the backward's first reader, marked `graph.backward`.
+    The forward before the first checkpoint and after the last (embedding;
+    head and loss) is kept. With `mode=selective`, only the values of a
+    block at least twice the largest value crossing a checkpoint (the
+    residual stream) and made by no product
+    with a parameter (rank 2 or more) are recomputed: attention's scores
+    and probabilities and the MLP's activation in a transformer, Megatron's
+    selective recomputation.
+
+    With `mode=auto`, the pass chooses, rank by rank, which of those values
+    to recompute so that the rank's predicted peak fits `memory-budget`
+    bytes: while it does not, the value that frees the most bytes (its own,
+    less the operands that would be kept for it instead, times the
+    microbatches the `schedule` keeps in flight on its stage) per flop made
+    again. The peak is a pipelined rank's held bytes plus its stages'
+    stash in flight, as the schedule's simulation gives it; without stages,
+    the most bytes alive at once in the step.
+
+    The pass runs on the laid-out mesh (sizes are shards) and after the
+    stage partition, whose `dist.stash_bytes` and `dist.stage_costs` it
+    updates. The module gets `graph.recompute = {ops, flops, bytes}`: the
+    ops cloned, the flops they add per step, and the bytes the backward no
+    longer reads from the forward; with stages, `stages` has them per
+    stage; with auto, `budget` and `over`, the ranks still above it and
+    their predicted peaks. `mode=none` changes nothing.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"none\"",
-           "none, selective or full">,
+           "none, selective, full or auto">,
+    Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
+           "With auto: the bytes each rank may hold">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "The pipeline schedule the stages will run">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Microbatches of that schedule">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Model chunks per pipeline rank">,
+    Option<"costTable", "cost-table", "std::string", /*default=*/"\"\"",
+           "JSON table of measured throughputs">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "Target whose default throughputs the cost model uses">,
   ];
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }

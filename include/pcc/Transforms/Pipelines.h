@@ -85,10 +85,15 @@ struct ParallelizeOptions
       llvm::cl::init(true)};
   Option<std::string> recompute{
       *this, "recompute",
-      llvm::cl::desc("With train: none, selective or full (pcc-recompute: "
-                     "the backward recomputes each block's activations, or "
-                     "the large ones cheap to make again)"),
+      llvm::cl::desc("With train: none, selective, full or auto "
+                     "(pcc-recompute: the backward recomputes each block's "
+                     "activations, the large ones cheap to make again, or "
+                     "what fits memory-budget at the least work)"),
       llvm::cl::init("none")};
+  Option<int64_t> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("With recompute=auto: the bytes each rank may hold"),
+      llvm::cl::init(0)};
   Option<std::string> shard{
       *this, "shard",
       llvm::cl::desc("Layout overrides REGEX=col|row|rep, ';'-separated")};

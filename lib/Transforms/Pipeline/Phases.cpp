@@ -149,3 +149,23 @@ void pcc::pipeline::getGradientNormSum(Operation *root,
     }
   }
 }
+
+SmallVector<int64_t> pipeline::getStashBytes(
+    func::FuncOp func, const StepPhases &phases, int64_t stages,
+    function_ref<std::optional<int64_t>(Operation *)> stageOf) {
+  SmallVector<int64_t> stash(stages, 0);
+  llvm::DenseSet<std::pair<Value, int64_t>> kept;
+  for (Operation &op : func.getBody().front()) {
+    std::optional<int64_t> stage = stageOf(&op);
+    if (!stage || *stage < 0 || *stage >= stages ||
+        phases.of(&op) != Phase::Backward)
+      continue;
+    for (Value v : op.getOperands()) {
+      Operation *def = v.getDefiningOp();
+      if (def && stageOf(def) && phases.of(def) == Phase::Forward &&
+          kept.insert({v, *stage}).second)
+        stash[*stage] += tensorBytes(v.getType());
+    }
+  }
+  return stash;
+}

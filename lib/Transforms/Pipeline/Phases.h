@@ -17,8 +17,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
 #include <string>
 
 namespace pcc::pipeline {
@@ -60,6 +62,16 @@ llvm::SmallVector<double> getCrossingBytes(mlir::func::FuncOp func,
                                            const StepPhases &phases,
                                            const ForwardOrder &forward,
                                            bool arguments);
+
+/// Per stage (of `stages`), the bytes one microbatch's forward keeps for
+/// its backward: the forward values that a backward op of the stage reads,
+/// each counted once per stage that reads it. `stageOf` gives an op's stage,
+/// or none for an op outside every stage.
+llvm::SmallVector<int64_t>
+getStashBytes(mlir::func::FuncOp func, const StepPhases &phases,
+              int64_t stages,
+              llvm::function_ref<std::optional<int64_t>(mlir::Operation *)>
+                  stageOf);
 
 /// The sum that gradient clipping's squared norm is (rooted at the op
 /// marked graph.gradient_norm): its adds (the root, when it is an add, and

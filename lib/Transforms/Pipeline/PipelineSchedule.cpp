@@ -22,16 +22,6 @@ using namespace mlir;
 using namespace pcc;
 using namespace pcc::pipeline;
 
-/// Fills `into`, if still empty, from `func`'s attribute `name` when it
-/// has `size` values (any number when `size` is 0).
-template <typename AttrT, typename T>
-static void fromStep(func::FuncOp func, StringRef name, int64_t size,
-                     SmallVectorImpl<T> &into) {
-  auto attr = func->getAttrOfType<AttrT>(name);
-  if (into.empty() && attr && (size == 0 || int64_t(attr.size()) == size))
-    into.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
-}
-
 namespace {
 struct PipelineSchedulePass
     : pcc::impl::PipelineScheduleBase<PipelineSchedulePass> {
@@ -61,17 +51,8 @@ struct PipelineSchedulePass
     // What the options do not give, a step the stage partition measured
     // gives: its costs and bytes, when it has as many as the schedule's
     // ranks and stages need (generateSchedule checks the others' counts).
-    int64_t stages = spec.ranks * spec.virtualStages;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      fromStep<DenseF64ArrayAttr>(func, kStageCostsAttr, 0, spec.costs);
-      fromStep<DenseI64ArrayAttr>(func, kStashBytesAttr, 0, spec.stashBytes);
-      fromStep<DenseI64ArrayAttr>(func, kBaseBytesAttr, spec.ranks,
-                                  spec.baseBytes);
-      fromStep<DenseF64ArrayAttr>(func, kTransferCostsAttr, 2 * stages,
-                                  spec.transferCosts);
-      fromStep<DenseI64ArrayAttr>(func, kTransferBytesAttr, 2 * stages,
-                                  spec.transferBytes);
-    }
+    for (auto func : module.getOps<func::FuncOp>())
+      fillSpecFromStep(func, spec);
     // Built detached, then inserted through the symbol table, which renames
     // it if the module already has a @schedule.
     SymbolTable symbols(module);

@@ -26,6 +26,8 @@
 
 #include "pcc/Transforms/Pipeline/Schedule.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
+
 #include <deque>
 #include <limits>
 
@@ -407,4 +409,26 @@ pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
     }
   }
   return schedule;
+}
+
+/// Fills `into`, if still empty, from `func`'s attribute `name` when it
+/// has `size` values (any number when `size` is 0).
+template <typename AttrT, typename T>
+static void fromStep(func::FuncOp func, StringRef name, int64_t size,
+                     SmallVectorImpl<T> &into) {
+  auto attr = func->getAttrOfType<AttrT>(name);
+  if (into.empty() && attr && (size == 0 || int64_t(attr.size()) == size))
+    into.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
+}
+
+void pipeline::fillSpecFromStep(func::FuncOp func, ScheduleSpec &spec) {
+  int64_t stages = spec.ranks * spec.virtualStages;
+  fromStep<DenseF64ArrayAttr>(func, dist::kStageCostsAttr, 0, spec.costs);
+  fromStep<DenseI64ArrayAttr>(func, dist::kStashBytesAttr, 0, spec.stashBytes);
+  fromStep<DenseI64ArrayAttr>(func, dist::kBaseBytesAttr, spec.ranks,
+                              spec.baseBytes);
+  fromStep<DenseF64ArrayAttr>(func, dist::kTransferCostsAttr, 2 * stages,
+                              spec.transferCosts);
+  fromStep<DenseI64ArrayAttr>(func, dist::kTransferBytesAttr, 2 * stages,
+                              spec.transferBytes);
 }

@@ -698,8 +698,6 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   // its forward, input gradient and weight gradient, and the bytes one
   // microbatch keeps from its forward until its backward.
   SmallVector<double> costs(3 * stages, 0);
-  SmallVector<int64_t> stash(stages, 0);
-  llvm::DenseSet<std::pair<Value, int64_t>> kept;
   // In program order: sums of doubles in a map's order would differ from
   // run to run.
   for (Operation &opRef : body) {
@@ -707,21 +705,18 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     auto at = stageOf.find(op);
     if (at == stageOf.end())
       continue;
-    int64_t stage = at->second;
     Phase phase = phases.of(op);
     int column = phase == Phase::Forward        ? 0
                  : op->hasAttr(kWeightGradAttr) ? 2
                                                 : 1;
-    costs[3 * stage + column] += options.cost.time(op);
-    if (phase != Phase::Backward)
-      continue;
-    for (Value v : op->getOperands()) {
-      Operation *def = v.getDefiningOp();
-      if (def && stageOf.count(def) && phases.of(def) == Phase::Forward &&
-          kept.insert({v, stage}).second)
-        stash[stage] += tensorBytes(v.getType());
-    }
+    costs[3 * at->second + column] += options.cost.time(op);
   }
+  SmallVector<int64_t> stash = getStashBytes(
+      func, phases, stages, [&](Operation *op) -> std::optional<int64_t> {
+        auto it = stageOf.find(op);
+        return it == stageOf.end() ? std::nullopt
+                                   : std::optional<int64_t>(it->second);
+      });
   func->setAttr(kStageCostsAttr, DenseF64ArrayAttr::get(ctx, costs));
   func->setAttr(kStashBytesAttr, DenseI64ArrayAttr::get(ctx, stash));
 

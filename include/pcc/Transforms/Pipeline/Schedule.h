@@ -15,6 +15,8 @@
 
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/SmallVector.h"
@@ -49,6 +51,12 @@ struct ScheduleSpec {
   /// Empty, or per virtual stage the bytes of those two sends (2 values).
   llvm::SmallVector<int64_t> transferBytes;
 };
+
+/// Fills what `spec` leaves empty of its costs and bytes from `func`'s
+/// attributes, as the stage partition measured them, where they have as
+/// many values as the spec's ranks and stages need (costs and stash bytes:
+/// any number; generateSchedule checks them).
+void fillSpecFromStep(mlir::func::FuncOp func, ScheduleSpec &spec);
 
 /// One entry of a rank's ordered list: a computation, a transfer, or the
 /// completion of an earlier send (Wait, of the same payload, stage and

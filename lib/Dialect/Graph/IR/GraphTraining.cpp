@@ -64,15 +64,43 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (attr.getName() == kRecomputeAttr) {
+    // {ops, flops, bytes}, with optionally the same per stage (`stages`),
+    // the budget auto fitted (`budget`) and the ranks above it (`over`:
+    // {rank, bytes} each).
+    auto hasIntegers = [](Attribute a, ArrayRef<StringRef> keys) {
+      auto dict = dyn_cast<DictionaryAttr>(a);
+      return dict && llvm::all_of(keys, [&](StringRef key) {
+               return bool(dict.getAs<IntegerAttr>(key));
+             });
+    };
+    auto listOf = [&](Attribute a, ArrayRef<StringRef> keys) {
+      auto list = dyn_cast<ArrayAttr>(a);
+      return list && llvm::all_of(list, [&](Attribute entry) {
+               return hasIntegers(entry, keys);
+             });
+    };
     auto totals = dyn_cast<DictionaryAttr>(attr.getValue());
-    if (!isa<ModuleOp>(op) || !totals || totals.size() != 3 ||
-        llvm::any_of(
-            ArrayRef<StringRef>{"ops", "flops", "bytes"},
-            [&](StringRef key) { return !totals.getAs<IntegerAttr>(key); }))
+    bool valid = isa<ModuleOp>(op) &&
+                 hasIntegers(totals, {"ops", "flops", "bytes"}) &&
+                 llvm::all_of(totals, [&](NamedAttribute entry) {
+                   StringRef key = entry.getName().getValue();
+                   Attribute value = entry.getValue();
+                   if (key == "stages")
+                     return listOf(value, {"ops", "flops", "bytes"});
+                   if (key == "over")
+                     return listOf(value, {"rank", "bytes"});
+                   return isa<IntegerAttr>(value) &&
+                          llvm::is_contained(ArrayRef<StringRef>{"ops", "flops",
+                                                                 "bytes",
+                                                                 "budget"},
+                                             key);
+                 });
+    if (!valid)
       return op->emitError()
              << kRecomputeAttr
              << " must be a module's dictionary of integers ops, flops and "
-                "bytes";
+                "bytes, and optionally budget, stages (their per-stage "
+                "dictionaries) and over (dictionaries of rank and bytes)";
     return success();
   }
   return op->emitError() << "unknown Graph dialect attribute '"
