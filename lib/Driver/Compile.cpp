@@ -874,6 +874,8 @@ std::string pcc::recomputeSummary(const llvm::json::Object &recompute) {
     if (recompute.getInteger("budget_bytes"))
       for (const llvm::json::Value &entry : *stages) {
         const llvm::json::Object &stage = *entry.getAsObject();
+        if (!*stage.getInteger("ops"))
+          continue;
         line += llvm::formatv("    stage {0}: {1} op(s), +{2}, {3} no longer "
                               "kept per microbatch\n",
                               *stage.getInteger("stage"),
@@ -1334,6 +1336,14 @@ LogicalResult pcc::compile(const CompileOptions &options,
   llvm::json::Object recompute = describeRecompute(*module, options.recompute);
   std::string recomputeLine = recomputeSummary(recompute);
   warnOverBudget(recompute);
+  // The pass predicts a step's peak before its buffers are laid out; the
+  // buffer plan has the last word.
+  if (options.memoryBudget > 0 && perRank > options.memoryBudget &&
+      !recompute.getArray("over_budget")->size())
+    llvm::errs() << "pcc: warning: the step's buffers plan "
+                 << humanCount(perRank, "B") << " per rank, over --memory-budget "
+                 << humanCount(options.memoryBudget, "B")
+                 << ", which pcc-recompute predicted to fit\n";
   llvm::json::Object report{
       {"model", options.model},
       {"target", options.target},

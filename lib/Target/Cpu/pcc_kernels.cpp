@@ -225,11 +225,51 @@ constexpr int64_t kPackAPanels = 32;
 /// for all of them.
 constexpr int64_t kBlockPanels = 32;
 
+/// The most floats of A packed at once: a larger product packs and runs
+/// its rows in slices of this many (a weight gradient's A, the vocabulary
+/// by the tokens, would otherwise take a copy as large as the logits,
+/// outside the memory the compiler planned).
+constexpr int64_t kPackedAFloats = int64_t(4) << 20;
+
+/// The product of rows `rowBase`.. of C (`m` of them, `c` and `a` already
+/// at that row): the epilogue is told rows of the whole C.
+static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, bool transA,
+                        const float *bp, const float *b, int64_t ldb,
+                        bool transB, float beta, float *c, int64_t ldc,
+                        GemmEpilogueFn epilogue, void *const *epilogueArgs,
+                        bool parallel, int64_t rowBase);
+
 void product(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
              int64_t lda, bool transA, const float *bp, const float *b,
              int64_t ldb, bool transB, float beta, float *c, int64_t ldc,
              GemmEpilogueFn epilogue, void *const *epilogueArgs,
              bool parallel) {
+  int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+  bool packA = transA || panels >= kPackAPanels;
+  // Whole tasks' rows per slice; each row's sums run as they would whole.
+  int64_t unit = kPanelRows * kBlockPanels;
+  int64_t slice =
+      std::max<int64_t>(unit, kPackedAFloats / std::max<int64_t>(k, 1) /
+                                  unit * unit);
+  if (!packA || m <= slice) {
+    productRows(m, n, k, alpha, a, lda, transA, bp, b, ldb, transB, beta, c,
+                ldc, epilogue, epilogueArgs, parallel, 0);
+    return;
+  }
+  for (int64_t first = 0; first < m; first += slice)
+    productRows(std::min(slice, m - first), n, k, alpha,
+                transA ? a + first : a + first * lda, lda, transA, bp, b, ldb,
+                transB, beta, c + first * ldc, ldc, epilogue, epilogueArgs,
+                parallel, first);
+}
+
+static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, bool transA,
+                        const float *bp, const float *b, int64_t ldb,
+                        bool transB, float beta, float *c, int64_t ldc,
+                        GemmEpilogueFn epilogue, void *const *epilogueArgs,
+                        bool parallel, int64_t rowBase) {
   if (m <= 0 || n <= 0)
     return;
   if (k <= 0) {
@@ -237,7 +277,7 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
       for (int64_t j = 0; j < n; ++j)
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     if (epilogue)
-      epilogue(epilogueArgs, 0, m, 0, n);
+      epilogue(epilogueArgs, rowBase, rowBase + m, 0, n);
     return;
   }
   int64_t rowPanels = (m + kPanelRows - 1) / kPanelRows;
@@ -301,8 +341,8 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
       }
     }
     if (epilogue)
-      epilogue(epilogueArgs, panelStart(r0, rowPanels, m),
-               panelStart(r1, rowPanels, m), p * kPanelCols,
+      epilogue(epilogueArgs, rowBase + panelStart(r0, rowPanels, m),
+               rowBase + panelStart(r1, rowPanels, m), p * kPanelCols,
                p * kPanelCols + cols);
   };
   // On the calling thread without a parallel region: even one that the
