@@ -314,16 +314,26 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
     }
 
     // What recomputing `def` takes along: `def` and the ops of the values it
-    // needs that are neither kept nor chosen yet but could be recomputed
-    // (rather than kept for it), back to kept values.
-    auto closure = [&](Operation *def, SmallVectorImpl<Operation *> &ops) {
+    // needs that are neither kept nor chosen yet and could be recomputed,
+    // back to kept values; with `cheapOnly`, only those cheap to make again
+    // (a few flops per element: no contraction), a contraction's result
+    // being kept for the clones instead.
+    auto cheap = [&](Operation *op) {
+      int64_t elements = 0;
+      for (Value r : op->getResults())
+        if (auto type = dyn_cast<RankedTensorType>(r.getType()))
+          elements += type.getNumElements();
+      return flopsOf(op) <= 16 * elements;
+    };
+    auto closure = [&](Operation *def, bool cheapOnly,
+                       SmallVectorImpl<Operation *> &ops) {
       llvm::SmallPtrSet<Operation *, 8> seen{def};
       ops.assign({def});
       for (size_t i = 0; i < ops.size(); ++i)
         for (Value u : ops[i]->getOperands())
           if (Operation *d = u.getDefiningOp();
               d && !kept.contains(u) && !chosen.contains(u) && eligible(u) &&
-              seen.insert(d).second)
+              (!cheapOnly || cheap(d)) && seen.insert(d).second)
             ops.push_back(d);
     };
     for (int64_t r = 0; r < ranks; ++r) {
@@ -341,31 +351,34 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
                 return kept.contains(result) && eligible(result);
               }))
             continue;
-          closure(def, ops);
-          int64_t gain = 0, loss = 0, flops = 0;
-          llvm::SmallPtrSet<Operation *, 8> inside(ops.begin(), ops.end());
-          llvm::SmallPtrSet<Value, 8> counted;
-          for (Operation *op : ops) {
-            flops += flopsOf(op);
-            for (Value result : op->getResults())
-              if (kept.contains(result) && eligible(result))
-                gain += tensorBytes(result.getType());
-            // What stays behind for the clones: kept from now on.
-            for (Value u : op->getOperands())
-              if (Operation *d = u.getDefiningOp();
-                  d && position.count(d) && activation(u) &&
-                  !inside.contains(d) && !chosen.contains(u) &&
-                  !kept.contains(u) && counted.insert(u).second)
-                loss += tensorBytes(u.getType());
-          }
-          int64_t freed = (gain - loss) * inFlight[std::max<int64_t>(stage, 0)];
-          if (freed <= 0)
-            continue;
-          double rate = double(freed) / double(std::max<int64_t>(flops, 1));
-          if (rate > bestRate) {
-            bestRate = rate;
-            bestFreed = freed;
-            bestOps = ops;
+          for (bool cheapOnly : {true, false}) {
+            closure(def, cheapOnly, ops);
+            int64_t gain = 0, loss = 0, flops = 0;
+            llvm::SmallPtrSet<Operation *, 8> inside(ops.begin(), ops.end());
+            llvm::SmallPtrSet<Value, 8> counted;
+            for (Operation *op : ops) {
+              flops += flopsOf(op);
+              for (Value result : op->getResults())
+                if (kept.contains(result) && eligible(result))
+                  gain += tensorBytes(result.getType());
+              // What stays behind for the clones: kept from now on.
+              for (Value u : op->getOperands())
+                if (Operation *d = u.getDefiningOp();
+                    d && position.count(d) && activation(u) &&
+                    !inside.contains(d) && !chosen.contains(u) &&
+                    !kept.contains(u) && counted.insert(u).second)
+                  loss += tensorBytes(u.getType());
+            }
+            int64_t freed =
+                (gain - loss) * inFlight[std::max<int64_t>(stage, 0)];
+            if (freed <= 0)
+              continue;
+            double rate = double(freed) / double(std::max<int64_t>(flops, 1));
+            if (rate > bestRate) {
+              bestRate = rate;
+              bestFreed = freed;
+              bestOps = ops;
+            }
           }
         }
         if (bestOps.empty())
