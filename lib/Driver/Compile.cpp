@@ -154,6 +154,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.sequenceParallel = options.sequenceParallel;
   p.recompute = options.recompute;
   p.memoryBudget = options.memoryBudget;
+  p.plannedPeak = options.plannedPeak;
   p.fuseAttention = options.fuseAttention;
   p.pp = options.pp;
   p.microbatches = options.microbatches;
@@ -1008,6 +1009,24 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
   return "";
 }
 
+/// What an unpipelined step holds outside its workspace: its arguments
+/// (parameters, state, inputs), its weights, and its results but the state
+/// updates (written over their state).
+static int64_t getHeldBytes(ModuleOp module) {
+  int64_t held = 0;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || !func.isPublic())
+      continue;
+    for (Type t : func.getArgumentTypes())
+      held += tensorBytes(t);
+    for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
+      if (!func.getResultAttr(i, graph::kUpdateAttr))
+        held += tensorBytes(t);
+    func.walk([&](graph::WeightOp op) { held += tensorBytes(op.getType()); });
+  }
+  return held;
+}
+
 LogicalResult pcc::compile(const CompileOptions &options,
                            llvm::raw_ostream &summary) {
   auto fail = [](const Twine &msg) {
@@ -1074,8 +1093,55 @@ LogicalResult pcc::compile(const CompileOptions &options,
     return failure();
   if (module->getOps<func::FuncOp>().empty())
     return fail(options.model + ": no function to compile");
+  // Auto recomputation on one stage frees what the step's buffer plan
+  // holds beyond the budget: the step is built and its buffers planned
+  // without recomputation first (a pipeline's memory is the schedule's,
+  // which the pass simulates itself), then, while the plan of what the pass
+  // chose is still over (the pass frees what it keeps for the backward,
+  // the plan's peak can fall by less), again with the excess added.
+  CompileOptions effective = options;
+  if (options.recompute == "auto" && options.pp == 1 &&
+      options.microbatches <= 1) {
+    ProgressLine progress("planning the step's memory");
+    size_t decided = decisions.size();
+    auto planPeak = [&](const CompileOptions &trialOptions)
+        -> FailureOr<int64_t> {
+      OwningOpRef<ModuleOp> trial = module->clone();
+      PassManager trialPm(&context);
+      buildCompilePipeline(trialPm, trialOptions);
+      if (failed(trialPm.run(*trial)))
+        return failure();
+      decisions.resize(decided);
+      llvm::raw_null_ostream sink;
+      CppEmitOptions emitOptions;
+      emitOptions.symbolPrefix = options.symbolPrefix;
+      emitOptions.threads = options.threads;
+      FailureOr<CppEmitResult> planned =
+          cuda ? emitCuda(*trial, sink, emitOptions)
+               : emitCpp(*trial, sink, emitOptions);
+      if (failed(planned))
+        return failure();
+      return int64_t(planned->workspaceBytes) + getHeldBytes(*trial);
+    };
+    CompileOptions none = options;
+    none.recompute = "none";
+    none.memoryBudget = 0;
+    FailureOr<int64_t> peak = planPeak(none);
+    if (failed(peak))
+      return failure();
+    effective.plannedPeak = *peak;
+    for (int round = 0; round < 3 && *peak > options.memoryBudget; ++round) {
+      FailureOr<int64_t> chosen = planPeak(effective);
+      if (failed(chosen))
+        return failure();
+      if (*chosen <= options.memoryBudget || *chosen >= *peak)
+        break;
+      effective.plannedPeak += *chosen - options.memoryBudget;
+      peak = chosen;
+    }
+  }
   PassManager pm(&context);
-  buildCompilePipeline(pm, options);
+  buildCompilePipeline(pm, effective);
   // Each pass's time, on stderr when the pipeline ends (for pcc's
   // developers: where a compile spends its time).
   if (const char *timing = std::getenv("PCC_PASS_TIMING");
@@ -1334,6 +1400,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
       paramBytes + stateBytes + int64_t(emitted->workspaceBytes) + ioBytes;
   // What pcc-recompute made the backward recompute.
   llvm::json::Object recompute = describeRecompute(*module, options.recompute);
+  // Unpipelined, what a rank needs is what its buffers plan.
+  if (effective.plannedPeak > 0)
+    if (llvm::json::Array *over = recompute.getArray("over_budget"))
+      for (llvm::json::Value &entry : *over)
+        (*entry.getAsObject())["predicted_bytes"] = perRank;
   std::string recomputeLine = recomputeSummary(recompute);
   warnOverBudget(recompute);
   // The pass predicts a step's peak before its buffers are laid out; the

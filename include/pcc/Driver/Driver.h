@@ -62,6 +62,9 @@ struct CompileOptions {
   std::string recompute = "none";
   /// With recompute auto: the bytes each rank may hold (--memory-budget).
   int64_t memoryBudget = 0;
+  /// With recompute auto on one stage: the step's planned peak without
+  /// recomputation (measured by the driver; 0: pcc-recompute estimates it).
+  int64_t plannedPeak = 0;
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
   /// Extents of symbolic input dimensions (--dim, --shape).

@@ -94,6 +94,11 @@ struct ParallelizeOptions
       *this, "memory-budget",
       llvm::cl::desc("With recompute=auto: the bytes each rank may hold"),
       llvm::cl::init(0)};
+  Option<int64_t> plannedPeak{
+      *this, "planned-peak",
+      llvm::cl::desc("With recompute=auto, unpipelined: the step's planned "
+                     "peak without recomputation (0: estimated)"),
+      llvm::cl::init(0)};
   Option<std::string> shard{
       *this, "shard",
       llvm::cl::desc("Layout overrides REGEX=col|row|rep, ';'-separated")};

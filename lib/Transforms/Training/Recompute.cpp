@@ -87,6 +87,8 @@ struct Totals {
 struct Request {
   enum class Mode { Selective, Full, Auto } mode = Mode::Full;
   int64_t budget = 0;
+  /// Without stages: the step's planned peak without recomputation, or 0.
+  int64_t plannedPeak = 0;
   /// The schedule a pipelined step will run (its stash per stage).
   pipeline::ScheduleSpec schedule;
   const CostModel *cost = nullptr;
@@ -108,19 +110,24 @@ std::optional<int64_t> stageOf(Operation *op) {
 
 /// The most bytes alive at once in `func`'s body, in program order, of the
 /// values its ops make, plus the bytes of its arguments and weights, which
-/// live throughout.
+/// live throughout. A state's update is written over the state, so it takes
+/// no bytes of its own.
 int64_t getPeakBytes(func::FuncOp func) {
   Block &body = func.getBody().front();
   llvm::DenseMap<Operation *, size_t> index;
   for (Operation &op : body)
     index[&op] = index.size();
+  llvm::DenseSet<Value> updates;
+  for (OpOperand &result : body.getTerminator()->getOpOperands())
+    if (func.getResultAttr(result.getOperandNumber(), graph::kUpdateAttr))
+      updates.insert(result.get());
   SmallVector<int64_t> change(index.size() + 1, 0);
   int64_t held = 0;
   for (BlockArgument arg : body.getArguments())
     held += tensorBytes(arg.getType());
   for (Operation &op : body) {
     for (Value result : op.getResults()) {
-      int64_t bytes = tensorBytes(result.getType());
+      int64_t bytes = updates.contains(result) ? 0 : tensorBytes(result.getType());
       if (isa<graph::WeightOp>(op)) {
         held += bytes;
         continue;
@@ -310,7 +317,8 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
                    .peakBytes);
       }
     } else {
-      peak[0] = getPeakBytes(func);
+      peak[0] = request.plannedPeak > 0 ? request.plannedPeak
+                                        : getPeakBytes(func);
     }
 
     // What recomputing `def` takes along: `def` and the ops of the values it
@@ -531,6 +539,7 @@ struct RecomputePass : pcc::impl::RecomputeBase<RecomputePass> {
         return signalPassFailure();
       }
       request.budget = memoryBudget;
+      request.plannedPeak = plannedPeak;
     } else {
       module.emitError() << "--recompute takes none, selective, full or "
                             "auto, got '"
