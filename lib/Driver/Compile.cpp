@@ -3,13 +3,14 @@
 #include "pcc/Driver/Driver.h"
 #include "pcc/Driver/Plan.h"
 
+#include "Build.h"
+
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/AbiTables.h"
-#include "pcc/Target/CallGraph.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Target/Cuda/CudaEmitter.h"
 #include "pcc/Transforms/Passes.h"
@@ -22,13 +23,11 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -39,8 +38,6 @@
 #include "llvm/Support/SHA256.h"
 #include "llvm/TargetParser/Host.h"
 
-#include <chrono>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
@@ -635,83 +632,6 @@ LogicalResult pcc::writeCudaHeaders(StringRef dir, std::string &error) {
                     error);
 }
 
-namespace {
-/// A folder that is removed unless committed: `pcc compile` builds into it
-/// and renames it over the output only once everything succeeded.
-class TempDir {
-public:
-  explicit TempDir(std::string path) : path(std::move(path)) {}
-  ~TempDir() {
-    if (!committed)
-      llvm::sys::fs::remove_directories(path);
-  }
-  std::string path;
-  bool committed = false;
-};
-} // namespace
-
-/// The file that marks a folder as a `pcc compile` output, which a later
-/// compile may replace; pcc never replaces a folder without it.
-static constexpr char kOutputMarker[] = ".pcc-output";
-
-/// True when `inner` is `outer` or lies inside it (both absolute, resolved).
-static bool isWithin(StringRef inner, StringRef outer) {
-  if (!inner.starts_with(outer))
-    return false;
-  return inner.size() == outer.size() ||
-         llvm::sys::path::is_separator(inner[outer.size()]) ||
-         outer == llvm::sys::path::root_path(outer);
-}
-
-/// The real path of `p` when it exists, else its absolute form without dots.
-static std::string resolvedPath(StringRef p) {
-  SmallString<256> real;
-  if (!llvm::sys::fs::real_path(p, real))
-    return real.str().str();
-  SmallString<256> abs(p);
-  llvm::sys::fs::make_absolute(abs);
-  llvm::sys::path::remove_dots(abs, true);
-  return abs.str().str();
-}
-
-/// Refuses an output folder whose replacement could destroy something pcc
-/// did not write: the folder holding the model or a bound input, the
-/// current folder or one of its parents, or an existing non-empty folder
-/// without pcc's marker.
-static LogicalResult
-checkOutputFolder(const CompileOptions &options, StringRef outAbs,
-                  llvm::function_ref<LogicalResult(const Twine &)> fail) {
-  std::string out = resolvedPath(outAbs);
-  SmallVector<std::pair<std::string, std::string>> inputs{
-      {options.model, "the model"}};
-  for (const auto &[name, file] : options.bindings)
-    inputs.push_back({file, "--bind " + name});
-  for (const auto &[file, what] : inputs)
-    if (isWithin(resolvedPath(file), out))
-      return fail("-o " + options.outDir +
-                  " would replace the folder "
-                  "holding " +
-                  what + " (" + file + "); choose another output folder");
-  SmallString<256> cwd;
-  if (!llvm::sys::fs::current_path(cwd) && isWithin(resolvedPath(cwd), out))
-    return fail("-o " + options.outDir +
-                " is the current folder or one of its parents; choose a new "
-                "folder for the output");
-  if (!llvm::sys::fs::exists(outAbs))
-    return success();
-  if (!llvm::sys::fs::is_directory(outAbs))
-    return fail("output '" + options.outDir + "' exists and is not a folder");
-  if (llvm::sys::fs::exists(outAbs + "/" + kOutputMarker))
-    return success();
-  std::error_code ec;
-  llvm::sys::fs::directory_iterator it(outAbs, ec);
-  if (!ec && it == llvm::sys::fs::directory_iterator())
-    return success();
-  return fail("output folder '" + options.outDir +
-              "' exists and was not written by pcc compile; pcc replaces "
-              "only its own output folders (remove it or choose another)");
-}
-
 static std::string humanCount(double v, StringRef unit) {
   const char *suffix[] = {"", "K", "M", "G", "T"};
   int i = 0;
@@ -728,51 +648,6 @@ static llvm::json::Value shapeJson(Type t) {
     a.push_back(d);
   return a;
 }
-
-namespace {
-/// Tells a user at a terminal which step of a compile is running once it
-/// has taken a second ("pcc: importing model.onnx..."), and its time when it
-/// ends; quiet otherwise, and when stderr is not a terminal.
-class ProgressLine {
-public:
-  explicit ProgressLine(std::string step)
-      : step(std::move(step)), start(std::chrono::steady_clock::now()) {
-    if (!llvm::sys::Process::StandardErrIsDisplayed())
-      return;
-    watcher = std::thread([this] {
-      std::unique_lock<std::mutex> lock(mutex);
-      if (!ended.wait_for(lock, std::chrono::seconds(1), [&] { return done; })) {
-        llvm::errs() << "pcc: " << this->step << "...";
-        llvm::errs().flush();
-        shown = true;
-      }
-    });
-  }
-  ~ProgressLine() {
-    if (!watcher.joinable())
-      return;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      done = true;
-    }
-    ended.notify_one();
-    watcher.join();
-    if (shown)
-      llvm::errs() << llvm::formatv(
-          " {0:F1} s\n", std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count());
-  }
-
-private:
-  std::string step;
-  std::chrono::steady_clock::time_point start;
-  std::thread watcher;
-  std::mutex mutex;
-  std::condition_variable ended;
-  bool done = false, shown = false;
-};
-} // namespace
 
 llvm::json::Object pcc::describeRecompute(ModuleOp module, StringRef mode) {
   auto totals = module->getAttrOfType<DictionaryAttr>(graph::kRecomputeAttr);
@@ -1009,304 +884,49 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
   return "";
 }
 
-/// What an unpipelined step holds outside its workspace: its arguments
-/// (parameters, state, inputs), its weights, and its results but the state
-/// updates (written over their state).
-static int64_t getHeldBytes(ModuleOp module) {
-  int64_t held = 0;
-  for (auto func : module.getOps<func::FuncOp>()) {
-    if (func.isExternal() || !func.isPublic())
-      continue;
-    for (Type t : func.getArgumentTypes())
-      held += tensorBytes(t);
-    for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
-      if (!func.getResultAttr(i, graph::kUpdateAttr))
-        held += tensorBytes(t);
-    func.walk([&](graph::WeightOp op) { held += tensorBytes(op.getType()); });
-  }
-  return held;
-}
+//===----------------------------------------------------------------------===//
+// pcc compile
+//===----------------------------------------------------------------------===//
 
-LogicalResult pcc::compile(const CompileOptions &options,
-                           llvm::raw_ostream &summary) {
-  auto fail = [](const Twine &msg) {
-    llvm::errs() << "pcc: error: " << msg << "\n";
-    return failure();
-  };
-  if (std::string problem = checkLayoutOptions(options); !problem.empty())
-    return fail(problem);
+/// What is wrong with the target options (a one-line message), or an empty
+/// string.
+static std::string checkTargetOptions(const CompileOptions &options) {
   bool cuda = options.target == "cuda";
   if (options.target != "cpu" && !cuda)
-    return fail("unknown target '" + options.target + "' (cpu or cuda)");
+    return "unknown target '" + options.target + "' (cpu or cuda)";
   if (options.cudaEmulate && !cuda)
-    return fail("--cuda-emulate needs --target cuda");
+    return "--cuda-emulate needs --target cuda";
+  return "";
+}
 
-  // The output folder is checked before any work: a compile that would
-  // destroy a user's files is refused at once.
-  SmallString<256> outAbs(options.outDir);
-  llvm::sys::fs::make_absolute(outAbs);
-  llvm::sys::path::remove_dots(outAbs, true);
-  while (outAbs.size() > 1 && llvm::sys::path::is_separator(outAbs.back()))
-    outAbs.pop_back();
-  StringRef parent = llvm::sys::path::parent_path(outAbs);
-  if (!parent.empty() && !llvm::sys::fs::is_directory(parent))
-    return fail("output folder's parent '" + parent + "' does not exist");
-  if (failed(checkOutputFolder(options, outAbs, fail)))
-    return failure();
-
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  MLIRContext context(registry);
-  context.disableMultithreading();
-  // pcc-select-trainable reports each initializer's decision as a remark
-  // "trainable: <reason>" or "constant: <reason>" at the initializer.
-  struct Decision {
-    std::string name, reason;
-    bool trainable;
-  };
-  std::vector<Decision> decisions;
-  auto diagPrinter = installDiagnosticPrinter(context, [&](Diagnostic &diag) {
-    auto name = dyn_cast<NameLoc>(diag.getLocation());
-    std::string message = diag.str();
-    auto [verdict, reason] = StringRef(message).split(": ");
-    if (name && (verdict == "trainable" || verdict == "constant"))
-      decisions.push_back(
-          {name.getName().str(), reason.str(), verdict == "trainable"});
-  });
-
-  ImportOptions importOptions;
-  importOptions.bindings = options.bindings;
-  importOptions.inputShapes = options.inputShapes;
-  importOptions.retie = options.retie;
-  ImportReport importReport;
-  // Graph dialect IR (.mlir) is taken as the importer would have made it:
-  // tests and users can state layouts (`dist.sharding`) in it.
-  OwningOpRef<ModuleOp> module;
-  {
-    ProgressLine progress("importing " + options.model);
-    module = StringRef(options.model).ends_with(".mlir")
-                 ? parseSourceFile<ModuleOp>(options.model, &context)
-                 : importOnnxFile(context, options.model, importOptions,
-                                  &importReport);
-  }
-  if (!module)
-    return failure();
-  if (module->getOps<func::FuncOp>().empty())
-    return fail(options.model + ": no function to compile");
-  // Auto recomputation on one stage frees what the step's buffer plan
-  // holds beyond the budget: the step is built and its buffers planned
-  // without recomputation first (a pipeline's memory is the schedule's,
-  // which the pass simulates itself), then, while the plan of what the pass
-  // chose is still over (the pass frees what it keeps for the backward,
-  // the plan's peak can fall by less), again with the excess added.
-  CompileOptions effective = options;
-  if (options.recompute == "auto" && options.pp == 1 &&
-      options.microbatches <= 1) {
-    ProgressLine progress("planning the step's memory");
-    size_t decided = decisions.size();
-    auto planPeak = [&](const CompileOptions &trialOptions)
-        -> FailureOr<int64_t> {
-      OwningOpRef<ModuleOp> trial = module->clone();
-      PassManager trialPm(&context);
-      buildCompilePipeline(trialPm, trialOptions);
-      if (failed(trialPm.run(*trial)))
-        return failure();
-      decisions.resize(decided);
-      llvm::raw_null_ostream sink;
-      CppEmitOptions emitOptions;
-      emitOptions.symbolPrefix = options.symbolPrefix;
-      emitOptions.threads = options.threads;
-      FailureOr<CppEmitResult> planned =
-          cuda ? emitCuda(*trial, sink, emitOptions)
-               : emitCpp(*trial, sink, emitOptions);
-      if (failed(planned))
-        return failure();
-      return int64_t(planned->workspaceBytes) + getHeldBytes(*trial);
-    };
-    CompileOptions none = options;
-    none.recompute = "none";
-    none.memoryBudget = 0;
-    FailureOr<int64_t> peak = planPeak(none);
-    if (failed(peak))
-      return failure();
-    effective.plannedPeak = *peak;
-    for (int round = 0; round < 3 && *peak > options.memoryBudget; ++round) {
-      FailureOr<int64_t> chosen = planPeak(effective);
-      if (failed(chosen))
-        return failure();
-      if (*chosen <= options.memoryBudget || *chosen >= *peak)
-        break;
-      effective.plannedPeak += *chosen - options.memoryBudget;
-      peak = chosen;
-    }
-  }
-  PassManager pm(&context);
-  buildCompilePipeline(pm, effective);
-  // Each pass's time, on stderr when the pipeline ends (for pcc's
-  // developers: where a compile spends its time).
-  if (const char *timing = std::getenv("PCC_PASS_TIMING");
-      timing && StringRef(timing) == "1")
-    pm.enableTiming();
-  {
-    ProgressLine progress(options.train ? "building the training step"
-                                        : "optimizing");
-    if (failed(pm.run(*module)))
-      return failure();
-  }
-  // The program's entries are its public functions: one, or one per
-  // pipeline rank (dist.rank); pipeline stages are private functions they
-  // call, which the emitter compiles with them.
-  FailureOr<MeshLayout> mesh = MeshLayout::get(*module);
-  if (failed(mesh))
-    return failure();
-  FailureOr<SmallVector<func::FuncOp>> found =
-      getEntryFunctions(*module, mesh->getAxisSize(dist::kPipelineAxis));
-  if (failed(found))
-    return failure();
-  SmallVector<func::FuncOp> entries = std::move(*found);
-  std::optional<PipelinePlan> pipeline;
-  {
-    FailureOr<std::optional<PipelinePlan>> described =
-        describePipeline(*module);
-    if (failed(described))
-      return failure();
-    pipeline = std::move(*described);
-  }
-
-  // Everything is written into a temporary folder beside OUT.
-  TempDir tmp(
-      (outAbs + ".pcc-tmp-" + Twine(llvm::sys::Process::getProcessId())).str());
-  llvm::sys::fs::remove_directories(tmp.path);
-  if (llvm::sys::fs::create_directory(tmp.path, /*IgnoreExisting=*/true,
-                                      llvm::sys::fs::all_all))
-    return fail("cannot create '" + tmp.path + "'");
-  auto path = [&](StringRef name) { return (tmp.path + "/" + name).str(); };
-
-  std::error_code ec;
-  CppEmitOptions emitOptions;
-  emitOptions.symbolPrefix = options.symbolPrefix;
-  emitOptions.threads = options.threads;
-  FailureOr<CppEmitResult> emitted;
-  std::string sourceName = cuda ? "model.cu" : "model.cpp";
-  {
-    llvm::raw_fd_ostream source(path(sourceName), ec);
-    if (ec)
-      return fail("cannot write " + sourceName + ": " + ec.message());
-    ProgressLine progress(cuda ? "generating CUDA C++" : "generating C++");
-    emitted = cuda ? emitCuda(*module, source, emitOptions)
-                   : emitCpp(*module, source, emitOptions);
-    if (failed(emitted))
-      return failure();
-  }
-  std::string headerError;
-  if (failed(cuda ? writeCudaHeaders(tmp.path, headerError)
-                  : writeRuntimeSources(tmp.path, headerError)))
-    return fail(headerError);
-
-  // The compilers run while the weights are written: the C++ compiler, or
-  // nvcc and, for the host emulation, the C++ compiler beside it.
-  std::string buildError, emulationError;
-  LogicalResult built = failure(), emulated = success();
-  std::thread builder([&] {
-    if (cuda)
-      built = buildCudaLibrary(path(sourceName), path("libmodel.so"),
-                               path("build.log"), buildError,
-                               options.cudaArch);
-    else
-      built = buildSharedLibrary(path(sourceName), path("libmodel.so"),
-                                 path("build.log"), buildError, options.cpu);
-  });
-  std::thread emulationBuilder;
-  if (options.cudaEmulate)
-    emulationBuilder = std::thread([&] {
-      emulated = buildEmulatedCudaLibrary(
-          path(sourceName), path(kEmulatedLibrary), path("build-emulated.log"),
-          emulationError);
-    });
-  llvm::scope_exit joinBuilder([&] {
-    if (builder.joinable())
-      builder.join();
-    if (emulationBuilder.joinable())
-      emulationBuilder.join();
-  });
-
-  // Weights, in the order the generated code expects them.
-  std::deque<std::vector<uint8_t>> weightStorage;
-  std::vector<pccrt::TensorRef> tensors =
-      getWeightTensors(*emitted, weightStorage);
-  // Parameters: the forward's graph.weight ops and, in a training step, the
-  // state that has a gradient; the rest of the state is the optimizer's.
-  int64_t paramElements = 0, paramBytes = 0, paramCount = 0, stateBytes = 0;
-  auto countParam = [&](Type t) {
-    ++paramCount;
-    paramElements += cast<RankedTensorType>(t).getNumElements();
-    paramBytes += tensorBytes(t);
-  };
-  // Each tensor once, by name, however many pipeline ranks hold it; per
-  // pipeline rank, what it holds.
-  llvm::StringSet<> counted;
-  struct RankBytes {
-    int64_t params = 0, state = 0, gradients = 0;
-  };
-  SmallVector<RankBytes> rankBytes(entries.size());
-  for (auto [r, entry] : llvm::enumerate(entries)) {
-    llvm::DenseSet<unsigned> graded;
-    for (unsigned i = 0; i < entry.getNumResults(); ++i)
-      if (std::optional<unsigned> arg =
-              graph::getStateIndex(entry, i, graph::kGradAttr)) {
-        graded.insert(*arg);
-        // The gradient as this rank holds it (a block with ZeRO 2).
-        rankBytes[r].gradients += tensorBytes(entry.getResultTypes()[i]);
-      }
-    for (auto [i, t] : llvm::enumerate(entry.getArgumentTypes())) {
-      StringRef name = graph::getStateName(entry, i);
-      if (name.empty())
-        continue;
-      (graded.contains(i) ? rankBytes[r].params : rankBytes[r].state) +=
-          tensorBytes(t);
-      if (!counted.insert(name).second)
-        continue;
-      if (graded.contains(i))
-        countParam(t);
-      else
-        stateBytes += tensorBytes(t);
-    }
-  }
-  // Inference weights: a split weight counts its block (what each rank
-  // holds).
-  module->walk([&](graph::WeightOp w) {
-    Type t = w.getType();
-    if (w->hasOneUse())
-      if (auto slice = dyn_cast<dist::AllSliceOp>(*w->getUsers().begin()))
-        t = slice.getType();
-    if (counted.insert(w.getName()).second)
-      countParam(t);
-  });
-  try {
-    ProgressLine progress("writing the weights");
-    pccrt::writeSafetensorRefs(path("weights.safetensors"), tensors,
-                               {{"format", "pcc"}});
-  } catch (const pccrt::Error &e) {
-    return fail(e.what());
-  }
-  tensors.clear();
-  weightStorage.clear();
-
-  {
-    ProgressLine progress(cuda ? "compiling the generated CUDA C++"
-                               : "compiling the generated C++");
-    builder.join();
-    if (emulationBuilder.joinable())
-      emulationBuilder.join();
-  }
-  if (failed(built))
-    return fail(buildError);
-  if (failed(emulated))
-    return fail(emulationError);
-
-  // The report: what the compile decided.
+namespace {
+/// What one step does, as report.json counts it.
+struct StepCounts {
+  /// The program's ops by name, and their number.
   llvm::StringMap<int64_t> opCounts;
-  int64_t flops = 0, numOps = 0;
+  int64_t numOps = 0;
+  int64_t flops = 0;
+  /// Saved activations: forward values that the backward ops read, i.e.
+  /// what a training step keeps alive between its forward and backward.
+  int64_t savedCount = 0, savedBytes = 0;
+  /// The gradients the step returns.
+  int64_t numGrads = 0;
+};
+
+/// What `pcc compile` writes about a program besides its code.
+struct CompileReport {
+  /// report.json: what the compile decided.
+  llvm::json::Object report;
+  /// plan.json: the mesh, what each rank holds, and the collectives of one
+  /// step.
+  llvm::json::Object plan;
+  /// The lines printed once OUT is in place.
+  std::string summary;
+};
+} // namespace
+
+static StepCounts countStep(ModuleOp module, ArrayRef<func::FuncOp> entries) {
+  StepCounts counts;
   // Ops of the program; flops of one step, a called function's once per
   // call.
   llvm::DenseMap<Operation *, int64_t> flopsOf;
@@ -1319,8 +939,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
       if (auto cost = dyn_cast<graph::CostOpInterface>(op))
         total += cost.getFlops();
       if (auto call = dyn_cast<func::CallOp>(op))
-        if (auto callee =
-                module->lookupSymbol<func::FuncOp>(call.getCallee()))
+        if (auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee()))
           total += functionFlops(callee);
     });
     return flopsOf[f] = total;
@@ -1331,14 +950,11 @@ LogicalResult pcc::compile(const CompileOptions &options,
       return;
     if (op->getParentOfType<dist::ScheduleOp>())
       return;
-    ++opCounts[op->getName().getStringRef()];
-    ++numOps;
+    ++counts.opCounts[op->getName().getStringRef()];
+    ++counts.numOps;
   });
   for (func::FuncOp entry : entries)
-    flops += functionFlops(entry);
-  // Saved activations: forward values that the backward ops read, i.e.
-  // what a training step keeps alive between its forward and backward.
-  int64_t savedCount = 0, savedBytes = 0;
+    counts.flops += functionFlops(entry);
   llvm::DenseSet<Value> saved;
   module->walk([&](Operation *op) {
     if (!op->hasAttr(graph::kBackwardAttr))
@@ -1349,273 +965,124 @@ LogicalResult pcc::compile(const CompileOptions &options,
           isa<graph::ConstantOp, graph::WeightOp>(def) ||
           !saved.insert(v).second)
         continue;
-      ++savedCount;
-      savedBytes += tensorBytes(v.getType());
+      ++counts.savedCount;
+      counts.savedBytes += tensorBytes(v.getType());
     }
   });
-  // The model's interface: every entry takes all graph inputs; outputs and
-  // gradients are those of any rank, once each (by their step index).
-  func::FuncOp func = entries.front();
-  std::map<int64_t, std::pair<func::FuncOp, unsigned>> results;
-  for (func::FuncOp entry : entries)
-    for (unsigned i = 0; i < entry.getNumResults(); ++i) {
-      auto index =
-          entry.getResultAttrOfType<IntegerAttr>(i, dist::kResultIndexAttr);
-      results.try_emplace(index ? index.getInt() : int64_t(i),
-                          std::make_pair(entry, i));
-    }
-  int64_t ioBytes = 0;
-  for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
-    if (func.getArgAttr(i, kOnnxNameAttr))
-      ioBytes += tensorBytes(t);
-  for (auto &[k, at] : results)
-    if (!at.first.getResultAttr(at.second, graph::kUpdateAttr))
-      ioBytes += tensorBytes(at.first.getResultTypes()[at.second]);
-  llvm::json::Object ops;
-  for (auto &kv : opCounts)
-    ops[kv.getKey()] = kv.getValue();
-  llvm::json::Array reties, inputs, outputs, trainableSet;
-  for (const Decision &d : decisions)
-    trainableSet.push_back(llvm::json::Object{{"initializer", d.name},
-                                              {"trainable", d.trainable},
-                                              {"reason", d.reason}});
-  for (auto &[tied, to] : importReport.reties)
-    reties.push_back(
-        llvm::json::Object{{"initializer", tied}, {"transpose_of", to}});
-  // Graph inputs and outputs by ONNX name; training state and gradients are
-  // reported by the emitter's weights and the optimizer.
-  for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
-    if (auto name = func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr))
-      inputs.push_back(llvm::json::Object{{"name", name.getValue()},
-                                          {"shape", shapeJson(t)}});
-  int64_t numGrads = 0;
-  for (auto &[k, at] : results) {
-    auto [f, i] = at;
-    if (auto name = f.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
-      outputs.push_back(llvm::json::Object{
-          {"name", name.getValue()}, {"shape", shapeJson(f.getResultTypes()[i])}});
-    numGrads += f.getResultAttr(i, graph::kGradAttr) != nullptr;
-  }
-  int64_t perRank =
-      paramBytes + stateBytes + int64_t(emitted->workspaceBytes) + ioBytes;
-  // What pcc-recompute made the backward recompute.
-  llvm::json::Object recompute = describeRecompute(*module, options.recompute);
-  // Unpipelined, what a rank needs is what its buffers plan.
-  if (effective.plannedPeak > 0)
-    if (llvm::json::Array *over = recompute.getArray("over_budget"))
-      for (llvm::json::Value &entry : *over)
-        (*entry.getAsObject())["predicted_bytes"] = perRank;
-  std::string recomputeLine = recomputeSummary(recompute);
-  warnOverBudget(recompute);
-  // The pass predicts a step's peak before its buffers are laid out; the
-  // buffer plan has the last word.
-  if (options.memoryBudget > 0 && perRank > options.memoryBudget &&
-      !recompute.getArray("over_budget")->size())
-    llvm::errs() << "pcc: warning: the step's buffers plan "
-                 << humanCount(perRank, "B") << " per rank, over --memory-budget "
-                 << humanCount(options.memoryBudget, "B")
-                 << ", which pcc-recompute predicted to fit\n";
-  llvm::json::Object report{
-      {"model", options.model},
-      {"target", options.target},
-      {"dtype", options.dtype},
-      {"dp", options.dp},
-      {"tp", options.tp},
-      {"pp", options.pp},
-      {"zero", options.zero},
-      {"train", options.train},
-      {"inputs", std::move(inputs)},
-      {"outputs", std::move(outputs)},
-      {"num_ops", numOps},
-      {"ops", std::move(ops)},
-      {"parameters", llvm::json::Object{{"count", paramCount},
-                                        {"elements", paramElements},
-                                        {"bytes", paramBytes}}},
-      {"flops", flops},
-      {"memory",
-       llvm::json::Object{{"weights_bytes", paramBytes},
-                          {"optimizer_state_bytes", stateBytes},
-                          {"workspace_bytes", int64_t(emitted->workspaceBytes)},
-                          {"io_bytes", ioBytes},
-                          {"per_rank_bytes", llvm::json::Array{perRank}}}},
-      {"saved_activations",
-       llvm::json::Object{{"count", savedCount}, {"bytes", savedBytes}}},
-      {"recompute", llvm::json::Object(recompute)},
-      {"attention", describeAttention(*module)},
-      {"reties", std::move(reties)},
-      {"trainable_set", std::move(trainableSet)},
-      {"gradients", numGrads},
-  };
-  {
-    llvm::raw_fd_ostream os(path("report.json"), ec);
-    if (ec)
-      return fail("cannot write report.json: " + ec.message());
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
-  }
+  for (auto &[index, at] : getStepResults(entries))
+    counts.numGrads +=
+        at.first.getResultAttr(at.second, graph::kGradAttr) != nullptr;
+  return counts;
+}
 
-  // The parallel plan: the mesh, what each rank holds, and the collectives
-  // of one step (`bytes`: the bytes each rank's buffers hold), which the
-  // summary lists by axis too.
+/// plan.json's ranks, row-major over (dp, pp, tp): a pipeline rank's tp
+/// ranks hold alike, and so do the replicas.
+static llvm::json::Array describeRanks(const CompileOptions &options,
+                                       ModuleOp module,
+                                       const StepMemory &memory) {
+  llvm::json::Array ranks;
+  ArrayRef<int64_t> heldBytes;
+  if (auto s = module.getOps<dist::ScheduleOp>(); !s.empty())
+    if (auto base = (*s.begin()).getBaseBytes())
+      heldBytes = *base;
   int64_t numRanks = options.dp * options.tp * options.pp;
-  llvm::json::Array collectives = describeCollectives(*module);
-  {
-    llvm::json::Array ranks;
-    // Ranks are row-major over (dp, pp, tp): a pipeline rank's tp ranks
-    // hold alike, and so do the replicas.
-    ArrayRef<int64_t> heldBytes;
-    if (auto s = module->getOps<dist::ScheduleOp>(); !s.empty())
-      if (auto base = (*s.begin()).getBaseBytes())
-        heldBytes = *base;
-    for (int64_t r = 0; r < numRanks; ++r) {
-      int64_t stage = (r / options.tp) % options.pp;
-      int64_t params = paramBytes, state = stateBytes,
-              gradients = rankBytes.front().gradients;
-      if (entries.size() > 1 && size_t(stage) < entries.size()) {
-        params = rankBytes[stage].params;
-        state = rankBytes[stage].state;
-        gradients = rankBytes[stage].gradients;
-        if (!options.train && size_t(stage) < heldBytes.size())
-          params = heldBytes[stage];
-      }
-      ranks.push_back(llvm::json::Object{
-          {"rank", r},
-          {"coords", llvm::json::Object{{"dp", r / (options.tp * options.pp)},
-                                        {"pp", stage},
-                                        {"tp", r % options.tp}}},
-          {"stage", stage},
-          {"parameter_bytes", params},
-          {"optimizer_state_bytes", state},
-          {"gradient_bytes", gradients},
-          {"workspace_bytes", int64_t(emitted->workspaceBytes)}});
+  for (int64_t r = 0; r < numRanks; ++r) {
+    int64_t stage = (r / options.tp) % options.pp;
+    int64_t params = memory.paramBytes, state = memory.stateBytes,
+            gradients = memory.ranks.front().gradients;
+    if (memory.ranks.size() > 1 && size_t(stage) < memory.ranks.size()) {
+      params = memory.ranks[stage].params;
+      state = memory.ranks[stage].state;
+      gradients = memory.ranks[stage].gradients;
+      if (!options.train && size_t(stage) < heldBytes.size())
+        params = heldBytes[stage];
     }
-    llvm::json::Array comms = collectives;
-    // How each weight is laid out: its whole shape (as in the weights
-    // file), the dimension split over the ranks and each rank's shape.
-    llvm::json::Array layouts;
-    for (const WeightEntry &w : emitted->weights) {
-      llvm::json::Array whole, local;
-      for (int64_t d : w.value.getShapedType().getShape())
-        whole.push_back(d);
+    ranks.push_back(llvm::json::Object{
+        {"rank", r},
+        {"coords", llvm::json::Object{{"dp", r / (options.tp * options.pp)},
+                                      {"pp", stage},
+                                      {"tp", r % options.tp}}},
+        {"stage", stage},
+        {"parameter_bytes", params},
+        {"optimizer_state_bytes", state},
+        {"gradient_bytes", gradients},
+        {"workspace_bytes", memory.workspaceBytes}});
+  }
+  return ranks;
+}
+
+/// How each weight is laid out (plan.json's weights): its whole shape (as
+/// in the weights file), the dimension split over the ranks and each rank's
+/// shape.
+static llvm::json::Array describeWeightLayouts(const CppEmitResult &code) {
+  llvm::json::Array layouts;
+  for (const WeightEntry &w : code.weights) {
+    llvm::json::Array whole, local;
+    for (int64_t d : w.value.getShapedType().getShape())
+      whole.push_back(d);
+    if (w.padding.first >= 0)
+      whole[w.padding.first] = w.padding.second;
+    RankedTensorType lt =
+        w.localType ? w.localType : cast<RankedTensorType>(w.value.getType());
+    for (int64_t d : lt.getShape())
+      local.push_back(d);
+    llvm::json::Object entry{{"name", w.name},
+                             {"shape", std::move(whole)},
+                             {"rank_shape", std::move(local)}};
+    if (w.shardAxes) {
+      entry["split_dim"] = w.shardDim;
+      if (w.shardGroups > 1)
+        entry["groups"] = w.shardGroups;
       if (w.padding.first >= 0)
-        whole[w.padding.first] = w.padding.second;
-      RankedTensorType lt =
-          w.localType ? w.localType : cast<RankedTensorType>(w.value.getType());
-      for (int64_t d : lt.getShape())
-        local.push_back(d);
-      llvm::json::Object entry{{"name", w.name},
-                               {"shape", std::move(whole)},
-                               {"rank_shape", std::move(local)}};
-      if (w.shardAxes) {
-        entry["split_dim"] = w.shardDim;
-        if (w.shardGroups > 1)
-          entry["groups"] = w.shardGroups;
-        if (w.padding.first >= 0)
-          entry["padded_to"] =
-              w.value.getShapedType().getDimSize(w.padding.first);
-      }
-      layouts.push_back(std::move(entry));
+        entry["padded_to"] =
+            w.value.getShapedType().getDimSize(w.padding.first);
     }
-    llvm::json::Object plan{{"mesh", llvm::json::Object{{"dp", options.dp},
-                                                        {"pp", options.pp},
-                                                        {"tp", options.tp}}},
-                            {"sequence_parallel", options.sequenceParallel},
-                            {"zero", options.zero},
-                            {"recompute", std::move(recompute)},
-                            {"ranks", std::move(ranks)},
-                            {"collectives", std::move(comms)},
-                            {"weights", std::move(layouts)}};
-    if (pipeline)
-      for (auto &kv : pipeline->json)
-        plan[kv.first] = std::move(kv.second);
-    llvm::raw_fd_ostream os(path("plan.json"), ec);
-    if (ec)
-      return fail("cannot write plan.json: " + ec.message());
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(plan))) << "\n";
+    layouts.push_back(std::move(entry));
   }
-  if (pipeline) {
-    llvm::raw_fd_ostream os(path("schedule.svg"), ec);
-    if (ec)
-      return fail("cannot write schedule.svg: " + ec.message());
-    os << pipeline->svg;
-  }
+  return layouts;
+}
 
-  {
-    llvm::raw_fd_ostream os(path(kOutputMarker), ec);
-    if (ec)
-      return fail("cannot write " + Twine(kOutputMarker) + ": " + ec.message());
-    os << "This folder was written by pcc compile; a later compile with the "
-          "same -o replaces it.\n";
-  }
-
-  // The evaluation step, built into OUT/eval with the same layout: the
-  // forward and its loss, whose weights `pcc run --eval-data` replaces by
-  // the trained parameters (whole tensors, by name).
-  if (options.eval) {
-    CompileOptions evalOptions = options;
-    evalOptions.train = false;
-    evalOptions.withLoss = true;
-    evalOptions.eval = false;
-    evalOptions.zero = 0;
-    evalOptions.optimizer = OptimizerConfig();
-    evalOptions.outDir = path("eval");
-    std::string evalSummary;
-    llvm::raw_string_ostream evalOs(evalSummary);
-    ProgressLine progress("building the evaluation step");
-    if (failed(compile(evalOptions, evalOs)))
-      return fail("building the evaluation step (--eval) failed");
-  }
-
-  // Replace OUT by the complete result (checked again: a folder may have
-  // appeared while compiling).
-  if (failed(checkOutputFolder(options, outAbs, fail)))
-    return failure();
-  std::string old;
-  if (llvm::sys::fs::exists(outAbs)) {
-    old = (outAbs + ".pcc-old-" + Twine(llvm::sys::Process::getProcessId()))
-              .str();
-    llvm::sys::fs::remove_directories(old);
-    if (llvm::sys::fs::rename(outAbs, old))
-      return fail("cannot replace '" + options.outDir + "'");
-  }
-  if (std::error_code rec = llvm::sys::fs::rename(tmp.path, outAbs)) {
-    if (!old.empty())
-      llvm::sys::fs::rename(old, outAbs);
-    return fail("cannot create '" + options.outDir + "': " + rec.message());
-  }
-  tmp.committed = true;
-  if (!old.empty())
-    llvm::sys::fs::remove_directories(old);
-
-  for (auto &[tied, to] : importReport.reties)
+/// The summary of a compile: what it made, the trainable set, the pipeline
+/// and one line per parallel axis with the collectives over it.
+static std::string formatSummary(const CompileOptions &options,
+                                 const BuiltProgram &program,
+                                 const StepCounts &counts,
+                                 const StepMemory &memory,
+                                 StringRef recomputeLine,
+                                 const std::optional<PipelinePlan> &pipeline,
+                                 const llvm::json::Array &collectives) {
+  std::string text;
+  llvm::raw_string_ostream summary(text);
+  for (auto &[tied, to] : program.importReport.reties)
     summary << "pcc: re-tied initializer '" << tied << "' as the transpose of '"
             << to << "'\n";
   summary << "pcc: compiled " << options.model << " -> " << options.outDir
           << " (target " << options.target << ")\n"
-          << "  ops: " << numOps << ", parameters: " << paramCount << " ("
-          << humanCount(paramElements, "")
-          << " elements), flops/step: " << humanCount(flops, "FLOP") << "\n"
-          << "  memory: weights " << humanCount(paramBytes, "B")
-          << ", workspace " << humanCount(emitted->workspaceBytes, "B")
-          << ", inputs+outputs " << humanCount(ioBytes, "B") << "\n";
+          << "  ops: " << counts.numOps << ", parameters: " << memory.paramCount
+          << " (" << humanCount(memory.paramElements, "")
+          << " elements), flops/step: " << humanCount(counts.flops, "FLOP")
+          << "\n"
+          << "  memory: weights " << humanCount(memory.paramBytes, "B")
+          << ", workspace " << humanCount(memory.workspaceBytes, "B")
+          << ", inputs+outputs " << humanCount(memory.ioBytes, "B") << "\n";
   summary << recomputeLine;
   if (options.train) {
     // Decisions by the exporter's record are counted; every other decision
     // is listed with its reason.
     llvm::StringMap<int> byRecord;
-    for (const Decision &d : decisions)
+    for (const TrainableDecision &d : program.decisions)
       if (StringRef(d.reason).starts_with("exported as"))
         ++byRecord[(d.trainable ? "trained, " : "constant, ") + d.reason];
     for (auto &kv : byRecord)
       summary << "  " << kv.getKey() << ": " << kv.getValue()
               << " initializer(s)\n";
-    for (const Decision &d : decisions)
+    for (const TrainableDecision &d : program.decisions)
       if (!StringRef(d.reason).starts_with("exported as"))
         summary << "  " << (d.trainable ? "trained" : "constant") << " '"
                 << d.name << "': " << d.reason << "\n";
   }
   if (pipeline)
     summary << pipeline->summary;
-  // One line per parallel axis, with the collectives over it.
   if (options.dp > 1) {
     summary << "  data parallel: dp " << options.dp
             << " (ranks row-major over dp" << (options.pp > 1 ? " x pp" : "")
@@ -1627,15 +1094,219 @@ LogicalResult pcc::compile(const CompileOptions &options,
     summary << "  tensor parallel: tp " << options.tp
             << (options.sequenceParallel ? " with sequence parallelism" : "")
             << ", per rank: "
-            << "parameters " << humanCount(paramBytes, "B")
-            << ", optimizer state " << humanCount(stateBytes, "B")
+            << "parameters " << humanCount(memory.paramBytes, "B")
+            << ", optimizer state " << humanCount(memory.stateBytes, "B")
             << "; per step:";
     printCollectivesOver(summary, collectives, dist::kTensorAxis);
   }
   if (options.train)
-    summary << "  training: " << options.optimizer.kind << ", " << numGrads
-            << " gradients, optimizer state " << humanCount(stateBytes, "B")
-            << ", saved activations: " << savedCount << " ("
-            << humanCount(savedBytes, "B") << ")\n";
+    summary << "  training: " << options.optimizer.kind << ", "
+            << counts.numGrads << " gradients, optimizer state "
+            << humanCount(memory.stateBytes, "B")
+            << ", saved activations: " << counts.savedCount << " ("
+            << humanCount(counts.savedBytes, "B") << ")\n";
+  return text;
+}
+
+/// report.json, plan.json and the summary of a compiled program. Warns, on
+/// stderr, of ranks over --memory-budget.
+static CompileReport buildReport(const CompileOptions &options,
+                                 const BuiltProgram &program,
+                                 ArrayRef<func::FuncOp> entries,
+                                 const CppEmitResult &code,
+                                 const StepMemory &memory,
+                                 const std::optional<PipelinePlan> &pipeline) {
+  ModuleOp module = *program.module;
+  StepCounts counts = countStep(module, entries);
+  // Keys that own their names: the counts go before the report is written.
+  llvm::json::Object ops;
+  for (auto &kv : counts.opCounts)
+    ops[kv.getKey().str()] = kv.getValue();
+  llvm::json::Array reties, inputs, outputs, trainableSet;
+  for (const TrainableDecision &d : program.decisions)
+    trainableSet.push_back(llvm::json::Object{{"initializer", d.name},
+                                              {"trainable", d.trainable},
+                                              {"reason", d.reason}});
+  for (auto &[tied, to] : program.importReport.reties)
+    reties.push_back(
+        llvm::json::Object{{"initializer", tied}, {"transpose_of", to}});
+  // Graph inputs and outputs by ONNX name; training state and gradients are
+  // reported by the emitter's weights and the optimizer. Every entry takes
+  // all graph inputs; outputs are those of any rank, once each.
+  func::FuncOp func = entries.front();
+  for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
+    if (auto name = func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr))
+      inputs.push_back(llvm::json::Object{{"name", name.getValue()},
+                                          {"shape", shapeJson(t)}});
+  for (auto &[index, at] : getStepResults(entries)) {
+    auto [f, i] = at;
+    if (auto name = f.getResultAttrOfType<StringAttr>(i, kOnnxNameAttr))
+      outputs.push_back(
+          llvm::json::Object{{"name", name.getValue()},
+                             {"shape", shapeJson(f.getResultTypes()[i])}});
+  }
+  int64_t perRank = memory.getPerRankBytes();
+  // What pcc-recompute made the backward recompute.
+  llvm::json::Object recompute = describeRecompute(module, options.recompute);
+  // Unpipelined, what a rank needs is what its buffers plan.
+  if (program.plannedPeak > 0)
+    if (llvm::json::Array *over = recompute.getArray("over_budget"))
+      for (llvm::json::Value &entry : *over)
+        (*entry.getAsObject())["predicted_bytes"] = perRank;
+  std::string recomputeLine = recomputeSummary(recompute);
+  warnOverBudget(recompute);
+  // The pass predicts a step's peak before its buffers are laid out; the
+  // buffer plan has the last word.
+  if (options.memoryBudget > 0 && perRank > options.memoryBudget &&
+      !recompute.getArray("over_budget")->size())
+    llvm::errs() << "pcc: warning: the step's buffers plan "
+                 << humanCount(perRank, "B")
+                 << " per rank, over --memory-budget "
+                 << humanCount(options.memoryBudget, "B")
+                 << ", which pcc-recompute predicted to fit\n";
+
+  CompileReport result;
+  result.report = llvm::json::Object{
+      {"model", options.model},
+      {"target", options.target},
+      {"dtype", options.dtype},
+      {"dp", options.dp},
+      {"tp", options.tp},
+      {"pp", options.pp},
+      {"zero", options.zero},
+      {"train", options.train},
+      {"inputs", std::move(inputs)},
+      {"outputs", std::move(outputs)},
+      {"num_ops", counts.numOps},
+      {"ops", std::move(ops)},
+      {"parameters", llvm::json::Object{{"count", memory.paramCount},
+                                        {"elements", memory.paramElements},
+                                        {"bytes", memory.paramBytes}}},
+      {"flops", counts.flops},
+      {"memory",
+       llvm::json::Object{{"weights_bytes", memory.paramBytes},
+                          {"optimizer_state_bytes", memory.stateBytes},
+                          {"workspace_bytes", memory.workspaceBytes},
+                          {"io_bytes", memory.ioBytes},
+                          {"per_rank_bytes", llvm::json::Array{perRank}}}},
+      {"saved_activations", llvm::json::Object{{"count", counts.savedCount},
+                                               {"bytes", counts.savedBytes}}},
+      {"recompute", llvm::json::Object(recompute)},
+      {"attention", describeAttention(module)},
+      {"reties", std::move(reties)},
+      {"trainable_set", std::move(trainableSet)},
+      {"gradients", counts.numGrads},
+  };
+  // The collectives' `bytes` are the bytes each rank's buffers hold; the
+  // summary lists them by axis too.
+  llvm::json::Array collectives = describeCollectives(module);
+  result.plan =
+      llvm::json::Object{{"mesh", llvm::json::Object{{"dp", options.dp},
+                                                     {"pp", options.pp},
+                                                     {"tp", options.tp}}},
+                         {"sequence_parallel", options.sequenceParallel},
+                         {"zero", options.zero},
+                         {"recompute", std::move(recompute)},
+                         {"ranks", describeRanks(options, module, memory)},
+                         {"collectives", llvm::json::Array(collectives)},
+                         {"weights", describeWeightLayouts(code)}};
+  if (pipeline)
+    for (const auto &kv : pipeline->json)
+      result.plan[kv.first] = kv.second;
+  result.summary = formatSummary(options, program, counts, memory,
+                                 recomputeLine, pipeline, collectives);
+  return result;
+}
+
+/// Writes report.json, plan.json and, for a pipeline, its schedule.svg
+/// into `dir`.
+static LogicalResult writeReport(StringRef dir, CompileReport &report,
+                                 const std::optional<PipelinePlan> &pipeline) {
+  auto format = [](llvm::json::Object &object) {
+    return llvm::formatv("{0:2}\n", llvm::json::Value(std::move(object))).str();
+  };
+  std::string reportText = format(report.report);
+  std::string planText = format(report.plan);
+  std::string error;
+  if (failed(writeTexts(dir, {{"report.json", reportText}}, error)) ||
+      failed(writeTexts(dir, {{"plan.json", planText}}, error)) ||
+      (pipeline &&
+       failed(writeTexts(dir, {{"schedule.svg", pipeline->svg}}, error))))
+    return printError(error);
+  return success();
+}
+
+/// Builds the evaluation step (--eval) into `dir` with the training step's
+/// layout: the forward and its loss, whose weights `pcc run --eval-data`
+/// replaces by the trained parameters (whole tensors, by name).
+static LogicalResult compileEvalStep(const CompileOptions &options,
+                                     StringRef dir) {
+  CompileOptions evalOptions = options;
+  evalOptions.train = false;
+  evalOptions.withLoss = true;
+  evalOptions.eval = false;
+  evalOptions.zero = 0;
+  evalOptions.optimizer = OptimizerConfig();
+  evalOptions.outDir = dir.str();
+  std::string evalSummary;
+  llvm::raw_string_ostream evalOs(evalSummary);
+  ProgressLine progress("building the evaluation step");
+  if (failed(compile(evalOptions, evalOs)))
+    return printError("building the evaluation step (--eval) failed");
+  return success();
+}
+
+LogicalResult pcc::compile(const CompileOptions &options,
+                           llvm::raw_ostream &summary) {
+  if (std::string problem = checkLayoutOptions(options); !problem.empty())
+    return printError(problem);
+  if (std::string problem = checkTargetOptions(options); !problem.empty())
+    return printError(problem);
+  // The output folder is checked before any work: a compile that would
+  // destroy a user's files is refused at once.
+  OutputFolder out(options);
+  if (failed(out.check()))
+    return failure();
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.disableMultithreading();
+  auto diagPrinter = installDiagnosticPrinter(context);
+  FailureOr<BuiltProgram> program = buildProgram(context, options);
+  if (failed(program))
+    return failure();
+  ModuleOp module = *program->module;
+  FailureOr<SmallVector<func::FuncOp>> entries = getProgramEntries(module);
+  if (failed(entries))
+    return failure();
+  FailureOr<std::optional<PipelinePlan>> pipeline = describePipeline(module);
+  if (failed(pipeline))
+    return failure();
+
+  // Everything is written into the staging folder. The compilers run while
+  // the weights are written.
+  if (failed(out.stage()))
+    return failure();
+  FailureOr<CppEmitResult> code =
+      emitSources(module, options, out.getStagingDir());
+  if (failed(code))
+    return failure();
+  LibraryBuild libraries(options, out.getStagingDir());
+  StepMemory memory = countStepMemory(module, *entries, code->workspaceBytes);
+  if (failed(writeWeights(*code, out.path("weights.safetensors"))) ||
+      failed(libraries.wait()))
+    return failure();
+
+  CompileReport report =
+      buildReport(options, *program, *entries, *code, memory, *pipeline);
+  if (failed(writeReport(out.getStagingDir(), report, *pipeline)) ||
+      failed(out.mark()))
+    return failure();
+  if (options.eval && failed(compileEvalStep(options, out.path("eval"))))
+    return failure();
+  if (failed(out.commit()))
+    return failure();
+  summary << report.summary;
   return success();
 }

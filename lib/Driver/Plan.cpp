@@ -2,10 +2,11 @@
 
 #include "pcc/Driver/Plan.h"
 
+#include "Build.h"
+
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Driver/Driver.h"
-#include "pcc/Import/OnnxImporter.h"
 #include "pcc/InitAll.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"
@@ -302,14 +303,8 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
     module =
         parseSourceString<ModuleOp>(*source, ParserConfig(&context), modelSpec);
     what = modelSpec.str();
-  } else if (StringRef(options.model).ends_with(".mlir")) {
-    module = parseSourceFile<ModuleOp>(options.model, &context);
   } else {
-    ImportOptions importOptions;
-    importOptions.bindings = options.bindings;
-    importOptions.inputShapes = options.inputShapes;
-    importOptions.retie = options.retie;
-    module = importOnnxFile(context, options.model, importOptions);
+    module = loadModel(context, options);
   }
   if (!module)
     return failure();

@@ -102,10 +102,6 @@ struct CompileOptions {
 void buildCompilePipeline(mlir::OpPassManager &pm,
                           const CompileOptions &options);
 
-/// `pcc compile`: imports, optimizes, emits C++, builds OUT/libmodel.so and
-/// writes OUT/weights.safetensors and OUT/report.json. OUT is replaced only
-/// by a complete result. Diagnostics go to stderr as one line
-/// `pcc: error: <node>: <message>`; a summary goes to `summary`.
 /// What is wrong with the layout and training options together (a
 /// one-line message), or an empty string: training flags without --train,
 /// gradient clipping across pipeline stages.
@@ -140,6 +136,10 @@ void printCollectivesOver(llvm::raw_ostream &os,
                           const llvm::json::Array &collectives,
                           llvm::StringRef axis);
 
+/// `pcc compile`: imports, optimizes, emits C++, builds OUT/libmodel.so and
+/// writes OUT/weights.safetensors and OUT/report.json. OUT is replaced only
+/// by a complete result. Diagnostics go to stderr as one line
+/// `pcc: error: <node>: <message>`; a summary goes to `summary`.
 llvm::LogicalResult compile(const CompileOptions &options,
                             llvm::raw_ostream &summary);
 
