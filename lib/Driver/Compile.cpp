@@ -152,6 +152,7 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   p.recompute = options.recompute;
   p.memoryBudget = options.memoryBudget;
   p.plannedPeak = options.plannedPeak;
+  p.machine = options.machine;
   p.fuseAttention = options.fuseAttention;
   p.pp = options.pp;
   p.microbatches = options.microbatches;
@@ -866,6 +867,11 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
       options.recompute != "full" && options.recompute != "auto")
     return "--recompute takes none, selective, full or auto, got '" +
            options.recompute + "'";
+  if (!options.machine.empty())
+    if (llvm::Expected<CostModel> machine =
+            CostModel::forMachine(options.machine, options.dtype);
+        !machine)
+      return llvm::toString(machine.takeError());
   if (options.recompute == "auto" && options.memoryBudget <= 0)
     return "--recompute auto chooses what to recompute so that each rank "
            "fits a memory budget: it needs --memory-budget";

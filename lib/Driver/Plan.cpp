@@ -8,6 +8,7 @@
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Driver/Driver.h"
 #include "pcc/InitAll.h"
+#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"
 
@@ -263,6 +264,111 @@ static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
   return held;
 }
 
+/// "12.3 s", "45.6 ms": seconds for the prediction's line.
+static std::string humanSeconds(double seconds) {
+  if (seconds >= 1)
+    return llvm::formatv("{0:F2} s", seconds).str();
+  if (seconds >= 1e-3)
+    return llvm::formatv("{0:F2} ms", seconds * 1e3).str();
+  return llvm::formatv("{0:F2} us", seconds * 1e6).str();
+}
+
+/// With --machine: the step's time on that machine, its throughput, its
+/// model flops utilization and the largest rank's planned memory
+/// (plan.json's `prediction`), and the line that says so.
+///
+/// A pipelined step takes the schedule's simulated makespan (its stages
+/// timed by the machine's cost model, transfers included), then on the
+/// slowest pipeline rank the data-parallel gradient sums (once, of the
+/// accumulated gradients) and the optimizer; a step without stages, the
+/// time of its ops one after another. Collectives do not overlap the
+/// computation in this model. MFU counts the model's flops as three times
+/// its forward's (the backward's are twice; recomputation does not count),
+/// over every rank, against the devices' peak.
+static llvm::json::Object predictStep(ModuleOp module,
+                                      const CompileOptions &options,
+                                      const CostModel &cost,
+                                      const llvm::json::Object &plan,
+                                      int64_t heldPeak, std::string &line) {
+  func::FuncOp step;
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (!fn.isExternal() && fn.isPublic())
+      step = fn;
+  int64_t devices = options.dp * options.tp * options.pp;
+  auto microbatches = step->getAttrOfType<IntegerAttr>("dist.microbatches");
+  int64_t m = microbatches ? microbatches.getInt() : 1;
+  const llvm::json::Object *schedule = plan.getObject("schedule");
+  double seconds = 0, reductions = 0, optimizer = 0, bubble = 0;
+  int64_t peak = heldPeak;
+  if (schedule) {
+    seconds = schedule->getNumber("makespan").value_or(0);
+    bubble = schedule->getNumber("bubble_fraction").value_or(0);
+    // Per pipeline rank: its gradient sums and its optimizer.
+    SmallVector<double> after(options.pp, 0);
+    step.walk([&](Operation *op) {
+      if (auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr)) {
+        if (isDataParallelReduction(op))
+          after[stage.getInt() % options.pp] += cost.time(op);
+      } else if (auto stages =
+                     op->getAttrOfType<DenseI64ArrayAttr>(kStagesAttr)) {
+        llvm::SmallDenseSet<int64_t> ranks;
+        for (int64_t s : stages.asArrayRef())
+          if (ranks.insert(s % options.pp).second)
+            after[s % options.pp] += cost.time(op);
+      }
+    });
+    double slowest = *llvm::max_element(after);
+    seconds += slowest;
+    if (const llvm::json::Array *ranks = schedule->getArray("ranks"))
+      for (const llvm::json::Value &rank : *ranks)
+        peak = std::max(
+            peak, rank.getAsObject()->getInteger("peak_bytes").value_or(0));
+    step.walk([&](Operation *op) {
+      if (isDataParallelReduction(op))
+        reductions += cost.time(op);
+    });
+    optimizer = slowest;
+  } else {
+    step.walk([&](Operation *op) {
+      if (op != step)
+        seconds += cost.time(op);
+    });
+  }
+  // Tokens: the first input's elements (a batch of token ids) per
+  // microbatch, replica and step.
+  int64_t tokens = 0;
+  for (auto [i, t] : llvm::enumerate(step.getArgumentTypes()))
+    if (step.getArgAttr(i, kOnnxNameAttr)) {
+      tokens = cast<RankedTensorType>(t).getNumElements() * m * options.dp;
+      break;
+    }
+  double modelFlops = 3.0 * double(getForwardFlops(step)) * double(m) *
+                      double(options.tp * options.dp);
+  double mfu =
+      seconds > 0
+          ? modelFlops / (seconds * double(devices) * cost.peakFlopsPerSecond)
+          : 0;
+  double throughput = seconds > 0 ? double(tokens) / seconds : 0;
+  line = llvm::formatv(
+             "  prediction ({0}, {1} device(s)): step {2}, {3:F0} "
+             "tokens/s, MFU {4:F1}%, peak {5} GB per device "
+             "(of {6} GB)\n",
+             cost.machine, devices, humanSeconds(seconds), throughput,
+             100 * mfu, llvm::formatv("{0:F2}", double(peak) / 1e9).str(),
+             llvm::formatv("{0:F0}", double(cost.memoryBytes) / 1e9).str())
+             .str();
+  return llvm::json::Object{{"machine", cost.machine},
+                            {"step_seconds", seconds},
+                            {"tokens_per_second", throughput},
+                            {"mfu", mfu},
+                            {"peak_bytes", peak},
+                            {"fits", peak <= cost.memoryBytes},
+                            {"bubble_fraction", bubble},
+                            {"data_parallel_reduction_seconds", reductions},
+                            {"after_flush_seconds", optimizer},
+                            {"model_flops", modelFlops}};
+}
+
 LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
                         raw_ostream &summary) {
   auto fail = [](const Twine &msg) {
@@ -354,6 +460,19 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   // The collectives of the step (of one microbatch's stage functions with
   // pipelining: the schedule runs those per microbatch).
   json["collectives"] = describeCollectives(*module);
+  // On a machine: the step's time, throughput, MFU and memory there.
+  std::string predictionLine;
+  if (!options.machine.empty()) {
+    llvm::Expected<CostModel> cost =
+        CostModel::forMachine(options.machine, options.dtype);
+    if (!cost)
+      return fail(llvm::toString(cost.takeError()));
+    int64_t held = 0;
+    for (const HeldBytes &h : heldBytes(*module, options.pp))
+      held = std::max(held, h.parameters + h.gradients + h.state);
+    json["prediction"] =
+        predictStep(*module, options, *cost, json, held, predictionLine);
+  }
   // What each axis but the pipeline's does, as the compile says it.
   std::string axesSummary;
   llvm::raw_string_ostream axesOs(axesSummary);
@@ -404,5 +523,6 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
       return failure();
     summary << (*described)->summary;
   }
+  summary << predictionLine;
   return success();
 }

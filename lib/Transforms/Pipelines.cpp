@@ -116,6 +116,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     recompute.virtualStages = options.virtualStages;
     recompute.costTable = options.costTable;
     recompute.target = options.target;
+    recompute.machine = options.machine;
+    recompute.dtype = options.dtype;
     pm.addPass(createRecompute(recompute));
   };
   if (!pipelined)
@@ -125,7 +127,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     // collectives; the schedule is verified before it is compiled.
     pm.addPass(createPipelineStages(
         {options.pp, options.virtualStages, options.schedule, microbatches,
-         options.ppSplit, options.costTable, options.target}));
+         options.ppSplit, options.costTable, options.target, options.machine,
+         options.dtype}));
     addRecompute();
     PipelineScheduleOptions schedule;
     schedule.kind = options.schedule;

@@ -94,6 +94,10 @@ compile options:
   --pp-split A,B,...     end pipeline stages after these ONNX nodes instead
                          of where the cost model balances them
   --cost-table FILE      measured throughputs for the cost model (JSON)
+  --machine M            time the stages on machine M (a100-80gb, h100-80gb,
+                         cpu or a JSON description, docs/Machines.md); pcc
+                         plan then predicts the step's time, tokens/s, MFU
+                         and memory there
   --threads N            threads of each rank's loops and GEMMs (default:
                          the machine's cores shared among its ranks, or
                          OMP_NUM_THREADS at run time)
@@ -373,6 +377,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       ok = args.value(a, o.recompute);
     else if (a == "--memory-budget")
       ok = args.bytes(a, o.memoryBudget);
+    else if (a == "--machine")
+      ok = args.value(a, o.machine);
     else if (a == "--shard") {
       ok = args.value(a, v);
       if (ok)

@@ -65,6 +65,9 @@ struct CompileOptions {
   /// With recompute auto on one stage: the step's planned peak without
   /// recomputation (measured by the driver; 0: pcc-recompute estimates it).
   int64_t plannedPeak = 0;
+  /// A machine description (a100-80gb, h100-80gb, cpu or a JSON file) whose
+  /// throughputs time the stages; `pcc plan` predicts the step on it.
+  std::string machine;
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
   /// Extents of symbolic input dimensions (--dim, --shape).

@@ -501,6 +501,11 @@ def PipelineStages : Pass<"pcc-pipeline-stages", "::mlir::ModuleOp"> {
            "JSON table of measured throughputs">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
            "Target whose default throughputs the cost model uses">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"\"",
+           "Machine description (a name pcc ships or a JSON file) whose "
+           "throughputs the cost model uses instead">,
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"f32\"",
+           "The products' element type, for the machine's throughput">,
   ];
 }
 
@@ -667,6 +672,10 @@ def Recompute : Pass<"pcc-recompute", "::mlir::ModuleOp"> {
            "JSON table of measured throughputs">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
            "Target whose default throughputs the cost model uses">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"\"",
+           "Machine description whose throughputs the cost model uses">,
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"f32\"",
+           "The products' element type, for the machine's throughput">,
   ];
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }

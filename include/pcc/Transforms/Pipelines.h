@@ -94,6 +94,10 @@ struct ParallelizeOptions
       *this, "memory-budget",
       llvm::cl::desc("With recompute=auto: the bytes each rank may hold"),
       llvm::cl::init(0)};
+  Option<std::string> machine{
+      *this, "machine",
+      llvm::cl::desc("Machine description (a100-80gb, h100-80gb, cpu or a "
+                     "JSON file) whose throughputs time the stages")};
   Option<int64_t> plannedPeak{
       *this, "planned-peak",
       llvm::cl::desc("With recompute=auto, unpipelined: the step's planned "

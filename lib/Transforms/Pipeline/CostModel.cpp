@@ -2,10 +2,13 @@
 
 #include "pcc/Transforms/Pipeline/CostModel.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -116,6 +119,143 @@ llvm::Expected<CostModel> CostModel::load(StringRef path, StringRef target) {
   return m;
 }
 
+namespace {
+/// The machine descriptions in machines/, embedded at build time.
+constexpr llvm::StringLiteral kA100 =
+#include "MachineA100.inc"
+    ;
+constexpr llvm::StringLiteral kH100 =
+#include "MachineH100.inc"
+    ;
+constexpr llvm::StringLiteral kCpu =
+#include "MachineCpu.inc"
+    ;
+} // namespace
+
+llvm::Expected<CostModel> CostModel::get(StringRef target, StringRef costTable,
+                                         StringRef machine, StringRef dtype) {
+  if (!machine.empty())
+    return forMachine(machine, dtype);
+  if (!costTable.empty())
+    return load(costTable, target);
+  return forTarget(target);
+}
+
+ArrayRef<StringRef> CostModel::getMachineNames() {
+  static const StringRef names[] = {"a100-80gb", "h100-80gb", "cpu"};
+  return names;
+}
+
+llvm::Expected<CostModel> CostModel::forMachine(StringRef nameOrPath,
+                                                StringRef dtype) {
+  std::string text, where = nameOrPath.str();
+  if (nameOrPath == "a100-80gb") {
+    text = kA100.str();
+  } else if (nameOrPath == "h100-80gb") {
+    text = kH100.str();
+  } else if (nameOrPath == "cpu") {
+    text = kCpu.str();
+  } else {
+    auto buffer = llvm::MemoryBuffer::getFile(nameOrPath);
+    if (!buffer)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--machine " + nameOrPath + ": neither " +
+                                         llvm::join(getMachineNames(), ", ") +
+                                         " nor a readable file (" +
+                                         buffer.getError().message() + ")");
+    text = (*buffer)->getBuffer().str();
+  }
+  auto fail = [&](const Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   where + ": " + msg);
+  };
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
+  if (!json)
+    return fail("not a JSON machine description: " +
+                llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  if (!root)
+    return fail("a machine description must be a JSON object");
+  for (const auto &[key, value] : *root)
+    if (!llvm::is_contained({"name", "description", "sources",
+                             "devices_per_node", "memory_bytes",
+                             "memory_bytes_per_second",
+                             "matrix_flops_per_second", "op_overhead_seconds",
+                             "intra_node", "inter_node"},
+                            key.str()))
+      return fail("unknown key '" + key.str() + "'");
+  // A positive number at `path` (keys through objects), which must exist.
+  auto number = [&](ArrayRef<StringRef> path) -> llvm::Expected<double> {
+    const llvm::json::Object *at = root;
+    std::string name = llvm::join(path, ".");
+    for (StringRef key : path.drop_back()) {
+      const llvm::json::Value *v = at->get(key);
+      at = v ? v->getAsObject() : nullptr;
+      if (!at)
+        return fail("'" + name + "' is missing");
+    }
+    const llvm::json::Value *v = at->get(path.back());
+    std::optional<double> d = v ? v->getAsNumber() : std::nullopt;
+    if (!d || *d <= 0)
+      return fail("'" + name + "' must be a positive number");
+    return *d;
+  };
+  CostModel m;
+  m.machine = root->getString("name").value_or(nameOrPath).str();
+  std::string type = dtype.str();
+  struct Field {
+    SmallVector<StringRef, 3> path;
+    double *into;
+  };
+  double devices = 0, memory = 0;
+  SmallVector<Field> fields = {
+      {{"devices_per_node"}, &devices},
+      {{"memory_bytes"}, &memory},
+      {{"memory_bytes_per_second"}, &m.bytesPerSecond},
+      {{"matrix_flops_per_second", type, "peak"}, &m.peakFlopsPerSecond},
+      {{"matrix_flops_per_second", type, "achievable"}, &m.flopsPerSecond},
+      {{"op_overhead_seconds"}, &m.opOverheadSeconds},
+      {{"intra_node", "bytes_per_second"}, &m.p2pBytesPerSecond},
+      {{"intra_node", "latency_seconds"}, &m.p2pLatencySeconds},
+      {{"inter_node", "bytes_per_second"}, &m.interNodeBytesPerSecond},
+      {{"inter_node", "latency_seconds"}, &m.interNodeLatencySeconds}};
+  for (Field &field : fields) {
+    llvm::Expected<double> value = number(field.path);
+    if (!value)
+      return value.takeError();
+    *field.into = *value;
+  }
+  if (devices != std::floor(devices))
+    return fail("'devices_per_node' must be a whole number");
+  m.devicesPerNode = int64_t(devices);
+  m.memoryBytes = int64_t(memory);
+  if (m.flopsPerSecond > m.peakFlopsPerSecond)
+    return fail("'matrix_flops_per_second." + type +
+                ".achievable' exceeds its peak");
+  return m;
+}
+
+double CostModel::collectiveTime(StringRef kind, int64_t bytes, int64_t ranks,
+                                 bool betweenNodes) const {
+  if (ranks <= 1 || bytes <= 0)
+    return 0;
+  double bandwidth = betweenNodes && interNodeBytesPerSecond > 0
+                         ? interNodeBytesPerSecond
+                         : p2pBytesPerSecond;
+  double latency = betweenNodes && interNodeLatencySeconds > 0
+                       ? interNodeLatencySeconds
+                       : p2pLatencySeconds;
+  double n = double(ranks), steps = n - 1;
+  // What each rank sends: a ring all-reduce is a reduce-scatter and an
+  // all-gather of the whole buffer; a reduce-scatter's result is a rank's
+  // block of what it reduces.
+  double traffic = kind == "all_reduce"       ? 2 * steps / n * bytes
+                   : kind == "reduce_scatter" ? steps * bytes
+                                              : steps / n * bytes;
+  double hops = kind == "all_reduce" ? 2 * steps : steps;
+  return hops * latency + traffic / bandwidth;
+}
+
 double CostModel::transferTime(int64_t bytes, bool betweenNodes) const {
   if (bytes <= 0)
     return 0;
@@ -130,7 +270,40 @@ double CostModel::time(Operation *op) const {
     int64_t bytes = 0;
     for (Value r : op->getResults())
       bytes += tensorBytes(r.getType());
-    return bytes ? opOverheadSeconds + transferTime(bytes) : 0;
+    if (!bytes)
+      return 0;
+    // With a machine, a collective over its group, inside or between nodes.
+    auto axes = op->getAttrOfType<ArrayAttr>("axes");
+    auto module = op->getParentOfType<ModuleOp>();
+    auto mesh =
+        module ? module.lookupSymbol<dist::MeshOp>(dist::kMeshName) : nullptr;
+    if (!machine.empty() && axes && mesh) {
+      StringRef kind = op->getName().stripDialect();
+      if (kind == "all_slice")
+        return opOverheadSeconds + bytes / bytesPerSecond;
+      // The group's ranks lie `stride` apart along each of its axes (row
+      // major): it crosses nodes when they span more than a node holds.
+      int64_t ranks = 1, span = 1;
+      ArrayRef<int64_t> shape = mesh.getShape();
+      for (Attribute axis : axes) {
+        auto name = cast<StringAttr>(axis).getValue();
+        auto it =
+            llvm::find(mesh.getAxisNames().getAsValueRange<StringAttr>(), name);
+        int64_t index = std::distance(
+            mesh.getAxisNames().getAsValueRange<StringAttr>().begin(), it);
+        if (index >= int64_t(shape.size()))
+          continue;
+        int64_t stride = 1;
+        for (int64_t inner = index + 1; inner < int64_t(shape.size()); ++inner)
+          stride *= shape[inner];
+        ranks *= shape[index];
+        span += (shape[index] - 1) * stride;
+      }
+      return opOverheadSeconds +
+             collectiveTime(kind, bytes, ranks,
+                            devicesPerNode > 0 && span > devicesPerNode);
+    }
+    return opOverheadSeconds + transferTime(bytes);
   }
   auto cost = dyn_cast<graph::CostOpInterface>(op);
   if (!cost)

@@ -2,6 +2,8 @@
 
 #include "Phases.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
+#include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Pipeline/CostModel.h"
@@ -168,4 +170,26 @@ SmallVector<int64_t> pipeline::getStashBytes(
     }
   }
   return stash;
+}
+
+bool pipeline::isDataParallelReduction(Operation *op) {
+  if (!isa<dist::AllReduceOp, dist::ReduceScatterOp>(op))
+    return false;
+  auto axes = op->getAttrOfType<ArrayAttr>("axes");
+  return axes && llvm::any_of(axes, [](Attribute axis) {
+           auto name = dyn_cast<StringAttr>(axis);
+           return name && name.getValue() == dist::kDataAxis;
+         });
+}
+
+int64_t pipeline::getForwardFlops(func::FuncOp step) {
+  if (step.isExternal())
+    return 0;
+  StepPhases phases = classifyPhases(step);
+  int64_t flops = 0;
+  for (Operation &op : step.getBody().front())
+    if (phases.of(&op) == Phase::Forward && !phases.isFree(&op))
+      if (auto cost = dyn_cast<graph::CostOpInterface>(&op))
+        flops += cost.getFlops();
+  return flops;
 }

@@ -214,7 +214,9 @@ static StepTimes stepTimes(Block &body, const StepPhases &phases,
     // As late as every forward operand is available, as the stages are.
     at = latestAvailable<size_t>(available, at);
     backwardAt[&op] = at;
-    times.backward[at] += cost.time(&op);
+    // A data-parallel gradient sum runs once per step, after the flush.
+    if (!isDataParallelReduction(&op))
+      times.backward[at] += cost.time(&op);
   }
   return times;
 }
@@ -705,6 +707,9 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     auto at = stageOf.find(op);
     if (at == stageOf.end())
       continue;
+    // A data-parallel gradient sum runs once per step, after the flush.
+    if (isDataParallelReduction(op))
+      continue;
     Phase phase = phases.of(op);
     int column = phase == Phase::Forward        ? 0
                  : op->hasAttr(kWeightGradAttr) ? 2
@@ -913,16 +918,13 @@ struct PipelineStagesPass : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
     options.split = split;
     options.schedule = schedule;
     options.microbatches = microbatches;
-    if (costTable.empty()) {
-      options.cost = CostModel::forTarget(target);
-    } else {
-      auto loaded = CostModel::load(costTable, target);
-      if (!loaded) {
-        module.emitError(llvm::toString(loaded.takeError()));
-        return signalPassFailure();
-      }
-      options.cost = *loaded;
+    llvm::Expected<CostModel> cost =
+        CostModel::get(target, costTable, machine, dtype);
+    if (!cost) {
+      module.emitError(llvm::toString(cost.takeError()));
+      return signalPassFailure();
     }
+    options.cost = std::move(*cost);
     // The mesh gains its pipeline axis, outside tensor parallelism's: a
     // stage's tensor-parallel ranks are neighbours.
     if (pp == 1) {

@@ -553,16 +553,11 @@ struct RecomputePass : pcc::impl::RecomputeBase<RecomputePass> {
     request.schedule.ranks =
         (mesh ? mesh.getAxisSize(dist::kPipelineAxis) : std::nullopt)
             .value_or(1);
-    std::optional<CostModel> cost;
-    if (costTable.empty()) {
-      cost = CostModel::forTarget(target);
-    } else {
-      auto loaded = CostModel::load(costTable, target);
-      if (!loaded) {
-        module.emitError(llvm::toString(loaded.takeError()));
-        return signalPassFailure();
-      }
-      cost = *loaded;
+    llvm::Expected<CostModel> cost =
+        CostModel::get(target, costTable, machine, dtype);
+    if (!cost) {
+      module.emitError(llvm::toString(cost.takeError()));
+      return signalPassFailure();
     }
     request.cost = &*cost;
 

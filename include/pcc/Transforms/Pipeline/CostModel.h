@@ -37,6 +37,21 @@ public:
   /// Fails with a message naming the file and the key.
   static llvm::Expected<CostModel> load(llvm::StringRef path,
                                         llvm::StringRef target = "cpu");
+  /// The throughputs of a machine description (docs/Machines.md): one of
+  /// getMachineNames(), shipped in machines/, or a JSON file, for products
+  /// on `dtype` (f32, bf16 or f16). Fails with a message naming the
+  /// description and the key.
+  static llvm::Expected<CostModel> forMachine(llvm::StringRef nameOrPath,
+                                              llvm::StringRef dtype);
+  /// The model the passes use: `machine`'s (for products on `dtype`) when
+  /// given, else `costTable`'s over the target's defaults when given, else
+  /// the target's defaults.
+  static llvm::Expected<CostModel> get(llvm::StringRef target,
+                                       llvm::StringRef costTable,
+                                       llvm::StringRef machine,
+                                       llvm::StringRef dtype);
+  /// The machine descriptions pcc ships: a100-80gb, h100-80gb and cpu.
+  static llvm::ArrayRef<llvm::StringRef> getMachineNames();
 
   /// Seconds of one execution of `op`: its flops and bytes at the op's (or
   /// the target's) throughput, whichever is slower, plus a fixed overhead.
@@ -50,6 +65,24 @@ public:
   bool betweenNodes(int64_t a, int64_t b) const {
     return devicesPerNode > 0 && a / devicesPerNode != b / devicesPerNode;
   }
+
+  /// Seconds of a collective of `kind` (all_reduce, all_gather,
+  /// reduce_scatter, all_to_all) whose result has `bytes`, over a group of
+  /// `ranks`, inside a node or between nodes: the ring algorithms' traffic
+  /// at the link's bandwidth, and a latency per step.
+  double collectiveTime(llvm::StringRef kind, int64_t bytes, int64_t ranks,
+                        bool betweenNodes) const;
+
+  /// The machine description that gave the throughputs (empty: a target's
+  /// defaults or a cost table). With one, collectives are timed by
+  /// collectiveTime over their group, inside or between nodes.
+  std::string machine;
+  /// With a machine: the products' peak throughput (what MFU divides by)
+  /// and each device's memory.
+  double peakFlopsPerSecond = 0;
+  int64_t memoryBytes = 0;
+  /// With a machine: a transfer's fixed cost between nodes.
+  double interNodeLatencySeconds = 0;
 
   double flopsPerSecond = 0, bytesPerSecond = 0, p2pBytesPerSecond = 0;
   double opOverheadSeconds = 0;

@@ -109,6 +109,17 @@ llvm::SmallVector<int64_t> stateStages(mlir::func::FuncOp step, unsigned arg,
 /// of its stateStages runs there (stage s on rank s % ranks).
 bool holdsState(mlir::func::FuncOp step, unsigned arg, int64_t rank,
                 int64_t ranks);
+
+/// Whether `op` sums gradients over data parallelism (an all-reduce or
+/// reduce-scatter over axis dp): a pipeline takes it once per step, of the
+/// gradients accumulated over the microbatches, not once per microbatch.
+bool isDataParallelReduction(mlir::Operation *op);
+
+/// The flops of `step`'s forward (its ops that compute the outputs and the
+/// loss, not those computed from parameters alone) on one rank and, for a
+/// microbatched step, one microbatch: what a model's FLOP count is made
+/// of (the backward's are about twice; recomputation is not counted).
+int64_t getForwardFlops(mlir::func::FuncOp step);
 } // namespace pipeline
 
 /// Replaces the pipelined step of `module` by one function per pipeline
