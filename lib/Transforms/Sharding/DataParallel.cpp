@@ -18,6 +18,9 @@
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
 
@@ -38,6 +41,76 @@ static int64_t batchDimOf(func::FuncOp func, BlockArgument arg) {
           func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kBatchDimAttr))
     return d.getInt();
   return 0;
+}
+
+/// Makes the outputs of `func` that an earlier axis split along another
+/// dimension than their batch (a training step's logits, split over tp's
+/// vocabulary) whole along it, gathered over that axis, so that data
+/// parallelism keeps them split along their batch: a runtime tensor splits
+/// one dimension, and gathering them over dp instead would send every
+/// replica's outputs to every rank (the logits of the whole batch, between
+/// nodes) where the earlier axis's group stays inside one.
+static void gatherOtherSplits(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (unsigned k = 0; k < func.getNumResults(); ++k) {
+    auto stated = func.getResultAttrOfType<dist::ShardingAttr>(k, kShardingAttr);
+    if (!stated || func.getResultAttr(k, kLossAttr) ||
+        getStateIndex(func, k, kGradAttr) ||
+        getStateIndex(func, k, kUpdateAttr) ||
+        (stated.getPartialAxes() && !stated.getPartialAxes().empty()))
+      continue;
+    auto type = dyn_cast<RankedTensorType>(ret.getOperand(k).getType());
+    int64_t batchDim = 0;
+    if (auto d = func.getResultAttrOfType<IntegerAttr>(k, kBatchDimAttr))
+      batchDim = d.getInt();
+    // One split dimension, not the batch's, of contiguous blocks.
+    SmallVector<unsigned> split;
+    for (unsigned d = 0; d < stated.getDims().size(); ++d)
+      if (!stated.getDimAxes(d).empty())
+        split.push_back(d);
+    if (!type || split.size() != 1 || int64_t(split[0]) == batchDim ||
+        (stated.getGroups() &&
+         llvm::any_of(stated.getGroups().asArrayRef(),
+                      [](int64_t g) { return g != 1; })))
+      continue;
+    unsigned dim = split[0];
+    SmallVector<StringRef> axes = stated.getDimAxes(dim);
+    auto module = func->getParentOfType<ModuleOp>();
+    auto mesh = module.lookupSymbol<dist::MeshOp>(dist::kMeshName);
+    int64_t shards = 1;
+    for (StringRef axis : axes)
+      shards *= mesh.getAxisSize(axis).value_or(1);
+    OpBuilder b(ret);
+    Location loc = ret.getLoc();
+    Value v = ret.getOperand(k);
+    // Gathered along the outermost dimension: moved there and back.
+    SmallVector<int64_t> perm{int64_t(dim)};
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (d != int64_t(dim))
+        perm.push_back(d);
+    SmallVector<int64_t> inverse(perm.size());
+    for (auto [i, p] : llvm::enumerate(perm))
+      inverse[p] = int64_t(i);
+    Value moved = dim == 0 ? v : Value(TransposeOp::create(b, loc, v, perm));
+    auto movedType = cast<RankedTensorType>(moved.getType());
+    SmallVector<int64_t> whole(movedType.getShape());
+    whole[0] *= shards;
+    SmallVector<Attribute> axisNames;
+    for (StringRef axis : axes)
+      axisNames.push_back(b.getStringAttr(axis));
+    Value gathered = dist::AllGatherOp::create(
+        b, loc, RankedTensorType::get(whole, type.getElementType()), moved,
+        FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
+        b.getArrayAttr(axisNames), b.getI64IntegerAttr(0));
+    Value result =
+        dim == 0 ? gathered
+                 : Value(TransposeOp::create(b, loc, gathered, inverse));
+    ret.setOperand(k, result);
+    func.removeResultAttr(k, StringAttr::get(func.getContext(), kShardingAttr));
+  }
+  func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(),
+                                 ret.getOperandTypes()));
 }
 
 LogicalResult pcc::splitBatch(func::FuncOp func, int64_t dp) {
@@ -157,6 +230,8 @@ struct DataParallelPass : pcc::impl::DataParallelBase<DataParallelPass> {
     if (failed(mesh))
       return signalPassFailure();
     for (auto func : module.getOps<func::FuncOp>()) {
+      if (!func.isExternal())
+        gatherOtherSplits(func);
       if (failed(splitBatch(func, dp)))
         return signalPassFailure();
       if (zero >= 3)

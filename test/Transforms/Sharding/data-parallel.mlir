@@ -19,8 +19,9 @@
 // With tensor parallelism, tp is laid out first and dp splits the batch of
 // each tp rank's program (the mesh is dp x tp, tp ranks adjacent): the
 // gradients reduced over `dp` are the tp ranks' blocks, and the one
-// all-gather is the logits' batch, since the runtime cannot hold them
-// split along two dimensions (batch over dp, vocabulary over tp).
+// all-gather is the logits' vocabulary over tp (inside a tp group; the
+// runtime cannot hold a tensor split along two dimensions), so that they
+// stay split along the batch over dp rather than gathered between replicas.
 // RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2 tp=2 bucket-bytes=0" | FileCheck %s --check-prefix=TP
 // TP:      dist.mesh @mesh(dp = 2, tp = 2)
 // TP:      func.func @main(%arg0: tensor<1x8xi64> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, onnx.name = "input_ids"}, %arg1: tensor<20x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\["tp"\], \[\]\]}}>
@@ -31,8 +32,9 @@
 // TP-NOT:  dist.all_gather
 // TP:      dist.all_reduce %{{.*}} on @mesh axes ["dp"] sum : tensor<16x24xf32>
 // TP-NOT:  dist.all_gather
-// TP:      dist.all_gather %{{.*}} on @mesh axes ["dp"] dim 0 : tensor<1x8x20xf32> -> tensor<2x8x20xf32>
+// TP:      dist.all_gather %{{.*}} on @mesh axes ["tp"] dim 0 : tensor<20x1x8xf32> -> tensor<40x1x8xf32>
 // TP-NOT:  dist.all_gather
+// TP:      return {{.*}} : tensor<1x8x40xf32>, tensor<f32>
 
 // ZeRO with tensor parallelism: a parameter's state splits the tp rank's
 // block over dp (the dimension's axes nest tp, then dp), so the gradient
