@@ -185,6 +185,11 @@ struct StepMemory {
   /// The graph inputs, and the outputs but the state updates (written over
   /// their state).
   int64_t ioBytes = 0;
+  /// The operands prepared from constant weights (packed for products),
+  /// and the weights the runtime frees once they are prepared (read only
+  /// through them): a weight also read otherwise (a tied embedding) is
+  /// held twice.
+  int64_t preparedBytes = 0, releasedBytes = 0;
   /// What one pipeline rank holds of the training state (the gradients as
   /// the rank holds them: a block with ZeRO 2).
   struct RankBytes {
@@ -195,7 +200,8 @@ struct StepMemory {
 
   /// All a rank needs.
   int64_t getPerRankBytes() const {
-    return paramBytes + stateBytes + workspaceBytes + ioBytes;
+    return paramBytes - releasedBytes + preparedBytes + stateBytes +
+           workspaceBytes + ioBytes;
   }
 };
 

@@ -1069,8 +1069,10 @@ static std::string formatSummary(const CompileOptions &options,
           << " elements), flops/step: " << humanCount(counts.flops, "FLOP")
           << "\n"
           << "  memory: weights " << humanCount(memory.paramBytes, "B")
-          << ", workspace " << humanCount(memory.workspaceBytes, "B")
-          << ", inputs+outputs " << humanCount(memory.ioBytes, "B") << "\n";
+          << ", workspace " << humanCount(memory.workspaceBytes, "B");
+  if (memory.preparedBytes)
+    summary << ", prepared operands " << humanCount(memory.preparedBytes, "B");
+  summary << ", inputs+outputs " << humanCount(memory.ioBytes, "B") << "\n";
   summary << recomputeLine;
   if (options.train) {
     // Decisions by the exporter's record are counted; every other decision
@@ -1193,6 +1195,8 @@ static CompileReport buildReport(const CompileOptions &options,
        llvm::json::Object{{"weights_bytes", memory.paramBytes},
                           {"optimizer_state_bytes", memory.stateBytes},
                           {"workspace_bytes", memory.workspaceBytes},
+                          {"prepared_bytes", memory.preparedBytes},
+                          {"released_weights_bytes", memory.releasedBytes},
                           {"io_bytes", memory.ioBytes},
                           {"per_rank_bytes", llvm::json::Array{perRank}}}},
       {"saved_activations", llvm::json::Object{{"count", counts.savedCount},
@@ -1300,6 +1304,16 @@ LogicalResult pcc::compile(const CompileOptions &options,
     return failure();
   LibraryBuild libraries(options, out.getStagingDir());
   StepMemory memory = countStepMemory(module, *entries, code->workspaceBytes);
+  // Prepared operands are made on the host (a device run keeps every
+  // weight as it is).
+  if (options.target == "cpu") {
+    memory.preparedBytes = int64_t(code->preparedBytes);
+    for (const WeightEntry &w : code->weights)
+      if (w.kind == WeightKind::Constant && w.preparedReads &&
+          w.preparedReads == w.reads && code->preparedBytes)
+        memory.releasedBytes += tensorBytes(
+            w.localType ? Type(w.localType) : Type(w.value.getType()));
+  }
   if (failed(writeWeights(*code, out.path("weights.safetensors"))) ||
       failed(libraries.wait()))
     return failure();

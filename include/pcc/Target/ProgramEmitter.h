@@ -78,6 +78,9 @@ struct CppEmitResult {
   std::vector<CppEmitEntry> entries;
   /// The workspace of the program: the most any entry needs.
   uint64_t workspaceBytes = 0;
+  /// The operands prepared from constant weights (packed products'
+  /// operands), at least.
+  uint64_t preparedBytes = 0;
 };
 
 /// Emits the program of `module` (Graph ops on static tensors) as a C++17

@@ -224,6 +224,9 @@ public:
   /// (pccrt_model_info.prepared_bytes) as a constant expression of the
   /// generated code; empty when there are none.
   virtual std::string getPreparedBytes() const { return {}; }
+  /// The bytes those operands take at least (their elements, unpadded): what
+  /// the compiler counts in a rank's memory, the panel padding aside.
+  virtual int64_t getPreparedBytesAtLeast() const { return 0; }
   /// Statements of the prepare function (`ctx`, `w` and `prepared` are in
   /// scope) that make the prepared operands from the weights; only called
   /// when getPreparedBytes() is not empty.

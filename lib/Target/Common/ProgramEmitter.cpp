@@ -611,6 +611,7 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
   result.mesh = mesh.getAxes();
   result.stageAxis = tables.getStageAxis();
   result.workspaceBytes = programWorkspace;
+  result.preparedBytes = uint64_t(hooks.getPreparedBytesAtLeast());
   for (auto [stage, entry] : llvm::enumerate(entries))
     result.entries.push_back({func::FuncOp(entry).getSymName().str(),
                               pipelined ? int64_t(stage) : -1,

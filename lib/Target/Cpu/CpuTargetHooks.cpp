@@ -304,6 +304,13 @@ std::string CpuTargetHooks::getEnd(const PreparedB &p) {
                        p.n);
 }
 
+int64_t CpuTargetHooks::getPreparedBytesAtLeast() const {
+  int64_t bytes = 0;
+  for (const PreparedB &p : preparedBs)
+    bytes += (p.k * p.n * int64_t(sizeof(float)) + 63) / 64 * 64;
+  return bytes;
+}
+
 std::string CpuTargetHooks::getPreparedB(const GemmCall &g) {
   auto pointer = [](const PreparedB &p) {
     return "(const float*)((const char*)ctx->prepared + " + p.offset + ")";

@@ -98,6 +98,7 @@ private:
   /// Where `p` ends in the prepared operands: its offset plus its size, as
   /// the kernel library computes it.
   static std::string getEnd(const PreparedB &p);
+  int64_t getPreparedBytesAtLeast() const override;
   /// The expression of `g`'s B packed, prepared once.
   std::string getPreparedB(const GemmCall &g);
   std::vector<PreparedB> preparedBs;
