@@ -738,11 +738,11 @@ std::string pcc::recomputeSummary(const llvm::json::Object &recompute) {
     return recompute.getInteger(key).value_or(0);
   };
   std::string line = ("  recompute: " + Twine(count("ops")) +
-                       " forward op(s) again in the backward, +" +
-                       humanCount(count("flops"), "FLOP") + "/step, " +
-                       humanCount(count("bytes_not_kept"), "B") +
-                       " of activations no longer kept for it")
-                          .str();
+                      " forward op(s) again in the backward, +" +
+                      humanCount(count("flops"), "FLOP") + "/step, " +
+                      humanCount(count("bytes_not_kept"), "B") +
+                      " of activations no longer kept for it")
+                         .str();
   if (std::optional<int64_t> budget = recompute.getInteger("budget_bytes"))
     line += " (auto, to fit " + humanCount(*budget, "B") + " per rank)";
   line += "\n";
@@ -753,14 +753,13 @@ std::string pcc::recomputeSummary(const llvm::json::Object &recompute) {
         const llvm::json::Object &stage = *entry.getAsObject();
         if (!*stage.getInteger("ops"))
           continue;
-        line += llvm::formatv("    stage {0}: {1} op(s), +{2}, {3} no longer "
-                              "kept per microbatch\n",
-                              *stage.getInteger("stage"),
-                              *stage.getInteger("ops"),
-                              humanCount(*stage.getInteger("flops"), "FLOP"),
-                              humanCount(*stage.getInteger("bytes_not_kept"),
-                                         "B"))
-                    .str();
+        line +=
+            llvm::formatv("    stage {0}: {1} op(s), +{2}, {3} no longer "
+                          "kept per microbatch\n",
+                          *stage.getInteger("stage"), *stage.getInteger("ops"),
+                          humanCount(*stage.getInteger("flops"), "FLOP"),
+                          humanCount(*stage.getInteger("bytes_not_kept"), "B"))
+                .str();
       }
   return line;
 }
@@ -775,7 +774,8 @@ void pcc::warnOverBudget(const llvm::json::Object &recompute) {
                  << " needs "
                  << humanCount(*rank.getInteger("predicted_bytes"), "B")
                  << " even recomputing all it can, over --memory-budget "
-                 << humanCount(*recompute.getInteger("budget_bytes"), "B") << "\n";
+                 << humanCount(*recompute.getInteger("budget_bytes"), "B")
+                 << "\n";
   }
 }
 

@@ -249,12 +249,18 @@ public:
     llvm::StringRef text(v);
     size_t digits = text.find_first_not_of("0123456789.eE+-");
     // An exponent's "e" stays with the number only when digits follow.
-    llvm::StringRef number = text.take_front(digits), unit = text.drop_front(
-                                                          number.size());
+    llvm::StringRef number = text.take_front(digits),
+                    unit = text.drop_front(number.size());
     static const std::pair<llvm::StringRef, double> units[] = {
-        {"", 1},          {"B", 1},          {"KB", 1e3},
-        {"MB", 1e6},      {"GB", 1e9},       {"TB", 1e12},
-        {"KiB", 1 << 10}, {"MiB", 1 << 20},  {"GiB", double(1 << 30)},
+        {"", 1},
+        {"B", 1},
+        {"KB", 1e3},
+        {"MB", 1e6},
+        {"GB", 1e9},
+        {"TB", 1e12},
+        {"KiB", 1 << 10},
+        {"MiB", 1 << 20},
+        {"GiB", double(1 << 30)},
         {"TiB", double(1ll << 40)}};
     double d = 0;
     auto found = llvm::find_if(

@@ -116,8 +116,8 @@ llvm::json::Array describeCollectives(mlir::ModuleOp module);
 
 /// What pcc-recompute made the backward recompute in `module` (report.json's
 /// and plan.json's `recompute`: mode, ops, flops, bytes_not_kept; per
-/// pipeline stage `stages`; with auto `budget_bytes` and `over_budget`), and the
-/// summary line that says so (empty without recomputation).
+/// pipeline stage `stages`; with auto `budget_bytes` and `over_budget`), and
+/// the summary line that says so (empty without recomputation).
 llvm::json::Object describeRecompute(mlir::ModuleOp module,
                                      llvm::StringRef mode);
 std::string recomputeSummary(const llvm::json::Object &recompute);

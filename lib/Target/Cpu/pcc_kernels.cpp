@@ -249,9 +249,8 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
   bool packA = transA || panels >= kPackAPanels;
   // Whole tasks' rows per slice; each row's sums run as they would whole.
   int64_t unit = kPanelRows * kBlockPanels;
-  int64_t slice =
-      std::max<int64_t>(unit, kPackedAFloats / std::max<int64_t>(k, 1) /
-                                  unit * unit);
+  int64_t slice = std::max<int64_t>(
+      unit, kPackedAFloats / std::max<int64_t>(k, 1) / unit * unit);
   if (!packA || m <= slice) {
     productRows(m, n, k, alpha, a, lda, transA, bp, b, ldb, transB, beta, c,
                 ldc, epilogue, epilogueArgs, parallel, 0);

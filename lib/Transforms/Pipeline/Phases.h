@@ -67,11 +67,9 @@ llvm::SmallVector<double> getCrossingBytes(mlir::func::FuncOp func,
 /// its backward: the forward values that a backward op of the stage reads,
 /// each counted once per stage that reads it. `stageOf` gives an op's stage,
 /// or none for an op outside every stage.
-llvm::SmallVector<int64_t>
-getStashBytes(mlir::func::FuncOp func, const StepPhases &phases,
-              int64_t stages,
-              llvm::function_ref<std::optional<int64_t>(mlir::Operation *)>
-                  stageOf);
+llvm::SmallVector<int64_t> getStashBytes(
+    mlir::func::FuncOp func, const StepPhases &phases, int64_t stages,
+    llvm::function_ref<std::optional<int64_t>(mlir::Operation *)> stageOf);
 
 /// The sum that gradient clipping's squared norm is (rooted at the op
 /// marked graph.gradient_norm): its adds (the root, when it is an add, and

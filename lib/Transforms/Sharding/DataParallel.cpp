@@ -54,7 +54,8 @@ static void gatherOtherSplits(func::FuncOp func) {
   Block &body = func.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (unsigned k = 0; k < func.getNumResults(); ++k) {
-    auto stated = func.getResultAttrOfType<dist::ShardingAttr>(k, kShardingAttr);
+    auto stated =
+        func.getResultAttrOfType<dist::ShardingAttr>(k, kShardingAttr);
     if (!stated || func.getResultAttr(k, kLossAttr) ||
         getStateIndex(func, k, kGradAttr) ||
         getStateIndex(func, k, kUpdateAttr) ||
@@ -70,9 +71,8 @@ static void gatherOtherSplits(func::FuncOp func) {
       if (!stated.getDimAxes(d).empty())
         split.push_back(d);
     if (!type || split.size() != 1 || int64_t(split[0]) == batchDim ||
-        (stated.getGroups() &&
-         llvm::any_of(stated.getGroups().asArrayRef(),
-                      [](int64_t g) { return g != 1; })))
+        (stated.getGroups() && llvm::any_of(stated.getGroups().asArrayRef(),
+                                            [](int64_t g) { return g != 1; })))
       continue;
     unsigned dim = split[0];
     SmallVector<StringRef> axes = stated.getDimAxes(dim);
@@ -103,9 +103,9 @@ static void gatherOtherSplits(func::FuncOp func) {
         b, loc, RankedTensorType::get(whole, type.getElementType()), moved,
         FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
         b.getArrayAttr(axisNames), b.getI64IntegerAttr(0));
-    Value result =
-        dim == 0 ? gathered
-                 : Value(TransposeOp::create(b, loc, gathered, inverse));
+    Value result = dim == 0
+                       ? gathered
+                       : Value(TransposeOp::create(b, loc, gathered, inverse));
     ret.setOperand(k, result);
     func.removeResultAttr(k, StringAttr::get(func.getContext(), kShardingAttr));
   }

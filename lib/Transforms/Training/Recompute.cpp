@@ -127,7 +127,8 @@ int64_t getPeakBytes(func::FuncOp func) {
     held += tensorBytes(arg.getType());
   for (Operation &op : body) {
     for (Value result : op.getResults()) {
-      int64_t bytes = updates.contains(result) ? 0 : tensorBytes(result.getType());
+      int64_t bytes =
+          updates.contains(result) ? 0 : tensorBytes(result.getType());
       if (isa<graph::WeightOp>(op)) {
         held += bytes;
         continue;
@@ -135,8 +136,8 @@ int64_t getPeakBytes(func::FuncOp func) {
       size_t last = index[&op];
       for (Operation *user : result.getUsers()) {
         Operation *at = body.findAncestorOpInBlock(*user);
-        last = std::max(last, isa<func::ReturnOp>(at) ? index.size() - 1
-                                                      : index[at]);
+        last = std::max(last,
+                        isa<func::ReturnOp>(at) ? index.size() - 1 : index[at]);
       }
       change[index[&op]] += bytes;
       change[last + 1] -= bytes;
@@ -289,8 +290,8 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
     if (stages) {
       pipeline::ScheduleSpec spec = request.schedule;
       pipeline::fillSpecFromStep(func, spec);
-      FailureOr<pipeline::ScheduleTable> table = pipeline::generateSchedule(
-          spec, [&] { return func.emitError(); });
+      FailureOr<pipeline::ScheduleTable> table =
+          pipeline::generateSchedule(spec, [&] { return func.emitError(); });
       if (failed(table))
         return failure();
       pipeline::ScheduleTiming timing;
@@ -312,13 +313,14 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
         unit.assign(stages, 0);
         unit[s] = 1;
         counting.stashBytes = unit;
-        inFlight[s] = std::max<int64_t>(
-            1, pipeline::timeSchedule(*table, counting).ranks[s % ranks]
-                   .peakBytes);
+        inFlight[s] =
+            std::max<int64_t>(1, pipeline::timeSchedule(*table, counting)
+                                     .ranks[s % ranks]
+                                     .peakBytes);
       }
     } else {
-      peak[0] = request.plannedPeak > 0 ? request.plannedPeak
-                                        : getPeakBytes(func);
+      peak[0] =
+          request.plannedPeak > 0 ? request.plannedPeak : getPeakBytes(func);
     }
 
     // What recomputing `def` takes along: `def` and the ops of the values it
@@ -395,10 +397,11 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
                                                  bestOps.end());
         for (Operation *op : bestOps) {
           for (Value result : op->getResults())
-            if (eligible(result) && (kept.contains(result) ||
-                                     llvm::any_of(result.getUsers(), [&](Operation *user) {
-                                       return inside.contains(user);
-                                     }))) {
+            if (eligible(result) &&
+                (kept.contains(result) ||
+                 llvm::any_of(result.getUsers(), [&](Operation *user) {
+                   return inside.contains(user);
+                 }))) {
               chosen.insert(result);
               kept.erase(result);
             }
@@ -439,8 +442,8 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
   std::function<bool(Operation *)> madeByCollective = [&](Operation *op) {
     if (auto it = gathered.find(op); it != gathered.end())
       return it->second;
-    bool result = op->getDialect() &&
-                  op->getDialect()->getNamespace() == "dist";
+    bool result =
+        op->getDialect() && op->getDialect()->getNamespace() == "dist";
     for (Value operand : op->getOperands())
       if (Operation *def = operand.getDefiningOp();
           def && phases.isFree(operand))
@@ -501,11 +504,11 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
   if (stages && !made.empty()) {
     MLIRContext *ctx = func.getContext();
     StepPhases now = classifyPhases(func);
-    func->setAttr(dist::kStashBytesAttr,
-                  DenseI64ArrayAttr::get(
-                      ctx, getStashBytes(func, now, stages, stageOf)));
-    if (auto costs = func->getAttrOfType<DenseF64ArrayAttr>(
-            dist::kStageCostsAttr);
+    func->setAttr(
+        dist::kStashBytesAttr,
+        DenseI64ArrayAttr::get(ctx, getStashBytes(func, now, stages, stageOf)));
+    if (auto costs =
+            func->getAttrOfType<DenseF64ArrayAttr>(dist::kStageCostsAttr);
         costs && int64_t(costs.size()) == 3 * stages && request.cost) {
       SmallVector<double> updated(costs.asArrayRef());
       for (Operation *copy : made)
@@ -546,7 +549,8 @@ struct RecomputePass : pcc::impl::RecomputeBase<RecomputePass> {
                          << mode << "'";
       return signalPassFailure();
     }
-    request.schedule.kind = schedule.empty() ? std::string("1f1b") : std::string(schedule);
+    request.schedule.kind =
+        schedule.empty() ? std::string("1f1b") : std::string(schedule);
     request.schedule.microbatches = std::max<int64_t>(microbatches, 1);
     request.schedule.virtualStages = std::max<int64_t>(virtualStages, 1);
     auto mesh = module.lookupSymbol<dist::MeshOp>(dist::kMeshName);

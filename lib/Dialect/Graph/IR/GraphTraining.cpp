@@ -80,21 +80,20 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
              });
     };
     auto totals = dyn_cast<DictionaryAttr>(attr.getValue());
-    bool valid = isa<ModuleOp>(op) &&
-                 hasIntegers(totals, {"ops", "flops", "bytes"}) &&
-                 llvm::all_of(totals, [&](NamedAttribute entry) {
-                   StringRef key = entry.getName().getValue();
-                   Attribute value = entry.getValue();
-                   if (key == "stages")
-                     return listOf(value, {"ops", "flops", "bytes"});
-                   if (key == "over")
-                     return listOf(value, {"rank", "bytes"});
-                   return isa<IntegerAttr>(value) &&
-                          llvm::is_contained(ArrayRef<StringRef>{"ops", "flops",
-                                                                 "bytes",
-                                                                 "budget"},
-                                             key);
-                 });
+    bool valid =
+        isa<ModuleOp>(op) && hasIntegers(totals, {"ops", "flops", "bytes"}) &&
+        llvm::all_of(totals, [&](NamedAttribute entry) {
+          StringRef key = entry.getName().getValue();
+          Attribute value = entry.getValue();
+          if (key == "stages")
+            return listOf(value, {"ops", "flops", "bytes"});
+          if (key == "over")
+            return listOf(value, {"rank", "bytes"});
+          return isa<IntegerAttr>(value) &&
+                 llvm::is_contained(
+                     ArrayRef<StringRef>{"ops", "flops", "bytes", "budget"},
+                     key);
+        });
     if (!valid)
       return op->emitError()
              << kRecomputeAttr
