@@ -1165,8 +1165,9 @@ static CompileReport buildReport(const CompileOptions &options,
   warnOverBudget(recompute);
   // The pass predicts a step's peak before its buffers are laid out; the
   // buffer plan has the last word.
+  const llvm::json::Array *over = recompute.getArray("over_budget");
   if (options.memoryBudget > 0 && perRank > options.memoryBudget &&
-      !recompute.getArray("over_budget")->size())
+      (!over || over->empty()))
     llvm::errs() << "pcc: warning: the step's buffers plan "
                  << humanCount(perRank, "B")
                  << " per rank, over --memory-budget "
