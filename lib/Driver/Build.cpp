@@ -217,24 +217,6 @@ OwningOpRef<ModuleOp> pcc::loadModel(MLIRContext &context,
   return importOnnxFile(context, options.model, importOptions, report);
 }
 
-/// What an unpipelined step holds outside its workspace: its arguments
-/// (parameters, state, inputs), its weights, and its results but the state
-/// updates (written over their state).
-static int64_t getHeldBytes(ModuleOp module) {
-  int64_t held = 0;
-  for (auto func : module.getOps<func::FuncOp>()) {
-    if (func.isExternal() || !func.isPublic())
-      continue;
-    for (Type t : func.getArgumentTypes())
-      held += tensorBytes(t);
-    for (auto [i, t] : llvm::enumerate(func.getResultTypes()))
-      if (!func.getResultAttr(i, graph::kUpdateAttr))
-        held += tensorBytes(t);
-    func.walk([&](graph::WeightOp op) { held += tensorBytes(op.getType()); });
-  }
-  return held;
-}
-
 /// The step's planned peak that the pipeline is to run with
 /// (CompileOptions::plannedPeak), for `module` as imported.
 ///
@@ -265,7 +247,11 @@ measurePlannedPeak(ModuleOp module, const CompileOptions &options,
     FailureOr<CppEmitResult> planned = emitCode(*trial, sink, options);
     if (failed(planned))
       return failure();
-    return int64_t(planned->workspaceBytes) + getHeldBytes(*trial);
+    FailureOr<SmallVector<func::FuncOp>> entries = getProgramEntries(*trial);
+    if (failed(entries))
+      return failure();
+    return countStepMemory(*trial, *entries, *planned, options.target)
+        .getPerRankBytes();
   };
   CompileOptions none = options;
   none.recompute = "none";
@@ -461,9 +447,19 @@ pcc::getStepResults(ArrayRef<func::FuncOp> entries) {
 }
 
 StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
-                                int64_t workspaceBytes) {
+                                const CppEmitResult &code, StringRef target) {
   StepMemory memory;
-  memory.workspaceBytes = workspaceBytes;
+  memory.workspaceBytes = int64_t(code.workspaceBytes);
+  // Prepared operands are made on the host (a device run keeps every
+  // weight as it is).
+  if (target == "cpu" && code.preparedBytes) {
+    memory.preparedBytes = int64_t(code.preparedBytes);
+    for (const WeightEntry &w : code.weights)
+      if (w.kind == WeightKind::Constant && w.preparedReads &&
+          w.preparedReads == w.reads)
+        memory.releasedBytes += tensorBytes(
+            w.localType ? Type(w.localType) : Type(w.value.getType()));
+  }
   auto countParam = [&](Type t) {
     ++memory.paramCount;
     memory.paramElements += cast<RankedTensorType>(t).getNumElements();

@@ -205,11 +205,12 @@ struct StepMemory {
   }
 };
 
-/// Counts the memory of the step whose entries are `entries`, with the
-/// emitter's workspace.
+/// Counts the memory of the step whose entries are `entries`, with what
+/// the emitter planned for it in `code` (its workspace and, on the CPU, the
+/// operands it prepares from constant weights).
 StepMemory countStepMemory(mlir::ModuleOp module,
                            llvm::ArrayRef<mlir::func::FuncOp> entries,
-                           int64_t workspaceBytes);
+                           const CppEmitResult &code, llvm::StringRef target);
 
 } // namespace pcc
 

@@ -1304,17 +1304,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
   if (failed(code))
     return failure();
   LibraryBuild libraries(options, out.getStagingDir());
-  StepMemory memory = countStepMemory(module, *entries, code->workspaceBytes);
-  // Prepared operands are made on the host (a device run keeps every
-  // weight as it is).
-  if (options.target == "cpu") {
-    memory.preparedBytes = int64_t(code->preparedBytes);
-    for (const WeightEntry &w : code->weights)
-      if (w.kind == WeightKind::Constant && w.preparedReads &&
-          w.preparedReads == w.reads && code->preparedBytes)
-        memory.releasedBytes += tensorBytes(
-            w.localType ? Type(w.localType) : Type(w.value.getType()));
-  }
+  StepMemory memory = countStepMemory(module, *entries, *code, options.target);
   if (failed(writeWeights(*code, out.path("weights.safetensors"))) ||
       failed(libraries.wait()))
     return failure();

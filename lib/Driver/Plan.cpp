@@ -295,7 +295,7 @@ static llvm::json::Object predictStep(ModuleOp module,
     if (!fn.isExternal() && fn.isPublic())
       step = fn;
   int64_t devices = options.dp * options.tp * options.pp;
-  auto microbatches = step->getAttrOfType<IntegerAttr>("dist.microbatches");
+  auto microbatches = step->getAttrOfType<IntegerAttr>(kMicrobatchesAttr);
   int64_t m = microbatches ? microbatches.getInt() : 1;
   const llvm::json::Object *schedule = plan.getObject("schedule");
   double seconds = 0, reductions = 0, optimizer = 0, bubble = 0;
@@ -307,8 +307,11 @@ static llvm::json::Object predictStep(ModuleOp module,
     SmallVector<double> after(options.pp, 0);
     step.walk([&](Operation *op) {
       if (auto stage = op->getAttrOfType<IntegerAttr>(kStageAttr)) {
-        if (isDataParallelReduction(op))
-          after[stage.getInt() % options.pp] += cost.time(op);
+        if (isDataParallelReduction(op)) {
+          double time = cost.time(op);
+          after[stage.getInt() % options.pp] += time;
+          reductions += time;
+        }
       } else if (auto stages =
                      op->getAttrOfType<DenseI64ArrayAttr>(kStagesAttr)) {
         llvm::SmallDenseSet<int64_t> ranks;
@@ -323,10 +326,6 @@ static llvm::json::Object predictStep(ModuleOp module,
       for (const llvm::json::Value &rank : *ranks)
         peak = std::max(
             peak, rank.getAsObject()->getInteger("peak_bytes").value_or(0));
-    step.walk([&](Operation *op) {
-      if (isDataParallelReduction(op))
-        reductions += cost.time(op);
-    });
     optimizer = slowest;
   } else {
     step.walk([&](Operation *op) {

@@ -283,22 +283,13 @@ double CostModel::time(Operation *op) const {
         return opOverheadSeconds + bytes / bytesPerSecond;
       // The group's ranks lie `stride` apart along each of its axes (row
       // major): it crosses nodes when they span more than a node holds.
-      int64_t ranks = 1, span = 1;
+      int64_t ranks = 1, span = 1, stride = 1;
       ArrayRef<int64_t> shape = mesh.getShape();
-      for (Attribute axis : axes) {
-        auto name = cast<StringAttr>(axis).getValue();
-        auto it =
-            llvm::find(mesh.getAxisNames().getAsValueRange<StringAttr>(), name);
-        int64_t index = std::distance(
-            mesh.getAxisNames().getAsValueRange<StringAttr>().begin(), it);
-        if (index >= int64_t(shape.size()))
-          continue;
-        int64_t stride = 1;
-        for (int64_t inner = index + 1; inner < int64_t(shape.size()); ++inner)
-          stride *= shape[inner];
-        ranks *= shape[index];
-        span += (shape[index] - 1) * stride;
-      }
+      for (int64_t d = int64_t(shape.size()) - 1; d >= 0; stride *= shape[d--])
+        if (llvm::is_contained(axes, mesh.getAxisNames()[d])) {
+          ranks *= shape[d];
+          span += (shape[d] - 1) * stride;
+        }
       return opOverheadSeconds +
              collectiveTime(kind, bytes, ranks,
                             devicesPerNode > 0 && span > devicesPerNode);

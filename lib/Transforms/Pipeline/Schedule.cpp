@@ -237,12 +237,7 @@ static ScheduleTable withTransfers(const StepOrder &order, int64_t ranks,
 /// in the simulation, once the send's receive has run: the wait then costs
 /// nothing, and the sent buffer is free from there.
 static void placeSendWaits(ScheduleTable &table, const ScheduleSpec &spec) {
-  ScheduleTiming timing;
-  timing.costs = spec.costs;
-  timing.transferCosts = spec.transferCosts;
-  for (const SmallVector<Action> &actions : table)
-    for (const Action &a : actions)
-      timing.split |= a.kind == Action::Kind::Compute && a.phase == Phase::W;
+  ScheduleTiming timing = getScheduleTiming(spec, table);
   SmallVector<size_t> blockedAt;
   ScheduleStats stats = timeSchedule(table, timing, &blockedAt);
   if (!blockedAt.empty())
@@ -431,4 +426,18 @@ void pipeline::fillSpecFromStep(func::FuncOp func, ScheduleSpec &spec) {
                               spec.transferCosts);
   fromStep<DenseI64ArrayAttr>(func, dist::kTransferBytesAttr, 2 * stages,
                               spec.transferBytes);
+}
+
+ScheduleTiming pipeline::getScheduleTiming(const ScheduleSpec &spec,
+                                           const ScheduleTable &table) {
+  ScheduleTiming timing;
+  timing.costs = spec.costs;
+  timing.transferCosts = spec.transferCosts;
+  timing.stashBytes = spec.stashBytes;
+  timing.baseBytes = spec.baseBytes;
+  timing.transferBytes = spec.transferBytes;
+  for (const SmallVector<Action> &actions : table)
+    for (const Action &a : actions)
+      timing.split |= a.kind == Action::Kind::Compute && a.phase == Phase::W;
+  return timing;
 }

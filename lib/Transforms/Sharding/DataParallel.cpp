@@ -82,30 +82,20 @@ static void gatherOtherSplits(func::FuncOp func) {
     for (StringRef axis : axes)
       shards *= mesh.getAxisSize(axis).value_or(1);
     OpBuilder b(ret);
-    Location loc = ret.getLoc();
-    Value v = ret.getOperand(k);
-    // Gathered along the outermost dimension: moved there and back.
-    SmallVector<int64_t> perm{int64_t(dim)};
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      if (d != int64_t(dim))
-        perm.push_back(d);
-    SmallVector<int64_t> inverse(perm.size());
-    for (auto [i, p] : llvm::enumerate(perm))
-      inverse[p] = int64_t(i);
-    Value moved = dim == 0 ? v : Value(TransposeOp::create(b, loc, v, perm));
-    auto movedType = cast<RankedTensorType>(moved.getType());
-    SmallVector<int64_t> whole(movedType.getShape());
-    whole[0] *= shards;
+    Type elem = type.getElementType();
     SmallVector<Attribute> axisNames;
     for (StringRef axis : axes)
       axisNames.push_back(b.getStringAttr(axis));
-    Value gathered = dist::AllGatherOp::create(
-        b, loc, RankedTensorType::get(whole, type.getElementType()), moved,
-        FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
-        b.getArrayAttr(axisNames), b.getI64IntegerAttr(0));
-    Value result = dim == 0
-                       ? gathered
-                       : Value(TransposeOp::create(b, loc, gathered, inverse));
+    Value result = alongOutermost(
+        b, ret.getLoc(), ret.getOperand(k), dim, [&](Value x) -> Value {
+          SmallVector<int64_t> whole(
+              cast<RankedTensorType>(x.getType()).getShape());
+          whole[0] *= shards;
+          return dist::AllGatherOp::create(
+              b, ret.getLoc(), RankedTensorType::get(whole, elem), x,
+              FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
+              b.getArrayAttr(axisNames), b.getI64IntegerAttr(0));
+        });
     ret.setOperand(k, result);
     func.removeResultAttr(k, StringAttr::get(func.getContext(), kShardingAttr));
   }

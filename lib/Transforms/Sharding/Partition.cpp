@@ -126,10 +126,8 @@ public:
 };
 } // namespace
 
-/// `collective` applied to `v` with dimension `dim` moved outermost (where
-/// the communicator's blocks are), and the result moved back.
-static Value alongOutermost(OpBuilder &b, Location loc, Value v, int64_t dim,
-                            function_ref<Value(Value)> collective) {
+Value sharding::alongOutermost(OpBuilder &b, Location loc, Value v, int64_t dim,
+                               function_ref<Value(Value)> collective) {
   if (dim == 0)
     return collective(v);
   int64_t rank = cast<RankedTensorType>(v.getType()).getRank();

@@ -301,6 +301,13 @@ bool namesAnyAxis(dist::ShardingAttr attr);
 /// Bytes of a whole tensor.
 int64_t byteSize(mlir::Type type);
 
+/// `collective` applied to `v` with dimension `dim` moved outermost (where
+/// the communicator's blocks are), and the result moved back.
+mlir::Value
+alongOutermost(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v,
+               int64_t dim,
+               llvm::function_ref<mlir::Value(mlir::Value)> collective);
+
 } // namespace pcc::sharding
 
 #endif // PCC_TRANSFORMS_SHARDING_SHARDINGSOLVER_H

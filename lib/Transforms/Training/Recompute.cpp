@@ -230,21 +230,24 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
   // A product with a parameter: an op that reads a free tensor of rank 2
   // or more (a weight, or what is made of weights alone) and does more
   // than a few flops per result element (a contraction, not a mask added).
-  auto isProductWithParameter = [&](Operation *op) {
+  auto flopsOf = [](Operation *op) -> int64_t {
     auto cost = dyn_cast<graph::CostOpInterface>(op);
+    return cost ? cost.getFlops() : 0;
+  };
+  // Whether `op` does more than a few flops per result element.
+  auto contracts = [&](Operation *op) {
     int64_t elements = 0;
     for (Value r : op->getResults())
       if (auto type = dyn_cast<RankedTensorType>(r.getType()))
         elements += type.getNumElements();
-    return (!cost || cost.getFlops() > 16 * elements) &&
+    return flopsOf(op) > 16 * elements;
+  };
+  auto isProductWithParameter = [&](Operation *op) {
+    return (!isa<graph::CostOpInterface>(op) || contracts(op)) &&
            llvm::any_of(op->getOperands(), [&](Value operand) {
              auto type = dyn_cast<RankedTensorType>(operand.getType());
              return phases.isFree(operand) && type && type.getRank() >= 2;
            });
-  };
-  auto flopsOf = [](Operation *op) -> int64_t {
-    auto cost = dyn_cast<graph::CostOpInterface>(op);
-    return cost ? cost.getFlops() : 0;
   };
 
   // A value can be recomputed when an inner block makes it, no later
@@ -294,13 +297,8 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
           pipeline::generateSchedule(spec, [&] { return func.emitError(); });
       if (failed(table))
         return failure();
-      pipeline::ScheduleTiming timing;
-      timing.costs = spec.costs;
-      timing.transferCosts = spec.transferCosts;
-      timing.stashBytes = spec.stashBytes;
-      timing.baseBytes = spec.baseBytes;
-      timing.transferBytes = spec.transferBytes;
-      timing.split = spec.kind == "zb-h1";
+      pipeline::ScheduleTiming timing =
+          pipeline::getScheduleTiming(spec, *table);
       pipeline::ScheduleStats stats = pipeline::timeSchedule(*table, timing);
       for (int64_t r = 0; r < ranks; ++r)
         peak[r] = stats.ranks[r].peakBytes;
@@ -328,13 +326,6 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
     // back to kept values; with `cheapOnly`, only those cheap to make again
     // (a few flops per element: no contraction), a contraction's result
     // being kept for the clones instead.
-    auto cheap = [&](Operation *op) {
-      int64_t elements = 0;
-      for (Value r : op->getResults())
-        if (auto type = dyn_cast<RankedTensorType>(r.getType()))
-          elements += type.getNumElements();
-      return flopsOf(op) <= 16 * elements;
-    };
     auto closure = [&](Operation *def, bool cheapOnly,
                        SmallVectorImpl<Operation *> &ops) {
       llvm::SmallPtrSet<Operation *, 8> seen{def};
@@ -343,7 +334,7 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
         for (Value u : ops[i]->getOperands())
           if (Operation *d = u.getDefiningOp();
               d && !kept.contains(u) && !chosen.contains(u) && eligible(u) &&
-              (!cheapOnly || cheap(d)) && seen.insert(d).second)
+              (!cheapOnly || !contracts(d)) && seen.insert(d).second)
             ops.push_back(d);
     };
     for (int64_t r = 0; r < ranks; ++r) {

@@ -177,6 +177,11 @@ struct ScheduleTiming {
   bool split = false;
 };
 
+/// The timing of `table`, generated from `spec`: the spec's costs and
+/// bytes, and split backwards where the table runs W actions.
+ScheduleTiming getScheduleTiming(const ScheduleSpec &spec,
+                                 const ScheduleTable &table);
+
 /// Runs `table` in simulated time: sends never block, a receive waits for
 /// its send, a wait for its send's receive, a computation takes its cost.
 /// A send's bytes count from the send to its wait (or the end). When some rank
