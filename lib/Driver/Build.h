@@ -19,6 +19,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/JSON.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -211,6 +212,63 @@ struct StepMemory {
 StepMemory countStepMemory(mlir::ModuleOp module,
                            llvm::ArrayRef<mlir::func::FuncOp> entries,
                            const CppEmitResult &code, llvm::StringRef target);
+
+/// The model `pcc plan` plans: `options.model`, or the one `modelSpec`
+/// describes by its sizes (gpt:...). Null on failure, diagnosed.
+mlir::OwningOpRef<mlir::ModuleOp>
+loadPlannedModel(mlir::MLIRContext &context, const CompileOptions &options,
+                 llvm::StringRef modelSpec);
+
+/// What planning a layout found: plan.json's content, the schedule's
+/// picture (empty without a pipeline) and the summary `pcc plan` prints.
+struct PlannedLayout {
+  llvm::json::Object json;
+  std::string svg, summary;
+};
+
+/// Plans `module` (a model as loaded, `what` naming it) at the layout of
+/// `options` without generating code. `quiet` leaves out the warnings a
+/// user reads (a layout search plans candidates nobody asked for). Fails
+/// with the error diagnosed.
+llvm::FailureOr<PlannedLayout>
+planLayout(mlir::OwningOpRef<mlir::ModuleOp> module,
+           const CompileOptions &options, llvm::StringRef what,
+           bool quiet = false);
+
+/// Checks that `dir` is absent or a folder holding only files named in
+/// `allowed` (an earlier plan's), so that a plan replaces nothing else.
+llvm::LogicalResult checkPlanFolder(llvm::StringRef dir,
+                                    llvm::ArrayRef<llvm::StringRef> allowed);
+
+/// Writes `text` to `dir`/`name` (creating `dir`) through a temporary file,
+/// so that a failure leaves no partial file.
+llvm::LogicalResult writePlanFile(llvm::StringRef dir, llvm::StringRef name,
+                                  llvm::StringRef text);
+
+/// What a layout search found (searchLayouts).
+struct SearchResult {
+  /// The chosen layout, as the options of a compile or plan.
+  CompileOptions best;
+  /// It in words ("dp 8 x tp 8 x pp 16, ...").
+  std::string description;
+  /// search.json's content, the chosen layout's exact plan and the lines
+  /// that say what the search found.
+  llvm::json::Object json;
+  PlannedLayout plan;
+  std::string summary;
+};
+
+/// `pcc plan --devices N`: searches the layouts of the training step of
+/// `options.model` (or of the model `modelSpec` describes) on `devices`
+/// devices of `options.machine` (see Search.cpp), the options' other
+/// settings (dtype, optimizer, ...) kept. Fails with the error printed.
+llvm::FailureOr<SearchResult> searchLayouts(const CompileOptions &options,
+                                            llvm::StringRef modelSpec,
+                                            int64_t devices,
+                                            llvm::raw_ostream *progress);
+
+/// "12.30 s", "45.60 ms", "7.80 us".
+std::string formatSeconds(double seconds);
 
 } // namespace pcc
 

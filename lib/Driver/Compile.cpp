@@ -1278,6 +1278,37 @@ LogicalResult pcc::compile(const CompileOptions &options,
   OutputFolder out(options);
   if (failed(out.check()))
     return failure();
+  // --auto: the layout the search chooses, compiled.
+  if (options.autoLayout) {
+    CompileOptions searching = options;
+    if (searching.machine.empty()) {
+      if (options.target != "cpu")
+        return printError("--auto on --target " + options.target +
+                          " searches for a machine: give --machine");
+      searching.machine = "cpu";
+    }
+    FailureOr<SearchResult> found =
+        searchLayouts(searching, "", options.devices, nullptr);
+    if (failed(found))
+      return failure();
+    const llvm::json::Object *best = found->json.getObject("best");
+    const llvm::json::Object *prediction =
+        best ? best->getObject("prediction") : nullptr;
+    summary << "pcc: --auto chose " << found->description << " for "
+            << options.devices << " device(s) of " << searching.machine;
+    if (prediction)
+      summary << llvm::formatv(
+          " (predicted step {0}, peak {1:F2} MB per device; {2} layouts "
+          "searched)",
+          formatSeconds(prediction->getNumber("step_seconds").value_or(0)),
+          double(prediction->getInteger("peak_bytes").value_or(0)) / 1e6,
+          found->json.getInteger("searched").value_or(0));
+    summary << "\n";
+    CompileOptions chosen = found->best;
+    chosen.autoLayout = false;
+    chosen.devices = 0;
+    return compile(chosen, summary);
+  }
 
   DialectRegistry registry;
   registerAllDialects(registry);

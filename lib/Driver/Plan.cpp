@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -264,8 +265,7 @@ static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
   return held;
 }
 
-/// "12.3 s", "45.6 ms": seconds for the prediction's line.
-static std::string humanSeconds(double seconds) {
+std::string pcc::formatSeconds(double seconds) {
   if (seconds >= 1)
     return llvm::formatv("{0:F2} s", seconds).str();
   if (seconds >= 1e-3)
@@ -352,7 +352,7 @@ static llvm::json::Object predictStep(ModuleOp module,
              "  prediction ({0}, {1} device(s)): step {2}, {3:F0} "
              "tokens/s, MFU {4:F1}%, peak {5} GB per device "
              "(of {6} GB)\n",
-             cost.machine, devices, humanSeconds(seconds), throughput,
+             cost.machine, devices, formatSeconds(seconds), throughput,
              100 * mfu, llvm::formatv("{0:F2}", double(peak) / 1e9).str(),
              llvm::formatv("{0:F0}", double(cost.memoryBytes) / 1e9).str())
              .str();
@@ -368,52 +368,26 @@ static llvm::json::Object predictStep(ModuleOp module,
                             {"model_flops", modelFlops}};
 }
 
-LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
-                        raw_ostream &summary) {
-  auto fail = [](const Twine &msg) {
-    llvm::errs() << "pcc: error: " << msg << "\n";
-    return failure();
-  };
-  if (options.pp < 1 || options.tp < 1 || options.dp < 1)
-    return fail("--dp, --tp and --pp must be at least 1");
-  if (std::string problem = checkLayoutOptions(options); !problem.empty())
-    return fail(problem);
-  // Plans go into a folder of their own: an existing one may hold only a
-  // previous plan.
-  if (llvm::sys::fs::exists(options.outDir)) {
-    if (!llvm::sys::fs::is_directory(options.outDir))
-      return fail("output '" + options.outDir + "' exists and is not a folder");
-    std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(options.outDir, ec), end;
-         it != end && !ec; it.increment(ec)) {
-      StringRef name = llvm::sys::path::filename(it->path());
-      if (name != "plan.json" && name != "schedule.svg")
-        return fail("output folder '" + options.outDir +
-                    "' holds other files than a plan; choose another");
-    }
+OwningOpRef<ModuleOp> pcc::loadPlannedModel(MLIRContext &context,
+                                            const CompileOptions &options,
+                                            StringRef modelSpec) {
+  if (modelSpec.empty())
+    return loadModel(context, options);
+  std::string error;
+  FailureOr<std::string> source = describedModelSource(modelSpec, error);
+  if (failed(source)) {
+    (void)printError("--model: " + error);
+    return nullptr;
   }
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  MLIRContext context(registry);
-  context.disableMultithreading();
-  auto printer = installDiagnosticPrinter(context);
-  OwningOpRef<ModuleOp> module;
-  std::string what = options.model;
-  if (!modelSpec.empty()) {
-    std::string error;
-    FailureOr<std::string> source = describedModelSource(modelSpec, error);
-    if (failed(source))
-      return fail("--model: " + error);
-    // Diagnostics name the description, as they name a model's file.
-    module =
-        parseSourceString<ModuleOp>(*source, ParserConfig(&context), modelSpec);
-    what = modelSpec.str();
-  } else {
-    module = loadModel(context, options);
-  }
-  if (!module)
-    return failure();
-  PassManager pm(&context);
+  // Diagnostics name the description, as they name a model's file.
+  return parseSourceString<ModuleOp>(*source, ParserConfig(&context),
+                                     modelSpec);
+}
+
+FailureOr<PlannedLayout> pcc::planLayout(OwningOpRef<ModuleOp> module,
+                                         const CompileOptions &options,
+                                         StringRef what, bool quiet) {
+  PassManager pm(module->getContext());
   CompileOptions planning = options;
   planning.lowerSchedule = false;
   planning.fuse = false;
@@ -423,10 +397,13 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   FailureOr<std::optional<PipelinePlan>> described = describePipeline(*module);
   if (failed(described))
     return failure();
-  llvm::json::Object json;
-  if (*described)
+  PlannedLayout planned;
+  llvm::json::Object &json = planned.json;
+  if (*described) {
     json = std::move((*described)->json);
-  json["model"] = what;
+    planned.svg = std::move((*described)->svg);
+  }
+  json["model"] = what.str();
   json["mesh"] = llvm::json::Object{
       {"dp", options.dp}, {"pp", options.pp}, {"tp", options.tp}};
   json["train"] = options.train;
@@ -453,7 +430,8 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
     llvm::json::Object recompute =
         describeRecompute(*module, options.recompute);
     recomputeLine = recomputeSummary(recompute);
-    warnOverBudget(recompute);
+    if (!quiet)
+      warnOverBudget(recompute);
     json["recompute"] = std::move(recompute);
   }
   // The collectives of the step (of one microbatch's stage functions with
@@ -465,7 +443,7 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
     llvm::Expected<CostModel> cost =
         CostModel::forMachine(options.machine, options.dtype);
     if (!cost)
-      return fail(llvm::toString(cost.takeError()));
+      return printError(llvm::toString(cost.takeError()));
     int64_t held = 0;
     for (const HeldBytes &h : heldBytes(*module, options.pp))
       held = std::max(held, h.parameters + h.gradients + h.state);
@@ -473,55 +451,140 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
         predictStep(*module, options, *cost, json, held, predictionLine);
   }
   // What each axis but the pipeline's does, as the compile says it.
-  std::string axesSummary;
-  llvm::raw_string_ostream axesOs(axesSummary);
+  llvm::raw_string_ostream os(planned.summary);
+  os << "pcc: planned " << what << " at ";
+  if (options.dp > 1)
+    os << "dp " << options.dp << " x ";
+  os << "tp " << options.tp << " x pp " << options.pp << " ("
+     << options.dp * options.tp * options.pp << " rank(s)) -> "
+     << options.outDir << "/plan.json\n";
   if (options.dp > 1) {
-    axesOs << "  data parallel: dp " << options.dp;
+    os << "  data parallel: dp " << options.dp;
     if (options.zero)
-      axesOs << ", ZeRO " << options.zero;
-    axesOs << "; collectives of the step:";
-    printCollectivesOver(axesOs, *json.getArray("collectives"),
-                         dist::kDataAxis);
+      os << ", ZeRO " << options.zero;
+    os << "; collectives of the step:";
+    printCollectivesOver(os, *json.getArray("collectives"), dist::kDataAxis);
   }
   if (options.tp > 1) {
-    axesOs << "  tensor parallel: tp " << options.tp
-           << (options.sequenceParallel ? " (sequence parallel)" : "")
-           << "; collectives of the step:";
-    printCollectivesOver(axesOs, *json.getArray("collectives"),
-                         dist::kTensorAxis);
+    os << "  tensor parallel: tp " << options.tp
+       << (options.sequenceParallel ? " (sequence parallel)" : "")
+       << "; collectives of the step:";
+    printCollectivesOver(os, *json.getArray("collectives"), dist::kTensorAxis);
   }
-  std::error_code ec = llvm::sys::fs::create_directories(options.outDir);
-  if (ec)
-    return fail("cannot create '" + options.outDir + "': " + ec.message());
-  auto write = [&](StringRef name, StringRef text) -> LogicalResult {
-    std::string path = (options.outDir + "/" + name).str();
-    std::string tmp = path + ".tmp";
-    {
-      llvm::raw_fd_ostream os(tmp, ec);
-      if (ec)
-        return fail("cannot write " + path + ": " + ec.message());
-      os << text;
-    }
-    if ((ec = llvm::sys::fs::rename(tmp, path)))
-      return fail("cannot write " + path + ": " + ec.message());
+  os << recomputeLine;
+  if (*described)
+    os << (*described)->summary;
+  os << predictionLine;
+  return planned;
+}
+
+LogicalResult pcc::checkPlanFolder(StringRef dir, ArrayRef<StringRef> allowed) {
+  // Plans go into a folder of their own: an existing one may hold only a
+  // previous plan.
+  if (!llvm::sys::fs::exists(dir))
     return success();
-  };
-  std::string text =
-      llvm::formatv("{0:2}", llvm::json::Value(std::move(json))).str() + "\n";
-  if (failed(write("plan.json", text)))
-    return failure();
-  summary << "pcc: planned " << what << " at ";
-  if (options.dp > 1)
-    summary << "dp " << options.dp << " x ";
-  summary << "tp " << options.tp << " x pp " << options.pp << " ("
-          << options.dp * options.tp * options.pp << " rank(s)) -> "
-          << options.outDir << "/plan.json\n"
-          << axesSummary << recomputeLine;
-  if (*described) {
-    if (failed(write("schedule.svg", (*described)->svg)))
-      return failure();
-    summary << (*described)->summary;
+  if (!llvm::sys::fs::is_directory(dir))
+    return printError("output '" + dir + "' exists and is not a folder");
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
+       it.increment(ec))
+    if (!llvm::is_contained(allowed, llvm::sys::path::filename(it->path())))
+      return printError("output folder '" + dir +
+                        "' holds other files than a plan; choose another");
+  return success();
+}
+
+LogicalResult pcc::writePlanFile(StringRef dir, StringRef name,
+                                 StringRef text) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return printError("cannot create '" + dir + "': " + ec.message());
+  std::string path = (dir + "/" + name).str();
+  std::string tmp = path + ".tmp";
+  std::error_code ec;
+  {
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return printError("cannot write " + path + ": " + ec.message());
+    os << text;
   }
-  summary << predictionLine;
+  if ((ec = llvm::sys::fs::rename(tmp, path)))
+    return printError("cannot write " + path + ": " + ec.message());
+  return success();
+}
+
+/// `pcc plan --devices N`: the search's ranking into DIR/search.json and
+/// the best layout's plan into DIR/plan.json (and schedule.svg).
+static LogicalResult planSearch(const CompileOptions &options,
+                                StringRef modelSpec, raw_ostream &summary) {
+  if (options.machine.empty())
+    return printError("--devices searches the layout for a machine: give "
+                      "--machine (" +
+                      llvm::join(CostModel::getMachineNames(), ", ") +
+                      " or a description file)");
+  if (std::string problem = checkLayoutOptions(options); !problem.empty())
+    return printError(problem);
+  if (failed(checkPlanFolder(options.outDir,
+                             {"plan.json", "schedule.svg", "search.json"})))
+    return failure();
+  FailureOr<SearchResult> found =
+      searchLayouts(options, modelSpec, options.devices, nullptr);
+  if (failed(found))
+    return failure();
+  auto text = [](llvm::json::Object json) {
+    return llvm::formatv("{0:2}", llvm::json::Value(std::move(json))).str() +
+           "\n";
+  };
+  if (failed(writePlanFile(options.outDir, "search.json",
+                           text(std::move(found->json)))) ||
+      failed(writePlanFile(options.outDir, "plan.json",
+                           text(std::move(found->plan.json)))))
+    return failure();
+  std::string svg = (options.outDir + "/schedule.svg");
+  if (!found->plan.svg.empty()) {
+    if (failed(writePlanFile(options.outDir, "schedule.svg", found->plan.svg)))
+      return failure();
+  } else {
+    // An earlier plan's picture would not be this one's.
+    (void)llvm::sys::fs::remove(svg);
+  }
+  summary << found->summary << "  -> " << options.outDir
+          << "/search.json; the best layout's plan:\n"
+          << found->plan.summary;
+  return success();
+}
+
+LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
+                        raw_ostream &summary) {
+  if (options.devices > 0)
+    return planSearch(options, modelSpec, summary);
+  if (options.pp < 1 || options.tp < 1 || options.dp < 1)
+    return printError("--dp, --tp and --pp must be at least 1");
+  if (std::string problem = checkLayoutOptions(options); !problem.empty())
+    return printError(problem);
+  if (failed(checkPlanFolder(options.outDir, {"plan.json", "schedule.svg"})))
+    return failure();
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.disableMultithreading();
+  auto printer = installDiagnosticPrinter(context);
+  OwningOpRef<ModuleOp> module = loadPlannedModel(context, options, modelSpec);
+  if (!module)
+    return failure();
+  std::string what = modelSpec.empty() ? options.model : modelSpec.str();
+  FailureOr<PlannedLayout> planned =
+      planLayout(std::move(module), options, what);
+  if (failed(planned))
+    return failure();
+  std::string text =
+      llvm::formatv("{0:2}", llvm::json::Value(std::move(planned->json)))
+          .str() +
+      "\n";
+  if (failed(writePlanFile(options.outDir, "plan.json", text)))
+    return failure();
+  if (!planned->svg.empty() &&
+      failed(writePlanFile(options.outDir, "schedule.svg", planned->svg)))
+    return failure();
+  summary << planned->summary;
   return success();
 }

@@ -24,6 +24,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 
@@ -326,10 +327,45 @@ std::optional<SmallVector<bool>> getConstantMask(Value v, int depth = 0) {
   return std::nullopt;
 }
 
+/// What the mask `v` is computed from, as getConstantMask and isCausal read
+/// it: each op's name and, for a constant, its (uniqued) attribute; for a
+/// comparison, its scalar. Equal keys mean equal masks, so that the layers
+/// of a deep model, each with its own copy of one causal mask, have it
+/// checked once (a [2048, 2048] mask is 4M elements per layer).
+static std::string maskKey(Value v, int depth = 0) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  if (depth > 4)
+    return "?";
+  if (DenseElementsAttr dense = getConstantValue(v))
+    os << "c" << dense.getAsOpaquePointer();
+  else if (auto n = v.getDefiningOp<NotOp>())
+    os << "not(" << maskKey(n.getInput(), depth + 1) << ")";
+  else if (auto eq = v.getDefiningOp<EqualOp>())
+    os << "eq(" << maskKey(eq.getLhs(), depth + 1) << ","
+       << getScalar(eq.getRhs()).value_or(NAN) << ")";
+  else
+    os << "v" << v.getAsOpaquePointer();
+  return key;
+}
+
 /// Whether `v` is a constant whose every [Tq, Tk] slice is causal: 0 where
 /// key j <= query i, a masking value above (`isWhereMask`: a boolean mask
 /// that keeps, where it is `keepWhere`, exactly j <= i).
-bool isCausal(Value v, bool isWhereMask, bool keepWhere) {
+bool isCausalUncached(Value v, bool isWhereMask, bool keepWhere);
+bool isCausal(Value v, bool isWhereMask, bool keepWhere,
+              llvm::StringMap<bool> &known) {
+  std::string key =
+      maskKey(v) + (isWhereMask ? "w" : "") + (keepWhere ? "k" : "");
+  for (int64_t d : shapeOf(v))
+    key += "x" + std::to_string(d);
+  auto [it, inserted] = known.try_emplace(key, false);
+  if (inserted)
+    it->second = isCausalUncached(v, isWhereMask, keepWhere);
+  return it->second;
+}
+
+bool isCausalUncached(Value v, bool isWhereMask, bool keepWhere) {
   ArrayRef<int64_t> shape = shapeOf(v);
   if (shape.size() < 2 || shape[shape.size() - 2] < 2)
     return false;
@@ -384,7 +420,7 @@ Value splitBatchHeads(OpBuilder &b, Location loc, Value v,
 /// Replaces what `m` matched by one graph.attention; false (and the IR
 /// as it was, but for unused new views) where its keys and values do not
 /// share their heads.
-bool rewrite(Match &m) {
+bool rewrite(Match &m, llvm::StringMap<bool> &knownMasks) {
   Operation *anchor = m.output;
   OpBuilder b(anchor);
   SmallVector<Location> locs;
@@ -415,7 +451,8 @@ bool rewrite(Match &m) {
   bool causal = false;
   Value bias;
   for (BiasTerm term : m.bias) {
-    if (!causal && isCausal(term.value, term.isWhereMask, term.keepWhere)) {
+    if (!causal &&
+        isCausal(term.value, term.isWhereMask, term.keepWhere, knownMasks)) {
       causal = true;
       continue;
     }
@@ -465,6 +502,7 @@ struct FuseAttentionPass
 
   void runOnOperation() override {
     SmallVector<SoftmaxOp> softmaxes;
+    llvm::StringMap<bool> knownMasks;
     getOperation().walk([&](SoftmaxOp s) { softmaxes.push_back(s); });
     for (SoftmaxOp softmax : softmaxes) {
       std::optional<Match> m = matchAttention(softmax);
@@ -498,7 +536,7 @@ struct FuseAttentionPass
         continue;
       if (maxHeadDim > 0 && (q[3] > maxHeadDim || v[3] > maxHeadDim))
         continue;
-      if (!rewrite(*m))
+      if (!rewrite(*m, knownMasks))
         continue;
     }
   }

@@ -47,11 +47,24 @@ those of code generation (--cpu, --threads, --no-fuse, --cuda-arch,
 --cuda-emulate, --eval) do not apply to it.
 )";
 
+/// The options that decide a layout, which --devices searches.
+static const char *const kLayoutOptions[] = {"--dp",
+                                             "--tp",
+                                             "--pp",
+                                             "--microbatches",
+                                             "--schedule",
+                                             "--virtual-stages",
+                                             "--zero",
+                                             "--recompute",
+                                             "--memory-budget",
+                                             "--pp-split",
+                                             "--sequence-parallel"};
+
 /// The compile options that only code generation reads: `pcc plan --help`
 /// leaves them out.
-static const char *const kCodegenOptions[] = {"--cpu",          "--threads",
-                                              "--no-fuse",      "--cuda-arch",
-                                              "--cuda-emulate", "--eval"};
+static const char *const kCodegenOptions[] = {
+    "--cpu",          "--threads", "--no-fuse", "--cuda-arch",
+    "--cuda-emulate", "--eval",    "--auto"};
 
 static const char kCompileHelp[] = R"(
 compile options:
@@ -94,6 +107,16 @@ compile options:
   --pp-split A,B,...     end pipeline stages after these ONNX nodes instead
                          of where the cost model balances them
   --cost-table FILE      measured throughputs for the cost model (JSON)
+  --auto                 with --devices N: search the layout (dp, tp, pp,
+                         microbatches, schedule, sequence parallelism,
+                         ZeRO, recomputation) for N devices of --machine M
+                         (default cpu) as pcc plan --devices does, and
+                         compile the best
+  --devices N            search the layout for N devices instead of
+                         giving --dp, --tp, --pp and the rest: pcc plan
+                         writes the ranked layouts to DIR/search.json and
+                         the best one's plan to DIR/plan.json (needs
+                         --train and --machine)
   --machine M            time the stages on machine M (a100-80gb, h100-80gb,
                          cpu or a JSON description, docs/Machines.md); pcc
                          plan then predicts the step's time, tokens/s, MFU
@@ -330,6 +353,8 @@ static bool parseShapeFlag(llvm::StringRef flag, llvm::StringRef v,
 static int compileCommand(Args &args, bool planOnly = false) {
   CompileOptions o;
   std::string modelSpec;
+  // The layout options given: a search (--devices) chooses them.
+  std::vector<std::string> layoutGiven;
   while (!args.done()) {
     llvm::StringRef a = args.next();
     if (isHelp(a)) {
@@ -357,6 +382,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
     }
     std::string v;
     bool ok = true;
+    if (llvm::is_contained(kLayoutOptions, a))
+      layoutGiven.push_back(a.str());
     if (a == "-o" || a == "--output")
       ok = args.value(a, o.outDir);
     else if (planOnly && a == "--model")
@@ -385,6 +412,10 @@ static int compileCommand(Args &args, bool planOnly = false) {
       ok = args.bytes(a, o.memoryBudget);
     else if (a == "--machine")
       ok = args.value(a, o.machine);
+    else if (a == "--devices")
+      ok = args.integer(a, o.devices, 1);
+    else if (!planOnly && a == "--auto")
+      o.autoLayout = true;
     else if (a == "--shard") {
       ok = args.value(a, v);
       if (ok)
@@ -514,6 +545,24 @@ static int compileCommand(Args &args, bool planOnly = false) {
     }
     if (!ok)
       return 1;
+  }
+  if (o.devices > 0 || o.autoLayout) {
+    if (!layoutGiven.empty()) {
+      llvm::errs() << "pcc: error: " << layoutGiven.front()
+                   << " is a layout option, which the search of --devices "
+                      "chooses: leave it out\n";
+      return 1;
+    }
+    if (o.autoLayout && o.devices < 1) {
+      llvm::errs() << "pcc: error: --auto searches the layout for "
+                      "--devices N devices: give --devices\n";
+      return 1;
+    }
+    if (!o.autoLayout && !planOnly) {
+      llvm::errs() << "pcc: error: --devices is the search's: give --auto "
+                      "to compile the layout it chooses\n";
+      return 1;
+    }
   }
   if (planOnly) {
     if (o.model.empty() == modelSpec.empty() || o.outDir.empty()) {

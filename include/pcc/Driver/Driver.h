@@ -68,6 +68,11 @@ struct CompileOptions {
   /// A machine description (a100-80gb, h100-80gb, cpu or a JSON file) whose
   /// throughputs time the stages; `pcc plan` predicts the step on it.
   std::string machine;
+  /// The layout search (pcc plan --devices N, pcc compile --auto
+  /// --devices N): the devices it lays the step over (0: no search; the
+  /// layout is the options'), and whether a compile compiles its choice.
+  int64_t devices = 0;
+  bool autoLayout = false;
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
   /// Extents of symbolic input dimensions (--dim, --shape).

@@ -161,10 +161,11 @@ struct StepTimes {
 };
 } // namespace
 
-static StepTimes stepTimes(Block &body, const StepPhases &phases,
-                           ArrayRef<Operation *> forward,
-                           const llvm::DenseMap<Operation *, size_t> &position,
-                           const CostModel &cost) {
+static StepTimes
+stepTimes(Block &body, const StepPhases &phases, ArrayRef<Operation *> forward,
+          const llvm::DenseMap<Operation *, size_t> &position,
+          const CostModel &cost,
+          llvm::DenseMap<Operation *, size_t> *placed = nullptr) {
   StepTimes times;
   for (Operation *op : forward)
     times.forward.push_back(cost.time(op));
@@ -218,7 +219,113 @@ static StepTimes stepTimes(Block &body, const StepPhases &phases,
     if (!isDataParallelReduction(&op))
       times.backward[at] += cost.time(&op);
   }
+  if (placed)
+    *placed = std::move(backwardAt);
   return times;
+}
+
+StepProfile pipeline::profileStep(func::FuncOp step, const CostModel &cost) {
+  StepProfile profile;
+  if (step.isExternal())
+    return profile;
+  Block &body = step.getBody().front();
+  StepPhases phases = classifyPhases(step);
+  ForwardOrder order = getForwardOrder(step, phases);
+  size_t n = order.ops.size();
+  llvm::DenseMap<Operation *, size_t> backwardAt;
+  StepTimes times =
+      stepTimes(body, phases, order.ops, order.position, cost, &backwardAt);
+  profile.forward = times.forward;
+  profile.backward = times.backward;
+  profile.weight.assign(n, 0);
+  profile.communication.assign(n, 0);
+  profile.stash.assign(n, 0);
+  profile.parameters.assign(n, 0);
+  profile.gradients.assign(n, 0);
+  profile.state.assign(n, 0);
+  profile.backwardOps.assign(n, 0);
+  profile.crossing = getCrossingBytes(step, phases, order, false);
+  if (n == 0)
+    return profile;
+  auto isCommunication = [](Operation *op) {
+    return op->getDialect() && op->getDialect()->getNamespace() == "dist";
+  };
+  for (auto [i, op] : llvm::enumerate(order.ops)) {
+    if (auto flops = dyn_cast<graph::CostOpInterface>(op))
+      profile.forwardFlops += double(flops.getFlops());
+    if (isCommunication(op))
+      profile.communication[i] += cost.time(op);
+    for (Value r : op->getResults())
+      profile.largestValue =
+          std::max(profile.largestValue, tensorBytes(r.getType()));
+  }
+  // The weight gradient as the stage partition would split it with a stage
+  // per forward op: backward ops that no other op's input gradient needs.
+  SmallVector<Operation *> backward;
+  for (Operation &op : body.without_terminator())
+    if (backwardAt.count(&op))
+      backward.push_back(&op);
+  llvm::DenseSet<Operation *> inputGradient;
+  llvm::DenseSet<Value> kept;
+  for (Operation *op : llvm::reverse(backward)) {
+    size_t at = backwardAt[op];
+    bool needed = llvm::any_of(op->getUsers(), [&](Operation *user) {
+      auto it = backwardAt.find(user);
+      return it != backwardAt.end() &&
+             (it->second != at || inputGradient.contains(user));
+    });
+    double time = isDataParallelReduction(op) ? 0 : cost.time(op);
+    if (time > 0)
+      ++profile.backwardOps[at];
+    if (needed)
+      inputGradient.insert(op);
+    else
+      profile.weight[at] += time;
+    if (isCommunication(op))
+      profile.communication[at] += time;
+    // What the backward reads of the forward, by the forward op that made
+    // it.
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        if (auto it = order.position.find(def);
+            it != order.position.end() && kept.insert(v).second)
+          profile.stash[it->second] += tensorBytes(v.getType());
+  }
+  // Where each parameter is first read, through free ops; its gradient and
+  // its optimizer state go with it, state of no parameter to the start.
+  llvm::DenseMap<unsigned, size_t> firstRead;
+  for (auto [i, op] : llvm::enumerate(order.ops))
+    for (Value v : op->getOperands())
+      if (phases.isFree(v))
+        forEachParameter(phases, v, [&, i = i](BlockArgument p) {
+          firstRead.try_emplace(p.getArgNumber(), i);
+        });
+  llvm::DenseMap<unsigned, int64_t> gradientBytes;
+  for (unsigned k = 0; k < step.getNumResults(); ++k)
+    if (std::optional<unsigned> arg =
+            graph::getStateIndex(step, k, graph::kGradAttr))
+      gradientBytes[*arg] += tensorBytes(step.getResultTypes()[k]);
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    if (!step.getArgAttr(i, graph::kStateAttr))
+      continue;
+    unsigned param = i;
+    if (auto of = step.getArgAttrOfType<IntegerAttr>(i, graph::kStateOfAttr))
+      param = of.getInt();
+    auto it = firstRead.find(param);
+    size_t at = it == firstRead.end() ? 0 : it->second;
+    int64_t bytes = tensorBytes(arg.getType());
+    if (param != i || !gradientBytes.count(i)) {
+      profile.state[at] += bytes;
+      continue;
+    }
+    profile.parameters[at] += bytes;
+    profile.gradients[at] += gradientBytes[i];
+  }
+  for (Operation &op : body.without_terminator())
+    if (phases.of(&op) == Phase::Optimizer && !phases.isFree(&op))
+      profile.optimizer += cost.time(&op);
+  return profile;
 }
 
 namespace {

@@ -115,6 +115,32 @@ bool holdsState(mlir::func::FuncOp step, unsigned arg, int64_t rank,
 /// gradients accumulated over the microbatches, not once per microbatch.
 bool isDataParallelReduction(mlir::Operation *op);
 
+/// What the layout search (`pcc plan --devices`) estimates layouts from:
+/// a step not yet pipelined, seen as the stage partition sees it. Per
+/// forward op in program order (the positions the stages are cut at): the
+/// seconds of the op, of the backward the partition would place with it
+/// (input and weight gradient), of that backward's weight gradient alone,
+/// and of the collectives among both; the bytes the backward reads of the
+/// op's results; and the bytes of the parameters first read there, of
+/// their gradients and of the optimizer state that goes with them.
+struct StepProfile {
+  llvm::SmallVector<double> forward, backward, weight, communication;
+  llvm::SmallVector<int64_t> stash, parameters, gradients, state;
+  /// The backward ops placed with each forward op (each op pays the
+  /// machine's fixed overhead, whatever its size).
+  llvm::SmallVector<int64_t> backwardOps;
+  /// Per position and its end (n + 1): the bytes a cut there receives.
+  llvm::SmallVector<double> crossing;
+  /// Seconds of the optimizer update, which runs once per step.
+  double optimizer = 0;
+  /// The largest value any forward op makes.
+  int64_t largestValue = 0;
+  /// The forward's flops (as getForwardFlops counts them, in floating
+  /// point: a large model's step exceeds 64-bit integers).
+  double forwardFlops = 0;
+};
+StepProfile profileStep(mlir::func::FuncOp step, const CostModel &cost);
+
 /// The flops of `step`'s forward (its ops that compute the outputs and the
 /// loss, not those computed from parameters alone) on one rank and, for a
 /// microbatched step, one microbatch: what a model's FLOP count is made

@@ -1,0 +1,983 @@
+//===- Search.cpp - The layout chosen by the compiler ---------------------===//
+//
+// `pcc plan --devices N` (and `pcc compile --auto`): which dp x tp x pp,
+// microbatch count, schedule, virtual stages, sequence parallelism, ZeRO
+// stage and recomputation train a model fastest on N devices of a machine.
+//
+// Planning one layout exactly runs the whole pass pipeline (seconds at
+// GPT-3's size), so the search has two tiers:
+//
+// 1. Profiles. The model is laid out without a pipeline at tensor
+//    parallelism 1 and at the smallest tensor-parallel degree T0 the
+//    devices allow (with and without sequence parallelism), and each step
+//    is profiled as the stage partition sees it (pipeline::profileStep):
+//    per forward op, its time and its backward's, its collectives, what
+//    the backward keeps of it and the parameters read there. Other degrees
+//    are extrapolated: an op either splits over tp (its work and memory
+//    fall as 1/T) or does not, so every sum x is x1 + (xT0 - x1) (1 - 1/T)
+//    / (1 - 1/T0), and collectives follow their ring traffic (T - 1) / T.
+// 2. Estimates. Every layout is estimated from the profiles in
+//    microseconds: its stages cut by the same min-max balance the stage
+//    partition makes first, scaled to the microbatch (ops are linear in
+//    their tokens), the schedule's makespan from its closed form, the
+//    data-parallel gradient sums and the optimizer after the flush, and
+//    each pipeline rank's memory (what it holds, with ZeRO's splits, and
+//    the microbatches its schedule keeps stashed). A layout over the
+//    device's memory recomputes (`--recompute auto` at the device's
+//    memory) at an estimated cost, or is rejected when even that cannot
+//    fit it.
+// 3. Exact plans. The best few estimates with different meshes or
+//    schedules are planned exactly (pcc plan at that layout, with the
+//    machine's prediction); the best of those is the answer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Build.h"
+
+#include "pcc/Driver/Plan.h"
+#include "pcc/InitAll.h"
+#include "pcc/Transforms/Pipeline/CostModel.h"
+#include "pcc/Transforms/Pipeline/Pipeline.h"
+#include "pcc/Transforms/Pipeline/Schedule.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+
+using namespace mlir;
+using namespace pcc;
+
+namespace {
+
+/// One point of the search space.
+struct Layout {
+  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1, virtualStages = 1;
+  std::string schedule = "1f1b";
+  bool sequenceParallel = false;
+  int64_t zero = 0;
+  std::string recompute = "none";
+
+  llvm::json::Object toJson() const {
+    return llvm::json::Object{{"dp", dp},
+                              {"tp", tp},
+                              {"pp", pp},
+                              {"microbatches", microbatches},
+                              {"schedule", pp > 1 ? schedule : "none"},
+                              {"virtual_stages", virtualStages},
+                              {"sequence_parallel", sequenceParallel},
+                              {"zero", zero},
+                              {"recompute", recompute}};
+  }
+  /// "dp 8 x tp 8 x pp 16, 192 microbatches, interleaved (2 chunks per
+  /// rank), sequence parallel, ZeRO 1, recompute auto".
+  std::string describe() const {
+    std::string text = llvm::formatv("dp {0} x tp {1} x pp {2}, {3} "
+                                     "microbatch(es)",
+                                     dp, tp, pp, microbatches)
+                           .str();
+    if (pp > 1) {
+      text += ", " + schedule;
+      if (virtualStages > 1)
+        text += " (" + std::to_string(virtualStages) + " chunks per rank)";
+    }
+    if (sequenceParallel)
+      text += ", sequence parallel";
+    if (zero)
+      text += ", ZeRO " + std::to_string(zero);
+    if (recompute != "none")
+      text += ", recompute " + recompute;
+    return text;
+  }
+  /// The compile options of this layout over `base`'s.
+  CompileOptions apply(const CompileOptions &base, int64_t memory) const {
+    CompileOptions o = base;
+    o.dp = dp;
+    o.tp = tp;
+    o.pp = pp;
+    o.microbatches = microbatches;
+    o.virtualStages = virtualStages;
+    o.schedule = pp > 1 ? schedule : "1f1b";
+    o.sequenceParallel = sequenceParallel;
+    o.zero = zero;
+    o.recompute = recompute;
+    o.memoryBudget = recompute == "auto" ? memory : 0;
+    return o;
+  }
+};
+
+/// What a layout is predicted to take.
+struct Estimate {
+  double step = 0, compute = 0, bubble = 0, tpCommunication = 0,
+         dpCommunication = 0, optimizer = 0, recompute = 0;
+  int64_t peakBytes = 0;
+  double tokensPerSecond = 0, mfu = 0;
+
+  /// The largest of the step's costs, as a user reads it.
+  std::string largestCost() const {
+    std::pair<double, const char *> costs[] = {
+        {compute, "compute"},
+        {bubble, "bubble"},
+        {tpCommunication, "tp communication"},
+        {dpCommunication, "dp communication"},
+        {optimizer, "optimizer"},
+        {recompute, "recomputation"}};
+    return llvm::max_element(costs,
+                             [](auto &a, auto &b) { return a.first < b.first; })
+        ->second;
+  }
+  llvm::json::Object toJson() const {
+    return llvm::json::Object{{"step_seconds", step},
+                              {"tokens_per_second", tokensPerSecond},
+                              {"mfu", mfu},
+                              {"peak_bytes", peakBytes},
+                              {"compute_seconds", compute},
+                              {"bubble_seconds", bubble},
+                              {"tp_communication_seconds", tpCommunication},
+                              {"dp_communication_seconds", dpCommunication},
+                              {"optimizer_seconds", optimizer},
+                              {"recompute_seconds", recompute},
+                              {"largest_cost", largestCost()}};
+  }
+};
+
+struct Candidate {
+  Layout layout;
+  Estimate estimate;
+  /// Planned exactly: `prediction` is plan.json's.
+  bool exact = false;
+  llvm::json::Object prediction;
+  double stepSeconds() const {
+    return exact ? *prediction.getNumber("step_seconds") : estimate.step;
+  }
+};
+
+/// Per stage of a cut into S stages, the profile's sums.
+struct StageSums {
+  SmallVector<double> forward, backward, weight, communication, crossing;
+  SmallVector<double> forwardOps, backwardOps;
+  SmallVector<int64_t> stash, parameters, gradients, state;
+  /// The least stage's share of the mean (a stage that does next to
+  /// nothing means more stages than the model fills).
+  double smallest = 0;
+};
+
+/// A profiled tensor-parallel layout of the whole step at the full batch.
+struct Profile {
+  int64_t tp = 1;
+  /// The samples of the batch the profile's step computes.
+  int64_t samples = 1;
+  bool sequenceParallel = false;
+  pipeline::StepProfile step;
+  std::map<int64_t, StageSums> byStages;
+
+  /// Sums over `stages` contiguous stages cut where the slowest stage's
+  /// forward and backward (with what crosses its start) are least.
+  const StageSums &cut(int64_t stages) {
+    auto [it, inserted] = byStages.try_emplace(stages);
+    if (!inserted)
+      return it->second;
+    StageSums &sums = it->second;
+    size_t n = step.forward.size();
+    SmallVector<double> weight(n);
+    double total = 0;
+    for (size_t k = 0; k < n; ++k)
+      total += weight[k] = step.forward[k] + step.backward[k];
+    // The greedy cuts under `bound`, or none when they need more stages.
+    auto greedy = [&](double bound) -> std::optional<SmallVector<size_t>> {
+      SmallVector<size_t> starts{0};
+      double load = 0;
+      for (size_t k = 0; k < n; ++k) {
+        if (load > 0 && load + weight[k] > bound) {
+          starts.push_back(k);
+          load = 0;
+        }
+        load += weight[k];
+      }
+      if (int64_t(starts.size()) > stages)
+        return std::nullopt;
+      return starts;
+    };
+    double lo = total / double(stages), hi = total;
+    for (int i = 0; i < 50 && hi - lo > 1e-12 * total; ++i) {
+      double mid = (lo + hi) / 2;
+      (greedy(mid) ? hi : lo) = mid;
+    }
+    SmallVector<size_t> starts = greedy(hi).value_or(SmallVector<size_t>{0});
+    // Fewer stages than asked leave the others empty.
+    auto resize = [&](auto &v) { v.assign(stages, 0); };
+    resize(sums.forward), resize(sums.backward), resize(sums.weight),
+        resize(sums.communication), resize(sums.crossing), resize(sums.stash),
+        resize(sums.parameters), resize(sums.gradients), resize(sums.state),
+        resize(sums.forwardOps), resize(sums.backwardOps);
+    for (size_t s = 0; s < starts.size(); ++s) {
+      size_t from = starts[s], to = s + 1 < starts.size() ? starts[s + 1] : n;
+      sums.crossing[s] = step.crossing[from];
+      for (size_t k = from; k < to; ++k) {
+        sums.forward[s] += step.forward[k];
+        sums.backward[s] += step.backward[k];
+        sums.weight[s] += step.weight[k];
+        sums.communication[s] += step.communication[k];
+        sums.stash[s] += step.stash[k];
+        sums.parameters[s] += step.parameters[k];
+        sums.gradients[s] += step.gradients[k];
+        sums.state[s] += step.state[k];
+        sums.forwardOps[s] += 1;
+        sums.backwardOps[s] += double(step.backwardOps[k]);
+      }
+    }
+    double least = std::numeric_limits<double>::infinity();
+    for (int64_t s = 0; s < stages; ++s)
+      least = std::min(least, sums.forward[s] + sums.backward[s]);
+    sums.smallest = total > 0 ? least / (total / double(stages)) : 0;
+    return sums;
+  }
+};
+
+/// Per stage at tensor-parallel degree `tp`: one profile's sums, or those
+/// extrapolated between the profile at 1 and the one at T0.
+struct StageModel {
+  SmallVector<double> forward, backward, weight, communication, crossing;
+  SmallVector<double> forwardOps, backwardOps;
+  SmallVector<double> stash, parameters, gradients, state;
+  double optimizer = 0, largestValue = 0, smallest = 0;
+  /// The samples the sums are of.
+  int64_t samples = 1;
+};
+
+StageModel modelStages(Profile &one, Profile *at, int64_t tp, int64_t stages) {
+  const StageSums &a = one.cut(stages);
+  StageModel m;
+  m.samples = one.samples;
+  auto copy = [&](auto &to, const auto &from) {
+    to.assign(from.begin(), from.end());
+  };
+  if (!at || tp == 1) {
+    copy(m.forward, a.forward), copy(m.backward, a.backward),
+        copy(m.weight, a.weight), copy(m.communication, a.communication),
+        copy(m.crossing, a.crossing), copy(m.stash, a.stash),
+        copy(m.parameters, a.parameters), copy(m.gradients, a.gradients),
+        copy(m.state, a.state), copy(m.forwardOps, a.forwardOps),
+        copy(m.backwardOps, a.backwardOps);
+    m.optimizer = one.step.optimizer;
+    m.largestValue = double(one.step.largestValue);
+    m.smallest = a.smallest;
+    return m;
+  }
+  const StageSums &b = at->cut(stages);
+  double k = (1 - 1.0 / double(tp)) / (1 - 1.0 / double(at->tp));
+  double ring = (1 - 1.0 / double(tp)) / (1 - 1.0 / double(at->tp));
+  auto mix = [&](double x1, double x0) {
+    return std::max(0.0, x1 + (x0 - x1) * k);
+  };
+  for (int64_t s = 0; s < stages; ++s) {
+    // Computation apart from collectives, which follow their traffic.
+    double comm = b.communication[s] * ring;
+    m.communication.push_back(comm);
+    m.forward.push_back(mix(a.forward[s], b.forward[s] - b.communication[s]) +
+                        comm / 3);
+    m.backward.push_back(mix(a.backward[s], b.backward[s]) + comm * 2 / 3);
+    m.weight.push_back(mix(a.weight[s], b.weight[s]));
+    m.crossing.push_back(mix(a.crossing[s], b.crossing[s]));
+    m.stash.push_back(mix(a.stash[s], b.stash[s]));
+    m.parameters.push_back(mix(a.parameters[s], b.parameters[s]));
+    m.gradients.push_back(mix(a.gradients[s], b.gradients[s]));
+    m.state.push_back(mix(a.state[s], b.state[s]));
+    m.forwardOps.push_back(b.forwardOps[s]);
+    m.backwardOps.push_back(b.backwardOps[s]);
+  }
+  m.optimizer = mix(one.step.optimizer, at->step.optimizer);
+  m.largestValue =
+      mix(double(one.step.largestValue), double(at->step.largestValue));
+  m.smallest = std::min(a.smallest, b.smallest);
+  return m;
+}
+
+/// Why a layout cannot run, counted by reason.
+using Rejections = std::map<std::string, int64_t>;
+
+/// The search's fixed inputs.
+struct SearchContext {
+  const CompileOptions &base;
+  CostModel cost;
+  int64_t devices = 1;
+  /// The batch (the token input's leading extent) and its tokens.
+  int64_t batch = 1, tokens = 1;
+  /// The model's flops per step: three times its forward's.
+  double modelFlops = 0;
+};
+
+/// What the search lets a rank hold: nine tenths of the device's memory,
+/// leaving the rest to the runtime (a CUDA context, communication buffers,
+/// fragmentation).
+int64_t usableBytes(const CostModel &cost) {
+  return int64_t(0.9 * double(cost.memoryBytes));
+}
+
+/// Estimates `layout` on `model` (its stages, S = pp x virtual stages);
+/// fails with a rejection reason.
+std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
+                                 const StageModel &model, std::string &reason) {
+  const CostModel &cost = ctx.cost;
+  int64_t p = layout.pp, v = layout.virtualStages, stages = p * v;
+  int64_t m = layout.microbatches, dp = layout.dp, tp = layout.tp;
+  // The profile's times and bytes, but for size and overheads, are linear
+  // in the samples of a microbatch.
+  double f = double(ctx.batch) / double(dp * m) / double(model.samples);
+  // Ranks of a pipeline neighbour are tp apart; a data-parallel group's
+  // pp x tp apart.
+  auto crossesNodes = [&](int64_t span) {
+    return cost.devicesPerNode > 0 && span > cost.devicesPerNode;
+  };
+  bool pipelineCrossesNodes = crossesNodes(2 * tp) && p > 1;
+  bool dataCrossesNodes = crossesNodes((dp - 1) * p * tp + 1);
+  SmallVector<double> fwd(stages), bwd(stages), wgt(stages), stash(stages);
+  SmallVector<double> comm(stages);
+  for (int64_t s = 0; s < stages; ++s) {
+    // A stage receives what crosses its start from the previous one.
+    double receive = s > 0 ? cost.transferTime(int64_t(model.crossing[s] * f),
+                                               pipelineCrossesNodes)
+                           : 0;
+    // Each op's fixed overhead does not grow with the microbatch.
+    double fixedF = model.forwardOps[s] * cost.opOverheadSeconds,
+           fixedB = model.backwardOps[s] * cost.opOverheadSeconds;
+    fwd[s] = fixedF + std::max(0.0, model.forward[s] - fixedF) * f + receive;
+    bwd[s] = fixedB + std::max(0.0, model.backward[s] - fixedB) * f + receive;
+    wgt[s] = model.weight[s] * f;
+    comm[s] = model.communication[s] * f;
+    stash[s] = model.stash[s] * f;
+  }
+  // ZeRO 3 gathers a stage's parameters for its forward and again for its
+  // backward, every microbatch.
+  auto held = [&](int64_t rank, double &parameters) {
+    double bytes = 0;
+    parameters = 0;
+    for (int64_t s = rank; s < stages; s += p) {
+      parameters += model.parameters[s];
+      bytes += model.parameters[s] / (layout.zero >= 3 ? dp : 1) +
+               model.gradients[s] / (layout.zero >= 2 ? dp : 1) +
+               model.state[s] / (layout.zero >= 1 ? dp : 1);
+    }
+    return bytes;
+  };
+  if (layout.zero >= 3)
+    for (int64_t s = 0; s < stages; ++s) {
+      double gather = cost.collectiveTime(
+          "all_gather", int64_t(model.parameters[s]), dp, dataCrossesNodes);
+      fwd[s] += gather;
+      bwd[s] += gather;
+      comm[s] += 2 * gather;
+    }
+  // Per pipeline rank: the microbatch-chunks its schedule keeps stashed at
+  // most (rank 0 the most).
+  auto inFlight = [&](int64_t rank) -> double {
+    if (p == 1 || layout.schedule == "gpipe")
+      return double(m * v);
+    if (layout.schedule == "interleaved")
+      return double(std::min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1));
+    return double(std::min(m, p - rank));
+  };
+  int64_t memory = usableBytes(cost);
+  Estimate e;
+  SmallVector<double> recomputeShare(p, 0);
+  for (int64_t r = 0; r < p; ++r) {
+    double parameters = 0, bytes = held(r, parameters);
+    double kept = 0;
+    for (int64_t s = r; s < stages; s += p)
+      kept += stash[s];
+    kept = kept / double(v) * inFlight(r);
+    double peak = bytes + kept + model.largestValue * f;
+    if (memory > 0 && peak > double(memory)) {
+      // Recomputation frees stashed bytes, at most half of them (what
+      // pcc-recompute frees of a transformer's; each block keeps its
+      // input and what is costly to make again); its cost is estimated as
+      // that share of the forward.
+      double over = peak - double(memory);
+      if (over > 0.5 * kept) {
+        reason = bytes + model.largestValue * f > double(memory)
+                     ? "does not fit the device's memory: the parameters, "
+                       "gradients and optimizer state alone exceed it"
+                     : "does not fit the device's memory even with "
+                       "recomputation";
+        return std::nullopt;
+      }
+      recomputeShare[r] = over / kept;
+      peak = double(memory);
+      layout.recompute = "auto";
+    }
+    e.peakBytes = std::max(e.peakBytes, int64_t(peak));
+  }
+  // Per microbatch, each stage's whole time; per rank, its chunks'.
+  SmallVector<double> t(stages), load(p, 0), busyCompute(p, 0), busyComm(p, 0),
+      recomputeTime(p, 0);
+  double slowest = 0, total = 0, zbBubble = 0;
+  for (int64_t s = 0; s < stages; ++s) {
+    int64_t r = s % p;
+    double again = recomputeShare[r] * (fwd[s] - comm[s] / 3);
+    t[s] = fwd[s] + bwd[s] + again;
+    load[r] += t[s];
+    busyComm[r] += comm[s];
+    recomputeTime[r] += again;
+    slowest = std::max(slowest, t[s]);
+    total += t[s];
+    double inputGradient = bwd[s] - wgt[s];
+    zbBubble = std::max(zbBubble, fwd[s] + inputGradient - wgt[s]);
+  }
+  double busiest = *llvm::max_element(load);
+  double makespan;
+  if (p == 1)
+    makespan = double(m) * total;
+  else if (layout.schedule == "interleaved")
+    makespan = double(m) * busiest + double(p - 1) * slowest;
+  else if (layout.schedule == "zb-h1")
+    makespan = double(m) * busiest + double(p - 1) * std::max(0.0, zbBubble);
+  else
+    makespan = double(m - 1) * slowest + total;
+  makespan = std::max(makespan, double(m) * busiest);
+  // After the flush: each rank sums its gradients over dp and updates its
+  // share of the parameters.
+  double after = 0, dpTime = 0, optimizerTime = 0;
+  double totalParameters = 0;
+  for (double b : model.parameters)
+    totalParameters += b;
+  for (int64_t r = 0; r < p; ++r) {
+    double parameters = 0, gradients = 0;
+    held(r, parameters);
+    for (int64_t s = r; s < stages; s += p)
+      gradients += model.gradients[s];
+    double reduce = cost.collectiveTime("all_reduce", int64_t(gradients), dp,
+                                        dataCrossesNodes);
+    double update = totalParameters > 0
+                        ? model.optimizer * parameters / totalParameters /
+                              double(layout.zero >= 1 ? dp : 1)
+                        : 0;
+    if (reduce + update > after) {
+      after = reduce + update;
+      dpTime = reduce;
+      optimizerTime = update;
+    }
+  }
+  int64_t critical = std::max_element(load.begin(), load.end()) - load.begin();
+  e.step = makespan + after;
+  e.tpCommunication = double(m) * busyComm[critical];
+  e.recompute = double(m) * recomputeTime[critical];
+  e.compute = double(m) * load[critical] - e.tpCommunication - e.recompute;
+  e.bubble = makespan - double(m) * load[critical];
+  e.dpCommunication = dpTime;
+  e.optimizer = optimizerTime;
+  e.tokensPerSecond = double(ctx.tokens) / e.step;
+  e.mfu = cost.peakFlopsPerSecond > 0
+              ? ctx.modelFlops /
+                    (e.step * double(ctx.devices) * cost.peakFlopsPerSecond)
+              : 0;
+  return e;
+}
+
+/// Records the first error a build diagnoses instead of printing it.
+struct ErrorCapture {
+  std::string first;
+  ScopedDiagnosticHandler handler;
+  explicit ErrorCapture(MLIRContext &context)
+      : handler(&context, [this](Diagnostic &d) {
+          if (d.getSeverity() == DiagnosticSeverity::Error && first.empty())
+            first = d.str();
+          return success();
+        }) {}
+};
+
+/// The step function of a planned module: its public definition.
+func::FuncOp getStep(ModuleOp module) {
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (!fn.isExternal() && fn.isPublic())
+      return fn;
+  return nullptr;
+}
+
+std::string divisors(int64_t n) {
+  std::string text;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0)
+      text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return text;
+}
+
+} // namespace
+
+FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
+                                           StringRef modelSpec, int64_t devices,
+                                           raw_ostream *progress) {
+  auto started = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         started)
+        .count();
+  };
+  if (!options.train)
+    return printError("--devices searches the layout of a training step: "
+                      "it needs --train");
+  if (devices < 1)
+    return printError("--devices must be at least 1");
+  llvm::Expected<CostModel> machine =
+      CostModel::forMachine(options.machine, options.dtype);
+  if (!machine)
+    return printError(llvm::toString(machine.takeError()));
+  SearchContext ctx{options, std::move(*machine), devices};
+  const CostModel &cost = ctx.cost;
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  context.disableMultithreading();
+  OwningOpRef<ModuleOp> source;
+  {
+    auto printer = installDiagnosticPrinter(context);
+    source = loadPlannedModel(context, options, modelSpec);
+  }
+  if (!source)
+    return failure();
+  std::string what = modelSpec.empty() ? options.model : modelSpec.str();
+
+  // Tier 1: profiles at tp 1 and at the smallest degree above it.
+  Rejections rejected;
+  // The batch: the leading extent of the step's first input (token ids),
+  // which microbatches and data parallelism divide.
+  if (func::FuncOp step = getStep(*source))
+    for (auto [i, t] : llvm::enumerate(step.getArgumentTypes()))
+      if (step.getArgAttr(i, kOnnxNameAttr)) {
+        auto type = dyn_cast<RankedTensorType>(t);
+        if (!type || !type.hasStaticShape())
+          break;
+        ctx.tokens = type.getNumElements();
+        ctx.batch = type.getRank() > 0 ? type.getDimSize(0) : 1;
+        break;
+      }
+  // A profile is of one microbatch of a single sample, where the model
+  // allows it, so that the layouts' sharding is that of small
+  // microbatches (no batch to split over tp); else of the whole batch.
+  auto profile = [&](int64_t tp, bool sp,
+                     std::string &error) -> std::optional<Profile> {
+    Layout layout;
+    layout.tp = tp;
+    layout.sequenceParallel = sp;
+    for (int64_t m : {ctx.batch, int64_t(1)}) {
+      if (m == ctx.batch && m == 1)
+        continue;
+      layout.microbatches = m;
+      CompileOptions o = layout.apply(options, 0);
+      o.lowerSchedule = false;
+      o.fuse = false;
+      OwningOpRef<ModuleOp> module = source->clone();
+      PassManager pm(&context);
+      buildCompilePipeline(pm, o);
+      ErrorCapture capture(context);
+      if (failed(pm.run(*module))) {
+        error = capture.first.empty() ? "the layout failed" : capture.first;
+        continue;
+      }
+      func::FuncOp step = getStep(*module);
+      if (!step) {
+        error = "the model has no step function";
+        return std::nullopt;
+      }
+      Profile result;
+      result.tp = tp;
+      result.sequenceParallel = sp;
+      result.samples = ctx.batch / m;
+      result.step = pipeline::profileStep(step, cost);
+      if (tp == 1)
+        ctx.modelFlops = 3.0 * result.step.forwardFlops * double(m);
+      return result;
+    }
+    return std::nullopt;
+  };
+  std::string error;
+  std::optional<Profile> one = profile(1, false, error);
+  if (getenv("PCC_SEARCH_DEBUG"))
+    progress = &llvm::errs();
+  if (!one)
+    return printError("cannot lay out " + what + ": " + error);
+  if (one->step.forward.empty())
+    return printError(what + " has no forward to lay out");
+  SmallVector<int64_t> tpDegrees;
+  for (int64_t t = 1; t <= devices; ++t)
+    if (devices % t == 0) {
+      if (cost.devicesPerNode > 0 && t > cost.devicesPerNode) {
+        ++rejected["tensor parallelism beyond a node's " +
+                   std::to_string(cost.devicesPerNode) + " devices"];
+        continue;
+      }
+      tpDegrees.push_back(t);
+    }
+  // Profiles by (tp, sequence parallel): at 1 and T0 now, at other
+  // degrees once a layout of theirs is among the best (extrapolated until
+  // then).
+  std::map<std::pair<int64_t, bool>, Profile> profiles;
+  std::map<std::pair<int64_t, bool>, std::string> unprofitable;
+  profiles.emplace(std::make_pair(int64_t(1), false), std::move(*one));
+  int64_t t0 = tpDegrees.size() > 1 ? tpDegrees[1] : 0;
+  if (t0)
+    for (bool sp : {false, true}) {
+      std::string reason;
+      if (std::optional<Profile> at = profile(t0, sp, reason))
+        profiles.emplace(std::make_pair(t0, sp), std::move(*at));
+      else
+        unprofitable[{t0, sp}] = reason;
+    }
+  if (progress)
+    *progress << llvm::formatv("pcc: profiled the step in {0:F1} s\n",
+                               elapsed());
+  Profile &base = profiles.at({1, false});
+
+  // Tier 2: every layout, estimated.
+  const int64_t maxVirtual = 8;
+  std::map<std::tuple<int64_t, bool, int64_t>, StageModel> models;
+  auto modelOf = [&](int64_t tp, bool sp, int64_t stages) -> StageModel & {
+    auto key = std::make_tuple(tp, sp, stages);
+    auto it = models.find(key);
+    if (it != models.end())
+      return it->second;
+    StageModel model;
+    if (auto own = profiles.find({tp, sp}); own != profiles.end())
+      model = modelStages(own->second, nullptr, 1, stages);
+    else
+      model = modelStages(base, &profiles.at({t0, sp}), tp, stages);
+    return models.emplace(key, std::move(model)).first->second;
+  };
+  // Estimates `layout` (its recomputation decided anew); fails with the
+  // reason.
+  auto evaluate = [&](Layout &layout,
+                      std::string &reason) -> std::optional<Estimate> {
+    layout.recompute = "none";
+    const StageModel &model = modelOf(layout.tp, layout.sequenceParallel,
+                                      layout.pp * layout.virtualStages);
+    if (layout.pp > 1 && model.smallest < 0.05) {
+      reason = "more pipeline stages than the model fills";
+      return std::nullopt;
+    }
+    return estimate(ctx, layout, model, reason);
+  };
+  std::vector<Candidate> feasible;
+  int64_t searched = 0;
+  for (int64_t tp : tpDegrees) {
+    for (bool sp : {false, true}) {
+      if (sp && tp == 1)
+        continue;
+      if (tp > 1 && !profiles.count({t0, sp})) {
+        ++searched;
+        ++rejected[(sp ? "sequence parallelism: " : "tensor parallelism: ") +
+                   unprofitable[{t0, sp}]];
+        continue;
+      }
+      for (int64_t pp = 1; pp <= devices / tp; ++pp) {
+        if ((devices / tp) % pp)
+          continue;
+        int64_t dp = devices / (tp * pp);
+        if (ctx.batch % dp) {
+          ++searched;
+          ++rejected["the batch (" + std::to_string(ctx.batch) +
+                     ") does not divide over the data-parallel degree"];
+          continue;
+        }
+        int64_t perReplica = ctx.batch / dp;
+        SmallVector<std::pair<std::string, int64_t>> schedules;
+        schedules.push_back({"1f1b", 1});
+        if (pp > 1) {
+          schedules.push_back({"gpipe", 1});
+          schedules.push_back({"zb-h1", 1});
+          for (int64_t v = 2; v <= maxVirtual; ++v)
+            schedules.push_back({"interleaved", v});
+        }
+        for (auto [schedule, v] : schedules) {
+          if (pp * v > int64_t(base.step.forward.size())) {
+            ++searched;
+            ++rejected["more pipeline stages than the model has ops"];
+            continue;
+          }
+          for (int64_t m = 1; m <= perReplica; ++m) {
+            if (perReplica % m)
+              continue;
+            for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+              ++searched;
+              Layout layout;
+              layout.dp = dp, layout.tp = tp, layout.pp = pp;
+              layout.microbatches = m, layout.virtualStages = v;
+              layout.schedule = schedule, layout.sequenceParallel = sp;
+              layout.zero = zero;
+              if (pp > 1) {
+                pipeline::ScheduleSpec spec;
+                spec.kind = schedule;
+                spec.ranks = pp;
+                spec.microbatches = m;
+                spec.virtualStages = v;
+                if (std::optional<std::string> shape =
+                        pipeline::getScheduleShapeError(spec)) {
+                  // By kind of reason, not by its numbers.
+                  ++rejected["the schedule does not fit: " +
+                             StringRef(*shape).split(" (").first.str()];
+                  continue;
+                }
+                if (m < pp) {
+                  ++rejected["fewer microbatches than pipeline ranks"];
+                  continue;
+                }
+              }
+              std::string reason;
+              std::optional<Estimate> e = evaluate(layout, reason);
+              if (!e) {
+                ++rejected[reason];
+                continue;
+              }
+              feasible.push_back({layout, *e});
+            }
+          }
+        }
+      }
+    }
+  }
+  // Fastest first; as fast, the least ZeRO, then the least memory.
+  auto rank = [&] {
+    llvm::stable_sort(feasible, [](const Candidate &a, const Candidate &b) {
+      if (std::abs(a.estimate.step - b.estimate.step) >
+          1e-9 * std::max(a.estimate.step, b.estimate.step))
+        return a.estimate.step < b.estimate.step;
+      // ZeRO's splits add collectives the estimate does not see.
+      if (a.layout.zero != b.layout.zero)
+        return a.layout.zero < b.layout.zero;
+      return a.estimate.peakBytes < b.estimate.peakBytes;
+    });
+  };
+  rank();
+  if (progress)
+    *progress << llvm::formatv("pcc: estimated {0} layouts in {1:F1} s\n",
+                               searched, elapsed());
+
+  // Tier 3: the best few of different meshes and schedules, planned
+  // exactly. A layout whose tensor-parallel degree was extrapolated has
+  // that degree profiled first, and every layout of it estimated again.
+  const int64_t exactWanted = 3, attemptsAtMost = 12;
+  int64_t attempts = 0;
+  std::set<std::string> rejectedExactly;
+  std::set<std::tuple<int64_t, int64_t, int64_t, std::string, int64_t>> tried;
+  std::vector<Candidate> exact;
+  std::optional<PlannedLayout> bestPlan;
+  for (size_t i = 0; i < feasible.size(); ++i) {
+    if (int64_t(exact.size()) >= exactWanted || attempts >= attemptsAtMost)
+      break;
+    Candidate c = feasible[i];
+    std::pair<int64_t, bool> degree{c.layout.tp, c.layout.sequenceParallel};
+    if (!profiles.count(degree)) {
+      std::string reason;
+      std::optional<Profile> at = profile(degree.first, degree.second, reason);
+      // Its layouts leave the list, estimated again or rejected.
+      std::vector<Candidate> kept, again;
+      for (Candidate &other : feasible) {
+        bool same = other.layout.tp == degree.first &&
+                    other.layout.sequenceParallel == degree.second;
+        (same ? again : kept).push_back(std::move(other));
+      }
+      if (at)
+        profiles.emplace(degree, std::move(*at));
+      for (Candidate &other : again) {
+        std::string why = "tensor parallelism " + std::to_string(degree.first) +
+                          ": " + reason;
+        std::optional<Estimate> e =
+            at ? evaluate(other.layout, why) : std::nullopt;
+        if (!e) {
+          ++rejected[why];
+          continue;
+        }
+        other.estimate = *e;
+        kept.push_back(std::move(other));
+      }
+      feasible = std::move(kept);
+      rank();
+      // Start again from the best not yet planned.
+      i = size_t(-1);
+      continue;
+    }
+    // At most one exact plan per mesh and schedule.
+    auto key = std::make_tuple(c.layout.dp, c.layout.tp, c.layout.pp,
+                               c.layout.schedule, c.layout.virtualStages);
+    if (!tried.insert(key).second)
+      continue;
+    // Past the time the search may take, one exact plan that fits is
+    // enough.
+    if (!exact.empty() && elapsed() > 20)
+      break;
+    ++attempts;
+    CompileOptions o = c.layout.apply(options, usableBytes(cost));
+    ErrorCapture capture(context);
+    FailureOr<PlannedLayout> planned =
+        planLayout(source->clone(), o, what, /*quiet=*/true);
+    llvm::json::Object *prediction =
+        succeeded(planned) ? planned->json.getObject("prediction") : nullptr;
+    if (!prediction) {
+      ++rejected["planned exactly: " + (capture.first.empty()
+                                            ? std::string("failed")
+                                            : capture.first)];
+      rejectedExactly.insert(c.layout.describe());
+      continue;
+    }
+    if (getenv("PCC_SEARCH_DEBUG"))
+      llvm::errs() << "exact " << c.layout.describe() << ": estimate "
+                   << c.estimate.step << " s " << c.estimate.peakBytes / 1e9
+                   << " GB; exact " << *prediction->getNumber("step_seconds")
+                   << " s " << *prediction->getInteger("peak_bytes") / 1e9
+                   << " GB at " << elapsed() << " s\n";
+    // What the exact plan says of the estimates: a degree whose step took
+    // much longer than estimated (a split the extrapolation missed) has
+    // its other layouts' estimates scaled as much, and a mesh that
+    // recomputation could not bring under the memory has its other layouts
+    // that rely on it rejected.
+    double ratio = *prediction->getNumber("step_seconds") / c.estimate.step;
+    bool fits = *prediction->getInteger("peak_bytes") <= usableBytes(cost);
+    const Layout &done_ = c.layout;
+    if (!fits) {
+      ++rejected["planned exactly, does not fit the device's memory"];
+      rejectedExactly.insert(c.layout.describe());
+    }
+    if (ratio > 1.25 || (!fits && done_.recompute == "auto")) {
+      std::vector<Candidate> kept;
+      for (Candidate &other : feasible) {
+        const Layout &l = other.layout;
+        if (!fits && done_.recompute == "auto" && l.recompute == "auto" &&
+            l.dp == done_.dp && l.tp == done_.tp && l.pp == done_.pp &&
+            l.describe() != done_.describe()) {
+          ++rejected["planned exactly, recomputation does not bring the "
+                     "mesh under the device's memory"];
+          continue;
+        }
+        if (ratio > 1.25 && l.tp == done_.tp &&
+            l.sequenceParallel == done_.sequenceParallel &&
+            l.describe() != done_.describe()) {
+          other.estimate.step *= ratio;
+          other.estimate.compute *= ratio;
+          other.estimate.tokensPerSecond /= ratio;
+          other.estimate.mfu /= ratio;
+        }
+        kept.push_back(std::move(other));
+      }
+      feasible = std::move(kept);
+      rank();
+      i = size_t(-1);
+      if (!fits)
+        continue;
+      // The candidate moved; it is taken as planned below.
+    }
+    if (!fits)
+      continue;
+    Candidate done = c;
+    done.exact = true;
+    done.prediction = *prediction;
+    done.prediction["largest_cost"] = c.estimate.largestCost();
+    if (exact.empty() || done.stepSeconds() < exact.front().stepSeconds())
+      bestPlan = std::move(*planned);
+    exact.push_back(std::move(done));
+    llvm::stable_sort(exact, [](const Candidate &a, const Candidate &b) {
+      return a.stepSeconds() < b.stepSeconds();
+    });
+  }
+  if (exact.empty()) {
+    std::string reasons;
+    for (auto &[reason, count] : rejected)
+      reasons += "; " + std::to_string(count) + " " + reason;
+    return printError("no layout of " + what + " on " +
+                      std::to_string(devices) + " device(s) of " +
+                      cost.machine + " was found to fit" + reasons);
+  }
+  // The ranking: the exact plans by their prediction, then the other
+  // estimates.
+  std::vector<const Candidate *> ranked;
+  for (const Candidate &c : exact)
+    ranked.push_back(&c);
+  for (const Candidate &c : feasible) {
+    if (ranked.size() >= 100)
+      break;
+    if (llvm::none_of(exact,
+                      [&](const Candidate &e) {
+                        return e.layout.describe() == c.layout.describe();
+                      }) &&
+        !rejectedExactly.count(c.layout.describe()))
+      ranked.push_back(&c);
+  }
+  auto entry = [](const Candidate &c) {
+    llvm::json::Object o = c.layout.toJson();
+    llvm::json::Object prediction =
+        c.exact ? llvm::json::Object(c.prediction) : c.estimate.toJson();
+    o["prediction"] = std::move(prediction);
+    o["exact"] = c.exact;
+    if (c.exact)
+      o["estimate"] = c.estimate.toJson();
+    return o;
+  };
+  const Candidate &best = exact.front();
+  SearchResult result;
+  result.best = best.layout.apply(options, usableBytes(cost));
+  result.description = best.layout.describe();
+  result.plan = std::move(*bestPlan);
+  llvm::json::Array candidates;
+  for (const Candidate *c : ranked)
+    candidates.push_back(entry(*c));
+  llvm::json::Object rejections;
+  int64_t rejectedCount = 0;
+  for (auto &[reason, count] : rejected) {
+    rejections[reason] = count;
+    rejectedCount += count;
+  }
+  double seconds = elapsed();
+  result.json = llvm::json::Object{{"model", what},
+                                   {"devices", devices},
+                                   {"machine", cost.machine},
+                                   {"seconds", seconds},
+                                   {"searched", searched},
+                                   {"feasible", int64_t(feasible.size())},
+                                   {"done_exactly", int64_t(exact.size())},
+                                   {"best", entry(best)},
+                                   {"candidates", std::move(candidates)},
+                                   {"rejected", std::move(rejections)}};
+  // The summary: the top layouts, then why the others were rejected.
+  llvm::raw_string_ostream os(result.summary);
+  os << llvm::formatv("pcc: searched {0} layouts of {1} on {2} x {3} in "
+                      "{4:F1} s: {5} fit, {6} rejected; the best {7} "
+                      "planned exactly\n",
+                      searched, what, devices, cost.machine, seconds,
+                      feasible.size(), rejectedCount, exact.size());
+  os << "     dp  tp  pp  microbatches  schedule        sp   zero  recompute"
+        "  step        tokens/s  MFU     peak/device  largest cost\n";
+  for (auto [i, c] : llvm::enumerate(ranked)) {
+    if (i >= 8)
+      break;
+    const Layout &l = c->layout;
+    std::string schedule =
+        l.pp == 1 ? "-"
+                  : l.schedule + (l.virtualStages > 1
+                                      ? ":" + std::to_string(l.virtualStages)
+                                      : "");
+    double step = c->stepSeconds();
+    double tokens =
+        c->exact ? c->prediction.getNumber("tokens_per_second").value_or(0)
+                 : c->estimate.tokensPerSecond;
+    double mfu =
+        c->exact ? c->prediction.getNumber("mfu").value_or(0) : c->estimate.mfu;
+    int64_t peak = c->exact ? c->prediction.getInteger("peak_bytes").value_or(0)
+                            : c->estimate.peakBytes;
+    os << llvm::formatv(
+        "  {0,-2} {1,3} {2,3} {3,3} {4,13}  {5,-14}  {6,-3}  "
+        "{7,4}  {8,-9}  {9,-10}  {10,8:F0}  {11,5:F1}%  "
+        "{12,11}  {13}{14}\n",
+        i + 1, l.dp, l.tp, l.pp, l.microbatches, schedule,
+        l.sequenceParallel ? "yes" : "no", l.zero, l.recompute,
+        formatSeconds(step), tokens, 100 * mfu,
+        peak >= 1e9 ? llvm::formatv("{0:F2} GB", peak / 1e9).str()
+                    : llvm::formatv("{0:F2} MB", peak / 1e6).str(),
+        c->estimate.largestCost(), c->exact ? "" : " (estimate)");
+  }
+  for (auto &[reason, count] : rejected)
+    os << "  rejected " << count << ": " << reason << "\n";
+  os << "  best: " << result.description << "\n";
+  return result;
+}
