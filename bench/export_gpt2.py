@@ -2,7 +2,9 @@
 """Exports GPT-2 124M for the benchmark: bench/run.sh calls it.
 
 usage: python export_gpt2.py OUT_DIR [--batch B] [--seq T] [--vocab V]
-                                    [--size small|medium|large|xl]
+                                    [--size small|medium|large|xl|LxHxN]
+
+A size LxHxN is a GPT-2 of L layers, hidden size H and N heads.
 
 Writes OUT_DIR/model.onnx (torch's dynamo exporter, its default optimization),
 OUT_DIR/input_0.pb (int64 token ids [B, T]) and OUT_DIR/state.pt (the same
@@ -39,7 +41,8 @@ SIZES = {"small": (12, 768, 12), "medium": (24, 1024, 16),
 
 def build(vocab, size="small"):
     torch.manual_seed(0)
-    layers, hidden, heads = SIZES[size]
+    layers, hidden, heads = (SIZES[size] if size in SIZES else
+                             tuple(int(x) for x in size.split("x")))
     cfg = GPT2Config(n_layer=layers, n_embd=hidden, n_head=heads,
                      vocab_size=vocab,
                      n_positions=1024, attn_pdrop=0.0, embd_pdrop=0.0,
@@ -58,7 +61,8 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--vocab", type=int, default=50257)
-    ap.add_argument("--size", choices=sorted(SIZES), default="small")
+    ap.add_argument("--size", default="small",
+                    help="small, medium, large, xl or LAYERSxHIDDENxHEADS")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     model = build(a.vocab, a.size)
@@ -70,7 +74,7 @@ def main():
     path = os.path.join(a.out, "model.onnx")
     torch.onnx.export(LogitsOnly(model), (ids,), path, dynamo=True,
                       input_names=["input_ids"], output_names=["logits"],
-                      external_data=a.size != "small")
+                      external_data=a.size in SIZES and a.size != "small")
     m = onnx.load(path, load_external_data=False)
     print(f"exported {path}: {len(m.graph.node)} nodes, "
           f"{sum(np.prod(i.dims) for i in m.graph.initializer) / 1e6:.1f} M parameters")

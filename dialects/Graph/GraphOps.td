@@ -499,7 +499,7 @@ def Graph_ExpandOp : Graph_Op<"expand", [Graph_StridedViewOpInterfaceMethods, De
 }
 
 def Graph_SliceOp : Graph_Op<"slice", [Graph_StridedViewOpInterfaceMethods, DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops", "getBytesAccessed"]>]> {
   let summary = "Strided slice with one (start, step) per dimension";
   let description = [{
     ONNX `Slice` normalized to every dimension: result dimension `d` takes
@@ -538,7 +538,7 @@ def Graph_SplitOp : Graph_Op<"split", [Graph_StridedViewOpInterfaceMethods, Decl
 }
 
 def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops", "getBytesAccessed"]>]> {
   let summary = "Takes slices of data at integer indices along one axis";
   let description = [{
     ONNX `Gather`: the result shape is `data.shape[:axis] + indices.shape +

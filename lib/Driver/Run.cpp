@@ -471,6 +471,8 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
                     std::chrono::steady_clock::now() - start)
                     .count();
     total += ms;
+    if (options.stepMilliseconds && (ranks.alone() || ranks.rank() == 0))
+      options.stepMilliseconds->push_back(ms);
     // What --dump writes: the first step's outputs, copied only when a
     // later step will overwrite them (a training step's gradients are as
     // large as the model).

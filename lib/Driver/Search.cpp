@@ -497,14 +497,6 @@ func::FuncOp getStep(ModuleOp module) {
   return nullptr;
 }
 
-std::string divisors(int64_t n) {
-  std::string text;
-  for (int64_t d = 1; d <= n; ++d)
-    if (n % d == 0)
-      text += (text.empty() ? "" : ", ") + std::to_string(d);
-  return text;
-}
-
 } // namespace
 
 FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
@@ -596,8 +588,6 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
   };
   std::string error;
   std::optional<Profile> one = profile(1, false, error);
-  if (getenv("PCC_SEARCH_DEBUG"))
-    progress = &llvm::errs();
   if (!one)
     return printError("cannot lay out " + what + ": " + error);
   if (one->step.forward.empty())
@@ -822,12 +812,6 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
       rejectedExactly.insert(c.layout.describe());
       continue;
     }
-    if (getenv("PCC_SEARCH_DEBUG"))
-      llvm::errs() << "exact " << c.layout.describe() << ": estimate "
-                   << c.estimate.step << " s " << c.estimate.peakBytes / 1e9
-                   << " GB; exact " << *prediction->getNumber("step_seconds")
-                   << " s " << *prediction->getInteger("peak_bytes") / 1e9
-                   << " GB at " << elapsed() << " s\n";
     // What the exact plan says of the estimates: a degree whose step took
     // much longer than estimated (a split the extrapolation missed) has
     // its other layouts' estimates scaled as much, and a mesh that

@@ -25,6 +25,10 @@ static const char kSynopsis[] =
                  seq=S,batch=B) -o DIR [compile options]
                              (stages, schedule, bubble and memory per rank,
                               without code: DIR/plan.json, DIR/schedule.svg)
+       pcc calibrate -o FILE [--ranks N] [--name NAME]
+                             (measures this machine: products, memory,
+                              collectives over N MPI ranks (default 2);
+                              writes its description for --machine FILE)
        pcc import MODEL.onnx [--bind NAME=FILE.pb] [--dim NAME=N]
                   [--shape INPUT=AxB...] [--no-retie]
                              (prints the imported Graph dialect IR)
@@ -653,6 +657,33 @@ static bool parseFault(llvm::StringRef spec, RunOptions &o) {
   return true;
 }
 
+/// `pcc calibrate`.
+static int calibrateCommand(Args &args) {
+  CalibrateOptions o;
+  o.arguments = args.rest();
+  while (!args.done()) {
+    llvm::StringRef a = args.next();
+    bool ok = true;
+    if (isHelp(a)) {
+      llvm::outs() << "usage: " << usageOf("calibrate");
+      return 0;
+    }
+    if (a == "-o" || a == "--output")
+      ok = args.value(a, o.outFile);
+    else if (a == "--ranks")
+      ok = args.integer(a, o.ranks, 1);
+    else if (a == "--name")
+      ok = args.value(a, o.name);
+    else if (a == "--collectives-rank")
+      ok = args.value(a, o.collectivesFile);
+    else
+      return unknown(a);
+    if (!ok)
+      return 1;
+  }
+  return failed(calibrate(o, llvm::outs())) ? 1 : 0;
+}
+
 static int runCommand(Args &args) {
   RunOptions o;
   o.arguments = args.rest();
@@ -763,12 +794,15 @@ int main(int argc, char **argv) {
     return compileCommand(args);
   if (cmd == "plan")
     return compileCommand(args, /*planOnly=*/true);
+  if (cmd == "calibrate")
+    return calibrateCommand(args);
   if (cmd == "run")
     return runCommand(args);
   if (cmd == "import")
     return importCommand(args);
-  llvm::errs() << "pcc: error: unknown command '" << cmd
-               << "' (expected compile, run, plan or import; see pcc "
-                  "--help)\n";
+  llvm::errs()
+      << "pcc: error: unknown command '" << cmd
+      << "' (expected compile, run, plan, calibrate or import; see pcc "
+         "--help)\n";
   return 1;
 }

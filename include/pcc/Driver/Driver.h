@@ -187,6 +187,9 @@ struct RunOptions {
     bool hang = false;
   };
   std::optional<Fault> fault;
+  /// When given, receives each step's milliseconds (on rank 0, or the only
+  /// rank): what `pcc calibrate` measures with.
+  std::vector<double> *stepMilliseconds = nullptr;
   /// A Chrome trace (chrome://tracing, Perfetto) of every rank's actions
   /// with their real times (--trace FILE), written by rank 0.
   std::string traceFile;
@@ -202,6 +205,24 @@ struct RunOptions {
 /// process is one of them; otherwise `run` starts them under mpirun and
 /// reports how they ended.
 llvm::LogicalResult run(const RunOptions &options, llvm::raw_ostream &summary);
+
+/// `pcc calibrate -o FILE`: measures this machine with pcc's own programs
+/// (the products' throughput in f32 and bf16, the memory bandwidth and the
+/// fixed cost of an op, on one rank's share of the cores; each collective
+/// and point-to-point transfer between `ranks` MPI ranks) and writes its
+/// machine description (docs/Machines.md) to FILE.
+struct CalibrateOptions {
+  std::string outFile;
+  std::string name = "calibrated";
+  int64_t ranks = 2;
+  /// The `pcc calibrate` arguments as given, which the ranks it starts to
+  /// time the collectives run with `--collectives-rank`.
+  std::vector<std::string> arguments;
+  /// Set in those ranks: where rank 0 writes the collectives' times.
+  std::string collectivesFile;
+};
+llvm::LogicalResult calibrate(const CalibrateOptions &options,
+                              llvm::raw_ostream &summary);
 
 /// `pcc import`: prints the Graph dialect IR the importer produces.
 llvm::LogicalResult importAndPrint(const std::string &model,

@@ -266,6 +266,9 @@ double CostModel::transferTime(int64_t bytes, bool betweenNodes) const {
 }
 
 double CostModel::time(Operation *op) const {
+  // A wait completes a collective whose time the collective itself takes.
+  if (isa<dist::WaitOp>(op))
+    return 0;
   if (op->getDialect() && op->getDialect()->getNamespace() == "dist") {
     int64_t bytes = 0;
     for (Value r : op->getResults())

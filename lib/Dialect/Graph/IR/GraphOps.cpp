@@ -186,6 +186,12 @@ int64_t GatherOp::getFlops() { return 0; }
 int64_t GatherElementsOp::getFlops() { return 0; }
 int64_t TriluOp::getFlops() { return 0; }
 int64_t InsertSliceOp::getFlops() { return 0; }
+// A slice and a gather read what they take, not their whole operand (a
+// bucket of gradients, an embedding table).
+int64_t SliceOp::getBytesAccessed() { return 2 * bytesOf(getType()); }
+int64_t GatherOp::getBytesAccessed() {
+  return 2 * bytesOf(getType()) + bytesOf(getIndices().getType());
+}
 int64_t ScatterAddOp::getFlops() { return numElements(shapeOf(getUpdates())); }
 int64_t ScatterElementsAddOp::getFlops() {
   return numElements(shapeOf(getUpdates()));

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Does pcc's layout search choose well on this machine? (issue 34)
+
+usage: python3 bench/layouts.py WORK [--pcc build/bin/pcc] [--venv VENV]
+                                [--steps K] [--size LxHxN]
+
+1. Exports a small GPT-2 (default 4 layers, hidden 256, 8 heads, vocabulary
+   8192, batch 8 x 128 tokens) with torch's exporter (VENV's python, which
+   needs torch, transformers and onnx), and writes random training tokens.
+2. Calibrates this machine: `pcc calibrate -o WORK/cpu.json` (2 ranks).
+3. Searches: `pcc plan MODEL --train --devices 2 --machine WORK/cpu.json`.
+4. Compiles and runs every layout of 2 devices (dp 2 with each ZeRO stage;
+   tp 2 with and without sequence parallelism; pp 2 with each schedule and
+   2, 4 or 8 microbatches), K training steps each on MPI ranks, and takes
+   the median step time after the first two; beside it, each layout's
+   prediction (`pcc plan` at that layout on WORK/cpu.json).
+5. Prints the table, the rank correlation (Spearman) of predicted and
+   measured times, and the search's choice against the best measured.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed:\n%s%s" % (" ".join(cmd), p.stdout,
+                                                 p.stderr))
+    return p.stdout
+
+
+def layouts():
+    for zero in range(4):
+        yield ["--dp", "2"] + (["--zero", str(zero)] if zero else [])
+    yield ["--tp", "2"]
+    yield ["--tp", "2", "--sequence-parallel"]
+    for schedule in ("1f1b", "gpipe", "zb-h1", "interleaved"):
+        for m in (2, 4, 8):
+            extra = ["--virtual-stages", "2"] if schedule == "interleaved" else []
+            yield ["--pp", "2", "--microbatches", str(m), "--schedule",
+                   schedule] + extra
+
+
+def key(flags):
+    return " ".join(flags)
+
+
+def ranks(values):
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    r = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.mean(ra), statistics.mean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra) ** 0.5
+    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
+    return cov / (va * vb)
+
+
+def search_flags(best):
+    """The pcc flags of search.json's best layout."""
+    flags = []
+    if best["dp"] > 1:
+        flags += ["--dp", str(best["dp"])]
+        if best["zero"]:
+            flags += ["--zero", str(best["zero"])]
+    if best["tp"] > 1:
+        flags += ["--tp", str(best["tp"])]
+        if best["sequence_parallel"]:
+            flags += ["--sequence-parallel"]
+    if best["pp"] > 1:
+        flags += ["--pp", str(best["pp"]), "--microbatches",
+                  str(best["microbatches"]), "--schedule", best["schedule"]]
+        if best["virtual_stages"] > 1:
+            flags += ["--virtual-stages", str(best["virtual_stages"])]
+    elif best["microbatches"] > 1:
+        flags += ["--microbatches", str(best["microbatches"])]
+    if best["recompute"] != "none":
+        flags += ["--recompute", best["recompute"]]
+    return flags
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("work")
+    ap.add_argument("--pcc", default="build/bin/pcc")
+    ap.add_argument("--venv", default=os.environ.get("PCC_BENCH_VENV", ""))
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--size", default="4x256x8")
+    a = ap.parse_args()
+    pcc = os.path.abspath(a.pcc)
+    os.makedirs(a.work, exist_ok=True)
+    model = os.path.join(a.work, "model", "model.onnx")
+    if not os.path.exists(model):
+        python = os.path.join(a.venv, "bin", "python") if a.venv else "python3"
+        here = os.path.dirname(os.path.abspath(__file__))
+        run([python, os.path.join(here, "export_gpt2.py"),
+             os.path.join(a.work, "model"), "--batch", "8", "--seq", "128",
+             "--vocab", "8192", "--size", a.size])
+    tokens = os.path.join(a.work, "tokens.bin")
+    if not os.path.exists(tokens):
+        import random
+        random.seed(0)
+        with open(tokens, "wb") as f:
+            f.write(bytes(b for _ in range(100000)
+                          for b in random.randrange(8192).to_bytes(2, "little")))
+    machine = os.path.join(a.work, "cpu.json")
+    print(run([pcc, "calibrate", "-o", machine]), end="")
+    search = os.path.join(a.work, "search")
+    run(["rm", "-rf", search])
+    print(run([pcc, "plan", model, "--train", "--devices", "2", "--machine",
+               machine, "-o", search]).split("  best:")[0], end="")
+    best = json.load(open(os.path.join(search, "search.json")))["best"]
+    chosen = key(search_flags(best))
+
+    rows = []
+    for flags in layouts():
+        name = key(flags)
+        plan = os.path.join(a.work, "plan-" + name.replace(" ", "_"))
+        out = os.path.join(a.work, "out-" + name.replace(" ", "_"))
+        run(["rm", "-rf", plan, out])
+        run([pcc, "plan", model, "--train", "--machine", machine, "-o",
+             plan] + flags)
+        predicted = json.load(open(os.path.join(plan, "plan.json")))[
+            "prediction"]["step_seconds"] * 1e3
+        run([pcc, "compile", model, "--train", "--machine", machine, "-o",
+             out] + flags)
+        text = run([pcc, "run", out, "--data", tokens, "--data-dtype",
+                    "uint16", "--steps", str(a.steps)])
+        times = [float(t) for t in re.findall(r"^step \d+: .*?([0-9.]+) ms$",
+                                              text, re.M)]
+        measured = statistics.median(times[2:])
+        rows.append((name, predicted, measured))
+        print("%-58s predicted %8.2f ms  measured %8.2f ms" %
+              (name, predicted, measured), flush=True)
+        run(["rm", "-rf", out])
+
+    rho = spearman([r[1] for r in rows], [r[2] for r in rows])
+    fastest = min(rows, key=lambda r: r[2])
+    mine = [r for r in rows if r[0] == chosen]
+    print("rank correlation (Spearman) of predicted and measured: %.3f" % rho)
+    print("fastest measured: %s (%.2f ms)" % (fastest[0], fastest[2]))
+    if mine:
+        print("the search's choice: %s, measured %.2f ms = %.3f x the fastest"
+              % (chosen, mine[0][2], mine[0][2] / fastest[2]))
+    else:
+        print("the search's choice (%s) is not among the layouts run" % chosen)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

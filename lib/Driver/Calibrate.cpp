@@ -1,0 +1,432 @@
+//===- Calibrate.cpp - This machine's description, measured ---------------===//
+//
+// `pcc calibrate -o FILE` writes a machine description (docs/Machines.md)
+// of the machine it runs on, for `--machine FILE`: what the cost model
+// needs, measured with pcc's own programs rather than taken from a
+// datasheet.
+//
+// - The products' throughput: a chain of square matrix products compiled
+//   by pcc (f32, and bf16 products with --dtype bf16), run on one rank's
+//   share of the cores (the cores over --ranks), as a rank of a
+//   multi-rank program runs. Peak and achievable are the best measured.
+// - The memory bandwidth: an element-wise op over tensors far larger than
+//   the caches, at the bytes the cost model counts for it.
+// - The fixed cost of an op: a chain of element-wise ops on a few
+//   elements.
+// - Collectives and transfers: --ranks MPI ranks (started under mpirun as
+//   `pcc run` starts its ranks) time all-reduces, all-gathers and sends of
+//   4 KiB to 64 MiB; the bandwidth and latency are fitted to the ring
+//   traffic the cost model charges (CostModel::collectiveTime). The ranks
+//   share one host: the description has a node of --ranks devices, and
+//   its inter-node link is taken as the intra-node one (nothing between
+//   hosts was measured).
+// - Memory: the host's physical memory over --ranks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Build.h"
+
+#include "pcc/Driver/Driver.h"
+#include "pccrt/Comm.h"
+#include "pccrt/Launch.h"
+#include "pccrt/Runtime.h"
+
+#include "pcc/Transforms/Pipeline/CostModel.h"
+
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <thread>
+#include <unistd.h>
+
+using namespace pcc;
+
+namespace {
+
+/// "tensor<64x64xf32>".
+std::string tensorType(llvm::ArrayRef<int64_t> shape) {
+  std::string t = "tensor<";
+  for (int64_t d : shape)
+    t += std::to_string(d) + "x";
+  return t + "f32>";
+}
+
+/// A program of `count` products x <- x w of [n, n] matrices, both inputs
+/// (constants would be folded or prepared ahead).
+std::string productsSource(int64_t n, int64_t count) {
+  std::string t = tensorType({n, n});
+  std::string body;
+  std::string x = "%x";
+  for (int64_t i = 0; i < count; ++i) {
+    body += llvm::formatv("    %y{0} = graph.matmul {1}, %w : ({2}, {2}) "
+                          "-> {2}\n",
+                          i, x, t);
+    x = "%y" + std::to_string(i);
+  }
+  return llvm::formatv("module {{\n  func.func @main(%x: {0} {{onnx.name = "
+                       "\"x\"}, %w: {0} {{onnx.name = \"w\"}) -> ({0} "
+                       "{{onnx.name = \"y\"}) {{\n{1}    return {2} : {0}\n"
+                       "  }\n}\n",
+                       t, body, x);
+}
+
+/// A program of `count` element-wise adds x <- x + w over `elements`
+/// (compiled unfused: one pass over memory each).
+std::string addsSource(int64_t elements, int64_t count) {
+  std::string t = tensorType({elements});
+  std::string body, x = "%x";
+  for (int64_t i = 0; i < count; ++i) {
+    body += llvm::formatv("    %y{0} = graph.add {1}, %w : ({2}, {2}) -> "
+                          "{2}\n",
+                          i, x, t);
+    x = "%y" + std::to_string(i);
+  }
+  return llvm::formatv("module {{\n  func.func @main(%x: {0} {{onnx.name = "
+                       "\"x\"}, %w: {0} {{onnx.name = \"w\"}) -> ({0} "
+                       "{{onnx.name = \"y\"}) {{\n{1}    return {2} : {0}\n"
+                       "  }\n}\n",
+                       t, body, x);
+}
+
+/// Compiles `source` in `dir` and runs it `steps` times on an input of
+/// `shape`; the fastest step's seconds.
+llvm::Expected<double> timeProgram(llvm::StringRef dir, llvm::StringRef name,
+                                   const std::string &source,
+                                   llvm::ArrayRef<int64_t> shape,
+                                   llvm::StringRef dtype, int64_t threads,
+                                   int64_t steps) {
+  std::string model = (dir + "/" + name + ".mlir").str();
+  std::string out = (dir + "/" + name).str();
+  std::string input = (dir + "/" + name + ".pb").str();
+  std::string second = (dir + "/" + name + "-w.pb").str();
+  auto error = [&](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   name + ": " + message);
+  };
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(model, ec);
+    if (ec)
+      return error("cannot write " + model + ": " + ec.message());
+    os << source;
+  }
+  pccrt::Tensor x;
+  x.name = "x";
+  x.dtype = PCCRT_F32;
+  x.shape.assign(shape.begin(), shape.end());
+  int64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= d;
+  x.data.assign(size_t(elements) * sizeof(float), 0);
+  auto *values = reinterpret_cast<float *>(x.data.data());
+  for (int64_t i = 0; i < elements; ++i)
+    values[i] = float((i * 7919) % 1000) * 1e-3f;
+  for (const std::string &path : {input, second}) {
+    x.name = path == input ? "x" : "w";
+    std::vector<uint8_t> bytes = pccrt::serializeTensorProto(x);
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec)
+      return error("cannot write " + path + ": " + ec.message());
+    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  }
+  CompileOptions compile;
+  compile.model = model;
+  compile.outDir = out;
+  compile.threads = threads;
+  compile.dtype = dtype.str();
+  // Each op its own pass over memory, as the cost model times it.
+  compile.fuse = false;
+  std::string log;
+  llvm::raw_string_ostream compileLog(log);
+  if (failed(pcc::compile(compile, compileLog)))
+    return error("the program did not compile");
+  RunOptions run;
+  run.dir = out;
+  run.inputs = {input, second};
+  run.steps = steps;
+  std::vector<double> ms;
+  run.stepMilliseconds = &ms;
+  if (failed(pcc::run(run, compileLog)) || ms.empty())
+    return error("the program did not run");
+  // The first step warms the caches and the thread pool.
+  if (ms.size() > 1)
+    ms.erase(ms.begin());
+  return *std::min_element(ms.begin(), ms.end()) / 1e3;
+}
+
+/// Sizes the collectives are timed at.
+const int64_t kCollectiveBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20,
+                                    64 << 20};
+
+/// A rank of the collectives' timing: times each collective at each size
+/// (the fastest of 5 after a warm-up) and, on rank 0, writes
+/// {"all_reduce": [[bytes, seconds], ...], ...} to `file`.
+llvm::LogicalResult timeCollectives(const std::string &file) {
+  int rank = 0, size = 0;
+  pccrt::initMpi(&rank, &size);
+  std::unique_ptr<pccrt::RankMonitor> monitor =
+      pccrt::RankMonitor::forRank(rank);
+  std::unique_ptr<pccrt::Communicator> comm =
+      pccrt::createMpiCommunicator({size});
+  comm->setMonitor(monitor.get());
+  monitor->setPhase(pccrt::RankMonitor::Phase::Running);
+  llvm::json::Object results;
+  uint32_t axes = comm->allAxes();
+  for (llvm::StringRef kind : {"all_reduce", "all_gather", "send"}) {
+    llvm::json::Array points;
+    for (int64_t bytes : kCollectiveBytes) {
+      int64_t count = bytes / 4;
+      std::vector<float> in(size_t(count), 1.0f),
+          out(size_t(count) * size_t(size), 0.0f);
+      double best = 1e30;
+      for (int rep = 0; rep < 6; ++rep) {
+        (void)comm->agree("");
+        auto start = std::chrono::steady_clock::now();
+        if (kind == "all_reduce") {
+          comm->allReduce(axes, in.data(), count, PCCRT_F32, PCCRT_REDUCE_SUM);
+        } else if (kind == "all_gather") {
+          // Each rank's block is bytes / size: the result is `bytes`.
+          comm->allGather(axes, in.data(), out.data(), count / size, PCCRT_F32);
+        } else if (rank == 0) {
+          comm->send(axes, 1, 7, in.data(), count, PCCRT_F32);
+        } else if (rank == 1) {
+          comm->recv(axes, 0, 7, out.data(), count, PCCRT_F32);
+        }
+        // The send's time is the receiver's: rank 0 waits for it.
+        if (kind == "send") {
+          int64_t done = 0;
+          if (rank == 1)
+            comm->send(axes, 0, 8, &done, 1, PCCRT_I64);
+          else if (rank == 0)
+            comm->recv(axes, 1, 8, &done, 1, PCCRT_I64);
+        }
+        double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+        if (rep > 0)
+          best = std::min(best, seconds);
+      }
+      points.push_back(llvm::json::Array{bytes, best});
+    }
+    results[kind] = std::move(points);
+  }
+  llvm::LogicalResult result = llvm::success();
+  if (rank == 0) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(file, ec);
+    if (ec) {
+      llvm::errs() << "pcc: error: cannot write " << file << ": "
+                   << ec.message() << "\n";
+      result = llvm::failure();
+    } else {
+      os << llvm::json::Value(std::move(results)) << "\n";
+    }
+  }
+  pccrt::finalizeMpi(monitor.get());
+  if (succeeded(result))
+    monitor->setPhase(pccrt::RankMonitor::Phase::Done);
+  return result;
+}
+
+/// Bandwidth and latency of a link from (bytes, seconds) points, where a
+/// transfer of b bytes takes hops x latency + traffic(b) / bandwidth: the
+/// least-squares line through the points.
+std::pair<double, double> fitLink(const llvm::json::Array &points,
+                                  double trafficPerByte, double hops) {
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const llvm::json::Value &p : points) {
+    const llvm::json::Array *pair = p.getAsArray();
+    double x = *(*pair)[0].getAsNumber() * trafficPerByte,
+           y = *(*pair)[1].getAsNumber();
+    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  double intercept = (sy - slope * sx) / n;
+  double bandwidth = slope > 0 ? 1 / slope : 1e9;
+  double latency = std::max(1e-7, intercept / std::max(1.0, hops));
+  return {bandwidth, latency};
+}
+
+} // namespace
+
+llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
+                                   llvm::raw_ostream &summary) {
+  if (!options.collectivesFile.empty())
+    return timeCollectives(options.collectivesFile);
+  if (options.outFile.empty())
+    return printError("calibrate needs -o FILE");
+  if (options.ranks < 1)
+    return printError("--ranks must be at least 1");
+  // Measurements go into a fresh folder, removed at the end.
+  llvm::SmallString<128> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("pcc-calibrate", dir))
+    return printError("cannot create a temporary folder: " + ec.message());
+  llvm::scope_exit cleanup(
+      [&] { (void)llvm::sys::fs::remove_directories(dir); });
+  int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  int64_t threads = std::max<int64_t>(1, cores / options.ranks);
+  summary << llvm::formatv("pcc: calibrating this machine ({0} core(s), {1} "
+                           "per rank of {2})\n",
+                           cores, threads, options.ranks);
+  summary.flush();
+
+  // Products: 4 of [768, 768] (3.6 GFLOP).
+  const int64_t n = 768, products = 4;
+  double productFlops = 2.0 * n * n * n * products;
+  llvm::Expected<double> f32 =
+      timeProgram(dir, "products-f32", productsSource(n, products), {n, n},
+                  "f32", threads, 5);
+  if (!f32)
+    return printError(llvm::toString(f32.takeError()));
+  llvm::Expected<double> bf16 =
+      timeProgram(dir, "products-bf16", productsSource(n, products), {n, n},
+                  "bf16", threads, 5);
+  if (!bf16)
+    return printError(llvm::toString(bf16.takeError()));
+  // Memory: adds over 8M floats (the cost model counts 3 x 32 MB each).
+  const int64_t elements = 8 << 20, adds = 4;
+  llvm::Expected<double> stream =
+      timeProgram(dir, "bandwidth", addsSource(elements, adds), {elements},
+                  "f32", threads, 5);
+  if (!stream)
+    return printError(llvm::toString(stream.takeError()));
+  // The fixed cost: 200 adds over 16 floats.
+  const int64_t tiny = 200;
+  llvm::Expected<double> overhead = timeProgram(
+      dir, "overhead", addsSource(16, tiny), {16}, "f32", threads, 20);
+  if (!overhead)
+    return printError(llvm::toString(overhead.takeError()));
+  double f32Rate = productFlops / *f32, bf16Rate = productFlops / *bf16;
+  double bandwidth = 3.0 * 4.0 * double(elements) * adds / *stream;
+  double opOverhead = *overhead / tiny;
+  summary << llvm::formatv("  products: {0:F1} GFLOP/s f32, {1:F1} GFLOP/s "
+                           "bf16; memory {2:F1} GB/s; {3:F2} us per op\n",
+                           f32Rate / 1e9, bf16Rate / 1e9, bandwidth / 1e9,
+                           opOverhead * 1e6);
+
+  // Collectives between the ranks, under mpirun.
+  double linkBandwidth = 4e9, linkLatency = 2e-6;
+  std::string collectivesNote = "one rank: no collective measured";
+  if (options.ranks > 1) {
+    if (!pccrt::haveMpi())
+      return printError("calibrating " + std::to_string(options.ranks) +
+                        " ranks needs MPI, and this pcc was built without "
+                        "it (install libopenmpi-dev and rebuild), or give "
+                        "--ranks 1");
+    char self[4096];
+    ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (length <= 0)
+      return printError("cannot find the pcc executable");
+    std::string file = (dir + "/collectives.json").str();
+    pccrt::LaunchOptions launch;
+    launch.ranks = options.ranks;
+    launch.command = {std::string(self, size_t(length)), "calibrate",
+                      "--collectives-rank", file};
+    launch.timeoutSeconds = 120;
+    std::vector<std::string> errors;
+    int status = 1;
+    try {
+      status = pccrt::launchRanks(launch, errors);
+    } catch (const std::exception &e) {
+      return printError(std::string("cannot start the ranks: ") + e.what());
+    }
+    for (const std::string &line : errors)
+      llvm::errs() << "pcc: error: " << line << "\n";
+    if (status != 0)
+      return printError("timing the collectives failed");
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
+        llvm::MemoryBuffer::getFile(file);
+    llvm::Expected<llvm::json::Value> json =
+        text ? llvm::json::parse((*text)->getBuffer())
+             : llvm::Expected<llvm::json::Value>(
+                   llvm::errorCodeToError(text.getError()));
+    if (!json || !json->getAsObject())
+      return printError("the collectives' times could not be read");
+    double r = double(options.ranks), steps = r - 1;
+    const llvm::json::Object &times = *json->getAsObject();
+    // The all-reduce decides the bus bandwidth the cost model charges every
+    // collective with; the sends give a transfer's latency.
+    auto [busBandwidth, busLatency] =
+        fitLink(*times.getArray("all_reduce"), 2 * steps / r, 2 * steps);
+    auto [sendBandwidth, sendLatency] = fitLink(*times.getArray("send"), 1, 1);
+    linkBandwidth = busBandwidth;
+    linkLatency = busLatency;
+    collectivesNote =
+        llvm::formatv("all-reduce over {0} MPI ranks fitted to ring traffic "
+                      "({1:F2} GB/s bus bandwidth, {2:F1} us per step); "
+                      "sends {3:F2} GB/s, {4:F1} us",
+                      options.ranks, busBandwidth / 1e9, busLatency * 1e6,
+                      sendBandwidth / 1e9, sendLatency * 1e6)
+            .str();
+    summary << "  " << collectivesNote << "\n";
+  }
+
+  // The description.
+  double memory = double(sysconf(_SC_PHYS_PAGES)) *
+                  double(sysconf(_SC_PAGESIZE)) / double(options.ranks);
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  auto rates = [](double rate) {
+    return llvm::json::Object{{"peak", rate}, {"achievable", rate}};
+  };
+  llvm::json::Object description{
+      {"name", options.name},
+      {"description",
+       llvm::formatv("This machine as pcc calibrate measured it on {0}: {1} "
+                     "rank(s) of {2} thread(s) on one host",
+                     date, options.ranks, threads)
+           .str()},
+      {"sources",
+       llvm::json::Array{
+           llvm::formatv("products: {0} [{1}, {1}] x [{1}, {1}] products "
+                         "compiled by pcc, f32 and bf16 (--dtype), the "
+                         "fastest of 4 steps",
+                         products, n)
+               .str(),
+           llvm::formatv("memory: {0} element-wise adds over {1} floats; op "
+                         "overhead: {2} adds over 16 floats (unfused)",
+                         adds, elements, tiny)
+               .str(),
+           collectivesNote,
+           "between nodes: not measured (one host); taken as inside it"}},
+      {"devices_per_node", options.ranks},
+      {"memory_bytes", memory},
+      {"memory_bytes_per_second", bandwidth},
+      {"matrix_flops_per_second", llvm::json::Object{{"f32", rates(f32Rate)},
+                                                     {"bf16", rates(bf16Rate)},
+                                                     {"f16", rates(bf16Rate)}}},
+      {"op_overhead_seconds", opOverhead},
+      {"intra_node", llvm::json::Object{{"bytes_per_second", linkBandwidth},
+                                        {"latency_seconds", linkLatency}}},
+      {"inter_node", llvm::json::Object{{"bytes_per_second", linkBandwidth},
+                                        {"latency_seconds", linkLatency}}}};
+  std::string out =
+      llvm::formatv("{0:2}", llvm::json::Value(std::move(description))).str() +
+      "\n";
+  llvm::SmallString<128> parent(options.outFile);
+  llvm::sys::path::remove_filename(parent);
+  if (failed(writePlanFile(parent.empty() ? "." : parent.str(),
+                           llvm::sys::path::filename(options.outFile), out)))
+    return llvm::failure();
+  // The description must load as one.
+  if (llvm::Expected<CostModel> check =
+          CostModel::forMachine(options.outFile, "f32");
+      !check)
+    return printError("the description written does not load: " +
+                      llvm::toString(check.takeError()));
+  summary << "pcc: wrote " << options.outFile << " (use --machine "
+          << options.outFile << ")\n";
+  return llvm::success();
+}
