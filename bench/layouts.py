@@ -101,7 +101,7 @@ def main():
     ap.add_argument("work")
     ap.add_argument("--pcc", default="build/bin/pcc")
     ap.add_argument("--venv", default=os.environ.get("PCC_BENCH_VENV", ""))
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--size", default="4x256x8")
     a = ap.parse_args()
     pcc = os.path.abspath(a.pcc)

@@ -441,7 +441,7 @@ def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
 //===----------------------------------------------------------------------===//
 
 def Graph_ReshapeOp : Graph_Op<"reshape", [Graph_StridedViewOpInterfaceMethods, DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, 
-    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops", "getBytesAccessed"]>,
     ViewLikeOpInterface]> {
   let summary = "Reinterprets the elements with the result's shape";
   let description = [{

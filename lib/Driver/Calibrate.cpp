@@ -44,6 +44,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <thread>
 #include <unistd.h>
@@ -97,17 +98,14 @@ std::string addsSource(int64_t elements, int64_t count) {
                        t, body, x);
 }
 
-/// Compiles `source` in `dir` and runs it `steps` times on an input of
-/// `shape`; the fastest step's seconds.
-llvm::Expected<double> timeProgram(llvm::StringRef dir, llvm::StringRef name,
-                                   const std::string &source,
-                                   llvm::ArrayRef<int64_t> shape,
-                                   llvm::StringRef dtype, int64_t threads,
-                                   int64_t steps) {
+/// Compiles `source` in `dir`/`name` with inputs `name`.pb and `name`-w.pb
+/// of `shape`.
+llvm::Error buildTimedProgram(llvm::StringRef dir, llvm::StringRef name,
+                              const std::string &source,
+                              llvm::ArrayRef<int64_t> shape,
+                              llvm::StringRef dtype, int64_t threads) {
   std::string model = (dir + "/" + name + ".mlir").str();
   std::string out = (dir + "/" + name).str();
-  std::string input = (dir + "/" + name + ".pb").str();
-  std::string second = (dir + "/" + name + "-w.pb").str();
   auto error = [&](const llvm::Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    name + ": " + message);
@@ -120,7 +118,6 @@ llvm::Expected<double> timeProgram(llvm::StringRef dir, llvm::StringRef name,
     os << source;
   }
   pccrt::Tensor x;
-  x.name = "x";
   x.dtype = PCCRT_F32;
   x.shape.assign(shape.begin(), shape.end());
   int64_t elements = 1;
@@ -130,8 +127,9 @@ llvm::Expected<double> timeProgram(llvm::StringRef dir, llvm::StringRef name,
   auto *values = reinterpret_cast<float *>(x.data.data());
   for (int64_t i = 0; i < elements; ++i)
     values[i] = float((i * 7919) % 1000) * 1e-3f;
-  for (const std::string &path : {input, second}) {
-    x.name = path == input ? "x" : "w";
+  for (const char *input : {"x", "w"}) {
+    std::string path = (dir + "/" + name + "-" + input + ".pb").str();
+    x.name = input;
     std::vector<uint8_t> bytes = pccrt::serializeTensorProto(x);
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
@@ -150,19 +148,34 @@ llvm::Expected<double> timeProgram(llvm::StringRef dir, llvm::StringRef name,
   llvm::raw_string_ostream compileLog(log);
   if (failed(pcc::compile(compile, compileLog)))
     return error("the program did not compile");
+  return llvm::Error::success();
+}
+
+/// Runs the program buildTimedProgram left in `dir`/`name` `steps` times;
+/// the fastest step's seconds after the first (which warms the caches and
+/// the thread pool).
+llvm::Expected<double> runTimedProgram(llvm::StringRef dir,
+                                       llvm::StringRef name, int64_t steps) {
   RunOptions run;
-  run.dir = out;
-  run.inputs = {input, second};
+  run.dir = (dir + "/" + name).str();
+  run.inputs = {(dir + "/" + name + "-x.pb").str(),
+                (dir + "/" + name + "-w.pb").str()};
   run.steps = steps;
   std::vector<double> ms;
   run.stepMilliseconds = &ms;
-  if (failed(pcc::run(run, compileLog)) || ms.empty())
-    return error("the program did not run");
-  // The first step warms the caches and the thread pool.
+  if (failed(pcc::run(run, llvm::nulls())) || ms.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   name + ": the program did not run");
   if (ms.size() > 1)
     ms.erase(ms.begin());
   return *std::min_element(ms.begin(), ms.end()) / 1e3;
 }
+
+/// The programs calibrate times, with their steps.
+const std::pair<const char *, int64_t> kPrograms[] = {{"products-f32", 5},
+                                                      {"products-bf16", 5},
+                                                      {"bandwidth", 5},
+                                                      {"overhead", 20}};
 
 /// Sizes the collectives are timed at.
 const int64_t kCollectiveBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20,
@@ -182,6 +195,28 @@ llvm::LogicalResult timeCollectives(const std::string &file) {
   monitor->setPhase(pccrt::RankMonitor::Phase::Running);
   llvm::json::Object results;
   uint32_t axes = comm->allAxes();
+  // The programs, on every rank at once: the ranks share the host's
+  // memory bandwidth as a multi-rank program's do.
+  llvm::SmallString<128> dir(file);
+  llvm::sys::path::remove_filename(dir);
+  llvm::json::Object programs;
+  for (auto [name, steps] : kPrograms) {
+    (void)comm->agree("");
+    llvm::Expected<double> seconds = runTimedProgram(dir, name, steps);
+    std::string error;
+    if (!seconds)
+      error = llvm::toString(seconds.takeError());
+    std::vector<std::string> errors = comm->agree(error);
+    for (const std::string &e : errors)
+      if (!e.empty()) {
+        if (rank == 0)
+          llvm::errs() << "pcc: error: " << e << "\n";
+        pccrt::finalizeMpi(monitor.get());
+        return llvm::failure();
+      }
+    programs[name] = *seconds;
+  }
+  results["programs"] = std::move(programs);
   for (llvm::StringRef kind : {"all_reduce", "all_gather", "send"}) {
     llvm::json::Array points;
     for (int64_t bytes : kCollectiveBytes) {
@@ -281,44 +316,37 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
                            cores, threads, options.ranks);
   summary.flush();
 
-  // Products: 4 of [768, 768] (3.6 GFLOP).
-  const int64_t n = 768, products = 4;
-  double productFlops = 2.0 * n * n * n * products;
-  llvm::Expected<double> f32 =
-      timeProgram(dir, "products-f32", productsSource(n, products), {n, n},
-                  "f32", threads, 5);
-  if (!f32)
-    return printError(llvm::toString(f32.takeError()));
-  llvm::Expected<double> bf16 =
-      timeProgram(dir, "products-bf16", productsSource(n, products), {n, n},
-                  "bf16", threads, 5);
-  if (!bf16)
-    return printError(llvm::toString(bf16.takeError()));
-  // Memory: adds over 8M floats (the cost model counts 3 x 32 MB each).
-  const int64_t elements = 8 << 20, adds = 4;
-  llvm::Expected<double> stream =
-      timeProgram(dir, "bandwidth", addsSource(elements, adds), {elements},
-                  "f32", threads, 5);
-  if (!stream)
-    return printError(llvm::toString(stream.takeError()));
-  // The fixed cost: 200 adds over 16 floats.
-  const int64_t tiny = 200;
-  llvm::Expected<double> overhead = timeProgram(
-      dir, "overhead", addsSource(16, tiny), {16}, "f32", threads, 20);
-  if (!overhead)
-    return printError(llvm::toString(overhead.takeError()));
-  double f32Rate = productFlops / *f32, bf16Rate = productFlops / *bf16;
-  double bandwidth = 3.0 * 4.0 * double(elements) * adds / *stream;
-  double opOverhead = *overhead / tiny;
-  summary << llvm::formatv("  products: {0:F1} GFLOP/s f32, {1:F1} GFLOP/s "
-                           "bf16; memory {2:F1} GB/s; {3:F2} us per op\n",
-                           f32Rate / 1e9, bf16Rate / 1e9, bandwidth / 1e9,
-                           opOverhead * 1e6);
+  // The programs: 4 products of [768, 768] (3.6 GFLOP), in f32 and with
+  // bf16 products; 4 adds over 8M floats (the cost model counts 3 x 32 MB
+  // each); 200 adds over 16 floats (their fixed cost).
+  const int64_t n = 768, products = 4, elements = 8 << 20, adds = 4, tiny = 200;
+  struct Build {
+    const char *name;
+    std::string source;
+    llvm::SmallVector<int64_t> shape;
+    const char *dtype;
+  } builds[] = {{"products-f32", productsSource(n, products), {n, n}, "f32"},
+                {"products-bf16", productsSource(n, products), {n, n}, "bf16"},
+                {"bandwidth", addsSource(elements, adds), {elements}, "f32"},
+                {"overhead", addsSource(16, tiny), {16}, "f32"}};
+  for (const Build &b : builds)
+    if (llvm::Error e =
+            buildTimedProgram(dir, b.name, b.source, b.shape, b.dtype, threads))
+      return printError(llvm::toString(std::move(e)));
+  llvm::StringMap<double> seconds;
 
-  // Collectives between the ranks, under mpirun.
+  // With several ranks, the programs run on all of them at once, and the
+  // collectives between them, under mpirun.
   double linkBandwidth = 4e9, linkLatency = 2e-6;
   std::string collectivesNote = "one rank: no collective measured";
-  if (options.ranks > 1) {
+  if (options.ranks == 1) {
+    for (auto [name, steps] : kPrograms) {
+      llvm::Expected<double> time = runTimedProgram(dir, name, steps);
+      if (!time)
+        return printError(llvm::toString(time.takeError()));
+      seconds[name] = *time;
+    }
+  } else {
     if (!pccrt::haveMpi())
       return printError("calibrating " + std::to_string(options.ranks) +
                         " ranks needs MPI, and this pcc was built without "
@@ -355,10 +383,14 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
       return printError("the collectives' times could not be read");
     double r = double(options.ranks), steps = r - 1;
     const llvm::json::Object &times = *json->getAsObject();
+    if (const llvm::json::Object *programs = times.getObject("programs"))
+      for (auto [name, steps] : kPrograms)
+        seconds[name] = programs->getNumber(name).value_or(0);
     // The all-reduce decides the bus bandwidth the cost model charges every
     // collective with; the sends give a transfer's latency.
     auto [busBandwidth, busLatency] =
-        fitLink(*times.getArray("all_reduce"), 2 * steps / r, 2 * steps);
+        fitLink(*times.getArray("all_reduce"), 2 * steps / r,
+                2 * std::ceil(std::log2(r)));
     auto [sendBandwidth, sendLatency] = fitLink(*times.getArray("send"), 1, 1);
     linkBandwidth = busBandwidth;
     linkLatency = busLatency;
@@ -369,8 +401,23 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
                       options.ranks, busBandwidth / 1e9, busLatency * 1e6,
                       sendBandwidth / 1e9, sendLatency * 1e6)
             .str();
-    summary << "  " << collectivesNote << "\n";
   }
+  for (auto [name, steps] : kPrograms)
+    if (!(seconds.lookup(name) > 0))
+      return printError(std::string("the program '") + name +
+                        "' was not timed");
+  double productFlops = 2.0 * n * n * n * products;
+  double f32Rate = productFlops / seconds["products-f32"],
+         bf16Rate = productFlops / seconds["products-bf16"];
+  double bandwidth = 3.0 * 4.0 * double(elements) * adds / seconds["bandwidth"];
+  double opOverhead = seconds["overhead"] / tiny;
+  summary << llvm::formatv(
+      "  products: {0:F1} GFLOP/s f32, {1:F1} GFLOP/s "
+      "bf16; memory {2:F1} GB/s; {3:F2} us per op{4}\n",
+      f32Rate / 1e9, bf16Rate / 1e9, bandwidth / 1e9, opOverhead * 1e6,
+      options.ranks > 1 ? " (each rank, all at once)" : "");
+  if (options.ranks > 1)
+    summary << "  " << collectivesNote << "\n";
 
   // The description.
   double memory = double(sysconf(_SC_PHYS_PAGES)) *
@@ -392,7 +439,7 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
        llvm::json::Array{
            llvm::formatv("products: {0} [{1}, {1}] x [{1}, {1}] products "
                          "compiled by pcc, f32 and bf16 (--dtype), the "
-                         "fastest of 4 steps",
+                         "fastest of 4 steps, on every rank at once",
                          products, n)
                .str(),
            llvm::formatv("memory: {0} element-wise adds over {1} floats; op "

@@ -252,7 +252,11 @@ double CostModel::collectiveTime(StringRef kind, int64_t bytes, int64_t ranks,
   double traffic = kind == "all_reduce"       ? 2 * steps / n * bytes
                    : kind == "reduce_scatter" ? steps * bytes
                                               : steps / n * bytes;
-  double hops = kind == "all_reduce" ? 2 * steps : steps;
+  // The latency: NCCL (and MPI) start small collectives down trees, so
+  // the fixed cost grows with the steps of a tree (log2 n), twice for an
+  // all-reduce (reduce, then broadcast), not with the ring's n - 1 steps.
+  double depth = std::ceil(std::log2(n));
+  double hops = kind == "all_reduce" ? 2 * depth : depth;
   return hops * latency + traffic / bandwidth;
 }
 

@@ -186,6 +186,8 @@ int64_t GatherOp::getFlops() { return 0; }
 int64_t GatherElementsOp::getFlops() { return 0; }
 int64_t TriluOp::getFlops() { return 0; }
 int64_t InsertSliceOp::getFlops() { return 0; }
+// A reshape is a view of its operand's buffer: it moves nothing.
+int64_t ReshapeOp::getBytesAccessed() { return 0; }
 // A slice and a gather read what they take, not their whole operand (a
 // bucket of gradients, an embedding table).
 int64_t SliceOp::getBytesAccessed() { return 2 * bytesOf(getType()); }
