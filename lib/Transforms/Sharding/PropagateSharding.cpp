@@ -121,21 +121,44 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, StringRef axis,
     base = solver.run();
     oneByOne = true;
   }
-  // Where a round's adoptions together do not pay, one op at a time.
-  if (oneByOne)
-    for (Operation *op : llvm::reverse(ops)) {
-      std::optional<Layout> wanted = wantedOf(op);
-      if (!wanted)
-        continue;
-      solver.pin(op, *wanted);
-      Solver::Outcome trial = solver.run();
-      if (acceptable(trial, {{op, *wanted}})) {
-        base = trial;
-        continue;
-      }
-      solver.unpin(op);
-      base = solver.run();
-    }
+  // Where a round's adoptions together do not pay: halves of them, and
+  // halves of a half that does not, down to single ops. Each op is adopted
+  // in a group that pays, or tried alone, as one at a time would; but a
+  // solve per group rather than per op (ZeRO makes hundreds of
+  // candidates, of which few do not pay).
+  std::function<void(ArrayRef<Operation *>)> adoptGroup =
+      [&](ArrayRef<Operation *> group) {
+        SmallVector<std::pair<Operation *, Layout>> still;
+        for (Operation *op : group)
+          if (std::optional<Layout> wanted = wantedOf(op))
+            still.push_back({op, *wanted});
+        if (still.empty())
+          return;
+        for (auto [op, wanted] : still)
+          solver.pin(op, wanted);
+        Solver::Outcome trial = solver.run();
+        if (acceptable(trial, still)) {
+          base = trial;
+          return;
+        }
+        for (auto [op, wanted] : still)
+          solver.unpin(op);
+        base = solver.run();
+        if (group.size() == 1)
+          return;
+        size_t half = group.size() / 2;
+        adoptGroup(group.take_front(half));
+        adoptGroup(group.drop_front(half));
+      };
+  if (oneByOne) {
+    SmallVector<Operation *> candidates;
+    for (Operation *op : llvm::reverse(ops))
+      if (wantedOf(op))
+        candidates.push_back(op);
+    size_t half = candidates.size() / 2;
+    adoptGroup(ArrayRef<Operation *>(candidates).take_front(half));
+    adoptGroup(ArrayRef<Operation *>(candidates).drop_front(half));
+  }
 
   MLIRContext *ctx = func.getContext();
   Block &body = func.getBody().front();
