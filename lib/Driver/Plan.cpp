@@ -273,6 +273,36 @@ std::string pcc::formatSeconds(double seconds) {
   return llvm::formatv("{0:F2} us", seconds * 1e6).str();
 }
 
+/// The time of a step without stages as its program runs: its ops one
+/// after another, but a collective that completes at its waits
+/// (pcc-overlap-collectives) runs on the links from when it is reached
+/// until it is done, one collective at a time, while the ops up to its
+/// first wait compute.
+static double overlappedStepTime(func::FuncOp step, const CostModel &cost) {
+  double computing = 0, linksFree = 0;
+  llvm::DenseMap<Operation *, double> done;
+  for (Operation &op : step.getBody().front()) {
+    double time = cost.time(&op);
+    if (dist::completesAtWait(&op)) {
+      double start = std::max(computing, linksFree);
+      linksFree = done[&op] = start + time;
+      continue;
+    }
+    if (auto wait = dyn_cast<dist::WaitOp>(&op)) {
+      computing =
+          std::max(computing, done.lookup(wait.getInput().getDefiningOp()));
+      continue;
+    }
+    if (op.getDialect() && op.getDialect()->getNamespace() == "dist") {
+      // A blocking collective waits for the links, then holds both.
+      computing = linksFree = std::max(computing, linksFree) + time;
+      continue;
+    }
+    computing += time;
+  }
+  return std::max(computing, linksFree);
+}
+
 /// With --machine: the step's time on that machine, its throughput, its
 /// model flops utilization and the largest rank's planned memory
 /// (plan.json's `prediction`), and the line that says so.
@@ -328,10 +358,7 @@ static llvm::json::Object predictStep(ModuleOp module,
             peak, rank.getAsObject()->getInteger("peak_bytes").value_or(0));
     optimizer = slowest;
   } else {
-    step.walk([&](Operation *op) {
-      if (op != step)
-        seconds += cost.time(op);
-    });
+    seconds = overlappedStepTime(step, cost);
   }
   // Tokens: the first input's elements (a batch of token ids) per
   // microbatch, replica and step.
