@@ -61,34 +61,16 @@ std::string tensorType(llvm::ArrayRef<int64_t> shape) {
   return t + "f32>";
 }
 
-/// A program of `count` products x <- x w of [n, n] matrices, both inputs
-/// (constants would be folded or prepared ahead).
-std::string productsSource(int64_t n, int64_t count) {
-  std::string t = tensorType({n, n});
-  std::string body;
-  std::string x = "%x";
-  for (int64_t i = 0; i < count; ++i) {
-    body += llvm::formatv("    %y{0} = graph.matmul {1}, %w : ({2}, {2}) "
-                          "-> {2}\n",
-                          i, x, t);
-    x = "%y" + std::to_string(i);
-  }
-  return llvm::formatv("module {{\n  func.func @main(%x: {0} {{onnx.name = "
-                       "\"x\"}, %w: {0} {{onnx.name = \"w\"}) -> ({0} "
-                       "{{onnx.name = \"y\"}) {{\n{1}    return {2} : {0}\n"
-                       "  }\n}\n",
-                       t, body, x);
-}
-
-/// A program of `count` element-wise adds x <- x + w over `elements`
-/// (compiled unfused: one pass over memory each).
-std::string addsSource(int64_t elements, int64_t count) {
-  std::string t = tensorType({elements});
+/// A program of `count` ops y_i = OP(y_{i-1}, w), y_0 = x, of two inputs x
+/// and w of `shape` (inputs: constants would be folded or prepared ahead),
+/// OP being "graph.matmul" or an element-wise op ("graph.add").
+std::string chainSource(llvm::StringRef op, llvm::ArrayRef<int64_t> shape,
+                        int64_t count) {
+  std::string t = tensorType(shape);
   std::string body, x = "%x";
   for (int64_t i = 0; i < count; ++i) {
-    body += llvm::formatv("    %y{0} = graph.add {1}, %w : ({2}, {2}) -> "
-                          "{2}\n",
-                          i, x, t);
+    body += llvm::formatv("    %y{0} = {1} {2}, %w : ({3}, {3}) -> {3}\n", i,
+                          op, x, t);
     x = "%y" + std::to_string(i);
   }
   return llvm::formatv("module {{\n  func.func @main(%x: {0} {{onnx.name = "
@@ -325,10 +307,20 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
     std::string source;
     llvm::SmallVector<int64_t> shape;
     const char *dtype;
-  } builds[] = {{"products-f32", productsSource(n, products), {n, n}, "f32"},
-                {"products-bf16", productsSource(n, products), {n, n}, "bf16"},
-                {"bandwidth", addsSource(elements, adds), {elements}, "f32"},
-                {"overhead", addsSource(16, tiny), {16}, "f32"}};
+  } builds[] = {
+      {"products-f32",
+       chainSource("graph.matmul", {n, n}, products),
+       {n, n},
+       "f32"},
+      {"products-bf16",
+       chainSource("graph.matmul", {n, n}, products),
+       {n, n},
+       "bf16"},
+      {"bandwidth",
+       chainSource("graph.add", {elements}, adds),
+       {elements},
+       "f32"},
+      {"overhead", chainSource("graph.add", {16}, tiny), {16}, "f32"}};
   for (const Build &b : builds)
     if (llvm::Error e =
             buildTimedProgram(dir, b.name, b.source, b.shape, b.dtype, threads))

@@ -97,6 +97,21 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, StringRef axis,
     return trial.conflicts <= base.conflicts &&
            trial.commBytes <= base.commBytes + allowance;
   };
+  // Adopts `adopted` if a solve with them pinned is acceptable; else
+  // unpins them and solves again. Whether it did.
+  auto tryAdopt = [&](ArrayRef<std::pair<Operation *, Layout>> adopted) {
+    for (auto [op, wanted] : adopted)
+      solver.pin(op, wanted);
+    Solver::Outcome trial = solver.run();
+    if (acceptable(trial, adopted)) {
+      base = trial;
+      return true;
+    }
+    for (auto [op, wanted] : adopted)
+      solver.unpin(op);
+    base = solver.run();
+    return false;
+  };
   // First in rounds, each adopting every candidate at once with one run
   // (a round's adoptions can make candidates of their operands' makers,
   // hence several): a solve per candidate costs the step's size times the
@@ -109,17 +124,7 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, StringRef axis,
         adopted.push_back({op, *wanted});
     if (adopted.empty())
       break;
-    for (auto [op, wanted] : adopted)
-      solver.pin(op, wanted);
-    Solver::Outcome trial = solver.run();
-    if (acceptable(trial, adopted)) {
-      base = trial;
-      continue;
-    }
-    for (auto [op, wanted] : adopted)
-      solver.unpin(op);
-    base = solver.run();
-    oneByOne = true;
+    oneByOne = !tryAdopt(adopted);
   }
   // Where a round's adoptions together do not pay: halves of them, and
   // halves of a half that does not, down to single ops. Each op is adopted
@@ -132,19 +137,7 @@ LogicalResult pcc::propagateSharding(func::FuncOp func, StringRef axis,
         for (Operation *op : group)
           if (std::optional<Layout> wanted = wantedOf(op))
             still.push_back({op, *wanted});
-        if (still.empty())
-          return;
-        for (auto [op, wanted] : still)
-          solver.pin(op, wanted);
-        Solver::Outcome trial = solver.run();
-        if (acceptable(trial, still)) {
-          base = trial;
-          return;
-        }
-        for (auto [op, wanted] : still)
-          solver.unpin(op);
-        base = solver.run();
-        if (group.size() == 1)
+        if (still.empty() || tryAdopt(still) || group.size() == 1)
           return;
         size_t half = group.size() / 2;
         adoptGroup(group.take_front(half));
