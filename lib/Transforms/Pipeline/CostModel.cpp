@@ -306,14 +306,18 @@ double CostModel::time(Operation *op) const {
   auto cost = dyn_cast<graph::CostOpInterface>(op);
   if (!cost)
     return 0;
-  double flops = flopsPerSecond, bytes = bytesPerSecond;
-  auto it = ops.find(op->getName().getStringRef());
+  return time(op->getName().getStringRef(), double(cost.getFlops()),
+              double(cost.getBytesAccessed()));
+}
+
+double CostModel::time(StringRef opName, double flops, double bytes) const {
+  double flopRate = flopsPerSecond, byteRate = bytesPerSecond;
+  auto it = ops.find(opName);
   if (it != ops.end()) {
     if (it->second.flopsPerSecond > 0)
-      flops = it->second.flopsPerSecond;
+      flopRate = it->second.flopsPerSecond;
     if (it->second.bytesPerSecond > 0)
-      bytes = it->second.bytesPerSecond;
+      byteRate = it->second.bytesPerSecond;
   }
-  return opOverheadSeconds +
-         std::max(cost.getFlops() / flops, cost.getBytesAccessed() / bytes);
+  return opOverheadSeconds + std::max(flops / flopRate, bytes / byteRate);
 }

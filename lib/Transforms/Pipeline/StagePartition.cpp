@@ -823,6 +823,24 @@ LogicalResult pcc::assignStages(func::FuncOp func,
                                                 : 1;
     costs[3 * at->second + column] += options.cost.time(op);
   }
+  // Each microbatch's gradients are added to those of the earlier ones
+  // (pcc-lower-schedule's accumulation, between a stage's backward and the
+  // next): an add over each gradient a stage makes, in all but the first.
+  if (options.microbatches > 1) {
+    double later = double(options.microbatches - 1) / options.microbatches;
+    for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+      if (!graph::getStateIndex(func, k, graph::kGradAttr))
+        continue;
+      auto at = stageOf.find(v.getDefiningOp());
+      if (at == stageOf.end())
+        continue;
+      auto type = cast<RankedTensorType>(v.getType());
+      double elements = double(type.getNumElements());
+      costs[3 * at->second + 2] +=
+          later * options.cost.time(graph::AddOp::getOperationName(), elements,
+                                    3.0 * double(tensorBytes(type)));
+    }
+  }
   SmallVector<int64_t> stash = getStashBytes(
       func, phases, stages, [&](Operation *op) -> std::optional<int64_t> {
         auto it = stageOf.find(op);

@@ -57,6 +57,9 @@ public:
   /// the target's) throughput, whichever is slower, plus a fixed overhead.
   /// Communication ops take their bytes at the point-to-point bandwidth.
   double time(mlir::Operation *op) const;
+  /// Seconds of one execution of an op named `opName` that does `flops`
+  /// and accesses `bytes` (what time(op) takes of an op it has).
+  double time(llvm::StringRef opName, double flops, double bytes) const;
   /// Seconds to send `bytes` to another rank: a latency, then the bytes at
   /// the point-to-point bandwidth, or at the network's between nodes.
   double transferTime(int64_t bytes, bool betweenNodes = false) const;
