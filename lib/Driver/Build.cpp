@@ -511,3 +511,19 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
       memory.ioBytes += tensorBytes(at.first.getResultTypes()[at.second]);
   return memory;
 }
+
+func::FuncOp pcc::getStepFunction(ModuleOp module) {
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (!fn.isExternal() && fn.isPublic())
+      return fn;
+  return nullptr;
+}
+
+RankedTensorType pcc::getTokenInputType(func::FuncOp step) {
+  for (auto [i, t] : llvm::enumerate(step.getArgumentTypes()))
+    if (step.getArgAttr(i, kOnnxNameAttr)) {
+      auto type = dyn_cast<RankedTensorType>(t);
+      return type && type.hasStaticShape() ? type : RankedTensorType();
+    }
+  return RankedTensorType();
+}

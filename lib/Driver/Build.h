@@ -258,14 +258,22 @@ struct SearchResult {
   std::string summary;
 };
 
+/// The step function of a module as the pipeline leaves it before
+/// lowering: its public definition (null if none).
+mlir::func::FuncOp getStepFunction(mlir::ModuleOp module);
+
+/// The type of `step`'s token input: its first argument that names an ONNX
+/// graph input, whose leading extent is the batch; null if there is none or
+/// it has no static shape.
+mlir::RankedTensorType getTokenInputType(mlir::func::FuncOp step);
+
 /// `pcc plan --devices N`: searches the layouts of the training step of
 /// `options.model` (or of the model `modelSpec` describes) on `devices`
 /// devices of `options.machine` (see Search.cpp), the options' other
 /// settings (dtype, optimizer, ...) kept. Fails with the error printed.
 llvm::FailureOr<SearchResult> searchLayouts(const CompileOptions &options,
                                             llvm::StringRef modelSpec,
-                                            int64_t devices,
-                                            llvm::raw_ostream *progress);
+                                            int64_t devices);
 
 /// "12.30 s", "45.60 ms", "7.80 us".
 std::string formatSeconds(double seconds);

@@ -14,7 +14,7 @@
 // - The fixed cost of an op: a chain of element-wise ops on a few
 //   elements.
 // - Collectives and transfers: --ranks MPI ranks (started under mpirun as
-//   `pcc run` starts its ranks) time all-reduces, all-gathers and sends of
+//   `pcc run` starts its ranks) time all-reduces and sends of
 //   4 KiB to 64 MiB; the bandwidth and latency are fitted to the ring
 //   traffic the cost model charges (CostModel::collectiveTime). The ranks
 //   share one host: the description has a node of --ranks devices, and
@@ -163,9 +163,10 @@ const std::pair<const char *, int64_t> kPrograms[] = {{"products-f32", 5},
 const int64_t kCollectiveBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20,
                                     64 << 20};
 
-/// A rank of the collectives' timing: times each collective at each size
-/// (the fastest of 5 after a warm-up) and, on rank 0, writes
-/// {"all_reduce": [[bytes, seconds], ...], ...} to `file`.
+/// A rank of the timing: runs calibrate's programs on every rank at once,
+/// then times all-reduces and sends at each size (the fastest of 5 after a
+/// warm-up) and, on rank 0, writes {"programs": {name: seconds, ...},
+/// "all_reduce": [[bytes, seconds], ...], "send": [...]} to `file`.
 llvm::LogicalResult timeCollectives(const std::string &file) {
   int rank = 0, size = 0;
   pccrt::initMpi(&rank, &size);
@@ -199,21 +200,17 @@ llvm::LogicalResult timeCollectives(const std::string &file) {
     programs[name] = *seconds;
   }
   results["programs"] = std::move(programs);
-  for (llvm::StringRef kind : {"all_reduce", "all_gather", "send"}) {
+  for (llvm::StringRef kind : {"all_reduce", "send"}) {
     llvm::json::Array points;
     for (int64_t bytes : kCollectiveBytes) {
       int64_t count = bytes / 4;
-      std::vector<float> in(size_t(count), 1.0f),
-          out(size_t(count) * size_t(size), 0.0f);
+      std::vector<float> in(size_t(count), 1.0f), out(size_t(count), 0.0f);
       double best = 1e30;
       for (int rep = 0; rep < 6; ++rep) {
         (void)comm->agree("");
         auto start = std::chrono::steady_clock::now();
         if (kind == "all_reduce") {
           comm->allReduce(axes, in.data(), count, PCCRT_F32, PCCRT_REDUCE_SUM);
-        } else if (kind == "all_gather") {
-          // Each rank's block is bytes / size: the result is `bytes`.
-          comm->allGather(axes, in.data(), out.data(), count / size, PCCRT_F32);
         } else if (rank == 0) {
           comm->send(axes, 1, 7, in.data(), count, PCCRT_F32);
         } else if (rank == 1) {

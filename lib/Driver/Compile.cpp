@@ -1288,7 +1288,7 @@ LogicalResult pcc::compile(const CompileOptions &options,
       searching.machine = "cpu";
     }
     FailureOr<SearchResult> found =
-        searchLayouts(searching, "", options.devices, nullptr);
+        searchLayouts(searching, "", options.devices);
     if (failed(found))
       return failure();
     const llvm::json::Object *best = found->json.getObject("best");

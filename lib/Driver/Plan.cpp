@@ -320,10 +320,7 @@ static llvm::json::Object predictStep(ModuleOp module,
                                       const CostModel &cost,
                                       const llvm::json::Object &plan,
                                       int64_t heldPeak, std::string &line) {
-  func::FuncOp step;
-  for (auto fn : module.getOps<func::FuncOp>())
-    if (!fn.isExternal() && fn.isPublic())
-      step = fn;
+  func::FuncOp step = getStepFunction(module);
   int64_t devices = options.dp * options.tp * options.pp;
   auto microbatches = step->getAttrOfType<IntegerAttr>(kMicrobatchesAttr);
   int64_t m = microbatches ? microbatches.getInt() : 1;
@@ -362,12 +359,9 @@ static llvm::json::Object predictStep(ModuleOp module,
   }
   // Tokens: the first input's elements (a batch of token ids) per
   // microbatch, replica and step.
-  int64_t tokens = 0;
-  for (auto [i, t] : llvm::enumerate(step.getArgumentTypes()))
-    if (step.getArgAttr(i, kOnnxNameAttr)) {
-      tokens = cast<RankedTensorType>(t).getNumElements() * m * options.dp;
-      break;
-    }
+  RankedTensorType tokenInput = getTokenInputType(step);
+  int64_t tokens =
+      tokenInput ? tokenInput.getNumElements() * m * options.dp : 0;
   double modelFlops = 3.0 * double(getForwardFlops(step)) * double(m) *
                       double(options.tp * options.dp);
   double mfu =
@@ -554,7 +548,7 @@ static LogicalResult planSearch(const CompileOptions &options,
                              {"plan.json", "schedule.svg", "search.json"})))
     return failure();
   FailureOr<SearchResult> found =
-      searchLayouts(options, modelSpec, options.devices, nullptr);
+      searchLayouts(options, modelSpec, options.devices);
   if (failed(found))
     return failure();
   auto text = [](llvm::json::Object json) {

@@ -161,14 +161,19 @@ struct Candidate {
   }
 };
 
-/// Per stage of a cut into S stages, the profile's sums.
-struct StageSums {
+/// Per stage of a cut into S stages: a profile's sums, or those
+/// extrapolated to another tensor-parallel degree (extrapolateStages).
+struct StageModel {
   SmallVector<double> forward, backward, weight, communication, crossing;
   SmallVector<double> forwardOps, backwardOps;
-  SmallVector<int64_t> stash, parameters, gradients, state;
+  SmallVector<double> stash, parameters, gradients, state;
   /// The least stage's share of the mean (a stage that does next to
   /// nothing means more stages than the model fills).
   double smallest = 0;
+  /// Of the whole step: the optimizer's seconds and the largest value.
+  double optimizer = 0, largestValue = 0;
+  /// The samples the sums are of.
+  int64_t samples = 1;
 };
 
 /// A profiled tensor-parallel layout of the whole step at the full batch.
@@ -178,15 +183,18 @@ struct Profile {
   int64_t samples = 1;
   bool sequenceParallel = false;
   pipeline::StepProfile step;
-  std::map<int64_t, StageSums> byStages;
+  std::map<int64_t, StageModel> byStages;
 
   /// Sums over `stages` contiguous stages cut where the slowest stage's
   /// forward and backward (with what crosses its start) are least.
-  const StageSums &cut(int64_t stages) {
+  const StageModel &cut(int64_t stages) {
     auto [it, inserted] = byStages.try_emplace(stages);
     if (!inserted)
       return it->second;
-    StageSums &sums = it->second;
+    StageModel &sums = it->second;
+    sums.optimizer = step.optimizer;
+    sums.largestValue = double(step.largestValue);
+    sums.samples = samples;
     size_t n = step.forward.size();
     SmallVector<double> weight(n);
     double total = 0;
@@ -227,10 +235,10 @@ struct Profile {
         sums.backward[s] += step.backward[k];
         sums.weight[s] += step.weight[k];
         sums.communication[s] += step.communication[k];
-        sums.stash[s] += step.stash[k];
-        sums.parameters[s] += step.parameters[k];
-        sums.gradients[s] += step.gradients[k];
-        sums.state[s] += step.state[k];
+        sums.stash[s] += double(step.stash[k]);
+        sums.parameters[s] += double(step.parameters[k]);
+        sums.gradients[s] += double(step.gradients[k]);
+        sums.state[s] += double(step.state[k]);
         sums.forwardOps[s] += 1;
         sums.backwardOps[s] += double(step.backwardOps[k]);
       }
@@ -243,49 +251,32 @@ struct Profile {
   }
 };
 
-/// Per stage at tensor-parallel degree `tp`: one profile's sums, or those
-/// extrapolated between the profile at 1 and the one at T0.
-struct StageModel {
-  SmallVector<double> forward, backward, weight, communication, crossing;
-  SmallVector<double> forwardOps, backwardOps;
-  SmallVector<double> stash, parameters, gradients, state;
-  double optimizer = 0, largestValue = 0, smallest = 0;
-  /// The samples the sums are of.
-  int64_t samples = 1;
-};
-
-StageModel modelStages(Profile &one, Profile *at, int64_t tp, int64_t stages) {
-  const StageSums &a = one.cut(stages);
+/// Per stage at tensor-parallel degree `tp`, extrapolated between the
+/// sums of the profile at 1 (`one`) and those of the profile at T0 (`at`):
+/// an op either splits over tp (its work and memory fall as 1/T) or does
+/// not, so each sum is x1 + (xT0 - x1) (1 - 1/T) / (1 - 1/T0); the
+/// collectives' ring traffic grows as (T - 1) / T, the same factor.
+StageModel extrapolateStages(Profile &one, Profile &at, int64_t tp,
+                             int64_t stages) {
+  const StageModel &a = one.cut(stages);
+  const StageModel &b = at.cut(stages);
   StageModel m;
   m.samples = one.samples;
-  auto copy = [&](auto &to, const auto &from) {
-    to.assign(from.begin(), from.end());
-  };
-  if (!at || tp == 1) {
-    copy(m.forward, a.forward), copy(m.backward, a.backward),
-        copy(m.weight, a.weight), copy(m.communication, a.communication),
-        copy(m.crossing, a.crossing), copy(m.stash, a.stash),
-        copy(m.parameters, a.parameters), copy(m.gradients, a.gradients),
-        copy(m.state, a.state), copy(m.forwardOps, a.forwardOps),
-        copy(m.backwardOps, a.backwardOps);
-    m.optimizer = one.step.optimizer;
-    m.largestValue = double(one.step.largestValue);
-    m.smallest = a.smallest;
-    return m;
-  }
-  const StageSums &b = at->cut(stages);
-  double k = (1 - 1.0 / double(tp)) / (1 - 1.0 / double(at->tp));
-  double ring = (1 - 1.0 / double(tp)) / (1 - 1.0 / double(at->tp));
+  double k = (1 - 1.0 / double(tp)) / (1 - 1.0 / double(at.tp));
   auto mix = [&](double x1, double x0) {
     return std::max(0.0, x1 + (x0 - x1) * k);
   };
   for (int64_t s = 0; s < stages; ++s) {
-    // Computation apart from collectives, which follow their traffic.
-    double comm = b.communication[s] * ring;
+    // Computation apart from collectives, which follow their traffic: a
+    // third of them in the forward, two thirds in the backward (a
+    // collective's conjugate, and the weight gradient's).
+    double comm = b.communication[s] * k;
     m.communication.push_back(comm);
-    m.forward.push_back(mix(a.forward[s], b.forward[s] - b.communication[s]) +
-                        comm / 3);
-    m.backward.push_back(mix(a.backward[s], b.backward[s]) + comm * 2 / 3);
+    m.forward.push_back(
+        mix(a.forward[s], b.forward[s] - b.communication[s] / 3) + comm / 3);
+    m.backward.push_back(
+        mix(a.backward[s], b.backward[s] - b.communication[s] * 2 / 3) +
+        comm * 2 / 3);
     m.weight.push_back(mix(a.weight[s], b.weight[s]));
     m.crossing.push_back(mix(a.crossing[s], b.crossing[s]));
     m.stash.push_back(mix(a.stash[s], b.stash[s]));
@@ -295,9 +286,8 @@ StageModel modelStages(Profile &one, Profile *at, int64_t tp, int64_t stages) {
     m.forwardOps.push_back(b.forwardOps[s]);
     m.backwardOps.push_back(b.backwardOps[s]);
   }
-  m.optimizer = mix(one.step.optimizer, at->step.optimizer);
-  m.largestValue =
-      mix(double(one.step.largestValue), double(at->step.largestValue));
+  m.optimizer = mix(a.optimizer, b.optimizer);
+  m.largestValue = mix(a.largestValue, b.largestValue);
   m.smallest = std::min(a.smallest, b.smallest);
   return m;
 }
@@ -356,19 +346,22 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
     comm[s] = model.communication[s] * f;
     stash[s] = model.stash[s] * f;
   }
-  // ZeRO 3 gathers a stage's parameters for its forward and again for its
-  // backward, every microbatch.
-  auto held = [&](int64_t rank, double &parameters) {
+  // What pipeline rank `rank`'s stages hold of `sums` (parameters,
+  // gradients or state).
+  auto ofRank = [&](int64_t rank, ArrayRef<double> sums) {
     double bytes = 0;
-    parameters = 0;
-    for (int64_t s = rank; s < stages; s += p) {
-      parameters += model.parameters[s];
-      bytes += model.parameters[s] / (layout.zero >= 3 ? dp : 1) +
-               model.gradients[s] / (layout.zero >= 2 ? dp : 1) +
-               model.state[s] / (layout.zero >= 1 ? dp : 1);
-    }
+    for (int64_t s = rank; s < stages; s += p)
+      bytes += sums[s];
     return bytes;
   };
+  // What a rank holds throughout, with ZeRO's splits.
+  auto held = [&](int64_t rank) {
+    return ofRank(rank, model.parameters) / (layout.zero >= 3 ? dp : 1) +
+           ofRank(rank, model.gradients) / (layout.zero >= 2 ? dp : 1) +
+           ofRank(rank, model.state) / (layout.zero >= 1 ? dp : 1);
+  };
+  // ZeRO 3 gathers a stage's parameters for its forward and again for its
+  // backward, every microbatch.
   if (layout.zero >= 3)
     for (int64_t s = 0; s < stages; ++s) {
       double gather = cost.collectiveTime(
@@ -390,11 +383,8 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
   Estimate e;
   SmallVector<double> recomputeShare(p, 0);
   for (int64_t r = 0; r < p; ++r) {
-    double parameters = 0, bytes = held(r, parameters);
-    double kept = 0;
-    for (int64_t s = r; s < stages; s += p)
-      kept += stash[s];
-    kept = kept / double(v) * inFlight(r);
+    double bytes = held(r);
+    double kept = ofRank(r, stash) / double(v) * inFlight(r);
     double peak = bytes + kept + model.largestValue * f;
     if (memory > 0 && peak > double(memory)) {
       // Recomputation frees stashed bytes, at most half of them (what
@@ -417,7 +407,7 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
     e.peakBytes = std::max(e.peakBytes, int64_t(peak));
   }
   // Per microbatch, each stage's whole time; per rank, its chunks'.
-  SmallVector<double> t(stages), load(p, 0), busyCompute(p, 0), busyComm(p, 0),
+  SmallVector<double> t(stages), load(p, 0), busyComm(p, 0),
       recomputeTime(p, 0);
   double slowest = 0, total = 0, zbBubble = 0;
   for (int64_t s = 0; s < stages; ++s) {
@@ -450,14 +440,12 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
   for (double b : model.parameters)
     totalParameters += b;
   for (int64_t r = 0; r < p; ++r) {
-    double parameters = 0, gradients = 0;
-    held(r, parameters);
-    for (int64_t s = r; s < stages; s += p)
-      gradients += model.gradients[s];
-    double reduce = cost.collectiveTime("all_reduce", int64_t(gradients), dp,
-                                        dataCrossesNodes);
+    double reduce =
+        cost.collectiveTime("all_reduce", int64_t(ofRank(r, model.gradients)),
+                            dp, dataCrossesNodes);
     double update = totalParameters > 0
-                        ? model.optimizer * parameters / totalParameters /
+                        ? model.optimizer * ofRank(r, model.parameters) /
+                              totalParameters /
                               double(layout.zero >= 1 ? dp : 1)
                         : 0;
     if (reduce + update > after) {
@@ -605,19 +593,11 @@ std::optional<PlannedLayout> planWithin(ModuleOp source,
   return planned;
 }
 
-/// The step function of a planned module: its public definition.
-func::FuncOp getStep(ModuleOp module) {
-  for (auto fn : module.getOps<func::FuncOp>())
-    if (!fn.isExternal() && fn.isPublic())
-      return fn;
-  return nullptr;
-}
-
 } // namespace
 
 FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
-                                           StringRef modelSpec, int64_t devices,
-                                           raw_ostream *progress) {
+                                           StringRef modelSpec,
+                                           int64_t devices) {
   auto started = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -653,16 +633,11 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
   Rejections rejected;
   // The batch: the leading extent of the step's first input (token ids),
   // which microbatches and data parallelism divide.
-  if (func::FuncOp step = getStep(*source))
-    for (auto [i, t] : llvm::enumerate(step.getArgumentTypes()))
-      if (step.getArgAttr(i, kOnnxNameAttr)) {
-        auto type = dyn_cast<RankedTensorType>(t);
-        if (!type || !type.hasStaticShape())
-          break;
-        ctx.tokens = type.getNumElements();
-        ctx.batch = type.getRank() > 0 ? type.getDimSize(0) : 1;
-        break;
-      }
+  if (func::FuncOp step = getStepFunction(*source))
+    if (RankedTensorType type = getTokenInputType(step)) {
+      ctx.tokens = type.getNumElements();
+      ctx.batch = type.getRank() > 0 ? type.getDimSize(0) : 1;
+    }
   // A profile is of one microbatch of a single sample, where the model
   // allows it, so that the layouts' sharding is that of small
   // microbatches (no batch to split over tp); else of the whole batch.
@@ -686,7 +661,7 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
         error = capture.first.empty() ? "the layout failed" : capture.first;
         continue;
       }
-      func::FuncOp step = getStep(*module);
+      func::FuncOp step = getStepFunction(*module);
       if (!step) {
         error = "the model has no step function";
         return std::nullopt;
@@ -733,9 +708,6 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
       else
         unprofitable[{t0, sp}] = reason;
     }
-  if (progress)
-    *progress << llvm::formatv("pcc: profiled the step in {0:F1} s\n",
-                               elapsed());
   Profile &base = profiles.at({1, false});
 
   // Tier 2: every layout, estimated.
@@ -746,11 +718,10 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
     auto it = models.find(key);
     if (it != models.end())
       return it->second;
-    StageModel model;
-    if (auto own = profiles.find({tp, sp}); own != profiles.end())
-      model = modelStages(own->second, nullptr, 1, stages);
-    else
-      model = modelStages(base, &profiles.at({t0, sp}), tp, stages);
+    StageModel model =
+        profiles.count({tp, sp})
+            ? profiles.at({tp, sp}).cut(stages)
+            : extrapolateStages(base, profiles.at({t0, sp}), tp, stages);
     return models.emplace(key, std::move(model)).first->second;
   };
   // Estimates `layout` (its recomputation decided anew); fails with the
@@ -857,9 +828,6 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
     });
   };
   rank();
-  if (progress)
-    *progress << llvm::formatv("pcc: estimated {0} layouts in {1:F1} s\n",
-                               searched, elapsed());
 
   // Tier 3: the best few of different meshes and schedules, planned
   // exactly. A layout whose tensor-parallel degree was extrapolated has
@@ -885,8 +853,16 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
                     other.layout.sequenceParallel == degree.second;
         (same ? again : kept).push_back(std::move(other));
       }
-      if (at)
+      if (at) {
         profiles.emplace(degree, std::move(*at));
+        // Its stages' extrapolated sums give way to the profile's.
+        for (auto it = models.begin(); it != models.end();) {
+          auto here = it++;
+          if (std::get<0>(here->first) == degree.first &&
+              std::get<1>(here->first) == degree.second)
+            models.erase(here);
+        }
+      }
       for (Candidate &other : again) {
         std::string why = "tensor parallelism " + std::to_string(degree.first) +
                           ": " + reason;
@@ -937,25 +913,24 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
     // that rely on it rejected.
     double ratio = *prediction->getNumber("step_seconds") / c.estimate.step;
     bool fits = *prediction->getInteger("peak_bytes") <= usableBytes(cost);
-    const Layout &done_ = c.layout;
     if (!fits) {
       ++rejected["planned exactly, does not fit the device's memory"];
       rejectedExactly.insert(c.layout.describe());
     }
-    if (ratio > 1.25 || (!fits && done_.recompute == "auto")) {
+    if (ratio > 1.25 || (!fits && c.layout.recompute == "auto")) {
       std::vector<Candidate> kept;
       for (Candidate &other : feasible) {
         const Layout &l = other.layout;
-        if (!fits && done_.recompute == "auto" && l.recompute == "auto" &&
-            l.dp == done_.dp && l.tp == done_.tp && l.pp == done_.pp &&
-            l.describe() != done_.describe()) {
+        if (!fits && c.layout.recompute == "auto" && l.recompute == "auto" &&
+            l.dp == c.layout.dp && l.tp == c.layout.tp && l.pp == c.layout.pp &&
+            l.describe() != c.layout.describe()) {
           ++rejected["planned exactly, recomputation does not bring the "
                      "mesh under the device's memory"];
           continue;
         }
-        if (ratio > 1.25 && l.tp == done_.tp &&
-            l.sequenceParallel == done_.sequenceParallel &&
-            l.describe() != done_.describe()) {
+        if (ratio > 1.25 && l.tp == c.layout.tp &&
+            l.sequenceParallel == c.layout.sequenceParallel &&
+            l.describe() != c.layout.describe()) {
           other.estimate.step *= ratio;
           other.estimate.compute *= ratio;
           other.estimate.tokensPerSecond /= ratio;
@@ -966,9 +941,6 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
       feasible = std::move(kept);
       rank();
       i = size_t(-1);
-      if (!fits)
-        continue;
-      // The candidate moved; it is taken as planned below.
     }
     if (!fits)
       continue;
@@ -1037,7 +1009,7 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
                                    {"seconds", seconds},
                                    {"searched", searched},
                                    {"feasible", int64_t(feasible.size())},
-                                   {"done_exactly", int64_t(exact.size())},
+                                   {"planned_exactly", int64_t(exact.size())},
                                    {"best", entry(best)},
                                    {"candidates", std::move(candidates)},
                                    {"rejected", std::move(rejections)}};

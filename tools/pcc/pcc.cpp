@@ -660,7 +660,6 @@ static bool parseFault(llvm::StringRef spec, RunOptions &o) {
 /// `pcc calibrate`.
 static int calibrateCommand(Args &args) {
   CalibrateOptions o;
-  o.arguments = args.rest();
   while (!args.done()) {
     llvm::StringRef a = args.next();
     bool ok = true;

@@ -208,17 +208,15 @@ llvm::LogicalResult run(const RunOptions &options, llvm::raw_ostream &summary);
 
 /// `pcc calibrate -o FILE`: measures this machine with pcc's own programs
 /// (the products' throughput in f32 and bf16, the memory bandwidth and the
-/// fixed cost of an op, on one rank's share of the cores; each collective
-/// and point-to-point transfer between `ranks` MPI ranks) and writes its
+/// fixed cost of an op, on one rank's share of the cores; all-reduces and
+/// point-to-point transfers between `ranks` MPI ranks) and writes its
 /// machine description (docs/Machines.md) to FILE.
 struct CalibrateOptions {
   std::string outFile;
   std::string name = "calibrated";
   int64_t ranks = 2;
-  /// The `pcc calibrate` arguments as given, which the ranks it starts to
-  /// time the collectives run with `--collectives-rank`.
-  std::vector<std::string> arguments;
-  /// Set in those ranks: where rank 0 writes the collectives' times.
+  /// Set in the ranks it starts (`--collectives-rank FILE`): where rank 0
+  /// writes the collectives' times.
   std::string collectivesFile;
 };
 llvm::LogicalResult calibrate(const CalibrateOptions &options,

@@ -224,6 +224,26 @@ stepTimes(Block &body, const StepPhases &phases, ArrayRef<Operation *> forward,
   return times;
 }
 
+/// The input gradient among the backward ops `backward` (in program
+/// order), each placed by `placeOf` (a stage, or a forward op's position;
+/// none for an op outside them): the ops whose results another place's
+/// backward needs, directly or through its place's own input gradient. The
+/// rest is the weight gradient (W), which zero-bubble schedules run apart.
+static llvm::DenseSet<Operation *> findInputGradient(
+    ArrayRef<Operation *> backward,
+    llvm::function_ref<std::optional<int64_t>(Operation *)> placeOf) {
+  llvm::DenseSet<Operation *> inputGradient;
+  for (Operation *op : llvm::reverse(backward)) {
+    std::optional<int64_t> at = placeOf(op);
+    if (llvm::any_of(op->getUsers(), [&](Operation *user) {
+          std::optional<int64_t> there = placeOf(user);
+          return there && (*there != at || inputGradient.contains(user));
+        }))
+      inputGradient.insert(op);
+  }
+  return inputGradient;
+}
+
 StepProfile pipeline::profileStep(func::FuncOp step, const CostModel &cost) {
   StepProfile profile;
   if (step.isExternal())
@@ -265,21 +285,19 @@ StepProfile pipeline::profileStep(func::FuncOp step, const CostModel &cost) {
   for (Operation &op : body.without_terminator())
     if (backwardAt.count(&op))
       backward.push_back(&op);
-  llvm::DenseSet<Operation *> inputGradient;
+  llvm::DenseSet<Operation *> inputGradient =
+      findInputGradient(backward, [&](Operation *op) -> std::optional<int64_t> {
+        auto it = backwardAt.find(op);
+        return it == backwardAt.end() ? std::nullopt
+                                      : std::optional<int64_t>(it->second);
+      });
   llvm::DenseSet<Value> kept;
-  for (Operation *op : llvm::reverse(backward)) {
+  for (Operation *op : backward) {
     size_t at = backwardAt[op];
-    bool needed = llvm::any_of(op->getUsers(), [&](Operation *user) {
-      auto it = backwardAt.find(user);
-      return it != backwardAt.end() &&
-             (it->second != at || inputGradient.contains(user));
-    });
     double time = isDataParallelReduction(op) ? 0 : cost.time(op);
     if (time > 0)
       ++profile.backwardOps[at];
-    if (needed)
-      inputGradient.insert(op);
-    else
+    if (!inputGradient.contains(op))
       profile.weight[at] += time;
     if (isCommunication(op))
       profile.communication[at] += time;
@@ -786,22 +804,20 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   // The weight gradient (W, which zero-bubble schedules run apart from the
   // input gradient B): backward ops whose results no other stage's
   // backward needs, directly or through the stage's own input gradient.
-  llvm::DenseSet<Operation *> inputGradient;
   SmallVector<Operation *> backward;
   for (Operation &op : body.without_terminator())
     if (stageOf.count(&op) && phases.of(&op) == Phase::Backward)
       backward.push_back(&op);
-  for (Operation *op : llvm::reverse(backward)) {
-    bool needed = llvm::any_of(op->getUsers(), [&](Operation *user) {
-      auto it = stageOf.find(user);
-      return it != stageOf.end() && phases.of(user) == Phase::Backward &&
-             (it->second != stageOf[op] || inputGradient.contains(user));
-    });
-    if (needed)
-      inputGradient.insert(op);
-    else
+  llvm::DenseSet<Operation *> inputGradient =
+      findInputGradient(backward, [&](Operation *op) -> std::optional<int64_t> {
+        auto it = stageOf.find(op);
+        if (it == stageOf.end() || phases.of(op) != Phase::Backward)
+          return std::nullopt;
+        return it->second;
+      });
+  for (Operation *op : backward)
+    if (!inputGradient.contains(op))
       op->setAttr(kWeightGradAttr, UnitAttr::get(ctx));
-  }
 
   // What the schedule's timeline and memory need per stage: the time of
   // its forward, input gradient and weight gradient, and the bytes one
