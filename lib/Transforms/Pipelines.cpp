@@ -59,6 +59,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     update.decaySteps = options.decaySteps;
     update.minLr = options.minLr;
     fpm.addPass(createOptimizer(update));
+    // The backward's activations in 16 bits where the forward holds them
+    // so.
+    if (options.dtype != "f32")
+      fpm.addPass(createNarrowStash());
   }
   if (!options.train && microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches, defaulted}));

@@ -581,6 +581,23 @@ def MixedPrecision : Pass<"pcc-mixed-precision", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }
 
+def NarrowStash : Pass<"pcc-narrow-stash", "::mlir::func::FuncOp"> {
+  let summary = "With 16-bit products, the backward reads activations in 16 bits";
+  let description = [{
+    Runs on a training step after pcc-mixed-precision and pcc-autodiff. Each
+    f32 forward activation that a backward op reads and that the forward
+    also holds in 16 bits (the value it was cast up from, or a cast of it
+    down for a product) is read as that 16-bit copy, cast up where the
+    backward reads it (a cast marked `graph.backward`). The forward then
+    keeps the 16-bit copy alone for its backward. Reading a value cast up
+    from 16 bits this way changes nothing; reading a cast-down copy rounds
+    an element-wise derivative's input to 16 bits, as torch.autocast's
+    16-bit activations do. Values held only in f32 (the residual stream, a
+    normalization's input) stay f32.
+  }];
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
+}
+
 def OverlapCollectives
     : Pass<"pcc-overlap-collectives", "::mlir::func::FuncOp"> {
   let summary = "Starts each collective as early as its operand allows, "

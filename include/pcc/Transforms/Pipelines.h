@@ -143,8 +143,9 @@ struct ParallelizeOptions
 
 /// Builds the pipeline: with `untie`, pcc-untie; for training,
 /// pcc-select-trainable, pcc-attach-loss, pcc-autodiff and pcc-optimizer
-/// (with a 16-bit dtype, pcc-mixed-precision before autodiff, or after the
-/// forward's rewrites for inference);
+/// (with a 16-bit dtype, pcc-mixed-precision before autodiff and
+/// pcc-narrow-stash after it, or pcc-mixed-precision after the forward's
+/// rewrites for inference);
 /// then folding and CSE; with tp > 1, pcc-shard-strategy,
 /// pcc-propagate-sharding and pcc-partition over the whole step; with
 /// pipeline parallelism or microbatches, pcc-microbatch (before the loss),
