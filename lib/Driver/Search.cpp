@@ -887,8 +887,9 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
     if (!tried.insert(key).second)
       continue;
     // Past the time the search may take, one exact plan that fits is
-    // enough; until one does, each gets what is left of that time (at
-    // least a few seconds), and once it is spent, as long as it takes.
+    // enough. Until one does, each takes as long as it takes (one stopped
+    // at the budget would only be replaced by another); then each gets
+    // what is left of that time.
     double left = kSearchSeconds - elapsed();
     if (!exact.empty() && left <= 0)
       break;
@@ -896,8 +897,7 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
     CompileOptions o = c.layout.apply(options, usableBytes(cost));
     std::string error;
     std::optional<PlannedLayout> planned =
-        planWithin(*source, o, what,
-                   exact.empty() && left <= 0 ? 0 : std::max(left, 3.0), error);
+        planWithin(*source, o, what, exact.empty() ? 0 : left, error);
     llvm::json::Object *prediction =
         planned ? planned->json.getObject("prediction") : nullptr;
     if (!prediction) {

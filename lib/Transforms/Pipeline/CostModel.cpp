@@ -5,9 +5,11 @@
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -303,11 +305,40 @@ double CostModel::time(Operation *op) const {
     }
     return opOverheadSeconds + transferTime(bytes);
   }
+  // A view (a reshape) has no code: it names its input's buffer.
+  if (isa<ViewLikeOpInterface>(op))
+    return 0;
   auto cost = dyn_cast<graph::CostOpInterface>(op);
   if (!cost)
     return 0;
+  // An element-wise op that pcc-fuse computes inside its readers' loop
+  // nest writes no buffer and starts no kernel: its flops alone (its
+  // readers' reading of its result stands for its own reads).
+  if (isFusedIntoReaders(op))
+    return double(cost.getFlops()) / flopsPerSecond;
   return time(op->getName().getStringRef(), double(cost.getFlops()),
               double(cost.getBytesAccessed()));
+}
+
+bool CostModel::isFusedIntoReaders(Operation *op) {
+  auto fusible = [](Operation *o) {
+    if (!o->hasTrait<graph::OpTrait::Elementwise>() || o->getNumResults() != 1)
+      return false;
+    auto type = dyn_cast<RankedTensorType>(o->getResult(0).getType());
+    return type && type.hasStaticShape();
+  };
+  if (!fusible(op) || op->getResult(0).use_empty())
+    return false;
+  // Every reader is element-wise over the same shape, in the same block and
+  // the same part of the step (forward or backward: a forward value the
+  // backward reads is kept, so it is written).
+  Type type = op->getResult(0).getType();
+  bool backward = op->hasAttr(graph::kBackwardAttr);
+  return llvm::all_of(op->getResult(0).getUsers(), [&](Operation *user) {
+    return fusible(user) && user->getResult(0).getType() == type &&
+           user->getBlock() == op->getBlock() &&
+           user->hasAttr(graph::kBackwardAttr) == backward;
+  });
 }
 
 double CostModel::time(StringRef opName, double flops, double bytes) const {

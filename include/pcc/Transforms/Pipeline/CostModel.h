@@ -56,7 +56,14 @@ public:
   /// Seconds of one execution of `op`: its flops and bytes at the op's (or
   /// the target's) throughput, whichever is slower, plus a fixed overhead.
   /// Communication ops take their bytes at the point-to-point bandwidth.
+  /// A view takes nothing, and an element-wise op fused into its readers
+  /// (isFusedIntoReaders) its flops alone.
   double time(mlir::Operation *op) const;
+  /// Whether pcc-fuse computes element-wise `op` inside the loop nest of
+  /// its readers: each is element-wise over the same shape, in the same
+  /// block and the same part of the step (forward or backward), so its
+  /// result is never written.
+  static bool isFusedIntoReaders(mlir::Operation *op);
   /// Seconds of one execution of an op named `opName` that does `flops`
   /// and accesses `bytes` (what time(op) takes of an op it has).
   double time(llvm::StringRef opName, double flops, double bytes) const;
