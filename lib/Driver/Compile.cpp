@@ -121,49 +121,10 @@ LogicalResult pcc::importAndPrint(const std::string &model,
 
 void pcc::buildCompilePipeline(OpPassManager &pm,
                                const CompileOptions &options) {
-  ParallelizeOptions p;
-  p.train = options.train;
-  p.withLoss = options.withLoss;
-  const OptimizerConfig &o = options.optimizer;
-  p.optimizer = o.kind;
-  p.lr = o.lr;
-  p.beta1 = o.beta1;
-  p.beta2 = o.beta2;
-  p.eps = o.eps;
-  p.weightDecay = o.weightDecay;
-  p.momentum = o.momentum;
-  p.clipGrad = o.clipGrad;
-  p.lrSchedule = o.lrSchedule;
-  p.warmupSteps = o.warmupSteps;
-  p.decaySteps = o.decaySteps;
-  p.minLr = o.minLr;
-  p.trainable = options.trainable;
-  p.freeze = options.freeze;
-  p.untie = options.untie;
-  p.remarks = options.train;
-  p.labels = options.labels;
-  p.logits = options.logits;
-  p.dp = options.dp;
-  p.bucketBytes = options.bucketBytes;
-  p.zero = options.zero;
-  p.tp = options.tp;
-  p.shard = options.shard;
-  p.sequenceParallel = options.sequenceParallel;
-  p.recompute = options.recompute;
-  p.memoryBudget = options.memoryBudget;
-  p.plannedPeak = options.plannedPeak;
-  p.machine = options.machine;
-  p.fuseAttention = options.fuseAttention;
-  p.pp = options.pp;
-  p.microbatches = options.microbatches;
-  p.schedule = options.schedule;
-  p.virtualStages = options.virtualStages;
-  p.ppSplit = options.ppSplit;
-  p.costTable = options.costTable;
-  p.target = options.target;
-  p.dtype = options.dtype;
-  p.lowerSchedule = options.lowerSchedule;
-  buildParallelizePipeline(pm, p);
+  PipelineConfig config = options;
+  // A training build reports each initializer's trainable decision.
+  config.remarks = options.train;
+  buildParallelizePipeline(pm, config);
   // Code generation's view of the program: element-wise chains as loop
   // nests, and what runs inside a softmax's or a product's loop (the CPU's
   // products run epilogues; cuBLAS's calls do not).
@@ -830,8 +791,8 @@ void pcc::printCollectivesOver(llvm::raw_ostream &os,
 }
 
 std::string pcc::checkLayoutOptions(const CompileOptions &options) {
-  const OptimizerConfig &o = options.optimizer;
-  if (o.kind == "adamw" && o.momentum != 0)
+  const CompileOptions &o = options;
+  if (o.optimizer == "adamw" && o.momentum != 0)
     return "--momentum is SGD's (--optimizer sgd); AdamW's moments take "
            "--beta1 and --beta2";
   if (options.sequenceParallel && options.tp < 2)
@@ -844,9 +805,11 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
            "give --pp 2 or more";
   if (options.eval && !options.train)
     return "--eval builds a training step's evaluation: it needs --train";
-  if (!options.train) {
-    OptimizerConfig defaults;
-    if (o.kind != defaults.kind || o.lr != defaults.lr ||
+  // An evaluation step (withLoss) is built from a training build's
+  // options, whose training options it leaves unused.
+  if (!options.train && !options.withLoss) {
+    PipelineConfig defaults;
+    if (o.optimizer != defaults.optimizer || o.lr != defaults.lr ||
         o.beta1 != defaults.beta1 || o.beta2 != defaults.beta2 ||
         o.eps != defaults.eps || o.weightDecay != defaults.weightDecay ||
         o.momentum != defaults.momentum)
@@ -1108,8 +1071,8 @@ static std::string formatSummary(const CompileOptions &options,
     printCollectivesOver(summary, collectives, dist::kTensorAxis);
   }
   if (options.train)
-    summary << "  training: " << options.optimizer.kind << ", "
-            << counts.numGrads << " gradients, optimizer state "
+    summary << "  training: " << options.optimizer << ", " << counts.numGrads
+            << " gradients, optimizer state "
             << humanCount(memory.stateBytes, "B")
             << ", saved activations: " << counts.savedCount << " ("
             << humanCount(counts.savedBytes, "B") << ")\n";
@@ -1257,7 +1220,6 @@ static LogicalResult compileEvalStep(const CompileOptions &options,
   evalOptions.withLoss = true;
   evalOptions.eval = false;
   evalOptions.zero = 0;
-  evalOptions.optimizer = OptimizerConfig();
   evalOptions.outDir = dir.str();
   std::string evalSummary;
   llvm::raw_string_ostream evalOs(evalSummary);

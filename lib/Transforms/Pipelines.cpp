@@ -4,14 +4,23 @@
 
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipeline/Schedule.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 
+pcc::PipelineConfig pcc::ParallelizeOptions::getConfig() const {
+  PipelineConfig config;
+#define PCC_OPTION(TYPE, FIELD, NAME, DEFAULT, CLI, DESCRIPTION)               \
+  config.FIELD = FIELD;
+#include "pcc/Transforms/PipelineOptions.def"
+  return config;
+}
+
 void pcc::buildParallelizePipeline(OpPassManager &pm,
-                                   const ParallelizeOptions &options) {
+                                   const PipelineConfig &options) {
   int64_t microbatches =
       options.microbatches > 0 ? int64_t(options.microbatches)
                                : int64_t(options.pp);
@@ -144,7 +153,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     if (!options.lowerSchedule)
       return;
     // Zero-bubble schedules run the weight gradient (W) apart.
-    pm.addPass(createPipelineOutline({options.schedule == "zb-h1"}));
+    pm.addPass(
+        createPipelineOutline({pipeline::splitsBackward(options.schedule)}));
     pm.addPass(createLowerSchedule());
     pm.addPass(createCSEPass());
   }
@@ -164,5 +174,7 @@ void pcc::registerPipelines() {
       "pcc-parallelize",
       "What `pcc compile` runs between import and code generation "
       "(training passes when train=true, folding, the static-shape check)",
-      buildParallelizePipeline);
+      [](OpPassManager &pm, const ParallelizeOptions &options) {
+        buildParallelizePipeline(pm, options.getConfig());
+      });
 }

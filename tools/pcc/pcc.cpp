@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace pcc;
@@ -352,6 +353,63 @@ static bool parseShapeFlag(llvm::StringRef flag, llvm::StringRef v,
   return true;
 }
 
+namespace cli {
+/// How the command line reads an option of PipelineOptions.def.
+struct Kind {
+  enum { Internal, Flag, Integer, Number, Positive, Bytes, Text, Choice } kind;
+  /// Integer: the least value; Choice: the values, '|'-separated.
+  int64_t min = 0;
+  llvm::StringRef choices;
+};
+Kind Internal() { return {Kind::Internal}; }
+Kind Flag() { return {Kind::Flag}; }
+Kind Integer(int64_t min) { return {Kind::Integer, min}; }
+Kind Number() { return {Kind::Number}; }
+Kind Positive() { return {Kind::Positive}; }
+Kind Bytes() { return {Kind::Bytes}; }
+Kind Text() { return {Kind::Text}; }
+Kind Choice(llvm::StringRef choices) { return {Kind::Choice, 0, choices}; }
+} // namespace cli
+
+/// Reads the value of pipeline option `flag` of `kind` into `field`; false
+/// after a one-line error.
+template <typename T>
+static bool readOption(Args &args, llvm::StringRef flag, T &field,
+                       cli::Kind kind) {
+  if constexpr (std::is_same_v<T, bool>) {
+    field = true;
+    return true;
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return kind.kind == cli::Kind::Bytes ? args.bytes(flag, field)
+                                         : args.integer(flag, field, kind.min);
+  } else if constexpr (std::is_same_v<T, double>) {
+    if (!args.number(flag, field))
+      return false;
+    if (kind.kind == cli::Kind::Positive && field <= 0) {
+      llvm::errs() << "pcc: error: " << flag << " must be positive\n";
+      return false;
+    }
+    return true;
+  } else {
+    if (!args.value(flag, field))
+      return false;
+    if (kind.kind != cli::Kind::Choice)
+      return true;
+    llvm::SmallVector<llvm::StringRef> choices;
+    kind.choices.split(choices, '|');
+    if (llvm::is_contained(choices, field))
+      return true;
+    llvm::errs() << "pcc: error: " << flag << " must be ";
+    for (auto [i, choice] : llvm::enumerate(choices))
+      llvm::errs() << (i == 0                    ? ""
+                       : i + 1 == choices.size() ? " or "
+                                                 : ", ")
+                   << choice;
+    llvm::errs() << ", got '" << field << "'\n";
+    return false;
+  }
+}
+
 /// `pcc compile`, or with `planOnly` `pcc plan`, which takes the same
 /// options and `--model SPEC` in place of a model file.
 static int compileCommand(Args &args, bool planOnly = false) {
@@ -388,35 +446,25 @@ static int compileCommand(Args &args, bool planOnly = false) {
     bool ok = true;
     if (llvm::is_contained(kLayoutOptions, a))
       layoutGiven.push_back(a.str());
-    if (a == "-o" || a == "--output")
+    // The pipeline's options, as PipelineOptions.def declares them.
+    bool read = false;
+#define PCC_OPTION(TYPE, FIELD, NAME, DEFAULT, CLI, DESCRIPTION)               \
+  if (!read && cli::CLI.kind != cli::Kind::Internal && a == "--" NAME) {       \
+    read = true;                                                               \
+    ok = readOption(args, a, o.FIELD, cli::CLI);                               \
+  }
+#include "pcc/Transforms/PipelineOptions.def"
+    if (read) {
+      // Read above.
+    } else if (a == "-o" || a == "--output")
       ok = args.value(a, o.outDir);
     else if (planOnly && a == "--model")
       ok = args.value(a, modelSpec);
-    else if (a == "--target") {
-      ok = args.value(a, o.target);
-      if (ok && o.target != "cpu" && o.target != "cuda") {
-        llvm::errs() << "pcc: error: --target must be cpu or cuda\n";
-        return 1;
-      }
-    } else if (a == "--tp")
-      ok = args.integer(a, o.tp, 1);
-    else if (a == "--dp")
-      ok = args.integer(a, o.dp, 1);
-    else if (a == "--zero")
-      ok = args.integer(a, o.zero, 0);
     else if (a == "--bucket-mb") {
       int64_t mb = 0;
       ok = args.integer(a, mb, 0);
       o.bucketBytes = mb << 20;
-    } else if (a == "--sequence-parallel")
-      o.sequenceParallel = true;
-    else if (a == "--recompute")
-      ok = args.value(a, o.recompute);
-    else if (a == "--memory-budget")
-      ok = args.bytes(a, o.memoryBudget);
-    else if (a == "--machine")
-      ok = args.value(a, o.machine);
-    else if (a == "--devices")
+    } else if (a == "--devices")
       ok = args.integer(a, o.devices, 1);
     else if (!planOnly && a == "--auto")
       o.autoLayout = true;
@@ -424,17 +472,7 @@ static int compileCommand(Args &args, bool planOnly = false) {
       ok = args.value(a, v);
       if (ok)
         o.shard += (o.shard.empty() ? "" : ";") + v;
-    } else if (a == "--pp")
-      ok = args.integer(a, o.pp, 1);
-    else if (a == "--microbatches")
-      ok = args.integer(a, o.microbatches, 1);
-    else if (a == "--virtual-stages")
-      ok = args.integer(a, o.virtualStages, 1);
-    else if (a == "--pp-split")
-      ok = args.value(a, o.ppSplit);
-    else if (a == "--cost-table")
-      ok = args.value(a, o.costTable);
-    else if (a == "--threads")
+    } else if (a == "--threads")
       ok = args.integer(a, o.threads, 1);
     else if (a == "--cpu") {
       ok = args.value(a, o.cpu);
@@ -454,22 +492,7 @@ static int compileCommand(Args &args, bool planOnly = false) {
       }
     } else if (a == "--cuda-emulate")
       o.cudaEmulate = true;
-    else if (a == "--dtype") {
-      ok = args.value(a, o.dtype);
-      if (ok && o.dtype != "f32" && o.dtype != "bf16") {
-        llvm::errs() << "pcc: error: --dtype must be f32 or bf16\n";
-        return 1;
-      }
-    }
-    else if (a == "--schedule") {
-      ok = args.value(a, o.schedule);
-      if (ok && !llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"},
-                                    o.schedule)) {
-        llvm::errs() << "pcc: error: unknown schedule '" << o.schedule
-                     << "' (gpipe, 1f1b, interleaved, zb-h1)\n";
-        return 1;
-      }
-    } else if (a == "--bind") {
+    else if (a == "--bind") {
       ok = args.value(a, v);
       size_t eq = v.find('=');
       if (ok && (eq == std::string::npos || eq == 0 || eq + 1 == v.size())) {
@@ -484,60 +507,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
         return 1;
     } else if (a == "--no-retie")
       o.retie = false;
-    else if (a == "--train")
-      o.train = true;
     else if (a == "--eval")
       o.eval = true;
-    else if (a == "--optimizer") {
-      ok = args.value(a, o.optimizer.kind);
-      if (ok && o.optimizer.kind != "adamw" && o.optimizer.kind != "sgd") {
-        llvm::errs() << "pcc: error: --optimizer must be adamw or sgd\n";
-        return 1;
-      }
-    } else if (a == "--freeze")
-      ok = args.value(a, o.freeze);
-    else if (a == "--trainable")
-      ok = args.value(a, o.trainable);
-    else if (a == "--untie")
-      ok = args.value(a, o.untie);
-    else if (a == "--labels")
-      ok = args.value(a, o.labels);
-    else if (a == "--logits")
-      ok = args.value(a, o.logits);
-    else if (a == "--lr")
-      ok = args.number(a, o.optimizer.lr);
-    else if (a == "--weight-decay")
-      ok = args.number(a, o.optimizer.weightDecay);
-    else if (a == "--beta1")
-      ok = args.number(a, o.optimizer.beta1);
-    else if (a == "--beta2")
-      ok = args.number(a, o.optimizer.beta2);
-    else if (a == "--eps")
-      ok = args.number(a, o.optimizer.eps);
-    else if (a == "--momentum")
-      ok = args.number(a, o.optimizer.momentum);
-    else if (a == "--clip-grad") {
-      ok = args.number(a, o.optimizer.clipGrad);
-      if (ok && o.optimizer.clipGrad <= 0) {
-        llvm::errs() << "pcc: error: --clip-grad must be positive\n";
-        return 1;
-      }
-    } else if (a == "--lr-schedule") {
-      ok = args.value(a, o.optimizer.lrSchedule);
-      if (ok && o.optimizer.lrSchedule != "constant" &&
-          o.optimizer.lrSchedule != "linear" &&
-          o.optimizer.lrSchedule != "cosine") {
-        llvm::errs() << "pcc: error: --lr-schedule must be constant, linear "
-                        "or cosine, got '"
-                     << o.optimizer.lrSchedule << "'\n";
-        return 1;
-      }
-    } else if (a == "--warmup-steps")
-      ok = args.integer(a, o.optimizer.warmupSteps, 0);
-    else if (a == "--decay-steps")
-      ok = args.integer(a, o.optimizer.decaySteps, 1);
-    else if (a == "--min-lr")
-      ok = args.number(a, o.optimizer.minLr);
     else if (a.starts_with("-"))
       return unknown(a);
     else if (o.model.empty())

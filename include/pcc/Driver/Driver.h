@@ -6,6 +6,7 @@
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipelines.h"
 
 #include "pccrt/Runtime.h"
 
@@ -23,51 +24,17 @@
 
 namespace pcc {
 
-struct CompileOptions {
+/// `pcc compile` and `pcc plan`: the pipeline's options (PipelineConfig,
+/// declared in PipelineOptions.def) and those of import, the build and the
+/// layout search.
+struct CompileOptions : PipelineConfig {
   std::string model;
   std::string outDir;
-  std::string target = "cpu";
-  int64_t dp = 1, tp = 1, pp = 1, microbatches = 0, virtualStages = 1;
-  /// With dp: the most bytes of one bucket of gradients all-reduced
-  /// together (--bucket-mb; 0: one all-reduce per gradient).
-  int64_t bucketBytes = 25 << 20;
-  /// With dp: the ZeRO stage (--zero): 1 splits the optimizer state over
-  /// dp, 2 the gradients too.
-  int64_t zero = 0;
-  std::string schedule = "1f1b";
-  /// Pipeline cuts after these ONNX nodes (--pp-split A,B,...) instead of
-  /// the cost model's; a measured cost table (--cost-table FILE).
-  std::string ppSplit, costTable;
-  bool train = false;
-  /// Training (--train): the optimizer and its hyper-parameters,
-  /// initializers to train or not regardless of pcc-select-trainable's
-  /// decision (--trainable REGEX, --freeze REGEX), and the loss's tensors
-  /// when they cannot be found by type (--labels, --logits).
-  OptimizerConfig optimizer;
-  std::string trainable, freeze, labels, logits;
   /// With train: also build the evaluation step (--eval), the forward and
   /// its loss with the same layout, into OUT/eval, which `pcc run
   /// --eval-data` runs on the trained parameters. Without train, `withLoss`
   /// builds such a step itself.
-  bool eval = false, withLoss = false;
-  /// Initializers shared by several ops to copy once per op (--untie REGEX):
-  /// parameters the exporter merged.
-  std::string untie;
-  /// Tensor-parallel layout overrides (--shard REGEX=col|row|rep;...).
-  std::string shard;
-  /// Megatron's sequence parallelism between tensor-parallel regions.
-  bool sequenceParallel = false;
-  /// With train: what the backward recomputes of the forward (--recompute
-  /// none|selective|full|auto; pcc-recompute).
-  std::string recompute = "none";
-  /// With recompute auto: the bytes each rank may hold (--memory-budget).
-  int64_t memoryBudget = 0;
-  /// With recompute auto on one stage: the step's planned peak without
-  /// recomputation (measured by the driver; 0: pcc-recompute estimates it).
-  int64_t plannedPeak = 0;
-  /// A machine description (a100-80gb, h100-80gb, cpu or a JSON file) whose
-  /// throughputs time the stages; `pcc plan` predicts the step on it.
-  std::string machine;
+  bool eval = false;
   /// The layout search (pcc plan --devices N, pcc compile --auto
   /// --devices N): the devices it lays the step over (0: no search; the
   /// layout is the options'), and whether a compile compiles its choice.
@@ -88,21 +55,11 @@ struct CompileOptions {
   std::string cpu = "native";
   /// Whether element-wise ops are fused into loop nests (pcc-fuse).
   bool fuse = true;
-  /// Whether exported attention becomes graph.attention, computed without
-  /// its [query, key] scores (pcc-fuse-attention; --no-fuse-attention).
-  bool fuseAttention = true;
-  /// Whether the verified pipeline schedule is lowered into each rank's
-  /// step; `pcc plan` stops before, so that planning costs the size of the
-  /// schedule, not the schedule times the model.
-  bool lowerSchedule = true;
   /// The CUDA target: the GPU architecture nvcc builds for (--cuda-arch),
   /// and whether the host emulation of the CUDA code is built beside it
   /// (--cuda-emulate), which `pcc run` runs where there is no GPU.
   std::string cudaArch = "sm_90";
   bool cudaEmulate = false;
-  /// The element type of the matrix products (--dtype): "f32", or "bf16"
-  /// with f32 master weights, optimizer state and everything else.
-  std::string dtype = "f32";
 };
 
 /// The `pcc-parallelize` pipeline (pcc/Transforms/Pipelines.h) configured

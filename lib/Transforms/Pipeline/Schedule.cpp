@@ -42,6 +42,8 @@ ArrayRef<StringRef> pcc::pipeline::getScheduleKinds() {
   return kinds;
 }
 
+bool pcc::pipeline::splitsBackward(StringRef kind) { return kind == "zb-h1"; }
+
 namespace {
 /// One computation: a phase of a virtual stage on a microbatch.
 struct Step {

@@ -504,7 +504,7 @@ static void refineCuts(SmallVector<size_t> &cuts,
   spec.ranks = p;
   spec.virtualStages = v;
   spec.microbatches = m;
-  if (cuts.empty() || p < 2 || options.schedule == "zb-h1" ||
+  if (cuts.empty() || p < 2 || pipeline::splitsBackward(options.schedule) ||
       pipeline::getScheduleShapeError(spec))
     return;
   size_t n = forwardPrefix.size() - 1;

@@ -92,6 +92,11 @@ using ScheduleTable = llvm::SmallVector<llvm::SmallVector<Action>>;
 /// The kinds generateSchedule knows, in the order error messages list them.
 llvm::ArrayRef<llvm::StringRef> getScheduleKinds();
 
+/// Whether a schedule of `kind` runs each stage's weight gradient (W apart
+/// from the input gradient B, as zero-bubble schedules do), so that the
+/// stages' backwards are outlined in two parts.
+bool splitsBackward(llvm::StringRef kind);
+
 /// Why no schedule of `spec`'s kind fits its ranks, microbatches and
 /// virtual stages (an unknown kind, interleaved's microbatches not a
 /// multiple of the ranks, ...), as one line; none when one does. The rules
