@@ -617,7 +617,7 @@ llvm::json::Object pcc::describeRecompute(ModuleOp module, StringRef mode) {
     auto value = totals ? totals.getAs<IntegerAttr>(key) : nullptr;
     return value ? value.getInt() : 0;
   };
-  llvm::json::Object result{{"mode", mode},
+  llvm::json::Object result{{"mode", mode.str()},
                             {"ops", count("ops")},
                             {"flops", count("flops")},
                             {"bytes_not_kept", count("bytes")}};
