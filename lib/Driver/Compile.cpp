@@ -791,8 +791,7 @@ void pcc::printCollectivesOver(llvm::raw_ostream &os,
 }
 
 std::string pcc::checkLayoutOptions(const CompileOptions &options) {
-  const CompileOptions &o = options;
-  if (o.optimizer == "adamw" && o.momentum != 0)
+  if (options.optimizer == "adamw" && options.momentum != 0)
     return "--momentum is SGD's (--optimizer sgd); AdamW's moments take "
            "--beta1 and --beta2";
   if (options.sequenceParallel && options.tp < 2)
@@ -809,17 +808,19 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
   // options, whose training options it leaves unused.
   if (!options.train && !options.withLoss) {
     PipelineConfig defaults;
-    if (o.optimizer != defaults.optimizer || o.lr != defaults.lr ||
-        o.beta1 != defaults.beta1 || o.beta2 != defaults.beta2 ||
-        o.eps != defaults.eps || o.weightDecay != defaults.weightDecay ||
-        o.momentum != defaults.momentum)
+    if (options.optimizer != defaults.optimizer || options.lr != defaults.lr ||
+        options.beta1 != defaults.beta1 || options.beta2 != defaults.beta2 ||
+        options.eps != defaults.eps ||
+        options.weightDecay != defaults.weightDecay ||
+        options.momentum != defaults.momentum)
       return "--optimizer, --lr, --beta1, --beta2, --eps, --weight-decay and "
              "--momentum need --train";
     if (!options.trainable.empty() || !options.freeze.empty())
       return "--trainable and --freeze need --train";
-    if (o.clipGrad > 0)
+    if (options.clipGrad > 0)
       return "--clip-grad needs --train";
-    if (o.lrSchedule != "constant" || o.warmupSteps || o.decaySteps || o.minLr)
+    if (options.lrSchedule != "constant" || options.warmupSteps ||
+        options.decaySteps || options.minLr)
       return "--lr-schedule, --warmup-steps, --decay-steps and --min-lr need "
              "--train";
     if (options.recompute != "none")

@@ -30,14 +30,6 @@ namespace pcc {
 
 namespace {
 
-/// Whether `op` can be computed inside a loop nest over its result.
-bool isFusible(Operation *op) {
-  if (!op->hasTrait<pcc::graph::OpTrait::Elementwise>() || op->getNumResults() != 1)
-    return false;
-  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
-  return type && type.hasStaticShape();
-}
-
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
@@ -63,7 +55,7 @@ void grow(Group &group, const llvm::DenseMap<Operation *, int64_t> &position,
     for (Value operand : op->getOperands()) {
       Operation *producer = operand.getDefiningOp();
       if (!producer || producer->getBlock() != group.root->getBlock() ||
-          grouped.contains(producer) || !isFusible(producer))
+          grouped.contains(producer) || !isFusibleElementwise(producer))
         continue;
       // A scalar computation (of an exporter's constants, say) is repeated
       // per element; the C++ compiler hoists or folds it. Anything else of
@@ -116,8 +108,7 @@ bool isConstantExpression(Value v, int depth = 0) {
   if (getInlinedConstant(v))
     return true;
   Operation *op = v.getDefiningOp();
-  if (!op || depth > 4 || !isFusible(op) ||
-      getNumElements(v) != 1)
+  if (!op || depth > 4 || !isFusibleElementwise(op) || getNumElements(v) != 1)
     return false;
   return llvm::all_of(op->getOperands(), [&](Value operand) {
     return isConstantExpression(operand, depth + 1);
@@ -350,7 +341,7 @@ struct FusePass : pcc::impl::FuseBase<FusePass> {
       llvm::DenseSet<Operation *> grouped;
       SmallVector<Group> groups;
       for (Operation &op : llvm::reverse(block)) {
-        if (grouped.contains(&op) || !isFusible(&op))
+        if (grouped.contains(&op) || !isFusibleElementwise(&op))
           continue;
         Group group{&op, {}};
         group.ops.insert(&op);

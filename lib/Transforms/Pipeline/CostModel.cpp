@@ -321,13 +321,7 @@ double CostModel::time(Operation *op) const {
 }
 
 bool CostModel::isFusedIntoReaders(Operation *op) {
-  auto fusible = [](Operation *o) {
-    if (!o->hasTrait<graph::OpTrait::Elementwise>() || o->getNumResults() != 1)
-      return false;
-    auto type = dyn_cast<RankedTensorType>(o->getResult(0).getType());
-    return type && type.hasStaticShape();
-  };
-  if (!fusible(op) || op->getResult(0).use_empty())
+  if (!graph::isFusibleElementwise(op) || op->getResult(0).use_empty())
     return false;
   // Every reader is element-wise over the same shape, in the same block and
   // the same part of the step (forward or backward: a forward value the
@@ -335,7 +329,8 @@ bool CostModel::isFusedIntoReaders(Operation *op) {
   Type type = op->getResult(0).getType();
   bool backward = op->hasAttr(graph::kBackwardAttr);
   return llvm::all_of(op->getResult(0).getUsers(), [&](Operation *user) {
-    return fusible(user) && user->getResult(0).getType() == type &&
+    return graph::isFusibleElementwise(user) &&
+           user->getResult(0).getType() == type &&
            user->getBlock() == op->getBlock() &&
            user->hasAttr(graph::kBackwardAttr) == backward;
   });

@@ -157,6 +157,13 @@ static int64_t bytesOf(Type type) {
   return numElements(t.getShape()) * std::max<int64_t>(1, bits / 8);
 }
 
+bool pcc::graph::isFusibleElementwise(Operation *op) {
+  if (!op->hasTrait<OpTrait::Elementwise>() || op->getNumResults() != 1)
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  return type && type.hasStaticShape();
+}
+
 int64_t pcc::graph::detail::defaultFlops(Operation *op) {
   int64_t flops = 0;
   for (Type t : op->getResultTypes())

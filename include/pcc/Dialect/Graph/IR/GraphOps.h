@@ -185,6 +185,13 @@ class LowPrecisionProduct
     : public mlir::OpTrait::TraitBase<ConcreteType, LowPrecisionProduct> {};
 } // namespace pcc::graph::OpTrait
 
+namespace pcc::graph {
+/// Whether `op` can be computed inside a loop nest over its result: an
+/// element-wise op with one result of static shape. pcc-fuse groups such
+/// ops, and the cost model charges those it fuses accordingly.
+bool isFusibleElementwise(mlir::Operation *op);
+} // namespace pcc::graph
+
 #define GET_OP_CLASSES
 #include "pcc/Dialect/Graph/IR/GraphOps.h.inc"
 
