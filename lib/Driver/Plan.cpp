@@ -162,11 +162,19 @@ pcc::describePipeline(ModuleOp module) {
   llvm::json::Array ranks;
   std::string summary;
   llvm::raw_string_ostream os(summary);
+  int64_t pieces = 1;
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (auto n = fn->getAttrOfType<IntegerAttr>(graph::kLossPiecesAttr))
+      pieces = n.getInt();
   os << llvm::formatv("  pipeline: {0} schedule, {1} stage(s) on {2} "
                       "pipeline rank(s), {3} microbatch(es), bubble {4:F1}% "
                       "(cost model)\n",
                       schedule.getKind(), stages, p, schedule.getMicrobatches(),
                       100 * stats->bubbleFraction);
+  if (pieces > 1)
+    os << llvm::formatv("    LM head and loss in {0} pieces of the sequence "
+                        "(--head-pieces), the logits not returned\n",
+                        pieces);
   for (auto [r, rank] : llvm::enumerate(stats->ranks)) {
     llvm::json::Array actions, timeline, sends;
     for (const RankStats::Span &span : rank.timeline) {
@@ -210,6 +218,7 @@ pcc::describePipeline(ModuleOp module) {
                           {"microbatches", int64_t(schedule.getMicrobatches())},
                           {"virtual_stages", v},
                           {"bubble_fraction", stats->bubbleFraction},
+                          {"head_pieces", pieces},
                           {"makespan", stats->makespan},
                           {"ranks", std::move(ranks)}}}};
   // How even the stages are: the slowest against the mean, and the

@@ -42,7 +42,11 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     // The loss of one microbatch: the pipeline averages them.
     if (microbatches > 1)
       fpm.addPass(createMicrobatch({microbatches, defaulted}));
-    fpm.addPass(createAttachLoss({options.labels, options.logits}));
+    // A pipeline may compute a heavy LM head in pieces of the sequence,
+    // which its stages share.
+    int64_t chunks = options.pp > 1 ? options.pp * options.virtualStages : 1;
+    fpm.addPass(createAttachLoss(
+        {options.labels, options.logits, options.headPieces, chunks}));
     // Padding comes before autodiff: the backward follows the padded
     // forward.
     // With ZeRO the padded extent splits over tp, then each block over dp.

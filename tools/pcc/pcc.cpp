@@ -111,6 +111,11 @@ compile options:
   --virtual-stages V     chunks per rank for the interleaved schedule
   --pp-split A,B,...     end pipeline stages after these ONNX nodes instead
                          of where the cost model balances them
+  --head-pieces N        with --train --pp: compute the LM head and the
+                         loss in N parts of the sequence, which the stages
+                         share (default: whole while they take at most
+                         half a chunk, else pieces of a quarter chunk; 1:
+                         whole, the step returning the logits)
   --cost-table FILE      measured throughputs for the cost model (JSON)
   --auto                 with --devices N: search the layout (dp, tp, pp,
                          microbatches, schedule, sequence parallelism,

@@ -45,9 +45,12 @@ llvm::FailureOr<unsigned> untieWeights(mlir::ModuleOp module,
                                        llvm::StringRef regex);
 
 /// Appends the causal-LM cross-entropy of the logits against the shifted
-/// labels as a result named "loss" (see the pcc-attach-loss pass).
+/// labels as a result named "loss" (see the pcc-attach-loss pass), over
+/// `pieces` parts of the sequence (0: as many as keep the LM head within
+/// half of one of `chunks` pipeline chunks).
 llvm::LogicalResult attachLoss(mlir::func::FuncOp func, llvm::StringRef labels,
-                               llvm::StringRef logits);
+                               llvm::StringRef logits, int64_t pieces = 1,
+                               int64_t chunks = 1);
 
 /// Appends the gradient of the "loss" result with respect to every
 /// graph.weight marked `trainable` (see the pcc-autodiff pass).

@@ -99,6 +99,17 @@ def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
     rank 3; `labels` and `logits` name them explicitly (ONNX names).
     Expressing the loss in Graph ops lets later passes transform it (a
     vocabulary-parallel cross-entropy, the loss on the last stage).
+
+    With `pieces` N > 1 the loss is the sum of N parts over consecutive
+    runs of positions, each made from its own copy of the ops that compute
+    the logits row by row from an earlier `[batch, seq, features]` value
+    (the LM head: products with weights, reshapes, element-wise ops with
+    weights), divided by the count of predicted positions. The logits then
+    leave the results, and no op makes them for the whole sequence: a
+    pipeline can place the pieces of a heavy head on consecutive stages.
+    `pieces = 0` chooses N from `chunks`: one piece while the head and the
+    loss take at most half a chunk's share of the forward's flops, else as
+    many as keep each piece within a quarter of that share.
   }];
   let options = [
     Option<"labels", "labels", "std::string", /*default=*/"\"\"",
@@ -106,6 +117,12 @@ def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
     Option<"logits", "logits", "std::string", /*default=*/"\"\"",
            "ONNX name of the logits output (default: first float rank-3 "
            "output)">,
+    Option<"pieces", "pieces", "int64_t", /*default=*/"1",
+           "Parts of the sequence the LM head and the loss are computed in "
+           "(0: as many as `chunks` needs)">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"1",
+           "With pieces=0: the pipeline chunks (stages, or ranks x "
+           "virtual stages) the step is cut into">,
   ];
 }
 

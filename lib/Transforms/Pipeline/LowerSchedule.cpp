@@ -231,6 +231,9 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   auto fn = func::FuncOp::create(mb0, step.getLoc(), name,
                                  FunctionType::get(ctx, argTypes, {}));
   fn->setAttr(dist::kRankAttr, IntegerAttr::get(IntegerType::get(ctx, 64), rank));
+  // What the step says of itself that reports read.
+  if (Attribute pieces = step->getAttr(graph::kLossPiecesAttr))
+    fn->setAttr(graph::kLossPiecesAttr, pieces);
   Block *body = fn.addEntryBlock();
   OpBuilder b = OpBuilder::atBlockEnd(body);
   Location loc = step.getLoc();

@@ -32,6 +32,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <limits>
+#include <map>
 
 namespace pcc {
 #define GEN_PASS_DEF_PIPELINESTAGES
@@ -770,26 +771,117 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   }
 
   // A gradient summed from parts that different stages compute (a tied
-  // embedding and LM head) is not summed per microbatch: each stage
-  // accumulates its part, and the parts are summed once after the flush.
+  // embedding and LM head, an LM head computed in pieces of the sequence)
+  // is not summed per microbatch: each stage sums its own parts and
+  // accumulates that over the microbatches, and the stages' sums are
+  // added once after the flush (`dist.grad_sum`). The parts are the
+  // leaves of a tree of adds, through transposes and reshapes of sums
+  // (a tied head's gradient is the transpose of its pieces' sum): each
+  // stage applies them to its own sum.
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  std::function<void(Value)> splitSum = [&](Value g) {
-    auto add = g.getDefiningOp<graph::AddOp>();
-    if (!add || !stageOf.count(add) || add.getLhs().getType() != g.getType() ||
-        add.getRhs().getType() != g.getType())
+  auto stageOfValue = [&](Value v) -> int64_t {
+    Operation *def = v.getDefiningOp();
+    return def && stageOf.count(def) ? stageOf[def] : -1;
+  };
+  struct Part {
+    Value value;
+    SmallVector<Operation *> views; ///< outermost first
+  };
+  auto isSum = [&](Value v, Type type) {
+    auto add = v.getDefiningOp<graph::AddOp>();
+    return add && stageOf.count(add) && add.getType() == type &&
+           add.getLhs().getType() == type && add.getRhs().getType() == type;
+  };
+  std::function<void(Value, bool, SmallVector<Operation *> &,
+                     SmallVector<Part> &, SmallVector<Operation *> &)>
+      collect = [&](Value v, bool root, SmallVector<Operation *> &views,
+                    SmallVector<Part> &parts, SmallVector<Operation *> &sums) {
+        Operation *def = v.getDefiningOp();
+        if ((root || v.hasOneUse()) && isSum(v, v.getType())) {
+          sums.push_back(def);
+          for (Value operand : def->getOperands())
+            collect(operand, false, views, parts, sums);
+          return;
+        }
+        if ((root || v.hasOneUse()) && def &&
+            isa<graph::TransposeOp, graph::ReshapeOp>(def) &&
+            stageOf.count(def) && def->getOperand(0).hasOneUse() &&
+            isSum(def->getOperand(0), def->getOperand(0).getType())) {
+          sums.push_back(def);
+          views.push_back(def);
+          collect(def->getOperand(0), false, views, parts, sums);
+          views.pop_back();
+          return;
+        }
+        parts.push_back({v, views});
+      };
+  auto splitSum = [&](Value g) {
+    SmallVector<Operation *> views, sums;
+    SmallVector<Part> parts;
+    collect(g, true, views, parts, sums);
+    std::map<int64_t, SmallVector<const Part *>> byStage;
+    for (const Part &part : parts) {
+      int64_t stage = stageOfValue(part.value);
+      if (stage < 0)
+        return;
+      byStage[stage].push_back(&part);
+    }
+    if (byStage.size() < 2)
       return;
-    auto stageOfValue = [&](Value v) -> int64_t {
-      Operation *def = v.getDefiningOp();
-      return def && stageOf.count(def) ? stageOf[def] : -1;
+    Operation *root = g.getDefiningOp();
+    OpBuilder b(root);
+    DictionaryAttr attrs = root->getDiscardableAttrDictionary();
+    auto add = [&](Value lhs, Value rhs) {
+      auto sum = graph::AddOp::create(b, root->getLoc(), lhs, rhs);
+      sum->setDiscardableAttrs(attrs);
+      phases.phase[sum] = Phase::Backward;
+      return sum;
     };
-    int64_t l = stageOfValue(add.getLhs()), r = stageOfValue(add.getRhs());
-    if (l < 0 || r < 0 || (l == r && l == stageOf[add]))
-      return;
-    stageOf.erase(add);
-    add->setAttr(kGradSumAttr, UnitAttr::get(ctx));
-    for (Value part : {add.getLhs(), add.getRhs()})
-      if (part.hasOneUse())
-        splitSum(part);
+    Value total;
+    for (auto &[stage, stageParts] : byStage) {
+      // Parts under the same views are summed, then viewed, once.
+      SmallVector<std::pair<ArrayRef<Operation *>, Value>> groups;
+      for (const Part *part : stageParts) {
+        auto *it = llvm::find_if(groups, [&](auto &group) {
+          return group.first == ArrayRef<Operation *>(part->views);
+        });
+        if (it == groups.end()) {
+          groups.push_back({part->views, part->value});
+          continue;
+        }
+        auto sum = add(it->second, part->value);
+        stageOf[sum] = stage;
+        it->second = sum;
+      }
+      Value stageSum;
+      for (auto &[groupViews, value] : groups) {
+        for (Operation *view : llvm::reverse(groupViews)) {
+          Operation *copy = b.clone(*view);
+          copy->setOperand(0, value);
+          stageOf[copy] = stage;
+          phases.phase[copy] = Phase::Backward;
+          value = copy->getResult(0);
+        }
+        if (stageSum) {
+          auto sum = add(stageSum, value);
+          stageOf[sum] = stage;
+          value = sum;
+        }
+        stageSum = value;
+      }
+      if (total) {
+        auto sum = add(total, stageSum);
+        sum->setAttr(kGradSumAttr, UnitAttr::get(ctx));
+        stageSum = sum;
+      }
+      total = stageSum;
+    }
+    g.replaceAllUsesWith(total);
+    for (Operation *op : sums) {
+      stageOf.erase(op);
+      phases.phase.erase(op);
+      op->erase();
+    }
   };
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (func.getResultAttr(k, graph::kGradAttr) &&

@@ -20,9 +20,9 @@
 // CHECK: graph.exp {{.*}}dist.stage = 1 : i64{{.*}}graph.backward
 // CHECK: graph.transpose %{{.*}} {dist.stage = 0 : i64{{.*}}graph.backward
 // The tied parameter's gradient parts (LM head on stage 1, embedding on
-// stage 0) are summed after the flush, not per microbatch.
+// stage 0) are summed after the flush, not per microbatch, in stage order.
 // CHECK: %[[EMB:.*]] = graph.scatter_add {{.*}}dist.stage = 0 : i64{{.*}}graph.backward
-// CHECK: %[[WTE:.*]] = graph.add %{{.*}}, %[[EMB]] {dist.grad_sum, graph.backward}
+// CHECK: %[[WTE:.*]] = graph.add %[[EMB]], %{{.*}} {dist.grad_sum, graph.backward}
 // Optimizer ops run wherever their parameter is held.
 // CHECK: graph.sub %arg1, %{{.*}} {dist.stages = array<i64: 0, 1>}
 // CHECK: return %{{.*}}, %{{.*}}, %[[WTE]],

@@ -316,6 +316,11 @@ VARIANTS = {
         "HF GPT-2, 12 layers, d=32, 4 heads, tied head, batch 8: 12 layers "
         "over 4 and 8 pipeline stages with a tied embedding and LM head, 8 "
         "microbatches"),
+    "gpt2-dyn18-bighead-b4": dyn(
+        gpt2(4, 32, 4, 2048, 32), (4, 16),
+        "HF GPT-2, 4 layers, d=32, 4 heads, a vocabulary of 2048 (the tied "
+        "LM head weighs about five layers), batch 4: the head and the loss "
+        "in pieces over pipeline stages"),
     "llama-dyn18-deep": dyn(
         llama(8, 32, 4, 2, 32, 96, False), (8, 16),
         "HF Llama, 8 layers, d=32, 4 query / 2 KV heads, MLP 32 wide, vocab 96, "

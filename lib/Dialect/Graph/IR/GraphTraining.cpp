@@ -63,6 +63,13 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
                              << "of one result that only a softmax reads";
     return success();
   }
+  if (attr.getName() == kLossPiecesAttr) {
+    auto pieces = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op) || !pieces || pieces.getInt() < 2)
+      return op->emitError() << kLossPiecesAttr
+                             << " must be a function's integer of at least 2";
+    return success();
+  }
   if (attr.getName() == kRecomputeAttr) {
     // {ops, flops, bytes}, with optionally the same per stage (`stages`),
     // the budget auto fitted (`budget`) and the ranks above it (`over`:

@@ -37,6 +37,9 @@ inline constexpr llvm::StringLiteral kUpdateAttr = "graph.update";
 inline constexpr llvm::StringLiteral kGradAttr = "graph.grad";
 inline constexpr llvm::StringLiteral kLossAttr = "graph.loss";
 inline constexpr llvm::StringLiteral kBackwardAttr = "graph.backward";
+/// On the step, from pcc-attach-loss: the pieces of the sequence that the
+/// LM head and the loss are computed in, when more than one.
+inline constexpr llvm::StringLiteral kLossPiecesAttr = "graph.loss_pieces";
 /// On the op that sums the squares of every trained gradient (gradient
 /// clipping's global norm, squared): a pipeline sums each rank's part and
 /// all-reduces the parts over its stages.
