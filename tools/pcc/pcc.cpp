@@ -114,7 +114,7 @@ compile options:
   --head-pieces N        with --train --pp: compute the LM head and the
                          loss in N parts of the sequence, which the stages
                          share (default: whole while they take at most
-                         half a chunk, else pieces of a quarter chunk; 1:
+                         half a chunk, else pieces of a sixth of one; 1:
                          whole, the step returning the logits)
   --cost-table FILE      measured throughputs for the cost model (JSON)
   --auto                 with --devices N: search the layout (dp, tp, pp,

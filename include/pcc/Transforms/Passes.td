@@ -109,7 +109,7 @@ def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
     pipeline can place the pieces of a heavy head on consecutive stages.
     `pieces = 0` chooses N from `chunks`: one piece while the head and the
     loss take at most half a chunk's share of the forward's flops, else as
-    many as keep each piece within a quarter of that share.
+    many as keep each piece within a sixth of that share.
   }];
   let options = [
     Option<"labels", "labels", "std::string", /*default=*/"\"\"",

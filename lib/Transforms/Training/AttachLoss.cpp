@@ -152,7 +152,7 @@ static int64_t flopsOf(Operation *op) {
 /// How many pieces of the sequence the LM head and the loss take (by
 /// flops, against one of `chunks` equal shares of the forward): one while
 /// they fit in half a chunk, else as many as keep each piece within a
-/// quarter of one, so that the partition can fill a chunk with pieces and
+/// sixth of one, so that the partition can fill a chunk with pieces and
 /// other ops; at most one per predicted position.
 static int64_t autoPieces(func::FuncOp func, Value logits, int64_t chunks) {
   if (chunks < 2)
@@ -171,7 +171,7 @@ static int64_t autoPieces(func::FuncOp func, Value logits, int64_t chunks) {
   if (chunk <= 0 || double(head) <= chunk / 2)
     return 1;
   int64_t positions = zt.getDimSize(1) - 1;
-  return std::min<int64_t>(positions, int64_t(std::ceil(head / (chunk / 4))));
+  return std::min<int64_t>(positions, int64_t(std::ceil(head / (chunk / 6))));
 }
 
 /// The loss computed over `pieces` consecutive parts of the sequence, each
