@@ -3,7 +3,7 @@ rejected and seconds; each layout with dp, tp, pp, microbatches, schedule,
 virtual_stages, sequence_parallel, zero and recompute and its prediction;
 the layouts use the devices; the best is the fastest exact plan, fits, and
 is the layout of DIR/plan.json. With `split`, the best divides the model
-(tp or pp above 1) or its state (ZeRO). Prints ok or what failed."""
+(tp or pp above 1) or its state (ZeRO). Prints ok, or what failed and exits 1."""
 
 import json
 import sys
@@ -43,3 +43,4 @@ if split and best["tp"] == 1 and best["pp"] == 1 and best["zero"] == 0:
 if not isinstance(search["rejected"], dict):
     problems.append("rejected is not counts by reason")
 print("ok" if not problems else "FAIL " + "; ".join(problems))
+sys.exit(1 if problems else 0)
