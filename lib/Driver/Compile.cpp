@@ -486,6 +486,9 @@ pcc::getWeightTensors(const CppEmitResult &emitted,
                       std::deque<std::vector<uint8_t>> &storage) {
   std::vector<pccrt::TensorRef> tensors;
   for (const WeightEntry &w : emitted.weights) {
+    // A cache starts zeroed where it is run: the file does not hold it.
+    if (w.kind == WeightKind::Cache)
+      continue;
     pccrt::TensorRef t;
     t.name = w.name;
     t.dtype = getOnnxDataType(w.value.getElementType());

@@ -283,7 +283,7 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     training = model->isTraining();
     bool hasState = false;
     for (int32_t i = 0; i < info.num_weights; ++i)
-      hasState |= info.weights[i].kind == PCCRT_KIND_STATE;
+      hasState |= pccrt::isModelState(info.weights[i]);
     if (!options.saveCheckpoint.empty() && !hasState)
       throw pccrt::Error("--save needs a training build (pcc compile "
                          "--train): " +

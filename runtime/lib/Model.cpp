@@ -288,7 +288,6 @@ std::unique_ptr<Model> Model::open(const std::string &libraryPath,
   };
   auto infoFn = reinterpret_cast<const pccrt_model_info *(*)()>(
       symbol(symbolPrefix + "_model_info"));
-  model->runFn = reinterpret_cast<RunFn>(symbol(symbolPrefix + "_model_run"));
   const pccrt_model_info *info = infoFn();
   if (!info)
     fail(libraryPath, symbolPrefix + "_model_info returned null");
@@ -310,10 +309,22 @@ std::unique_ptr<Model> Model::open(const std::string &libraryPath,
     if (!model->deviceOps)
       fail(libraryPath, symbolPrefix + "_device_ops returned null");
   }
-  validateTable(*info, info->num_inputs, info->inputs, "input", libraryPath,
-                PCCRT_KIND_INPUT, PCCRT_KIND_INPUT);
-  validateTable(*info, info->num_outputs, info->outputs, "output", libraryPath,
-                PCCRT_KIND_OUTPUT, PCCRT_KIND_GRAD);
+  if (info->num_entries < 1 || !info->entries ||
+      info->entries[0].inputs != info->inputs ||
+      info->entries[0].outputs != info->outputs)
+    fail(libraryPath, "malformed model info: entry 0 is not the model's step");
+  std::unordered_set<std::string> entryNames;
+  for (int32_t e = 0; e < info->num_entries; ++e) {
+    const pccrt_entry_info &entry = info->entries[e];
+    if (!entry.name || !entry.run || !entryNames.insert(entry.name).second ||
+        entry.workspace_bytes > info->workspace_bytes)
+      fail(libraryPath,
+           "malformed model info: bad entry " + std::to_string(e));
+    validateTable(*info, entry.num_inputs, entry.inputs, "input", libraryPath,
+                  PCCRT_KIND_INPUT, PCCRT_KIND_INPUT);
+    validateTable(*info, entry.num_outputs, entry.outputs, "output",
+                  libraryPath, PCCRT_KIND_OUTPUT, PCCRT_KIND_GRAD);
+  }
   validateTable(*info, info->num_weights, info->weights, "weight", libraryPath,
                 PCCRT_KIND_CONSTANT, PCCRT_KIND_STATE);
   // Each weight gets its own buffer; two entries of one name would have to
@@ -478,6 +489,9 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
   std::vector<const SafetensorsFile::Entry *> stored;
   for (int32_t i = 0; i < info->num_weights; ++i) {
     const pccrt_tensor_info &expected = info->weights[i];
+    // A cache is scratch that starts zeroed: the file does not hold it.
+    if (expected.flags & PCCRT_FLAG_CACHE)
+      continue;
     std::string label = "weight " + quote(expected.name);
     const SafetensorsFile::Entry *entry = file.find(expected.name);
     if (!entry)
@@ -503,6 +517,11 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
     // Another pipeline stage's weight: not read, no memory.
     if (!model->holds(expected))
       continue;
+    if (expected.flags & PCCRT_FLAG_CACHE) {
+      weight.data.assign(size_t(weight.numElements()) * dtypeSize(weight.dtype),
+                         0);
+      continue;
+    }
     weight.data = model->readHeldWeight(file, i);
     // Read only through its prepared operands: prepared now and freed, so
     // that the rank never holds a weight twice.
@@ -549,10 +568,39 @@ std::vector<Tensor> Model::run(const std::vector<Tensor> &inputs) {
 
 void Model::run(const std::vector<Tensor> &inputs,
                 std::vector<Tensor> &outputs) {
-  const pccrt_model_info &info = *modelInfo;
+  run(0, inputs, outputs);
+}
+
+int32_t Model::findEntry(const std::string &name) const {
+  for (int32_t e = 0; e < modelInfo->num_entries; ++e)
+    if (name == modelInfo->entries[e].name)
+      return e;
+  return -1;
+}
+
+void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
+                std::vector<Tensor> &outputs) {
+  const pccrt_model_info &model = *modelInfo;
+  if (entryIndex < 0 || entryIndex >= model.num_entries)
+    throw Error("model has no entry " + std::to_string(entryIndex));
+  // The entry's tables; the mesh and the weights are the model's.
+  pccrt_model_info info = model;
+  const pccrt_entry_info &step = model.entries[entryIndex];
+  info.num_inputs = step.num_inputs;
+  info.inputs = step.inputs;
+  info.num_outputs = step.num_outputs;
+  info.outputs = step.outputs;
+  // Each entry's device buffers come after the previous entries'.
+  size_t inputSlots = 0, outputSlots = 0;
+  for (int32_t e = 0; e < entryIndex; ++e) {
+    inputSlots += size_t(model.entries[e].num_inputs);
+    outputSlots += size_t(model.entries[e].num_outputs);
+  }
+  std::string what =
+      entryIndex ? "entry " + quote(step.name) + " expects " : "model expects ";
   if (inputs.size() != size_t(info.num_inputs))
-    throw Error("model expects " + std::to_string(info.num_inputs) +
-                " inputs, got " + std::to_string(inputs.size()));
+    throw Error(what + std::to_string(info.num_inputs) + " inputs, got " +
+                std::to_string(inputs.size()));
   std::vector<void *> inputPointers;
   // This rank's parts of split inputs; the others are passed as they are.
   std::vector<Tensor> parts(info.num_inputs);
@@ -595,7 +643,8 @@ void Model::run(const std::vector<Tensor> &inputs,
     for (int32_t i = 0; i < info.num_inputs; ++i) {
       const Tensor &input =
           info.inputs[i].shard_axes == 0 ? inputs[i] : parts[i];
-      void *memory = deviceBuffer(deviceInputs, i, input.data.size());
+      void *memory =
+          deviceBuffer(deviceInputs, inputSlots + i, input.data.size());
       checkDevice(deviceOps->upload(memory, dataPointer(input),
                                     input.data.size()),
                   "copying input " + quote(info.inputs[i].name) +
@@ -604,7 +653,8 @@ void Model::run(const std::vector<Tensor> &inputs,
     }
     for (int32_t i = 0; i < info.num_outputs; ++i)
       if (outputPointers[i])
-        outputPointers[i] = deviceBuffer(deviceOutputs, i, outputs[i].data.size());
+        outputPointers[i] = deviceBuffer(deviceOutputs, outputSlots + i,
+                                         outputs[i].data.size());
   } else if (!workspace && info.workspace_bytes) {
     workspace.reset(allocateAligned(info.workspace_bytes, "workspace"));
   }
@@ -628,7 +678,7 @@ void Model::run(const std::vector<Tensor> &inputs,
     context.trace_user = this;
   }
   ++runs;
-  int code = runFn(&context);
+  int code = step.run(&context);
   if (code == PCCRT_ERR_COMM && codeComm && !codeComm->lastError().empty())
     throw Error("model run failed: " + codeComm->lastError());
   if (code != PCCRT_OK)
@@ -894,9 +944,13 @@ void Model::assignWeight(int32_t index, const Tensor &tensor) {
                 "copying weight " + quote(weight.name) + " to the device");
 }
 
+bool pccrt::isModelState(const pccrt_tensor_info &weight) {
+  return weight.kind == PCCRT_KIND_STATE && !(weight.flags & PCCRT_FLAG_CACHE);
+}
+
 bool Model::isTraining() const {
-  for (const Tensor &weight : weights)
-    if (weight.kind == PCCRT_KIND_STATE)
+  for (int32_t i = 0; i < modelInfo->num_weights; ++i)
+    if (isModelState(modelInfo->weights[i]))
       return true;
   for (int32_t i = 0; i < modelInfo->num_outputs; ++i)
     if (std::string(modelInfo->outputs[i].name) == "loss")
@@ -922,7 +976,7 @@ void Model::loadState(const std::vector<Tensor> &tensors,
   std::vector<std::pair<int32_t, const Tensor *>> updates;
   for (int32_t i = 0; i < modelInfo->num_weights; ++i) {
     const pccrt_tensor_info &expected = modelInfo->weights[i];
-    if (expected.kind != PCCRT_KIND_STATE)
+    if (!isModelState(expected))
       continue;
     auto found = byName.find(expected.name);
     if (found == byName.end())
@@ -1003,7 +1057,7 @@ std::string Model::fingerprint() const {
   std::vector<std::string> entries;
   for (int32_t i = 0; i < modelInfo->num_weights; ++i) {
     const pccrt_tensor_info &w = modelInfo->weights[i];
-    if (w.kind == PCCRT_KIND_STATE)
+    if (isModelState(w))
       entries.push_back(std::string(w.name) + '\0' +
                         describeType(w.dtype, wholeShape(*modelInfo, w)));
   }

@@ -84,7 +84,7 @@ void pccrt::saveCheckpoint(const std::string &path, const Model &model,
   // Every rank takes part in gathering the split ones; rank 0 writes.
   std::vector<Tensor> tensors;
   for (int32_t i = 0; i < model.modelInfo->num_weights; ++i)
-    if (model.weights[i].kind == PCCRT_KIND_STATE)
+    if (isModelState(model.modelInfo->weights[i]))
       tensors.push_back(model.wholeWeight(i));
   if (model.comm && model.comm->rank() != 0)
     return;

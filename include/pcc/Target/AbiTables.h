@@ -9,7 +9,10 @@
 // many entries it has (one per pipeline rank): each table is the union of
 // what the entries and the functions they call take, give and read, found
 // by name, so a weight read by several functions is loaded once. Each
-// entry records the pipeline ranks that hold it (`holders`).
+// entry records the pipeline ranks that hold it (`holders`). A program of
+// several entry points (pccrt_entry_info: a generation build's prefill and
+// decode) has an inputs and an outputs table per entry point and one
+// weights table.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,6 +106,9 @@ private:
 enum class WeightKind {
   Constant, ///< read-only (a named initializer or a large constant)
   State,    ///< updated in place by every run (a `graph.state` argument)
+  /// Scratch that runs keep between them (a `graph.state` argument marked
+  /// `graph.cache`: a KV cache), PCCRT_FLAG_CACHE.
+  Cache,
 };
 
 /// A tensor the generated code reads from the weights file: `value` is the
@@ -140,24 +146,35 @@ public:
   /// `<prefix>_model`.
   explicit AbiTables(std::string prefix) : prefix(std::move(prefix)) {}
 
-  /// The index of the input `name`: a new entry, or the entry of that name,
-  /// which must have the same type (else a diagnostic at `loc`). `holders`
-  /// joins the entry's. `shard` is its layout over the mesh (an input split
-  /// along its batch over data parallelism).
-  mlir::FailureOr<int64_t> addInput(mlir::Location loc, llvm::StringRef name,
+  /// The index of the program's entry point `name` (pccrt_entry_info),
+  /// added if new: each has its own inputs and outputs tables, in the
+  /// order the entry points were added; the weights are shared.
+  unsigned addEntryPoint(llvm::StringRef name);
+  unsigned getNumEntryPoints() const { return entryPoints.size(); }
+  llvm::StringRef getEntryPointName(unsigned entryPoint) const {
+    return entryPoints[entryPoint].name;
+  }
+  /// The index of the input `name` of entry point `entryPoint`: a new
+  /// entry, or the entry of that name, which must have the same type (else
+  /// a diagnostic at `loc`). `holders` joins the entry's. `shard` is its
+  /// layout over the mesh (an input split along its batch over data
+  /// parallelism).
+  mlir::FailureOr<int64_t> addInput(unsigned entryPoint, mlir::Location loc,
+                                    llvm::StringRef name,
                                     mlir::RankedTensorType type,
                                     ShardFields shard, uint64_t holders);
   /// An output (PCCRT_KIND_OUTPUT) or a gradient (PCCRT_KIND_GRAD), found
   /// like an input by its name and kind, which must have the same type and
   /// layout. The table lists outputs by `order` (the step's result index),
   /// then as they were added. Returns a key for getOutputIndex.
-  mlir::FailureOr<unsigned> addOutput(mlir::Location loc, llvm::StringRef name,
+  mlir::FailureOr<unsigned> addOutput(unsigned entryPoint, mlir::Location loc,
+                                      llvm::StringRef name,
                                       mlir::RankedTensorType type, bool isGrad,
                                       ShardFields shard, int64_t order,
                                       uint64_t holders);
-  /// The index in the outputs table of the output `key` (once every output
-  /// is added).
-  int64_t getOutputIndex(unsigned key) const;
+  /// The index in entry point `entryPoint`'s outputs table of the output
+  /// `key` (once every output is added).
+  int64_t getOutputIndex(unsigned entryPoint, unsigned key) const;
   /// The index of the weight `entry`: a new entry, or the entry of its
   /// name, which must hold the same tensor, of the same kind, in the same
   /// layout (else a diagnostic at `loc`). Its holders join the entry's.
@@ -182,9 +199,17 @@ public:
   /// `device` is the pccrt_device enumerator of a device model (the host's
   /// is left to its default); `preparedBytes`, when not empty, the size of
   /// the prepared operands, made by the namespace's function `prepare`.
+  /// Entry point 0 runs `<prefix>_model_run`, entry point i > 0 the
+  /// namespace's function `getRunFunction(i)`; entry point i needs
+  /// `entryWorkspace[i]` bytes, the program the most of them.
   void printModelInfo(llvm::raw_ostream &os, const MeshLayout &mesh,
-                      uint64_t workspaceBytes, llvm::StringRef device = {},
+                      llvm::ArrayRef<uint64_t> entryWorkspace,
+                      llvm::StringRef device = {},
                       llvm::StringRef preparedBytes = {}) const;
+  /// The name of entry point `entryPoint`'s run function.
+  static std::string getRunFunction(unsigned entryPoint) {
+    return "run_" + std::to_string(entryPoint);
+  }
 
 private:
   /// One table entry; `shapes` receives its shape array.
@@ -202,11 +227,16 @@ private:
     int64_t order;
     uint64_t holders;
   };
+  /// An entry point's own tables.
+  struct EntryPoint {
+    std::string name;
+    std::vector<Entry> inputs, outputs;
+    llvm::StringMap<int64_t> inputIndex;
+    /// Outputs by (name, is a gradient): their key.
+    std::map<std::pair<std::string, bool>, unsigned> outputKeys;
+  };
   std::string prefix;
-  std::vector<Entry> inputs, outputs;
-  llvm::StringMap<int64_t> inputIndex;
-  /// Outputs by (name, is a gradient): their key.
-  std::map<std::pair<std::string, bool>, unsigned> outputKeys;
+  std::vector<EntryPoint> entryPoints;
   std::vector<WeightEntry> weights;
   llvm::StringMap<int64_t> weightIndex;
   int32_t stageAxis = -1;

@@ -4,7 +4,11 @@
 // func.func ops, whose signatures are the model's interface (inputs,
 // outputs, state): one, the step every rank runs, or, for a pipeline, one
 // per coordinate of the pipeline axis, marked `dist.rank` (each rank runs
-// its stage's step). The private func.func ops are functions the entries
+// its stage's step). A program of several steps that share the weights (a
+// generation build's prefill and decode) has several entry points, each a
+// name (`pcc.entry` on its public functions, "main" where there is none)
+// and its own public function or functions per pipeline rank. The private
+// func.func ops are functions the entries
 // reach through func.call (a pipeline stage's forward, backward or
 // optimizer step). Every target compiles each function on its own (its own
 // BufferPlan) and gives a call the workspace after the caller's own, so
@@ -27,12 +31,30 @@ namespace pcc {
 
 /// The module's entry functions: its one public func.func, or one per
 /// coordinate of a pipeline axis of `numStages` ranks, in coordinate order,
-/// each marked `dist.rank = <coordinate>`. Fails with a diagnostic when
+/// each marked `dist.rank = <coordinate>`; for a program of several entry
+/// points, those of every entry point in turn. Fails with a diagnostic when
 /// there is no public function, when several are not all marked, or when
 /// the marks are not the coordinates 0 .. numStages - 1, each once (a
 /// missing one is reported at the mesh).
 mlir::FailureOr<llvm::SmallVector<mlir::func::FuncOp>>
 getEntryFunctions(mlir::ModuleOp module, int64_t numStages);
+
+/// The attribute that names a public function's entry point.
+inline constexpr llvm::StringLiteral kEntryPointAttr = "pcc.entry";
+
+/// An entry point of a program: its name and its public functions, one or
+/// one per pipeline rank (in coordinate order).
+struct EntryPoint {
+  std::string name;
+  llvm::SmallVector<mlir::func::FuncOp> functions;
+};
+
+/// The module's entry points, by their names (kEntryPointAttr) in the order
+/// their first functions come; the functions of each as getEntryFunctions
+/// requires them. Fails with a diagnostic where those are not, or where a
+/// function is named by something other than a string.
+mlir::FailureOr<llvm::SmallVector<EntryPoint>>
+getEntryPoints(mlir::ModuleOp module, int64_t numStages);
 
 /// Whether `entries` (from getEntryFunctions) are a pipeline's.
 inline bool isPipeline(llvm::ArrayRef<mlir::func::FuncOp> entries) {

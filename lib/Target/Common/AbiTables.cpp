@@ -214,15 +214,24 @@ MeshLayout::getShardFields(Location loc, dist::ShardingAttr sharding,
 // AbiTables
 //===----------------------------------------------------------------------===//
 
-FailureOr<int64_t> AbiTables::addInput(Location loc, StringRef name,
-                                       RankedTensorType type, ShardFields shard,
-                                       uint64_t holders) {
-  auto [it, inserted] = inputIndex.try_emplace(name, inputs.size());
+unsigned AbiTables::addEntryPoint(StringRef name) {
+  for (auto [i, e] : llvm::enumerate(entryPoints))
+    if (e.name == name)
+      return i;
+  entryPoints.push_back({name.str(), {}, {}, {}, {}});
+  return entryPoints.size() - 1;
+}
+
+FailureOr<int64_t> AbiTables::addInput(unsigned entryPoint, Location loc,
+                                       StringRef name, RankedTensorType type,
+                                       ShardFields shard, uint64_t holders) {
+  EntryPoint &e = entryPoints[entryPoint];
+  auto [it, inserted] = e.inputIndex.try_emplace(name, e.inputs.size());
   if (inserted) {
-    inputs.push_back({name.str(), type, false, shard, 0, holders});
+    e.inputs.push_back({name.str(), type, false, shard, 0, holders});
     return it->second;
   }
-  Entry &known = inputs[it->second];
+  Entry &known = e.inputs[it->second];
   if (known.type != type || !(known.shard == shard))
     return emitError(loc, "input '") << name << "' is " << type << " here but "
                                      << known.type << " on another entry";
@@ -230,17 +239,18 @@ FailureOr<int64_t> AbiTables::addInput(Location loc, StringRef name,
   return it->second;
 }
 
-FailureOr<unsigned> AbiTables::addOutput(Location loc, StringRef name,
-                                         RankedTensorType type, bool isGrad,
-                                         ShardFields shard, int64_t order,
-                                         uint64_t holders) {
+FailureOr<unsigned> AbiTables::addOutput(unsigned entryPoint, Location loc,
+                                         StringRef name, RankedTensorType type,
+                                         bool isGrad, ShardFields shard,
+                                         int64_t order, uint64_t holders) {
+  EntryPoint &e = entryPoints[entryPoint];
   auto [it, inserted] =
-      outputKeys.try_emplace({name.str(), isGrad}, outputs.size());
+      e.outputKeys.try_emplace({name.str(), isGrad}, e.outputs.size());
   if (inserted) {
-    outputs.push_back({name.str(), type, isGrad, shard, order, holders});
+    e.outputs.push_back({name.str(), type, isGrad, shard, order, holders});
     return it->second;
   }
-  Entry &known = outputs[it->second];
+  Entry &known = e.outputs[it->second];
   StringRef what = isGrad ? "gradient" : "output";
   if (known.type != type)
     return emitError(loc) << what << " '" << name << "' is " << type
@@ -253,8 +263,9 @@ FailureOr<unsigned> AbiTables::addOutput(Location loc, StringRef name,
   return it->second;
 }
 
-int64_t AbiTables::getOutputIndex(unsigned key) const {
+int64_t AbiTables::getOutputIndex(unsigned entryPoint, unsigned key) const {
   // Outputs are listed by order, then by key.
+  const std::vector<Entry> &outputs = entryPoints[entryPoint].outputs;
   auto before = [&](unsigned a, unsigned b) {
     return std::make_pair(outputs[a].order, a) <
            std::make_pair(outputs[b].order, b);
@@ -317,17 +328,33 @@ std::string AbiTables::printEntry(StringRef name, RankedTensorType type,
 }
 
 void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
-  std::string shapes, in, out, w;
-  for (auto [i, e] : llvm::enumerate(inputs))
-    in += printEntry(e.name, e.type, i, "in", "PCCRT_KIND_INPUT", e.shard,
-                     e.holders, shapes);
-  std::vector<const Entry *> sorted(outputs.size());
-  for (unsigned key = 0; key < outputs.size(); ++key)
-    sorted[getOutputIndex(key)] = &outputs[key];
-  for (auto [i, e] : llvm::enumerate(sorted))
-    out += printEntry(e->name, e->type, i, "out",
-                      e->isGrad ? "PCCRT_KIND_GRAD" : "PCCRT_KIND_OUTPUT",
-                      e->shard, e->holders, shapes);
+  // C++ has no empty arrays: an empty table holds one unused entry.
+  static const char kNoEntry[] =
+      "  {nullptr, 0, 0, nullptr, 0, 0u, 0, 0, 0, 0ull, 0u},\n";
+  std::string shapes, tables;
+  auto printTable = [&](StringRef name, const std::string &rows) {
+    tables += "static const pccrt_tensor_info " + name.str() + "[] = {\n" +
+              (rows.empty() ? kNoEntry : rows) + "};\n";
+  };
+  // Entry point 0's tables keep the names of a program of one step.
+  for (auto [p, e] : llvm::enumerate(entryPoints)) {
+    std::string suffix = p ? "_" + std::to_string(p) : "";
+    std::string in, out;
+    for (auto [i, input] : llvm::enumerate(e.inputs))
+      in += printEntry(input.name, input.type, i, "in" + suffix,
+                       "PCCRT_KIND_INPUT", input.shard, input.holders, shapes);
+    std::vector<const Entry *> sorted(e.outputs.size());
+    for (unsigned key = 0; key < e.outputs.size(); ++key)
+      sorted[getOutputIndex(p, key)] = &e.outputs[key];
+    for (auto [i, output] : llvm::enumerate(sorted))
+      out += printEntry(output->name, output->type, i, "out" + suffix,
+                        output->isGrad ? "PCCRT_KIND_GRAD"
+                                       : "PCCRT_KIND_OUTPUT",
+                        output->shard, output->holders, shapes);
+    printTable("inputs" + suffix, in);
+    printTable("outputs" + suffix, out);
+  }
+  std::string w;
   for (auto [i, e] : llvm::enumerate(weights)) {
     ShardFields shard;
     if (e.shardAxes)
@@ -336,18 +363,21 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
                    ? e.padding.second
                    : e.value.getShapedType().getDimSize(e.shardDim),
                e.shardOuterAxes};
+    StringRef flags = "0u";
+    if (e.kind == WeightKind::Constant && e.preparedReads &&
+        e.preparedReads == e.reads)
+      flags = "PCCRT_FLAG_PREPARED_ONLY";
+    else if (e.kind == WeightKind::Cache)
+      flags = "PCCRT_FLAG_CACHE";
     w += printEntry(e.name,
                     e.localType ? e.localType
                                 : cast<RankedTensorType>(e.value.getType()),
                     i, "w",
-                    e.kind == WeightKind::State ? "PCCRT_KIND_STATE"
-                                                : "PCCRT_KIND_CONSTANT",
-                    shard, e.holders, shapes,
-                    e.kind == WeightKind::Constant && e.preparedReads &&
-                            e.preparedReads == e.reads
-                        ? "PCCRT_FLAG_PREPARED_ONLY"
-                        : "0u");
+                    e.kind == WeightKind::Constant ? "PCCRT_KIND_CONSTANT"
+                                                   : "PCCRT_KIND_STATE",
+                    shard, e.holders, shapes, flags);
   }
+  printTable("weights", w);
   os << shapes;
   if (!mesh.isSingleRank()) {
     std::string names, sizes;
@@ -360,34 +390,39 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
                         "= {{{2}};\n",
                         prefix, names, sizes);
   }
-  // C++ has no empty arrays: an empty table holds one unused entry.
-  static const char kNoEntry[] =
-      "  {nullptr, 0, 0, nullptr, 0, 0u, 0, 0, 0, 0ull, 0u},\n";
-  os << "\nstatic const pccrt_tensor_info inputs[] = {\n"
-     << (in.empty() ? kNoEntry : in)
-     << "};\nstatic const pccrt_tensor_info outputs[] = {\n"
-     << (out.empty() ? kNoEntry : out)
-     << "};\nstatic const pccrt_tensor_info weights[] = {\n"
-     << (w.empty() ? kNoEntry : w) << "};\n";
+  os << "\n" << tables;
 }
 
 void AbiTables::printModelInfo(raw_ostream &os, const MeshLayout &mesh,
-                               uint64_t workspaceBytes, StringRef device,
+                               ArrayRef<uint64_t> entryWorkspace,
+                               StringRef device,
                                StringRef preparedBytes) const {
   std::string meshInfo = "0, nullptr, nullptr";
   if (!mesh.isSingleRank())
     meshInfo = llvm::formatv("{0}, {1}_mesh_axes, {1}_mesh_shape",
                              mesh.getAxes().size(), prefix);
+  uint64_t workspaceBytes = 0;
+  for (uint64_t bytes : entryWorkspace)
+    workspaceBytes = std::max(workspaceBytes, bytes);
   os << "extern \"C\" const pccrt_model_info *" << prefix
      << "_model_info(void) {\n"
      << "  using namespace " << getNamespace() << ";\n"
+     << "  static const pccrt_entry_info entries[] = {\n";
+  for (auto [p, e] : llvm::enumerate(entryPoints)) {
+    std::string suffix = p ? "_" + std::to_string(p) : "";
+    os << "    {" << getCStringLiteral(e.name) << ", " << e.inputs.size()
+       << ", inputs" << suffix << ", " << e.outputs.size() << ", outputs"
+       << suffix << ", " << entryWorkspace[p] << "ULL, &"
+       << (p ? getRunFunction(p) : "::" + prefix + "_model_run") << "},\n";
+  }
+  const EntryPoint &first = entryPoints.front();
+  os << "  };\n"
      << "  static const pccrt_model_info info = {PCCRT_ABI_VERSION, "
-     << inputs.size() << ", inputs, " << outputs.size() << ", outputs, "
-     << weights.size() << ", weights, " << workspaceBytes << "ULL, " << meshInfo
-     << ", " << stageAxis;
-  if (!device.empty() || !preparedBytes.empty())
-    os << ", " << (device.empty() ? "PCCRT_DEVICE_HOST" : device);
-  if (!preparedBytes.empty())
-    os << ", " << preparedBytes << ", &prepare";
-  os << "};\n  return &info;\n}\n";
+     << first.inputs.size() << ", inputs, " << first.outputs.size()
+     << ", outputs, " << weights.size() << ", weights, " << workspaceBytes
+     << "ULL, " << meshInfo << ", " << stageAxis << ", "
+     << (device.empty() ? "PCCRT_DEVICE_HOST" : device) << ", "
+     << (preparedBytes.empty() ? "0, nullptr"
+                               : (preparedBytes + ", &prepare").str())
+     << ", " << entryPoints.size() << ", entries};\n  return &info;\n}\n";
 }

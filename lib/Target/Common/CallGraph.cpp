@@ -9,21 +9,18 @@
 using namespace mlir;
 using namespace pcc;
 
-FailureOr<SmallVector<func::FuncOp>> pcc::getEntryFunctions(ModuleOp module,
-                                                            int64_t numStages) {
-  SmallVector<func::FuncOp> publics;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (f.isPublic() && !f.isDeclaration())
-      publics.push_back(f);
-  if (publics.empty())
-    return module.emitError("no public function to compile as the entry");
+/// The functions of one entry point, `publics`: one, or one per pipeline
+/// rank in coordinate order.
+static FailureOr<SmallVector<func::FuncOp>>
+orderEntryFunctions(ModuleOp module, MutableArrayRef<func::FuncOp> publics,
+                    int64_t numStages) {
   if (!isPipeline(publics)) {
     if (publics.size() > 1)
       return publics[1].emitError(
                  "a second public function: the program's entry is '")
              << publics[0].getSymName()
              << "', and the functions it calls must be private";
-    return publics;
+    return SmallVector<func::FuncOp>(publics);
   }
   // One entry per pipeline rank, in coordinate order.
   SmallVector<func::FuncOp> byStage(numStages);
@@ -57,6 +54,53 @@ FailureOr<SmallVector<func::FuncOp>> pcc::getEntryFunctions(ModuleOp module,
              << r << " of " << numStages << " (a public function with "
              << dist::kRankAttr << " = " << r << ")";
   return byStage;
+}
+
+FailureOr<SmallVector<EntryPoint>> pcc::getEntryPoints(ModuleOp module,
+                                                       int64_t numStages) {
+  SmallVector<EntryPoint> points;
+  SmallVector<SmallVector<func::FuncOp>> publics;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (!f.isPublic() || f.isDeclaration())
+      continue;
+    std::string name = "main";
+    if (Attribute attr = f->getAttr(kEntryPointAttr)) {
+      auto text = dyn_cast<StringAttr>(attr);
+      if (!text || text.getValue().empty())
+        return f.emitError() << kEntryPointAttr
+                             << " must name the entry point, got " << attr;
+      name = text.getValue().str();
+    }
+    auto it = llvm::find_if(points,
+                            [&](const EntryPoint &p) { return p.name == name; });
+    if (it == points.end()) {
+      points.push_back({name, {}});
+      publics.emplace_back();
+      it = std::prev(points.end());
+    }
+    publics[it - points.begin()].push_back(f);
+  }
+  if (points.empty())
+    return module.emitError("no public function to compile as the entry");
+  for (auto [point, functions] : llvm::zip(points, publics)) {
+    FailureOr<SmallVector<func::FuncOp>> ordered =
+        orderEntryFunctions(module, functions, numStages);
+    if (failed(ordered))
+      return failure();
+    point.functions = std::move(*ordered);
+  }
+  return points;
+}
+
+FailureOr<SmallVector<func::FuncOp>> pcc::getEntryFunctions(ModuleOp module,
+                                                            int64_t numStages) {
+  FailureOr<SmallVector<EntryPoint>> points = getEntryPoints(module, numStages);
+  if (failed(points))
+    return failure();
+  SmallVector<func::FuncOp> functions;
+  for (EntryPoint &point : *points)
+    functions.append(point.functions);
+  return functions;
 }
 
 FailureOr<ProgramCallGraph>

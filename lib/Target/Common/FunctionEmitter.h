@@ -58,6 +58,8 @@ struct Program {
   /// Per function: the pipeline ranks whose entry reaches it, a mask of
   /// coordinates along the pipeline axis (0 when not pipelined).
   llvm::DenseMap<mlir::func::FuncOp, uint64_t> holders;
+  /// Per entry function: its entry point's index in the tables.
+  llvm::DenseMap<mlir::func::FuncOp, unsigned> entryPoints;
 };
 
 /// Emits one function of the program: its constants, the declarations of

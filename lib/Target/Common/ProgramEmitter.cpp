@@ -73,7 +73,7 @@ LogicalResult FunctionEmitter::collectInterface() {
     if (name.empty()) {
       auto onnx = func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr);
       FailureOr<int64_t> index = tables.addInput(
-          func.getLoc(),
+          program.entryPoints.lookup(func), func.getLoc(),
           onnx ? onnx.getValue().str() : "input_" + std::to_string(i),
           cast<RankedTensorType>(arg.getType()), *shard, readBy);
       if (failed(index))
@@ -88,7 +88,9 @@ LogicalResult FunctionEmitter::collectInterface() {
       return func.emitError("state '")
              << name << "': " << hooks.getTargetName() << " needs a dense "
              << kInitAttr << " value";
-    WeightEntry entry{name.str(), init, WeightKind::State};
+    WeightEntry entry{name.str(), init,
+                      func.getArgAttr(i, kCacheAttr) ? WeightKind::Cache
+                                                     : WeightKind::State};
     entry.localType = cast<RankedTensorType>(arg.getType());
     entry.padding = paddingOfArg(i);
     entry.holders = readBy;
@@ -151,7 +153,7 @@ FailureOr<unsigned> FunctionEmitter::addOutput(unsigned k) {
   if (failed(shard))
     return failure();
   return tables.addOutput(
-      func.getLoc(), name, cast<RankedTensorType>(v.getType()), isGrad, *shard,
+      program.entryPoints.lookup(func), func.getLoc(), name, cast<RankedTensorType>(v.getType()), isGrad, *shard,
       order ? order.getInt() : int64_t(k), program.holders.lookup(func));
 }
 
@@ -356,7 +358,8 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     // Every entry's outputs are known: their keys become table indices.
     for (auto [k, role] : llvm::enumerate(resultRole))
       if (role != Role::StateUpdate)
-        resultIndex[k] = tables.getOutputIndex(resultIndex[k]);
+        resultIndex[k] = tables.getOutputIndex(
+            program.entryPoints.lookup(func), resultIndex[k]);
   } else {
     collectCalleeInterface();
   }
@@ -472,12 +475,14 @@ static const char kEntryPreamble[] =
     "  char *ws = (char *)ctx->workspace;\n"
     "  (void)in; (void)out; (void)w; (void)ws;\n";
 
-/// Emits the program of `entries` in `module`: one per pipeline rank when
-/// `pipelined`, else one.
+/// Emits the program of the entry points `points` of `module`.
 static FailureOr<CppEmitResult>
-emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
-            const MeshLayout &mesh, raw_ostream &os,
-            const CppEmitOptions &options, TargetHooks &hooks) {
+emitEntryPoints(ModuleOp module, ArrayRef<EntryPoint> points,
+                const MeshLayout &mesh, raw_ostream &os,
+                const CppEmitOptions &options, TargetHooks &hooks) {
+  SmallVector<func::FuncOp> entries;
+  for (const EntryPoint &point : points)
+    entries.append(point.functions);
   FailureOr<ProgramCallGraph> graph = ProgramCallGraph::build(entries);
   if (failed(graph))
     return failure();
@@ -487,27 +492,37 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
                            << " expects a single block";
   const std::string &p = options.symbolPrefix;
   AbiTables tables(p);
+  llvm::DenseMap<func::FuncOp, unsigned> entryPoints;
+  for (const EntryPoint &point : points) {
+    unsigned index = tables.addEntryPoint(point.name);
+    for (func::FuncOp f : point.functions)
+      entryPoints[f] = index;
+  }
   // A pipeline's entry runs on the ranks of its coordinate along the
   // pipeline axis; what it reaches is held there.
+  bool pipelined = isPipeline(entries);
   std::optional<unsigned> stageAxis;
   if (pipelined)
     stageAxis = mesh.getAxisIndex(dist::kPipelineAxis);
   llvm::DenseMap<func::FuncOp, uint64_t> holders;
   if (stageAxis) {
-    if (entries.size() > 64)
-      return module.emitError("a pipeline of ")
-             << entries.size() << " ranks; the ABI's holder masks have 64";
     tables.setStageAxis(*stageAxis);
-    for (auto [stage, entry] : llvm::enumerate(entries))
-      for (func::FuncOp f : graph->getReachable(entry))
-        holders[f] |= uint64_t(1) << stage;
+    for (const EntryPoint &point : points) {
+      if (point.functions.size() > 64)
+        return module.emitError("a pipeline of ")
+               << point.functions.size()
+               << " ranks; the ABI's holder masks have 64";
+      for (auto [stage, entry] : llvm::enumerate(point.functions))
+        for (func::FuncOp f : graph->getReachable(entry))
+          holders[f] |= uint64_t(1) << stage;
+    }
   }
 
   // Node-based: the hooks and emitters hold references to the bodies.
   std::map<Operation *, std::string> bodies;
   hooks.setBody(bodies[entries.front()]);
   Program program{options, *graph, mesh, tables, hooks, nameFunctions(*graph),
-                  holders};
+                  holders, entryPoints};
 
   // The entries first: their interfaces make the tables (inputs, outputs
   // and state), and their constants follow their state in the weights
@@ -532,13 +547,23 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
   }
   llvm::DenseMap<func::FuncOp, int64_t> workspace =
       graph->getWorkspaceWithCallees(ownWorkspace);
-  // Each rank runs one entry: the program needs the most any one needs.
-  int64_t programWorkspace = 0;
-  for (func::FuncOp entry : entries)
-    programWorkspace = std::max(programWorkspace, workspace[entry]);
+  // Each rank runs one entry of an entry point at a time: an entry point
+  // needs the most any of its entries needs, the program the most of those.
+  SmallVector<uint64_t> pointWorkspace;
+  for (const EntryPoint &point : points) {
+    uint64_t bytes = 0;
+    for (func::FuncOp entry : point.functions)
+      bytes = std::max<uint64_t>(bytes, workspace[entry]);
+    pointWorkspace.push_back(bytes);
+  }
 
   hooks.printFilePrologue(os);
-  os << "namespace " << tables.getNamespace() << " {\n" << hooks.getGlobals();
+  // The entry points' runs may name the model's info before it is defined,
+  // and the info names the first entry point's run.
+  os << "extern \"C\" const pccrt_model_info *" << p << "_model_info(void);\n"
+     << "extern \"C\" " << hooks.getFunctionAttributes() << " int " << p
+     << "_model_run(const pccrt_context *ctx);\n"
+     << "namespace " << tables.getNamespace() << " {\n" << hooks.getGlobals();
   tables.printTables(os, mesh);
   // Callees come before their callers.
   for (func::FuncOp f : graph->getFunctions()) {
@@ -556,13 +581,14 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
   }
   // A pipeline's entries: each pipeline rank's step on the context.
   if (pipelined)
-    for (auto [stage, entry] : llvm::enumerate(graph->getEntries()))
-      os << "\n// @" << func::FuncOp(entry).getSymName() << ", pipeline rank "
-         << stage << ": " << ownWorkspace[entry] << " bytes of workspace, "
-         << workspace[entry] << " with its calls\n"
-         << hooks.getFunctionAttributes() << " static int "
-         << program.functionNames[entry] << "(const pccrt_context *ctx) {\n"
-         << kEntryPreamble << bodies[entry] << "  return PCCRT_OK;\n}\n";
+    for (const EntryPoint &point : points)
+      for (auto [stage, entry] : llvm::enumerate(point.functions))
+        os << "\n// @" << func::FuncOp(entry).getSymName() << ", pipeline rank " << stage
+           << ": " << ownWorkspace[entry] << " bytes of workspace, "
+           << workspace[entry] << " with its calls\n"
+           << hooks.getFunctionAttributes() << " static int "
+           << program.functionNames[entry] << "(const pccrt_context *ctx) {\n"
+           << kEntryPreamble << bodies[entry] << "  return PCCRT_OK;\n}\n";
   // Operands derived from the CONSTANT weights, made by the runtime once
   // before the runs (and again after a weight changes).
   std::string preparedBytes = hooks.getPreparedBytes();
@@ -577,32 +603,44 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
        << "  char *prepared = (char *)ctx->prepared;\n"
        << "  (void)w; (void)prepared;\n"
        << hooks.getPrepareBody() << "  return PCCRT_OK;\n}\n";
+  // Each entry point's run: the rank's coordinate along the pipeline axis
+  // picks its step (a rank outside the mesh has none). Entry point 0's is
+  // `<prefix>_model_run`, the others' are static functions.
+  auto printRun = [&](unsigned index, const EntryPoint &point) {
+    os << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
+          "return PCCRT_ERR_ABI_MISMATCH;\n"
+       << (mesh.isSingleRank() ? ""
+                               : "  if (!ctx->comm) return PCCRT_ERR_COMM;\n")
+       << hooks.getRunPrologue(options.threads);
+    if (pipelined) {
+      os << "  int rc = PCCRT_ERR_ABI_MISMATCH;\n"
+         << "  switch (" << mesh.getCoordinate(dist::kPipelineAxis) << ") {\n";
+      for (auto [stage, entry] : llvm::enumerate(point.functions))
+        os << "  case " << stage << ": rc = " << program.functionNames[entry]
+           << "(ctx); break;\n";
+      os << "  }\n  if (rc != PCCRT_OK) return rc;\n"
+         << "  " << hooks.getRunSuccess() << "\n}\n";
+    } else {
+      hooks.printRunBody(os, kEntryPreamble, bodies[point.functions.front()],
+                         mesh.isSingleRank(), p + "_model_info");
+      os << "}\n";
+    }
+  };
+  for (auto [index, point] : llvm::enumerate(points)) {
+    if (index == 0)
+      continue;
+    os << "\n// Entry point '" << point.name << "'.\n"
+       << hooks.getFunctionAttributes() << " static int "
+       << AbiTables::getRunFunction(index) << "(const pccrt_context *ctx) {\n";
+    printRun(index, point);
+  }
   os << "} // namespace " << tables.getNamespace() << "\n\n";
-  tables.printModelInfo(os, mesh, programWorkspace, hooks.getDevice(),
+  tables.printModelInfo(os, mesh, pointWorkspace, hooks.getDevice(),
                         preparedBytes);
   os << "\nextern \"C\" " << hooks.getFunctionAttributes() << " int " << p
      << "_model_run(const pccrt_context *ctx) {\n"
-     << "  using namespace " << tables.getNamespace() << ";\n"
-     << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "
-        "return PCCRT_ERR_ABI_MISMATCH;\n"
-     << (mesh.isSingleRank() ? ""
-                             : "  if (!ctx->comm) return PCCRT_ERR_COMM;\n")
-     << hooks.getRunPrologue(options.threads);
-  if (pipelined) {
-    // The rank's coordinate along the pipeline axis picks its step; a rank
-    // outside the mesh has none.
-    os << "  int rc = PCCRT_ERR_ABI_MISMATCH;\n"
-       << "  switch (" << mesh.getCoordinate(dist::kPipelineAxis) << ") {\n";
-    for (auto [stage, entry] : llvm::enumerate(entries))
-      os << "  case " << stage << ": rc = " << program.functionNames[entry]
-         << "(ctx); break;\n";
-    os << "  }\n  if (rc != PCCRT_OK) return rc;\n"
-       << "  " << hooks.getRunSuccess() << "\n}\n";
-  } else {
-    hooks.printRunBody(os, kEntryPreamble, bodies[entries.front()],
-                       mesh.isSingleRank(), p + "_model_info");
-    os << "}\n";
-  }
+     << "  using namespace " << tables.getNamespace() << ";\n";
+  printRun(0, points.front());
 
   hooks.printFileEpilogue(os, p);
 
@@ -610,12 +648,13 @@ emitEntries(ModuleOp module, ArrayRef<func::FuncOp> entries, bool pipelined,
   result.weights.assign(tables.getWeights().begin(), tables.getWeights().end());
   result.mesh = mesh.getAxes();
   result.stageAxis = tables.getStageAxis();
-  result.workspaceBytes = programWorkspace;
+  result.workspaceBytes = *llvm::max_element(pointWorkspace);
   result.preparedBytes = uint64_t(hooks.getPreparedBytesAtLeast());
-  for (auto [stage, entry] : llvm::enumerate(entries))
-    result.entries.push_back({func::FuncOp(entry).getSymName().str(),
-                              pipelined ? int64_t(stage) : -1,
-                              uint64_t(workspace[entry])});
+  for (const EntryPoint &point : points)
+    for (auto [stage, entry] : llvm::enumerate(point.functions))
+      result.entries.push_back({func::FuncOp(entry).getSymName().str(),
+                                pipelined ? int64_t(stage) : -1,
+                                uint64_t(workspace[entry])});
   return result;
 }
 
@@ -626,8 +665,8 @@ FailureOr<CppEmitResult> pcc::emitProgram(func::FuncOp entry, raw_ostream &os,
   FailureOr<MeshLayout> mesh = MeshLayout::get(module);
   if (failed(mesh))
     return failure();
-  return emitEntries(module, {entry}, /*pipelined=*/false, *mesh, os, options,
-                     hooks);
+  return emitEntryPoints(module, {EntryPoint{"main", {entry}}}, *mesh, os,
+                         options, hooks);
 }
 
 FailureOr<CppEmitResult> pcc::emitProgram(ModuleOp module, raw_ostream &os,
@@ -636,10 +675,9 @@ FailureOr<CppEmitResult> pcc::emitProgram(ModuleOp module, raw_ostream &os,
   FailureOr<MeshLayout> mesh = MeshLayout::get(module);
   if (failed(mesh))
     return failure();
-  FailureOr<SmallVector<func::FuncOp>> entries =
-      getEntryFunctions(module, mesh->getAxisSize(dist::kPipelineAxis));
-  if (failed(entries))
+  FailureOr<SmallVector<EntryPoint>> points =
+      getEntryPoints(module, mesh->getAxisSize(dist::kPipelineAxis));
+  if (failed(points))
     return failure();
-  return emitEntries(module, *entries, isPipeline(*entries), *mesh, os, options,
-                     hooks);
+  return emitEntryPoints(module, *points, *mesh, os, options, hooks);
 }

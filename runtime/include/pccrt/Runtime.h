@@ -56,6 +56,9 @@ std::string describeType(int32_t dtype, const std::vector<int64_t> &shape);
 
 /// "INPUT", "OUTPUT", "GRAD", "CONSTANT", "STATE", or "kind(N)".
 std::string kindName(int32_t kind);
+/// Whether \p weight is part of a model's state (what checkpoints hold):
+/// a STATE weight that is not a cache (PCCRT_FLAG_CACHE).
+bool isModelState(const pccrt_tensor_info &weight);
 
 /// A dense, row-major, little-endian tensor; BOOL takes one byte an element.
 struct Tensor {
@@ -180,6 +183,18 @@ public:
   /// The same, into \p outputs, whose storage is reused when it already
   /// has the outputs' sizes (the outputs of the previous run).
   void run(const std::vector<Tensor> &inputs, std::vector<Tensor> &outputs);
+  /// Runs entry \p entry (pccrt_entry_info; 0 is the model's step above)
+  /// on its inputs, into its outputs, as run() does. Every entry shares
+  /// the weights, their state and the workspace.
+  void run(int32_t entry, const std::vector<Tensor> &inputs,
+           std::vector<Tensor> &outputs);
+  /// The program's entries (info().entries), and the index of the one
+  /// named \p name, or -1.
+  int32_t numEntries() const { return modelInfo->num_entries; }
+  const pccrt_entry_info &entry(int32_t index) const {
+    return modelInfo->entries[index];
+  }
+  int32_t findEntry(const std::string &name) const;
   /// The whole tensors of \p outputs, this rank's results of one run():
   /// split ones gathered from the ranks of their group, the others as they
   /// are. Collective.
@@ -187,7 +202,7 @@ public:
   Tensor gatherOutput(const std::vector<Tensor> &outputs, int32_t i) const;
   std::vector<Tensor> gather(const std::vector<Tensor> &outputs) const;
 
-  /// True if the model has STATE weights or an output named "loss".
+  /// True if the model has state (isModelState) or an output named "loss".
   bool isTraining() const;
   /// Copies of the current STATE and CONSTANT weights, whole, by name, in
   /// info().weights order, each with its kind. Collective.
@@ -274,7 +289,6 @@ private:
   struct FreeDeleter {
     void operator()(void *p) const;
   };
-  using RunFn = int (*)(const pccrt_context *);
 
   /// Device models: copies the STATE weights a run updated on the device
   /// back into `weights` (the host's copies), if a run since the last copy
@@ -289,7 +303,6 @@ private:
 
   void *handle = nullptr;
   const pccrt_model_info *modelInfo = nullptr;
-  RunFn runFn = nullptr;
   /// Device models: the library's access to device memory, the device
   /// copies of the weights (weightPointers point to them), the buffers of
   /// the inputs, outputs and workspace, and whether the host's copies of the

@@ -73,7 +73,17 @@
 // once they are packed), and `prepare` packs the operands of the non-null
 // weights only, so that it may be called for one weight at a time. 12 adds
 // `shard_outer_axes`, for a dimension split by axes nested out of the
-// mesh's order.
+// mesh's order. 13 adds named entries (`num_entries`, `entries`): a
+// program of several steps that share the weights and the state (a
+// generation build's prefill and decode), each with its own inputs,
+// outputs and run function; and PCCRT_FLAG_CACHE, a STATE weight that
+// holds scratch the runs keep between them (a KV cache), not a model's
+// state.
+//
+// Entries. Every program has at least one entry; entry 0 is the default
+// step, and the model info's `inputs`, `outputs` and `<prefix>_model_run`
+// are entry 0's. `workspace_bytes` is the most any entry needs: one
+// workspace serves them all, as they never run at once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,7 +96,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 12
+#define PCCRT_ABI_VERSION 13
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -121,7 +131,13 @@ typedef enum pccrt_flag {
   /// operands `prepare` derives from it, wherever `prepared_bytes` is not 0:
   /// once they are prepared, the runtime may free the weight and pass a
   /// null pointer for it.
-  PCCRT_FLAG_PREPARED_ONLY = 1
+  PCCRT_FLAG_PREPARED_ONLY = 1,
+  /// A STATE weight that is scratch the runs keep between them (a
+  /// generation build's KV cache): it starts zeroed, is updated in place
+  /// (a run that fails may leave it half written), and is no part of the
+  /// model's state: checkpoints neither save nor restore it, and the
+  /// weights file does not hold it.
+  PCCRT_FLAG_CACHE = 2
 } pccrt_flag;
 
 /// One tensor of the model's interface: a graph input or output, a
@@ -142,6 +158,19 @@ typedef struct pccrt_tensor_info {
 } pccrt_tensor_info;
 
 struct pccrt_context;
+
+/// One step of a program of several: its name, its own inputs and outputs
+/// (kinds as in the model's tables) and its run function. All entries
+/// share the model's weights.
+typedef struct pccrt_entry_info {
+  const char *name;
+  int32_t num_inputs;
+  const pccrt_tensor_info *inputs;
+  int32_t num_outputs;
+  const pccrt_tensor_info *outputs;
+  uint64_t workspace_bytes; ///< what this entry needs of the workspace
+  int (*run)(const struct pccrt_context *context);
+} pccrt_entry_info;
 
 typedef struct pccrt_model_info {
   uint32_t abi_version; ///< PCCRT_ABI_VERSION of the emitter
@@ -168,6 +197,10 @@ typedef struct pccrt_model_info {
   /// time (and free it where its flags allow). It returns a run's codes.
   uint64_t prepared_bytes;
   int (*prepare)(const struct pccrt_context *context);
+  /// The program's entries (at least one; entry 0's tables are `inputs`
+  /// and `outputs` above).
+  int32_t num_entries;
+  const pccrt_entry_info *entries;
 } pccrt_model_info;
 
 /// Where a model's buffers (inputs, outputs, weights, workspace) live.

@@ -102,7 +102,7 @@ func.func @first(%x: tensor<2x3xf32> {onnx.name = "x"}, %u: tensor<3xf32> {onnx.
 // CHECK-NEXT: } // namespace pcc_model
 
 // The workspace is the most one rank's entry needs.
-// CHECK:      {PCCRT_ABI_VERSION, 2, inputs, 2, outputs, 2, weights, 192ULL, 2, pcc_mesh_axes, pcc_mesh_shape, 1};
+// CHECK:      {PCCRT_ABI_VERSION, 2, inputs, 2, outputs, 2, weights, 192ULL, 2, pcc_mesh_axes, pcc_mesh_shape, 1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries};
 
 // CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(const pccrt_context *ctx) {
 // CHECK-NEXT:   using namespace pcc_model;
@@ -196,7 +196,7 @@ func.func @rank1(%x: tensor<3xf32> {onnx.name = "x"},
 // CHECK-NEXT:   std::memcpy(((float*)w[2])
 
 // The mesh has the one axis "pp": stage_axis 0.
-// CHECK:      {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 3, weights, {{[0-9]+}}ULL, 1, pcc_mesh_axes, pcc_mesh_shape, 0};
+// CHECK:      {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 3, weights, {{[0-9]+}}ULL, 1, pcc_mesh_axes, pcc_mesh_shape, 0, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries};
 // CHECK:        switch ((int64_t)ctx->rank / 1 % 2) {
 // CHECK-NEXT:   case 0: rc = fn_rank0(ctx); break;
 // CHECK-NEXT:   case 1: rc = fn_rank1(ctx); break;

@@ -199,6 +199,15 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
              << where << ": " << kInitAttr << " without " << kStateAttr;
     return success();
   }
+  if (name == kCacheAttr) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return func.emitError() << where << ": " << kCacheAttr
+                              << " must be a unit attribute";
+    if (getStateName(func, argIndex).empty())
+      return func.emitError()
+             << where << ": " << kCacheAttr << " without " << kStateAttr;
+    return success();
+  }
   if (name == kStateOfAttr) {
     if (getStateName(func, argIndex).empty())
       return func.emitError()

@@ -32,6 +32,10 @@ namespace pcc::graph {
 
 inline constexpr llvm::StringLiteral kStateAttr = "graph.state";
 inline constexpr llvm::StringLiteral kInitAttr = "graph.init";
+/// On a `graph.state` argument: the state is scratch that the runs keep
+/// between them (a generation step's KV cache), not part of the model's
+/// state; checkpoints leave it out (PCCRT_FLAG_CACHE).
+inline constexpr llvm::StringLiteral kCacheAttr = "graph.cache";
 inline constexpr llvm::StringLiteral kStateOfAttr = "graph.state_of";
 inline constexpr llvm::StringLiteral kUpdateAttr = "graph.update";
 inline constexpr llvm::StringLiteral kGradAttr = "graph.grad";
