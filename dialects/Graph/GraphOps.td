@@ -34,6 +34,13 @@ def Graph_LowPrecisionProduct : NativeOpTrait<"LowPrecisionProduct"> {
   let cppNamespace = "::pcc::graph::OpTrait";
 }
 
+// Result 0 is operand 0 updated in place: it lives in operand 0's buffer,
+// and no op reads operand 0 after this one (the op's verifier checks it).
+// A KV cache grows this way at every step without a copy.
+def Graph_UpdatesInPlace : NativeOpTrait<"UpdatesInPlace"> {
+  let cppNamespace = "::pcc::graph::OpTrait";
+}
+
 // The data-movement ops whose results are strided views of their input
 // (transpose, slice, split, reshape, expand): a target reads them in place
 // where it can (StridedViewOpInterface).
@@ -408,6 +415,59 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [
                  AnyRankedTensor:$value_grad);
   let assemblyFormat = "$query `,` $key `,` $value `,` $output `,` $lse `,` "
                        "$output_grad (`,` $bias^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Graph_CacheWriteOp : Graph_Op<"cache_write", [Graph_UpdatesInPlace,
+    InferTypeOpAdaptor, Graph_CostOpInterface,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Writes a step's keys or values into a paged cache, in place";
+  let description = [{
+    The KV cache of a generation step (pcc-derive-generation): `cache` is
+    [blocks, G, block_size, D], `rows` the step's N tokens' keys (or
+    values) [1, G, N, D], `slots`, `positions` [N] i64 and `block_tables`
+    [S, M] i64. Token n belongs to the sequence of row `slots[n]` of the
+    block table and sits at `positions[n]` of it, which lies in block
+    `block_tables[slots[n], positions[n] / block_size]` at offset
+    `positions[n] % block_size`: PagedAttention's layout, so that sequences
+    take blocks as they grow. A token whose slot is negative (a padding
+    token) is written nowhere. The result is the cache with the rows
+    written, in the operand's buffer (UpdatesInPlace): nothing may read the
+    operand after this op. An index out of range fails the run.
+  }];
+  let arguments = (ins AnyRankedTensor:$cache, AnyRankedTensor:$rows,
+                   AnyRankedTensor:$slots, AnyRankedTensor:$positions,
+                   AnyRankedTensor:$block_tables);
+  let results = (outs AnyRankedTensor:$updated);
+  let hasVerifier = 1;
+  let assemblyFormat = "$cache `,` $rows `,` $slots `,` $positions `,` "
+                       "$block_tables attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Graph_PagedAttentionOp : Graph_Op<"paged_attention", [
+    InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
+  let summary = "Causal attention of a step's tokens over a paged KV cache";
+  let description = [{
+    `query` is the step's N tokens [1, H, N, D]; `key_cache` [blocks, G,
+    block_size, D] and `value_cache` [blocks, G, block_size, E] are caches
+    that `graph.cache_write` filled, laid out by `block_tables` [S, M] i64
+    as that op says. Token n (of sequence `slots[n]`, at `positions[n]`)
+    attends to its sequence's keys at positions 0 .. positions[n]:
+    `softmax(scale * q . k^T) . v` over them, query head h reading
+    key/value head `h / (H / G)` (grouped-query attention). The output is
+    [1, H, N, E]; a padding token (negative slot) gets zeros. An index out
+    of range fails the run.
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key_cache,
+                   AnyRankedTensor:$value_cache, AnyRankedTensor:$slots,
+                   AnyRankedTensor:$positions, AnyRankedTensor:$block_tables,
+                   F32Attr:$scale);
+  let results = (outs AnyRankedTensor:$output);
+  let assemblyFormat = "$query `,` $key_cache `,` $value_cache `,` $slots `,` "
+                       "$positions `,` $block_tables attr-dict `:` "
                        "functional-type(operands, results)";
 }
 

@@ -5,7 +5,9 @@
 // computed value gets a block by first fit when its op runs and gives it
 // back after its last reader (liveness per buffer, 64-byte blocks). A view
 // (ViewLikeOpInterface: graph.reshape) takes no block and aliases the
-// buffer of its source, which lives as long as any of its views. A result
+// buffer of its source, which lives as long as any of its views; so does
+// the result of an update in place (graph::OpTrait::UpdatesInPlace: a KV
+// cache's write), unless its operand is a constant the target holds. A result
 // of the function is computed in place in the buffer the caller provides
 // for it where it can be, and otherwise copied there at the end.
 //

@@ -77,6 +77,11 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
   for (auto [i, op] : llvm::enumerate(ops)) {
     if (auto view = dyn_cast<ViewLikeOpInterface>(op))
       roots[view.getViewDest()] = getRoot(view.getViewSource());
+    // An update in place (a KV cache's write) takes its operand's buffer,
+    // unless that is a constant the target holds, which it must not write.
+    else if (op->hasTrait<graph::OpTrait::UpdatesInPlace>() &&
+             !isExternal(getRoot(op->getOperand(0))))
+      roots[op->getResult(0)] = getRoot(op->getOperand(0));
     else if (Value source =
                  options.getViewSource ? options.getViewSource(op) : Value())
       for (Value result : op->getResults())

@@ -4,7 +4,9 @@
 // of the target's FlashAttention kernels (pcc_k::attention on the CPU,
 // pcc_cu::attention on CUDA), given the extents and, per operand, the
 // strides of its batch, head and sequence dimensions and of a bias's
-// broadcast over [batch, heads, queries, keys].
+// broadcast over [batch, heads, queries, keys]. A generation step's paged
+// KV cache: graph.cache_write and graph.paged_attention, one kernel call
+// each, given the extents of the step and the cache (PagedShape).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,6 +48,19 @@ static std::string attentionShape(Value query, Value key, Value value,
   return text;
 }
 
+/// The kernels' PagedShape, as a braced initializer, of a step whose
+/// queries (or rows) are `query` [1, H, N, D], whose caches are `keys` and
+/// `values` and whose block table is `table`.
+static std::string pagedShape(Value query, Value keys, Value values,
+                              Value table, float scale) {
+  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(keys), t = shapeOf(table);
+  std::string text = "{";
+  for (int64_t extent : {q[2], q[1], k[1], k[3], shapeOf(values)[3], k[0],
+                         k[2], t[0], t[1]})
+    text += std::to_string(extent) + ", ";
+  return text + getFloatLiteral(scale, /*isFloat=*/true) + "}";
+}
+
 std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
   return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
       .Case([&](AttentionOp a) -> LogicalResult {
@@ -69,6 +84,34 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
              attentionShape(g.getQuery(), g.getKey(), g.getValue(),
                             g.getBias(), g.getScale().convertToFloat(),
                             g.getCausal())});
+        return success();
+      })
+      .Case([&](CacheWriteOp w) -> LogicalResult {
+        // In place, unless the buffer plan gave the result a buffer of its
+        // own (the cache operand is a constant): then the cache is copied
+        // there first.
+        hooks.emitCopy(ptr(w.getUpdated()), ptr(w.getCache()),
+                       getTensorBytes(w.getCache().getType()),
+                       /*mayAlias=*/true);
+        hooks.emitKernelCall(
+            "cacheWrite", {elemOf(w.getUpdated())},
+            {ptr(w.getUpdated()), ptr(w.getRows()), ptr(w.getSlots()),
+             ptr(w.getPositions()), ptr(w.getBlockTables()),
+             pagedShape(w.getRows(), w.getCache(), w.getCache(),
+                        w.getBlockTables(), 1.0f),
+             std::to_string(shapeOf(w.getCache())[3])},
+            "PCCRT_ERR_INDEX_OUT_OF_RANGE");
+        return success();
+      })
+      .Case([&](PagedAttentionOp a) -> LogicalResult {
+        hooks.emitKernelCall(
+            "pagedAttention", {elemOf(a.getOutput())},
+            {ptr(a.getQuery()), ptr(a.getKeyCache()), ptr(a.getValueCache()),
+             ptr(a.getSlots()), ptr(a.getPositions()),
+             ptr(a.getBlockTables()), ptr(a.getOutput()),
+             pagedShape(a.getQuery(), a.getKeyCache(), a.getValueCache(),
+                        a.getBlockTables(), a.getScale().convertToFloat())},
+            "PCCRT_ERR_INDEX_OUT_OF_RANGE");
         return success();
       })
       .Default([](Operation *) { return std::nullopt; });

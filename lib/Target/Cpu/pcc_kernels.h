@@ -1384,6 +1384,125 @@ inline void cumSum(const T *x, T *y, int64_t outer, int64_t n, int64_t inner,
     }
 }
 
+/// The extents of a paged KV cache's ops (graph.cache_write and
+/// graph.paged_attention): a step of `tokens` tokens, whose queries are
+/// [1, heads, tokens, features] and whose keys and values [1, groups,
+/// tokens, features or valueFeatures]; caches of `blocks` blocks of
+/// `blockSize` positions, [blocks, groups, blockSize, features]; a block
+/// table of `blocksPerSequence` blocks for each of `sequences` rows.
+struct PagedShape {
+  int64_t tokens, heads, groups, features, valueFeatures;
+  int64_t blocks, blockSize, sequences, blocksPerSequence;
+  float scale;
+};
+
+namespace detail {
+/// The cache block holding position `p` of the sequence in row `slot` of
+/// the block table, or -1 where an index is out of range.
+inline int64_t pagedBlock(const int64_t *table, const PagedShape &l,
+                          int64_t slot, int64_t p) {
+  if (slot < 0 || slot >= l.sequences || p < 0 ||
+      p / l.blockSize >= l.blocksPerSequence)
+    return -1;
+  int64_t block = table[slot * l.blocksPerSequence + p / l.blockSize];
+  return block >= 0 && block < l.blocks ? block : -1;
+}
+} // namespace detail
+
+/// Writes each token's rows [1, groups, tokens, width] into the cache at
+/// its sequence's position (a negative slot: a padding token, skipped).
+/// Returns 1, writing nothing, where an index is out of range.
+template <typename T>
+inline int cacheWrite(T *cache, const T *rows, const int64_t *slots,
+                      const int64_t *positions, const int64_t *table,
+                      const PagedShape &l, int64_t width) {
+  for (int64_t n = 0; n < l.tokens; ++n)
+    if (slots[n] >= 0 &&
+        detail::pagedBlock(table, l, slots[n], positions[n]) < 0)
+      return 1;
+  for (int64_t n = 0; n < l.tokens; ++n) {
+    if (slots[n] < 0)
+      continue;
+    int64_t block = detail::pagedBlock(table, l, slots[n], positions[n]);
+    int64_t offset = positions[n] % l.blockSize;
+    for (int64_t g = 0; g < l.groups; ++g)
+      std::memcpy(cache + ((block * l.groups + g) * l.blockSize + offset) *
+                              width,
+                  rows + (g * l.tokens + n) * width, width * sizeof(T));
+  }
+  return 0;
+}
+
+/// Causal attention of each token over its sequence's cached keys and
+/// values at positions 0 .. positions[n], a block of positions at a time
+/// with a running maximum and sum; query head h reads key/value head
+/// h / (heads / groups). A padding token (negative slot) gets zeros.
+/// Returns 1 where an index is out of range.
+template <typename T>
+inline int pagedAttention(const T *q, const T *keys, const T *values,
+                          const int64_t *slots, const int64_t *positions,
+                          const int64_t *table, T *o, const PagedShape &l) {
+  using detail::pagedBlock;
+  for (int64_t n = 0; n < l.tokens; ++n)
+    if (slots[n] >= 0)
+      for (int64_t p = 0; p <= positions[n]; p += l.blockSize)
+        if (pagedBlock(table, l, slots[n], p) < 0)
+          return 1;
+  int64_t d = l.features, e = l.valueFeatures, perGroup = l.heads / l.groups;
+  int64_t work = 0;
+  for (int64_t n = 0; n < l.tokens; ++n)
+    work += slots[n] >= 0 ? (positions[n] + 1) * l.heads * (d + e) : 0;
+#pragma omp parallel num_threads(threads()) if (shareThreads(work))
+  {
+    std::vector<float> qf(d), acc(e), scores(l.blockSize);
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < l.tokens * l.heads; ++task) {
+      int64_t n = task / l.heads, h = task % l.heads, g = h / perGroup;
+      T *out = o + (h * l.tokens + n) * e;
+      if (slots[n] < 0) {
+        std::fill(out, out + e, T(0.0f));
+        continue;
+      }
+      const T *qr = q + (h * l.tokens + n) * d;
+      for (int64_t f = 0; f < d; ++f)
+        qf[f] = float(qr[f]) * l.scale;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      float mx = -std::numeric_limits<float>::infinity(), sum = 0;
+      int64_t last = positions[n];
+      for (int64_t p0 = 0; p0 <= last; p0 += l.blockSize) {
+        int64_t block = pagedBlock(table, l, slots[n], p0);
+        int64_t count = std::min(l.blockSize, last + 1 - p0);
+        const T *kb = keys + (block * l.groups + g) * l.blockSize * d;
+        const T *vb = values + (block * l.groups + g) * l.blockSize * e;
+        float blockMax = mx;
+        for (int64_t j = 0; j < count; ++j) {
+          const T *kr = kb + j * d;
+          float dot = 0;
+          for (int64_t f = 0; f < d; ++f)
+            dot += qf[f] * float(kr[f]);
+          scores[j] = dot;
+          blockMax = std::max(blockMax, dot);
+        }
+        float correction = std::exp(mx - blockMax);
+        sum *= correction;
+        for (int64_t x = 0; x < e; ++x)
+          acc[x] *= correction;
+        mx = blockMax;
+        for (int64_t j = 0; j < count; ++j) {
+          float w = std::exp(scores[j] - mx);
+          sum += w;
+          const T *vr = vb + j * e;
+          for (int64_t x = 0; x < e; ++x)
+            acc[x] += w * float(vr[x]);
+        }
+      }
+      for (int64_t x = 0; x < e; ++x)
+        out[x] = T(acc[x] / sum);
+    }
+  }
+  return 0;
+}
+
 template <typename T> inline T ipow(T base, T exp) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::pow(base, exp);

@@ -704,3 +704,39 @@ func.func @trilu_k_type(%x: tensor<2x3xf32>) {
   %0 = graph.trilu %x {k = 0 : i32} : tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @cache_write_rows(%cache: tensor<6x2x4x8xf32>, %rows: tensor<1x3x3x8xf32>, %i: tensor<3xi64>, %t: tensor<2x3xi64>) {
+  // expected-error @+2 {{cache_write: cache [6,2,4,8] and rows [1,3,3,8] do not fit [blocks, G, block_size, D] and [1, G, N, D] of one type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %c = graph.cache_write %cache, %rows, %i, %i, %t : (tensor<6x2x4x8xf32>, tensor<1x3x3x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>) -> tensor<6x2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @cache_write_read_again(%cache: tensor<6x2x4x8xf32>, %rows: tensor<1x2x3x8xf32>, %i: tensor<3xi64>, %t: tensor<2x3xi64>) -> tensor<6x2x4x8xf32> {
+  // expected-error @+1 {{updates its cache in place, so nothing else may read the cache operand}}
+  %c = graph.cache_write %cache, %rows, %i, %i, %t : (tensor<6x2x4x8xf32>, tensor<1x2x3x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>) -> tensor<6x2x4x8xf32>
+  %s = graph.add %c, %cache : (tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>) -> tensor<6x2x4x8xf32>
+  return %s : tensor<6x2x4x8xf32>
+}
+
+// -----
+
+func.func @paged_attention_indices(%q: tensor<1x4x3x8xf32>, %c: tensor<6x2x4x8xf32>, %i: tensor<2xi64>, %t: tensor<2x3xi64>) {
+  // expected-error @+2 {{paged_attention: slots and positions must be [3] and block_tables [S, M], all i64}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o = graph.paged_attention %q, %c, %c, %i, %i, %t {scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<2xi64>, tensor<2xi64>, tensor<2x3xi64>) -> tensor<1x4x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @paged_attention_heads(%q: tensor<1x3x3x8xf32>, %c: tensor<6x2x4x8xf32>, %i: tensor<3xi64>, %t: tensor<2x3xi64>) {
+  // expected-error @+2 {{paged_attention: query [1,3,3,8], key cache [6,2,4,8] and value cache [6,2,4,8] do not fit [1, H, N, D], [blocks, G, block_size, D] and [blocks, G, block_size, E] of one type, H a multiple of G}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o = graph.paged_attention %q, %c, %c, %i, %i, %t {scale = 0.5 : f32} : (tensor<1x3x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>) -> tensor<1x3x3x8xf32>
+  return
+}

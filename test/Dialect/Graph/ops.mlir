@@ -190,3 +190,13 @@ func.func @movement(%x: tensor<2x3x4xf32>, %y: tensor<2x1x4xf32>, %i: tensor<5xi
   %10 = graph.trilu %x {upper = false, k = -1 : i64} : tensor<2x3x4xf32>
   return
 }
+
+// CHECK-LABEL: func.func @paged_cache
+func.func @paged_cache(%cache: tensor<6x2x4x8xf32>, %rows: tensor<1x2x3x8xf32>, %q: tensor<1x4x3x8xf32>,
+                       %slots: tensor<3xi64>, %positions: tensor<3xi64>, %tables: tensor<2x3xi64>) -> tensor<1x4x3x8xf32> {
+  // CHECK: %[[C:.*]] = graph.cache_write %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<6x2x4x8xf32>, tensor<1x2x3x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>) -> tensor<6x2x4x8xf32>
+  %c = graph.cache_write %cache, %rows, %slots, %positions, %tables : (tensor<6x2x4x8xf32>, tensor<1x2x3x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>) -> tensor<6x2x4x8xf32>
+  // CHECK: graph.paged_attention %{{.*}}, %[[C]], %[[C]], %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f32} : (tensor<1x4x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>) -> tensor<1x4x3x8xf32>
+  %o = graph.paged_attention %q, %c, %c, %slots, %positions, %tables {scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>) -> tensor<1x4x3x8xf32>
+  return %o : tensor<1x4x3x8xf32>
+}

@@ -322,6 +322,15 @@ static int64_t attentionFlops(Value query, Value key, Value value,
   return causal ? flops / 2 : flops;
 }
 
+// A token attends to as many keys as its position: counted as half of
+// what the cache holds per sequence, as for a causal mask.
+int64_t PagedAttentionOp::getFlops() {
+  ArrayRef<int64_t> q = shapeOf(getQuery()), t = shapeOf(getBlockTables());
+  int64_t keys = t[1] * shapeOf(getKeyCache())[2];
+  int64_t e = shapeOf(getValueCache())[3];
+  return q[1] * q[2] * keys * (2 * q[3] + 2 * e + 5) / 2;
+}
+
 int64_t AttentionOp::getFlops() {
   return attentionFlops(getQuery(), getKey(), getValue(), getCausal());
 }
@@ -512,6 +521,81 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *context,
   types.push_back(adaptor.getQuery().getType());
   types.push_back(adaptor.getKey().getType());
   types.push_back(adaptor.getValue().getType());
+  return success();
+}
+
+/// The checks of a paged cache's index operands: `slots` and `positions`
+/// [N] and `block_tables` [S, M], all i64.
+static LogicalResult verifyPagedIndices(std::optional<Location> loc,
+                                        StringRef name, Value slots,
+                                        Value positions, Value blockTables,
+                                        int64_t tokens) {
+  auto s = tensorOf(slots), p = tensorOf(positions), t = tensorOf(blockTables);
+  auto isI64 = [](RankedTensorType x) {
+    return x && x.getElementType().isInteger(64);
+  };
+  if (!isI64(s) || !isI64(p) || !isI64(t) || s.getRank() != 1 ||
+      p.getRank() != 1 || t.getRank() != 2 || s.getDimSize(0) != tokens ||
+      p.getDimSize(0) != tokens)
+    return emitOptionalError(loc, name, ": slots and positions must be [",
+                             tokens, "] and block_tables [S, M], all i64");
+  return success();
+}
+
+LogicalResult CacheWriteOp::inferReturnTypes(MLIRContext *context,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  auto c = tensorOf(adaptor.getCache()), r = tensorOf(adaptor.getRows());
+  if (!c || !r || c.getRank() != 4 || r.getRank() != 4 ||
+      r.getDimSize(0) != 1 || r.getDimSize(1) != c.getDimSize(1) ||
+      r.getDimSize(3) != c.getDimSize(3) ||
+      r.getElementType() != c.getElementType())
+    return emitOptionalError(
+        loc, "cache_write: cache ", c ? shapeStr(c.getShape()) : "",
+        " and rows ", r ? shapeStr(r.getShape()) : "",
+        " do not fit [blocks, G, block_size, D] and [1, G, N, D] of one type");
+  if (failed(verifyPagedIndices(loc, "cache_write", adaptor.getSlots(),
+                                adaptor.getPositions(),
+                                adaptor.getBlockTables(), r.getDimSize(2))))
+    return failure();
+  types.push_back(c);
+  return success();
+}
+
+LogicalResult CacheWriteOp::verify() {
+  // The result takes the operand's buffer: nothing else may read it.
+  if (!getCache().hasOneUse())
+    return emitOpError("updates its cache in place, so nothing else may read "
+                       "the cache operand");
+  return success();
+}
+
+LogicalResult PagedAttentionOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  auto q = tensorOf(adaptor.getQuery()), k = tensorOf(adaptor.getKeyCache()),
+       v = tensorOf(adaptor.getValueCache());
+  if (!q || !k || !v || q.getRank() != 4 || k.getRank() != 4 ||
+      v.getRank() != 4 || q.getDimSize(0) != 1 ||
+      k.getShape().take_front(3) != v.getShape().take_front(3) ||
+      q.getDimSize(3) != k.getDimSize(3) || k.getDimSize(1) < 1 ||
+      q.getDimSize(1) % k.getDimSize(1) != 0 ||
+      q.getElementType() != k.getElementType() ||
+      q.getElementType() != v.getElementType())
+    return emitOptionalError(
+        loc, "paged_attention: query ", q ? shapeStr(q.getShape()) : "",
+        ", key cache ", k ? shapeStr(k.getShape()) : "", " and value cache ",
+        v ? shapeStr(v.getShape()) : "",
+        " do not fit [1, H, N, D], [blocks, G, block_size, D] and [blocks, G, "
+        "block_size, E] of one type, H a multiple of G");
+  if (failed(verifyPagedIndices(loc, "paged_attention", adaptor.getSlots(),
+                                adaptor.getPositions(),
+                                adaptor.getBlockTables(), q.getDimSize(2))))
+    return failure();
+  types.push_back(RankedTensorType::get(
+      {1, q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
+      q.getElementType()));
   return success();
 }
 

@@ -432,6 +432,58 @@ ShardingRule AttentionOp::getShardingRule() {
   return rule;
 }
 
+/// The factors of a paged cache's index operands: slots and positions by
+/// the token factor `n`, the block table whole.
+static void addPagedIndexFactors(ShardingRule &rule, const DimFactors &n,
+                                 Value blockTables) {
+  ArrayRef<int64_t> t = shapeOf(blockTables);
+  rule.operandFactors.push_back({n});
+  rule.operandFactors.push_back({n});
+  rule.operandFactors.push_back(
+      {DimFactors{rule.addFactor(t[0], FactorKind::NeedReplication)},
+       DimFactors{rule.addFactor(t[1], FactorKind::NeedReplication)}});
+}
+
+/// A cache's heads split like attention's key/value heads; its blocks, its
+/// positions, its features and the tokens stay whole.
+ShardingRule CacheWriteOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> c = shapeOf(getCache()), r = shapeOf(getRows());
+  auto whole = [&](int64_t size) {
+    return DimFactors{rule.addFactor(size, FactorKind::NeedReplication)};
+  };
+  DimFactors g{rule.addFactor(c[1])};
+  TensorFactors cache{whole(c[0]), g, whole(c[2]), whole(c[3])};
+  DimFactors n = whole(r[2]);
+  rule.operandFactors = {cache, {{}, g, n, cache[3]}};
+  addPagedIndexFactors(rule, n, getBlockTables());
+  rule.resultFactors = {cache};
+  return rule;
+}
+
+/// Query heads split as attention's ([G, H / G]), the caches' heads with
+/// their groups.
+ShardingRule PagedAttentionOp::getShardingRule() {
+  ShardingRule rule;
+  ArrayRef<int64_t> q = shapeOf(getQuery()), k = shapeOf(getKeyCache());
+  auto whole = [&](int64_t size) {
+    return DimFactors{rule.addFactor(size, FactorKind::NeedReplication)};
+  };
+  DimFactors g{rule.addFactor(k[1])};
+  DimFactors heads = g;
+  if (q[1] / k[1] > 1)
+    heads.push_back(rule.addFactor(q[1] / k[1]));
+  DimFactors blocks = whole(k[0]), slot = whole(k[2]), d = whole(k[3]);
+  DimFactors e = whole(shapeOf(getValueCache())[3]);
+  DimFactors n = whole(q[2]);
+  rule.operandFactors = {{{}, heads, n, d},
+                         {blocks, g, slot, d},
+                         {blocks, g, slot, e}};
+  addPagedIndexFactors(rule, n, getBlockTables());
+  rule.resultFactors = {{{}, heads, n, e}};
+  return rule;
+}
+
 ShardingRule AttentionGradOp::getShardingRule() {
   ShardingRule rule;
   AttentionFactors f =

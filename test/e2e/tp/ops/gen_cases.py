@@ -246,6 +246,22 @@ class Module:
         return self.emit(text, [q.shape, k.shape, v.shape], [q.elem] * 3,
                          key)
 
+    def cache_write(self, cache, rows, slots, positions, tables, key=True):
+        operands = [cache, rows, slots, positions, tables]
+        text = "graph.cache_write %s : (%s) -> %s" % (
+            ", ".join(x.name for x in operands),
+            ", ".join(x.type for x in operands), cache.type)
+        return self.emit(text, [cache.shape], [cache.elem], key)
+
+    def paged_attention(self, q, kc, vc, slots, positions, tables,
+                        scale=0.35, key=True):
+        out = (1, q.shape[1], q.shape[2], vc.shape[3])
+        operands = [q, kc, vc, slots, positions, tables]
+        text = "graph.paged_attention %s {scale = %s : f32} : (%s) -> %s" % (
+            ", ".join(x.name for x in operands), scale,
+            ", ".join(x.type for x in operands), tensor_type(out, q.elem))
+        return self.emit(text, [out], [q.elem], key)
+
     def layer_norm(self, x, scale, bias, axis, key=True):
         stats = tuple(d if i < axis else 1 for i, d in enumerate(x.shape))
         operands = [x, scale] + ([bias] if bias else [])
@@ -671,6 +687,30 @@ def _(m):
     out, lse = m.attention(q, k, v, bias=bias, key=False)
     return list(m.attention_grad(q, k, v, out, lse,
                                  m.weight((4, 4, 4, 8), split=0), bias=bias))
+
+
+# A paged KV cache splits with its key/value heads: the rows written and
+# the attention's query heads (grouped) follow. Three tokens of two
+# sequences (one a padding token), blocks of 2 positions.
+def paged_indices(m):
+    return (m.indices([0, 1, -1]), m.indices([2, 0, 0]),
+            m.indices([[3, 1], [0, 2]]))
+
+
+@case("cache_write_heads", ["split1"], GATHER)
+def _(m):
+    cache = m.unary("exp", m.weight((4, 4, 2, 8), split=1, values="small"),
+                    key=False)
+    return [m.cache_write(cache, m.weight((1, 4, 3, 8), split=1),
+                          *paged_indices(m))]
+
+
+@case("paged_attention_heads_gqa", ["split1"], GATHER)
+def _(m):
+    return [m.paged_attention(m.weight((1, 8, 3, 8), split=1),
+                              m.weight((4, 4, 2, 8), split=1),
+                              m.weight((4, 4, 2, 8), split=1),
+                              *paged_indices(m))]
 
 
 # Reductions over a split dimension leave partial results of their kind;

@@ -178,6 +178,10 @@ namespace pcc::graph::OpTrait {
 template <typename ConcreteType>
 class Elementwise
     : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
+/// Result 0 is operand 0 updated in place (see Graph_UpdatesInPlace).
+template <typename ConcreteType>
+class UpdatesInPlace
+    : public mlir::OpTrait::TraitBase<ConcreteType, UpdatesInPlace> {};
 /// Matrix products that may run on 16-bit float operands with f32
 /// accumulation: see Graph_LowPrecisionProduct in GraphOps.td.
 template <typename ConcreteType>
