@@ -213,6 +213,10 @@ OwningOpRef<ModuleOp> pcc::loadModel(MLIRContext &context,
   ImportOptions importOptions;
   importOptions.bindings = options.bindings;
   importOptions.inputShapes = options.inputShapes;
+  // A generation build's steps are derived from one sequence of the
+  // longest length.
+  if (options.generate)
+    importOptions.inputShapes.tokenShape = {1, options.maxSeq};
   importOptions.retie = options.retie;
   return importOnnxFile(context, options.model, importOptions, report);
 }

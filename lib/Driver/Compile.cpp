@@ -11,6 +11,7 @@
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/AbiTables.h"
+#include "pcc/Target/BufferPlan.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Target/Cuda/CudaEmitter.h"
 #include "pcc/Transforms/Passes.h"
@@ -807,10 +808,27 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
            "give --pp 2 or more";
   if (options.eval && !options.train)
     return "--eval builds a training step's evaluation: it needs --train";
+  PipelineConfig defaults;
+  if (options.generate) {
+    if (options.train)
+      return "--generate builds inference steps: it does not take --train";
+    if (options.maxSeq < 2)
+      return "--generate needs --max-seq N (2 or more): the longest "
+             "sequence, prompt and new tokens";
+    if (options.dp > 1 || options.pp > 1 || options.microbatches > 1)
+      return "--generate runs on one rank or over --tp for now; --dp, --pp "
+             "and --microbatches are not supported with it yet";
+  } else if (options.maxSeq != defaults.maxSeq ||
+             options.maxBatch != defaults.maxBatch ||
+             options.maxTokens != defaults.maxTokens ||
+             options.kvBlock != defaults.kvBlock ||
+             options.kvBlocks != defaults.kvBlocks) {
+    return "--max-seq, --max-batch, --max-tokens, --kv-block and --kv-blocks "
+           "shape a generation build: they need --generate";
+  }
   // An evaluation step (withLoss) is built from a training build's
   // options, whose training options it leaves unused.
   if (!options.train && !options.withLoss) {
-    PipelineConfig defaults;
     if (options.optimizer != defaults.optimizer || options.lr != defaults.lr ||
         options.beta1 != defaults.beta1 || options.beta2 != defaults.beta2 ||
         options.eps != defaults.eps ||
@@ -1083,6 +1101,36 @@ static std::string formatSummary(const CompileOptions &options,
   return text;
 }
 
+/// A generation build's shape and its KV cache, per rank (report.json's
+/// `generation`; empty for any other build).
+static llvm::json::Object describeGeneration(const CompileOptions &options,
+                                             const CppEmitResult &code) {
+  if (!options.generate)
+    return {};
+  int64_t cacheBytes = 0, blocks = 0, blockSize = 0;
+  for (const WeightEntry &w : code.weights) {
+    if (w.kind != WeightKind::Cache)
+      continue;
+    RankedTensorType t = w.localType;
+    cacheBytes += getTensorBytes(t);
+    blocks = t.getDimSize(0);
+    blockSize = t.getDimSize(2);
+  }
+  int64_t tokens = blocks * blockSize;
+  return llvm::json::Object{
+      {"max_seq", options.maxSeq},
+      {"max_batch", options.maxBatch},
+      {"prefill_tokens", options.maxTokens > 0
+                             ? options.maxTokens
+                             : std::max(options.maxSeq, options.maxBatch)},
+      {"decode_tokens", options.maxBatch},
+      {"kv_block", blockSize},
+      {"kv_blocks", blocks},
+      {"kv_cache_bytes", cacheBytes},
+      {"kv_bytes_per_token", tokens ? cacheBytes / tokens : 0},
+      {"cached_tokens", tokens}};
+}
+
 /// report.json, plan.json and the summary of a compiled program. Warns, on
 /// stderr, of ranks over --memory-budget.
 static CompileReport buildReport(const CompileOptions &options,
@@ -1175,6 +1223,8 @@ static CompileReport buildReport(const CompileOptions &options,
       {"trainable_set", std::move(trainableSet)},
       {"gradients", counts.numGrads},
   };
+  if (options.generate)
+    result.report["generation"] = describeGeneration(options, code);
   // The collectives' `bytes` are the bytes each rank's buffers hold; the
   // summary lists them by axis too.
   llvm::json::Array collectives = describeCollectives(module);

@@ -639,7 +639,8 @@ static llvm::LogicalResult launch(const RunOptions &options, int64_t ranks) {
                        std::strerror(errno));
   pccrt::LaunchOptions launch;
   launch.ranks = ranks;
-  launch.command = {std::string(self, size_t(n)), "run"};
+  launch.command = {std::string(self, size_t(n)),
+                    options.generation ? "generate" : "run"};
   launch.command.insert(launch.command.end(), options.arguments.begin(),
                         options.arguments.end());
   launch.timeoutSeconds = options.timeoutSeconds;
@@ -725,8 +726,12 @@ runAsRank(const RunOptions &options, const std::string &lib,
   llvm::LogicalResult result = llvm::failure();
   try {
     if (ready)
-      result = runSteps(options, lib, weights, context,
-                        rank == 0 ? summary : llvm::nulls());
+      result = options.generation
+                   ? runGeneration(options, lib, weights, context.comm,
+                                   context.runComm,
+                                   rank == 0 ? summary : llvm::nulls())
+                   : runSteps(options, lib, weights, context,
+                              rank == 0 ? summary : llvm::nulls());
   } catch (const pccrt::Error &e) {
     // After the agreement and outside the steps only rank 0's own writing
     // fails here, and nobody waits for it.
@@ -913,7 +918,10 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
         throw pccrt::Error("--fault: " + options.dir +
                            " runs on one rank; faults are injected into "
                            "programs of several ranks");
-      return runSteps(options, lib, weights, RankContext(), summary);
+      return options.generation
+                 ? runGeneration(options, lib, weights, nullptr, nullptr,
+                                 summary)
+                 : runSteps(options, lib, weights, RankContext(), summary);
     }
     if (options.fault && options.fault->rank >= ranks)
       throw pccrt::Error("--fault rank=" + std::to_string(options.fault->rank) +

@@ -859,6 +859,7 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   const InputShapes &given = options.inputShapes;
   // The inputs' dimension names, for --dim's check.
   std::set<std::string> usedDims, shapedInputs;
+  bool tokenIdsSeen = false;
   // Symbolic dimension -> the inputs that have it ("" for one with no
   // name: its input needs --shape).
   std::map<std::string, std::vector<std::string>> unresolved;
@@ -893,7 +894,23 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
         usedDims.insert(d.dim_param());
     SmallVector<int64_t> dims;
     auto shape = given.shapes.find(in.name());
-    if (shape != given.shapes.end()) {
+    bool isTokenIds = !tokenIdsSeen && !given.tokenShape.empty() &&
+                      shape == given.shapes.end() &&
+                      tt.elem_type() == onnx::TensorProto::INT64 &&
+                      tt.shape().dim_size() == 2;
+    if (isTokenIds) {
+      tokenIdsSeen = true;
+      for (auto [i, d] : llvm::enumerate(tt.shape().dim()))
+        if (d.has_dim_value() && d.dim_value() != given.tokenShape[i])
+          return emitError(fileLoc())
+                     << "--generate imports the token ids '" << in.name()
+                     << "' as [" << given.tokenShape[0] << ", "
+                     << given.tokenShape[1] << "], but the model fixes "
+                     << "dimension " << i << " at " << d.dim_value()
+                     << ": export it with a dynamic batch and sequence",
+                 nullptr;
+      dims.assign(given.tokenShape.begin(), given.tokenShape.end());
+    } else if (shape != given.shapes.end()) {
       shapedInputs.insert(in.name());
       const std::vector<int64_t> &extents = shape->second;
       if (int64_t(extents.size()) != tt.shape().dim_size())

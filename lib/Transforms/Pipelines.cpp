@@ -32,6 +32,14 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
   if (options.fuseAttention)
     pm.addNestedPass<func::FuncOp>(
         createFuseAttention({options.target == "cuda" ? 128 : 0}));
+  // A generation build's steps are derived from the forward, attention
+  // fused; the layout passes then split them as any forward.
+  if (options.generate)
+    pm.addPass(createDeriveGeneration(
+        {options.maxBatch,
+         options.maxTokens > 0 ? options.maxTokens
+                               : std::max(options.maxSeq, options.maxBatch),
+         options.kvBlock, options.kvBlocks}));
   // Before the trainable set is decided: each copy is judged on its own.
   if (!options.untie.empty())
     pm.addPass(createUntie({options.untie}));

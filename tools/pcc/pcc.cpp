@@ -22,6 +22,10 @@ static const char kSynopsis[] =
     R"(usage: pcc compile MODEL.onnx -o OUT [options]
        pcc run OUT [--input FILE ...] [--data FILE] [--steps K] [--dump DIR]
                [--load CKPT] [--save CKPT] [--timeout S]
+       pcc generate OUT --prompts FILE.jsonl [-o OUT.jsonl]
+                    [--max-new-tokens N] [--temperature T] [--top-k K]
+                    [--top-p P] [--seed S] [--stop ID ...]
+                             (generates with a build of compile --generate)
        pcc plan (MODEL.onnx | --model gpt:layers=L,hidden=H,heads=N,vocab=V,
                  seq=S,batch=B) -o DIR [compile options]
                              (stages, schedule, bubble and memory per rank,
@@ -243,6 +247,8 @@ public:
     return out;
   }
   llvm::StringRef next() { return args[pos++]; }
+  /// The next argument, not read.
+  llvm::StringRef peek() const { return args[pos]; }
   bool value(llvm::StringRef flag, std::string &out) {
     if (done()) {
       llvm::errs() << "pcc: error: " << flag << " needs a value\n";
@@ -659,6 +665,106 @@ static int calibrateCommand(Args &args) {
   return failed(calibrate(o, llvm::outs())) ? 1 : 0;
 }
 
+static const char kGenerateHelp[] = R"(
+generate options:
+  --prompts FILE         one request a line: {"prompt": [token ids]}, and
+                         any of the options below for that request alone
+                         (max_new_tokens, temperature, top_k, top_p, seed,
+                         stop), and arrival_step (the scheduler step it
+                         joins at)
+  -o FILE                write one line per request, in input order:
+                         {"tokens": [...], "finish_reason": "length"|"stop"}
+                         (default: standard output)
+  --max-new-tokens N     tokens to generate per request (default 16)
+  --temperature T        0 (the default): greedy; otherwise sample
+  --top-k K              sample among the K most likely tokens
+  --top-p P              sample among the most likely tokens of mass P
+  --seed S               the draws of each request (the same tokens at any
+                         layout and batch)
+  --stop ID ...          token ids that end a request
+  --timeout S            as for pcc run, on a build of several ranks
+)";
+
+static int generateCommand(Args &args) {
+  RunOptions o;
+  o.arguments = args.rest();
+  GenerateOptions g;
+  while (!args.done()) {
+    llvm::StringRef a = args.next();
+    std::string v;
+    bool ok = true;
+    if (isHelp(a)) {
+      llvm::outs() << "usage: " << usageOf("generate") << kGenerateHelp;
+      return 0;
+    }
+    if (a == "--prompts")
+      ok = args.value(a, g.prompts);
+    else if (a == "-o")
+      ok = args.value(a, g.output);
+    else if (a == "--max-new-tokens")
+      ok = args.integer(a, g.sampling.maxNewTokens, 1);
+    else if (a == "--temperature")
+      ok = args.number(a, g.sampling.temperature);
+    else if (a == "--top-k")
+      ok = args.integer(a, g.sampling.topK, 0);
+    else if (a == "--top-p")
+      ok = args.number(a, g.sampling.topP);
+    else if (a == "--seed") {
+      int64_t seed = 0;
+      ok = args.integer(a, seed, 0);
+      g.sampling.seed = uint64_t(seed);
+    } else if (a == "--stop") {
+      // One or more ids, up to the next option.
+      int64_t id = 0;
+      ok = args.integer(a, id, 0);
+      g.sampling.stop.push_back(id);
+      while (ok && !args.done() && !args.peek().starts_with("-") &&
+             !args.peek().getAsInteger(10, id)) {
+        args.next();
+        g.sampling.stop.push_back(id);
+      }
+    } else if (a == "--timeout") {
+      ok = args.value(a, v);
+      double seconds = 0;
+      if (ok && (llvm::StringRef(v).getAsDouble(seconds) || !(seconds > 0) ||
+                 seconds > 1e9)) {
+        llvm::errs() << "pcc: error: --timeout expects a positive number of "
+                        "seconds, got '"
+                     << v << "'\n";
+        return 1;
+      }
+      o.timeoutSeconds = seconds;
+    } else if (a.starts_with("-"))
+      return unknown(a);
+    else if (o.dir.empty())
+      o.dir = a.str();
+    else {
+      llvm::errs() << "pcc: error: '" << a
+                   << "': more than one compiled folder given (after '"
+                   << o.dir << "')\n";
+      return 1;
+    }
+    if (!ok)
+      return 1;
+  }
+  if (o.dir.empty()) {
+    llvm::errs() << "pcc: error: generate needs the compiled folder OUT\n";
+    return 1;
+  }
+  if (g.prompts.empty()) {
+    llvm::errs() << "pcc: error: generate needs --prompts FILE.jsonl\n";
+    return 1;
+  }
+  if (g.sampling.temperature < 0 || g.sampling.topP <= 0 ||
+      g.sampling.topP > 1) {
+    llvm::errs() << "pcc: error: --temperature must be at least 0 and "
+                    "--top-p in (0, 1]\n";
+    return 1;
+  }
+  o.generation = std::move(g);
+  return failed(pcc::run(o, llvm::outs())) ? 1 : 0;
+}
+
 static int runCommand(Args &args) {
   RunOptions o;
   o.arguments = args.rest();
@@ -757,7 +863,8 @@ int main(int argc, char **argv) {
   }
   llvm::StringRef cmd = argv[1];
   if (isHelp(cmd) || cmd == "help") {
-    llvm::outs() << kSynopsis << kCompileHelp << kRunHelp << kImportHelp;
+    llvm::outs() << kSynopsis << kCompileHelp << kRunHelp << kGenerateHelp
+                 << kImportHelp;
     return 0;
   }
   if (cmd == "--version") {
@@ -773,11 +880,13 @@ int main(int argc, char **argv) {
     return calibrateCommand(args);
   if (cmd == "run")
     return runCommand(args);
+  if (cmd == "generate")
+    return generateCommand(args);
   if (cmd == "import")
     return importCommand(args);
   llvm::errs()
       << "pcc: error: unknown command '" << cmd
-      << "' (expected compile, run, plan, calibrate or import; see pcc "
-         "--help)\n";
+      << "' (expected compile, run, generate, plan, calibrate or import; "
+         "see pcc --help)\n";
   return 1;
 }

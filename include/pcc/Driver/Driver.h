@@ -8,6 +8,7 @@
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipelines.h"
 
+#include "pccrt/Generate.h"
 #include "pccrt/Runtime.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -108,8 +109,21 @@ void printCollectivesOver(llvm::raw_ostream &os,
 llvm::LogicalResult compile(const CompileOptions &options,
                             llvm::raw_ostream &summary);
 
+/// `pcc generate`: the requests and the sampling they default to.
+struct GenerateOptions {
+  /// One JSON object a line: {"prompt": [ids]} and any of max_new_tokens,
+  /// temperature, top_k, top_p, seed, stop and arrival_step.
+  std::string prompts;
+  /// Where the results go, one line per request in input order (empty:
+  /// standard output).
+  std::string output;
+  pccrt::Sampling sampling;
+};
+
 struct RunOptions {
   std::string dir;
+  /// `pcc generate` instead of `pcc run`'s steps, when set.
+  std::optional<GenerateOptions> generation;
   std::vector<std::string> inputs;
   std::string dumpDir;
   int64_t steps = 1;
@@ -162,6 +176,18 @@ struct RunOptions {
 /// process is one of them; otherwise `run` starts them under mpirun and
 /// reports how they ended.
 llvm::LogicalResult run(const RunOptions &options, llvm::raw_ostream &summary);
+
+/// One rank's `pcc generate` (run() starts the ranks, as for `pcc run`):
+/// serves options.generation's requests with OUT's generation build
+/// (pccrt::Generator) and, on rank 0, writes their tokens and one summary
+/// line. Throws a pccrt::Error, on every rank, for anything wrong with the
+/// requests or the build, before anything runs.
+llvm::LogicalResult runGeneration(const RunOptions &options,
+                                  const std::string &lib,
+                                  const std::string &weights,
+                                  pccrt::Communicator *comm,
+                                  pccrt::Communicator *runComm,
+                                  llvm::raw_ostream &summary);
 
 /// `pcc calibrate -o FILE`: measures this machine with pcc's own programs
 /// (the products' throughput in f32 and bf16, the memory bandwidth and the

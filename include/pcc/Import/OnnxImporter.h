@@ -21,6 +21,11 @@ struct InputShapes {
   /// One input's whole shape (`--shape INPUT=AxBxC`), for dimensions with
   /// no name or named by an expression.
   std::map<std::string, std::vector<int64_t>> shapes;
+  /// Where not empty, the whole shape of the first int64 input of rank 2
+  /// that `shapes` does not name (a causal LM's token ids): what
+  /// `--generate` imports a model at. A fixed extent of the model that
+  /// differs is an error.
+  std::vector<int64_t> tokenShape;
 };
 
 struct ImportOptions {

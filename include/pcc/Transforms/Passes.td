@@ -56,6 +56,51 @@ def SelectTrainable : Pass<"pcc-select-trainable", "::mlir::func::FuncOp"> {
   ];
 }
 
+def DeriveGeneration : Pass<"pcc-derive-generation", "::mlir::ModuleOp"> {
+  let summary = "Derives prefill and decode steps over a paged KV cache";
+  let description = [{
+    Replaces the module's forward, a causal language model imported at one
+    sequence of the longest length (`[1, S]` token ids to `[1, S, V]`
+    logits) with its attention fused (`pcc-fuse-attention`), by the two
+    steps a server runs, public functions named by `pcc.entry`: `prefill`
+    of `max-tokens` tokens and `decode` of `max-batch`. Each takes the
+    tokens' ids `[1, N]`, their positions `[N]`, the rows of their
+    sequences in the block table (`slots`, -1 for a padding token) `[N]`,
+    the block table `[max-batch, ceil(S / kv-block)]` and the indices of
+    the tokens whose logits it returns `[max-batch]`, and returns those
+    logits `[max-batch, V]`.
+
+    Each `graph.attention` (causal, without a bias) becomes a
+    `graph.cache_write` of the step's keys and of its values (after rotary
+    embeddings, before grouped-query attention repeats them) into caches
+    `[blocks, kv heads, kv-block, features]`, function arguments marked
+    `graph.state = "kv_cache.<i>.key"` (and `.value`) and `graph.cache`,
+    which both steps share, and a `graph.paged_attention` of the step's
+    queries over them.
+
+    The token dimension is followed from the ids through the ops' sharding
+    rules, never by names: an operand that does not depend on the ids but
+    runs along the tokens (a position table, rotary cos/sin) is gathered at
+    the tokens' positions, and every op but attention must treat the
+    tokens one by one. Ops that only the returned logits need (the LM head,
+    the last norm) run on those rows alone. A forward where this fails (no
+    causal attention, an op that mixes tokens, a mask input) is refused at
+    the op, in one line.
+  }];
+  let options = [
+    Option<"maxBatch", "max-batch", "int64_t", /*default=*/"8",
+           "Sequences at once, and the decode step's tokens">,
+    Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"256",
+           "The prefill step's tokens">,
+    Option<"kvBlock", "kv-block", "int64_t", /*default=*/"16",
+           "Positions per cache block">,
+    Option<"kvBlocks", "kv-blocks", "int64_t", /*default=*/"0",
+           "Blocks in the cache (0: every sequence at the longest length)">,
+  ];
+  let dependentDialects = ["::pcc::graph::GraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def Untie : Pass<"pcc-untie", "::mlir::ModuleOp"> {
   let summary = "Gives each consumer of a shared initializer its own copy";
   let description = [{

@@ -1,0 +1,38 @@
+//===- DeriveGeneration.h - Prefill and decode over a KV cache --*- C++ -*-===//
+
+#ifndef PCC_TRANSFORMS_GENERATION_DERIVEGENERATION_H
+#define PCC_TRANSFORMS_GENERATION_DERIVEGENERATION_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace pcc {
+
+/// The shape of a generation build (pcc-derive-generation).
+struct GenerationOptions {
+  /// Sequences running at once: the rows of the block table, the logits a
+  /// step returns, and the decode step's tokens.
+  int64_t maxBatch = 8;
+  /// The prefill step's tokens (its budget).
+  int64_t maxTokens = 256;
+  /// Positions per cache block, blocks per sequence's row of the block
+  /// table, and blocks in the cache.
+  int64_t blockSize = 16;
+  int64_t blocksPerSequence = 1;
+  int64_t numBlocks = 1;
+};
+
+/// Replaces the module's forward, a causal language model over one
+/// sequence of the longest length ([1, S] token ids -> [1, S, V] logits,
+/// attention fused), by two entry points over a paged KV cache: `prefill`
+/// of `maxTokens` tokens and `decode` of `maxBatch`, each taking the
+/// tokens' ids [1, N], positions [N], block-table rows (slots) [N], the
+/// block table [maxBatch, blocksPerSequence] and the indices of the
+/// tokens whose logits it returns [maxBatch], and returning those logits
+/// [maxBatch, V] and the updated caches (state marked graph.cache).
+/// Emits a diagnostic naming the op where the forward cannot be served so.
+mlir::LogicalResult deriveGeneration(mlir::ModuleOp module,
+                                     const GenerationOptions &options);
+
+} // namespace pcc
+
+#endif // PCC_TRANSFORMS_GENERATION_DERIVEGENERATION_H

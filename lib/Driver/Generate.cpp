@@ -1,0 +1,261 @@
+//===- Generate.cpp - The `pcc generate` command --------------------------===//
+//
+// Reads requests (one JSON object a line: a prompt of token ids and any
+// sampling options of its own), checks every one against the build before
+// anything runs, generates with the runtime's continuous batching
+// (pccrt::Generator), and writes one line per request in input order. Each
+// rank of a multi-rank build does the same on the same requests; rank 0
+// writes the results.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Driver/Driver.h"
+
+#include "pccrt/Comm.h"
+#include "pccrt/Generate.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace pcc;
+
+namespace {
+
+/// A one-line error naming the requests file, its line and what is wrong.
+[[noreturn]] void failAt(const std::string &file, size_t line,
+                         const std::string &message) {
+  throw pccrt::Error(file + ":" + std::to_string(line) + ": " + message);
+}
+
+/// The integer at `value`, or an error at the line.
+int64_t integerAt(const llvm::json::Value &value, const std::string &file,
+                  size_t line, const std::string &what) {
+  std::optional<int64_t> n = value.getAsInteger();
+  if (!n)
+    failAt(file, line, what + " must be an integer");
+  return *n;
+}
+
+double numberAt(const llvm::json::Value &value, const std::string &file,
+                size_t line, const std::string &what) {
+  std::optional<double> n = value.getAsNumber();
+  if (!n)
+    failAt(file, line, what + " must be a number");
+  return *n;
+}
+
+/// Reads and checks the requests: every prompt non-empty, no longer than
+/// `maxSeq`, every id in the vocabulary, the options in their ranges.
+std::vector<pccrt::GenerationRequest>
+readRequests(const GenerateOptions &options, int64_t vocabulary,
+             int64_t maxSeq) {
+  const std::string &file = options.prompts;
+  auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/true);
+  if (!buffer)
+    throw pccrt::Error(file + ": " + buffer.getError().message());
+  std::vector<pccrt::GenerationRequest> requests;
+  llvm::SmallVector<llvm::StringRef> lines;
+  (*buffer)->getBuffer().split(lines, '\n');
+  for (auto [index, text] : llvm::enumerate(lines)) {
+    size_t line = index + 1;
+    if (text.trim().empty())
+      continue;
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+    if (!parsed)
+      failAt(file, line,
+             "not JSON: " + llvm::toString(parsed.takeError()));
+    const llvm::json::Object *object = parsed->getAsObject();
+    if (!object)
+      failAt(file, line, "a request must be a JSON object");
+    pccrt::GenerationRequest request;
+    request.sampling = options.sampling;
+    for (const auto &[key, value] : *object) {
+      std::string k = key.str();
+      if (k == "prompt") {
+        const llvm::json::Array *ids = value.getAsArray();
+        if (!ids)
+          failAt(file, line,
+                 "\"prompt\" must be an array of token ids (text prompts "
+                 "need a tokenizer)");
+        for (auto [position, id] : llvm::enumerate(*ids)) {
+          std::optional<int64_t> token = id.getAsInteger();
+          if (!token)
+            failAt(file, line,
+                   "prompt position " + std::to_string(position) +
+                       ": a token id must be an integer");
+          if (*token < 0 || *token >= vocabulary)
+            failAt(file, line,
+                   "prompt position " + std::to_string(position) +
+                       ": token id " + std::to_string(*token) +
+                       " is outside the vocabulary of " +
+                       std::to_string(vocabulary));
+          request.prompt.push_back(*token);
+        }
+      } else if (k == "max_new_tokens") {
+        request.sampling.maxNewTokens = integerAt(value, file, line, k);
+      } else if (k == "temperature") {
+        request.sampling.temperature = numberAt(value, file, line, k);
+      } else if (k == "top_k") {
+        request.sampling.topK = integerAt(value, file, line, k);
+      } else if (k == "top_p") {
+        request.sampling.topP = numberAt(value, file, line, k);
+      } else if (k == "seed") {
+        request.sampling.seed = uint64_t(integerAt(value, file, line, k));
+      } else if (k == "stop") {
+        const llvm::json::Array *ids = value.getAsArray();
+        if (!ids)
+          failAt(file, line, "\"stop\" must be an array of token ids");
+        request.sampling.stop.clear();
+        for (const llvm::json::Value &id : *ids)
+          request.sampling.stop.push_back(integerAt(id, file, line, k));
+      } else if (k == "arrival_step") {
+        request.arrivalStep = integerAt(value, file, line, k);
+      } else {
+        failAt(file, line, "unknown key \"" + k + "\"");
+      }
+    }
+    if (!object->get("prompt"))
+      failAt(file, line, "no \"prompt\"");
+    if (request.prompt.empty())
+      failAt(file, line, "the prompt is empty");
+    if (int64_t(request.prompt.size()) > maxSeq)
+      failAt(file, line,
+             "the prompt has " + std::to_string(request.prompt.size()) +
+                 " tokens, more than the build's --max-seq " +
+                 std::to_string(maxSeq));
+    const pccrt::Sampling &s = request.sampling;
+    if (s.maxNewTokens < 1)
+      failAt(file, line, "max_new_tokens must be at least 1");
+    if (s.temperature < 0 || s.topK < 0 || s.topP <= 0 || s.topP > 1 ||
+        request.arrivalStep < 0)
+      failAt(file, line,
+             "temperature and top_k must be at least 0, top_p in (0, 1], "
+             "arrival_step at least 0");
+    requests.push_back(std::move(request));
+  }
+  if (requests.empty())
+    throw pccrt::Error(file + ": no requests");
+  return requests;
+}
+
+/// The longest sequence the build was compiled for (report.json's
+/// generation.max_seq).
+int64_t readMaxSeq(const std::string &dir) {
+  std::string path = dir + "/report.json";
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    throw pccrt::Error(path + ": " + buffer.getError().message());
+  llvm::Expected<llvm::json::Value> report =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!report)
+    throw pccrt::Error(path + ": " + llvm::toString(report.takeError()));
+  const llvm::json::Object *object = report->getAsObject();
+  const llvm::json::Object *generation =
+      object ? object->getObject("generation") : nullptr;
+  std::optional<int64_t> maxSeq =
+      generation ? generation->getInteger("max_seq") : std::nullopt;
+  if (!maxSeq)
+    throw pccrt::Error(dir + ": not a generation build (compile it with "
+                             "pcc compile --generate)");
+  return *maxSeq;
+}
+
+} // namespace
+
+llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
+                                       const std::string &lib,
+                                       const std::string &weights,
+                                       pccrt::Communicator *comm,
+                                       pccrt::Communicator *runComm,
+                                       llvm::raw_ostream &summary) {
+  const GenerateOptions &g = *options.generation;
+  int rank = comm ? comm->rank() : 0;
+  // Everything that can be wrong is checked on every rank before the
+  // model runs; the ranks agree, so that none waits for one that failed.
+  std::unique_ptr<pccrt::Model> model;
+  std::unique_ptr<pccrt::Generator> generator;
+  std::vector<pccrt::GenerationRequest> requests;
+  std::string error;
+  try {
+    int64_t maxSeq = readMaxSeq(options.dir);
+    model = pccrt::Model::load(lib, weights, "pcc", comm);
+    if (runComm)
+      model->setRunCommunicator(runComm);
+    generator = std::make_unique<pccrt::Generator>(*model, maxSeq);
+    requests = readRequests(g, generator->shape().vocabulary, maxSeq);
+    if (rank == 0 && !g.output.empty())
+      pccrt::checkWritableFile(g.output);
+  } catch (const pccrt::Error &e) {
+    error = e.what();
+  }
+  if (comm) {
+    std::vector<std::string> errors = comm->agree(error);
+    for (const std::string &e : errors)
+      if (!e.empty()) {
+        if (rank == 0)
+          throw pccrt::Error(e);
+        return llvm::failure();
+      }
+  } else if (!error.empty()) {
+    throw pccrt::Error(error);
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  std::vector<pccrt::GenerationResult> results =
+      generator->generate(requests);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (rank != 0)
+    return llvm::success();
+
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  int64_t generated = 0;
+  double firstToken = 0, perToken = 0;
+  int64_t timed = 0;
+  for (const pccrt::GenerationResult &r : results) {
+    llvm::json::Array tokens;
+    for (int64_t t : r.tokens)
+      tokens.push_back(t);
+    os << llvm::json::Value(llvm::json::Object{
+              {"tokens", std::move(tokens)},
+              {"finish_reason", r.finishReason}})
+       << "\n";
+    generated += int64_t(r.tokens.size());
+    firstToken += r.firstTokenSeconds;
+    if (r.tokens.size() > 1) {
+      perToken += (r.lastTokenSeconds - r.firstTokenSeconds) /
+                  double(r.tokens.size() - 1);
+      ++timed;
+    }
+  }
+  if (g.output.empty()) {
+    summary << text;
+  } else {
+    // Written whole or not at all.
+    std::string partial = g.output + ".partial";
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream out(partial, ec);
+      if (ec)
+        throw pccrt::Error(g.output + ": " + ec.message());
+      out << text;
+    }
+    if (std::error_code ec = llvm::sys::fs::rename(partial, g.output))
+      throw pccrt::Error(g.output + ": " + ec.message());
+  }
+  summary << llvm::formatv(
+      "pcc: generated {0} tokens for {1} prompts in {2:F2} s (TTFT {3:F1} "
+      "ms, {4:F2} ms/token, {5:F1} tokens/s)\n",
+      generated, results.size(), seconds,
+      1000 * firstToken / double(results.size()),
+      timed ? 1000 * perToken / double(timed) : 0.0,
+      seconds > 0 ? double(generated) / seconds : 0.0);
+  return llvm::success();
+}

@@ -1,0 +1,119 @@
+//===- Generate.h - Continuous batching over a generation build -*- C++ -*-===//
+//
+// Serves requests with a build of `pcc compile --generate`: its entries
+// `prefill` and `decode` each take a step's tokens (ids, positions, the
+// block-table rows of their sequences), the block table, and the indices
+// of the tokens whose logits they return, and keep every sequence's keys
+// and values in a paged cache (PCCRT_FLAG_CACHE weights).
+//
+// The Generator schedules as vLLM and TensorRT-LLM do (continuous, or
+// in-flight, batching): a request takes a free row of the block table as
+// soon as there is one, its prompt is prefilled in chunks within the
+// prefill step's token budget, mixed with the decode tokens of the running
+// sequences, a finished request leaves at once, and cache blocks are taken
+// as sequences grow. When blocks run out, the newest running request is
+// preempted: its blocks are freed and it is computed again, prompt and
+// tokens so far, once blocks are free. A request's tokens depend only on
+// it and its seed, never on what else runs.
+//
+// On a mesh of several ranks, every rank runs the same Generator on the
+// same requests: the logits are gathered whole on every rank, so that each
+// makes the same decisions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PCCRT_GENERATE_H
+#define PCCRT_GENERATE_H
+
+#include "pccrt/Runtime.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pccrt {
+
+/// How a request's next tokens are chosen.
+struct Sampling {
+  /// Tokens to generate at most.
+  int64_t maxNewTokens = 16;
+  /// 0: greedy (the first of the largest logits); otherwise the logits
+  /// are divided by it and a token is drawn.
+  double temperature = 0;
+  /// Draw among the k most likely tokens (0: all).
+  int64_t topK = 0;
+  /// Draw among the most likely tokens whose probabilities sum to p.
+  double topP = 1;
+  /// The draws of a request: a function of the seed and the token's index.
+  uint64_t seed = 0;
+  /// Tokens that end the request (kept as its last token).
+  std::vector<int64_t> stop;
+};
+
+struct GenerationRequest {
+  std::vector<int64_t> prompt;
+  Sampling sampling;
+  /// The scheduler step before which the request does not arrive (0: it
+  /// is there from the start): a request joining while others decode.
+  int64_t arrivalStep = 0;
+};
+
+struct GenerationResult {
+  std::vector<int64_t> tokens; ///< the generated tokens, not the prompt
+  std::string finishReason;    ///< "length" or "stop"
+  double firstTokenSeconds = 0; ///< from its arrival to its first token
+  double lastTokenSeconds = 0;  ///< from its arrival to its last token
+  int64_t preemptions = 0;
+};
+
+/// What a generation build's entries say of it.
+struct GenerationShape {
+  int64_t maxBatch = 0;          ///< rows of the block table, logits out
+  int64_t prefillTokens = 0;     ///< the prefill step's tokens
+  int64_t decodeTokens = 0;      ///< the decode step's tokens
+  int64_t blocksPerSequence = 0; ///< columns of the block table
+  int64_t blockSize = 0;         ///< positions per cache block
+  int64_t numBlocks = 0;         ///< blocks of the cache
+  int64_t vocabulary = 0;
+  /// Checks that \p model is a generation build and reads its shape;
+  /// throws an Error naming \p what otherwise.
+  static GenerationShape of(const Model &model, const std::string &what);
+};
+
+class Generator {
+public:
+  /// Serves requests with \p model, a generation build, whose longest
+  /// sequence (prompt and tokens) is \p maxSequence positions.
+  Generator(Model &model, int64_t maxSequence);
+
+  const GenerationShape &shape() const { return shapeOf; }
+
+  /// Generates for every request; returns the results in request order.
+  /// \p onStep, when given, is called after each step with its entry
+  /// ("prefill" or "decode") and its tokens. Collective on a mesh.
+  std::vector<GenerationResult>
+  generate(const std::vector<GenerationRequest> &requests,
+           const std::function<void(const std::string &, int64_t)> &onStep =
+               nullptr);
+
+  /// The token \p sampling picks from \p logits for the request's token
+  /// number \p index (0 for its first new token).
+  static int64_t sample(const float *logits, int64_t vocabulary,
+                        const Sampling &sampling, int64_t index);
+
+  /// Steps run by the last generate(), by entry.
+  int64_t prefillSteps() const { return prefills; }
+  int64_t decodeSteps() const { return decodes; }
+
+private:
+  Model &model;
+  GenerationShape shapeOf;
+  int64_t maxSequence;
+  int32_t prefillEntry = -1, decodeEntry = -1;
+  int64_t prefills = 0, decodes = 0;
+};
+
+} // namespace pccrt
+
+#endif // PCCRT_GENERATE_H

@@ -1,0 +1,333 @@
+//===- Generate.cpp - Continuous batching over a generation build ---------===//
+
+#include "pccrt/Generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <numeric>
+
+using namespace pccrt;
+
+namespace {
+
+const char *const kInputs[] = {"tokens", "positions", "slots", "block_tables",
+                               "logit_indices"};
+
+/// The entry `name` of \p model with the generation steps' interface, or
+/// an Error.
+int32_t findStep(const Model &model, const std::string &name,
+                 const std::string &what) {
+  int32_t index = model.findEntry(name);
+  if (index < 0)
+    throw Error(what + ": not a generation build (no '" + name +
+                "' step; compile with pcc compile --generate)");
+  const pccrt_entry_info &entry = model.entry(index);
+  if (entry.num_inputs != 5 || entry.num_outputs != 1)
+    throw Error(what + ": the '" + name +
+                "' step does not have a generation step's interface");
+  for (int32_t i = 0; i < 5; ++i)
+    if (std::strcmp(entry.inputs[i].name, kInputs[i]) != 0 ||
+        entry.inputs[i].dtype != PCCRT_I64)
+      throw Error(what + ": the '" + name + "' step's input " +
+                  std::to_string(i) + " is not '" + kInputs[i] + "' (I64)");
+  return index;
+}
+
+/// A counter-based generator: the draw of a request's token is a function
+/// of its seed and the token's index alone (SplitMix64).
+double uniform(uint64_t seed, int64_t index) {
+  uint64_t x = seed + 0x9e3779b97f4a7c15ull * uint64_t(index + 1);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return double(x >> 11) * 0x1.0p-53;
+}
+
+/// A request while it runs.
+struct Sequence {
+  int64_t request = 0;
+  std::vector<int64_t> tokens; ///< prompt, then the generated tokens
+  int64_t promptLength = 0;
+  int64_t computed = 0; ///< tokens whose keys and values are cached
+  int64_t slot = -1;    ///< its row of the block table
+  std::vector<int64_t> blocks;
+  std::chrono::steady_clock::time_point arrived;
+};
+
+} // namespace
+
+GenerationShape GenerationShape::of(const Model &model,
+                                    const std::string &what) {
+  int32_t prefill = findStep(model, "prefill", what);
+  int32_t decode = findStep(model, "decode", what);
+  const pccrt_model_info &info = model.info();
+  const pccrt_entry_info &p = model.entry(prefill), &d = model.entry(decode);
+  GenerationShape shape;
+  shape.prefillTokens = p.inputs[0].shape[1];
+  shape.decodeTokens = d.inputs[0].shape[1];
+  shape.maxBatch = p.inputs[3].shape[0];
+  shape.blocksPerSequence = p.inputs[3].shape[1];
+  shape.vocabulary = wholeShape(info, p.outputs[0]).back();
+  for (int32_t i = 0; i < info.num_weights; ++i) {
+    const pccrt_tensor_info &w = info.weights[i];
+    if (!(w.flags & PCCRT_FLAG_CACHE) || w.rank != 4)
+      continue;
+    shape.numBlocks = w.shape[0];
+    shape.blockSize = w.shape[2];
+  }
+  if (!shape.numBlocks || d.inputs[3].shape[0] != shape.maxBatch ||
+      p.inputs[4].shape[0] != shape.maxBatch ||
+      d.inputs[4].shape[0] != shape.maxBatch ||
+      shape.decodeTokens > shape.prefillTokens)
+    throw Error(what + ": the generation steps do not fit one another");
+  return shape;
+}
+
+Generator::Generator(Model &model, int64_t maxSequence)
+    : model(model), shapeOf(GenerationShape::of(model, "model")),
+      maxSequence(maxSequence) {
+  prefillEntry = model.findEntry("prefill");
+  decodeEntry = model.findEntry("decode");
+  if (maxSequence < 1 ||
+      maxSequence > shapeOf.blocksPerSequence * shapeOf.blockSize)
+    throw Error("a longest sequence of " + std::to_string(maxSequence) +
+                " does not fit the build's block table");
+}
+
+int64_t Generator::sample(const float *logits, int64_t vocabulary,
+                          const Sampling &sampling, int64_t index) {
+  if (sampling.temperature <= 0)
+    return std::max_element(logits, logits + vocabulary) - logits;
+  // The candidates, most likely first (ties by id), cut to top-k.
+  std::vector<int64_t> order(static_cast<size_t>(vocabulary));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return logits[a] > logits[b];
+  });
+  if (sampling.topK > 0 && sampling.topK < vocabulary)
+    order.resize(size_t(sampling.topK));
+  std::vector<double> p(order.size());
+  double top = logits[order.front()] / sampling.temperature, sum = 0;
+  for (size_t i = 0; i < order.size(); ++i)
+    sum += p[i] = std::exp(logits[order[i]] / sampling.temperature - top);
+  // Top-p: the fewest candidates whose probabilities reach p.
+  size_t keep = order.size();
+  if (sampling.topP < 1) {
+    double mass = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      mass += p[i] / sum;
+      if (mass >= sampling.topP) {
+        keep = i + 1;
+        break;
+      }
+    }
+    sum = std::accumulate(p.begin(), p.begin() + keep, 0.0);
+  }
+  double u = uniform(sampling.seed, index) * sum;
+  for (size_t i = 0; i < keep; ++i) {
+    u -= p[i];
+    if (u < 0)
+      return order[i];
+  }
+  return order[keep - 1];
+}
+
+std::vector<GenerationResult>
+Generator::generate(const std::vector<GenerationRequest> &requests,
+                    const std::function<void(const std::string &, int64_t)>
+                        &onStep) {
+  using Clock = std::chrono::steady_clock;
+  const GenerationShape &s = shapeOf;
+  for (const GenerationRequest &r : requests)
+    if (r.prompt.empty() || int64_t(r.prompt.size()) > maxSequence)
+      throw Error("a prompt of " + std::to_string(r.prompt.size()) +
+                  " tokens: prompts take 1 to " + std::to_string(maxSequence));
+  std::vector<GenerationResult> results(requests.size());
+  // Requests by arrival, then by order; the preempted go first again.
+  std::vector<int64_t> pending(requests.size());
+  std::iota(pending.begin(), pending.end(), 0);
+  std::stable_sort(pending.begin(), pending.end(), [&](int64_t a, int64_t b) {
+    return requests[a].arrivalStep < requests[b].arrivalStep;
+  });
+  std::deque<int64_t> arriving(pending.begin(), pending.end());
+  std::deque<Sequence> waiting;
+  std::vector<Sequence> running; // in order of admission
+  std::vector<int64_t> freeSlots, freeBlocks;
+  for (int64_t i = s.maxBatch - 1; i >= 0; --i)
+    freeSlots.push_back(i);
+  for (int64_t i = s.numBlocks - 1; i >= 0; --i)
+    freeBlocks.push_back(i);
+  prefills = decodes = 0;
+
+  auto release = [&](Sequence &q) {
+    freeBlocks.insert(freeBlocks.end(), q.blocks.rbegin(), q.blocks.rend());
+    q.blocks.clear();
+    freeSlots.push_back(q.slot);
+    q.slot = -1;
+  };
+  std::vector<int64_t> blockTable(size_t(s.maxBatch * s.blocksPerSequence));
+  std::vector<Tensor> inputs(5), outputs;
+  size_t done = 0;
+  for (int64_t step = 0; done < requests.size(); ++step) {
+    while (!arriving.empty() &&
+           requests[arriving.front()].arrivalStep <= step) {
+      Sequence q;
+      q.request = arriving.front();
+      q.tokens = requests[q.request].prompt;
+      q.promptLength = int64_t(q.tokens.size());
+      q.arrived = Clock::now();
+      waiting.push_back(std::move(q));
+      arriving.pop_front();
+    }
+    while (!waiting.empty() && !freeSlots.empty()) {
+      Sequence q = std::move(waiting.front());
+      waiting.pop_front();
+      q.slot = freeSlots.back();
+      freeSlots.pop_back();
+      running.push_back(std::move(q));
+    }
+    if (running.empty())
+      continue; // nothing has arrived yet
+
+    // The step: every decoding sequence's token first, then the prompts'
+    // chunks, oldest first, within the step's budget. A token needs its
+    // position's block; when none is free, the newest sequence gives its
+    // blocks back and waits to be computed again.
+    struct Part {
+      size_t sequence;
+      int64_t from, count;
+    };
+    std::vector<Part> parts;
+    bool prefill = false;
+    for (;;) {
+      parts.clear();
+      // The decode step where every sequence has one token to compute.
+      prefill = false;
+      for (const Sequence &q : running)
+        prefill |= int64_t(q.tokens.size()) - q.computed > 1;
+      int64_t budget = prefill ? s.prefillTokens : s.decodeTokens;
+      for (int pass = 0; pass < 2; ++pass)
+        for (size_t i = 0; i < running.size() && budget > 0; ++i) {
+          Sequence &q = running[i];
+          int64_t left = int64_t(q.tokens.size()) - q.computed;
+          if ((pass == 0) != (left == 1))
+            continue;
+          int64_t count = std::min(left, budget);
+          parts.push_back({i, q.computed, count});
+          budget -= count;
+        }
+      // Blocks for every position the step writes.
+      bool short_ = false;
+      for (const Part &part : parts) {
+        Sequence &q = running[part.sequence];
+        int64_t needed = (part.from + part.count - 1) / s.blockSize + 1;
+        while (int64_t(q.blocks.size()) < needed && !freeBlocks.empty()) {
+          q.blocks.push_back(freeBlocks.back());
+          freeBlocks.pop_back();
+        }
+        short_ |= int64_t(q.blocks.size()) < needed;
+      }
+      if (!short_)
+        break;
+      if (running.size() == 1)
+        throw Error("the KV cache's " + std::to_string(s.numBlocks) +
+                    " blocks of " + std::to_string(s.blockSize) +
+                    " positions cannot hold one sequence of " +
+                    std::to_string(running.front().tokens.size()) +
+                    " tokens (pcc compile --kv-blocks)");
+      Sequence victim = std::move(running.back());
+      running.pop_back();
+      release(victim);
+      victim.computed = 0;
+      ++results[victim.request].preemptions;
+      waiting.push_front(std::move(victim));
+    }
+
+    // The inputs: padding tokens have slot -1.
+    int64_t n = prefill ? s.prefillTokens : s.decodeTokens;
+    Tensor tokens{"tokens", PCCRT_I64, {1, n}, std::vector<uint8_t>(n * 8)};
+    Tensor positions{"positions", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
+    Tensor slots{"slots", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
+    Tensor logitIndices{"logit_indices", PCCRT_I64, {s.maxBatch},
+                        std::vector<uint8_t>(s.maxBatch * 8)};
+    auto *tok = reinterpret_cast<int64_t *>(tokens.data.data());
+    auto *pos = reinterpret_cast<int64_t *>(positions.data.data());
+    auto *slot = reinterpret_cast<int64_t *>(slots.data.data());
+    auto *rows = reinterpret_cast<int64_t *>(logitIndices.data.data());
+    std::fill(slot, slot + n, -1);
+    std::fill(blockTable.begin(), blockTable.end(), 0);
+    for (const Sequence &q : running)
+      for (size_t b = 0; b < q.blocks.size(); ++b)
+        blockTable[size_t(q.slot * s.blocksPerSequence) + b] = q.blocks[b];
+    // Which sequence each logit row is for (-1: none).
+    std::vector<int64_t> rowOf(size_t(s.maxBatch), -1);
+    int64_t t = 0, r = 0;
+    for (const Part &part : parts) {
+      const Sequence &q = running[part.sequence];
+      for (int64_t j = 0; j < part.count; ++j, ++t) {
+        tok[t] = q.tokens[size_t(part.from + j)];
+        pos[t] = part.from + j;
+        slot[t] = q.slot;
+      }
+      if (part.from + part.count == int64_t(q.tokens.size())) {
+        rows[r] = t - 1;
+        rowOf[size_t(r++)] = int64_t(part.sequence);
+      }
+    }
+    Tensor table{"block_tables", PCCRT_I64,
+                 {s.maxBatch, s.blocksPerSequence},
+                 std::vector<uint8_t>(blockTable.size() * 8)};
+    std::memcpy(table.data.data(), blockTable.data(), table.data.size());
+    inputs = {std::move(tokens), std::move(positions), std::move(slots),
+              std::move(table), std::move(logitIndices)};
+    model.run(prefill ? prefillEntry : decodeEntry, inputs, outputs);
+    Tensor logits = model.gatherOutput(outputs, 0);
+    ++(prefill ? prefills : decodes);
+    if (onStep)
+      onStep(prefill ? "prefill" : "decode", t);
+
+    for (const Part &part : parts)
+      running[part.sequence].computed = part.from + part.count;
+    auto now = Clock::now();
+    std::vector<bool> finished(running.size(), false);
+    for (int64_t k = 0; k < r; ++k) {
+      Sequence &q = running[size_t(rowOf[size_t(k)])];
+      const Sampling &sampling = requests[q.request].sampling;
+      GenerationResult &result = results[q.request];
+      int64_t index = int64_t(q.tokens.size()) - q.promptLength;
+      int64_t next = sample(
+          reinterpret_cast<const float *>(logits.data.data()) +
+              k * s.vocabulary,
+          s.vocabulary, sampling, index);
+      q.tokens.push_back(next);
+      double since =
+          std::chrono::duration<double>(now - q.arrived).count();
+      if (index == 0)
+        result.firstTokenSeconds = since;
+      result.lastTokenSeconds = since;
+      bool stop = std::find(sampling.stop.begin(), sampling.stop.end(),
+                            next) != sampling.stop.end();
+      if (stop || index + 1 >= sampling.maxNewTokens ||
+          int64_t(q.tokens.size()) > maxSequence) {
+        result.tokens.assign(q.tokens.begin() + q.promptLength,
+                             q.tokens.end());
+        result.finishReason = stop ? "stop" : "length";
+        finished[size_t(rowOf[size_t(k)])] = true;
+      }
+    }
+    std::vector<Sequence> still;
+    for (size_t i = 0; i < running.size(); ++i) {
+      if (!finished[i]) {
+        still.push_back(std::move(running[i]));
+        continue;
+      }
+      release(running[i]);
+      ++done;
+    }
+    running = std::move(still);
+  }
+  return results;
+}

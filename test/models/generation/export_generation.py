@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""Exports greedy text-generation fixtures: tiny causal LMs with random
+weights, exported to ONNX with dynamic batch and sequence, and the new tokens
+that transformers' generate() picks greedily for a few prompts.
+
+usage: python export_generation.py [NAME,NAME,...]    (NAME: gpt2, llama)
+
+Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
+transformers and onnx; onnxruntime, if installed, checks every export (see
+README.md for the versions that made the archives). For each model NAME two
+exports are made into WORK/NAME-EXP (WORK is $WORK or /tmp/pcc-generation)
+and packed as NAME-EXP.tar.gz beside this script:
+
+  NAME-dyn/model.onnx     torch.onnx.export(dynamo=True, optimize=False),
+                          dynamic_shapes: batch and seq symbolic
+  NAME-ts/model.onnx      TorchScript exporter, opset 17, dynamic_axes on
+                          batch and seq
+  NAME-EXP/generate.json  {"max_new_tokens": 12, "prompts": [[id, ...], ...],
+                           "tokens": [[id, ...], ...], ...}: tokens[i] are the
+                          new tokens only of
+                          model.generate(torch.tensor([prompts[i]]),
+                          max_new_tokens=12, min_new_tokens=12, do_sample=False,
+                          use_cache=True, pad_token_id=0, eos_token_id=None),
+                          batch 1, no padding (same file for both exports)
+
+Both exports take one input input_ids (int64 [batch, seq]) and give one
+output logits (float32 [batch, seq, vocab]): the model is wrapped so that its
+forward(input_ids) is model(input_ids=input_ids, use_cache=False).logits (no
+attention mask, no past key / values). Every parameter gets 0.02 * randn
+noise before export (as export_variants.py does), so that no two are equal
+and none is all zeros or all ones. Seeds are fixed and PyTorch runs on one
+thread: the same packages give the same files.
+
+The generated tokens are checked against a plain greedy loop (argmax of the
+last position's logits of the whole sequence, no cache), and, with
+onnxruntime, against the ONNX model's argmax over prompt + tokens; the
+smallest gap between the best and second-best logit over all steps is stored
+as "min_margin": the prompts are drawn (seed "prompt_seed") until it is at
+least MIN_MARGIN, so that a compiled model's rounding cannot flip a token, and
+until every prompt's new tokens hold at least MIN_DISTINCT different ids.
+"""
+import contextlib
+import gzip
+import json
+import os
+import shutil
+import sys
+import tarfile
+import zlib
+
+import numpy as np
+import onnx
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORK = os.environ.get("WORK", "/tmp/pcc-generation")
+MAX_NEW = 12
+PROMPT_LENS = (1, 3, 8, 17, 30)
+VOCAB = 384
+MIN_MARGIN = 1e-3
+MIN_DISTINCT = 3
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    # initializer_range 0.2 (GPT-2's default is 0.02): with weights that small
+    # the residual stream stays close to the last token's embedding and the
+    # tied head picks one token again and again (12 equal tokens per prompt).
+    c = GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=VOCAB, n_positions=128,
+                   initializer_range=0.2, bos_token_id=None, eos_token_id=None, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                   attn_implementation="eager")
+    return GPT2LMHeadModel(c)
+
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    c = LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                    num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                    max_position_embeddings=128, tie_word_embeddings=False,
+                    attention_dropout=0.0, attn_implementation="eager")
+    return LlamaForCausalLM(c)
+
+
+MODELS = {"gpt2": gpt2, "llama": llama}
+
+
+class Logits(torch.nn.Module):
+    """forward(input_ids) -> logits: no attention mask, no cache."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids, use_cache=False).logits
+
+
+@contextlib.contextmanager
+def _no_packed_sequences():
+    """As in export_variants.py: transformers looks for packed sequences in
+    position_ids with torch.diff when no attention mask is given, which the
+    TorchScript exporter cannot trace (no symbolic for aten::diff); our
+    positions are a plain arange, for which the check finds nothing."""
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:
+        yield
+        return
+    saved = mu.find_packed_sequence_indices
+    mu.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        mu.find_packed_sequence_indices = saved
+
+
+def _all_nodes(g):
+    for n in g.node:
+        yield n
+        for a in n.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _all_nodes(sub)
+
+
+def export(wrapper, exp, path):
+    example = torch.randint(0, VOCAB, (2, 20), generator=torch.Generator().manual_seed(1))
+    kw = dict(input_names=["input_ids"], output_names=["logits"])
+    if exp == "dyn":
+        Dim = torch.export.Dim
+        shapes = {"input_ids": {0: Dim("batch", min=1, max=64),
+                                1: Dim("seq", min=1, max=128)}}
+        prog = torch.onnx.export(wrapper, (example,), dynamo=True, optimize=False,
+                                 dynamic_shapes=shapes, **kw)
+        prog.save(path)
+    else:
+        with _no_packed_sequences():
+            torch.onnx.export(wrapper, (example,), path, dynamo=False, opset_version=17,
+                              dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
+                                            "logits": {0: "batch", 1: "seq"}}, **kw)
+    # One self-contained model.onnx; the dynamo exporter's per-node stack
+    # traces (this script's lines and paths) are dropped.
+    m = onnx.load(path)
+    for g in [m.graph] + list(m.functions):
+        for n in _all_nodes(g):
+            keep = [p for p in n.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+            del n.metadata_props[:]
+            n.metadata_props.extend(keep)
+    onnx.save(m, path)
+    for f in set(os.listdir(os.path.dirname(path))) - {"model.onnx"}:
+        os.remove(os.path.join(os.path.dirname(path), f))
+    return m
+
+
+def describe(m):
+    inits = {i.name for i in m.graph.initializer}
+
+    def dims(vi):
+        return [d.dim_param if d.HasField("dim_param") else
+                (d.dim_value if d.HasField("dim_value") else "?")
+                for d in vi.type.tensor_type.shape.dim]
+    ins = [(i.name, dims(i)) for i in m.graph.input if i.name not in inits]
+    outs = [(o.name, dims(o)) for o in m.graph.output]
+    opset = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
+    return ins, outs, opset
+
+
+def greedy(model, prompt):
+    """The plain greedy loop: whole sequence each step, no cache."""
+    ids = list(prompt)
+    margin = float("inf")
+    for _ in range(MAX_NEW):
+        with torch.no_grad():
+            last = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1]
+        top = torch.topk(last, 2).values
+        margin = min(margin, (top[0] - top[1]).item())
+        ids.append(int(last.argmax()))
+    return ids[len(prompt):], margin
+
+
+def ort_check(path, wrapper, prompts, tokens):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return "onnxruntime not installed"
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    x = torch.randint(0, VOCAB, (1, 20), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        ref = wrapper(x).numpy()
+    got = s.run(["logits"], {"input_ids": x.numpy()})[0]
+    diff = float(np.abs(got - ref).max())
+    assert got.shape == ref.shape and diff < 1e-4, (got.shape, ref.shape, diff)
+    # Other shapes: the dims really are dynamic.
+    diff3 = 0.0
+    for i, shape in enumerate([(3, 7), (1, 1), (2, 128)]):
+        x3 = torch.randint(0, VOCAB, shape, generator=torch.Generator().manual_seed(3 + i))
+        with torch.no_grad():
+            ref3 = wrapper(x3).numpy()
+        got3 = s.run(["logits"], {"input_ids": x3.numpy()})[0]
+        d3 = float(np.abs(got3 - ref3).max())
+        assert got3.shape == ref3.shape and d3 < 1e-4, (shape, got3.shape, d3)
+        diff3 = max(diff3, d3)
+    # The ONNX model's greedy choices over prompt + tokens are the tokens.
+    for p, t in zip(prompts, tokens):
+        seq = np.array([p + t], dtype=np.int64)
+        lg = s.run(["logits"], {"input_ids": seq})[0][0]
+        picks = lg[len(p) - 1:-1].argmax(-1).tolist()
+        assert picks == t, (p, t, picks)
+    return "ok: max |diff| %.2e at [1, 20], %.2e at [3, 7], [1, 1], [2, 128]; greedy tokens match" % (
+        diff, diff3)
+
+
+def _reproducible(info):
+    info.mtime = 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def make(name):
+    torch.manual_seed(zlib.crc32(name.encode()) % 1000)
+    model = MODELS[name]()
+    with torch.no_grad():
+        for p in model.parameters():  # tied parameters are listed once
+            p.add_(0.02 * torch.randn_like(p))
+    model.eval()
+    # No end-of-sequence token: generate() runs every step, and no logits
+    # processor (min_new_tokens suppresses the EOS token) changes the logits.
+    for c in (model.config, model.generation_config):
+        c.eos_token_id = c.bos_token_id = None
+    model.generation_config.pad_token_id = 0
+
+    # Prompts whose greedy steps all have a clear winner and whose new tokens
+    # vary: the first seed (counting up from the name's) whose smallest gap
+    # between the best and second-best logit is at least MIN_MARGIN, so that
+    # a compiled model's rounding cannot flip a token, and where each prompt
+    # gets at least MIN_DISTINCT different new tokens.
+    seed = zlib.crc32((name + "-prompts").encode())
+    while True:
+        g = torch.Generator().manual_seed(seed)
+        prompts = [torch.randint(0, VOCAB, (n,), generator=g).tolist() for n in PROMPT_LENS]
+        runs = [greedy(model, p) for p in prompts]
+        margin = min(m for _, m in runs)
+        distinct = min(len(set(t)) for t, _ in runs)
+        if margin >= MIN_MARGIN and distinct >= MIN_DISTINCT:
+            break
+        print(name, "prompt seed", seed, "margin %.3g, distinct %d: next" % (margin, distinct),
+              flush=True)
+        seed += 1
+    tokens = []
+    for p in prompts:
+        # An all-ones attention mask: without one generate() masks out the
+        # prompt's tokens that equal pad_token_id (0).
+        x = torch.tensor([p])
+        with torch.no_grad():
+            out = model.generate(x, attention_mask=torch.ones_like(x),
+                                 max_new_tokens=MAX_NEW, do_sample=False, use_cache=True,
+                                 pad_token_id=0, eos_token_id=None, min_new_tokens=MAX_NEW)
+        assert out.shape == (1, len(p) + MAX_NEW), out.shape
+        assert out[0, :len(p)].tolist() == p
+        new = out[0, len(p):].tolist()
+        plain, _ = greedy(model, p)
+        assert new == plain, (name, p, new, plain)
+        tokens.append(new)
+    ref = {"max_new_tokens": MAX_NEW, "prompts": prompts, "tokens": tokens,
+           "min_margin": margin, "prompt_seed": seed}
+    print(name, "min top-1/top-2 logit margin %.3g" % margin, flush=True)
+
+    wrapper = Logits(model).eval()
+    for exp in ("dyn", "ts"):
+        tag = "%s-%s" % (name, exp)
+        d = os.path.join(WORK, tag)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        path = os.path.join(d, "model.onnx")
+        m = export(wrapper, exp, path)
+        onnx.checker.check_model(m)
+        ins, outs, opset = describe(m)
+        seq_sym = isinstance(ins[0][1][1], str) and isinstance(outs[0][1][1], str)
+        print(tag, "opset", opset, "inputs", ins, "outputs", outs,
+              "seq symbolic:", seq_sym, flush=True)
+        assert seq_sym and isinstance(ins[0][1][0], str), (ins, outs)
+        print(tag, "onnxruntime", ort_check(path, wrapper, prompts, tokens), flush=True)
+        with open(os.path.join(d, "generate.json"), "w") as f:
+            json.dump(ref, f, indent=1)
+        tgz = os.path.join(HERE, tag + ".tar.gz")
+        with open(tgz, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
+                tarfile.open(fileobj=gz, mode="w") as t:
+            t.add(d, arcname=tag, filter=_reproducible)
+        print(tag, os.path.getsize(tgz), "bytes,", len(m.graph.node), "nodes", flush=True)
+
+
+def main(argv):
+    torch.set_num_threads(1)
+    for name in (argv[1].split(",") if len(argv) > 1 else list(MODELS)):
+        make(name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
