@@ -487,11 +487,14 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
       StringRef name = graph::getStateName(entry, i);
       if (name.empty())
         continue;
-      (graded.contains(i) ? rank.params : rank.state) += tensorBytes(t);
+      if (!entry.getArgAttr(i, graph::kCacheAttr))
+        (graded.contains(i) ? rank.params : rank.state) += tensorBytes(t);
       if (!counted.insert(name).second)
         continue;
       if (graded.contains(i))
         countParam(t);
+      else if (entry.getArgAttr(i, graph::kCacheAttr))
+        memory.cacheBytes += tensorBytes(t);
       else
         memory.stateBytes += tensorBytes(t);
     }

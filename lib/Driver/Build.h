@@ -181,6 +181,8 @@ struct StepMemory {
   int64_t paramCount = 0, paramElements = 0, paramBytes = 0;
   /// The rest of the state: the optimizer's.
   int64_t stateBytes = 0;
+  /// A generation build's KV cache (state marked graph.cache).
+  int64_t cacheBytes = 0;
   /// The buffers of the step's work (the emitter's buffer plan).
   int64_t workspaceBytes = 0;
   /// The graph inputs, and the outputs but the state updates (written over
@@ -202,7 +204,7 @@ struct StepMemory {
   /// All a rank needs.
   int64_t getPerRankBytes() const {
     return paramBytes - releasedBytes + preparedBytes + stateBytes +
-           workspaceBytes + ioBytes;
+           cacheBytes + workspaceBytes + ioBytes;
   }
 };
 

@@ -818,6 +818,15 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
     if (options.dp > 1 || options.pp > 1 || options.microbatches > 1)
       return "--generate runs on one rank or over --tp for now; --dp, --pp "
              "and --microbatches are not supported with it yet";
+    int64_t perSequence =
+        (options.maxSeq + options.kvBlock - 1) / options.kvBlock;
+    if (options.kvBlocks > 0 && options.kvBlocks < perSequence)
+      return llvm::formatv("--kv-blocks {0} cannot hold one sequence of "
+                           "--max-seq {1} in blocks of --kv-block {2} ({3} "
+                           "blocks)",
+                           options.kvBlocks, options.maxSeq, options.kvBlock,
+                           perSequence)
+          .str();
   } else if (options.maxSeq != defaults.maxSeq ||
              options.maxBatch != defaults.maxBatch ||
              options.maxTokens != defaults.maxTokens ||
@@ -1057,6 +1066,8 @@ static std::string formatSummary(const CompileOptions &options,
           << ", workspace " << humanCount(memory.workspaceBytes, "B");
   if (memory.preparedBytes)
     summary << ", prepared operands " << humanCount(memory.preparedBytes, "B");
+  if (memory.cacheBytes)
+    summary << ", KV cache " << humanCount(memory.cacheBytes, "B");
   summary << ", inputs+outputs " << humanCount(memory.ioBytes, "B") << "\n";
   summary << recomputeLine;
   if (options.train) {
@@ -1087,9 +1098,12 @@ static std::string formatSummary(const CompileOptions &options,
     summary << "  tensor parallel: tp " << options.tp
             << (options.sequenceParallel ? " with sequence parallelism" : "")
             << ", per rank: "
-            << "parameters " << humanCount(memory.paramBytes, "B")
-            << ", optimizer state " << humanCount(memory.stateBytes, "B")
-            << "; per step:";
+            << "parameters " << humanCount(memory.paramBytes, "B");
+    if (options.generate)
+      summary << ", KV cache " << humanCount(memory.cacheBytes, "B");
+    else
+      summary << ", optimizer state " << humanCount(memory.stateBytes, "B");
+    summary << "; per step:";
     printCollectivesOver(summary, collectives, dist::kTensorAxis);
   }
   if (options.train)
@@ -1210,6 +1224,7 @@ static CompileReport buildReport(const CompileOptions &options,
       {"memory",
        llvm::json::Object{{"weights_bytes", memory.paramBytes},
                           {"optimizer_state_bytes", memory.stateBytes},
+                          {"kv_cache_bytes", memory.cacheBytes},
                           {"workspace_bytes", memory.workspaceBytes},
                           {"prepared_bytes", memory.preparedBytes},
                           {"released_weights_bytes", memory.releasedBytes},
@@ -1223,8 +1238,6 @@ static CompileReport buildReport(const CompileOptions &options,
       {"trainable_set", std::move(trainableSet)},
       {"gradients", counts.numGrads},
   };
-  if (options.generate)
-    result.report["generation"] = describeGeneration(options, code);
   // The collectives' `bytes` are the bytes each rank's buffers hold; the
   // summary lists them by axis too.
   llvm::json::Array collectives = describeCollectives(module);
@@ -1243,6 +1256,21 @@ static CompileReport buildReport(const CompileOptions &options,
       result.plan[kv.first] = kv.second;
   result.summary = formatSummary(options, program, counts, memory,
                                  recomputeLine, pipeline, collectives);
+  if (options.generate) {
+    llvm::json::Object generation = describeGeneration(options, code);
+    llvm::raw_string_ostream line(result.summary);
+    line << llvm::formatv(
+        "  generation: prefill {0} tokens, decode {1}; KV cache {2}, {3} per "
+        "token, {4} tokens in {5} blocks of {6}\n",
+        *generation.getInteger("prefill_tokens"),
+        *generation.getInteger("decode_tokens"),
+        humanCount(*generation.getInteger("kv_cache_bytes"), "B"),
+        humanCount(*generation.getInteger("kv_bytes_per_token"), "B"),
+        *generation.getInteger("cached_tokens"),
+        *generation.getInteger("kv_blocks"),
+        *generation.getInteger("kv_block"));
+    result.report["generation"] = std::move(generation);
+  }
   return result;
 }
 

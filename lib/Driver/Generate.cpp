@@ -213,6 +213,12 @@ llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
           .count();
   if (rank != 0)
     return llvm::success();
+  int64_t preemptions = 0;
+  for (const pccrt::GenerationResult &r : results)
+    preemptions += r.preemptions;
+  if (preemptions)
+    llvm::errs() << "pcc: note: the KV cache ran out of blocks: " << preemptions
+                 << " preemption(s), their requests computed again\n";
 
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -271,7 +271,10 @@ Solver::Solver(func::FuncOp func, StringRef axis, int64_t shards)
     }
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
-    if (params.contains(i) && isFloatTensor(arg)) {
+    // A KV cache is laid out like a parameter: split with the heads whose
+    // keys and values it holds.
+    if ((params.contains(i) || func.getArgAttr(i, kCacheAttr)) &&
+        isFloatTensor(arg)) {
       roots.push_back(arg);
       rootNames[arg] = getStateName(func, i);
     } else if (auto of = func.getArgAttrOfType<IntegerAttr>(i, kStateOfAttr)) {
