@@ -259,6 +259,13 @@ private:
 };
 
 Value StepBuilder::atPositions(Value v, int64_t dim, Rows mode) {
+  if (mode == Rows::Logits && !logitPositions) {
+    OpBuilder::InsertionGuard guard(*builder);
+    builder->setInsertionPointAfterValue(logitIndices);
+    logitPositions = GatherOp::create(
+        *builder, v.getLoc(), logitIndices.getType(), positions, logitIndices,
+        builder->getI64IntegerAttr(0));
+  }
   Value at = mode == Rows::All ? positions : logitPositions;
   int64_t count = shapeOf(at)[0];
   Value source = common.lookup(v);
@@ -419,9 +426,7 @@ FailureOr<func::FuncOp> StepBuilder::build(ModuleOp module, StringRef name,
   slots = body->getArgument(2);
   blockTables = body->getArgument(3);
   logitIndices = body->getArgument(4);
-  logitPositions = GatherOp::create(
-      b, loc, RankedTensorType::get({rowsOut}, i64), positions, logitIndices,
-      b.getI64IntegerAttr(0));
+  logitPositions = nullptr;
 
   for (Operation &op : forward.getBody().front().without_terminator())
     if (failed(rewrite(op)))
