@@ -1013,6 +1013,173 @@ inline void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
 }
 
 //===----------------------------------------------------------------------===//
+// A paged KV cache (graph.cache_write, graph.paged_attention): the layout
+// and the checks of the CPU's kernels (pcc_kernels.h); an index out of
+// range sets the error flag.
+//===----------------------------------------------------------------------===//
+
+/// The extents of a step and its cache, as pcc_k::PagedShape.
+struct PagedShape {
+  int64_t tokens, heads, groups, features, valueFeatures;
+  int64_t blocks, blockSize, sequences, blocksPerSequence;
+  float scale;
+};
+
+/// The cache block of position `p` of the sequence in row `slot`, or -1.
+__device__ __forceinline__ int64_t pagedBlock(const int64_t *table,
+                                              const PagedShape &l,
+                                              int64_t slot, int64_t p) {
+  if (slot < 0 || slot >= l.sequences || p < 0 ||
+      p / l.blockSize >= l.blocksPerSequence)
+    return -1;
+  int64_t block = table[slot * l.blocksPerSequence + p / l.blockSize];
+  return block >= 0 && block < l.blocks ? block : -1;
+}
+
+/// One thread per element of the rows [1, groups, tokens, width].
+template <typename T>
+__global__ void cacheWriteKernel(T *__restrict__ cache,
+                                 const T *__restrict__ rows,
+                                 const int64_t *__restrict__ slots,
+                                 const int64_t *__restrict__ positions,
+                                 const int64_t *__restrict__ table,
+                                 PagedShape l, int64_t width, int *error) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       e < l.groups * l.tokens * width; e += int64_t(blockDim.x) * gridDim.x) {
+    int64_t x = e % width, n = e / width % l.tokens, g = e / width / l.tokens;
+    if (slots[n] < 0)
+      continue;
+    int64_t block = pagedBlock(table, l, slots[n], positions[n]);
+    if (block < 0) {
+      atomicExch(error, 1);
+      continue;
+    }
+    cache[((block * l.groups + g) * l.blockSize +
+           positions[n] % l.blockSize) *
+              width +
+          x] = rows[e];
+  }
+}
+
+template <typename T>
+inline void cacheWrite(T *cache, const T *rows, const int64_t *slots,
+                       const int64_t *positions, const int64_t *table,
+                       PagedShape l, int64_t width) {
+  int64_t count = l.groups * l.tokens * width;
+  if (count == 0)
+    return;
+  auto kernel = &cacheWriteKernel<T>;
+  PCC_LAUNCH(kernel, blocksFor(count), kBlock, state().stream, cache, rows,
+             slots, positions, table, l, width, state().indexError);
+}
+
+/// Keys scored at once by a block of paged attention.
+constexpr int64_t kPagedKeys = 64;
+
+/// One block per token and query head: its sequence's keys kPagedKeys at a
+/// time, their scores in shared memory, a running maximum and sum.
+template <typename T>
+__global__ void pagedAttentionKernel(const T *__restrict__ q,
+                                     const T *__restrict__ keys,
+                                     const T *__restrict__ values,
+                                     const int64_t *__restrict__ slots,
+                                     const int64_t *__restrict__ positions,
+                                     const int64_t *__restrict__ table,
+                                     T *__restrict__ o, PagedShape l,
+                                     int *error) {
+  __shared__ float qs[kAttentionMaxFeatures], acc[kAttentionMaxFeatures];
+  __shared__ float s[kPagedKeys];
+  __shared__ float mx, sum, correction;
+  __shared__ int64_t blocks[kPagedKeys];
+  int64_t d = l.features, e = l.valueFeatures;
+  int64_t perGroup = l.heads / l.groups;
+  for (int64_t task = blockIdx.x; task < l.tokens * l.heads;
+       task += gridDim.x) {
+    int64_t n = task / l.heads, h = task % l.heads, g = h / perGroup;
+    T *out = o + (h * l.tokens + n) * e;
+    __syncthreads();
+    if (slots[n] < 0) {
+      for (int64_t x = threadIdx.x; x < e; x += blockDim.x)
+        out[x] = T(0.0f);
+      continue;
+    }
+    const T *qr = q + (h * l.tokens + n) * d;
+    for (int64_t x = threadIdx.x; x < d; x += blockDim.x)
+      qs[x] = float(qr[x]) * l.scale;
+    for (int64_t x = threadIdx.x; x < e; x += blockDim.x)
+      acc[x] = 0;
+    if (threadIdx.x == 0) {
+      mx = -INFINITY;
+      sum = 0;
+    }
+    int64_t last = positions[n];
+    for (int64_t j0 = 0; j0 <= last; j0 += kPagedKeys) {
+      int64_t cols = smaller(kPagedKeys, last + 1 - j0);
+      __syncthreads();
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        int64_t block = pagedBlock(table, l, slots[n], j0 + c);
+        blocks[c] = block;
+        if (block < 0) {
+          atomicExch(error, 1);
+          s[c] = -INFINITY;
+          continue;
+        }
+        const T *kr =
+            keys + ((block * l.groups + g) * l.blockSize +
+                    (j0 + c) % l.blockSize) *
+                       d;
+        float dot = 0;
+        for (int64_t f = 0; f < d; ++f)
+          dot += qs[f] * float(kr[f]);
+        s[c] = dot;
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        float m = mx;
+        for (int64_t c = 0; c < cols; ++c)
+          m = fmaxf(m, s[c]);
+        float added = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          s[c] = s[c] == -INFINITY ? 0.0f : expf(s[c] - m);
+          added += s[c];
+        }
+        correction = expf(mx - m);
+        sum = sum * correction + added;
+        mx = m;
+      }
+      __syncthreads();
+      for (int64_t x = threadIdx.x; x < e; x += blockDim.x) {
+        float a = acc[x] * correction;
+        for (int64_t c = 0; c < cols; ++c)
+          if (blocks[c] >= 0)
+            a += s[c] * float(values[((blocks[c] * l.groups + g) *
+                                          l.blockSize +
+                                      (j0 + c) % l.blockSize) *
+                                         e +
+                                     x]);
+        acc[x] = a;
+      }
+    }
+    __syncthreads();
+    for (int64_t x = threadIdx.x; x < e; x += blockDim.x)
+      out[x] = T(sum > 0 ? acc[x] / sum : 0.0f);
+  }
+}
+
+template <typename T>
+inline void pagedAttention(const T *q, const T *keys, const T *values,
+                           const int64_t *slots, const int64_t *positions,
+                           const int64_t *table, T *o, PagedShape l) {
+  int64_t tasks = l.tokens * l.heads;
+  if (tasks == 0)
+    return;
+  auto kernel = &pagedAttentionKernel<T>;
+  PCC_LAUNCH(kernel, unsigned(tasks < 65535 ? tasks : 65535), kBlock,
+             state().stream, q, keys, values, slots, positions, table, o, l,
+             state().indexError);
+}
+
+//===----------------------------------------------------------------------===//
 // Gathers and scatters: an index out of range sets the error flag, which
 // the run reads back when it ends (finish): the run then fails as on the
 // CPU, and no call in between waits for the device.
