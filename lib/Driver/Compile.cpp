@@ -14,6 +14,7 @@
 #include "pcc/Target/BufferPlan.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Target/Cuda/CudaEmitter.h"
+#include "pcc/Transforms/Generation/DeriveGeneration.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipelines.h"
@@ -820,6 +821,9 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
              "and --microbatches are not supported with it yet";
     int64_t perSequence =
         (options.maxSeq + options.kvBlock - 1) / options.kvBlock;
+    if (options.kvBlocks > 0 && options.memoryBudget > 0)
+      return "--kv-blocks and --memory-budget both size the KV cache: give "
+             "one";
     if (options.kvBlocks > 0 && options.kvBlocks < perSequence)
       return llvm::formatv("--kv-blocks {0} cannot hold one sequence of "
                            "--max-seq {1} in blocks of --kv-block {2} ({3} "
@@ -869,9 +873,10 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
   if (options.recompute == "auto" && options.memoryBudget <= 0)
     return "--recompute auto chooses what to recompute so that each rank "
            "fits a memory budget: it needs --memory-budget";
-  if (options.memoryBudget > 0 && options.recompute != "auto")
-    return "--memory-budget is the budget of --recompute auto: it needs "
-           "--recompute auto";
+  if (options.memoryBudget > 0 && options.recompute != "auto" &&
+      !options.generate)
+    return "--memory-budget is the budget of --recompute auto (or, with "
+           "--generate, of the KV cache): it needs --recompute auto";
   if (options.zero < 0 || options.zero > 3)
     return "--zero must be 0, 1, 2 or 3, got " + std::to_string(options.zero);
   if (options.zero > 0) {
@@ -1113,6 +1118,33 @@ static std::string formatSummary(const CompileOptions &options,
             << ", saved activations: " << counts.savedCount << " ("
             << humanCount(counts.savedBytes, "B") << ")\n";
   return text;
+}
+
+/// The KV cache blocks a rank can hold within --memory-budget beside what
+/// else it holds (weights, workspace, inputs and outputs), or an error
+/// where they cannot hold one sequence of --max-seq.
+static FailureOr<int64_t> fitKvBlocks(const CompileOptions &options,
+                                      const StepMemory &memory,
+                                      const CppEmitResult &code) {
+  int64_t blocks = 0;
+  for (const WeightEntry &w : code.weights)
+    if (w.kind == WeightKind::Cache)
+      blocks = w.localType.getDimSize(0);
+  int64_t perBlock = blocks ? memory.cacheBytes / blocks : 0;
+  int64_t rest = memory.getPerRankBytes() - memory.cacheBytes;
+  int64_t fit = perBlock ? (options.memoryBudget - rest) / perBlock : 0;
+  int64_t perSequence =
+      (options.maxSeq + options.kvBlock - 1) / options.kvBlock;
+  if (fit < perSequence)
+    return printError(llvm::formatv(
+        "--memory-budget {0} leaves {1} for the KV cache beside {2} of "
+        "weights and buffers per rank: fewer than the {3} blocks ({4} per "
+        "block) of one sequence of --max-seq {5}",
+        humanCount(options.memoryBudget, "B"),
+        humanCount(std::max<int64_t>(0, options.memoryBudget - rest), "B"),
+        humanCount(rest, "B"), perSequence, humanCount(perBlock, "B"),
+        options.maxSeq));
+  return fit;
 }
 
 /// A generation build's shape and its KV cache, per rank (report.json's
@@ -1378,8 +1410,20 @@ LogicalResult pcc::compile(const CompileOptions &options,
       emitSources(module, options, out.getStagingDir());
   if (failed(code))
     return failure();
-  LibraryBuild libraries(options, out.getStagingDir());
   StepMemory memory = countStepMemory(module, *entries, *code, options.target);
+  // A generation build under a memory budget: the KV cache takes what the
+  // rest leaves (vLLM's number of blocks), in whole blocks.
+  if (options.generate && options.memoryBudget > 0) {
+    FailureOr<int64_t> blocks = fitKvBlocks(options, memory, *code);
+    if (failed(blocks))
+      return failure();
+    resizeKvCache(module, *blocks);
+    code = emitSources(module, options, out.getStagingDir());
+    if (failed(code))
+      return failure();
+    memory = countStepMemory(module, *entries, *code, options.target);
+  }
+  LibraryBuild libraries(options, out.getStagingDir());
   if (failed(writeWeights(*code, out.path("weights.safetensors"))) ||
       failed(libraries.wait()))
     return failure();

@@ -557,3 +557,44 @@ struct DeriveGenerationPass
   }
 };
 } // namespace
+
+void pcc::resizeKvCache(ModuleOp module, int64_t blocks) {
+  auto resized = [&](Type type) {
+    auto t = cast<RankedTensorType>(type);
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] = blocks;
+    return RankedTensorType::get(shape, t.getElementType());
+  };
+  for (auto func : module.getOps<func::FuncOp>()) {
+    Block &body = func.getBody().front();
+    for (BlockArgument arg : body.getArguments()) {
+      unsigned i = arg.getArgNumber();
+      if (!func.getArgAttr(i, kCacheAttr))
+        continue;
+      RankedTensorType type = resized(arg.getType());
+      arg.setType(type);
+      // The whole initial value: a split cache keeps its whole extents but
+      // the first, which no layout splits.
+      auto init = func.getArgAttrOfType<DenseElementsAttr>(i, kInitAttr);
+      func.setArgAttr(i, kInitAttr,
+                      DenseElementsAttr::get(resized(init.getType()),
+                                             init.getSplatValue<Attribute>()));
+      // The cache flows through its writes (and views of it) to the
+      // function's results.
+      SmallVector<Value> work{arg};
+      while (!work.empty()) {
+        Value v = work.pop_back_val();
+        for (Operation *user : v.getUsers()) {
+          if (!isa<CacheWriteOp>(user) ||
+              user->getOperand(0) != v)
+            continue;
+          user->getResult(0).setType(resized(user->getResult(0).getType()));
+          work.push_back(user->getResult(0));
+        }
+      }
+    }
+    func.setFunctionType(FunctionType::get(
+        module.getContext(), body.getArgumentTypes(),
+        body.getTerminator()->getOperandTypes()));
+  }
+}

@@ -33,6 +33,12 @@ struct GenerationOptions {
 mlir::LogicalResult deriveGeneration(mlir::ModuleOp module,
                                      const GenerationOptions &options);
 
+/// Gives every KV cache of the module's generation steps (state marked
+/// graph.cache, as deriveGeneration makes it) `blocks` blocks: the
+/// arguments, their initial values and the writes that carry them to the
+/// results.
+void resizeKvCache(mlir::ModuleOp module, int64_t blocks);
+
 } // namespace pcc
 
 #endif // PCC_TRANSFORMS_GENERATION_DERIVEGENERATION_H
