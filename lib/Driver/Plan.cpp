@@ -16,6 +16,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -256,7 +257,8 @@ static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
         gradients[*arg] = step.getResultTypes()[i];
     bool pipelined = step->hasAttr(kNumStagesAttr);
     for (auto [i, t] : llvm::enumerate(step.getArgumentTypes())) {
-      if (!step.getArgAttr(i, graph::kStateAttr))
+      if (!step.getArgAttr(i, graph::kStateAttr) ||
+          step.getArgAttr(i, graph::kCacheAttr))
         continue;
       for (int64_t r = 0; r < pp; ++r) {
         if (pipelined && !pipeline::holdsState(step, i, r, pp))
@@ -272,6 +274,59 @@ static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
     }
   }
   return held;
+}
+
+/// A generation step's weights and KV cache per rank (the first entry
+/// point's, with its cache arguments as partitioning left them), and the
+/// tokens that fit in options.memoryBudget beside the weights; `line`
+/// receives the summary's line.
+static llvm::json::Object describeGenerationPlan(ModuleOp module,
+                                                 const CompileOptions &options,
+                                                 std::string &line) {
+  int64_t weights = 0, cache = 0, blocks = 0, blockSize = 0;
+  llvm::StringSet<> counted;
+  module->walk([&](graph::WeightOp w) {
+    Type t = w.getType();
+    if (w->hasOneUse())
+      if (auto slice = dyn_cast<dist::AllSliceOp>(*w->getUsers().begin()))
+        t = slice.getType();
+    if (counted.insert(w.getName()).second)
+      weights += tensorBytes(t);
+  });
+  for (auto step : module.getOps<func::FuncOp>()) {
+    if (!step.isPublic())
+      continue;
+    for (auto [i, t] : llvm::enumerate(step.getArgumentTypes()))
+      if (step.getArgAttr(i, graph::kCacheAttr)) {
+        auto type = cast<RankedTensorType>(t);
+        cache += tensorBytes(t);
+        blocks = type.getDimSize(0);
+        blockSize = type.getDimSize(2);
+      }
+    break;
+  }
+  int64_t perToken = blocks * blockSize ? cache / (blocks * blockSize) : 0;
+  llvm::json::Object json{{"weights_bytes", weights},
+                          {"kv_cache_bytes", cache},
+                          {"kv_bytes_per_token", perToken},
+                          {"kv_block", blockSize},
+                          {"kv_blocks", blocks}};
+  llvm::raw_string_ostream os(line);
+  os << "  generation: per rank, weights " << humanBytes(double(weights))
+     << ", KV cache " << humanBytes(double(cache)) << " ("
+     << humanBytes(double(perToken)) << " per token, " << blocks * blockSize
+     << " tokens)";
+  if (options.memoryBudget > 0 && perToken > 0) {
+    int64_t fit = std::max<int64_t>(0, options.memoryBudget - weights) /
+                  (perToken * blockSize) * blockSize;
+    json["budget_bytes"] = options.memoryBudget;
+    json["tokens_that_fit"] = fit;
+    os << "; " << fit << " tokens fit in "
+       << humanBytes(double(options.memoryBudget))
+       << " beside the weights (workspace not counted)";
+  }
+  os << "\n";
+  return json;
 }
 
 std::string pcc::formatSeconds(double seconds) {
@@ -464,6 +519,13 @@ FailureOr<PlannedLayout> pcc::planLayout(OwningOpRef<ModuleOp> module,
       warnOverBudget(recompute);
     json["recompute"] = std::move(recompute);
   }
+  // A generation build: what a rank holds of the weights and the KV cache,
+  // and how many tokens' keys and values fit beside the weights in
+  // --memory-budget (the workspace, known once code is emitted, left out).
+  std::string generationLine;
+  if (options.generate)
+    json["generation"] =
+        describeGenerationPlan(*module, options, generationLine);
   // The collectives of the step (of one microbatch's stage functions with
   // pipelining: the schedule runs those per microbatch).
   json["collectives"] = describeCollectives(*module);
@@ -501,7 +563,7 @@ FailureOr<PlannedLayout> pcc::planLayout(OwningOpRef<ModuleOp> module,
        << "; collectives of the step:";
     printCollectivesOver(os, *json.getArray("collectives"), dist::kTensorAxis);
   }
-  os << recomputeLine;
+  os << recomputeLine << generationLine;
   if (*described)
     os << (*described)->summary;
   os << predictionLine;
