@@ -309,17 +309,27 @@ std::unique_ptr<Model> Model::open(const std::string &libraryPath,
     if (!model->deviceOps)
       fail(libraryPath, symbolPrefix + "_device_ops returned null");
   }
-  if (info->num_entries < 1 || !info->entries ||
-      info->entries[0].inputs != info->inputs ||
-      info->entries[0].outputs != info->outputs)
+  // A program without an entries table has one: its tables and
+  // <prefix>_model_run.
+  if (info->num_entries == 0) {
+    auto run = reinterpret_cast<int (*)(const pccrt_context *)>(
+        symbol(symbolPrefix + "_model_run"));
+    model->entries.push_back({"main", info->num_inputs, info->inputs,
+                              info->num_outputs, info->outputs,
+                              info->workspace_bytes, run});
+  } else if (info->num_entries < 0 || !info->entries ||
+             info->entries[0].inputs != info->inputs ||
+             info->entries[0].outputs != info->outputs) {
     fail(libraryPath, "malformed model info: entry 0 is not the model's step");
+  } else {
+    model->entries.assign(info->entries, info->entries + info->num_entries);
+  }
   std::unordered_set<std::string> entryNames;
-  for (int32_t e = 0; e < info->num_entries; ++e) {
-    const pccrt_entry_info &entry = info->entries[e];
+  for (const pccrt_entry_info &entry : model->entries) {
     if (!entry.name || !entry.run || !entryNames.insert(entry.name).second ||
         entry.workspace_bytes > info->workspace_bytes)
-      fail(libraryPath,
-           "malformed model info: bad entry " + std::to_string(e));
+      fail(libraryPath, "malformed model info: bad entry " +
+                            quote(entry.name ? entry.name : ""));
     validateTable(*info, entry.num_inputs, entry.inputs, "input", libraryPath,
                   PCCRT_KIND_INPUT, PCCRT_KIND_INPUT);
     validateTable(*info, entry.num_outputs, entry.outputs, "output",
@@ -572,20 +582,20 @@ void Model::run(const std::vector<Tensor> &inputs,
 }
 
 int32_t Model::findEntry(const std::string &name) const {
-  for (int32_t e = 0; e < modelInfo->num_entries; ++e)
-    if (name == modelInfo->entries[e].name)
-      return e;
+  for (size_t e = 0; e < entries.size(); ++e)
+    if (name == entries[e].name)
+      return int32_t(e);
   return -1;
 }
 
 void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
                 std::vector<Tensor> &outputs) {
   const pccrt_model_info &model = *modelInfo;
-  if (entryIndex < 0 || entryIndex >= model.num_entries)
+  if (entryIndex < 0 || entryIndex >= numEntries())
     throw Error("model has no entry " + std::to_string(entryIndex));
   // The entry's tables; the mesh and the weights are the model's.
   pccrt_model_info info = model;
-  const pccrt_entry_info &step = model.entries[entryIndex];
+  const pccrt_entry_info &step = entries[size_t(entryIndex)];
   info.num_inputs = step.num_inputs;
   info.inputs = step.inputs;
   info.num_outputs = step.num_outputs;
@@ -593,8 +603,8 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
   // Each entry's device buffers come after the previous entries'.
   size_t inputSlots = 0, outputSlots = 0;
   for (int32_t e = 0; e < entryIndex; ++e) {
-    inputSlots += size_t(model.entries[e].num_inputs);
-    outputSlots += size_t(model.entries[e].num_outputs);
+    inputSlots += size_t(entries[size_t(e)].num_inputs);
+    outputSlots += size_t(entries[size_t(e)].num_outputs);
   }
   std::string what =
       entryIndex ? "entry " + quote(step.name) + " expects " : "model expects ";

@@ -190,9 +190,9 @@ public:
            std::vector<Tensor> &outputs);
   /// The program's entries (info().entries), and the index of the one
   /// named \p name, or -1.
-  int32_t numEntries() const { return modelInfo->num_entries; }
+  int32_t numEntries() const { return int32_t(entries.size()); }
   const pccrt_entry_info &entry(int32_t index) const {
-    return modelInfo->entries[index];
+    return entries[size_t(index)];
   }
   int32_t findEntry(const std::string &name) const;
   /// The whole tensors of \p outputs, this rank's results of one run():
@@ -303,6 +303,9 @@ private:
 
   void *handle = nullptr;
   const pccrt_model_info *modelInfo = nullptr;
+  /// The program's entries (one made of the model's tables and its run
+  /// function where the library lists none).
+  std::vector<pccrt_entry_info> entries;
   /// Device models: the library's access to device memory, the device
   /// copies of the weights (weightPointers point to them), the buffers of
   /// the inputs, outputs and workspace, and whether the host's copies of the

@@ -82,7 +82,8 @@
 //
 // Entries. Every program has at least one entry; entry 0 is the default
 // step, and the model info's `inputs`, `outputs` and `<prefix>_model_run`
-// are entry 0's. `workspace_bytes` is the most any entry needs: one
+// are entry 0's. A library whose `num_entries` is 0 has that one entry
+// alone. `workspace_bytes` is the most any entry needs: one
 // workspace serves them all, as they never run at once.
 //
 //===----------------------------------------------------------------------===//
@@ -197,8 +198,8 @@ typedef struct pccrt_model_info {
   /// time (and free it where its flags allow). It returns a run's codes.
   uint64_t prepared_bytes;
   int (*prepare)(const struct pccrt_context *context);
-  /// The program's entries (at least one; entry 0's tables are `inputs`
-  /// and `outputs` above).
+  /// The program's entries (entry 0's tables are `inputs` and `outputs`
+  /// above); 0 entries: one, made of those tables and `<prefix>_model_run`.
   int32_t num_entries;
   const pccrt_entry_info *entries;
 } pccrt_model_info;
