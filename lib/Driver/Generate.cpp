@@ -205,6 +205,8 @@ llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
     throw pccrt::Error(error);
   }
 
+  // Loading, not generation: the operands packed from the weights.
+  model->prepare();
   auto start = std::chrono::steady_clock::now();
   std::vector<pccrt::GenerationResult> results =
       generator->generate(requests);

@@ -305,7 +305,8 @@ static llvm::json::Object describeGenerationPlan(ModuleOp module,
       }
     break;
   }
-  int64_t perToken = blocks * blockSize ? cache / (blocks * blockSize) : 0;
+  int64_t cachedTokens = blocks * blockSize;
+  int64_t perToken = cachedTokens > 0 ? cache / cachedTokens : 0;
   llvm::json::Object json{{"weights_bytes", weights},
                           {"kv_cache_bytes", cache},
                           {"kv_bytes_per_token", perToken},

@@ -776,6 +776,16 @@ void Model::preparedOperands(pccrt_context &context) {
   preparedValid = true;
 }
 
+void Model::prepare() {
+  pccrt_context context{};
+  context.abi_version = PCCRT_ABI_VERSION;
+  context.weights = weightPointers.data();
+  context.rank = comm ? comm->rank() : 0;
+  context.num_ranks = comm ? comm->numRanks() : 1;
+  context.num_threads = numThreads;
+  preparedOperands(context);
+}
+
 void Model::startTrace() {
   tracing = true;
   events.clear();

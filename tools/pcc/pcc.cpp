@@ -268,6 +268,22 @@ public:
     }
     return true;
   }
+  /// A positive number of seconds (--timeout).
+  bool seconds(llvm::StringRef flag, double &out) {
+    std::string v;
+    if (!value(flag, v))
+      return false;
+    double seconds = 0;
+    if (llvm::StringRef(v).getAsDouble(seconds) || !(seconds > 0) ||
+        seconds > 1e9) {
+      llvm::errs() << "pcc: error: " << flag
+                   << " expects a positive number of seconds, got '" << v
+                   << "'\n";
+      return false;
+    }
+    out = seconds;
+    return true;
+  }
   bool number(llvm::StringRef flag, double &d) {
     std::string v;
     if (!value(flag, v))
@@ -724,16 +740,7 @@ static int generateCommand(Args &args) {
         g.sampling.stop.push_back(id);
       }
     } else if (a == "--timeout") {
-      ok = args.value(a, v);
-      double seconds = 0;
-      if (ok && (llvm::StringRef(v).getAsDouble(seconds) || !(seconds > 0) ||
-                 seconds > 1e9)) {
-        llvm::errs() << "pcc: error: --timeout expects a positive number of "
-                        "seconds, got '"
-                     << v << "'\n";
-        return 1;
-      }
-      o.timeoutSeconds = seconds;
+      ok = args.seconds(a, o.timeoutSeconds);
     } else if (a.starts_with("-"))
       return unknown(a);
     else if (o.dir.empty())
@@ -811,18 +818,9 @@ static int runCommand(Args &args) {
       ok = args.integer(a, o.logEvery, 1);
     else if (a == "--trace")
       ok = args.value(a, o.traceFile);
-    else if (a == "--timeout") {
-      ok = args.value(a, v);
-      double seconds = 0;
-      if (ok && (llvm::StringRef(v).getAsDouble(seconds) || !(seconds > 0) ||
-                 seconds > 1e9)) {
-        llvm::errs() << "pcc: error: --timeout expects a positive number of "
-                        "seconds, got '"
-                     << v << "'\n";
-        return 1;
-      }
-      o.timeoutSeconds = seconds;
-    } else if (a == "--fault") {
+    else if (a == "--timeout")
+      ok = args.seconds(a, o.timeoutSeconds);
+    else if (a == "--fault") {
       ok = args.value(a, v);
       if (ok && !parseFault(v, o)) {
         llvm::errs() << "pcc: error: --fault expects "

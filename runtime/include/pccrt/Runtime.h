@@ -188,6 +188,10 @@ public:
   /// the weights, their state and the workspace.
   void run(int32_t entry, const std::vector<Tensor> &inputs,
            std::vector<Tensor> &outputs);
+  /// Prepares the operands derived from the CONSTANT weights now (packed
+  /// products' operands), rather than in the first run that needs them:
+  /// what a caller that times its runs does first.
+  void prepare();
   /// The program's entries (info().entries), and the index of the one
   /// named \p name, or -1.
   int32_t numEntries() const { return int32_t(entries.size()); }

@@ -33,7 +33,7 @@ func.func @step(%x: tensor<64xf32> {onnx.name = "x"}, %w: tensor<64xf32> {onnx.n
 // CHECK-NEXT:    graph.add %[[RW]], %[[W3]]
 
 // The code prints the waits where the IR has them.
-// CODE-LABEL: int pcc_model_run(
+// CODE-LABEL: int pcc_model_run(const pccrt_context *ctx) {
 // CODE:       int32_t [[Q0:q[0-9]+]] = -1;
 // CODE:       ops->start_all_reduce({{.*}}&[[Q0]]))
 // CODE-NEXT:  // dist.wait
@@ -48,7 +48,7 @@ func.func @step(%x: tensor<64xf32> {onnx.name = "x"}, %w: tensor<64xf32> {onnx.n
 // CODE-NEXT:  // graph.add
 
 // Without waits in the IR, a collective completes where it starts.
-// SYNC-LABEL: int pcc_model_run(
+// SYNC-LABEL: int pcc_model_run(const pccrt_context *ctx) {
 // SYNC:       int32_t [[Q0:q[0-9]+]] = -1;
 // SYNC:       ops->start_all_reduce({{.*}}&[[Q0]]))
 // SYNC-NEXT:  ops->wait(ctx->comm, [[Q0]], nullptr)

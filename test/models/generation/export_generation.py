@@ -3,13 +3,16 @@
 weights, exported to ONNX with dynamic batch and sequence, and the new tokens
 that transformers' generate() picks greedily for a few prompts.
 
-usage: python export_generation.py [NAME,NAME,...]    (NAME: gpt2, llama)
+usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
+       gpt2, llama, mistral, qwen2, phi3, gemma, neox, gptj, opt, falcon,
+       codegen, bloom; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
-README.md for the versions that made the archives). For each model NAME two
-exports are made into WORK/NAME-EXP (WORK is $WORK or /tmp/pcc-generation)
-and packed as NAME-EXP.tar.gz beside this script:
+README.md for the versions that made the archives). For each model NAME the
+exports of EXPORTS[NAME] (gpt2 and llama: both; the others: dyn only) are
+made into WORK/NAME-EXP (WORK is $WORK or /tmp/pcc-generation) and packed as
+NAME-EXP.tar.gz beside this script:
 
   NAME-dyn/model.onnx     torch.onnx.export(dynamo=True, optimize=False),
                           dynamic_shapes: batch and seq symbolic
@@ -81,7 +84,117 @@ def llama():
     return LlamaForCausalLM(c)
 
 
-MODELS = {"gpt2": gpt2, "llama": llama}
+# ---- dynamo-only fixtures of other architectures (exported as NAME-dyn only)
+# The decoders have no padding_idx (pad_token_id=None where the config sets
+# one: Phi-3's 32000 is outside the vocabulary) and no dropout. The models
+# with a tied head get a larger initializer_range (OPT: init_std) than the
+# default 0.02, as GPT-2 does: with the default each of their prompts gets
+# one or two different new tokens.
+
+def mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+    c = MistralConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                      vocab_size=VOCAB, max_position_embeddings=128,
+                      tie_word_embeddings=False, sliding_window=None,
+                      attention_dropout=0.0, attn_implementation="eager")
+    return MistralForCausalLM(c)
+
+
+def qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    c = Qwen2Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                    num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                    max_position_embeddings=128, tie_word_embeddings=True,
+                    initializer_range=0.2, attention_dropout=0.0,
+                    attn_implementation="eager")
+    return Qwen2ForCausalLM(c)
+
+
+def phi3():
+    from transformers import Phi3Config, Phi3ForCausalLM
+    c = Phi3Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                   num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                   max_position_embeddings=128, original_max_position_embeddings=128,
+                   tie_word_embeddings=False, pad_token_id=None, bos_token_id=None,
+                   eos_token_id=None, resid_pdrop=0.0,
+                   embd_pdrop=0.0, attention_dropout=0.0, attn_implementation="eager")
+    return Phi3ForCausalLM(c)
+
+
+def gemma():
+    from transformers import GemmaConfig, GemmaForCausalLM
+    c = GemmaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                    num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                    vocab_size=VOCAB, max_position_embeddings=128,
+                    tie_word_embeddings=True, pad_token_id=None, initializer_range=0.3,
+                    attention_dropout=0.0, attn_implementation="eager")
+    return GemmaForCausalLM(c)
+
+
+def neox():
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    c = GPTNeoXConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                      num_attention_heads=4, vocab_size=VOCAB, max_position_embeddings=128,
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                       "partial_rotary_factor": 0.25},
+                      use_parallel_residual=True, tie_word_embeddings=False,
+                      attention_dropout=0.0, hidden_dropout=0.0,
+                      attn_implementation="eager")
+    return GPTNeoXForCausalLM(c)
+
+
+def gptj():
+    from transformers import GPTJConfig, GPTJForCausalLM
+    c = GPTJConfig(n_layer=2, n_embd=64, n_head=4, rotary_dim=8, vocab_size=VOCAB,
+                   n_positions=128, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                   bos_token_id=None, eos_token_id=None, tie_word_embeddings=False,
+                   attn_implementation="eager")
+    return GPTJForCausalLM(c)
+
+
+def opt():
+    from transformers import OPTConfig, OPTForCausalLM
+    c = OPTConfig(num_hidden_layers=2, hidden_size=64, ffn_dim=128, num_attention_heads=4,
+                  vocab_size=VOCAB, max_position_embeddings=128, word_embed_proj_dim=64,
+                  dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+                  layerdrop=0.0, pad_token_id=None, init_std=0.2,
+                  attn_implementation="eager")
+    return OPTForCausalLM(c)
+
+
+def falcon():
+    from transformers import FalconConfig, FalconForCausalLM
+    c = FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                     num_kv_heads=2, new_decoder_architecture=True, bias=False,
+                     alibi=False, vocab_size=VOCAB, max_position_embeddings=128,
+                     initializer_range=0.2, hidden_dropout=0.0, attention_dropout=0.0,
+                     attn_implementation="eager")
+    return FalconForCausalLM(c)
+
+
+def codegen():
+    from transformers import CodeGenConfig, CodeGenForCausalLM
+    c = CodeGenConfig(n_layer=2, n_embd=64, n_head=4, rotary_dim=8, vocab_size=VOCAB,
+                      n_positions=128, n_ctx=128, resid_pdrop=0.0, embd_pdrop=0.0,
+                      attn_pdrop=0.0, bos_token_id=None, eos_token_id=None,
+                      tie_word_embeddings=False, attn_implementation="eager")
+    return CodeGenForCausalLM(c)
+
+
+def bloom():
+    from transformers import BloomConfig, BloomForCausalLM
+    c = BloomConfig(n_layer=2, hidden_size=64, n_head=4, vocab_size=VOCAB,
+                    initializer_range=0.3, hidden_dropout=0.0, attention_dropout=0.0,
+                    attn_implementation="eager")
+    return BloomForCausalLM(c)
+
+
+MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "qwen2": qwen2,
+          "phi3": phi3, "gemma": gemma, "neox": neox, "gptj": gptj, "opt": opt,
+          "falcon": falcon, "codegen": codegen, "bloom": bloom}
+# The exports of each model; the others get only "dyn".
+EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 
 
 class Logits(torch.nn.Module):
@@ -268,7 +381,7 @@ def make(name):
     print(name, "min top-1/top-2 logit margin %.3g" % margin, flush=True)
 
     wrapper = Logits(model).eval()
-    for exp in ("dyn", "ts"):
+    for exp in EXPORTS.get(name, ("dyn",)):
         tag = "%s-%s" % (name, exp)
         d = os.path.join(WORK, tag)
         shutil.rmtree(d, ignore_errors=True)
