@@ -884,6 +884,23 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
       bound.insert(in.name());
       continue;
     }
+    // --generate: the inputs of the Hugging Face causal-LM interface that
+    // Optimum's plain exports add, for one whole sequence: a mask that
+    // hides nothing and the positions 0 .. S-1. (--bind overrides them.)
+    if (!given.tokenShape.empty() &&
+        (in.name() == "attention_mask" || in.name() == "position_ids") &&
+        in.type().tensor_type().elem_type() == onnx::TensorProto::INT64 &&
+        in.type().tensor_type().shape().dim_size() == 2) {
+      auto type =
+          RankedTensorType::get(given.tokenShape, builder.getI64Type());
+      SmallVector<int64_t> data(size_t(type.getNumElements()), 1);
+      if (in.name() == "position_ids")
+        for (auto [i, x] : llvm::enumerate(data))
+          x = int64_t(i) % given.tokenShape[1];
+      values[in.name()] = graph::ConstantOp::create(
+          builder, fileLoc(), DenseElementsAttr::get(type, ArrayRef(data)));
+      continue;
+    }
     if (!in.type().has_tensor_type())
       return emitError(fileLoc())
                  << "graph input '" << in.name() << "' is not a tensor",

@@ -24,7 +24,10 @@ struct InputShapes {
   /// Where not empty, the whole shape of the first int64 input of rank 2
   /// that `shapes` does not name (a causal LM's token ids): what
   /// `--generate` imports a model at. A fixed extent of the model that
-  /// differs is an error.
+  /// differs is an error. Inputs `attention_mask` and `position_ids` of
+  /// int64 [B, S] (the Hugging Face interface of Optimum's plain exports),
+  /// unless bound, are then the mask that hides nothing and the positions
+  /// 0 .. S-1 of that shape.
   std::vector<int64_t> tokenShape;
 };
 
