@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds pcc's libFuzzer targets with clang-22 (ASan + UBSan) and runs each
-# on the ONNX importer, the TensorProto decoder and the safetensors reader,
-# i.e. every parser of untrusted bytes.
+# on the ONNX importer, the TensorProto decoder, the safetensors reader and
+# pcc generate's requests parser, i.e. every parser of untrusted bytes.
 #   test/fuzz/run-fuzzers.sh BUILD_DIR [RUNS]
 # RUNS inputs per target with a fixed seed (default 300000, about 20 s
 # each), so that CI explores the same inputs every time; for a longer,
@@ -35,18 +35,30 @@ mlir_inc=/usr/lib/llvm-22/include
   -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lMLIR -lLLVM \
   -lonnx -lonnx_proto -lprotobuf -o "$out/Import-fuzzer"
 
+# pcc generate's requests parser, over LLVM's JSON reader.
+"$cxx" "${flags[@]}" -I"$root/include" -I"$root/runtime/include" \
+  -isystem "$mlir_inc" "$root/test/fuzz/GenerationRequestsFuzzer.cpp" \
+  "$root/lib/Driver/GenerationRequests.cpp" \
+  -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lLLVM \
+  -o "$out/Requests-fuzzer"
+
 # Seeds: the text-format import tests and small TensorProto / safetensors
 # files written by the tests.
-mkdir -p "$out/seed-import" "$out/seed-tp" "$out/seed-st"
+mkdir -p "$out/seed-import" "$out/seed-tp" "$out/seed-st" "$out/seed-requests"
+printf '{"prompt": [1, 2, 3]}\n{"prompt": [5], "max_new_tokens": 4, "stop": [7]}\n' \
+  > "$out/seed-requests/two.jsonl"
+printf '{"prompt": [200, 1], "temperature": 0.8, "top_k": 5, "top_p": 0.9, "seed": 3, "arrival_step": 2}\n' \
+  > "$out/seed-requests/sampled.jsonl"
 cp "$root"/test/Import/*.onnxtxt "$out/seed-import/" 2>/dev/null || true
 find "$root/test" -name '*.onnx' -size -64k -exec cp {} "$out/seed-import/" \; 2>/dev/null || true
 
 export ASAN_OPTIONS=detect_leaks=0:detect_container_overflow=0
 status=0
-for f in Import TensorProto Safetensors; do
+for f in Import TensorProto Safetensors Requests; do
   seed="$out/seed-import"
   [ "$f" = TensorProto ] && seed="$out/seed-tp"
   [ "$f" = Safetensors ] && seed="$out/seed-st"
+  [ "$f" = Requests ] && seed="$out/seed-requests"
   echo "fuzz: $f, $runs runs"
   if ! "$out/$f-fuzzer" -seed=1 -runs="$runs" -max_len=65536 \
       -rss_limit_mb=2048 -timeout=60 -print_final_stats=0 -artifact_prefix="$out/$f-" "$seed" \

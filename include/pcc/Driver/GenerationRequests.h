@@ -1,0 +1,29 @@
+//===- GenerationRequests.h - pcc generate's requests -----------*- C++ -*-===//
+
+#ifndef PCC_DRIVER_GENERATIONREQUESTS_H
+#define PCC_DRIVER_GENERATIONREQUESTS_H
+
+#include "pccrt/Generate.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+#include <vector>
+
+namespace pcc {
+
+/// The requests of `text`, the contents of the requests file `file`: one
+/// JSON object a line ({"prompt": [ids]} and any of max_new_tokens,
+/// temperature, top_k, top_p, seed, stop and arrival_step, over
+/// `defaults`), blank lines skipped. Throws a pccrt::Error naming the file,
+/// the line and, for a token, its position for anything malformed: not
+/// JSON, an unknown key, a prompt that is empty, longer than `maxSeq` or
+/// with an id outside `vocabulary`, an option out of its range, no request.
+std::vector<pccrt::GenerationRequest>
+parseGenerationRequests(llvm::StringRef text, const std::string &file,
+                        const pccrt::Sampling &defaults, int64_t vocabulary,
+                        int64_t maxSeq);
+
+} // namespace pcc
+
+#endif // PCC_DRIVER_GENERATIONREQUESTS_H

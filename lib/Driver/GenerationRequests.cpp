@@ -1,0 +1,129 @@
+//===- GenerationRequests.cpp - pcc generate's requests -------------------===//
+//
+// One JSON object a line, bytes from the user: every field is checked
+// before anything runs, and each problem is one line naming the file, the
+// line and, for a token, its position.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Driver/GenerationRequests.h"
+
+#include "llvm/Support/JSON.h"
+
+using namespace pcc;
+
+namespace {
+
+/// A one-line error naming the requests file, its line and what is wrong.
+[[noreturn]] void failAt(const std::string &file, size_t line,
+                         const std::string &message) {
+  throw pccrt::Error(file + ":" + std::to_string(line) + ": " + message);
+}
+
+/// The integer at `value`, or an error at the line.
+int64_t integerAt(const llvm::json::Value &value, const std::string &file,
+                  size_t line, const std::string &what) {
+  std::optional<int64_t> n = value.getAsInteger();
+  if (!n)
+    failAt(file, line, what + " must be an integer");
+  return *n;
+}
+
+double numberAt(const llvm::json::Value &value, const std::string &file,
+                size_t line, const std::string &what) {
+  std::optional<double> n = value.getAsNumber();
+  if (!n)
+    failAt(file, line, what + " must be a number");
+  return *n;
+}
+
+} // namespace
+
+std::vector<pccrt::GenerationRequest>
+pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
+                             const pccrt::Sampling &defaults,
+                             int64_t vocabulary, int64_t maxSeq) {
+  std::vector<pccrt::GenerationRequest> requests;
+  llvm::SmallVector<llvm::StringRef> lines;
+  text.split(lines, '\n');
+  for (auto [index, lineText] : llvm::enumerate(lines)) {
+    size_t line = index + 1;
+    if (lineText.trim().empty())
+      continue;
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(lineText);
+    if (!parsed)
+      failAt(file, line,
+             "not JSON: " + llvm::toString(parsed.takeError()));
+    const llvm::json::Object *object = parsed->getAsObject();
+    if (!object)
+      failAt(file, line, "a request must be a JSON object");
+    pccrt::GenerationRequest request;
+    request.sampling = defaults;
+    for (const auto &[key, value] : *object) {
+      std::string k = key.str();
+      if (k == "prompt") {
+        const llvm::json::Array *ids = value.getAsArray();
+        if (!ids)
+          failAt(file, line,
+                 "\"prompt\" must be an array of token ids (text prompts "
+                 "need a tokenizer)");
+        for (auto [position, id] : llvm::enumerate(*ids)) {
+          std::optional<int64_t> token = id.getAsInteger();
+          if (!token)
+            failAt(file, line,
+                   "prompt position " + std::to_string(position) +
+                       ": a token id must be an integer");
+          if (*token < 0 || *token >= vocabulary)
+            failAt(file, line,
+                   "prompt position " + std::to_string(position) +
+                       ": token id " + std::to_string(*token) +
+                       " is outside the vocabulary of " +
+                       std::to_string(vocabulary));
+          request.prompt.push_back(*token);
+        }
+      } else if (k == "max_new_tokens") {
+        request.sampling.maxNewTokens = integerAt(value, file, line, k);
+      } else if (k == "temperature") {
+        request.sampling.temperature = numberAt(value, file, line, k);
+      } else if (k == "top_k") {
+        request.sampling.topK = integerAt(value, file, line, k);
+      } else if (k == "top_p") {
+        request.sampling.topP = numberAt(value, file, line, k);
+      } else if (k == "seed") {
+        request.sampling.seed = uint64_t(integerAt(value, file, line, k));
+      } else if (k == "stop") {
+        const llvm::json::Array *ids = value.getAsArray();
+        if (!ids)
+          failAt(file, line, "\"stop\" must be an array of token ids");
+        request.sampling.stop.clear();
+        for (const llvm::json::Value &id : *ids)
+          request.sampling.stop.push_back(integerAt(id, file, line, k));
+      } else if (k == "arrival_step") {
+        request.arrivalStep = integerAt(value, file, line, k);
+      } else {
+        failAt(file, line, "unknown key \"" + k + "\"");
+      }
+    }
+    if (!object->get("prompt"))
+      failAt(file, line, "no \"prompt\"");
+    if (request.prompt.empty())
+      failAt(file, line, "the prompt is empty");
+    if (int64_t(request.prompt.size()) > maxSeq)
+      failAt(file, line,
+             "the prompt has " + std::to_string(request.prompt.size()) +
+                 " tokens, more than the build's --max-seq " +
+                 std::to_string(maxSeq));
+    const pccrt::Sampling &s = request.sampling;
+    if (s.maxNewTokens < 1)
+      failAt(file, line, "max_new_tokens must be at least 1");
+    if (s.temperature < 0 || s.topK < 0 || s.topP <= 0 || s.topP > 1 ||
+        request.arrivalStep < 0)
+      failAt(file, line,
+             "temperature and top_k must be at least 0, top_p in (0, 1], "
+             "arrival_step at least 0");
+    requests.push_back(std::move(request));
+  }
+  if (requests.empty())
+    throw pccrt::Error(file + ": no requests");
+  return requests;
+}

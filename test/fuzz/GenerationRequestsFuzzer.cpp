@@ -1,0 +1,34 @@
+//===- GenerationRequestsFuzzer.cpp - libFuzzer entry for pcc generate ----===//
+//
+// Feeds arbitrary bytes to pcc generate's requests parser as the contents
+// of a requests file. It must accept them or throw its one-line
+// pccrt::Error; any crash or sanitizer report is a bug, and so is an
+// accepted request that breaks the checks the parser promises.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Driver/GenerationRequests.h"
+
+#include <cstdlib>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  constexpr int64_t kVocabulary = 384, kMaxSeq = 64;
+  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  try {
+    std::vector<pccrt::GenerationRequest> requests =
+        pcc::parseGenerationRequests(text, "fuzz.jsonl", pccrt::Sampling(),
+                                     kVocabulary, kMaxSeq);
+    for (const pccrt::GenerationRequest &r : requests) {
+      if (r.prompt.empty() || int64_t(r.prompt.size()) > kMaxSeq ||
+          r.sampling.maxNewTokens < 1 || r.sampling.topP <= 0 ||
+          r.sampling.topP > 1 || r.sampling.temperature < 0 ||
+          r.arrivalStep < 0)
+        std::abort();
+      for (int64_t id : r.prompt)
+        if (id < 0 || id >= kVocabulary)
+          std::abort();
+    }
+  } catch (const pccrt::Error &) {
+  }
+  return 0;
+}
