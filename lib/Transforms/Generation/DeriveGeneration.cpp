@@ -203,8 +203,9 @@ llvm::DenseMap<Operation *, Rows> planRows(func::FuncOp func,
     Rows mode = Rows::None;
     for (Value v : op.getResults()) {
       Rows n = need.lookup(v);
-      // A token value read by an op computed on every row, or by none
-      // that says (an op that only the cache's writes need).
+      // Every row where a reader needs every row: an op computed on all
+      // of them, or one outside the logits' chain (whose own rows the walk
+      // has not planned: it feeds the cache's writes, not the logits).
       for (Operation *user : v.getUsers())
         if (rows.lookup(user) == Rows::All ||
             (rows.lookup(user) == Rows::None && !isa<func::ReturnOp>(user)))

@@ -1,0 +1,78 @@
+//===- SamplingTest.cpp - pccrt::Generator's choice of tokens --------------===//
+//
+// Greedy picks the first of the largest logits; a draw is a function of the
+// request's seed and the token's index alone, stays among the top-k and
+// within the top-p mass, and follows the softmax of logits / temperature.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pccrt/Generate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+using pccrt::Generator;
+using pccrt::Sampling;
+
+namespace {
+const std::vector<float> kLogits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 0.0f};
+int64_t pick(const Sampling &s, int64_t index) {
+  return Generator::sample(kLogits.data(), int64_t(kLogits.size()), s, index);
+}
+} // namespace
+
+TEST(Sampling, GreedyTakesTheFirstLargest) {
+  Sampling s;
+  EXPECT_EQ(pick(s, 0), 1);
+  EXPECT_EQ(pick(s, 7), 1);
+}
+
+TEST(Sampling, DrawsAreAFunctionOfSeedAndIndex) {
+  Sampling s;
+  s.temperature = 1.0;
+  s.seed = 42;
+  std::vector<int64_t> first, again;
+  for (int64_t i = 0; i < 64; ++i) {
+    first.push_back(pick(s, i));
+    again.push_back(pick(s, i));
+  }
+  EXPECT_EQ(first, again);
+  s.seed = 43;
+  std::vector<int64_t> other;
+  for (int64_t i = 0; i < 64; ++i)
+    other.push_back(pick(s, i));
+  EXPECT_NE(first, other);
+}
+
+TEST(Sampling, TopKAndTopPKeepTheLikeliest) {
+  Sampling s;
+  s.temperature = 1.0;
+  s.topK = 2; // ids 1 and 3 (equal logits)
+  for (int64_t i = 0; i < 200; ++i) {
+    int64_t t = pick(s, i);
+    EXPECT_TRUE(t == 1 || t == 3) << t;
+  }
+  s.topK = 0;
+  s.topP = 0.1; // the single most likely token holds more than 0.1
+  for (int64_t i = 0; i < 200; ++i)
+    EXPECT_EQ(pick(s, i), 1);
+}
+
+TEST(Sampling, FollowsTheSoftmax) {
+  Sampling s;
+  s.temperature = 0.7;
+  std::map<int64_t, int> counts;
+  const int draws = 20000;
+  for (int64_t i = 0; i < draws; ++i)
+    ++counts[pick(s, i)];
+  double z = 0;
+  for (float l : kLogits)
+    z += std::exp(l / 0.7);
+  for (size_t t = 0; t < kLogits.size(); ++t) {
+    double expected = std::exp(kLogits[t] / 0.7) / z;
+    EXPECT_NEAR(double(counts[int64_t(t)]) / draws, expected, 0.015) << t;
+  }
+}
