@@ -857,6 +857,10 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   SmallVector<std::string> argNames;
   std::set<std::string> bound;
   const InputShapes &given = options.inputShapes;
+  // A generation build's sequence: its [S, S] causal masks fold, so that
+  // attention's fusion finds them causal.
+  int64_t sequence = given.tokenShape.empty() ? 0 : given.tokenShape.back();
+  graph::FoldLimit foldLimit(sequence * sequence);
   // The inputs' dimension names, for --dim's check.
   std::set<std::string> usedDims, shapedInputs;
   bool tokenIdsSeen = false;

@@ -880,11 +880,17 @@ LogicalResult TriluOp::verify() {
 /// Folding copies constants, so keep it to small tensors (shape
 /// computations, masks). Parameters (graph.weight) never reach a folder.
 static constexpr int64_t kMaxFoldElements = 1 << 16;
+static thread_local int64_t maxFoldElements = kMaxFoldElements;
+
+FoldLimit::FoldLimit(int64_t elements) : previous(maxFoldElements) {
+  maxFoldElements = std::max(elements, kMaxFoldElements);
+}
+FoldLimit::~FoldLimit() { maxFoldElements = previous; }
 
 static bool mayFold(Operation *op) {
   for (Type t : op->getResultTypes()) {
     auto rt = dyn_cast<RankedTensorType>(t);
-    if (!rt || !rt.hasStaticShape() || rt.getNumElements() > kMaxFoldElements)
+    if (!rt || !rt.hasStaticShape() || rt.getNumElements() > maxFoldElements)
       return false;
   }
   return true;

@@ -190,6 +190,21 @@ class LowPrecisionProduct
 } // namespace pcc::graph::OpTrait
 
 namespace pcc::graph {
+/// While alive, the Graph ops' folders on this thread fold results of up
+/// to `elements` elements (never fewer than their default, 65536): an
+/// import for --generate folds a sequence's [S, S] causal mask, which
+/// attention's fusion then recognizes.
+class FoldLimit {
+public:
+  explicit FoldLimit(int64_t elements);
+  ~FoldLimit();
+  FoldLimit(const FoldLimit &) = delete;
+  FoldLimit &operator=(const FoldLimit &) = delete;
+
+private:
+  int64_t previous;
+};
+
 /// Whether `op` can be computed inside a loop nest over its result: an
 /// element-wise op with one result of static shape. pcc-fuse groups such
 /// ops, and the cost model charges those it fuses accordingly.
