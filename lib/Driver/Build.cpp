@@ -501,12 +501,8 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
   }
   // Inference weights: a split weight counts its block.
   module->walk([&](graph::WeightOp w) {
-    Type t = w.getType();
-    if (w->hasOneUse())
-      if (auto slice = dyn_cast<dist::AllSliceOp>(*w->getUsers().begin()))
-        t = slice.getType();
     if (counted.insert(w.getName()).second)
-      countParam(t);
+      countParam(getHeldWeightType(w));
   });
   // Every entry takes all graph inputs.
   func::FuncOp func = entries.front();
@@ -517,6 +513,13 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
     if (!at.first.getResultAttr(at.second, graph::kUpdateAttr))
       memory.ioBytes += tensorBytes(at.first.getResultTypes()[at.second]);
   return memory;
+}
+
+Type pcc::getHeldWeightType(graph::WeightOp w) {
+  if (w->hasOneUse())
+    if (auto slice = dyn_cast<dist::AllSliceOp>(*w->getUsers().begin()))
+      return slice.getType();
+  return w.getType();
 }
 
 func::FuncOp pcc::getStepFunction(ModuleOp module) {

@@ -11,6 +11,7 @@
 #ifndef PCC_LIB_DRIVER_BUILD_H
 #define PCC_LIB_DRIVER_BUILD_H
 
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Driver/Driver.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -259,6 +260,10 @@ struct SearchResult {
   PlannedLayout plan;
   std::string summary;
 };
+
+/// What a rank holds of weight `w`: its block where a dist.all_slice is its
+/// one reader (the runtime loads the block alone), else the whole tensor.
+mlir::Type getHeldWeightType(graph::WeightOp w);
 
 /// The step function of a module as the pipeline leaves it before
 /// lowering: its public definition (null if none).

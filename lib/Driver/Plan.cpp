@@ -286,12 +286,8 @@ static llvm::json::Object describeGenerationPlan(ModuleOp module,
   int64_t weights = 0, cache = 0, blocks = 0, blockSize = 0;
   llvm::StringSet<> counted;
   module->walk([&](graph::WeightOp w) {
-    Type t = w.getType();
-    if (w->hasOneUse())
-      if (auto slice = dyn_cast<dist::AllSliceOp>(*w->getUsers().begin()))
-        t = slice.getType();
     if (counted.insert(w.getName()).second)
-      weights += tensorBytes(t);
+      weights += tensorBytes(getHeldWeightType(w));
   });
   for (auto step : module.getOps<func::FuncOp>()) {
     if (!step.isPublic())
