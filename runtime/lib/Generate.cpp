@@ -136,9 +136,7 @@ int64_t Generator::sample(const float *logits, int64_t vocabulary,
 }
 
 std::vector<GenerationResult>
-Generator::generate(const std::vector<GenerationRequest> &requests,
-                    const std::function<void(const std::string &, int64_t)>
-                        &onStep) {
+Generator::generate(const std::vector<GenerationRequest> &requests) {
   using Clock = std::chrono::steady_clock;
   const GenerationShape &s = shapeOf;
   for (const GenerationRequest &r : requests)
@@ -160,7 +158,6 @@ Generator::generate(const std::vector<GenerationRequest> &requests,
     freeSlots.push_back(i);
   for (int64_t i = s.numBlocks - 1; i >= 0; --i)
     freeBlocks.push_back(i);
-  prefills = decodes = 0;
 
   auto release = [&](Sequence &q) {
     freeBlocks.insert(freeBlocks.end(), q.blocks.rbegin(), q.blocks.rend());
@@ -285,9 +282,6 @@ Generator::generate(const std::vector<GenerationRequest> &requests,
               std::move(table), std::move(logitIndices)};
     model.run(prefill ? prefillEntry : decodeEntry, inputs, outputs);
     Tensor logits = model.gatherOutput(outputs, 0);
-    ++(prefill ? prefills : decodes);
-    if (onStep)
-      onStep(prefill ? "prefill" : "decode", t);
 
     for (const Part &part : parts)
       running[part.sequence].computed = part.from + part.count;

@@ -228,9 +228,11 @@ class StepBuilder {
 public:
   StepBuilder(func::FuncOp forward, const TokenFlow &flow,
               const llvm::DenseMap<Operation *, Rows> &rows, Value ids,
-              Value logits, const GenerationOptions &options)
+              Value logits, const GenerationOptions &options,
+              int64_t blocksPerSequence, int64_t numBlocks)
       : forward(forward), flow(flow), rows(rows), ids(ids), logits(logits),
-        options(options) {}
+        options(options), blocksPerSequence(blocksPerSequence),
+        numBlocks(numBlocks) {}
 
   FailureOr<func::FuncOp> build(ModuleOp module, StringRef name,
                                 int64_t tokens);
@@ -248,6 +250,7 @@ private:
   const llvm::DenseMap<Operation *, Rows> &rows;
   Value ids, logits;
   const GenerationOptions &options;
+  int64_t blocksPerSequence, numBlocks;
 
   OpBuilder *builder = nullptr;
   int64_t numTokens = 0;
@@ -312,10 +315,10 @@ LogicalResult StepBuilder::rewrite(Operation &op) {
     ArrayRef<int64_t> ks = shapeOf(k), vs = shapeOf(v);
     int64_t index = cacheArgs.size() / 2;
     auto keyType = RankedTensorType::get(
-        {options.numBlocks, ks[1], options.blockSize, ks[3]},
+        {numBlocks, ks[1], options.blockSize, ks[3]},
         cast<RankedTensorType>(k.getType()).getElementType());
     auto valueType = RankedTensorType::get(
-        {options.numBlocks, vs[1], options.blockSize, vs[3]},
+        {numBlocks, vs[1], options.blockSize, vs[3]},
         cast<RankedTensorType>(v.getType()).getElementType());
     func::FuncOp step = cast<func::FuncOp>(
         builder->getInsertionBlock()->getParentOp());
@@ -409,7 +412,7 @@ FailureOr<func::FuncOp> StepBuilder::build(ModuleOp module, StringRef name,
       RankedTensorType::get({1, tokens}, i64),
       RankedTensorType::get({tokens}, i64),
       RankedTensorType::get({tokens}, i64),
-      RankedTensorType::get({options.maxBatch, options.blocksPerSequence},
+      RankedTensorType::get({options.maxBatch, blocksPerSequence},
                             i64),
       RankedTensorType::get({rowsOut}, i64)};
   b.setInsertionPointToEnd(module.getBody());
@@ -523,7 +526,14 @@ LogicalResult pcc::deriveGeneration(ModuleOp module,
         "--generate: the logits do not run along the token ids");
   llvm::DenseMap<Operation *, Rows> rows = planRows(forward, *flow, logits);
 
-  StepBuilder steps(forward, *flow, rows, ids, logits, options);
+  // The block table's rows hold a sequence of the longest length.
+  int64_t blocksPerSequence =
+      (idShape[1] + options.blockSize - 1) / options.blockSize;
+  int64_t numBlocks = options.numBlocks > 0
+                          ? options.numBlocks
+                          : options.maxBatch * blocksPerSequence;
+  StepBuilder steps(forward, *flow, rows, ids, logits, options,
+                    blocksPerSequence, numBlocks);
   if (failed(steps.build(module, "prefill", options.maxTokens)) ||
       failed(steps.build(module, "decode", options.maxBatch)))
     return failure();
@@ -541,18 +551,7 @@ struct DeriveGenerationPass
     options.maxBatch = maxBatch;
     options.maxTokens = maxTokens;
     options.blockSize = kvBlock;
-    int64_t maxSeq = 0;
-    for (auto f : getOperation().getOps<func::FuncOp>())
-      for (BlockArgument arg : f.getArguments()) {
-        auto t = cast<RankedTensorType>(arg.getType());
-        if (t.getElementType().isInteger(64) && t.getRank() == 2) {
-          maxSeq = t.getDimSize(1);
-          break;
-        }
-      }
-    options.blocksPerSequence = (maxSeq + kvBlock - 1) / kvBlock;
-    options.numBlocks =
-        kvBlocks > 0 ? kvBlocks : maxBatch * options.blocksPerSequence;
+    options.numBlocks = kvBlocks;
     if (failed(deriveGeneration(getOperation(), options)))
       signalPassFailure();
   }

@@ -28,7 +28,6 @@
 #include "pccrt/Runtime.h"
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -90,28 +89,20 @@ public:
   const GenerationShape &shape() const { return shapeOf; }
 
   /// Generates for every request; returns the results in request order.
-  /// \p onStep, when given, is called after each step with its entry
-  /// ("prefill" or "decode") and its tokens. Collective on a mesh.
+  /// Collective on a mesh.
   std::vector<GenerationResult>
-  generate(const std::vector<GenerationRequest> &requests,
-           const std::function<void(const std::string &, int64_t)> &onStep =
-               nullptr);
+  generate(const std::vector<GenerationRequest> &requests);
 
   /// The token \p sampling picks from \p logits for the request's token
   /// number \p index (0 for its first new token).
   static int64_t sample(const float *logits, int64_t vocabulary,
                         const Sampling &sampling, int64_t index);
 
-  /// Steps run by the last generate(), by entry.
-  int64_t prefillSteps() const { return prefills; }
-  int64_t decodeSteps() const { return decodes; }
-
 private:
   Model &model;
   GenerationShape shapeOf;
   int64_t maxSequence;
   int32_t prefillEntry = -1, decodeEntry = -1;
-  int64_t prefills = 0, decodes = 0;
 };
 
 } // namespace pccrt

@@ -14,11 +14,10 @@ struct GenerationOptions {
   int64_t maxBatch = 8;
   /// The prefill step's tokens (its budget).
   int64_t maxTokens = 256;
-  /// Positions per cache block, blocks per sequence's row of the block
-  /// table, and blocks in the cache.
+  /// Positions per cache block, and blocks in the cache (0: every row of
+  /// the block table at the longest sequence).
   int64_t blockSize = 16;
-  int64_t blocksPerSequence = 1;
-  int64_t numBlocks = 1;
+  int64_t numBlocks = 0;
 };
 
 /// Replaces the module's forward, a causal language model over one
@@ -26,7 +25,7 @@ struct GenerationOptions {
 /// attention fused), by two entry points over a paged KV cache: `prefill`
 /// of `maxTokens` tokens and `decode` of `maxBatch`, each taking the
 /// tokens' ids [1, N], positions [N], block-table rows (slots) [N], the
-/// block table [maxBatch, blocksPerSequence] and the indices of the
+/// block table [maxBatch, ceil(S / blockSize)] and the indices of the
 /// tokens whose logits it returns [maxBatch], and returning those logits
 /// [maxBatch, V] and the updated caches (state marked graph.cache).
 /// Emits a diagnostic naming the op where the forward cannot be served so.
