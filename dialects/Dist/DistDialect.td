@@ -34,6 +34,7 @@ def Dist_Dialect : Dialect {
     | `dist.operands`, `dist.results` | op | one `#dist.sharding` per operand / result |
     | `dist.padding` | argument, result, op | `array<i64: dim, extent>`, extent > 0 |
     | `dist.microbatches`, `dist.num_stages` | function | integer >= 1 |
+    | `dist.step_schedule` | function | `@name` of its `dist.schedule`, in a program of several pipelined steps |
     | `dist.batch_dim` | argument, result | integer in [0, rank) |
     | `dist.stage`, `dist.rank` | op (function) | integer >= 0 |
     | `dist.stages` | op, argument | non-empty `array<i64>` of stages >= 0 |

@@ -320,6 +320,16 @@ FailureOr<BuiltProgram> pcc::buildProgram(MLIRContext &context,
   if (const char *timing = std::getenv("PCC_PASS_TIMING");
       timing && StringRef(timing) == "1")
     pm.enableTiming();
+  // The module as the failing pass left it, on stderr.
+  if (const char *print = std::getenv("PCC_PRINT_IR_AFTER_FAILURE");
+      print && StringRef(print) == "1") {
+    context.disableMultithreading();
+    pm.enableIRPrinting(
+        [](Pass *, Operation *) { return false; },
+        [](Pass *, Operation *) { return true; },
+        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+        /*printAfterOnlyOnFailure=*/true);
+  }
   {
     ProgressLine progress(options.train ? "building the training step"
                                         : "optimizing");

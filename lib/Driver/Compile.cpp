@@ -816,9 +816,9 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
     if (options.maxSeq < 2)
       return "--generate needs --max-seq N (2 or more): the longest "
              "sequence, prompt and new tokens";
-    if (options.dp > 1 || options.pp > 1 || options.microbatches > 1)
-      return "--generate runs on one rank or over --tp for now; --dp, --pp "
-             "and --microbatches are not supported with it yet";
+    if (options.dp > 1 || options.microbatches > 1)
+      return "--generate runs over --tp and --pp; --dp and --microbatches "
+             "are not supported with it";
     int64_t perSequence =
         (options.maxSeq + options.kvBlock - 1) / options.kvBlock;
     if (options.kvBlocks > 0 && options.memoryBudget > 0)
@@ -1034,6 +1034,13 @@ static llvm::json::Array describeWeightLayouts(const CppEmitResult &code) {
     llvm::json::Object entry{{"name", w.name},
                              {"shape", std::move(whole)},
                              {"rank_shape", std::move(local)}};
+    if (w.holders) {
+      llvm::json::Array ranks;
+      for (int64_t r = 0; r < 64; ++r)
+        if (w.holders >> r & 1)
+          ranks.push_back(r);
+      entry["pipeline_ranks"] = std::move(ranks);
+    }
     if (w.shardAxes) {
       entry["split_dim"] = w.shardDim;
       if (w.shardGroups > 1)
@@ -1153,17 +1160,22 @@ static llvm::json::Object describeGeneration(const CompileOptions &options,
                                              const CppEmitResult &code) {
   if (!options.generate)
     return {};
-  int64_t cacheBytes = 0, blocks = 0, blockSize = 0;
+  // Per pipeline rank: the caches of its stages' layers.
+  SmallVector<int64_t> perStage(std::max<int64_t>(1, options.pp), 0);
+  int64_t blocks = 0, blockSize = 0;
   for (const WeightEntry &w : code.weights) {
     if (w.kind != WeightKind::Cache)
       continue;
     RankedTensorType t = w.localType;
-    cacheBytes += getTensorBytes(t);
+    for (auto [r, bytes] : llvm::enumerate(perStage))
+      if (!w.holders || (w.holders >> r & 1))
+        bytes += getTensorBytes(t);
     blocks = t.getDimSize(0);
     blockSize = t.getDimSize(2);
   }
+  int64_t cacheBytes = *llvm::max_element(perStage);
   int64_t tokens = blocks * blockSize;
-  return llvm::json::Object{
+  llvm::json::Object generation{
       {"max_seq", options.maxSeq},
       {"max_batch", options.maxBatch},
       {"prefill_tokens", options.maxTokens > 0
@@ -1175,6 +1187,11 @@ static llvm::json::Object describeGeneration(const CompileOptions &options,
       {"kv_cache_bytes", cacheBytes},
       {"kv_bytes_per_token", tokens ? cacheBytes / tokens : 0},
       {"cached_tokens", tokens}};
+  // The figures above are the largest rank's; each pipeline rank's too.
+  if (options.pp > 1)
+    generation["kv_cache_bytes_per_pipeline_rank"] =
+        llvm::json::Array(perStage);
+  return generation;
 }
 
 /// report.json, plan.json and the summary of a compiled program. Warns, on

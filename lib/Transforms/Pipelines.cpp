@@ -21,8 +21,11 @@ pcc::PipelineConfig pcc::ParallelizeOptions::getConfig() const {
 
 void pcc::buildParallelizePipeline(OpPassManager &pm,
                                    const PipelineConfig &options) {
+  // A generation step is one pass of its tokens through the stages: its
+  // sequences follow each other as the runtime's groups, not microbatches.
   int64_t microbatches =
       options.microbatches > 0 ? int64_t(options.microbatches)
+      : options.generate       ? 1
                                : int64_t(options.pp);
   bool defaulted = options.microbatches == 0;
   bool pipelined = options.pp > 1 || microbatches > 1;

@@ -454,7 +454,9 @@ def PipelineSchedule : Pass<"pcc-pipeline-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::pcc::dist::DistDialect"];
   let summary = "Builds a static pipeline schedule";
   let description = [{
-    Adds `dist.schedule @schedule` (renamed if the module already has one)
+    Adds `dist.schedule @schedule` (renamed if the module already has one;
+    in a module of several pipelined steps, one `@<step>_schedule` per step,
+    which the step names with `dist.step_schedule`)
     with every pipeline rank's ordered computations and transfers for
     `ranks` ranks, `virtual-stages` model chunks per rank (virtual stage `s`
     on rank `s % ranks`) and `microbatches` microbatches. `kind`:
@@ -546,6 +548,14 @@ def PipelineStages : Pass<"pcc-pipeline-stages", "::mlir::ModuleOp"> {
     get no stage: each stage recomputes what it needs. Writes `dist.stage`
     (forward and backward ops), `dist.stages` (optimizer ops, and state
     arguments: their holders) and the function's `dist.num_stages`.
+
+    A module of several steps (a generation build's `prefill` and
+    `decode`, which share the weights and the KV cache) is cut once: the
+    first step by its costs (or `split`), and every other so that each op
+    runs on a stage that holds the weights and state it reads, as the
+    first step placed them (each stage starting at the first op that reads
+    something no earlier stage holds). Where that cannot be, the step is
+    refused.
   }];
   let options = [
     Option<"pp", "pp", "int64_t", /*default=*/"1", "Pipeline ranks">,
@@ -604,7 +614,9 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
   let summary = "Compiles a verified schedule into each rank's step";
   let description = [{
     Replaces the pipelined step by one public function per pipeline rank
-    (`dist.rank = r`): the rank's actions of the module's `dist.schedule`
+    (`dist.rank = r`, and the step's `pcc.entry` where it is one of several
+    entry points, each lowered with the schedule its `dist.step_schedule`
+    names): the rank's actions of the module's `dist.schedule`
     in order, each compute action a `func.call` of an outlined stage
     function (`pcc-pipeline-outline`) on one microbatch, each transfer a
     `dist.send` or `dist.recv` of the tensors crossing that stage boundary
@@ -617,7 +629,9 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
     equal, divide by the microbatches, and call their optimizer. A rank's
     function takes every graph input and the state it holds, and returns
     the outputs, gradients and updates it makes, with the step's
-    attributes.
+    attributes; state the forward updates in place (a KV cache's writes)
+    is written through the argument the rank passes its stage, and no
+    function returns it.
   }];
 }
 

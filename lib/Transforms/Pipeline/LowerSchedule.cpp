@@ -21,6 +21,7 @@
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
+#include "pcc/Target/CallGraph.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 
@@ -231,6 +232,8 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   auto fn = func::FuncOp::create(mb0, step.getLoc(), name,
                                  FunctionType::get(ctx, argTypes, {}));
   fn->setAttr(dist::kRankAttr, IntegerAttr::get(IntegerType::get(ctx, 64), rank));
+  if (Attribute entry = step->getAttr(kEntryPointAttr))
+    fn->setAttr(kEntryPointAttr, entry);
   // What the step says of itself that reports read.
   if (Attribute pieces = step->getAttr(graph::kLossPiecesAttr))
     fn->setAttr(graph::kLossPiecesAttr, pieces);
@@ -497,7 +500,8 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       v = wholeGrads[k];
     } else if (auto state =
                    graph::getStateIndex(step, k, graph::kUpdateAttr)) {
-      if (!newArg.count(*state))
+      // Written in place by the stage it was passed to.
+      if (!newArg.count(*state) || pipeline::isUpdatedInPlace(step, k))
         continue;
       v = updates[k];
       if (!v)
@@ -565,14 +569,30 @@ LogicalResult pcc::lowerSchedule(ModuleOp module) {
       steps.push_back(func);
   if (steps.empty())
     return success();
-  if (steps.size() != 1 || schedules.size() != 1)
-    return module.emitError("pcc-lower-schedule expects one pipelined step "
-                            "and one dist.schedule");
   auto mesh = module.lookupSymbol<dist::MeshOp>(dist::kMeshName);
   int64_t pp = mesh ? mesh.getAxisSize(dist::kPipelineAxis).value_or(1) : 1;
-  if (failed(Lowering(steps[0], schedules[0], pp).run()))
-    return failure();
-  steps[0].erase();
+  // One step and one schedule, or steps that each name theirs.
+  if (steps.size() == 1 && schedules.size() == 1 &&
+      !steps[0]->hasAttr(dist::kStepScheduleAttr)) {
+    if (failed(Lowering(steps[0], schedules[0], pp).run()))
+      return failure();
+    steps[0].erase();
+    return success();
+  }
+  for (func::FuncOp step : steps) {
+    auto name = step->getAttrOfType<FlatSymbolRefAttr>(dist::kStepScheduleAttr);
+    auto schedule =
+        name ? module.lookupSymbol<dist::ScheduleOp>(name) : dist::ScheduleOp();
+    if (!schedule)
+      return step.emitError("pcc-lower-schedule: a program of several "
+                            "pipelined steps needs each to name its "
+                            "dist.schedule (")
+             << dist::kStepScheduleAttr << ")";
+    if (failed(Lowering(step, schedule, pp).run()))
+      return failure();
+  }
+  for (func::FuncOp step : steps)
+    step.erase();
   return success();
 }
 

@@ -216,6 +216,8 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
   auto mesh = module.lookupSymbol<dist::MeshOp>(dist::kMeshName);
   int64_t pp = mesh ? mesh.getAxisSize(dist::kPipelineAxis).value_or(1) : 1;
   int64_t stages = numStages.getInt();
+  auto microbatchesAttr = step->getAttrOfType<IntegerAttr>(kMicrobatchesAttr);
+  int64_t microbatches = microbatchesAttr ? microbatchesAttr.getInt() : 1;
   MLIRContext *ctx = step.getContext();
   Block &body = step.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -307,9 +309,20 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
   // Every rank that holds a state with an update runs an optimizer, even
   // one whose updates are all free (a step counter on a rank whose stages
   // read no parameter).
+  // State updated in place (a KV cache) is written through its argument
+  // by the stages that write it: no optimizer makes it, and one microbatch
+  // at a time could not.
+  for (unsigned k = 0; k < step.getNumResults(); ++k)
+    if (pipeline::isUpdatedInPlace(step, k) && microbatches > 1)
+      return step.emitError("pipeline parallelism: ")
+             << pipeline::describeState(
+                    step, *graph::getStateIndex(step, k, graph::kUpdateAttr))
+             << " is updated in place, which several microbatches cannot "
+                "do";
   for (unsigned k = 0; k < step.getNumResults(); ++k)
     if (std::optional<unsigned> state =
-            graph::getStateIndex(step, k, graph::kUpdateAttr))
+            graph::getStateIndex(step, k, graph::kUpdateAttr);
+        state && !pipeline::isUpdatedInPlace(step, k))
       for (int64_t r = 0; r < pp; ++r)
         if (holdsState(step, *state, r, pp))
           members[{Phase::Optimizer, r}];
@@ -466,7 +479,8 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
           fb.addResult(v, kOutputRole, k);
           continue;
         }
-        if (!updated || !holdsState(step, *updated, index, pp))
+        if (!updated || !holdsState(step, *updated, index, pp) ||
+            pipeline::isUpdatedInPlace(step, k))
           continue;
         if (failed(fb.lookup(v)))
           return failure();

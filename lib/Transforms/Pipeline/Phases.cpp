@@ -124,6 +124,20 @@ bool pcc::pipeline::holdsState(func::FuncOp step, unsigned arg, int64_t rank,
                       [&](int64_t s) { return s % ranks == rank; });
 }
 
+bool pcc::pipeline::isUpdatedInPlace(func::FuncOp step, unsigned k) {
+  std::optional<unsigned> state =
+      graph::getStateIndex(step, k, graph::kUpdateAttr);
+  if (!state)
+    return false;
+  Value v = step.getBody().front().getTerminator()->getOperand(k);
+  while (Operation *def = v.getDefiningOp()) {
+    if (!def->hasTrait<graph::OpTrait::UpdatesInPlace>())
+      return false;
+    v = def->getOperand(0);
+  }
+  return v == step.getArgument(*state);
+}
+
 std::string pcc::pipeline::describeState(func::FuncOp step, unsigned arg) {
   StringRef name = graph::getStateName(step, arg);
   std::string text =

@@ -51,18 +51,42 @@ struct PipelineSchedulePass
     // What the options do not give, a step the stage partition measured
     // gives: its costs and bytes, when it has as many as the schedule's
     // ranks and stages need (generateSchedule checks the others' counts).
+    // A program of several steps (a generation build's prefill and decode)
+    // has a schedule per step, which the step names.
+    SmallVector<func::FuncOp> steps;
     for (auto func : module.getOps<func::FuncOp>())
-      fillSpecFromStep(func, spec);
-    // Built detached, then inserted through the symbol table, which renames
-    // it if the module already has a @schedule.
+      if (func->hasAttr(dist::kNumStagesAttr))
+        steps.push_back(func);
     SymbolTable symbols(module);
     OpBuilder builder(module.getContext());
-    FailureOr<dist::ScheduleOp> schedule =
-        buildSchedule(builder, module.getLoc(), "schedule", spec,
-                      [&] { return module.emitError(); });
-    if (failed(schedule))
-      return signalPassFailure();
-    symbols.insert(*schedule);
+    // Built detached, then inserted through the symbol table, which renames
+    // it if the module already has one of its name.
+    auto build = [&](const ScheduleSpec &spec,
+                     StringRef name) -> FailureOr<dist::ScheduleOp> {
+      FailureOr<dist::ScheduleOp> schedule = buildSchedule(
+          builder, module.getLoc(), name, spec,
+          [&] { return module.emitError(); });
+      if (succeeded(schedule))
+        symbols.insert(*schedule);
+      return schedule;
+    };
+    if (steps.size() <= 1) {
+      for (auto func : module.getOps<func::FuncOp>())
+        fillSpecFromStep(func, spec);
+      if (failed(build(spec, "schedule")))
+        return signalPassFailure();
+      return;
+    }
+    for (func::FuncOp step : steps) {
+      ScheduleSpec own = spec;
+      fillSpecFromStep(step, own);
+      FailureOr<dist::ScheduleOp> schedule =
+          build(own, (step.getSymName() + "_schedule").str());
+      if (failed(schedule))
+        return signalPassFailure();
+      step->setAttr(dist::kStepScheduleAttr,
+                    FlatSymbolRefAttr::get(schedule->getSymNameAttr()));
+    }
   }
 };
 } // namespace

@@ -125,6 +125,94 @@ static void forEachParameter(const StepPhases &phases, Value v,
       forEachParameter(phases, o, fn);
 }
 
+/// Calls `fn` with the name of each weight (graph.weight) and state
+/// argument (graph.state) that `v` is, or comes from through free ops.
+static void forEachHeld(const StepPhases &phases, func::FuncOp func, Value v,
+                        llvm::function_ref<void(StringRef)> fn) {
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      graph::kStateAttr))
+      fn(name.getValue());
+    return;
+  }
+  Operation *def = v.getDefiningOp();
+  if (auto weight = dyn_cast<graph::WeightOp>(def))
+    return fn(weight.getName());
+  if (phases.isFree(v))
+    for (Value o : def->getOperands())
+      forEachHeld(phases, func, o, fn);
+}
+
+llvm::StringMap<SmallVector<int64_t>> pcc::getHolderStages(func::FuncOp func) {
+  StepPhases phases = classifyPhases(func);
+  llvm::StringMap<SmallVector<int64_t>> holders;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    auto stage = op.getAttrOfType<IntegerAttr>(kStageAttr);
+    if (!stage || phases.of(&op) != Phase::Forward)
+      continue;
+    for (Value v : op.getOperands())
+      forEachHeld(phases, func, v, [&](StringRef name) {
+        SmallVector<int64_t> &at = holders[name];
+        if (!llvm::is_contained(at, stage.getInt()))
+          at.insert(llvm::upper_bound(at, stage.getInt()), stage.getInt());
+      });
+  }
+  return holders;
+}
+
+/// The cuts of `forward` that put each op on a stage holding what it reads
+/// (StageOptions::holders): each stage starts at the first op that reads
+/// something no earlier stage holds.
+static FailureOr<SmallVector<size_t>>
+followHolders(func::FuncOp func, const StepPhases &phases,
+              ArrayRef<Operation *> forward,
+              const llvm::StringMap<SmallVector<int64_t>> &holders,
+              int64_t stages) {
+  SmallVector<size_t> cuts;
+  int64_t current = 0;
+  for (auto [i, op] : llvm::enumerate(forward)) {
+    std::optional<SmallVector<int64_t>> allowed;
+    std::string unknown, last;
+    for (Value v : op->getOperands())
+      forEachHeld(phases, func, v, [&](StringRef name) {
+        auto it = holders.find(name);
+        if (it == holders.end()) {
+          unknown = name.str();
+          return;
+        }
+        last = name.str();
+        if (!allowed) {
+          allowed = it->second;
+          return;
+        }
+        llvm::erase_if(*allowed, [&](int64_t s) {
+          return !llvm::is_contained(it->second, s);
+        });
+      });
+    if (!unknown.empty())
+      return op->emitError("'")
+             << unknown << "' is read by no stage of the step that the "
+             << "others' stages follow";
+    if (!allowed)
+      continue;
+    const int64_t *next = llvm::find_if(
+        *allowed, [&](int64_t s) { return s >= current; });
+    if (next == allowed->end() || *next > current + 1)
+      return op->emitError("this step reads '")
+             << last << "' where the other steps' stages cannot hold it "
+             << "(after stage " << current << "): its stages cannot follow "
+             << "theirs";
+    if (*next > current) {
+      cuts.push_back(i);
+      current = *next;
+    }
+  }
+  if (current != stages - 1)
+    return func.emitError("the stages of the other steps leave stage ")
+           << current + 1 << " of this one without ops";
+  return cuts;
+}
+
 /// A backward op's place: starting from `at`, the latest place not after it
 /// where each of its forward operands is `available` (a list of places per
 /// operand; one with none so early is passed over). The stage assignment
@@ -673,7 +761,13 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   func->setAttr(kHeaviestOpTimeAttr,
                 FloatAttr::get(Float64Type::get(ctx), heaviest));
   SmallVector<size_t> cuts;
-  if (!options.split.empty()) {
+  if (options.holders) {
+    FailureOr<SmallVector<size_t>> followed =
+        followHolders(func, phases, forward, *options.holders, stages);
+    if (failed(followed))
+      return failure();
+    cuts = std::move(*followed);
+  } else if (!options.split.empty()) {
     SmallVector<StringRef> names;
     StringRef(options.split).split(names, ',', -1, false);
     if (int64_t(names.size()) != stages - 1)
@@ -1180,9 +1274,19 @@ struct PipelineStagesPass : pcc::impl::PipelineStagesBase<PipelineStagesPass> {
         options.ranksPerStage *= size;
       minor |= cast<StringAttr>(name).getValue() == dist::kPipelineAxis;
     }
-    for (auto func : module.getOps<func::FuncOp>())
-      if (failed(assignStages(func, options)))
+    // Several steps (a generation build's prefill and decode) share the
+    // weights and state: the first is cut by its costs, the others follow
+    // where it holds them.
+    std::optional<llvm::StringMap<SmallVector<int64_t>>> holders;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      StageOptions step = options;
+      if (holders)
+        step.holders = &*holders;
+      if (failed(assignStages(func, step)))
         return signalPassFailure();
+      if (!holders)
+        holders = getHolderStages(func);
+    }
   }
 };
 } // namespace

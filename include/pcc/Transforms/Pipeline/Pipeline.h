@@ -30,6 +30,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace pcc {
@@ -80,7 +81,18 @@ struct StageOptions {
   std::string schedule;
   int64_t microbatches = 0;
   CostModel cost = CostModel::forTarget("cpu");
+  /// Where another step of the program puts what the ranks hold, by name:
+  /// each weight (graph.weight) and state argument (graph.state), the
+  /// stages that read it. When given, the cuts follow them instead of the
+  /// costs, so that steps sharing weights and state (a generation build's
+  /// prefill and decode) hold each on the same ranks.
+  const llvm::StringMap<llvm::SmallVector<int64_t>> *holders = nullptr;
 };
+
+/// The stages at which the step `func`, its stages assigned, reads each
+/// weight and state argument, by name (StageOptions::holders).
+llvm::StringMap<llvm::SmallVector<int64_t>>
+getHolderStages(mlir::func::FuncOp func);
 
 /// Marks every op of the step `func` with the stage that runs it (see the
 /// pcc-pipeline-stages pass).
@@ -109,6 +121,13 @@ llvm::SmallVector<int64_t> stateStages(mlir::func::FuncOp step, unsigned arg,
 /// of its stateStages runs there (stage s on rank s % ranks).
 bool holdsState(mlir::func::FuncOp step, unsigned arg, int64_t rank,
                 int64_t ranks);
+
+/// Whether result `k` of the step `step` updates its state argument in
+/// place: it is that argument through ops that each update operand 0 in
+/// place (graph::OpTrait::UpdatesInPlace: a KV cache's writes). A pipeline
+/// writes such state through the argument it passes the stage that writes
+/// it: no function returns it, and no optimizer makes it.
+bool isUpdatedInPlace(mlir::func::FuncOp step, unsigned k);
 
 /// Whether `op` sums gradients over data parallelism (an all-reduce or
 /// reduce-scatter over axis dp): a pipeline takes it once per step, of the

@@ -160,6 +160,11 @@ static LogicalResult verifyDistAttribute(const AttrSite &site,
   }
   if (name == kMicrobatchesAttr || name == kNumStagesAttr)
     return integer(1);
+  if (name == kStepScheduleAttr) {
+    if (!isa<FlatSymbolRefAttr>(value))
+      return fail() << "must name a dist.schedule (@name)";
+    return success();
+  }
   if (name == kBatchDimAttr) {
     if (failed(integer(0)))
       return failure();

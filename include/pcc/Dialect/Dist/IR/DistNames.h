@@ -53,6 +53,9 @@ inline constexpr llvm::StringLiteral kBatchDimAttr = "dist.batch_dim";
 inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
 inline constexpr llvm::StringLiteral kStagesAttr = "dist.stages";
 inline constexpr llvm::StringLiteral kNumStagesAttr = "dist.num_stages";
+/// A step of a program of several pipelined steps: the dist.schedule it
+/// runs.
+inline constexpr llvm::StringLiteral kStepScheduleAttr = "dist.step_schedule";
 /// A backward op of the weight gradient (W), not of the input gradient.
 inline constexpr llvm::StringLiteral kWeightGradAttr = "dist.weight_grad";
 /// Per virtual stage: the times of F, B and W (3 per stage), and the bytes
