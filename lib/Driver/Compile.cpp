@@ -1181,7 +1181,7 @@ static llvm::json::Object describeGeneration(const CompileOptions &options,
       {"prefill_tokens", options.maxTokens > 0
                              ? options.maxTokens
                              : std::max(options.maxSeq, options.maxBatch)},
-      {"decode_tokens", options.maxBatch},
+      {"decode_tokens", getDecodeTokens(options)},
       {"kv_block", blockSize},
       {"kv_blocks", blocks},
       {"kv_cache_bytes", cacheBytes},

@@ -42,7 +42,7 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
         {options.maxBatch,
          options.maxTokens > 0 ? options.maxTokens
                                : std::max(options.maxSeq, options.maxBatch),
-         options.kvBlock, options.kvBlocks}));
+         getDecodeTokens(options), options.kvBlock, options.kvBlocks}));
   // Before the trainable set is decided: each copy is judged on its own.
   if (!options.untie.empty())
     pm.addPass(createUntie({options.untie}));

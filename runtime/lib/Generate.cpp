@@ -2,6 +2,8 @@
 
 #include "pccrt/Generate.h"
 
+#include "pccrt/Comm.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -80,7 +82,7 @@ GenerationShape GenerationShape::of(const Model &model,
   }
   if (!shape.numBlocks || d.inputs[3].shape[0] != shape.maxBatch ||
       p.inputs[4].shape[0] != shape.maxBatch ||
-      d.inputs[4].shape[0] != shape.maxBatch ||
+      d.inputs[4].shape[0] != shape.decodeTokens ||
       shape.decodeTokens > shape.prefillTokens)
     throw Error(what + ": the generation steps do not fit one another");
   return shape;
@@ -135,6 +137,37 @@ int64_t Generator::sample(const float *logits, int64_t vocabulary,
   return order[keep - 1];
 }
 
+namespace {
+/// A scheduler step of one group of sequences, from its run to its tokens.
+struct Step {
+  struct Part {
+    size_t sequence; ///< in its group's running sequences
+    int64_t from, count;
+  };
+  std::vector<Part> parts;
+  /// Per logit row: the running sequence it is for.
+  std::vector<size_t> rowOf;
+  /// Per logit row: its token, once sampled (or received).
+  std::vector<int64_t> tokens;
+  /// The sends of the tokens to the other stages, in flight.
+  std::vector<int32_t> sends;
+  bool inFlight = false;
+};
+
+/// Sequences that run their steps together. A pipeline has one group per
+/// stage, each a step behind the next, so that its stages work on
+/// different groups at once (vLLM's virtual engines); other builds have
+/// one.
+struct Group {
+  std::vector<Sequence> running; // in order of admission
+  Step step;
+};
+
+/// The tag of the sampled tokens a pipeline's last stage sends the others
+/// (beside the generated code's activations).
+constexpr int32_t kTokensTag = 7001;
+} // namespace
+
 std::vector<GenerationResult>
 Generator::generate(const std::vector<GenerationRequest> &requests) {
   using Clock = std::chrono::steady_clock;
@@ -152,153 +185,59 @@ Generator::generate(const std::vector<GenerationRequest> &requests) {
   });
   std::deque<int64_t> arriving(pending.begin(), pending.end());
   std::deque<Sequence> waiting;
-  std::vector<Sequence> running; // in order of admission
   std::vector<int64_t> freeSlots, freeBlocks;
   for (int64_t i = s.maxBatch - 1; i >= 0; --i)
     freeSlots.push_back(i);
   for (int64_t i = s.numBlocks - 1; i >= 0; --i)
     freeBlocks.push_back(i);
-
   auto release = [&](Sequence &q) {
     freeBlocks.insert(freeBlocks.end(), q.blocks.rbegin(), q.blocks.rend());
     q.blocks.clear();
     freeSlots.push_back(q.slot);
     q.slot = -1;
   };
-  std::vector<int64_t> blockTable(size_t(s.maxBatch * s.blocksPerSequence));
-  std::vector<Tensor> inputs(5), outputs;
+
+  // The stage that holds the logits samples the tokens and sends them to
+  // the others: every rank then makes the same decisions.
+  int64_t numGroups = model.numStages();
+  int64_t perGroup = numGroups > 1 ? s.decodeTokens : s.maxBatch;
+  std::vector<Group> groups(static_cast<size_t>(numGroups));
+  Communicator *comm = model.communicator();
+  bool sampler = model.holdsOutput(prefillEntry, 0);
+  uint32_t stageAxes =
+      numGroups > 1 ? uint32_t(1) << model.info().stage_axis : 0;
+  int64_t samplerStage = 0;
+  for (uint64_t held = model.entry(prefillEntry).outputs[0].holders;
+       numGroups > 1 && held && !(held & 1); held >>= 1)
+    ++samplerStage;
+
   size_t done = 0;
-  for (int64_t step = 0; done < requests.size(); ++step) {
-    while (!arriving.empty() &&
-           requests[arriving.front()].arrivalStep <= step) {
-      Sequence q;
-      q.request = arriving.front();
-      q.tokens = requests[q.request].prompt;
-      q.promptLength = int64_t(q.tokens.size());
-      q.arrived = Clock::now();
-      waiting.push_back(std::move(q));
-      arriving.pop_front();
-    }
-    while (!waiting.empty() && !freeSlots.empty()) {
-      Sequence q = std::move(waiting.front());
-      waiting.pop_front();
-      q.slot = freeSlots.back();
-      freeSlots.pop_back();
-      running.push_back(std::move(q));
-    }
-    if (running.empty())
-      continue; // nothing has arrived yet
-
-    // The step: every decoding sequence's token first, then the prompts'
-    // chunks, oldest first, within the step's budget. A token needs its
-    // position's block; when none is free, the newest sequence gives its
-    // blocks back and waits to be computed again.
-    struct Part {
-      size_t sequence;
-      int64_t from, count;
-    };
-    std::vector<Part> parts;
-    bool prefill = false;
-    for (;;) {
-      parts.clear();
-      // The decode step where every sequence has one token to compute.
-      prefill = false;
-      for (const Sequence &q : running)
-        prefill |= int64_t(q.tokens.size()) - q.computed > 1;
-      int64_t budget = prefill ? s.prefillTokens : s.decodeTokens;
-      for (int pass = 0; pass < 2; ++pass)
-        for (size_t i = 0; i < running.size() && budget > 0; ++i) {
-          Sequence &q = running[i];
-          int64_t left = int64_t(q.tokens.size()) - q.computed;
-          if ((pass == 0) != (left == 1))
-            continue;
-          int64_t count = std::min(left, budget);
-          parts.push_back({i, q.computed, count});
-          budget -= count;
-        }
-      // Blocks for every position the step writes.
-      bool short_ = false;
-      for (const Part &part : parts) {
-        Sequence &q = running[part.sequence];
-        int64_t needed = (part.from + part.count - 1) / s.blockSize + 1;
-        while (int64_t(q.blocks.size()) < needed && !freeBlocks.empty()) {
-          q.blocks.push_back(freeBlocks.back());
-          freeBlocks.pop_back();
-        }
-        short_ |= int64_t(q.blocks.size()) < needed;
-      }
-      if (!short_)
-        break;
-      if (running.size() == 1)
-        throw Error("the KV cache's " + std::to_string(s.numBlocks) +
-                    " blocks of " + std::to_string(s.blockSize) +
-                    " positions cannot hold one sequence of " +
-                    std::to_string(running.front().tokens.size()) +
-                    " tokens (pcc compile --kv-blocks)");
-      Sequence victim = std::move(running.back());
-      running.pop_back();
-      release(victim);
-      victim.computed = 0;
-      ++results[victim.request].preemptions;
-      waiting.push_front(std::move(victim));
-    }
-
-    // The inputs: padding tokens have slot -1.
-    int64_t n = prefill ? s.prefillTokens : s.decodeTokens;
-    Tensor tokens{"tokens", PCCRT_I64, {1, n}, std::vector<uint8_t>(n * 8)};
-    Tensor positions{"positions", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
-    Tensor slots{"slots", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
-    Tensor logitIndices{"logit_indices", PCCRT_I64, {s.maxBatch},
-                        std::vector<uint8_t>(s.maxBatch * 8)};
-    auto *tok = reinterpret_cast<int64_t *>(tokens.data.data());
-    auto *pos = reinterpret_cast<int64_t *>(positions.data.data());
-    auto *slot = reinterpret_cast<int64_t *>(slots.data.data());
-    auto *rows = reinterpret_cast<int64_t *>(logitIndices.data.data());
-    std::fill(slot, slot + n, -1);
-    std::fill(blockTable.begin(), blockTable.end(), 0);
-    for (const Sequence &q : running)
-      for (size_t b = 0; b < q.blocks.size(); ++b)
-        blockTable[size_t(q.slot * s.blocksPerSequence) + b] = q.blocks[b];
-    // Which sequence each logit row is for (-1: none).
-    std::vector<int64_t> rowOf(size_t(s.maxBatch), -1);
-    int64_t t = 0, r = 0;
-    for (const Part &part : parts) {
-      const Sequence &q = running[part.sequence];
-      for (int64_t j = 0; j < part.count; ++j, ++t) {
-        tok[t] = q.tokens[size_t(part.from + j)];
-        pos[t] = part.from + j;
-        slot[t] = q.slot;
-      }
-      if (part.from + part.count == int64_t(q.tokens.size())) {
-        rows[r] = t - 1;
-        rowOf[size_t(r++)] = int64_t(part.sequence);
-      }
-    }
-    Tensor table{"block_tables", PCCRT_I64,
-                 {s.maxBatch, s.blocksPerSequence},
-                 std::vector<uint8_t>(blockTable.size() * 8)};
-    std::memcpy(table.data.data(), blockTable.data(), table.data.size());
-    inputs = {std::move(tokens), std::move(positions), std::move(slots),
-              std::move(table), std::move(logitIndices)};
-    model.run(prefill ? prefillEntry : decodeEntry, inputs, outputs);
-    Tensor logits = model.gatherOutput(outputs, 0);
-
-    for (const Part &part : parts)
+  // The tokens of a group's step in flight: its sequences take them, and
+  // those that are finished leave.
+  auto complete = [&](Group &group) {
+    Step &step = group.step;
+    if (!step.inFlight)
+      return;
+    step.inFlight = false;
+    if (!sampler && !step.tokens.empty())
+      comm->recv(stageAxes, int32_t(samplerStage), kTokensTag,
+                 step.tokens.data(), int64_t(step.tokens.size()), PCCRT_I64);
+    for (int32_t request : step.sends)
+      comm->waitSend(request);
+    step.sends.clear();
+    std::vector<Sequence> &running = group.running;
+    for (const Step::Part &part : step.parts)
       running[part.sequence].computed = part.from + part.count;
     auto now = Clock::now();
     std::vector<bool> finished(running.size(), false);
-    for (int64_t k = 0; k < r; ++k) {
-      Sequence &q = running[size_t(rowOf[size_t(k)])];
+    for (size_t k = 0; k < step.rowOf.size(); ++k) {
+      Sequence &q = running[step.rowOf[k]];
       const Sampling &sampling = requests[q.request].sampling;
       GenerationResult &result = results[q.request];
       int64_t index = int64_t(q.tokens.size()) - q.promptLength;
-      int64_t next = sample(
-          reinterpret_cast<const float *>(logits.data.data()) +
-              k * s.vocabulary,
-          s.vocabulary, sampling, index);
+      int64_t next = step.tokens[k];
       q.tokens.push_back(next);
-      double since =
-          std::chrono::duration<double>(now - q.arrived).count();
+      double since = std::chrono::duration<double>(now - q.arrived).count();
       if (index == 0)
         result.firstTokenSeconds = since;
       result.lastTokenSeconds = since;
@@ -309,7 +248,7 @@ Generator::generate(const std::vector<GenerationRequest> &requests) {
         result.tokens.assign(q.tokens.begin() + q.promptLength,
                              q.tokens.end());
         result.finishReason = stop ? "stop" : "length";
-        finished[size_t(rowOf[size_t(k)])] = true;
+        finished[step.rowOf[k]] = true;
       }
     }
     std::vector<Sequence> still;
@@ -322,6 +261,152 @@ Generator::generate(const std::vector<GenerationRequest> &requests) {
       ++done;
     }
     running = std::move(still);
+  };
+
+  std::vector<int64_t> blockTable(size_t(s.maxBatch * s.blocksPerSequence));
+  std::vector<Tensor> inputs(5), outputs;
+  for (int64_t tick = 0; done < requests.size(); ++tick) {
+    Group &group = groups[size_t(tick % numGroups)];
+    complete(group);
+    while (!arriving.empty() &&
+           requests[arriving.front()].arrivalStep <= tick) {
+      Sequence q;
+      q.request = arriving.front();
+      q.tokens = requests[q.request].prompt;
+      q.promptLength = int64_t(q.tokens.size());
+      q.arrived = Clock::now();
+      waiting.push_back(std::move(q));
+      arriving.pop_front();
+    }
+    std::vector<Sequence> &running = group.running;
+    while (!waiting.empty() && !freeSlots.empty() &&
+           int64_t(running.size()) < perGroup) {
+      Sequence q = std::move(waiting.front());
+      waiting.pop_front();
+      q.slot = freeSlots.back();
+      freeSlots.pop_back();
+      running.push_back(std::move(q));
+    }
+    if (running.empty())
+      continue; // nothing for this group yet
+
+    // The step: every decoding sequence's token first, then the prompts'
+    // chunks, oldest first, within the step's budget. A token needs its
+    // position's block; when none is free, the group's newest sequence
+    // gives its blocks back and waits to be computed again.
+    Step &step = group.step;
+    bool prefill = false;
+    for (;;) {
+      step.parts.clear();
+      // The decode step where every sequence has one token to compute.
+      prefill = false;
+      for (const Sequence &q : running)
+        prefill |= int64_t(q.tokens.size()) - q.computed > 1;
+      int64_t budget = prefill ? s.prefillTokens : s.decodeTokens;
+      for (int pass = 0; pass < 2; ++pass)
+        for (size_t i = 0; i < running.size() && budget > 0; ++i) {
+          Sequence &q = running[i];
+          int64_t left = int64_t(q.tokens.size()) - q.computed;
+          if ((pass == 0) != (left == 1))
+            continue;
+          int64_t count = std::min(left, budget);
+          step.parts.push_back({i, q.computed, count});
+          budget -= count;
+        }
+      // Blocks for every position the step writes.
+      bool short_ = false;
+      for (const Step::Part &part : step.parts) {
+        Sequence &q = running[part.sequence];
+        int64_t needed = (part.from + part.count - 1) / s.blockSize + 1;
+        while (int64_t(q.blocks.size()) < needed && !freeBlocks.empty()) {
+          q.blocks.push_back(freeBlocks.back());
+          freeBlocks.pop_back();
+        }
+        short_ |= int64_t(q.blocks.size()) < needed;
+      }
+      if (!short_)
+        break;
+      bool othersRun = std::any_of(groups.begin(), groups.end(), [&](const Group &g) { return &g != &group && !g.running.empty(); });
+      if (running.size() == 1 && !othersRun)
+        throw Error("the KV cache's " + std::to_string(s.numBlocks) +
+                    " blocks of " + std::to_string(s.blockSize) +
+                    " positions cannot hold one sequence of " +
+                    std::to_string(running.front().tokens.size()) +
+                    " tokens (pcc compile --kv-blocks)");
+      Sequence victim = std::move(running.back());
+      running.pop_back();
+      release(victim);
+      victim.computed = 0;
+      ++results[victim.request].preemptions;
+      waiting.push_front(std::move(victim));
+      if (running.empty())
+        break; // the other groups' blocks come back first
+    }
+    if (running.empty()) {
+      step.parts.clear();
+      continue;
+    }
+
+    // The inputs: padding tokens have slot -1.
+    int32_t entry = prefill ? prefillEntry : decodeEntry;
+    int64_t n = prefill ? s.prefillTokens : s.decodeTokens;
+    int64_t rows = prefill ? s.maxBatch : s.decodeTokens;
+    Tensor tokens{"tokens", PCCRT_I64, {1, n}, std::vector<uint8_t>(n * 8)};
+    Tensor positions{"positions", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
+    Tensor slots{"slots", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
+    Tensor logitIndices{"logit_indices", PCCRT_I64, {rows},
+                        std::vector<uint8_t>(rows * 8)};
+    auto *tok = reinterpret_cast<int64_t *>(tokens.data.data());
+    auto *pos = reinterpret_cast<int64_t *>(positions.data.data());
+    auto *slot = reinterpret_cast<int64_t *>(slots.data.data());
+    auto *rowIndex = reinterpret_cast<int64_t *>(logitIndices.data.data());
+    std::fill(slot, slot + n, -1);
+    std::fill(blockTable.begin(), blockTable.end(), 0);
+    for (const Sequence &q : running)
+      for (size_t b = 0; b < q.blocks.size(); ++b)
+        blockTable[size_t(q.slot * s.blocksPerSequence) + b] = q.blocks[b];
+    step.rowOf.clear();
+    int64_t t = 0;
+    for (const Step::Part &part : step.parts) {
+      const Sequence &q = running[part.sequence];
+      for (int64_t j = 0; j < part.count; ++j, ++t) {
+        tok[t] = q.tokens[size_t(part.from + j)];
+        pos[t] = part.from + j;
+        slot[t] = q.slot;
+      }
+      if (part.from + part.count == int64_t(q.tokens.size())) {
+        rowIndex[step.rowOf.size()] = t - 1;
+        step.rowOf.push_back(part.sequence);
+      }
+    }
+    Tensor table{"block_tables", PCCRT_I64,
+                 {s.maxBatch, s.blocksPerSequence},
+                 std::vector<uint8_t>(blockTable.size() * 8)};
+    std::memcpy(table.data.data(), blockTable.data(), table.data.size());
+    inputs = {std::move(tokens), std::move(positions), std::move(slots),
+              std::move(table), std::move(logitIndices)};
+    model.run(entry, inputs, outputs);
+    step.inFlight = true;
+    step.tokens.assign(step.rowOf.size(), 0);
+    if (!sampler)
+      continue; // the tokens come when the group's next step is due
+    Tensor logits = model.gatherHeldOutput(entry, outputs, 0);
+    for (size_t k = 0; k < step.rowOf.size(); ++k) {
+      const Sequence &q = running[step.rowOf[k]];
+      step.tokens[k] =
+          sample(reinterpret_cast<const float *>(logits.data.data()) +
+                     int64_t(k) * s.vocabulary,
+                 s.vocabulary, requests[q.request].sampling,
+                 int64_t(q.tokens.size()) - q.promptLength);
+    }
+    if (numGroups > 1 && !step.tokens.empty())
+      for (int64_t other = 0; other < numGroups; ++other)
+        if (other != samplerStage)
+          step.sends.push_back(comm->startSend(
+              stageAxes, int32_t(other), kTokensTag, step.tokens.data(),
+              int64_t(step.tokens.size()), PCCRT_I64));
+    if (numGroups == 1)
+      complete(group);
   }
   return results;
 }

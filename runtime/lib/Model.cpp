@@ -916,6 +916,41 @@ Tensor Model::gatherOutput(const std::vector<Tensor> &outputs,
   return whole;
 }
 
+int64_t Model::numStages() const {
+  if (modelInfo->stage_axis < 0)
+    return 1;
+  return meshGroupSize(*modelInfo, uint32_t(1) << modelInfo->stage_axis);
+}
+
+int64_t Model::stage() const {
+  if (modelInfo->stage_axis < 0)
+    return 0;
+  return groupPosition(uint32_t(1) << modelInfo->stage_axis);
+}
+
+bool Model::holdsOutput(int32_t entryIndex, int32_t i) const {
+  const pccrt_entry_info &e = entry(entryIndex);
+  if (i < 0 || i >= e.num_outputs)
+    throw Error("entry " + quote(e.name) + " has no output " +
+                std::to_string(i));
+  return holds(e.outputs[i]);
+}
+
+Tensor Model::gatherHeldOutput(int32_t entryIndex,
+                               const std::vector<Tensor> &outputs,
+                               int32_t i) const {
+  if (!holdsOutput(entryIndex, i))
+    throw Error("output " + std::to_string(i) + " of entry " +
+                quote(entry(entryIndex).name) +
+                " is not held by this rank's pipeline stage");
+  const pccrt_tensor_info &info = entry(entryIndex).outputs[i];
+  Tensor whole = info.shard_axes == 0
+                     ? outputs[size_t(i)]
+                     : gatherWhole(comm, *modelInfo, info, outputs[size_t(i)]);
+  whole.name = info.name;
+  return whole;
+}
+
 Tensor Model::wholeWeight(int32_t index) const {
   syncHostState();
   const pccrt_tensor_info &entry = modelInfo->weights[index];

@@ -63,12 +63,13 @@ def DeriveGeneration : Pass<"pcc-derive-generation", "::mlir::ModuleOp"> {
     sequence of the longest length (`[1, S]` token ids to `[1, S, V]`
     logits) with its attention fused (`pcc-fuse-attention`), by the two
     steps a server runs, public functions named by `pcc.entry`: `prefill`
-    of `max-tokens` tokens and `decode` of `max-batch`. Each takes the
-    tokens' ids `[1, N]`, their positions `[N]`, the rows of their
-    sequences in the block table (`slots`, -1 for a padding token) `[N]`,
-    the block table `[max-batch, ceil(S / kv-block)]` and the indices of
-    the tokens whose logits it returns `[max-batch]`, and returns those
-    logits `[max-batch, V]`.
+    of `max-tokens` tokens and `decode` of `decode-tokens` (0:
+    `max-batch`). Each takes the tokens' ids `[1, N]`, their positions
+    `[N]`, the rows of their sequences in the block table (`slots`, -1 for
+    a padding token) `[N]`, the block table `[max-batch, ceil(S /
+    kv-block)]` and the indices of the tokens whose logits it returns
+    `[R]`, and returns those logits `[R, V]`: R is `max-batch` for the
+    prefill, the decode's tokens for the decode.
 
     Each `graph.attention` (causal, without a bias) becomes a
     `graph.cache_write` of the step's keys and of its values (after rotary
@@ -89,9 +90,12 @@ def DeriveGeneration : Pass<"pcc-derive-generation", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"maxBatch", "max-batch", "int64_t", /*default=*/"8",
-           "Sequences at once, and the decode step's tokens">,
+           "Sequences at once (the block table's rows)">,
     Option<"maxTokens", "max-tokens", "int64_t", /*default=*/"256",
            "The prefill step's tokens">,
+    Option<"decodeTokens", "decode-tokens", "int64_t", /*default=*/"0",
+           "The decode step's tokens and logits (0: max-batch; a pipeline "
+           "decodes a group of its sequences per stage)">,
     Option<"kvBlock", "kv-block", "int64_t", /*default=*/"16",
            "Positions per cache block">,
     Option<"kvBlocks", "kv-blocks", "int64_t", /*default=*/"0",

@@ -21,6 +21,14 @@ struct PipelineConfig {
 #include "pcc/Transforms/PipelineOptions.def"
 };
 
+/// A generation build's decode step's tokens: `maxBatch`, or over a
+/// pipeline of `pp` stages a group of ceil(maxBatch / pp) sequences, which
+/// the runtime decodes one group per stage at a time.
+inline int64_t getDecodeTokens(const PipelineConfig &options) {
+  int64_t pp = options.pp > 1 ? int64_t(options.pp) : 1;
+  return (int64_t(options.maxBatch) + pp - 1) / pp;
+}
+
 /// The same options as a textual pass pipeline's (pcc-opt
 /// --pcc-parallelize="tp=2 train=true ...").
 struct ParallelizeOptions

@@ -234,8 +234,10 @@ public:
         options(options), blocksPerSequence(blocksPerSequence),
         numBlocks(numBlocks) {}
 
+  /// The step `name` of `tokens` tokens, returning the logits of `rows`
+  /// of them.
   FailureOr<func::FuncOp> build(ModuleOp module, StringRef name,
-                                int64_t tokens);
+                                int64_t tokens, int64_t rows);
 
 private:
   /// The new value of `v` for rows `mode`.
@@ -395,7 +397,7 @@ LogicalResult StepBuilder::rewrite(Operation &op) {
 }
 
 FailureOr<func::FuncOp> StepBuilder::build(ModuleOp module, StringRef name,
-                                           int64_t tokens) {
+                                           int64_t tokens, int64_t rowsOut) {
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
   builder = &b;
@@ -407,7 +409,6 @@ FailureOr<func::FuncOp> StepBuilder::build(ModuleOp module, StringRef name,
   cacheUpdates.clear();
   Location loc = forward.getLoc();
   auto i64 = b.getI64Type();
-  int64_t rowsOut = options.maxBatch;
   SmallVector<Type> argTypes{
       RankedTensorType::get({1, tokens}, i64),
       RankedTensorType::get({tokens}, i64),
@@ -534,8 +535,11 @@ LogicalResult pcc::deriveGeneration(ModuleOp module,
                           : options.maxBatch * blocksPerSequence;
   StepBuilder steps(forward, *flow, rows, ids, logits, options,
                     blocksPerSequence, numBlocks);
-  if (failed(steps.build(module, "prefill", options.maxTokens)) ||
-      failed(steps.build(module, "decode", options.maxBatch)))
+  int64_t decodeTokens =
+      options.decodeTokens > 0 ? options.decodeTokens : options.maxBatch;
+  if (failed(steps.build(module, "prefill", options.maxTokens,
+                         options.maxBatch)) ||
+      failed(steps.build(module, "decode", decodeTokens, decodeTokens)))
     return failure();
   forward.erase();
   return success();
@@ -550,6 +554,7 @@ struct DeriveGenerationPass
     GenerationOptions options;
     options.maxBatch = maxBatch;
     options.maxTokens = maxTokens;
+    options.decodeTokens = decodeTokens;
     options.blockSize = kvBlock;
     options.numBlocks = kvBlocks;
     if (failed(deriveGeneration(getOperation(), options)))

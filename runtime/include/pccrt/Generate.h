@@ -17,8 +17,13 @@
 // it and its seed, never on what else runs.
 //
 // On a mesh of several ranks, every rank runs the same Generator on the
-// same requests: the logits are gathered whole on every rank, so that each
-// makes the same decisions.
+// same requests and makes the same decisions: the ranks that hold the
+// logits gather them whole and sample, and over a pipeline send the tokens
+// to the other stages. A pipeline of P stages runs its sequences in P
+// groups, each of up to the decode step's tokens, one step behind the
+// next: while the last stage computes one group's step, the first
+// computes the next group's (vLLM's virtual engines). A group's next step
+// starts once its tokens are known.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,9 +73,9 @@ struct GenerationResult {
 
 /// What a generation build's entries say of it.
 struct GenerationShape {
-  int64_t maxBatch = 0;          ///< rows of the block table, logits out
+  int64_t maxBatch = 0;          ///< rows of the block table, prefill logits
   int64_t prefillTokens = 0;     ///< the prefill step's tokens
-  int64_t decodeTokens = 0;      ///< the decode step's tokens
+  int64_t decodeTokens = 0;      ///< the decode step's tokens and logits
   int64_t blocksPerSequence = 0; ///< columns of the block table
   int64_t blockSize = 0;         ///< positions per cache block
   int64_t numBlocks = 0;         ///< blocks of the cache

@@ -206,6 +206,18 @@ public:
   Tensor gatherOutput(const std::vector<Tensor> &outputs, int32_t i) const;
   std::vector<Tensor> gather(const std::vector<Tensor> &outputs) const;
 
+  /// The pipeline's stages (1 for a program without one), and this rank's.
+  int64_t numStages() const;
+  int64_t stage() const;
+  /// Whether this rank's stage holds output \p i of entry \p entry (every
+  /// rank does without a pipeline).
+  bool holdsOutput(int32_t entry, int32_t i) const;
+  /// Output \p i of a run of entry \p entry, whole, on a rank whose stage
+  /// holds it: gathered over the axes it is split along. Collective over
+  /// that group alone, so that the other stages go on with their work.
+  Tensor gatherHeldOutput(int32_t entry, const std::vector<Tensor> &outputs,
+                          int32_t i) const;
+
   /// True if the model has state (isModelState) or an output named "loss".
   bool isTraining() const;
   /// Copies of the current STATE and CONSTANT weights, whole, by name, in
