@@ -905,6 +905,29 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
           builder, fileLoc(), DenseElementsAttr::get(type, ArrayRef(data)));
       continue;
     }
+    // An Optimum with-past export's cache inputs (`past_key_values.<i>.key`
+    // and `.value`, [batch, kv heads, past, head features]): empty, so that
+    // the forward is the sequence's alone; its `present.*` outputs are the
+    // keys and values that the derived steps write to their own cache.
+    if (!given.tokenShape.empty() &&
+        StringRef(in.name()).starts_with("past_key_values.") &&
+        in.type().tensor_type().shape().dim_size() == 4) {
+      const auto &dims = in.type().tensor_type().shape().dim();
+      if (dims[1].has_dim_value() && dims[3].has_dim_value()) {
+        Type element = import::convertElementType(
+            builder.getContext(), in.type().tensor_type().elem_type());
+        if (element && isa<FloatType>(element)) {
+          auto type = RankedTensorType::get(
+              {given.tokenShape[0], dims[1].dim_value(), 0,
+               dims[3].dim_value()},
+              element);
+          values[in.name()] = graph::ConstantOp::create(
+              builder, fileLoc(),
+              DenseElementsAttr::get(type, ArrayRef<Attribute>()));
+          continue;
+        }
+      }
+    }
     if (!in.type().has_tensor_type())
       return emitError(fileLoc())
                  << "graph input '" << in.name() << "' is not a tensor",

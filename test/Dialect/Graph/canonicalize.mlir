@@ -124,6 +124,19 @@ func.func @fold_gather_concat() -> tensor<3xi64> {
 
 // -----
 
+// An empty past's keys before the new ones (a with-past export given no
+// past) add nothing: the concatenation is the new keys.
+// CHECK-LABEL: func.func @fold_concat_empty
+// CHECK-SAME: (%[[K:.*]]: tensor<1x2x5x4xf32>)
+// CHECK-NEXT: return %[[K]]
+func.func @fold_concat_empty(%k: tensor<1x2x5x4xf32>) -> tensor<1x2x5x4xf32> {
+  %past = graph.constant dense<> : tensor<1x2x0x4xf32>
+  %c = graph.concat %past, %k {axis = 2 : i64} : (tensor<1x2x0x4xf32>, tensor<1x2x5x4xf32>) -> tensor<1x2x5x4xf32>
+  return %c : tensor<1x2x5x4xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @fold_where_equal_cast
 // CHECK-NEXT: graph.constant dense<[1.000000e+00, 0xFF800000]> : tensor<2xf32>
 func.func @fold_where_equal_cast() -> tensor<2xf32> {

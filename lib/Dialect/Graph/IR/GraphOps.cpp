@@ -1465,10 +1465,9 @@ OpFoldResult SliceOp::fold(FoldAdaptor a) {
   });
 }
 
-OpFoldResult ConcatOp::fold(FoldAdaptor a) {
-  if (getInputs().size() == 1)
-    return getInputs()[0];
-  if (!mayFold(*this))
+/// A concatenation of constants, as one constant.
+static OpFoldResult foldConstantConcat(ConcatOp op, ConcatOp::FoldAdaptor a) {
+  if (!mayFold(op))
     return {};
   SmallVector<Attribute> vals;
   SmallVector<DenseElementsAttr> ins;
@@ -1479,8 +1478,8 @@ OpFoldResult ConcatOp::fold(FoldAdaptor a) {
   }
   // Row-major concatenation: for each outer index, append each input's
   // block of `dim[axis] * inner` elements.
-  ArrayRef<int64_t> shape = shapeOf(getOutput());
-  int64_t axis = getAxis();
+  ArrayRef<int64_t> shape = shapeOf(op.getOutput());
+  int64_t axis = op.getAxis();
   int64_t outer = numElements(shape.take_front(axis));
   int64_t inner = numElements(shape.drop_front(axis + 1));
   SmallVector<SmallVector<Attribute>> inVals;
@@ -1499,7 +1498,25 @@ OpFoldResult ConcatOp::fold(FoldAdaptor a) {
       for (int64_t e = 0; e < block; ++e)
         vals.push_back(inVals[k][o * block + e]);
     }
-  return DenseElementsAttr::get(getOutput().getType(), vals);
+  return DenseElementsAttr::get(op.getOutput().getType(), vals);
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor a) {
+  if (getInputs().size() == 1)
+    return getInputs()[0];
+  // Empty inputs add nothing (an empty past's keys before the new ones):
+  // where one input is all there is, it is the result.
+  Value only;
+  for (Value in : getInputs()) {
+    if (cast<ShapedType>(in.getType()).getNumElements() == 0)
+      continue;
+    if (only)
+      return foldConstantConcat(*this, a);
+    only = in;
+  }
+  if (only && only.getType() == getOutput().getType())
+    return only;
+  return foldConstantConcat(*this, a);
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor a) {
