@@ -419,7 +419,8 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [
 }
 
 def Graph_CacheWriteOp : Graph_Op<"cache_write", [Graph_UpdatesInPlace,
-    InferTypeOpAdaptor, Graph_CostOpInterface,
+    InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getBytesAccessed"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Writes a step's keys or values into a paged cache, in place";
   let description = [{
@@ -447,7 +448,8 @@ def Graph_CacheWriteOp : Graph_Op<"cache_write", [Graph_UpdatesInPlace,
 
 def Graph_PagedAttentionOp : Graph_Op<"paged_attention", [
     InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface,
+                              ["getFlops", "getBytesAccessed"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Causal attention of a step's tokens over a paged KV cache";
   let description = [{

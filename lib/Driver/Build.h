@@ -13,9 +13,11 @@
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Driver/Driver.h"
+#include "pcc/Transforms/Pipeline/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SmallString.h"
@@ -284,6 +286,70 @@ llvm::FailureOr<SearchResult> searchLayouts(const CompileOptions &options,
 
 /// "12.30 s", "45.60 ms", "7.80 us".
 std::string formatSeconds(double seconds);
+
+/// "11.44 GB" (powers of 1000).
+std::string formatBytes(double bytes);
+
+/// The time of a step without stages on the machine of `cost` as its
+/// program runs: its ops one after another, but a collective that completes
+/// at its waits (pcc-overlap-collectives) runs on the links from when it is
+/// reached until it is done, one at a time, while the ops up to its first
+/// wait compute.
+double getStepSeconds(mlir::func::FuncOp step, const CostModel &cost);
+
+/// The first error diagnosed in `context` while it lives, kept rather than
+/// printed (a search reports why a candidate failed).
+struct ErrorCapture {
+  std::string first;
+  mlir::ScopedDiagnosticHandler handler;
+  explicit ErrorCapture(mlir::MLIRContext &context)
+      : handler(&context, [this](mlir::Diagnostic &d) {
+          if (d.getSeverity() == mlir::DiagnosticSeverity::Error &&
+              first.empty())
+            first = d.str();
+          return mlir::success();
+        }) {}
+};
+
+/// What each pipeline rank of a planned generation build holds: the bytes
+/// of its weights and of its KV cache, and the cache's positions.
+struct ServingMemory {
+  llvm::SmallVector<int64_t> weights, cache;
+  int64_t blocks = 0, blockSize = 0;
+  int64_t cachedTokens() const { return blocks * blockSize; }
+  /// The largest rank's bytes of cache per cached token.
+  int64_t kvBytesPerToken() const;
+};
+ServingMemory getServingMemory(mlir::ModuleOp module, int64_t pp);
+
+/// What a generation build's layout predicts on a machine.
+struct ServingPrediction {
+  double latency = 0;    ///< seconds per decoded token, one sequence
+  double throughput = 0; ///< tokens per second at the batch that fits
+  double prefill = 0;    ///< one prefill step through the stages
+  int64_t sequencesThatFit = 0, weightsBytes = 0, kvBytesPerToken = 0;
+  llvm::json::Object toJson() const;
+  /// "  prediction (MACHINE): decode ... per token, ..." and a newline.
+  std::string summary(llvm::StringRef machine) const;
+};
+
+/// Times a planned generation build (planLayout's module) on the machine
+/// of `cost` (see ServingSearch.cpp); nullopt with the reason in `error`
+/// where its steps cannot be timed or a rank's weights leave no room for
+/// one sequence's cache.
+std::optional<ServingPrediction> predictServing(mlir::ModuleOp module,
+                                                const CompileOptions &options,
+                                                const CostModel &cost,
+                                                std::string &error);
+
+/// `pcc plan --generate --devices N`: the tp x pp layouts of N devices of
+/// `options.machine` for serving `options.model` (or the model `modelSpec`
+/// describes), ranked by `options.objective` (latency: the decode's time
+/// per token; throughput: tokens per second at the batch that fits), the
+/// options' other settings kept. Fails with the error printed.
+llvm::FailureOr<SearchResult>
+searchServingLayouts(const CompileOptions &options, llvm::StringRef modelSpec,
+                     int64_t devices);
 
 } // namespace pcc
 

@@ -58,7 +58,8 @@ private:
 
 /// `name` (the description) becomes the function's location, which
 /// diagnostics about the whole model name.
-static std::string gptSource(const GptConfig &c, llvm::StringRef name) {
+static std::string gptSource(const GptConfig &c, llvm::StringRef name,
+                             bool causal) {
   Writer w;
   int64_t b = c.batch, s = c.seq, h = c.hidden, n = c.heads, d = h / n,
           v = c.vocab, f = c.ffn ? c.ffn : 4 * h;
@@ -67,9 +68,14 @@ static std::string gptSource(const GptConfig &c, llvm::StringRef name) {
   std::string head = "";
   std::string wte = w.weight("wte", t({v, h}), 0.02);
   std::string wpe = w.weight("wpe", t({s, h}), 0.01);
+  // Planning needs the mask's shape, not its values; a generation build
+  // needs it causal (the lower triangle kept).
   std::string mask =
       w.op(llvm::formatv("graph.constant dense<true> : {0}",
                          w.type({s, s}, "i1")));
+  if (causal)
+    mask = w.op(llvm::formatv("graph.trilu {0} {{upper = false} : {1}", mask,
+                              w.type({s, s}, "i1")));
   std::string ninf =
       w.op("graph.constant dense<-1.0e9> : tensor<f32>");
   std::string x = w.op(llvm::formatv(
@@ -163,7 +169,8 @@ static std::string gptSource(const GptConfig &c, llvm::StringRef name) {
 }
 
 llvm::FailureOr<std::string> pcc::describedModelSource(llvm::StringRef spec,
-                                                       std::string &error) {
+                                                       std::string &error,
+                                                       int64_t generateSeq) {
   auto [family, params] = spec.split(':');
   if (family != "gpt") {
     error = "unknown model family '" + family.str() +
@@ -200,5 +207,10 @@ llvm::FailureOr<std::string> pcc::describedModelSource(llvm::StringRef spec,
                 .str();
     return llvm::failure();
   }
-  return gptSource(c, spec);
+  // A generation build's forward: one sequence of the longest length.
+  if (generateSeq > 0) {
+    c.batch = 1;
+    c.seq = generateSeq;
+  }
+  return gptSource(c, spec, /*causal=*/generateSeq > 0);
 }

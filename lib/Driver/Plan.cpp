@@ -38,7 +38,7 @@ static std::string actionName(const Action &a, int64_t ranks,
 }
 
 /// "11.44 GB".
-static std::string humanBytes(double bytes) {
+std::string pcc::formatBytes(double bytes) {
   const char *unit[] = {"B", "KB", "MB", "GB", "TB", "PB"};
   int i = 0;
   while (bytes >= 1000 && i < 5)
@@ -205,9 +205,9 @@ pcc::describePipeline(ModuleOp module) {
     os << llvm::formatv("    pipeline rank {0}: {1} actions, at most {2} "
                         "microbatch(es) stashed, peak {3}",
                         r, rank.timeline.size(), rank.peakStashed,
-                        humanBytes(rank.peakBytes));
+                        formatBytes(rank.peakBytes));
     if (rank.peakSendBytes)
-      os << " (sends in flight at most " << humanBytes(rank.peakSendBytes)
+      os << " (sends in flight at most " << formatBytes(rank.peakSendBytes)
          << ")";
     os << "\n";
   }
@@ -283,35 +283,26 @@ static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
 static llvm::json::Object describeGenerationPlan(ModuleOp module,
                                                  const CompileOptions &options,
                                                  std::string &line) {
-  int64_t weights = 0, cache = 0, blocks = 0, blockSize = 0;
-  llvm::StringSet<> counted;
-  module->walk([&](graph::WeightOp w) {
-    if (counted.insert(w.getName()).second)
-      weights += tensorBytes(getHeldWeightType(w));
-  });
-  for (auto step : module.getOps<func::FuncOp>()) {
-    if (!step.isPublic())
-      continue;
-    for (auto [i, t] : llvm::enumerate(step.getArgumentTypes()))
-      if (step.getArgAttr(i, graph::kCacheAttr)) {
-        auto type = cast<RankedTensorType>(t);
-        cache += tensorBytes(t);
-        blocks = type.getDimSize(0);
-        blockSize = type.getDimSize(2);
-      }
-    break;
-  }
-  int64_t cachedTokens = blocks * blockSize;
-  int64_t perToken = cachedTokens > 0 ? cache / cachedTokens : 0;
+  // The largest rank's: a pipeline rank holds its stages' weights and
+  // cache.
+  ServingMemory memory = getServingMemory(module, options.pp);
+  int64_t weights = *llvm::max_element(memory.weights);
+  int64_t cache = *llvm::max_element(memory.cache);
+  int64_t blocks = memory.blocks, blockSize = memory.blockSize;
+  int64_t perToken = memory.kvBytesPerToken();
   llvm::json::Object json{{"weights_bytes", weights},
                           {"kv_cache_bytes", cache},
                           {"kv_bytes_per_token", perToken},
                           {"kv_block", blockSize},
                           {"kv_blocks", blocks}};
+  if (options.pp > 1) {
+    json["weights_bytes_per_pipeline_rank"] = llvm::json::Array(memory.weights);
+    json["kv_cache_bytes_per_pipeline_rank"] = llvm::json::Array(memory.cache);
+  }
   llvm::raw_string_ostream os(line);
-  os << "  generation: per rank, weights " << humanBytes(double(weights))
-     << ", KV cache " << humanBytes(double(cache)) << " ("
-     << humanBytes(double(perToken)) << " per token, " << blocks * blockSize
+  os << "  generation: per rank, weights " << formatBytes(double(weights))
+     << ", KV cache " << formatBytes(double(cache)) << " ("
+     << formatBytes(double(perToken)) << " per token, " << blocks * blockSize
      << " tokens)";
   if (options.memoryBudget > 0 && perToken > 0) {
     int64_t fit = std::max<int64_t>(0, options.memoryBudget - weights) /
@@ -319,7 +310,7 @@ static llvm::json::Object describeGenerationPlan(ModuleOp module,
     json["budget_bytes"] = options.memoryBudget;
     json["tokens_that_fit"] = fit;
     os << "; " << fit << " tokens fit in "
-       << humanBytes(double(options.memoryBudget))
+       << formatBytes(double(options.memoryBudget))
        << " beside the weights (workspace not counted)";
   }
   os << "\n";
@@ -339,7 +330,7 @@ std::string pcc::formatSeconds(double seconds) {
 /// (pcc-overlap-collectives) runs on the links from when it is reached
 /// until it is done, one collective at a time, while the ops up to its
 /// first wait compute.
-static double overlappedStepTime(func::FuncOp step, const CostModel &cost) {
+double pcc::getStepSeconds(func::FuncOp step, const CostModel &cost) {
   double computing = 0, linksFree = 0;
   llvm::DenseMap<Operation *, double> done;
   for (Operation &op : step.getBody().front()) {
@@ -416,7 +407,7 @@ static llvm::json::Object predictStep(ModuleOp module,
             peak, rank.getAsObject()->getInteger("peak_bytes").value_or(0));
     optimizer = slowest;
   } else {
-    seconds = overlappedStepTime(step, cost);
+    seconds = getStepSeconds(step, cost);
   }
   // Tokens: the first input's elements (a batch of token ids) per
   // microbatch, replica and step.
@@ -456,7 +447,8 @@ OwningOpRef<ModuleOp> pcc::loadPlannedModel(MLIRContext &context,
   if (modelSpec.empty())
     return loadModel(context, options);
   std::string error;
-  FailureOr<std::string> source = describedModelSource(modelSpec, error);
+  FailureOr<std::string> source = describedModelSource(
+      modelSpec, error, options.generate ? options.maxSeq : 0);
   if (failed(source)) {
     (void)printError("--model: " + error);
     return nullptr;
@@ -533,11 +525,25 @@ FailureOr<PlannedLayout> pcc::planLayout(OwningOpRef<ModuleOp> module,
         CostModel::forMachine(options.machine, options.dtype);
     if (!cost)
       return printError(llvm::toString(cost.takeError()));
-    int64_t held = 0;
-    for (const HeldBytes &h : heldBytes(*module, options.pp))
-      held = std::max(held, h.parameters + h.gradients + h.state);
-    json["prediction"] =
-        predictStep(*module, options, *cost, json, held, predictionLine);
+    if (options.generate) {
+      // A server's figures: the decode's time per token, tokens per
+      // second, the sequences that fit.
+      std::string error;
+      std::optional<ServingPrediction> serving =
+          predictServing(*module, options, *cost, error);
+      if (!serving)
+        return printError(what + " at tp " + std::to_string(options.tp) +
+                          " x pp " + std::to_string(options.pp) + " on " +
+                          cost->machine + ": " + error);
+      json["prediction"] = serving->toJson();
+      predictionLine = serving->summary(cost->machine);
+    } else {
+      int64_t held = 0;
+      for (const HeldBytes &h : heldBytes(*module, options.pp))
+        held = std::max(held, h.parameters + h.gradients + h.state);
+      json["prediction"] =
+          predictStep(*module, options, *cost, json, held, predictionLine);
+    }
   }
   // What each axis but the pipeline's does, as the compile says it.
   llvm::raw_string_ostream os(planned.summary);
@@ -616,7 +622,9 @@ static LogicalResult planSearch(const CompileOptions &options,
                              {"plan.json", "schedule.svg", "search.json"})))
     return failure();
   FailureOr<SearchResult> found =
-      searchLayouts(options, modelSpec, options.devices);
+      options.generate
+          ? searchServingLayouts(options, modelSpec, options.devices)
+          : searchLayouts(options, modelSpec, options.devices);
   if (failed(found))
     return failure();
   auto text = [](llvm::json::Object json) {

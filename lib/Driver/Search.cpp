@@ -470,18 +470,6 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
   return e;
 }
 
-/// Records the first error a build diagnoses instead of printing it.
-struct ErrorCapture {
-  std::string first;
-  ScopedDiagnosticHandler handler;
-  explicit ErrorCapture(MLIRContext &context)
-      : handler(&context, [this](Diagnostic &d) {
-          if (d.getSeverity() == DiagnosticSeverity::Error && first.empty())
-            first = d.str();
-          return success();
-        }) {}
-};
-
 /// How long a search may take before it stops planning layouts exactly
 /// (it always plans one that fits).
 constexpr double kSearchSeconds = 25;

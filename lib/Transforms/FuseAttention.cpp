@@ -303,7 +303,26 @@ std::optional<SmallVector<bool>> getConstantMask(Value v, int depth = 0) {
   if (DenseElementsAttr dense = getConstantValue(v)) {
     if (!dense.getElementType().isInteger(1))
       return std::nullopt;
+    if (dense.isSplat())
+      return SmallVector<bool>(size_t(dense.getNumElements()),
+                               dense.getSplatValue<bool>());
     return SmallVector<bool>(dense.getValues<bool>());
+  }
+  // A triangle of a constant mask (a causal mask made by Trilu).
+  if (auto t = v.getDefiningOp<TriluOp>()) {
+    std::optional<SmallVector<bool>> inner =
+        getConstantMask(t.getInput(), depth + 1);
+    ArrayRef<int64_t> shape = shapeOf(v);
+    if (!inner || shape.size() < 2)
+      return std::nullopt;
+    int64_t rows = shape[shape.size() - 2], cols = shape.back();
+    int64_t k = static_cast<int64_t>(t.getK());
+    for (int64_t i = 0, e = int64_t(inner->size()); i < e; ++i) {
+      int64_t row = (i / cols) % rows, col = i % cols;
+      bool kept = t.getUpper() ? col - row >= k : col - row <= k;
+      (*inner)[size_t(i)] = (*inner)[size_t(i)] && kept;
+    }
+    return inner;
   }
   if (auto n = v.getDefiningOp<NotOp>()) {
     std::optional<SmallVector<bool>> inner =
@@ -341,6 +360,9 @@ static std::string maskKey(Value v, int depth = 0) {
     os << "c" << dense.getAsOpaquePointer();
   else if (auto n = v.getDefiningOp<NotOp>())
     os << "not(" << maskKey(n.getInput(), depth + 1) << ")";
+  else if (auto t = v.getDefiningOp<TriluOp>())
+    os << "trilu(" << maskKey(t.getInput(), depth + 1) << ","
+       << t.getUpper() << "," << static_cast<int64_t>(t.getK()) << ")";
   else if (auto eq = v.getDefiningOp<EqualOp>())
     os << "eq(" << maskKey(eq.getLhs(), depth + 1) << ","
        << getScalar(eq.getRhs()).value_or(NAN) << ")";

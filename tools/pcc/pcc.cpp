@@ -130,7 +130,11 @@ compile options:
                          giving --dp, --tp, --pp and the rest: pcc plan
                          writes the ranked layouts to DIR/search.json and
                          the best one's plan to DIR/plan.json (needs
-                         --train and --machine)
+                         --train and --machine; with --generate, the tp x
+                         pp layout that serves best, see --objective)
+  --objective O          with pcc plan --generate --devices N: what the
+                         serving layout optimizes, throughput (tokens/s,
+                         default) or latency (decode time per token)
   --machine M            time the stages on machine M (a100-80gb, h100-80gb,
                          cpu or a JSON description, docs/Machines.md); pcc
                          plan then predicts the step's time, tokens/s, MFU
@@ -493,6 +497,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       o.bucketBytes = mb << 20;
     } else if (a == "--devices")
       ok = args.integer(a, o.devices, 1);
+    else if (planOnly && a == "--objective")
+      ok = args.value(a, o.objective);
     else if (!planOnly && a == "--auto")
       o.autoLayout = true;
     else if (a == "--shard") {

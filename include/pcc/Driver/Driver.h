@@ -41,6 +41,10 @@ struct CompileOptions : PipelineConfig {
   /// layout is the options'), and whether a compile compiles its choice.
   int64_t devices = 0;
   bool autoLayout = false;
+  /// What the search of a generation build's serving layout optimizes
+  /// (--objective): "throughput" (tokens per second) or "latency" (the
+  /// decode's time per token).
+  std::string objective = "throughput";
   /// Graph inputs fixed at compile time (--bind NAME=FILE.pb).
   std::map<std::string, std::string> bindings;
   /// Extents of symbolic input dimensions (--dim, --shape).

@@ -43,9 +43,12 @@ llvm::LogicalResult plan(const CompileOptions &options,
                          llvm::StringRef modelSpec, llvm::raw_ostream &summary);
 
 /// The Graph dialect source of a model described by its sizes; fails with
-/// the reason in `error`.
+/// the reason in `error`. With `generateSeq`, the forward a generation
+/// build derives its steps from: one sequence of that length ([1, S]), its
+/// attention causal.
 llvm::FailureOr<std::string> describedModelSource(llvm::StringRef spec,
-                                                  std::string &error);
+                                                  std::string &error,
+                                                  int64_t generateSeq = 0);
 
 } // namespace pcc
 

@@ -157,7 +157,7 @@ std::optional<LogicalResult> FunctionEmitter::emitMovementOp(Operation *op) {
                                              std::max<int64_t>(rows * cols, 1)),
                               std::to_string(rows), std::to_string(cols),
                               tr.getUpper() ? "true" : "false",
-                              std::to_string(tr.getK()) + "LL"});
+                              std::to_string(static_cast<int64_t>(tr.getK())) + "LL"});
         return success();
       })
       .Case([&](ScatterAddOp sc) {

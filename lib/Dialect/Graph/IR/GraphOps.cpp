@@ -331,6 +331,35 @@ int64_t PagedAttentionOp::getFlops() {
   return q[1] * q[2] * keys * (2 * q[3] + 2 * e + 5) / 2;
 }
 
+// Reads the keys or values of each token at its position and writes them
+// there: the cache's other positions are not touched.
+int64_t CacheWriteOp::getBytesAccessed() {
+  auto values = cast<RankedTensorType>(getRows().getType());
+  int64_t indices = 0;
+  for (Value v : {getSlots(), getPositions(), getBlockTables()})
+    indices += cast<RankedTensorType>(v.getType()).getNumElements() * 8;
+  return 2 * values.getNumElements() *
+             std::max<int64_t>(1, values.getElementTypeBitWidth() / 8) +
+         indices;
+}
+
+// Each token reads the keys and values of its sequence up to its position
+// (counted, as the flops, as half of what a block-table row holds), at
+// most the whole cache.
+int64_t PagedAttentionOp::getBytesAccessed() {
+  ArrayRef<int64_t> q = shapeOf(getQuery()), t = shapeOf(getBlockTables()),
+                    k = shapeOf(getKeyCache());
+  auto cache = cast<RankedTensorType>(getKeyCache().getType());
+  int64_t element = std::max<int64_t>(1, cache.getElementTypeBitWidth() / 8);
+  int64_t perPosition = k[1] * k[3] * element;
+  int64_t read = std::min(q[2] * t[1] * k[2] / 2 * perPosition,
+                          cache.getNumElements() * element);
+  int64_t queries = cast<RankedTensorType>(getQuery().getType())
+                        .getNumElements() *
+                    element;
+  return 2 * read + 2 * queries;
+}
+
 int64_t AttentionOp::getFlops() {
   return attentionFlops(getQuery(), getKey(), getValue(), getCausal());
 }
