@@ -97,7 +97,10 @@ Generator::Generator(Model &model, int64_t maxSequence)
       maxSequence > shapeOf.blocksPerSequence * shapeOf.blockSize)
     throw Error("a longest sequence of " + std::to_string(maxSequence) +
                 " does not fit the build's block table");
+  scheduler = std::make_unique<Scheduler>(*this);
 }
+
+Generator::~Generator() = default;
 
 int64_t Generator::sample(const float *logits, int64_t vocabulary,
                           const Sampling &sampling, int64_t index) {
@@ -163,250 +166,446 @@ struct Group {
   Step step;
 };
 
-/// The tag of the sampled tokens a pipeline's last stage sends the others
-/// (beside the generated code's activations).
+/// Tags of what the generator sends beside the generated code's
+/// activations: a pipeline's last stage's sampled tokens, and rank 0's new
+/// requests.
 constexpr int32_t kTokensTag = 7001;
+constexpr int32_t kRequestsTag = 7002;
+
+/// A request as int64 words: prompt length, prompt, max new tokens,
+/// temperature and top-p (as their bits), top-k, seed, stop count, stops.
+void appendRequest(std::vector<int64_t> &words, const GenerationRequest &r) {
+  auto bits = [](double x) {
+    int64_t w;
+    std::memcpy(&w, &x, sizeof w);
+    return w;
+  };
+  const Sampling &s = r.sampling;
+  words.push_back(int64_t(r.prompt.size()));
+  words.insert(words.end(), r.prompt.begin(), r.prompt.end());
+  words.insert(words.end(), {s.maxNewTokens, bits(s.temperature),
+                             bits(s.topP), s.topK, int64_t(s.seed),
+                             int64_t(s.stop.size())});
+  words.insert(words.end(), s.stop.begin(), s.stop.end());
+}
+
+std::vector<GenerationRequest> readRequests(const std::vector<int64_t> &words) {
+  std::vector<GenerationRequest> requests;
+  auto real = [](int64_t w) {
+    double x;
+    std::memcpy(&x, &w, sizeof x);
+    return x;
+  };
+  for (size_t at = 0; at < words.size();) {
+    GenerationRequest r;
+    int64_t n = words[at++];
+    r.prompt.assign(words.begin() + at, words.begin() + at + n);
+    at += size_t(n);
+    Sampling &s = r.sampling;
+    s.maxNewTokens = words[at++];
+    s.temperature = real(words[at++]);
+    s.topP = real(words[at++]);
+    s.topK = words[at++];
+    s.seed = uint64_t(words[at++]);
+    int64_t stops = words[at++];
+    s.stop.assign(words.begin() + at, words.begin() + at + stops);
+    at += size_t(stops);
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
 } // namespace
+
+/// The continuous-batching scheduler: requests, their sequences, the free
+/// rows of the block table and the free blocks, and the groups' steps.
+struct Generator::Scheduler {
+  using Clock = std::chrono::steady_clock;
+  explicit Scheduler(Generator &g);
+
+  Generator &generator;
+  Model &model;
+  const GenerationShape &shape;
+  std::vector<GenerationRequest> requests;
+  std::vector<GenerationResult> results;
+  std::vector<Clock::time_point> arrivals;
+  /// Rank 0's requests not yet handed to the other ranks.
+  std::vector<GenerationRequest> submitted;
+  std::deque<Sequence> waiting;
+  std::vector<int64_t> freeSlots, freeBlocks, blockTable;
+  std::vector<Group> groups;
+  int64_t tick = 0, perGroup = 0, running = 0;
+  /// Whether this rank samples (its stage holds the logits), and which
+  /// stage does.
+  bool sampler = true;
+  int64_t samplerStage = 0;
+  Communicator *comm = nullptr;
+  uint32_t stageAxes = 0, otherAxes = 0;
+  /// Rank 0's sends of the requests to the other stages, in flight, and
+  /// what they send.
+  std::vector<int32_t> requestSends;
+  std::vector<int64_t> requestHeader, requestWords;
+  std::vector<Tensor> inputs, outputs;
+
+  void release(Sequence &q);
+  /// Hands rank 0's new requests to every rank and queues them.
+  void shareRequests();
+  /// The tokens of a group's step in flight: its sequences take them, and
+  /// those that are finished leave.
+  void complete(Group &group, std::vector<GenerationEvent> &events);
+  /// Plans, runs and (on the sampling stage) samples the step of `group`.
+  void run(Group &group, std::vector<GenerationEvent> &events);
+};
+
+Generator::Scheduler::Scheduler(Generator &g)
+    : generator(g), model(g.model), shape(g.shapeOf) {
+  for (int64_t i = shape.maxBatch - 1; i >= 0; --i)
+    freeSlots.push_back(i);
+  for (int64_t i = shape.numBlocks - 1; i >= 0; --i)
+    freeBlocks.push_back(i);
+  blockTable.assign(size_t(shape.maxBatch * shape.blocksPerSequence), 0);
+  // A pipeline runs one group per stage; the stage that holds the logits
+  // samples the tokens and sends them to the others, so that every rank
+  // makes the same decisions.
+  int64_t numGroups = model.numStages();
+  groups.resize(size_t(numGroups));
+  perGroup = numGroups > 1 ? shape.decodeTokens : shape.maxBatch;
+  comm = model.communicator();
+  sampler = model.holdsOutput(g.prefillEntry, 0);
+  if (comm && comm->numRanks() > 1) {
+    otherAxes = comm->allAxes();
+    if (numGroups > 1) {
+      stageAxes = uint32_t(1) << model.info().stage_axis;
+      otherAxes &= ~stageAxes;
+    }
+  }
+  for (uint64_t held = model.entry(g.prefillEntry).outputs[0].holders;
+       numGroups > 1 && held && !(held & 1); held >>= 1)
+    ++samplerStage;
+}
+
+void Generator::Scheduler::release(Sequence &q) {
+  freeBlocks.insert(freeBlocks.end(), q.blocks.rbegin(), q.blocks.rend());
+  q.blocks.clear();
+  freeSlots.push_back(q.slot);
+  q.slot = -1;
+}
+
+void Generator::Scheduler::shareRequests() {
+  std::vector<GenerationRequest> arrived = std::move(submitted);
+  submitted.clear();
+  if (comm && comm->numRanks() > 1) {
+    // Rank 0's words reach its stage's ranks through a sum (the others
+    // add nothing), and the other stages' through sends, which do not wait
+    // for them: the stages stay a group apart.
+    for (int32_t request : requestSends)
+      comm->waitSend(request);
+    requestSends.clear();
+    bool stage0 = model.stage() == 0;
+    std::vector<int64_t> words;
+    if (comm->rank() == 0)
+      for (const GenerationRequest &r : arrived)
+        appendRequest(words, r);
+    std::vector<int64_t> header{int64_t(words.size())};
+    if (stage0 && otherAxes && comm->groupSize(otherAxes) > 1) {
+      comm->allReduce(otherAxes, header.data(), 1, PCCRT_I64, PCCRT_REDUCE_SUM);
+      words.resize(size_t(header[0]), 0);
+      if (header[0])
+        comm->allReduce(otherAxes, words.data(), header[0], PCCRT_I64,
+                        PCCRT_REDUCE_SUM);
+    }
+    if (stageAxes) {
+      if (stage0) {
+        requestHeader = header;
+        requestWords = words;
+        for (int64_t s = 1; s < int64_t(groups.size()); ++s) {
+          requestSends.push_back(comm->startSend(stageAxes, int32_t(s),
+                                                 kRequestsTag,
+                                                 requestHeader.data(), 1,
+                                                 PCCRT_I64));
+          if (header[0])
+            requestSends.push_back(comm->startSend(
+                stageAxes, int32_t(s), kRequestsTag, requestWords.data(),
+                header[0], PCCRT_I64));
+        }
+      } else {
+        comm->recv(stageAxes, 0, kRequestsTag, header.data(), 1, PCCRT_I64);
+        words.assign(size_t(header[0]), 0);
+        if (header[0])
+          comm->recv(stageAxes, 0, kRequestsTag, words.data(), header[0],
+                     PCCRT_I64);
+      }
+    }
+    arrived = readRequests(words);
+  }
+  for (GenerationRequest &r : arrived) {
+    Sequence q;
+    q.request = int64_t(requests.size());
+    q.tokens = r.prompt;
+    q.promptLength = int64_t(q.tokens.size());
+    q.arrived = Clock::now();
+    requests.push_back(std::move(r));
+    results.emplace_back();
+    waiting.push_back(std::move(q));
+  }
+}
+
+void Generator::Scheduler::complete(Group &group,
+                                    std::vector<GenerationEvent> &events) {
+  Step &step = group.step;
+  if (!step.inFlight)
+    return;
+  step.inFlight = false;
+  if (!sampler && !step.tokens.empty())
+    comm->recv(stageAxes, int32_t(samplerStage), kTokensTag,
+               step.tokens.data(), int64_t(step.tokens.size()), PCCRT_I64);
+  for (int32_t request : step.sends)
+    comm->waitSend(request);
+  step.sends.clear();
+  std::vector<Sequence> &seqs = group.running;
+  for (const Step::Part &part : step.parts)
+    seqs[part.sequence].computed = part.from + part.count;
+  auto now = Clock::now();
+  std::vector<bool> finished(seqs.size(), false);
+  for (size_t k = 0; k < step.rowOf.size(); ++k) {
+    Sequence &q = seqs[step.rowOf[k]];
+    const Sampling &sampling = requests[size_t(q.request)].sampling;
+    GenerationResult &result = results[size_t(q.request)];
+    int64_t index = int64_t(q.tokens.size()) - q.promptLength;
+    int64_t next = step.tokens[k];
+    q.tokens.push_back(next);
+    result.tokens.push_back(next);
+    double since = std::chrono::duration<double>(now - q.arrived).count();
+    if (index == 0)
+      result.firstTokenSeconds = since;
+    result.lastTokenSeconds = since;
+    GenerationEvent event{q.request, next, ""};
+    bool stop = std::find(sampling.stop.begin(), sampling.stop.end(), next) !=
+                sampling.stop.end();
+    if (stop || index + 1 >= sampling.maxNewTokens ||
+        int64_t(q.tokens.size()) > generator.maxSequence) {
+      result.finishReason = event.finishReason = stop ? "stop" : "length";
+      finished[step.rowOf[k]] = true;
+    }
+    events.push_back(std::move(event));
+  }
+  std::vector<Sequence> still;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (!finished[i]) {
+      still.push_back(std::move(seqs[i]));
+      continue;
+    }
+    release(seqs[i]);
+    --running;
+  }
+  seqs = std::move(still);
+}
+
+void Generator::Scheduler::run(Group &group,
+                               std::vector<GenerationEvent> &events) {
+  const GenerationShape &s = shape;
+  std::vector<Sequence> &seqs = group.running;
+  while (!waiting.empty() && !freeSlots.empty() &&
+         int64_t(seqs.size()) < perGroup) {
+    Sequence q = std::move(waiting.front());
+    waiting.pop_front();
+    q.slot = freeSlots.back();
+    freeSlots.pop_back();
+    seqs.push_back(std::move(q));
+  }
+  if (seqs.empty())
+    return; // nothing for this group yet
+
+  // The step: every decoding sequence's token first, then the prompts'
+  // chunks, oldest first, within the step's budget. A token needs its
+  // position's block; when none is free, the group's newest sequence gives
+  // its blocks back and waits to be computed again (its tokens so far
+  // kept: it resumes from them).
+  Step &step = group.step;
+  bool prefill = false;
+  for (;;) {
+    step.parts.clear();
+    prefill = false;
+    for (const Sequence &q : seqs)
+      prefill |= int64_t(q.tokens.size()) - q.computed > 1;
+    int64_t budget = prefill ? s.prefillTokens : s.decodeTokens;
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t i = 0; i < seqs.size() && budget > 0; ++i) {
+        Sequence &q = seqs[i];
+        int64_t left = int64_t(q.tokens.size()) - q.computed;
+        if ((pass == 0) != (left == 1))
+          continue;
+        int64_t count = std::min(left, budget);
+        step.parts.push_back({i, q.computed, count});
+        budget -= count;
+      }
+    bool short_ = false;
+    for (const Step::Part &part : step.parts) {
+      Sequence &q = seqs[part.sequence];
+      int64_t needed = (part.from + part.count - 1) / s.blockSize + 1;
+      while (int64_t(q.blocks.size()) < needed && !freeBlocks.empty()) {
+        q.blocks.push_back(freeBlocks.back());
+        freeBlocks.pop_back();
+      }
+      short_ |= int64_t(q.blocks.size()) < needed;
+    }
+    if (!short_)
+      break;
+    bool othersRun = std::any_of(groups.begin(), groups.end(),
+                                 [&](const Group &g) {
+                                   return &g != &group && !g.running.empty();
+                                 });
+    if (seqs.size() == 1 && !othersRun)
+      throw Error("the KV cache's " + std::to_string(s.numBlocks) +
+                  " blocks of " + std::to_string(s.blockSize) +
+                  " positions cannot hold one sequence of " +
+                  std::to_string(seqs.front().tokens.size()) +
+                  " tokens (pcc compile --kv-blocks)");
+    Sequence victim = std::move(seqs.back());
+    seqs.pop_back();
+    release(victim);
+    victim.computed = 0;
+    ++results[size_t(victim.request)].preemptions;
+    waiting.push_front(std::move(victim));
+    if (seqs.empty())
+      break; // the other groups' blocks come back first
+  }
+  if (seqs.empty()) {
+    step.parts.clear();
+    return;
+  }
+
+  // The inputs: padding tokens have slot -1.
+  int32_t entry = prefill ? generator.prefillEntry : generator.decodeEntry;
+  int64_t n = prefill ? s.prefillTokens : s.decodeTokens;
+  int64_t rows = prefill ? s.maxBatch : s.decodeTokens;
+  Tensor tokens{"tokens", PCCRT_I64, {1, n}, std::vector<uint8_t>(n * 8)};
+  Tensor positions{"positions", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
+  Tensor slots{"slots", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
+  Tensor logitIndices{"logit_indices", PCCRT_I64, {rows},
+                      std::vector<uint8_t>(rows * 8)};
+  auto *tok = reinterpret_cast<int64_t *>(tokens.data.data());
+  auto *pos = reinterpret_cast<int64_t *>(positions.data.data());
+  auto *slot = reinterpret_cast<int64_t *>(slots.data.data());
+  auto *rowIndex = reinterpret_cast<int64_t *>(logitIndices.data.data());
+  std::fill(slot, slot + n, -1);
+  std::fill(blockTable.begin(), blockTable.end(), 0);
+  for (const Sequence &q : seqs)
+    for (size_t b = 0; b < q.blocks.size(); ++b)
+      blockTable[size_t(q.slot * s.blocksPerSequence) + b] = q.blocks[b];
+  step.rowOf.clear();
+  int64_t t = 0;
+  for (const Step::Part &part : step.parts) {
+    const Sequence &q = seqs[part.sequence];
+    for (int64_t j = 0; j < part.count; ++j, ++t) {
+      tok[t] = q.tokens[size_t(part.from + j)];
+      pos[t] = part.from + j;
+      slot[t] = q.slot;
+    }
+    if (part.from + part.count == int64_t(q.tokens.size())) {
+      rowIndex[step.rowOf.size()] = t - 1;
+      step.rowOf.push_back(part.sequence);
+    }
+  }
+  Tensor table{"block_tables", PCCRT_I64,
+               {s.maxBatch, s.blocksPerSequence},
+               std::vector<uint8_t>(blockTable.size() * 8)};
+  std::memcpy(table.data.data(), blockTable.data(), table.data.size());
+  inputs = {std::move(tokens), std::move(positions), std::move(slots),
+            std::move(table), std::move(logitIndices)};
+  model.run(entry, inputs, outputs);
+  step.inFlight = true;
+  step.tokens.assign(step.rowOf.size(), 0);
+  if (!sampler)
+    return; // the tokens come when the group's next step is due
+  Tensor logits = model.gatherHeldOutput(entry, outputs, 0);
+  for (size_t k = 0; k < step.rowOf.size(); ++k) {
+    const Sequence &q = seqs[step.rowOf[k]];
+    step.tokens[k] = Generator::sample(
+        reinterpret_cast<const float *>(logits.data.data()) +
+            int64_t(k) * s.vocabulary,
+        s.vocabulary, requests[size_t(q.request)].sampling,
+        int64_t(q.tokens.size()) - q.promptLength);
+  }
+  if (groups.size() > 1 && !step.tokens.empty())
+    for (int64_t other = 0; other < int64_t(groups.size()); ++other)
+      if (other != samplerStage)
+        step.sends.push_back(comm->startSend(
+            stageAxes, int32_t(other), kTokensTag, step.tokens.data(),
+            int64_t(step.tokens.size()), PCCRT_I64));
+  if (groups.size() == 1)
+    complete(group, events);
+}
+
+int64_t Generator::submit(GenerationRequest request) {
+  if (request.prompt.empty() || int64_t(request.prompt.size()) > maxSequence)
+    throw Error("a prompt of " + std::to_string(request.prompt.size()) +
+                " tokens: prompts take 1 to " + std::to_string(maxSequence));
+  Communicator *comm = model.communicator();
+  if (comm && comm->rank() != 0)
+    return -1;
+  Scheduler &s = *scheduler;
+  int64_t id = int64_t(s.requests.size() + s.submitted.size());
+  s.submitted.push_back(std::move(request));
+  ++s.running;
+  return id;
+}
+
+std::vector<GenerationEvent> Generator::step() {
+  Scheduler &s = *scheduler;
+  std::vector<GenerationEvent> events;
+  // Requests submitted on rank 0 count as running there already.
+  int64_t before = int64_t(s.requests.size());
+  s.shareRequests();
+  Communicator *comm = model.communicator();
+  if (comm && comm->rank() != 0)
+    s.running += int64_t(s.requests.size()) - before;
+  Group &group = s.groups[size_t(s.tick % int64_t(s.groups.size()))];
+  ++s.tick;
+  s.complete(group, events);
+  s.run(group, events);
+  return events;
+}
+
+bool Generator::busy() const { return scheduler->running > 0; }
+
+const GenerationResult &Generator::result(int64_t id) const {
+  if (id < 0 || id >= int64_t(scheduler->results.size()))
+    throw Error("no request " + std::to_string(id));
+  return scheduler->results[size_t(id)];
+}
 
 std::vector<GenerationResult>
 Generator::generate(const std::vector<GenerationRequest> &requests) {
-  using Clock = std::chrono::steady_clock;
-  const GenerationShape &s = shapeOf;
   for (const GenerationRequest &r : requests)
     if (r.prompt.empty() || int64_t(r.prompt.size()) > maxSequence)
       throw Error("a prompt of " + std::to_string(r.prompt.size()) +
                   " tokens: prompts take 1 to " + std::to_string(maxSequence));
-  std::vector<GenerationResult> results(requests.size());
-  // Requests by arrival, then by order; the preempted go first again.
-  std::vector<int64_t> pending(requests.size());
-  std::iota(pending.begin(), pending.end(), 0);
-  std::stable_sort(pending.begin(), pending.end(), [&](int64_t a, int64_t b) {
+  // Requests by arrival, then by order; each is submitted before the step
+  // it arrives at.
+  std::vector<size_t> order(requests.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return requests[a].arrivalStep < requests[b].arrivalStep;
   });
-  std::deque<int64_t> arriving(pending.begin(), pending.end());
-  std::deque<Sequence> waiting;
-  std::vector<int64_t> freeSlots, freeBlocks;
-  for (int64_t i = s.maxBatch - 1; i >= 0; --i)
-    freeSlots.push_back(i);
-  for (int64_t i = s.numBlocks - 1; i >= 0; --i)
-    freeBlocks.push_back(i);
-  auto release = [&](Sequence &q) {
-    freeBlocks.insert(freeBlocks.end(), q.blocks.rbegin(), q.blocks.rend());
-    q.blocks.clear();
-    freeSlots.push_back(q.slot);
-    q.slot = -1;
-  };
-
-  // The stage that holds the logits samples the tokens and sends them to
-  // the others: every rank then makes the same decisions.
-  int64_t numGroups = model.numStages();
-  int64_t perGroup = numGroups > 1 ? s.decodeTokens : s.maxBatch;
-  std::vector<Group> groups(static_cast<size_t>(numGroups));
-  Communicator *comm = model.communicator();
-  bool sampler = model.holdsOutput(prefillEntry, 0);
-  uint32_t stageAxes =
-      numGroups > 1 ? uint32_t(1) << model.info().stage_axis : 0;
-  int64_t samplerStage = 0;
-  for (uint64_t held = model.entry(prefillEntry).outputs[0].holders;
-       numGroups > 1 && held && !(held & 1); held >>= 1)
-    ++samplerStage;
-
-  size_t done = 0;
-  // The tokens of a group's step in flight: its sequences take them, and
-  // those that are finished leave.
-  auto complete = [&](Group &group) {
-    Step &step = group.step;
-    if (!step.inFlight)
-      return;
-    step.inFlight = false;
-    if (!sampler && !step.tokens.empty())
-      comm->recv(stageAxes, int32_t(samplerStage), kTokensTag,
-                 step.tokens.data(), int64_t(step.tokens.size()), PCCRT_I64);
-    for (int32_t request : step.sends)
-      comm->waitSend(request);
-    step.sends.clear();
-    std::vector<Sequence> &running = group.running;
-    for (const Step::Part &part : step.parts)
-      running[part.sequence].computed = part.from + part.count;
-    auto now = Clock::now();
-    std::vector<bool> finished(running.size(), false);
-    for (size_t k = 0; k < step.rowOf.size(); ++k) {
-      Sequence &q = running[step.rowOf[k]];
-      const Sampling &sampling = requests[q.request].sampling;
-      GenerationResult &result = results[q.request];
-      int64_t index = int64_t(q.tokens.size()) - q.promptLength;
-      int64_t next = step.tokens[k];
-      q.tokens.push_back(next);
-      double since = std::chrono::duration<double>(now - q.arrived).count();
-      if (index == 0)
-        result.firstTokenSeconds = since;
-      result.lastTokenSeconds = since;
-      bool stop = std::find(sampling.stop.begin(), sampling.stop.end(),
-                            next) != sampling.stop.end();
-      if (stop || index + 1 >= sampling.maxNewTokens ||
-          int64_t(q.tokens.size()) > maxSequence) {
-        result.tokens.assign(q.tokens.begin() + q.promptLength,
-                             q.tokens.end());
-        result.finishReason = stop ? "stop" : "length";
-        finished[step.rowOf[k]] = true;
-      }
+  int64_t first = int64_t(scheduler->requests.size() +
+                          scheduler->submitted.size());
+  std::vector<int64_t> ids(requests.size());
+  size_t next = 0;
+  int64_t steps = 0;
+  // Every rank knows the requests: each counts them running until the
+  // step that hands rank 0's to it.
+  while (next < order.size() || busy()) {
+    while (next < order.size() &&
+           requests[order[next]].arrivalStep <= steps) {
+      submit(requests[order[next]]);
+      ids[order[next]] = first++;
+      ++next;
     }
-    std::vector<Sequence> still;
-    for (size_t i = 0; i < running.size(); ++i) {
-      if (!finished[i]) {
-        still.push_back(std::move(running[i]));
-        continue;
-      }
-      release(running[i]);
-      ++done;
-    }
-    running = std::move(still);
-  };
-
-  std::vector<int64_t> blockTable(size_t(s.maxBatch * s.blocksPerSequence));
-  std::vector<Tensor> inputs(5), outputs;
-  for (int64_t tick = 0; done < requests.size(); ++tick) {
-    Group &group = groups[size_t(tick % numGroups)];
-    complete(group);
-    while (!arriving.empty() &&
-           requests[arriving.front()].arrivalStep <= tick) {
-      Sequence q;
-      q.request = arriving.front();
-      q.tokens = requests[q.request].prompt;
-      q.promptLength = int64_t(q.tokens.size());
-      q.arrived = Clock::now();
-      waiting.push_back(std::move(q));
-      arriving.pop_front();
-    }
-    std::vector<Sequence> &running = group.running;
-    while (!waiting.empty() && !freeSlots.empty() &&
-           int64_t(running.size()) < perGroup) {
-      Sequence q = std::move(waiting.front());
-      waiting.pop_front();
-      q.slot = freeSlots.back();
-      freeSlots.pop_back();
-      running.push_back(std::move(q));
-    }
-    if (running.empty())
-      continue; // nothing for this group yet
-
-    // The step: every decoding sequence's token first, then the prompts'
-    // chunks, oldest first, within the step's budget. A token needs its
-    // position's block; when none is free, the group's newest sequence
-    // gives its blocks back and waits to be computed again.
-    Step &step = group.step;
-    bool prefill = false;
-    for (;;) {
-      step.parts.clear();
-      // The decode step where every sequence has one token to compute.
-      prefill = false;
-      for (const Sequence &q : running)
-        prefill |= int64_t(q.tokens.size()) - q.computed > 1;
-      int64_t budget = prefill ? s.prefillTokens : s.decodeTokens;
-      for (int pass = 0; pass < 2; ++pass)
-        for (size_t i = 0; i < running.size() && budget > 0; ++i) {
-          Sequence &q = running[i];
-          int64_t left = int64_t(q.tokens.size()) - q.computed;
-          if ((pass == 0) != (left == 1))
-            continue;
-          int64_t count = std::min(left, budget);
-          step.parts.push_back({i, q.computed, count});
-          budget -= count;
-        }
-      // Blocks for every position the step writes.
-      bool short_ = false;
-      for (const Step::Part &part : step.parts) {
-        Sequence &q = running[part.sequence];
-        int64_t needed = (part.from + part.count - 1) / s.blockSize + 1;
-        while (int64_t(q.blocks.size()) < needed && !freeBlocks.empty()) {
-          q.blocks.push_back(freeBlocks.back());
-          freeBlocks.pop_back();
-        }
-        short_ |= int64_t(q.blocks.size()) < needed;
-      }
-      if (!short_)
-        break;
-      bool othersRun = std::any_of(groups.begin(), groups.end(), [&](const Group &g) { return &g != &group && !g.running.empty(); });
-      if (running.size() == 1 && !othersRun)
-        throw Error("the KV cache's " + std::to_string(s.numBlocks) +
-                    " blocks of " + std::to_string(s.blockSize) +
-                    " positions cannot hold one sequence of " +
-                    std::to_string(running.front().tokens.size()) +
-                    " tokens (pcc compile --kv-blocks)");
-      Sequence victim = std::move(running.back());
-      running.pop_back();
-      release(victim);
-      victim.computed = 0;
-      ++results[victim.request].preemptions;
-      waiting.push_front(std::move(victim));
-      if (running.empty())
-        break; // the other groups' blocks come back first
-    }
-    if (running.empty()) {
-      step.parts.clear();
-      continue;
-    }
-
-    // The inputs: padding tokens have slot -1.
-    int32_t entry = prefill ? prefillEntry : decodeEntry;
-    int64_t n = prefill ? s.prefillTokens : s.decodeTokens;
-    int64_t rows = prefill ? s.maxBatch : s.decodeTokens;
-    Tensor tokens{"tokens", PCCRT_I64, {1, n}, std::vector<uint8_t>(n * 8)};
-    Tensor positions{"positions", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
-    Tensor slots{"slots", PCCRT_I64, {n}, std::vector<uint8_t>(n * 8)};
-    Tensor logitIndices{"logit_indices", PCCRT_I64, {rows},
-                        std::vector<uint8_t>(rows * 8)};
-    auto *tok = reinterpret_cast<int64_t *>(tokens.data.data());
-    auto *pos = reinterpret_cast<int64_t *>(positions.data.data());
-    auto *slot = reinterpret_cast<int64_t *>(slots.data.data());
-    auto *rowIndex = reinterpret_cast<int64_t *>(logitIndices.data.data());
-    std::fill(slot, slot + n, -1);
-    std::fill(blockTable.begin(), blockTable.end(), 0);
-    for (const Sequence &q : running)
-      for (size_t b = 0; b < q.blocks.size(); ++b)
-        blockTable[size_t(q.slot * s.blocksPerSequence) + b] = q.blocks[b];
-    step.rowOf.clear();
-    int64_t t = 0;
-    for (const Step::Part &part : step.parts) {
-      const Sequence &q = running[part.sequence];
-      for (int64_t j = 0; j < part.count; ++j, ++t) {
-        tok[t] = q.tokens[size_t(part.from + j)];
-        pos[t] = part.from + j;
-        slot[t] = q.slot;
-      }
-      if (part.from + part.count == int64_t(q.tokens.size())) {
-        rowIndex[step.rowOf.size()] = t - 1;
-        step.rowOf.push_back(part.sequence);
-      }
-    }
-    Tensor table{"block_tables", PCCRT_I64,
-                 {s.maxBatch, s.blocksPerSequence},
-                 std::vector<uint8_t>(blockTable.size() * 8)};
-    std::memcpy(table.data.data(), blockTable.data(), table.data.size());
-    inputs = {std::move(tokens), std::move(positions), std::move(slots),
-              std::move(table), std::move(logitIndices)};
-    model.run(entry, inputs, outputs);
-    step.inFlight = true;
-    step.tokens.assign(step.rowOf.size(), 0);
-    if (!sampler)
-      continue; // the tokens come when the group's next step is due
-    Tensor logits = model.gatherHeldOutput(entry, outputs, 0);
-    for (size_t k = 0; k < step.rowOf.size(); ++k) {
-      const Sequence &q = running[step.rowOf[k]];
-      step.tokens[k] =
-          sample(reinterpret_cast<const float *>(logits.data.data()) +
-                     int64_t(k) * s.vocabulary,
-                 s.vocabulary, requests[q.request].sampling,
-                 int64_t(q.tokens.size()) - q.promptLength);
-    }
-    if (numGroups > 1 && !step.tokens.empty())
-      for (int64_t other = 0; other < numGroups; ++other)
-        if (other != samplerStage)
-          step.sends.push_back(comm->startSend(
-              stageAxes, int32_t(other), kTokensTag, step.tokens.data(),
-              int64_t(step.tokens.size()), PCCRT_I64));
-    if (numGroups == 1)
-      complete(group);
+    step();
+    ++steps;
   }
+  std::vector<GenerationResult> results;
+  for (int64_t id : ids)
+    results.push_back(result(id));
   return results;
 }

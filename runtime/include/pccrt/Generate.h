@@ -33,6 +33,7 @@
 #include "pccrt/Runtime.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,15 +86,45 @@ struct GenerationShape {
   static GenerationShape of(const Model &model, const std::string &what);
 };
 
+/// What one scheduler step made for a request: a token, and, with its
+/// last token, why it ended.
+struct GenerationEvent {
+  int64_t request = -1; ///< its id, from submit()
+  int64_t token = -1;
+  std::string finishReason; ///< empty while it runs, then "length"/"stop"
+};
+
 class Generator {
 public:
   /// Serves requests with \p model, a generation build, whose longest
   /// sequence (prompt and tokens) is \p maxSequence positions.
   Generator(Model &model, int64_t maxSequence);
+  ~Generator();
 
   const GenerationShape &shape() const { return shapeOf; }
 
+  /// Queues a request and returns its id (0, 1, ... in submission order);
+  /// it joins the running ones at the next step(). On a mesh, rank 0's
+  /// requests are every rank's: step() hands them to the others, and what
+  /// other ranks submit is ignored (their ids are -1). Throws an Error for
+  /// a prompt that is empty or longer than the longest sequence.
+  int64_t submit(GenerationRequest request);
+
+  /// Runs one scheduler step and returns the tokens it made, in the order
+  /// of the requests' admission, each finished request's last event
+  /// carrying its finish reason. Collective on a mesh: every rank takes
+  /// the step, and over a pipeline the stages take it one group apart.
+  std::vector<GenerationEvent> step();
+
+  /// Whether submitted requests are still waiting or running (the same on
+  /// every rank after each step()).
+  bool busy() const;
+
+  /// The result of request \p id once finished (its tokens so far before).
+  const GenerationResult &result(int64_t id) const;
+
   /// Generates for every request; returns the results in request order.
+  /// A request's arrivalStep is the step before which it is submitted.
   /// Collective on a mesh.
   std::vector<GenerationResult>
   generate(const std::vector<GenerationRequest> &requests);
@@ -104,10 +135,12 @@ public:
                         const Sampling &sampling, int64_t index);
 
 private:
+  struct Scheduler;
   Model &model;
   GenerationShape shapeOf;
   int64_t maxSequence;
   int32_t prefillEntry = -1, decodeEntry = -1;
+  std::unique_ptr<Scheduler> scheduler;
 };
 
 } // namespace pccrt
