@@ -224,6 +224,19 @@ mlir::OwningOpRef<mlir::ModuleOp>
 loadPlannedModel(mlir::MLIRContext &context, const CompileOptions &options,
                  llvm::StringRef modelSpec);
 
+/// A model that a layout search plans again and again: its context (every
+/// dialect, one thread) and the module as loaded, `what` naming it.
+struct PlanningSource {
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  std::string what;
+  PlanningSource();
+  /// Loads `options.model`, or the model `modelSpec` describes; null where
+  /// it cannot be loaded (diagnosed).
+  static std::unique_ptr<PlanningSource> load(const CompileOptions &options,
+                                              llvm::StringRef modelSpec);
+};
+
 /// What planning a layout found: plan.json's content, the schedule's
 /// picture (empty without a pipeline) and the summary `pcc plan` prints.
 struct PlannedLayout {

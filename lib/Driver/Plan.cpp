@@ -458,6 +458,29 @@ OwningOpRef<ModuleOp> pcc::loadPlannedModel(MLIRContext &context,
                                      modelSpec);
 }
 
+static DialectRegistry allDialects() {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  return registry;
+}
+
+PlanningSource::PlanningSource() : context(allDialects()) {
+  context.disableMultithreading();
+}
+
+std::unique_ptr<PlanningSource>
+PlanningSource::load(const CompileOptions &options, StringRef modelSpec) {
+  auto source = std::make_unique<PlanningSource>();
+  {
+    auto printer = installDiagnosticPrinter(source->context);
+    source->module = loadPlannedModel(source->context, options, modelSpec);
+  }
+  if (!source->module)
+    return nullptr;
+  source->what = modelSpec.empty() ? options.model : modelSpec.str();
+  return source;
+}
+
 FailureOr<PlannedLayout> pcc::planLayout(OwningOpRef<ModuleOp> module,
                                          const CompileOptions &options,
                                          StringRef what, bool quiet) {

@@ -604,18 +604,13 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
   SearchContext ctx{options, std::move(*machine), devices};
   const CostModel &cost = ctx.cost;
 
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  MLIRContext context(registry);
-  context.disableMultithreading();
-  OwningOpRef<ModuleOp> source;
-  {
-    auto printer = installDiagnosticPrinter(context);
-    source = loadPlannedModel(context, options, modelSpec);
-  }
-  if (!source)
+  std::unique_ptr<PlanningSource> planned =
+      PlanningSource::load(options, modelSpec);
+  if (!planned)
     return failure();
-  std::string what = modelSpec.empty() ? options.model : modelSpec.str();
+  MLIRContext &context = planned->context;
+  OwningOpRef<ModuleOp> &source = planned->module;
+  const std::string &what = planned->what;
 
   // Tier 1: profiles at tp 1 and at the smallest degree above it.
   Rejections rejected;

@@ -276,18 +276,13 @@ pcc::searchServingLayouts(const CompileOptions &options, StringRef modelSpec,
     return printError(llvm::toString(machine.takeError()));
   const CostModel &cost = *machine;
 
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  MLIRContext context(registry);
-  context.disableMultithreading();
-  OwningOpRef<ModuleOp> source;
-  {
-    auto printer = installDiagnosticPrinter(context);
-    source = loadPlannedModel(context, options, modelSpec);
-  }
-  if (!source)
+  std::unique_ptr<PlanningSource> loaded =
+      PlanningSource::load(options, modelSpec);
+  if (!loaded)
     return failure();
-  std::string what = modelSpec.empty() ? options.model : modelSpec.str();
+  MLIRContext &context = loaded->context;
+  OwningOpRef<ModuleOp> &source = loaded->module;
+  const std::string &what = loaded->what;
 
   SmallVector<ServingLayout> layouts;
   llvm::json::Array refused;
