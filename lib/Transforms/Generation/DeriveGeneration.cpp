@@ -32,6 +32,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -514,6 +515,30 @@ LogicalResult pcc::deriveGeneration(ModuleOp module,
   if (!logits)
     return forward.emitError("--generate needs a causal language model: no "
                              "result holds [1, S, vocabulary] logits");
+
+  // A table the sequence reads at fixed indices (positions 0 .. S-1 of a
+  // learned position table) must hold them all: a model of P positions
+  // serves sequences of at most P.
+  WalkResult tooLong = forward.walk([&](GatherOp gather) {
+    DenseIntElementsAttr indices;
+    if (!matchPattern(gather.getIndices(), m_Constant(&indices)))
+      return WalkResult::advance();
+    int64_t extent = shapeOf(gather.getData())[gather.getAxis()];
+    for (const APInt &index : indices.getValues<APInt>()) {
+      int64_t i = index.getSExtValue();
+      if (i >= extent || i < -extent) {
+        gather.emitError("--generate at --max-seq ")
+            << idShape[1] << ": this gather reads index " << i
+            << " of a dimension of " << extent
+            << " (the model holds fewer positions); give --max-seq "
+            << extent << " or less";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  if (tooLong.wasInterrupted())
+    return failure();
 
   FailureOr<TokenFlow> flow = analyzeTokens(forward, ids);
   if (failed(flow))

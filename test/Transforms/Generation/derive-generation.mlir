@@ -82,3 +82,23 @@ func.func @bidirectional(%ids: tensor<1x8xi64>) -> tensor<1x8x4xf32> {
   %y = graph.reshape %o#0 : tensor<1x1x8x4xf32> to tensor<1x8x4xf32>
   return %y : tensor<1x8x4xf32>
 }
+
+// -----
+
+// A learned position table of 6 positions read at positions 0 .. 7: the
+// sequence is longer than the model holds.
+func.func @short_table(%ids: tensor<1x8xi64>) -> tensor<1x8x16xf32> {
+  %emb = graph.weight "emb" dense<0.5> : tensor<16x4xf32>
+  %table = graph.weight "pos" dense<0.25> : tensor<6x4xf32>
+  %positions = graph.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : tensor<8xi64>
+  %x0 = graph.gather %emb[%ids] {axis = 0 : i64} : (tensor<16x4xf32>, tensor<1x8xi64>) -> tensor<1x8x4xf32>
+  // expected-error @+1 {{--generate at --max-seq 8: this gather reads index 6 of a dimension of 6 (the model holds fewer positions); give --max-seq 6 or less}}
+  %pos = graph.gather %table[%positions] {axis = 0 : i64} : (tensor<6x4xf32>, tensor<8xi64>) -> tensor<8x4xf32>
+  %x = graph.add %x0, %pos : (tensor<1x8x4xf32>, tensor<8x4xf32>) -> tensor<1x8x4xf32>
+  %q = graph.reshape %x : tensor<1x8x4xf32> to tensor<1x1x8x4xf32>
+  %o:2 = graph.attention %q, %q, %q {causal, scale = 0.5 : f32} : (tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>) -> (tensor<1x1x8x4xf32>, tensor<1x1x8xf32>)
+  %y = graph.reshape %o#0 : tensor<1x1x8x4xf32> to tensor<1x8x4xf32>
+  %head = graph.weight "head" dense<0.75> : tensor<4x16xf32>
+  %logits = graph.matmul %y, %head : (tensor<1x8x4xf32>, tensor<4x16xf32>) -> tensor<1x8x16xf32>
+  return %logits : tensor<1x8x16xf32>
+}
