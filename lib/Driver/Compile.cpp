@@ -1318,6 +1318,15 @@ static CompileReport buildReport(const CompileOptions &options,
         *generation.getInteger("cached_tokens"),
         *generation.getInteger("kv_blocks"),
         *generation.getInteger("kv_block"));
+    // A pipeline decodes its sequences in groups, one per stage in flight:
+    // the bubble above is one step's alone.
+    if (options.pp > 1) {
+      line << llvm::formatv("  generation over pp {0}: {0} groups of up to "
+                            "{1} sequences, one per stage, each a step "
+                            "behind the other\n",
+                            options.pp, getDecodeTokens(options));
+      generation["groups"] = int64_t(options.pp);
+    }
     result.report["generation"] = std::move(generation);
   }
   return result;
