@@ -331,6 +331,16 @@ def _reproducible(info):
     return info
 
 
+def pack(folder, tag):
+    """Packs `folder` as HERE/tag.tar.gz (unpacking to tag/), the same bytes
+    from the same files; returns the archive's path."""
+    tgz = os.path.join(HERE, tag + ".tar.gz")
+    with open(tgz, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w") as t:
+        t.add(folder, arcname=tag, filter=_reproducible)
+    return tgz
+
+
 def make(name):
     torch.manual_seed(zlib.crc32(name.encode()) % 1000)
     model = MODELS[name]()
@@ -397,10 +407,7 @@ def make(name):
         print(tag, "onnxruntime", ort_check(path, wrapper, prompts, tokens), flush=True)
         with open(os.path.join(d, "generate.json"), "w") as f:
             json.dump(ref, f, indent=1)
-        tgz = os.path.join(HERE, tag + ".tar.gz")
-        with open(tgz, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
-                tarfile.open(fileobj=gz, mode="w") as t:
-            t.add(d, arcname=tag, filter=_reproducible)
+        tgz = pack(d, tag)
         print(tag, os.path.getsize(tgz), "bytes,", len(m.graph.node), "nodes", flush=True)
 
 

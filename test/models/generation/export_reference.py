@@ -40,7 +40,6 @@ prompt + new tokens stay within MAX_SEQ = 32 positions: prompts of
 PROMPT_LENS (at most 20) tokens and 12 new tokens; generate.json records
 "max_seq": 32. Fixed seeds, one thread: the same packages give the same files.
 """
-import gzip
 import json
 import os
 import shutil
@@ -57,7 +56,7 @@ from onnx import numpy_helper
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from export_generation import (MAX_NEW, MIN_DISTINCT, MIN_MARGIN, Logits,  # noqa: E402
-                               _all_nodes, _reproducible, describe, greedy)
+                               _all_nodes, describe, greedy, pack)
 
 REF_MODELS = os.environ.get("REF_MODELS", "/work/shared/models")
 WORK = os.environ.get("WORK", "/tmp/pcc-generation")
@@ -386,10 +385,7 @@ def make(name):
     print(tag, "onnxruntime", ort_check(path, wrapper, ref_x, ref_y, prompts, tokens), flush=True)
     with open(os.path.join(out, "generate.json"), "w") as f:
         json.dump(ref, f, indent=1)
-    tgz = os.path.join(HERE, tag + ".tar.gz")
-    with open(tgz, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w") as t:
-        t.add(out, arcname=tag, filter=_reproducible)
+    tgz = pack(out, tag)
     print(tag, os.path.getsize(tgz), "bytes,", len(m.graph.node), "nodes", flush=True)
 
 
