@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <set>
 #include <numeric>
 
 using namespace pccrt;
@@ -150,7 +151,9 @@ struct Step {
   std::vector<Part> parts;
   /// Per logit row: the running sequence it is for.
   std::vector<size_t> rowOf;
-  /// Per logit row: its token, once sampled (or received).
+  /// Per logit row, once sampled (or received), kRecordWords words: its
+  /// token, the count of log-probabilities that follow (-1: none), then
+  /// (token, log-probability bits) pairs.
   std::vector<int64_t> tokens;
   /// The sends of the tokens to the other stages, in flight.
   std::vector<int32_t> sends;
@@ -172,41 +175,49 @@ struct Group {
 constexpr int32_t kTokensTag = 7001;
 constexpr int32_t kRequestsTag = 7002;
 
+/// A logit row's words in Step::tokens.
+constexpr int64_t kRecordWords = 2 + 2 * kMaxLogprobs;
+
+int64_t bitsOf(double x) {
+  int64_t w;
+  std::memcpy(&w, &x, sizeof w);
+  return w;
+}
+
+double realOf(int64_t w) {
+  double x;
+  std::memcpy(&x, &w, sizeof x);
+  return x;
+}
+
 /// A request as int64 words: prompt length, prompt, max new tokens,
-/// temperature and top-p (as their bits), top-k, seed, stop count, stops.
+/// temperature and top-p (as their bits), top-k, seed, logprobs, stop
+/// count, stops.
 void appendRequest(std::vector<int64_t> &words, const GenerationRequest &r) {
-  auto bits = [](double x) {
-    int64_t w;
-    std::memcpy(&w, &x, sizeof w);
-    return w;
-  };
   const Sampling &s = r.sampling;
   words.push_back(int64_t(r.prompt.size()));
   words.insert(words.end(), r.prompt.begin(), r.prompt.end());
-  words.insert(words.end(), {s.maxNewTokens, bits(s.temperature),
-                             bits(s.topP), s.topK, int64_t(s.seed),
-                             int64_t(s.stop.size())});
+  words.insert(words.end(), {s.maxNewTokens, bitsOf(s.temperature),
+                             bitsOf(s.topP), s.topK, int64_t(s.seed),
+                             s.logprobs, int64_t(s.stop.size())});
   words.insert(words.end(), s.stop.begin(), s.stop.end());
 }
 
-std::vector<GenerationRequest> readRequests(const std::vector<int64_t> &words) {
+std::vector<GenerationRequest> readRequests(const std::vector<int64_t> &words,
+                                            size_t end) {
   std::vector<GenerationRequest> requests;
-  auto real = [](int64_t w) {
-    double x;
-    std::memcpy(&x, &w, sizeof x);
-    return x;
-  };
-  for (size_t at = 0; at < words.size();) {
+  for (size_t at = 0; at < end;) {
     GenerationRequest r;
     int64_t n = words[at++];
     r.prompt.assign(words.begin() + at, words.begin() + at + n);
     at += size_t(n);
     Sampling &s = r.sampling;
     s.maxNewTokens = words[at++];
-    s.temperature = real(words[at++]);
-    s.topP = real(words[at++]);
+    s.temperature = realOf(words[at++]);
+    s.topP = realOf(words[at++]);
     s.topK = words[at++];
     s.seed = uint64_t(words[at++]);
+    s.logprobs = words[at++];
     int64_t stops = words[at++];
     s.stop.assign(words.begin() + at, words.begin() + at + stops);
     at += size_t(stops);
@@ -228,8 +239,12 @@ struct Generator::Scheduler {
   std::vector<GenerationRequest> requests;
   std::vector<GenerationResult> results;
   std::vector<Clock::time_point> arrivals;
-  /// Rank 0's requests not yet handed to the other ranks.
+  /// Rank 0's requests and cancellations not yet handed to the other
+  /// ranks.
   std::vector<GenerationRequest> submitted;
+  std::vector<int64_t> cancelling;
+  /// Running requests to end at their group's next step.
+  std::set<int64_t> cancelled;
   std::deque<Sequence> waiting;
   std::vector<int64_t> freeSlots, freeBlocks, blockTable;
   std::vector<Group> groups;
@@ -247,8 +262,12 @@ struct Generator::Scheduler {
   std::vector<Tensor> inputs, outputs;
 
   void release(Sequence &q);
-  /// Hands rank 0's new requests to every rank and queues them.
-  void shareRequests();
+  /// Hands rank 0's new requests and cancellations to every rank, queues
+  /// the requests and ends the cancelled ones that wait.
+  void shareRequests(std::vector<GenerationEvent> &events);
+  /// Ends a request now: its result, its event, its place in the count.
+  void finish(int64_t request, const std::string &reason,
+              std::vector<GenerationEvent> &events);
   /// The tokens of a group's step in flight: its sequences take them, and
   /// those that are finished leave.
   void complete(Group &group, std::vector<GenerationEvent> &events);
@@ -290,9 +309,22 @@ void Generator::Scheduler::release(Sequence &q) {
   q.slot = -1;
 }
 
-void Generator::Scheduler::shareRequests() {
+void Generator::Scheduler::finish(int64_t request, const std::string &reason,
+                                  std::vector<GenerationEvent> &events) {
+  results[size_t(request)].finishReason = reason;
+  GenerationEvent event;
+  event.request = request;
+  event.finishReason = reason;
+  events.push_back(std::move(event));
+  cancelled.erase(request);
+  --running;
+}
+
+void Generator::Scheduler::shareRequests(std::vector<GenerationEvent> &events) {
   std::vector<GenerationRequest> arrived = std::move(submitted);
   submitted.clear();
+  std::vector<int64_t> cancels = std::move(cancelling);
+  cancelling.clear();
   if (comm && comm->numRanks() > 1) {
     // Rank 0's words reach its stage's ranks through a sum (the others
     // add nothing), and the other stages' through sends, which do not wait
@@ -301,13 +333,19 @@ void Generator::Scheduler::shareRequests() {
       comm->waitSend(request);
     requestSends.clear();
     bool stage0 = model.stage() == 0;
+    // The requests' words, then the cancelled ids.
     std::vector<int64_t> words;
-    if (comm->rank() == 0)
+    if (comm->rank() == 0) {
       for (const GenerationRequest &r : arrived)
         appendRequest(words, r);
-    std::vector<int64_t> header{int64_t(words.size())};
+      words.insert(words.end(), cancels.begin(), cancels.end());
+    }
+    std::vector<int64_t> header{int64_t(words.size()),
+                                int64_t(cancels.size())};
+    if (comm->rank() != 0)
+      header[1] = 0;
     if (stage0 && otherAxes && comm->groupSize(otherAxes) > 1) {
-      comm->allReduce(otherAxes, header.data(), 1, PCCRT_I64, PCCRT_REDUCE_SUM);
+      comm->allReduce(otherAxes, header.data(), 2, PCCRT_I64, PCCRT_REDUCE_SUM);
       words.resize(size_t(header[0]), 0);
       if (header[0])
         comm->allReduce(otherAxes, words.data(), header[0], PCCRT_I64,
@@ -320,7 +358,7 @@ void Generator::Scheduler::shareRequests() {
         for (int64_t s = 1; s < int64_t(groups.size()); ++s) {
           requestSends.push_back(comm->startSend(stageAxes, int32_t(s),
                                                  kRequestsTag,
-                                                 requestHeader.data(), 1,
+                                                 requestHeader.data(), 2,
                                                  PCCRT_I64));
           if (header[0])
             requestSends.push_back(comm->startSend(
@@ -328,14 +366,16 @@ void Generator::Scheduler::shareRequests() {
                 header[0], PCCRT_I64));
         }
       } else {
-        comm->recv(stageAxes, 0, kRequestsTag, header.data(), 1, PCCRT_I64);
+        comm->recv(stageAxes, 0, kRequestsTag, header.data(), 2, PCCRT_I64);
         words.assign(size_t(header[0]), 0);
         if (header[0])
           comm->recv(stageAxes, 0, kRequestsTag, words.data(), header[0],
                      PCCRT_I64);
       }
     }
-    arrived = readRequests(words);
+    size_t end = size_t(header[0] - header[1]);
+    arrived = readRequests(words, end);
+    cancels.assign(words.begin() + std::ptrdiff_t(end), words.end());
   }
   for (GenerationRequest &r : arrived) {
     Sequence q;
@@ -346,6 +386,21 @@ void Generator::Scheduler::shareRequests() {
     requests.push_back(std::move(r));
     results.emplace_back();
     waiting.push_back(std::move(q));
+  }
+  // A waiting request ends now; a running one at its group's next step,
+  // once its step in flight is done.
+  for (int64_t id : cancels) {
+    if (id < 0 || id >= int64_t(results.size()) ||
+        !results[size_t(id)].finishReason.empty())
+      continue;
+    auto it = std::find_if(waiting.begin(), waiting.end(),
+                           [&](const Sequence &q) { return q.request == id; });
+    if (it != waiting.end()) {
+      waiting.erase(it);
+      finish(id, "abort", events);
+    } else {
+      cancelled.insert(id);
+    }
   }
 }
 
@@ -371,14 +426,19 @@ void Generator::Scheduler::complete(Group &group,
     const Sampling &sampling = requests[size_t(q.request)].sampling;
     GenerationResult &result = results[size_t(q.request)];
     int64_t index = int64_t(q.tokens.size()) - q.promptLength;
-    int64_t next = step.tokens[k];
+    const int64_t *record = &step.tokens[k * size_t(kRecordWords)];
+    int64_t next = record[0];
     q.tokens.push_back(next);
     result.tokens.push_back(next);
+    GenerationEvent event{q.request, next, "", {}};
+    for (int64_t i = 0; i < record[1]; ++i)
+      event.logprobs.push_back({record[2 + 2 * i], realOf(record[3 + 2 * i])});
+    if (record[1] >= 0)
+      result.logprobs.push_back(event.logprobs);
     double since = std::chrono::duration<double>(now - q.arrived).count();
     if (index == 0)
       result.firstTokenSeconds = since;
     result.lastTokenSeconds = since;
-    GenerationEvent event{q.request, next, ""};
     bool stop = std::find(sampling.stop.begin(), sampling.stop.end(), next) !=
                 sampling.stop.end();
     if (stop || index + 1 >= sampling.maxNewTokens ||
@@ -390,12 +450,17 @@ void Generator::Scheduler::complete(Group &group,
   }
   std::vector<Sequence> still;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    if (!finished[i]) {
+    if (!finished[i] && !cancelled.count(seqs[i].request)) {
       still.push_back(std::move(seqs[i]));
       continue;
     }
     release(seqs[i]);
-    --running;
+    if (finished[i]) {
+      cancelled.erase(seqs[i].request);
+      --running;
+    } else {
+      finish(seqs[i].request, "abort", events);
+    }
   }
   seqs = std::move(still);
 }
@@ -514,17 +579,29 @@ void Generator::Scheduler::run(Group &group,
             std::move(table), std::move(logitIndices)};
   model.run(entry, inputs, outputs);
   step.inFlight = true;
-  step.tokens.assign(step.rowOf.size(), 0);
+  step.tokens.assign(step.rowOf.size() * size_t(kRecordWords), 0);
   if (!sampler)
     return; // the tokens come when the group's next step is due
   Tensor logits = model.gatherHeldOutput(entry, outputs, 0);
   for (size_t k = 0; k < step.rowOf.size(); ++k) {
     const Sequence &q = seqs[step.rowOf[k]];
-    step.tokens[k] = Generator::sample(
-        reinterpret_cast<const float *>(logits.data.data()) +
-            int64_t(k) * s.vocabulary,
-        s.vocabulary, requests[size_t(q.request)].sampling,
-        int64_t(q.tokens.size()) - q.promptLength);
+    const Sampling &sampling = requests[size_t(q.request)].sampling;
+    const float *row = reinterpret_cast<const float *>(logits.data.data()) +
+                       int64_t(k) * s.vocabulary;
+    int64_t *record = &step.tokens[k * size_t(kRecordWords)];
+    record[0] = Generator::sample(row, s.vocabulary, sampling,
+                                  int64_t(q.tokens.size()) - q.promptLength);
+    record[1] = -1;
+    if (sampling.logprobs < 0)
+      continue;
+    std::vector<TokenLogprob> lp =
+        Generator::logprobsOf(row, s.vocabulary, record[0],
+                              std::min(sampling.logprobs, kMaxLogprobs));
+    record[1] = int64_t(lp.size());
+    for (size_t i = 0; i < lp.size(); ++i) {
+      record[2 + 2 * i] = lp[i].token;
+      record[3 + 2 * i] = bitsOf(lp[i].logprob);
+    }
   }
   if (groups.size() > 1 && !step.tokens.empty())
     for (int64_t other = 0; other < int64_t(groups.size()); ++other)
@@ -534,6 +611,30 @@ void Generator::Scheduler::run(Group &group,
             int64_t(step.tokens.size()), PCCRT_I64));
   if (groups.size() == 1)
     complete(group, events);
+}
+
+std::vector<TokenLogprob> Generator::logprobsOf(const float *logits,
+                                                int64_t vocabulary,
+                                                int64_t token, int64_t top) {
+  float largest = *std::max_element(logits, logits + vocabulary);
+  double sum = 0;
+  for (int64_t i = 0; i < vocabulary; ++i)
+    sum += std::exp(double(logits[i]) - largest);
+  double logSum = std::log(sum) + largest;
+  std::vector<TokenLogprob> out{{token, double(logits[token]) - logSum}};
+  if (top <= 0)
+    return out;
+  std::vector<int64_t> order(static_cast<size_t>(vocabulary));
+  std::iota(order.begin(), order.end(), 0);
+  top = std::min(top, vocabulary);
+  std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                    [&](int64_t a, int64_t b) {
+                      return logits[a] > logits[b] ||
+                             (logits[a] == logits[b] && a < b);
+                    });
+  for (int64_t i = 0; i < top; ++i)
+    out.push_back({order[size_t(i)], double(logits[order[size_t(i)]]) - logSum});
+  return out;
 }
 
 int64_t Generator::submit(GenerationRequest request) {
@@ -555,7 +656,7 @@ std::vector<GenerationEvent> Generator::step() {
   std::vector<GenerationEvent> events;
   // Requests submitted on rank 0 count as running there already.
   int64_t before = int64_t(s.requests.size());
-  s.shareRequests();
+  s.shareRequests(events);
   Communicator *comm = model.communicator();
   if (comm && comm->rank() != 0)
     s.running += int64_t(s.requests.size()) - before;
@@ -564,6 +665,23 @@ std::vector<GenerationEvent> Generator::step() {
   s.complete(group, events);
   s.run(group, events);
   return events;
+}
+
+void Generator::cancel(int64_t id) {
+  Communicator *comm = model.communicator();
+  if (comm && comm->rank() != 0)
+    return;
+  scheduler->cancelling.push_back(id);
+}
+
+Generator::Load Generator::load() const {
+  const Scheduler &s = *scheduler;
+  Load load;
+  load.waiting = int64_t(s.waiting.size() + s.submitted.size());
+  for (const Group &group : s.groups)
+    load.running += int64_t(group.running.size());
+  load.usedBlocks = shapeOf.numBlocks - int64_t(s.freeBlocks.size());
+  return load;
 }
 
 bool Generator::busy() const { return scheduler->running > 0; }

@@ -54,6 +54,20 @@ struct Sampling {
   uint64_t seed = 0;
   /// Tokens that end the request (kept as its last token).
   std::vector<int64_t> stop;
+  /// The log-probabilities to return with each token (of the model's
+  /// distribution, before temperature and truncation): -1 none, 0 the
+  /// chosen token's, k > 0 also the k most likely tokens' (at most
+  /// kMaxLogprobs).
+  int64_t logprobs = -1;
+};
+
+/// The most alternatives a token's log-probabilities list.
+constexpr int64_t kMaxLogprobs = 20;
+
+/// A token id and its log-probability.
+struct TokenLogprob {
+  int64_t token = -1;
+  double logprob = 0;
 };
 
 struct GenerationRequest {
@@ -66,7 +80,10 @@ struct GenerationRequest {
 
 struct GenerationResult {
   std::vector<int64_t> tokens; ///< the generated tokens, not the prompt
-  std::string finishReason;    ///< "length" or "stop"
+  std::string finishReason;    ///< "length", "stop" or "abort"
+  /// With Sampling::logprobs >= 0: per token, its log-probability, then
+  /// the most likely tokens' (Sampling::logprobs of them).
+  std::vector<std::vector<TokenLogprob>> logprobs;
   double firstTokenSeconds = 0; ///< from its arrival to its first token
   double lastTokenSeconds = 0;  ///< from its arrival to its last token
   int64_t preemptions = 0;
@@ -90,8 +107,11 @@ struct GenerationShape {
 /// last token, why it ended.
 struct GenerationEvent {
   int64_t request = -1; ///< its id, from submit()
-  int64_t token = -1;
-  std::string finishReason; ///< empty while it runs, then "length"/"stop"
+  int64_t token = -1;   ///< -1 for a request that was cancelled
+  /// Empty while it runs, then "length", "stop" or "abort" (cancelled).
+  std::string finishReason;
+  /// As GenerationResult::logprobs, for this token.
+  std::vector<TokenLogprob> logprobs;
 };
 
 class Generator {
@@ -110,11 +130,24 @@ public:
   /// a prompt that is empty or longer than the longest sequence.
   int64_t submit(GenerationRequest request);
 
+  /// Ends request \p id at the next step(), waiting or running: its last
+  /// event has no token and finish reason "abort", and its blocks are
+  /// free for the others. Like submit(), rank 0's cancellations are every
+  /// rank's; an id that is unknown or finished is ignored.
+  void cancel(int64_t id);
+
   /// Runs one scheduler step and returns the tokens it made, in the order
   /// of the requests' admission, each finished request's last event
   /// carrying its finish reason. Collective on a mesh: every rank takes
   /// the step, and over a pipeline the stages take it one group apart.
   std::vector<GenerationEvent> step();
+
+  /// Requests waiting for a place in a step, those running (prefilling
+  /// or decoding), and the KV cache's blocks in use, as of the last step.
+  struct Load {
+    int64_t waiting = 0, running = 0, usedBlocks = 0;
+  };
+  Load load() const;
 
   /// Whether submitted requests are still waiting or running (the same on
   /// every rank after each step()).
@@ -133,6 +166,12 @@ public:
   /// number \p index (0 for its first new token).
   static int64_t sample(const float *logits, int64_t vocabulary,
                         const Sampling &sampling, int64_t index);
+
+  /// The log-probabilities of \p token and of the \p top most likely
+  /// tokens (ties by id) under the softmax of \p logits.
+  static std::vector<TokenLogprob> logprobsOf(const float *logits,
+                                              int64_t vocabulary,
+                                              int64_t token, int64_t top);
 
 private:
   struct Scheduler;
