@@ -18,7 +18,8 @@ build=${PCC_BUILD_DIR:-$root/build}
 packages=(cmake ninja-build g++ libmlir-22-dev mlir-22-tools llvm-22-dev
   llvm-22-tools libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx
   python3-numpy libonnx-testdata libgtest-dev libopenblas-dev clang-22
-  libclang-rt-22-dev libopenmpi-dev openmpi-bin curl)
+  libclang-rt-22-dev libopenmpi-dev openmpi-bin curl libicu-dev
+  libcpp-httplib-dev pybind11-dev python3-dev python3-pytest)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -11,6 +11,7 @@
 
 #include "pcc/Driver/Driver.h"
 #include "pcc/Driver/GenerationRequests.h"
+#include "pcc/Tokenizer/Tokenizer.h"
 
 #include "pccrt/Comm.h"
 #include "pccrt/Generate.h"
@@ -25,11 +26,7 @@
 
 using namespace pcc;
 
-namespace {
-
-/// The longest sequence the build was compiled for (report.json's
-/// generation.max_seq).
-int64_t readMaxSeq(const std::string &dir) {
+int64_t pcc::readGenerationMaxSeq(const std::string &dir) {
   std::string path = dir + "/report.json";
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
@@ -49,8 +46,6 @@ int64_t readMaxSeq(const std::string &dir) {
   return *maxSeq;
 }
 
-} // namespace
-
 llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
                                        const std::string &lib,
                                        const std::string &weights,
@@ -64,19 +59,33 @@ llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
   std::unique_ptr<pccrt::Model> model;
   std::unique_ptr<pccrt::Generator> generator;
   std::vector<pccrt::GenerationRequest> requests;
+  std::optional<Tokenizer> tokenizer;
   std::string error;
   try {
-    int64_t maxSeq = readMaxSeq(options.dir);
+    int64_t maxSeq = readGenerationMaxSeq(options.dir);
     model = pccrt::Model::load(lib, weights, "pcc", comm);
     if (runComm)
       model->setRunCommunicator(runComm);
     generator = std::make_unique<pccrt::Generator>(*model, maxSeq);
+    if (!g.tokenizer.empty()) {
+      llvm::Expected<Tokenizer> t = Tokenizer::fromFile(g.tokenizer);
+      if (!t)
+        throw pccrt::Error(llvm::toString(t.takeError()));
+      int64_t vocabulary = generator->shape().vocabulary;
+      if (t->vocabularySize() > vocabulary)
+        throw pccrt::Error(g.tokenizer + ": " +
+                           std::to_string(t->vocabularySize()) +
+                           " tokens, more than the model's vocabulary of " +
+                           std::to_string(vocabulary));
+      tokenizer.emplace(std::move(*t));
+    }
     auto buffer = llvm::MemoryBuffer::getFile(g.prompts, /*IsText=*/true);
     if (!buffer)
       throw pccrt::Error(g.prompts + ": " + buffer.getError().message());
     requests = parseGenerationRequests((*buffer)->getBuffer(), g.prompts,
                                        g.sampling,
-                                       generator->shape().vocabulary, maxSeq);
+                                       generator->shape().vocabulary, maxSeq,
+                                       tokenizer ? &*tokenizer : nullptr);
     if (rank == 0 && !g.output.empty())
       pccrt::checkWritableFile(g.output);
   } catch (const pccrt::Error &e) {
@@ -120,10 +129,15 @@ llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
     llvm::json::Array tokens;
     for (int64_t t : r.tokens)
       tokens.push_back(t);
-    os << llvm::json::Value(llvm::json::Object{
-              {"tokens", std::move(tokens)},
-              {"finish_reason", r.finishReason}})
-       << "\n";
+    llvm::json::Object line{{"tokens", std::move(tokens)},
+                            {"finish_reason", r.finishReason}};
+    if (tokenizer) {
+      llvm::Expected<std::string> text = tokenizer->decode(r.tokens);
+      if (!text)
+        throw pccrt::Error(llvm::toString(text.takeError()));
+      line["text"] = std::move(*text);
+    }
+    os << llvm::json::Value(std::move(line)) << "\n";
     generated += int64_t(r.tokens.size());
     firstToken += r.firstTokenSeconds;
     if (r.tokens.size() > 1) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Driver/GenerationRequests.h"
+#include "pcc/Tokenizer/Tokenizer.h"
 
 #include "llvm/Support/JSON.h"
 
@@ -42,7 +43,8 @@ double numberAt(const llvm::json::Value &value, const std::string &file,
 std::vector<pccrt::GenerationRequest>
 pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
                              const pccrt::Sampling &defaults,
-                             int64_t vocabulary, int64_t maxSeq) {
+                             int64_t vocabulary, int64_t maxSeq,
+                             const Tokenizer *tokenizer) {
   std::vector<pccrt::GenerationRequest> requests;
   llvm::SmallVector<llvm::StringRef> lines;
   text.split(lines, '\n');
@@ -62,11 +64,21 @@ pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
     for (const auto &[key, value] : *object) {
       std::string k = key.str();
       if (k == "prompt") {
-        const llvm::json::Array *ids = value.getAsArray();
-        if (!ids)
+        std::optional<llvm::StringRef> text = value.getAsString();
+        if (text && !tokenizer)
           failAt(file, line,
-                 "\"prompt\" must be an array of token ids (text prompts "
-                 "need a tokenizer)");
+                 "a text prompt needs a tokenizer (--tokenizer "
+                 "tokenizer.json)");
+        const llvm::json::Array *ids = value.getAsArray();
+        if (!ids && !text)
+          failAt(file, line,
+                 "\"prompt\" must be text or an array of token ids");
+        llvm::json::Array fromText;
+        if (text) {
+          for (int64_t id : tokenizer->encode(*text))
+            fromText.push_back(id);
+          ids = &fromText;
+        }
         for (auto [position, id] : llvm::enumerate(*ids)) {
           std::optional<int64_t> token = id.getAsInteger();
           if (!token)

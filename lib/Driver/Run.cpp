@@ -640,7 +640,9 @@ static llvm::LogicalResult launch(const RunOptions &options, int64_t ranks) {
   pccrt::LaunchOptions launch;
   launch.ranks = ranks;
   launch.command = {std::string(self, size_t(n)),
-                    options.generation ? "generate" : "run"};
+                    options.generation
+                        ? (options.generation->serve ? "serve" : "generate")
+                        : "run"};
   launch.command.insert(launch.command.end(), options.arguments.begin(),
                         options.arguments.end());
   launch.timeoutSeconds = options.timeoutSeconds;
@@ -648,6 +650,9 @@ static llvm::LogicalResult launch(const RunOptions &options, int64_t ranks) {
   // after the step that is running and the save.
   if (!options.saveCheckpoint.empty())
     launch.graceSeconds = options.timeoutSeconds;
+  // A server finishes or answers its requests, then ends every rank.
+  if (options.generation && options.generation->serve)
+    launch.graceSeconds = 9;
   llvm::outs().flush();
   std::vector<std::string> errors;
   int status = pccrt::launchRanks(launch, errors);
@@ -725,9 +730,13 @@ runAsRank(const RunOptions &options, const std::string &lib,
   }
   llvm::LogicalResult result = llvm::failure();
   try {
-    if (ready)
+    if (ready && options.follow)
+      result = runFollower(options, lib, weights, context.comm,
+                           context.runComm, llvm::nulls());
+    else if (ready)
       result = options.generation
-                   ? runGeneration(options, lib, weights, context.comm,
+                   ? (options.generation->serve ? runServer : runGeneration)(
+                         options, lib, weights, context.comm,
                                    context.runComm,
                                    rank == 0 ? summary : llvm::nulls())
                    : runSteps(options, lib, weights, context,
@@ -913,13 +922,19 @@ llvm::LogicalResult pcc::run(const RunOptions &options,
     // The emulation communicates on host memory, through MPI or sockets
     // like the CPU target; the GPUs need NCCL.
     bool onGpus = cudaBuild && !emulated;
+    if (options.follow &&
+        (ranks <= 1 || (!pccrt::startedByLauncher(&launchedRanks) &&
+                        !pccrt::SocketBootstrap::inEnvironment())))
+      throw pccrt::Error("pcc follow runs a rank of a session of several "
+                         "ranks, started by import pcc");
     if (ranks <= 1) {
       if (options.fault)
         throw pccrt::Error("--fault: " + options.dir +
                            " runs on one rank; faults are injected into "
                            "programs of several ranks");
       return options.generation
-                 ? runGeneration(options, lib, weights, nullptr, nullptr,
+                 ? (options.generation->serve ? runServer : runGeneration)(
+                       options, lib, weights, nullptr, nullptr,
                                  summary)
                  : runSteps(options, lib, weights, RankContext(), summary);
     }

@@ -35,12 +35,13 @@ mlir_inc=/usr/lib/llvm-22/include
   -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lMLIR -lLLVM \
   -lonnx -lonnx_proto -lprotobuf -o "$out/Import-fuzzer"
 
-# pcc generate's requests parser, over LLVM's JSON reader.
+# pcc generate's requests parser, over LLVM's JSON reader (with the
+# tokenizer its text prompts go through).
 "$cxx" "${flags[@]}" -I"$root/include" -I"$root/runtime/include" \
   -isystem "$mlir_inc" "$root/test/fuzz/GenerationRequestsFuzzer.cpp" \
-  "$root/lib/Driver/GenerationRequests.cpp" \
+  "$root/lib/Driver/GenerationRequests.cpp" "$root"/lib/Tokenizer/*.cpp \
   -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lLLVM \
-  -o "$out/Requests-fuzzer"
+  -licuuc -licui18n -o "$out/Requests-fuzzer"
 
 # Seeds: the text-format import tests and small TensorProto / safetensors
 # files written by the tests.

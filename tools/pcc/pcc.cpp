@@ -23,9 +23,14 @@ static const char kSynopsis[] =
        pcc run OUT [--input FILE ...] [--data FILE] [--steps K] [--dump DIR]
                [--load CKPT] [--save CKPT] [--timeout S]
        pcc generate OUT --prompts FILE.jsonl [-o OUT.jsonl]
-                    [--max-new-tokens N] [--temperature T] [--top-k K]
-                    [--top-p P] [--seed S] [--stop ID ...]
+                    [--tokenizer tokenizer.json] [--max-new-tokens N]
+                    [--temperature T] [--top-k K] [--top-p P] [--seed S]
+                    [--stop ID ...]
                              (generates with a build of compile --generate)
+       pcc serve OUT [--port P] [--host H] [--tokenizer tokenizer.json]
+                 [--api-key KEY] [--max-queue N] [--model-name NAME]
+                             (the OpenAI completions API over a build of
+                              compile --generate, at any tp x pp)
        pcc plan (MODEL.onnx | --model gpt:layers=L,hidden=H,heads=N,vocab=V,
                  seq=S,batch=B) -o DIR [compile options]
                              (stages, schedule, bubble and memory per rank,
@@ -689,14 +694,20 @@ static int calibrateCommand(Args &args) {
 
 static const char kGenerateHelp[] = R"(
 generate options:
-  --prompts FILE         one request a line: {"prompt": [token ids]}, and
+  --prompts FILE         one request a line: {"prompt": [token ids]} (or
+                         {"prompt": "text"} with --tokenizer), and
                          any of the options below for that request alone
                          (max_new_tokens, temperature, top_k, top_p, seed,
                          stop), and arrival_step (the scheduler step it
                          joins at)
   -o FILE                write one line per request, in input order:
                          {"tokens": [...], "finish_reason": "length"|"stop"}
-                         (default: standard output)
+                         and "text" with --tokenizer (default: standard
+                         output)
+  --tokenizer FILE       a Hugging Face tokenizer.json (byte-level BPE, as
+                         GPT-2, Llama 3 and Qwen2's, or BPE with byte
+                         fallback, as Llama 2 and Mistral's): text prompts
+                         in, text out
   --max-new-tokens N     tokens to generate per request (default 16)
   --temperature T        0 (the default): greedy; otherwise sample
   --top-k K              sample among the K most likely tokens
@@ -721,6 +732,8 @@ static int generateCommand(Args &args) {
     }
     if (a == "--prompts")
       ok = args.value(a, g.prompts);
+    else if (a == "--tokenizer")
+      ok = args.value(a, g.tokenizer);
     else if (a == "-o")
       ok = args.value(a, g.output);
     else if (a == "--max-new-tokens")
@@ -775,6 +788,108 @@ static int generateCommand(Args &args) {
     return 1;
   }
   o.generation = std::move(g);
+  return failed(pcc::run(o, llvm::outs())) ? 1 : 0;
+}
+
+static const char kServeHelp[] = R"(
+serve options:
+  --port P               the TCP port (default 8000; 0: a free one, which
+                         the first line printed names)
+  --host H               the address to listen on (default 127.0.0.1: this
+                         machine alone; 0.0.0.0 for every interface)
+  --tokenizer FILE       a Hugging Face tokenizer.json: text prompts, stop
+                         strings and text in the answers (without it,
+                         prompts are token ids and answers carry token_ids)
+  --api-key KEY          requests to /v1/ must send Authorization: Bearer
+                         KEY (401 otherwise)
+  --max-queue N          prompts that may wait for a place in the batch;
+                         further requests are answered 503 (default 64)
+  --model-name NAME      the model's name in /v1/models and requests
+                         (default: OUT's folder name)
+  --timeout S            as for pcc run, on a build of several ranks
+
+endpoints: POST /v1/completions (OpenAI's, with vLLM's return_token_ids and
+stop_token_ids), GET /v1/models, GET /health, GET /metrics (Prometheus).
+SIGINT or SIGTERM stops it: running requests get up to 6 s to finish.
+)";
+
+static int serveCommand(Args &args) {
+  RunOptions o;
+  o.arguments = args.rest();
+  GenerateOptions g;
+  ServeOptions serve;
+  while (!args.done()) {
+    llvm::StringRef a = args.next();
+    bool ok = true;
+    if (isHelp(a)) {
+      llvm::outs() << "usage: " << usageOf("serve") << kServeHelp;
+      return 0;
+    }
+    if (a == "--port")
+      ok = args.integer(a, serve.port, 0);
+    else if (a == "--host")
+      ok = args.value(a, serve.host);
+    else if (a == "--tokenizer")
+      ok = args.value(a, g.tokenizer);
+    else if (a == "--api-key")
+      ok = args.value(a, serve.apiKey);
+    else if (a == "--max-queue")
+      ok = args.integer(a, serve.maxQueue, 1);
+    else if (a == "--model-name")
+      ok = args.value(a, serve.modelName);
+    else if (a == "--timeout")
+      ok = args.seconds(a, o.timeoutSeconds);
+    else if (a.starts_with("-"))
+      return unknown(a);
+    else if (o.dir.empty())
+      o.dir = a.str();
+    else {
+      llvm::errs() << "pcc: error: '" << a
+                   << "': more than one compiled folder given (after '"
+                   << o.dir << "')\n";
+      return 1;
+    }
+    if (!ok)
+      return 1;
+  }
+  if (o.dir.empty()) {
+    llvm::errs() << "pcc: error: serve needs the compiled folder OUT\n";
+    return 1;
+  }
+  if (serve.port > 65535) {
+    llvm::errs() << "pcc: error: --port must be at most 65535\n";
+    return 1;
+  }
+  g.serve = std::move(serve);
+  o.generation = std::move(g);
+  return failed(pcc::run(o, llvm::outs())) ? 1 : 0;
+}
+
+/// `pcc follow OUT [--timeout S]`: what import pcc starts as the ranks
+/// other than 0 of a session of several ranks (not in the synopsis: no
+/// user runs it by hand).
+static int followCommand(Args &args) {
+  RunOptions o;
+  o.follow = true;
+  o.arguments = args.rest();
+  while (!args.done()) {
+    llvm::StringRef a = args.next();
+    bool ok = true;
+    if (a == "--timeout")
+      ok = args.seconds(a, o.timeoutSeconds);
+    else if (a.starts_with("-"))
+      return unknown(a);
+    else if (o.dir.empty())
+      o.dir = a.str();
+    else
+      return unknown(a);
+    if (!ok)
+      return 1;
+  }
+  if (o.dir.empty()) {
+    llvm::errs() << "pcc: error: follow needs the compiled folder OUT\n";
+    return 1;
+  }
   return failed(pcc::run(o, llvm::outs())) ? 1 : 0;
 }
 
@@ -868,7 +983,7 @@ int main(int argc, char **argv) {
   llvm::StringRef cmd = argv[1];
   if (isHelp(cmd) || cmd == "help") {
     llvm::outs() << kSynopsis << kCompileHelp << kRunHelp << kGenerateHelp
-                 << kImportHelp;
+                 << kServeHelp << kImportHelp;
     return 0;
   }
   if (cmd == "--version") {
@@ -886,11 +1001,16 @@ int main(int argc, char **argv) {
     return runCommand(args);
   if (cmd == "generate")
     return generateCommand(args);
+  if (cmd == "serve")
+    return serveCommand(args);
+  if (cmd == "follow")
+    return followCommand(args);
   if (cmd == "import")
     return importCommand(args);
   llvm::errs()
       << "pcc: error: unknown command '" << cmd
-      << "' (expected compile, run, generate, plan, calibrate or import; "
+      << "' (expected compile, run, generate, serve, plan, calibrate or "
+         "import; "
          "see pcc --help)\n";
   return 1;
 }

@@ -114,10 +114,30 @@ llvm::LogicalResult compile(const CompileOptions &options,
                             llvm::raw_ostream &summary);
 
 /// `pcc generate`: the requests and the sampling they default to.
+/// `pcc serve`: the OpenAI API over a generation build.
+struct ServeOptions {
+  /// Where it listens: this machine alone unless told otherwise.
+  std::string host = "127.0.0.1";
+  int64_t port = 8000;
+  /// Requests must carry `Authorization: Bearer KEY` when not empty.
+  std::string apiKey;
+  /// Requests that may wait for a place in the batch before new ones are
+  /// answered 503.
+  int64_t maxQueue = 64;
+  /// The name /v1/models lists and requests may give (default: the
+  /// compiled folder's name).
+  std::string modelName;
+};
+
 struct GenerateOptions {
-  /// One JSON object a line: {"prompt": [ids]} and any of max_new_tokens,
-  /// temperature, top_k, top_p, seed, stop and arrival_step.
+  /// One JSON object a line: {"prompt": [ids] or "text"} and any of
+  /// max_new_tokens, temperature, top_k, top_p, seed, stop and
+  /// arrival_step.
   std::string prompts;
+  /// A Hugging Face tokenizer.json: text prompts in, text out.
+  std::string tokenizer;
+  /// Serve over HTTP (pcc serve) instead of reading prompts.
+  std::optional<ServeOptions> serve;
   /// Where the results go, one line per request in input order (empty:
   /// standard output).
   std::string output;
@@ -128,6 +148,8 @@ struct RunOptions {
   std::string dir;
   /// `pcc generate` instead of `pcc run`'s steps, when set.
   std::optional<GenerateOptions> generation;
+  /// `pcc follow`: a rank of a session that rank 0 leads (import pcc).
+  bool follow = false;
   std::vector<std::string> inputs;
   std::string dumpDir;
   int64_t steps = 1;
@@ -192,6 +214,30 @@ llvm::LogicalResult runGeneration(const RunOptions &options,
                                   pccrt::Communicator *comm,
                                   pccrt::Communicator *runComm,
                                   llvm::raw_ostream &summary);
+
+/// `pcc serve`: every rank loads the build (a pccrt::Session); rank 0
+/// answers the OpenAI API over HTTP and leads, the others follow. Ends on
+/// SIGINT or SIGTERM once the running requests are finished or answered
+/// with an error.
+llvm::LogicalResult runServer(const RunOptions &options,
+                              const std::string &lib,
+                              const std::string &weights,
+                              pccrt::Communicator *comm,
+                              pccrt::Communicator *runComm,
+                              llvm::raw_ostream &summary);
+
+/// `pcc follow`: this rank (not 0) loads the build and carries out rank
+/// 0's calls (pccrt::Session::follow) until it closes the session.
+llvm::LogicalResult runFollower(const RunOptions &options,
+                                const std::string &lib,
+                                const std::string &weights,
+                                pccrt::Communicator *comm,
+                                pccrt::Communicator *runComm,
+                                llvm::raw_ostream &summary);
+
+/// The longest sequence a generation build in \p dir was compiled for
+/// (report.json's generation.max_seq); throws a pccrt::Error otherwise.
+int64_t readGenerationMaxSeq(const std::string &dir);
 
 /// `pcc calibrate -o FILE`: measures this machine with pcc's own programs
 /// (the products' throughput in f32 and bf16, the memory bandwidth and the

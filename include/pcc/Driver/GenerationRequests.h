@@ -12,8 +12,11 @@
 
 namespace pcc {
 
+class Tokenizer;
+
 /// The requests of `text`, the contents of the requests file `file`: one
-/// JSON object a line ({"prompt": [ids]} and any of max_new_tokens,
+/// JSON object a line ({"prompt": [ids]}, or {"prompt": "text"} encoded
+/// with `tokenizer`, and any of max_new_tokens,
 /// temperature, top_k, top_p, seed, stop and arrival_step, over
 /// `defaults`), blank lines skipped. Throws a pccrt::Error naming the file,
 /// the line and, for a token, its position for anything malformed: not
@@ -22,7 +25,7 @@ namespace pcc {
 std::vector<pccrt::GenerationRequest>
 parseGenerationRequests(llvm::StringRef text, const std::string &file,
                         const pccrt::Sampling &defaults, int64_t vocabulary,
-                        int64_t maxSeq);
+                        int64_t maxSeq, const Tokenizer *tokenizer = nullptr);
 
 } // namespace pcc
 

@@ -1,0 +1,328 @@
+"""Drives `pcc serve` as its users do, over plain HTTP (and with the
+`openai` package where it is installed), and checks what it answers.
+
+  check_server.py PCC OUT REF.json TOKENIZER [--ranks N] [--queue]
+
+starts `PCC serve OUT --port 0 --tokenizer TOKENIZER --api-key KEY`, then:
+  - 24 concurrent greedy requests (the fixture's prompts in turn) whose
+    tokens must equal REF.json's (transformers' generate()), five bad
+    requests among them answered 400, one without the key answered 401;
+  - a streamed request: at least two chunks, then [DONE], the same tokens;
+  - a text prompt: its prompt_token_ids equal the tokenizer's encoding, and
+    its tokens and text equal those of the same ids given as a prompt;
+  - /v1/models, /health and /metrics;
+  - SIGTERM: the server and every rank end within 10 s, none left.
+With --queue it starts it with --max-queue 1 instead and checks that
+requests beyond the queue get 503 while the others are served.
+Prints one `ok ...` line per check; exits 1 at the first failure.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+KEY = "sk-pcc-test"
+
+
+SERVERS = []
+
+
+def fail(message):
+    print("FAIL " + message)
+    sys.stdout.flush()
+    for server in SERVERS:
+        server.proc.kill()
+        server.proc.wait()
+    raise SystemExit(1)
+
+
+class Server:
+    def __init__(self, pcc, out, args):
+        self.out = out
+        SERVERS.append(self)
+        self.proc = subprocess.Popen(
+            [pcc, "serve", out, "--port", "0"] + args,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        line = self.proc.stdout.readline()
+        while line and "serving" not in line:
+            line = self.proc.stdout.readline()
+        if "http://" not in line:
+            fail("no serving line: %r (exit %s)" % (line, self.proc.poll()))
+        self.base = line.split("http://")[1].split()[0]
+        self.lines = []
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def request(self, method, path, body=None, key=KEY, raw=None):
+        data = raw if raw is not None else (
+            json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request("http://%s%s" % (self.base, path),
+                                     data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if key:
+            req.add_header("Authorization", "Bearer " + key)
+        try:
+            with urllib.request.urlopen(req, timeout=300) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def stop(self):
+        """SIGTERM; the server and all its ranks must end within 10 s."""
+        start = time.time()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            fail("the server did not end within 10 s of SIGTERM")
+        left = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cmd = open("/proc/%s/cmdline" % pid, "rb").read()
+            except OSError:
+                continue
+            args = cmd.split(b"\0")
+            if self.out.encode() in args and b"serve" in args:
+                left.append(pid)
+        if left:
+            fail("processes left after SIGTERM: %s" % left)
+        return time.time() - start
+
+
+def completion(server, body, key=KEY):
+    status, text = server.request("POST", "/v1/completions", body, key)
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text
+
+
+def check_error(status, answer, want, what):
+    if status != want:
+        fail("%s: status %s, expected %s: %s" % (what, status, want, answer))
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not error or not all(k in error for k in ("message", "type", "code")):
+        fail("%s: not an OpenAI error object: %s" % (what, answer))
+
+
+def main(argv):
+    pcc, out, ref_path, tokenizer = argv[:4]
+    ranks = int(argv[argv.index("--ranks") + 1]) if "--ranks" in argv else 1
+    ref = json.load(open(ref_path))
+    prompts, tokens, n = ref["prompts"], ref["tokens"], ref["max_new_tokens"]
+
+    if "--queue" in argv:
+        server = Server(pcc, out, ["--max-queue", "1"])
+        # Long enough that the batch is full while the others come.
+        results = [None] * 12
+
+        def send(i):
+            results[i] = completion(server, {
+                "prompt": prompts[i % 2], "max_tokens": 40,
+                "temperature": 0})
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        busy = [r for r in results if r[0] == 503]
+        served = [(i, r) for i, r in enumerate(results) if r[0] == 200]
+        for status, answer in busy:
+            check_error(status, answer, 503, "a request past --max-queue")
+        if not busy or not served:
+            fail("--max-queue 1: %d answered 503, %d served" %
+                 (len(busy), len(served)))
+        for i, (status, answer) in served:
+            if answer["choices"][0]["token_ids"][:n] != tokens[i % 2]:
+                fail("a served request's tokens differ from transformers'")
+        print("ok --max-queue 1: %d of 12 requests answered 503, the others "
+              "served" % len(busy))
+        server.stop()
+        return 0
+
+    server = Server(pcc, out, (["--tokenizer", tokenizer] if tokenizer != "-"
+                               else []) + ["--api-key", KEY])
+
+    # 24 concurrent greedy requests, five bad ones among them.
+    good = [None] * 24
+    bad_bodies = [
+        None,  # not JSON
+        {"max_tokens": 4},  # no prompt
+        {"prompt": prompts[0], "max_tokens": -1},
+        {"prompt": [1, 2, 10 ** 6], "max_tokens": 4},
+        {"prompt": prompts[0], "max_tokens": 10 ** 4},  # over --max-seq
+    ]
+    bad = [None] * len(bad_bodies)
+
+    def send_good(i):
+        good[i] = completion(server, {
+            "model": os.path.basename(out.rstrip("/")),
+            "prompt": prompts[i % len(prompts)], "max_tokens": n,
+            "temperature": 0, "return_token_ids": True})
+
+    def send_bad(i):
+        if bad_bodies[i] is None:
+            status, text = server.request("POST", "/v1/completions",
+                                          raw=b"{not json")
+            bad[i] = (status, json.loads(text))
+        else:
+            bad[i] = completion(server, bad_bodies[i])
+
+    threads = [threading.Thread(target=send_good, args=(i,))
+               for i in range(24)]
+    threads += [threading.Thread(target=send_bad, args=(i,))
+                for i in range(len(bad_bodies))]
+    start = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.time() - start
+    for i, (status, answer) in enumerate(good):
+        if status != 200:
+            fail("request %d: status %s: %s" % (i, status, answer))
+        choice = answer["choices"][0]
+        if choice["token_ids"] != tokens[i % len(prompts)]:
+            fail("request %d: %s, transformers %s" %
+                 (i, choice["token_ids"], tokens[i % len(prompts)]))
+        if choice["finish_reason"] != "length":
+            fail("request %d: finish_reason %s" % (i, choice["finish_reason"]))
+        usage = answer["usage"]
+        if usage["completion_tokens"] != n or usage["prompt_tokens"] != len(
+                prompts[i % len(prompts)]):
+            fail("request %d: usage %s" % (i, usage))
+    print("ok 24 concurrent requests at %d rank(s) equal transformers' "
+          "greedy tokens" % ranks)
+    for i, (status, answer) in enumerate(bad):
+        check_error(status, answer, 400, "bad request %d" % i)
+    print("ok 5 bad requests answered 400 while the others were served")
+    status, answer = completion(server, {"prompt": prompts[0]}, key=None)
+    check_error(status, answer, 401, "a request without the key")
+    status, answer = completion(server, {"prompt": prompts[0]}, key="wrong")
+    check_error(status, answer, 401, "a request with a wrong key")
+    print("ok requests without the key or with a wrong one answered 401")
+
+    # Streamed: chunks as the tokens come, then [DONE].
+    req = urllib.request.Request(
+        "http://%s/v1/completions" % server.base, method="POST",
+        data=json.dumps({"prompt": prompts[3], "max_tokens": n,
+                         "temperature": 0, "stream": True,
+                         "return_token_ids": True}).encode())
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Authorization", "Bearer " + KEY)
+    chunks, done, streamed = 0, False, []
+    with urllib.request.urlopen(req, timeout=300) as r:
+        if not r.headers.get("Content-Type", "").startswith(
+                "text/event-stream"):
+            fail("stream: content type %s" % r.headers.get("Content-Type"))
+        for line in r:
+            line = line.decode().strip()
+            if not line:
+                continue
+            if not line.startswith("data: "):
+                fail("stream: not an event: %r" % line)
+            data = line[len("data: "):]
+            if data == "[DONE]":
+                done = True
+                continue
+            if done:
+                fail("stream: an event after [DONE]")
+            chunks += 1
+            streamed += json.loads(data)["choices"][0]["token_ids"]
+    if chunks < 2 or not done or streamed != tokens[3]:
+        fail("stream: %d chunks, [DONE] %s, tokens %s, transformers %s" %
+             (chunks, done, streamed, tokens[3]))
+    print("ok a streamed request: %d chunks, then [DONE], the same tokens" %
+          chunks)
+
+    # Text in: the tokenizer's ids, and the same answer as those ids.
+    text = "the quick brown fox jumps"
+    if tokenizer == "-":
+        return finish(server, n)
+    status, by_text = completion(server, {
+        "prompt": text, "max_tokens": 8, "temperature": 0,
+        "return_token_ids": True})
+    if status != 200:
+        fail("a text prompt: %s %s" % (status, by_text))
+    ids = by_text["choices"][0]["prompt_token_ids"]
+    status, by_ids = completion(server, {
+        "prompt": ids, "max_tokens": 8, "temperature": 0,
+        "return_token_ids": True})
+    a, b = by_text["choices"][0], by_ids["choices"][0]
+    if a["token_ids"] != b["token_ids"] or a["text"] != b["text"]:
+        fail("text and ids differ: %s / %s" % (a, b))
+    if "--expect-ids" in argv:
+        want = json.loads(argv[argv.index("--expect-ids") + 1])
+        if ids != want:
+            fail("the prompt's ids %s, the tokenizer's %s" % (ids, want))
+    print("ok a text prompt equals its token ids' request (text %r)" %
+          a["text"])
+
+    try:
+        import openai
+    except ImportError:
+        openai = None
+    if openai is not None and text is not None:
+        client = openai.OpenAI(base_url="http://%s/v1" % server.base,
+                               api_key=KEY)
+        answer = client.completions.create(
+            model=os.path.basename(out.rstrip("/")), prompt=prompts[2],
+            max_tokens=n, temperature=0,
+            extra_body={"return_token_ids": True})
+        got = answer.choices[0].model_extra.get("token_ids") or getattr(
+            answer.choices[0], "token_ids", None)
+        if got != tokens[2]:
+            fail("openai client: %s, transformers %s" % (got, tokens[2]))
+        stream = client.completions.create(
+            model=os.path.basename(out.rstrip("/")), prompt=text,
+            max_tokens=8, temperature=0, stream=True)
+        pieces = [c.choices[0].text for c in stream if c.choices]
+        if "".join(pieces) != a["text"] or len(pieces) < 2:
+            fail("openai client stream: %r, %r" % (pieces, a["text"]))
+        print("ok the openai client: the same tokens, and a stream of %d "
+              "pieces" % len(pieces))
+
+    return finish(server, n)
+
+
+def finish(server, n):
+    status, models = server.request("GET", "/v1/models")
+    models = json.loads(models)
+    if status != 200 or models["data"][0]["id"] != os.path.basename(
+            server.out.rstrip("/")):
+        fail("/v1/models: %s %s" % (status, models))
+    status, _ = server.request("GET", "/health", key=None)
+    if status != 200:
+        fail("/health: %s" % status)
+    status, metrics = server.request("GET", "/metrics", key=None)
+    for name in ("pcc_requests_total", "pcc_prompt_tokens_total",
+                 "pcc_generation_tokens_total", "pcc_requests_running",
+                 "pcc_requests_waiting", "pcc_kv_cache_usage_ratio",
+                 "pcc_time_to_first_token_seconds_bucket",
+                 "pcc_inter_token_latency_seconds_bucket"):
+        if name not in metrics:
+            fail("/metrics has no %s" % name)
+    generated = [l for l in metrics.splitlines()
+                 if l.startswith("pcc_generation_tokens_total ")]
+    if int(generated[0].split()[1]) < 24 * n:
+        fail("/metrics: %s" % generated)
+    print("ok /v1/models, /health and /metrics (%s)" % generated[0])
+
+    seconds = server.stop()
+    print("ok SIGTERM ended the server and its ranks in %.1f s" % seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
