@@ -9,10 +9,11 @@
 // turns into text (through the tokenizer), checks against its stop strings
 // and answers with, whole or streamed as Server-Sent Events.
 //
-// SIGINT and SIGTERM are blocked in every thread and taken by the engine
-// loop alone, so that no wait in a collective is ever interrupted: it then
-// refuses new requests, lets the running ones finish for a few seconds,
-// answers the rest with an error and ends the session on every rank.
+// SIGINT and SIGTERM set a flag (in whichever thread takes them, with
+// SA_RESTART, so that no wait is cut short) that the engine loop reads
+// between steps: it then refuses new requests, lets the running ones
+// finish for a few seconds, answers the rest with an error and ends the
+// session on every rank. The other ranks ignore both: rank 0 ends them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +49,10 @@ namespace json = llvm::json;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// Set by SIGINT or SIGTERM on rank 0.
+std::atomic<bool> stopRequested{false};
+extern "C" void requestStop(int) { stopRequested = true; }
 
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -285,18 +290,13 @@ void Engine::failAll(const std::string &error) {
 }
 
 void Engine::run() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
   // Past this, what still runs is answered with an error: the launcher
   // ends the ranks 10 s after the signal.
   constexpr double kDrainSeconds = 6;
   std::optional<Clock::time_point> stopAt;
   auto lastCommand = Clock::now();
   for (;;) {
-    timespec now{0, 0};
-    if (!stopAt && sigtimedwait(&signals, nullptr, &now) > 0) {
+    if (!stopAt && stopRequested) {
       stopAt = Clock::now();
       std::lock_guard<std::mutex> lock(mutex);
       stopping = true;
@@ -956,13 +956,13 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
   const GenerateOptions &g = *options.generation;
   const ServeOptions &serve = *g.serve;
   int rank = comm ? comm->rank() : 0;
-  // The engine loop takes SIGINT and SIGTERM; every thread started from
-  // here on inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Rank 0's engine loop reads the signals' flag; the others ignore them.
+  struct sigaction action {};
+  action.sa_handler = rank == 0 ? requestStop : SIG_IGN;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
 
   std::unique_ptr<pccrt::Session> session;
   std::optional<Tokenizer> tokenizer;
@@ -1067,12 +1067,9 @@ llvm::LogicalResult pcc::runFollower(const RunOptions &options,
   if (!comm || comm->rank() == 0)
     throw pccrt::Error("pcc follow runs the ranks other than 0 of a session "
                        "whose rank 0 leads from elsewhere (import pcc)");
-  // Rank 0 stops the session; an interrupt of the whole group must not
-  // end this rank in a collective.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Rank 0 stops the session; Ctrl-C in the terminal, which reaches the
+  // whole process group, must not end this rank in a collective.
+  signal(SIGINT, SIG_IGN);
   int64_t maxSeq = 0;
   if (llvm::sys::fs::exists(options.dir + "/report.json"))
     try {

@@ -69,11 +69,19 @@ class Server:
         req.add_header("Content-Type", "application/json")
         if key:
             req.add_header("Authorization", "Bearer " + key)
-        try:
-            with urllib.request.urlopen(req, timeout=300) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+        # As the openai client does, a connection the server's accept
+        # queue dropped is tried again (said on stderr); an answer is not.
+        for attempt in range(3):
+            try:
+                with urllib.request.urlopen(req, timeout=300) as r:
+                    return r.status, r.read().decode()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read().decode()
+            except ConnectionError as e:
+                if attempt == 2:
+                    raise
+                print("note: %s %s: %s, tried again" % (method, path, e),
+                      file=sys.stderr)
 
     def stop(self):
         """SIGTERM; the server and all its ranks must end within 10 s."""
@@ -83,6 +91,9 @@ class Server:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             fail("the server did not end within 10 s of SIGTERM")
+        if self.proc.returncode != 0:
+            fail("the server exited with %s after SIGTERM: %s" %
+                 (self.proc.returncode, "".join(self.lines[-5:])))
         left = []
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
@@ -319,10 +330,42 @@ def finish(server, n):
         fail("/metrics: %s" % generated)
     print("ok /v1/models, /health and /metrics (%s)" % generated[0])
 
+    # SIGTERM while requests run: each is finished or answered with an
+    # error object (or, sent after the server stopped listening, refused).
+    answers = [None] * 4
+
+    def send(i):
+        try:
+            answers[i] = completion(server, {"prompt": [1 + i],
+                                             "max_tokens": 40,
+                                             "temperature": 0})
+        except (ConnectionError, urllib.error.URLError) as e:
+            answers[i] = ("refused", str(e))
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
     seconds = server.stop()
-    print("ok SIGTERM ended the server and its ranks in %.1f s" % seconds)
+    for t in threads:
+        t.join()
+    for status, answer in answers:
+        if status == 200:
+            continue
+        if status != "refused":
+            check_error(status, answer, 503, "a request at shutdown")
+    print("ok SIGTERM ended the server and its ranks in %.1f s, the "
+          "requests running then answered" % seconds)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        status = main(sys.argv[1:])
+    finally:
+        # Whatever failed, no server outlives the check.
+        for server in SERVERS:
+            if server.proc.poll() is None:
+                server.proc.kill()
+                server.proc.wait()
+    sys.exit(status)
