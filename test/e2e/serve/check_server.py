@@ -280,6 +280,21 @@ def main(argv):
     print("ok a text prompt equals its token ids' request (text %r)" %
           a["text"])
 
+    # A stop string: the text ends before it, streamed or not.
+    import re
+    words = [m for m in re.finditer(r"[a-z]{2,}", a["text"]) if m.start() > 0]
+    if words:
+        stop = words[0].group()
+        want = a["text"][:a["text"].find(stop)]
+        status, stopped = completion(server, {
+            "prompt": text, "max_tokens": 8, "temperature": 0,
+            "stop": [stop]})
+        c = stopped["choices"][0]
+        if c["text"] != want or c["finish_reason"] != "stop":
+            fail("stop %r: %r (%s), expected %r" %
+                 (stop, c["text"], c["finish_reason"], want))
+        print("ok a stop string ends the text before it")
+
     try:
         import openai
     except ImportError:
