@@ -67,18 +67,9 @@ llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
     if (runComm)
       model->setRunCommunicator(runComm);
     generator = std::make_unique<pccrt::Generator>(*model, maxSeq);
-    if (!g.tokenizer.empty()) {
-      llvm::Expected<Tokenizer> t = Tokenizer::fromFile(g.tokenizer);
-      if (!t)
-        throw pccrt::Error(llvm::toString(t.takeError()));
-      int64_t vocabulary = generator->shape().vocabulary;
-      if (t->vocabularySize() > vocabulary)
-        throw pccrt::Error(g.tokenizer + ": " +
-                           std::to_string(t->vocabularySize()) +
-                           " tokens, more than the model's vocabulary of " +
-                           std::to_string(vocabulary));
-      tokenizer.emplace(std::move(*t));
-    }
+    if (!g.tokenizer.empty())
+      tokenizer.emplace(
+          loadTokenizer(g.tokenizer, generator->shape().vocabulary));
     auto buffer = llvm::MemoryBuffer::getFile(g.prompts, /*IsText=*/true);
     if (!buffer)
       throw pccrt::Error(g.prompts + ": " + buffer.getError().message());
@@ -91,17 +82,8 @@ llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
   } catch (const pccrt::Error &e) {
     error = e.what();
   }
-  if (comm) {
-    std::vector<std::string> errors = comm->agree(error);
-    for (const std::string &e : errors)
-      if (!e.empty()) {
-        if (rank == 0)
-          throw pccrt::Error(e);
-        return llvm::failure();
-      }
-  } else if (!error.empty()) {
-    throw pccrt::Error(error);
-  }
+  if (!agreeToGoOn(comm, error))
+    return llvm::failure();
 
   // Loading, not generation: the operands packed from the weights.
   model->prepare();

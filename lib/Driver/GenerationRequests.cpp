@@ -139,3 +139,30 @@ pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
     throw pccrt::Error(file + ": no requests");
   return requests;
 }
+
+Tokenizer pcc::loadTokenizer(const std::string &path, int64_t vocabulary) {
+  llvm::Expected<Tokenizer> tokenizer = Tokenizer::fromFile(path);
+  if (!tokenizer)
+    throw pccrt::Error(llvm::toString(tokenizer.takeError()));
+  if (tokenizer->vocabularySize() > vocabulary)
+    throw pccrt::Error(path + ": " +
+                       std::to_string(tokenizer->vocabularySize()) +
+                       " tokens, more than the model's vocabulary of " +
+                       std::to_string(vocabulary));
+  return std::move(*tokenizer);
+}
+
+bool pcc::agreeToGoOn(pccrt::Communicator *comm, const std::string &error) {
+  if (!comm) {
+    if (!error.empty())
+      throw pccrt::Error(error);
+    return true;
+  }
+  for (const std::string &e : comm->agree(error))
+    if (!e.empty()) {
+      if (comm->rank() == 0)
+        throw pccrt::Error(e);
+      return false;
+    }
+  return true;
+}

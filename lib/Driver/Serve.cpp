@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Driver/Driver.h"
+#include "pcc/Driver/GenerationRequests.h"
 #include "pcc/Tokenizer/Tokenizer.h"
 
 #include "pccrt/Comm.h"
@@ -974,21 +975,12 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
       std::make_unique<pccrt::Session>(lib, weights, comm, maxSeq, runComm);
   std::string error;
   try {
-    if (rank == 0 && !g.tokenizer.empty()) {
-      llvm::Expected<Tokenizer> t = Tokenizer::fromFile(g.tokenizer);
-      if (!t)
-        throw pccrt::Error(llvm::toString(t.takeError()));
-      int64_t vocabulary = session->generator()->shape().vocabulary;
-      if (t->vocabularySize() > vocabulary)
-        throw pccrt::Error(g.tokenizer + ": " +
-                           std::to_string(t->vocabularySize()) +
-                           " tokens, more than the model's vocabulary of " +
-                           std::to_string(vocabulary));
-      tokenizer.emplace(std::move(*t));
-    }
     if (!session->generator())
       throw pccrt::Error(options.dir + ": not a generation build (compile "
                                        "it with pcc compile --generate)");
+    if (rank == 0 && !g.tokenizer.empty())
+      tokenizer.emplace(loadTokenizer(
+          g.tokenizer, session->generator()->shape().vocabulary));
     if (rank == 0) {
       // Bound before the ranks go on: a port in use fails them all.
       bool bound = port == 0 ? (port = server.bind_to_any_port(serve.host)) > 0
@@ -1001,16 +993,8 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
   } catch (const pccrt::Error &e) {
     error = e.what();
   }
-  if (comm) {
-    for (const std::string &e : comm->agree(error))
-      if (!e.empty()) {
-        if (rank == 0)
-          throw pccrt::Error(e);
-        return llvm::failure();
-      }
-  } else if (!error.empty()) {
-    throw pccrt::Error(error);
-  }
+  if (!agreeToGoOn(comm, error))
+    return llvm::failure();
   if (rank != 0) {
     session->follow();
     return llvm::success();

@@ -3,6 +3,7 @@
 #ifndef PCC_DRIVER_GENERATIONREQUESTS_H
 #define PCC_DRIVER_GENERATIONREQUESTS_H
 
+#include "pccrt/Comm.h"
 #include "pccrt/Generate.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -26,6 +27,15 @@ std::vector<pccrt::GenerationRequest>
 parseGenerationRequests(llvm::StringRef text, const std::string &file,
                         const pccrt::Sampling &defaults, int64_t vocabulary,
                         int64_t maxSeq, const Tokenizer *tokenizer = nullptr);
+
+/// The tokenizer.json at `path` for a model of `vocabulary` tokens; throws
+/// a pccrt::Error naming the file if it cannot be read or has more tokens.
+Tokenizer loadTokenizer(const std::string &path, int64_t vocabulary);
+
+/// Every rank of `comm` (none: this rank alone) says whether it is ready,
+/// `error` empty if so. If one is not, rank 0 throws the first error as a
+/// pccrt::Error and the others return false, so that all stop together.
+bool agreeToGoOn(pccrt::Communicator *comm, const std::string &error);
 
 } // namespace pcc
 
