@@ -44,6 +44,8 @@
 #include <random>
 #include <thread>
 
+#include <sys/socket.h>
+
 using namespace pcc;
 namespace json = llvm::json;
 
@@ -969,6 +971,7 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
   std::optional<Tokenizer> tokenizer;
   httplib::Server server;
   int port = int(serve.port);
+  int listening = -1;
   // Every rank reads the same report, and fails alike.
   int64_t maxSeq = readGenerationMaxSeq(options.dir);
   session =
@@ -982,6 +985,14 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
       tokenizer.emplace(loadTokenizer(
           g.tokenizer, session->generator()->shape().vocabulary));
     if (rank == 0) {
+      // cpp-httplib listens with a backlog of 5, which a burst of clients
+      // overflows (their connections reset): the socket's options are
+      // where its descriptor can be had, to listen again with a longer one.
+      server.set_socket_options([&listening](int socket) {
+        int yes = 1;
+        setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        listening = socket;
+      });
       // Bound before the ranks go on: a port in use fails them all.
       bool bound = port == 0 ? (port = server.bind_to_any_port(serve.host)) > 0
                              : server.bind_to_port(serve.host, port);
@@ -989,6 +1000,8 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
         throw pccrt::Error("cannot listen on " + serve.host + ":" +
                            std::to_string(serve.port) + ": " +
                            std::strerror(errno));
+      if (listening >= 0)
+        ::listen(listening, SOMAXCONN);
     }
   } catch (const pccrt::Error &e) {
     error = e.what();
