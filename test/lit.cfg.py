@@ -23,7 +23,7 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 
 llvm_config.with_environment("PATH", config.pcc_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
-llvm_config.add_tool_substitutions(["pcc", "pcc-opt", "pcc-translate", "pcc-bench-pairs"], [config.pcc_tools_dir])
+llvm_config.add_tool_substitutions(["pcc", "pcc-opt", "pcc-translate", "pcc-bench-pairs", "pcc-tokenizer-check"], [config.pcc_tools_dir])
 config.substitutions.append(("%pcc_obj_root", config.pcc_obj_root))
 config.substitutions.append(("%pcc_src_root", config.pcc_src_root))
 # The compiled kernels' cache (see buildSharedLibrary) in the build folder:

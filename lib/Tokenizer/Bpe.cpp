@@ -98,8 +98,11 @@ llvm::Error BpeModel::load(const Object &model) {
     std::optional<double> p = dropout->getAsNumber();
     // HF samples merges away with probability `dropout`; 0 means none.
     if (dropout->kind() != Value::Null && !(p && *p == 0.0)) {
-      std::string shown = p ? std::to_string(*p) : "(not a number)";
-      return fail("model.dropout " + shown + " is not supported (only null)");
+      char shown[32] = "(not a number)";
+      if (p)
+        snprintf(shown, sizeof(shown), "%g", *p);
+      return fail("model.dropout " + llvm::Twine(shown) +
+                  " is not supported (only null)");
     }
   }
   if (llvm::Error e = requireUnset(model, "continuing_subword_prefix"))

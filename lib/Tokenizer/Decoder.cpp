@@ -232,6 +232,7 @@ void DecodeStream::push(llvm::StringRef token, std::string &out) {
     any = true;
     return;
   }
+  tokenCap = growthCap(token.size());
   pushToken(0, token.str(), out);
 }
 
@@ -248,16 +249,15 @@ void DecodeStream::pushToken(size_t step, std::string token, std::string &out) {
   const DecodeStep &s = decoder.steps[step];
   if (step == decoder.joinStep) {
     if (s.kind == DecodeStep::Kind::Fuse)
-      return pushText(step + 1, token, out);
+      return joinText(step + 1, token, out);
     std::string text;
     utf8.push(byteLevelBytes(token), text);
-    return pushText(step + 1, text, out);
+    return joinText(step + 1, text, out);
   }
   switch (s.kind) {
   case DecodeStep::Kind::Replace: {
-    std::string replaced = replaceMatches(*s.pattern, token, s.content);
-    truncateUtf8(replaced, growthCap(token.size()));
-    return pushToken(step + 1, std::move(replaced), out);
+    return pushToken(
+        step + 1, replaceMatches(*s.pattern, token, s.content, tokenCap), out);
   }
   case DecodeStep::Kind::Metaspace: {
     bool first = tokensSeen[step]++ == 0;
@@ -304,13 +304,19 @@ void DecodeStream::finishTokens(size_t step, std::string &out) {
     if (decoder.steps[step].kind == DecodeStep::Kind::ByteLevel) {
       std::string text;
       utf8.finish(text);
-      pushText(step + 1, text, out);
+      joinText(step + 1, text, out);
     }
     return finishText(step + 1, out);
   }
   if (decoder.steps[step].kind == DecodeStep::Kind::ByteFallback)
     flushByteRun(step, out);
   finishTokens(step + 1, out);
+}
+
+void DecodeStream::joinText(size_t step, llvm::StringRef text,
+                            std::string &out) {
+  joinedBytes += text.size();
+  pushText(step, text, out);
 }
 
 void DecodeStream::pushText(size_t step, llvm::StringRef text,
@@ -323,7 +329,6 @@ void DecodeStream::pushText(size_t step, llvm::StringRef text,
     return;
   const DecodeStep &s = decoder.steps[step];
   TextState &state = textStates[step];
-  state.bytesIn += text.size();
   switch (s.kind) {
   case DecodeStep::Kind::Fuse:
     return forwardText(step, text.str(), out);
@@ -366,7 +371,7 @@ void DecodeStream::pushText(size_t step, llvm::StringRef text,
 void DecodeStream::forwardText(size_t step, std::string text,
                                std::string &out) {
   TextState &state = textStates[step];
-  size_t cap = growthCap(state.bytesIn);
+  size_t cap = joinedCap();
   truncateUtf8(text, cap > state.bytesOut ? cap - state.bytesOut : 0);
   state.bytesOut += text.size();
   pushText(step + 1, text, out);
@@ -376,30 +381,33 @@ void DecodeStream::finishText(size_t step, std::string &out) {
   if (step == decoder.steps.size())
     return;
   const DecodeStep &s = decoder.steps[step];
-  TextState &state = textStates[step];
-  std::string rest = std::move(state.held);
-  state.held.clear();
-  switch (s.kind) {
-  case DecodeStep::Kind::Fuse:
-  case DecodeStep::Kind::Metaspace:
-  case DecodeStep::Kind::Strip: // What is held is stripped.
-    break;
-  case DecodeStep::Kind::Replace:
-    forwardText(step, replaceMatches(*s.pattern, rest, s.content), out);
-    break;
-  case DecodeStep::Kind::ByteLevel:
-    forwardText(step, toValidUtf8(byteLevelBytes(rest)), out);
-    break;
-  case DecodeStep::Kind::ByteFallback: {
-    uint8_t byte;
-    if (!parseByteToken(rest, byte))
-      forwardText(step, std::move(rest), out);
-    else if (byte < 0x80)
-      forwardText(step, std::string(1, char(byte)), out);
-    else
-      forwardText(step, kReplacementChar.str(), out);
-    break;
-  }
+  {
+    // Released before the next steps finish: each may hold a whole text.
+    std::string rest = std::move(textStates[step].held);
+    textStates[step].held.clear();
+    switch (s.kind) {
+    case DecodeStep::Kind::Fuse:
+    case DecodeStep::Kind::Metaspace:
+    case DecodeStep::Kind::Strip: // What is held is stripped.
+      break;
+    case DecodeStep::Kind::Replace:
+      forwardText(
+          step, replaceMatches(*s.pattern, rest, s.content, joinedCap()), out);
+      break;
+    case DecodeStep::Kind::ByteLevel:
+      forwardText(step, toValidUtf8(byteLevelBytes(rest)), out);
+      break;
+    case DecodeStep::Kind::ByteFallback: {
+      uint8_t byte;
+      if (!parseByteToken(rest, byte))
+        forwardText(step, std::move(rest), out);
+      else if (byte < 0x80)
+        forwardText(step, std::string(1, char(byte)), out);
+      else
+        forwardText(step, kReplacementChar.str(), out);
+      break;
+    }
+    }
   }
   finishText(step + 1, out);
 }

@@ -60,8 +60,8 @@ struct TextState {
   std::string held;
   size_t stripped = 0, heldCount = 0;
   bool leadingDone = false;
-  /// Bytes in and out, to cap the growth (see growthCap).
-  size_t bytesIn = 0, bytesOut = 0;
+  /// Bytes passed on, to cap the growth (see growthCap).
+  size_t bytesOut = 0;
 };
 
 /// Decoding in progress: fed token strings, it appends to `out` all text
@@ -79,6 +79,7 @@ private:
   void pushToken(size_t step, std::string token, std::string &out);
   void finishTokens(size_t step, std::string &out);
   void flushByteRun(size_t step, std::string &out);
+  void joinText(size_t step, llvm::StringRef text, std::string &out);
   void pushText(size_t step, llvm::StringRef text, std::string &out);
   /// Passes `text`, the output of text step `step`, to the next one.
   void forwardText(size_t step, std::string text, std::string &out);
@@ -92,6 +93,15 @@ private:
   std::vector<TextState> textStates;
   Utf8Stream utf8;
   bool any = false;
+  /// What a step may grow the token it was given to, and the text after
+  /// the join to: relative to the token pushed and to all the joined text,
+  /// not to a step's input, so that a chain of steps cannot compound it.
+  size_t tokenCap = 0;
+  size_t joinedBytes = 0;
+  /// No decoder after a join lengthens text (they strip, replace ▁ by a
+  /// space, turn bytes into characters), so the whole text may grow less
+  /// than a token: it can be megabytes.
+  size_t joinedCap() const { return 4 * joinedBytes + 4096; }
 };
 
 } // namespace tokenizer

@@ -39,6 +39,9 @@ namespace {
 constexpr uint64_t kMaxJsonBytes = uint64_t(256) << 20;
 /// LLVM's JSON parser recurses per level; real files nest about 6 deep.
 constexpr unsigned kMaxJsonDepth = 128;
+/// Finding added tokens in a text costs up to its length times the longest
+/// token; real ones are at most tens of bytes.
+constexpr size_t kMaxAddedTokenBytes = 1024;
 
 llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(message);
@@ -206,7 +209,7 @@ std::string normalizeText(llvm::ArrayRef<NormalizeStep> steps,
         text = step.text + text;
       break;
     case NormalizeStep::Kind::Replace:
-      text = replaceMatches(*step.pattern, text, step.text);
+      text = replaceMatches(*step.pattern, text, step.text, cap);
       break;
     case NormalizeStep::Kind::Strip:
       text = stripWhiteSpace(text, step.left, step.right);
@@ -260,8 +263,9 @@ struct Piece {
 
 /// GPT-2's pre-tokenization regex, which ByteLevel(use_regex) runs.
 const Pattern &gpt2Pattern() {
-  static const Pattern pattern = llvm::cantFail(Pattern::regex(
-      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"));
+  static const Pattern pattern = llvm::cantFail(
+      Pattern::regex(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+)"
+                     R"(| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"));
   return pattern;
 }
 
@@ -631,7 +635,7 @@ struct Tokenizer::Impl {
 
   llvm::Error load(const Object &root);
   void addToken(const AddedToken &token);
-  void buildMatchingSets();
+  llvm::Error buildMatchingSets();
   std::vector<Segment> findAddedTokens(llvm::StringRef text,
                                        const MatchingSet &set) const;
   std::optional<int64_t> tokenId(llvm::StringRef token) const;
@@ -689,6 +693,9 @@ llvm::Error Tokenizer::Impl::load(const Object &root) {
     std::optional<llvm::StringRef> content = object->getString("content");
     if (!content)
       return fail(where + ".content must be a string");
+    if (content->size() > kMaxAddedTokenBytes)
+      return fail(where + ".content is longer than " +
+                  llvm::Twine(kMaxAddedTokenBytes) + " bytes (not supported)");
     AddedToken token;
     token.content = content->str();
     if (llvm::Error e =
@@ -706,8 +713,7 @@ llvm::Error Tokenizer::Impl::load(const Object &root) {
       return e;
     addToken(token);
   }
-  buildMatchingSets();
-  return llvm::Error::success();
+  return buildMatchingSets();
 }
 
 std::optional<int64_t> Tokenizer::Impl::tokenId(llvm::StringRef token) const {
@@ -754,7 +760,7 @@ void Tokenizer::Impl::addToken(const AddedToken &token) {
     classicTokens.push_back(token);
 }
 
-void Tokenizer::Impl::buildMatchingSets() {
+llvm::Error Tokenizer::Impl::buildMatchingSets() {
   // refresh_added_tokens: special tokens then the others, each with its
   // current id, matched on the raw text unless marked `normalized`.
   for (const std::vector<AddedToken> *list : {&specialTokens, &classicTokens})
@@ -766,11 +772,16 @@ void Tokenizer::Impl::buildMatchingSets() {
       std::string pattern = token.normalized
                                 ? normalizeText(normalizer, token.content)
                                 : token.content;
+      if (pattern.size() > kMaxAddedTokenBytes)
+        return fail("the added token " + quote(token.content) +
+                    " is longer than " + llvm::Twine(kMaxAddedTokenBytes) +
+                    " bytes once normalized (not supported)");
       set.trie.insert(pattern, uint32_t(set.ids.size()));
       set.ids.push_back(*id);
       if (token.normalized)
         normalizedContents[*id] = std::move(pattern);
     }
+  return llvm::Error::success();
 }
 
 std::vector<Segment>

@@ -659,9 +659,9 @@ llvm::Expected<Pattern> Pattern::regex(llvm::StringRef regex) {
   return p;
 }
 
-std::vector<std::pair<size_t, size_t>>
-Pattern::findAll(llvm::StringRef input) const {
-  std::vector<std::pair<size_t, size_t>> matches;
+void Pattern::forEachMatch(
+    llvm::StringRef input,
+    llvm::function_ref<bool(size_t, size_t)> visit) const {
   // Oniguruma's find_iter: search from the end of the previous match; an
   // empty match where the previous match ended is dropped by stepping over
   // one character.
@@ -677,9 +677,10 @@ Pattern::findAll(llvm::StringRef input) const {
         continue;
       }
       lastEnd = lastMatchEnd = end;
-      matches.push_back({start, end});
+      if (!visit(start, end))
+        return;
     }
-    return matches;
+    return;
   }
 
   // ICU matches UTF-16; map its offsets back to bytes of `input`.
@@ -700,7 +701,7 @@ Pattern::findAll(llvm::StringRef input) const {
   UErrorCode status = U_ZERO_ERROR;
   std::unique_ptr<icu::RegexMatcher> matcher(compiled->matcher(u, status));
   if (U_FAILURE(status) || !matcher)
-    return matches;
+    return;
   matcher->setTimeLimit(kRegexTimeLimit, status);
   int64_t lastEnd = 0, lastMatchEnd = -1;
   while (lastEnd <= length) {
@@ -716,9 +717,9 @@ Pattern::findAll(llvm::StringRef input) const {
       continue;
     }
     lastEnd = lastMatchEnd = end;
-    matches.push_back({toByte[start], toByte[end]});
+    if (!visit(toByte[start], toByte[end]))
+      return;
   }
-  return matches;
 }
 
 std::vector<Span> tokenizer::findSpans(const Pattern &pattern,
@@ -727,12 +728,13 @@ std::vector<Span> tokenizer::findSpans(const Pattern &pattern,
     return {{0, 0, false}};
   std::vector<Span> spans;
   size_t prev = 0;
-  for (auto [start, end] : pattern.findAll(text)) {
+  pattern.forEachMatch(text, [&](size_t start, size_t end) {
     if (prev != start)
       spans.push_back({prev, start, false});
     spans.push_back({start, end, true});
     prev = end;
-  }
+    return true;
+  });
   if (prev != text.size())
     spans.push_back({prev, text.size(), false});
   return spans;
@@ -740,14 +742,19 @@ std::vector<Span> tokenizer::findSpans(const Pattern &pattern,
 
 std::string tokenizer::replaceMatches(const Pattern &pattern,
                                       llvm::StringRef text,
-                                      llvm::StringRef content) {
+                                      llvm::StringRef content, size_t limit) {
   std::string out;
-  for (const Span &span : findSpans(pattern, text)) {
-    if (span.isMatch)
-      out += content;
-    else
-      out += text.slice(span.start, span.end);
-  }
+  size_t prev = 0;
+  pattern.forEachMatch(text, [&](size_t start, size_t end) {
+    out.append(text.data() + prev, start - prev);
+    out += content;
+    prev = end;
+    // An empty match before every character can multiply the text.
+    return out.size() <= limit;
+  });
+  if (out.size() <= limit)
+    out += text.drop_front(prev);
+  truncateUtf8(out, limit);
   return out;
 }
 

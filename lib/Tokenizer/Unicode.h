@@ -11,6 +11,7 @@
 #ifndef PCC_LIB_TOKENIZER_UNICODE_H
 #define PCC_LIB_TOKENIZER_UNICODE_H
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
@@ -52,15 +53,16 @@ private:
   std::string pending;
 };
 
-/// How much one normalizer, pre-tokenizer or decoder step may grow text:
-/// legitimate steps stay far below (NFKD grows at most 18-fold), but a
-/// Replace of an empty match, or steps that each double the text, would
+/// How much normalizers, pre-tokenizers or decoders may grow a piece of
+/// text. Real text stays far below (NFKD grows UTF-8 at most 11-fold, and
+/// that for a few characters only; byte-level mapping at most 2-fold), but
+/// a Replace of an empty match, or steps that each double the text, would
 /// exhaust memory, in HF as here. Past the cap the text is cut.
-inline size_t growthCap(size_t size) { return 64 * size + 4096; }
+inline size_t growthCap(size_t size) { return 16 * size + 4096; }
 /// The most steps a normalizer, pre-tokenizer or decoder may have (their
 /// Sequences flattened): real ones have a handful, and decoding recurses
 /// once per step.
-inline constexpr size_t kMaxSteps = 256;
+inline constexpr size_t kMaxSteps = 64;
 /// Cuts valid UTF-8 `text` to at most `size` bytes, at a character start.
 void truncateUtf8(std::string &text, size_t size);
 
@@ -124,8 +126,10 @@ public:
   /// if ICU cannot compile it.
   static llvm::Expected<Pattern> regex(llvm::StringRef regex);
 
-  /// The [start, end) byte ranges of the matches in valid UTF-8 `text`.
-  std::vector<std::pair<size_t, size_t>> findAll(llvm::StringRef text) const;
+  /// Calls `visit(start, end)` with the byte range of each match in valid
+  /// UTF-8 `text`, in order, until it returns false.
+  void forEachMatch(llvm::StringRef text,
+                    llvm::function_ref<bool(size_t, size_t)> visit) const;
 
   /// The literal text of a literal pattern; empty for a regex.
   llvm::StringRef literalText() const {
@@ -158,9 +162,10 @@ struct Span {
 std::vector<Span> findSpans(const Pattern &pattern, llvm::StringRef text);
 
 /// `text` with every match of `pattern` replaced by `content`, as HF's
-/// Replace normalizer and decoder do (an empty match inserts `content`).
+/// Replace normalizer and decoder do (an empty match inserts `content`),
+/// cut to at most `limit` bytes.
 std::string replaceMatches(const Pattern &pattern, llvm::StringRef text,
-                           llvm::StringRef content);
+                           llvm::StringRef content, size_t limit);
 
 /// findSpans for a predicate on code points (a `char` pattern in Rust).
 template <typename Pred>

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds pcc's libFuzzer targets with clang-22 (ASan + UBSan) and runs each
 # on the ONNX importer, the TensorProto decoder, the safetensors reader and
-# pcc generate's requests parser, i.e. every parser of untrusted bytes.
+# pcc generate's requests parser and the tokenizer.json reader, i.e. every
+# parser of untrusted bytes.
 #   test/fuzz/run-fuzzers.sh BUILD_DIR [RUNS]
 # RUNS inputs per target with a fixed seed (default 300000, about 20 s
 # each), so that CI explores the same inputs every time; for a longer,
@@ -43,6 +44,25 @@ mlir_inc=/usr/lib/llvm-22/include
   -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lLLVM \
   -licuuc -licui18n -o "$out/Requests-fuzzer"
 
+# pcc's tokenizer.json reader (lib/Tokenizer), over LLVM's JSON reader and
+# ICU.
+"$cxx" "${flags[@]}" -I"$root/include" -isystem "$mlir_inc" \
+  "$root/test/fuzz/TokenizerFuzzer.cpp" "$root"/lib/Tokenizer/*.cpp \
+  -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lLLVM \
+  -licuuc -licui18n -o "$out/Tokenizer-fuzzer"
+
+# Seeds: the trained tokenizer.json files of the tokenizer tests, and a
+# dictionary of their keywords.
+mkdir -p "$out/seed-tokenizer"
+cp "$root"/test/tokenizer/data/*.json "$out/seed-tokenizer/"
+printf '"%s"\n' '\"type\"' '\"BPE\"' '\"vocab\"' '\"merges\"' \
+  '\"added_tokens\"' '\"normalizer\"' '\"pre_tokenizer\"' '\"decoder\"' \
+  '\"Sequence\"' '\"ByteLevel\"' '\"Split\"' '\"Metaspace\"' '\"Digits\"' \
+  '\"Replace\"' '\"Prepend\"' '\"Strip\"' '\"Fuse\"' '\"ByteFallback\"' \
+  '\"NFC\"' '\"Regex\"' '\"String\"' '\"byte_fallback\"' '\"unk_token\"' \
+  '\"lstrip\"' '\"rstrip\"' '\"single_word\"' '\"normalized\"' \
+  '\\\\p{L}' '<0x41>' > "$out/tokenizer.dict"
+
 # Seeds: the text-format import tests and small TensorProto / safetensors
 # files written by the tests.
 mkdir -p "$out/seed-import" "$out/seed-tp" "$out/seed-st" "$out/seed-requests"
@@ -55,13 +75,20 @@ find "$root/test" -name '*.onnx' -size -64k -exec cp {} "$out/seed-import/" \; 2
 
 export ASAN_OPTIONS=detect_leaks=0:detect_container_overflow=0
 status=0
-for f in Import TensorProto Safetensors Requests; do
+for f in Import TensorProto Safetensors Requests Tokenizer; do
   seed="$out/seed-import"
   [ "$f" = TensorProto ] && seed="$out/seed-tp"
   [ "$f" = Safetensors ] && seed="$out/seed-st"
   [ "$f" = Requests ] && seed="$out/seed-requests"
-  echo "fuzz: $f, $runs runs"
-  if ! "$out/$f-fuzzer" -seed=1 -runs="$runs" -max_len=65536 \
+  extra=(); n=$runs
+  if [ "$f" = Tokenizer ]; then
+    # Its seeds reach 113 KB (the later -max_len wins); about 640 runs/s,
+    # so a tenth of the runs, about 50 s.
+    seed="$out/seed-tokenizer"; n=$((runs / 10))
+    extra=(-max_len=131072 -dict="$out/tokenizer.dict")
+  fi
+  echo "fuzz: $f, $n runs"
+  if ! "$out/$f-fuzzer" -seed=1 -runs="$n" -max_len=65536 "${extra[@]}" \
       -rss_limit_mb=2048 -timeout=60 -print_final_stats=0 -artifact_prefix="$out/$f-" "$seed" \
       >"$out/$f.log" 2>&1; then
     echo "fuzz: $f FAILED (see $out/$f.log)"; tail -30 "$out/$f.log"

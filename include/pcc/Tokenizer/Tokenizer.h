@@ -34,7 +34,13 @@ class DecodeStream;
 /// options. The post-processor, truncation and padding are ignored: ids are
 /// those of HF's encode(text, add_special_tokens=False).
 ///
-/// Encoding and decoding are const and may run concurrently.
+/// The file is untrusted input, so what it can make the tokenizer do is
+/// bounded, past anything real files need: at most 256 MiB, nested at most
+/// 128 deep, 64 steps per normalizer, pre-tokenizer or decoder, added
+/// tokens of at most 1 KiB, regexes of at most 1 MiB once their \p{...} are
+/// spelled out, a regex search stops after about a second, and text may
+/// grow at most 16-fold (plus 4 KiB) through the steps, beyond which it is
+/// cut. Encoding and decoding are const and may run concurrently.
 class Tokenizer {
 public:
   /// Reads the tokenizer.json at `path`. The error is one line naming the
