@@ -46,6 +46,21 @@ int64_t pcc::readGenerationMaxSeq(const std::string &dir) {
   return *maxSeq;
 }
 
+bool pcc::agreeToGoOn(pccrt::Communicator *comm, const std::string &error) {
+  if (!comm) {
+    if (!error.empty())
+      throw pccrt::Error(error);
+    return true;
+  }
+  for (const std::string &e : comm->agree(error))
+    if (!e.empty()) {
+      if (comm->rank() == 0)
+        throw pccrt::Error(e);
+      return false;
+    }
+  return true;
+}
+
 llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
                                        const std::string &lib,
                                        const std::string &weights,

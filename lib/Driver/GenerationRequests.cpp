@@ -151,18 +151,3 @@ Tokenizer pcc::loadTokenizer(const std::string &path, int64_t vocabulary) {
                        std::to_string(vocabulary));
   return std::move(*tokenizer);
 }
-
-bool pcc::agreeToGoOn(pccrt::Communicator *comm, const std::string &error) {
-  if (!comm) {
-    if (!error.empty())
-      throw pccrt::Error(error);
-    return true;
-  }
-  for (const std::string &e : comm->agree(error))
-    if (!e.empty()) {
-      if (comm->rank() == 0)
-        throw pccrt::Error(e);
-      return false;
-    }
-  return true;
-}

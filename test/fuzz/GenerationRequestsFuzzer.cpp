@@ -3,13 +3,25 @@
 // Feeds arbitrary bytes to pcc generate's requests parser as the contents
 // of a requests file. It must accept them or throw its one-line
 // pccrt::Error; any crash or sanitizer report is a bug, and so is an
-// accepted request that breaks the checks the parser promises.
+// accepted request that breaks the checks the parser promises. Text
+// prompts go through the tokenizer.json named by $PCC_FUZZ_TOKENIZER
+// (run-fuzzers.sh gives the serving tests' one), else they are refused.
 //
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Driver/GenerationRequests.h"
+#include "pcc/Tokenizer/Tokenizer.h"
 
 #include <cstdlib>
+#include <optional>
+
+static std::optional<pcc::Tokenizer> tokenizer;
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  if (const char *path = std::getenv("PCC_FUZZ_TOKENIZER"))
+    tokenizer.emplace(pcc::loadTokenizer(path, 384));
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   constexpr int64_t kVocabulary = 384, kMaxSeq = 64;
@@ -17,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try {
     std::vector<pccrt::GenerationRequest> requests =
         pcc::parseGenerationRequests(text, "fuzz.jsonl", pccrt::Sampling(),
-                                     kVocabulary, kMaxSeq);
+                                     kVocabulary, kMaxSeq,
+                                     tokenizer ? &*tokenizer : nullptr);
     for (const pccrt::GenerationRequest &r : requests) {
       if (r.prompt.empty() || int64_t(r.prompt.size()) > kMaxSeq ||
           r.sampling.maxNewTokens < 1 || r.sampling.topP <= 0 ||

@@ -70,6 +70,9 @@ printf '{"prompt": [1, 2, 3]}\n{"prompt": [5], "max_new_tokens": 4, "stop": [7]}
   > "$out/seed-requests/two.jsonl"
 printf '{"prompt": [200, 1], "temperature": 0.8, "top_k": 5, "top_p": 0.9, "seed": 3, "arrival_step": 2}\n' \
   > "$out/seed-requests/sampled.jsonl"
+printf '{"prompt": "the quick brown fox \\u00fcber \\ud83d\\ude42"}\n' \
+  > "$out/seed-requests/text.jsonl"
+export PCC_FUZZ_TOKENIZER="$root/test/e2e/serve/tokenizer-384.json"
 cp "$root"/test/Import/*.onnxtxt "$out/seed-import/" 2>/dev/null || true
 find "$root/test" -name '*.onnx' -size -64k -exec cp {} "$out/seed-import/" \; 2>/dev/null || true
 

@@ -32,7 +32,8 @@ parseGenerationRequests(llvm::StringRef text, const std::string &file,
 /// a pccrt::Error naming the file if it cannot be read or has more tokens.
 Tokenizer loadTokenizer(const std::string &path, int64_t vocabulary);
 
-/// Every rank of `comm` (none: this rank alone) says whether it is ready,
+/// (Generate.cpp) Every rank of `comm` (none: this rank alone) says
+/// whether it is ready,
 /// `error` empty if so. If one is not, rank 0 throws the first error as a
 /// pccrt::Error and the others return false, so that all stop together.
 bool agreeToGoOn(pccrt::Communicator *comm, const std::string &error);
