@@ -49,3 +49,12 @@ def has_cuda_gpu():
         return False
     return out.returncode == 0 and "GPU" in out.stdout
 config.available_features.add("cuda-gpu" if has_cuda_gpu() else "no-cuda-gpu")
+
+# The `openai` client package, for the serving tests that drive pcc serve
+# with it: utils/setup.sh installs it into build/test-venv (which sees
+# Debian's packages) where PyPI can be reached.
+client = os.path.join(config.pcc_obj_root, "test-venv", "bin", "python3")
+if os.path.exists(client) and subprocess.run(
+        [client, "-c", "import openai"], capture_output=True).returncode == 0:
+    config.available_features.add("openai")
+    config.substitutions.append(("%openai_python", client))

@@ -19,7 +19,7 @@ packages=(cmake ninja-build g++ libmlir-22-dev mlir-22-tools llvm-22-dev
   llvm-22-tools libprotobuf-dev protobuf-compiler libonnx-dev python3-onnx
   python3-numpy libonnx-testdata libgtest-dev libopenblas-dev clang-22
   libclang-rt-22-dev libopenmpi-dev openmpi-bin curl libicu-dev
-  libcpp-httplib-dev pybind11-dev python3-dev python3-pytest)
+  libcpp-httplib-dev pybind11-dev python3-dev python3-pytest python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -55,6 +55,14 @@ fi
 # this warning, where PyPI cannot be reached).
 "$root/utils/fetch-onnx-node-tests.sh" "$build/onnx-1.20" ||
   echo "setup: warning: cannot fetch ONNX 1.20's node tests; onnx-node-tests-1.20 is skipped" >&2
+# The openai client package for the serving tests (skipped, with this
+# warning, where PyPI cannot be reached).
+venv="$build/test-venv"
+if ! "$venv/bin/python3" -c "import openai" 2>/dev/null; then
+  /usr/bin/python3 -m venv --system-site-packages "$venv" &&
+    "$venv/bin/pip" install -q openai ||
+    echo "setup: warning: cannot install the openai package; the serving tests that use it are skipped" >&2
+fi
 # Every suite: lit (dialect, import, bad input, end-to-end models), the
 # runtime's GoogleTests and the ONNX node-test conformance runs.
 ctest --test-dir "$build" --output-on-failure

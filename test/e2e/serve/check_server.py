@@ -280,6 +280,18 @@ def main(argv):
     print("ok a text prompt equals its token ids' request (text %r)" %
           a["text"])
 
+    # Log-probabilities: the greedy token is the most likely one (two tokens
+    # of one text, such as two halves of a character, share a key).
+    status, scored = completion(server, {
+        "prompt": prompts[1], "max_tokens": 5, "temperature": 0,
+        "logprobs": 2, "return_token_ids": True})
+    lp = scored["choices"][0]["logprobs"]
+    if status != 200 or len(lp["token_logprobs"]) != 5 or any(
+            not x <= 0 or max(top.values()) > x + 1e-9 or len(top) > 2
+            for x, top in zip(lp["token_logprobs"], lp["top_logprobs"])):
+        fail("logprobs: %s" % scored)
+    print("ok logprobs: each greedy token the most likely of its top 2")
+
     # A stop string: the text ends before it, streamed or not.
     import re
     words = [m for m in re.finditer(r"[a-z]{2,}", a["text"]) if m.start() > 0]
