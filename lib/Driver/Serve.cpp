@@ -276,12 +276,11 @@ void Engine::deliver(const std::vector<pccrt::GenerationEvent> &events) {
 
 void Engine::failAll(const std::string &error) {
   std::lock_guard<std::mutex> lock(mutex);
-  for (auto *jobs : {&active})
-    for (auto &[id, job] : *jobs) {
-      job->done = true;
-      job->error = error;
-      ++metrics.finished["error"];
-    }
+  for (auto &[id, job] : active) {
+    job->done = true;
+    job->error = error;
+    ++metrics.finished["error"];
+  }
   active.clear();
   for (std::shared_ptr<Job> &job : pending) {
     job->done = true;
@@ -426,8 +425,9 @@ private:
   int64_t maxSeq;
   const Tokenizer *tokenizer;
   std::atomic<int64_t> nextId{0};
-  std::mt19937_64 seeds{std::random_device{}()};
-  std::mutex seedMutex;
+  /// The seeds of requests that give none.
+  mutable std::mt19937_64 seeds{std::random_device{}()};
+  mutable std::mutex seedMutex;
 };
 
 [[noreturn]] void refuse(const std::string &message,
@@ -556,8 +556,8 @@ Completion Api::parse(const httplib::Request &request) const {
     seeded = true;
   }
   if (!seeded) {
-    std::lock_guard<std::mutex> lock(const_cast<Api *>(this)->seedMutex);
-    s.seed = const_cast<Api *>(this)->seeds();
+    std::lock_guard<std::mutex> lock(seedMutex);
+    s.seed = seeds();
   }
   int64_t n = 1;
   integer("n", n);
