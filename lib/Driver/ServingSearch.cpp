@@ -27,6 +27,7 @@
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/CallGraph.h"
+#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipelines.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -37,12 +38,6 @@
 
 using namespace mlir;
 using namespace pcc;
-
-static int64_t bytesOf(Type type) {
-  auto t = cast<RankedTensorType>(type);
-  return t.getNumElements() *
-         std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
-}
 
 int64_t ServingMemory::kvBytesPerToken() const {
   int64_t largest = cache.empty() ? 0 : *llvm::max_element(cache);
@@ -72,7 +67,7 @@ ServingMemory pcc::getServingMemory(ModuleOp module, int64_t pp) {
       if (!stages || llvm::any_of(stages.asArrayRef(), [&](int64_t s) {
             return size_t(s) % memory.cache.size() == r;
           }))
-        memory.cache[r] += bytesOf(t);
+        memory.cache[r] += tensorBytes(t);
   }
   // Without a pipeline, every weight once, as the rank holds it; over one,
   // each weight once per rank whose stages read it (through ops computed
@@ -82,7 +77,7 @@ ServingMemory pcc::getServingMemory(ModuleOp module, int64_t pp) {
   if (ranks == 1) {
     module->walk([&](graph::WeightOp w) {
       if (counted.insert(w.getName()).second)
-        memory.weights[0] += bytesOf(getHeldWeightType(w));
+        memory.weights[0] += tensorBytes(getHeldWeightType(w));
     });
     return memory;
   }
@@ -95,7 +90,7 @@ ServingMemory pcc::getServingMemory(ModuleOp module, int64_t pp) {
     if (auto w = dyn_cast<graph::WeightOp>(def)) {
       std::string key = (w.getName() + "@" + Twine(rank)).str();
       if (counted.insert(key).second)
-        memory.weights[rank] += bytesOf(getHeldWeightType(w));
+        memory.weights[rank] += tensorBytes(getHeldWeightType(w));
       return;
     }
     for (Value o : def->getOperands())

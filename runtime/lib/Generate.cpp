@@ -637,10 +637,16 @@ std::vector<TokenLogprob> Generator::logprobsOf(const float *logits,
   return out;
 }
 
-int64_t Generator::submit(GenerationRequest request) {
-  if (request.prompt.empty() || int64_t(request.prompt.size()) > maxSequence)
-    throw Error("a prompt of " + std::to_string(request.prompt.size()) +
+/// Throws for a prompt that is empty or longer than \p maxSequence.
+static void checkPrompt(const std::vector<int64_t> &prompt,
+                        int64_t maxSequence) {
+  if (prompt.empty() || int64_t(prompt.size()) > maxSequence)
+    throw Error("a prompt of " + std::to_string(prompt.size()) +
                 " tokens: prompts take 1 to " + std::to_string(maxSequence));
+}
+
+int64_t Generator::submit(GenerationRequest request) {
+  checkPrompt(request.prompt, maxSequence);
   Communicator *comm = model.communicator();
   if (comm && comm->rank() != 0)
     return -1;
@@ -694,10 +700,9 @@ const GenerationResult &Generator::result(int64_t id) const {
 
 std::vector<GenerationResult>
 Generator::generate(const std::vector<GenerationRequest> &requests) {
+  // Every prompt before any runs.
   for (const GenerationRequest &r : requests)
-    if (r.prompt.empty() || int64_t(r.prompt.size()) > maxSequence)
-      throw Error("a prompt of " + std::to_string(r.prompt.size()) +
-                  " tokens: prompts take 1 to " + std::to_string(maxSequence));
+    checkPrompt(r.prompt, maxSequence);
   // Requests by arrival, then by order; each is submitted before the step
   // it arrives at.
   std::vector<size_t> order(requests.size());
