@@ -23,10 +23,6 @@ using llvm::json::Value;
 
 namespace {
 
-llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(message);
-}
-
 /// The optional boolean `key` of `model` (null or absent: false).
 llvm::Error readFlag(const Object &model, llvm::StringRef key, bool &flag) {
   flag = false;

@@ -19,10 +19,6 @@ using llvm::json::Value;
 
 namespace {
 
-llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(message);
-}
-
 /// Reads `decoder` and appends its steps (a Sequence's, recursively).
 llvm::Error appendSteps(const Value &decoder, const std::string &where,
                         std::vector<DecodeStep> &steps) {

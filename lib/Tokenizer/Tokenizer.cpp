@@ -43,10 +43,6 @@ constexpr unsigned kMaxJsonDepth = 128;
 /// token; real ones are at most tens of bytes.
 constexpr size_t kMaxAddedTokenBytes = 1024;
 
-llvm::Error fail(const llvm::Twine &message) {
-  return llvm::createStringError(message);
-}
-
 /// The deepest nesting of arrays and objects in `text`, counted before the
 /// (recursive) parser sees it.
 unsigned jsonDepth(llvm::StringRef text) {

@@ -31,6 +31,11 @@ U_NAMESPACE_END
 namespace pcc {
 namespace tokenizer {
 
+/// A one-line error of the reader (callers prefix the file's name).
+inline llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(message);
+}
+
 /// U+FFFD, what invalid UTF-8 becomes.
 inline constexpr llvm::StringLiteral kReplacementChar = "\xEF\xBF\xBD";
 

@@ -692,6 +692,19 @@ static int calibrateCommand(Args &args) {
   return failed(calibrate(o, llvm::outs())) ? 1 : 0;
 }
 
+/// The compiled folder OUT, given once: false, said in one line, if \p dir
+/// has it already.
+static bool takeFolder(llvm::StringRef arg, std::string &dir) {
+  if (!dir.empty()) {
+    llvm::errs() << "pcc: error: '" << arg
+                 << "': more than one compiled folder given (after '" << dir
+                 << "')\n";
+    return false;
+  }
+  dir = arg.str();
+  return true;
+}
+
 static const char kGenerateHelp[] = R"(
 generate options:
   --prompts FILE         one request a line: {"prompt": [token ids]} (or
@@ -762,14 +775,8 @@ static int generateCommand(Args &args) {
       ok = args.seconds(a, o.timeoutSeconds);
     } else if (a.starts_with("-"))
       return unknown(a);
-    else if (o.dir.empty())
-      o.dir = a.str();
-    else {
-      llvm::errs() << "pcc: error: '" << a
-                   << "': more than one compiled folder given (after '"
-                   << o.dir << "')\n";
+    else if (!takeFolder(a, o.dir))
       return 1;
-    }
     if (!ok)
       return 1;
   }
@@ -841,14 +848,8 @@ static int serveCommand(Args &args) {
       ok = args.seconds(a, o.timeoutSeconds);
     else if (a.starts_with("-"))
       return unknown(a);
-    else if (o.dir.empty())
-      o.dir = a.str();
-    else {
-      llvm::errs() << "pcc: error: '" << a
-                   << "': more than one compiled folder given (after '"
-                   << o.dir << "')\n";
+    else if (!takeFolder(a, o.dir))
       return 1;
-    }
     if (!ok)
       return 1;
   }
