@@ -35,6 +35,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
   if (options.fuseAttention)
     pm.addNestedPass<func::FuncOp>(
         createFuseAttention({options.target == "cuda" ? 128 : 0}));
+  // More ranks than key/value heads: a copy of its head on each rank, so
+  // that the KV cache splits one head per rank (vLLM's replication).
+  if (options.fuseAttention && options.generate && options.tp > 1)
+    pm.addNestedPass<func::FuncOp>(createReplicateKVHeads({options.tp}));
   // A generation build's steps are derived from the forward, attention
   // fused; the layout passes then split them as any forward.
   if (options.generate)

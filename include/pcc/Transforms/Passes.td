@@ -305,7 +305,8 @@ def ShardStrategy : Pass<"pcc-shard-strategy", "::mlir::ModuleOp"> {
     first by columns and the second by rows; Q/K/V projections split by
     heads and the output projection by rows; grouped-query KV heads split
     when `tp` divides them and stay whole (each rank using its heads) when
-    they divide `tp`; token embeddings and the LM head split by vocabulary;
+    they divide `tp` (a generation build repeats them first, so that they
+    split: pcc-replicate-kv-heads); token embeddings and the LM head split by vocabulary;
     norms stay whole. `shard` overrides it per initializer name:
     `REGEX=col` (split the dimension the first use keeps), `REGEX=row` (the
     one it reduces or looks up), `REGEX=rep` (whole); several separated by
@@ -324,6 +325,26 @@ def ShardStrategy : Pass<"pcc-shard-strategy", "::mlir::ModuleOp"> {
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "Emit a remark with each parameter's layout">,
   ];
+}
+
+def ReplicateKVHeads : Pass<"pcc-replicate-kv-heads", "::mlir::func::FuncOp"> {
+  let summary = "Gives each tensor-parallel rank a copy of its key/value head";
+  let description = [{
+    Where `tp` is a multiple of an attention's grouped key/value heads G
+    (and divides its query heads H), the heads cannot split over `tp`: each
+    rank would need a part of one head. vLLM replicates each key/value head
+    on the `tp / G` ranks whose query heads read it instead, and so does this
+    pass: the key and value of each such `graph.attention` are taken at
+    heads `[0, 0, .., 1, 1, ..]` (a `graph.gather` along the head axis, each
+    head `tp / G` times), so that the attention reads `tp` key/value heads
+    that split one per rank, with the KV cache that a generation step
+    derives from them. Attention whose heads `tp` divides is left as it is.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1",
+           "Ranks of the tensor-parallel axis">,
+  ];
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
 }
 
 def PropagateSharding : Pass<"pcc-propagate-sharding", "::mlir::ModuleOp"> {
