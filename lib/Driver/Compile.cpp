@@ -12,6 +12,7 @@
 #include "pcc/InitAll.h"
 #include "pcc/Target/AbiTables.h"
 #include "pcc/Target/BufferPlan.h"
+#include "pcc/Target/CallGraph.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Target/Cuda/CudaEmitter.h"
 #include "pcc/Transforms/Generation/DeriveGeneration.h"
@@ -910,7 +911,10 @@ struct StepCounts {
   /// The program's ops by name, and their number.
   llvm::StringMap<int64_t> opCounts;
   int64_t numOps = 0;
+  /// The flops of the program's first entry point (its step), and of each
+  /// entry point by name.
   int64_t flops = 0;
+  llvm::StringMap<int64_t> entryFlops;
   /// Saved activations: forward values that the backward ops read, i.e.
   /// what a training step keeps alive between its forward and backward.
   int64_t savedCount = 0, savedBytes = 0;
@@ -958,8 +962,12 @@ static StepCounts countStep(ModuleOp module, ArrayRef<func::FuncOp> entries) {
     ++counts.opCounts[op->getName().getStringRef()];
     ++counts.numOps;
   });
-  for (func::FuncOp entry : entries)
-    counts.flops += functionFlops(entry);
+  for (func::FuncOp entry : entries) {
+    auto name = entry->getAttrOfType<StringAttr>(pcc::kEntryPointAttr);
+    counts.entryFlops[name ? name.getValue() : "main"] += functionFlops(entry);
+  }
+  auto first = entries.front()->getAttrOfType<StringAttr>(pcc::kEntryPointAttr);
+  counts.flops = counts.entryFlops[first ? first.getValue() : "main"];
   llvm::DenseSet<Value> saved;
   module->walk([&](Operation *op) {
     if (!op->hasAttr(graph::kBackwardAttr))
@@ -1124,6 +1132,11 @@ static std::string formatSummary(const CompileOptions &options,
             << humanCount(memory.stateBytes, "B")
             << ", saved activations: " << counts.savedCount << " ("
             << humanCount(counts.savedBytes, "B") << ")\n";
+  if (options.eval)
+    summary << "  evaluation: entry 'eval', the forward and its loss on the "
+               "training step's parameters (pcc run --eval-data), "
+            << humanCount(counts.entryFlops.lookup("eval"), "FLOP")
+            << " per batch\n";
   return text;
 }
 
@@ -1305,6 +1318,14 @@ static CompileReport buildReport(const CompileOptions &options,
       result.plan[kv.first] = kv.second;
   result.summary = formatSummary(options, program, counts, memory,
                                  recomputeLine, pipeline, collectives);
+  // A program of several steps: each entry point's flops.
+  if (counts.entryFlops.size() > 1) {
+    llvm::json::Object entryPoints;
+    for (const auto &kv : counts.entryFlops)
+      entryPoints[kv.getKey().str()] =
+          llvm::json::Object{{"flops", kv.getValue()}};
+    result.report["entries"] = std::move(entryPoints);
+  }
   if (options.generate) {
     llvm::json::Object generation = describeGeneration(options, code);
     llvm::raw_string_ostream line(result.summary);
@@ -1347,25 +1368,6 @@ static LogicalResult writeReport(StringRef dir, CompileReport &report,
       (pipeline &&
        failed(writeTexts(dir, {{"schedule.svg", pipeline->svg}}, error))))
     return printError(error);
-  return success();
-}
-
-/// Builds the evaluation step (--eval) into `dir` with the training step's
-/// layout: the forward and its loss, whose weights `pcc run --eval-data`
-/// replaces by the trained parameters (whole tensors, by name).
-static LogicalResult compileEvalStep(const CompileOptions &options,
-                                     StringRef dir) {
-  CompileOptions evalOptions = options;
-  evalOptions.train = false;
-  evalOptions.withLoss = true;
-  evalOptions.eval = false;
-  evalOptions.zero = 0;
-  evalOptions.outDir = dir.str();
-  std::string evalSummary;
-  llvm::raw_string_ostream evalOs(evalSummary);
-  ProgressLine progress("building the evaluation step");
-  if (failed(compile(evalOptions, evalOs)))
-    return printError("building the evaluation step (--eval) failed");
   return success();
 }
 
@@ -1458,8 +1460,6 @@ LogicalResult pcc::compile(const CompileOptions &options,
       buildReport(options, *program, *entries, *code, memory, *pipeline);
   if (failed(writeReport(out.getStagingDir(), report, *pipeline)) ||
       failed(out.mark()))
-    return failure();
-  if (options.eval && failed(compileEvalStep(options, out.path("eval"))))
     return failure();
   if (failed(out.commit()))
     return failure();

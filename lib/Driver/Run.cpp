@@ -251,9 +251,14 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
                                     llvm::raw_ostream &summary) {
   std::unique_ptr<pccrt::Model> model;
   std::unique_ptr<pccrt::TokenData> data;
-  // --eval-data: the build's evaluation step, its held-out tokens and the
-  // token input they feed.
-  std::unique_ptr<pccrt::Model> evalModel;
+  // --eval-data: the build's evaluation step (its entry, and the model's
+  // info with that entry's inputs: the vocabulary is still checked against
+  // the training step's logits), the training step's input
+  // that feeds each of its inputs, its held-out tokens and the token input
+  // they feed.
+  int32_t evalEntry = -1;
+  pccrt_model_info evalInfo{};
+  std::vector<int32_t> evalInputOf;
   std::unique_ptr<pccrt::TokenData> evalData;
   pccrt_tensor_info evalTokenInput{};
   std::vector<int64_t> evalTokenShape;
@@ -340,20 +345,30 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
       if (!training || !hasState)
         throw pccrt::Error("--eval-data needs a training build: " +
                            options.dir + " has no training step");
-      std::string evalDir = options.dir + "/eval";
-      std::string evalLib =
-          evalDir + "/" + llvm::sys::path::filename(lib).str();
-      if (!llvm::sys::fs::exists(evalLib))
+      evalEntry = model->findEntry("eval");
+      if (evalEntry < 0)
         throw pccrt::Error("--eval-data: " + options.dir +
                            " has no evaluation step (compile it with "
                            "pcc compile --train --eval)");
-      evalModel = pccrt::Model::load(
-          evalLib, evalDir + "/" + llvm::sys::path::filename(weights).str(),
-          "pcc", ranks.comm);
-      if (ranks.runComm)
-        evalModel->setRunCommunicator(ranks.runComm);
+      // The evaluation step reads the training step's inputs (those its
+      // loss depends on), the tokens first.
+      const pccrt_entry_info &e = model->entry(evalEntry);
+      evalInfo = info;
+      evalInfo.num_inputs = e.num_inputs;
+      evalInfo.inputs = e.inputs;
+      for (int32_t j = 0; j < e.num_inputs; ++j) {
+        int32_t i = 0;
+        while (i < info.num_inputs &&
+               llvm::StringRef(info.inputs[i].name) != e.inputs[j].name)
+          ++i;
+        if (i == info.num_inputs || (j == 0) != (i == 0))
+          throw pccrt::Error("--eval-data: the evaluation step of " +
+                             options.dir + " reads '" + e.inputs[j].name +
+                             "' where the training step reads its tokens");
+        evalInputOf.push_back(i);
+      }
       evalData = openTokens("--eval-data", options.evalData, options,
-                            evalModel->info(), evalTokenInput, evalTokenShape);
+                            evalInfo, evalTokenInput, evalTokenShape);
     }
   } catch (const pccrt::Error &e) {
     if (ranks.alone())
@@ -369,18 +384,19 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   uint64_t evaluations = 0;
   auto evaluate = [&](uint64_t afterSteps) {
     try {
-      evalModel->loadParameters(model->parameters(), model->parameterNames(),
-                                "the training step");
-      std::vector<pccrt::Tensor> evalInputs = inputs;
-      auto [first, count] = evalModel->heldRows(evalModel->info().inputs[0]);
+      std::vector<pccrt::Tensor> evalInputs;
+      for (int32_t i : evalInputOf)
+        evalInputs.push_back(inputs[size_t(i)]);
+      auto [first, count] = model->heldRows(evalInfo.inputs[0]);
       evalInputs[0] =
           evalData->batch(evalTokenInput, evaluations++, first, count);
-      std::vector<pccrt::Tensor> outputs = evalModel->run(evalInputs);
-      const pccrt_model_info &evalInfo = evalModel->info();
-      for (int32_t i = 0; i < evalInfo.num_outputs; ++i)
-        if (llvm::StringRef(evalInfo.outputs[i].name) == "loss") {
-          std::optional<float> loss =
-              scalarOf({evalModel->gatherOutput(outputs, i)}, "loss");
+      std::vector<pccrt::Tensor> outputs;
+      model->run(evalEntry, evalInputs, outputs);
+      const pccrt_entry_info &e = model->entry(evalEntry);
+      for (int32_t i = 0; i < e.num_outputs; ++i)
+        if (llvm::StringRef(e.outputs[i].name) == "loss") {
+          std::optional<float> loss = scalarOf(
+              {model->gatherOutput(evalEntry, outputs, i)}, "loss");
           if (loss)
             summary << llvm::formatv("step {0}: validation loss {1:F6}\n",
                                      afterSteps, *loss);
@@ -524,7 +540,7 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
       summary << llvm::formatv("step {0}: {1:F3} ms\n", number + 1, ms);
     }
     summary.flush();
-    if (evalModel &&
+    if (evalEntry >= 0 &&
         ((options.evalEvery > 0 && (step + 1) % options.evalEvery == 0) ||
          (options.evalEvery == 0 && step + 1 == options.steps))) {
       int64_t before = stepComm ? stepComm->collectiveNanoseconds() : 0;

@@ -91,6 +91,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     // so.
     if (options.dtype != "f32")
       fpm.addPass(createNarrowStash());
+    // The evaluation step: the training step's forward and loss, which the
+    // layout passes then lay out with it.
+    if (options.eval)
+      pm.addPass(createDeriveEvaluation());
   }
   if (!options.train && microbatches > 1)
     pm.addNestedPass<func::FuncOp>(createMicrobatch({microbatches, defaulted}));

@@ -904,7 +904,13 @@ std::vector<Tensor> Model::gather(const std::vector<Tensor> &outputs) const {
 
 Tensor Model::gatherOutput(const std::vector<Tensor> &outputs,
                            int32_t i) const {
-  const pccrt_tensor_info &entry = modelInfo->outputs[i];
+  return gatherOutput(0, outputs, i);
+}
+
+Tensor Model::gatherOutput(int32_t entryIndex,
+                           const std::vector<Tensor> &outputs,
+                           int32_t i) const {
+  const pccrt_tensor_info &entry = this->entry(entryIndex).outputs[i];
   Tensor part = outputs[i];
   if (part.data.empty())
     part.data.resize(part.numElements() * dtypeSize(part.dtype), 0);

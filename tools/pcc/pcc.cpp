@@ -160,8 +160,9 @@ compile options:
   --train                compile a training step: causal-LM loss, backward
                          and optimizer update
   --eval                 with --train: also build the evaluation step (the
-                         forward and its loss, same layout) into OUT/eval,
-                         for pcc run --eval-data
+                         forward and its loss, entry 'eval' of the same
+                         program, sharing the parameters), for pcc run
+                         --eval-data
   --optimizer adamw|sgd  (default adamw) with --lr X (1e-3), --weight-decay X
                          (0.01 for adamw, 0 for sgd), --beta1, --beta2, --eps,
                          --momentum (sgd)

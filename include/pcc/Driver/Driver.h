@@ -31,11 +31,6 @@ namespace pcc {
 struct CompileOptions : PipelineConfig {
   std::string model;
   std::string outDir;
-  /// With train: also build the evaluation step (--eval), the forward and
-  /// its loss with the same layout, into OUT/eval, which `pcc run
-  /// --eval-data` runs on the trained parameters. Without train, `withLoss`
-  /// builds such a step itself.
-  bool eval = false;
   /// The layout search (pcc plan --devices N, pcc compile --auto
   /// --devices N): the devices it lays the step over (0: no search; the
   /// layout is the options'), and whether a compile compiles its choice.

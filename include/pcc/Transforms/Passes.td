@@ -105,6 +105,24 @@ def DeriveGeneration : Pass<"pcc-derive-generation", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def DeriveEvaluation : Pass<"pcc-derive-evaluation", "::mlir::ModuleOp"> {
+  let summary = "Adds an evaluation step that shares a training step's state";
+  let description = [{
+    Beside the module's training step (the public function with a
+    `graph.loss` result, after `pcc-optimizer`), adds the step that
+    evaluates the loss at the current parameters: a public function
+    `eval` of the ops the loss depends on (the forward and the loss, none
+    of the backward or the update), reading the same inputs and the same
+    `graph.state` arguments, which it only reads. The training step becomes
+    entry point `train` and the new one `eval` (`pcc.entry`): one program of
+    two steps, which share one copy of the parameters, laid out alike by
+    the later passes (a pipeline's evaluation follows the training step's
+    stages).
+  }];
+  let dependentDialects = ["::pcc::graph::GraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def Untie : Pass<"pcc-untie", "::mlir::ModuleOp"> {
   let summary = "Gives each consumer of a shared initializer its own copy";
   let description = [{

@@ -123,6 +123,11 @@ struct ShardStrategyPass : pcc::impl::ShardStrategyBase<ShardStrategyPass> {
   /// Set while trying other degrees for a diagnostic: padded tables, padded
   /// for this degree, stay whole.
   bool trial = false;
+  /// The layouts of the parameters that an earlier step of the module
+  /// decided, by name: a program's steps share their parameters (a training
+  /// step and its evaluation, a prefill and its decode), so the later
+  /// steps take them as they are.
+  llvm::StringMap<Layout> shared;
 };
 } // namespace
 
@@ -153,6 +158,7 @@ LogicalResult ShardStrategyPass::plan(func::FuncOp func,
         diag << "whole";
       }
     }
+    shared.try_emplace(solver.getRootName(root), l);
     if (!l.isSplit())
       continue;
     if (auto arg = dyn_cast<BlockArgument>(root))
@@ -269,6 +275,10 @@ LogicalResult ShardStrategyPass::decide(Solver &solver, Value root,
       user = &o;
       break;
     }
+  if (auto it = shared.find(name); it != shared.end() && !trial) {
+    solver.decide(root, it->second);
+    return success();
+  }
   // A padded vocabulary was padded to split along it.
   Attribute padding = solver.getRootAttr(root, dist::kPaddingAttr);
   if (auto pad = dyn_cast_or_null<DenseI64ArrayAttr>(padding); pad && !trial) {

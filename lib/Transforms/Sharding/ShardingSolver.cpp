@@ -261,19 +261,25 @@ static bool isFloatTensor(Value v) {
 Solver::Solver(func::FuncOp func, StringRef axis, int64_t shards)
     : func(func), axis(axis.str()), shards(shards) {
   Block &body = func.getBody().front();
-  llvm::DenseSet<unsigned> params;
+  llvm::DenseSet<unsigned> params, updated;
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
     if (auto p = getStateIndex(func, i, kGradAttr)) {
       params.insert(*p);
       if (isFloatTensor(ret.getOperand(i)))
         gradientOf[ret.getOperand(i)] = body.getArgument(*p);
     }
+    if (auto p = getStateIndex(func, i, kUpdateAttr))
+      updated.insert(*p);
+  }
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
     // A KV cache is laid out like a parameter: split with the heads whose
-    // keys and values it holds.
-    if ((params.contains(i) || func.getArgAttr(i, kCacheAttr)) &&
+    // keys and values it holds. So is state that the step only reads (the
+    // parameters of an evaluation step, which another step trains).
+    bool readOnly = func.getArgAttr(i, kStateAttr) &&
+                    !func.getArgAttr(i, kStateOfAttr) && !updated.contains(i);
+    if ((params.contains(i) || func.getArgAttr(i, kCacheAttr) || readOnly) &&
         isFloatTensor(arg)) {
       roots.push_back(arg);
       rootNames[arg] = getStateName(func, i);

@@ -204,6 +204,9 @@ public:
   /// are. Collective.
   /// Output \p i of a run, whole, on every rank (collective, like gather).
   Tensor gatherOutput(const std::vector<Tensor> &outputs, int32_t i) const;
+  /// The same for output \p i of a run of entry \p entry.
+  Tensor gatherOutput(int32_t entry, const std::vector<Tensor> &outputs,
+                      int32_t i) const;
   std::vector<Tensor> gather(const std::vector<Tensor> &outputs) const;
 
   /// The pipeline's stages (1 for a program without one), and this rank's.
