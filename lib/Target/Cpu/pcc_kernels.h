@@ -506,6 +506,17 @@ inline void gemmSerial(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
 
 /// Products of fewer flops run on the calling thread.
 constexpr int64_t kParallelFlops = int64_t(1) << 22;
+/// ... unless their B is this many floats or more (1 MB): a product of few
+/// rows (a decode step's, one token per sequence) is bound by reading B,
+/// which every thread's share of the columns reads faster than one thread
+/// alone (GPT-2's 768 x 2304 QKV projection, 3.5 MFLOP at one token, reads
+/// 7 MB).
+constexpr int64_t kParallelBFloats = int64_t(1) << 18;
+
+/// Whether a product is worth the run's threads.
+inline bool parallelProduct(int64_t m, int64_t n, int64_t k) {
+  return 2 * m * n * k >= kParallelFlops || n * k >= kParallelBFloats;
+}
 
 /// Row-major C = alpha * op(A) * op(B) + beta * C on the run's threads: C
 /// is cut into one block of columns (or, for narrow products, of rows) per
@@ -516,7 +527,7 @@ inline void gemm(int64_t m, int64_t n, int64_t k, T alpha, const T *a,
                  int64_t lda, bool transA, const T *b, int64_t ldb, bool transB,
                  T beta, T *c, int64_t ldc) {
   int parts = threads();
-  if (parts <= 1 || 2 * m * n * k < kParallelFlops) {
+  if (parts <= 1 || !parallelProduct(m, n, k)) {
     gemmSerial(m, n, k, alpha, a, lda, transA, b, ldb, transB, beta, c, ldc);
     return;
   }
@@ -588,7 +599,7 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
   }
   packed::product(m, n, k, alpha, a, lda, false, bp, b, ldb, transB, beta, c,
                   ldc, epilogue, epilogueArgs,
-                  threads() > 1 && 2 * m * n * k >= kParallelFlops);
+                  threads() > 1 && parallelProduct(m, n, k));
 }
 
 /// exp(v) for v <= 0 in T: fexpNonPositive for float (inline, vectorizes),
