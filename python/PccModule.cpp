@@ -248,9 +248,24 @@ private:
 };
 
 /// `run`: the model's step on named arrays.
-py::dict run(PySession &self, const py::dict &feeds) {
+py::dict run(PySession &self, const py::dict &feeds,
+             const std::string &entryName) {
   Session &session = self.get();
-  const pccrt_model_info &info = session.model().info();
+  // The default step, or the entry point of that name (a --train --eval
+  // build's "eval").
+  int32_t entry = 0;
+  if (!entryName.empty()) {
+    entry = session.model().findEntry(entryName);
+    if (entry < 0) {
+      std::string names;
+      for (int32_t i = 0; i < session.model().numEntries(); ++i)
+        names += std::string(i ? ", " : "") + "'" +
+                 session.model().entry(i).name + "'";
+      throw Error("the build has no entry '" + entryName + "' (it has " +
+                  names + ")");
+    }
+  }
+  const pccrt_entry_info &info = session.model().entry(entry);
   std::vector<Tensor> inputs;
   size_t used = 0;
   for (int32_t i = 0; i < info.num_inputs; ++i) {
@@ -284,7 +299,7 @@ py::dict run(PySession &self, const py::dict &feeds) {
   std::vector<Tensor> outputs;
   {
     py::gil_scoped_release release;
-    outputs = session.run(0, inputs);
+    outputs = session.run(entry, inputs);
   }
   py::dict result;
   for (Tensor &t : outputs) {
@@ -380,7 +395,7 @@ PYBIND11_MODULE(_pcc, m) {
                     double>(),
            py::arg("dir"), py::arg("library"), py::arg("weights"),
            py::arg("max_sequence"), py::arg("pcc"), py::arg("timeout"))
-      .def("run", &run, py::arg("feeds"))
+      .def("run", &run, py::arg("feeds"), py::arg("entry") = "")
       .def("generate", &generate, py::arg("prompts"),
            py::arg("max_new_tokens"), py::arg("temperature"),
            py::arg("top_k"), py::arg("top_p"), py::arg("seed"),

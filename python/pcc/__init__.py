@@ -57,9 +57,10 @@ class Session:
     def num_ranks(self):
         return self._session.num_ranks
 
-    def run(self, feeds):
-        """The model's step on {input name: array}; {output name: array}."""
-        return self._session.run(dict(feeds))
+    def run(self, feeds, entry=None):
+        """The model's step (or its entry point `entry`) on {input name:
+        array}; {output name: array}."""
+        return self._session.run(dict(feeds), entry or "")
 
     def train_step(self, batch):
         """One training step of a --train build (its weights and optimizer
@@ -68,6 +69,12 @@ class Session:
             raise Error("not a training build (compile it with pcc compile "
                         "--train)")
         return self._session.run(dict(batch))
+
+    def evaluate(self, batch):
+        """The loss of a --train --eval build's evaluation step on `batch`,
+        at the parameters the training steps have reached (its outputs, the
+        loss among them); no parameter changes."""
+        return self._session.run(dict(batch), "eval")
 
     def generate(self, prompts, max_new_tokens=16, temperature=0.0, top_k=0,
                  top_p=1.0, seed=0, stop=()):

@@ -77,7 +77,12 @@ void Session::exchange(Command &command, int64_t &entry,
 std::vector<Tensor> Session::runEntry(int32_t entry,
                                       const std::vector<Tensor> &inputs) {
   modelPtr->run(entry, inputs, outputs);
-  return modelPtr->gather(outputs);
+  if (entry == 0)
+    return modelPtr->gather(outputs);
+  std::vector<Tensor> whole;
+  for (int32_t i = 0; i < modelPtr->entry(entry).num_outputs; ++i)
+    whole.push_back(modelPtr->gatherOutput(entry, outputs, i));
+  return whole;
 }
 
 std::vector<Tensor> Session::run(int32_t entry,
@@ -87,10 +92,14 @@ std::vector<Tensor> Session::run(int32_t entry,
                 " follows rank 0's calls");
   if (closed)
     throw Error("the session is closed");
-  if (entry != 0)
-    throw Error("Session::run runs the model's step (entry 0); a "
-                "generation build's steps run through its generator");
-  const pccrt_model_info &info = modelPtr->info();
+  if (entry < 0 || entry >= modelPtr->numEntries())
+    throw Error("the build has no entry " + std::to_string(entry));
+  if (entry != 0 && generatorPtr)
+    throw Error("a generation build's steps run through its generator");
+  // The entry's tables, with the model's mesh (for the whole shapes).
+  pccrt_model_info info = modelPtr->info();
+  info.num_inputs = modelPtr->entry(entry).num_inputs;
+  info.inputs = modelPtr->entry(entry).inputs;
   if (inputs.size() != size_t(info.num_inputs))
     throw Error("the model takes " + std::to_string(info.num_inputs) +
                 " inputs, got " + std::to_string(inputs.size()));
@@ -166,8 +175,9 @@ void Session::follow() {
       std::vector<Tensor> inputs;
       size_t at = 0;
       const auto *bytes = reinterpret_cast<const uint8_t *>(words.data());
-      for (int32_t i = 0; i < info.num_inputs; ++i) {
-        const pccrt_tensor_info &expected = info.inputs[i];
+      const pccrt_entry_info &e = modelPtr->entry(int32_t(entry));
+      for (int32_t i = 0; i < e.num_inputs; ++i) {
+        const pccrt_tensor_info &expected = e.inputs[i];
         Tensor t;
         t.name = expected.name;
         t.dtype = expected.dtype;

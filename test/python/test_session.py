@@ -120,6 +120,28 @@ def test_train_step_equals_pytorch(tmp, gpt2_tiny):
     np.testing.assert_allclose(losses, want["losses"], rtol=1e-5)
 
 
+def test_evaluate_follows_training(tmp, gpt2_tiny):
+    # A --train --eval build: the evaluation step reads the parameters the
+    # training steps update. Before any step its loss is the first training
+    # step's (taken before that step's update); after one SGD step it is the
+    # second's, and evaluating changes nothing.
+    out = compile_model(os.path.join(gpt2_tiny, "model.onnx"),
+                        os.path.join(tmp, "train-eval"), "--train", "--eval",
+                        "--optimizer", "sgd", "--lr", "0.1")
+    ids = read_pb(os.path.join(gpt2_tiny, "ref", "input_0.pb"))
+    want = json.load(open(os.path.join(MODELS, "gpt2-tiny.sgd.json")))
+    with pcc.Session(out) as s:
+        name = s._session.input_names[0]
+        before = float(s.evaluate({name: ids})["loss"])
+        first = float(s.train_step({name: ids})["loss"])
+        after = [float(s.evaluate({name: ids})["loss"]) for _ in range(2)]
+        second = float(s.train_step({name: ids})["loss"])
+        with pytest.raises(pcc.Error, match="no entry 'nope'"):
+            s.run({name: ids}, entry="nope")
+    np.testing.assert_allclose([before, first], want["losses"][0], rtol=1e-5)
+    np.testing.assert_allclose(after + [second], want["losses"][1], rtol=1e-5)
+
+
 def test_errors_are_exceptions(tmp, gpt2_tiny, gpt2_dyn):
     out = os.path.join(tmp, "infer")
     if not os.path.exists(out):
