@@ -2,6 +2,7 @@
 
 #include "Build.h"
 
+#include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
@@ -10,7 +11,7 @@
 #include "pcc/Target/CallGraph.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Target/Cuda/CudaEmitter.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
+#include "pcc/Target/WeightTensors.h"
 
 #include "pccrt/Runtime.h"
 
@@ -230,15 +231,12 @@ OwningOpRef<ModuleOp> pcc::loadModel(MLIRContext &context,
 /// which the pass simulates itself), then, while the plan of what the pass
 /// chose is still over (the pass frees what it keeps for the backward,
 /// the plan's peak can fall by less), again with the excess added.
-static FailureOr<int64_t>
-measurePlannedPeak(ModuleOp module, const CompileOptions &options,
-                   std::vector<TrainableDecision> &decisions) {
+static FailureOr<int64_t> measurePlannedPeak(ModuleOp module,
+                                             const CompileOptions &options) {
   if (options.recompute != "auto" || options.pp != 1 ||
       options.microbatches > 1)
     return options.plannedPeak;
   ProgressLine progress("planning the step's memory");
-  // The trials' decisions are the final pipeline's again, reported once.
-  size_t decided = decisions.size();
   auto planPeak =
       [&](const CompileOptions &trialOptions) -> FailureOr<int64_t> {
     OwningOpRef<ModuleOp> trial = module.clone();
@@ -246,7 +244,6 @@ measurePlannedPeak(ModuleOp module, const CompileOptions &options,
     buildCompilePipeline(trialPm, trialOptions);
     if (failed(trialPm.run(*trial)))
       return failure();
-    decisions.resize(decided);
     llvm::raw_null_ostream sink;
     FailureOr<CppEmitResult> planned = emitCode(*trial, sink, options);
     if (failed(planned))
@@ -280,22 +277,6 @@ measurePlannedPeak(ModuleOp module, const CompileOptions &options,
 FailureOr<BuiltProgram> pcc::buildProgram(MLIRContext &context,
                                           const CompileOptions &options) {
   BuiltProgram program;
-  // The decisions' remarks are collected here; every other diagnostic goes
-  // on to the handlers installed before.
-  ScopedDiagnosticHandler collectDecisions(&context, [&](Diagnostic &diag) {
-    if (diag.getSeverity() != DiagnosticSeverity::Remark)
-      return failure();
-    auto name = dyn_cast<NameLoc>(diag.getLocation());
-    std::string message = diag.str();
-    auto [verdict, reason] = StringRef(message).split(": ");
-    if (!name || (verdict != "trainable" && verdict != "constant"))
-      return failure();
-    TrainableDecision &decision = program.decisions.emplace_back();
-    decision.name = name.getName().str();
-    decision.trainable = verdict == "trainable";
-    decision.reason = reason.str();
-    return success();
-  });
   {
     ProgressLine progress("importing " + options.model);
     program.module = loadModel(context, options, &program.importReport);
@@ -305,13 +286,17 @@ FailureOr<BuiltProgram> pcc::buildProgram(MLIRContext &context,
   if (program.module->getOps<func::FuncOp>().empty())
     return printError(options.model + ": no function to compile");
 
-  FailureOr<int64_t> plannedPeak =
-      measurePlannedPeak(*program.module, options, program.decisions);
+  FailureOr<int64_t> plannedPeak = measurePlannedPeak(*program.module, options);
   if (failed(plannedPeak))
     return failure();
   program.plannedPeak = *plannedPeak;
   CompileOptions effective = options;
   effective.plannedPeak = program.plannedPeak;
+  // pcc-select-trainable reports its decisions here.
+  effective.onTrainableDecisions = [&](ArrayRef<TrainableDecision> made) {
+    program.decisions.insert(program.decisions.end(), made.begin(),
+                             made.end());
+  };
   program.passManager = std::make_unique<PassManager>(&context);
   PassManager &pm = *program.passManager;
   buildCompilePipeline(pm, effective);
@@ -471,13 +456,13 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
     for (const WeightEntry &w : code.weights)
       if (w.kind == WeightKind::Constant && w.preparedReads &&
           w.preparedReads == w.reads)
-        memory.releasedBytes += tensorBytes(
+        memory.releasedBytes += getTensorBytes(
             w.localType ? Type(w.localType) : Type(w.value.getType()));
   }
   auto countParam = [&](Type t) {
     ++memory.paramCount;
     memory.paramElements += cast<RankedTensorType>(t).getNumElements();
-    memory.paramBytes += tensorBytes(t);
+    memory.paramBytes += getTensorBytes(t);
   };
   // Each tensor once, by name, however many pipeline ranks hold it; per
   // pipeline rank, what it holds.
@@ -491,22 +476,22 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
       if (std::optional<unsigned> arg =
               graph::getStateIndex(entry, i, graph::kGradAttr)) {
         graded.insert(*arg);
-        rank.gradients += tensorBytes(entry.getResultTypes()[i]);
+        rank.gradients += getTensorBytes(entry.getResultTypes()[i]);
       }
     for (auto [i, t] : llvm::enumerate(entry.getArgumentTypes())) {
       StringRef name = graph::getStateName(entry, i);
       if (name.empty())
         continue;
       if (!entry.getArgAttr(i, graph::kCacheAttr))
-        (graded.contains(i) ? rank.params : rank.state) += tensorBytes(t);
+        (graded.contains(i) ? rank.params : rank.state) += getTensorBytes(t);
       if (!counted.insert(name).second)
         continue;
       if (graded.contains(i))
         countParam(t);
       else if (entry.getArgAttr(i, graph::kCacheAttr))
-        memory.cacheBytes += tensorBytes(t);
+        memory.cacheBytes += getTensorBytes(t);
       else
-        memory.stateBytes += tensorBytes(t);
+        memory.stateBytes += getTensorBytes(t);
     }
   }
   // Inference weights: a split weight counts its block.
@@ -518,10 +503,10 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
   func::FuncOp func = entries.front();
   for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
     if (func.getArgAttr(i, kOnnxNameAttr))
-      memory.ioBytes += tensorBytes(t);
+      memory.ioBytes += getTensorBytes(t);
   for (auto &[index, at] : getStepResults(entries))
     if (!at.first.getResultAttr(at.second, graph::kUpdateAttr))
-      memory.ioBytes += tensorBytes(at.first.getResultTypes()[at.second]);
+      memory.ioBytes += getTensorBytes(at.first.getResultTypes()[at.second]);
   return memory;
 }
 

@@ -11,9 +11,9 @@
 #ifndef PCC_LIB_DRIVER_BUILD_H
 #define PCC_LIB_DRIVER_BUILD_H
 
+#include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Driver/Driver.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -103,9 +103,8 @@ struct BuiltProgram {
   std::unique_ptr<mlir::PassManager> passManager;
   /// The initializers the importer re-tied.
   ImportReport importReport;
-  /// pcc-select-trainable's decisions, in the order it made them, from the
-  /// remark "trainable: <reason>" or "constant: <reason>" it makes at each
-  /// initializer (without `exportedAs`, which the reason tells).
+  /// pcc-select-trainable's decisions, in the order it made them (its
+  /// TrainableDecisionSink).
   std::vector<TrainableDecision> decisions;
   /// The step's planned peak that the pipeline ran with
   /// (CompileOptions::plannedPeak): with --recompute auto on one stage,

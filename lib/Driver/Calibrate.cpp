@@ -31,7 +31,7 @@
 #include "pccrt/Launch.h"
 #include "pccrt/Runtime.h"
 
-#include "pcc/Transforms/Pipeline/CostModel.h"
+#include "pcc/Analysis/CostModel.h"
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"

@@ -5,19 +5,20 @@
 
 #include "Build.h"
 
+#include "pcc/Analysis/BufferPlan.h"
+#include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/AbiTables.h"
-#include "pcc/Target/BufferPlan.h"
 #include "pcc/Target/CallGraph.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Target/Cuda/CudaEmitter.h"
+#include "pcc/Target/WeightTensors.h"
 #include "pcc/Transforms/Generation/DeriveGeneration.h"
 #include "pcc/Transforms/Passes.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipelines.h"
 
 #include "pccrt/Runtime.h"
@@ -124,10 +125,7 @@ LogicalResult pcc::importAndPrint(const std::string &model,
 
 void pcc::buildCompilePipeline(OpPassManager &pm,
                                const CompileOptions &options) {
-  PipelineConfig config = options;
-  // A training build reports each initializer's trainable decision.
-  config.remarks = options.train;
-  buildParallelizePipeline(pm, config);
+  buildParallelizePipeline(pm, options);
   // Code generation's view of the program: element-wise chains as loop
   // nests, and what runs inside a softmax's or a product's loop (the CPU's
   // products run epilogues; cuBLAS's calls do not).
@@ -484,89 +482,6 @@ LogicalResult pcc::buildEmulatedCudaLibrary(const std::string &source,
   return runBuild(args, logFile, error, "C++ compiler (CUDA emulation)");
 }
 
-std::vector<pccrt::TensorRef>
-pcc::getWeightTensors(const CppEmitResult &emitted,
-                      std::deque<std::vector<uint8_t>> &storage) {
-  std::vector<pccrt::TensorRef> tensors;
-  for (const WeightEntry &w : emitted.weights) {
-    // A cache starts zeroed where it is run: the file does not hold it.
-    if (w.kind == WeightKind::Cache)
-      continue;
-    pccrt::TensorRef t;
-    t.name = w.name;
-    t.dtype = getOnnxDataType(w.value.getElementType());
-    auto shape = w.value.getShapedType().getShape();
-    t.shape.assign(shape.begin(), shape.end());
-    auto [dim, extent] = w.padding;
-    // The IR's bytes are the file's for a tensor of whole bytes: no copy of
-    // a large model's weights. Those that view the model's external data
-    // are copied from file to file.
-    std::optional<ArrayRef<char>> raw;
-    if (dim < 0)
-      raw = graph::getStoredBytes(w.value);
-    if (raw) {
-      if (auto source = findExternalDataSource(*raw)) {
-        t.file = source->first;
-        t.fileOffset = source->second;
-      } else {
-        t.data = reinterpret_cast<const uint8_t *>(raw->data());
-      }
-      t.size = raw->size();
-      tensors.push_back(std::move(t));
-      continue;
-    }
-    DenseElementsAttr dense = graph::getDenseValue(w.value);
-    assert(dense && "the emitter takes dense values or stored bytes only");
-    // Zeros (an optimizer's moments) become a hole in the file: neither
-    // held here nor written to disk.
-    if (dim < 0 && dense.isSplat() && !dense.getElementType().isInteger(1) &&
-        dense.getRawData().size() >= 1 &&
-        llvm::all_of(dense.getRawData(), [](char c) { return c == 0; })) {
-      t.zeros = true;
-      t.size = uint64_t(dense.getNumElements()) *
-               (dense.getElementType().getIntOrFloatBitWidth() / 8);
-      tensors.push_back(std::move(t));
-      continue;
-    }
-    // A splat or bools: made into bytes here, kept in `storage`.
-    std::optional<ArrayRef<char>> stored = graph::getStoredBytes(dense);
-    if (!stored) {
-      std::vector<uint8_t> &bytes = storage.emplace_back(getRawBytes(dense));
-      stored = ArrayRef<char>(reinterpret_cast<const char *>(bytes.data()),
-                              bytes.size());
-    }
-    t.data = reinterpret_cast<const uint8_t *>(stored->data());
-    t.size = stored->size();
-    if (dim < 0) {
-      tensors.push_back(std::move(t));
-      continue;
-    }
-    // The file holds the real vocabulary; each rank's part gets its padding
-    // back as zeros when it is loaded. Where the padding is the outermost
-    // dimension (an embedding table), the real rows are a prefix of the
-    // stored bytes, written as they are.
-    int64_t outer = 1;
-    for (int64_t d = 0; d < dim; ++d)
-      outer *= shape[d];
-    int64_t inner =
-        int64_t(stored->size()) / std::max<int64_t>(1, outer * shape[dim]);
-    t.shape[dim] = extent;
-    t.size = uint64_t(outer * extent * inner);
-    if (outer == 1) {
-      tensors.push_back(std::move(t));
-      continue;
-    }
-    std::vector<uint8_t> &cut = storage.emplace_back();
-    cut.reserve(t.size);
-    for (int64_t o = 0; o < outer; ++o)
-      cut.insert(cut.end(), stored->begin() + o * shape[dim] * inner,
-                 stored->begin() + (o * shape[dim] + extent) * inner);
-    t.data = cut.data();
-    tensors.push_back(std::move(t));
-  }
-  return tensors;
-}
-
 /// Writes each (file name, text) into `dir`.
 static LogicalResult
 writeTexts(StringRef dir,
@@ -768,7 +683,7 @@ llvm::json::Array pcc::describeCollectives(ModuleOp module) {
     entry.kind = kind;
     entry.axes = axes;
     entry.count += 1;
-    entry.bytes += tensorBytes(v.getType());
+    entry.bytes += getTensorBytes(v.getType());
   });
   llvm::json::Array comms;
   for (auto &kv : collectives)
@@ -979,7 +894,7 @@ static StepCounts countStep(ModuleOp module, ArrayRef<func::FuncOp> entries) {
           !saved.insert(v).second)
         continue;
       ++counts.savedCount;
-      counts.savedBytes += tensorBytes(v.getType());
+      counts.savedBytes += getTensorBytes(v.getType());
     }
   });
   for (auto &[index, at] : getStepResults(entries))

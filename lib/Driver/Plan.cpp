@@ -4,11 +4,11 @@
 
 #include "Build.h"
 
+#include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Driver/Driver.h"
 #include "pcc/InitAll.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"
 
@@ -265,11 +265,11 @@ static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
           continue;
         auto it = gradients.find(i);
         if (it == gradients.end()) {
-          held[r].state += tensorBytes(t);
+          held[r].state += getTensorBytes(t);
           continue;
         }
-        held[r].parameters += tensorBytes(t);
-        held[r].gradients += tensorBytes(it->second);
+        held[r].parameters += getTensorBytes(t);
+        held[r].gradients += getTensorBytes(it->second);
       }
     }
   }

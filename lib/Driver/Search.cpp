@@ -34,9 +34,9 @@
 
 #include "Build.h"
 
+#include "pcc/Analysis/CostModel.h"
 #include "pcc/Driver/Plan.h"
 #include "pcc/InitAll.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"
 

@@ -22,12 +22,12 @@
 
 #include "Build.h"
 
+#include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/CallGraph.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipelines.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -67,7 +67,7 @@ ServingMemory pcc::getServingMemory(ModuleOp module, int64_t pp) {
       if (!stages || llvm::any_of(stages.asArrayRef(), [&](int64_t s) {
             return size_t(s) % memory.cache.size() == r;
           }))
-        memory.cache[r] += tensorBytes(t);
+        memory.cache[r] += getTensorBytes(t);
   }
   // Without a pipeline, every weight once, as the rank holds it; over one,
   // each weight once per rank whose stages read it (through ops computed
@@ -77,7 +77,7 @@ ServingMemory pcc::getServingMemory(ModuleOp module, int64_t pp) {
   if (ranks == 1) {
     module->walk([&](graph::WeightOp w) {
       if (counted.insert(w.getName()).second)
-        memory.weights[0] += tensorBytes(getHeldWeightType(w));
+        memory.weights[0] += getTensorBytes(getHeldWeightType(w));
     });
     return memory;
   }
@@ -90,7 +90,7 @@ ServingMemory pcc::getServingMemory(ModuleOp module, int64_t pp) {
     if (auto w = dyn_cast<graph::WeightOp>(def)) {
       std::string key = (w.getName() + "@" + Twine(rank)).str();
       if (counted.insert(key).second)
-        memory.weights[rank] += tensorBytes(getHeldWeightType(w));
+        memory.weights[rank] += getTensorBytes(getHeldWeightType(w));
       return;
     }
     for (Value o : def->getOperands())

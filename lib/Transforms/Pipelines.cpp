@@ -53,7 +53,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
   if (options.train) {
     OpPassManager &fpm = pm.nest<func::FuncOp>();
     fpm.addPass(createSelectTrainable(
-        {options.trainable, options.freeze, options.remarks}));
+        {options.trainable, options.freeze, options.remarks},
+        options.onTrainableDecisions));
     // The loss of one microbatch: the pipeline averages them.
     if (microbatches > 1)
       fpm.addPass(createMicrobatch({microbatches, defaulted}));

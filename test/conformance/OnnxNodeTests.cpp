@@ -21,6 +21,7 @@
 #include "pcc/Import/OnnxImporter.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
+#include "pcc/Target/WeightTensors.h"
 
 #include "pccrt/Runtime.h"
 

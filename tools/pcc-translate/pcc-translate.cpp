@@ -10,10 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pcc/Driver/Driver.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
 #include "pcc/Target/Cuda/CudaEmitter.h"
+#include "pcc/Target/WeightTensors.h"
 
 #include "pccrt/Runtime.h"
 

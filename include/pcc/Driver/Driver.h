@@ -301,13 +301,6 @@ llvm::LogicalResult buildEmulatedCudaLibrary(const std::string &source,
 /// `dir`.
 llvm::LogicalResult writeCudaHeaders(llvm::StringRef dir, std::string &error);
 
-/// The emitter's weights, ready for writeSafetensors: the bytes of a dense
-/// weight are the IR's own; those that need converting (splats, booleans, a
-/// padded vocabulary cut back) are made in `storage`, which must outlive the
-/// result.
-std::vector<pccrt::TensorRef>
-getWeightTensors(const CppEmitResult &emitted,
-                 std::deque<std::vector<uint8_t>> &storage);
 
 /// Writes pccrt.h and pcc_kernels.h, which generated code includes, and
 /// pcc_kernels.cpp, which buildSharedLibrary links with it, into `dir`. On

@@ -10,6 +10,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include <functional>
+
 namespace pcc {
 
 #define GEN_PASS_DECL
@@ -37,6 +39,17 @@ struct TrainableDecision {
 llvm::FailureOr<llvm::SmallVector<TrainableDecision>>
 selectTrainable(mlir::func::FuncOp func, llvm::StringRef trainableRegex,
                 llvm::StringRef freezeRegex);
+
+/// Where pcc-select-trainable reports its decisions, in the order it made
+/// them (a driver's report of the trainable set).
+using TrainableDecisionSink =
+    std::function<void(llvm::ArrayRef<TrainableDecision>)>;
+
+/// pcc-select-trainable with `sink`, which receives each function's
+/// decisions as they are made.
+std::unique_ptr<mlir::Pass>
+createSelectTrainable(const SelectTrainableOptions &options,
+                      TrainableDecisionSink sink);
 
 /// Gives each operation that consumes a float initializer matching `regex`
 /// its own copy of it, named after the consumer (see the pcc-untie pass).

@@ -3,6 +3,8 @@
 #ifndef PCC_TRANSFORMS_PIPELINES_H
 #define PCC_TRANSFORMS_PIPELINES_H
 
+#include "pcc/Transforms/Passes.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -19,6 +21,9 @@ struct PipelineConfig {
 #define PCC_OPTION(TYPE, FIELD, NAME, DEFAULT, CLI, DESCRIPTION)               \
   TYPE FIELD = DEFAULT;
 #include "pcc/Transforms/PipelineOptions.def"
+  /// Receives pcc-select-trainable's decisions (a driver's report of the
+  /// trainable set); null: they are only remarks, with `remarks`.
+  TrainableDecisionSink onTrainableDecisions;
 };
 
 /// A generation build's decode step's tokens: `maxBatch`, or over a

@@ -12,10 +12,10 @@
 #ifndef PCC_LIB_TARGET_COMMON_FUNCTIONEMITTER_H
 #define PCC_LIB_TARGET_COMMON_FUNCTIONEMITTER_H
 
+#include "pcc/Analysis/BufferPlan.h"
 #include "pcc/Dialect/Graph/IR/GemmOperands.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Target/AbiTables.h"
-#include "pcc/Target/BufferPlan.h"
 #include "pcc/Target/CallGraph.h"
 #include "pcc/Target/LoopNest.h"
 #include "pcc/Target/ProgramEmitter.h"

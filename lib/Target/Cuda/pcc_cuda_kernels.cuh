@@ -7,7 +7,7 @@
 // loop nests themselves are generated next to the model.
 //
 // The same text compiles as host C++ against pcc's CUDA emulation header
-// (test/CudaEmulation), which defines PCC_CUDA_EMULATION, dim3, the runtime
+// (pcc_cuda_emulation.h, beside this file), which defines PCC_CUDA_EMULATION, dim3, the runtime
 // and cuBLASLt subsets and PCC_LAUNCH: so the code never writes <<<>>>.
 //
 // Results follow the CPU target's kernels (pcc_kernels.h) element for

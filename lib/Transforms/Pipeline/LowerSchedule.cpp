@@ -15,8 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Phases.h"
-
+#include "pcc/Analysis/StepPhases.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"

@@ -16,13 +16,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Phases.h"
-
+#include "pcc/Analysis/CostModel.h"
+#include "pcc/Analysis/StepPhases.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Passes.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"
 
@@ -366,7 +365,7 @@ StepProfile pipeline::profileStep(func::FuncOp step, const CostModel &cost) {
       profile.communication[i] += cost.time(op);
     for (Value r : op->getResults())
       profile.largestValue =
-          std::max(profile.largestValue, tensorBytes(r.getType()));
+          std::max(profile.largestValue, getTensorBytes(r.getType()));
   }
   // The weight gradient as the stage partition would split it with a stage
   // per forward op: backward ops that no other op's input gradient needs.
@@ -396,7 +395,7 @@ StepProfile pipeline::profileStep(func::FuncOp step, const CostModel &cost) {
       if (Operation *def = v.getDefiningOp())
         if (auto it = order.position.find(def);
             it != order.position.end() && kept.insert(v).second)
-          profile.stash[it->second] += tensorBytes(v.getType());
+          profile.stash[it->second] += getTensorBytes(v.getType());
   }
   // Where each parameter is first read, through free ops; its gradient and
   // its optimizer state go with it, state of no parameter to the start.
@@ -411,7 +410,7 @@ StepProfile pipeline::profileStep(func::FuncOp step, const CostModel &cost) {
   for (unsigned k = 0; k < step.getNumResults(); ++k)
     if (std::optional<unsigned> arg =
             graph::getStateIndex(step, k, graph::kGradAttr))
-      gradientBytes[*arg] += tensorBytes(step.getResultTypes()[k]);
+      gradientBytes[*arg] += getTensorBytes(step.getResultTypes()[k]);
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
     if (!step.getArgAttr(i, graph::kStateAttr))
@@ -421,7 +420,7 @@ StepProfile pipeline::profileStep(func::FuncOp step, const CostModel &cost) {
       param = of.getInt();
     auto it = firstRead.find(param);
     size_t at = it == firstRead.end() ? 0 : it->second;
-    int64_t bytes = tensorBytes(arg.getType());
+    int64_t bytes = getTensorBytes(arg.getType());
     if (param != i || !gradientBytes.count(i)) {
       profile.state[at] += bytes;
       continue;
@@ -1040,7 +1039,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
       double elements = double(type.getNumElements());
       costs[3 * at->second + 2] +=
           later * options.cost.time(graph::AddOp::getOperationName(), elements,
-                                    3.0 * double(tensorBytes(type)));
+                                    3.0 * double(getTensorBytes(type)));
     }
   }
   SmallVector<int64_t> stash = getStashBytes(
@@ -1060,7 +1059,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   for (auto &[op, stage] : stageOf) {
     bool isForward = phases.of(op) == Phase::Forward;
     for (Value r : op->getResults()) {
-      int64_t bytes = tensorBytes(r.getType()), reach = stage;
+      int64_t bytes = getTensorBytes(r.getType()), reach = stage;
       for (Operation *user : r.getUsers()) {
         auto it = stageOf.find(user);
         if (it == stageOf.end())
@@ -1212,7 +1211,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
       continue;
     for (int64_t r = 0; r < ranks; ++r)
       if (holdsState(func, arg.getArgNumber(), r, ranks))
-        base[r] += tensorBytes(arg.getType());
+        base[r] += getTensorBytes(arg.getType());
   }
   llvm::DenseSet<std::pair<Operation *, int64_t>> weightOn;
   std::function<void(Value, int64_t)> weights = [&](Value v, int64_t rank) {
@@ -1221,7 +1220,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
       return;
     if (isa<graph::WeightOp>(def)) {
       if (weightOn.insert({def, rank}).second)
-        base[rank] += tensorBytes(v.getType());
+        base[rank] += getTensorBytes(v.getType());
       return;
     }
     for (Value o : def->getOperands())

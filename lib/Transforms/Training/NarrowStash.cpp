@@ -26,8 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Pipeline/Phases.h"
-
+#include "pcc/Analysis/StepPhases.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Passes.h"

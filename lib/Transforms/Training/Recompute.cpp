@@ -55,14 +55,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Pipeline/Phases.h"
-
+#include "pcc/Analysis/CostModel.h"
+#include "pcc/Analysis/StepPhases.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
-
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Passes.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"
 
 #include "mlir/IR/Builders.h"
@@ -124,11 +122,11 @@ int64_t getPeakBytes(func::FuncOp func) {
   SmallVector<int64_t> change(index.size() + 1, 0);
   int64_t held = 0;
   for (BlockArgument arg : body.getArguments())
-    held += tensorBytes(arg.getType());
+    held += getTensorBytes(arg.getType());
   for (Operation &op : body) {
     for (Value result : op.getResults()) {
       int64_t bytes =
-          updates.contains(result) ? 0 : tensorBytes(result.getType());
+          updates.contains(result) ? 0 : getTensorBytes(result.getType());
       if (isa<graph::WeightOp>(op)) {
         held += bytes;
         continue;
@@ -224,7 +222,7 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
               auto u = position.find(user);
               return u != position.end() && u->second >= k;
             }))
-          stream = std::max(stream, tensorBytes(v.getType()));
+          stream = std::max(stream, getTensorBytes(v.getType()));
   }
 
   // A product with a parameter: an op that reads a free tensor of rank 2
@@ -361,14 +359,14 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
               flops += flopsOf(op);
               for (Value result : op->getResults())
                 if (kept.contains(result) && eligible(result))
-                  gain += tensorBytes(result.getType());
+                  gain += getTensorBytes(result.getType());
               // What stays behind for the clones: kept from now on.
               for (Value u : op->getOperands())
                 if (Operation *d = u.getDefiningOp();
                     d && position.count(d) && activation(u) &&
                     !inside.contains(d) && !chosen.contains(u) &&
                     !kept.contains(u) && counted.insert(u).second)
-                  loss += tensorBytes(u.getType());
+                  loss += getTensorBytes(u.getType());
             }
             int64_t freed =
                 (gain - loss) * inFlight[std::max<int64_t>(stage, 0)];
@@ -417,7 +415,7 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
     case Request::Mode::Selective:
       // The large values that are cheap to make again (at least twice the
       // stream that crosses a checkpoint, by no product with a parameter).
-      return eligible(v) && tensorBytes(v.getType()) >= 2 * stream &&
+      return eligible(v) && getTensorBytes(v.getType()) >= 2 * stream &&
              !isProductWithParameter(v.getDefiningOp());
     case Request::Mode::Auto:
       return chosen.contains(v);
@@ -482,7 +480,7 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
       operand.set(recomputed(v, b));
       if (redirected.insert(v).second)
         outcome.stages[std::max<int64_t>(stageKey(v.getDefiningOp()), 0)]
-            .bytes += tensorBytes(v.getType());
+            .bytes += getTensorBytes(v.getType());
     }
   }
   for (const Totals &at : outcome.stages) {

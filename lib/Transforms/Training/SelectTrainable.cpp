@@ -280,11 +280,17 @@ namespace {
 struct SelectTrainablePass
     : pcc::impl::SelectTrainableBase<SelectTrainablePass> {
   using SelectTrainableBase::SelectTrainableBase;
+  SelectTrainablePass(const pcc::SelectTrainableOptions &options,
+                      pcc::TrainableDecisionSink sink)
+      : SelectTrainableBase(options), sink(std::move(sink)) {}
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     auto decisions = pcc::selectTrainable(func, trainable, freeze);
     if (failed(decisions))
       return signalPassFailure();
+    if (sink)
+      sink(*decisions);
     if (!remarks)
       return;
     // One remark per initializer, at the initializer: how `pcc compile`
@@ -298,5 +304,13 @@ struct SelectTrainablePass
             << (d->trainable ? "trainable: " : "constant: ") << d->reason;
     });
   }
+
+  pcc::TrainableDecisionSink sink;
 };
 } // namespace
+
+std::unique_ptr<Pass>
+pcc::createSelectTrainable(const SelectTrainableOptions &options,
+                           TrainableDecisionSink sink) {
+  return std::make_unique<SelectTrainablePass>(options, std::move(sink));
+}

@@ -12,6 +12,7 @@
 #include "pcc/Driver/Driver.h"
 #include "pcc/InitAll.h"
 #include "pcc/Target/Cpu/CppEmitter.h"
+#include "pcc/Target/WeightTensors.h"
 #include "pcc/Transforms/Passes.h"
 
 #include "pccrt/Runtime.h"

@@ -24,7 +24,7 @@ llvm::FailureOr<CppEmitResult> emitCuda(mlir::ModuleOp module,
 /// The text of the kernel header the generated code includes
 /// ("pcc_cuda_kernels.cuh").
 llvm::StringRef getCudaKernelHeader();
-/// The text of the CUDA emulation header (test/CudaEmulation), with which
+/// The text of the CUDA emulation header (lib/Target/Cuda), with which
 /// `pcc compile --cuda-emulate` builds the generated code as host C++: a
 /// test facility, not a way to run models fast.
 llvm::StringRef getCudaEmulationHeader();

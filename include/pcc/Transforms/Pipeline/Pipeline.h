@@ -24,8 +24,8 @@
 #ifndef PCC_TRANSFORMS_PIPELINE_PIPELINE_H
 #define PCC_TRANSFORMS_PIPELINE_PIPELINE_H
 
+#include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

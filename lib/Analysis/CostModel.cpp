@@ -1,6 +1,6 @@
 //===- CostModel.cpp - Time of ops and transfers for a target -------------===//
 
-#include "pcc/Transforms/Pipeline/CostModel.h"
+#include "pcc/Analysis/CostModel.h"
 
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
@@ -18,14 +18,6 @@
 
 using namespace mlir;
 using namespace pcc;
-
-int64_t pcc::tensorBytes(Type type) {
-  auto t = dyn_cast<RankedTensorType>(type);
-  if (!t || !t.hasStaticShape())
-    return 0;
-  int64_t bits = t.getElementType().getIntOrFloatBitWidth();
-  return t.getNumElements() * std::max<int64_t>(1, bits / 8);
-}
 
 CostModel CostModel::forTarget(StringRef target) {
   CostModel m;
@@ -278,7 +270,7 @@ double CostModel::time(Operation *op) const {
   if (op->getDialect() && op->getDialect()->getNamespace() == "dist") {
     int64_t bytes = 0;
     for (Value r : op->getResults())
-      bytes += tensorBytes(r.getType());
+      bytes += getTensorBytes(r.getType());
     if (!bytes)
       return 0;
     // With a machine, a collective over its group, inside or between nodes.

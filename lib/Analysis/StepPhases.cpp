@@ -1,12 +1,12 @@
-//===- Phases.cpp - Forward, backward and optimizer parts of a step -------===//
+//===- StepPhases.cpp - Forward, backward and optimizer of a step --------===//
 
-#include "Phases.h"
+#include "pcc/Analysis/StepPhases.h"
 
+#include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
-#include "pcc/Transforms/Pipeline/CostModel.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 
 using namespace mlir;
@@ -87,7 +87,7 @@ SmallVector<double> pcc::pipeline::getCrossingBytes(func::FuncOp func,
         last = std::max<int64_t>(last, int64_t(it->second));
     if (last <= madeAt)
       return;
-    double bytes = double(tensorBytes(v.getType()));
+    double bytes = double(getTensorBytes(v.getType()));
     delta[madeAt + 1] += bytes;
     delta[last + 1] -= bytes;
   };
@@ -180,7 +180,7 @@ SmallVector<int64_t> pipeline::getStashBytes(
       Operation *def = v.getDefiningOp();
       if (def && stageOf(def) && phases.of(def) == Phase::Forward &&
           kept.insert({v, *stage}).second)
-        stash[*stage] += tensorBytes(v.getType());
+        stash[*stage] += getTensorBytes(v.getType());
     }
   }
   return stash;

@@ -17,8 +17,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PCC_TARGET_BUFFERPLAN_H
-#define PCC_TARGET_BUFFERPLAN_H
+#ifndef PCC_ANALYSIS_BUFFERPLAN_H
+#define PCC_ANALYSIS_BUFFERPLAN_H
+
+#include "pcc/Analysis/TensorBytes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -28,9 +30,6 @@
 #include <optional>
 
 namespace pcc {
-
-/// The bytes of a statically shaped tensor (i1 takes a byte).
-int64_t getTensorBytes(mlir::Type type);
 
 struct BufferPlanOptions {
   /// Values the target holds outside the workspace (constants in the code,
@@ -109,4 +108,4 @@ private:
 
 } // namespace pcc
 
-#endif // PCC_TARGET_BUFFERPLAN_H
+#endif // PCC_ANALYSIS_BUFFERPLAN_H

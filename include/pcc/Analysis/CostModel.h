@@ -8,8 +8,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PCC_TRANSFORMS_PIPELINE_COSTMODEL_H
-#define PCC_TRANSFORMS_PIPELINE_COSTMODEL_H
+#ifndef PCC_ANALYSIS_COSTMODEL_H
+#define PCC_ANALYSIS_COSTMODEL_H
+
+#include "pcc/Analysis/TensorBytes.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringMap.h"
@@ -103,9 +105,6 @@ public:
   llvm::StringMap<OpThroughput> ops;
 };
 
-/// Bytes of a statically shaped tensor type (0 for anything else).
-int64_t tensorBytes(mlir::Type type);
-
 } // namespace pcc
 
-#endif // PCC_TRANSFORMS_PIPELINE_COSTMODEL_H
+#endif // PCC_ANALYSIS_COSTMODEL_H

@@ -1,8 +1,6 @@
 //===- BufferPlan.cpp - Where each value of a function lives --------------===//
 
-#include "pcc/Target/BufferPlan.h"
-
-#include "pcc/Target/LoopNest.h"
+#include "pcc/Analysis/BufferPlan.h"
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 
@@ -14,12 +12,6 @@
 
 using namespace mlir;
 using namespace pcc;
-
-int64_t pcc::getTensorBytes(Type type) {
-  Type et = getElementTypeOrSelf(type);
-  int64_t width = et.isInteger(1) ? 1 : et.getIntOrFloatBitWidth() / 8;
-  return getNumElements(cast<ShapedType>(type).getShape()) * width;
-}
 
 namespace {
 /// First fit over the blocks alive at one point of the function.

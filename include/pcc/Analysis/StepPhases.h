@@ -1,4 +1,4 @@
-//===- Phases.h - Forward, backward and optimizer parts of a step -*- C++ -*-===//
+//===- StepPhases.h - Forward, backward and optimizer of a step -*- C++ -*-===//
 //
 // What the pipeline passes share about a step function: which ops belong to
 // the forward (they compute the outputs and the loss), the backward (the
@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PCC_LIB_TRANSFORMS_PIPELINE_PHASES_H
-#define PCC_LIB_TRANSFORMS_PIPELINE_PHASES_H
+#ifndef PCC_ANALYSIS_STEPPHASES_H
+#define PCC_ANALYSIS_STEPPHASES_H
 
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 
@@ -85,4 +85,4 @@ std::string describeState(mlir::func::FuncOp step, unsigned arg);
 
 } // namespace pcc::pipeline
 
-#endif // PCC_LIB_TRANSFORMS_PIPELINE_PHASES_H
+#endif // PCC_ANALYSIS_STEPPHASES_H
