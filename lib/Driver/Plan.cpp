@@ -632,13 +632,20 @@ LogicalResult pcc::writePlanFile(StringRef dir, StringRef name,
 
 /// `pcc plan --devices N`: the search's ranking into DIR/search.json and
 /// the best layout's plan into DIR/plan.json (and schedule.svg).
-static LogicalResult planSearch(const CompileOptions &options,
+static LogicalResult planSearch(const CompileOptions &given,
                                 StringRef modelSpec, raw_ostream &summary) {
-  if (options.machine.empty())
-    return printError("--devices searches the layout for a machine: give "
-                      "--machine (" +
-                      llvm::join(CostModel::getMachineNames(), ", ") +
-                      " or a description file)");
+  // As `pcc compile --auto`: the CPU's machine description unless another
+  // is named (a GPU target has no default machine).
+  CompileOptions options = given;
+  if (options.machine.empty()) {
+    if (options.target != "cpu")
+      return printError("--devices on --target " + options.target +
+                        " searches the layout for a machine: give --machine "
+                        "(" +
+                        llvm::join(CostModel::getMachineNames(), ", ") +
+                        " or a description file)");
+    options.machine = "cpu";
+  }
   if (std::string problem = checkLayoutOptions(options); !problem.empty())
     return printError(problem);
   if (failed(checkPlanFolder(options.outDir,

@@ -348,10 +348,13 @@ private:
 };
 } // namespace
 
-static int unknown(llvm::StringRef arg) {
-  llvm::errs() << "pcc: error: unknown option '" << arg
-               << "' (see pcc --help)\n";
-  return 1;
+static int unknown(llvm::StringRef arg);
+
+/// A folder as given, without trailing slashes (`out/` is `out`), so that
+/// the paths made from it read `out/weights.safetensors`.
+static std::string folderPath(llvm::StringRef arg) {
+  llvm::StringRef trimmed = arg.rtrim('/');
+  return trimmed.empty() && !arg.empty() ? "/" : trimmed.str();
 }
 
 static bool isHelp(llvm::StringRef a) { return a == "--help" || a == "-h"; }
@@ -407,6 +410,30 @@ Kind Bytes() { return {Kind::Bytes}; }
 Kind Text() { return {Kind::Text}; }
 Kind Choice(llvm::StringRef choices) { return {Kind::Choice, 0, choices}; }
 } // namespace cli
+
+/// Whether `arg` is one of the pipeline's options that `pcc compile`
+/// reads (PipelineOptions.def): what a build is compiled with.
+static bool isCompileOption(llvm::StringRef arg) {
+#define PCC_OPTION(TYPE, FIELD, NAME, DEFAULT, CLI, DESCRIPTION)               \
+  if (cli::CLI.kind != cli::Kind::Internal && arg == "--" NAME)                \
+    return true;
+#include "pcc/Transforms/PipelineOptions.def"
+  return false;
+}
+
+/// An option the command does not take; a compile option given to another
+/// command is named as one (the build holds its value).
+static int unknown(llvm::StringRef arg) {
+  if (isCompileOption(arg)) {
+    llvm::errs() << "pcc: error: " << arg
+                 << " is an option of pcc compile: the build holds its "
+                    "value; compile again to change it\n";
+    return 1;
+  }
+  llvm::errs() << "pcc: error: unknown option '" << arg
+               << "' (see pcc --help)\n";
+  return 1;
+}
 
 /// Reads the value of pipeline option `flag` of `kind` into `field`; false
 /// after a one-line error.
@@ -493,9 +520,10 @@ static int compileCommand(Args &args, bool planOnly = false) {
 #include "pcc/Transforms/PipelineOptions.def"
     if (read) {
       // Read above.
-    } else if (a == "-o" || a == "--output")
+    } else if (a == "-o" || a == "--output") {
       ok = args.value(a, o.outDir);
-    else if (planOnly && a == "--model")
+      o.outDir = folderPath(o.outDir);
+    } else if (planOnly && a == "--model")
       ok = args.value(a, modelSpec);
     else if (a == "--bucket-mb") {
       int64_t mb = 0;
@@ -702,7 +730,7 @@ static bool takeFolder(llvm::StringRef arg, std::string &dir) {
                  << "')\n";
     return false;
   }
-  dir = arg.str();
+  dir = folderPath(arg);
   return true;
 }
 
@@ -882,7 +910,7 @@ static int followCommand(Args &args) {
     else if (a.starts_with("-"))
       return unknown(a);
     else if (o.dir.empty())
-      o.dir = a.str();
+      o.dir = folderPath(a);
     else
       return unknown(a);
     if (!ok)
@@ -954,7 +982,7 @@ static int runCommand(Args &args) {
     } else if (a.starts_with("-"))
       return unknown(a);
     else if (o.dir.empty())
-      o.dir = a.str();
+      o.dir = folderPath(a);
     else {
       // A second file after --input's one, more likely than a second OUT.
       if (!o.inputs.empty() && a != o.dir)
