@@ -10,6 +10,8 @@
 #include "pccrt/Runtime.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -57,6 +59,37 @@ int32_t localRanks(int32_t ranks);
 /// The threads each rank's loops and GEMMs use: OMP_NUM_THREADS when set,
 /// else this host's cores shared among its ranks.
 int32_t threadsPerRank(int32_t ranks);
+
+/// The cores that other processes kept busy between two samples of the
+/// host's CPU time: the busy time of every core (/proc/stat's first line:
+/// user, nice, system, irq, softirq, steal) less this process's own (its
+/// utime and stime), over the time between the samples, in cores. Ticks
+/// are clock ticks (USER_HZ); `elapsedTicks` is the wall time between the
+/// samples in the same unit.
+double othersBusyCores(uint64_t hostBusyTicks, uint64_t ownTicks,
+                       double elapsedTicks);
+
+/// The threads a run may use: at most `limit` (threadsPerRank), and no
+/// more than the cores that other processes leave free, so that the
+/// generated code's threads never spin for a core another process holds
+/// (a thread waiting at a barrier for a descheduled one). The host's load
+/// is sampled from /proc at most four times a second, between runs; without
+/// /proc, or when OMP_NUM_THREADS fixes the count, it is `limit`.
+class ThreadBudget {
+public:
+  ThreadBudget() = default;
+  ThreadBudget(int32_t limit, bool adapt);
+  int32_t threads();
+  int32_t getLimit() const { return limit; }
+
+private:
+  bool sample(uint64_t &hostBusy, uint64_t &own) const;
+
+  int32_t limit = 1, current = 1, cores = 1;
+  bool adapt = false;
+  uint64_t lastHostBusy = 0, lastOwn = 0;
+  std::chrono::steady_clock::time_point lastTime;
+};
 
 /// A safetensors file whose header is read and checked when it is opened
 /// and whose tensors are read on demand, so that a rank reads only its part

@@ -466,6 +466,78 @@ int32_t detail::threadsPerRank(int32_t ranks) {
   return std::max(1, cores / localRanks(ranks));
 }
 
+double detail::othersBusyCores(uint64_t hostBusyTicks, uint64_t ownTicks,
+                               double elapsedTicks) {
+  if (elapsedTicks <= 0 || hostBusyTicks <= ownTicks)
+    return 0;
+  return double(hostBusyTicks - ownTicks) / elapsedTicks;
+}
+
+detail::ThreadBudget::ThreadBudget(int32_t limit, bool adapt)
+    : limit(std::max(limit, 1)), current(std::max(limit, 1)),
+      cores(std::max(1, int32_t(std::thread::hardware_concurrency()))),
+      adapt(adapt && limit > 1) {
+  if (this->adapt && !sample(lastHostBusy, lastOwn))
+    this->adapt = false;
+  lastTime = std::chrono::steady_clock::now();
+}
+
+bool detail::ThreadBudget::sample(uint64_t &hostBusy, uint64_t &own) const {
+  // The host: "cpu  user nice system idle iowait irq softirq steal ...".
+  FILE *stat = std::fopen("/proc/stat", "r");
+  if (!stat)
+    return false;
+  unsigned long long t[8] = {};
+  int read = std::fscanf(stat, "cpu %llu %llu %llu %llu %llu %llu %llu %llu",
+                         &t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6],
+                         &t[7]);
+  std::fclose(stat);
+  if (read < 7)
+    return false;
+  hostBusy = t[0] + t[1] + t[2] + t[5] + t[6] + t[7];
+  // This process: utime and stime, fields 14 and 15, after the command
+  // name in parentheses (which may hold spaces).
+  std::vector<uint8_t> self;
+  try {
+    self = readFile("/proc/self/stat");
+  } catch (const Error &) {
+    return false;
+  }
+  std::string text(self.begin(), self.end());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos)
+    return false;
+  unsigned long long utime = 0, stime = 0;
+  if (std::sscanf(text.c_str() + close + 1,
+                  " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                  &utime, &stime) != 2)
+    return false;
+  own = utime + stime;
+  return true;
+}
+
+int32_t detail::ThreadBudget::threads() {
+  if (!adapt)
+    return limit;
+  auto now = std::chrono::steady_clock::now();
+  double seconds = std::chrono::duration<double>(now - lastTime).count();
+  if (seconds < 0.25)
+    return current;
+  uint64_t hostBusy = 0, own = 0;
+  if (!sample(hostBusy, own))
+    return current;
+  static const double ticksPerSecond = double(sysconf(_SC_CLK_TCK));
+  double others = othersBusyCores(hostBusy - lastHostBusy, own - lastOwn,
+                                  seconds * ticksPerSecond);
+  // A core counts as taken once another process holds most of it.
+  int32_t free = cores - int32_t(others + 0.5);
+  current = std::clamp(free, 1, limit);
+  lastHostBusy = hostBusy;
+  lastOwn = own;
+  lastTime = now;
+  return current;
+}
+
 std::unique_ptr<Model> Model::load(const std::string &libraryPath,
                                    const std::string &weightsPath,
                                    const std::string &symbolPrefix,
@@ -487,7 +559,11 @@ std::unique_ptr<Model> Model::load(const std::string &libraryPath,
     fail(libraryPath, "a single-rank program cannot run on a communicator of " +
                           std::to_string(comm->numRanks()) + " ranks");
   model->comm = comm;
-  model->numThreads = detail::threadsPerRank(comm ? comm->numRanks() : 1);
+  // OMP_NUM_THREADS fixes the count; otherwise it follows the cores that
+  // other processes leave free.
+  model->threadBudget = std::make_unique<detail::ThreadBudget>(
+      detail::threadsPerRank(comm ? comm->numRanks() : 1),
+      !positiveEnv("OMP_NUM_THREADS"));
 
   if (info->num_weights == 0)
     return model;
@@ -681,7 +757,7 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
   context.rank = comm ? comm->rank() : 0;
   context.num_ranks = comm ? comm->numRanks() : 1;
   context.comm = codeComm ? codeComm->handle() : nullptr;
-  context.num_threads = numThreads;
+  context.num_threads = threadBudget ? threadBudget->threads() : 1;
   preparedOperands(context);
   if (tracing) {
     context.trace = &Model::recordAction;
@@ -750,7 +826,7 @@ void Model::prepareWeight(int32_t index, const void *data) {
   context.prepared = prepared.get();
   context.rank = comm ? comm->rank() : 0;
   context.num_ranks = comm ? comm->numRanks() : 1;
-  context.num_threads = numThreads;
+  context.num_threads = threadBudget ? threadBudget->threads() : 1;
   int code = info.prepare(&context);
   if (code != PCCRT_OK)
     throw Error("preparing the operands of weight " +
@@ -782,7 +858,7 @@ void Model::prepare() {
   context.weights = weightPointers.data();
   context.rank = comm ? comm->rank() : 0;
   context.num_ranks = comm ? comm->numRanks() : 1;
-  context.num_threads = numThreads;
+  context.num_threads = threadBudget ? threadBudget->threads() : 1;
   preparedOperands(context);
 }
 

@@ -35,6 +35,7 @@ namespace pccrt {
 class Communicator;
 namespace detail {
 class SafetensorsFile;
+class ThreadBudget;
 } // namespace detail
 
 /// Every failure of the runtime: a one-line message naming the file (or the
@@ -337,8 +338,9 @@ private:
   Communicator *comm = nullptr;
   /// What generated code communicates through, if not `comm`.
   Communicator *runComm = nullptr;
-  /// The threads of each run (pccrt_context::num_threads), decided at load.
-  int32_t numThreads = 1;
+  /// The threads of each run (pccrt_context::num_threads): those of this
+  /// rank's share of the host's cores that other processes leave free.
+  std::unique_ptr<detail::ThreadBudget> threadBudget;
   /// In info().weights order, with kinds; on a device model the host's
   /// copies, brought up to date when read (syncHostState).
   mutable std::vector<Tensor> weights;
