@@ -61,6 +61,17 @@ bool pcc::agreeToGoOn(pccrt::Communicator *comm, const std::string &error) {
   return true;
 }
 
+void pcc::loadTrainedParameters(const RunOptions &options, pccrt::Model &model) {
+  if (options.loadCheckpoint.empty())
+    return;
+  size_t loaded = pccrt::loadCheckpointParameters(options.loadCheckpoint,
+                                                  model, options.stripPrefix);
+  // Standard output may be the results: the note goes to stderr.
+  if (!model.communicator() || model.communicator()->rank() == 0)
+    llvm::errs() << "pcc: loaded " << loaded << " trained parameter(s) from "
+                 << options.loadCheckpoint << "\n";
+}
+
 llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
                                        const std::string &lib,
                                        const std::string &weights,
@@ -81,6 +92,7 @@ llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
     model = pccrt::Model::load(lib, weights, "pcc", comm);
     if (runComm)
       model->setRunCommunicator(runComm);
+    loadTrainedParameters(options, *model);
     generator = std::make_unique<pccrt::Generator>(*model, maxSeq);
     if (!g.tokenizer.empty())
       tokenizer.emplace(

@@ -323,10 +323,15 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
       inputs = pccrt::bindInputs(info, options.inputs);
     }
 
-    if (!options.loadCheckpoint.empty() && !hasState) {
-      // A forward build serves the trained parameters.
-      size_t loaded =
-          pccrt::loadCheckpointParameters(options.loadCheckpoint, *model);
+    if (hasState && !options.weightsOnly && !options.stripPrefix.empty())
+      throw pccrt::Error("--strip-prefix loads trained parameters by name: "
+                         "on a training build, give --weights-only too");
+    if (!options.loadCheckpoint.empty() &&
+        (!hasState || options.weightsOnly)) {
+      // A forward build serves the trained parameters; a training build
+      // of another optimizer or layout starts from them.
+      size_t loaded = pccrt::loadCheckpointParameters(
+          options.loadCheckpoint, *model, options.stripPrefix);
       summary << "pcc: loaded " << loaded << " trained parameter(s) from "
               << options.loadCheckpoint << "\n";
     } else if (!options.loadCheckpoint.empty()) {

@@ -981,6 +981,7 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
     if (!session->generator())
       throw pccrt::Error(options.dir + ": not a generation build (compile "
                                        "it with pcc compile --generate)");
+    loadTrainedParameters(options, session->model());
     if (rank == 0 && !g.tokenizer.empty())
       tokenizer.emplace(loadTokenizer(
           g.tokenizer, session->generator()->shape().vocabulary));

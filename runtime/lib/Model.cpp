@@ -1153,15 +1153,47 @@ std::vector<Tensor> Model::parameters() const {
   return whole;
 }
 
+/// `name` without `prefix` where it starts with it.
+static std::string withoutPrefix(const std::string &name,
+                                 const std::string &prefix) {
+  if (!prefix.empty() && name.size() > prefix.size() &&
+      name.compare(0, prefix.size(), prefix) == 0)
+    return name.substr(prefix.size());
+  return name;
+}
+
+/// The prefix that `name` has and some weight of `info` lacks, or that a
+/// weight has and `name` lacks (the rest equal): what --strip-prefix would
+/// take off. Empty when there is none.
+static std::string differingPrefix(const pccrt_model_info &info,
+                                   const std::string &name) {
+  for (int32_t i = 0; i < info.num_weights; ++i) {
+    std::string weight = info.weights[i].name;
+    const std::string &longer = weight.size() > name.size() ? weight : name;
+    const std::string &shorter = weight.size() > name.size() ? name : weight;
+    if (shorter.empty() || longer.size() == shorter.size() ||
+        longer.compare(longer.size() - shorter.size(), shorter.size(),
+                       shorter) != 0)
+      continue;
+    std::string prefix = longer.substr(0, longer.size() - shorter.size());
+    // A whole component ("m.", "model/"), not a piece of a name.
+    if (prefix.back() == '.' || prefix.back() == '/')
+      return prefix;
+  }
+  return "";
+}
+
 size_t Model::loadParameters(const std::vector<Tensor> &tensors,
                              const std::vector<std::string> &parameters,
-                             const std::string &source) {
+                             const std::string &source,
+                             const std::string &stripPrefix) {
   std::unordered_map<std::string, const Tensor *> byName;
   for (const Tensor &tensor : tensors)
     byName.emplace(tensor.name, &tensor);
   std::unordered_map<std::string, int32_t> weightIndex;
   for (int32_t i = 0; i < modelInfo->num_weights; ++i)
-    weightIndex.emplace(modelInfo->weights[i].name, i);
+    weightIndex.emplace(withoutPrefix(modelInfo->weights[i].name, stripPrefix),
+                        i);
   // Check everything before changing anything.
   std::vector<std::pair<int32_t, const Tensor *>> updates;
   for (const std::string &name : parameters) {
@@ -1169,11 +1201,18 @@ size_t Model::loadParameters(const std::vector<Tensor> &tensors,
     if (tensor == byName.end())
       throw Error(source + ": parameter " + quote(name) +
                   " is listed but not stored");
-    auto index = weightIndex.find(name);
-    if (index == weightIndex.end())
+    auto index = weightIndex.find(withoutPrefix(name, stripPrefix));
+    if (index == weightIndex.end()) {
+      if (std::string prefix = differingPrefix(*modelInfo, name);
+          !prefix.empty())
+        throw Error(source + ": parameter " + quote(name) +
+                    " is not a weight of this model, whose names differ by "
+                    "the prefix " +
+                    quote(prefix) + " (give --strip-prefix " + prefix + ")");
       throw Error(source + ": parameter " + quote(name) +
                   " is not a weight of this model (a checkpoint of another "
                   "model?)");
+    }
     const pccrt_tensor_info &expected = modelInfo->weights[index->second];
     if (std::string problem =
             wholeMismatch(*modelInfo, expected, *tensor->second);

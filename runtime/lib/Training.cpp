@@ -121,7 +121,8 @@ readCheckpoint(const std::string &path,
   return tensors;
 }
 
-size_t pccrt::loadCheckpointParameters(const std::string &path, Model &model) {
+size_t pccrt::loadCheckpointParameters(const std::string &path, Model &model,
+                                       const std::string &stripPrefix) {
   std::map<std::string, std::string> metadata;
   std::vector<Tensor> tensors = readCheckpoint(path, metadata);
   auto listed = metadata.find("parameters");
@@ -136,7 +137,7 @@ size_t pccrt::loadCheckpointParameters(const std::string &path, Model &model) {
     names.push_back(rest.substr(at, end - at));
     at = end + 1;
   }
-  return model.loadParameters(tensors, names, path);
+  return model.loadParameters(tensors, names, path, stripPrefix);
 }
 
 std::map<std::string, std::string>

@@ -213,6 +213,11 @@ run options:
   --seed N               seed of the --data batch sampler (default 0)
   --load CKPT            restore weights, optimizer state and step count;
                          on a forward build, load the trained parameters
+  --weights-only         with --load on a training build: its trained
+                         parameters alone, from step 0 (a checkpoint of
+                         another optimizer or layout)
+  --strip-prefix P       with --load: match names that differ by the prefix
+                         P (an exporter's wrapper, as "m.")
   --save CKPT            write them after the last step (training builds),
                          and, when the run is interrupted (Ctrl-C, SIGTERM),
                          after the step that is running
@@ -757,6 +762,9 @@ generate options:
   --seed S               the draws of each request (the same tokens at any
                          layout and batch)
   --stop ID ...          token ids that end a request
+  --load CKPT            serve the trained parameters of a checkpoint that
+                         pcc run --save wrote (with --strip-prefix P as for
+                         pcc run)
   --timeout S            as for pcc run, on a build of several ranks
 )";
 
@@ -774,6 +782,10 @@ static int generateCommand(Args &args) {
     }
     if (a == "--prompts")
       ok = args.value(a, g.prompts);
+    else if (a == "--load")
+      ok = args.value(a, o.loadCheckpoint);
+    else if (a == "--strip-prefix")
+      ok = args.value(a, o.stripPrefix);
     else if (a == "--tokenizer")
       ok = args.value(a, g.tokenizer);
     else if (a == "-o")
@@ -842,6 +854,9 @@ serve options:
                          further requests are answered 503 (default 64)
   --model-name NAME      the model's name in /v1/models and requests
                          (default: OUT's folder name)
+  --load CKPT            serve the trained parameters of a checkpoint that
+                         pcc run --save wrote (with --strip-prefix P as for
+                         pcc run)
   --timeout S            as for pcc run, on a build of several ranks
 
 endpoints: POST /v1/completions (OpenAI's, with vLLM's return_token_ids and
@@ -873,6 +888,10 @@ static int serveCommand(Args &args) {
       ok = args.integer(a, serve.maxQueue, 1);
     else if (a == "--model-name")
       ok = args.value(a, serve.modelName);
+    else if (a == "--load")
+      ok = args.value(a, o.loadCheckpoint);
+    else if (a == "--strip-prefix")
+      ok = args.value(a, o.stripPrefix);
     else if (a == "--timeout")
       ok = args.seconds(a, o.timeoutSeconds);
     else if (a.starts_with("-"))
@@ -957,6 +976,10 @@ static int runCommand(Args &args) {
       o.seed = uint64_t(seed);
     } else if (a == "--load")
       ok = args.value(a, o.loadCheckpoint);
+    else if (a == "--weights-only")
+      o.weightsOnly = true;
+    else if (a == "--strip-prefix")
+      ok = args.value(a, o.stripPrefix);
     else if (a == "--save")
       ok = args.value(a, o.saveCheckpoint);
     else if (a == "--eval-data")
@@ -1000,6 +1023,12 @@ static int runCommand(Args &args) {
   }
   if (o.dir.empty()) {
     llvm::errs() << "pcc: error: run needs the compiled folder OUT\n";
+    return 1;
+  }
+  if ((o.weightsOnly || !o.stripPrefix.empty()) && o.loadCheckpoint.empty()) {
+    llvm::errs() << "pcc: error: "
+                 << (o.weightsOnly ? "--weights-only" : "--strip-prefix")
+                 << " says how --load loads a checkpoint: give --load CKPT\n";
     return 1;
   }
   return failed(pcc::run(o, llvm::outs())) ? 1 : 0;

@@ -157,6 +157,13 @@ struct RunOptions {
   /// Checkpoints restored before the first step (--load) and written after
   /// the last (--save).
   std::string loadCheckpoint, saveCheckpoint;
+  /// With --load on a training build: its trained parameters alone (a
+  /// checkpoint of another optimizer or layout), from step 0
+  /// (--weights-only).
+  bool weightsOnly = false;
+  /// A prefix that the checkpoint's names and the build's may differ by
+  /// (--strip-prefix: an exporter's wrapper, "m.").
+  std::string stripPrefix;
   /// With --save: also save every N steps (--save-every), and when the run
   /// is interrupted (SIGINT, SIGTERM), after the step that is running.
   int64_t saveEvery = 0;
@@ -209,6 +216,11 @@ llvm::LogicalResult runGeneration(const RunOptions &options,
                                   pccrt::Communicator *comm,
                                   pccrt::Communicator *runComm,
                                   llvm::raw_ostream &summary);
+
+/// `pcc generate` and `pcc serve` with --load: the trained parameters of
+/// the checkpoint (with --strip-prefix) into `model`, on every rank; rank 0
+/// says how many on stderr. Throws a pccrt::Error naming the checkpoint.
+void loadTrainedParameters(const RunOptions &options, pccrt::Model &model);
 
 /// `pcc serve`: every rank loads the build (a pccrt::Session); rank 0
 /// answers the OpenAI API over HTTP and leads, the others follow. Ends on

@@ -247,13 +247,17 @@ public:
   void loadState(const std::vector<Tensor> &tensors,
                  const std::string &source = "");
   /// Replaces the weights named like the checkpoint's \p parameters by
-  /// those tensors: trained parameters serving a forward build. Each
-  /// parameter must be a weight of this model with its dtype and whole
-  /// shape, else nothing changes and an Error names it. Returns how many
-  /// weights were replaced.
+  /// those tensors: trained parameters serving a forward or generation
+  /// build, or a training build of another optimizer or layout. Names are
+  /// compared without \p stripPrefix where they start with it (an
+  /// exporter's wrapper, "m."). Each parameter must be a weight of this
+  /// model with its dtype and whole shape, else nothing changes and an
+  /// Error names it (and, where the names differ by a prefix, the option
+  /// that strips it). Returns how many weights were replaced.
   size_t loadParameters(const std::vector<Tensor> &tensors,
                         const std::vector<std::string> &parameters,
-                        const std::string &source);
+                        const std::string &source,
+                        const std::string &stripPrefix = "");
   /// The names of the trained parameters: STATE weights that have a GRAD
   /// output of the same name (the rest of the state is the optimizer's).
   std::vector<std::string> parameterNames() const;
@@ -390,9 +394,12 @@ void saveCheckpoint(const std::string &path, const Model &model,
 std::map<std::string, std::string> loadCheckpoint(const std::string &path,
                                                   Model &model);
 /// Restores the trained parameters of a checkpoint (its "parameters"
-/// metadata) into a forward build of the same model, by name. Returns the
-/// number of weights replaced.
-size_t loadCheckpointParameters(const std::string &path, Model &model);
+/// metadata) into any build of the same model (forward, generation, or
+/// training with another optimizer or layout), by name, compared without
+/// \p stripPrefix (Model::loadParameters). Returns the number of weights
+/// replaced.
+size_t loadCheckpointParameters(const std::string &path, Model &model,
+                                const std::string &stripPrefix = "");
 
 /// Checks, before any work, that a file can be written at \p path: its
 /// folder exists and accepts a new file, and \p path is not a folder.
