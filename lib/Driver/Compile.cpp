@@ -826,9 +826,11 @@ struct StepCounts {
   /// The program's ops by name, and their number.
   llvm::StringMap<int64_t> opCounts;
   int64_t numOps = 0;
-  /// The flops of the program's first entry point (its step), and of each
-  /// entry point by name.
-  int64_t flops = 0;
+  /// The flops of one step of the program's first entry point: on all its
+  /// ranks together, and on its busiest rank (a pipeline's ranks run
+  /// different stages; tensor and data parallelism's the same program);
+  /// and of each entry point by name, on all ranks.
+  int64_t flops = 0, flopsPerRank = 0;
   llvm::StringMap<int64_t> entryFlops;
   /// Saved activations: forward values that the backward ops read, i.e.
   /// what a training step keeps alive between its forward and backward.
@@ -849,7 +851,8 @@ struct CompileReport {
 };
 } // namespace
 
-static StepCounts countStep(ModuleOp module, ArrayRef<func::FuncOp> entries) {
+static StepCounts countStep(ModuleOp module, ArrayRef<func::FuncOp> entries,
+                            int64_t ranks) {
   StepCounts counts;
   // Ops of the program; flops of one step, a called function's once per
   // call.
@@ -877,12 +880,25 @@ static StepCounts countStep(ModuleOp module, ArrayRef<func::FuncOp> entries) {
     ++counts.opCounts[op->getName().getStringRef()];
     ++counts.numOps;
   });
+  // Each entry point has one function, or one per pipeline rank; each
+  // function runs on ranks / functions of the mesh's ranks.
+  llvm::StringMap<int64_t> functions;
   for (func::FuncOp entry : entries) {
     auto name = entry->getAttrOfType<StringAttr>(pcc::kEntryPointAttr);
-    counts.entryFlops[name ? name.getValue() : "main"] += functionFlops(entry);
+    ++functions[name ? name.getValue() : "main"];
   }
   auto first = entries.front()->getAttrOfType<StringAttr>(pcc::kEntryPointAttr);
-  counts.flops = counts.entryFlops[first ? first.getValue() : "main"];
+  StringRef firstName = first ? first.getValue() : "main";
+  for (func::FuncOp entry : entries) {
+    auto name = entry->getAttrOfType<StringAttr>(pcc::kEntryPointAttr);
+    StringRef entryName = name ? name.getValue() : "main";
+    int64_t flops = functionFlops(entry);
+    counts.entryFlops[entryName] +=
+        flops * std::max<int64_t>(1, ranks / functions[entryName]);
+    if (entryName == firstName)
+      counts.flopsPerRank = std::max(counts.flopsPerRank, flops);
+  }
+  counts.flops = counts.entryFlops[firstName];
   llvm::DenseSet<Value> saved;
   module->walk([&](Operation *op) {
     if (!op->hasAttr(graph::kBackwardAttr))
@@ -995,8 +1011,11 @@ static std::string formatSummary(const CompileOptions &options,
           << " (target " << options.target << ")\n"
           << "  ops: " << counts.numOps << ", parameters: " << memory.paramCount
           << " (" << humanCount(memory.paramElements, "")
-          << " elements), flops/step: " << humanCount(counts.flops, "FLOP")
-          << "\n"
+          << " elements), flops/step: " << humanCount(counts.flops, "FLOP");
+  if (counts.flops != counts.flopsPerRank)
+    summary << " on all ranks, " << humanCount(counts.flopsPerRank, "FLOP")
+            << " on the busiest";
+  summary << "\n"
           << "  memory: weights " << humanCount(memory.paramBytes, "B")
           << ", workspace " << humanCount(memory.workspaceBytes, "B");
   if (memory.preparedBytes)
@@ -1131,7 +1150,8 @@ static CompileReport buildReport(const CompileOptions &options,
                                  const StepMemory &memory,
                                  const std::optional<PipelinePlan> &pipeline) {
   ModuleOp module = *program.module;
-  StepCounts counts = countStep(module, entries);
+  StepCounts counts = countStep(
+      module, entries, int64_t(options.tp) * options.dp * options.pp);
   // Keys that own their names: the counts go before the report is written.
   llvm::json::Object ops;
   for (auto &kv : counts.opCounts)
@@ -1198,6 +1218,7 @@ static CompileReport buildReport(const CompileOptions &options,
                                         {"elements", memory.paramElements},
                                         {"bytes", memory.paramBytes}}},
       {"flops", counts.flops},
+      {"flops_per_rank", counts.flopsPerRank},
       {"memory",
        llvm::json::Object{{"weights_bytes", memory.paramBytes},
                           {"optimizer_state_bytes", memory.stateBytes},
