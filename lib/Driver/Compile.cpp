@@ -993,6 +993,20 @@ static llvm::json::Array describeWeightLayouts(const CppEmitResult &code) {
   return layouts;
 }
 
+/// A pipeline's activations kept for the backward: each stage's stash of
+/// one microbatch, summed (plan.json's stages); 0 without a pipeline.
+static int64_t getStashBytesPerMicrobatch(
+    const std::optional<PipelinePlan> &pipeline) {
+  int64_t bytes = 0;
+  if (!pipeline)
+    return bytes;
+  if (const llvm::json::Array *stages = pipeline->json.getArray("stages"))
+    for (const llvm::json::Value &stage : *stages)
+      if (const llvm::json::Object *o = stage.getAsObject())
+        bytes += o->getInteger("stash_bytes").value_or(0);
+  return bytes;
+}
+
 /// The summary of a compile: what it made, the trainable set, the pipeline
 /// and one line per parallel axis with the collectives over it.
 static std::string formatSummary(const CompileOptions &options,
@@ -1060,12 +1074,19 @@ static std::string formatSummary(const CompileOptions &options,
     summary << "; per step:";
     printCollectivesOver(summary, collectives, dist::kTensorAxis);
   }
-  if (options.train)
+  if (options.train) {
     summary << "  training: " << options.optimizer << ", " << counts.numGrads
             << " gradients, optimizer state "
-            << humanCount(memory.stateBytes, "B")
-            << ", saved activations: " << counts.savedCount << " ("
-            << humanCount(counts.savedBytes, "B") << ")\n";
+            << humanCount(memory.stateBytes, "B") << ", saved activations: ";
+    // A pipeline's stages keep theirs between their forward and backward
+    // functions, one stash per microbatch in flight (the ranks above).
+    if (pipeline)
+      summary << humanCount(getStashBytesPerMicrobatch(pipeline), "B")
+              << " per microbatch over the stages\n";
+    else
+      summary << counts.savedCount << " ("
+              << humanCount(counts.savedBytes, "B") << ")\n";
+  }
   if (options.eval)
     summary << "  evaluation: entry 'eval', the forward and its loss on the "
                "training step's parameters (pcc run --eval-data), "
@@ -1228,8 +1249,11 @@ static CompileReport buildReport(const CompileOptions &options,
                           {"released_weights_bytes", memory.releasedBytes},
                           {"io_bytes", memory.ioBytes},
                           {"per_rank_bytes", llvm::json::Array{perRank}}}},
-      {"saved_activations", llvm::json::Object{{"count", counts.savedCount},
-                                               {"bytes", counts.savedBytes}}},
+      {"saved_activations",
+       pipeline ? llvm::json::Object{{"bytes_per_microbatch",
+                                      getStashBytesPerMicrobatch(pipeline)}}
+                : llvm::json::Object{{"count", counts.savedCount},
+                                     {"bytes", counts.savedBytes}}},
       {"recompute", llvm::json::Object(recompute)},
       {"attention", describeAttention(module)},
       {"reties", std::move(reties)},
