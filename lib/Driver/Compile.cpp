@@ -921,26 +921,61 @@ static StepCounts countStep(ModuleOp module, ArrayRef<func::FuncOp> entries,
 
 /// plan.json's ranks, row-major over (dp, pp, tp): a pipeline rank's tp
 /// ranks hold alike, and so do the replicas.
-static llvm::json::Array describeRanks(const CompileOptions &options,
-                                       ModuleOp module,
-                                       const StepMemory &memory) {
-  llvm::json::Array ranks;
+namespace {
+/// What one rank of the mesh holds of the step's parameters and state.
+struct RankHolding {
+  int64_t stage = 0, params = 0, state = 0, gradients = 0;
+};
+} // namespace
+
+/// What rank `r` (row-major over dp x pp x tp) holds: a pipeline rank its
+/// stage's parameters and state, any other rank the step's.
+static RankHolding getRankHolding(const CompileOptions &options,
+                                  ModuleOp module, const StepMemory &memory,
+                                  int64_t r) {
   ArrayRef<int64_t> heldBytes;
   if (auto s = module.getOps<dist::ScheduleOp>(); !s.empty())
     if (auto base = (*s.begin()).getBaseBytes())
       heldBytes = *base;
+  RankHolding held;
+  held.stage = (r / options.tp) % options.pp;
+  held.params = memory.paramBytes;
+  held.state = memory.stateBytes;
+  held.gradients = memory.ranks.front().gradients;
+  if (memory.ranks.size() > 1 && size_t(held.stage) < memory.ranks.size()) {
+    held.params = memory.ranks[held.stage].params;
+    held.state = memory.ranks[held.stage].state;
+    held.gradients = memory.ranks[held.stage].gradients;
+    if (!options.train && size_t(held.stage) < heldBytes.size())
+      held.params = heldBytes[held.stage];
+  }
+  return held;
+}
+
+/// report.json's per_rank_bytes: all that each rank needs, in rank order
+/// (StepMemory::getPerRankBytes with the rank's own parameters and state).
+static llvm::json::Array describePerRankBytes(const CompileOptions &options,
+                                              ModuleOp module,
+                                              const StepMemory &memory) {
+  llvm::json::Array bytes;
   int64_t numRanks = options.dp * options.tp * options.pp;
   for (int64_t r = 0; r < numRanks; ++r) {
-    int64_t stage = (r / options.tp) % options.pp;
-    int64_t params = memory.paramBytes, state = memory.stateBytes,
-            gradients = memory.ranks.front().gradients;
-    if (memory.ranks.size() > 1 && size_t(stage) < memory.ranks.size()) {
-      params = memory.ranks[stage].params;
-      state = memory.ranks[stage].state;
-      gradients = memory.ranks[stage].gradients;
-      if (!options.train && size_t(stage) < heldBytes.size())
-        params = heldBytes[stage];
-    }
+    RankHolding held = getRankHolding(options, module, memory, r);
+    bytes.push_back(memory.getPerRankBytes() - memory.paramBytes -
+                    memory.stateBytes + held.params + held.state);
+  }
+  return bytes;
+}
+
+static llvm::json::Array describeRanks(const CompileOptions &options,
+                                       ModuleOp module,
+                                       const StepMemory &memory) {
+  llvm::json::Array ranks;
+  int64_t numRanks = options.dp * options.tp * options.pp;
+  for (int64_t r = 0; r < numRanks; ++r) {
+    RankHolding held = getRankHolding(options, module, memory, r);
+    int64_t stage = held.stage, params = held.params, state = held.state,
+            gradients = held.gradients;
     ranks.push_back(llvm::json::Object{
         {"rank", r},
         {"coords", llvm::json::Object{{"dp", r / (options.tp * options.pp)},
@@ -1248,7 +1283,8 @@ static CompileReport buildReport(const CompileOptions &options,
                           {"prepared_bytes", memory.preparedBytes},
                           {"released_weights_bytes", memory.releasedBytes},
                           {"io_bytes", memory.ioBytes},
-                          {"per_rank_bytes", llvm::json::Array{perRank}}}},
+                          {"per_rank_bytes",
+                           describePerRankBytes(options, module, memory)}}},
       {"saved_activations",
        pipeline ? llvm::json::Object{{"bytes_per_microbatch",
                                       getStashBytesPerMicrobatch(pipeline)}}
