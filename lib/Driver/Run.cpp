@@ -72,12 +72,14 @@ static std::vector<pccrt::Tensor> ofKind(const std::vector<pccrt::Tensor> &all,
 
 /// Every rank's recorded actions as one Chrome trace (a process per rank,
 /// times in microseconds), written by rank 0: the others send theirs to it.
+/// Steps are numbered as the run prints them: after `firstStep`, the step
+/// a loaded checkpoint had reached.
 static void writeTrace(const std::string &path, const pccrt::Model &model,
-                       pccrt::Communicator *comm) {
+                       pccrt::Communicator *comm, uint64_t firstStep) {
   std::string mine;
   for (const auto &e : model.traceEvents())
     mine += llvm::formatv("{0}\t{1:F3}\t{2:F3}\t{3}\n", e.name, e.begin, e.end,
-                          e.step)
+                          e.step + firstStep)
                 .str();
   int rank = comm ? comm->rank() : 0, size = comm ? comm->numRanks() : 1;
   uint32_t all = comm ? uint32_t((uint64_t(1) << comm->meshShape().size()) - 1)
@@ -600,7 +602,7 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   };
   if (!options.traceFile.empty()) {
     try {
-      writeTrace(options.traceFile, *model, ranks.comm);
+      writeTrace(options.traceFile, *model, ranks.comm, firstStep);
     } catch (const pccrt::Error &e) {
       if (!ranks.alone() && ranks.rank() != 0)
         ranks.fatal(e.what());
