@@ -208,10 +208,16 @@ Communicator::OpScope::~OpScope() {
 }
 
 Communicator::CollectiveTimer::CollectiveTimer(Communicator &comm)
-    : comm(comm), start(monotonicNanoseconds()) {}
+    : comm(comm) {
+  std::lock_guard<std::mutex> lock(comm.timerMutex);
+  if (comm.timersRunning++ == 0)
+    comm.timersSince = monotonicNanoseconds();
+}
 
 Communicator::CollectiveTimer::~CollectiveTimer() {
-  comm.collectiveNs += monotonicNanoseconds() - start;
+  std::lock_guard<std::mutex> lock(comm.timerMutex);
+  if (--comm.timersRunning == 0)
+    comm.collectiveNs += monotonicNanoseconds() - comm.timersSince;
 }
 
 void Communicator::allReduce(uint32_t axes, void *data, int64_t count,

@@ -25,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,7 +189,9 @@ public:
   /// Nanoseconds the caller has spent in collectives so far: in blocking
   /// ones, in starting them and in waiting for them. What a started
   /// collective overlaps with the caller's work is not counted; a run whose
-  /// collectives all overlap spends only their starts here.
+  /// collectives all overlap spends only their starts here. Wall time: a
+  /// collective within another, or on another thread at the same time, adds
+  /// nothing more, so that it never exceeds the time that passed.
   int64_t collectiveNanoseconds() const { return collectiveNs; }
 
   /// Every rank tells the others whether it is ready to go on: \p error is
@@ -270,7 +273,8 @@ private:
   struct CHandle : pccrt_comm {
     Communicator *self;
   };
-  /// Adds its lifetime to collectiveNs.
+  /// Adds its lifetime to collectiveNs, less what another timer's already
+  /// covers (the time while at least one collective runs).
   class CollectiveTimer {
   public:
     explicit CollectiveTimer(Communicator &comm);
@@ -278,7 +282,6 @@ private:
 
   private:
     Communicator &comm;
-    int64_t start;
   };
   static const pccrt_comm_ops cOps;
   friend struct CommTrampolines;
@@ -288,6 +291,10 @@ private:
   std::string error;
   RankMonitor *monitorPtr = nullptr;
   int64_t collectiveNs = 0;
+  /// The collectives running now, and since when one has.
+  std::mutex timerMutex;
+  int timersRunning = 0;
+  int64_t timersSince = 0;
   /// Deferred collectives (PCCRT_DEFER_COLLECTIVES), by request.
   bool deferCollectives = false;
   int32_t nextRequest = 0;
