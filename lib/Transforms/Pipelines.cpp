@@ -36,8 +36,9 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(
         createFuseAttention({options.target == "cuda" ? 128 : 0}));
   // More ranks than key/value heads: a copy of its head on each rank, so
-  // that the KV cache splits one head per rank (vLLM's replication).
-  if (options.fuseAttention && options.generate && options.tp > 1)
+  // that attention (and a generation build's KV cache) splits one head per
+  // rank (vLLM's replication; Megatron's for fewer query groups than tp).
+  if (options.fuseAttention && options.tp > 1)
     pm.addNestedPass<func::FuncOp>(createReplicateKVHeads({options.tp}));
   // A generation build's steps are derived from the forward, attention
   // fused; the layout passes then split them as any forward.

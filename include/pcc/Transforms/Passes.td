@@ -322,9 +322,8 @@ def ShardStrategy : Pass<"pcc-shard-strategy", "::mlir::ModuleOp"> {
     Megatron-LM's plan: a matmul pair around an element-wise op splits the
     first by columns and the second by rows; Q/K/V projections split by
     heads and the output projection by rows; grouped-query KV heads split
-    when `tp` divides them and stay whole (each rank using its heads) when
-    they divide `tp` (a generation build repeats them first, so that they
-    split: pcc-replicate-kv-heads); token embeddings and the LM head split by vocabulary;
+    when `tp` divides them (where they divide `tp`, pcc-replicate-kv-heads
+    first repeats them on the ranks that read them, so that they split); token embeddings and the LM head split by vocabulary;
     norms stay whole. `shard` overrides it per initializer name:
     `REGEX=col` (split the dimension the first use keeps), `REGEX=row` (the
     one it reduces or looks up), `REGEX=rep` (whole); several separated by
@@ -356,7 +355,9 @@ def ReplicateKVHeads : Pass<"pcc-replicate-kv-heads", "::mlir::func::FuncOp"> {
     heads `[0, 0, .., 1, 1, ..]` (a `graph.gather` along the head axis, each
     head `tp / G` times), so that the attention reads `tp` key/value heads
     that split one per rank, with the KV cache that a generation step
-    derives from them. Attention whose heads `tp` divides is left as it is.
+    derives from them; a training step's gradient of each copy flows back
+    to its head through the gather's adjoint (a sum). Attention whose heads
+    `tp` divides is left as it is.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1",
