@@ -459,9 +459,11 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
         memory.releasedBytes += getTensorBytes(
             w.localType ? Type(w.localType) : Type(w.value.getType()));
   }
-  auto countParam = [&](Type t) {
+  // The parameters' names, whose whole tensors the weights table holds.
+  llvm::StringSet<> params;
+  auto countParam = [&](StringRef name, Type t) {
     ++memory.paramCount;
-    memory.paramElements += cast<RankedTensorType>(t).getNumElements();
+    params.insert(name);
     memory.paramBytes += getTensorBytes(t);
   };
   // Each tensor once, by name, however many pipeline ranks hold it; per
@@ -487,7 +489,7 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
       if (!counted.insert(name).second)
         continue;
       if (graded.contains(i))
-        countParam(t);
+        countParam(name, t);
       else if (entry.getArgAttr(i, graph::kCacheAttr))
         memory.cacheBytes += getTensorBytes(t);
       else
@@ -497,8 +499,19 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
   // Inference weights: a split weight counts its block.
   module->walk([&](graph::WeightOp w) {
     if (counted.insert(w.getName()).second)
-      countParam(getHeldWeightType(w));
+      countParam(w.getName(), getHeldWeightType(w));
   });
+  // The model's elements: each parameter whole (every rank's block), its
+  // vocabulary without the padding that splitting it added.
+  for (const WeightEntry &w : code.weights) {
+    if (!params.contains(w.name))
+      continue;
+    auto shape = w.value.getShapedType().getShape();
+    int64_t elements = w.value.getShapedType().getNumElements();
+    if (auto [dim, extent] = w.padding; dim >= 0 && shape[dim] > 0)
+      elements = elements / shape[dim] * extent;
+    memory.paramElements += elements;
+  }
   // Every entry takes all graph inputs.
   func::FuncOp func = entries.front();
   for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))

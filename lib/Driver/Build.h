@@ -177,9 +177,11 @@ getStepResults(llvm::ArrayRef<mlir::func::FuncOp> entries);
 
 /// The memory a step holds, by what it holds.
 struct StepMemory {
-  /// The parameters: the forward's graph.weight ops (a split weight's block,
-  /// which each rank holds) and, in a training step, the state that has a
-  /// gradient. Each tensor counts once, however many pipeline ranks hold it.
+  /// The parameters: the forward's graph.weight ops and, in a training
+  /// step, the state that has a gradient. Each tensor counts once, however
+  /// many pipeline ranks hold it: its bytes as a rank holds it (a split
+  /// weight's block), its elements whole (the model's, without the padding
+  /// a split vocabulary takes).
   int64_t paramCount = 0, paramElements = 0, paramBytes = 0;
   /// The rest of the state: the optimizer's.
   int64_t stateBytes = 0;

@@ -942,7 +942,9 @@ static RankHolding getRankHolding(const CompileOptions &options,
   held.params = memory.paramBytes;
   held.state = memory.stateBytes;
   held.gradients = memory.ranks.front().gradients;
-  if (memory.ranks.size() > 1 && size_t(held.stage) < memory.ranks.size()) {
+  // memory.ranks is per entry function: per pipeline rank under a
+  // pipeline (a program of several entry points has one per entry point).
+  if (options.pp > 1 && size_t(held.stage) < memory.ranks.size()) {
     held.params = memory.ranks[held.stage].params;
     held.state = memory.ranks[held.stage].state;
     held.gradients = memory.ranks[held.stage].gradients;
@@ -950,6 +952,17 @@ static RankHolding getRankHolding(const CompileOptions &options,
       held.params = heldBytes[held.stage];
   }
   return held;
+}
+
+/// The weights of the rank that holds the most: what each rank holds but
+/// under a pipeline, whose ranks hold their stages'.
+static int64_t getBusiestRankWeights(const CompileOptions &options,
+                                     ModuleOp module,
+                                     const StepMemory &memory) {
+  int64_t most = 0;
+  for (int64_t r = 0; r < options.dp * options.tp * options.pp; ++r)
+    most = std::max(most, getRankHolding(options, module, memory, r).params);
+  return most;
 }
 
 /// report.json's per_rank_bytes: all that each rank needs, in rank order
@@ -1065,7 +1078,9 @@ static std::string formatSummary(const CompileOptions &options,
     summary << " on all ranks, " << humanCount(counts.flopsPerRank, "FLOP")
             << " on the busiest";
   summary << "\n"
-          << "  memory: weights " << humanCount(memory.paramBytes, "B")
+          << "  memory: weights "
+          << humanCount(getBusiestRankWeights(options, *program.module, memory),
+                        "B")
           << ", workspace " << humanCount(memory.workspaceBytes, "B");
   if (memory.preparedBytes)
     summary << ", prepared operands " << humanCount(memory.preparedBytes, "B");
