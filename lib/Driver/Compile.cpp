@@ -928,76 +928,70 @@ struct RankHolding {
 };
 } // namespace
 
-/// What rank `r` (row-major over dp x pp x tp) holds: a pipeline rank its
-/// stage's parameters and state, any other rank the step's.
-static RankHolding getRankHolding(const CompileOptions &options,
-                                  ModuleOp module, const StepMemory &memory,
-                                  int64_t r) {
+/// What each rank (row-major over dp x pp x tp) holds: a pipeline rank
+/// its stage's parameters and state, any other rank the step's.
+static SmallVector<RankHolding> getRankHoldings(const CompileOptions &options,
+                                                ModuleOp module,
+                                                const StepMemory &memory) {
   ArrayRef<int64_t> heldBytes;
   if (auto s = module.getOps<dist::ScheduleOp>(); !s.empty())
     if (auto base = (*s.begin()).getBaseBytes())
       heldBytes = *base;
-  RankHolding held;
-  held.stage = (r / options.tp) % options.pp;
-  held.params = memory.paramBytes;
-  held.state = memory.stateBytes;
-  held.gradients = memory.ranks.front().gradients;
-  // memory.ranks is per entry function: per pipeline rank under a
-  // pipeline (a program of several entry points has one per entry point).
-  if (options.pp > 1 && size_t(held.stage) < memory.ranks.size()) {
-    held.params = memory.ranks[held.stage].params;
-    held.state = memory.ranks[held.stage].state;
-    held.gradients = memory.ranks[held.stage].gradients;
-    if (!options.train && size_t(held.stage) < heldBytes.size())
-      held.params = heldBytes[held.stage];
+  SmallVector<RankHolding> ranks;
+  for (int64_t r = 0; r < options.dp * options.tp * options.pp; ++r) {
+    RankHolding &held = ranks.emplace_back();
+    held.stage = (r / options.tp) % options.pp;
+    held.params = memory.paramBytes;
+    held.state = memory.stateBytes;
+    held.gradients = memory.ranks.front().gradients;
+    // memory.ranks is per entry function: per pipeline rank under a
+    // pipeline (a program of several entry points has one per entry point).
+    if (options.pp > 1 && size_t(held.stage) < memory.ranks.size()) {
+      held.params = memory.ranks[held.stage].params;
+      held.state = memory.ranks[held.stage].state;
+      held.gradients = memory.ranks[held.stage].gradients;
+      if (!options.train && size_t(held.stage) < heldBytes.size())
+        held.params = heldBytes[held.stage];
+    }
   }
-  return held;
+  return ranks;
 }
 
 /// The weights of the rank that holds the most: what each rank holds but
 /// under a pipeline, whose ranks hold their stages'.
-static int64_t getBusiestRankWeights(const CompileOptions &options,
-                                     ModuleOp module,
-                                     const StepMemory &memory) {
+static int64_t getBusiestRankWeights(ArrayRef<RankHolding> ranks) {
   int64_t most = 0;
-  for (int64_t r = 0; r < options.dp * options.tp * options.pp; ++r)
-    most = std::max(most, getRankHolding(options, module, memory, r).params);
+  for (const RankHolding &held : ranks)
+    most = std::max(most, held.params);
   return most;
 }
 
 /// report.json's per_rank_bytes: all that each rank needs, in rank order
 /// (StepMemory::getPerRankBytes with the rank's own parameters and state).
-static llvm::json::Array describePerRankBytes(const CompileOptions &options,
-                                              ModuleOp module,
+static llvm::json::Array describePerRankBytes(ArrayRef<RankHolding> ranks,
                                               const StepMemory &memory) {
   llvm::json::Array bytes;
-  int64_t numRanks = options.dp * options.tp * options.pp;
-  for (int64_t r = 0; r < numRanks; ++r) {
-    RankHolding held = getRankHolding(options, module, memory, r);
+  for (const RankHolding &held : ranks)
     bytes.push_back(memory.getPerRankBytes() - memory.paramBytes -
                     memory.stateBytes + held.params + held.state);
-  }
   return bytes;
 }
 
 static llvm::json::Array describeRanks(const CompileOptions &options,
-                                       ModuleOp module,
+                                       ArrayRef<RankHolding> holdings,
                                        const StepMemory &memory) {
   llvm::json::Array ranks;
-  int64_t numRanks = options.dp * options.tp * options.pp;
-  for (int64_t r = 0; r < numRanks; ++r) {
-    RankHolding held = getRankHolding(options, module, memory, r);
-    int64_t stage = held.stage, params = held.params, state = held.state,
-            gradients = held.gradients;
+  for (auto [r, held] : llvm::enumerate(holdings)) {
     ranks.push_back(llvm::json::Object{
-        {"rank", r},
-        {"coords", llvm::json::Object{{"dp", r / (options.tp * options.pp)},
-                                      {"pp", stage},
-                                      {"tp", r % options.tp}}},
-        {"stage", stage},
-        {"parameter_bytes", params},
-        {"optimizer_state_bytes", state},
-        {"gradient_bytes", gradients},
+        {"rank", int64_t(r)},
+        {"coords",
+         llvm::json::Object{{"dp", int64_t(r) / (options.tp * options.pp)},
+                            {"pp", held.stage},
+                            {"tp", int64_t(r) % options.tp}}},
+        {"stage", held.stage},
+        {"parameter_bytes", held.params},
+        {"optimizer_state_bytes", held.state},
+        {"gradient_bytes", held.gradients},
         {"workspace_bytes", memory.workspaceBytes}});
   }
   return ranks;
@@ -1061,6 +1055,7 @@ static std::string formatSummary(const CompileOptions &options,
                                  const BuiltProgram &program,
                                  const StepCounts &counts,
                                  const StepMemory &memory,
+                                 ArrayRef<RankHolding> holdings,
                                  StringRef recomputeLine,
                                  const std::optional<PipelinePlan> &pipeline,
                                  const llvm::json::Array &collectives) {
@@ -1079,8 +1074,7 @@ static std::string formatSummary(const CompileOptions &options,
             << " on the busiest";
   summary << "\n"
           << "  memory: weights "
-          << humanCount(getBusiestRankWeights(options, *program.module, memory),
-                        "B")
+          << humanCount(getBusiestRankWeights(holdings), "B")
           << ", workspace " << humanCount(memory.workspaceBytes, "B");
   if (memory.preparedBytes)
     summary << ", prepared operands " << humanCount(memory.preparedBytes, "B");
@@ -1251,6 +1245,7 @@ static CompileReport buildReport(const CompileOptions &options,
                              {"shape", shapeJson(f.getResultTypes()[i])}});
   }
   int64_t perRank = memory.getPerRankBytes();
+  SmallVector<RankHolding> holdings = getRankHoldings(options, module, memory);
   // What pcc-recompute made the backward recompute.
   llvm::json::Object recompute = describeRecompute(module, options.recompute);
   // Unpipelined, what a rank needs is what its buffers plan.
@@ -1299,7 +1294,7 @@ static CompileReport buildReport(const CompileOptions &options,
                           {"released_weights_bytes", memory.releasedBytes},
                           {"io_bytes", memory.ioBytes},
                           {"per_rank_bytes",
-                           describePerRankBytes(options, module, memory)}}},
+                           describePerRankBytes(holdings, memory)}}},
       {"saved_activations",
        pipeline ? llvm::json::Object{{"bytes_per_microbatch",
                                       getStashBytesPerMicrobatch(pipeline)}}
@@ -1321,13 +1316,13 @@ static CompileReport buildReport(const CompileOptions &options,
                          {"sequence_parallel", options.sequenceParallel},
                          {"zero", options.zero},
                          {"recompute", std::move(recompute)},
-                         {"ranks", describeRanks(options, module, memory)},
+                         {"ranks", describeRanks(options, holdings, memory)},
                          {"collectives", llvm::json::Array(collectives)},
                          {"weights", describeWeightLayouts(code)}};
   if (pipeline)
     for (const auto &kv : pipeline->json)
       result.plan[kv.first] = kv.second;
-  result.summary = formatSummary(options, program, counts, memory,
+  result.summary = formatSummary(options, program, counts, memory, holdings,
                                  recomputeLine, pipeline, collectives);
   // A program of several steps: each entry point's flops.
   if (counts.entryFlops.size() > 1) {

@@ -60,15 +60,6 @@ int32_t localRanks(int32_t ranks);
 /// else this host's cores shared among its ranks.
 int32_t threadsPerRank(int32_t ranks);
 
-/// The cores that other processes kept busy between two samples of the
-/// host's CPU time: the busy time of every core (/proc/stat's first line:
-/// user, nice, system, irq, softirq, steal) less this process's own (its
-/// utime and stime), over the time between the samples, in cores. Ticks
-/// are clock ticks (USER_HZ); `elapsedTicks` is the wall time between the
-/// samples in the same unit.
-double othersBusyCores(uint64_t hostBusyTicks, uint64_t ownTicks,
-                       double elapsedTicks);
-
 /// The threads a run may use: at most `limit` (threadsPerRank), and no
 /// more than the cores that other processes leave free, so that the
 /// generated code's threads never spin for a core another process holds
@@ -77,12 +68,13 @@ double othersBusyCores(uint64_t hostBusyTicks, uint64_t ownTicks,
 /// /proc, or when OMP_NUM_THREADS fixes the count, it is `limit`.
 class ThreadBudget {
 public:
-  ThreadBudget() = default;
   ThreadBudget(int32_t limit, bool adapt);
   int32_t threads();
-  int32_t getLimit() const { return limit; }
 
 private:
+  /// The host's busy time (/proc/stat's first line: user, nice, system,
+  /// irq, softirq, steal) and this process's (its utime and stime), in
+  /// clock ticks.
   bool sample(uint64_t &hostBusy, uint64_t &own) const;
 
   int32_t limit = 1, current = 1, cores = 1;

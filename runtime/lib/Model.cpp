@@ -466,13 +466,6 @@ int32_t detail::threadsPerRank(int32_t ranks) {
   return std::max(1, cores / localRanks(ranks));
 }
 
-double detail::othersBusyCores(uint64_t hostBusyTicks, uint64_t ownTicks,
-                               double elapsedTicks) {
-  if (elapsedTicks <= 0 || hostBusyTicks <= ownTicks)
-    return 0;
-  return double(hostBusyTicks - ownTicks) / elapsedTicks;
-}
-
 detail::ThreadBudget::ThreadBudget(int32_t limit, bool adapt)
     : limit(std::max(limit, 1)), current(std::max(limit, 1)),
       cores(std::max(1, int32_t(std::thread::hardware_concurrency()))),
@@ -526,9 +519,12 @@ int32_t detail::ThreadBudget::threads() {
   uint64_t hostBusy = 0, own = 0;
   if (!sample(hostBusy, own))
     return current;
+  // The cores other processes kept busy since the last sample.
   static const double ticksPerSecond = double(sysconf(_SC_CLK_TCK));
-  double others = othersBusyCores(hostBusy - lastHostBusy, own - lastOwn,
-                                  seconds * ticksPerSecond);
+  uint64_t hostTicks = hostBusy - lastHostBusy, ownTicks = own - lastOwn;
+  double others = hostTicks > ownTicks ? double(hostTicks - ownTicks) /
+                                             (seconds * ticksPerSecond)
+                                       : 0;
   // A core counts as taken once another process holds most of it.
   int32_t free = cores - int32_t(others + 0.5);
   current = std::clamp(free, 1, limit);
@@ -962,18 +958,23 @@ Tensor gatherWhole(Communicator *comm, const pccrt_model_info &info,
 } // namespace
 
 std::vector<Tensor> Model::gather(const std::vector<Tensor> &outputs) const {
-  const pccrt_model_info &info = *modelInfo;
-  if (outputs.size() != size_t(info.num_outputs))
-    throw Error("model has " + std::to_string(info.num_outputs) +
+  return gather(0, outputs);
+}
+
+std::vector<Tensor> Model::gather(int32_t entryIndex,
+                                  const std::vector<Tensor> &outputs) const {
+  const pccrt_entry_info &e = entry(entryIndex);
+  if (outputs.size() != size_t(e.num_outputs))
+    throw Error("model has " + std::to_string(e.num_outputs) +
                 " outputs, got " + std::to_string(outputs.size()) +
                 " to gather");
   std::vector<Tensor> whole;
-  for (int32_t i = 0; i < info.num_outputs; ++i) {
-    const pccrt_tensor_info &entry = info.outputs[i];
-    if (std::string problem = mismatch(entry, outputs[i]);
-        !problem.empty() && holds(entry))
-      throw Error("output " + quote(entry.name) + ": " + problem);
-    whole.push_back(gatherOutput(outputs, i));
+  for (int32_t i = 0; i < e.num_outputs; ++i) {
+    const pccrt_tensor_info &output = e.outputs[i];
+    if (std::string problem = mismatch(output, outputs[i]);
+        !problem.empty() && holds(output))
+      throw Error("output " + quote(output.name) + ": " + problem);
+    whole.push_back(gatherOutput(entryIndex, outputs, i));
   }
   return whole;
 }

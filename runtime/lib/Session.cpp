@@ -77,12 +77,7 @@ void Session::exchange(Command &command, int64_t &entry,
 std::vector<Tensor> Session::runEntry(int32_t entry,
                                       const std::vector<Tensor> &inputs) {
   modelPtr->run(entry, inputs, outputs);
-  if (entry == 0)
-    return modelPtr->gather(outputs);
-  std::vector<Tensor> whole;
-  for (int32_t i = 0; i < modelPtr->entry(entry).num_outputs; ++i)
-    whole.push_back(modelPtr->gatherOutput(entry, outputs, i));
-  return whole;
+  return modelPtr->gather(entry, outputs);
 }
 
 std::vector<Tensor> Session::run(int32_t entry,

@@ -203,12 +203,15 @@ public:
   /// The whole tensors of \p outputs, this rank's results of one run():
   /// split ones gathered from the ranks of their group, the others as they
   /// are. Collective.
+  std::vector<Tensor> gather(const std::vector<Tensor> &outputs) const;
+  /// The same for the outputs of a run of entry \p entry.
+  std::vector<Tensor> gather(int32_t entry,
+                             const std::vector<Tensor> &outputs) const;
   /// Output \p i of a run, whole, on every rank (collective, like gather).
   Tensor gatherOutput(const std::vector<Tensor> &outputs, int32_t i) const;
   /// The same for output \p i of a run of entry \p entry.
   Tensor gatherOutput(int32_t entry, const std::vector<Tensor> &outputs,
                       int32_t i) const;
-  std::vector<Tensor> gather(const std::vector<Tensor> &outputs) const;
 
   /// The pipeline's stages (1 for a program without one), and this rank's.
   int64_t numStages() const;
