@@ -35,7 +35,11 @@ def Graph_Dialect : Dialect {
     parameter an optimizer state belongs to); on results `graph.update`
     (the new value of a state argument, by index), `graph.grad` (a
     parameter's gradient, by the index of its state argument) and
-    `graph.loss`; on ops `graph.backward` (built by autodiff).
+    `graph.loss`; on ops `graph.backward` (built by autodiff). An integer
+    argument whose values the step takes as positions carries
+    `graph.index_bound` (the extent they index) and `graph.index_node` (the
+    ONNX node reading them), pcc-bound-indices' finding, which the runtime
+    checks inputs against.
   }];
   let hasConstantMaterializer = 1;
   let hasOperationAttrVerify = 1;

@@ -117,4 +117,24 @@ def Graph_StridedViewOpInterface : OpInterface<"StridedViewOpInterface"> {
   ];
 }
 
+def Graph_IndexingOpInterface : OpInterface<"IndexingOpInterface"> {
+  let cppNamespace = "::pcc::graph";
+  let description = [{
+    An op that reads the values of one operand as positions along an axis
+    of a tensor (a gather's rows, a scatter's targets): each must lie in
+    `[-extent, extent)` (a negative one counts from the end), or the run
+    fails. pcc-bound-indices asks this interface, never the op's kind, for
+    the bound each of a step's integer inputs must keep, and for constant
+    indices that can never be in range.
+  }];
+  let methods = [
+    InterfaceMethod<"The operand whose values are positions.",
+      "::mlir::OpOperand &", "getIndicesOperand", (ins), [{}], [{
+        return $_op.getIndicesMutable();
+      }]>,
+    InterfaceMethod<"The extent of the axis the positions index.",
+      "int64_t", "getIndexedExtent", (ins)>,
+  ];
+}
+
 #endif // PCC_GRAPH_INTERFACES

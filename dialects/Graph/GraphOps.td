@@ -599,7 +599,7 @@ def Graph_SplitOp : Graph_Op<"split", [Graph_StridedViewOpInterfaceMethods, Decl
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_IndexingOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops", "getBytesAccessed"]>]> {
   let summary = "Takes slices of data at integer indices along one axis";
   let description = [{
@@ -614,7 +614,7 @@ def Graph_GatherOp : Graph_Op<"gather", [DeclareOpInterfaceMethods<Graph_Shardin
   let hasFolder = 1;
 }
 
-def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
+def Graph_GatherElementsOp : Graph_Op<"gather_elements", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_IndexingOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Takes single elements of data at indices along one axis";
   let description = [{
@@ -666,7 +666,7 @@ def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_ShardingR
 // Ops that reverse-mode differentiation introduces
 //===----------------------------------------------------------------------===//
 
-def Graph_ScatterAddOp : Graph_Op<"scatter_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, 
+def Graph_ScatterAddOp : Graph_Op<"scatter_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_IndexingOpInterface>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Adds slices into a zero tensor at indices along an axis";
   let description = [{

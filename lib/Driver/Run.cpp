@@ -212,8 +212,8 @@ struct RankContext {
 /// The token file `path` (given as `flag`: --data, --eval-data) that feeds
 /// the first input of `info`'s model: `input` becomes that input as a whole
 /// [B,T] tensor (its shape in `shape`), and every token of the file is
-/// checked against the vocabulary, the logits' last dimension (the first
-/// float output of rank 3, as for the loss).
+/// checked against the positions the input indexes (its index_bound: the
+/// embedding's rows, the loss's vocabulary), before any step runs.
 static std::unique_ptr<pccrt::TokenData>
 openTokens(llvm::StringRef flag, const std::string &path,
            const RunOptions &options, const pccrt_model_info &info,
@@ -232,15 +232,7 @@ openTokens(llvm::StringRef flag, const std::string &path,
   pccrt::TokenData::checkInput(input);
   auto tokens = std::make_unique<pccrt::TokenData>(path, dtype, options.seed);
   tokens->check(input);
-  for (int32_t i = 0; i < info.num_outputs; ++i) {
-    const pccrt_tensor_info &out = info.outputs[i];
-    if (out.kind == PCCRT_KIND_OUTPUT && out.rank == 3 &&
-        (out.dtype == PCCRT_F32 || out.dtype == PCCRT_F16 ||
-         out.dtype == PCCRT_BF16 || out.dtype == PCCRT_F64)) {
-      tokens->checkVocabulary(pccrt::wholeShape(info, out)[2]);
-      break;
-    }
-  }
+  tokens->checkIndices(input);
   return tokens;
 }
 

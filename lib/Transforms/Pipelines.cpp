@@ -48,6 +48,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
          options.maxTokens > 0 ? options.maxTokens
                                : std::max(options.maxSeq, options.maxBatch),
          getDecodeTokens(options), options.kvBlock, options.kvBlocks}));
+  // The positions the steps' inputs index, before any pass pads or splits
+  // the axes they index (a generation build's, once its steps are derived:
+  // its own check names --max-seq).
+  pm.addNestedPass<func::FuncOp>(createBoundIndices());
   // Before the trainable set is decided: each copy is judged on its own.
   if (!options.untie.empty())
     pm.addPass(createUntie({options.untie}));

@@ -150,6 +150,11 @@ void validateTable(const pccrt_model_info &model, int32_t count,
       fail(label, "malformed model info: kind " + kindName(info.kind) +
                       " is not allowed in the " + kind + " table");
     checkedByteSize(info.dtype, shapeOf(info), label);
+    if (info.index_bound < 0 ||
+        (info.index_bound > 0 &&
+         ((info.dtype != PCCRT_I64 && info.dtype != PCCRT_I32) ||
+          !info.index_of)))
+      fail(label, "malformed model info: bad index bound");
     validateSharding(model, info, label);
     validateStages(model, info, label);
   }
@@ -689,6 +694,10 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
   for (int32_t i = 0; i < info.num_inputs; ++i) {
     const pccrt_tensor_info &entry = info.inputs[i];
     if (std::string problem = wholeMismatch(info, entry, inputs[i]);
+        !problem.empty())
+      throw Error("input " + quote(entry.name) + ": " + problem);
+    // Every rank sees the whole input, so all of them stop here alike.
+    if (std::string problem = describeIndexOutOfRange(entry, inputs[i]);
         !problem.empty())
       throw Error("input " + quote(entry.name) + ": " + problem);
     if (entry.shard_axes == 0) {
@@ -1255,6 +1264,43 @@ std::string Model::fingerprint() const {
   return text;
 }
 
+std::string pccrt::describeIndexOutOfRange(const pccrt_tensor_info &entry,
+                                           const Tensor &tensor) {
+  int64_t bound = entry.index_bound;
+  if (bound <= 0 || (tensor.dtype != PCCRT_I64 && tensor.dtype != PCCRT_I32))
+    return "";
+  size_t width = tensor.dtype == PCCRT_I64 ? 8 : 4;
+  int64_t count = int64_t(tensor.data.size() / width);
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t value;
+    if (width == 8) {
+      std::memcpy(&value, tensor.data.data() + e * 8, 8);
+    } else {
+      int32_t narrow;
+      std::memcpy(&narrow, tensor.data.data() + e * 4, 4);
+      value = narrow;
+    }
+    if (value >= -bound && value < bound)
+      continue;
+    // The element's coordinates, major to minor.
+    std::vector<int64_t> at(tensor.shape.size());
+    int64_t rest = e;
+    for (size_t d = tensor.shape.size(); d-- > 0;) {
+      int64_t extent = std::max<int64_t>(tensor.shape[d], 1);
+      at[d] = rest % extent;
+      rest /= extent;
+    }
+    std::string where;
+    for (size_t d = 0; d < at.size(); ++d)
+      where += (d ? ", " : "") + std::to_string(at[d]);
+    return "element [" + where + "] is " + std::to_string(value) +
+           ", outside the " + std::to_string(bound) + " positions that node " +
+           quote(entry.index_of ? entry.index_of : "?") + " reads (valid: " +
+           std::to_string(-bound) + " to " + std::to_string(bound - 1) + ")";
+  }
+  return "";
+}
+
 std::vector<Tensor> pccrt::bindInputs(const pccrt_model_info &info,
                                       const std::vector<std::string> &files) {
   size_t numInputs = info.num_inputs > 0 ? size_t(info.num_inputs) : 0;
@@ -1338,12 +1384,19 @@ void pccrt::checkWritableFile(const std::string &path) {
 }
 
 void pccrt::checkWritableDirectory(const std::string &dir) {
+  // Nothing is created before the run succeeds: the folder, or the nearest
+  // of its parents that exists, must be a folder that takes a file.
+  std::filesystem::path existing(dir.empty() ? "." : dir);
   std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error)
-    fail(dir, "cannot create directory: " + error.message());
-  checkWritableFile(
-      (std::filesystem::path(dir) / "outputs.safetensors").string());
+  while (!std::filesystem::exists(existing, error) &&
+         existing.has_parent_path() && existing != existing.parent_path())
+    existing = existing.parent_path();
+  if (!std::filesystem::exists(existing, error))
+    existing = ".";
+  if (!std::filesystem::is_directory(existing, error))
+    fail(dir, "cannot create directory: " + quote(existing.string()) +
+                  " is not a folder");
+  checkWritableFile((existing / "outputs.safetensors").string());
 }
 
 void pccrt::dumpOutputs(const std::string &dir,

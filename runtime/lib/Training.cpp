@@ -262,14 +262,19 @@ int64_t TokenData::tokenAt(int64_t at) const {
   return v;
 }
 
-void TokenData::checkVocabulary(int64_t vocabulary) const {
+void TokenData::checkIndices(const pccrt_tensor_info &input) const {
+  int64_t bound = input.index_bound;
+  if (bound <= 0)
+    return;
   for (int64_t at = 0; at < count; ++at) {
     int64_t token = tokenAt(at);
-    if (token < 0 || token >= vocabulary)
+    if (token < 0 || token >= bound)
       fail(path, "token " + std::to_string(token) + " at position " +
-                     std::to_string(at) + " is outside the vocabulary of " +
-                     std::to_string(vocabulary) +
-                     " (the logits' last dimension)");
+                     std::to_string(at) + " is outside the " +
+                     std::to_string(bound) + " positions that node " +
+                     quote(input.index_of ? input.index_of : "?") +
+                     " reads for input " + quote(input.name) + " (valid: 0 to " +
+                     std::to_string(bound - 1) + ")");
   }
 }
 

@@ -140,6 +140,13 @@ struct WeightEntry {
   int64_t reads = 0, preparedReads = 0;
 };
 
+/// The bound on the values of an input that a step takes as positions
+/// (pccrt_tensor_info.index_bound and index_of).
+struct IndexBound {
+  int64_t extent = 0; ///< 0: the values are no positions
+  std::string node;   ///< the ONNX node reading them
+};
+
 class AbiTables {
 public:
   /// Tables exported as `<prefix>_model_info`, defined in namespace
@@ -159,10 +166,12 @@ public:
   /// a diagnostic at `loc`). `holders` joins the entry's. `shard` is its
   /// layout over the mesh (an input split along its batch over data
   /// parallelism).
+  /// `index` bounds the values of an input that a step takes as positions.
   mlir::FailureOr<int64_t> addInput(unsigned entryPoint, mlir::Location loc,
                                     llvm::StringRef name,
                                     mlir::RankedTensorType type,
-                                    ShardFields shard, uint64_t holders);
+                                    ShardFields shard, uint64_t holders,
+                                    IndexBound index = IndexBound());
   /// An output (PCCRT_KIND_OUTPUT) or a gradient (PCCRT_KIND_GRAD), found
   /// like an input by its name and kind, which must have the same type and
   /// layout. The table lists outputs by `order` (the step's result index),
@@ -217,7 +226,8 @@ private:
                          int64_t index, llvm::StringRef group,
                          llvm::StringRef kind, ShardFields shard,
                          uint64_t holders, std::string &shapes,
-                         llvm::StringRef flags = "0u") const;
+                         llvm::StringRef flags = "0u",
+                         const IndexBound &bound = IndexBound()) const;
 
   struct Entry {
     std::string name;
@@ -226,6 +236,7 @@ private:
     ShardFields shard;
     int64_t order;
     uint64_t holders;
+    IndexBound index;
   };
   /// An entry point's own tables.
   struct EntryPoint {

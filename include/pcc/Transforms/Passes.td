@@ -15,6 +15,31 @@ def CheckStaticShapes : Pass<"pcc-check-static-shapes", "::mlir::func::FuncOp"> 
   }];
 }
 
+def BoundIndices : Pass<"pcc-bound-indices", "::mlir::func::FuncOp"> {
+  let summary = "Bounds the positions a step reads from its inputs and constants";
+  let description = [{
+    A gather reads its indices as positions along an axis
+    (IndexingOpInterface), and one out of range either fails the run with
+    no word of where or, once tensor parallelism splits the axis (a
+    vocabulary-parallel embedding masks the rows a rank does not hold),
+    reads zeros and gives wrong results without failing. This pass finds
+    both before a step runs:
+
+    - An integer argument whose every element reaches the indices of such
+      an op (through reshapes, transposes, broadcasts, concatenations and
+      widening casts) gets `graph.index_bound`, the smallest extent it
+      indexes, and `graph.index_node`, that op's ONNX node. Later passes
+      keep argument attributes, the targets write both into the ABI's
+      tables, and the runtime checks an input against them before a run,
+      naming the input, the element, its value, the node and the bound.
+    - Constant indices out of range (a position table shorter than the
+      sequence `--shape` asked for) fail the compile, naming the node.
+
+    It runs on the steps as imported (a generation build's as derived),
+    before any pass pads or splits the axes the indices index.
+  }];
+}
+
 def SelectTrainable : Pass<"pcc-select-trainable", "::mlir::func::FuncOp"> {
   let summary = "Decides which initializers a training step updates";
   let description = [{

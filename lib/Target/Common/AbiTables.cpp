@@ -224,11 +224,13 @@ unsigned AbiTables::addEntryPoint(StringRef name) {
 
 FailureOr<int64_t> AbiTables::addInput(unsigned entryPoint, Location loc,
                                        StringRef name, RankedTensorType type,
-                                       ShardFields shard, uint64_t holders) {
+                                       ShardFields shard, uint64_t holders,
+                                       IndexBound index) {
   EntryPoint &e = entryPoints[entryPoint];
   auto [it, inserted] = e.inputIndex.try_emplace(name, e.inputs.size());
   if (inserted) {
-    e.inputs.push_back({name.str(), type, false, shard, 0, holders});
+    e.inputs.push_back(
+        {name.str(), type, false, shard, 0, holders, std::move(index)});
     return it->second;
   }
   Entry &known = e.inputs[it->second];
@@ -236,6 +238,10 @@ FailureOr<int64_t> AbiTables::addInput(unsigned entryPoint, Location loc,
     return emitError(loc, "input '") << name << "' is " << type << " here but "
                                      << known.type << " on another entry";
   known.holders |= holders;
+  // A pipeline's functions each bound what they read: the tightest holds.
+  if (index.extent &&
+      (!known.index.extent || index.extent < known.index.extent))
+    known.index = std::move(index);
   return it->second;
 }
 
@@ -310,7 +316,8 @@ std::string AbiTables::printEntry(StringRef name, RankedTensorType type,
                                   int64_t index, StringRef group,
                                   StringRef kind, ShardFields shard,
                                   uint64_t holders, std::string &shapes,
-                                  StringRef flags) const {
+                                  StringRef flags,
+                                  const IndexBound &bound) const {
   std::string shapeName =
       llvm::formatv("{0}_{1}_shape{2}", prefix, group, index);
   std::string dims;
@@ -318,12 +325,16 @@ std::string AbiTables::printEntry(StringRef name, RankedTensorType type,
   llvm::interleaveComma(type.getShape(), os);
   shapes += llvm::formatv("static const int64_t {0}[] = {{{1}};\n", shapeName,
                           type.getRank() ? dims : "0");
+  std::string positions;
+  if (bound.extent)
+    positions = llvm::formatv(", {0}ll, {1}", bound.extent,
+                              getCStringLiteral(bound.node));
   return llvm::formatv("  {{{0}, {1}, {2}, {3}, {4}, {5}u, {6}, {7}, "
-                       "{8}, {9}ull, {10}, {11}u},\n",
+                       "{8}, {9}ull, {10}, {11}u{12}},\n",
                        getCStringLiteral(name),
                        getOnnxDataType(type.getElementType()), type.getRank(),
                        shapeName, kind, shard.axes, shard.dim, shard.groups,
-                       shard.fullExtent, holders, flags, shard.outerAxes)
+                       shard.fullExtent, holders, flags, shard.outerAxes, positions)
       .str();
 }
 
@@ -342,7 +353,8 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
     std::string in, out;
     for (auto [i, input] : llvm::enumerate(e.inputs))
       in += printEntry(input.name, input.type, i, "in" + suffix,
-                       "PCCRT_KIND_INPUT", input.shard, input.holders, shapes);
+                       "PCCRT_KIND_INPUT", input.shard, input.holders, shapes,
+                       "0u", input.index);
     std::vector<const Entry *> sorted(e.outputs.size());
     for (unsigned key = 0; key < e.outputs.size(); ++key)
       sorted[getOutputIndex(p, key)] = &e.outputs[key];

@@ -72,10 +72,16 @@ LogicalResult FunctionEmitter::collectInterface() {
       return failure();
     if (name.empty()) {
       auto onnx = func.getArgAttrOfType<StringAttr>(i, kOnnxNameAttr);
+      IndexBound bound;
+      if (auto extent = func.getArgAttrOfType<IntegerAttr>(i, kIndexBoundAttr))
+        bound.extent = extent.getInt();
+      if (auto node = func.getArgAttrOfType<StringAttr>(i, kIndexNodeAttr))
+        bound.node = node.str();
       FailureOr<int64_t> index = tables.addInput(
           program.entryPoints.lookup(func), func.getLoc(),
           onnx ? onnx.getValue().str() : "input_" + std::to_string(i),
-          cast<RankedTensorType>(arg.getType()), *shard, readBy);
+          cast<RankedTensorType>(arg.getType()), *shard, readBy,
+          std::move(bound));
       if (failed(index))
         return failure();
       argInput.push_back(*index);

@@ -42,16 +42,6 @@ using namespace mlir;
 using namespace pcc;
 using namespace pcc::pipeline;
 
-/// The ONNX node an op came from, if its location names one.
-static StringRef nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().getValue();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      if (StringRef n = nodeName(l); !n.empty())
-        return n;
-  return {};
-}
 
 /// Cut positions (the index of each stage's first op, stage 0 excluded)
 /// for `stages` contiguous stages of the ops whose times add up to
@@ -778,7 +768,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
       size_t after = 0;
       bool found = false;
       for (auto [i, op] : llvm::enumerate(forward))
-        if (nodeName(op->getLoc()) == name) {
+        if (getNodeName(op->getLoc()) == name) {
           after = i + 1;
           found = true;
         }

@@ -309,6 +309,16 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
 
   OpBuilder builder(ret);
   Location loc = NameLoc::get(builder.getStringAttr("loss"));
+  // The labels are positions in the vocabulary: the runtime checks them
+  // before a step, as pcc-bound-indices has the model's own indices.
+  if (auto labelsArg = dyn_cast<BlockArgument>(labels)) {
+    unsigned n = labelsArg.getArgNumber();
+    auto known = func.getArgAttrOfType<IntegerAttr>(n, kIndexBoundAttr);
+    if (!known || known.getInt() > v) {
+      func.setArgAttr(n, kIndexBoundAttr, builder.getI64IntegerAttr(v));
+      func.setArgAttr(n, kIndexNodeAttr, builder.getStringAttr("loss"));
+    }
+  }
   Value loss;
   if (pieces == 0)
     pieces = autoPieces(func, logits, chunks);

@@ -29,16 +29,6 @@ namespace pcc {
 #include "pcc/Transforms/Passes.h.inc"
 } // namespace pcc
 
-/// The ONNX node an operation was imported from, or "" when it has none.
-static StringRef nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().getValue();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location part : fused.getLocations())
-      if (StringRef name = nodeName(part); !name.empty())
-        return name;
-  return "";
-}
 
 FailureOr<unsigned> pcc::untieWeights(ModuleOp module, StringRef regex) {
   llvm::Regex re(regex);
@@ -72,11 +62,11 @@ FailureOr<unsigned> pcc::untieWeights(ModuleOp module, StringRef regex) {
     });
     llvm::StringMap<unsigned> consumersOfNode;
     for (Operation *user : sorted)
-      ++consumersOfNode[nodeName(user->getLoc())];
+      ++consumersOfNode[getNodeName(user->getLoc())];
 
     OpBuilder builder(w);
     for (auto [k, user] : llvm::enumerate(sorted)) {
-      StringRef node = nodeName(user->getLoc());
+      StringRef node = getNodeName(user->getLoc());
       std::string base = (w.getName() + "@" + node).str();
       std::string name = base;
       if (node.empty() || consumersOfNode[node] > 1 || taken.contains(name))

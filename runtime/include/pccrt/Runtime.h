@@ -91,6 +91,13 @@ Tensor sliceShard(const pccrt_model_info &info, const pccrt_tensor_info &entry,
 Tensor joinShards(const pccrt_model_info &info, const pccrt_tensor_info &entry,
                   const std::vector<Tensor> &parts);
 
+/// Where \p tensor, bound to \p entry (an input with an index_bound),
+/// holds a value outside [-index_bound, index_bound): the element, its
+/// value, the node that reads it and the bound, in one line; "" when every
+/// value lies inside (or the entry bounds nothing).
+std::string describeIndexOutOfRange(const pccrt_tensor_info &entry,
+                                    const Tensor &tensor);
+
 /// Decodes an onnx.TensorProto from untrusted bytes; \p what names the source
 /// in error messages. Rejects string tensors and external data.
 Tensor parseTensorProto(const uint8_t *bytes, size_t size,
@@ -408,7 +415,8 @@ size_t loadCheckpointParameters(const std::string &path, Model &model,
 /// folder exists and accepts a new file, and \p path is not a folder.
 /// Throws an Error naming \p path.
 void checkWritableFile(const std::string &path);
-/// Creates \p dir if needed and checks that files can be written in it.
+/// Checks that \p dir can be made (or exists) and takes files, creating
+/// nothing: dumpOutputs makes it once there is something to write.
 void checkWritableDirectory(const std::string &dir);
 
 /// Training batches sampled from a flat file of little-endian token ids
@@ -433,10 +441,11 @@ public:
   static void checkInput(const pccrt_tensor_info &input);
   /// checkInput, and that the file holds at least T tokens.
   void check(const pccrt_tensor_info &input) const;
-  /// Checks every token of the file against the vocabulary: throws an
-  /// Error naming the first token at or above \p vocabulary (or negative),
-  /// its position in the file and the vocabulary size.
-  void checkVocabulary(int64_t vocabulary) const;
+  /// Checks every token of the file against the positions \p input (the
+  /// token input) reads (its index_bound): throws an Error naming the first
+  /// token outside them (or negative), its position in the file, the node
+  /// and the bound. Nothing to check where the input bounds nothing.
+  void checkIndices(const pccrt_tensor_info &input) const;
   /// The batch of step \p step: B rows of T consecutive tokens, each from a
   /// random offset, as an int64 tensor named and shaped like \p input. Only
   /// the \p numRows rows from \p firstRow (all when negative) are read

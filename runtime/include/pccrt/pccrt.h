@@ -97,7 +97,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 13
+#define PCCRT_ABI_VERSION 14
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -156,6 +156,12 @@ typedef struct pccrt_tensor_info {
   uint64_t holders;     ///< stages holding it, a mask; 0: every rank
   uint32_t flags;       ///< pccrt_flag bits
   uint32_t shard_outer_axes; ///< of shard_axes, those nesting the others
+  /// An integer input whose values the program takes as positions along an
+  /// axis of this extent: each must lie in [-index_bound, index_bound) (a
+  /// negative one counts from the end). 0: its values are no positions.
+  /// The runtime checks an input against it before a run.
+  int64_t index_bound;
+  const char *index_of; ///< the ONNX node reading them; null when none
 } pccrt_tensor_info;
 
 struct pccrt_context;

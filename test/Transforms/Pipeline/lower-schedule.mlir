@@ -16,7 +16,7 @@
 // Rank 0 (1F1B with 2 ranks: one warm-up forward): its microbatch slices,
 // activations out, gradients in, then the tied embedding's gradient parts
 // exchanged once after the flush, averaged, and its optimizer.
-// CHECK-LABEL: func.func @main_rank0(%arg0: tensor<2x8xi64> {onnx.name = "input_ids"}
+// CHECK-LABEL: func.func @main_rank0(%arg0: tensor<2x8xi64> {graph.index_bound = 40 : i64, graph.index_node = "graph.gather", onnx.name = "input_ids"}
 // CHECK-SAME: dist.rank = 0
 // CHECK: %[[MB0:.*]] = graph.slice %arg0 {sizes = array<i64: 1, 8>, starts = array<i64: 0, 0>
 // CHECK: %[[F0:.*]]:{{[0-9]+}} = call @main_stage0_forward(%arg1, %[[MB0]], {{.*}}dist.action = "F0"

@@ -7,7 +7,7 @@
 // gathered. (Without buckets here: one all-reduce per gradient.)
 // RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2 bucket-bytes=0" | FileCheck %s
 // CHECK:      dist.mesh @mesh(dp = 2)
-// CHECK:      func.func @main(%arg0: tensor<1x8xi64> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, onnx.name = "input_ids"}, %arg1: tensor<40x16xf32> {graph.init
+// CHECK:      func.func @main(%arg0: tensor<1x8xi64> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, graph.index_bound = 40 : i64, graph.index_node = "graph.gather", onnx.name = "input_ids"}, %arg1: tensor<40x16xf32> {graph.init
 // CHECK-NOT:  dist.all_gather
 // CHECK:      graph.reduce_mean %{{.*}} -> tensor<f32>
 // CHECK-NEXT: dist.all_reduce %{{.*}} on @mesh axes ["dp"] mean : tensor<f32>
@@ -24,7 +24,7 @@
 // stay split along the batch over dp rather than gathered between replicas.
 // RUN: pcc-opt %S/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd dp=2 tp=2 bucket-bytes=0" | FileCheck %s --check-prefix=TP
 // TP:      dist.mesh @mesh(dp = 2, tp = 2)
-// TP:      func.func @main(%arg0: tensor<1x8xi64> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, onnx.name = "input_ids"}, %arg1: tensor<20x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\["tp"\], \[\]\]}}>
+// TP:      func.func @main(%arg0: tensor<1x8xi64> {dist.sharding = #dist.sharding<@mesh, {{\[\["dp"\], \[\]\]}}>, graph.index_bound = 40 : i64, graph.index_node = "graph.gather", onnx.name = "input_ids"}, %arg1: tensor<20x16xf32> {dist.sharding = #dist.sharding<@mesh, {{\[\["tp"\], \[\]\]}}>
 // TP-NOT:  dist.all_gather
 // TP:      dist.all_reduce %{{.*}} on @mesh axes ["dp"] mean : tensor<f32>
 // TP-NOT:  dist.all_gather

@@ -12,7 +12,7 @@
 // [B, T, V] result. Every op the pass builds is located at "loss".
 
 // CHECK-LABEL: func.func @by_type(
-// CHECK-SAME:      %[[IDS:[^:]+]]: tensor<2x4xi64> {onnx.name = "ids"}, %[[X:[^:]+]]: tensor<2x4x8xf32>)
+// CHECK-SAME:      %[[IDS:[^:]+]]: tensor<2x4xi64> {graph.index_bound = 8 : i64, graph.index_node = "loss", onnx.name = "ids"}, %[[X:[^:]+]]: tensor<2x4x8xf32>)
 // CHECK-SAME:      -> (tensor<2x4x8xf32> {onnx.name = "out"}, tensor<f32> {graph.loss, onnx.name = "loss"})
 // CHECK-NEXT:    %[[Z:.*]] = graph.relu %[[X]]
 // CHECK-NEXT:    %[[ZS:.*]] = graph.slice %[[Z]] {sizes = array<i64: 2, 3, 8>, starts = array<i64: 0, 0, 0>, steps = array<i64: 1, 1, 1>} : (tensor<2x4x8xf32>) -> tensor<2x3x8xf32>
@@ -52,7 +52,7 @@ func.func @by_type(%ids: tensor<2x4xi64> {onnx.name = "ids"}, %x: tensor<2x4x8xf
 // loss.
 
 // CHECK-LABEL: func.func @first_match(
-// CHECK-SAME:      %[[F:[^:]+]]: tensor<2x5xf32>, %[[IDS:[^:]+]]: tensor<2x5xi64> {onnx.name = "ids"}, %[[MASK:[^:]+]]: tensor<2x5xi64>, %[[X:[^:]+]]: tensor<2x5x3xf32>)
+// CHECK-SAME:      %[[F:[^:]+]]: tensor<2x5xf32>, %[[IDS:[^:]+]]: tensor<2x5xi64> {graph.index_bound = 3 : i64, graph.index_node = "loss", onnx.name = "ids"}, %[[MASK:[^:]+]]: tensor<2x5xi64>, %[[X:[^:]+]]: tensor<2x5x3xf32>)
 // CHECK-SAME:      -> (tensor<2x5x3xi64>, tensor<2x5xf32>, tensor<2x5x3xf32> {onnx.name = "out"}, tensor<2x5x3xf32> {onnx.name = "b"}, tensor<f32> {graph.loss, onnx.name = "loss"})
 // CHECK:         %[[I:.*]] = graph.cast %[[X]]
 // CHECK-NEXT:    %[[A:.*]] = graph.exp %[[X]]
@@ -76,14 +76,14 @@ func.func @first_match(%f: tensor<2x5xf32>, %ids: tensor<2x5xi64> {onnx.name = "
 // overrides the search by type, which takes `mask` and `first` here.
 
 // CHECK-LABEL: func.func @by_name(
-// CHECK-SAME:      %[[MASK:[^:]*]]: tensor<2x4xi64> {onnx.name = "mask"}
+// CHECK-SAME:      %[[MASK:[^:]*]]: tensor<2x4xi64> {graph.index_bound = 8 : i64, graph.index_node = "loss", onnx.name = "mask"}
 // CHECK:         %[[FIRST:.*]] = graph.relu
 // CHECK-NEXT:    graph.sigmoid
 // CHECK-NEXT:    graph.slice %[[FIRST]] {{.*}} : (tensor<2x4x8xf32>) -> tensor<2x3x8xf32>
 // CHECK-NEXT:    graph.slice %[[MASK]] {{.*}} : (tensor<2x4xi64>) -> tensor<2x3xi64>
 
 // NAMED-LABEL: func.func @by_name(
-// NAMED-SAME:      %[[MASK:[^:]+]]: tensor<2x4xi64> {onnx.name = "mask"}, %[[IDS:[^:]+]]: tensor<2x4xi64> {onnx.name = "ids"}, %[[X:[^:]+]]: tensor<2x4x8xf32> {onnx.name = "x"})
+// NAMED-SAME:      %[[MASK:[^:]+]]: tensor<2x4xi64> {onnx.name = "mask"}, %[[IDS:[^:]+]]: tensor<2x4xi64> {graph.index_bound = 8 : i64, graph.index_node = "loss", onnx.name = "ids"}, %[[X:[^:]+]]: tensor<2x4x8xf32> {onnx.name = "x"})
 // NAMED-SAME:      -> (tensor<2x4x8xf32> {onnx.name = "first"}, tensor<2x4x8xf32> {onnx.name = "out"}, tensor<f32> {graph.loss, onnx.name = "loss"})
 // NAMED-NEXT:    %[[FIRST:.*]] = graph.relu %[[X]]
 // NAMED-NEXT:    %[[OUT:.*]] = graph.sigmoid %[[X]]
@@ -106,7 +106,7 @@ func.func @by_name(%mask: tensor<2x4xi64> {onnx.name = "mask"}, %ids: tensor<2x4
 // (`pos` gives the search by type its int64 [B, T] argument.)
 
 // NAMED-LABEL: func.func @int32_labels(
-// NAMED-SAME:      %[[IDS:[^:]*]]: tensor<3x6xi32> {onnx.name = "ids"}
+// NAMED-SAME:      %[[IDS:[^:]*]]: tensor<3x6xi32> {graph.index_bound = 5 : i64, graph.index_node = "loss", onnx.name = "ids"}
 // NAMED:         %[[ZS:.*]] = graph.slice %{{.*}} : (tensor<3x6x5xf32>) -> tensor<3x5x5xf32>
 // NAMED-NEXT:    %[[YS:.*]] = graph.slice %[[IDS]] {sizes = array<i64: 3, 5>, starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : (tensor<3x6xi32>) -> tensor<3x5xi32>
 // NAMED-NEXT:    %[[Y64:.*]] = graph.cast %[[YS]] : tensor<3x5xi32> to tensor<3x5xi64>

@@ -202,6 +202,26 @@ int64_t GatherOp::getBytesAccessed() {
   return 2 * bytesOf(getType()) + bytesOf(getIndices().getType());
 }
 int64_t ScatterAddOp::getFlops() { return numElements(shapeOf(getUpdates())); }
+
+StringRef pcc::getNodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().getValue();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (StringRef name = getNodeName(part); !name.empty())
+        return name;
+  return "";
+}
+
+int64_t GatherOp::getIndexedExtent() {
+  return getData().getType().getDimSize(getAxis());
+}
+int64_t GatherElementsOp::getIndexedExtent() {
+  return getData().getType().getDimSize(getAxis());
+}
+int64_t ScatterAddOp::getIndexedExtent() {
+  return getOutput().getType().getDimSize(getAxis());
+}
 int64_t ScatterElementsAddOp::getFlops() {
   return numElements(shapeOf(getUpdates()));
 }

@@ -220,6 +220,24 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
              << where << ": " << kStateOfAttr << " names the argument itself";
     return success();
   }
+  if (name == kIndexBoundAttr) {
+    auto bound = dyn_cast<IntegerAttr>(attr.getValue());
+    auto argType = dyn_cast<ShapedType>(type);
+    if (!bound || bound.getInt() <= 0 || !argType ||
+        !isa<IntegerType>(argType.getElementType()))
+      return func.emitError()
+             << where << ": " << kIndexBoundAttr
+             << " must be a positive integer on an integer tensor";
+    return success();
+  }
+  if (name == kIndexNodeAttr) {
+    if (!isa<StringAttr>(attr.getValue()) ||
+        !func.getArgAttr(argIndex, kIndexBoundAttr))
+      return func.emitError() << where << ": " << kIndexNodeAttr
+                              << " must be a string beside "
+                              << kIndexBoundAttr;
+    return success();
+  }
   return func.emitError() << where << ": unknown Graph dialect attribute '"
                           << name << "'";
 }

@@ -18,6 +18,10 @@ namespace pcc {
 /// The attribute that carries a value's ONNX name on a function's arguments
 /// and results (the importer's, which the runtime's interface keeps).
 inline constexpr llvm::StringLiteral kOnnxNameAttr = "onnx.name";
+
+/// The ONNX node an operation was imported from (its location's name, or
+/// the first named part of a fused location), or "" when it has none.
+llvm::StringRef getNodeName(mlir::Location loc);
 } // namespace pcc
 
 namespace pcc::graph {
@@ -31,6 +35,12 @@ inline constexpr llvm::StringLiteral kEpilogueAttr = "graph.epilogue";
 /// softmax computes it row by row (attention's scale and mask never reach
 /// memory).
 inline constexpr llvm::StringLiteral kRowPrologueAttr = "graph.row_prologue";
+/// pcc-bound-indices' finding on an integer argument whose values a step
+/// takes as positions (IndexingOpInterface): the smallest extent they
+/// index (each must lie in [-extent, extent)), and the ONNX node of that
+/// op, which the runtime checks its inputs against before a run.
+inline constexpr llvm::StringLiteral kIndexBoundAttr = "graph.index_bound";
+inline constexpr llvm::StringLiteral kIndexNodeAttr = "graph.index_node";
 } // namespace pcc::graph
 
 namespace pcc::graph {
