@@ -18,6 +18,7 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -25,6 +26,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -236,6 +238,89 @@ openTokens(llvm::StringRef flag, const std::string &path,
   return tokens;
 }
 
+/// Applies `pcc run`'s learning-rate options (--lr, --min-lr,
+/// --warmup-steps, --decay-steps) to the f32 scalar state the optimizer
+/// keeps each in, and checks the schedule they make with the values the
+/// others keep. Reads and writes this rank's copies alone: no collective.
+static void applyRateOptions(const RunOptions &options, pccrt::Model &model,
+                             bool training, llvm::raw_ostream &summary) {
+  if (options.rateOptions.empty())
+    return;
+  static const std::pair<const char *, const char *> kStates[] = {
+      {"--lr", "pcc.lr"},
+      {"--min-lr", "pcc.min_lr"},
+      {"--warmup-steps", "pcc.warmup_steps"},
+      {"--decay-steps", "pcc.decay_steps"}};
+  auto indexOf = [&](const std::string &flag) {
+    for (auto [name, state] : kStates)
+      if (flag == name)
+        return model.findWeight(state);
+    return int32_t(-1);
+  };
+  auto valueOf = [&](const char *flag) -> std::optional<double> {
+    int32_t index = indexOf(flag);
+    if (index < 0)
+      return std::nullopt;
+    const pccrt::Tensor &held = model.localWeights()[size_t(index)];
+    if (held.data.size() != sizeof(float))
+      return std::nullopt;
+    float v;
+    std::memcpy(&v, held.data.data(), sizeof v);
+    return double(v);
+  };
+  for (const auto &[flag, value] : options.rateOptions) {
+    int32_t index = indexOf(flag);
+    if (index < 0 && !training)
+      throw pccrt::Error(flag + " sets a training build's learning rate: " +
+                         options.dir + " has no training step");
+    if (index < 0 && (flag == "--min-lr" || flag == "--decay-steps"))
+      throw pccrt::Error(flag + ": the learning rate of " + options.dir +
+                         " does not decay (it was compiled with "
+                         "--lr-schedule constant); compile it with "
+                         "--lr-schedule linear or cosine");
+    if (index < 0)
+      throw pccrt::Error(flag + ": the learning rate of " + options.dir +
+                         " has no warmup (it was compiled with neither "
+                         "--warmup-steps nor --lr-schedule); compile it "
+                         "with --warmup-steps N");
+    if (flag != "--lr" && flag != "--min-lr" && value != std::floor(value))
+      throw pccrt::Error(flag + " expects a whole number of steps, got " +
+                         llvm::formatv("{0}", llvm::format("%g", value))
+                             .str());
+    if (flag == "--lr" && value <= 0)
+      throw pccrt::Error("--lr must be positive");
+    pccrt::Tensor t;
+    t.name = model.info().weights[index].name;
+    t.dtype = PCCRT_F32;
+    float v = float(value);
+    t.data.resize(sizeof v);
+    std::memcpy(t.data.data(), &v, sizeof v);
+    model.setWeight(index, t);
+  }
+  std::optional<double> lr = valueOf("--lr"), minLr = valueOf("--min-lr"),
+                        warmup = valueOf("--warmup-steps"),
+                        decay = valueOf("--decay-steps");
+  auto g = [](double v) { return llvm::format("%g", v); };
+  if (lr && minLr && *minLr > *lr)
+    throw pccrt::Error(llvm::formatv("--min-lr ({0}) must not exceed the "
+                                     "learning rate ({1})",
+                                     g(*minLr), g(*lr))
+                           .str());
+  if (warmup && decay && *decay <= *warmup)
+    throw pccrt::Error(llvm::formatv("--decay-steps ({0}) must be above "
+                                     "--warmup-steps ({1})",
+                                     g(*decay), g(*warmup))
+                           .str());
+  if (lr) {
+    summary << "pcc: learning rate " << g(*lr);
+    if (warmup)
+      summary << ", warmup " << g(*warmup) << " steps";
+    if (decay && minLr)
+      summary << ", decaying to " << g(*minLr) << " at step " << g(*decay);
+    summary << "\n";
+  }
+}
+
 /// Loads OUT, runs the steps and writes what was asked for: the whole of
 /// `pcc run` on one rank, and each rank's part of it on several.
 static llvm::LogicalResult runSteps(const RunOptions &options,
@@ -340,6 +425,7 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
       summary << "pcc: loaded checkpoint " << options.loadCheckpoint
               << " (step " << firstStep << ")\n";
     }
+    applyRateOptions(options, *model, training && hasState, summary);
     if (!options.evalData.empty()) {
       if (!training || !hasState)
         throw pccrt::Error("--eval-data needs a training build: " +

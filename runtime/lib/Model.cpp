@@ -1058,6 +1058,23 @@ Tensor Model::wholeWeight(int32_t index) const {
   return fromHolder(entry, gatherWhole(comm, *modelInfo, entry, part));
 }
 
+int32_t Model::findWeight(const std::string &name) const {
+  for (int32_t i = 0; i < modelInfo->num_weights; ++i)
+    if (name == modelInfo->weights[i].name)
+      return i;
+  return -1;
+}
+
+void Model::setWeight(int32_t index, const Tensor &tensor) {
+  if (index < 0 || index >= modelInfo->num_weights)
+    throw Error("model has no weight " + std::to_string(index));
+  const pccrt_tensor_info &entry = modelInfo->weights[index];
+  if (std::string problem = wholeMismatch(*modelInfo, entry, tensor);
+      !problem.empty())
+    throw Error("weight " + quote(entry.name) + ": " + problem);
+  assignWeight(index, tensor);
+}
+
 void Model::assignWeight(int32_t index, const Tensor &tensor) {
   const pccrt_tensor_info &entry = modelInfo->weights[index];
   Tensor &weight = weights[index];

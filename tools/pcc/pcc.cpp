@@ -218,6 +218,10 @@ run options:
                          another optimizer or layout)
   --strip-prefix P       with --load: match names that differ by the prefix
                          P (an exporter's wrapper, as "m.")
+  --lr X, --min-lr X, --warmup-steps N, --decay-steps N
+                         a training build's learning rate and its schedule's
+                         length from this run on, in place of the build's
+                         (or the checkpoint's) values; checkpoints keep them
   --save CKPT            write them after the last step (training builds),
                          and, when the run is interrupted (Ctrl-C, SIGTERM),
                          after the step that is running
@@ -982,7 +986,12 @@ static int runCommand(Args &args) {
       ok = args.value(a, o.stripPrefix);
     else if (a == "--save")
       ok = args.value(a, o.saveCheckpoint);
-    else if (a == "--eval-data")
+    else if (a == "--lr" || a == "--min-lr" || a == "--warmup-steps" ||
+             a == "--decay-steps") {
+      double value = 0;
+      ok = args.number(a, value);
+      o.rateOptions.push_back({a.str(), value});
+    } else if (a == "--eval-data")
       ok = args.value(a, o.evalData);
     else if (a == "--eval-every")
       ok = args.integer(a, o.evalEvery, 1);

@@ -164,6 +164,10 @@ struct RunOptions {
   /// A prefix that the checkpoint's names and the build's may differ by
   /// (--strip-prefix: an exporter's wrapper, "m.").
   std::string stripPrefix;
+  /// A training build's learning-rate options given to `pcc run` (--lr,
+  /// --min-lr, --warmup-steps, --decay-steps) and their values, in order:
+  /// they replace the state the optimizer keeps them in, after --load.
+  std::vector<std::pair<std::string, double>> rateOptions;
   /// With --save: also save every N steps (--save-every), and when the run
   /// is interrupted (SIGINT, SIGTERM), after the step that is running.
   int64_t saveEvery = 0;

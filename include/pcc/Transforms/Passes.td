@@ -268,6 +268,13 @@ def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {
     `min-lr` over steps W..N = `decay-steps` (cosine: min + (lr - min) *
     (1 + cos(pi * (s - W) / (N - W))) / 2), and `min-lr` after N. The step
     then returns the rate it used, as the output `learning_rate`.
+
+    The rate's values are no constants of the step but f32 scalar state
+    that the options only initialize: `pcc.lr`, and, where the schedule
+    reads them, `pcc.warmup_steps`, `pcc.min_lr` and `pcc.decay_steps`.
+    Checkpoints keep them (as PyTorch's optimizer state keeps its groups'
+    rates), and `pcc run --lr`, `--min-lr`, `--warmup-steps` and
+    `--decay-steps` change them when a run resumes, without a new build.
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"adamw\"",

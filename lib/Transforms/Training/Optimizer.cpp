@@ -97,17 +97,43 @@ static LogicalResult checkConfig(func::FuncOp func,
   return success();
 }
 
+/// The learning rate's hyperparameters, as f32 scalar state: `pcc run`
+/// may change them when it resumes (--lr, --min-lr, --warmup-steps,
+/// --decay-steps) without a new build, and checkpoints keep them. Those a
+/// schedule does not read are null.
+struct RateState {
+  Value lr, minLr, warmupSteps, decaySteps;
+};
+
+static RateState makeRateState(UpdateBuilder &u,
+                               const pcc::OptimizerConfig &o) {
+  Type f32 = u.b.getF32Type();
+  auto t = RankedTensorType::get({}, f32);
+  auto hyper = [&](StringRef name, double v) -> Value {
+    return u.state(name, DenseElementsAttr::get(t, u.b.getFloatAttr(f32, v)));
+  };
+  RateState r;
+  r.lr = hyper("pcc.lr", o.lr);
+  if (o.lrSchedule != "constant" || o.warmupSteps > 0)
+    r.warmupSteps = hyper("pcc.warmup_steps", double(o.warmupSteps));
+  if (o.lrSchedule != "constant") {
+    r.minLr = hyper("pcc.min_lr", o.minLr);
+    r.decaySteps = hyper("pcc.decay_steps", double(o.decaySteps));
+  }
+  return r;
+}
+
 /// The learning rate after `s` completed steps (an f32 scalar), as the
 /// schedule says.
 static Value scheduledRate(UpdateBuilder &u, const pcc::OptimizerConfig &o,
-                           Value s) {
+                           const RateState &r, Value s) {
   Type f32 = u.b.getF32Type();
   auto sc = [&](double v) { return u.scalar(v, f32); };
-  Value lr = sc(o.lr);
+  Value lr = r.lr;
   if (o.lrSchedule != "constant") {
     // Progress through the decay, clamped to [0, 1].
-    double w = double(o.warmupSteps), n = double(o.decaySteps);
-    Value p = u.div(u.sub(s, sc(w)), sc(n - w));
+    Value p = u.div(u.sub(s, r.warmupSteps),
+                    u.sub(r.decaySteps, r.warmupSteps));
     p = MinOp::create(u.b, u.loc, MaxOp::create(u.b, u.loc, p, sc(0)), sc(1));
     Value fall; // from 1 down to 0
     if (o.lrSchedule == "cosine")
@@ -115,11 +141,14 @@ static Value scheduledRate(UpdateBuilder &u, const pcc::OptimizerConfig &o,
                                                        u.mul(sc(M_PI), p))));
     else
       fall = u.sub(sc(1), p);
-    lr = u.add(sc(o.minLr), u.mul(sc(o.lr - o.minLr), fall));
+    lr = u.add(r.minLr, u.mul(u.sub(r.lr, r.minLr), fall));
   }
-  if (o.warmupSteps > 0) {
-    Value warm = u.mul(sc(o.lr / double(o.warmupSteps)), u.add(s, sc(1)));
-    Value warming = LessOp::create(u.b, u.loc, s, sc(double(o.warmupSteps)));
+  if (r.warmupSteps) {
+    // lr * (s + 1) / w while s < w; a warmup of 0 steps never takes it.
+    Value warm =
+        u.div(u.mul(r.lr, u.add(s, sc(1))),
+              MaxOp::create(u.b, u.loc, r.warmupSteps, sc(1)));
+    Value warming = LessOp::create(u.b, u.loc, s, r.warmupSteps);
     lr = WhereOp::create(u.b, u.loc, warming, warm, lr);
   }
   return lr;
@@ -166,9 +195,11 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
   // The steps taken so far: AdamW's bias correction (t = step + 1,
   // c1 = 1 - b1^t, c2 = 1 - b2^t) and the schedule read it.
   Value c1, c2, lr;
-  if (adamw || scheduled) {
-    BlockArgument step =
-        u.zerosState("pcc.step", RankedTensorType::get({}, f32));
+  BlockArgument step;
+  if (adamw || scheduled)
+    step = u.zerosState("pcc.step", RankedTensorType::get({}, f32));
+  RateState rates = makeRateState(u, o);
+  if (step) {
     Value t = u.add(step, u.scalar(1, f32));
     u.update(step, t);
     if (adamw) {
@@ -176,7 +207,7 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
       c2 = u.sub(u.scalar(1, f32), u.pow(u.scalar(o.beta2, f32), t));
     }
     if (scheduled)
-      lr = scheduledRate(u, o, step);
+      lr = scheduledRate(u, o, rates, step);
   }
   // Clipping: one scale for every gradient, from their global norm.
   Value clip;
@@ -202,7 +233,7 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
     auto sc = [&](double v) { return u.scalar(v, et); };
     // The rate and its products with constants, as scalars of the
     // parameter's type.
-    Value rate = lr ? toType(lr, et) : sc(o.lr);
+    Value rate = toType(lr ? lr : rates.lr, et);
     if (clip)
       g = u.mul(g, toType(clip, et));
     Value updated;
@@ -212,9 +243,8 @@ LogicalResult pcc::applyOptimizer(func::FuncOp func, const OptimizerConfig &o) {
       Value m2 = u.add(u.mul(sc(o.beta1), m), u.mul(sc(1 - o.beta1), g));
       Value v2 =
           u.add(u.mul(sc(o.beta2), v), u.mul(sc(1 - o.beta2), u.mul(g, g)));
-      Value decayed = !wd  ? p
-                      : lr ? u.mul(p, u.sub(sc(1), u.mul(rate, sc(wd))))
-                           : u.mul(p, sc(1 - o.lr * wd));
+      Value decayed =
+          wd ? u.mul(p, u.sub(sc(1), u.mul(rate, sc(wd)))) : p;
       Value c1e = toType(c1, et), c2e = toType(c2, et);
       Value denom = u.add(u.div(u.sqrt(v2), u.sqrt(c2e)), sc(o.eps));
       Value stepSize = u.div(rate, c1e);

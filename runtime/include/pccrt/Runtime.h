@@ -268,6 +268,14 @@ public:
                         const std::vector<std::string> &parameters,
                         const std::string &source,
                         const std::string &stripPrefix = "");
+  /// The index of the weight named \p name in info().weights, or -1.
+  int32_t findWeight(const std::string &name) const;
+  /// The whole value of weight \p index. Collective where it is split.
+  Tensor weight(int32_t index) const { return wholeWeight(index); }
+  /// Replaces weight \p index by the whole \p tensor, which must have its
+  /// dtype and whole shape (else an Error naming it). Every rank gives the
+  /// same tensor.
+  void setWeight(int32_t index, const Tensor &tensor);
   /// The names of the trained parameters: STATE weights that have a GRAD
   /// output of the same name (the rest of the state is the optimizer's).
   std::vector<std::string> parameterNames() const;

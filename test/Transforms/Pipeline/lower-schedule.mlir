@@ -10,8 +10,8 @@
 // CHECK-SAME: tensor<40x16xf32> {dist.grad = 2 : i64}
 // CHECK: func.func private @main_stage1_backward(
 // CHECK-SAME: tensor<40x16xf32> {dist.grad = 2 : i64}
-// CHECK: func.func private @main_rank0_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<40x16xf32> {dist.state = 1 : i64}
-// CHECK: func.func private @main_rank1_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<40x16xf32> {dist.state = 1 : i64}
+// CHECK: func.func private @main_rank0_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<f32> {dist.state = 12 : i64}, %arg2: tensor<40x16xf32> {dist.state = 1 : i64}
+// CHECK: func.func private @main_rank1_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<f32> {dist.state = 12 : i64}, %arg2: tensor<40x16xf32> {dist.state = 1 : i64}
 
 // Rank 0 (1F1B with 2 ranks: one warm-up forward): its microbatch slices,
 // activations out, gradients in, then the tied embedding's gradient parts
@@ -35,7 +35,7 @@
 // CHECK: %[[PART:.*]] = dist.recv on @mesh axes ["pp"] from 1 tag 2 : tensor<40x16xf32>
 // CHECK: %[[SUM:.*]] = graph.add %{{.*}}, %[[PART]]
 // CHECK: %[[AVG:.*]] = graph.div %[[SUM]], %{{.*}} : (tensor<40x16xf32>, tensor<f32>)
-// CHECK: call @main_rank0_optimizer(%[[AVG]], %arg1, {{.*}}dist.action = "O"
+// CHECK: call @main_rank0_optimizer(%[[AVG]], %{{[a-z0-9]+}}, %arg1, {{.*}}dist.action = "O"
 // CHECK: return
 
 // Rank 1 ends the forward: the loss is the microbatches' mean, the logits

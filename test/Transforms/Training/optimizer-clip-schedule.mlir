@@ -29,16 +29,24 @@ func.func @two(%x: tensor<2x3xf32> {onnx.name = "x"},
 // CLIP:       graph.mul %arg2, %[[S]]
 // CLIP:       return %{{[0-9]+}}, %arg1, %arg2,
 
-// The schedule: SGD gains the step counter, the rate is computed from it
-// (cosine of the clamped progress, the warmup's where) and returned as
+// The schedule: SGD gains the step counter and the rate's values as state
+// (which `pcc run` may change when it resumes), the rate is computed from
+// them (cosine of the clamped progress, the warmup's where) and returned as
 // `learning_rate`.
 // COS-LABEL: func.func @two
-// COS-SAME:  graph.state = "pcc.step"
+// COS-SAME:  %[[STEP:[^:]*]]: tensor<f32> {graph.init = dense<0.000000e+00> : tensor<f32>, graph.state = "pcc.step"}
+// COS-SAME:  %[[LR:[^:]*]]: tensor<f32> {graph.init = dense<1.000000e-01> : tensor<f32>, graph.state = "pcc.lr"}
+// COS-SAME:  %[[WARM:[^:]*]]: tensor<f32> {graph.init = dense<2.000000e+00> : tensor<f32>, graph.state = "pcc.warmup_steps"}
+// COS-SAME:  %[[MIN:[^:]*]]: tensor<f32> {graph.init = dense<0.00999999977> : tensor<f32>, graph.state = "pcc.min_lr"}
+// COS-SAME:  %[[DECAY:[^:]*]]: tensor<f32> {graph.init = dense<5.000000e+00> : tensor<f32>, graph.state = "pcc.decay_steps"}
 // COS-SAME:  {onnx.name = "learning_rate"}
+// COS-DAG:   graph.sub %[[STEP]], %[[WARM]]
+// COS-DAG:   graph.sub %[[DECAY]], %[[WARM]]
 // COS:       graph.max
 // COS:       graph.min
 // COS:       graph.cos
-// COS:       %[[W:.*]] = graph.less %arg3
+// COS:       graph.sub %[[LR]], %[[MIN]]
+// COS:       %[[W:.*]] = graph.less %[[STEP]], %[[WARM]]
 // COS:       graph.where %[[W]]
 
 // ORDER: error: --decay-steps (3) must be above --warmup-steps (3)

@@ -10,9 +10,10 @@
 // CHECK-DAGs that match a use before its definition.
 
 // AdamW (the default: lr 1e-3, betas 0.9 and 0.999, eps 1e-8, weight decay
-// 0.01). The step counter "pcc.step" (f32, from 0) and the moments
-// "w.adamw.m" and "w.adamw.v" (zeros, `graph.state_of` the parameter) become
-// state arguments after the existing ones. The updated values are returned,
+// 0.01). The step counter "pcc.step" (f32, from 0), the rate "pcc.lr" (f32,
+// from the option: state, so that a resumed run may change it) and the
+// moments "w.adamw.m" and "w.adamw.v" (zeros, `graph.state_of` the
+// parameter) become state arguments after the existing ones. The updated values are returned,
 // each marked `graph.update = <its state argument>`, after the existing
 // results:
 //   t = step + 1, m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2,
@@ -22,11 +23,12 @@
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x3xf32> {onnx.name = "x"},
 // CHECK-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"},
 // CHECK-SAME:      %[[STEP:[^:]*]]: tensor<f32> {graph.init = dense<0.000000e+00> : tensor<f32>, graph.state = "pcc.step"},
+// CHECK-SAME:      %[[LR:[^:]*]]: tensor<f32> {graph.init = dense<1.000000e-03> : tensor<f32>, graph.state = "pcc.lr"},
 // CHECK-SAME:      %[[M:[^:]*]]: tensor<3xf32> {graph.init = dense<0.000000e+00> : tensor<3xf32>, graph.state = "w.adamw.m", graph.state_of = 1 : i64},
 // CHECK-SAME:      %[[V:[^:]*]]: tensor<3xf32> {graph.init = dense<0.000000e+00> : tensor<3xf32>, graph.state = "w.adamw.v", graph.state_of = 1 : i64})
 // CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64},
-// CHECK-SAME:          tensor<f32> {graph.update = 2 : i64}, tensor<3xf32> {graph.update = 3 : i64},
-// CHECK-SAME:          tensor<3xf32> {graph.update = 4 : i64}, tensor<3xf32> {graph.update = 1 : i64})
+// CHECK-SAME:          tensor<f32> {graph.update = 2 : i64}, tensor<3xf32> {graph.update = 4 : i64},
+// CHECK-SAME:          tensor<3xf32> {graph.update = 5 : i64}, tensor<3xf32> {graph.update = 1 : i64})
 // CHECK-NOT:     graph.weight
 // CHECK:         %[[Y:.*]] = graph.mul %[[X]], %[[P]]
 // CHECK-NEXT:    %[[L:.*]] = graph.reduce_sum %[[Y]]
@@ -54,39 +56,41 @@
 // CHECK-DAG:     %[[GG]] = graph.mul %[[G]], %[[G]]
 // CHECK-DAG:     %[[OMB2]] = graph.constant dense<1.000000e-03> : tensor<f32>
 // Decoupled weight decay.
-// CHECK-DAG:     %[[DEC:.*]] = graph.mul %[[P]], %[[WD:[^ ,]+]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
-// CHECK-DAG:     %[[WD]] = graph.constant dense<0.999989986> : tensor<f32>
+// CHECK-DAG:     %[[DEC:.*]] = graph.mul %[[P]], %[[WDF:[^ ,]+]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+// CHECK-DAG:     %[[WDF]] = graph.sub %{{.*}}, %[[LRWD:[^ ,]+]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-DAG:     %[[LRWD]] = graph.mul %[[LR]], %[[WD:[^ ,]+]]
+// CHECK-DAG:     %[[WD]] = graph.constant dense<0.00999999977> : tensor<f32>
 // The step.
 // CHECK-DAG:     %[[DEN:.*]] = graph.add %[[VHAT:[^ ,]+]], %[[EPS:[^ ,]+]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // CHECK-DAG:     %[[EPS]] = graph.constant dense<9.99999993E-9> : tensor<f32>
 // CHECK-DAG:     %[[VHAT]] = graph.div %[[SV:[^ ,]+]], %[[SC2:[^ ,]+]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // CHECK-DAG:     %[[SV]] = graph.sqrt %[[V2]] : tensor<3xf32>
 // CHECK-DAG:     %[[SC2]] = graph.sqrt %[[C2]] : tensor<f32>
-// CHECK-DAG:     %[[LRC:.*]] = graph.div %[[LR:[^ ,]+]], %[[C1]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// CHECK-DAG:     %[[LR]] = graph.constant dense<1.000000e-03> : tensor<f32>
+// CHECK-DAG:     %[[LRC:.*]] = graph.div %[[LR]], %[[C1]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK-DAG:     %[[MD:.*]] = graph.div %[[M2]], %[[DEN]]
 // CHECK-DAG:     %[[UPD:.*]] = graph.mul %[[LRC]], %[[MD]] : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
 // CHECK-DAG:     %[[P2:.*]] = graph.sub %[[DEC]], %[[UPD]]
 // CHECK:         return %[[L]], %[[G]], %[[T]], %[[M2]], %[[V2]], %[[P2]] : tensor<f32>, tensor<3xf32>, tensor<f32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
 
-// Without weight decay, no decay factor; lr is an option.
+// Without weight decay, no decay factor; lr is an option, the rate's
+// initial value.
 // NOWD-LABEL: func.func @one_param(
 // NOWD-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"}
+// NOWD-SAME:      %[[LR:[^:]*]]: tensor<f32> {graph.init = dense<1.000000e-01> : tensor<f32>, graph.state = "pcc.lr"}
 // NOWD-NOT:       graph.mul %[[P]],
-// NOWD-DAG:       %[[LRC:.*]] = graph.div %[[LR:[^ ,]+]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// NOWD-DAG:       %[[LR]] = graph.constant dense<1.000000e-01> : tensor<f32>
+// NOWD-DAG:       %[[LRC:.*]] = graph.div %[[LR]], %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // NOWD-DAG:       %[[UPD:.*]] = graph.mul %[[LRC]], %{{.*}} : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
 // NOWD-DAG:       %[[P2:.*]] = graph.sub %[[P]], %[[UPD]]
 // NOWD:           return {{.*}}, %[[P2]] :
 
-// SGD without momentum keeps no state but the parameter and no step:
-// p' = p - lr g.
+// SGD without momentum keeps no state but the parameter and its rate, which
+// no step updates, and counts no steps: p' = p - lr g.
 // SGD-LABEL: func.func @one_param(
 // SGD-SAME:      %[[X:[^:]*]]: tensor<2x3xf32> {onnx.name = "x"},
-// SGD-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"})
+// SGD-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"},
+// SGD-SAME:      %[[LR:[^:]*]]: tensor<f32> {graph.init = dense<1.000000e-03> : tensor<f32>, graph.state = "pcc.lr"})
 // SGD-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64}, tensor<3xf32> {graph.update = 1 : i64})
 // SGD:           %[[G:.*]] = graph.reduce_sum %[[X]] {{.*}}graph.backward
-// SGD-NEXT:      %[[LR:.*]] = graph.constant dense<1.000000e-03> : tensor<f32>
 // SGD-NEXT:      %[[U:.*]] = graph.mul %[[LR]], %[[G]]
 // SGD-NEXT:      %[[P2:.*]] = graph.sub %[[P]], %[[U]]
 // SGD-NEXT:      return %{{.*}}, %[[G]], %[[P2]]
@@ -96,8 +100,9 @@
 // MOM-LABEL: func.func @one_param(
 // MOM-SAME:      %[[X:[^:]*]]: tensor<2x3xf32> {onnx.name = "x"},
 // MOM-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"},
+// MOM-SAME:      %[[LR:[^:]*]]: tensor<f32> {graph.init = dense<1.000000e-01> : tensor<f32>, graph.state = "pcc.lr"},
 // MOM-SAME:      %[[BUF:[^:]*]]: tensor<3xf32> {graph.init = dense<0.000000e+00> : tensor<3xf32>, graph.state = "w.sgd.momentum", graph.state_of = 1 : i64})
-// MOM-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64}, tensor<3xf32> {graph.update = 2 : i64}, tensor<3xf32> {graph.update = 1 : i64})
+// MOM-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64}, tensor<3xf32> {graph.update = 3 : i64}, tensor<3xf32> {graph.update = 1 : i64})
 // MOM:           %[[G:.*]] = graph.reduce_sum %[[X]] {{.*}}graph.backward
 // MOM-DAG:       %[[D:.*]] = graph.add %[[G]], %[[WDP:[^ ,]+]] : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
 // MOM-DAG:       %[[WDP]] = graph.mul %[[WD:[^ ,]+]], %[[P]]
@@ -105,8 +110,7 @@
 // MOM-DAG:       %[[BUF2:.*]] = graph.add %[[MB:[^ ,]+]], %[[D]]
 // MOM-DAG:       %[[MB]] = graph.mul %[[MU:[^ ,]+]], %[[BUF]]
 // MOM-DAG:       %[[MU]] = graph.constant dense<0.899999976> : tensor<f32>
-// MOM-DAG:       %[[U:.*]] = graph.mul %[[LR:[^ ,]+]], %[[BUF2]]
-// MOM-DAG:       %[[LR]] = graph.constant dense<1.000000e-01> : tensor<f32>
+// MOM-DAG:       %[[U:.*]] = graph.mul %[[LR]], %[[BUF2]]
 // MOM-DAG:       %[[P2:.*]] = graph.sub %[[P]], %[[U]]
 // MOM:           return %{{.*}}, %[[G]], %[[BUF2]], %[[P2]]
 func.func @one_param(%x: tensor<2x3xf32> {onnx.name = "x"},
@@ -128,14 +132,15 @@ func.func @one_param(%x: tensor<2x3xf32> {onnx.name = "x"},
 // CHECK-SAME:      %[[A:[^:]*]]: tensor<3xf32> {graph.init = dense<2.000000e+00> : tensor<3xf32>, graph.state = "a"},
 // CHECK-SAME:      %[[B:[^:]*]]: tensor<f32> {graph.init = dense<5.000000e-01> : tensor<f32>, graph.state = "b"},
 // CHECK-SAME:      %[[STEP:[^:]*]]: tensor<f32> {{{.*}}graph.state = "pcc.step"},
+// CHECK-SAME:      %{{[^:]*}}: tensor<f32> {{{.*}}graph.state = "pcc.lr"},
 // CHECK-SAME:      %{{[^:]*}}: tensor<f32> {{{.*}}graph.state = "b.adamw.m", graph.state_of = 2 : i64},
 // CHECK-SAME:      %{{[^:]*}}: tensor<f32> {{{.*}}graph.state = "b.adamw.v", graph.state_of = 2 : i64},
 // CHECK-SAME:      %{{[^:]*}}: tensor<3xf32> {{{.*}}graph.state = "a.adamw.m", graph.state_of = 1 : i64},
 // CHECK-SAME:      %{{[^:]*}}: tensor<3xf32> {{{.*}}graph.state = "a.adamw.v", graph.state_of = 1 : i64})
 // CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<f32> {graph.grad = 2 : i64}, tensor<3xf32> {graph.grad = 1 : i64},
 // CHECK-SAME:          tensor<f32> {graph.update = 3 : i64},
-// CHECK-SAME:          tensor<f32> {graph.update = 4 : i64}, tensor<f32> {graph.update = 5 : i64}, tensor<f32> {graph.update = 2 : i64},
-// CHECK-SAME:          tensor<3xf32> {graph.update = 6 : i64}, tensor<3xf32> {graph.update = 7 : i64}, tensor<3xf32> {graph.update = 1 : i64})
+// CHECK-SAME:          tensor<f32> {graph.update = 5 : i64}, tensor<f32> {graph.update = 6 : i64}, tensor<f32> {graph.update = 2 : i64},
+// CHECK-SAME:          tensor<3xf32> {graph.update = 7 : i64}, tensor<3xf32> {graph.update = 8 : i64}, tensor<3xf32> {graph.update = 1 : i64})
 // CHECK-NEXT:    %[[FROZEN:.*]] = graph.weight "frozen"
 // CHECK-NOT:     graph.weight
 // CHECK:         graph.add %[[STEP]],
@@ -159,16 +164,19 @@ func.func @two_params(%x: tensor<3xf32> {onnx.name = "x"},
 
 // A parameter of another float type: its moments and update are in that
 // type, the bias corrections (computed in f32 from the step) are cast to
-// it.
+// it, as is the rate.
 
 // CHECK-LABEL: func.func @f16_param(
 // CHECK-SAME:      %[[P:[^:]*]]: tensor<3xf16> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf16>, graph.state = "w"},
 // CHECK-SAME:      %{{[^:]*}}: tensor<f32> {{{.*}}graph.state = "pcc.step"},
+// CHECK-SAME:      %[[LR:[^:]*]]: tensor<f32> {{{.*}}graph.state = "pcc.lr"},
 // CHECK-SAME:      %{{[^:]*}}: tensor<3xf16> {graph.init = dense<0.000000e+00> : tensor<3xf16>, graph.state = "w.adamw.m", graph.state_of = 1 : i64},
 // CHECK-SAME:      %{{[^:]*}}: tensor<3xf16> {graph.init = dense<0.000000e+00> : tensor<3xf16>, graph.state = "w.adamw.v", graph.state_of = 1 : i64})
 // CHECK-DAG:     %[[C1:.*]] = graph.sub %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // CHECK-DAG:     %[[C1H:.*]] = graph.cast %[[C1]] : tensor<f32> to tensor<f16>
-// CHECK-DAG:     %[[C2H:.*]] = graph.cast %{{.*}} : tensor<f32> to tensor<f16>
+// CHECK-DAG:     graph.cast %[[LR]] : tensor<f32> to tensor<f16>
+// CHECK-DAG:     %[[C2H:.*]] = graph.cast %[[C2:[^ ,]+]] : tensor<f32> to tensor<f16>
+// CHECK-DAG:     %[[C2]] = graph.sub
 // CHECK-DAG:     graph.sqrt %[[C2H]] : tensor<f16>
 // CHECK-DAG:     graph.div %{{.*}}, %[[C1H]] : (tensor<f16>, tensor<f16>) -> tensor<f16>
 // CHECK:         return {{.*}} : tensor<f16>, tensor<3xf16>, tensor<f32>, tensor<3xf16>, tensor<3xf16>, tensor<3xf16>
