@@ -24,7 +24,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Build.h"
+#include "pcc/Build/Build.h"
+#include "pcc/Planning/Planning.h"
 
 #include "pcc/Driver/Driver.h"
 #include "pccrt/Comm.h"

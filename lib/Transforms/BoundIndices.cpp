@@ -85,8 +85,7 @@ static LogicalResult checkConstantIndices(IndexingOpInterface op) {
       continue;
     return op->emitError("constant index ")
            << index << " is out of range of the " << extent
-           << " positions it reads (valid: " << -extent << " to "
-           << extent - 1
+           << " positions it reads (valid: " << -extent << " to " << extent - 1
            << "); is an input longer than the model allows (its position "
               "table)?";
   }

@@ -1,7 +1,7 @@
 //===- pcc.cpp - The pcc command: compile and run models ------------------===//
 
 #include "pcc/Driver/Driver.h"
-#include "pcc/Driver/Plan.h"
+#include "pcc/Planning/Plan.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"

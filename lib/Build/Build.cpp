@@ -1,6 +1,6 @@
 //===- Build.cpp - The steps of a compile, for the commands ---------------===//
 
-#include "Build.h"
+#include "pcc/Build/Build.h"
 
 #include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"

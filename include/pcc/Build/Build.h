@@ -1,15 +1,15 @@
-//===- Build.h - The steps of a compile, for the commands -------*- C++ -*-===//
+//===- Build.h - The steps of a compile -------------------------*- C++ -*-===//
 //
-// `pcc compile` in steps that `pcc plan` and a layout search can take on
-// their own: the output folder, the program (the model imported, the
-// memory trial of --recompute auto and the pass pipeline), its sources, the
-// host compilers that build its libraries, its weights and the memory its
-// step holds.
+// `pcc compile` in steps that the planner (lib/Planning) and the commands
+// (lib/Driver) take on their own: the output folder, the program (the model
+// imported, the memory trial of --recompute auto and the pass pipeline),
+// its sources, the host compilers that build its libraries, its weights,
+// the memory its step holds, and the reports of what it decided.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PCC_LIB_DRIVER_BUILD_H
-#define PCC_LIB_DRIVER_BUILD_H
+#ifndef PCC_BUILD_BUILD_H
+#define PCC_BUILD_BUILD_H
 
 #include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
@@ -219,64 +219,6 @@ StepMemory countStepMemory(mlir::ModuleOp module,
                            llvm::ArrayRef<mlir::func::FuncOp> entries,
                            const CppEmitResult &code, llvm::StringRef target);
 
-/// The model `pcc plan` plans: `options.model`, or the one `modelSpec`
-/// describes by its sizes (gpt:...). Null on failure, diagnosed.
-mlir::OwningOpRef<mlir::ModuleOp>
-loadPlannedModel(mlir::MLIRContext &context, const CompileOptions &options,
-                 llvm::StringRef modelSpec);
-
-/// A model that a layout search plans again and again: its context (every
-/// dialect, one thread) and the module as loaded, `what` naming it.
-struct PlanningSource {
-  mlir::MLIRContext context;
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  std::string what;
-  PlanningSource();
-  /// Loads `options.model`, or the model `modelSpec` describes; null where
-  /// it cannot be loaded (diagnosed).
-  static std::unique_ptr<PlanningSource> load(const CompileOptions &options,
-                                              llvm::StringRef modelSpec);
-};
-
-/// What planning a layout found: plan.json's content, the schedule's
-/// picture (empty without a pipeline) and the summary `pcc plan` prints.
-struct PlannedLayout {
-  llvm::json::Object json;
-  std::string svg, summary;
-};
-
-/// Plans `module` (a model as loaded, `what` naming it) at the layout of
-/// `options` without generating code. `quiet` leaves out the warnings a
-/// user reads (a layout search plans candidates nobody asked for). Fails
-/// with the error diagnosed.
-llvm::FailureOr<PlannedLayout>
-planLayout(mlir::OwningOpRef<mlir::ModuleOp> module,
-           const CompileOptions &options, llvm::StringRef what,
-           bool quiet = false);
-
-/// Checks that `dir` is absent or a folder holding only files named in
-/// `allowed` (an earlier plan's), so that a plan replaces nothing else.
-llvm::LogicalResult checkPlanFolder(llvm::StringRef dir,
-                                    llvm::ArrayRef<llvm::StringRef> allowed);
-
-/// Writes `text` to `dir`/`name` (creating `dir`) through a temporary file,
-/// so that a failure leaves no partial file.
-llvm::LogicalResult writePlanFile(llvm::StringRef dir, llvm::StringRef name,
-                                  llvm::StringRef text);
-
-/// What a layout search found (searchLayouts).
-struct SearchResult {
-  /// The chosen layout, as the options of a compile or plan.
-  CompileOptions best;
-  /// It in words ("dp 8 x tp 8 x pp 16, ...").
-  std::string description;
-  /// search.json's content, the chosen layout's exact plan and the lines
-  /// that say what the search found.
-  llvm::json::Object json;
-  PlannedLayout plan;
-  std::string summary;
-};
-
 /// What a rank holds of weight `w`: its block where a dist.all_slice is its
 /// one reader (the runtime loads the block alone), else the whole tensor.
 mlir::Type getHeldWeightType(graph::WeightOp w);
@@ -290,26 +232,19 @@ mlir::func::FuncOp getStepFunction(mlir::ModuleOp module);
 /// it has no static shape.
 mlir::RankedTensorType getTokenInputType(mlir::func::FuncOp step);
 
-/// `pcc plan --devices N`: searches the layouts of the training step of
-/// `options.model` (or of the model `modelSpec` describes) on `devices`
-/// devices of `options.machine` (see Search.cpp), the options' other
-/// settings (dtype, optimizer, ...) kept. Fails with the error printed.
-llvm::FailureOr<SearchResult> searchLayouts(const CompileOptions &options,
-                                            llvm::StringRef modelSpec,
-                                            int64_t devices);
+/// Writes each (file name, text) into `dir`; fails with the reason in
+/// `error`.
+llvm::LogicalResult
+writeTexts(llvm::StringRef dir,
+           std::initializer_list<std::pair<llvm::StringRef, llvm::StringRef>>
+               files,
+           std::string &error);
 
-/// "12.30 s", "45.60 ms", "7.80 us".
-std::string formatSeconds(double seconds);
+/// "1.23 M<unit>": `v` scaled by powers of 1000, two decimals.
+std::string humanCount(double v, llvm::StringRef unit);
 
-/// "11.44 GB" (powers of 1000).
-std::string formatBytes(double bytes);
-
-/// The time of a step without stages on the machine of `cost` as its
-/// program runs: its ops one after another, but a collective that completes
-/// at its waits (pcc-overlap-collectives) runs on the links from when it is
-/// reached until it is done, one at a time, while the ops up to its first
-/// wait compute.
-double getStepSeconds(mlir::func::FuncOp step, const CostModel &cost);
+/// A ranked tensor type's shape as a JSON array.
+llvm::json::Value shapeJson(mlir::Type t);
 
 /// The first error diagnosed in `context` while it lives, kept rather than
 /// printed (a search reports why a candidate failed).
@@ -325,46 +260,6 @@ struct ErrorCapture {
         }) {}
 };
 
-/// What each pipeline rank of a planned generation build holds: the bytes
-/// of its weights and of its KV cache, and the cache's positions.
-struct ServingMemory {
-  llvm::SmallVector<int64_t> weights, cache;
-  int64_t blocks = 0, blockSize = 0;
-  int64_t cachedTokens() const { return blocks * blockSize; }
-  /// The largest rank's bytes of cache per cached token.
-  int64_t kvBytesPerToken() const;
-};
-ServingMemory getServingMemory(mlir::ModuleOp module, int64_t pp);
-
-/// What a generation build's layout predicts on a machine.
-struct ServingPrediction {
-  double latency = 0;    ///< seconds per decoded token, one sequence
-  double throughput = 0; ///< tokens per second at the batch that fits
-  double prefill = 0;    ///< one prefill step through the stages
-  int64_t sequencesThatFit = 0, weightsBytes = 0, kvBytesPerToken = 0;
-  llvm::json::Object toJson() const;
-  /// "  prediction (MACHINE): decode ... per token, ..." and a newline.
-  std::string summary(llvm::StringRef machine) const;
-};
-
-/// Times a planned generation build (planLayout's module) on the machine
-/// of `cost` (see ServingSearch.cpp); nullopt with the reason in `error`
-/// where its steps cannot be timed or a rank's weights leave no room for
-/// one sequence's cache.
-std::optional<ServingPrediction> predictServing(mlir::ModuleOp module,
-                                                const CompileOptions &options,
-                                                const CostModel &cost,
-                                                std::string &error);
-
-/// `pcc plan --generate --devices N`: the tp x pp layouts of N devices of
-/// `options.machine` for serving `options.model` (or the model `modelSpec`
-/// describes), ranked by `options.objective` (latency: the decode's time
-/// per token; throughput: tokens per second at the batch that fits), the
-/// options' other settings kept. Fails with the error printed.
-llvm::FailureOr<SearchResult>
-searchServingLayouts(const CompileOptions &options, llvm::StringRef modelSpec,
-                     int64_t devices);
-
 } // namespace pcc
 
-#endif // PCC_LIB_DRIVER_BUILD_H
+#endif // PCC_BUILD_BUILD_H

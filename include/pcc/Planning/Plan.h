@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PCC_DRIVER_PLAN_H
-#define PCC_DRIVER_PLAN_H
+#ifndef PCC_PLANNING_PLAN_H
+#define PCC_PLANNING_PLAN_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/JSON.h"
@@ -52,4 +52,4 @@ llvm::FailureOr<std::string> describedModelSource(llvm::StringRef spec,
 
 } // namespace pcc
 
-#endif // PCC_DRIVER_PLAN_H
+#endif // PCC_PLANNING_PLAN_H

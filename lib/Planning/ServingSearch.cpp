@@ -20,7 +20,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Build.h"
+#include "pcc/Build/Build.h"
+#include "pcc/Planning/Planning.h"
 
 #include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"

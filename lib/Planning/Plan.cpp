@@ -1,8 +1,9 @@
 //===- Plan.cpp - What a pipeline compile decided, for people -------------===//
 
-#include "pcc/Driver/Plan.h"
+#include "pcc/Planning/Plan.h"
 
-#include "Build.h"
+#include "pcc/Build/Build.h"
+#include "pcc/Planning/Planning.h"
 
 #include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"

@@ -32,10 +32,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Build.h"
+#include "pcc/Build/Build.h"
+#include "pcc/Planning/Planning.h"
 
 #include "pcc/Analysis/CostModel.h"
-#include "pcc/Driver/Plan.h"
+#include "pcc/Planning/Plan.h"
 #include "pcc/InitAll.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
 #include "pcc/Transforms/Pipeline/Schedule.h"

@@ -1,0 +1,522 @@
+//===- Toolchain.cpp - The compile pipeline and the host compilers --------===//
+//
+// What every build of a model goes through: the pass pipeline `pcc compile`
+// runs, diagnostics that name the ONNX node, and the host compilers (the C++
+// compiler, nvcc) that build the generated sources, with their cache.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc/Driver/Driver.h"
+
+#include "pcc/Build/Build.h"
+
+#include "pcc/Analysis/BufferPlan.h"
+#include "pcc/Analysis/CostModel.h"
+#include "pcc/Dialect/Dist/IR/DistNames.h"
+#include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GraphOps.h"
+#include "pcc/Import/OnnxImporter.h"
+#include "pcc/InitAll.h"
+#include "pcc/Target/AbiTables.h"
+#include "pcc/Target/CallGraph.h"
+#include "pcc/Target/Cpu/CppEmitter.h"
+#include "pcc/Target/Cuda/CudaEmitter.h"
+#include "pcc/Target/WeightTensors.h"
+#include "pcc/Transforms/Generation/DeriveGeneration.h"
+#include "pcc/Transforms/Passes.h"
+#include "pcc/Transforms/Pipelines.h"
+
+#include "pccrt/Runtime.h"
+
+#include "mlir/IR/BuiltinDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+using namespace mlir;
+using namespace pcc;
+
+
+#ifndef PCC_BLAS_FLAGS
+#define PCC_BLAS_FLAGS ""
+#endif
+
+std::string pcc::formatDiagnostic(Diagnostic &diag) {
+  // The ONNX node (or file) an op comes from; the first of the nodes a
+  // fused op replaced.
+  std::string where;
+  diag.getLocation()->walk([&](Location loc) {
+    if (auto name = dyn_cast<NameLoc>(loc))
+      where = name.getName().str();
+    else if (auto file = dyn_cast<FileLineColLoc>(loc))
+      where = file.getFilename().str();
+    return where.empty() ? WalkResult::advance() : WalkResult::interrupt();
+  });
+  std::string msg = diag.str();
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  return where.empty() ? msg : where + ": " + msg;
+}
+
+std::unique_ptr<ScopedDiagnosticHandler>
+pcc::installDiagnosticPrinter(MLIRContext &context,
+                              std::function<void(Diagnostic &)> onRemark) {
+  return std::make_unique<ScopedDiagnosticHandler>(
+      &context, [onRemark = std::move(onRemark)](Diagnostic &diag) {
+        switch (diag.getSeverity()) {
+        case DiagnosticSeverity::Error:
+          llvm::errs() << "pcc: error: " << formatDiagnostic(diag) << "\n";
+          break;
+        case DiagnosticSeverity::Warning:
+          llvm::errs() << "pcc: warning: " << formatDiagnostic(diag) << "\n";
+          break;
+        case DiagnosticSeverity::Remark:
+          if (onRemark)
+            onRemark(diag);
+          break;
+        default:
+          break;
+        }
+        return success();
+      });
+}
+
+LogicalResult pcc::importAndPrint(const std::string &model,
+                                  const ImportOptions &options,
+                                  raw_ostream &os) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  MLIRContext context(registry);
+  auto diagPrinter = installDiagnosticPrinter(context);
+  OwningOpRef<ModuleOp> module = importOnnxFile(context, model, options);
+  if (!module)
+    return failure();
+  // Large values are elided, a weight's external data as a dense one is:
+  // `dense_resource<__elided__>`. (Printing its resource, even elided,
+  // would render the whole file in hexadecimal first.)
+  constexpr int64_t kElideAbove = 16;
+  auto &resources = DenseResourceElementsHandle::getManagerInterface(&context);
+  std::optional<DenseResourceElementsHandle> elided;
+  module->walk([&](graph::WeightOp w) {
+    auto value = dyn_cast<DenseResourceElementsAttr>(w.getValue());
+    if (!value || value.getNumElements() <= kElideAbove)
+      return;
+    if (!elided)
+      elided = resources.insert("__elided__");
+    w.setValueAttr(DenseResourceElementsAttr::get(value.getType(), *elided));
+  });
+  module->print(os, OpPrintingFlags().elideLargeElementsAttrs(kElideAbove));
+  os << "\n";
+  return success();
+}
+
+void pcc::buildCompilePipeline(OpPassManager &pm,
+                               const CompileOptions &options) {
+  buildParallelizePipeline(pm, options);
+  // Code generation's view of the program: element-wise chains as loop
+  // nests, and what runs inside a softmax's or a product's loop (the CPU's
+  // products run epilogues; cuBLAS's calls do not).
+  if (options.fuse)
+    pm.addNestedPass<func::FuncOp>(
+        createFuse({/*epilogues=*/options.target == "cpu"}));
+}
+
+/// Appends `text` to the file `path`; appends from concurrent builds come
+/// one after the other.
+static void appendToLog(const std::string &path, StringRef text) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::error_code ec;
+  llvm::raw_fd_ostream log(path, ec, llvm::sys::fs::OF_Append);
+  if (!ec)
+    log << text;
+}
+
+/// Runs `args` (the program first) and appends its output to `logFile`,
+/// followed by the command; on failure `error` says what failed and the
+/// output's first error line. Builds may run at the same time.
+static LogicalResult runBuild(ArrayRef<std::string> args,
+                              const std::string &logFile, std::string &error,
+                              StringRef what) {
+  // The output goes to a file of its own, then to the log.
+  SmallString<256> stepLog;
+  int fd;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(
+          logFile + ".step-%%%%%%", fd, stepLog)) {
+    error = "cannot write " + logFile + ": " + ec.message();
+    return failure();
+  }
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  llvm::scope_exit removeStepLog([&] { llvm::sys::fs::remove(stepLog); });
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(stepLog),
+                                          StringRef(stepLog)};
+  std::string execError;
+  int rc = llvm::sys::ExecuteAndWait(args.front(), argRefs, std::nullopt,
+                                     redirects, 0, 0, &execError);
+  std::string output;
+  if (auto text = llvm::MemoryBuffer::getFile(stepLog))
+    output = (*text)->getBuffer().str();
+  // The command ends its output, for whoever rebuilds by hand.
+  appendToLog(logFile,
+              output + "pcc: built with: " + llvm::join(args, " ") + "\n");
+  if (rc == 0)
+    return success();
+  error = ("the " + what + " failed on the generated code").str();
+  for (StringRef line : llvm::split(output, '\n'))
+    if (line.contains("error")) {
+      error += ": " + line.str();
+      break;
+    }
+  if (!execError.empty())
+    error += ": " + execError;
+  return failure();
+}
+
+/// The host C++ compiler ($PCC_CXX or c++).
+static FailureOr<std::string> findCxx(std::string &error) {
+  std::string cxx = "c++";
+  if (auto env = llvm::sys::Process::GetEnv("PCC_CXX"))
+    cxx = *env;
+  auto program = llvm::sys::findProgramByName(cxx);
+  if (!program) {
+    error = "C++ compiler '" + cxx + "' not found (set PCC_CXX)";
+    return failure();
+  }
+  return *program;
+}
+
+namespace {
+/// The host C++ compiler's flags for generated CPU code: those of each
+/// object, and those that link them into the model's library.
+struct CxxFlags {
+  SmallVector<std::string> compile, link;
+};
+} // namespace
+
+static CxxFlags getCxxFlags(StringRef cpu) {
+  // OpenMP runs the loops' and GEMMs' threads; errno-free math lets the
+  // compiler vectorize sqrt and friends. The library is never unloaded:
+  // the OpenMP runtime it brings keeps its threads after a run, and a
+  // process that loads and drops models (a test runner) must not unload
+  // the code they wait in.
+  CxxFlags flags;
+  flags.compile = {"-std=c++17",      "-O3",   "-fopenmp",
+                   "-fno-math-errno", "-fPIC", "-w"};
+  if (cpu == "native")
+    flags.compile.push_back("-march=native");
+  flags.link = {"-shared", "-fopenmp", "-Wl,-z,nodelete"};
+  std::istringstream blas(PCC_BLAS_FLAGS);
+  for (std::string flag; blas >> flag;) {
+    bool preprocessor =
+        StringRef(flag).starts_with("-D") || StringRef(flag).starts_with("-I");
+    (preprocessor ? flags.compile : flags.link).push_back(flag);
+  }
+  return flags;
+}
+
+/// pcc's cache folder: $PCC_CACHE_DIR, else $XDG_CACHE_HOME/pcc, else
+/// ~/.cache/pcc; none where PCC_CACHE_DIR is set and empty.
+static std::optional<std::string> getCacheDir() {
+  if (std::optional<std::string> dir =
+          llvm::sys::Process::GetEnv("PCC_CACHE_DIR"))
+    return dir->empty() ? std::nullopt : dir;
+  SmallString<256> dir;
+  if (!llvm::sys::path::cache_directory(dir))
+    return std::nullopt;
+  llvm::sys::path::append(dir, "pcc");
+  return std::string(dir);
+}
+
+/// The name of the kernels' entries in the cache (without a suffix): a hash
+/// of what makes them, i.e. the kernels' text, the compiler (its file, size
+/// and time), the flags and, for -march=native, the processor.
+static std::string getKernelEntryName(StringRef cxx,
+                                      ArrayRef<std::string> flags) {
+  llvm::SHA256 hash;
+  auto add = [&](StringRef text) {
+    hash.update(text);
+    hash.update(StringRef("\0", 1));
+  };
+  add(getKernelHeader());
+  add(getKernelSource());
+  SmallString<256> compiler(cxx);
+  (void)llvm::sys::fs::real_path(cxx, compiler);
+  add(compiler);
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(compiler, status)) {
+    add(std::to_string(status.getSize()));
+    add(std::to_string(
+        status.getLastModificationTime().time_since_epoch().count()));
+  }
+  for (const std::string &flag : flags)
+    add(flag);
+  if (llvm::is_contained(flags, "-march=native")) {
+    add(llvm::sys::getHostCPUName());
+    std::vector<std::string> features;
+    for (const auto &feature : llvm::sys::getHostCPUFeatures())
+      features.push_back((feature.second ? "+" : "-") + feature.first().str());
+    llvm::sort(features);
+    for (const std::string &feature : features)
+      add(feature);
+  }
+  std::array<uint8_t, 32> digest = hash.final();
+  return "kernels-" + llvm::toHex(ArrayRef(digest).take_front(16), true);
+}
+
+/// A new file beside `entry` for what becomes it, or an empty path.
+static std::string createTempEntry(StringRef entry) {
+  SmallString<256> temp;
+  int fd;
+  if (llvm::sys::fs::createUniqueFile(entry + ".tmp-%%%%%%", fd, temp))
+    return "";
+  llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+  return std::string(temp);
+}
+
+/// Puts a copy of `file` into the cache as `entry`: under a name of its
+/// own, then renamed, so that a build never sees half a file. Returns
+/// whether it did.
+static bool storeInCache(StringRef file, StringRef entry) {
+  std::string temp = createTempEntry(entry);
+  if (temp.empty())
+    return false;
+  if (llvm::sys::fs::copy_file(file, temp) ||
+      llvm::sys::fs::rename(temp, entry)) {
+    llvm::sys::fs::remove(temp);
+    return false;
+  }
+  return true;
+}
+
+LogicalResult pcc::buildSharedLibrary(const std::string &source,
+                                      const std::string &output,
+                                      const std::string &logFile,
+                                      std::string &error, StringRef cpu) {
+  FailureOr<std::string> cxx = findCxx(error);
+  if (failed(cxx))
+    return failure();
+  CxxFlags flags = getCxxFlags(cpu);
+  auto compileArgs = [&](ArrayRef<std::string> inputArgs, StringRef output) {
+    SmallVector<std::string> args{*cxx};
+    llvm::append_range(args, flags.compile);
+    llvm::append_range(args, inputArgs);
+    llvm::append_range(args, ArrayRef<std::string>{"-o", output.str()});
+    return args;
+  };
+  auto log = [&](const Twine &line) {
+    appendToLog(logFile, ("pcc: " + line + "\n").str());
+  };
+  // The kernels (pcc_kernels.cpp beside `source`) are the same for every
+  // model. The cache keeps, per compiler, flag set and processor, their
+  // object and pcc_kernels.h precompiled: a build with both compiles only
+  // the model's code and links. Otherwise the missing one is made while
+  // the model's code compiles, the object first: the precompiled header
+  // on a build that found the object (one more compile on a cold cache
+  // would slow the build that makes the object).
+  StringRef sourceDir = llvm::sys::path::parent_path(source);
+  SmallString<256> kernelSource(sourceDir), kernelHeader(sourceDir);
+  llvm::sys::path::append(kernelSource, "pcc_kernels.cpp");
+  llvm::sys::path::append(kernelHeader, "pcc_kernels.h");
+  std::string entry;
+  if (std::optional<std::string> dir = getCacheDir();
+      dir && !llvm::sys::fs::create_directories(*dir))
+    entry = *dir + "/" + getKernelEntryName(*cxx, flags.compile);
+  std::string objectEntry = entry + ".o", headerEntry = entry + ".h",
+              pchEntry = entry + ".h.gch";
+  bool cached = !entry.empty() && llvm::sys::fs::exists(objectEntry);
+  bool precompiled = cached && llvm::sys::fs::exists(headerEntry) &&
+                     llvm::sys::fs::exists(pchEntry);
+  std::string modelObject = output + ".o", kernelObject = output + ".kernels.o";
+  llvm::scope_exit removeObjects([&] {
+    llvm::sys::fs::remove(modelObject);
+    llvm::sys::fs::remove(kernelObject);
+  });
+  auto compileKernels = [&](std::string &kernelError) {
+    return runBuild(compileArgs({"-c", kernelSource.str().str()}, kernelObject),
+                    logFile, kernelError, "C++ compiler");
+  };
+  // The precompiled header: the header (beside `source`) as an entry of
+  // its own (the compiler may check that the header it was made from is
+  // unchanged), then the header compiled from it.
+  auto precompileHeader = [&] {
+    if (!storeInCache(kernelHeader, headerEntry))
+      return;
+    std::string temp = createTempEntry(pchEntry);
+    if (temp.empty())
+      return;
+    std::string pchError;
+    if (failed(runBuild(compileArgs({"-x", "c++-header", headerEntry}, temp),
+                        logFile, pchError, "C++ compiler")) ||
+        llvm::sys::fs::rename(temp, pchEntry))
+      llvm::sys::fs::remove(temp);
+  };
+  std::string kernelError;
+  LogicalResult kernelsBuilt = success();
+  std::thread sideBuilder;
+  if (!cached)
+    sideBuilder =
+        std::thread([&] { kernelsBuilt = compileKernels(kernelError); });
+  else if (!precompiled)
+    sideBuilder = std::thread(precompileHeader);
+  auto joinSideBuilder = [&] {
+    if (sideBuilder.joinable())
+      sideBuilder.join();
+  };
+  llvm::scope_exit joinAtEnd(joinSideBuilder);
+  auto compileModel = [&] {
+    SmallVector<std::string> inputs;
+    if (precompiled)
+      inputs = {"-include", headerEntry};
+    llvm::append_range(inputs, ArrayRef<std::string>{"-c", source});
+    return runBuild(compileArgs(inputs, modelObject), logFile, error,
+                    "C++ compiler");
+  };
+  LogicalResult modelBuilt = compileModel();
+  if (failed(modelBuilt) && precompiled) {
+    // Without the precompiled header; if that compiles, the compiler
+    // refused the header (damaged, or made for another), which is dropped.
+    precompiled = false;
+    modelBuilt = compileModel();
+    if (succeeded(modelBuilt)) {
+      log("the cache's precompiled header failed; removed " + pchEntry);
+      llvm::sys::fs::remove(pchEntry);
+    }
+  }
+  if (!cached)
+    joinSideBuilder();
+  if (failed(modelBuilt))
+    return failure();
+  if (failed(kernelsBuilt)) {
+    error = kernelError;
+    return failure();
+  }
+  auto link = [&](StringRef kernels) {
+    SmallVector<std::string> args{*cxx, "-o", output, modelObject,
+                                  kernels.str()};
+    llvm::append_range(args, flags.link);
+    return runBuild(args, logFile, error, "linker");
+  };
+  if (cached) {
+    log("the kernels' object from the cache: " + objectEntry);
+    if (succeeded(link(objectEntry)))
+      return success();
+    // An entry that does not link (damaged, or another compiler's after
+    // all) is made again.
+    joinSideBuilder();
+    if (failed(compileKernels(error)))
+      return failure();
+  }
+  if (failed(link(kernelObject)))
+    return failure();
+  if (!entry.empty())
+    storeInCache(kernelObject, objectEntry);
+  return success();
+}
+
+LogicalResult pcc::buildCudaLibrary(const std::string &source,
+                                    const std::string &output,
+                                    const std::string &logFile,
+                                    std::string &error, StringRef arch) {
+  auto nvcc = llvm::sys::findProgramByName("nvcc");
+  if (!nvcc)
+    nvcc = llvm::sys::findProgramByName("nvcc", {"/usr/local/cuda/bin"});
+  if (!nvcc) {
+    error = "nvcc not found (neither on PATH nor in /usr/local/cuda/bin): "
+            "--target cuda needs the CUDA toolkit";
+    return failure();
+  }
+  // The kernels call constexpr host functions (numeric_limits) on the
+  // device. cuBLASLt and the CUDA runtime come from the toolkit beside
+  // nvcc.
+  SmallString<256> lib(llvm::sys::path::parent_path(
+      llvm::sys::path::parent_path(*nvcc)));
+  llvm::sys::path::append(lib, "lib64");
+  SmallVector<std::string> args{*nvcc,
+                                "-std=c++17",
+                                "-O3",
+                                "-arch=" + arch.str(),
+                                "--expt-relaxed-constexpr",
+                                "-Xcompiler",
+                                "-fPIC",
+                                "-shared",
+                                "-w",
+                                "-o",
+                                output,
+                                source,
+                                "-L" + std::string(lib),
+                                "-lcublasLt"};
+  return runBuild(args, logFile, error, "CUDA compiler (nvcc)");
+}
+
+LogicalResult pcc::buildEmulatedCudaLibrary(const std::string &source,
+                                            const std::string &output,
+                                            const std::string &logFile,
+                                            std::string &error) {
+  FailureOr<std::string> cxx = findCxx(error);
+  if (failed(cxx))
+    return failure();
+  SmallString<256> header(llvm::sys::path::parent_path(source));
+  llvm::sys::path::append(header, "pcc_cuda_emulation.h");
+  SmallVector<std::string> args{
+      *cxx,  "-std=c++17",     "-O2",     "-fno-math-errno", "-fPIC",
+      "-shared", "-Wl,-z,nodelete", "-w", "-x",              "c++",
+      "-include", std::string(header), "-o", output,          source, "-x",
+      "none"};
+  std::istringstream blas(PCC_BLAS_FLAGS);
+  for (std::string flag; blas >> flag;)
+    args.push_back(flag);
+  return runBuild(args, logFile, error, "C++ compiler (CUDA emulation)");
+}
+
+LogicalResult
+pcc::writeTexts(StringRef dir,
+           std::initializer_list<std::pair<StringRef, StringRef>> files,
+           std::string &error) {
+  for (auto [name, text] : files) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os((dir + "/" + name).str(), ec);
+    if (ec) {
+      error = ("cannot write " + name + ": " + ec.message()).str();
+      return failure();
+    }
+    os << text;
+  }
+  return success();
+}
+
+LogicalResult pcc::writeRuntimeSources(StringRef dir, std::string &error) {
+  return writeTexts(dir,
+                    {{"pcc_kernels.h", getKernelHeader()},
+                     {"pcc_kernels.cpp", getKernelSource()},
+                     {"pccrt.h", getAbiHeader()}},
+                    error);
+}
+
+LogicalResult pcc::writeCudaHeaders(StringRef dir, std::string &error) {
+  return writeTexts(dir,
+                    {{"pcc_cuda_kernels.cuh", getCudaKernelHeader()},
+                     {"pcc_cuda_emulation.h", getCudaEmulationHeader()},
+                     {"pccrt.h", getAbiHeader()}},
+                    error);
+}
+
