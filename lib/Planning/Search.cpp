@@ -47,13 +47,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <map>
 #include <set>
-
-#include <poll.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 using namespace mlir;
 using namespace pcc;
@@ -472,114 +467,24 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
 }
 
 /// How long a search may take before it stops planning layouts exactly
-/// (it always plans one that fits).
+/// (it always plans one that fits). The search checks it between exact
+/// plans: one plan that starts within it runs to its end.
 constexpr double kSearchSeconds = 25;
 
-/// Plans `options` on a copy of `source` as planLayout does, in a child
-/// process given at most `seconds` (0: as long as it takes), so that one
-/// slow exact plan cannot hold the search up; nullopt with the reason in
-/// `error` when it fails or runs out of time.
-std::optional<PlannedLayout> planWithin(ModuleOp source,
-                                        const CompileOptions &options,
-                                        StringRef what, double seconds,
-                                        std::string &error) {
-  auto planHere = [&]() -> std::optional<PlannedLayout> {
-    ErrorCapture capture(*source.getContext());
-    FailureOr<PlannedLayout> planned =
-        planLayout(OwningOpRef<ModuleOp>(source.clone()), options, what,
-                   /*quiet=*/true);
-    if (failed(planned)) {
-      error = capture.first;
-      return std::nullopt;
-    }
-    return std::move(*planned);
-  };
-  if (seconds <= 0)
-    return planHere();
-  int fds[2];
-  if (pipe(fds) != 0)
-    return planHere();
-  llvm::outs().flush();
-  llvm::errs().flush();
-  pid_t child = fork();
-  if (child < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return planHere();
-  }
-  if (child == 0) {
-    close(fds[0]);
-    std::optional<PlannedLayout> planned = planHere();
-    llvm::json::Object result{{"error", error}};
-    if (planned) {
-      result["plan"] = std::move(planned->json);
-      result["svg"] = std::move(planned->svg);
-      result["summary"] = std::move(planned->summary);
-    }
-    std::string text =
-        llvm::formatv("{0}", llvm::json::Value(std::move(result))).str();
-    for (size_t at = 0; at < text.size();) {
-      ssize_t n = write(fds[1], text.data() + at, text.size() - at);
-      if (n <= 0)
-        break;
-      at += size_t(n);
-    }
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string text;
-  char buffer[1 << 16];
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::duration<double>(seconds));
-  bool timedOut = false;
-  for (;;) {
-    double wait = std::chrono::duration<double>(
-                      deadline - std::chrono::steady_clock::now())
-                      .count();
-    if (wait <= 0) {
-      timedOut = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    int ready = poll(&p, 1, int(std::ceil(wait * 1000)));
-    if (ready < 0 && errno == EINTR)
-      continue;
-    if (ready <= 0)
-      continue;
-    ssize_t n = read(fds[0], buffer, sizeof buffer);
-    if (n <= 0)
-      break;
-    text.append(buffer, size_t(n));
-  }
-  close(fds[0]);
-  if (timedOut)
-    kill(child, SIGKILL);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (timedOut) {
-    error =
-        llvm::formatv("took longer than the search allows ({0:F0} s)", seconds)
-            .str();
+/// Plans `options` on a copy of `source` as planLayout does, in this
+/// process; nullopt with the first error in `error` when it fails.
+std::optional<PlannedLayout> planExactly(ModuleOp source,
+                                         const CompileOptions &options,
+                                         StringRef what, std::string &error) {
+  ErrorCapture capture(*source.getContext());
+  FailureOr<PlannedLayout> planned =
+      planLayout(OwningOpRef<ModuleOp>(source.clone()), options, what,
+                 /*quiet=*/true);
+  if (failed(planned)) {
+    error = capture.first;
     return std::nullopt;
   }
-  llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
-  llvm::json::Object *result = json ? json->getAsObject() : nullptr;
-  if (!result) {
-    if (!json)
-      llvm::consumeError(json.takeError());
-    error = "the planning process ended without a result";
-    return std::nullopt;
-  }
-  error = result->getString("error").value_or("").str();
-  llvm::json::Object *plan = result->getObject("plan");
-  if (!plan)
-    return std::nullopt;
-  PlannedLayout planned;
-  planned.json = std::move(*plan);
-  planned.svg = result->getString("svg").value_or("").str();
-  planned.summary = result->getString("summary").value_or("").str();
-  return planned;
+  return std::move(*planned);
 }
 
 } // namespace
@@ -871,17 +776,14 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
     if (!tried.insert(key).second)
       continue;
     // Past the time the search may take, one exact plan that fits is
-    // enough. Until one does, each takes as long as it takes (one stopped
-    // at the budget would only be replaced by another); then each gets
-    // what is left of that time.
-    double left = kSearchSeconds - elapsed();
-    if (!exact.empty() && left <= 0)
+    // enough; until one does, the search plans on.
+    if (!exact.empty() && elapsed() >= kSearchSeconds)
       break;
     ++attempts;
     CompileOptions o = c.layout.apply(options, usableBytes(cost));
     std::string error;
     std::optional<PlannedLayout> planned =
-        planWithin(*source, o, what, exact.empty() ? 0 : left, error);
+        planExactly(*source, o, what, error);
     llvm::json::Object *prediction =
         planned ? planned->json.getObject("prediction") : nullptr;
     if (!prediction) {
