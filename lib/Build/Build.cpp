@@ -340,6 +340,25 @@ FailureOr<CppEmitResult> pcc::emitCode(ModuleOp module, raw_ostream &os,
   CppEmitOptions emitOptions;
   emitOptions.symbolPrefix = options.symbolPrefix;
   emitOptions.threads = options.threads;
+  // Each op traced as "<kind> <ONNX node>", and with a machine "|<the cost
+  // model's microseconds>", for bench/op_profile.py to set side by side.
+  std::optional<CostModel> cost;
+  if (options.profileOps && !options.machine.empty()) {
+    llvm::Expected<CostModel> machine =
+        CostModel::forMachine(options.machine, options.dtype);
+    if (!machine)
+      return printError(llvm::toString(machine.takeError()));
+    cost = std::move(*machine);
+  }
+  if (options.profileOps)
+    emitOptions.profileLabel = [&cost](Operation *op) {
+      std::string label = op->getName().getStringRef().str();
+      if (StringRef node = getNodeName(op->getLoc()); !node.empty())
+        label += " " + node.str();
+      if (cost)
+        label += llvm::formatv("|{0:F3}", cost->time(op) * 1e6).str();
+      return label;
+    };
   return options.target == "cuda" ? emitCuda(module, os, emitOptions)
                                   : emitCpp(module, os, emitOptions);
 }

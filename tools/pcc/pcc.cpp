@@ -58,7 +58,7 @@ static llvm::StringRef usageOf(llvm::StringRef command) {
 static const char kPlanNote[] = R"(
 plan takes the compile options that decide the layout and the schedule;
 those of code generation (--cpu, --threads, --no-fuse, --cuda-arch,
---cuda-emulate, --eval) do not apply to it.
+--cuda-emulate, --eval, --profile-ops) do not apply to it.
 )";
 
 /// The options that decide a layout, which --devices searches.
@@ -78,7 +78,7 @@ static const char *const kLayoutOptions[] = {"--dp",
 /// leaves them out.
 static const char *const kCodegenOptions[] = {
     "--cpu",          "--threads", "--no-fuse", "--cuda-arch",
-    "--cuda-emulate", "--eval",    "--auto"};
+    "--cuda-emulate", "--eval",    "--auto",    "--profile-ops"};
 
 static const char kCompileHelp[] = R"(
 compile options:
@@ -150,6 +150,10 @@ compile options:
   --cpu native|generic   build for this machine's processor (default) or
                          for any of its architecture
   --no-fuse              one loop nest per element-wise op (no pcc-fuse)
+  --profile-ops          trace every op: pcc run --trace then records each
+                         op's time, named by its kind and ONNX node (and,
+                         with --machine, the time the cost model predicts);
+                         bench/op_profile.py sums a trace by op kind
   --no-fuse-attention    keep exported attention as its ops (the scores and
                          probabilities stored), instead of one fused op
   --bind NAME=FILE.pb    fix graph input NAME to a tensor at compile time
@@ -558,6 +562,8 @@ static int compileCommand(Args &args, bool planOnly = false) {
       }
     } else if (a == "--no-fuse")
       o.fuse = false;
+    else if (a == "--profile-ops")
+      o.profileOps = true;
     else if (a == "--no-fuse-attention")
       o.fuseAttention = false;
     else if (a == "--cuda-arch") {

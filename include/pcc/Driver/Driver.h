@@ -55,6 +55,9 @@ struct CompileOptions : PipelineConfig {
   std::string cpu = "native";
   /// Whether element-wise ops are fused into loop nests (pcc-fuse).
   bool fuse = true;
+  /// Whether every op's code is traced (--profile-ops): see
+  /// CppEmitOptions::profileLabel.
+  bool profileOps = false;
   /// The CUDA target: the GPU architecture nvcc builds for (--cuda-arch),
   /// and whether the host emulation of the CUDA code is built beside it
   /// (--cuda-emulate), which `pcc run` runs where there is no GPU.

@@ -36,6 +36,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ struct CppEmitOptions {
   /// Threads of a run (loops and GEMMs); 0: what the runtime says (the
   /// machine's cores shared among the ranks on it).
   int64_t threads = 0;
+  /// When set, each op that has code runs between two calls of the run
+  /// context's tracer (pcc run --trace) named by this label, so that a
+  /// trace holds every op's time (pcc compile --profile-ops); ops given an
+  /// empty label are not traced.
+  std::function<std::string(mlir::Operation *)> profileLabel;
 };
 
 /// One entry of the program, as planned.

@@ -441,8 +441,18 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
   for (Operation &op : func.getBody().front().without_terminator()) {
+    // Ops that name a buffer (views; constants and weights, of no
+    // operands) or call a traced stage have no time of their own.
+    std::string label;
+    if (options.profileLabel && op.getNumOperands() &&
+        !isa<ViewLikeOpInterface>(op) && !isa<func::CallOp>(op))
+      label = options.profileLabel(&op);
+    if (!label.empty())
+      hooks.emitTrace(label, /*begin=*/true);
     if (failed(emitOp(&op)))
       return failure();
+    if (!label.empty())
+      hooks.emitTrace(label, /*begin=*/false);
     // A collective that no dist.wait completes completes where it starts.
     if (dist::isStartedCollective(&op) && !dist::completesAtWait(&op))
       hooks.emitCollectiveWait(requestOf(&op));
