@@ -4,8 +4,9 @@
 usage: python3 bench/op_profile.py TRACE.json [--skip N] [--top K]
 
 TRACE.json is `pcc run OUT --trace TRACE.json` of a build compiled with
-`pcc compile --profile-ops` (and --machine M for the predictions): each
-op's event is named "<kind> <ONNX node>|<predicted microseconds>". Steps
+`pcc compile --profile-ops` (with --machine M, the predictions are M's):
+each op's event is named "<kind> <ONNX node>|<predicted microseconds>|
+<flops>|<bytes>". Steps
 1..N (default 2) are left out as warm-up. Prints, per rank and op kind, the
 ops per step, the measured and predicted microseconds per step and their
 ratio, then the ops that the cost model misses the most, and the part of the
@@ -44,9 +45,10 @@ def main():
             s = span[e["args"]["step"]]
             s[0] = min(s[0], e["ts"])
             s[1] = max(s[1], e["ts"] + e["dur"])
-            label, _, predicted = name.partition("|")
-            if not predicted:
+            label, _, rest = name.partition("|")
+            if not rest:
                 continue  # a pipeline action, not an op
+            predicted = rest.split("|")[0]
             kind = label.split(" ")[0]
             k = kinds[kind]
             k[0] += 1

@@ -44,6 +44,50 @@ CostModel CostModel::forTarget(StringRef target) {
   return m;
 }
 
+/// The "ops" of a cost table or machine description, if any: each op kind's
+/// costs, {"flops_per_second": F, "bytes_per_second": B,
+/// "overhead_seconds": O}, each optional, in place of the general ones.
+static llvm::Error readOpThroughputs(const llvm::json::Object &root,
+                                     CostModel &m, StringRef where) {
+  auto fail = [&](const Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   where + ": " + msg);
+  };
+  const llvm::json::Value *ops = root.get("ops");
+  if (!ops)
+    return llvm::Error::success();
+  const llvm::json::Object *o = ops->getAsObject();
+  if (!o)
+    return fail("'ops' must map op names to throughputs");
+  for (const auto &[name, entry] : *o) {
+    const llvm::json::Object *e = entry.getAsObject();
+    if (!e)
+      return fail("'ops." + name.str() + "' must be an object");
+    OpThroughput t;
+    for (auto [key, into] : {std::pair<StringRef, double *>{
+                                 "flops_per_second", &t.flopsPerSecond},
+                             {"bytes_per_second", &t.bytesPerSecond}}) {
+      const llvm::json::Value *v = e->get(key);
+      if (!v)
+        continue;
+      std::optional<double> d = v->getAsNumber();
+      if (!d || *d <= 0)
+        return fail("'ops." + name.str() + "." + key +
+                    "' must be a positive number");
+      *into = *d;
+    }
+    if (const llvm::json::Value *v = e->get("overhead_seconds")) {
+      std::optional<double> d = v->getAsNumber();
+      if (!d || *d < 0)
+        return fail("'ops." + name.str() +
+                    ".overhead_seconds' must be a number of at least 0");
+      t.overheadSeconds = *d;
+    }
+    m.ops[name.str()] = t;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<CostModel> CostModel::load(StringRef path, StringRef target) {
   CostModel m = forTarget(target);
   auto fail = [&](const Twine &msg) {
@@ -94,22 +138,8 @@ llvm::Expected<CostModel> CostModel::load(StringRef path, StringRef target) {
                              "ops", "target", "machine", "comment"},
                             key.str()))
       return fail("unknown key '" + key.str() + "'");
-  if (const llvm::json::Value *ops = root->get("ops")) {
-    const llvm::json::Object *o = ops->getAsObject();
-    if (!o)
-      return fail("'ops' must map op names to throughputs");
-    for (const auto &[name, entry] : *o) {
-      const llvm::json::Object *e = entry.getAsObject();
-      if (!e)
-        return fail("'ops." + name.str() + "' must be an object");
-      OpThroughput t;
-      if (llvm::Error err = number(*e, "flops_per_second", t.flopsPerSecond))
-        return std::move(err);
-      if (llvm::Error err = number(*e, "bytes_per_second", t.bytesPerSecond))
-        return std::move(err);
-      m.ops[name.str()] = t;
-    }
-  }
+  if (llvm::Error e = readOpThroughputs(*root, m, path))
+    return std::move(e);
   return m;
 }
 
@@ -175,7 +205,7 @@ llvm::Expected<CostModel> CostModel::forMachine(StringRef nameOrPath,
                              "devices_per_node", "memory_bytes",
                              "memory_bytes_per_second",
                              "matrix_flops_per_second", "op_overhead_seconds",
-                             "intra_node", "inter_node"},
+                             "intra_node", "inter_node", "ops"},
                             key.str()))
       return fail("unknown key '" + key.str() + "'");
   // A positive number at `path` (keys through objects), which must exist.
@@ -226,6 +256,8 @@ llvm::Expected<CostModel> CostModel::forMachine(StringRef nameOrPath,
   if (m.flopsPerSecond > m.peakFlopsPerSecond)
     return fail("'matrix_flops_per_second." + type +
                 ".achievable' exceeds its peak");
+  if (llvm::Error e = readOpThroughputs(*root, m, where))
+    return std::move(e);
   return m;
 }
 
@@ -330,12 +362,15 @@ bool CostModel::isFusedIntoReaders(Operation *op) {
 
 double CostModel::time(StringRef opName, double flops, double bytes) const {
   double flopRate = flopsPerSecond, byteRate = bytesPerSecond;
+  double overhead = opOverheadSeconds;
   auto it = ops.find(opName);
   if (it != ops.end()) {
     if (it->second.flopsPerSecond > 0)
       flopRate = it->second.flopsPerSecond;
     if (it->second.bytesPerSecond > 0)
       byteRate = it->second.bytesPerSecond;
+    if (it->second.overheadSeconds >= 0)
+      overhead = it->second.overheadSeconds;
   }
-  return opOverheadSeconds + std::max(flops / flopRate, bytes / byteRate);
+  return overhead + std::max(flops / flopRate, bytes / byteRate);
 }

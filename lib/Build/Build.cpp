@@ -340,25 +340,29 @@ FailureOr<CppEmitResult> pcc::emitCode(ModuleOp module, raw_ostream &os,
   CppEmitOptions emitOptions;
   emitOptions.symbolPrefix = options.symbolPrefix;
   emitOptions.threads = options.threads;
-  // Each op traced as "<kind> <ONNX node>", and with a machine "|<the cost
-  // model's microseconds>", for bench/op_profile.py to set side by side.
+  // Each op traced as "<kind> <ONNX node>|<the cost model's microseconds
+  // (--machine's, else the target's)>|<its flops>|<its bytes>", which
+  // bench/op_profile.py sets side by side and pcc calibrate fits the rates
+  // of op kinds to.
   std::optional<CostModel> cost;
-  if (options.profileOps && !options.machine.empty()) {
-    llvm::Expected<CostModel> machine =
-        CostModel::forMachine(options.machine, options.dtype);
-    if (!machine)
-      return printError(llvm::toString(machine.takeError()));
-    cost = std::move(*machine);
-  }
-  if (options.profileOps)
+  if (options.profileOps) {
+    llvm::Expected<CostModel> model = CostModel::get(
+        options.target, options.costTable, options.machine, options.dtype);
+    if (!model)
+      return printError(llvm::toString(model.takeError()));
+    cost = std::move(*model);
     emitOptions.profileLabel = [&cost](Operation *op) {
       std::string label = op->getName().getStringRef().str();
       if (StringRef node = getNodeName(op->getLoc()); !node.empty())
         label += " " + node.str();
-      if (cost)
-        label += llvm::formatv("|{0:F3}", cost->time(op) * 1e6).str();
+      auto counts = dyn_cast<graph::CostOpInterface>(op);
+      label += llvm::formatv("|{0:F3}|{1}|{2}", cost->time(op) * 1e6,
+                             counts ? counts.getFlops() : 0,
+                             counts ? counts.getBytesAccessed() : 0)
+                   .str();
       return label;
     };
+  }
   return options.target == "cuda" ? emitCuda(module, os, emitOptions)
                                   : emitCpp(module, os, emitOptions);
 }

@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Build/Build.h"
+#include "pcc/Planning/Plan.h"
 #include "pcc/Planning/Planning.h"
 
 #include "pcc/Driver/Driver.h"
@@ -47,6 +48,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <thread>
 #include <unistd.h>
 
@@ -160,6 +162,198 @@ const std::pair<const char *, int64_t> kPrograms[] = {{"products-f32", 5},
                                                       {"bandwidth", 5},
                                                       {"overhead", 20}};
 
+/// The training steps whose ops calibrate times kind by kind: small GPTs
+/// (attention and its backward, layer norms, the loss, AdamW's fused
+/// update, ...) at two scales, compiled as `pcc compile` compiles any,
+/// every op traced: the two give each kind a fixed cost and a rate.
+struct OpsProgram {
+  const char *name, *model;
+  int64_t vocabulary;
+};
+const OpsProgram kOpsPrograms[] = {
+    {"ops-small", "gpt:layers=2,hidden=128,heads=4,vocab=512,seq=32,batch=2",
+     512},
+    {"ops-large", "gpt:layers=2,hidden=256,heads=4,vocab=2048,seq=128,batch=2",
+     2048}};
+constexpr int64_t kOpsSteps = 8;
+
+/// Compiles an ops program's training step (--profile-ops) in
+/// `dir`/NAME, with its tokens in `dir`/NAME-tokens.bin.
+llvm::Error buildOpsProgram(llvm::StringRef dir, const OpsProgram &program,
+                            int64_t threads) {
+  auto error = [&](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   llvm::Twine(program.name) + ": " + message);
+  };
+  std::string why;
+  llvm::FailureOr<std::string> source =
+      describedModelSource(program.model, why);
+  if (failed(source))
+    return error(why);
+  std::string model = (dir + "/" + program.name + ".mlir").str();
+  std::string tokens = (dir + "/" + program.name + "-tokens.bin").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(model, ec);
+    if (ec)
+      return error("cannot write " + model + ": " + ec.message());
+    os << *source;
+    llvm::raw_fd_ostream data(tokens, ec);
+    if (ec)
+      return error("cannot write " + tokens + ": " + ec.message());
+    for (uint32_t i = 0; i < 4096; ++i) {
+      uint16_t token = uint16_t((i * 2654435761u) % program.vocabulary);
+      data.write(reinterpret_cast<const char *>(&token), sizeof token);
+    }
+  }
+  CompileOptions compile;
+  compile.model = model;
+  compile.outDir = (dir + "/" + program.name).str();
+  compile.threads = threads;
+  compile.train = true;
+  compile.profileOps = true;
+  std::string log;
+  llvm::raw_string_ostream compileLog(log);
+  if (failed(pcc::compile(compile, compileLog)))
+    return error("the training step did not compile");
+  return llvm::Error::success();
+}
+
+/// Runs each ops program kOpsSteps steps, its trace to
+/// `dir`/NAME-trace-R.json.
+llvm::Error runOpsPrograms(llvm::StringRef dir, int rank) {
+  for (const OpsProgram &program : kOpsPrograms) {
+    RunOptions run;
+    run.dir = (dir + "/" + program.name).str();
+    run.dataFile = (dir + "/" + program.name + "-tokens.bin").str();
+    run.steps = kOpsSteps;
+    run.traceFile = (dir + "/" + program.name + "-trace-" +
+                     llvm::Twine(rank) + ".json")
+                        .str();
+    if (failed(pcc::run(run, llvm::nulls())))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::Twine(program.name) + ": the training step did not run");
+  }
+  return llvm::Error::success();
+}
+
+/// An op kind's totals over a trace's steps after the warm-up: its ops'
+/// measured seconds, flops and bytes (the cost model's counts).
+struct KindTotals {
+  double seconds = 0, flops = 0, bytes = 0, count = 0;
+};
+
+/// Each op kind's totals per step in the trace `file` (of a build compiled
+/// with --profile-ops), after 2 warm-up steps; empty if it cannot be read.
+std::map<std::string, KindTotals> readKindTotals(const std::string &file) {
+  std::map<std::string, KindTotals> kinds;
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
+      llvm::MemoryBuffer::getFile(file);
+  if (!text)
+    return kinds;
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*text)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return kinds;
+  }
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Array *events =
+      root ? root->getArray("traceEvents") : nullptr;
+  if (!events)
+    return kinds;
+  constexpr int64_t warmup = 2;
+  double steps = double(kOpsSteps - warmup);
+  for (const llvm::json::Value &v : *events) {
+    const llvm::json::Object *e = v.getAsObject();
+    const llvm::json::Object *args = e ? e->getObject("args") : nullptr;
+    if (!args || args->getInteger("step").value_or(0) <= warmup)
+      continue;
+    llvm::SmallVector<llvm::StringRef, 4> fields;
+    e->getString("name").value_or("").split(fields, '|');
+    if (fields.size() != 4)
+      continue;
+    KindTotals &k = kinds[fields[0].split(' ').first.str()];
+    double flops = 0, bytes = 0;
+    (void)fields[2].getAsDouble(flops);
+    (void)fields[3].getAsDouble(bytes);
+    k.seconds += e->getNumber("dur").value_or(0) * 1e-6 / steps;
+    k.flops += flops / steps;
+    k.bytes += bytes / steps;
+    k.count += 1 / steps;
+  }
+  return kinds;
+}
+
+/// Each op kind's costs from the ops programs' traces in `dir` (rank 0's):
+/// time = ops x fixed cost + amount / rate, where the amount is the kind's
+/// flops, or its bytes where the cost model finds it bound by memory at
+/// the measured general rates, solved from the two programs' totals (one
+/// alone, where a kind runs in one: its rate, the fixed cost the
+/// general). Products keep the rates of their own measurement, at the
+/// sizes large models have.
+llvm::json::Object fitOpCosts(llvm::StringRef dir, double flopRate,
+                              double byteRate, double overhead,
+                              std::string &note) {
+  llvm::json::Object ops;
+  std::map<std::string, KindTotals> small = readKindTotals(
+      (dir + "/" + kOpsPrograms[0].name + "-trace-0.json").str());
+  std::map<std::string, KindTotals> large = readKindTotals(
+      (dir + "/" + kOpsPrograms[1].name + "-trace-0.json").str());
+  if (large.empty()) {
+    note = "op kinds: the training steps' traces could not be read";
+    return ops;
+  }
+  int64_t fitted = 0;
+  for (const auto &[name, big] : large) {
+    if (name == "graph.matmul" || name == "graph.gemm" ||
+        llvm::StringRef(name).starts_with("dist."))
+      continue;
+    bool memoryBound = big.bytes / byteRate >= big.flops / flopRate;
+    auto amountOf = [&](const KindTotals &k) {
+      return memoryBound ? k.bytes : k.flops;
+    };
+    double a2 = amountOf(big), t2 = big.seconds, n2 = big.count;
+    if (a2 <= 0 || t2 <= 0)
+      continue;
+    double fixed = overhead, perUnit = (t2 - n2 * overhead) / a2;
+    auto it = small.find(name);
+    if (it != small.end() && amountOf(it->second) > 0) {
+      double a1 = amountOf(it->second), t1 = it->second.seconds,
+             n1 = it->second.count;
+      double det = n1 * a2 - n2 * a1;
+      if (std::abs(det) > 1e-12 * n1 * a2) {
+        fixed = (t1 * a2 - t2 * a1) / det;
+        perUnit = (n1 * t2 - n2 * t1) / det;
+      }
+      // A negative part is noise: the other explains the times alone.
+      if (fixed < 0) {
+        fixed = 0;
+        perUnit = t2 / a2;
+      } else if (perUnit <= 0) {
+        fixed = t2 / n2;
+        perUnit = 0;
+      }
+    }
+    if (perUnit <= 0 && fixed <= 0)
+      continue;
+    llvm::json::Object costs{{"overhead_seconds", std::max(0.0, fixed)}};
+    if (perUnit > 0)
+      costs[memoryBound ? "bytes_per_second" : "flops_per_second"] =
+          1 / perUnit;
+    ops[name] = std::move(costs);
+    ++fitted;
+  }
+  note = llvm::formatv("op kinds: {0} fitted (a fixed cost and a rate each) "
+                       "to the ops of two training steps, {1} and {2} "
+                       "(--profile-ops), {3} steps each after 2",
+                       fitted, kOpsPrograms[0].model, kOpsPrograms[1].model,
+                       kOpsSteps - 2)
+             .str();
+  return ops;
+}
+
 /// Sizes the collectives are timed at.
 const int64_t kCollectiveBytes[] = {4 << 10, 64 << 10, 1 << 20, 16 << 20,
                                     64 << 20};
@@ -199,6 +393,19 @@ llvm::LogicalResult timeCollectives(const std::string &file) {
         return llvm::failure();
       }
     programs[name] = *seconds;
+  }
+  {
+    (void)comm->agree("");
+    std::string error;
+    if (llvm::Error e = runOpsPrograms(dir, rank))
+      error = llvm::toString(std::move(e));
+    for (const std::string &e : comm->agree(error))
+      if (!e.empty()) {
+        if (rank == 0)
+          llvm::errs() << "pcc: error: " << e << "\n";
+        pccrt::finalizeMpi(monitor.get());
+        return llvm::failure();
+      }
   }
   results["programs"] = std::move(programs);
   for (llvm::StringRef kind : {"all_reduce", "send"}) {
@@ -323,6 +530,9 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
     if (llvm::Error e =
             buildTimedProgram(dir, b.name, b.source, b.shape, b.dtype, threads))
       return printError(llvm::toString(std::move(e)));
+  for (const OpsProgram &program : kOpsPrograms)
+    if (llvm::Error e = buildOpsProgram(dir, program, threads))
+      return printError(llvm::toString(std::move(e)));
   llvm::StringMap<double> seconds;
 
   // With several ranks, the programs run on all of them at once, and the
@@ -336,6 +546,8 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
         return printError(llvm::toString(time.takeError()));
       seconds[name] = *time;
     }
+    if (llvm::Error e = runOpsPrograms(dir, 0))
+      return printError(llvm::toString(std::move(e)));
   } else {
     if (!pccrt::haveMpi())
       return printError("calibrating " + std::to_string(options.ranks) +
@@ -408,6 +620,10 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
       options.ranks > 1 ? " (each rank, all at once)" : "");
   if (options.ranks > 1)
     summary << "  " << collectivesNote << "\n";
+  std::string opsNote;
+  llvm::json::Object opRates =
+      fitOpCosts(dir, f32Rate, bandwidth, opOverhead, opsNote);
+  summary << "  " << opsNote << "\n";
 
   // The description.
   double memory = double(sysconf(_SC_PHYS_PAGES)) *
@@ -436,7 +652,7 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
                          "overhead: {2} adds over 16 floats (unfused)",
                          adds, elements, tiny)
                .str(),
-           collectivesNote,
+           collectivesNote, opsNote,
            "between nodes: not measured (one host); taken as inside it"}},
       {"devices_per_node", options.ranks},
       {"memory_bytes", memory},
@@ -445,6 +661,7 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
                                                      {"bf16", rates(bf16Rate)},
                                                      {"f16", rates(bf16Rate)}}},
       {"op_overhead_seconds", opOverhead},
+      {"ops", std::move(opRates)},
       {"intra_node", llvm::json::Object{{"bytes_per_second", linkBandwidth},
                                         {"latency_seconds", linkLatency}}},
       {"inter_node", llvm::json::Object{{"bytes_per_second", linkBandwidth},

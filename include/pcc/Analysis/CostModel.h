@@ -21,8 +21,12 @@
 
 namespace pcc {
 
+/// One op kind's own costs, in place of the general ones where set: its
+/// throughputs (0: the general) and its fixed cost per op (negative: the
+/// general op overhead).
 struct OpThroughput {
   double flopsPerSecond = 0, bytesPerSecond = 0;
+  double overheadSeconds = -1;
 };
 
 class CostModel {
