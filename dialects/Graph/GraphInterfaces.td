@@ -22,6 +22,15 @@ def Graph_CostOpInterface : OpInterface<"CostOpInterface"> {
       "int64_t", "getBytesAccessed", (ins), [{}], [{
         return ::pcc::graph::detail::defaultBytesAccessed($_op);
       }]>,
+    InterfaceMethod<[{
+        Whether its flops are products that run at the matrix units' rate
+        (tensor cores; the CPU's GEMM kernels), not element-wise arithmetic
+        at the vector units' rate. By default, the products that mixed
+        precision narrows (`LowPrecisionProduct`).
+      }],
+      "bool", "runsOnMatrixUnits", (ins), [{}], [{
+        return ::pcc::graph::detail::isLowPrecisionProduct($_op);
+      }]>,
   ];
 }
 

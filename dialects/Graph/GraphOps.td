@@ -394,7 +394,8 @@ def Graph_AttentionOp : Graph_Op<"attention", [
 
 def Graph_AttentionGradOp : Graph_Op<"attention_grad", [
     InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface,
+                              ["getFlops", "runsOnMatrixUnits"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "The backward of graph.attention, recomputing its scores";
   let description = [{
@@ -449,7 +450,8 @@ def Graph_CacheWriteOp : Graph_Op<"cache_write", [Graph_UpdatesInPlace,
 def Graph_PagedAttentionOp : Graph_Op<"paged_attention", [
     InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<Graph_CostOpInterface,
-                              ["getFlops", "getBytesAccessed"]>,
+                              ["getFlops", "getBytesAccessed",
+                               "runsOnMatrixUnits"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Causal attention of a step's tokens over a paged KV cache";
   let description = [{

@@ -118,6 +118,7 @@ llvm::Expected<CostModel> CostModel::load(StringRef path, StringRef target) {
   for (auto [key, into] :
        {std::pair<StringRef, double *>{"flops_per_second", &m.flopsPerSecond},
         {"bytes_per_second", &m.bytesPerSecond},
+        {"vector_flops_per_second", &m.vectorFlopsPerSecond},
         {"p2p_bytes_per_second", &m.p2pBytesPerSecond},
         {"op_overhead_seconds", &m.opOverheadSeconds},
         {"p2p_latency_seconds", &m.p2pLatencySeconds},
@@ -132,6 +133,7 @@ llvm::Expected<CostModel> CostModel::load(StringRef path, StringRef target) {
   m.devicesPerNode = int64_t(devices);
   for (const auto &[key, value] : *root)
     if (!llvm::is_contained({"flops_per_second", "bytes_per_second",
+                             "vector_flops_per_second",
                              "p2p_bytes_per_second", "op_overhead_seconds",
                              "p2p_latency_seconds",
                              "inter_node_bytes_per_second", "devices_per_node",
@@ -204,7 +206,8 @@ llvm::Expected<CostModel> CostModel::forMachine(StringRef nameOrPath,
     if (!llvm::is_contained({"name", "description", "sources",
                              "devices_per_node", "memory_bytes",
                              "memory_bytes_per_second",
-                             "matrix_flops_per_second", "op_overhead_seconds",
+                             "matrix_flops_per_second",
+                             "vector_flops_per_second", "op_overhead_seconds",
                              "intra_node", "inter_node", "ops"},
                             key.str()))
       return fail("unknown key '" + key.str() + "'");
@@ -256,6 +259,12 @@ llvm::Expected<CostModel> CostModel::forMachine(StringRef nameOrPath,
   if (m.flopsPerSecond > m.peakFlopsPerSecond)
     return fail("'matrix_flops_per_second." + type +
                 ".achievable' exceeds its peak");
+  if (const llvm::json::Value *v = root->get("vector_flops_per_second")) {
+    std::optional<double> d = v->getAsNumber();
+    if (!d || *d <= 0)
+      return fail("'vector_flops_per_second' must be a positive number");
+    m.vectorFlopsPerSecond = *d;
+  }
   if (llvm::Error e = readOpThroughputs(*root, m, where))
     return std::move(e);
   return m;
@@ -338,10 +347,12 @@ double CostModel::time(Operation *op) const {
   // An element-wise op that pcc-fuse computes inside its readers' loop
   // nest writes no buffer and starts no kernel: its flops alone (its
   // readers' reading of its result stands for its own reads).
+  bool matrix = cost.runsOnMatrixUnits();
   if (isFusedIntoReaders(op))
-    return double(cost.getFlops()) / flopsPerSecond;
+    return double(cost.getFlops()) /
+           (matrix ? flopsPerSecond : getVectorFlopsPerSecond());
   return time(op->getName().getStringRef(), double(cost.getFlops()),
-              double(cost.getBytesAccessed()));
+              double(cost.getBytesAccessed()), matrix);
 }
 
 bool CostModel::isFusedIntoReaders(Operation *op) {
@@ -360,8 +371,10 @@ bool CostModel::isFusedIntoReaders(Operation *op) {
   });
 }
 
-double CostModel::time(StringRef opName, double flops, double bytes) const {
-  double flopRate = flopsPerSecond, byteRate = bytesPerSecond;
+double CostModel::time(StringRef opName, double flops, double bytes,
+                       bool matrix) const {
+  double flopRate = matrix ? flopsPerSecond : getVectorFlopsPerSecond();
+  double byteRate = bytesPerSecond;
   double overhead = opOverheadSeconds;
   auto it = ops.find(opName);
   if (it != ops.end()) {

@@ -83,12 +83,37 @@ std::string chainSource(llvm::StringRef op, llvm::ArrayRef<int64_t> shape,
                        t, body, x);
 }
 
+/// A chain of `rounds` x 4 element-wise ops over `shape` (add, mul and
+/// divide by %w, then a square root), which pcc-fuse makes one loop nest:
+/// element-wise arithmetic with no memory traffic to speak of. Positive
+/// inputs keep every value finite.
+std::string vectorChainSource(llvm::ArrayRef<int64_t> shape, int64_t rounds) {
+  std::string t = tensorType(shape);
+  std::string body, x = "%x";
+  int64_t n = 0;
+  for (int64_t r = 0; r < rounds; ++r) {
+    for (const char *op : {"graph.add", "graph.mul", "graph.div"}) {
+      body += llvm::formatv("    %y{0} = {1} {2}, %w : ({3}, {3}) -> {3}\n",
+                            n, op, x, t);
+      x = "%y" + std::to_string(n++);
+    }
+    body += llvm::formatv("    %y{0} = graph.sqrt {1} : {2}\n", n, x, t);
+    x = "%y" + std::to_string(n++);
+  }
+  return llvm::formatv("module {{\n  func.func @main(%x: {0} {{onnx.name = "
+                       "\"x\"}, %w: {0} {{onnx.name = \"w\"}) -> ({0} "
+                       "{{onnx.name = \"y\"}) {{\n{1}    return {2} : {0}\n"
+                       "  }\n}\n",
+                       t, body, x);
+}
+
 /// Compiles `source` in `dir`/`name` with inputs `name`.pb and `name`-w.pb
-/// of `shape`.
+/// of `shape` (values in (0, 1]); element-wise ops fused where `fuse`.
 llvm::Error buildTimedProgram(llvm::StringRef dir, llvm::StringRef name,
                               const std::string &source,
                               llvm::ArrayRef<int64_t> shape,
-                              llvm::StringRef dtype, int64_t threads) {
+                              llvm::StringRef dtype, int64_t threads,
+                              bool fuse = false) {
   std::string model = (dir + "/" + name + ".mlir").str();
   std::string out = (dir + "/" + name).str();
   auto error = [&](const llvm::Twine &message) {
@@ -111,7 +136,7 @@ llvm::Error buildTimedProgram(llvm::StringRef dir, llvm::StringRef name,
   x.data.assign(size_t(elements) * sizeof(float), 0);
   auto *values = reinterpret_cast<float *>(x.data.data());
   for (int64_t i = 0; i < elements; ++i)
-    values[i] = float((i * 7919) % 1000) * 1e-3f;
+    values[i] = float((i * 7919) % 1000 + 1) * 1e-3f;
   for (const char *input : {"x", "w"}) {
     std::string path = (dir + "/" + name + "-" + input + ".pb").str();
     x.name = input;
@@ -127,8 +152,8 @@ llvm::Error buildTimedProgram(llvm::StringRef dir, llvm::StringRef name,
   compile.outDir = out;
   compile.threads = threads;
   compile.dtype = dtype.str();
-  // Each op its own pass over memory, as the cost model times it.
-  compile.fuse = false;
+  // Unfused, each op its own pass over memory, as the cost model times it.
+  compile.fuse = fuse;
   std::string log;
   llvm::raw_string_ostream compileLog(log);
   if (failed(pcc::compile(compile, compileLog)))
@@ -160,7 +185,8 @@ llvm::Expected<double> runTimedProgram(llvm::StringRef dir,
 const std::pair<const char *, int64_t> kPrograms[] = {{"products-f32", 5},
                                                       {"products-bf16", 5},
                                                       {"bandwidth", 5},
-                                                      {"overhead", 20}};
+                                                      {"overhead", 20},
+                                                      {"vector", 5}};
 
 /// The training steps whose ops calibrate times kind by kind: small GPTs
 /// (attention and its backward, layer norms, the loss, AdamW's fused
@@ -507,6 +533,9 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
   // bf16 products; 4 adds over 8M floats (the cost model counts 3 x 32 MB
   // each); 200 adds over 16 floats (their fixed cost).
   const int64_t n = 768, products = 4, elements = 8 << 20, adds = 4, tiny = 200;
+  // 25 rounds of add, multiply, divide and square root over 64K floats
+  // (256 KB, in cache), fused into one loop nest.
+  const int64_t vectorElements = 64 << 10, vectorRounds = 25;
   struct Build {
     const char *name;
     std::string source;
@@ -525,10 +554,13 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
        chainSource("graph.add", {elements}, adds),
        {elements},
        "f32"},
-      {"overhead", chainSource("graph.add", {16}, tiny), {16}, "f32"}};
+      {"overhead", chainSource("graph.add", {16}, tiny), {16}, "f32"},
+      {"vector", vectorChainSource({vectorElements}, vectorRounds),
+       {vectorElements}, "f32"}};
   for (const Build &b : builds)
     if (llvm::Error e =
-            buildTimedProgram(dir, b.name, b.source, b.shape, b.dtype, threads))
+            buildTimedProgram(dir, b.name, b.source, b.shape, b.dtype, threads,
+                              /*fuse=*/llvm::StringRef(b.name) == "vector"))
       return printError(llvm::toString(std::move(e)));
   for (const OpsProgram &program : kOpsPrograms)
     if (llvm::Error e = buildOpsProgram(dir, program, threads))
@@ -613,16 +645,19 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
          bf16Rate = productFlops / seconds["products-bf16"];
   double bandwidth = 3.0 * 4.0 * double(elements) * adds / seconds["bandwidth"];
   double opOverhead = seconds["overhead"] / tiny;
+  double vectorRate =
+      4.0 * double(vectorElements * vectorRounds) / seconds["vector"];
   summary << llvm::formatv(
       "  products: {0:F1} GFLOP/s f32, {1:F1} GFLOP/s "
-      "bf16; memory {2:F1} GB/s; {3:F2} us per op{4}\n",
+      "bf16; element-wise {5:F1} GFLOP/s; memory {2:F1} GB/s; {3:F2} us "
+      "per op{4}\n",
       f32Rate / 1e9, bf16Rate / 1e9, bandwidth / 1e9, opOverhead * 1e6,
-      options.ranks > 1 ? " (each rank, all at once)" : "");
+      options.ranks > 1 ? " (each rank, all at once)" : "", vectorRate / 1e9);
   if (options.ranks > 1)
     summary << "  " << collectivesNote << "\n";
   std::string opsNote;
   llvm::json::Object opRates =
-      fitOpCosts(dir, f32Rate, bandwidth, opOverhead, opsNote);
+      fitOpCosts(dir, vectorRate, bandwidth, opOverhead, opsNote);
   summary << "  " << opsNote << "\n";
 
   // The description.
@@ -652,6 +687,10 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
                          "overhead: {2} adds over 16 floats (unfused)",
                          adds, elements, tiny)
                .str(),
+           llvm::formatv("element-wise: {0} rounds of add, multiply, divide "
+                         "and square root over {1} floats, fused",
+                         vectorRounds, vectorElements)
+               .str(),
            collectivesNote, opsNote,
            "between nodes: not measured (one host); taken as inside it"}},
       {"devices_per_node", options.ranks},
@@ -661,6 +700,7 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
                                                      {"bf16", rates(bf16Rate)},
                                                      {"f16", rates(bf16Rate)}}},
       {"op_overhead_seconds", opOverhead},
+      {"vector_flops_per_second", vectorRate},
       {"ops", std::move(opRates)},
       {"intra_node", llvm::json::Object{{"bytes_per_second", linkBandwidth},
                                         {"latency_seconds", linkLatency}}},

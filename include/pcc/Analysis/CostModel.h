@@ -71,8 +71,11 @@ public:
   /// result is never written.
   static bool isFusedIntoReaders(mlir::Operation *op);
   /// Seconds of one execution of an op named `opName` that does `flops`
-  /// and accesses `bytes` (what time(op) takes of an op it has).
-  double time(llvm::StringRef opName, double flops, double bytes) const;
+  /// (products on the matrix units where `matrix`, else element-wise at
+  /// the vector rate) and accesses `bytes` (what time(op) takes of an op
+  /// it has).
+  double time(llvm::StringRef opName, double flops, double bytes,
+              bool matrix = true) const;
   /// Seconds to send `bytes` to another rank: a latency, then the bytes at
   /// the point-to-point bandwidth, or at the network's between nodes.
   double transferTime(int64_t bytes, bool betweenNodes = false) const;
@@ -101,6 +104,13 @@ public:
   double interNodeLatencySeconds = 0;
 
   double flopsPerSecond = 0, bytesPerSecond = 0, p2pBytesPerSecond = 0;
+  /// Element-wise arithmetic's rate (the vector units'; an op whose flops
+  /// do not run on the matrix units, CostOpInterface::runsOnMatrixUnits);
+  /// 0: flopsPerSecond.
+  double vectorFlopsPerSecond = 0;
+  double getVectorFlopsPerSecond() const {
+    return vectorFlopsPerSecond > 0 ? vectorFlopsPerSecond : flopsPerSecond;
+  }
   double opOverheadSeconds = 0;
   /// A transfer's fixed cost; the bandwidth between nodes, and the devices
   /// a node holds (0: one node holds every rank).

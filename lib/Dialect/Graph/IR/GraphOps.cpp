@@ -164,6 +164,10 @@ bool pcc::graph::isFusibleElementwise(Operation *op) {
   return type && type.hasStaticShape();
 }
 
+bool pcc::graph::detail::isLowPrecisionProduct(Operation *op) {
+  return op->hasTrait<OpTrait::LowPrecisionProduct>();
+}
+
 int64_t pcc::graph::detail::defaultFlops(Operation *op) {
   int64_t flops = 0;
   for (Type t : op->getResultTypes())
@@ -390,6 +394,10 @@ int64_t AttentionGradOp::getFlops() {
   return attentionFlops(getQuery(), getKey(), getValue(), getCausal()) * 5 /
          2;
 }
+
+// Attention's backward and a decode step's attention are products too.
+bool AttentionGradOp::runsOnMatrixUnits() { return true; }
+bool PagedAttentionOp::runsOnMatrixUnits() { return true; }
 
 int64_t GemmOp::getFlops() {
   ArrayRef<int64_t> a = shapeOf(getA());

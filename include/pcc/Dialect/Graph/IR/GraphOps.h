@@ -146,6 +146,8 @@ struct StridedLayout {
 
 namespace detail {
 int64_t defaultFlops(mlir::Operation *op);
+/// Whether `op` is a product mixed precision narrows (LowPrecisionProduct).
+bool isLowPrecisionProduct(mlir::Operation *op);
 int64_t defaultBytesAccessed(mlir::Operation *op);
 /// The default partition: `op` cloned on the local operands, its results
 /// given the local types.
