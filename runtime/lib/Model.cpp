@@ -769,12 +769,15 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
     context.trace_user = this;
   }
   ++runs;
+  const char *errorOp = nullptr;
+  context.error_op = &errorOp;
   int code = step.run(&context);
   if (code == PCCRT_ERR_COMM && codeComm && !codeComm->lastError().empty())
     throw Error("model run failed: " + codeComm->lastError());
   if (code != PCCRT_OK)
-    throw Error("model run failed: " + runErrorName(code) + " (code " +
-                std::to_string(code) + ")");
+    throw Error("model run failed: " + runErrorName(code) +
+                (errorOp ? std::string(" in ") + errorOp : std::string()) +
+                " (code " + std::to_string(code) + ")");
   if (deviceOps) {
     hostStateStale = true;
     for (int32_t i = 0; i < info.num_outputs; ++i)

@@ -290,6 +290,10 @@ public:
                               llvm::ArrayRef<mlir::Type> typeArgs,
                               llvm::ArrayRef<std::string> args,
                               llvm::StringRef errorCode = {});
+  /// The op whose code follows, in words ("graph.gather node 'x', of 512
+  /// positions"): a kernel call that fails names it to the run context
+  /// (pccrt_context.error_op) before it returns its code. Empty: none.
+  void setErrorSite(std::string site) { errorSite = std::move(site); }
   /// A constant array of integers that kernel calls can pass (shapes);
   /// returns the expression that passes it.
   virtual std::string emitIndexArray(llvm::ArrayRef<int64_t> values) = 0;
@@ -367,6 +371,7 @@ protected:
 
   std::string *body = nullptr;
   std::string globals;
+  std::string errorSite;
 
 private:
   int counter = 0;

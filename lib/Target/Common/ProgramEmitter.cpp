@@ -42,6 +42,18 @@ using namespace pcc;
 using namespace pcc::detail;
 using namespace pcc::graph;
 
+/// `op` in words for a run that fails in it: its kind, its ONNX node and,
+/// for one that reads positions, their extent.
+static std::string describeErrorSite(Operation *op) {
+  std::string site = op->getName().getStringRef().str();
+  if (StringRef node = getNodeName(op->getLoc()); !node.empty())
+    site += " node '" + node.str() + "'";
+  if (auto indexing = dyn_cast<IndexingOpInterface>(op))
+    site += " (indices into " + std::to_string(indexing.getIndexedExtent()) +
+            " positions)";
+  return site;
+}
+
 std::pair<int64_t, int64_t> FunctionEmitter::paddingOfArg(unsigned arg) {
   // Optimizer state is padded like its parameter.
   if (auto of = func.getArgAttrOfType<IntegerAttr>(arg, kStateOfAttr))
@@ -449,7 +461,10 @@ FailureOr<int64_t> FunctionEmitter::emit() {
       label = options.profileLabel(&op);
     if (!label.empty())
       hooks.emitTrace(label, /*begin=*/true);
-    if (failed(emitOp(&op)))
+    hooks.setErrorSite(describeErrorSite(&op));
+    LogicalResult emitted = emitOp(&op);
+    hooks.setErrorSite("");
+    if (failed(emitted))
       return failure();
     if (!label.empty())
       hooks.emitTrace(label, /*begin=*/false);

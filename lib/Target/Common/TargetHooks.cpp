@@ -105,8 +105,12 @@ void TargetHooks::emitKernelCall(StringRef kernel, ArrayRef<Type> typeArgs,
   call += "(" + llvm::join(args, ", ") + ")";
   if (errorCode.empty())
     emitLine(call + ";");
-  else
+  else if (errorSite.empty())
     emitLine("if (" + call + ") return " + errorCode.str() + ";");
+  else
+    emitLine("if (" + call + ") { if (ctx->error_op) *ctx->error_op = " +
+             getCStringLiteral(errorSite) + "; return " + errorCode.str() +
+             "; }");
 }
 
 // Communication, tracing and calls are host code on every target: calls

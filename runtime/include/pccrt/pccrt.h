@@ -334,6 +334,10 @@ typedef struct pccrt_context {
   int32_t num_threads;
   /// info.prepared_bytes bytes filled by info.prepare; null when none.
   void *prepared;
+  /// Where not null, a run that fails in an op's kernel on the host (an
+  /// index out of range) stores the op in words here: its kind, its ONNX
+  /// node and the extent its indices index.
+  const char **error_op;
 } pccrt_context;
 
 /// Error codes returned by a generated run function.
