@@ -348,9 +348,15 @@ double CostModel::time(Operation *op) const {
   // nest writes no buffer and starts no kernel: its flops alone (its
   // readers' reading of its result stands for its own reads).
   bool matrix = cost.runsOnMatrixUnits();
-  if (isFusedIntoReaders(op))
-    return double(cost.getFlops()) /
-           (matrix ? flopsPerSecond : getVectorFlopsPerSecond());
+  if (isFusedIntoReaders(op)) {
+    // Its arithmetic in its readers' loop, at its kind's rate where the
+    // machine has one (a division takes several additions' time).
+    double rate = matrix ? flopsPerSecond : getVectorFlopsPerSecond();
+    auto it = ops.find(op->getName().getStringRef());
+    if (it != ops.end() && it->second.flopsPerSecond > 0)
+      rate = it->second.flopsPerSecond;
+    return double(cost.getFlops()) / rate;
+  }
   return time(op->getName().getStringRef(), double(cost.getFlops()),
               double(cost.getBytesAccessed()), matrix);
 }

@@ -83,22 +83,27 @@ std::string chainSource(llvm::StringRef op, llvm::ArrayRef<int64_t> shape,
                        t, body, x);
 }
 
-/// A chain of `rounds` x 4 element-wise ops over `shape` (add, mul and
-/// divide by %w, then a square root), which pcc-fuse makes one loop nest:
-/// element-wise arithmetic with no memory traffic to speak of. Positive
-/// inputs keep every value finite.
-std::string vectorChainSource(llvm::ArrayRef<int64_t> shape, int64_t rounds) {
+/// A chain of `count` element-wise ops of kind `op` over `shape`, which
+/// pcc-fuse makes one loop nest: that kind's arithmetic with no memory
+/// traffic to speak of. Values stay finite and normal: a unary op (square
+/// root) maps (0, 1] into itself, a division alternates
+/// w / y, and other binary ops add or multiply by %w.
+std::string elementwiseChainSource(llvm::StringRef op,
+                                   llvm::ArrayRef<int64_t> shape,
+                                   int64_t count) {
   std::string t = tensorType(shape);
+  bool unary = op == "graph.sqrt";
   std::string body, x = "%x";
-  int64_t n = 0;
-  for (int64_t r = 0; r < rounds; ++r) {
-    for (const char *op : {"graph.add", "graph.mul", "graph.div"}) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (unary)
+      body += llvm::formatv("    %y{0} = {1} {2} : {3}\n", i, op, x, t);
+    else if (op == "graph.div")
+      body += llvm::formatv("    %y{0} = {1} %w, {2} : ({3}, {3}) -> {3}\n",
+                            i, op, x, t);
+    else
       body += llvm::formatv("    %y{0} = {1} {2}, %w : ({3}, {3}) -> {3}\n",
-                            n, op, x, t);
-      x = "%y" + std::to_string(n++);
-    }
-    body += llvm::formatv("    %y{0} = graph.sqrt {1} : {2}\n", n, x, t);
-    x = "%y" + std::to_string(n++);
+                            i, op, x, t);
+    x = "%y" + std::to_string(i);
   }
   return llvm::formatv("module {{\n  func.func @main(%x: {0} {{onnx.name = "
                        "\"x\"}, %w: {0} {{onnx.name = \"w\"}) -> ({0} "
@@ -106,6 +111,16 @@ std::string vectorChainSource(llvm::ArrayRef<int64_t> shape, int64_t rounds) {
                        "  }\n}\n",
                        t, body, x);
 }
+
+/// The element-wise kinds calibrate times in chains of their own, as
+/// (program, op): additions give the general vector rate, the others their
+/// kind's (a division or a square root takes several additions' time).
+/// (Transcendentals are left out: their libm paths' speed depends on the
+/// values, which a chain of one function does not have as a model does.)
+const std::pair<const char *, const char *> kVectorPrograms[] = {
+    {"vector", "graph.add"},
+    {"vector-div", "graph.div"},
+    {"vector-sqrt", "graph.sqrt"}};
 
 /// Compiles `source` in `dir`/`name` with inputs `name`.pb and `name`-w.pb
 /// of `shape` (values in (0, 1]); element-wise ops fused where `fuse`.
@@ -182,11 +197,10 @@ llvm::Expected<double> runTimedProgram(llvm::StringRef dir,
 }
 
 /// The programs calibrate times, with their steps.
-const std::pair<const char *, int64_t> kPrograms[] = {{"products-f32", 5},
-                                                      {"products-bf16", 5},
-                                                      {"bandwidth", 5},
-                                                      {"overhead", 20},
-                                                      {"vector", 5}};
+const std::pair<const char *, int64_t> kPrograms[] = {
+    {"products-f32", 5}, {"products-bf16", 5}, {"bandwidth", 5},
+    {"overhead", 20},    {"vector", 5},        {"vector-div", 5},
+    {"vector-sqrt", 5}};
 
 /// The training steps whose ops calibrate times kind by kind: small GPTs
 /// (attention and its backward, layer norms, the loss, AdamW's fused
@@ -533,9 +547,9 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
   // bf16 products; 4 adds over 8M floats (the cost model counts 3 x 32 MB
   // each); 200 adds over 16 floats (their fixed cost).
   const int64_t n = 768, products = 4, elements = 8 << 20, adds = 4, tiny = 200;
-  // 25 rounds of add, multiply, divide and square root over 64K floats
-  // (256 KB, in cache), fused into one loop nest.
-  const int64_t vectorElements = 64 << 10, vectorRounds = 25;
+  // 100 element-wise ops of one kind over 64K floats (256 KB, in cache),
+  // fused into one loop nest.
+  const int64_t vectorElements = 64 << 10, vectorOps = 100;
   struct Build {
     const char *name;
     std::string source;
@@ -554,13 +568,15 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
        chainSource("graph.add", {elements}, adds),
        {elements},
        "f32"},
-      {"overhead", chainSource("graph.add", {16}, tiny), {16}, "f32"},
-      {"vector", vectorChainSource({vectorElements}, vectorRounds),
-       {vectorElements}, "f32"}};
+      {"overhead", chainSource("graph.add", {16}, tiny), {16}, "f32"}};
   for (const Build &b : builds)
     if (llvm::Error e =
-            buildTimedProgram(dir, b.name, b.source, b.shape, b.dtype, threads,
-                              /*fuse=*/llvm::StringRef(b.name) == "vector"))
+            buildTimedProgram(dir, b.name, b.source, b.shape, b.dtype, threads))
+      return printError(llvm::toString(std::move(e)));
+  for (auto [name, op] : kVectorPrograms)
+    if (llvm::Error e = buildTimedProgram(
+            dir, name, elementwiseChainSource(op, {vectorElements}, vectorOps),
+            {vectorElements}, "f32", threads, /*fuse=*/true))
       return printError(llvm::toString(std::move(e)));
   for (const OpsProgram &program : kOpsPrograms)
     if (llvm::Error e = buildOpsProgram(dir, program, threads))
@@ -645,8 +661,8 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
          bf16Rate = productFlops / seconds["products-bf16"];
   double bandwidth = 3.0 * 4.0 * double(elements) * adds / seconds["bandwidth"];
   double opOverhead = seconds["overhead"] / tiny;
-  double vectorRate =
-      4.0 * double(vectorElements * vectorRounds) / seconds["vector"];
+  double vectorFlops = double(vectorElements * vectorOps);
+  double vectorRate = vectorFlops / seconds["vector"];
   summary << llvm::formatv(
       "  products: {0:F1} GFLOP/s f32, {1:F1} GFLOP/s "
       "bf16; element-wise {5:F1} GFLOP/s; memory {2:F1} GB/s; {3:F2} us "
@@ -658,6 +674,19 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
   std::string opsNote;
   llvm::json::Object opRates =
       fitOpCosts(dir, vectorRate, bandwidth, opOverhead, opsNote);
+  // The slower element-wise kinds' arithmetic, where the training steps
+  // did not give their kind a rate of flops.
+  for (auto [name, op] : kVectorPrograms) {
+    if (llvm::StringRef(op) == "graph.add")
+      continue;
+    llvm::json::Object *costs = opRates.getObject(op);
+    if (!costs) {
+      opRates[op] = llvm::json::Object{};
+      costs = opRates.getObject(op);
+    }
+    if (!costs->get("flops_per_second"))
+      (*costs)["flops_per_second"] = vectorFlops / seconds[name];
+  }
   summary << "  " << opsNote << "\n";
 
   // The description.
@@ -687,9 +716,10 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
                          "overhead: {2} adds over 16 floats (unfused)",
                          adds, elements, tiny)
                .str(),
-           llvm::formatv("element-wise: {0} rounds of add, multiply, divide "
-                         "and square root over {1} floats, fused",
-                         vectorRounds, vectorElements)
+           llvm::formatv("element-wise: {0} additions over {1} floats, "
+                         "fused; divisions and square roots the same, each "
+                         "its kind's rate",
+                         vectorOps, vectorElements)
                .str(),
            collectivesNote, opsNote,
            "between nodes: not measured (one host); taken as inside it"}},
