@@ -348,15 +348,11 @@ double CostModel::time(Operation *op) const {
   // nest writes no buffer and starts no kernel: its flops alone (its
   // readers' reading of its result stands for its own reads).
   bool matrix = cost.runsOnMatrixUnits();
-  if (isFusedIntoReaders(op)) {
-    // Its arithmetic in its readers' loop, at its kind's rate where the
-    // machine has one (a division takes several additions' time).
-    double rate = matrix ? flopsPerSecond : getVectorFlopsPerSecond();
-    auto it = ops.find(op->getName().getStringRef());
-    if (it != ops.end() && it->second.flopsPerSecond > 0)
-      rate = it->second.flopsPerSecond;
-    return double(cost.getFlops()) / rate;
-  }
+  // An op fused into its readers' loop: its arithmetic there, at its
+  // kind's rate (a division takes several additions' time).
+  if (isFusedIntoReaders(op))
+    return double(cost.getFlops()) /
+           getFlopRate(op->getName().getStringRef(), matrix);
   return time(op->getName().getStringRef(), double(cost.getFlops()),
               double(cost.getBytesAccessed()), matrix);
 }
@@ -377,19 +373,24 @@ bool CostModel::isFusedIntoReaders(Operation *op) {
   });
 }
 
+double CostModel::getFlopRate(StringRef opName, bool matrix) const {
+  auto it = ops.find(opName);
+  if (it != ops.end() && it->second.flopsPerSecond > 0)
+    return it->second.flopsPerSecond;
+  return matrix ? flopsPerSecond : getVectorFlopsPerSecond();
+}
+
 double CostModel::time(StringRef opName, double flops, double bytes,
                        bool matrix) const {
-  double flopRate = matrix ? flopsPerSecond : getVectorFlopsPerSecond();
   double byteRate = bytesPerSecond;
   double overhead = opOverheadSeconds;
   auto it = ops.find(opName);
   if (it != ops.end()) {
-    if (it->second.flopsPerSecond > 0)
-      flopRate = it->second.flopsPerSecond;
     if (it->second.bytesPerSecond > 0)
       byteRate = it->second.bytesPerSecond;
     if (it->second.overheadSeconds >= 0)
       overhead = it->second.overheadSeconds;
   }
-  return overhead + std::max(flops / flopRate, bytes / byteRate);
+  return overhead +
+         std::max(flops / getFlopRate(opName, matrix), bytes / byteRate);
 }

@@ -66,36 +66,16 @@ std::string tensorType(llvm::ArrayRef<int64_t> shape) {
 
 /// A program of `count` ops y_i = OP(y_{i-1}, w), y_0 = x, of two inputs x
 /// and w of `shape` (inputs: constants would be folded or prepared ahead),
-/// OP being "graph.matmul" or an element-wise op ("graph.add").
+/// OP being "graph.matmul" or an element-wise op ("graph.add"). Two kinds
+/// differ, so that a long chain's values stay finite and normal on inputs
+/// in (0, 1]: a square root is unary (y_i = sqrt(y_{i-1})), and a division
+/// alternates y_i = w / y_{i-1}.
 std::string chainSource(llvm::StringRef op, llvm::ArrayRef<int64_t> shape,
                         int64_t count) {
   std::string t = tensorType(shape);
   std::string body, x = "%x";
   for (int64_t i = 0; i < count; ++i) {
-    body += llvm::formatv("    %y{0} = {1} {2}, %w : ({3}, {3}) -> {3}\n", i,
-                          op, x, t);
-    x = "%y" + std::to_string(i);
-  }
-  return llvm::formatv("module {{\n  func.func @main(%x: {0} {{onnx.name = "
-                       "\"x\"}, %w: {0} {{onnx.name = \"w\"}) -> ({0} "
-                       "{{onnx.name = \"y\"}) {{\n{1}    return {2} : {0}\n"
-                       "  }\n}\n",
-                       t, body, x);
-}
-
-/// A chain of `count` element-wise ops of kind `op` over `shape`, which
-/// pcc-fuse makes one loop nest: that kind's arithmetic with no memory
-/// traffic to speak of. Values stay finite and normal: a unary op (square
-/// root) maps (0, 1] into itself, a division alternates
-/// w / y, and other binary ops add or multiply by %w.
-std::string elementwiseChainSource(llvm::StringRef op,
-                                   llvm::ArrayRef<int64_t> shape,
-                                   int64_t count) {
-  std::string t = tensorType(shape);
-  bool unary = op == "graph.sqrt";
-  std::string body, x = "%x";
-  for (int64_t i = 0; i < count; ++i) {
-    if (unary)
+    if (op == "graph.sqrt")
       body += llvm::formatv("    %y{0} = {1} {2} : {3}\n", i, op, x, t);
     else if (op == "graph.div")
       body += llvm::formatv("    %y{0} = {1} %w, {2} : ({3}, {3}) -> {3}\n",
@@ -575,7 +555,7 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
       return printError(llvm::toString(std::move(e)));
   for (auto [name, op] : kVectorPrograms)
     if (llvm::Error e = buildTimedProgram(
-            dir, name, elementwiseChainSource(op, {vectorElements}, vectorOps),
+            dir, name, chainSource(op, {vectorElements}, vectorOps),
             {vectorElements}, "f32", threads, /*fuse=*/true))
       return printError(llvm::toString(std::move(e)));
   for (const OpsProgram &program : kOpsPrograms)

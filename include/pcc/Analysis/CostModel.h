@@ -111,6 +111,9 @@ public:
   double getVectorFlopsPerSecond() const {
     return vectorFlopsPerSecond > 0 ? vectorFlopsPerSecond : flopsPerSecond;
   }
+  /// The flops per second of an op named `opName`: its kind's where `ops`
+  /// gives one, else the matrix or the vector rate.
+  double getFlopRate(llvm::StringRef opName, bool matrix) const;
   double opOverheadSeconds = 0;
   /// A transfer's fixed cost; the bandwidth between nodes, and the devices
   /// a node holds (0: one node holds every rank).
