@@ -6,14 +6,14 @@
 # torch.compile). For a GPU machine with nvcc and PyTorch but without
 # pcc's build dependencies:
 #
-#   here:  bash utils/portable-pcc.sh .gpu/pcc.tgz   (.gpu/ ignored by git)
-#   there: bash utils/gpu-check.sh .gpu/pcc.tgz [LOG]
+#   here:  bash utils/portable-pcc.sh .gpu/pcc.txz   (.gpu/ ignored by git)
+#   there: bash utils/gpu-check.sh .gpu/pcc.txz [LOG]
 #
 # Prints one FAIL line per failed check and "gpu-check: N failure(s)" at the
 # end; exits 1 if any. PCC_GPU_BENCH_LIMIT bounds the benchmark (seconds,
 # default 360; 0 skips it).
 set -u
-pkg=${1:?usage: bash utils/gpu-check.sh PCC.tgz [LOG]}
+pkg=${1:?usage: bash utils/gpu-check.sh PCC.txz [LOG]}
 log=${2:-${OUT:-.}/gpu-check.log}
 root=$(cd "$(dirname "$0")/.." && pwd)
 # Everything goes to the log and to stdout; no process substitution, whose
@@ -22,12 +22,25 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 t0=$(date +%s)
 step() { echo "=== [+$(($(date +%s) - t0)) s] $*"; }
 work=$(mktemp -d)
-tar xzf "$pkg" -C "$work"
+tar xf "$pkg" -C "$work"
 pcc=$work/pcc-portable/pcc
 export PATH=/usr/local/cuda/bin:$PATH
-cublas=$(dirname "$(ls /usr/local/cuda/lib64/libcublasLt.so.* 2>/dev/null | head -1)")
-export LD_LIBRARY_PATH=$cublas:$work/pcc-portable/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 step setup
+# The kernels link -lcublasLt from the toolkit beside nvcc. Where the
+# toolkit has no cuBLASLt (an image that has it from PyTorch's wheels
+# only), the wheel's copy is linked through LIBRARY_PATH.
+toolkit=$(dirname "$(dirname "$(command -v nvcc)")")
+cublas=$toolkit/lib64
+if ! ls "$cublas"/libcublasLt.so >/dev/null 2>&1; then
+  wheel=$(python3 -c 'import nvidia.cublas as c, os; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)
+  so=$(ls "$wheel"/libcublasLt.so.* 2>/dev/null | head -1)
+  echo "no libcublasLt.so in $cublas; linking ${so:-nothing found in the wheels}"
+  cublas=$work/cublas
+  mkdir -p "$cublas"
+  [ -n "$so" ] && ln -s "$so" "$cublas/libcublasLt.so" && ln -s "$so" "$cublas/$(basename "$so")"
+  export LIBRARY_PATH=$cublas${LIBRARY_PATH:+:$LIBRARY_PATH}
+fi
+export LD_LIBRARY_PATH=$cublas:$work/pcc-portable/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi -L; nvcc --version | tail -1; "$pcc" --version | head -1
 python3 -c 'import torch, onnx; print("torch", torch.__version__, "onnx", onnx.__version__)'
 fails=0

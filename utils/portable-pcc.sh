@@ -5,13 +5,13 @@
 # (ld.lld, unused sections dropped, stripped) and bundles the shared
 # libraries it still needs, other than the C and C++ runtimes, beside it.
 #
-#   bash utils/portable-pcc.sh OUT.tgz
+#   bash utils/portable-pcc.sh OUT.txz
 #
-# OUT.tgz unpacks to pcc-portable/pcc and pcc-portable/lib/ (found through
+# OUT.txz unpacks to pcc-portable/pcc and pcc-portable/lib/ (found through
 # the binary's RUNPATH, $ORIGIN/lib). Needs a configured and built build/
 # ($PCC_BUILD_DIR) and the static archives of the llvm-22 packages.
 set -euo pipefail
-out=${1:?usage: bash utils/portable-pcc.sh OUT.tgz}
+out=${1:?usage: bash utils/portable-pcc.sh OUT.txz}
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${PCC_BUILD_DIR:-$root/build}
 llvm=$(dirname "$(dirname "$(readlink -f "$(command -v llvm-config-22 || echo /usr/lib/llvm-22/bin/llvm-config)")")")
@@ -41,5 +41,7 @@ ldd "$stage/pcc-portable/pcc" | awk '$3 ~ /^\// {print $3}' |
   grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
   while read -r l; do cp -L "$l" "$stage/pcc-portable/lib/"; done
 "$stage/pcc-portable/pcc" --version >/dev/null
-tar czf "$out" -C "$stage" pcc-portable
+# The compression follows the name (.tgz, .txz); xz keeps the package
+# small enough to travel beside the repository to a lent GPU machine.
+tar caf "$out" -C "$stage" pcc-portable
 echo "portable-pcc: wrote $out ($(du -h "$out" | cut -f1))"

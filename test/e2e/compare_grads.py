@@ -50,8 +50,8 @@ def main(argv):
     outputs = dict(read_safetensors(os.path.join(dump, "outputs.safetensors")))
     grads = dict(read_safetensors(os.path.join(dump, "grads.safetensors")))
     ok = True
-    ref_loss = float(read_pb(os.path.join(model, "ref", "loss.pb")))
-    loss = float(outputs["loss"])
+    ref_loss = read_pb(os.path.join(model, "ref", "loss.pb")).item()
+    loss = np.asarray(outputs["loss"]).item()
     rel = abs(loss - ref_loss) / max(abs(ref_loss), 1e-30)
     good = rel <= loss_rtol
     print(f"{'ok' if good else 'FAIL'} loss: {loss:.7f} vs {ref_loss:.7f} "
