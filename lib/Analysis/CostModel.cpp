@@ -10,6 +10,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -46,7 +48,8 @@ CostModel CostModel::forTarget(StringRef target) {
 
 /// The "ops" of a cost table or machine description, if any: each op kind's
 /// costs, {"flops_per_second": F, "bytes_per_second": B,
-/// "overhead_seconds": O}, each optional, in place of the general ones.
+/// "overhead_seconds": O, "serial_bytes_per_second": S}, each optional, in
+/// place of the general ones.
 static llvm::Error readOpThroughputs(const llvm::json::Object &root,
                                      CostModel &m, StringRef where) {
   auto fail = [&](const Twine &msg) {
@@ -66,7 +69,9 @@ static llvm::Error readOpThroughputs(const llvm::json::Object &root,
     OpThroughput t;
     for (auto [key, into] : {std::pair<StringRef, double *>{
                                  "flops_per_second", &t.flopsPerSecond},
-                             {"bytes_per_second", &t.bytesPerSecond}}) {
+                             {"bytes_per_second", &t.bytesPerSecond},
+                             {"serial_bytes_per_second",
+                              &t.serialBytesPerSecond}}) {
       const llvm::json::Value *v = e->get(key);
       if (!v)
         continue;
@@ -267,6 +272,34 @@ llvm::Expected<CostModel> CostModel::forMachine(StringRef nameOrPath,
   }
   if (llvm::Error e = readOpThroughputs(*root, m, where))
     return std::move(e);
+  // The links' measured times, optional: [[bytes, seconds], ...].
+  for (auto [link, into] :
+       {std::pair<StringRef, SmallVector<std::pair<double, double>> *>{
+            "intra_node", &m.intraNodeTimes},
+        {"inter_node", &m.interNodeTimes}}) {
+    const llvm::json::Object *o = root->getObject(link);
+    const llvm::json::Value *v = o ? o->get("measured") : nullptr;
+    if (!v)
+      continue;
+    std::string name = (link + ".measured").str();
+    const llvm::json::Array *points = v->getAsArray();
+    if (!points)
+      return fail("'" + name + "' must be a list of [bytes, seconds]");
+    for (const llvm::json::Value &p : *points) {
+      const llvm::json::Array *pair = p.getAsArray();
+      std::optional<double> bytes, seconds;
+      if (pair && pair->size() == 2) {
+        bytes = (*pair)[0].getAsNumber();
+        seconds = (*pair)[1].getAsNumber();
+      }
+      if (!bytes || !seconds || *bytes <= 0 || *seconds <= 0)
+        return fail("'" + name +
+                    "' must be a list of [bytes, seconds], both positive");
+      if (!into->empty() && *bytes <= into->back().first)
+        return fail("'" + name + "' must be by increasing bytes");
+      into->push_back({*bytes, *seconds});
+    }
+  }
   return m;
 }
 
@@ -274,12 +307,6 @@ double CostModel::collectiveTime(StringRef kind, int64_t bytes, int64_t ranks,
                                  bool betweenNodes) const {
   if (ranks <= 1 || bytes <= 0)
     return 0;
-  double bandwidth = betweenNodes && interNodeBytesPerSecond > 0
-                         ? interNodeBytesPerSecond
-                         : p2pBytesPerSecond;
-  double latency = betweenNodes && interNodeLatencySeconds > 0
-                       ? interNodeLatencySeconds
-                       : p2pLatencySeconds;
   double n = double(ranks), steps = n - 1;
   // What each rank sends: a ring all-reduce is a reduce-scatter and an
   // all-gather of the whole buffer; a reduce-scatter's result is a rank's
@@ -292,16 +319,41 @@ double CostModel::collectiveTime(StringRef kind, int64_t bytes, int64_t ranks,
   // all-reduce (reduce, then broadcast), not with the ring's n - 1 steps.
   double depth = std::ceil(std::log2(n));
   double hops = kind == "all_reduce" ? 2 * depth : depth;
-  return hops * latency + traffic / bandwidth;
+  return linkTime(traffic, betweenNodes, hops);
+}
+
+double CostModel::linkTime(double traffic, bool betweenNodes,
+                           double hops) const {
+  const auto &times = betweenNodes && !interNodeTimes.empty() ? interNodeTimes
+                                                              : intraNodeTimes;
+  if (times.empty()) {
+    double bandwidth = betweenNodes && interNodeBytesPerSecond > 0
+                           ? interNodeBytesPerSecond
+                           : p2pBytesPerSecond;
+    double latency = betweenNodes && interNodeLatencySeconds > 0
+                         ? interNodeLatencySeconds
+                         : p2pLatencySeconds;
+    return hops * latency + traffic / bandwidth;
+  }
+  // Below the smallest size measured, its time (a latency); between two,
+  // on the line through them; past the largest, on the line through the
+  // last two (or at the largest's rate, where there is one).
+  if (traffic <= times.front().first)
+    return times.front().second;
+  size_t i = 1;
+  while (i + 1 < times.size() && times[i].first < traffic)
+    ++i;
+  auto [x0, t0] = times[i - 1];
+  auto [x1, t1] = times[i];
+  if (x1 <= x0)
+    return t1;
+  return t0 + (traffic - x0) * std::max(0.0, (t1 - t0) / (x1 - x0));
 }
 
 double CostModel::transferTime(int64_t bytes, bool betweenNodes) const {
   if (bytes <= 0)
     return 0;
-  double bandwidth = betweenNodes && interNodeBytesPerSecond > 0
-                         ? interNodeBytesPerSecond
-                         : p2pBytesPerSecond;
-  return p2pLatencySeconds + bytes / bandwidth;
+  return linkTime(double(bytes), betweenNodes, 1);
 }
 
 double CostModel::time(Operation *op) const {
@@ -353,8 +405,46 @@ double CostModel::time(Operation *op) const {
   if (isFusedIntoReaders(op))
     return double(cost.getFlops()) /
            getFlopRate(op->getName().getStringRef(), matrix);
+  // The last op of a chain that pcc-fuse makes one loop nest of: that
+  // loop's fixed cost and the bytes of the chain's inputs and outputs, at
+  // graph.fusion's rate (the chain's other ops took their arithmetic).
+  if (std::optional<double> bytes = getFusedChainBytes(op))
+    return time(graph::FusionOp::getOperationName(), double(cost.getFlops()),
+                *bytes, matrix);
   return time(op->getName().getStringRef(), double(cost.getFlops()),
               double(cost.getBytesAccessed()), matrix);
+}
+
+std::optional<double> CostModel::getFusedChainBytes(Operation *op) {
+  if (!graph::isFusibleElementwise(op))
+    return std::nullopt;
+  // The chain: `op` and, transitively, the producers of its operands that
+  // are computed inside their readers' loop.
+  llvm::SmallPtrSet<Operation *, 16> chain{op};
+  llvm::SetVector<Value> inputs;
+  SmallVector<Operation *> worklist{op};
+  while (!worklist.empty()) {
+    Operation *member = worklist.pop_back_val();
+    for (Value operand : member->getOperands()) {
+      Operation *producer = operand.getDefiningOp();
+      if (producer && chain.contains(producer))
+        continue;
+      if (producer && isFusedIntoReaders(producer)) {
+        chain.insert(producer);
+        worklist.push_back(producer);
+        continue;
+      }
+      inputs.insert(operand);
+    }
+  }
+  if (chain.size() == 1)
+    return std::nullopt;
+  double bytes = 0;
+  for (Value v : inputs)
+    bytes += double(getTensorBytes(v.getType()));
+  for (Value r : op->getResults())
+    bytes += double(getTensorBytes(r.getType()));
+  return bytes;
 }
 
 bool CostModel::isFusedIntoReaders(Operation *op) {
@@ -390,6 +480,9 @@ double CostModel::time(StringRef opName, double flops, double bytes,
       byteRate = it->second.bytesPerSecond;
     if (it->second.overheadSeconds >= 0)
       overhead = it->second.overheadSeconds;
+    if (it->second.serialBytesPerSecond > 0)
+      return overhead + flops / getFlopRate(opName, matrix) +
+             bytes / it->second.serialBytesPerSecond;
   }
   return overhead +
          std::max(flops / getFlopRate(opName, matrix), bytes / byteRate);

@@ -191,7 +191,7 @@ struct OpsProgram {
   int64_t vocabulary;
 };
 const OpsProgram kOpsPrograms[] = {
-    {"ops-small", "gpt:layers=2,hidden=128,heads=4,vocab=512,seq=32,batch=2",
+    {"ops-small", "gpt:layers=2,hidden=128,heads=4,vocab=512,seq=32,batch=1",
      512},
     {"ops-large", "gpt:layers=2,hidden=256,heads=4,vocab=2048,seq=128,batch=2",
      2048}};
@@ -258,33 +258,33 @@ llvm::Error runOpsPrograms(llvm::StringRef dir, int rank) {
   return llvm::Error::success();
 }
 
-/// An op kind's totals over a trace's steps after the warm-up: its ops'
-/// measured seconds, flops and bytes (the cost model's counts).
-struct KindTotals {
-  double seconds = 0, flops = 0, bytes = 0, count = 0;
+/// One traced op: the cost model's flops and bytes for it, and the seconds
+/// it took.
+struct OpSample {
+  double flops = 0, bytes = 0, seconds = 0;
 };
 
-/// Each op kind's totals per step in the trace `file` (of a build compiled
-/// with --profile-ops), after 2 warm-up steps; empty if it cannot be read.
-std::map<std::string, KindTotals> readKindTotals(const std::string &file) {
-  std::map<std::string, KindTotals> kinds;
+/// Each op kind's traced ops in the trace `file` (of a build compiled with
+/// --profile-ops), after 2 warm-up steps, added to `kinds`. False if the
+/// trace cannot be read.
+bool readOpSamples(const std::string &file,
+                   std::map<std::string, std::vector<OpSample>> &kinds) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
       llvm::MemoryBuffer::getFile(file);
   if (!text)
-    return kinds;
+    return false;
   llvm::Expected<llvm::json::Value> json =
       llvm::json::parse((*text)->getBuffer());
   if (!json) {
     llvm::consumeError(json.takeError());
-    return kinds;
+    return false;
   }
   const llvm::json::Object *root = json->getAsObject();
   const llvm::json::Array *events =
       root ? root->getArray("traceEvents") : nullptr;
   if (!events)
-    return kinds;
+    return false;
   constexpr int64_t warmup = 2;
-  double steps = double(kOpsSteps - warmup);
   for (const llvm::json::Value &v : *events) {
     const llvm::json::Object *e = v.getAsObject();
     const llvm::json::Object *args = e ? e->getObject("args") : nullptr;
@@ -294,74 +294,122 @@ std::map<std::string, KindTotals> readKindTotals(const std::string &file) {
     e->getString("name").value_or("").split(fields, '|');
     if (fields.size() != 4)
       continue;
-    KindTotals &k = kinds[fields[0].split(' ').first.str()];
-    double flops = 0, bytes = 0;
-    (void)fields[2].getAsDouble(flops);
-    (void)fields[3].getAsDouble(bytes);
-    k.seconds += e->getNumber("dur").value_or(0) * 1e-6 / steps;
-    k.flops += flops / steps;
-    k.bytes += bytes / steps;
-    k.count += 1 / steps;
+    OpSample sample;
+    (void)fields[2].getAsDouble(sample.flops);
+    (void)fields[3].getAsDouble(sample.bytes);
+    sample.seconds = e->getNumber("dur").value_or(0) * 1e-6;
+    kinds[fields[0].split(' ').first.str()].push_back(sample);
   }
-  return kinds;
+  return true;
 }
 
-/// Each op kind's costs from the ops programs' traces in `dir` (rank 0's):
-/// time = ops x fixed cost + amount / rate, where the amount is the kind's
-/// flops, or its bytes where the cost model finds it bound by memory at
-/// the measured general rates, solved from the two programs' totals (one
-/// alone, where a kind runs in one: its rate, the fixed cost the
-/// general). Products keep the rates of their own measurement, at the
-/// sizes large models have.
-llvm::json::Object fitOpCosts(llvm::StringRef dir, double flopRate,
-                              double byteRate, double overhead,
+/// The line t = fixed + perUnit * a through the points (a, t) of `points`,
+/// by least squares, each residual weighed by the inverse of its t plus the
+/// mean t, so that neither the many small ops nor the few large ones decide
+/// alone (nor an op that took no time, its work done by another's loop). Neither
+/// part is negative: where the fixed cost would be, the line goes through
+/// 0; where the slope would be (times that do not grow with the amount
+/// over the sizes traced: small ops, their fixed cost all there is to
+/// see, which gives no rate to take to larger ones), it is the ratio of
+/// the totals and the fixed cost 0.
+std::pair<double, double>
+fitLine(llvm::ArrayRef<std::pair<double, double>> points) {
+  double sw = 0, swa = 0, swaa = 0, swt = 0, swat = 0, sa = 0, st = 0;
+  double mean = 0;
+  for (auto [a, t] : points)
+    mean += std::max(t, 0.0) / double(points.size());
+  for (auto [a, t] : points) {
+    if (t <= 0)
+      continue;
+    double w = 1 / (t + mean);
+    sw += w;
+    swa += w * a;
+    swaa += w * a * a;
+    swt += w * t;
+    swat += w * a * t;
+    sa += a;
+    st += t;
+  }
+  double det = sw * swaa - swa * swa;
+  double fixed = -1, perUnit = 0;
+  if (det > 1e-12 * sw * swaa) {
+    fixed = (swaa * swt - swa * swat) / det;
+    perUnit = (sw * swat - swa * swt) / det;
+  }
+  if (fixed < 0) {
+    fixed = 0;
+    perUnit = swaa > 0 ? swat / swaa : 0;
+  }
+  if (perUnit <= 0) {
+    fixed = 0;
+    perUnit = sa > 0 ? st / sa : 0;
+  }
+  return {fixed, perUnit};
+}
+
+/// Each op kind's costs from the ops programs' traces in `dir` (rank 0's),
+/// fitted to every traced op of the kind (fitLine):
+///  - an element-wise or data-movement kind: time = fixed cost + amount /
+///    rate, where the amount is the kind's flops, or its bytes where the
+///    cost model finds the kind bound by memory at the measured general
+///    rates;
+///  - a product: its flops at the rate of the large products timed above
+///    (`matrixRate`), then a fixed cost and its bytes at a rate of their
+///    own (`serial_bytes_per_second`): packing the operands, which a
+///    small product (a microbatch of few rows against a weight) spends
+///    most of its time on.
+llvm::json::Object fitOpCosts(llvm::StringRef dir, double matrixRate,
+                              double flopRate, double byteRate,
                               std::string &note) {
   llvm::json::Object ops;
-  std::map<std::string, KindTotals> small = readKindTotals(
-      (dir + "/" + kOpsPrograms[0].name + "-trace-0.json").str());
-  std::map<std::string, KindTotals> large = readKindTotals(
-      (dir + "/" + kOpsPrograms[1].name + "-trace-0.json").str());
-  if (large.empty()) {
+  std::map<std::string, std::vector<OpSample>> kinds;
+  bool read = false;
+  for (const OpsProgram &program : kOpsPrograms)
+    read |= readOpSamples(
+        (dir + "/" + program.name + "-trace-0.json").str(), kinds);
+  if (!read) {
     note = "op kinds: the training steps' traces could not be read";
     return ops;
   }
+  // The products run one kernel, a graph.gemm's bias its epilogue: both
+  // kinds get the costs fitted to all of them.
+  constexpr llvm::StringLiteral kProducts[] = {"graph.gemm", "graph.matmul"};
+  std::vector<OpSample> products;
+  for (llvm::StringRef kind : kProducts) {
+    auto it = kinds.find(kind.str());
+    if (it == kinds.end())
+      continue;
+    llvm::append_range(products, it->second);
+    kinds.erase(it);
+  }
+  if (!products.empty())
+    for (llvm::StringRef kind : kProducts)
+      kinds[kind.str()] = products;
   int64_t fitted = 0;
-  for (const auto &[name, big] : large) {
-    if (name == "graph.matmul" || name == "graph.gemm" ||
-        llvm::StringRef(name).starts_with("dist."))
+  for (const auto &[name, samples] : kinds) {
+    if (llvm::StringRef(name).starts_with("dist."))
       continue;
-    bool memoryBound = big.bytes / byteRate >= big.flops / flopRate;
-    auto amountOf = [&](const KindTotals &k) {
-      return memoryBound ? k.bytes : k.flops;
-    };
-    double a2 = amountOf(big), t2 = big.seconds, n2 = big.count;
-    if (a2 <= 0 || t2 <= 0)
-      continue;
-    double fixed = overhead, perUnit = (t2 - n2 * overhead) / a2;
-    auto it = small.find(name);
-    if (it != small.end() && amountOf(it->second) > 0) {
-      double a1 = amountOf(it->second), t1 = it->second.seconds,
-             n1 = it->second.count;
-      double det = n1 * a2 - n2 * a1;
-      if (std::abs(det) > 1e-12 * n1 * a2) {
-        fixed = (t1 * a2 - t2 * a1) / det;
-        perUnit = (n1 * t2 - n2 * t1) / det;
-      }
-      // A negative part is noise: the other explains the times alone.
-      if (fixed < 0) {
-        fixed = 0;
-        perUnit = t2 / a2;
-      } else if (perUnit <= 0) {
-        fixed = t2 / n2;
-        perUnit = 0;
-      }
+    bool product = llvm::is_contained(kProducts, name);
+    double flops = 0, bytes = 0;
+    for (const OpSample &s : samples) {
+      flops += s.flops;
+      bytes += s.bytes;
     }
-    if (perUnit <= 0 && fixed <= 0)
+    bool memoryBound = bytes / byteRate >= flops / flopRate;
+    llvm::SmallVector<std::pair<double, double>> points;
+    for (const OpSample &s : samples) {
+      if (product)
+        points.push_back({s.bytes, s.seconds - s.flops / matrixRate});
+      else
+        points.push_back({memoryBound ? s.bytes : s.flops, s.seconds});
+    }
+    auto [fixedCost, perUnit] = fitLine(points);
+    if (perUnit <= 0)
       continue;
-    llvm::json::Object costs{{"overhead_seconds", std::max(0.0, fixed)}};
-    if (perUnit > 0)
-      costs[memoryBound ? "bytes_per_second" : "flops_per_second"] =
-          1 / perUnit;
+    llvm::json::Object costs{{"overhead_seconds", fixedCost}};
+    costs[product       ? "serial_bytes_per_second"
+          : memoryBound ? "bytes_per_second"
+                        : "flops_per_second"] = 1 / perUnit;
     ops[name] = std::move(costs);
     ++fitted;
   }
@@ -566,6 +614,7 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
   // With several ranks, the programs run on all of them at once, and the
   // collectives between them, under mpirun.
   double linkBandwidth = 4e9, linkLatency = 2e-6;
+  llvm::json::Array linkTimes;
   std::string collectivesNote = "one rank: no collective measured";
   if (options.ranks == 1) {
     for (auto [name, steps] : kPrograms) {
@@ -624,6 +673,13 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
     auto [sendBandwidth, sendLatency] = fitLink(*times.getArray("send"), 1, 1);
     linkBandwidth = busBandwidth;
     linkLatency = busLatency;
+    // And the all-reduces' times themselves, at what each rank sent: the
+    // bandwidth of a buffer in the cache is not that of one in memory.
+    for (const llvm::json::Value &p : *times.getArray("all_reduce")) {
+      const llvm::json::Array *pair = p.getAsArray();
+      linkTimes.push_back(llvm::json::Array{
+          *(*pair)[0].getAsNumber() * 2 * steps / r, *(*pair)[1].getAsNumber()});
+    }
     collectivesNote =
         llvm::formatv("all-reduce over {0} MPI ranks fitted to ring traffic "
                       "({1:F2} GB/s bus bandwidth, {2:F1} us per step); "
@@ -653,7 +709,7 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
     summary << "  " << collectivesNote << "\n";
   std::string opsNote;
   llvm::json::Object opRates =
-      fitOpCosts(dir, vectorRate, bandwidth, opOverhead, opsNote);
+      fitOpCosts(dir, f32Rate, vectorRate, bandwidth, opsNote);
   // The slower element-wise kinds' arithmetic, where the training steps
   // did not give their kind a rate of flops.
   for (auto [name, op] : kVectorPrograms) {
@@ -677,6 +733,13 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   auto rates = [](double rate) {
     return llvm::json::Object{{"peak", rate}, {"achievable", rate}};
+  };
+  auto linkDescription = [&] {
+    llvm::json::Object link{{"bytes_per_second", linkBandwidth},
+                            {"latency_seconds", linkLatency}};
+    if (!linkTimes.empty())
+      link["measured"] = llvm::json::Array(linkTimes);
+    return link;
   };
   llvm::json::Object description{
       {"name", options.name},
@@ -712,10 +775,8 @@ llvm::LogicalResult pcc::calibrate(const CalibrateOptions &options,
       {"op_overhead_seconds", opOverhead},
       {"vector_flops_per_second", vectorRate},
       {"ops", std::move(opRates)},
-      {"intra_node", llvm::json::Object{{"bytes_per_second", linkBandwidth},
-                                        {"latency_seconds", linkLatency}}},
-      {"inter_node", llvm::json::Object{{"bytes_per_second", linkBandwidth},
-                                        {"latency_seconds", linkLatency}}}};
+      {"intra_node", linkDescription()},
+      {"inter_node", linkDescription()}};
   std::string out =
       llvm::formatv("{0:2}", llvm::json::Value(std::move(description))).str() +
       "\n";

@@ -14,9 +14,11 @@
 #include "pcc/Analysis/TensorBytes.h"
 
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
 
 namespace pcc {
@@ -27,6 +29,10 @@ namespace pcc {
 struct OpThroughput {
   double flopsPerSecond = 0, bytesPerSecond = 0;
   double overheadSeconds = -1;
+  /// Where positive, the kind's bytes take their time at this rate after
+  /// its flops rather than beside them (a CPU product packs its operands,
+  /// then multiplies them).
+  double serialBytesPerSecond = 0;
 };
 
 class CostModel {
@@ -70,6 +76,11 @@ public:
   /// block and the same part of the step (forward or backward), so its
   /// result is never written.
   static bool isFusedIntoReaders(mlir::Operation *op);
+  /// Where element-wise `op` ends a chain of ops fused into their readers
+  /// (pcc-fuse makes the chain one loop nest, a graph.fusion), the bytes
+  /// that loop reads and writes: the chain's inputs once each, and `op`'s
+  /// result; else nothing.
+  static std::optional<double> getFusedChainBytes(mlir::Operation *op);
   /// Seconds of one execution of an op named `opName` that does `flops`
   /// (products on the matrix units where `matrix`, else element-wise at
   /// the vector rate) and accesses `bytes` (what time(op) takes of an op
@@ -120,6 +131,17 @@ public:
   double p2pLatencySeconds = 0, interNodeBytesPerSecond = 0;
   int64_t devicesPerNode = 0;
   llvm::StringMap<OpThroughput> ops;
+  /// With a machine that gives them (`measured`), the link's times inside
+  /// and between nodes: what a rank sent (bytes) and the seconds it took,
+  /// by increasing bytes. A link's bandwidth depends on the size (a
+  /// buffer in the cache goes faster than one that is not), so a transfer
+  /// is timed between the two it lies between rather than at one figure.
+  llvm::SmallVector<std::pair<double, double>> intraNodeTimes, interNodeTimes;
+
+private:
+  /// Seconds for a rank to send `traffic` bytes over the link inside or
+  /// between nodes, with `hops` latencies where the link has no times.
+  double linkTime(double traffic, bool betweenNodes, double hops) const;
 };
 
 } // namespace pcc
