@@ -14,7 +14,8 @@ usage: python3 bench/layouts.py WORK [--pcc build/bin/pcc] [--venv VENV]
 3. Searches: `pcc plan MODEL --train --devices 2 --machine WORK/cpu.json`.
 4. Compiles and runs every layout of 2 devices (dp 2 with each ZeRO stage;
    tp 2 with and without sequence parallelism; pp 2 with each schedule and
-   2, 4 or 8 microbatches), K training steps each on MPI ranks, and takes
+   2, 4 or 8 microbatches; and the search's choice, where it is none of
+   these), K training steps each on MPI ranks, and takes
    the median step time after the first two; beside it, each layout's
    prediction (`pcc plan` at that layout on WORK/cpu.json).
 5. Prints the table, the rank correlation (Spearman) of predicted and
@@ -137,7 +138,12 @@ def main():
     chosen = key(search_flags(best))
 
     rows = []
-    for flags in layouts():
+    # Every 2-device layout, and the search's choice where it is none of
+    # them (more virtual stages, say): it is measured too.
+    candidates = list(layouts())
+    if chosen not in [key(f) for f in candidates]:
+        candidates.append(search_flags(best))
+    for flags in candidates:
         name = key(flags)
         plan = os.path.join(a.work, "plan-" + name.replace(" ", "_"))
         out = os.path.join(a.work, "out-" + name.replace(" ", "_"))

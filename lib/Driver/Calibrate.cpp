@@ -357,7 +357,9 @@ fitLine(llvm::ArrayRef<std::pair<double, double>> points) {
 ///    (`matrixRate`), then a fixed cost and its bytes at a rate of their
 ///    own (`serial_bytes_per_second`): packing the operands, which a
 ///    small product (a microbatch of few rows against a weight) spends
-///    most of its time on.
+///    most of its time on;
+///  - a kind whose ops do not span sizes enough to tell a rate from a fixed
+///    cost: a fixed cost alone, beside the general rate.
 llvm::json::Object fitOpCosts(llvm::StringRef dir, double matrixRate,
                               double flopRate, double byteRate,
                               std::string &note) {
@@ -396,12 +398,37 @@ llvm::json::Object fitOpCosts(llvm::StringRef dir, double matrixRate,
       bytes += s.bytes;
     }
     bool memoryBound = bytes / byteRate >= flops / flopRate;
+    double generalRate = product ? byteRate : memoryBound ? byteRate : flopRate;
     llvm::SmallVector<std::pair<double, double>> points;
+    double smallest = 0, largest = 0;
     for (const OpSample &s : samples) {
-      if (product)
-        points.push_back({s.bytes, s.seconds - s.flops / matrixRate});
-      else
-        points.push_back({memoryBound ? s.bytes : s.flops, s.seconds});
+      double amount = product || memoryBound ? s.bytes : s.flops;
+      // An op timed at ten times the general rate did not do its work
+      // itself (a transpose that a product reads in place): left out.
+      if (!product && amount > 10 * generalRate * s.seconds)
+        continue;
+      double t = product ? s.seconds - s.flops / matrixRate : s.seconds;
+      points.push_back({amount, t});
+      smallest = points.size() == 1 ? amount : std::min(smallest, amount);
+      largest = std::max(largest, amount);
+    }
+    if (points.empty())
+      continue;
+    // A rate needs sizes to tell it from the fixed cost: a kind traced at
+    // one size (a negation of a scalar) gets a fixed cost, what its ops
+    // took beyond the general rate, and keeps the general rate.
+    if (largest < 4 * smallest) {
+      double sw = 0, swExtra = 0, mean = 0;
+      for (auto [a, t] : points)
+        mean += std::max(t, 0.0) / double(points.size());
+      for (auto [a, t] : points) {
+        double w = 1 / (std::max(t, 0.0) + mean);
+        sw += w;
+        swExtra += w * std::max(0.0, t - (product ? 0 : a / generalRate));
+      }
+      ops[name] = llvm::json::Object{{"overhead_seconds", swExtra / sw}};
+      ++fitted;
+      continue;
     }
     auto [fixedCost, perUnit] = fitLine(points);
     if (perUnit <= 0)
