@@ -1,8 +1,11 @@
 //===- BufferPlan.cpp - Where each value of a function lives --------------===//
 
 #include "pcc/Analysis/BufferPlan.h"
+#include "pcc/Analysis/CostModel.h"
+#include "pcc/Dialect/Dist/IR/DistOps.h"
 
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
+#include "pcc/Dialect/Graph/IR/GraphTraining.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -116,12 +119,16 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
           lastUse.lookup(state) != index.lookup(op) ||
           llvm::count(ret.getOperands(), v) != 1)
         continue;
-      // Read at the same elements: directly, with the result's type.
-      bool aligned = llvm::all_of(op->getOperands(), [&](Value operand) {
+      // Read at the same elements: directly, with the result's type (by
+      // the op, or by what it computes on the fly, element by element).
+      SmallVector<Value> reads(op->getOperands());
+      if (options.getExtraReads)
+        options.getExtraReads(op, reads);
+      bool aligned = llvm::all_of(reads, [&](Value operand) {
         return getRoot(operand) != state ||
                (operand == state && operand.getType() == v.getType());
       });
-      if (!aligned || !llvm::is_contained(op->getOperands(), state))
+      if (!aligned || !llvm::is_contained(reads, state))
         continue;
       roots[v] = state;
       updatedInPlace.insert(v);
@@ -201,4 +208,58 @@ std::optional<int64_t> BufferPlan::getSnapshotOffset(unsigned result) const {
   if (it == snapshots.end())
     return std::nullopt;
   return it->second;
+}
+
+bool pcc::mayReturnEarly(Operation *op) {
+  return isa<graph::GatherOp, graph::GatherElementsOp, graph::ScatterAddOp,
+             graph::ScatterElementsAddOp, func::CallOp>(op) ||
+         isa<dist::DistDialect>(op->getDialect());
+}
+
+int64_t pcc::getPlannedBytes(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  int64_t held = 0;
+  for (BlockArgument arg : body.getArguments())
+    held += getTensorBytes(arg.getType());
+  SmallVector<int64_t> writeBack;
+  for (unsigned k = 0; k < func.getNumResults(); ++k) {
+    std::optional<unsigned> state =
+        graph::getStateIndex(func, k, graph::kUpdateAttr);
+    writeBack.push_back(state ? int64_t(*state) : -1);
+    if (!state)
+      held += getTensorBytes(func.getResultTypes()[k]);
+  }
+  // Weights (an inference step's, or a frozen one's) live outside the
+  // workspace for the whole step; constants are the code's.
+  for (graph::WeightOp w : body.getOps<graph::WeightOp>())
+    held += getTensorBytes(w.getType());
+  // An element-wise op that pcc-fuse computes inside its readers' loop
+  // writes no buffer: its readers read its operands instead, until they
+  // ran.
+  auto fused = [](Operation *op) {
+    return op && CostModel::isFusedIntoReaders(op);
+  };
+  BufferPlanOptions options;
+  options.writeBack = writeBack;
+  options.mayFail = mayReturnEarly;
+  auto external = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return isa_and_nonnull<graph::WeightOp, graph::ConstantOp>(def) ||
+           fused(def);
+  };
+  options.isExternal = external;
+  std::function<void(Operation *, SmallVectorImpl<Value> &)> extraReads =
+      [&](Operation *op, SmallVectorImpl<Value> &reads) {
+        for (Value operand : op->getOperands()) {
+          Operation *def = operand.getDefiningOp();
+          if (!fused(def))
+            continue;
+          for (Value v : def->getOperands())
+            if (!fused(v.getDefiningOp()))
+              reads.push_back(v);
+          extraReads(def, reads);
+        }
+      };
+  options.getExtraReads = extraReads;
+  return held + BufferPlan(func, options).getWorkspaceBytes();
 }

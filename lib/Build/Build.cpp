@@ -222,58 +222,6 @@ OwningOpRef<ModuleOp> pcc::loadModel(MLIRContext &context,
   return importOnnxFile(context, options.model, importOptions, report);
 }
 
-/// The step's planned peak that the pipeline is to run with
-/// (CompileOptions::plannedPeak), for `module` as imported.
-///
-/// Auto recomputation on one stage frees what the step's buffer plan
-/// holds beyond the budget: the step is built and its buffers planned
-/// without recomputation first (a pipeline's memory is the schedule's,
-/// which the pass simulates itself), then, while the plan of what the pass
-/// chose is still over (the pass frees what it keeps for the backward,
-/// the plan's peak can fall by less), again with the excess added.
-static FailureOr<int64_t> measurePlannedPeak(ModuleOp module,
-                                             const CompileOptions &options) {
-  if (options.recompute != "auto" || options.pp != 1 ||
-      options.microbatches > 1)
-    return options.plannedPeak;
-  ProgressLine progress("planning the step's memory");
-  auto planPeak =
-      [&](const CompileOptions &trialOptions) -> FailureOr<int64_t> {
-    OwningOpRef<ModuleOp> trial = module.clone();
-    PassManager trialPm(module.getContext());
-    buildCompilePipeline(trialPm, trialOptions);
-    if (failed(trialPm.run(*trial)))
-      return failure();
-    llvm::raw_null_ostream sink;
-    FailureOr<CppEmitResult> planned = emitCode(*trial, sink, options);
-    if (failed(planned))
-      return failure();
-    FailureOr<SmallVector<func::FuncOp>> entries = getProgramEntries(*trial);
-    if (failed(entries))
-      return failure();
-    return countStepMemory(*trial, *entries, *planned, options.target)
-        .getPerRankBytes();
-  };
-  CompileOptions none = options;
-  none.recompute = "none";
-  none.memoryBudget = 0;
-  FailureOr<int64_t> peak = planPeak(none);
-  if (failed(peak))
-    return failure();
-  CompileOptions effective = options;
-  effective.plannedPeak = *peak;
-  for (int round = 0; round < 3 && *peak > options.memoryBudget; ++round) {
-    FailureOr<int64_t> chosen = planPeak(effective);
-    if (failed(chosen))
-      return failure();
-    if (*chosen <= options.memoryBudget || *chosen >= *peak)
-      break;
-    effective.plannedPeak += *chosen - options.memoryBudget;
-    peak = chosen;
-  }
-  return effective.plannedPeak;
-}
-
 FailureOr<BuiltProgram> pcc::buildProgram(MLIRContext &context,
                                           const CompileOptions &options) {
   BuiltProgram program;
@@ -286,12 +234,7 @@ FailureOr<BuiltProgram> pcc::buildProgram(MLIRContext &context,
   if (program.module->getOps<func::FuncOp>().empty())
     return printError(options.model + ": no function to compile");
 
-  FailureOr<int64_t> plannedPeak = measurePlannedPeak(*program.module, options);
-  if (failed(plannedPeak))
-    return failure();
-  program.plannedPeak = *plannedPeak;
   CompileOptions effective = options;
-  effective.plannedPeak = program.plannedPeak;
   // pcc-select-trainable reports its decisions here.
   effective.onTrainableDecisions = [&](ArrayRef<TrainableDecision> made) {
     program.decisions.insert(program.decisions.end(), made.begin(),

@@ -491,7 +491,7 @@ static CompileReport buildReport(const CompileOptions &options,
   // What pcc-recompute made the backward recompute.
   llvm::json::Object recompute = describeRecompute(module, options.recompute);
   // Unpipelined, what a rank needs is what its buffers plan.
-  if (program.plannedPeak > 0)
+  if (options.pp == 1)
     if (llvm::json::Array *over = recompute.getArray("over_budget"))
       for (llvm::json::Value &entry : *over)
         (*entry.getAsObject())["predicted_bytes"] = perRank;

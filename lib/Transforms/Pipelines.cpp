@@ -152,7 +152,6 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     RecomputeOptions recompute;
     recompute.mode = options.recompute;
     recompute.memoryBudget = options.memoryBudget;
-    recompute.plannedPeak = options.plannedPeak;
     recompute.schedule = options.schedule;
     recompute.microbatches = microbatches;
     recompute.virtualStages = options.virtualStages;

@@ -106,6 +106,21 @@ private:
   int64_t workspaceBytes = 0;
 };
 
+/// Whether `op`'s code may fail and return early: the index checks of
+/// gathers and scatters, communication (a started collective's wait too)
+/// and calls. A state updated in place must not be followed by one
+/// (BufferPlanOptions::mayFail).
+bool mayReturnEarly(mlir::Operation *op);
+
+/// The bytes a rank holds to run `func` (one block of statically shaped
+/// tensors): its arguments (the parameters, the state, the inputs), its
+/// results but the state updates (written back over their state,
+/// graph.update), and the workspace of its buffer plan, in which an
+/// element-wise op that pcc-fuse computes inside its readers' loop
+/// (CostModel::isFusedIntoReaders) has no buffer and its readers read its
+/// operands instead, as the compiled step does.
+int64_t getPlannedBytes(mlir::func::FuncOp func);
+
 } // namespace pcc
 
 #endif // PCC_ANALYSIS_BUFFERPLAN_H

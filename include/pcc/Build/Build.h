@@ -106,10 +106,6 @@ struct BuiltProgram {
   /// pcc-select-trainable's decisions, in the order it made them (its
   /// TrainableDecisionSink).
   std::vector<TrainableDecision> decisions;
-  /// The step's planned peak that the pipeline ran with
-  /// (CompileOptions::plannedPeak): with --recompute auto on one stage,
-  /// the one buildProgram measured.
-  int64_t plannedPeak = 0;
 };
 
 /// Reads `options.model`: Graph dialect IR (.mlir) as the importer would

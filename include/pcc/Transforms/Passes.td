@@ -811,9 +811,11 @@ def Recompute : Pass<"pcc-recompute", "::mlir::ModuleOp"> {
     microbatches the `schedule` keeps in flight on its stage) per flop made
     again. The peak is a pipelined rank's held bytes plus its stages'
     stash in flight, as the schedule's simulation gives it; without stages,
-    `planned-peak` (what the buffer plan of the step without recomputation
-    holds, which the driver measures) or else the most bytes alive at once
-    in the step.
+    what the buffer plan of the step holds (`getPlannedBytes`: its
+    arguments, its results but the state updates, and its planned
+    workspace), asked again after each round of choices: while the step
+    the pass made still plans above the budget, it chooses more, up to
+    three rounds.
 
     The pass runs on the laid-out mesh (sizes are shards) and after the
     stage partition, whose `dist.stash_bytes` and `dist.stage_costs` it
@@ -828,9 +830,6 @@ def Recompute : Pass<"pcc-recompute", "::mlir::ModuleOp"> {
            "none, selective, full or auto">,
     Option<"memoryBudget", "memory-budget", "int64_t", /*default=*/"0",
            "With auto: the bytes each rank may hold">,
-    Option<"plannedPeak", "planned-peak", "int64_t", /*default=*/"0",
-           "With auto, without stages: the step's peak as its buffers are "
-           "planned without recomputation (0: the pass's own estimate)">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "The pipeline schedule the stages will run">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",

@@ -409,15 +409,7 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     return isReadInPlace(op) ? op->getOperand(0) : Value();
   };
   planOptions.getViewSource = viewSource;
-  // What returns early on failure: index checks of gathers and scatters,
-  // communication and calls.
-  // A started collective's wait may fail (it is a Dist op).
-  auto mayFail = [&](Operation *op) {
-    return isa<GatherOp, GatherElementsOp, ScatterAddOp, ScatterElementsAddOp,
-               func::CallOp>(op) ||
-           isa<dist::DistDialect>(op->getDialect());
-  };
-  planOptions.mayFail = mayFail;
+  planOptions.mayFail = mayReturnEarly;
   // What pcc-fuse decided the target computes inside another op's loop:
   // a softmax that computes its producing fusion per row reads the
   // fusion's operands, which stay alive until it ran; a product that runs

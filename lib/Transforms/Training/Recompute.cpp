@@ -55,6 +55,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Analysis/BufferPlan.h"
 #include "pcc/Analysis/CostModel.h"
 #include "pcc/Analysis/StepPhases.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
@@ -85,8 +86,6 @@ struct Totals {
 struct Request {
   enum class Mode { Selective, Full, Auto } mode = Mode::Full;
   int64_t budget = 0;
-  /// Without stages: the step's planned peak without recomputation, or 0.
-  int64_t plannedPeak = 0;
   /// The schedule a pipelined step will run (its stash per stage).
   pipeline::ScheduleSpec schedule;
   const CostModel *cost = nullptr;
@@ -104,47 +103,6 @@ struct Outcome {
 std::optional<int64_t> stageOf(Operation *op) {
   auto at = op->getAttrOfType<IntegerAttr>(dist::kStageAttr);
   return at ? std::optional<int64_t>(at.getInt()) : std::nullopt;
-}
-
-/// The most bytes alive at once in `func`'s body, in program order, of the
-/// values its ops make, plus the bytes of its arguments and weights, which
-/// live throughout. A state's update is written over the state, so it takes
-/// no bytes of its own.
-int64_t getPeakBytes(func::FuncOp func) {
-  Block &body = func.getBody().front();
-  llvm::DenseMap<Operation *, size_t> index;
-  for (Operation &op : body)
-    index[&op] = index.size();
-  llvm::DenseSet<Value> updates;
-  for (OpOperand &result : body.getTerminator()->getOpOperands())
-    if (func.getResultAttr(result.getOperandNumber(), graph::kUpdateAttr))
-      updates.insert(result.get());
-  SmallVector<int64_t> change(index.size() + 1, 0);
-  int64_t held = 0;
-  for (BlockArgument arg : body.getArguments())
-    held += getTensorBytes(arg.getType());
-  for (Operation &op : body) {
-    for (Value result : op.getResults()) {
-      int64_t bytes =
-          updates.contains(result) ? 0 : getTensorBytes(result.getType());
-      if (isa<graph::WeightOp>(op)) {
-        held += bytes;
-        continue;
-      }
-      size_t last = index[&op];
-      for (Operation *user : result.getUsers()) {
-        Operation *at = body.findAncestorOpInBlock(*user);
-        last = std::max(last,
-                        isa<func::ReturnOp>(at) ? index.size() - 1 : index[at]);
-      }
-      change[index[&op]] += bytes;
-      change[last + 1] -= bytes;
-    }
-  }
-  int64_t alive = 0, peak = 0;
-  for (int64_t c : change)
-    peak = std::max(peak, alive += c);
-  return held + peak;
 }
 
 /// Recomputes the blocks' activations in `func`'s backward.
@@ -315,8 +273,7 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
                                      .peakBytes);
       }
     } else {
-      peak[0] =
-          request.plannedPeak > 0 ? request.plannedPeak : getPeakBytes(func);
+      peak[0] = getPlannedBytes(func);
     }
 
     // What recomputing `def` takes along: `def` and the ops of the values it
@@ -531,7 +488,6 @@ struct RecomputePass : pcc::impl::RecomputeBase<RecomputePass> {
         return signalPassFailure();
       }
       request.budget = memoryBudget;
-      request.plannedPeak = plannedPeak;
     } else {
       module.emitError() << "--recompute takes none, selective, full or "
                             "auto, got '"
@@ -562,9 +518,46 @@ struct RecomputePass : pcc::impl::RecomputeBase<RecomputePass> {
             return func.getResultAttr(k, graph::kGradAttr);
           }))
         continue;
-      staged |= func->hasAttr(dist::kNumStagesAttr);
-      if (failed(recompute(func, request, outcome)))
+      bool hasStages = func->hasAttr(dist::kNumStagesAttr);
+      staged |= hasStages;
+      bool rounds = request.mode == Request::Mode::Auto && !hasStages;
+      int64_t previous = rounds ? getPlannedBytes(func) : 0;
+      Outcome made;
+      if (failed(recompute(func, request, made)))
         return signalPassFailure();
+      // Without stages, auto frees what the step's buffer plan holds beyond
+      // the budget, by its own count of what each value frees; while the
+      // plan of the step it made is still over (a value freed can leave a
+      // buffer that others share), it frees more, in up to three rounds,
+      // as long as the last one lowered the plan (the clones' own buffers
+      // can outweigh what they free).
+      if (rounds) {
+        for (int round = 0;; ++round) {
+          int64_t planned = getPlannedBytes(func);
+          made.over.clear();
+          if (planned <= request.budget)
+            break;
+          made.over.push_back({0, planned});
+          if (round == 3 || planned >= previous)
+            break;
+          previous = planned;
+          Outcome more;
+          if (failed(recompute(func, request, more)))
+            return signalPassFailure();
+          if (more.total.ops == 0)
+            break;
+          for (Totals *t : {&made.total, &made.stages[0]}) {
+            t->ops += more.total.ops;
+            t->flops += more.total.flops;
+            t->bytes += more.total.bytes;
+          }
+        }
+      }
+      outcome.total.ops += made.total.ops;
+      outcome.total.flops += made.total.flops;
+      outcome.total.bytes += made.total.bytes;
+      outcome.stages = made.stages;
+      llvm::append_range(outcome.over, made.over);
     }
     Builder b(module.getContext());
     auto totals = [&](const Totals &t) {
