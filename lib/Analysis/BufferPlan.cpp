@@ -1,9 +1,9 @@
 //===- BufferPlan.cpp - Where each value of a function lives --------------===//
 
 #include "pcc/Analysis/BufferPlan.h"
+
 #include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
-
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 
@@ -234,32 +234,22 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
   for (graph::WeightOp w : body.getOps<graph::WeightOp>())
     held += getTensorBytes(w.getType());
   // An element-wise op that pcc-fuse computes inside its readers' loop
-  // writes no buffer: its readers read its operands instead, until they
-  // ran.
-  auto fused = [](Operation *op) {
-    return op && CostModel::isFusedIntoReaders(op);
-  };
+  // writes no buffer: its readers read its chain's inputs instead, until
+  // they ran.
   BufferPlanOptions options;
   options.writeBack = writeBack;
   options.mayFail = mayReturnEarly;
-  auto external = [&](Value v) {
+  auto external = [](Value v) {
     Operation *def = v.getDefiningOp();
     return isa_and_nonnull<graph::WeightOp, graph::ConstantOp>(def) ||
-           fused(def);
+           (def && CostModel::isFusedIntoReaders(def));
   };
   options.isExternal = external;
-  std::function<void(Operation *, SmallVectorImpl<Value> &)> extraReads =
-      [&](Operation *op, SmallVectorImpl<Value> &reads) {
-        for (Value operand : op->getOperands()) {
-          Operation *def = operand.getDefiningOp();
-          if (!fused(def))
-            continue;
-          for (Value v : def->getOperands())
-            if (!fused(v.getDefiningOp()))
-              reads.push_back(v);
-          extraReads(def, reads);
-        }
-      };
+  auto extraReads = [](Operation *op, SmallVectorImpl<Value> &reads) {
+    llvm::SetVector<Value> inputs;
+    if (CostModel::getFusedChainInputs(op, inputs))
+      llvm::append_range(reads, inputs);
+  };
   options.getExtraReads = extraReads;
   return held + BufferPlan(func, options).getWorkspaceBytes();
 }

@@ -415,13 +415,11 @@ double CostModel::time(Operation *op) const {
               double(cost.getBytesAccessed()), matrix);
 }
 
-std::optional<double> CostModel::getFusedChainBytes(Operation *op) {
-  if (!graph::isFusibleElementwise(op))
-    return std::nullopt;
+bool CostModel::getFusedChainInputs(Operation *op,
+                                    llvm::SetVector<Value> &inputs) {
   // The chain: `op` and, transitively, the producers of its operands that
   // are computed inside their readers' loop.
   llvm::SmallPtrSet<Operation *, 16> chain{op};
-  llvm::SetVector<Value> inputs;
   SmallVector<Operation *> worklist{op};
   while (!worklist.empty()) {
     Operation *member = worklist.pop_back_val();
@@ -437,7 +435,12 @@ std::optional<double> CostModel::getFusedChainBytes(Operation *op) {
       inputs.insert(operand);
     }
   }
-  if (chain.size() == 1)
+  return chain.size() > 1;
+}
+
+std::optional<double> CostModel::getFusedChainBytes(Operation *op) {
+  llvm::SetVector<Value> inputs;
+  if (!graph::isFusibleElementwise(op) || !getFusedChainInputs(op, inputs))
     return std::nullopt;
   double bytes = 0;
   for (Value v : inputs)

@@ -303,25 +303,35 @@ bool readOpSamples(const std::string &file,
   return true;
 }
 
-/// The line t = fixed + perUnit * a through the points (a, t) of `points`,
-/// by least squares, each residual weighed by the inverse of its t plus the
+/// The weight of each point (a, t) in a fit: the inverse of its t plus the
 /// mean t, so that neither the many small ops nor the few large ones decide
-/// alone (nor an op that took no time, its work done by another's loop). Neither
-/// part is negative: where the fixed cost would be, the line goes through
-/// 0; where the slope would be (times that do not grow with the amount
-/// over the sizes traced: small ops, their fixed cost all there is to
-/// see, which gives no rate to take to larger ones), it is the ratio of
-/// the totals and the fixed cost 0.
-std::pair<double, double>
-fitLine(llvm::ArrayRef<std::pair<double, double>> points) {
-  double sw = 0, swa = 0, swaa = 0, swt = 0, swat = 0, sa = 0, st = 0;
+/// alone (nor an op that took no time, its work done by another's loop).
+llvm::SmallVector<double>
+getFitWeights(llvm::ArrayRef<std::pair<double, double>> points) {
   double mean = 0;
   for (auto [a, t] : points)
     mean += std::max(t, 0.0) / double(points.size());
-  for (auto [a, t] : points) {
+  llvm::SmallVector<double> weights;
+  for (auto [a, t] : points)
+    weights.push_back(1 / (std::max(t, 0.0) + mean));
+  return weights;
+}
+
+/// The line t = fixed + perUnit * a through the points (a, t) of `points`,
+/// by least squares weighed by getFitWeights. Neither part is negative:
+/// where the fixed cost would be, the line goes through 0; where the slope
+/// would be (times that do not grow with the amount over the sizes traced:
+/// small ops, their fixed cost all there is to see, which gives no rate to
+/// take to larger ones), it is the ratio of the totals and the fixed cost
+/// 0.
+std::pair<double, double>
+fitLine(llvm::ArrayRef<std::pair<double, double>> points) {
+  double sw = 0, swa = 0, swaa = 0, swt = 0, swat = 0, sa = 0, st = 0;
+  llvm::SmallVector<double> weights = getFitWeights(points);
+  for (auto [point, w] : llvm::zip(points, weights)) {
+    auto [a, t] = point;
     if (t <= 0)
       continue;
-    double w = 1 / (t + mean);
     sw += w;
     swa += w * a;
     swaa += w * a * a;
@@ -397,12 +407,13 @@ llvm::json::Object fitOpCosts(llvm::StringRef dir, double matrixRate,
       flops += s.flops;
       bytes += s.bytes;
     }
-    bool memoryBound = bytes / byteRate >= flops / flopRate;
-    double generalRate = product ? byteRate : memoryBound ? byteRate : flopRate;
+    // A product's amount is its bytes (what it takes beyond its flops).
+    bool byBytes = product || bytes / byteRate >= flops / flopRate;
+    double generalRate = byBytes ? byteRate : flopRate;
     llvm::SmallVector<std::pair<double, double>> points;
     double smallest = 0, largest = 0;
     for (const OpSample &s : samples) {
-      double amount = product || memoryBound ? s.bytes : s.flops;
+      double amount = byBytes ? s.bytes : s.flops;
       // An op timed at ten times the general rate did not do its work
       // itself (a transpose that a product reads in place): left out.
       if (!product && amount > 10 * generalRate * s.seconds)
@@ -418,11 +429,10 @@ llvm::json::Object fitOpCosts(llvm::StringRef dir, double matrixRate,
     // one size (a negation of a scalar) gets a fixed cost, what its ops
     // took beyond the general rate, and keeps the general rate.
     if (largest < 4 * smallest) {
-      double sw = 0, swExtra = 0, mean = 0;
-      for (auto [a, t] : points)
-        mean += std::max(t, 0.0) / double(points.size());
-      for (auto [a, t] : points) {
-        double w = 1 / (std::max(t, 0.0) + mean);
+      double sw = 0, swExtra = 0;
+      llvm::SmallVector<double> weights = getFitWeights(points);
+      for (auto [point, w] : llvm::zip(points, weights)) {
+        auto [a, t] = point;
         sw += w;
         swExtra += w * std::max(0.0, t - (product ? 0 : a / generalRate));
       }
@@ -434,9 +444,9 @@ llvm::json::Object fitOpCosts(llvm::StringRef dir, double matrixRate,
     if (perUnit <= 0)
       continue;
     llvm::json::Object costs{{"overhead_seconds", fixedCost}};
-    costs[product       ? "serial_bytes_per_second"
-          : memoryBound ? "bytes_per_second"
-                        : "flops_per_second"] = 1 / perUnit;
+    costs[product   ? "serial_bytes_per_second"
+          : byBytes ? "bytes_per_second"
+                    : "flops_per_second"] = 1 / perUnit;
     ops[name] = std::move(costs);
     ++fitted;
   }

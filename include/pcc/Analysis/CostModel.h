@@ -14,6 +14,7 @@
 #include "pcc/Analysis/TensorBytes.h"
 
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
@@ -76,6 +77,11 @@ public:
   /// block and the same part of the step (forward or backward), so its
   /// result is never written.
   static bool isFusedIntoReaders(mlir::Operation *op);
+  /// What `op` reads through the ops fused into their readers that make
+  /// its operands (transitively): the operands and the chain's inputs,
+  /// each once, into `inputs`. Whether any operand is made by such an op.
+  static bool getFusedChainInputs(mlir::Operation *op,
+                                  llvm::SetVector<mlir::Value> &inputs);
   /// Where element-wise `op` ends a chain of ops fused into their readers
   /// (pcc-fuse makes the chain one loop nest, a graph.fusion), the bytes
   /// that loop reads and writes: the chain's inputs once each, and `op`'s

@@ -80,12 +80,21 @@ using namespace pcc::pipeline;
 namespace {
 struct Totals {
   int64_t ops = 0, flops = 0, bytes = 0;
+  Totals &operator+=(const Totals &other) {
+    ops += other.ops;
+    flops += other.flops;
+    bytes += other.bytes;
+    return *this;
+  }
 };
 
 /// What the pass was asked for and what it found.
 struct Request {
   enum class Mode { Selective, Full, Auto } mode = Mode::Full;
   int64_t budget = 0;
+  /// With auto, without stages: the bytes the step's buffers plan as it
+  /// stands (getPlannedBytes), which the caller has asked already.
+  int64_t plannedBytes = 0;
   /// The schedule a pipelined step will run (its stash per stage).
   pipeline::ScheduleSpec schedule;
   const CostModel *cost = nullptr;
@@ -273,7 +282,7 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
                                      .peakBytes);
       }
     } else {
-      peak[0] = getPlannedBytes(func);
+      peak[0] = request.plannedBytes;
     }
 
     // What recomputing `def` takes along: `def` and the ops of the values it
@@ -440,11 +449,8 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
             .bytes += getTensorBytes(v.getType());
     }
   }
-  for (const Totals &at : outcome.stages) {
-    outcome.total.ops += at.ops;
-    outcome.total.flops += at.flops;
-    outcome.total.bytes += at.bytes;
-  }
+  for (const Totals &at : outcome.stages)
+    outcome.total += at;
 
   // A pipelined step's stages now keep less and their backwards do more.
   if (stages && !made.empty()) {
@@ -521,9 +527,11 @@ struct RecomputePass : pcc::impl::RecomputeBase<RecomputePass> {
       bool hasStages = func->hasAttr(dist::kNumStagesAttr);
       staged |= hasStages;
       bool rounds = request.mode == Request::Mode::Auto && !hasStages;
-      int64_t previous = rounds ? getPlannedBytes(func) : 0;
+      Request asked = request;
+      if (rounds)
+        asked.plannedBytes = getPlannedBytes(func);
       Outcome made;
-      if (failed(recompute(func, request, made)))
+      if (failed(recompute(func, asked, made)))
         return signalPassFailure();
       // Without stages, auto frees what the step's buffer plan holds beyond
       // the budget, by its own count of what each value frees; while the
@@ -538,24 +546,19 @@ struct RecomputePass : pcc::impl::RecomputeBase<RecomputePass> {
           if (planned <= request.budget)
             break;
           made.over.push_back({0, planned});
-          if (round == 3 || planned >= previous)
+          if (round == 3 || planned >= asked.plannedBytes)
             break;
-          previous = planned;
+          asked.plannedBytes = planned;
           Outcome more;
-          if (failed(recompute(func, request, more)))
+          if (failed(recompute(func, asked, more)))
             return signalPassFailure();
           if (more.total.ops == 0)
             break;
-          for (Totals *t : {&made.total, &made.stages[0]}) {
-            t->ops += more.total.ops;
-            t->flops += more.total.flops;
-            t->bytes += more.total.bytes;
-          }
+          made.total += more.total;
+          made.stages[0] += more.total;
         }
       }
-      outcome.total.ops += made.total.ops;
-      outcome.total.flops += made.total.flops;
-      outcome.total.bytes += made.total.bytes;
+      outcome.total += made.total;
       outcome.stages = made.stages;
       llvm::append_range(outcome.over, made.over);
     }
