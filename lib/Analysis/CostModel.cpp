@@ -337,9 +337,11 @@ double CostModel::linkTime(double traffic, bool betweenNodes,
   }
   // Below the smallest size measured, its time (a latency); between two,
   // on the line through them; past the largest, on the line through the
-  // last two (or at the largest's rate, where there is one).
+  // last two, or at its rate where it is the only one.
   if (traffic <= times.front().first)
     return times.front().second;
+  if (times.size() == 1)
+    return times.front().second * traffic / times.front().first;
   size_t i = 1;
   while (i + 1 < times.size() && times[i].first < traffic)
     ++i;
