@@ -720,90 +720,120 @@ static void warnIfFlushIsFaster(func::FuncOp func, ArrayRef<size_t> cuts,
            "up; --schedule 1f1b, or fewer virtual stages, is faster here";
 }
 
-LogicalResult pcc::assignStages(func::FuncOp func,
-                                const StageOptions &options) {
-  int64_t stages = options.stages;
-  MLIRContext *ctx = func.getContext();
-  Block &body = func.getBody().front();
-  StepPhases phases = classifyPhases(func);
-  auto i64 = [&](int64_t v) {
+namespace {
+/// What the phases of one step's stage assignment share: the step, the
+/// phase of each of its ops and the stage of each op placed so far.
+struct StageAssignment {
+  StageAssignment(func::FuncOp func, const StageOptions &options)
+      : func(func), options(options), ctx(func.getContext()),
+        body(func.getBody().front()), phases(classifyPhases(func)),
+        stages(options.stages) {}
+
+  /// The 64-bit integer attribute `v`.
+  IntegerAttr i64(int64_t v) const {
     return IntegerAttr::get(IntegerType::get(ctx, 64), v);
-  };
-  func->setAttr(kNumStagesAttr, i64(stages));
-
-  // The forward's work, in program order.
-  ForwardOrder order = getForwardOrder(func, phases);
-  ArrayRef<Operation *> forward = order.ops;
-  const llvm::DenseMap<Operation *, size_t> &position = order.position;
-  if (int64_t(forward.size()) < stages)
-    return func.emitError("the forward has ")
-           << forward.size() << " ops, too few for " << stages
-           << " pipeline stages";
-
-  // What each forward op costs with its backward: no stage can be faster
-  // than the heaviest (an LM head over a large vocabulary), which plans
-  // report beside the stages.
-  StepTimes times = stepTimes(body, phases, forward, position, options.cost);
-  double heaviest = 0;
-  for (size_t i = 0; i < forward.size(); ++i)
-    heaviest = std::max(heaviest, times.total(i));
-  func->setAttr(kHeaviestOpTimeAttr,
-                FloatAttr::get(Float64Type::get(ctx), heaviest));
-  SmallVector<size_t> cuts;
-  if (options.holders) {
-    FailureOr<SmallVector<size_t>> followed =
-        followHolders(func, phases, forward, *options.holders, stages);
-    if (failed(followed))
-      return failure();
-    cuts = std::move(*followed);
-  } else if (!options.split.empty()) {
-    SmallVector<StringRef> names;
-    StringRef(options.split).split(names, ',', -1, false);
-    if (int64_t(names.size()) != stages - 1)
-      return func.emitError("--pp-split names ")
-             << names.size() << " node(s); " << stages << " stages need "
-             << stages - 1;
-    for (StringRef name : names) {
-      name = name.trim();
-      size_t after = 0;
-      bool found = false;
-      for (auto [i, op] : llvm::enumerate(forward))
-        if (getNodeName(op->getLoc()) == name) {
-          after = i + 1;
-          found = true;
-        }
-      if (!found)
-        return func.emitError("--pp-split: no forward node named '")
-               << name << "'";
-      if ((!cuts.empty() && after <= cuts.back()) || after >= forward.size())
-        return func.emitError("--pp-split: the cut after '")
-               << name << "' leaves a stage without ops; name the nodes in "
-               << "program order";
-      cuts.push_back(after);
-    }
-  } else {
-    SmallVector<double> prefix{0}, forwardPrefix{0}, backwardPrefix{0};
-    for (size_t i = 0; i < forward.size(); ++i) {
-      prefix.push_back(prefix.back() + times.total(i));
-      forwardPrefix.push_back(forwardPrefix.back() + times.forward[i]);
-      backwardPrefix.push_back(backwardPrefix.back() + times.backward[i]);
-    }
-    // What crossing each cut costs: receiving the values made before it
-    // and used after it.
-    SmallVector<double> crossing =
-        getCrossingBytes(func, phases, order, /*arguments=*/false);
-    for (double &bytes : crossing)
-      bytes = options.cost.transferTime(int64_t(bytes));
-    cuts = balance(prefix, crossing, stages);
-    refineCuts(cuts, forwardPrefix, backwardPrefix, crossing, heaviest,
-               options);
-    warnIfFlushIsFaster(func, cuts, prefix, forwardPrefix, backwardPrefix,
-                        crossing, heaviest, options);
+  }
+  /// The step's return: its outputs, gradients and updates.
+  func::ReturnOp getReturn() const {
+    return cast<func::ReturnOp>(body.getTerminator());
   }
 
+  func::FuncOp func;
+  const StageOptions &options;
+  MLIRContext *ctx;
+  Block &body;
+  StepPhases phases;
+  int64_t stages;
+  /// The stage of each forward and backward op that runs on one.
+  llvm::DenseMap<Operation *, int64_t> stageOf;
+};
+} // namespace
+
+/// The cuts --pp-split names (`split`, comma-separated ONNX nodes): each
+/// stage but the first starts after the last forward op of its node.
+static FailureOr<SmallVector<size_t>>
+cutAfterNodes(func::FuncOp func, ArrayRef<Operation *> forward, StringRef split,
+              int64_t stages) {
+  SmallVector<size_t> cuts;
+  SmallVector<StringRef> names;
+  split.split(names, ',', -1, false);
+  if (int64_t(names.size()) != stages - 1)
+    return func.emitError("--pp-split names ")
+           << names.size() << " node(s); " << stages << " stages need "
+           << stages - 1;
+  for (StringRef name : names) {
+    name = name.trim();
+    size_t after = 0;
+    bool found = false;
+    for (auto [i, op] : llvm::enumerate(forward))
+      if (getNodeName(op->getLoc()) == name) {
+        after = i + 1;
+        found = true;
+      }
+    if (!found)
+      return func.emitError("--pp-split: no forward node named '")
+             << name << "'";
+    if ((!cuts.empty() && after <= cuts.back()) || after >= forward.size())
+      return func.emitError("--pp-split: the cut after '")
+             << name << "' leaves a stage without ops; name the nodes in "
+             << "program order";
+    cuts.push_back(after);
+  }
+  return cuts;
+}
+
+/// The cuts that balance the stages' times (`times`, each stage also
+/// paying for receiving what crosses its start), refined on the
+/// schedule's simulated step; warns where 1F1B would beat interleaving.
+static SmallVector<size_t> balanceCuts(const StageAssignment &sa,
+                                       const ForwardOrder &order,
+                                       const StepTimes &times,
+                                       double heaviest) {
+  const StageOptions &options = sa.options;
+  ArrayRef<Operation *> forward = order.ops;
+  SmallVector<double> prefix{0}, forwardPrefix{0}, backwardPrefix{0};
+  for (size_t i = 0; i < forward.size(); ++i) {
+    prefix.push_back(prefix.back() + times.total(i));
+    forwardPrefix.push_back(forwardPrefix.back() + times.forward[i]);
+    backwardPrefix.push_back(backwardPrefix.back() + times.backward[i]);
+  }
+  // What crossing each cut costs: receiving the values made before it
+  // and used after it.
+  SmallVector<double> crossing =
+      getCrossingBytes(sa.func, sa.phases, order, /*arguments=*/false);
+  for (double &bytes : crossing)
+    bytes = options.cost.transferTime(int64_t(bytes));
+  SmallVector<size_t> cuts = balance(prefix, crossing, sa.stages);
+  refineCuts(cuts, forwardPrefix, backwardPrefix, crossing, heaviest, options);
+  warnIfFlushIsFaster(sa.func, cuts, prefix, forwardPrefix, backwardPrefix,
+                      crossing, heaviest, options);
+  return cuts;
+}
+
+/// Where the forward is cut into stages: where the other steps hold what
+/// it reads (StageOptions::holders), after the nodes --pp-split names, or
+/// where the stages' times balance.
+static FailureOr<SmallVector<size_t>> chooseCuts(const StageAssignment &sa,
+                                                 const ForwardOrder &order,
+                                                 const StepTimes &times,
+                                                 double heaviest) {
+  const StageOptions &options = sa.options;
+  if (options.holders)
+    return followHolders(sa.func, sa.phases, order.ops, *options.holders,
+                         sa.stages);
+  if (!options.split.empty())
+    return cutAfterNodes(sa.func, order.ops, options.split, sa.stages);
+  return balanceCuts(sa, order, times, heaviest);
+}
+
+/// Places the forward ops on the stages `cuts` make of `forward`, and the
+/// backward ops after them.
+static void placeOps(StageAssignment &sa, ArrayRef<Operation *> forward,
+                     ArrayRef<size_t> cuts) {
+  const StepPhases &phases = sa.phases;
+  llvm::DenseMap<Operation *, int64_t> &stageOf = sa.stageOf;
   // Forward stages, and where each forward value is available: its stage
   // and those of its forward users.
-  llvm::DenseMap<Operation *, int64_t> stageOf;
   for (auto [i, op] : llvm::enumerate(forward))
     stageOf[op] = llvm::upper_bound(cuts, i) - cuts.begin();
   auto forwardUsers = [&](Value v) {
@@ -829,10 +859,10 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   // Backward: no later than the stages of the backward values it reads,
   // and as late as the forward values and parameters it reads allow (the
   // stage of the forward op it differentiates, in practice).
-  for (Operation &op : body.without_terminator()) {
+  for (Operation &op : sa.body.without_terminator()) {
     if (phases.of(&op) != Phase::Backward || phases.isFree(&op))
       continue;
-    int64_t hi = stages - 1;
+    int64_t hi = sa.stages - 1;
     SmallVector<SmallVector<int64_t>> available;
     for (Value v : op.getOperands()) {
       if (phases.isFree(v)) {
@@ -852,135 +882,157 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     }
     stageOf[&op] = latestAvailable<int64_t>(available, hi);
   }
+}
 
-  // A gradient summed from parts that different stages compute (a tied
-  // embedding and LM head, an LM head computed in pieces of the sequence)
-  // is not summed per microbatch: each stage sums its own parts and
-  // accumulates that over the microbatches, and the stages' sums are
-  // added once after the flush (`dist.grad_sum`). The parts are the
-  // leaves of a tree of adds, through transposes and reshapes of sums
-  // (a tied head's gradient is the transpose of its pieces' sum): each
-  // stage applies them to its own sum.
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
+namespace {
+/// A part of a gradient summed from parts: a leaf of the sum's tree of
+/// adds, and the views of sums (transposes, reshapes) above it.
+struct SumPart {
+  Value value;
+  SmallVector<Operation *> views; ///< outermost first
+};
+} // namespace
+
+/// Whether `v` is an add of two `type`s, made on a stage, into a `type`.
+static bool isStageSum(const StageAssignment &sa, Value v, Type type) {
+  auto add = v.getDefiningOp<graph::AddOp>();
+  return add && sa.stageOf.count(add) && add.getType() == type &&
+         add.getLhs().getType() == type && add.getRhs().getType() == type;
+}
+
+/// Collects into `parts` the leaves of the tree of adds that `v` sums
+/// (through transposes and reshapes of sums), each with the views above it
+/// (`views` holds those above `v`), and into `sums` the adds and views of
+/// the tree. `root`: `v` is the gradient, which may have other users.
+static void collectSumParts(const StageAssignment &sa, Value v, bool root,
+                            SmallVector<Operation *> &views,
+                            SmallVector<SumPart> &parts,
+                            SmallVector<Operation *> &sums) {
+  Operation *def = v.getDefiningOp();
+  if ((root || v.hasOneUse()) && isStageSum(sa, v, v.getType())) {
+    sums.push_back(def);
+    for (Value operand : def->getOperands())
+      collectSumParts(sa, operand, false, views, parts, sums);
+    return;
+  }
+  if ((root || v.hasOneUse()) && def &&
+      isa<graph::TransposeOp, graph::ReshapeOp>(def) && sa.stageOf.count(def) &&
+      def->getOperand(0).hasOneUse() &&
+      isStageSum(sa, def->getOperand(0), def->getOperand(0).getType())) {
+    sums.push_back(def);
+    views.push_back(def);
+    collectSumParts(sa, def->getOperand(0), false, views, parts, sums);
+    views.pop_back();
+    return;
+  }
+  parts.push_back({v, views});
+}
+
+/// Replaces the gradient `g`, where different stages compute its parts, by
+/// a sum per stage of that stage's parts, the stages' sums added by
+/// `dist.grad_sum` adds.
+static void splitGradientSum(StageAssignment &sa, Value g) {
+  llvm::DenseMap<Operation *, int64_t> &stageOf = sa.stageOf;
+  StepPhases &phases = sa.phases;
   auto stageOfValue = [&](Value v) -> int64_t {
     Operation *def = v.getDefiningOp();
     return def && stageOf.count(def) ? stageOf[def] : -1;
   };
-  struct Part {
-    Value value;
-    SmallVector<Operation *> views; ///< outermost first
-  };
-  auto isSum = [&](Value v, Type type) {
-    auto add = v.getDefiningOp<graph::AddOp>();
-    return add && stageOf.count(add) && add.getType() == type &&
-           add.getLhs().getType() == type && add.getRhs().getType() == type;
-  };
-  std::function<void(Value, bool, SmallVector<Operation *> &,
-                     SmallVector<Part> &, SmallVector<Operation *> &)>
-      collect = [&](Value v, bool root, SmallVector<Operation *> &views,
-                    SmallVector<Part> &parts, SmallVector<Operation *> &sums) {
-        Operation *def = v.getDefiningOp();
-        if ((root || v.hasOneUse()) && isSum(v, v.getType())) {
-          sums.push_back(def);
-          for (Value operand : def->getOperands())
-            collect(operand, false, views, parts, sums);
-          return;
-        }
-        if ((root || v.hasOneUse()) && def &&
-            isa<graph::TransposeOp, graph::ReshapeOp>(def) &&
-            stageOf.count(def) && def->getOperand(0).hasOneUse() &&
-            isSum(def->getOperand(0), def->getOperand(0).getType())) {
-          sums.push_back(def);
-          views.push_back(def);
-          collect(def->getOperand(0), false, views, parts, sums);
-          views.pop_back();
-          return;
-        }
-        parts.push_back({v, views});
-      };
-  auto splitSum = [&](Value g) {
-    SmallVector<Operation *> views, sums;
-    SmallVector<Part> parts;
-    collect(g, true, views, parts, sums);
-    std::map<int64_t, SmallVector<const Part *>> byStage;
-    for (const Part &part : parts) {
-      int64_t stage = stageOfValue(part.value);
-      if (stage < 0)
-        return;
-      byStage[stage].push_back(&part);
-    }
-    if (byStage.size() < 2)
+  SmallVector<Operation *> views, sums;
+  SmallVector<SumPart> parts;
+  collectSumParts(sa, g, true, views, parts, sums);
+  std::map<int64_t, SmallVector<const SumPart *>> byStage;
+  for (const SumPart &part : parts) {
+    int64_t stage = stageOfValue(part.value);
+    if (stage < 0)
       return;
-    Operation *root = g.getDefiningOp();
-    OpBuilder b(root);
-    DictionaryAttr attrs = root->getDiscardableAttrDictionary();
-    auto add = [&](Value lhs, Value rhs) {
-      auto sum = graph::AddOp::create(b, root->getLoc(), lhs, rhs);
-      sum->setDiscardableAttrs(attrs);
-      phases.phase[sum] = Phase::Backward;
-      return sum;
-    };
-    Value total;
-    for (auto &[stage, stageParts] : byStage) {
-      // Parts under the same views are summed, then viewed, once.
-      SmallVector<std::pair<ArrayRef<Operation *>, Value>> groups;
-      for (const Part *part : stageParts) {
-        auto *it = llvm::find_if(groups, [&](auto &group) {
-          return group.first == ArrayRef<Operation *>(part->views);
-        });
-        if (it == groups.end()) {
-          groups.push_back({part->views, part->value});
-          continue;
-        }
-        auto sum = add(it->second, part->value);
-        stageOf[sum] = stage;
-        it->second = sum;
-      }
-      Value stageSum;
-      for (auto &[groupViews, value] : groups) {
-        for (Operation *view : llvm::reverse(groupViews)) {
-          Operation *copy = b.clone(*view);
-          copy->setOperand(0, value);
-          stageOf[copy] = stage;
-          phases.phase[copy] = Phase::Backward;
-          value = copy->getResult(0);
-        }
-        if (stageSum) {
-          auto sum = add(stageSum, value);
-          stageOf[sum] = stage;
-          value = sum;
-        }
-        stageSum = value;
-      }
-      if (total) {
-        auto sum = add(total, stageSum);
-        sum->setAttr(kGradSumAttr, UnitAttr::get(ctx));
-        stageSum = sum;
-      }
-      total = stageSum;
-    }
-    g.replaceAllUsesWith(total);
-    for (Operation *op : sums) {
-      stageOf.erase(op);
-      phases.phase.erase(op);
-      op->erase();
-    }
+    byStage[stage].push_back(&part);
+  }
+  if (byStage.size() < 2)
+    return;
+  Operation *root = g.getDefiningOp();
+  OpBuilder b(root);
+  DictionaryAttr attrs = root->getDiscardableAttrDictionary();
+  auto add = [&](Value lhs, Value rhs) {
+    auto sum = graph::AddOp::create(b, root->getLoc(), lhs, rhs);
+    sum->setDiscardableAttrs(attrs);
+    phases.phase[sum] = Phase::Backward;
+    return sum;
   };
-  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
-    if (func.getResultAttr(k, graph::kGradAttr) &&
+  Value total;
+  for (auto &[stage, stageParts] : byStage) {
+    // Parts under the same views are summed, then viewed, once.
+    SmallVector<std::pair<ArrayRef<Operation *>, Value>> groups;
+    for (const SumPart *part : stageParts) {
+      auto *it = llvm::find_if(groups, [&](auto &group) {
+        return group.first == ArrayRef<Operation *>(part->views);
+      });
+      if (it == groups.end()) {
+        groups.push_back({part->views, part->value});
+        continue;
+      }
+      auto sum = add(it->second, part->value);
+      stageOf[sum] = stage;
+      it->second = sum;
+    }
+    Value stageSum;
+    for (auto &[groupViews, value] : groups) {
+      for (Operation *view : llvm::reverse(groupViews)) {
+        Operation *copy = b.clone(*view);
+        copy->setOperand(0, value);
+        stageOf[copy] = stage;
+        phases.phase[copy] = Phase::Backward;
+        value = copy->getResult(0);
+      }
+      if (stageSum) {
+        auto sum = add(stageSum, value);
+        stageOf[sum] = stage;
+        value = sum;
+      }
+      stageSum = value;
+    }
+    if (total) {
+      auto sum = add(total, stageSum);
+      sum->setAttr(kGradSumAttr, UnitAttr::get(sa.ctx));
+      stageSum = sum;
+    }
+    total = stageSum;
+  }
+  g.replaceAllUsesWith(total);
+  for (Operation *op : sums) {
+    stageOf.erase(op);
+    phases.phase.erase(op);
+    op->erase();
+  }
+}
+
+/// A gradient summed from parts that different stages compute (a tied
+/// embedding and LM head, an LM head computed in pieces of the sequence)
+/// is not summed per microbatch: each stage sums its own parts and
+/// accumulates that over the microbatches, and the stages' sums are
+/// added once after the flush (`dist.grad_sum`). The parts are the
+/// leaves of a tree of adds, through transposes and reshapes of sums
+/// (a tied head's gradient is the transpose of its pieces' sum): each
+/// stage applies them to its own sum.
+static void splitGradientSums(StageAssignment &sa) {
+  for (auto [k, v] : llvm::enumerate(sa.getReturn().getOperands()))
+    if (sa.func.getResultAttr(k, graph::kGradAttr) &&
         llvm::all_of(v.getUsers(), [&](Operation *user) {
           return isa<func::ReturnOp>(user) ||
-                 phases.of(user) == Phase::Optimizer;
+                 sa.phases.of(user) == Phase::Optimizer;
         }))
-      splitSum(v);
+      splitGradientSum(sa, v);
+}
 
-  for (auto &[op, stage] : stageOf)
-    op->setAttr(kStageAttr, i64(stage));
-  // The weight gradient (W, which zero-bubble schedules run apart from the
-  // input gradient B): backward ops whose results no other stage's
-  // backward needs, directly or through the stage's own input gradient.
+/// Marks the weight gradient (W, which zero-bubble schedules run apart
+/// from the input gradient B): backward ops whose results no other
+/// stage's backward needs, directly or through the stage's own input
+/// gradient.
+static void markWeightGradient(const StageAssignment &sa) {
+  const StepPhases &phases = sa.phases;
+  const llvm::DenseMap<Operation *, int64_t> &stageOf = sa.stageOf;
   SmallVector<Operation *> backward;
-  for (Operation &op : body.without_terminator())
+  for (Operation &op : sa.body.without_terminator())
     if (stageOf.count(&op) && phases.of(&op) == Phase::Backward)
       backward.push_back(&op);
   llvm::DenseSet<Operation *> inputGradient =
@@ -992,15 +1044,21 @@ LogicalResult pcc::assignStages(func::FuncOp func,
       });
   for (Operation *op : backward)
     if (!inputGradient.contains(op))
-      op->setAttr(kWeightGradAttr, UnitAttr::get(ctx));
+      op->setAttr(kWeightGradAttr, UnitAttr::get(sa.ctx));
+}
 
-  // What the schedule's timeline and memory need per stage: the time of
-  // its forward, input gradient and weight gradient, and the bytes one
-  // microbatch keeps from its forward until its backward.
-  SmallVector<double> costs(3 * stages, 0);
+/// What the schedule's timeline and memory need per stage: the time of
+/// its forward, input gradient and weight gradient, and the bytes one
+/// microbatch keeps from its forward until its backward. Sets both on the
+/// step and returns the times (three a stage).
+static SmallVector<double> setStageCosts(const StageAssignment &sa) {
+  const StageOptions &options = sa.options;
+  const llvm::DenseMap<Operation *, int64_t> &stageOf = sa.stageOf;
+  func::FuncOp func = sa.func;
+  SmallVector<double> costs(3 * sa.stages, 0);
   // In program order: sums of doubles in a map's order would differ from
   // run to run.
-  for (Operation &opRef : body) {
+  for (Operation &opRef : sa.body) {
     Operation *op = &opRef;
     auto at = stageOf.find(op);
     if (at == stageOf.end())
@@ -1008,7 +1066,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     // A data-parallel gradient sum runs once per step, after the flush.
     if (isDataParallelReduction(op))
       continue;
-    Phase phase = phases.of(op);
+    Phase phase = sa.phases.of(op);
     int column = phase == Phase::Forward        ? 0
                  : op->hasAttr(kWeightGradAttr) ? 2
                                                 : 1;
@@ -1019,7 +1077,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   // next): an add over each gradient a stage makes, in all but the first.
   if (options.microbatches > 1) {
     double later = double(options.microbatches - 1) / options.microbatches;
-    for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+    for (auto [k, v] : llvm::enumerate(sa.getReturn().getOperands())) {
       if (!graph::getStateIndex(func, k, graph::kGradAttr))
         continue;
       auto at = stageOf.find(v.getDefiningOp());
@@ -1033,18 +1091,26 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     }
   }
   SmallVector<int64_t> stash = getStashBytes(
-      func, phases, stages, [&](Operation *op) -> std::optional<int64_t> {
+      func, sa.phases, sa.stages, [&](Operation *op) -> std::optional<int64_t> {
         auto it = stageOf.find(op);
         return it == stageOf.end() ? std::nullopt
                                    : std::optional<int64_t>(it->second);
       });
-  func->setAttr(kStageCostsAttr, DenseF64ArrayAttr::get(ctx, costs));
-  func->setAttr(kStashBytesAttr, DenseI64ArrayAttr::get(ctx, stash));
+  func->setAttr(kStageCostsAttr, DenseF64ArrayAttr::get(sa.ctx, costs));
+  func->setAttr(kStashBytesAttr, DenseI64ArrayAttr::get(sa.ctx, stash));
+  return costs;
+}
 
-  // What each stage sends per microbatch: activations to the next stage
-  // (relayed by the stages between when a value skips some) and input
-  // gradients to the previous, each at the latency and bandwidth of the
-  // link between the two pipeline ranks' devices.
+/// What each stage sends per microbatch: activations to the next stage
+/// (relayed by the stages between when a value skips some) and input
+/// gradients to the previous, each at the latency and bandwidth of the
+/// link between the two pipeline ranks' devices. Sets the times and the
+/// bytes on the step.
+static void setTransfers(const StageAssignment &sa) {
+  const StageOptions &options = sa.options;
+  const StepPhases &phases = sa.phases;
+  const llvm::DenseMap<Operation *, int64_t> &stageOf = sa.stageOf;
+  int64_t stages = sa.stages;
   SmallVector<int64_t> actBytes(stages, 0), gradBytes(stages, 0);
   for (auto &[op, stage] : stageOf) {
     bool isForward = phases.of(op) == Phase::Forward;
@@ -1084,38 +1150,50 @@ LogicalResult pcc::assignStages(func::FuncOp func,
       transferBytes[2 * s + 1] = gradBytes[s];
     }
   }
-  func->setAttr(kTransferCostsAttr, DenseF64ArrayAttr::get(ctx, transfers));
-  func->setAttr(kTransferBytesAttr, DenseI64ArrayAttr::get(ctx, transferBytes));
+  sa.func->setAttr(kTransferCostsAttr,
+                   DenseF64ArrayAttr::get(sa.ctx, transfers));
+  sa.func->setAttr(kTransferBytesAttr,
+                   DenseI64ArrayAttr::get(sa.ctx, transferBytes));
+}
 
-  // A stage may be small, but stages that do next to nothing mean more
-  // stages than the model fills: their ranks mostly wait. Said once.
-  if (stages > 1) {
-    SmallVector<double> work(stages, 0);
-    double total = 0;
-    for (int64_t s = 0; s < stages; ++s) {
-      work[s] = costs[3 * s] + costs[3 * s + 1] + costs[3 * s + 2];
-      total += work[s];
-    }
-    double mean = total / stages;
-    SmallVector<int64_t> idle;
-    for (int64_t s = 0; s < stages; ++s)
-      if (work[s] < 0.05 * mean)
-        idle.push_back(s);
-    if (!idle.empty())
-      func.emitWarning()
-          << idle.size() << " of the " << stages
-          << " pipeline stages do less than 5% of a mean stage's work "
-          << "(stage " << idle.front() << ": "
-          << llvm::formatv("{0:F1}%", 100 * work[idle.front()] / mean).str()
-          << "): the model has too little to fill " << stages
-          << " stages, and their ranks mostly wait; fewer stages would "
-             "waste less";
+/// A stage may be small, but stages that do next to nothing mean more
+/// stages than the model fills: their ranks mostly wait. Said once, from
+/// the stages' `costs` (three a stage).
+static void warnIfStagesIdle(func::FuncOp func, ArrayRef<double> costs,
+                             int64_t stages) {
+  if (stages <= 1)
+    return;
+  SmallVector<double> work(stages, 0);
+  double total = 0;
+  for (int64_t s = 0; s < stages; ++s) {
+    work[s] = costs[3 * s] + costs[3 * s + 1] + costs[3 * s + 2];
+    total += work[s];
   }
+  double mean = total / stages;
+  SmallVector<int64_t> idle;
+  for (int64_t s = 0; s < stages; ++s)
+    if (work[s] < 0.05 * mean)
+      idle.push_back(s);
+  if (!idle.empty())
+    func.emitWarning()
+        << idle.size() << " of the " << stages
+        << " pipeline stages do less than 5% of a mean stage's work "
+        << "(stage " << idle.front() << ": "
+        << llvm::formatv("{0:F1}%", 100 * work[idle.front()] / mean).str()
+        << "): the model has too little to fill " << stages
+        << " stages, and their ranks mostly wait; fewer stages would "
+           "waste less";
+}
 
-  // Optimizer: on every stage that holds the parameter it updates. A
-  // state's holders are the stages whose forward or backward reads it.
-  SmallVector<llvm::SmallDenseSet<int64_t, 2>> holders(body.getNumArguments());
-  for (auto &[op, stage] : stageOf)
+/// Optimizer: on every stage that holds the parameter it updates. A
+/// state's holders are the stages whose forward or backward reads it.
+static void placeOptimizer(const StageAssignment &sa) {
+  func::FuncOp func = sa.func;
+  const StepPhases &phases = sa.phases;
+  MLIRContext *ctx = sa.ctx;
+  SmallVector<llvm::SmallDenseSet<int64_t, 2>> holders(
+      sa.body.getNumArguments());
+  for (auto &[op, stage] : sa.stageOf)
     for (Value v : op->getOperands())
       if (phases.isFree(v))
         forEachParameter(phases, v, [&, stage = stage](BlockArgument p) {
@@ -1129,12 +1207,12 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     }
   // Each update is made on the stages that hold its state.
   llvm::DenseMap<Value, llvm::SmallDenseSet<int64_t, 2>> wanted;
-  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+  for (auto [k, v] : llvm::enumerate(sa.getReturn().getOperands()))
     if (std::optional<unsigned> state =
             graph::getStateIndex(func, k, graph::kUpdateAttr))
-      for (int64_t s : stateStages(func, *state, stages))
+      for (int64_t s : stateStages(func, *state, sa.stages))
         wanted[v].insert(s);
-  for (Operation &op : llvm::reverse(body.without_terminator())) {
+  for (Operation &op : llvm::reverse(sa.body.without_terminator())) {
     if (phases.of(&op) != Phase::Optimizer)
       continue;
     llvm::SmallDenseSet<int64_t, 2> at;
@@ -1149,17 +1227,22 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     llvm::sort(sorted);
     op.setAttr(kStagesAttr, DenseI64ArrayAttr::get(ctx, sorted));
   }
-  // Gradient clipping's squared norm: each part, the square of one
-  // gradient, is made once, on the first stage holding its parameter (a
-  // tied embedding and head count once), not on every stage that reads the
-  // norm; the outlining sums each rank's parts and all-reduces them over
-  // the pipeline.
+}
+
+/// Gradient clipping's squared norm: each part, the square of one
+/// gradient, is made once, on the first stage holding its parameter (a
+/// tied embedding and head count once), not on every stage that reads the
+/// norm; the outlining sums each rank's parts and all-reduces them over
+/// the pipeline.
+static LogicalResult placeGradientNormParts(const StageAssignment &sa) {
+  func::FuncOp func = sa.func;
+  const StepPhases &phases = sa.phases;
   llvm::DenseMap<Value, unsigned> gradientOf;
-  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+  for (auto [k, v] : llvm::enumerate(sa.getReturn().getOperands()))
     if (std::optional<unsigned> param =
             graph::getStateIndex(func, k, graph::kGradAttr))
       gradientOf[v] = *param;
-  for (Operation &root : body.without_terminator()) {
+  for (Operation &root : sa.body.without_terminator()) {
     if (!root.hasAttr(graph::kGradientNormAttr))
       continue;
     SmallVector<Operation *> adds;
@@ -1186,17 +1269,23 @@ LogicalResult pcc::assignStages(func::FuncOp func,
         return root.emitError("gradient clipping: a part of the gradients' "
                               "norm reads no gradient");
       auto at = DenseI64ArrayAttr::get(
-          ctx, stateStages(func, *param, stages).front());
+          sa.ctx, stateStages(func, *param, sa.stages).front());
       for (Operation *op : chain)
         op->setAttr(kStagesAttr, at);
     }
   }
+  return success();
+}
 
-  // What each rank holds throughout: its state (a moment where its
-  // parameter is, state of no parameter everywhere) and its weights.
-  int64_t ranks = std::max<int64_t>(1, options.ranks);
+/// What each rank holds throughout: its state (a moment where its
+/// parameter is, state of no parameter everywhere) and its weights. Sets
+/// the bytes on the step.
+static void setBaseBytes(const StageAssignment &sa) {
+  func::FuncOp func = sa.func;
+  const StepPhases &phases = sa.phases;
+  int64_t ranks = std::max<int64_t>(1, sa.options.ranks);
   SmallVector<int64_t> base(ranks, 0);
-  for (BlockArgument arg : body.getArguments()) {
+  for (BlockArgument arg : sa.body.getArguments()) {
     if (!func.getArgAttr(arg.getArgNumber(), graph::kStateAttr))
       continue;
     for (int64_t r = 0; r < ranks; ++r)
@@ -1216,10 +1305,54 @@ LogicalResult pcc::assignStages(func::FuncOp func,
     for (Value o : def->getOperands())
       weights(o, rank);
   };
-  for (auto &[op, stage] : stageOf)
+  for (auto &[op, stage] : sa.stageOf)
     for (Value v : op->getOperands())
       weights(v, stage % ranks);
-  func->setAttr(kBaseBytesAttr, DenseI64ArrayAttr::get(ctx, base));
+  func->setAttr(kBaseBytesAttr, DenseI64ArrayAttr::get(sa.ctx, base));
+}
+
+LogicalResult pcc::assignStages(func::FuncOp func,
+                                const StageOptions &options) {
+  StageAssignment sa(func, options);
+  int64_t stages = sa.stages;
+  func->setAttr(kNumStagesAttr, sa.i64(stages));
+
+  // The forward's work, in program order.
+  ForwardOrder order = getForwardOrder(func, sa.phases);
+  ArrayRef<Operation *> forward = order.ops;
+  if (int64_t(forward.size()) < stages)
+    return func.emitError("the forward has ")
+           << forward.size() << " ops, too few for " << stages
+           << " pipeline stages";
+
+  // What each forward op costs with its backward: no stage can be faster
+  // than the heaviest (an LM head over a large vocabulary), which plans
+  // report beside the stages.
+  StepTimes times =
+      stepTimes(sa.body, sa.phases, forward, order.position, options.cost);
+  double heaviest = 0;
+  for (size_t i = 0; i < forward.size(); ++i)
+    heaviest = std::max(heaviest, times.total(i));
+  func->setAttr(kHeaviestOpTimeAttr,
+                FloatAttr::get(Float64Type::get(sa.ctx), heaviest));
+  FailureOr<SmallVector<size_t>> cuts = chooseCuts(sa, order, times, heaviest);
+  if (failed(cuts))
+    return failure();
+
+  placeOps(sa, forward, *cuts);
+  splitGradientSums(sa);
+  for (auto &[op, stage] : sa.stageOf)
+    op->setAttr(kStageAttr, sa.i64(stage));
+  markWeightGradient(sa);
+
+  SmallVector<double> costs = setStageCosts(sa);
+  setTransfers(sa);
+  warnIfStagesIdle(func, costs, stages);
+
+  placeOptimizer(sa);
+  if (failed(placeGradientNormParts(sa)))
+    return failure();
+  setBaseBytes(sa);
   return success();
 }
 
