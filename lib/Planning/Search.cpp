@@ -487,92 +487,170 @@ std::optional<PlannedLayout> planExactly(ModuleOp source,
   return std::move(*planned);
 }
 
+/// One search's state, which its tiers share: the model, its profiles and
+/// stage sums, the layouts estimated and those planned exactly, and why
+/// the others were rejected.
+class LayoutSearch {
+public:
+  LayoutSearch(SearchContext ctx, PlanningSource &planned,
+               std::chrono::steady_clock::time_point started)
+      : ctx(std::move(ctx)), options(this->ctx.base), context(planned.context),
+        source(*planned.module), what(planned.what), started(started) {}
+
+  /// Tier 1: profiles at tp 1 and at the smallest degree above it. Fails,
+  /// diagnosed, where the model cannot be laid out.
+  LogicalResult profileModel();
+  /// Tier 2: every layout, estimated, and the feasible ones ranked.
+  void estimateLayouts();
+  /// Tier 3: the best few of different meshes and schedules, planned
+  /// exactly. A layout whose tensor-parallel degree was extrapolated has
+  /// that degree profiled first, and every layout of it estimated again.
+  void planBest();
+  /// The search's answer: the best exact plan, the ranking, the rejections
+  /// and the summary. Fails, diagnosed, where no layout was found to fit.
+  FailureOr<SearchResult> getResult();
+
+private:
+  /// The seconds since the search started.
+  double elapsed() const;
+  /// The profile of the step laid out at tensor parallelism `tp` (with
+  /// sequence parallelism `sp`); nullopt with the reason in `error`. A
+  /// profile is of one microbatch of a single sample, where the model
+  /// allows it, so that the layouts' sharding is that of small
+  /// microbatches (no batch to split over tp); else of the whole batch.
+  std::optional<Profile> profile(int64_t tp, bool sp, std::string &error);
+  /// The sums of `stages` stages at (`tp`, `sp`): the profile's, or
+  /// extrapolated from those at 1 and T0 until that degree is profiled.
+  StageModel &modelOf(int64_t tp, bool sp, int64_t stages);
+  /// Estimates `layout` (its recomputation decided anew); fails with the
+  /// reason.
+  std::optional<Estimate> evaluate(Layout &layout, std::string &reason);
+  /// Estimates each schedule, microbatch count and ZeRO stage of the mesh
+  /// dp x tp x pp (`sp`: with sequence parallelism).
+  void estimateMesh(int64_t dp, int64_t tp, int64_t pp, bool sp);
+  /// Fastest first; as fast, the least ZeRO, then the least memory.
+  void rankFeasible();
+  /// Profiles the tensor-parallel degree `degree` (with sequence
+  /// parallelism or not) and estimates its layouts again, or rejects them.
+  void profileDegree(std::pair<int64_t, bool> degree);
+  /// Plans `c` exactly and keeps it where it fits. Returns whether the
+  /// feasible layouts changed, so that the walk starts again from the best.
+  bool planCandidate(const Candidate &c);
+  /// Scales the estimates of the other layouts of `c`'s degree by `ratio`
+  /// (the exact plan's step over the estimate's) where it is over 1.25,
+  /// and rejects the other layouts of `c`'s mesh that rely on
+  /// recomputation where `c` relied on it and did not fit (`fits`).
+  void reviseEstimates(const Candidate &c, double ratio, bool fits);
+  /// The ranking: the exact plans by their prediction, then the other
+  /// estimates.
+  std::vector<const Candidate *> rankCandidates() const;
+  /// Writes the summary to `summary`: the top layouts of `ranked`, then
+  /// why the others were rejected.
+  void writeSummary(std::string &summary, ArrayRef<const Candidate *> ranked,
+                    double seconds, int64_t rejectedCount,
+                    StringRef description) const;
+
+  SearchContext ctx;
+  const CompileOptions &options;
+  MLIRContext &context;
+  ModuleOp source;
+  const std::string &what;
+  std::chrono::steady_clock::time_point started;
+
+  Rejections rejected;
+  /// The tensor-parallel degrees the devices allow, and T0, the smallest
+  /// above 1 (0 where there is none).
+  SmallVector<int64_t> tpDegrees;
+  int64_t t0 = 0;
+  /// Profiles by (tp, sequence parallel), why a degree has none, and the
+  /// stage sums by (tp, sequence parallel, stages).
+  std::map<std::pair<int64_t, bool>, Profile> profiles;
+  std::map<std::pair<int64_t, bool>, std::string> unprofitable;
+  std::map<std::tuple<int64_t, bool, int64_t>, StageModel> models;
+  /// The layouts estimated to fit, ranked, and how many were searched.
+  std::vector<Candidate> feasible;
+  int64_t searched = 0;
+  /// The layouts planned exactly: those that failed or did not fit, those
+  /// that fit (fastest first), and the fastest's plan.
+  std::set<std::string> rejectedExactly;
+  std::vector<Candidate> exact;
+  std::optional<PlannedLayout> bestPlan;
+};
+
+/// A candidate as the search's JSON lists it: its layout and prediction,
+/// and its estimate beside an exact plan's.
+llvm::json::Object candidateJson(const Candidate &c) {
+  llvm::json::Object o = c.layout.toJson();
+  llvm::json::Object prediction =
+      c.exact ? llvm::json::Object(c.prediction) : c.estimate.toJson();
+  o["prediction"] = std::move(prediction);
+  o["exact"] = c.exact;
+  if (c.exact)
+    o["estimate"] = c.estimate.toJson();
+  return o;
+}
+
 } // namespace
 
-FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
-                                           StringRef modelSpec,
-                                           int64_t devices) {
-  auto started = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         started)
-        .count();
-  };
-  if (!options.train)
-    return printError("--devices searches the layout of a training step: "
-                      "it needs --train");
-  if (devices < 1)
-    return printError("--devices must be at least 1");
-  llvm::Expected<CostModel> machine =
-      CostModel::forMachine(options.machine, options.dtype);
-  if (!machine)
-    return printError(llvm::toString(machine.takeError()));
-  SearchContext ctx{options, std::move(*machine), devices};
+double LayoutSearch::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       started)
+      .count();
+}
+
+std::optional<Profile> LayoutSearch::profile(int64_t tp, bool sp,
+                                             std::string &error) {
+  Layout layout;
+  layout.tp = tp;
+  layout.sequenceParallel = sp;
+  for (int64_t m : {ctx.batch, int64_t(1)}) {
+    if (m == ctx.batch && m == 1)
+      continue;
+    layout.microbatches = m;
+    CompileOptions o = layout.apply(options, 0);
+    o.lowerSchedule = false;
+    o.fuse = false;
+    OwningOpRef<ModuleOp> module = source.clone();
+    PassManager pm(&context);
+    buildCompilePipeline(pm, o);
+    ErrorCapture capture(context);
+    if (failed(pm.run(*module))) {
+      error = capture.first.empty() ? "the layout failed" : capture.first;
+      continue;
+    }
+    func::FuncOp step = getStepFunction(*module);
+    if (!step) {
+      error = "the model has no step function";
+      return std::nullopt;
+    }
+    Profile result;
+    result.tp = tp;
+    result.sequenceParallel = sp;
+    result.samples = ctx.batch / m;
+    result.step = pipeline::profileStep(step, ctx.cost);
+    if (tp == 1)
+      ctx.modelFlops = 3.0 * result.step.forwardFlops * double(m);
+    return result;
+  }
+  return std::nullopt;
+}
+
+LogicalResult LayoutSearch::profileModel() {
   const CostModel &cost = ctx.cost;
-
-  std::unique_ptr<PlanningSource> planned =
-      PlanningSource::load(options, modelSpec);
-  if (!planned)
-    return failure();
-  MLIRContext &context = planned->context;
-  OwningOpRef<ModuleOp> &source = planned->module;
-  const std::string &what = planned->what;
-
-  // Tier 1: profiles at tp 1 and at the smallest degree above it.
-  Rejections rejected;
+  int64_t devices = ctx.devices;
   // The batch: the leading extent of the step's first input (token ids),
   // which microbatches and data parallelism divide.
-  if (func::FuncOp step = getStepFunction(*source))
+  if (func::FuncOp step = getStepFunction(source))
     if (RankedTensorType type = getTokenInputType(step)) {
       ctx.tokens = type.getNumElements();
       ctx.batch = type.getRank() > 0 ? type.getDimSize(0) : 1;
     }
-  // A profile is of one microbatch of a single sample, where the model
-  // allows it, so that the layouts' sharding is that of small
-  // microbatches (no batch to split over tp); else of the whole batch.
-  auto profile = [&](int64_t tp, bool sp,
-                     std::string &error) -> std::optional<Profile> {
-    Layout layout;
-    layout.tp = tp;
-    layout.sequenceParallel = sp;
-    for (int64_t m : {ctx.batch, int64_t(1)}) {
-      if (m == ctx.batch && m == 1)
-        continue;
-      layout.microbatches = m;
-      CompileOptions o = layout.apply(options, 0);
-      o.lowerSchedule = false;
-      o.fuse = false;
-      OwningOpRef<ModuleOp> module = source->clone();
-      PassManager pm(&context);
-      buildCompilePipeline(pm, o);
-      ErrorCapture capture(context);
-      if (failed(pm.run(*module))) {
-        error = capture.first.empty() ? "the layout failed" : capture.first;
-        continue;
-      }
-      func::FuncOp step = getStepFunction(*module);
-      if (!step) {
-        error = "the model has no step function";
-        return std::nullopt;
-      }
-      Profile result;
-      result.tp = tp;
-      result.sequenceParallel = sp;
-      result.samples = ctx.batch / m;
-      result.step = pipeline::profileStep(step, cost);
-      if (tp == 1)
-        ctx.modelFlops = 3.0 * result.step.forwardFlops * double(m);
-      return result;
-    }
-    return std::nullopt;
-  };
   std::string error;
   std::optional<Profile> one = profile(1, false, error);
   if (!one)
     return printError("cannot lay out " + what + ": " + error);
   if (one->step.forward.empty())
     return printError(what + " has no forward to lay out");
-  SmallVector<int64_t> tpDegrees;
   for (int64_t t = 1; t <= devices; ++t)
     if (devices % t == 0) {
       if (cost.devicesPerNode > 0 && t > cost.devicesPerNode) {
@@ -585,10 +663,8 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
   // Profiles by (tp, sequence parallel): at 1 and T0 now, at other
   // degrees once a layout of theirs is among the best (extrapolated until
   // then).
-  std::map<std::pair<int64_t, bool>, Profile> profiles;
-  std::map<std::pair<int64_t, bool>, std::string> unprofitable;
   profiles.emplace(std::make_pair(int64_t(1), false), std::move(*one));
-  int64_t t0 = tpDegrees.size() > 1 ? tpDegrees[1] : 0;
+  t0 = tpDegrees.size() > 1 ? tpDegrees[1] : 0;
   if (t0)
     for (bool sp : {false, true}) {
       std::string reason;
@@ -597,37 +673,35 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
       else
         unprofitable[{t0, sp}] = reason;
     }
-  Profile &base = profiles.at({1, false});
+  return success();
+}
 
-  // Tier 2: every layout, estimated.
-  const int64_t maxVirtual = 8;
-  std::map<std::tuple<int64_t, bool, int64_t>, StageModel> models;
-  auto modelOf = [&](int64_t tp, bool sp, int64_t stages) -> StageModel & {
-    auto key = std::make_tuple(tp, sp, stages);
-    auto it = models.find(key);
-    if (it != models.end())
-      return it->second;
-    StageModel model =
-        profiles.count({tp, sp})
-            ? profiles.at({tp, sp}).cut(stages)
-            : extrapolateStages(base, profiles.at({t0, sp}), tp, stages);
-    return models.emplace(key, std::move(model)).first->second;
-  };
-  // Estimates `layout` (its recomputation decided anew); fails with the
-  // reason.
-  auto evaluate = [&](Layout &layout,
-                      std::string &reason) -> std::optional<Estimate> {
-    layout.recompute = "none";
-    const StageModel &model = modelOf(layout.tp, layout.sequenceParallel,
-                                      layout.pp * layout.virtualStages);
-    if (layout.pp > 1 && model.smallest < 0.05) {
-      reason = "more pipeline stages than the model fills";
-      return std::nullopt;
-    }
-    return estimate(ctx, layout, model, reason);
-  };
-  std::vector<Candidate> feasible;
-  int64_t searched = 0;
+StageModel &LayoutSearch::modelOf(int64_t tp, bool sp, int64_t stages) {
+  auto key = std::make_tuple(tp, sp, stages);
+  auto it = models.find(key);
+  if (it != models.end())
+    return it->second;
+  StageModel model = profiles.count({tp, sp})
+                         ? profiles.at({tp, sp}).cut(stages)
+                         : extrapolateStages(profiles.at({1, false}),
+                                             profiles.at({t0, sp}), tp, stages);
+  return models.emplace(key, std::move(model)).first->second;
+}
+
+std::optional<Estimate> LayoutSearch::evaluate(Layout &layout,
+                                               std::string &reason) {
+  layout.recompute = "none";
+  const StageModel &model = modelOf(layout.tp, layout.sequenceParallel,
+                                    layout.pp * layout.virtualStages);
+  if (layout.pp > 1 && model.smallest < 0.05) {
+    reason = "more pipeline stages than the model fills";
+    return std::nullopt;
+  }
+  return estimate(ctx, layout, model, reason);
+}
+
+void LayoutSearch::estimateLayouts() {
+  int64_t devices = ctx.devices;
   for (int64_t tp : tpDegrees) {
     for (bool sp : {false, true}) {
       if (sp && tp == 1)
@@ -648,124 +722,94 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
                      ") does not divide over the data-parallel degree"];
           continue;
         }
-        int64_t perReplica = ctx.batch / dp;
-        SmallVector<std::pair<std::string, int64_t>> schedules;
-        schedules.push_back({"1f1b", 1});
-        if (pp > 1) {
-          schedules.push_back({"gpipe", 1});
-          schedules.push_back({"zb-h1", 1});
-          for (int64_t v = 2; v <= maxVirtual; ++v)
-            schedules.push_back({"interleaved", v});
-        }
-        for (auto [schedule, v] : schedules) {
-          if (pp * v > int64_t(base.step.forward.size())) {
-            ++searched;
-            ++rejected["more pipeline stages than the model has ops"];
-            continue;
-          }
-          for (int64_t m = 1; m <= perReplica; ++m) {
-            if (perReplica % m)
-              continue;
-            for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-              ++searched;
-              Layout layout;
-              layout.dp = dp, layout.tp = tp, layout.pp = pp;
-              layout.microbatches = m, layout.virtualStages = v;
-              layout.schedule = schedule, layout.sequenceParallel = sp;
-              layout.zero = zero;
-              if (pp > 1) {
-                pipeline::ScheduleSpec spec;
-                spec.kind = schedule;
-                spec.ranks = pp;
-                spec.microbatches = m;
-                spec.virtualStages = v;
-                if (std::optional<std::string> shape =
-                        pipeline::getScheduleShapeError(spec)) {
-                  // By kind of reason, not by its numbers.
-                  ++rejected["the schedule does not fit: " +
-                             StringRef(*shape).split(" (").first.str()];
-                  continue;
-                }
-                if (m < pp) {
-                  ++rejected["fewer microbatches than pipeline ranks"];
-                  continue;
-                }
-              }
-              std::string reason;
-              std::optional<Estimate> e = evaluate(layout, reason);
-              if (!e) {
-                ++rejected[reason];
-                continue;
-              }
-              feasible.push_back({layout, *e});
-            }
-          }
-        }
+        estimateMesh(dp, tp, pp, sp);
       }
     }
   }
-  // Fastest first; as fast, the least ZeRO, then the least memory.
-  auto rank = [&] {
-    llvm::stable_sort(feasible, [](const Candidate &a, const Candidate &b) {
-      if (std::abs(a.estimate.step - b.estimate.step) >
-          1e-9 * std::max(a.estimate.step, b.estimate.step))
-        return a.estimate.step < b.estimate.step;
-      // ZeRO's splits add collectives the estimate does not see.
-      if (a.layout.zero != b.layout.zero)
-        return a.layout.zero < b.layout.zero;
-      return a.estimate.peakBytes < b.estimate.peakBytes;
-    });
-  };
-  rank();
+  rankFeasible();
+}
 
-  // Tier 3: the best few of different meshes and schedules, planned
-  // exactly. A layout whose tensor-parallel degree was extrapolated has
-  // that degree profiled first, and every layout of it estimated again.
+void LayoutSearch::estimateMesh(int64_t dp, int64_t tp, int64_t pp, bool sp) {
+  const int64_t maxVirtual = 8;
+  const Profile &base = profiles.at({1, false});
+  int64_t perReplica = ctx.batch / dp;
+  SmallVector<std::pair<std::string, int64_t>> schedules;
+  schedules.push_back({"1f1b", 1});
+  if (pp > 1) {
+    schedules.push_back({"gpipe", 1});
+    schedules.push_back({"zb-h1", 1});
+    for (int64_t v = 2; v <= maxVirtual; ++v)
+      schedules.push_back({"interleaved", v});
+  }
+  for (auto [schedule, v] : schedules) {
+    if (pp * v > int64_t(base.step.forward.size())) {
+      ++searched;
+      ++rejected["more pipeline stages than the model has ops"];
+      continue;
+    }
+    for (int64_t m = 1; m <= perReplica; ++m) {
+      if (perReplica % m)
+        continue;
+      for (int64_t zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+        ++searched;
+        Layout layout;
+        layout.dp = dp, layout.tp = tp, layout.pp = pp;
+        layout.microbatches = m, layout.virtualStages = v;
+        layout.schedule = schedule, layout.sequenceParallel = sp;
+        layout.zero = zero;
+        if (pp > 1) {
+          pipeline::ScheduleSpec spec;
+          spec.kind = schedule;
+          spec.ranks = pp;
+          spec.microbatches = m;
+          spec.virtualStages = v;
+          if (std::optional<std::string> shape =
+                  pipeline::getScheduleShapeError(spec)) {
+            // By kind of reason, not by its numbers.
+            ++rejected["the schedule does not fit: " +
+                       StringRef(*shape).split(" (").first.str()];
+            continue;
+          }
+          if (m < pp) {
+            ++rejected["fewer microbatches than pipeline ranks"];
+            continue;
+          }
+        }
+        std::string reason;
+        std::optional<Estimate> e = evaluate(layout, reason);
+        if (!e) {
+          ++rejected[reason];
+          continue;
+        }
+        feasible.push_back({layout, *e});
+      }
+    }
+  }
+}
+
+void LayoutSearch::rankFeasible() {
+  llvm::stable_sort(feasible, [](const Candidate &a, const Candidate &b) {
+    if (std::abs(a.estimate.step - b.estimate.step) >
+        1e-9 * std::max(a.estimate.step, b.estimate.step))
+      return a.estimate.step < b.estimate.step;
+    // ZeRO's splits add collectives the estimate does not see.
+    if (a.layout.zero != b.layout.zero)
+      return a.layout.zero < b.layout.zero;
+    return a.estimate.peakBytes < b.estimate.peakBytes;
+  });
+}
+
+void LayoutSearch::planBest() {
   const int64_t exactWanted = 3, attemptsAtMost = 12;
   int64_t attempts = 0;
-  std::set<std::string> rejectedExactly;
   std::set<std::tuple<int64_t, int64_t, int64_t, std::string, int64_t>> tried;
-  std::vector<Candidate> exact;
-  std::optional<PlannedLayout> bestPlan;
   for (size_t i = 0; i < feasible.size(); ++i) {
     if (int64_t(exact.size()) >= exactWanted || attempts >= attemptsAtMost)
       break;
     Candidate c = feasible[i];
     std::pair<int64_t, bool> degree{c.layout.tp, c.layout.sequenceParallel};
     if (!profiles.count(degree)) {
-      std::string reason;
-      std::optional<Profile> at = profile(degree.first, degree.second, reason);
-      // Its layouts leave the list, estimated again or rejected.
-      std::vector<Candidate> kept, again;
-      for (Candidate &other : feasible) {
-        bool same = other.layout.tp == degree.first &&
-                    other.layout.sequenceParallel == degree.second;
-        (same ? again : kept).push_back(std::move(other));
-      }
-      if (at) {
-        profiles.emplace(degree, std::move(*at));
-        // Its stages' extrapolated sums give way to the profile's.
-        for (auto it = models.begin(); it != models.end();) {
-          auto here = it++;
-          if (std::get<0>(here->first) == degree.first &&
-              std::get<1>(here->first) == degree.second)
-            models.erase(here);
-        }
-      }
-      for (Candidate &other : again) {
-        std::string why = "tensor parallelism " + std::to_string(degree.first) +
-                          ": " + reason;
-        std::optional<Estimate> e =
-            at ? evaluate(other.layout, why) : std::nullopt;
-        if (!e) {
-          ++rejected[why];
-          continue;
-        }
-        other.estimate = *e;
-        kept.push_back(std::move(other));
-      }
-      feasible = std::move(kept);
-      rank();
+      profileDegree(degree);
       // Start again from the best not yet planned.
       i = size_t(-1);
       continue;
@@ -780,77 +824,117 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
     if (!exact.empty() && elapsed() >= kSearchSeconds)
       break;
     ++attempts;
-    CompileOptions o = c.layout.apply(options, usableBytes(cost));
-    std::string error;
-    std::optional<PlannedLayout> planned =
-        planExactly(*source, o, what, error);
-    llvm::json::Object *prediction =
-        planned ? planned->json.getObject("prediction") : nullptr;
-    if (!prediction) {
-      ++rejected["planned exactly: " +
-                 (error.empty() ? std::string("failed") : error)];
-      rejectedExactly.insert(c.layout.describe());
-      continue;
-    }
-    // What the exact plan says of the estimates: a degree whose step took
-    // much longer than estimated (a split the extrapolation missed) has
-    // its other layouts' estimates scaled as much, and a mesh that
-    // recomputation could not bring under the memory has its other layouts
-    // that rely on it rejected.
-    double ratio = *prediction->getNumber("step_seconds") / c.estimate.step;
-    bool fits = *prediction->getInteger("peak_bytes") <= usableBytes(cost);
-    if (!fits) {
-      ++rejected["planned exactly, does not fit the device's memory"];
-      rejectedExactly.insert(c.layout.describe());
-    }
-    if (ratio > 1.25 || (!fits && c.layout.recompute == "auto")) {
-      std::vector<Candidate> kept;
-      for (Candidate &other : feasible) {
-        const Layout &l = other.layout;
-        if (!fits && c.layout.recompute == "auto" && l.recompute == "auto" &&
-            l.dp == c.layout.dp && l.tp == c.layout.tp && l.pp == c.layout.pp &&
-            l.describe() != c.layout.describe()) {
-          ++rejected["planned exactly, recomputation does not bring the "
-                     "mesh under the device's memory"];
-          continue;
-        }
-        if (ratio > 1.25 && l.tp == c.layout.tp &&
-            l.sequenceParallel == c.layout.sequenceParallel &&
-            l.describe() != c.layout.describe()) {
-          other.estimate.step *= ratio;
-          other.estimate.compute *= ratio;
-          other.estimate.tokensPerSecond /= ratio;
-          other.estimate.mfu /= ratio;
-        }
-        kept.push_back(std::move(other));
-      }
-      feasible = std::move(kept);
-      rank();
+    if (planCandidate(c))
       i = size_t(-1);
+  }
+}
+
+void LayoutSearch::profileDegree(std::pair<int64_t, bool> degree) {
+  std::string reason;
+  std::optional<Profile> at = profile(degree.first, degree.second, reason);
+  // Its layouts leave the list, estimated again or rejected.
+  std::vector<Candidate> kept, again;
+  for (Candidate &other : feasible) {
+    bool same = other.layout.tp == degree.first &&
+                other.layout.sequenceParallel == degree.second;
+    (same ? again : kept).push_back(std::move(other));
+  }
+  if (at) {
+    profiles.emplace(degree, std::move(*at));
+    // Its stages' extrapolated sums give way to the profile's.
+    for (auto it = models.begin(); it != models.end();) {
+      auto here = it++;
+      if (std::get<0>(here->first) == degree.first &&
+          std::get<1>(here->first) == degree.second)
+        models.erase(here);
     }
-    if (!fits)
+  }
+  for (Candidate &other : again) {
+    std::string why =
+        "tensor parallelism " + std::to_string(degree.first) + ": " + reason;
+    std::optional<Estimate> e = at ? evaluate(other.layout, why) : std::nullopt;
+    if (!e) {
+      ++rejected[why];
       continue;
-    Candidate done = c;
-    done.exact = true;
-    done.prediction = *prediction;
-    done.prediction["largest_cost"] = c.estimate.largestCost();
-    if (exact.empty() || done.stepSeconds() < exact.front().stepSeconds())
-      bestPlan = std::move(*planned);
-    exact.push_back(std::move(done));
-    llvm::stable_sort(exact, [](const Candidate &a, const Candidate &b) {
-      return a.stepSeconds() < b.stepSeconds();
-    });
+    }
+    other.estimate = *e;
+    kept.push_back(std::move(other));
   }
-  if (exact.empty()) {
-    std::string reasons;
-    for (auto &[reason, count] : rejected)
-      reasons += "; " + std::to_string(count) + " " + reason;
-    return printError("no layout of " + what + " on " +
-                      std::to_string(devices) + " device(s) of " +
-                      cost.machine + " was found to fit" + reasons);
+  feasible = std::move(kept);
+  rankFeasible();
+}
+
+bool LayoutSearch::planCandidate(const Candidate &c) {
+  const CostModel &cost = ctx.cost;
+  CompileOptions o = c.layout.apply(options, usableBytes(cost));
+  std::string error;
+  std::optional<PlannedLayout> planned = planExactly(source, o, what, error);
+  llvm::json::Object *prediction =
+      planned ? planned->json.getObject("prediction") : nullptr;
+  if (!prediction) {
+    ++rejected["planned exactly: " +
+               (error.empty() ? std::string("failed") : error)];
+    rejectedExactly.insert(c.layout.describe());
+    return false;
   }
-  // The ranking: the exact plans by their prediction, then the other
-  // estimates.
+  // What the exact plan says of the estimates: a degree whose step took
+  // much longer than estimated (a split the extrapolation missed) has
+  // its other layouts' estimates scaled as much, and a mesh that
+  // recomputation could not bring under the memory has its other layouts
+  // that rely on it rejected.
+  double ratio = *prediction->getNumber("step_seconds") / c.estimate.step;
+  bool fits = *prediction->getInteger("peak_bytes") <= usableBytes(cost);
+  if (!fits) {
+    ++rejected["planned exactly, does not fit the device's memory"];
+    rejectedExactly.insert(c.layout.describe());
+  }
+  bool changed = false;
+  if (ratio > 1.25 || (!fits && c.layout.recompute == "auto")) {
+    reviseEstimates(c, ratio, fits);
+    changed = true;
+  }
+  if (!fits)
+    return changed;
+  Candidate done = c;
+  done.exact = true;
+  done.prediction = *prediction;
+  done.prediction["largest_cost"] = c.estimate.largestCost();
+  if (exact.empty() || done.stepSeconds() < exact.front().stepSeconds())
+    bestPlan = std::move(*planned);
+  exact.push_back(std::move(done));
+  llvm::stable_sort(exact, [](const Candidate &a, const Candidate &b) {
+    return a.stepSeconds() < b.stepSeconds();
+  });
+  return changed;
+}
+
+void LayoutSearch::reviseEstimates(const Candidate &c, double ratio,
+                                   bool fits) {
+  std::vector<Candidate> kept;
+  for (Candidate &other : feasible) {
+    const Layout &l = other.layout;
+    if (!fits && c.layout.recompute == "auto" && l.recompute == "auto" &&
+        l.dp == c.layout.dp && l.tp == c.layout.tp && l.pp == c.layout.pp &&
+        l.describe() != c.layout.describe()) {
+      ++rejected["planned exactly, recomputation does not bring the "
+                 "mesh under the device's memory"];
+      continue;
+    }
+    if (ratio > 1.25 && l.tp == c.layout.tp &&
+        l.sequenceParallel == c.layout.sequenceParallel &&
+        l.describe() != c.layout.describe()) {
+      other.estimate.step *= ratio;
+      other.estimate.compute *= ratio;
+      other.estimate.tokensPerSecond /= ratio;
+      other.estimate.mfu /= ratio;
+    }
+    kept.push_back(std::move(other));
+  }
+  feasible = std::move(kept);
+  rankFeasible();
+}
+
+std::vector<const Candidate *> LayoutSearch::rankCandidates() const {
   std::vector<const Candidate *> ranked;
   for (const Candidate &c : exact)
     ranked.push_back(&c);
@@ -864,16 +948,21 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
         !rejectedExactly.count(c.layout.describe()))
       ranked.push_back(&c);
   }
-  auto entry = [](const Candidate &c) {
-    llvm::json::Object o = c.layout.toJson();
-    llvm::json::Object prediction =
-        c.exact ? llvm::json::Object(c.prediction) : c.estimate.toJson();
-    o["prediction"] = std::move(prediction);
-    o["exact"] = c.exact;
-    if (c.exact)
-      o["estimate"] = c.estimate.toJson();
-    return o;
-  };
+  return ranked;
+}
+
+FailureOr<SearchResult> LayoutSearch::getResult() {
+  const CostModel &cost = ctx.cost;
+  int64_t devices = ctx.devices;
+  if (exact.empty()) {
+    std::string reasons;
+    for (auto &[reason, count] : rejected)
+      reasons += "; " + std::to_string(count) + " " + reason;
+    return printError("no layout of " + what + " on " +
+                      std::to_string(devices) + " device(s) of " +
+                      cost.machine + " was found to fit" + reasons);
+  }
+  std::vector<const Candidate *> ranked = rankCandidates();
   const Candidate &best = exact.front();
   SearchResult result;
   result.best = best.layout.apply(options, usableBytes(cost));
@@ -881,7 +970,7 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
   result.plan = std::move(*bestPlan);
   llvm::json::Array candidates;
   for (const Candidate *c : ranked)
-    candidates.push_back(entry(*c));
+    candidates.push_back(candidateJson(*c));
   llvm::json::Object rejections;
   int64_t rejectedCount = 0;
   for (auto &[reason, count] : rejected) {
@@ -896,15 +985,23 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
                                    {"searched", searched},
                                    {"feasible", int64_t(feasible.size())},
                                    {"planned_exactly", int64_t(exact.size())},
-                                   {"best", entry(best)},
+                                   {"best", candidateJson(best)},
                                    {"candidates", std::move(candidates)},
                                    {"rejected", std::move(rejections)}};
-  // The summary: the top layouts, then why the others were rejected.
-  llvm::raw_string_ostream os(result.summary);
+  writeSummary(result.summary, ranked, seconds, rejectedCount,
+               result.description);
+  return result;
+}
+
+void LayoutSearch::writeSummary(std::string &summary,
+                                ArrayRef<const Candidate *> ranked,
+                                double seconds, int64_t rejectedCount,
+                                StringRef description) const {
+  llvm::raw_string_ostream os(summary);
   os << llvm::formatv("pcc: searched {0} layouts of {1} on {2} x {3} in "
                       "{4:F1} s: {5} fit, {6} rejected; the best {7} "
                       "planned exactly\n",
-                      searched, what, devices, cost.machine, seconds,
+                      searched, what, ctx.devices, ctx.cost.machine, seconds,
                       feasible.size(), rejectedCount, exact.size());
   os << "     dp  tp  pp  microbatches  schedule        sp   zero  recompute"
         "  step        tokens/s  MFU     peak/device  largest cost\n";
@@ -938,6 +1035,32 @@ FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
   }
   for (auto &[reason, count] : rejected)
     os << "  rejected " << count << ": " << reason << "\n";
-  os << "  best: " << result.description << "\n";
-  return result;
+  os << "  best: " << description << "\n";
+}
+
+FailureOr<SearchResult> pcc::searchLayouts(const CompileOptions &options,
+                                           StringRef modelSpec,
+                                           int64_t devices) {
+  auto started = std::chrono::steady_clock::now();
+  if (!options.train)
+    return printError("--devices searches the layout of a training step: "
+                      "it needs --train");
+  if (devices < 1)
+    return printError("--devices must be at least 1");
+  llvm::Expected<CostModel> machine =
+      CostModel::forMachine(options.machine, options.dtype);
+  if (!machine)
+    return printError(llvm::toString(machine.takeError()));
+  SearchContext ctx{options, std::move(*machine), devices};
+
+  std::unique_ptr<PlanningSource> planned =
+      PlanningSource::load(options, modelSpec);
+  if (!planned)
+    return failure();
+  LayoutSearch search(std::move(ctx), *planned, started);
+  if (failed(search.profileModel()))
+    return failure();
+  search.estimateLayouts();
+  search.planBest();
+  return search.getResult();
 }
