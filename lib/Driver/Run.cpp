@@ -321,140 +321,210 @@ static void applyRateOptions(const RunOptions &options, pccrt::Model &model,
   }
 }
 
-/// Loads OUT, runs the steps and writes what was asked for: the whole of
-/// `pcc run` on one rank, and each rank's part of it on several.
-static llvm::LogicalResult runSteps(const RunOptions &options,
-                                    const std::string &lib,
-                                    const std::string &weights,
-                                    const RankContext &ranks,
-                                    llvm::raw_ostream &summary) {
+namespace {
+/// What the phases of one run share: the options and ranks, the model
+/// with the inputs and token data that feed it, the evaluation step, and
+/// what the steps left.
+struct StepRun {
+  StepRun(const RunOptions &options, const RankContext &ranks,
+          llvm::raw_ostream &summary)
+      : options(options), ranks(ranks), summary(summary) {}
+
+  const RunOptions &options;
+  const RankContext &ranks;
+  llvm::raw_ostream &summary;
   std::unique_ptr<pccrt::Model> model;
   std::unique_ptr<pccrt::TokenData> data;
-  // --eval-data: the build's evaluation step (its entry, and the model's
-  // info with that entry's inputs: the vocabulary is still checked against
-  // the training step's logits), the training step's input
-  // that feeds each of its inputs, its held-out tokens and the token input
-  // they feed.
+  /// --eval-data: the build's evaluation step (its entry, and the model's
+  /// info with that entry's inputs: the vocabulary is still checked against
+  /// the training step's logits), the training step's input
+  /// that feeds each of its inputs, its held-out tokens and the token input
+  /// they feed.
   int32_t evalEntry = -1;
   pccrt_model_info evalInfo{};
   std::vector<int32_t> evalInputOf;
   std::unique_ptr<pccrt::TokenData> evalData;
   pccrt_tensor_info evalTokenInput{};
   std::vector<int64_t> evalTokenShape;
+  /// The held-out batches evaluated so far.
+  uint64_t evaluations = 0;
+  /// The step's inputs, and the token input that --data feeds (the first)
+  /// as a whole tensor.
   std::vector<pccrt::Tensor> inputs;
   pccrt_tensor_info tokenInput{};
   std::vector<int64_t> tokenShape;
   bool training = false;
-  // Steps count on from the checkpoint, so that a resumed run samples
-  // and reports what an uninterrupted one would.
+  /// Whether the build has state to checkpoint (a training build).
+  bool hasState = false;
+  /// Steps count on from the checkpoint, so that a resumed run samples
+  /// and reports what an uninterrupted one would.
   uint64_t firstStep = 0;
+  /// The last step's outputs and, for --dump, the first's; the steps'
+  /// milliseconds and how many completed.
+  std::vector<pccrt::Tensor> outputs, first;
+  double total = 0;
+  int64_t completed = 0;
+};
+
+/// What the step lines report: --log-every's window of steps, the tokens
+/// of one step, and the communicator whose collectives they time.
+struct StepLog {
+  /// The tokens of one step (the first input's whole extent), for
+  /// --log-every.
+  int64_t tokens = 1;
+  double windowLoss = 0, windowMs = 0;
+  /// What the generated code communicates through, and the time this rank
+  /// had spent in its collectives when the window began.
+  pccrt::Communicator *stepComm = nullptr;
+  int64_t windowCommStart = 0;
+  int64_t windowSteps = 0;
+};
+} // namespace
+
+/// Loads the model of `lib` with `weights`, and checks, before the first
+/// step, that the run can write what it was asked for.
+static void loadModel(StepRun &run, const std::string &lib,
+                      const std::string &weights) {
+  const RunOptions &options = run.options;
+  run.model = pccrt::Model::load(lib, weights, "pcc", run.ranks.comm);
+  pccrt::Model &model = *run.model;
+  if (run.ranks.runComm)
+    model.setRunCommunicator(run.ranks.runComm);
+  const pccrt_model_info &info = model.info();
+  // On a device, a run without --dump brings back only the loss it
+  // prints, not the logits or gradients.
+  if (model.onDevice() && options.dumpDir.empty()) {
+    std::vector<bool> read;
+    for (int32_t i = 0; i < info.num_outputs; ++i)
+      read.push_back(isLogged(info, i));
+    model.setOutputsRead(std::move(read));
+  }
+  run.training = model.isTraining();
+  for (int32_t i = 0; i < info.num_weights; ++i)
+    run.hasState |= pccrt::isModelState(info.weights[i]);
+  if (!options.saveCheckpoint.empty() && !run.hasState)
+    throw pccrt::Error("--save needs a training build (pcc compile "
+                       "--train): " +
+                       options.dir + " has no state to checkpoint");
+  // Where results go is checked before the first step, so that a long
+  // run never ends in a path it cannot write. Rank 0 writes them.
+  if (run.ranks.rank() == 0) {
+    if (!options.saveCheckpoint.empty())
+      pccrt::checkWritableFile(options.saveCheckpoint);
+    if (!options.dumpDir.empty())
+      pccrt::checkWritableDirectory(options.dumpDir);
+  }
+}
+
+/// Inputs: --data feeds the first one a batch per step, --input files
+/// bind the others.
+static void bindRunInputs(StepRun &run) {
+  const RunOptions &options = run.options;
+  const pccrt_model_info &info = run.model->info();
+  if (!options.dataFile.empty() && !run.training)
+    llvm::errs() << "pcc: warning: --data on a forward build: each step "
+                    "runs the forward on a new batch and trains nothing "
+                    "(pcc compile --train builds a training step)\n";
+  if (!options.dataFile.empty()) {
+    run.data = openTokens("--data", options.dataFile, options, info,
+                          run.tokenInput, run.tokenShape);
+    if (info.num_inputs == 1 && !options.inputs.empty())
+      throw pccrt::Error("--input " + options.inputs.front() +
+                         ": the model's only input is fed by --data");
+    pccrt_model_info rest = info;
+    rest.num_inputs -= 1;
+    rest.inputs += 1;
+    run.inputs = pccrt::bindInputs(rest, options.inputs);
+    run.inputs.insert(run.inputs.begin(), pccrt::Tensor());
+  } else {
+    run.inputs = pccrt::bindInputs(info, options.inputs);
+  }
+}
+
+/// Loads --load's checkpoint: its trained parameters alone into a forward
+/// build (or with --weights-only), else the whole state and the step it
+/// had reached.
+static void loadRunCheckpoint(StepRun &run) {
+  const RunOptions &options = run.options;
+  if (run.hasState && !options.weightsOnly && !options.stripPrefix.empty())
+    throw pccrt::Error("--strip-prefix loads trained parameters by name: "
+                       "on a training build, give --weights-only too");
+  if (!options.loadCheckpoint.empty() &&
+      (!run.hasState || options.weightsOnly)) {
+    // A forward build serves the trained parameters; a training build
+    // of another optimizer or layout starts from them.
+    size_t loaded = pccrt::loadCheckpointParameters(
+        options.loadCheckpoint, *run.model, options.stripPrefix);
+    run.summary << "pcc: loaded " << loaded << " trained parameter(s) from "
+                << options.loadCheckpoint << "\n";
+  } else if (!options.loadCheckpoint.empty()) {
+    std::map<std::string, std::string> metadata =
+        pccrt::loadCheckpoint(options.loadCheckpoint, *run.model);
+    auto step = metadata.find("step");
+    if (step != metadata.end() &&
+        llvm::StringRef(step->second).getAsInteger(10, run.firstStep))
+      throw pccrt::Error(options.loadCheckpoint +
+                         ": bad \"step\" in checkpoint metadata: '" +
+                         step->second + "'");
+    run.summary << "pcc: loaded checkpoint " << options.loadCheckpoint
+                << " (step " << run.firstStep << ")\n";
+  }
+}
+
+/// --eval-data: finds the build's evaluation step, the training step's
+/// input that feeds each of its inputs, and opens the held-out tokens.
+static void openEvalData(StepRun &run) {
+  const RunOptions &options = run.options;
+  pccrt::Model &model = *run.model;
+  const pccrt_model_info &info = model.info();
+  if (!run.training || !run.hasState)
+    throw pccrt::Error("--eval-data needs a training build: " + options.dir +
+                       " has no training step");
+  run.evalEntry = model.findEntry("eval");
+  if (run.evalEntry < 0)
+    throw pccrt::Error("--eval-data: " + options.dir +
+                       " has no evaluation step (compile it with "
+                       "pcc compile --train --eval)");
+  // The evaluation step reads the training step's inputs (those its
+  // loss depends on), the tokens first.
+  const pccrt_entry_info &e = model.entry(run.evalEntry);
+  run.evalInfo = info;
+  run.evalInfo.num_inputs = e.num_inputs;
+  run.evalInfo.inputs = e.inputs;
+  for (int32_t j = 0; j < e.num_inputs; ++j) {
+    int32_t i = 0;
+    while (i < info.num_inputs &&
+           llvm::StringRef(info.inputs[i].name) != e.inputs[j].name)
+      ++i;
+    if (i == info.num_inputs || (j == 0) != (i == 0))
+      throw pccrt::Error("--eval-data: the evaluation step of " + options.dir +
+                         " reads '" + e.inputs[j].name +
+                         "' where the training step reads its tokens");
+    run.evalInputOf.push_back(i);
+  }
+  run.evalData =
+      openTokens("--eval-data", options.evalData, options, run.evalInfo,
+                 run.evalTokenInput, run.evalTokenShape);
+}
+
+/// Loads the model, binds its inputs, loads the checkpoint, applies the
+/// rate options and opens the evaluation data. Alone, a failure throws;
+/// among ranks, every rank fails where one's setup did.
+static llvm::LogicalResult setUpRun(StepRun &run, const std::string &lib,
+                                    const std::string &weights) {
+  const RunOptions &options = run.options;
+  const RankContext &ranks = run.ranks;
   // Setup involves no collective, so a rank that fails here only has to
   // tell the others at the agreement below.
   std::string setupError;
   try {
-    model = pccrt::Model::load(lib, weights, "pcc", ranks.comm);
-    if (ranks.runComm)
-      model->setRunCommunicator(ranks.runComm);
-    const pccrt_model_info &info = model->info();
-    // On a device, a run without --dump brings back only the loss it
-    // prints, not the logits or gradients.
-    if (model->onDevice() && options.dumpDir.empty()) {
-      std::vector<bool> read;
-      for (int32_t i = 0; i < info.num_outputs; ++i)
-        read.push_back(isLogged(info, i));
-      model->setOutputsRead(std::move(read));
-    }
-    training = model->isTraining();
-    bool hasState = false;
-    for (int32_t i = 0; i < info.num_weights; ++i)
-      hasState |= pccrt::isModelState(info.weights[i]);
-    if (!options.saveCheckpoint.empty() && !hasState)
-      throw pccrt::Error("--save needs a training build (pcc compile "
-                         "--train): " +
-                         options.dir + " has no state to checkpoint");
-    // Where results go is checked before the first step, so that a long
-    // run never ends in a path it cannot write. Rank 0 writes them.
-    if (ranks.rank() == 0) {
-      if (!options.saveCheckpoint.empty())
-        pccrt::checkWritableFile(options.saveCheckpoint);
-      if (!options.dumpDir.empty())
-        pccrt::checkWritableDirectory(options.dumpDir);
-    }
-
-    // Inputs: --data feeds the first one a batch per step, --input files
-    // bind the others.
-    if (!options.dataFile.empty() && !training)
-      llvm::errs() << "pcc: warning: --data on a forward build: each step "
-                      "runs the forward on a new batch and trains nothing "
-                      "(pcc compile --train builds a training step)\n";
-    if (!options.dataFile.empty()) {
-      data = openTokens("--data", options.dataFile, options, info, tokenInput,
-                        tokenShape);
-      if (info.num_inputs == 1 && !options.inputs.empty())
-        throw pccrt::Error("--input " + options.inputs.front() +
-                           ": the model's only input is fed by --data");
-      pccrt_model_info rest = info;
-      rest.num_inputs -= 1;
-      rest.inputs += 1;
-      inputs = pccrt::bindInputs(rest, options.inputs);
-      inputs.insert(inputs.begin(), pccrt::Tensor());
-    } else {
-      inputs = pccrt::bindInputs(info, options.inputs);
-    }
-
-    if (hasState && !options.weightsOnly && !options.stripPrefix.empty())
-      throw pccrt::Error("--strip-prefix loads trained parameters by name: "
-                         "on a training build, give --weights-only too");
-    if (!options.loadCheckpoint.empty() &&
-        (!hasState || options.weightsOnly)) {
-      // A forward build serves the trained parameters; a training build
-      // of another optimizer or layout starts from them.
-      size_t loaded = pccrt::loadCheckpointParameters(
-          options.loadCheckpoint, *model, options.stripPrefix);
-      summary << "pcc: loaded " << loaded << " trained parameter(s) from "
-              << options.loadCheckpoint << "\n";
-    } else if (!options.loadCheckpoint.empty()) {
-      std::map<std::string, std::string> metadata =
-          pccrt::loadCheckpoint(options.loadCheckpoint, *model);
-      auto step = metadata.find("step");
-      if (step != metadata.end() &&
-          llvm::StringRef(step->second).getAsInteger(10, firstStep))
-        throw pccrt::Error(options.loadCheckpoint +
-                           ": bad \"step\" in checkpoint metadata: '" +
-                           step->second + "'");
-      summary << "pcc: loaded checkpoint " << options.loadCheckpoint
-              << " (step " << firstStep << ")\n";
-    }
-    applyRateOptions(options, *model, training && hasState, summary);
-    if (!options.evalData.empty()) {
-      if (!training || !hasState)
-        throw pccrt::Error("--eval-data needs a training build: " +
-                           options.dir + " has no training step");
-      evalEntry = model->findEntry("eval");
-      if (evalEntry < 0)
-        throw pccrt::Error("--eval-data: " + options.dir +
-                           " has no evaluation step (compile it with "
-                           "pcc compile --train --eval)");
-      // The evaluation step reads the training step's inputs (those its
-      // loss depends on), the tokens first.
-      const pccrt_entry_info &e = model->entry(evalEntry);
-      evalInfo = info;
-      evalInfo.num_inputs = e.num_inputs;
-      evalInfo.inputs = e.inputs;
-      for (int32_t j = 0; j < e.num_inputs; ++j) {
-        int32_t i = 0;
-        while (i < info.num_inputs &&
-               llvm::StringRef(info.inputs[i].name) != e.inputs[j].name)
-          ++i;
-        if (i == info.num_inputs || (j == 0) != (i == 0))
-          throw pccrt::Error("--eval-data: the evaluation step of " +
-                             options.dir + " reads '" + e.inputs[j].name +
-                             "' where the training step reads its tokens");
-        evalInputOf.push_back(i);
-      }
-      evalData = openTokens("--eval-data", options.evalData, options,
-                            evalInfo, evalTokenInput, evalTokenShape);
-    }
+    loadModel(run, lib, weights);
+    bindRunInputs(run);
+    loadRunCheckpoint(run);
+    applyRateOptions(options, *run.model, run.training && run.hasState,
+                     run.summary);
+    if (!options.evalData.empty())
+      openEvalData(run);
   } catch (const pccrt::Error &e) {
     if (ranks.alone())
       throw;
@@ -462,43 +532,169 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   }
   if (!ranks.alone() && !ranks.agree(setupError))
     return llvm::failure();
-  summary.flush();
+  run.summary.flush();
+  return llvm::success();
+}
 
-  // The loss of one batch of held-out tokens (the n-th), by the evaluation
-  // step on the training step's current parameters. Collective.
-  uint64_t evaluations = 0;
-  auto evaluate = [&](uint64_t afterSteps) {
-    try {
-      std::vector<pccrt::Tensor> evalInputs;
-      for (int32_t i : evalInputOf)
-        evalInputs.push_back(inputs[size_t(i)]);
-      auto [first, count] = model->heldRows(evalInfo.inputs[0]);
-      evalInputs[0] =
-          evalData->batch(evalTokenInput, evaluations++, first, count);
-      std::vector<pccrt::Tensor> outputs;
-      model->run(evalEntry, evalInputs, outputs);
-      const pccrt_entry_info &e = model->entry(evalEntry);
-      for (int32_t i = 0; i < e.num_outputs; ++i)
-        if (llvm::StringRef(e.outputs[i].name) == "loss") {
-          std::optional<float> loss = scalarOf(
-              {model->gatherOutput(evalEntry, outputs, i)}, "loss");
-          if (loss)
-            summary << llvm::formatv("step {0}: validation loss {1:F6}\n",
-                                     afterSteps, *loss);
-        }
-      summary.flush();
-    } catch (const pccrt::Error &e) {
-      if (!ranks.alone())
-        ranks.fatal(e.what());
-      throw;
+/// The loss of one batch of held-out tokens (the n-th), by the evaluation
+/// step on the training step's current parameters, reported as after
+/// `afterSteps` steps. Collective.
+static void evaluateHeldOut(StepRun &run, uint64_t afterSteps) {
+  pccrt::Model &model = *run.model;
+  try {
+    std::vector<pccrt::Tensor> evalInputs;
+    for (int32_t i : run.evalInputOf)
+      evalInputs.push_back(run.inputs[size_t(i)]);
+    auto [first, count] = model.heldRows(run.evalInfo.inputs[0]);
+    evalInputs[0] = run.evalData->batch(run.evalTokenInput, run.evaluations++,
+                                        first, count);
+    std::vector<pccrt::Tensor> outputs;
+    model.run(run.evalEntry, evalInputs, outputs);
+    const pccrt_entry_info &e = model.entry(run.evalEntry);
+    for (int32_t i = 0; i < e.num_outputs; ++i)
+      if (llvm::StringRef(e.outputs[i].name) == "loss") {
+        std::optional<float> loss =
+            scalarOf({model.gatherOutput(run.evalEntry, outputs, i)}, "loss");
+        if (loss)
+          run.summary << llvm::formatv("step {0}: validation loss {1:F6}\n",
+                                       afterSteps, *loss);
+      }
+    run.summary.flush();
+  } catch (const pccrt::Error &e) {
+    if (!run.ranks.alone())
+      run.ranks.fatal(e.what());
+    throw;
+  }
+}
+
+/// Writes the checkpoint of `steps` completed steps (every rank gathers,
+/// rank 0 writes).
+static void saveCheckpointAt(const StepRun &run, uint64_t steps) {
+  try {
+    pccrt::saveCheckpoint(run.options.saveCheckpoint, *run.model,
+                          {{"step", std::to_string(steps)}});
+  } catch (const pccrt::Error &e) {
+    if (!run.ranks.alone() && run.ranks.rank() != 0)
+      run.ranks.fatal(e.what());
+    throw;
+  }
+}
+
+/// --fault: at step `number`, the rank it names dies or stops without a
+/// word, as a crash or a deadlock would: only its status says what
+/// happened. Returns on every other rank and step.
+static void injectFault(const StepRun &run, uint64_t number) {
+  const RunOptions &options = run.options;
+  const RankContext &ranks = run.ranks;
+  if (!options.fault || options.fault->rank != ranks.rank() ||
+      options.fault->step != int64_t(number + 1))
+    return;
+  using Phase = pccrt::RankMonitor::Phase;
+  if (ranks.monitor)
+    ranks.monitor->setPhase(options.fault->hang ? Phase::FaultHang
+                                                : Phase::FaultExit);
+  llvm::outs().flush();
+  // Leave the others time to block in this step's first collective, so
+  // that the report (where they waited) does not depend on timing.
+  if (!options.fault->hang) {
+    usleep(300 * 1000);
+    _exit(1);
+  }
+  for (;;)
+    pause();
+}
+
+/// Runs the step on batch `number` of --data, if it feeds the model, and
+/// returns its milliseconds (without reading the batch).
+static double runStep(StepRun &run, uint64_t number) {
+  pccrt::Model &model = *run.model;
+  auto start = std::chrono::steady_clock::now();
+  try {
+    if (run.data) {
+      // This rank's rows only (a data-parallel replica's share).
+      auto [first, count] = model.heldRows(model.info().inputs[0]);
+      run.inputs[0] = run.data->batch(run.tokenInput, number, first, count);
     }
-  };
+    start = std::chrono::steady_clock::now();
+    model.run(run.inputs, run.outputs);
+  } catch (const pccrt::Error &e) {
+    // The others may be waiting in a collective of this step.
+    if (!run.ranks.alone())
+      run.ranks.fatal(e.what());
+    throw;
+  }
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
 
-  const pccrt_model_info &info = model->info();
-  std::vector<pccrt::Tensor> outputs, first;
-  double total = 0;
+/// Prints the line of step `step` (`number` counted over the checkpoint's
+/// steps), which took `ms` and made `loss` and `rate`; with --log-every,
+/// one line per window of `log`.
+static void logStep(StepRun &run, StepLog &log, int64_t step, uint64_t number,
+                    double ms, std::optional<float> loss,
+                    std::optional<float> rate) {
+  const RunOptions &options = run.options;
+  llvm::raw_ostream &summary = run.summary;
+  log.windowLoss += loss.value_or(0);
+  log.windowMs += ms;
+  ++log.windowSteps;
+  if (options.logEvery > 0) {
+    // One line per window: its mean loss, the last rate, and throughput.
+    if (log.windowSteps == options.logEvery || step + 1 == options.steps) {
+      summary << llvm::formatv("step {0}:", number + 1);
+      if (loss)
+        summary << llvm::formatv(" loss {0:F6},",
+                                 log.windowLoss / log.windowSteps);
+      if (rate)
+        summary << llvm::formatv(" lr {0:E3},", *rate);
+      summary << llvm::formatv(" {0:F0} tokens/s, {1:F3} ms/step",
+                               log.tokens * log.windowSteps /
+                                   (log.windowMs / 1000),
+                               log.windowMs / log.windowSteps);
+      // Rank 0's time in collectives that its work did not hide.
+      if (log.stepComm) {
+        int64_t now = log.stepComm->collectiveNanoseconds();
+        summary << llvm::formatv(", {0:F3} ms/step in collectives",
+                                 double(now - log.windowCommStart) * 1e-6 /
+                                     log.windowSteps);
+        log.windowCommStart = now;
+      }
+      summary << "\n";
+      log.windowLoss = log.windowMs = 0;
+      log.windowSteps = 0;
+    }
+  } else if (loss && rate) {
+    summary << llvm::formatv("step {0}: loss {1:F6}, lr {2:E3}, {3:F3} ms\n",
+                             number + 1, *loss, *rate, ms);
+  } else if (loss) {
+    summary << llvm::formatv("step {0}: loss {1:F6}, {2:F3} ms\n", number + 1,
+                             *loss, ms);
+  } else if (run.training || options.steps > 1) {
+    summary << llvm::formatv("step {0}: {1:F3} ms\n", number + 1, ms);
+  }
+}
+
+/// Whether an interrupt on any rank stops every rank after this step.
+static bool stopRequestedOnAnyRank(const StepRun &run) {
+  bool stop = stopRequested;
+  if (!run.ranks.alone()) {
+    std::vector<std::string> votes = run.ranks.comm->agree(stop ? "stop" : "");
+    stop = llvm::any_of(votes, [](const std::string &v) { return !v.empty(); });
+  }
+  return stop;
+}
+
+/// Runs --steps steps, each with its line, evaluating and saving the
+/// checkpoint between them where asked, until they end or an interrupt
+/// stops them.
+static void runStepLoop(StepRun &run) {
+  const RunOptions &options = run.options;
+  const RankContext &ranks = run.ranks;
+  pccrt::Model &model = *run.model;
+  const pccrt_model_info &info = model.info();
   if (!options.traceFile.empty())
-    model->startTrace();
+    model.startTrace();
   // A run that saves its checkpoint saves it when interrupted too.
   if (!options.saveCheckpoint.empty()) {
     struct sigaction action {};
@@ -507,169 +703,109 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);
   }
-  // Writes the checkpoint of `steps` completed steps (every rank gathers,
-  // rank 0 writes).
-  auto saveNow = [&](uint64_t steps) {
-    try {
-      pccrt::saveCheckpoint(options.saveCheckpoint, *model,
-                            {{"step", std::to_string(steps)}});
-    } catch (const pccrt::Error &e) {
-      if (!ranks.alone() && ranks.rank() != 0)
-        ranks.fatal(e.what());
-      throw;
-    }
-  };
-  // The tokens of one step (the first input's whole extent), for --log-every.
-  int64_t tokens = 1;
+  StepLog log;
   if (info.num_inputs > 0)
     for (int64_t d : pccrt::wholeShape(info, info.inputs[0]))
-      tokens *= d;
-  double windowLoss = 0, windowMs = 0;
-  // What the generated code communicates through, and the time this rank
-  // had spent in its collectives when the window began.
-  pccrt::Communicator *stepComm = ranks.runComm ? ranks.runComm : ranks.comm;
-  int64_t windowCommStart = stepComm ? stepComm->collectiveNanoseconds() : 0;
-  int64_t windowSteps = 0;
-  int64_t completed = 0;
+      log.tokens *= d;
+  log.stepComm = ranks.runComm ? ranks.runComm : ranks.comm;
+  log.windowCommStart =
+      log.stepComm ? log.stepComm->collectiveNanoseconds() : 0;
   for (int64_t step = 0; step < options.steps; ++step) {
-    uint64_t number = firstStep + uint64_t(step);
+    uint64_t number = run.firstStep + uint64_t(step);
     if (ranks.monitor)
       ranks.monitor->setStep(int64_t(number + 1));
-    if (options.fault && options.fault->rank == ranks.rank() &&
-        options.fault->step == int64_t(number + 1)) {
-      // A rank that dies or stops without a word, as a crash or a deadlock
-      // would: only its status says what happened.
-      using Phase = pccrt::RankMonitor::Phase;
-      if (ranks.monitor)
-        ranks.monitor->setPhase(options.fault->hang ? Phase::FaultHang
-                                                    : Phase::FaultExit);
-      llvm::outs().flush();
-      // Leave the others time to block in this step's first collective, so
-      // that the report (where they waited) does not depend on timing.
-      if (!options.fault->hang) {
-        usleep(300 * 1000);
-        _exit(1);
-      }
-      for (;;)
-        pause();
-    }
-    auto start = std::chrono::steady_clock::now();
-    try {
-      if (data) {
-        // This rank's rows only (a data-parallel replica's share).
-        auto [first, count] = model->heldRows(info.inputs[0]);
-        inputs[0] = data->batch(tokenInput, number, first, count);
-      }
-      start = std::chrono::steady_clock::now();
-      model->run(inputs, outputs);
-    } catch (const pccrt::Error &e) {
-      // The others may be waiting in a collective of this step.
-      if (!ranks.alone())
-        ranks.fatal(e.what());
-      throw;
-    }
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-    total += ms;
+    injectFault(run, number);
+    double ms = runStep(run, number);
+    run.total += ms;
     if (options.stepMilliseconds && (ranks.alone() || ranks.rank() == 0))
       options.stepMilliseconds->push_back(ms);
     // What --dump writes: the first step's outputs, copied only when a
     // later step will overwrite them (a training step's gradients are as
     // large as the model).
     if (step == 0 && !options.dumpDir.empty() && options.steps > 1)
-      first = outputs;
+      run.first = run.outputs;
     // A pipeline's loss is made on its last stage.
     std::optional<float> loss, rate;
-    if (training)
+    if (run.training)
       for (int32_t i = 0; i < info.num_outputs; ++i)
         if (isLogged(info, i)) {
           llvm::StringRef name = info.outputs[i].name;
           (name == "loss" ? loss : rate) =
-              scalarOf({model->gatherOutput(outputs, i)}, name);
+              scalarOf({model.gatherOutput(run.outputs, i)}, name);
         }
-    completed = step + 1;
-    windowLoss += loss.value_or(0);
-    windowMs += ms;
-    ++windowSteps;
-    if (options.logEvery > 0) {
-      // One line per window: its mean loss, the last rate, and throughput.
-      if (windowSteps == options.logEvery || step + 1 == options.steps) {
-        summary << llvm::formatv("step {0}:", number + 1);
-        if (loss)
-          summary << llvm::formatv(" loss {0:F6},", windowLoss / windowSteps);
-        if (rate)
-          summary << llvm::formatv(" lr {0:E3},", *rate);
-        summary << llvm::formatv(" {0:F0} tokens/s, {1:F3} ms/step",
-                                 tokens * windowSteps / (windowMs / 1000),
-                                 windowMs / windowSteps);
-        // Rank 0's time in collectives that its work did not hide.
-        if (stepComm) {
-          int64_t now = stepComm->collectiveNanoseconds();
-          summary << llvm::formatv(", {0:F3} ms/step in collectives",
-                                   double(now - windowCommStart) * 1e-6 /
-                                       windowSteps);
-          windowCommStart = now;
-        }
-        summary << "\n";
-        windowLoss = windowMs = 0;
-        windowSteps = 0;
-      }
-    } else if (loss && rate) {
-      summary << llvm::formatv("step {0}: loss {1:F6}, lr {2:E3}, {3:F3} ms\n",
-                               number + 1, *loss, *rate, ms);
-    } else if (loss) {
-      summary << llvm::formatv("step {0}: loss {1:F6}, {2:F3} ms\n", number + 1,
-                               *loss, ms);
-    } else if (training || options.steps > 1) {
-      summary << llvm::formatv("step {0}: {1:F3} ms\n", number + 1, ms);
-    }
-    summary.flush();
-    if (evalEntry >= 0 &&
+    run.completed = step + 1;
+    logStep(run, log, step, number, ms, loss, rate);
+    run.summary.flush();
+    if (run.evalEntry >= 0 &&
         ((options.evalEvery > 0 && (step + 1) % options.evalEvery == 0) ||
          (options.evalEvery == 0 && step + 1 == options.steps))) {
-      int64_t before = stepComm ? stepComm->collectiveNanoseconds() : 0;
-      evaluate(number + 1);
+      int64_t before = log.stepComm ? log.stepComm->collectiveNanoseconds() : 0;
+      evaluateHeldOut(run, number + 1);
       // The window's collectives are the training steps'.
-      if (stepComm)
-        windowCommStart += stepComm->collectiveNanoseconds() - before;
+      if (log.stepComm)
+        log.windowCommStart += log.stepComm->collectiveNanoseconds() - before;
     }
     if (options.saveCheckpoint.empty() || step + 1 == options.steps)
       continue;
-    // An interrupt on any rank stops every rank after this step.
-    bool stop = stopRequested;
-    if (!ranks.alone()) {
-      std::vector<std::string> votes = ranks.comm->agree(stop ? "stop" : "");
-      stop =
-          llvm::any_of(votes, [](const std::string &v) { return !v.empty(); });
-    }
-    if (stop) {
-      summary << llvm::formatv("pcc: interrupted after step {0}\n", number + 1);
+    if (stopRequestedOnAnyRank(run)) {
+      run.summary << llvm::formatv("pcc: interrupted after step {0}\n",
+                                   number + 1);
       break;
     }
     if (options.saveEvery > 0 && (step + 1) % options.saveEvery == 0) {
-      saveNow(number + 1);
+      saveCheckpointAt(run, number + 1);
       if (ranks.alone() || ranks.rank() == 0)
-        summary << "pcc: saved checkpoint " << options.saveCheckpoint
-                << " (step " << number + 1 << ")\n";
+        run.summary << "pcc: saved checkpoint " << options.saveCheckpoint
+                    << " (step " << number + 1 << ")\n";
     }
   }
-  if (!training)
-    for (int32_t i = 0; i < info.num_outputs; ++i)
-      summary << "output '" << info.outputs[i].name << "': "
-              << pccrt::describeType(info.outputs[i].dtype,
-                                     pccrt::wholeShape(info, info.outputs[i]))
-              << "\n";
-  summary << llvm::formatv("pcc: ran {0} step(s) of {1} in {2:F3} ms\n",
-                           completed, options.dir, total);
+}
 
-  if (completed == 1)
-    first = std::move(outputs);
-  uint64_t last = firstStep + uint64_t(completed);
+/// Prints what a forward build's outputs are, and the steps' total time.
+static void printRunTotals(const StepRun &run) {
+  const pccrt_model_info &info = run.model->info();
+  if (!run.training)
+    for (int32_t i = 0; i < info.num_outputs; ++i)
+      run.summary << "output '" << info.outputs[i].name << "': "
+                  << pccrt::describeType(
+                         info.outputs[i].dtype,
+                         pccrt::wholeShape(info, info.outputs[i]))
+                  << "\n";
+  run.summary << llvm::formatv("pcc: ran {0} step(s) of {1} in {2:F3} ms\n",
+                               run.completed, run.options.dir, run.total);
+}
+
+/// --trace: writes every rank's recorded actions (rank 0 writes).
+static void writeRunTrace(const StepRun &run) {
+  const RunOptions &options = run.options;
+  const RankContext &ranks = run.ranks;
+  if (options.traceFile.empty())
+    return;
+  try {
+    writeTrace(options.traceFile, *run.model, ranks.comm, run.firstStep);
+  } catch (const pccrt::Error &e) {
+    if (!ranks.alone() && ranks.rank() != 0)
+      ranks.fatal(e.what());
+    throw;
+  }
+  if (ranks.rank() == 0)
+    run.summary << "pcc: wrote the trace " << options.traceFile << " ("
+                << run.model->traceEvents().size() << " actions on rank 0)\n";
+}
+
+/// Writes what the run was asked for after its steps: --dump's first
+/// outputs and gradients, and --save's checkpoint.
+static llvm::LogicalResult writeResults(StepRun &run) {
+  const RunOptions &options = run.options;
+  const RankContext &ranks = run.ranks;
+  llvm::raw_ostream &summary = run.summary;
+  if (run.completed == 1)
+    run.first = std::move(run.outputs);
+  uint64_t last = run.firstStep + uint64_t(run.completed);
   auto dump = [&](const std::vector<pccrt::Tensor> &whole) {
     pccrt::dumpOutputs(options.dumpDir, ofKind(whole, PCCRT_KIND_OUTPUT));
     summary << "pcc: wrote " << options.dumpDir << "/outputs.safetensors\n";
-    if (training) {
+    if (run.training) {
       pccrt::dumpGrads(options.dumpDir, ofKind(whole, PCCRT_KIND_GRAD));
       summary << "pcc: wrote " << options.dumpDir << "/grads.safetensors\n";
     }
@@ -678,23 +814,11 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
     summary << "pcc: saved checkpoint " << options.saveCheckpoint << " (step "
             << last << ")\n";
   };
-  if (!options.traceFile.empty()) {
-    try {
-      writeTrace(options.traceFile, *model, ranks.comm, firstStep);
-    } catch (const pccrt::Error &e) {
-      if (!ranks.alone() && ranks.rank() != 0)
-        ranks.fatal(e.what());
-      throw;
-    }
-    if (ranks.rank() == 0)
-      summary << "pcc: wrote the trace " << options.traceFile << " ("
-              << model->traceEvents().size() << " actions on rank 0)\n";
-  }
   if (ranks.alone()) {
     if (!options.dumpDir.empty())
-      dump(first);
+      dump(run.first);
     if (!options.saveCheckpoint.empty()) {
-      saveNow(last);
+      saveCheckpointAt(run, last);
       saved();
     }
     return llvm::success();
@@ -704,9 +828,9 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   std::vector<pccrt::Tensor> whole;
   try {
     if (!options.dumpDir.empty())
-      whole = model->gather(first);
+      whole = run.model->gather(run.first);
     if (!options.saveCheckpoint.empty())
-      pccrt::saveCheckpoint(options.saveCheckpoint, *model,
+      pccrt::saveCheckpoint(options.saveCheckpoint, *run.model,
                             {{"step", std::to_string(last)}});
   } catch (const pccrt::Error &e) {
     // Rank 0 also fails here when it cannot write the checkpoint, after
@@ -722,6 +846,22 @@ static llvm::LogicalResult runSteps(const RunOptions &options,
   if (!options.saveCheckpoint.empty())
     saved();
   return llvm::success();
+}
+
+/// Loads OUT, runs the steps and writes what was asked for: the whole of
+/// `pcc run` on one rank, and each rank's part of it on several.
+static llvm::LogicalResult runSteps(const RunOptions &options,
+                                    const std::string &lib,
+                                    const std::string &weights,
+                                    const RankContext &ranks,
+                                    llvm::raw_ostream &summary) {
+  StepRun run(options, ranks, summary);
+  if (failed(setUpRun(run, lib, weights)))
+    return llvm::failure();
+  runStepLoop(run);
+  printRunTotals(run);
+  writeRunTrace(run);
+  return writeResults(run);
 }
 
 /// Starts the ranks of OUT under mpirun, each running this executable with
