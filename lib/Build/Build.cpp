@@ -415,6 +415,8 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
                                 const CppEmitResult &code, StringRef target) {
   StepMemory memory;
   memory.workspaceBytes = int64_t(code.workspaceBytes);
+  for (uint64_t bytes : code.stageWorkspaceBytes)
+    memory.stageWorkspaceBytes.push_back(int64_t(bytes));
   // Prepared operands are made on the host (a device run keeps every
   // weight as it is).
   if (target == "cpu" && code.preparedBytes) {

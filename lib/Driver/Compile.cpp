@@ -209,13 +209,15 @@ static int64_t getBusiestRankWeights(ArrayRef<RankHolding> ranks) {
 }
 
 /// report.json's per_rank_bytes: all that each rank needs, in rank order
-/// (StepMemory::getPerRankBytes with the rank's own parameters and state).
+/// (StepMemory::getPerRankBytes with the rank's own parameters, state and
+/// workspace).
 static llvm::json::Array describePerRankBytes(ArrayRef<RankHolding> ranks,
                                               const StepMemory &memory) {
   llvm::json::Array bytes;
   for (const RankHolding &held : ranks)
     bytes.push_back(memory.getPerRankBytes() - memory.paramBytes -
-                    memory.stateBytes + held.params + held.state);
+                    memory.stateBytes - memory.workspaceBytes + held.params +
+                    held.state + memory.getStageWorkspaceBytes(held.stage));
   return bytes;
 }
 
@@ -234,7 +236,7 @@ static llvm::json::Array describeRanks(const CompileOptions &options,
         {"parameter_bytes", held.params},
         {"optimizer_state_bytes", held.state},
         {"gradient_bytes", held.gradients},
-        {"workspace_bytes", memory.workspaceBytes}});
+        {"workspace_bytes", memory.getStageWorkspaceBytes(held.stage)}});
   }
   return ranks;
 }
@@ -318,6 +320,12 @@ static std::string formatSummary(const CompileOptions &options,
           << "  memory: weights "
           << humanCount(getBusiestRankWeights(holdings), "B")
           << ", workspace " << humanCount(memory.workspaceBytes, "B");
+  if (!memory.stageWorkspaceBytes.empty()) {
+    int64_t least = *llvm::min_element(memory.stageWorkspaceBytes);
+    if (least != memory.workspaceBytes)
+      summary << " on the busiest pipeline rank (" << humanCount(least, "B")
+              << " on the least)";
+  }
   if (memory.preparedBytes)
     summary << ", prepared operands " << humanCount(memory.preparedBytes, "B");
   if (memory.cacheBytes)

@@ -203,8 +203,11 @@ pcc::describePipeline(ModuleOp module) {
                            {"peak_stashed", rank.peakStashed},
                            {"peak_bytes", rank.peakBytes},
                            {"peak_send_bytes", rank.peakSendBytes}});
+    // The schedule's memory: the workspace's other buffers come from the
+    // emitter's plan, which the compile summary gives beside it.
     os << llvm::formatv("    pipeline rank {0}: {1} actions, at most {2} "
-                        "microbatch(es) stashed, peak {3}",
+                        "microbatch(es) stashed, weights, state and stash "
+                        "at most {3}",
                         r, rank.timeline.size(), rank.peakStashed,
                         formatBytes(rank.peakBytes));
     if (rank.peakSendBytes)

@@ -329,6 +329,15 @@ std::unique_ptr<Model> Model::open(const std::string &libraryPath,
   } else {
     model->entries.assign(info->entries, info->entries + info->num_entries);
   }
+  if (info->stage_workspace_bytes) {
+    if (info->stage_axis < 0 || info->stage_axis >= info->mesh_rank)
+      fail(libraryPath,
+           "malformed model info: stage workspaces without a stage axis");
+    for (int64_t s = 0; s < info->mesh_shape[info->stage_axis]; ++s)
+      if (info->stage_workspace_bytes[s] > info->workspace_bytes)
+        fail(libraryPath, "malformed model info: stage " + std::to_string(s) +
+                              "'s workspace exceeds the program's");
+  }
   std::unordered_set<std::string> entryNames;
   for (const pccrt_entry_info &entry : model->entries) {
     if (!entry.name || !entry.run || !entryNames.insert(entry.name).second ||
@@ -746,8 +755,8 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
       if (outputPointers[i])
         outputPointers[i] = deviceBuffer(deviceOutputs, outputSlots + i,
                                          outputs[i].data.size());
-  } else if (!workspace && info.workspace_bytes) {
-    workspace.reset(allocateAligned(info.workspace_bytes, "workspace"));
+  } else if (!workspace && workspaceBytes()) {
+    workspace.reset(allocateAligned(workspaceBytes(), "workspace"));
   }
 
   pccrt_context context{};
@@ -757,7 +766,7 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
   context.weights = weightPointers.data();
   context.workspace = workspace ? workspace.get() : emptyBuffer;
   if (deviceOps)
-    context.workspace = deviceBuffer(deviceWorkspace, 0, info.workspace_bytes);
+    context.workspace = deviceBuffer(deviceWorkspace, 0, workspaceBytes());
   Communicator *codeComm = runComm ? runComm : comm;
   context.rank = comm ? comm->rank() : 0;
   context.num_ranks = comm ? comm->numRanks() : 1;
@@ -1021,6 +1030,12 @@ int64_t Model::stage() const {
   if (modelInfo->stage_axis < 0)
     return 0;
   return groupPosition(uint32_t(1) << modelInfo->stage_axis);
+}
+
+uint64_t Model::workspaceBytes() const {
+  if (!modelInfo->stage_workspace_bytes)
+    return modelInfo->workspace_bytes;
+  return modelInfo->stage_workspace_bytes[stage()];
 }
 
 bool Model::holdsOutput(int32_t entryIndex, int32_t i) const {

@@ -183,8 +183,18 @@ struct StepMemory {
   int64_t stateBytes = 0;
   /// A generation build's KV cache (state marked graph.cache).
   int64_t cacheBytes = 0;
-  /// The buffers of the step's work (the emitter's buffer plan).
+  /// The buffers of the step's work (the emitter's buffer plan): on the
+  /// rank that needs the most, and a pipeline's per pipeline rank (empty
+  /// when not pipelined).
   int64_t workspaceBytes = 0;
+  llvm::SmallVector<int64_t> stageWorkspaceBytes;
+  /// The workspace of pipeline rank `stage` (the most where not
+  /// pipelined).
+  int64_t getStageWorkspaceBytes(int64_t stage) const {
+    return stage < int64_t(stageWorkspaceBytes.size())
+               ? stageWorkspaceBytes[stage]
+               : workspaceBytes;
+  }
   /// The graph inputs, and the outputs but the state updates (written over
   /// their state).
   int64_t ioBytes = 0;

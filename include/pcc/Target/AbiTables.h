@@ -210,9 +210,11 @@ public:
   /// the prepared operands, made by the namespace's function `prepare`.
   /// Entry point 0 runs `<prefix>_model_run`, entry point i > 0 the
   /// namespace's function `getRunFunction(i)`; entry point i needs
-  /// `entryWorkspace[i]` bytes, the program the most of them.
+  /// `entryWorkspace[i]` bytes, the program the most of them. A pipeline's
+  /// rank of coordinate s needs `stageWorkspace[s]` (empty: not pipelined).
   void printModelInfo(llvm::raw_ostream &os, const MeshLayout &mesh,
                       llvm::ArrayRef<uint64_t> entryWorkspace,
+                      llvm::ArrayRef<uint64_t> stageWorkspace = {},
                       llvm::StringRef device = {},
                       llvm::StringRef preparedBytes = {}) const;
   /// The name of entry point `entryPoint`'s run function.

@@ -84,6 +84,9 @@ struct CppEmitResult {
   std::vector<CppEmitEntry> entries;
   /// The workspace of the program: the most any entry needs.
   uint64_t workspaceBytes = 0;
+  /// A pipeline's workspace per pipeline rank, in rank order (what the
+  /// runtime allocates on each); empty when not pipelined.
+  std::vector<uint64_t> stageWorkspaceBytes;
   /// The operands prepared from constant weights (packed products'
   /// operands), at least.
   uint64_t preparedBytes = 0;

@@ -407,6 +407,7 @@ void AbiTables::printTables(raw_ostream &os, const MeshLayout &mesh) const {
 
 void AbiTables::printModelInfo(raw_ostream &os, const MeshLayout &mesh,
                                ArrayRef<uint64_t> entryWorkspace,
+                               ArrayRef<uint64_t> stageWorkspace,
                                StringRef device,
                                StringRef preparedBytes) const {
   std::string meshInfo = "0, nullptr, nullptr";
@@ -427,14 +428,23 @@ void AbiTables::printModelInfo(raw_ostream &os, const MeshLayout &mesh,
        << suffix << ", " << entryWorkspace[p] << "ULL, &"
        << (p ? getRunFunction(p) : "::" + prefix + "_model_run") << "},\n";
   }
+  os << "  };\n";
+  std::string stages = "nullptr";
+  if (!stageWorkspace.empty()) {
+    os << "  static const uint64_t stage_workspace[] = {";
+    llvm::interleaveComma(stageWorkspace, os,
+                          [&](uint64_t bytes) { os << bytes << "ULL"; });
+    os << "};\n";
+    stages = "stage_workspace";
+  }
   const EntryPoint &first = entryPoints.front();
-  os << "  };\n"
-     << "  static const pccrt_model_info info = {PCCRT_ABI_VERSION, "
+  os << "  static const pccrt_model_info info = {PCCRT_ABI_VERSION, "
      << first.inputs.size() << ", inputs, " << first.outputs.size()
      << ", outputs, " << weights.size() << ", weights, " << workspaceBytes
      << "ULL, " << meshInfo << ", " << stageAxis << ", "
      << (device.empty() ? "PCCRT_DEVICE_HOST" : device) << ", "
      << (preparedBytes.empty() ? "0, nullptr"
                                : (preparedBytes + ", &prepare").str())
-     << ", " << entryPoints.size() << ", entries};\n  return &info;\n}\n";
+     << ", " << entryPoints.size() << ", entries, " << stages
+     << "};\n  return &info;\n}\n";
 }

@@ -579,6 +579,16 @@ emitEntryPoints(ModuleOp module, ArrayRef<EntryPoint> points,
       bytes = std::max<uint64_t>(bytes, workspace[entry]);
     pointWorkspace.push_back(bytes);
   }
+  // A pipeline rank runs its coordinate's function of each entry point
+  // (a pipeline along a mesh axis: one stage's microbatches have none).
+  SmallVector<uint64_t> stageWorkspace;
+  if (stageAxis)
+    for (const EntryPoint &point : points) {
+      stageWorkspace.resize(point.functions.size(), 0);
+      for (auto [stage, entry] : llvm::enumerate(point.functions))
+        stageWorkspace[stage] =
+            std::max<uint64_t>(stageWorkspace[stage], workspace[entry]);
+    }
 
   hooks.printFilePrologue(os);
   // The entry points' runs may name the model's info before it is defined,
@@ -658,7 +668,8 @@ emitEntryPoints(ModuleOp module, ArrayRef<EntryPoint> points,
     printRun(index, point);
   }
   os << "} // namespace " << tables.getNamespace() << "\n\n";
-  tables.printModelInfo(os, mesh, pointWorkspace, hooks.getDevice(),
+  tables.printModelInfo(os, mesh, pointWorkspace, stageWorkspace,
+                        hooks.getDevice(),
                         preparedBytes);
   os << "\nextern \"C\" " << hooks.getFunctionAttributes() << " int " << p
      << "_model_run(const pccrt_context *ctx) {\n"
@@ -672,6 +683,8 @@ emitEntryPoints(ModuleOp module, ArrayRef<EntryPoint> points,
   result.mesh = mesh.getAxes();
   result.stageAxis = tables.getStageAxis();
   result.workspaceBytes = *llvm::max_element(pointWorkspace);
+  result.stageWorkspaceBytes.assign(stageWorkspace.begin(),
+                                    stageWorkspace.end());
   result.preparedBytes = uint64_t(hooks.getPreparedBytesAtLeast());
   for (const EntryPoint &point : points)
     for (auto [stage, entry] : llvm::enumerate(point.functions))

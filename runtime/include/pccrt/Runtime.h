@@ -223,6 +223,9 @@ public:
   /// The pipeline's stages (1 for a program without one), and this rank's.
   int64_t numStages() const;
   int64_t stage() const;
+  /// The workspace this rank allocates: its pipeline stage's where the
+  /// program says, else the program's.
+  uint64_t workspaceBytes() const;
   /// Whether this rank's stage holds output \p i of entry \p entry (every
   /// rank does without a pipeline).
   bool holdsOutput(int32_t entry, int32_t i) const;

@@ -86,6 +86,10 @@
 // alone. `workspace_bytes` is the most any entry needs: one
 // workspace serves them all, as they never run at once.
 //
+// 15 adds `stage_workspace_bytes`: a pipeline's ranks run different
+// stages, whose workspaces differ, and each rank allocates its own stage's
+// rather than the largest.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PCCRT_PCCRT_H
@@ -97,7 +101,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 14
+#define PCCRT_ABI_VERSION 15
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {
@@ -208,6 +212,11 @@ typedef struct pccrt_model_info {
   /// above); 0 entries: one, made of those tables and `<prefix>_model_run`.
   int32_t num_entries;
   const pccrt_entry_info *entries;
+  /// A pipelined program's workspace per pipeline rank: one value per
+  /// coordinate along `stage_axis` (the most any entry needs on that
+  /// rank), each at most `workspace_bytes`; null when every rank needs
+  /// `workspace_bytes`.
+  const uint64_t *stage_workspace_bytes;
 } pccrt_model_info;
 
 /// Where a model's buffers (inputs, outputs, weights, workspace) live.

@@ -68,7 +68,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"})
 // CHECK:        // graph.reduce_sum
 // CHECK:        return PCCRT_OK;
 
-// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 1, weights, 256ULL, 0, nullptr, nullptr, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries};
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 1, weights, 256ULL, 0, nullptr, nullptr, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries, nullptr};
 
 // CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(const pccrt_context *ctx) {
 // CHECK:        float* [[MX:a0]] = (float*)in[0];
@@ -111,7 +111,7 @@ func.func @step() -> (tensor<2048xf32> {onnx.name = "r"}) {
 // CHECK:        int32_t [[Q:q[0-9]+]] = -1;
 // CHECK:        if (ctx->comm->ops->start_all_reduce(ctx->comm, 1u, {{.*}}, 2048, 1, 1, nullptr, &[[Q]])) return PCCRT_ERR_COMM;
 // CHECK-NEXT:   if (ctx->comm->ops->wait(ctx->comm, [[Q]], nullptr)) return PCCRT_ERR_COMM;
-// CHECK:      {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 0, weights, 8192ULL, 1, pcc_mesh_axes, pcc_mesh_shape, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries}
+// CHECK:      {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 0, weights, 8192ULL, 1, pcc_mesh_axes, pcc_mesh_shape, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries, nullptr}
 // CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(
 // CHECK:        if (!ctx->comm) return PCCRT_ERR_COMM;
 // CHECK:        void *const callArgs[] = {nullptr};

@@ -42,7 +42,7 @@ func.func @large(%x: tensor<2x2xf32> {onnx.name = "x"},
 // CHECK:      static const pccrt_entry_info entries[] = {
 // CHECK-NEXT:   {"small", 1, inputs, 1, outputs, [[S:[0-9]+]]ULL, &::pcc_model_run},
 // CHECK-NEXT:   {"large", 1, inputs_1, 1, outputs_1, [[L:[0-9]+]]ULL, &run_1},
-// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 2, weights, [[L]]ULL, {{.*}}, 2, entries};
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 2, weights, [[L]]ULL, {{.*}}, 2, entries, nullptr};
 // CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(const pccrt_context *ctx) {
 
 // -----

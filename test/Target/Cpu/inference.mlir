@@ -30,7 +30,7 @@ func.func @main(%x: tensor<2x3xf32> {onnx.name = "x"}) -> (tensor<2x3xf32> {onnx
 // CHECK-NEXT: static const pccrt_tensor_info weights[] = {
 // CHECK-NEXT:   {"bias", 1, 1, pcc_w_shape0, PCCRT_KIND_CONSTANT, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
-// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 1, weights, 64ULL, 0, nullptr, nullptr, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries};
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 1, outputs, 1, weights, 64ULL, 0, nullptr, nullptr, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries, nullptr};
 // CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(const pccrt_context *ctx) {
 // CHECK-NEXT:   using namespace pcc_model;
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;

@@ -101,8 +101,11 @@ func.func @first(%x: tensor<2x3xf32> {onnx.name = "x"}, %u: tensor<3xf32> {onnx.
 // CHECK-NEXT: }
 // CHECK-NEXT: } // namespace pcc_model
 
-// The workspace is the most one rank's entry needs.
-// CHECK:      {PCCRT_ABI_VERSION, 2, inputs, 2, outputs, 2, weights, 192ULL, 2, pcc_mesh_axes, pcc_mesh_shape, 1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries};
+// The program's workspace is the most one rank's entry needs.
+// Each pipeline rank allocates its own workspace (ABI 15): rank 0's
+// function needs 128 bytes, rank 1's 64 and its callee's 128 after them.
+// CHECK:      static const uint64_t stage_workspace[] = {128ULL, 192ULL};
+// CHECK-NEXT: {PCCRT_ABI_VERSION, 2, inputs, 2, outputs, 2, weights, 192ULL, 2, pcc_mesh_axes, pcc_mesh_shape, 1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries, stage_workspace};
 
 // CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(const pccrt_context *ctx) {
 // CHECK-NEXT:   using namespace pcc_model;
@@ -196,7 +199,7 @@ func.func @rank1(%x: tensor<3xf32> {onnx.name = "x"},
 // CHECK-NEXT:   std::memcpy(((float*)w[2])
 
 // The mesh has the one axis "pp": stage_axis 0.
-// CHECK:      {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 3, weights, {{[0-9]+}}ULL, 1, pcc_mesh_axes, pcc_mesh_shape, 0, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries};
+// CHECK:      {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 3, weights, {{[0-9]+}}ULL, 1, pcc_mesh_axes, pcc_mesh_shape, 0, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries, stage_workspace};
 // CHECK:        switch ((int64_t)ctx->rank / 1 % 2) {
 // CHECK-NEXT:   case 0: rc = fn_rank0(ctx); break;
 // CHECK-NEXT:   case 1: rc = fn_rank1(ctx); break;

@@ -43,7 +43,7 @@ func.func @step(%x: tensor<2x3xf32> {onnx.name = "x"},
 // CHECK-NEXT:   {"w.adamw.m", 1, 1, pcc_w_shape1, PCCRT_KIND_STATE, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT:   {"pcc.step", 1, 0, pcc_w_shape2, PCCRT_KIND_STATE, 0u, 0, 0, 0, 0ull, 0u, 0u},
 // CHECK-NEXT: };
-// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 3, weights, {{[0-9]+}}ULL, 0, nullptr, nullptr, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries};
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 1, inputs, 2, outputs, 3, weights, {{[0-9]+}}ULL, 0, nullptr, nullptr, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries, nullptr};
 // CHECK:      float* [[X:a[0-9]+]] = (float*)in[0];
 // CHECK-NEXT: float* [[W:a[0-9]+]] = (float*)w[0];
 // CHECK-NEXT: float* [[M:a[0-9]+]] = (float*)w[1];
@@ -92,7 +92,7 @@ func.func @swap(%a: tensor<4xf32> {graph.state = "a", graph.init = dense<1.0> : 
 
 // CHECK:      static const pccrt_tensor_info inputs[] = {
 // CHECK-NEXT:   {nullptr, 0, 0, nullptr, 0, 0u, 0, 0, 0, 0ull, 0u},
-// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 3, weights, 128ULL, 0, nullptr, nullptr, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries};
+// CHECK:      static const pccrt_model_info info = {PCCRT_ABI_VERSION, 0, inputs, 1, outputs, 3, weights, 128ULL, 0, nullptr, nullptr, -1, PCCRT_DEVICE_HOST, 0, nullptr, 1, entries, nullptr};
 // CHECK:      float* [[A:a[0-9]+]] = (float*)w[0];
 // CHECK-NEXT: float* [[B:a[0-9]+]] = (float*)w[1];
 // CHECK-NEXT: float* [[C:a[0-9]+]] = (float*)w[2];

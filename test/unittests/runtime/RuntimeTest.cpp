@@ -1020,6 +1020,25 @@ TEST_F(RuntimeFiles, ModelInfoKindsChecked) {
   EXPECT_EQ(kindName(0), "kind(0)");
 }
 
+TEST_F(RuntimeFiles, StageWorkspacesNeedAPipeline) {
+  std::string source = trainingModelSource(3, "stagews");
+  std::string tail = "outputs, 3, weights, 64};";
+  size_t at = source.find(tail);
+  ASSERT_NE(at, std::string::npos);
+  // Workspaces per pipeline rank in a program without a pipeline.
+  source.replace(at, tail.size(),
+                 "outputs, 3, weights, 64, 0, 0, 0, -1, PCCRT_DEVICE_HOST, "
+                 "0, 0, 0, 0, stage_ws};");
+  source = "#include <stdint.h>\nstatic const uint64_t stage_ws[] = {32};\n" +
+           source;
+  std::string library = buildModel(source, "stagews");
+  if (library.empty())
+    GTEST_SKIP() << "no C compiler";
+  EXPECT_TRUE(failsWith([&] { Model::load(library, "", "stagews"); },
+                        "malformed model info: stage workspaces without a "
+                        "stage axis"));
+}
+
 namespace {
 /// A model info with a 2 x 3 mesh whose one output is \p entry, for the
 /// sharding functions, which read only the mesh and the entry.
