@@ -95,9 +95,13 @@ def main():
                     pattern = ".*".join(re.escape(p) for p in line.split("..."))
                     if any(re.fullmatch(pattern, p) for p in printed):
                         continue
-                # The printed line of the same shape that agrees longest.
+                # The printed line of the same shape that agrees longest,
+                # among those the block does not already show (a stage's
+                # line is not replaced by another stage's).
+                block = {lines[i][4:] for i, _ in shown}
                 same = sorted(
-                    (p for p in printed if shape(p) == shape(line)),
+                    (p for p in printed
+                     if shape(p) == shape(line) and p not in block),
                     key=lambda p: -len(os.path.commonprefix([p, line])))
                 if a.update and same:
                     lines[index] = "    " + same[0]

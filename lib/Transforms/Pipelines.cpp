@@ -66,8 +66,10 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     // A pipeline may compute a heavy LM head in pieces of the sequence,
     // which its stages share.
     int64_t chunks = options.pp > 1 ? options.pp * options.virtualStages : 1;
-    fpm.addPass(createAttachLoss(
-        {options.labels, options.logits, options.headPieces, chunks}));
+    fpm.addPass(createAttachLoss({options.labels, options.logits,
+                                  options.headPieces, chunks,
+                                  options.costTable, options.target,
+                                  options.machine, options.dtype}));
     // Padding comes before autodiff: the backward follows the padded
     // forward.
     // With ZeRO the padded extent splits over tp, then each block over dp.

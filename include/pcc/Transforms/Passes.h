@@ -13,6 +13,7 @@
 #include <functional>
 
 namespace pcc {
+class CostModel;
 
 #define GEN_PASS_DECL
 #include "pcc/Transforms/Passes.h.inc"
@@ -59,11 +60,12 @@ llvm::FailureOr<unsigned> untieWeights(mlir::ModuleOp module,
 
 /// Appends the causal-LM cross-entropy of the logits against the shifted
 /// labels as a result named "loss" (see the pcc-attach-loss pass), over
-/// `pieces` parts of the sequence (0: as many as keep the LM head within
-/// half of one of `chunks` pipeline chunks).
+/// `pieces` parts of the sequence (0: as many as make the slowest of
+/// `chunks` pipeline chunks fastest by `cost`, the CPU's defaults if null).
 llvm::LogicalResult attachLoss(mlir::func::FuncOp func, llvm::StringRef labels,
                                llvm::StringRef logits, int64_t pieces = 1,
-                               int64_t chunks = 1);
+                               int64_t chunks = 1,
+                               const CostModel *cost = nullptr);
 
 /// Appends the gradient of the "loss" result with respect to every
 /// graph.weight marked `trainable` (see the pcc-autodiff pass).

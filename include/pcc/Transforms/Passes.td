@@ -199,9 +199,17 @@ def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
     weights), divided by the count of predicted positions. The logits then
     leave the results, and no op makes them for the whole sequence: a
     pipeline can place the pieces of a heavy head on consecutive stages.
-    `pieces = 0` chooses N from `chunks`: one piece while the head and the
-    loss take at most half a chunk's share of the forward's flops, else as
-    many as keep each piece within a sixth of that share.
+    `pieces = 0` chooses N from `chunks` by the cost model (`target`,
+    `machine`, `cost-table`, `dtype`). A piece runs the head's ops on a
+    part of the rows but reads their weights whole, and adds its part of
+    the loss. For each N, the forward's other ops in program order (in
+    blocks, between the places where no more crosses than the head's
+    input) and the N pieces are cut into `chunks` contiguous chunks as
+    evenly as they allow. A count pays where its slowest chunk is within
+    1% of the fastest any count gives. N is 1 where one piece pays; else
+    the smallest count that pays with pieces of at most a sixth of a mean
+    chunk, which leaves the partition room to even the stages around them
+    (or the smallest that pays, where none that fine does).
   }];
   let options = [
     Option<"labels", "labels", "std::string", /*default=*/"\"\"",
@@ -215,6 +223,15 @@ def AttachLoss : Pass<"pcc-attach-loss", "::mlir::func::FuncOp"> {
     Option<"chunks", "chunks", "int64_t", /*default=*/"1",
            "With pieces=0: the pipeline chunks (stages, or ranks x "
            "virtual stages) the step is cut into">,
+    Option<"costTable", "cost-table", "std::string", /*default=*/"\"\"",
+           "JSON table of measured throughputs">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "Target whose default throughputs the cost model uses">,
+    Option<"machine", "machine", "std::string", /*default=*/"\"\"",
+           "Machine description (a name pcc ships or a JSON file) whose "
+           "throughputs the cost model uses instead">,
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"f32\"",
+           "The products' element type, for the machine's throughput">,
   ];
 }
 

@@ -2,6 +2,7 @@
 
 #include "pcc/Transforms/Passes.h"
 
+#include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 
@@ -144,34 +145,158 @@ static RankedTensorType rowsType(Value v, int64_t b, int64_t tokens) {
   return type.clone(shape);
 }
 
-static int64_t flopsOf(Operation *op) {
-  auto cost = dyn_cast<CostOpInterface>(op);
-  return cost ? cost.getFlops() : 0;
+/// The least time of the slowest of `chunks` contiguous chunks that
+/// `units` (times, in order) can be cut into.
+static double leastSlowestChunk(ArrayRef<double> units, int64_t chunks) {
+  SmallVector<double> prefix{0};
+  double largest = 0;
+  for (double u : units) {
+    prefix.push_back(prefix.back() + u);
+    largest = std::max(largest, u);
+  }
+  // Whether chunks of at most `limit` each cover the units: each chunk
+  // takes as many as fit (greedily, which is exact for contiguous cuts).
+  auto fits = [&](double limit) {
+    size_t at = 0;
+    for (int64_t c = 0; c < chunks && at < units.size(); ++c)
+      at = size_t(std::upper_bound(prefix.begin() + at, prefix.end(),
+                                   prefix[at] + limit) -
+                  prefix.begin()) -
+           1;
+    return at == units.size();
+  };
+  double lo = std::max(largest, prefix.back() / double(chunks));
+  double hi = lo + largest;
+  if (fits(lo))
+    return lo;
+  for (int i = 0; i < 50 && hi - lo > 1e-6 * hi; ++i) {
+    double mid = (lo + hi) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
 }
 
-/// How many pieces of the sequence the LM head and the loss take (by
-/// flops, against one of `chunks` equal shares of the forward): one while
-/// they fit in half a chunk, else as many as keep each piece within a
-/// sixth of one, so that the partition can fill a chunk with pieces and
-/// other ops; at most one per predicted position.
-static int64_t autoPieces(func::FuncOp func, Value logits, int64_t chunks) {
+/// How many pieces of the sequence the LM head and the loss take, by the
+/// cost model, for a forward cut into `chunks` shares. A piece of k runs
+/// each op of the head on 1/k of the rows but reads its weights whole
+/// (a product packs the whole weight again), and computes its part of the
+/// loss. Each count's best cut of the forward (its other ops in program
+/// order, in blocks, then the k pieces) into `chunks` contiguous chunks
+/// has a slowest chunk, and a count pays where that is within 1% of the
+/// fastest any count gives. One piece where one pays; else the smallest
+/// count that pays with pieces of at most a sixth of a mean chunk. At
+/// most one piece per predicted position.
+static int64_t autoPieces(func::FuncOp func, Value logits, int64_t chunks,
+                          const pcc::CostModel &cost) {
   if (chunks < 2)
     return 1;
   RowChain chain = findRowChain(logits);
-  int64_t total = 0, head = 0;
-  func.walk([&](Operation *op) { total += flopsOf(op); });
-  for (Operation *op : chain.ops)
-    head += flopsOf(op);
-  // The loss: a log-softmax, a pick and a sum per logit, about 5 flops.
+  llvm::SmallPtrSet<Operation *, 8> inChain(chain.ops.begin(),
+                                            chain.ops.end());
   auto zt = cast<RankedTensorType>(logits.getType());
-  int64_t loss = 5 * zt.getNumElements();
-  head += loss;
-  total += loss;
-  double chunk = double(total) / double(chunks);
-  if (chunk <= 0 || double(head) <= chunk / 2)
-    return 1;
+  double logitBytes = double(pcc::getTensorBytes(zt));
+  double logitElements = double(zt.getNumElements());
+  // An op's forward with its backward, which is not built yet: a product
+  // has two products for its backward (the input's gradient and the
+  // weight's), another op about one op of its size.
+  auto withBackward = [](Operation *op, double forward) {
+    auto c = dyn_cast<CostOpInterface>(op);
+    return forward * (c && c.runsOnMatrixUnits() ? 3 : 2);
+  };
+  // One piece of k: the head's ops on a k-th of the rows, the weights
+  // whole, and the loss (a log-softmax over the logits, a pick and a sum).
+  auto piece = [&](int64_t k) {
+    double seconds = 0;
+    for (Operation *op : chain.ops) {
+      auto c = dyn_cast<CostOpInterface>(op);
+      if (!c)
+        continue;
+      double weights = 0;
+      for (Value v : op->getOperands())
+        if (v != chain.source && !inChain.contains(v.getDefiningOp()))
+          weights += double(pcc::getTensorBytes(v.getType()));
+      double bytes = double(c.getBytesAccessed());
+      seconds += withBackward(
+          op, cost.time(op->getName().getStringRef(),
+                        double(c.getFlops()) / double(k),
+                        weights + std::max(0.0, bytes - weights) / double(k),
+                        c.runsOnMatrixUnits()));
+    }
+    seconds += 2 * (cost.time("graph.log_softmax", 5 * logitElements / double(k),
+                              2 * logitBytes / double(k), /*matrix=*/false) +
+                    cost.time("graph.gather_elements", 0, 0, false) +
+                    cost.time("graph.reduce_sum", 0, 0, false));
+    return seconds;
+  };
+  // The rest of the forward in program order, in segments between the
+  // places where a pipeline cuts it: where no more of the activations
+  // cross than the head's input (between blocks, on the residual stream).
+  // A cut inside a block would send more, and the partition avoids it.
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (!inChain.contains(&op))
+      ops.push_back(&op);
+  llvm::DenseMap<Operation *, size_t> position;
+  for (auto [i, op] : llvm::enumerate(ops))
+    position[op] = i;
+  // crossing[i]: the bytes of activations made before op i and read at
+  // or after it (by the head: at the end).
+  SmallVector<double> crossing(ops.size() + 2, 0);
+  llvm::DenseMap<Value, bool> memo;
+  for (auto [i, op] : llvm::enumerate(ops))
+    for (Value r : op->getResults()) {
+      if (!dependsOnInputs(r, memo))
+        continue;
+      size_t last = i;
+      for (Operation *user : r.getUsers())
+        last = std::max(last, position.lookup_or(user, ops.size()));
+      double bytes = double(pcc::getTensorBytes(r.getType()));
+      crossing[i + 1] += bytes;
+      crossing[last + 1] -= bytes;
+    }
+  for (size_t c = 1; c < crossing.size(); ++c)
+    crossing[c] += crossing[c - 1];
+  double cheap = double(pcc::getTensorBytes(chain.source.getType()));
+  SmallVector<double> units{0};
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (i > 0 && crossing[i] <= cheap && units.back() > 0)
+      units.push_back(0);
+    units.back() += withBackward(op, cost.time(op));
+  }
+  size_t rest = units.size();
+  auto slowest = [&](int64_t k) {
+    units.resize(rest);
+    units.append(size_t(k), piece(k));
+    return leastSlowestChunk(units, chunks);
+  };
+  // A split must buy more than the rounding of a partition into blocks
+  // and the cost model's own error: 1% of the slowest chunk.
   int64_t positions = zt.getDimSize(1) - 1;
-  return std::min<int64_t>(positions, int64_t(std::ceil(head / (chunk / 6))));
+  SmallVector<double> slowestFor{0};
+  for (int64_t k = 1; k <= positions; ++k)
+    slowestFor.push_back(slowest(k));
+  double least = *std::min_element(slowestFor.begin() + 1, slowestFor.end());
+  auto pays = [&](int64_t k) { return slowestFor[k] <= 1.01 * least; };
+  if (pays(1))
+    return 1;
+  // Where it pays, pieces of at most a sixth of a mean chunk: the
+  // partition then has room to even the stages around them (pieces of a
+  // quarter or half a chunk left the last stage up to 1.13 x the mean,
+  // bench/RESULTS.md), unless that many no longer pay.
+  double total = 0;
+  for (double unit : ArrayRef<double>(units).take_front(rest))
+    total += unit;
+  double head = piece(1);
+  auto fine = std::min<int64_t>(
+      positions,
+      int64_t(std::ceil(6 * head * double(chunks) / (total + head))));
+  for (int64_t k = std::max<int64_t>(fine, 1); k <= positions; ++k)
+    if (pays(k))
+      return k;
+  int64_t best = 1;
+  while (!pays(best))
+    ++best;
+  return best;
 }
 
 /// The loss computed over `pieces` consecutive parts of the sequence, each
@@ -251,7 +376,7 @@ static Value buildPieces(func::FuncOp func, OpBuilder &builder, Location loc,
 
 LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
                               StringRef logitsName, int64_t pieces,
-                              int64_t chunks) {
+                              int64_t chunks, const CostModel *cost) {
   Block &body = func.getBody().front();
   Operation *ret = body.getTerminator();
   Value labels, logits;
@@ -321,7 +446,8 @@ LogicalResult pcc::attachLoss(func::FuncOp func, StringRef labelsName,
   }
   Value loss;
   if (pieces == 0)
-    pieces = autoPieces(func, logits, chunks);
+    pieces = autoPieces(func, logits, chunks,
+                        cost ? *cost : pcc::CostModel::forTarget("cpu"));
   if (pieces <= 1) {
     // Predict token i+1 from position i: logits[:, :-1] against
     // labels[:, 1:].
@@ -354,7 +480,14 @@ namespace {
 struct AttachLossPass : pcc::impl::AttachLossBase<AttachLossPass> {
   using AttachLossBase::AttachLossBase;
   void runOnOperation() override {
-    if (failed(pcc::attachLoss(getOperation(), labels, logits, pieces, chunks)))
+    llvm::Expected<pcc::CostModel> cost =
+        pcc::CostModel::get(target, costTable, machine, dtype);
+    if (!cost) {
+      getOperation().emitError(llvm::toString(cost.takeError()));
+      return signalPassFailure();
+    }
+    if (failed(pcc::attachLoss(getOperation(), labels, logits, pieces, chunks,
+                               &*cost)))
       signalPassFailure();
   }
 };
