@@ -3,6 +3,8 @@
 
 usage: python3 bench/layouts.py WORK [--pcc build/bin/pcc] [--venv VENV]
                                 [--steps K] [--size LxHxN]
+                                [--batch B --seq T] [--rounds R]
+                                [--microbatches M,...]
                                 [--model MODEL.onnx --vocab V]
 
 1. Exports a small GPT-2 (default 4 layers, hidden 256, 8 heads, vocabulary
@@ -17,7 +19,12 @@ usage: python3 bench/layouts.py WORK [--pcc build/bin/pcc] [--venv VENV]
    2, 4 or 8 microbatches; and the search's choice, where it is none of
    these), K training steps each on MPI ranks, and takes
    the median step time after the first two; beside it, each layout's
-   prediction (`pcc plan` at that layout on WORK/cpu.json).
+   prediction (`pcc plan` at that layout on WORK/cpu.json). With
+   --rounds R every layout runs R times, round after round, and keeps its
+   fastest median: this machine's steps vary 10-40% from run to run, and a
+   slow spell then lands on one round of each layout rather than on a few
+   layouts. --microbatches limits the pipelines' microbatch counts (a large
+   model's 2-rank steps take seconds).
 5. Prints the table, the rank correlation (Spearman) of predicted and
    measured times, and the search's choice against the best measured.
 """
@@ -38,13 +45,13 @@ def run(cmd, **kw):
     return p.stdout
 
 
-def layouts():
+def layouts(microbatches=(2, 4, 8)):
     for zero in range(4):
         yield ["--dp", "2"] + (["--zero", str(zero)] if zero else [])
     yield ["--tp", "2"]
     yield ["--tp", "2", "--sequence-parallel"]
     for schedule in ("1f1b", "gpipe", "zb-h1", "interleaved"):
-        for m in (2, 4, 8):
+        for m in microbatches:
             extra = ["--virtual-stages", "2"] if schedule == "interleaved" else []
             yield ["--pp", "2", "--microbatches", str(m), "--schedule",
                    schedule] + extra
@@ -109,6 +116,10 @@ def main():
     ap.add_argument("--size", default="4x256x8")
     ap.add_argument("--model", default="")
     ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--microbatches", default="2,4,8")
     a = ap.parse_args()
     pcc = os.path.abspath(a.pcc)
     os.makedirs(a.work, exist_ok=True)
@@ -118,7 +129,8 @@ def main():
         python = os.path.join(a.venv, "bin", "python") if a.venv else "python3"
         here = os.path.dirname(os.path.abspath(__file__))
         run([python, os.path.join(here, "export_gpt2.py"),
-             os.path.join(a.work, "model"), "--batch", "8", "--seq", "128",
+             os.path.join(a.work, "model"), "--batch", str(a.batch),
+             "--seq", str(a.seq),
              "--vocab", str(a.vocab), "--size", a.size])
     tokens = os.path.join(a.work, "tokens.bin")
     if not os.path.exists(tokens):
@@ -137,12 +149,12 @@ def main():
     best = json.load(open(os.path.join(search, "search.json")))["best"]
     chosen = key(search_flags(best))
 
-    rows = []
     # Every 2-device layout, and the search's choice where it is none of
     # them (more virtual stages, say): it is measured too.
-    candidates = list(layouts())
+    candidates = list(layouts([int(m) for m in a.microbatches.split(",")]))
     if chosen not in [key(f) for f in candidates]:
         candidates.append(search_flags(best))
+    built = []
     for flags in candidates:
         name = key(flags)
         plan = os.path.join(a.work, "plan-" + name.replace(" ", "_"))
@@ -161,15 +173,25 @@ def main():
             "prediction"]["step_seconds"] * 1e3
         run([pcc, "compile", model, "--train", "--machine", machine, "-o",
              out] + flags)
-        text = run([pcc, "run", out, "--data", tokens, "--data-dtype",
-                    "uint16", "--steps", str(a.steps)])
-        times = [float(t) for t in re.findall(r"^step \d+: .*?([0-9.]+) ms$",
-                                              text, re.M)]
-        measured = statistics.median(times[2:])
-        rows.append((name, predicted, measured))
-        print("%-58s predicted %8.2f ms  measured %8.2f ms" %
-              (name, predicted, measured), flush=True)
+        built.append((name, predicted, out))
+    measured = {}
+    for r in range(a.rounds):
+        for name, predicted, out in built:
+            text = run([pcc, "run", out, "--data", tokens, "--data-dtype",
+                        "uint16", "--steps", str(a.steps)])
+            times = [float(t) for t in re.findall(
+                r"^step \d+: .*?([0-9.]+) ms$", text, re.M)]
+            m = statistics.median(times[2:])
+            measured.setdefault(name, []).append(m)
+            if r + 1 == a.rounds:
+                print("%-58s predicted %8.2f ms  measured %8.2f ms%s" %
+                      (name, predicted, min(measured[name]),
+                       "" if a.rounds == 1 else " (rounds: %s)" % ", ".join(
+                           "%.2f" % x for x in measured[name])), flush=True)
+    for name, predicted, out in built:
         run(["rm", "-rf", out])
+    rows = [(name, predicted, min(measured[name]))
+            for name, predicted, out in built]
 
     rho = spearman([r[1] for r in rows], [r[2] for r in rows])
     fastest = min(rows, key=lambda r: r[2])
