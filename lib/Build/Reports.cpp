@@ -282,6 +282,9 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
       return "--trainable and --freeze need --train";
     if (options.clipGrad > 0)
       return "--clip-grad needs --train";
+    if (options.delayWeights)
+      return "--delay-weights delays a training step's weights: it needs "
+             "--train";
     if (options.lrSchedule != "constant" || options.warmupSteps ||
         options.decaySteps || options.minLr)
       return "--lr-schedule, --warmup-steps, --decay-steps and --min-lr need "

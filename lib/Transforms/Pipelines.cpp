@@ -81,6 +81,8 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     if (options.dtype != "f32")
       fpm.addPass(createMixedPrecision({options.dtype}));
     fpm.addPass(createAutodiff());
+    if (options.delayWeights)
+      fpm.addPass(createDelayWeights());
     OptimizerOptions update;
     update.kind = options.optimizer;
     update.lr = options.lr;

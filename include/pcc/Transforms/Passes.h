@@ -119,6 +119,11 @@ void registerDistShardingRules(mlir::DialectRegistry &registry);
 llvm::LogicalResult splitBatch(mlir::func::FuncOp func, int64_t dp);
 
 /// Appends `values` to the function's results, each with its attributes.
+/// PipeDream-2BW's weights: each trained parameter's readers read its
+/// previous version, a new state argument the step sets to the parameter
+/// before its update (pcc-delay-weights).
+llvm::LogicalResult delayWeights(mlir::func::FuncOp func);
+
 void appendResults(mlir::func::FuncOp func, mlir::ValueRange values,
                    llvm::ArrayRef<mlir::DictionaryAttr> attrs);
 

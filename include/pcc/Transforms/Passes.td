@@ -256,6 +256,23 @@ def Autodiff : Pass<"pcc-autodiff", "::mlir::func::FuncOp"> {
   }];
 }
 
+def DelayWeights : Pass<"pcc-delay-weights", "::mlir::func::FuncOp"> {
+  let summary = "Trains on the weights one update old (PipeDream-2BW)";
+  let description = [{
+    PipeDream-2BW's rule, with a delay of one step: the forward and the
+    backward read each trained parameter's previous version, and the
+    gradients they make update the newest,
+    `W(t+1) = W(t) - lr * grad f_t(W(t-1))`, with `W(-1) = W(0)`. Every
+    state argument with a gradient result gets a second state argument,
+    named `<parameter>.2bw.previous`, marked `graph.state_of` the
+    parameter and starting at the parameter's `graph.init`; the
+    parameter's readers read it instead, and the step returns the
+    parameter as its update. Runs after `pcc-autodiff` and before
+    `pcc-optimizer`, which then updates the parameter itself; refuses a
+    function whose parameters already have updates.
+  }];
+}
+
 def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
   let summary = "Appends the optimizer update of every trained parameter";

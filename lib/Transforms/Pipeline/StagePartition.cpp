@@ -1186,7 +1186,9 @@ static void warnIfStagesIdle(func::FuncOp func, ArrayRef<double> costs,
 }
 
 /// Optimizer: on every stage that holds the parameter it updates. A
-/// state's holders are the stages whose forward or backward reads it.
+/// state's holders are the stages whose forward or backward reads it; a
+/// state of a parameter (a previous version of its weights, which the
+/// forward reads in its place) makes them the parameter's.
 static void placeOptimizer(const StageAssignment &sa) {
   func::FuncOp func = sa.func;
   const StepPhases &phases = sa.phases;
@@ -1197,7 +1199,11 @@ static void placeOptimizer(const StageAssignment &sa) {
     for (Value v : op->getOperands())
       if (phases.isFree(v))
         forEachParameter(phases, v, [&, stage = stage](BlockArgument p) {
-          holders[p.getArgNumber()].insert(stage);
+          unsigned held = p.getArgNumber();
+          if (auto of = func.getArgAttrOfType<IntegerAttr>(
+                  held, graph::kStateOfAttr))
+            held = unsigned(of.getInt());
+          holders[held].insert(stage);
         });
   for (auto [i, at] : llvm::enumerate(holders))
     if (!at.empty()) {

@@ -200,6 +200,9 @@ class Variant:
     train: bool = True      # loss, gradient and SGD references
     schedule: bool = False  # also ref/adamw.json: AdamW steps with gradient
                             # clipping and a warmup + cosine schedule
+    twobw: bool = False     # also ref/2bw-sgd.json and ref/2bw-adamw.json:
+                            # PipeDream-2BW's rule (gradients at the weights
+                            # one update old) over 6 SGD and 6 AdamW steps
     plain: bool = False     # torch.onnx.export(model, (ids,), dynamo=True) and
                             # nothing else: a new user's export (default opset,
                             # optimize and names)
@@ -316,6 +319,11 @@ VARIANTS = {
         "HF GPT-2, 12 layers, d=32, 4 heads, tied head, batch 8: 12 layers "
         "over 4 and 8 pipeline stages with a tied embedding and LM head, 8 "
         "microbatches"),
+    # PipeDream-2BW's rule (ref/2bw-*.json).
+    "gpt2-dyn18-2bw-b4": dyn(
+        gpt2(4, 32, 4, 96, 32), (4, 16),
+        "HF GPT-2, 4 layers, d=32, 4 heads, batch 4: PipeDream-2BW's "
+        "delayed weights", twobw=True),
     "gpt2-dyn18-bighead-b4": dyn(
         gpt2(4, 32, 4, 2048, 32), (4, 16),
         "HF GPT-2, 4 layers, d=32, 4 heads, a vocabulary of 2048 (the tied "
@@ -512,6 +520,47 @@ def adamw_losses(model, input_ids, a=ADAMW):
     return losses, norms, lrs
 
 
+def twobw_losses(model, input_ids, kind, a=ADAMW, steps=6):
+    """PipeDream-2BW's rule with a delay of one step, on a copy of model:
+    each step's loss and gradients are taken at the weights one update old,
+    W(t-1), and applied to the newest, W(t+1) = W(t) - lr * grad f_t(W(t-1)),
+    with W(-1) = W(0). kind "sgd" (lr SGD_LR) or "adamw" (a's clipping and
+    schedule; its moments see the delayed gradients). Returns the losses,
+    and for AdamW the gradient norms and rates."""
+    model = copy.deepcopy(model)
+    model.train()
+    params = [p for p in model.parameters()]
+    if kind == "sgd":
+        opt = torch.optim.SGD(params, lr=SGD_LR, momentum=0.0, weight_decay=0.0)
+        sched = None
+    else:
+        opt = torch.optim.AdamW(params, lr=a["lr"], betas=a["betas"],
+                                eps=a["eps"], weight_decay=a["weight_decay"])
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule_factor)
+    previous = [p.detach().clone() for p in params]
+    losses, norms, lrs = [], [], []
+    for _ in range(steps):
+        current = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            for p, w in zip(params, previous):
+                p.copy_(w)
+        opt.zero_grad()
+        loss = lm_loss(model, input_ids)
+        losses.append(loss.item())
+        loss.backward()
+        with torch.no_grad():
+            for p, w in zip(params, current):
+                p.copy_(w)
+        if sched:
+            norms.append(torch.nn.utils.clip_grad_norm_(params, a["clip"]).item())
+            lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        if sched:
+            sched.step()
+        previous = current
+    return losses, norms, lrs
+
+
 def default_opset(m):
     return next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
 
@@ -667,6 +716,16 @@ def export(name, v, model, input_ids):
                        grad_norms=norms, lrs=lrs)
             with open(os.path.join(d, "ref", "adamw.json"), "w") as f:
                 json.dump(ref, f, indent=1)
+        if v.twobw:
+            losses, _, _ = twobw_losses(model, input_ids, "sgd")
+            with open(os.path.join(d, "ref", "2bw-sgd.json"), "w") as f:
+                json.dump({"optimizer": "sgd", "lr": SGD_LR, "rule": "2bw",
+                           "losses": losses}, f, indent=1)
+            losses, norms, lrs = twobw_losses(model, input_ids, "adamw")
+            with open(os.path.join(d, "ref", "2bw-adamw.json"), "w") as f:
+                json.dump(dict(ADAMW, optimizer="adamw", rule="2bw",
+                               losses=losses, grad_norms=norms, lrs=lrs),
+                          f, indent=1)
         meta["sgd"] = {"optimizer": "sgd", "lr": SGD_LR, "momentum": 0.0,
                        "weight_decay": 0.0, "steps": SGD_STEPS,
                        "batch": "ref/input_0.pb every step", "mode": "train"}
