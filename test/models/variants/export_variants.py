@@ -324,6 +324,24 @@ VARIANTS = {
         gpt2(4, 32, 4, 96, 32), (4, 16),
         "HF GPT-2, 4 layers, d=32, 4 heads, batch 4: PipeDream-2BW's "
         "delayed weights", twobw=True),
+    "llama-dyn18-deep-2bw-b8": dyn(
+        llama(8, 32, 4, 2, 32, 96, False), (8, 16),
+        "HF Llama, 8 layers, d=32, 4 query / 2 KV heads, MLP 32 wide, vocab 96, "
+        "batch 8: PipeDream-2BW's delayed weights over 4 pipeline stages, 8 "
+        "microbatches", twobw=True),
+    "qwen2-dyn18-tied-2bw-b4": dyn(
+        llama(2, 32, 4, 2, 64, 96, True, arch="Qwen2ForCausalLM"), (4, 16),
+        "HF Qwen2, 2 layers, d=32, 4 query / 2 KV heads, QKV biases, LM head "
+        "tied to the embedding, batch 4: PipeDream-2BW's delayed weights over "
+        "pipeline stages with a tied head", twobw=True),
+    "neox-dyn18-2bw-b4": dyn(
+        hf("GPTNeoXForCausalLM", num_hidden_layers=2, hidden_size=32,
+           num_attention_heads=4, intermediate_size=64, vocab_size=96,
+           max_position_embeddings=64),
+        (4, 16),
+        "HF GPT-NeoX, 2 layers, d=32, 4 heads, parallel residual, partial "
+        "rotary, untied head, batch 4: PipeDream-2BW's delayed weights at "
+        "tp 2 x pp 2", twobw=True),
     "gpt2-dyn18-bighead-b4": dyn(
         gpt2(4, 32, 4, 2048, 32), (4, 16),
         "HF GPT-2, 4 layers, d=32, 4 heads, a vocabulary of 2048 (the tied "
