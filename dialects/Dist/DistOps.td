@@ -388,6 +388,24 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
     writes back `makespan` and `bubble_fraction` (the share of rank-time
     spent idle: 1 - sum(busy) / (ranks * makespan)).
 
+    `steps` (1 when absent) is the number of consecutive training steps the
+    table covers without a flush between them; microbatch `k` of the table
+    is microbatch `k % microbatches` of step `k / microbatches`. With
+    `steps = 2` (PipeDream-2BW's `2bw`) the table is cut into the three
+    calls a run makes of each rank: its `fill` (the forwards of the first
+    step that run ahead, `lead` of them on a rank), the steady call that
+    ends one step and starts the next (repeated for every step but the
+    last), and the `drain` that ends the last. A forward of microbatch `k`
+    on a rank of lead `l` belongs to the fill when `k < l`, to the steady
+    call when `k < microbatches + l`, else to the drain; a backward to the
+    steady call when `k < microbatches`, else to the drain; a transfer to
+    the call of the computation that sends it. The verifier checks the
+    fill followed by the drain, the fill, the steady call and the drain,
+    and the fill, the steady call twice and the drain, each as a schedule.
+    The simulation then times the steady call alone, every rank starting
+    it at once: `makespan` and `bubble_fraction` are those of one step once
+    the pipeline is full.
+
     ```mlir
     dist.schedule @schedule {kind = "gpipe", microbatches = 1, ranks = 2, virtual_stages = 1} {
       dist.rank 0 {
@@ -415,7 +433,8 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
                        OptionalAttr<DenseF64ArrayAttr>:$transfer_costs,
                        OptionalAttr<DenseI64ArrayAttr>:$transfer_bytes,
                        OptionalAttr<F64Attr>:$bubble_fraction,
-                       OptionalAttr<F64Attr>:$makespan);
+                       OptionalAttr<F64Attr>:$makespan,
+                       OptionalAttr<Dist_PositiveI64>:$steps);
   let regions = (region SizedRegion<1>:$body);
   // `@name {attributes} {ranks}`: the attributes are never empty (kind,
   // microbatches, ranks and virtual_stages are required), so the declarative
@@ -425,6 +444,12 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
   let extraClassDeclaration = [{
     int64_t getNumRanks() { return getRanksAttr().getInt(); }
     int64_t getNumMicrobatches() { return getMicrobatchesAttr().getInt(); }
+    /// Consecutive steps the table covers without a flush (`steps`).
+    int64_t getNumSteps() { return getSteps().value_or(1); }
+    /// The microbatches of the table: those of all its steps.
+    int64_t getNumTableMicrobatches() {
+      return getNumMicrobatches() * getNumSteps();
+    }
     /// All virtual stages: ranks x virtual_stages.
     int64_t getNumStages() {
       return getNumRanks() * getVirtualStagesAttr().getInt();
@@ -445,7 +470,9 @@ def Dist_RankOp : Dist_Op<"rank", [HasParent<"ScheduleOp">, NoTerminator,
     `busy` (the time the rank computes), `peak_stashed` (the most
     microbatch-chunks whose forward ran and whose last backward action has
     not) and, when the schedule gives bytes, `peak_bytes` (`base_bytes` plus
-    the most stashed bytes at any time).
+    the most stashed bytes at any time). `lead` (0 when absent), in a
+    schedule of several steps, is how many forwards of the next step the
+    rank runs before the current step ends.
 
     ```mlir
     dist.rank 1 attributes {busy = 6.0, peak_stashed = 1} {
@@ -459,12 +486,14 @@ def Dist_RankOp : Dist_Op<"rank", [HasParent<"ScheduleOp">, NoTerminator,
   let arguments = (ins Dist_NonNegativeI64:$rank,
                        OptionalAttr<I64Attr>:$peak_stashed,
                        OptionalAttr<I64Attr>:$peak_bytes,
-                       OptionalAttr<F64Attr>:$busy);
+                       OptionalAttr<F64Attr>:$busy,
+                       OptionalAttr<Dist_NonNegativeI64>:$lead);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$rank attr-dict-with-keyword $body";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     int64_t getIndex() { return getRankAttr().getInt(); }
+    int64_t getNumLead() { return getLead() ? getLeadAttr().getInt() : 0; }
     ScheduleOp getSchedule();
   }];
 }

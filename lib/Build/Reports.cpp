@@ -231,11 +231,18 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
   if (options.sequenceParallel && options.tp < 2)
     return "--sequence-parallel splits activations over tensor parallelism: "
            "give --tp 2 or more";
+  // 2bw's weights apply without a pipeline too: it has no flush to drop.
   if (options.pp < 2 && options.microbatches <= 1 &&
-      (options.schedule != "1f1b" || options.virtualStages != 1 ||
-       !options.ppSplit.empty()))
+      ((options.schedule != "1f1b" && options.schedule != "2bw") ||
+       options.virtualStages != 1 || !options.ppSplit.empty()))
     return "--schedule, --virtual-stages and --pp-split shape a pipeline: "
            "give --pp 2 or more";
+  if (options.schedule == "2bw" && options.zero > 1)
+    return llvm::formatv("--schedule 2bw keeps every stage's weights whole "
+                         "in two versions, which ZeRO {0} shards: give "
+                         "--zero 1 or none",
+                         options.zero)
+        .str();
   if (options.eval && !options.train)
     return "--eval builds a training step's evaluation: it needs --train";
   PipelineConfig defaults;
@@ -282,9 +289,9 @@ std::string pcc::checkLayoutOptions(const CompileOptions &options) {
       return "--trainable and --freeze need --train";
     if (options.clipGrad > 0)
       return "--clip-grad needs --train";
-    if (options.delayWeights)
-      return "--delay-weights delays a training step's weights: it needs "
-             "--train";
+    if (options.delayWeights || options.schedule == "2bw")
+      return "--schedule 2bw trains on the weights one update old: it "
+             "needs --train";
     if (options.lrSchedule != "constant" || options.warmupSteps ||
         options.decaySteps || options.minLr)
       return "--lr-schedule, --warmup-steps, --decay-steps and --min-lr need "

@@ -380,8 +380,8 @@ static std::string formatSummary(const CompileOptions &options,
     else
       summary << counts.savedCount << " ("
               << humanCount(counts.savedBytes, "B") << ")\n";
-    if (options.delayWeights)
-      summary << "  weights one update old (--delay-weights, PipeDream-2BW's "
+    if (options.delayWeights || options.schedule == "2bw")
+      summary << "  weights one update old (--schedule 2bw, PipeDream-2BW's "
                  "rule W(t+1) = W(t) - lr * grad f_t(W(t-1))): the training "
                  "differs from a synchronous step's; the previous weights "
                  "are state, counted with the optimizer's\n";

@@ -341,6 +341,13 @@ struct StepRun {
   /// that feeds each of its inputs, its held-out tokens and the token input
   /// they feed.
   int32_t evalEntry = -1;
+  /// A build whose pipeline runs without a flush (--schedule 2bw): the
+  /// entries that start a step, end one while starting the next, and end
+  /// the last; whether a step is started and not ended, and the batch of
+  /// the step the next call starts.
+  int32_t startEntry = -1, overlapEntry = -1, finishEntry = -1;
+  bool inFlight = false;
+  std::vector<pccrt::Tensor> nextInputs;
   pccrt_model_info evalInfo{};
   std::vector<int32_t> evalInputOf;
   std::unique_ptr<pccrt::TokenData> evalData;
@@ -400,6 +407,31 @@ static void loadModel(StepRun &run, const std::string &lib,
     model.setOutputsRead(std::move(read));
   }
   run.training = model.isTraining();
+  // The calls of a pipeline without a flush, named after the step's entry.
+  if (model.numEntries() > 1) {
+    std::string step = model.entry(0).name ? model.entry(0).name : "";
+    run.startEntry = model.findEntry(step + "_start");
+    run.overlapEntry = model.findEntry(step + "_overlap");
+    run.finishEntry = model.findEntry(step + "_finish");
+    if ((run.startEntry < 0) != (run.overlapEntry < 0) ||
+        (run.startEntry < 0) != (run.finishEntry < 0))
+      throw pccrt::Error(options.dir + ": the build has some of the entries '" +
+                         step + "_start', '" + step + "_overlap' and '" +
+                         step + "_finish' of a pipeline without a flush, not "
+                         "all three");
+    // The calls that end a step return what the step does.
+    for (int32_t e : {run.overlapEntry, run.finishEntry}) {
+      if (e < 0)
+        continue;
+      const pccrt_entry_info &ends = model.entry(e);
+      bool same = ends.num_outputs == info.num_outputs;
+      for (int32_t i = 0; same && i < info.num_outputs; ++i)
+        same = llvm::StringRef(ends.outputs[i].name) == info.outputs[i].name;
+      if (!same)
+        throw pccrt::Error(options.dir + ": entry '" + ends.name +
+                           "' returns other outputs than the step's");
+    }
+  }
   for (int32_t i = 0; i < info.num_weights; ++i)
     run.hasState |= pccrt::isModelState(info.weights[i]);
   if (!options.saveCheckpoint.empty() && !run.hasState)
@@ -605,18 +637,47 @@ static void injectFault(const StepRun &run, uint64_t number) {
 }
 
 /// Runs the step on batch `number` of --data, if it feeds the model, and
-/// returns its milliseconds (without reading the batch).
-static double runStep(StepRun &run, uint64_t number) {
+/// returns its milliseconds (without reading the batch). Without a flush
+/// (`last`: whether the run's steps end with it), a step that is not in
+/// flight yet starts, and the call that ends it starts the next one, on
+/// batch `number + 1`, unless it is the last: the step's time includes
+/// its start when it had to.
+static double runStep(StepRun &run, uint64_t number, bool last) {
   pccrt::Model &model = *run.model;
   auto start = std::chrono::steady_clock::now();
+  double batchMs = 0;
+  auto batchOf = [&](uint64_t n, std::vector<pccrt::Tensor> &inputs) {
+    if (!run.data)
+      return;
+    auto begin = std::chrono::steady_clock::now();
+    // This rank's rows only (a data-parallel replica's share).
+    auto [first, count] = model.heldRows(model.info().inputs[0]);
+    inputs[0] = run.data->batch(run.tokenInput, n, first, count);
+    batchMs += std::chrono::duration<double, std::milli>(
+                   std::chrono::steady_clock::now() - begin)
+                   .count();
+  };
   try {
-    if (run.data) {
-      // This rank's rows only (a data-parallel replica's share).
-      auto [first, count] = model.heldRows(model.info().inputs[0]);
-      run.inputs[0] = run.data->batch(run.tokenInput, number, first, count);
+    if (run.overlapEntry < 0) {
+      batchOf(number, run.inputs);
+      model.run(run.inputs, run.outputs);
+    } else {
+      std::vector<pccrt::Tensor> none;
+      if (!run.inFlight) {
+        batchOf(number, run.inputs);
+        model.run(run.startEntry, run.inputs, none);
+      }
+      if (last) {
+        model.run(run.finishEntry, {}, run.outputs);
+        run.inFlight = false;
+      } else {
+        if (run.nextInputs.empty())
+          run.nextInputs = run.inputs;
+        batchOf(number + 1, run.nextInputs);
+        model.run(run.overlapEntry, run.nextInputs, run.outputs);
+        run.inFlight = true;
+      }
     }
-    start = std::chrono::steady_clock::now();
-    model.run(run.inputs, run.outputs);
   } catch (const pccrt::Error &e) {
     // The others may be waiting in a collective of this step.
     if (!run.ranks.alone())
@@ -625,7 +686,8 @@ static double runStep(StepRun &run, uint64_t number) {
   }
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now() - start)
-      .count();
+             .count() -
+         batchMs;
 }
 
 /// Prints the line of step `step` (`number` counted over the checkpoint's
@@ -715,7 +777,7 @@ static void runStepLoop(StepRun &run) {
     if (ranks.monitor)
       ranks.monitor->setStep(int64_t(number + 1));
     injectFault(run, number);
-    double ms = runStep(run, number);
+    double ms = runStep(run, number, step + 1 == options.steps);
     run.total += ms;
     if (options.stepMilliseconds && (ranks.alone() || ranks.rank() == 0))
       options.stepMilliseconds->push_back(ms);

@@ -81,7 +81,7 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     if (options.dtype != "f32")
       fpm.addPass(createMixedPrecision({options.dtype}));
     fpm.addPass(createAutodiff());
-    if (options.delayWeights)
+    if (options.delayWeights || options.schedule == "2bw")
       fpm.addPass(createDelayWeights());
     OptimizerOptions update;
     update.kind = options.optimizer;

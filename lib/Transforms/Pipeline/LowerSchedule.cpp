@@ -13,6 +13,17 @@
 // divide by the microbatches and run the optimizer. Nothing of the
 // schedule remains to interpret at run time.
 //
+// A schedule of two steps without a flush (PipeDream-2BW's) lowers to four
+// functions per rank: the step itself (its fill, then its drain: a step
+// with a flush), and the three calls of a run without one, each an entry
+// point of its own: `<entry>_start` (the fill of a step), `<entry>_overlap`
+// (the end of that step and the start of the next, whose batch it takes)
+// and `<entry>_finish` (the end of the last). What one call leaves for the
+// next (the stash of the forwards that ran ahead, the activations received
+// for them, the batch the step reads) is state the runs keep between them
+// (graph.cache). The forwards of the next step read the newest weights,
+// which the step's update then keeps as the weights one update old.
+//
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Analysis/StepPhases.h"
@@ -23,6 +34,7 @@
 #include "pcc/Target/CallGraph.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
+#include "pcc/Transforms/Pipeline/Schedule.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -46,6 +58,25 @@ struct StageFunctions {
   func::FuncOp forward, backward, weight;
 };
 
+/// One function a rank's schedule lowers to.
+struct Call {
+  /// Appended to the step's name and to its entry point's.
+  std::string suffix;
+  /// The actions in order, with the ops that state them; microbatches
+  /// below the step's count are the step's, those above the next step's.
+  SmallVector<std::pair<Operation *, pipeline::Action>> actions;
+  /// Whether the call ends the step: its update runs and it returns the
+  /// step's results.
+  bool endsStep = true;
+  /// Whether it continues a step that an earlier call started (reading
+  /// what that call left) and whether it starts one (leaving what the next
+  /// call reads).
+  bool continues = false, starts = false;
+  /// The microbatch numbers its batch argument begins at; none when it
+  /// takes no batch.
+  std::optional<int64_t> batchAt = 0;
+};
+
 /// Where the values that cross functions go.
 struct Routes {
   /// Per virtual stage, the value ids its act (to stage + 1) and grad (to
@@ -63,7 +94,17 @@ public:
 
 private:
   LogicalResult collect();
-  LogicalResult lowerRank(int64_t rank, dist::RankOp actions);
+  LogicalResult lowerRank(int64_t rank, const Call &call);
+  /// What a continuing call of rank `rank` reads that an earlier call left
+  /// (the value ids by microbatch) and the inputs it reads of the step the
+  /// earlier call started.
+  void getCarried(const Call &call,
+                  std::set<std::pair<int64_t, int64_t>> &values,
+                  std::set<unsigned> &inputs);
+  StageFunctions &functionsOf(const pipeline::Action &a) {
+    return stageFns[a.stage];
+  }
+  func::FuncOp calleeOf(const pipeline::Action &a);
   bool holds(unsigned arg, int64_t rank);
   Value mb(OpBuilder &b, Value whole, unsigned arg, int64_t k);
 
@@ -76,6 +117,10 @@ private:
   Routes routes;
   /// Per gradient result: the ranks whose backward contributes to it.
   std::map<int64_t, llvm::SmallDenseSet<int64_t, 2>> gradProducers;
+  /// Per rank, what its calls carry from one to the next (two-step
+  /// schedules only).
+  std::map<int64_t, std::set<std::pair<int64_t, int64_t>>> carriedValues;
+  std::map<int64_t, std::set<unsigned>> carriedInputs;
 };
 } // namespace
 
@@ -192,7 +237,61 @@ Value Lowering::mb(OpBuilder &b, Value whole, unsigned arg, int64_t k) {
                                 steps);
 }
 
-LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
+func::FuncOp Lowering::calleeOf(const pipeline::Action &a) {
+  const StageFunctions &fns = stageFns[a.stage];
+  switch (a.phase) {
+  case dist::Phase::F:
+    return fns.forward;
+  case dist::Phase::B:
+    return fns.backward;
+  case dist::Phase::W:
+    return fns.weight;
+  }
+  llvm_unreachable("unknown phase");
+}
+
+void Lowering::getCarried(const Call &call,
+                          std::set<std::pair<int64_t, int64_t>> &values,
+                          std::set<unsigned> &inputs) {
+  using Kind = pipeline::Action::Kind;
+  std::set<std::pair<int64_t, int64_t>> defined;
+  auto read = [&](int64_t id, int64_t k) {
+    if (!defined.count({id, k}))
+      values.insert({id, k});
+  };
+  for (auto &[op, a] : call.actions) {
+    int64_t k = a.microbatch;
+    if (a.kind == Kind::Compute) {
+      func::FuncOp callee = calleeOf(a);
+      if (!callee)
+        continue;
+      for (unsigned i = 0; i < callee.getNumArguments(); ++i) {
+        DictionaryAttr attrs = callee.getArgAttrDict(i);
+        if (auto id = roleOf(attrs, kValueRole))
+          read(*id, k);
+        if (auto in = roleOf(attrs, kInputRole))
+          if (k < microbatches)
+            inputs.insert(unsigned(*in));
+      }
+      for (unsigned i = 0; i < callee.getNumResults(); ++i)
+        if (auto id = roleOf(callee.getResultAttrDict(i), kValueRole))
+          defined.insert({*id, k});
+      continue;
+    }
+    bool act = a.payload == dist::Payload::Act;
+    const std::vector<int64_t> &ids =
+        act ? routes.act[a.stage] : routes.grad[a.stage];
+    for (int64_t id : ids) {
+      if (a.kind == Kind::Send)
+        read(id, k);
+      else if (a.kind == Kind::Recv)
+        defined.insert({id, k});
+    }
+  }
+}
+
+LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
+  using Kind = pipeline::Action::Kind;
   Block &stepBody = step.getBody().front();
   auto stepRet = cast<func::ReturnOp>(stepBody.getTerminator());
   // The rank's signature: every graph input (sliced per microbatch), the
@@ -203,6 +302,8 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   for (unsigned i = 0; i < step.getNumArguments(); ++i) {
     bool state = bool(step.getArgAttr(i, graph::kStateAttr));
     if (state && !holds(i, rank))
+      continue;
+    if (!state && !call.batchAt)
       continue;
     newArg[i] = argTypes.size();
     // The rank takes the whole batch of a sliced input.
@@ -226,13 +327,54 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
                                  newArg[cast<IntegerAttr>(of).getInt()]));
     argAttrs.push_back(attrs.getDictionary(ctx));
   }
-  std::string name = llvm::formatv("{0}_rank{1}", step.getSymName(), rank);
+  // What the calls of a run without a flush carry from one to the next:
+  // state the runs keep (graph.cache), zero at first, named by the rank.
+  std::map<std::pair<int64_t, int64_t>, unsigned> carriedValueArg;
+  std::map<unsigned, unsigned> carriedInputArg;
+  std::string stepName = step.getSymName().str();
+  if (call.starts || call.continues) {
+    auto addCarried = [&](RankedTensorType t, const Twine &what) {
+      unsigned at = argTypes.size();
+      argTypes.push_back(t);
+      std::string name =
+          (stepName + ".in_flight.rank" + Twine(rank) + "." + what).str();
+      NamedAttrList attrs;
+      attrs.set(graph::kStateAttr, StringAttr::get(ctx, name));
+      attrs.set(graph::kInitAttr,
+                DenseElementsAttr::get(
+                    t, cast<TypedAttr>(
+                           OpBuilder(ctx).getZeroAttr(t.getElementType()))));
+      attrs.set(graph::kCacheAttr, UnitAttr::get(ctx));
+      argAttrs.push_back(attrs.getDictionary(ctx));
+      return at;
+    };
+    for (auto [id, k] : carriedValues[rank])
+      carriedValueArg[{id, k}] =
+          addCarried(cast<RankedTensorType>(routes.types[id]),
+                     "value" + Twine(id) + ".microbatch" + Twine(k));
+    for (unsigned i : carriedInputs[rank]) {
+      // The whole batch, as the rank's argument takes it.
+      auto t = cast<RankedTensorType>(step.getArgumentTypes()[i]);
+      if (auto dim = step.getArgAttrOfType<IntegerAttr>(i, kBatchDimAttr)) {
+        SmallVector<int64_t> shape(t.getShape());
+        shape[dim.getInt()] *= microbatches;
+        t = RankedTensorType::get(shape, t.getElementType());
+      }
+      carriedInputArg[i] = addCarried(t, "input" + Twine(i));
+    }
+  }
+  std::string name =
+      llvm::formatv("{0}{1}_rank{2}", stepName, call.suffix, rank);
   OpBuilder mb0(step);
   auto fn = func::FuncOp::create(mb0, step.getLoc(), name,
                                  FunctionType::get(ctx, argTypes, {}));
   fn->setAttr(dist::kRankAttr, IntegerAttr::get(IntegerType::get(ctx, 64), rank));
   if (Attribute entry = step->getAttr(kEntryPointAttr))
-    fn->setAttr(kEntryPointAttr, entry);
+    fn->setAttr(kEntryPointAttr,
+                StringAttr::get(ctx, cast<StringAttr>(entry).getValue() +
+                                         call.suffix));
+  else if (!call.suffix.empty())
+    fn->setAttr(kEntryPointAttr, StringAttr::get(ctx, "main" + call.suffix));
   // What the step says of itself that reports read.
   if (Attribute pieces = step->getAttr(graph::kLossPiecesAttr))
     fn->setAttr(graph::kLossPiecesAttr, pieces);
@@ -246,22 +388,45 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   std::map<std::pair<unsigned, int64_t>, Value> slices;
   std::map<int64_t, SmallVector<Value>> outputs;        // result -> parts
   std::map<int64_t, Value> accumulated;                 // grad result
+  if (call.continues)
+    for (auto [key, at] : carriedValueArg)
+      values[key] = body->getArgument(at);
   auto argFor = [&](func::FuncOp callee, unsigned i,
                     int64_t k) -> FailureOr<Value> {
     DictionaryAttr attrs = callee.getArgAttrDict(i);
     if (auto in = roleOf(attrs, kInputRole)) {
       auto key = std::make_pair(unsigned(*in), k);
       Value &v = slices[key];
-      if (!v)
-        v = mb(b, body->getArgument(newArg[*in]), *in, k);
+      if (v)
+        return v;
+      // The batch argument's microbatches, or those of the batch an earlier
+      // call took.
+      if (call.batchAt && k >= *call.batchAt) {
+        v = mb(b, body->getArgument(newArg[*in]), *in, k - *call.batchAt);
+        return v;
+      }
+      auto carried = carriedInputArg.find(unsigned(*in));
+      if (!call.continues || carried == carriedInputArg.end())
+        return callee.emitError("pipeline rank ")
+               << rank << ": microbatch " << k
+               << " reads an input that no call before this one took";
+      v = mb(b, body->getArgument(carried->second), *in, k);
       return v;
     }
     if (auto st = roleOf(attrs, kStateRole)) {
-      auto it = newArg.find(*st);
+      unsigned index = unsigned(*st);
+      // The next step's forwards read the newest weights, which are one
+      // update old when that step runs.
+      if (k >= microbatches &&
+          step.getArgAttr(index, graph::kPreviousVersionAttr))
+        index = unsigned(
+            step.getArgAttrOfType<IntegerAttr>(index, graph::kStateOfAttr)
+                .getInt());
+      auto it = newArg.find(index);
       if (it == newArg.end())
         return callee.emitError("pipeline rank ")
                << rank << " runs @" << callee.getSymName() << ", which reads "
-               << pipeline::describeState(step, unsigned(*st))
+               << pipeline::describeState(step, index)
                << " that the rank does not hold";
       return Value(body->getArgument(it->second));
     }
@@ -283,19 +448,6 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   // An inference build runs the forward actions only.
   bool training = llvm::any_of(
       stageFns, [](const StageFunctions &f) { return bool(f.backward); });
-  // The stage function an action calls.
-  auto calleeOf = [&](dist::ComputeOp compute) {
-    const StageFunctions &fns = stageFns[compute.getStageAttr().getInt()];
-    switch (compute.getPhase()) {
-    case dist::Phase::F:
-      return fns.forward;
-    case dist::Phase::B:
-      return fns.backward;
-    case dist::Phase::W:
-      return fns.weight;
-    }
-    llvm_unreachable("unknown phase");
-  };
   // A gradient part still to be summed over other mesh axes is summed once,
   // right after the last action that adds to it on this rank, so that the
   // sum overlaps the rest of the flush.
@@ -303,39 +455,37 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
   std::map<int64_t, ArrayAttr> reduceAxes;
   if (training) {
     std::map<int64_t, Operation *> last;
-    for (Operation &action : actions.getBody().front()) {
-      auto compute = dyn_cast<dist::ComputeOp>(action);
-      if (!compute || compute.getPhase() == dist::Phase::F)
+    for (auto &[op, a] : call.actions) {
+      if (a.kind != Kind::Compute || a.phase == dist::Phase::F)
         continue;
-      func::FuncOp callee = calleeOf(compute);
+      func::FuncOp callee = calleeOf(a);
       if (!callee)
         continue;
       for (unsigned i = 0; i < callee.getNumResults(); ++i) {
         DictionaryAttr attrs = callee.getResultAttrDict(i);
         if (auto g = roleOf(attrs, kGradRole))
           if (auto axes = attrs.getAs<ArrayAttr>(kReduceAxesAttr)) {
-            last[*g] = &action;
+            last[*g] = op;
             reduceAxes[*g] = axes;
           }
       }
     }
-    for (auto [g, action] : last)
-      lastContribution[action].push_back(g);
+    for (auto [g, op] : last)
+      lastContribution[op].push_back(g);
   }
-  for (Operation &action : actions.getBody().front()) {
-    if (auto compute = dyn_cast<dist::ComputeOp>(action)) {
-      int64_t s = compute.getStageAttr().getInt();
-      int64_t k = compute.getMicrobatchAttr().getInt();
-      if (!training && compute.getPhase() != dist::Phase::F)
+  for (auto &[op, a] : call.actions) {
+    int64_t s = a.stage, k = a.microbatch;
+    if (a.kind == Kind::Compute) {
+      if (!training && a.phase != dist::Phase::F)
         continue;
       bool split = bool(stageFns[s].weight);
-      if ((compute.getPhase() == dist::Phase::W) != false && !split)
-        return compute.emitError("a W action needs the backward split into "
-                                 "input and weight gradients "
-                                 "(pcc-pipeline-outline split-backward)");
-      func::FuncOp callee = calleeOf(compute);
+      if (a.phase == dist::Phase::W && !split)
+        return op->emitError("a W action needs the backward split into "
+                             "input and weight gradients "
+                             "(pcc-pipeline-outline split-backward)");
+      func::FuncOp callee = calleeOf(a);
       if (!callee)
-        return compute.emitError("stage ") << s << " has no such function";
+        return op->emitError("stage ") << s << " has no such function";
       SmallVector<Value> operands;
       for (unsigned i = 0; i < callee.getNumArguments(); ++i) {
         FailureOr<Value> v = argFor(callee, i, k);
@@ -343,23 +493,35 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
           return failure();
         operands.push_back(*v);
       }
-      auto call = func::CallOp::create(b, loc, callee, operands);
-      call->setAttr(dist::kActionAttr,
-                    b.getStringAttr(llvm::formatv(
-                        "{0}{1}", stringifyPhase(compute.getPhase()), k)));
+      auto callOp = func::CallOp::create(b, loc, callee, operands);
+      // The next step's microbatches are marked as such.
+      std::string label =
+          k < microbatches
+              ? llvm::formatv("{0}{1}", stringifyPhase(a.phase), k).str()
+              : llvm::formatv("{0}{1}+", stringifyPhase(a.phase),
+                              k - microbatches)
+                    .str();
+      callOp->setAttr(dist::kActionAttr, b.getStringAttr(label));
       for (unsigned i = 0; i < callee.getNumResults(); ++i) {
         DictionaryAttr attrs = callee.getResultAttrDict(i);
-        Value r = call.getResult(i);
+        Value r = callOp.getResult(i);
         if (auto id = roleOf(attrs, kValueRole))
           values[{*id, k}] = r;
-        if (auto out = roleOf(attrs, kOutputRole))
+        if (auto out = roleOf(attrs, kOutputRole)) {
+          if (k >= microbatches || !call.endsStep)
+            return callee.emitError("pipeline rank ")
+                   << rank << " computes result " << *out
+                   << " of the step in a forward that runs ahead of the "
+                      "step's end; a schedule without a flush needs the "
+                      "step's results from its last stage";
           outputs[*out].push_back(r);
+        }
         if (auto g = roleOf(attrs, kGradRole)) {
           Value &acc = accumulated[*g];
           acc = acc ? graph::AddOp::create(b, loc, acc, r).getResult() : r;
         }
       }
-      for (int64_t g : lastContribution.lookup(&action)) {
+      for (int64_t g : lastContribution.lookup(op)) {
         Value &acc = accumulated[g];
         acc = dist::AllReduceOp::create(
             b, loc, acc.getType(), acc, meshRef, reduceAxes[g],
@@ -367,22 +529,18 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
       }
       continue;
     }
-    auto transfer = cast<dist::TransferOp>(action);
-    int64_t s = transfer.getStageAttr().getInt();
-    int64_t k = transfer.getMicrobatchAttr().getInt();
-    bool act = transfer.getPayload() == dist::Payload::Act;
+    bool act = a.payload == dist::Payload::Act;
     if (!training && !act)
       continue;
     const std::vector<int64_t> &ids = act ? routes.act[s] : routes.grad[s];
     int64_t tag = act ? kActTag : kGradTag;
     // Where this rank sends the stage's output (or whence it receives).
-    int64_t peer = transfer.holdsStage() ? peerOf(act ? s + 1 : s - 1)
-                                         : transfer.getPeerAttr().getInt();
-    if (transfer.getDirection() == dist::Direction::Send) {
+    int64_t peer = a.peer >= 0 ? a.peer : peerOf(act ? s + 1 : s - 1);
+    if (a.kind == Kind::Send) {
       for (int64_t id : ids) {
         Value v = values[{id, k}];
         if (!v)
-          return transfer.emitError("value ")
+          return op->emitError("value ")
                  << id << " of microbatch " << k << " is not on rank "
                  << rank << " when it is sent";
         dist::SendOp::create(b, loc, v, meshRef, ppAxes,
@@ -390,7 +548,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
                              b.getI64IntegerAttr(tag));
         sent[{act, s, k}].push_back(v);
       }
-    } else if (transfer.getDirection() == dist::Direction::Wait) {
+    } else if (a.kind == Kind::Wait) {
       // The sends complete: what they read is free from here. (A value
       // relayed back to this rank by a later chunk is another value by
       // then, so the wait names what was sent.)
@@ -406,10 +564,44 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
     }
   }
 
-  // After the flush: whole gradients on every rank holding the parameter.
   SmallVector<Type> resultTypes;
   SmallVector<Value> results;
   SmallVector<DictionaryAttr> resultAttrs;
+  // Returns the results, after them what this call leaves for the next: the
+  // values of the step it starts (numbered from the next step's first
+  // microbatch in a call that ends one), and the batch it took.
+  auto finish = [&]() -> LogicalResult {
+    if (call.starts) {
+      int64_t shift = call.endsStep ? microbatches : 0;
+      auto leave = [&](Value v, unsigned at) {
+        results.push_back(v);
+        resultTypes.push_back(v.getType());
+        resultAttrs.push_back(b.getDictionaryAttr(
+            b.getNamedAttr(graph::kUpdateAttr, b.getI64IntegerAttr(at))));
+      };
+      for (auto [key, at] : carriedValueArg) {
+        Value v = values[{key.first, key.second + shift}];
+        if (!v)
+          return step.emitError("pipeline rank ")
+                 << rank << ": value " << key.first << " of microbatch "
+                 << key.second + shift
+                 << " is not on the rank when the call ends, and the next "
+                    "call reads it";
+        leave(v, at);
+      }
+      for (auto [i, at] : carriedInputArg)
+        leave(body->getArgument(newArg[i]), at);
+    }
+    func::ReturnOp::create(b, loc, results);
+    fn.setType(FunctionType::get(ctx, argTypes, resultTypes));
+    fn.setAllArgAttrs(argAttrs);
+    fn.setAllResultAttrs(resultAttrs);
+    return success();
+  };
+  if (!call.endsStep)
+    return finish();
+
+  // After the flush: whole gradients on every rank holding the parameter.
   std::map<int64_t, Value> wholeGrads;
   auto needs = [&](int64_t k) {
     return holds(*graph::getStateIndex(step, k, graph::kGradAttr), rank);
@@ -544,19 +736,67 @@ LogicalResult Lowering::lowerRank(int64_t rank, dist::RankOp actions) {
     resultTypes.push_back(v.getType());
     resultAttrs.push_back(attrs.getDictionary(ctx));
   }
-  func::ReturnOp::create(b, loc, results);
-  fn.setType(FunctionType::get(ctx, argTypes, resultTypes));
-  fn.setAllArgAttrs(argAttrs);
-  fn.setAllResultAttrs(resultAttrs);
-  return success();
+  return finish();
 }
 
 LogicalResult Lowering::run() {
   if (failed(collect()))
     return failure();
-  for (auto rankOp : schedule.getBody().front().getOps<dist::RankOp>())
-    if (failed(lowerRank(rankOp.getIndex(), rankOp)))
-      return failure();
+  using pipeline::Window;
+  SmallVector<dist::RankOp> rankOps = schedule.getRankOps();
+  SmallVector<int64_t> leads = llvm::map_to_vector(
+      rankOps, [](dist::RankOp r) { return r.getNumLead(); });
+  int64_t m = microbatches;
+  // The rank's actions of the given windows, in turn, each renumbered by
+  // its shift (all of them for a schedule of one step).
+  auto actionsOf = [&](dist::RankOp rankOp,
+                       ArrayRef<std::pair<Window, int64_t>> windows) {
+    SmallVector<std::pair<Operation *, pipeline::Action>> actions;
+    for (auto [window, shift] : windows)
+      for (Operation &op : rankOp.getBody().front()) {
+        pipeline::Action a = pipeline::getScheduleAction(&op);
+        if (schedule.getNumSteps() > 1 &&
+            pipeline::getWindow(a, m, leads) != window)
+          continue;
+        a.microbatch += shift;
+        actions.push_back({&op, a});
+      }
+    return actions;
+  };
+  for (dist::RankOp rankOp : rankOps) {
+    int64_t rank = rankOp.getIndex();
+    if (schedule.getNumSteps() == 1) {
+      Call step;
+      step.actions = actionsOf(rankOp, {{Window::Steady, 0}});
+      if (failed(lowerRank(rank, step)))
+        return failure();
+      continue;
+    }
+    // A step with a flush: the fill, then the drain.
+    Call step;
+    step.actions = actionsOf(rankOp, {{Window::Fill, 0}, {Window::Drain, -m}});
+    Call start;
+    start.suffix = "_start";
+    start.actions = actionsOf(rankOp, {{Window::Fill, 0}});
+    start.endsStep = false;
+    start.starts = true;
+    Call overlap;
+    overlap.suffix = "_overlap";
+    overlap.actions = actionsOf(rankOp, {{Window::Steady, 0}});
+    overlap.continues = overlap.starts = true;
+    overlap.batchAt = m;
+    Call finish;
+    finish.suffix = "_finish";
+    finish.actions = actionsOf(rankOp, {{Window::Drain, -m}});
+    finish.continues = true;
+    finish.batchAt = std::nullopt;
+    // What the continuing calls read of what an earlier call left.
+    for (const Call *next : {&overlap, &finish})
+      getCarried(*next, carriedValues[rank], carriedInputs[rank]);
+    for (const Call *c : {&step, &start, &overlap, &finish})
+      if (failed(lowerRank(rank, *c)))
+        return failure();
+  }
   return success();
 }
 

@@ -21,6 +21,12 @@
 //   has arrived, else the next F if its input has arrived and fewer than
 //   p - r microbatches are in flight (1F1B's peak), else the oldest pending
 //   W. The W's fill the bubbles 1F1B leaves.
+// - 2bw (PipeDream-2BW): 1F1B over two steps' microbatches without a flush
+//   between them, rank r leading by its p - r - 1 warm-up forwards: while
+//   one step's backwards drain, the next step's forwards fill the pipeline.
+//   The table covers the two steps (`steps = 2`); the lowering cuts it into
+//   the fill, the steady call and the drain (getWindow). It needs at least
+//   p - 1 microbatches, so that a rank's lead stays within the next step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,7 +44,8 @@ using dist::Payload;
 using dist::Phase;
 
 ArrayRef<StringRef> pcc::pipeline::getScheduleKinds() {
-  static const StringRef kinds[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+  static const StringRef kinds[] = {"gpipe", "1f1b", "interleaved", "zb-h1",
+                                    "2bw"};
   return kinds;
 }
 
@@ -304,6 +311,12 @@ pcc::pipeline::getScheduleShapeError(const ScheduleSpec &spec) {
     os << "the interleaved schedule needs the microbatches to be a multiple "
           "of the pipeline ranks ("
        << p << "); got " << m;
+  else if (spec.kind == "2bw" && m < p - 1)
+    os << "the 2bw schedule needs at least " << p - 1
+       << " microbatches for " << p
+       << " pipeline ranks (the first rank's forwards run that far into the "
+          "next step); got "
+       << m;
   if (message.empty())
     return std::nullopt;
   return message;
@@ -357,6 +370,12 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
   StepOrder order;
   if (spec.kind == "gpipe" || spec.kind == "1f1b")
     order = flushOrder(spec, /*gpipe=*/spec.kind == "gpipe");
+  else if (spec.kind == "2bw") {
+    // Two steps' microbatches, one after the other: 1F1B without a flush.
+    ScheduleSpec twoSteps = spec;
+    twoSteps.microbatches = 2 * m;
+    order = flushOrder(twoSteps, /*gpipe=*/false);
+  }
   else if (interleaved)
     order = interleavedOrder(spec);
   else
@@ -373,6 +392,7 @@ pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
   FailureOr<ScheduleTable> table = generateSchedule(spec, emitError);
   if (failed(table))
     return failure();
+  SmallVector<int64_t> leads = getLeads(spec);
   // Absent when the spec has none.
   auto f64s = [&](ArrayRef<double> v) {
     return v.empty() ? DenseF64ArrayAttr() : builder.getDenseF64ArrayAttr(v);
@@ -385,12 +405,14 @@ pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
       spec.ranks, f64s(spec.costs), i64s(spec.stashBytes), i64s(spec.baseBytes),
       f64s(spec.transferCosts), i64s(spec.transferBytes),
       /*bubble_fraction=*/nullptr,
-      /*makespan=*/nullptr);
+      /*makespan=*/nullptr,
+      /*steps=*/leads.empty() ? IntegerAttr() : builder.getI64IntegerAttr(2));
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&schedule.getBody().emplaceBlock());
   for (auto [r, actions] : llvm::enumerate(*table)) {
-    auto rank =
-        dist::RankOp::create(builder, loc, r, nullptr, nullptr, nullptr);
+    auto rank = dist::RankOp::create(
+        builder, loc, r, nullptr, nullptr, nullptr,
+        leads.empty() ? IntegerAttr() : builder.getI64IntegerAttr(leads[r]));
     OpBuilder::InsertionGuard rankGuard(builder);
     builder.setInsertionPointToStart(&rank.getBody().emplaceBlock());
     for (const Action &a : actions) {
@@ -442,4 +464,38 @@ ScheduleTiming pipeline::getScheduleTiming(const ScheduleSpec &spec,
     for (const Action &a : actions)
       timing.split |= a.kind == Action::Kind::Compute && a.phase == Phase::W;
   return timing;
+}
+
+SmallVector<int64_t> pipeline::getLeads(const ScheduleSpec &spec) {
+  if (spec.kind != "2bw")
+    return {};
+  return llvm::map_to_vector(llvm::seq<int64_t>(0, spec.ranks), [&](int64_t r) {
+    return std::min(spec.ranks - r - 1, spec.microbatches);
+  });
+}
+
+Window pipeline::getWindow(const Action &a, int64_t microbatches,
+                           ArrayRef<int64_t> leads) {
+  // A transfer goes with the computation that sends it, on its stage.
+  bool forward = a.kind == Action::Kind::Compute
+                     ? a.phase == Phase::F
+                     : a.payload == Payload::Act;
+  int64_t k = a.microbatch;
+  if (!forward)
+    return k < microbatches ? Window::Steady : Window::Drain;
+  int64_t lead = leads[a.stage];
+  if (k < lead)
+    return Window::Fill;
+  return k < microbatches + lead ? Window::Steady : Window::Drain;
+}
+
+ScheduleTable pipeline::getWindowTable(const ScheduleTable &table,
+                                       Window window, int64_t microbatches,
+                                       ArrayRef<int64_t> leads) {
+  ScheduleTable part(table.size());
+  for (auto [r, actions] : llvm::enumerate(table))
+    for (const Action &a : actions)
+      if (getWindow(a, microbatches, leads) == window)
+        part[r].push_back(a);
+  return part;
 }

@@ -75,7 +75,7 @@ static std::string describe(const Action &a) {
   return s;
 }
 
-static Action entryAction(Operation *op) {
+Action pcc::pipeline::getScheduleAction(Operation *op) {
   if (auto compute = dyn_cast<dist::ComputeOp>(op))
     return Action::compute(compute.getPhase(), compute.getStageIndex(),
                            compute.getMicrobatchIndex());
@@ -128,15 +128,16 @@ static SmallVector<Action> prerequisites(const Action &a, int64_t rank,
   llvm_unreachable("unknown phase");
 }
 
-FailureOr<ScheduleStats>
-pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
+static ScheduleTiming getTiming(dist::ScheduleOp schedule, bool split);
+
+/// Checks `table`, the actions of `schedule` or a sequence of its calls, as
+/// a schedule of `m` microbatches, and times it with the schedule's costs.
+/// `context` starts each diagnostic: which calls were checked.
+static FailureOr<ScheduleStats> checkTable(dist::ScheduleOp schedule,
+                                           ArrayRef<SmallVector<Entry>> table,
+                                           int64_t m, StringRef context) {
   int64_t p = schedule.getNumRanks(), stages = schedule.getNumStages();
-  int64_t m = schedule.getNumMicrobatches();
   SmallVector<dist::RankOp> rankOps = schedule.getRankOps();
-  SmallVector<SmallVector<Entry>> table(p);
-  for (auto [r, rankOp] : llvm::enumerate(rankOps))
-    for (Operation &op : rankOp.getBody().front())
-      table[r].push_back({&op, entryAction(&op)});
 
   // Each action at most once; computations exactly once. When any W
   // appears the schedule splits backwards, and every B needs its W.
@@ -145,7 +146,7 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
   for (auto &entries : table)
     for (const Entry &e : entries) {
       if (!seen.try_emplace(keyOf(e.action), e.op).second)
-        return e.op->emitError() << describe(e.action) << " appears twice",
+        return e.op->emitError() << context << describe(e.action) << " appears twice",
                failure();
       split |=
           e.action.kind == Action::Kind::Compute && e.action.phase == Phase::W;
@@ -161,7 +162,7 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
           continue;
         int64_t r = schedule.getRankOf(stage);
         auto diag = rankOps[r].emitError()
-                    << "rank " << r << " never runs " << describe(a);
+                    << context << "rank " << r << " never runs " << describe(a);
         if (phase == Phase::W)
           diag << " (the schedule splits backwards: every B needs its W)";
         return failure();
@@ -182,21 +183,21 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
     for (size_t i = 0; i < n; ++i) {
       if (i >= channel.recvs.size()) {
         const Entry *send = channel.sends[i];
-        return send->op->emitError() << describe(send->action)
+        return send->op->emitError() << context << describe(send->action)
                                      << " has no matching recv on rank " << to,
                failure();
       }
       const Entry *recv = channel.recvs[i];
       if (i >= channel.sends.size())
         return recv->op->emitError()
-                   << describe(recv->action) << " has no matching send on rank "
+                   << context << describe(recv->action) << " has no matching send on rank "
                    << from,
                failure();
       const Action &s = channel.sends[i]->action, &r = recv->action;
       if (s.payload != r.payload || s.stage != r.stage ||
           s.microbatch != r.microbatch)
         return recv->op->emitError()
-                   << describe(r) << " is receive #" << i + 1 << " from rank "
+                   << context << describe(r) << " is receive #" << i + 1 << " from rank "
                    << from << ", whose send #" << i + 1 << " to rank " << to
                    << " is " << describe(s)
                    << ": receives must follow the order of the sends",
@@ -211,7 +212,7 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
       for (const Action &need : prerequisites(e.action, r, schedule))
         if (!done.contains(keyOf(need)))
           return e.op->emitError()
-                     << describe(e.action) << " needs " << describe(need)
+                     << context << describe(e.action) << " needs " << describe(need)
                      << " earlier on rank " << r,
                  failure();
       done.insert(keyOf(e.action));
@@ -224,17 +225,9 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
   for (auto [r, entries] : llvm::enumerate(table))
     for (const Entry &e : entries)
       actions[r].push_back(e.action);
-  ScheduleTiming timing;
-  timing.costs = schedule.getCosts().value_or(ArrayRef<double>());
-  timing.stashBytes = schedule.getStashBytes().value_or(ArrayRef<int64_t>());
-  timing.baseBytes = schedule.getBaseBytes().value_or(ArrayRef<int64_t>());
-  timing.transferCosts =
-      schedule.getTransferCosts().value_or(ArrayRef<double>());
-  timing.transferBytes =
-      schedule.getTransferBytes().value_or(ArrayRef<int64_t>());
-  timing.split = split;
   SmallVector<size_t> blockedAt;
-  ScheduleStats stats = timeSchedule(actions, timing, &blockedAt);
+  ScheduleStats stats =
+      timeSchedule(actions, getTiming(schedule, split), &blockedAt);
   if (!blockedAt.empty()) {
     std::string blocked;
     Operation *firstBlocked = nullptr;
@@ -247,8 +240,96 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
       blocked += (blocked.empty() ? "" : "; ") + ("rank " + std::to_string(r)) +
                  " waits at " + describe(e.action);
     }
-    return firstBlocked->emitError() << "the schedule deadlocks: " << blocked,
+    return firstBlocked->emitError()
+               << context << "the schedule deadlocks: " << blocked,
            failure();
+  }
+  return stats;
+}
+
+/// The timing inputs of `schedule`'s attributes.
+static ScheduleTiming getTiming(dist::ScheduleOp schedule, bool split) {
+  ScheduleTiming timing;
+  timing.costs = schedule.getCosts().value_or(ArrayRef<double>());
+  timing.stashBytes = schedule.getStashBytes().value_or(ArrayRef<int64_t>());
+  timing.baseBytes = schedule.getBaseBytes().value_or(ArrayRef<int64_t>());
+  timing.transferCosts =
+      schedule.getTransferCosts().value_or(ArrayRef<double>());
+  timing.transferBytes =
+      schedule.getTransferBytes().value_or(ArrayRef<int64_t>());
+  timing.split = split;
+  return timing;
+}
+
+FailureOr<ScheduleStats>
+pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
+  int64_t p = schedule.getNumRanks(), m = schedule.getNumMicrobatches();
+  SmallVector<dist::RankOp> rankOps = schedule.getRankOps();
+  SmallVector<SmallVector<Entry>> table(p);
+  for (auto [r, rankOp] : llvm::enumerate(rankOps))
+    for (Operation &op : rankOp.getBody().front())
+      table[r].push_back({&op, getScheduleAction(&op)});
+  if (schedule.getNumSteps() == 1)
+    return checkTable(schedule, table, m, "");
+
+  // Two steps without a flush: a run calls the fill, the steady call once
+  // per step but the last, and the drain. Each sequence of calls a run can
+  // make is checked as a schedule, with the microbatches of later steps
+  // numbered on: the fill and the drain (one step), the fill, the steady
+  // call and the drain (two), and the steady call twice (three).
+  SmallVector<int64_t> leads = llvm::map_to_vector(
+      rankOps, [](dist::RankOp r) { return r.getNumLead(); });
+  auto calls = [&](ArrayRef<std::pair<Window, int64_t>> sequence) {
+    SmallVector<SmallVector<Entry>> joined(p);
+    for (auto [window, shift] : sequence)
+      for (auto [r, entries] : llvm::enumerate(table))
+        for (const Entry &e : entries)
+          if (getWindow(e.action, m, leads) == window) {
+            Entry moved = e;
+            moved.action.microbatch += shift;
+            joined[r].push_back(moved);
+          }
+    return joined;
+  };
+  if (failed(checkTable(schedule,
+                        calls({{Window::Fill, 0}, {Window::Drain, -m}}), m,
+                        "a step from the fill and the drain: ")) ||
+      failed(checkTable(schedule,
+                        calls({{Window::Fill, 0},
+                               {Window::Steady, 0},
+                               {Window::Drain, 0}}),
+                        2 * m, "two steps from the fill, a steady call and "
+                               "the drain: ")))
+    return failure();
+  FailureOr<ScheduleStats> three =
+      checkTable(schedule,
+                 calls({{Window::Fill, 0},
+                        {Window::Steady, 0},
+                        {Window::Steady, m},
+                        {Window::Drain, m}}),
+                 3 * m,
+                 "three steps from the fill, two steady calls and the "
+                 "drain: ");
+  if (failed(three))
+    return failure();
+  // Once the pipeline is full, a step is a steady call; it is timed alone,
+  // every rank starting it at once (the update at the end of each step
+  // lines the ranks up where it reduces across them). The memory peaks
+  // are those of the run of three steps.
+  SmallVector<SmallVector<Entry>> steady = calls({{Window::Steady, 0}});
+  ScheduleTable actions(p);
+  bool split = false;
+  for (auto [r, entries] : llvm::enumerate(steady))
+    for (const Entry &e : entries) {
+      actions[r].push_back(e.action);
+      split |=
+          e.action.kind == Action::Kind::Compute && e.action.phase == Phase::W;
+    }
+  ScheduleStats stats = timeSchedule(actions, getTiming(schedule, split));
+  for (auto [rs, run] : llvm::zip(stats.ranks, three->ranks)) {
+    rs.peakStashed = run.peakStashed;
+    rs.peakBytes = run.peakBytes;
+    rs.peakSendBytes = run.peakSendBytes;
   }
   return stats;
 }
@@ -430,7 +511,11 @@ struct VerifySchedulePass : pcc::impl::VerifyScheduleBase<VerifySchedulePass> {
       os << ", ";
       count(schedule.getNumStages(), "virtual stage", "virtual stages");
     }
-    os << "): bubble " << llvm::format("%.1f%%", 100 * stats.bubbleFraction)
+    if (schedule.getNumSteps() > 1)
+      os << " a step, no flush between steps): once full, a step's";
+    else
+      os << "):";
+    os << " bubble " << llvm::format("%.1f%%", 100 * stats.bubbleFraction)
        << ", makespan " << llvm::format("%g", stats.makespan);
     for (auto [r, rs] : llvm::enumerate(stats.ranks)) {
       os << "; rank " << r << " busy " << llvm::format("%g", rs.busy)

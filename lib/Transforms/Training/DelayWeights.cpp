@@ -52,7 +52,7 @@ LogicalResult pcc::delayWeights(func::FuncOp func) {
     return func.emitError("pcc-delay-weights: no gradients (run pcc-autodiff "
                           "first)");
   SmallVector<Value> previous;
-  SmallVector<Attribute> resultAttrs;
+  SmallVector<DictionaryAttr> resultAttrs;
   for (unsigned index : trained) {
     BlockArgument param = body.getArgument(index);
     auto init = func.getArgAttrOfType<ElementsAttr>(index, kInitAttr);
@@ -65,7 +65,8 @@ LogicalResult pcc::delayWeights(func::FuncOp func) {
     SmallVector<NamedAttribute> attrs{
         b.getNamedAttr(kStateAttr, b.getStringAttr(name)),
         b.getNamedAttr(kInitAttr, init),
-        b.getNamedAttr(kStateOfAttr, b.getI64IntegerAttr(index))};
+        b.getNamedAttr(kStateOfAttr, b.getI64IntegerAttr(index)),
+        b.getNamedAttr(kPreviousVersionAttr, b.getUnitAttr())};
     (void)func.insertArgument(at, param.getType(), b.getDictionaryAttr(attrs),
                               param.getLoc());
     BlockArgument older = body.getArgument(at);
@@ -75,10 +76,7 @@ LogicalResult pcc::delayWeights(func::FuncOp func) {
     resultAttrs.push_back(b.getDictionaryAttr(
         b.getNamedAttr(kUpdateAttr, b.getI64IntegerAttr(at))));
   }
-  appendResults(func, previous,
-                llvm::map_to_vector(resultAttrs, [](Attribute a) {
-                  return cast<DictionaryAttr>(a);
-                }));
+  appendResults(func, previous, resultAttrs);
   return success();
 }
 

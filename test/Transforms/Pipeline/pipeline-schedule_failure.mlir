@@ -9,7 +9,7 @@
 
 // Each error is reported once per module (two modules below).
 // MULTIPLE-COUNT-2: error: the interleaved schedule needs the microbatches to be a multiple of the pipeline ranks (4); got 6
-// KIND-COUNT-2: error: unknown pipeline schedule 'pipedream'; expected gpipe, 1f1b, interleaved or zb-h1
+// KIND-COUNT-2: error: unknown pipeline schedule 'pipedream'; expected gpipe, 1f1b, interleaved, zb-h1 or 2bw
 // CHUNKS-COUNT-2: error: the 1f1b schedule has 1 virtual stage per rank; got 2 (interleaved takes more)
 // ONECHUNK-COUNT-2: error: the interleaved schedule needs at least 2 virtual stages per rank; got 1 (1f1b takes 1)
 // MICRO-COUNT-2: error: a pipeline schedule needs at least 1 microbatch; got 0

@@ -10,7 +10,7 @@
 // CHECK-LABEL: func.func @one_param(
 // CHECK-SAME:      %[[X:[^:]*]]: tensor<2x3xf32> {onnx.name = "x"},
 // CHECK-SAME:      %[[P:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w"},
-// CHECK-SAME:      %[[Q:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.state = "w.2bw.previous", graph.state_of = 1 : i64})
+// CHECK-SAME:      %[[Q:[^:]*]]: tensor<3xf32> {graph.init = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]> : tensor<3xf32>, graph.previous_version, graph.state = "w.2bw.previous", graph.state_of = 1 : i64})
 // CHECK-SAME:      -> (tensor<f32> {graph.loss, onnx.name = "loss"}, tensor<3xf32> {graph.grad = 1 : i64}, tensor<3xf32> {graph.update = 2 : i64})
 // CHECK:         %[[Y:.*]] = graph.mul %[[X]], %[[Q]]
 // CHECK:         return %{{.*}}, %{{.*}}, %[[P]]

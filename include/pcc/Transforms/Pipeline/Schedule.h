@@ -86,8 +86,37 @@ struct Action {
   }
 };
 
+/// The action a `dist.compute` or `dist.transfer` op states.
+Action getScheduleAction(mlir::Operation *op);
+
 /// Every rank's ordered actions, indexed by rank.
 using ScheduleTable = llvm::SmallVector<llvm::SmallVector<Action>>;
+
+/// The calls a run makes of each rank under a schedule of two steps without
+/// a flush (`dist.schedule` with `steps = 2`): the fill starts the first
+/// step, the steady call ends a step and starts the next, the drain ends
+/// the last.
+enum class Window { Fill, Steady, Drain };
+
+/// The call `a`, an action of a table of two steps of `microbatches` each,
+/// belongs to, where `leads[r]` is how many forwards of the next step rank
+/// r runs before a step ends (one stage per rank): a forward of microbatch
+/// k on the rank of its stage in the fill when k < lead, in the steady
+/// call when k < microbatches + lead, else in the drain; a backward (or W)
+/// in the steady call when k < microbatches, else in the drain; a transfer
+/// in the call of the computation that sends it.
+Window getWindow(const Action &a, int64_t microbatches,
+                 llvm::ArrayRef<int64_t> leads);
+
+/// Each rank's actions of `window`, in the table's order, with microbatches
+/// as the table numbers them (a drain's are those of the second step).
+ScheduleTable getWindowTable(const ScheduleTable &table, Window window,
+                             int64_t microbatches,
+                             llvm::ArrayRef<int64_t> leads);
+
+/// How many forwards of the next step each rank runs before a step ends,
+/// for a spec whose schedule covers two steps (2bw); empty for the others.
+llvm::SmallVector<int64_t> getLeads(const ScheduleSpec &spec);
 
 /// The kinds generateSchedule knows, in the order error messages list them.
 llvm::ArrayRef<llvm::StringRef> getScheduleKinds();

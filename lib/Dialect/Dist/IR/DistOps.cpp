@@ -228,11 +228,16 @@ static LogicalResult verifyDistAttribute(const AttrSite &site,
     auto action = dyn_cast<StringAttr>(value);
     StringRef text = action ? action.getValue() : StringRef();
     unsigned microbatch = 0;
-    bool ok =
-        text == "O" || (text.size() > 1 && StringRef("FBW").contains(text[0]) &&
-                        !text.drop_front().getAsInteger(10, microbatch));
+    // A `+` marks a microbatch of the next step (a schedule without a
+    // flush).
+    StringRef number = text.drop_front();
+    number.consume_back("+");
+    bool ok = text == "O" || (text.size() > 1 &&
+                              StringRef("FBW").contains(text[0]) &&
+                              !number.getAsInteger(10, microbatch));
     if (!ok)
-      return fail() << "must be \"O\" or F, B or W and a microbatch, not "
+      return fail() << "must be \"O\" or F, B or W and a microbatch (with "
+                       "a `+` when of the next step), not "
                     << value;
     return success();
   }
@@ -686,6 +691,26 @@ LogicalResult ScheduleOp::verify() {
   if (expected != ranks)
     return emitOpError("has ")
            << expected << " dist.rank ops for " << ranks << " ranks";
+  // A table of two steps is cut into a run's calls by the ranks' leads.
+  if (getNumSteps() > 2)
+    return emitOpError("covers ")
+           << getNumSteps()
+           << " steps; a table without a flush covers 2 (a step and the next)";
+  if (getNumSteps() == 2 && stages != ranks)
+    return emitOpError("covers 2 steps with ")
+           << stages << " virtual stages on " << ranks
+           << " ranks; a table without a flush has one stage per rank";
+  for (RankOp rank : getRankOps()) {
+    if (!rank.getLead())
+      continue;
+    if (getNumSteps() == 1)
+      return rank.emitOpError("has a lead, which only a table of 2 steps "
+                              "(steps = 2) has");
+    if (rank.getNumLead() > getNumMicrobatches())
+      return rank.emitOpError("leads by ")
+             << rank.getNumLead() << " forwards, more than a step's "
+             << getNumMicrobatches() << " microbatches";
+  }
   auto checkTimes = [&](std::optional<ArrayRef<double>> times, StringRef name,
                         int64_t perStage, StringRef what) -> LogicalResult {
     if (!times)
@@ -740,10 +765,10 @@ static LogicalResult checkScheduleRanges(Operation *op, ScheduleOp schedule,
     return op->emitOpError("stage ")
            << stage << " is outside the schedule's " << schedule.getNumStages()
            << " virtual stages";
-  if (microbatch >= schedule.getNumMicrobatches())
+  if (microbatch >= schedule.getNumTableMicrobatches())
     return op->emitOpError("microbatch ")
            << microbatch << " is outside the schedule's "
-           << schedule.getNumMicrobatches() << " microbatches";
+           << schedule.getNumTableMicrobatches() << " microbatches";
   return success();
 }
 

@@ -220,6 +220,14 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
              << where << ": " << kStateOfAttr << " names the argument itself";
     return success();
   }
+  if (name == kPreviousVersionAttr) {
+    if (!isa<UnitAttr>(attr.getValue()) ||
+        !func.getArgAttr(argIndex, kStateOfAttr))
+      return func.emitError() << where << ": " << kPreviousVersionAttr
+                              << " must be a unit attribute beside "
+                              << kStateOfAttr;
+    return success();
+  }
   if (name == kIndexBoundAttr) {
     auto bound = dyn_cast<IntegerAttr>(attr.getValue());
     auto argType = dyn_cast<ShapedType>(type);

@@ -29,7 +29,9 @@ inline constexpr llvm::StringLiteral kMeshAxisOrder[] = {
 /// A pipeline rank's step (and its optimizer function): its coordinate
 /// along the pipeline axis.
 inline constexpr llvm::StringLiteral kRankAttr = "dist.rank";
-/// A call of a stage function: the scheduled action ("F0", "B1", "W0", "O").
+/// A call of a stage function: the scheduled action ("F0", "B1", "W0", "O";
+/// "F0+" for microbatch 0 of the next step, which a schedule without a flush
+/// runs before the step ends).
 inline constexpr llvm::StringLiteral kActionAttr = "dist.action";
 /// A result of a rank's step: its index among the whole step's results,
 /// which orders the outputs table the ranks share.

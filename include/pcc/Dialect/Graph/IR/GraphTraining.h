@@ -9,6 +9,8 @@
 //             graph.init = <elements>  its initial value (the argument's type)
 //             graph.state_of = <i>     optimizer state of the parameter held
 //                                      by argument i (moments, momentum)
+//             graph.previous_version   with graph.state_of: that parameter
+//                                      one update old (PipeDream-2BW)
 //   result    graph.update = <i>       the new value of state argument i
 //             graph.grad = <i>         the gradient of the parameter held by
 //                                      state argument i
@@ -37,6 +39,11 @@ inline constexpr llvm::StringLiteral kInitAttr = "graph.init";
 /// state; checkpoints leave it out (PCCRT_FLAG_CACHE).
 inline constexpr llvm::StringLiteral kCacheAttr = "graph.cache";
 inline constexpr llvm::StringLiteral kStateOfAttr = "graph.state_of";
+/// On a `graph.state_of` argument: it is its parameter one update old
+/// (PipeDream-2BW's weights, from pcc-delay-weights), which the step's
+/// forward and backward read in place of the parameter.
+inline constexpr llvm::StringLiteral kPreviousVersionAttr =
+    "graph.previous_version";
 inline constexpr llvm::StringLiteral kUpdateAttr = "graph.update";
 inline constexpr llvm::StringLiteral kGradAttr = "graph.grad";
 inline constexpr llvm::StringLiteral kLossAttr = "graph.loss";
