@@ -328,8 +328,11 @@ static std::string formatSummary(const CompileOptions &options,
   }
   if (memory.preparedBytes)
     summary << ", prepared operands " << humanCount(memory.preparedBytes, "B");
+  // Scratch the runs keep between them: a generation build's KV cache, or
+  // what a pipeline without a flush leaves from one step's call to the next.
   if (memory.cacheBytes)
-    summary << ", KV cache " << humanCount(memory.cacheBytes, "B");
+    summary << (options.generate ? ", KV cache " : ", in flight between calls ")
+            << humanCount(memory.cacheBytes, "B");
   summary << ", inputs+outputs " << humanCount(memory.ioBytes, "B") << "\n";
   summary << recomputeLine;
   if (options.train) {

@@ -416,8 +416,8 @@ static void loadModel(StepRun &run, const std::string &lib,
     if ((run.startEntry < 0) != (run.overlapEntry < 0) ||
         (run.startEntry < 0) != (run.finishEntry < 0))
       throw pccrt::Error(options.dir + ": the build has some of the entries '" +
-                         step + "_start', '" + step + "_overlap' and '" +
-                         step + "_finish' of a pipeline without a flush, not "
+                         step + "_start', '" + step + "_overlap' and '" + step +
+                         "_finish' of a pipeline without a flush, not "
                          "all three");
     // The calls that end a step return what the step does.
     for (int32_t e : {run.overlapEntry, run.finishEntry}) {

@@ -30,11 +30,17 @@ using namespace pcc::pipeline;
 
 /// "F3" for microbatch 3, "F3.1" for its chunk 1 on an interleaved rank.
 static std::string actionName(const Action &a, int64_t ranks,
-                              int64_t virtualStages) {
+                              int64_t virtualStages, int64_t microbatches) {
+  // A microbatch of the next step (a schedule without a flush) has a `+`.
+  bool next = a.microbatch >= microbatches;
   std::string name =
-      (stringifyPhase(a.phase) + std::to_string(a.microbatch)).str();
+      (stringifyPhase(a.phase) +
+       std::to_string(next ? a.microbatch - microbatches : a.microbatch))
+          .str();
   if (virtualStages > 1)
     name += "." + std::to_string(a.stage / ranks);
+  if (next)
+    name += "+";
   return name;
 }
 
@@ -80,16 +86,18 @@ static std::string renderSvg(dist::ScheduleOp schedule,
                                                                 : "#54a24b";
       double x = left + span.start * scale,
              w = std::max(0.5, (span.end - span.start) * scale);
-      os << llvm::formatv("<rect x=\"{0:F2}\" y=\"{1}\" width=\"{2:F2}\" "
-                          "height=\"{3}\" fill=\"{4}\" stroke=\"white\" "
-                          "stroke-width=\"0.5\"><title>{5}</title></rect>\n",
-                          x, y + 2, w, row - 4, color,
-                          actionName(span.action, p, v));
+      os << llvm::formatv(
+          "<rect x=\"{0:F2}\" y=\"{1}\" width=\"{2:F2}\" "
+          "height=\"{3}\" fill=\"{4}\" stroke=\"white\" "
+          "stroke-width=\"0.5\"><title>{5}</title></rect>\n",
+          x, y + 2, w, row - 4, color,
+          actionName(span.action, p, v, schedule.getMicrobatches()));
       if (w > 18)
-        os << llvm::formatv("<text x=\"{0:F2}\" y=\"{1}\" fill=\"white\">"
-                            "{2}</text>\n",
-                            x + 2, y + row / 2 + 4,
-                            actionName(span.action, p, v));
+        os << llvm::formatv(
+            "<text x=\"{0:F2}\" y=\"{1}\" fill=\"white\">"
+            "{2}</text>\n",
+            x + 2, y + row / 2 + 4,
+            actionName(span.action, p, v, schedule.getMicrobatches()));
     }
   }
   os << llvm::formatv("<text x=\"{0}\" y=\"{1}\">time (cost model): {2:E2} "
@@ -170,9 +178,14 @@ pcc::describePipeline(ModuleOp module) {
       pieces = n.getInt();
   os << llvm::formatv("  pipeline: {0} schedule, {1} stage(s) on {2} "
                       "pipeline rank(s), {3} microbatch(es), bubble {4:F1}% "
-                      "(cost model)\n",
+                      "{5}(cost model)\n",
                       schedule.getKind(), stages, p, schedule.getMicrobatches(),
-                      100 * stats->bubbleFraction);
+                      100 * stats->bubbleFraction,
+                      schedule.getNumSteps() > 1
+                          ? "a step once full, no flush between steps: each "
+                            "rank runs the next step's first forwards while "
+                            "the step drains "
+                          : "");
   if (pieces > 1)
     os << llvm::formatv("    LM head and loss in {0} pieces of the sequence "
                         "(--head-pieces), the logits not returned\n",
@@ -180,9 +193,11 @@ pcc::describePipeline(ModuleOp module) {
   for (auto [r, rank] : llvm::enumerate(stats->ranks)) {
     llvm::json::Array actions, timeline, sends;
     for (const RankStats::Span &span : rank.timeline) {
-      actions.push_back(actionName(span.action, p, v));
-      timeline.push_back(llvm::json::Array{actionName(span.action, p, v),
-                                           span.start, span.end});
+      actions.push_back(
+          actionName(span.action, p, v, schedule.getMicrobatches()));
+      timeline.push_back(llvm::json::Array{
+          actionName(span.action, p, v, schedule.getMicrobatches()), span.start,
+          span.end});
     }
     // Sends by what they carry: "F3>1" is microbatch 3's activations to
     // rank 1, "B3>0" its gradient to rank 0; from start to arrival.
@@ -190,9 +205,10 @@ pcc::describePipeline(ModuleOp module) {
       Action carried = span.action;
       carried.phase = carried.payload == dist::Payload::Act ? dist::Phase::F
                                                             : dist::Phase::B;
-      sends.push_back(llvm::json::Array{actionName(carried, p, v) + ">" +
-                                            std::to_string(span.action.peer),
-                                        span.start, span.end});
+      sends.push_back(llvm::json::Array{
+          actionName(carried, p, v, schedule.getMicrobatches()) + ">" +
+              std::to_string(span.action.peer),
+          span.start, span.end});
     }
     ranks.push_back(
         llvm::json::Object{{"rank", int64_t(r)},
@@ -225,6 +241,7 @@ pcc::describePipeline(ModuleOp module) {
                           {"bubble_fraction", stats->bubbleFraction},
                           {"head_pieces", pieces},
                           {"makespan", stats->makespan},
+                          {"steps_without_flush", schedule.getNumSteps()},
                           {"ranks", std::move(ranks)}}}};
   // How even the stages are: the slowest against the mean, and the
   // heaviest single op (with its backward), below which no cut can go.
@@ -267,6 +284,11 @@ static SmallVector<HeldBytes> heldBytes(ModuleOp module, int64_t pp) {
       for (int64_t r = 0; r < pp; ++r) {
         if (pipelined && !pipeline::holdsState(step, i, r, pp))
           continue;
+        // A parameter one update old (2bw) is a second version of it.
+        if (step.getArgAttr(i, graph::kPreviousVersionAttr)) {
+          held[r].parameters += getTensorBytes(t);
+          continue;
+        }
         auto it = gradients.find(i);
         if (it == gradients.end()) {
           held[r].state += getTensorBytes(t);

@@ -340,10 +340,10 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
           (stepName + ".in_flight.rank" + Twine(rank) + "." + what).str();
       NamedAttrList attrs;
       attrs.set(graph::kStateAttr, StringAttr::get(ctx, name));
-      attrs.set(graph::kInitAttr,
-                DenseElementsAttr::get(
-                    t, cast<TypedAttr>(
-                           OpBuilder(ctx).getZeroAttr(t.getElementType()))));
+      attrs.set(
+          graph::kInitAttr,
+          DenseElementsAttr::get(t, cast<TypedAttr>(OpBuilder(ctx).getZeroAttr(
+                                        t.getElementType()))));
       attrs.set(graph::kCacheAttr, UnitAttr::get(ctx));
       argAttrs.push_back(attrs.getDictionary(ctx));
       return at;
@@ -370,9 +370,9 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
                                  FunctionType::get(ctx, argTypes, {}));
   fn->setAttr(dist::kRankAttr, IntegerAttr::get(IntegerType::get(ctx, 64), rank));
   if (Attribute entry = step->getAttr(kEntryPointAttr))
-    fn->setAttr(kEntryPointAttr,
-                StringAttr::get(ctx, cast<StringAttr>(entry).getValue() +
-                                         call.suffix));
+    fn->setAttr(
+        kEntryPointAttr,
+        StringAttr::get(ctx, cast<StringAttr>(entry).getValue() + call.suffix));
   else if (!call.suffix.empty())
     fn->setAttr(kEntryPointAttr, StringAttr::get(ctx, "main" + call.suffix));
   // What the step says of itself that reports read.
@@ -541,8 +541,8 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
         Value v = values[{id, k}];
         if (!v)
           return op->emitError("value ")
-                 << id << " of microbatch " << k << " is not on rank "
-                 << rank << " when it is sent";
+                 << id << " of microbatch " << k << " is not on rank " << rank
+                 << " when it is sent";
         dist::SendOp::create(b, loc, v, meshRef, ppAxes,
                              b.getI64IntegerAttr(peer),
                              b.getI64IntegerAttr(tag));

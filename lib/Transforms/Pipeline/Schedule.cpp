@@ -312,8 +312,8 @@ pcc::pipeline::getScheduleShapeError(const ScheduleSpec &spec) {
           "of the pipeline ranks ("
        << p << "); got " << m;
   else if (spec.kind == "2bw" && m < p - 1)
-    os << "the 2bw schedule needs at least " << p - 1
-       << " microbatches for " << p
+    os << "the 2bw schedule needs at least " << p - 1 << " microbatches for "
+       << p
        << " pipeline ranks (the first rank's forwards run that far into the "
           "next step); got "
        << m;
@@ -375,8 +375,7 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
     ScheduleSpec twoSteps = spec;
     twoSteps.microbatches = 2 * m;
     order = flushOrder(twoSteps, /*gpipe=*/false);
-  }
-  else if (interleaved)
+  } else if (interleaved)
     order = interleavedOrder(spec);
   else
     order = zeroBubbleH1Order(spec);
@@ -477,9 +476,8 @@ SmallVector<int64_t> pipeline::getLeads(const ScheduleSpec &spec) {
 Window pipeline::getWindow(const Action &a, int64_t microbatches,
                            ArrayRef<int64_t> leads) {
   // A transfer goes with the computation that sends it, on its stage.
-  bool forward = a.kind == Action::Kind::Compute
-                     ? a.phase == Phase::F
-                     : a.payload == Payload::Act;
+  bool forward = a.kind == Action::Kind::Compute ? a.phase == Phase::F
+                                                 : a.payload == Payload::Act;
   int64_t k = a.microbatch;
   if (!forward)
     return k < microbatches ? Window::Steady : Window::Drain;

@@ -146,7 +146,8 @@ static FailureOr<ScheduleStats> checkTable(dist::ScheduleOp schedule,
   for (auto &entries : table)
     for (const Entry &e : entries) {
       if (!seen.try_emplace(keyOf(e.action), e.op).second)
-        return e.op->emitError() << context << describe(e.action) << " appears twice",
+        return e.op->emitError()
+                   << context << describe(e.action) << " appears twice",
                failure();
       split |=
           e.action.kind == Action::Kind::Compute && e.action.phase == Phase::W;
@@ -190,16 +191,16 @@ static FailureOr<ScheduleStats> checkTable(dist::ScheduleOp schedule,
       const Entry *recv = channel.recvs[i];
       if (i >= channel.sends.size())
         return recv->op->emitError()
-                   << context << describe(recv->action) << " has no matching send on rank "
-                   << from,
+                   << context << describe(recv->action)
+                   << " has no matching send on rank " << from,
                failure();
       const Action &s = channel.sends[i]->action, &r = recv->action;
       if (s.payload != r.payload || s.stage != r.stage ||
           s.microbatch != r.microbatch)
         return recv->op->emitError()
-                   << context << describe(r) << " is receive #" << i + 1 << " from rank "
-                   << from << ", whose send #" << i + 1 << " to rank " << to
-                   << " is " << describe(s)
+                   << context << describe(r) << " is receive #" << i + 1
+                   << " from rank " << from << ", whose send #" << i + 1
+                   << " to rank " << to << " is " << describe(s)
                    << ": receives must follow the order of the sends",
                failure();
     }
@@ -212,8 +213,8 @@ static FailureOr<ScheduleStats> checkTable(dist::ScheduleOp schedule,
       for (const Action &need : prerequisites(e.action, r, schedule))
         if (!done.contains(keyOf(need)))
           return e.op->emitError()
-                     << context << describe(e.action) << " needs " << describe(need)
-                     << " earlier on rank " << r,
+                     << context << describe(e.action) << " needs "
+                     << describe(need) << " earlier on rank " << r,
                  failure();
       done.insert(keyOf(e.action));
     }
@@ -294,12 +295,12 @@ pcc::pipeline::verifySchedule(dist::ScheduleOp schedule) {
   if (failed(checkTable(schedule,
                         calls({{Window::Fill, 0}, {Window::Drain, -m}}), m,
                         "a step from the fill and the drain: ")) ||
-      failed(checkTable(schedule,
-                        calls({{Window::Fill, 0},
-                               {Window::Steady, 0},
-                               {Window::Drain, 0}}),
-                        2 * m, "two steps from the fill, a steady call and "
-                               "the drain: ")))
+      failed(checkTable(
+          schedule,
+          calls({{Window::Fill, 0}, {Window::Steady, 0}, {Window::Drain, 0}}),
+          2 * m,
+          "two steps from the fill, a steady call and "
+          "the drain: ")))
     return failure();
   FailureOr<ScheduleStats> three =
       checkTable(schedule,

@@ -232,9 +232,9 @@ static LogicalResult verifyDistAttribute(const AttrSite &site,
     // flush).
     StringRef number = text.drop_front();
     number.consume_back("+");
-    bool ok = text == "O" || (text.size() > 1 &&
-                              StringRef("FBW").contains(text[0]) &&
-                              !number.getAsInteger(10, microbatch));
+    bool ok =
+        text == "O" || (text.size() > 1 && StringRef("FBW").contains(text[0]) &&
+                        !number.getAsInteger(10, microbatch));
     if (!ok)
       return fail() << "must be \"O\" or F, B or W and a microbatch (with "
                        "a `+` when of the next step), not "

@@ -223,9 +223,9 @@ LogicalResult GraphDialect::verifyRegionArgAttribute(Operation *op,
   if (name == kPreviousVersionAttr) {
     if (!isa<UnitAttr>(attr.getValue()) ||
         !func.getArgAttr(argIndex, kStateOfAttr))
-      return func.emitError() << where << ": " << kPreviousVersionAttr
-                              << " must be a unit attribute beside "
-                              << kStateOfAttr;
+      return func.emitError()
+             << where << ": " << kPreviousVersionAttr
+             << " must be a unit attribute beside " << kStateOfAttr;
     return success();
   }
   if (name == kIndexBoundAttr) {
