@@ -439,3 +439,33 @@ func.func private @reduce_axes() -> (tensor<4xf32> {dist.grad = 0 : i64, dist.re
 
 // expected-error@+1 {{dist.unknown is no attribute of the Dist dialect}}
 func.func private @unknown() attributes {dist.unknown}
+
+// -----
+
+// A lead is how far a rank runs into the next step: only a table of two
+// steps has one.
+dist.schedule @lead {kind = "1f1b", microbatches = 1, ranks = 1, virtual_stages = 1} {
+  // expected-error @+1 {{'dist.rank' op has a lead, which only a table of 2 steps (steps = 2) has}}
+  dist.rank 0 attributes {lead = 1 : i64} {
+    dist.compute F stage 0 microbatch 0
+    dist.compute B stage 0 microbatch 0
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'dist.schedule' op covers 3 steps; a table without a flush covers 2 (a step and the next)}}
+dist.schedule @three {kind = "2bw", microbatches = 1, ranks = 1, steps = 3, virtual_stages = 1} {
+  dist.rank 0 {
+  }
+}
+
+// -----
+
+// The microbatches of a table of two steps are both steps'.
+dist.schedule @beyond {kind = "2bw", microbatches = 1, ranks = 1, steps = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    // expected-error @+1 {{'dist.compute' op microbatch 2 is outside the schedule's 2 microbatches}}
+    dist.compute F stage 0 microbatch 2
+  }
+}

@@ -1,6 +1,7 @@
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=1f1b fuse-attention=false" | FileCheck %s
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="pp=2 microbatches=2 schedule=gpipe fuse-attention=false" | FileCheck %s --check-prefix=INFER
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=zb-h1 fuse-attention=false" | FileCheck %s --check-prefix=ZB
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=2bw fuse-attention=false" | FileCheck %s --check-prefix=TWOBW
 
 // Outlined stages: each argument and result says what it is.
 // CHECK: func.func private @main_stage0_forward(%arg0: tensor<40x16xf32> {dist.state = 1 : i64}, %arg1: tensor<1x8xi64> {dist.input = 0 : i64}
@@ -68,3 +69,28 @@
 // ZB-NEXT: dist.send %[[B]]#{{[0-9]+}} on @mesh axes ["pp"] to 0 tag 1
 // ZB-NEXT: call @main_stage1_weight({{.*}}%[[B]]#{{.*}}dist.action = "W0"
 // ZB: dist.schedule @schedule {{.*}}kind = "zb-h1"
+
+// 2bw: four functions per rank. The step with a flush (its fill, then its
+// drain), then the calls of a run without one, each an entry point: the
+// start (rank 0's F0, which leaves its stash and the batch in flight), the
+// overlap (F1 of the step on the weights one update old, F0+ of the next
+// step on the newest weights, which it takes the batch of) and the finish.
+// TWOBW-LABEL: func.func @main_rank0(
+// TWOBW-LABEL: func.func @main_start_rank0(
+// TWOBW-SAME:    graph.cache
+// TWOBW-SAME:    graph.state = "main.in_flight.rank0.input0"
+// TWOBW-SAME:    pcc.entry = "main_start"
+// TWOBW:         call @main_stage0_forward(%arg7, {{.*}}dist.action = "F0"
+// TWOBW-LABEL: func.func @main_overlap_rank0(
+// TWOBW-SAME:    pcc.entry = "main_overlap"
+// TWOBW:         call @main_stage0_forward(%arg7, {{.*}}dist.action = "F1"
+// TWOBW:         call @main_stage0_backward({{.*}}dist.action = "B0"
+// TWOBW:         call @main_stage0_forward(%arg1, {{.*}}dist.action = "F0+"
+// TWOBW:         call @main_stage0_backward({{.*}}dist.action = "B1"
+// TWOBW:         dist.action = "O"
+// TWOBW-LABEL: func.func @main_finish_rank0(
+// TWOBW-SAME:    pcc.entry = "main_finish"
+// TWOBW-LABEL: func.func @main_rank1(
+// TWOBW-LABEL: func.func @main_start_rank1(
+// TWOBW-LABEL: func.func @main_overlap_rank1(
+// TWOBW-LABEL: func.func @main_finish_rank1(

@@ -12,6 +12,7 @@
 // RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b ranks=2 microbatches=4 costs=1,2,1,2,3,1 stash-bytes=100,50 base-bytes=1000,2000" --pcc-verify-schedule=remarks=true 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
 // RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b ranks=2 microbatches=4 costs=1,2,1,2,3,1 stash-bytes=100,50 base-bytes=1000,2000" --pcc-verify-schedule | FileCheck %s --check-prefix=COSTS
 // RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b microbatches=3" | FileCheck %s --check-prefix=MESH
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=2bw ranks=2 microbatches=2" --pcc-verify-schedule=remarks=true 2>&1 | grep -v "transfer wait" | FileCheck %s --check-prefix=TWOBW
 
 dist.mesh @mesh(pp = 3, tp = 2)
 
@@ -297,3 +298,50 @@ dist.mesh @mesh(pp = 3, tp = 2)
 // MESH: dist.rank 0 {
 // MESH: dist.rank 1 {
 // MESH: dist.rank 2 {
+
+// PipeDream-2BW, p = 2, m = 2: 1F1B over two steps' microbatches (0-1 and
+// 2-3) without a flush between them; rank 0 leads by one forward. The
+// lowering cuts the table into the fill (rank 0's F0), the steady call
+// (rank 0: F1 B0 F2 B1, F2 being the next step's first; rank 1: F0 B0 F1
+// B1, and the activation of the next step's first microbatch) and the
+// drain. Once full, a step takes 8 units with every rank starting it at
+// once: bubble 1/4, against 1F1B's 1/3 at the same p and m.
+// TWOBW:      remark: schedule @schedule (2bw, 2 ranks, 2 microbatches a step, no flush between steps): once full, a step's bubble 25.0%, makespan 8; rank 0 busy 6, peak 2 stashed; rank 1 busy 6, peak 1 stashed
+// TWOBW:      dist.schedule @schedule {bubble_fraction = 2.5{{0+}}e-01 : f64, kind = "2bw", makespan = 8.{{0+}}e+00 : f64, microbatches = 2 : i64, ranks = 2 : i64, steps = 2 : i64, virtual_stages = 1 : i64} {
+// TWOBW-NEXT:   dist.rank 0 attributes {busy = 6.{{0+}}e+00 : f64, lead = 1 : i64, peak_stashed = 2 : i64} {
+// TWOBW-NEXT:     dist.compute F stage 0 microbatch 0
+// TWOBW-NEXT:     dist.transfer send act stage 0 microbatch 0 peer 1
+// TWOBW-NEXT:     dist.compute F stage 0 microbatch 1
+// TWOBW-NEXT:     dist.transfer send act stage 0 microbatch 1 peer 1
+// TWOBW-NEXT:     dist.transfer recv grad stage 1 microbatch 0 peer 1
+// TWOBW-NEXT:     dist.compute B stage 0 microbatch 0
+// TWOBW-NEXT:     dist.compute F stage 0 microbatch 2
+// TWOBW-NEXT:     dist.transfer send act stage 0 microbatch 2 peer 1
+// TWOBW-NEXT:     dist.transfer recv grad stage 1 microbatch 1 peer 1
+// TWOBW-NEXT:     dist.compute B stage 0 microbatch 1
+// TWOBW-NEXT:     dist.compute F stage 0 microbatch 3
+// TWOBW-NEXT:     dist.transfer send act stage 0 microbatch 3 peer 1
+// TWOBW-NEXT:     dist.transfer recv grad stage 1 microbatch 2 peer 1
+// TWOBW-NEXT:     dist.compute B stage 0 microbatch 2
+// TWOBW-NEXT:     dist.transfer recv grad stage 1 microbatch 3 peer 1
+// TWOBW-NEXT:     dist.compute B stage 0 microbatch 3
+// TWOBW-NEXT:   }
+// TWOBW-NEXT:   dist.rank 1 attributes {busy = 6.{{0+}}e+00 : f64, lead = 0 : i64, peak_stashed = 1 : i64} {
+// TWOBW-NEXT:     dist.transfer recv act stage 0 microbatch 0 peer 0
+// TWOBW-NEXT:     dist.compute F stage 1 microbatch 0
+// TWOBW-NEXT:     dist.compute B stage 1 microbatch 0
+// TWOBW-NEXT:     dist.transfer send grad stage 1 microbatch 0 peer 0
+// TWOBW-NEXT:     dist.transfer recv act stage 0 microbatch 1 peer 0
+// TWOBW-NEXT:     dist.compute F stage 1 microbatch 1
+// TWOBW-NEXT:     dist.compute B stage 1 microbatch 1
+// TWOBW-NEXT:     dist.transfer send grad stage 1 microbatch 1 peer 0
+// TWOBW-NEXT:     dist.transfer recv act stage 0 microbatch 2 peer 0
+// TWOBW-NEXT:     dist.compute F stage 1 microbatch 2
+// TWOBW-NEXT:     dist.compute B stage 1 microbatch 2
+// TWOBW-NEXT:     dist.transfer send grad stage 1 microbatch 2 peer 0
+// TWOBW-NEXT:     dist.transfer recv act stage 0 microbatch 3 peer 0
+// TWOBW-NEXT:     dist.compute F stage 1 microbatch 3
+// TWOBW-NEXT:     dist.compute B stage 1 microbatch 3
+// TWOBW-NEXT:     dist.transfer send grad stage 1 microbatch 3 peer 0
+// TWOBW-NEXT:   }
+// TWOBW-NEXT: }

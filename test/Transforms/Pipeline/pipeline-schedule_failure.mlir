@@ -6,6 +6,7 @@
 // RUN: not pcc-opt %s --split-input-file --pcc-pipeline-schedule="kind=interleaved ranks=2 microbatches=2" 2>&1 | FileCheck %s --check-prefix=ONECHUNK
 // RUN: not pcc-opt %s --split-input-file --pcc-pipeline-schedule="ranks=2 microbatches=0" 2>&1 | FileCheck %s --check-prefix=MICRO
 // RUN: not pcc-opt %s --split-input-file --pcc-pipeline-schedule="ranks=2 costs=1,2,1" 2>&1 | FileCheck %s --check-prefix=COSTS
+// RUN: not pcc-opt %s --split-input-file --pcc-pipeline-schedule="kind=2bw ranks=4 microbatches=2" 2>&1 | FileCheck %s --check-prefix=TWOBW
 
 // Each error is reported once per module (two modules below).
 // MULTIPLE-COUNT-2: error: the interleaved schedule needs the microbatches to be a multiple of the pipeline ranks (4); got 6
@@ -14,6 +15,7 @@
 // ONECHUNK-COUNT-2: error: the interleaved schedule needs at least 2 virtual stages per rank; got 1 (1f1b takes 1)
 // MICRO-COUNT-2: error: a pipeline schedule needs at least 1 microbatch; got 0
 // COSTS-COUNT-2: error: costs has 3 values; expected F, B and W times for each of the 2 virtual stages (6)
+// TWOBW-COUNT-2: error: the 2bw schedule needs at least 3 microbatches for 4 pipeline ranks (the first rank's forwards run that far into the next step); got 2
 
 // ranks=0 (the default) reads the mesh's pp axis.
 // expected-error @+1 {{ranks=0 takes the pipeline ranks from axis 'pp' of dist.mesh @mesh, which the module does not have}}

@@ -271,3 +271,57 @@ dist.schedule @waits_deadlock {kind = "1f1b", microbatches = 2, ranks = 2, virtu
     dist.transfer send grad stage 1 microbatch 1 peer 0
   }
 }
+
+// -----
+
+// A table of two steps without a flush (2bw, p = 2, m = 2) whose rank 1
+// claims a lead of 2: its fill would run F 1 of the first step, whose
+// activation rank 0 sends only in its steady call. The sequences of calls a
+// run makes are checked as schedules, and the fill followed by the drain
+// (a step with a flush) lacks the receive.
+dist.schedule @two_steps_lead {kind = "2bw", microbatches = 2 : i64, ranks = 2 : i64, steps = 2 : i64, virtual_stages = 1 : i64} {
+  dist.rank 0 attributes {lead = 1 : i64} {
+    dist.compute F stage 0 microbatch 0
+    dist.transfer send act stage 0 microbatch 0 peer 1
+    dist.transfer wait act stage 0 microbatch 0 peer 1
+    dist.compute F stage 0 microbatch 1
+    dist.transfer send act stage 0 microbatch 1 peer 1
+    dist.transfer recv grad stage 1 microbatch 0 peer 1
+    dist.transfer wait act stage 0 microbatch 1 peer 1
+    dist.compute B stage 0 microbatch 0
+    dist.compute F stage 0 microbatch 2
+    dist.transfer send act stage 0 microbatch 2 peer 1
+    dist.transfer recv grad stage 1 microbatch 1 peer 1
+    dist.transfer wait act stage 0 microbatch 2 peer 1
+    dist.compute B stage 0 microbatch 1
+    dist.compute F stage 0 microbatch 3
+    dist.transfer send act stage 0 microbatch 3 peer 1
+    dist.transfer recv grad stage 1 microbatch 2 peer 1
+    dist.transfer wait act stage 0 microbatch 3 peer 1
+    dist.compute B stage 0 microbatch 2
+    dist.transfer recv grad stage 1 microbatch 3 peer 1
+    dist.compute B stage 0 microbatch 3
+  }
+  dist.rank 1 attributes {lead = 2 : i64} {
+    dist.transfer recv act stage 0 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 0
+    dist.compute B stage 1 microbatch 0
+    dist.transfer send grad stage 1 microbatch 0 peer 0
+    dist.transfer recv act stage 0 microbatch 1 peer 0
+    dist.transfer wait grad stage 1 microbatch 0 peer 0
+    // expected-error @+1 {{a step from the fill and the drain: F stage 1 microbatch 1 needs recv act stage 0 microbatch 1 from rank 0 earlier on rank 1}}
+    dist.compute F stage 1 microbatch 1
+    dist.compute B stage 1 microbatch 1
+    dist.transfer send grad stage 1 microbatch 1 peer 0
+    dist.transfer recv act stage 0 microbatch 2 peer 0
+    dist.transfer wait grad stage 1 microbatch 1 peer 0
+    dist.compute F stage 1 microbatch 2
+    dist.compute B stage 1 microbatch 2
+    dist.transfer send grad stage 1 microbatch 2 peer 0
+    dist.transfer recv act stage 0 microbatch 3 peer 0
+    dist.transfer wait grad stage 1 microbatch 2 peer 0
+    dist.compute F stage 1 microbatch 3
+    dist.compute B stage 1 microbatch 3
+    dist.transfer send grad stage 1 microbatch 3 peer 0
+  }
+}
