@@ -11,10 +11,13 @@ with `pcc plan` and checks what every plan must hold:
               stage; no cut splits an op)
   interleaved its bubble is below 1F1B's wherever every chunk gets a layer
   zb-h1       its bubble is below 1F1B's
+  2bw         its bubble (a step once full) is below 1F1B's, and its
+              largest rank holds at least 1.8 x 1F1B's parameter bytes (the
+              weights one update old)
 
 usage: sweep.py PCC OUTDIR [--layers 1-64,96] [--pp 2-16] [--jobs 2]
                 [--model gpt:hidden=...] [--microbatches-per-rank 2]
-                [--checks plan,balance,interleaved,zb-h1]
+                [--checks plan,balance,interleaved,zb-h1,2bw]
 
 Prints one line per failure and a summary line `N passed, N failed`; exits
 1 when anything failed.
@@ -69,7 +72,7 @@ def main():
                     default="gpt:hidden=1024,heads=16,vocab=50304,seq=1024")
     ap.add_argument("--microbatches-per-rank", type=int, default=2)
     ap.add_argument("--balance", type=float, default=1.10)
-    ap.add_argument("--checks", default="plan,balance,interleaved,zb-h1")
+    ap.add_argument("--checks", default="plan,balance,interleaved,zb-h1,2bw")
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
 
@@ -78,7 +81,7 @@ def main():
         for pp in ranges(args.pp):
             if pp > layers:
                 continue
-            for kind in ("gpipe", "1f1b", "zb-h1"):
+            for kind in ("gpipe", "1f1b", "zb-h1", "2bw"):
                 jobs.append((layers, pp, kind, 1))
             for v in (2, 3):
                 if pp * v <= layers:
@@ -131,6 +134,15 @@ def main():
                 check(bubble < ref,
                       f"{name}: bubble {bubble:.4f} not below 1F1B's "
                       f"{ref:.4f}", kind)
+        if kind == "2bw" and base and base[1]:
+            ref = base[1]["schedule"]["bubble_fraction"]
+            check(bubble < ref,
+                  f"{name}: bubble {bubble:.4f} not below 1F1B's {ref:.4f}",
+                  kind)
+            held = lambda plan: max(r["parameter_bytes"] for r in plan["ranks"])
+            check(held(p) >= 1.8 * held(base[1]),
+                  f"{name}: largest parameter bytes {held(p)} below 1.8 x "
+                  f"1F1B's {held(base[1])}", kind)
 
     for f in failures:
         print("FAIL " + f)
