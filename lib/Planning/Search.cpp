@@ -350,9 +350,12 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
       bytes += sums[s];
     return bytes;
   };
-  // What a rank holds throughout, with ZeRO's splits.
+  // What a rank holds throughout, with ZeRO's splits; 2bw keeps its
+  // parameters in two versions.
+  double versions = layout.schedule == "2bw" ? 2 : 1;
   auto held = [&](int64_t rank) {
-    return ofRank(rank, model.parameters) / (layout.zero >= 3 ? dp : 1) +
+    return versions * ofRank(rank, model.parameters) /
+               (layout.zero >= 3 ? dp : 1) +
            ofRank(rank, model.gradients) / (layout.zero >= 2 ? dp : 1) +
            ofRank(rank, model.state) / (layout.zero >= 1 ? dp : 1);
   };
@@ -428,6 +431,11 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
     makespan = double(m) * busiest + double(p - 1) * std::max(0.0, zbBubble);
   else
     makespan = double(m - 1) * slowest + total;
+  // 2bw once full: the forwards that lead into the next step ran during
+  // the last one, so a step waits for the chain of backwards alone.
+  if (p > 1 && layout.schedule == "2bw")
+    for (int64_t s = 0; s + 1 < stages; ++s)
+      makespan -= fwd[s];
   makespan = std::max(makespan, double(m) * busiest);
   // After the flush: each rank sums its gradients over dp and updates its
   // share of the parameters.
@@ -740,6 +748,9 @@ void LayoutSearch::estimateMesh(int64_t dp, int64_t tp, int64_t pp, bool sp) {
     schedules.push_back({"zb-h1", 1});
     for (int64_t v = 2; v <= maxVirtual; ++v)
       schedules.push_back({"interleaved", v});
+    // A schedule that changes what the training computes, only when asked.
+    if (options.allowAsync)
+      schedules.push_back({"2bw", 1});
   }
   for (auto [schedule, v] : schedules) {
     if (pp * v > int64_t(base.step.forward.size())) {
@@ -757,6 +768,10 @@ void LayoutSearch::estimateMesh(int64_t dp, int64_t tp, int64_t pp, bool sp) {
         layout.microbatches = m, layout.virtualStages = v;
         layout.schedule = schedule, layout.sequenceParallel = sp;
         layout.zero = zero;
+        if (pp > 1 && schedule == "2bw" && zero > 1) {
+          ++rejected["2bw keeps its weights whole: ZeRO 2 and 3 shard them"];
+          continue;
+        }
         if (pp > 1) {
           pipeline::ScheduleSpec spec;
           spec.kind = schedule;

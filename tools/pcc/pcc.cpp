@@ -603,6 +603,12 @@ static int compileCommand(Args &args, bool planOnly = false) {
     if (!ok)
       return 1;
   }
+  if (o.allowAsync && o.devices < 1) {
+    llvm::errs() << "pcc: error: --allow-async lets the search of --devices "
+                    "N consider 2bw: give --devices (or choose it yourself "
+                    "with --schedule 2bw)\n";
+    return 1;
+  }
   if (o.devices > 0 || o.autoLayout) {
     if (!layoutGiven.empty()) {
       llvm::errs() << "pcc: error: " << layoutGiven.front()
