@@ -269,7 +269,9 @@ def DelayWeights : Pass<"pcc-delay-weights", "::mlir::func::FuncOp"> {
     parameter's readers read it instead, and the step returns the
     parameter as its update. Runs after `pcc-autodiff` and before
     `pcc-optimizer`, which then updates the parameter itself; refuses a
-    function whose parameters already have updates.
+    function whose parameters already have updates. The previous version
+    is marked `graph.previous_version`, so that a schedule without a flush
+    (`2bw`) can give the next step's forwards the newest weights.
   }];
 }
 
@@ -585,6 +587,10 @@ def PipelineSchedule : Pass<"pcc-pipeline-schedule", "::mlir::ModuleOp"> {
       when absent) runs B as soon as its gradient arrives, else F while
       fewer than `ranks - r` microbatches are in flight (1F1B's memory),
       else a pending W, which so fills 1F1B's bubbles.
+    - `2bw` (PipeDream-2BW, at least `ranks - 1` microbatches): 1F1B over
+      two steps' microbatches without a flush between them (`steps = 2`),
+      rank `r` leading by its `ranks - r - 1` warm-up forwards into the
+      next step; `pcc-lower-schedule` cuts it into the calls of a run.
 
     A receive comes right before the computation that reads it, a send right
     after the one that produces it; stages on the same rank need none.
@@ -595,7 +601,7 @@ def PipelineSchedule : Pass<"pcc-pipeline-schedule", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe, 1f1b, interleaved or zb-h1">,
+           "gpipe, 1f1b, interleaved, zb-h1 or 2bw">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Microbatches per step">,
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
@@ -742,6 +748,17 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
     attributes; state the forward updates in place (a KV cache's writes)
     is written through the argument the rank passes its stage, and no
     function returns it.
+
+    A schedule of two steps without a flush (`2bw`) lowers to four
+    functions per rank: the step with a flush (the fill, then the drain),
+    and the entry points `<entry>_start` (the fill: the forwards that lead
+    into a step), `<entry>_overlap` (ends a step and starts the next, on
+    the batch it takes) and `<entry>_finish` (ends the last step). What a
+    call leaves for the next (the stash of the forwards run ahead, the
+    activations received for them, the batch) is state the runs keep
+    (`graph.cache`, named `<step>.in_flight.rank<r>...`); the next step's
+    forwards read the newest weights in place of the versions one update
+    old (`graph.previous_version`).
   }];
 }
 
