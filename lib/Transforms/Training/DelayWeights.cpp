@@ -62,14 +62,9 @@ LogicalResult pcc::delayWeights(func::FuncOp func) {
              << " value";
     std::string name = (getStateName(func, index) + ".2bw.previous").str();
     unsigned at = func.getNumArguments();
-    SmallVector<NamedAttribute> attrs{
-        b.getNamedAttr(kStateAttr, b.getStringAttr(name)),
-        b.getNamedAttr(kInitAttr, init),
-        b.getNamedAttr(kStateOfAttr, b.getI64IntegerAttr(index)),
-        b.getNamedAttr(kPreviousVersionAttr, b.getUnitAttr())};
-    (void)func.insertArgument(at, param.getType(), b.getDictionaryAttr(attrs),
-                              param.getLoc());
-    BlockArgument older = body.getArgument(at);
+    BlockArgument older = addStateArgument(
+        func, name, init, index, param.getLoc(),
+        {b.getNamedAttr(kPreviousVersionAttr, b.getUnitAttr())});
     // Every reader so far is the forward or the backward.
     param.replaceAllUsesExcept(older, ret);
     previous.push_back(param);

@@ -27,16 +27,7 @@ public:
   /// argument index of the parameter it is optimizer state of.
   BlockArgument state(StringRef name, ElementsAttr init,
                       std::optional<unsigned> of = std::nullopt) {
-    Block &body = func.getBody().front();
-    unsigned index = func.getNumArguments();
-    SmallVector<NamedAttribute> attrs{
-        b.getNamedAttr(kStateAttr, b.getStringAttr(name)),
-        b.getNamedAttr(kInitAttr, init)};
-    if (of)
-      attrs.push_back(b.getNamedAttr(kStateOfAttr, b.getI64IntegerAttr(*of)));
-    (void)func.insertArgument(index, init.getType(), b.getDictionaryAttr(attrs),
-                              loc);
-    return body.getArgument(index);
+    return addStateArgument(func, name, init, of, loc);
   }
   BlockArgument zerosState(StringRef name, Type type,
                            std::optional<unsigned> of = std::nullopt) {

@@ -325,3 +325,21 @@ LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op,
   return func.emitError() << where << ": unknown Graph dialect attribute '"
                           << name << "'";
 }
+
+BlockArgument pcc::graph::addStateArgument(FunctionOpInterface func,
+                                           StringRef name, ElementsAttr init,
+                                           std::optional<unsigned> of,
+                                           Location loc,
+                                           ArrayRef<NamedAttribute> extra) {
+  Builder b(func.getContext());
+  SmallVector<NamedAttribute> attrs{
+      b.getNamedAttr(kStateAttr, b.getStringAttr(name)),
+      b.getNamedAttr(kInitAttr, init)};
+  if (of)
+    attrs.push_back(b.getNamedAttr(kStateOfAttr, b.getI64IntegerAttr(*of)));
+  llvm::append_range(attrs, extra);
+  unsigned index = func.getNumArguments();
+  (void)func.insertArgument(index, init.getType(), b.getDictionaryAttr(attrs),
+                            loc);
+  return func.getArgument(index);
+}

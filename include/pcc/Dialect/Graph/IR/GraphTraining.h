@@ -25,6 +25,7 @@
 #ifndef PCC_DIALECT_GRAPH_IR_GRAPHTRAINING_H
 #define PCC_DIALECT_GRAPH_IR_GRAPHTRAINING_H
 
+#include "mlir/IR/BuiltinAttributeInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -68,6 +69,16 @@ std::optional<unsigned> getStateIndex(mlir::FunctionOpInterface func,
                                       llvm::StringRef attrName);
 /// The index of the result marked graph.loss, if any.
 std::optional<unsigned> getLossIndex(mlir::FunctionOpInterface func);
+
+/// Appends a state argument to `func`: named `name` (graph.state), starting
+/// at `init` (graph.init, whose type it takes), the optimizer state or the
+/// version of the parameter argument `of` where given (graph.state_of),
+/// with `extra` attributes besides.
+mlir::BlockArgument
+addStateArgument(mlir::FunctionOpInterface func, llvm::StringRef name,
+                 mlir::ElementsAttr init, std::optional<unsigned> of,
+                 mlir::Location loc,
+                 llvm::ArrayRef<mlir::NamedAttribute> extra = {});
 
 } // namespace pcc::graph
 
