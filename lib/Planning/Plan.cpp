@@ -425,6 +425,16 @@ static llvm::json::Object predictStep(ModuleOp module,
             after[s % options.pp] += cost.time(op);
       }
     });
+    // The weights one update old (2bw) are the weights before the update,
+    // copied to their version each step.
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (step.getArgAttr(i, graph::kPreviousVersionAttr))
+        for (int64_t r = 0; r < options.pp; ++r)
+          if (options.pp == 1 || pipeline::holdsState(step, i, r, options.pp))
+            after[r] += cost.time(
+                "graph.copy", 0,
+                2.0 * double(getTensorBytes(step.getArgumentTypes()[i])),
+                /*matrix=*/false);
     double slowest = *llvm::max_element(after);
     seconds += slowest;
     if (const llvm::json::Array *ranks = schedule->getArray("ranks"))
