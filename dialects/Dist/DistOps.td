@@ -406,6 +406,12 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
     it at once: `makespan` and `bubble_fraction` are those of one step once
     the pipeline is full.
 
+    `pipelines` (1 when absent) is the number of pipelines over the same
+    ranks. With 2 (Chimera's bidirectional pipelines, one stage per rank
+    each), the even microbatches flow down, stage `s` on rank `s`, and the
+    odd ones up, stage `s` on rank `ranks - 1 - s`: every rank holds two
+    stages, and each stage's weights are on two ranks.
+
     ```mlir
     dist.schedule @schedule {kind = "gpipe", microbatches = 1, ranks = 2, virtual_stages = 1} {
       dist.rank 0 {
@@ -434,7 +440,8 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
                        OptionalAttr<DenseI64ArrayAttr>:$transfer_bytes,
                        OptionalAttr<F64Attr>:$bubble_fraction,
                        OptionalAttr<F64Attr>:$makespan,
-                       OptionalAttr<Dist_PositiveI64>:$steps);
+                       OptionalAttr<Dist_PositiveI64>:$steps,
+                       OptionalAttr<Dist_PositiveI64>:$pipelines);
   let regions = (region SizedRegion<1>:$body);
   // `@name {attributes} {ranks}`: the attributes are never empty (kind,
   // microbatches, ranks and virtual_stages are required), so the declarative
@@ -454,8 +461,16 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
     int64_t getNumStages() {
       return getNumRanks() * getVirtualStagesAttr().getInt();
     }
-    /// The pipeline rank that holds virtual stage `stage`.
-    int64_t getRankOf(int64_t stage) { return stage % getNumRanks(); }
+    /// Pipelines over the same ranks (`pipelines`).
+    int64_t getNumPipelines() { return getPipelines().value_or(1); }
+    /// The pipeline rank that runs virtual stage `stage` of microbatch
+    /// `microbatch`: rank `stage % ranks`, or in the second of two
+    /// pipelines (odd microbatches) rank `ranks - 1 - stage`.
+    int64_t getRankOf(int64_t stage, int64_t microbatch) {
+      if (getNumPipelines() == 2 && microbatch % 2 == 1)
+        return getNumRanks() - 1 - stage;
+      return stage % getNumRanks();
+    }
     /// The dist.rank ops of the body, in order.
     ::llvm::SmallVector<RankOp> getRankOps();
   }];

@@ -591,6 +591,14 @@ def PipelineSchedule : Pass<"pcc-pipeline-schedule", "::mlir::ModuleOp"> {
       two steps' microbatches without a flush between them (`steps = 2`),
       rank `r` leading by its `ranks - r - 1` warm-up forwards into the
       next step; `pcc-lower-schedule` cuts it into the calls of a run.
+    - `chimera` (Chimera's bidirectional pipelines, an even number of ranks
+      and of microbatches): the even microbatches flow down (stage `s` on
+      rank `s`), the odd ones up (stage `s` on rank `ranks - 1 - s`,
+      `pipelines = 2`); a list scheduler over simulated time runs, on each
+      idle rank, the oldest backward whose gradient has arrived, else the
+      oldest forward whose input has. Each rank sends to a peer in the
+      order the peer receives (transfers between two ranks match in
+      order).
 
     A receive comes right before the computation that reads it, a send right
     after the one that produces it; stages on the same rank need none.
@@ -601,7 +609,7 @@ def PipelineSchedule : Pass<"pcc-pipeline-schedule", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"1f1b\"",
-           "gpipe, 1f1b, interleaved, zb-h1 or 2bw">,
+           "gpipe, 1f1b, interleaved, zb-h1, 2bw or chimera">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Microbatches per step">,
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",

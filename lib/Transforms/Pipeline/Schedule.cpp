@@ -27,6 +27,13 @@
 //   The table covers the two steps (`steps = 2`); the lowering cuts it into
 //   the fill, the steady call and the drain (getWindow). It needs at least
 //   p - 1 microbatches, so that a rank's lead stays within the next step.
+// - chimera (Li and Hoefler, 2021): two pipelines over the same ranks, the
+//   even microbatches down (stage s on rank s) and the odd ones up (stage s
+//   on rank p - 1 - s), so that every rank holds two stages and one
+//   pipeline's work fills the other's bubbles. A list scheduler over
+//   simulated time, as zb-h1's: an idle rank runs the oldest backward
+//   whose gradient has arrived, else the oldest forward whose input has.
+//   It needs an even number of ranks and of microbatches.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +43,7 @@
 
 #include <deque>
 #include <limits>
+#include <map>
 
 using namespace mlir;
 using namespace pcc;
@@ -44,8 +52,8 @@ using dist::Payload;
 using dist::Phase;
 
 ArrayRef<StringRef> pcc::pipeline::getScheduleKinds() {
-  static const StringRef kinds[] = {"gpipe", "1f1b", "interleaved", "zb-h1",
-                                    "2bw"};
+  static const StringRef kinds[] = {"gpipe", "1f1b", "interleaved",
+                                    "zb-h1", "2bw",  "chimera"};
   return kinds;
 }
 
@@ -214,11 +222,169 @@ static StepOrder zeroBubbleH1Order(const ScheduleSpec &spec) {
   return order;
 }
 
-/// Adds the transfers around the computations of `order`.
-static ScheduleTable withTransfers(const StepOrder &order, int64_t ranks,
-                                   int64_t stages) {
+/// Chimera's two pipelines by list scheduling over simulated time (one
+/// stage per rank each way). Deterministic: ranks act in rank order at
+/// equal times, and each takes the oldest microbatch first.
+static StepOrder chimeraOrder(const ScheduleSpec &spec) {
+  int64_t p = spec.ranks, m = spec.microbatches;
+  auto rankOf = [&](int64_t stage, int64_t k) {
+    return k % 2 ? p - 1 - stage : stage;
+  };
+  auto cost = [&](Phase phase, int64_t stage) {
+    if (spec.costs.empty())
+      return phase == Phase::F ? 1.0 : 2.0;
+    double c = spec.costs[3 * stage + unsigned(phase)];
+    // Backwards are not split: B takes the weight gradient's time too.
+    return phase == Phase::B ? c + spec.costs[3 * stage + 2] : c;
+  };
+  constexpr double kNotYet = std::numeric_limits<double>::infinity();
+  SmallVector<SmallVector<double>> fEnd(p, SmallVector<double>(m, kNotYet));
+  SmallVector<SmallVector<double>> bEnd(p, SmallVector<double>(m, kNotYet));
+  // Per rank: when its last action ends, its (stage, microbatch) chunks in
+  // microbatch order, which of them ran F and B, and how many ran both.
+  struct RankState {
+    double free = 0;
+    SmallVector<std::pair<int64_t, int64_t>> chunks;
+    SmallVector<bool> forwarded, backwarded;
+    int64_t done = 0;
+  };
+  SmallVector<RankState> ranks(p);
+  for (int64_t k = 0; k < m; ++k)
+    for (int64_t s = 0; s < p; ++s)
+      ranks[rankOf(s, k)].chunks.push_back({s, k});
+  for (RankState &r : ranks) {
+    r.forwarded.assign(r.chunks.size(), false);
+    r.backwarded.assign(r.chunks.size(), false);
+  }
+  StepOrder order(p);
+  auto act = [&](int64_t r, double t) -> bool {
+    RankState &rs = ranks[r];
+    auto run = [&](Phase phase, size_t i) {
+      auto [s, k] = rs.chunks[i];
+      rs.free = t + cost(phase, s);
+      order[r].push_back({phase, s, k});
+      (phase == Phase::F ? fEnd : bEnd)[s][k] = rs.free;
+      if (phase == Phase::F) {
+        rs.forwarded[i] = true;
+      } else {
+        rs.backwarded[i] = true;
+        ++rs.done;
+      }
+    };
+    // The oldest backward whose gradient has arrived: it frees memory and
+    // the ranks before it.
+    for (size_t i = 0; i < rs.chunks.size(); ++i) {
+      auto [s, k] = rs.chunks[i];
+      if (!rs.forwarded[i] || rs.backwarded[i] || fEnd[s][k] > t)
+        continue;
+      double gradient = s == p - 1 ? fEnd[s][k] : bEnd[s + 1][k];
+      if (gradient <= t) {
+        run(Phase::B, i);
+        return true;
+      }
+    }
+    // Then the oldest forward whose input has arrived. (No cap on the
+    // microbatches in flight: with backwards first, they stay within about
+    // twice 1F1B's, and a cap of p, 1F1B's, both stalls the two pipelines
+    // at some shapes and leaves 1F1B's bubble at others.)
+    for (size_t i = 0; i < rs.chunks.size(); ++i) {
+      auto [s, k] = rs.chunks[i];
+      if (rs.forwarded[i])
+        continue;
+      if (s == 0 || fEnd[s - 1][k] <= t) {
+        run(Phase::F, i);
+        return true;
+      }
+    }
+    return false;
+  };
+  auto finished = [&](const RankState &rs) {
+    return rs.done == int64_t(rs.chunks.size());
+  };
+  while (
+      llvm::any_of(ranks, [&](const RankState &rs) { return !finished(rs); })) {
+    double now = kNotYet;
+    for (const RankState &rs : ranks)
+      if (!finished(rs))
+        now = std::min(now, rs.free);
+    bool acted = true;
+    while (acted) {
+      acted = false;
+      for (int64_t r = 0; r < p; ++r)
+        if (!finished(ranks[r]) && ranks[r].free <= now && act(r, now))
+          acted = true;
+    }
+    // Ranks still idle wait for the next action to end anywhere.
+    double next = kNotYet;
+    for (const RankState &rs : ranks)
+      if (rs.free > now)
+        next = std::min(next, rs.free);
+    for (RankState &rs : ranks) {
+      if (finished(rs) || rs.free > now)
+        continue;
+      if (next == kNotYet) {
+        assert(false && "chimera list scheduler stalled");
+        return order;
+      }
+      rs.free = next;
+    }
+  }
+  return order;
+}
+
+/// Transfers between two ranks match in order (NCCL's sends have no tags),
+/// so each rank sends to a peer in the order the peer receives: a send
+/// whose data is ready before an earlier one the peer takes first waits
+/// right after that one. Where the pipelines cross (chimera), one rank's
+/// activations and gradients to the same peer can be made in another
+/// order than they are taken; the others' orders agree already.
+static void orderSendsAsReceived(ScheduleTable &table) {
+  using Key = std::tuple<unsigned, int64_t, int64_t>; // payload, stage, mb
+  // Per (sender, receiver): the receiver's order.
+  std::map<std::pair<int64_t, int64_t>, std::deque<Key>> expected;
+  for (auto [r, actions] : llvm::enumerate(table))
+    for (const Action &a : actions)
+      if (a.kind == Action::Kind::Recv)
+        expected[{a.peer, int64_t(r)}].push_back(
+            {unsigned(a.payload), a.stage, a.microbatch});
+  for (auto [r, actions] : llvm::enumerate(table)) {
+    SmallVector<Action> placed;
+    std::map<int64_t, SmallVector<Action>> ready; // by peer
+    for (const Action &a : actions) {
+      if (a.kind != Action::Kind::Send) {
+        placed.push_back(a);
+        continue;
+      }
+      ready[a.peer].push_back(a);
+      std::deque<Key> &next = expected[{int64_t(r), a.peer}];
+      // Every send the peer takes next that is ready goes now.
+      for (bool sent = true; sent && !next.empty();) {
+        sent = false;
+        SmallVector<Action> &held = ready[a.peer];
+        for (auto it = held.begin(); it != held.end(); ++it)
+          if (Key{unsigned(it->payload), it->stage, it->microbatch} ==
+              next.front()) {
+            placed.push_back(*it);
+            held.erase(it);
+            next.pop_front();
+            sent = true;
+            break;
+          }
+      }
+    }
+    // A send no receive takes stays (the verifier reports it).
+    for (auto &[peer, held] : ready)
+      llvm::append_range(placed, held);
+    actions = std::move(placed);
+  }
+}
+
+/// Adds the transfers around the computations of `order`, where `rankOf`
+/// gives the rank of a stage's computation on a microbatch.
+static ScheduleTable
+withTransfers(const StepOrder &order, int64_t stages,
+              llvm::function_ref<int64_t(int64_t, int64_t)> rankOf) {
   ScheduleTable table(order.size());
-  auto rankOf = [&](int64_t stage) { return stage % ranks; };
   for (auto [r, steps] : llvm::enumerate(order)) {
     SmallVector<Action> &actions = table[r];
     int64_t rank = r;
@@ -230,15 +396,17 @@ static ScheduleTable withTransfers(const StepOrder &order, int64_t ranks,
       int64_t to = forward ? s.stage + 1 : s.stage - 1;
       Payload in = forward ? Payload::Act : Payload::Grad;
       bool moves = forward || backward;
-      if (moves && from >= 0 && from < stages && rankOf(from) != rank)
-        actions.push_back(Action::transfer(Action::Kind::Recv, in, from,
-                                           s.microbatch, rankOf(from)));
-      actions.push_back(Action::compute(s.phase, s.stage, s.microbatch));
-      if (moves && to >= 0 && to < stages && rankOf(to) != rank)
-        actions.push_back(Action::transfer(Action::Kind::Send, in, s.stage,
-                                           s.microbatch, rankOf(to)));
+      int64_t k = s.microbatch;
+      if (moves && from >= 0 && from < stages && rankOf(from, k) != rank)
+        actions.push_back(
+            Action::transfer(Action::Kind::Recv, in, from, k, rankOf(from, k)));
+      actions.push_back(Action::compute(s.phase, s.stage, k));
+      if (moves && to >= 0 && to < stages && rankOf(to, k) != rank)
+        actions.push_back(Action::transfer(Action::Kind::Send, in, s.stage, k,
+                                           rankOf(to, k)));
     }
   }
+  orderSendsAsReceived(table);
   return table;
 }
 
@@ -311,6 +479,10 @@ pcc::pipeline::getScheduleShapeError(const ScheduleSpec &spec) {
     os << "the interleaved schedule needs the microbatches to be a multiple "
           "of the pipeline ranks ("
        << p << "); got " << m;
+  else if (spec.kind == "chimera" && (p % 2 || m % 2))
+    os << "the chimera schedule needs an even number of pipeline ranks and "
+          "of microbatches (one pipeline each way); got "
+       << p << " ranks and " << m << " microbatches";
   else if (spec.kind == "2bw" && m < p - 1)
     os << "the 2bw schedule needs at least " << p - 1 << " microbatches for "
        << p
@@ -377,9 +549,15 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
     order = flushOrder(twoSteps, /*gpipe=*/false);
   } else if (interleaved)
     order = interleavedOrder(spec);
+  else if (spec.kind == "chimera")
+    order = chimeraOrder(spec);
   else
     order = zeroBubbleH1Order(spec);
-  ScheduleTable table = withTransfers(order, p, stages);
+  int64_t pipelines = getPipelines(spec);
+  ScheduleTable table =
+      withTransfers(order, stages, [&](int64_t stage, int64_t k) {
+        return pipelines == 2 && k % 2 ? p - 1 - stage : stage % p;
+      });
   placeSendWaits(table, spec);
   return table;
 }
@@ -405,7 +583,10 @@ pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
       f64s(spec.transferCosts), i64s(spec.transferBytes),
       /*bubble_fraction=*/nullptr,
       /*makespan=*/nullptr,
-      /*steps=*/leads.empty() ? IntegerAttr() : builder.getI64IntegerAttr(2));
+      /*steps=*/leads.empty() ? IntegerAttr() : builder.getI64IntegerAttr(2),
+      /*pipelines=*/getPipelines(spec) == 1
+          ? IntegerAttr()
+          : builder.getI64IntegerAttr(getPipelines(spec)));
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(&schedule.getBody().emplaceBlock());
   for (auto [r, actions] : llvm::enumerate(*table)) {
@@ -496,4 +677,8 @@ ScheduleTable pipeline::getWindowTable(const ScheduleTable &table,
       if (getWindow(a, microbatches, leads) == window)
         part[r].push_back(a);
   return part;
+}
+
+int64_t pipeline::getPipelines(const ScheduleSpec &spec) {
+  return spec.kind == "chimera" ? 2 : 1;
 }

@@ -98,7 +98,7 @@ static SmallVector<Action> prerequisites(const Action &a, int64_t rank,
   // The output of `stage`'s `phase` as seen from `rank`: computed here or
   // received from the rank that holds the stage.
   auto input = [&](Phase phase, Payload payload, int64_t stage) {
-    int64_t holder = schedule.getRankOf(stage);
+    int64_t holder = schedule.getRankOf(stage, k);
     if (holder == rank)
       return Action::compute(phase, stage, k);
     return Action::transfer(Action::Kind::Recv, payload, stage, k, holder);
@@ -161,7 +161,7 @@ static FailureOr<ScheduleStats> checkTable(dist::ScheduleOp schedule,
         Action a = Action::compute(phase, stage, k);
         if (seen.count(keyOf(a)))
           continue;
-        int64_t r = schedule.getRankOf(stage);
+        int64_t r = schedule.getRankOf(stage, k);
         auto diag = rankOps[r].emitError()
                     << context << "rank " << r << " never runs " << describe(a);
         if (phase == Phase::W)

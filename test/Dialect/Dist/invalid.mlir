@@ -469,3 +469,33 @@ dist.schedule @beyond {kind = "2bw", microbatches = 1, ranks = 1, steps = 2, vir
     dist.compute F stage 0 microbatch 2
   }
 }
+
+// -----
+
+// expected-error @+1 {{'dist.schedule' op has 3 pipelines; at most 2 (one each way)}}
+dist.schedule @three_ways {kind = "chimera", microbatches = 2, pipelines = 3, ranks = 1, virtual_stages = 1} {
+  dist.rank 0 {
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'dist.schedule' op has 2 pipelines, which need one stage per rank, one step and an even number of microbatches}}
+dist.schedule @odd {kind = "chimera", microbatches = 3, pipelines = 2, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
+// The odd microbatches flow up: stage 0 of microbatch 1 is on the last rank.
+dist.schedule @up {kind = "chimera", microbatches = 2, pipelines = 2, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    // expected-error @+1 {{'dist.compute' op stage 0 is on rank 1 for microbatch 1, not on rank 0}}
+    dist.compute F stage 0 microbatch 1
+  }
+  dist.rank 1 {
+  }
+}

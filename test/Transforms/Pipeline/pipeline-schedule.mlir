@@ -13,6 +13,8 @@
 // RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b ranks=2 microbatches=4 costs=1,2,1,2,3,1 stash-bytes=100,50 base-bytes=1000,2000" --pcc-verify-schedule | FileCheck %s --check-prefix=COSTS
 // RUN: pcc-opt %s --pcc-pipeline-schedule="kind=1f1b microbatches=3" | FileCheck %s --check-prefix=MESH
 // RUN: pcc-opt %s --pcc-pipeline-schedule="kind=2bw ranks=2 microbatches=2" --pcc-verify-schedule=remarks=true 2>&1 | grep -v "transfer wait" | FileCheck %s --check-prefix=TWOBW
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=chimera ranks=2 microbatches=2" --pcc-verify-schedule=remarks=true 2>&1 | grep -v "transfer wait" | FileCheck %s --check-prefix=CHIMERA
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=chimera ranks=4 microbatches=8" --pcc-verify-schedule=remarks=true 2>&1 >/dev/null | FileCheck %s --check-prefix=CHIMERA4
 
 dist.mesh @mesh(pp = 3, tp = 2)
 
@@ -345,3 +347,36 @@ dist.mesh @mesh(pp = 3, tp = 2)
 // TWOBW-NEXT:     dist.transfer send grad stage 1 microbatch 3 peer 0
 // TWOBW-NEXT:   }
 // TWOBW-NEXT: }
+
+// Chimera, p = 2, m = 2: microbatch 0 flows down (stage 0 on rank 0, stage
+// 1 on rank 1), microbatch 1 up (stage 0 on rank 1, stage 1 on rank 0).
+// Each rank runs the other pipeline's last stage while it waits for its
+// own pipeline's gradient: no bubble, against 1F1B's 1/3.
+// CHIMERA:      remark: schedule @schedule (chimera, 2 ranks, 2 microbatches): bubble 0.0%, makespan 6; rank 0 busy 6, peak 2 stashed; rank 1 busy 6, peak 2 stashed
+// CHIMERA:      dist.schedule @schedule {bubble_fraction = 0.{{0+}}e+00 : f64, kind = "chimera", makespan = 6.{{0+}}e+00 : f64, microbatches = 2 : i64, pipelines = 2 : i64, ranks = 2 : i64, virtual_stages = 1 : i64} {
+// CHIMERA-NEXT:   dist.rank 0 attributes {busy = 6.{{0+}}e+00 : f64, peak_stashed = 2 : i64} {
+// CHIMERA-NEXT:     dist.compute F stage 0 microbatch 0
+// CHIMERA-NEXT:     dist.transfer send act stage 0 microbatch 0 peer 1
+// CHIMERA-NEXT:     dist.transfer recv act stage 0 microbatch 1 peer 1
+// CHIMERA-NEXT:     dist.compute F stage 1 microbatch 1
+// CHIMERA-NEXT:     dist.compute B stage 1 microbatch 1
+// CHIMERA-NEXT:     dist.transfer send grad stage 1 microbatch 1 peer 1
+// CHIMERA-NEXT:     dist.transfer recv grad stage 1 microbatch 0 peer 1
+// CHIMERA-NEXT:     dist.compute B stage 0 microbatch 0
+// CHIMERA-NEXT:   }
+// CHIMERA-NEXT:   dist.rank 1 attributes {busy = 6.{{0+}}e+00 : f64, peak_stashed = 2 : i64} {
+// CHIMERA-NEXT:     dist.compute F stage 0 microbatch 1
+// CHIMERA-NEXT:     dist.transfer send act stage 0 microbatch 1 peer 0
+// CHIMERA-NEXT:     dist.transfer recv act stage 0 microbatch 0 peer 0
+// CHIMERA-NEXT:     dist.compute F stage 1 microbatch 0
+// CHIMERA-NEXT:     dist.compute B stage 1 microbatch 0
+// CHIMERA-NEXT:     dist.transfer send grad stage 1 microbatch 0 peer 0
+// CHIMERA-NEXT:     dist.transfer recv grad stage 1 microbatch 1 peer 0
+// CHIMERA-NEXT:     dist.compute B stage 0 microbatch 1
+// CHIMERA-NEXT:   }
+// CHIMERA-NEXT: }
+
+// p = 4, m = 8: the two pipelines' activations and gradients between two
+// ranks cross; each rank sends in the order its peer receives, and the
+// bubble is below 1F1B's 3/11.
+// CHIMERA4: remark: schedule @schedule (chimera, 4 ranks, 8 microbatches): bubble 17.2%

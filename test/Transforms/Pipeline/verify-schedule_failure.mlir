@@ -325,3 +325,33 @@ dist.schedule @two_steps_lead {kind = "2bw", microbatches = 2 : i64, ranks = 2 :
     dist.transfer send grad stage 1 microbatch 3 peer 0
   }
 }
+
+// -----
+
+// Chimera's two pipelines (p = 2, m = 2) cross between the same two ranks:
+// rank 0 sends microbatch 0's activation down and microbatch 1's gradient
+// up to rank 1, which must take them in that order (transfers between two
+// ranks match in order). Here rank 1 asks for the gradient first.
+dist.schedule @crossed {kind = "chimera", microbatches = 2, pipelines = 2, ranks = 2, virtual_stages = 1} {
+  dist.rank 0 {
+    dist.compute F stage 0 microbatch 0
+    dist.transfer send act stage 0 microbatch 0 peer 1
+    dist.transfer recv act stage 0 microbatch 1 peer 1
+    dist.compute F stage 1 microbatch 1
+    dist.compute B stage 1 microbatch 1
+    dist.transfer send grad stage 1 microbatch 1 peer 1
+    dist.transfer recv grad stage 1 microbatch 0 peer 1
+    dist.compute B stage 0 microbatch 0
+  }
+  dist.rank 1 {
+    dist.compute F stage 0 microbatch 1
+    dist.transfer send act stage 0 microbatch 1 peer 0
+    // expected-error @+1 {{recv grad stage 1 microbatch 1 from rank 0 is receive #1 from rank 0, whose send #1 to rank 1 is send act stage 0 microbatch 0 to rank 1: receives must follow the order of the sends}}
+    dist.transfer recv grad stage 1 microbatch 1 peer 0
+    dist.transfer recv act stage 0 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 0
+    dist.compute B stage 1 microbatch 0
+    dist.transfer send grad stage 1 microbatch 0 peer 0
+    dist.compute B stage 0 microbatch 1
+  }
+}

@@ -114,6 +114,10 @@ ScheduleTable getWindowTable(const ScheduleTable &table, Window window,
                              int64_t microbatches,
                              llvm::ArrayRef<int64_t> leads);
 
+/// The pipelines a spec's schedule runs over the same ranks: 2 for
+/// chimera (the odd microbatches flow up, stage s on rank p - 1 - s), else 1.
+int64_t getPipelines(const ScheduleSpec &spec);
+
 /// How many forwards of the next step each rank runs before a step ends,
 /// for a spec whose schedule covers two steps (2bw); empty for the others.
 llvm::SmallVector<int64_t> getLeads(const ScheduleSpec &spec);

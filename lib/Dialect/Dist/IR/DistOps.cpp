@@ -691,6 +691,15 @@ LogicalResult ScheduleOp::verify() {
   if (expected != ranks)
     return emitOpError("has ")
            << expected << " dist.rank ops for " << ranks << " ranks";
+  // Two pipelines over the same ranks: one stage per rank each, and a
+  // microbatch in each.
+  if (getNumPipelines() > 2)
+    return emitOpError("has ")
+           << getNumPipelines() << " pipelines; at most 2 (one each way)";
+  if (getNumPipelines() == 2 &&
+      (stages != ranks || getNumSteps() != 1 || getNumMicrobatches() % 2))
+    return emitOpError("has 2 pipelines, which need one stage per rank, one "
+                       "step and an even number of microbatches");
   // A table of two steps is cut into a run's calls by the ranks' leads.
   if (getNumSteps() > 2)
     return emitOpError("covers ")
@@ -772,13 +781,19 @@ static LogicalResult checkScheduleRanges(Operation *op, ScheduleOp schedule,
   return success();
 }
 
-/// Virtual stage `stage` lives on rank `rank`.
+/// Virtual stage `stage` of microbatch `microbatch` runs on rank `rank`.
 static LogicalResult checkStageOnRank(Operation *op, ScheduleOp schedule,
-                                      int64_t stage, int64_t rank) {
-  if (schedule.getRankOf(stage) != rank)
-    return op->emitOpError("stage ")
-           << stage << " is on rank " << schedule.getRankOf(stage)
-           << ", not on rank " << rank;
+                                      int64_t stage, int64_t microbatch,
+                                      int64_t rank) {
+  int64_t holder = schedule.getRankOf(stage, microbatch);
+  if (holder != rank) {
+    InFlightDiagnostic diag = op->emitOpError("stage ")
+                              << stage << " is on rank " << holder;
+    if (schedule.getNumPipelines() > 1)
+      diag << " for microbatch " << microbatch;
+    diag << ", not on rank " << rank;
+    return diag;
+  }
   return success();
 }
 
@@ -788,7 +803,8 @@ LogicalResult ComputeOp::verify() {
   if (failed(checkScheduleRanges(*this, schedule, getStageIndex(),
                                  getMicrobatchIndex())))
     return failure();
-  return checkStageOnRank(*this, schedule, getStageIndex(), rank.getIndex());
+  return checkStageOnRank(*this, schedule, getStageIndex(),
+                          getMicrobatchIndex(), rank.getIndex());
 }
 
 LogicalResult TransferOp::verify() {
@@ -812,17 +828,18 @@ LogicalResult TransferOp::verify() {
   int64_t other = act ? stage + 1 : stage - 1;
   int64_t local = holdsStage() ? stage : other,
           remote = holdsStage() ? other : stage;
-  if (failed(checkStageOnRank(*this, schedule, local, rank.getIndex())))
+  int64_t k = getMicrobatchIndex();
+  if (failed(checkStageOnRank(*this, schedule, local, k, rank.getIndex())))
     return failure();
-  if (schedule.getRankOf(remote) == rank.getIndex())
+  int64_t holder = schedule.getRankOf(remote, k);
+  if (holder == rank.getIndex())
     return emitOpError("stages ")
            << std::min(stage, other) << " and " << std::max(stage, other)
            << " are both on rank " << rank.getIndex()
            << " and need no transfer";
-  if (peer != schedule.getRankOf(remote))
-    return emitOpError("peer ")
-           << peer << " does not hold stage " << remote << " (rank "
-           << schedule.getRankOf(remote) << " does)";
+  if (peer != holder)
+    return emitOpError("peer ") << peer << " does not hold stage " << remote
+                                << " (rank " << holder << " does)";
   return success();
 }
 
