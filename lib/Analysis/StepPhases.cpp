@@ -116,12 +116,25 @@ SmallVector<int64_t> pcc::pipeline::stateStages(func::FuncOp step, unsigned arg,
   return llvm::to_vector(llvm::seq<int64_t>(0, numStages));
 }
 
+SmallVector<int64_t, 2> pcc::pipeline::getStageRanks(func::FuncOp step,
+                                                     int64_t stage,
+                                                     int64_t ranks) {
+  SmallVector<int64_t, 2> on{stage % ranks};
+  auto pipelines = step->getAttrOfType<IntegerAttr>(dist::kPipelinesAttr);
+  if (pipelines && pipelines.getInt() == 2 && stage < ranks &&
+      ranks - 1 - stage != on[0])
+    on.push_back(ranks - 1 - stage);
+  llvm::sort(on);
+  return on;
+}
+
 bool pcc::pipeline::holdsState(func::FuncOp step, unsigned arg, int64_t rank,
                                int64_t ranks) {
   // Without a marked parameter every stage holds it, and with it so does
   // every rank: no stage count is needed to answer for a rank.
-  return llvm::any_of(stateStages(step, arg, ranks),
-                      [&](int64_t s) { return s % ranks == rank; });
+  return llvm::any_of(stateStages(step, arg, ranks), [&](int64_t s) {
+    return llvm::is_contained(getStageRanks(step, s, ranks), rank);
+  });
 }
 
 bool pcc::pipeline::isUpdatedInPlace(func::FuncOp step, unsigned k) {

@@ -41,6 +41,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
+#include <set>
 
 namespace pcc {
 #define GEN_PASS_DEF_LOWERSCHEDULE
@@ -52,7 +53,13 @@ using namespace pcc;
 
 namespace {
 /// Message tags: transfers between two ranks match in order, per tag.
-enum Tag : int64_t { kActTag = 0, kGradTag = 1, kOptimizerTag = 2 };
+enum Tag : int64_t {
+  kActTag = 0,
+  kGradTag = 1,
+  kOptimizerTag = 2,
+  /// A part of a step's result, to the rank that returns it.
+  kOutputTag = 3
+};
 
 struct StageFunctions {
   func::FuncOp forward, backward, weight;
@@ -177,7 +184,7 @@ LogicalResult Lowering::collect() {
         routes.types[*id] = fn.getResultTypes()[i];
       }
       if (auto k = roleOf(fn.getResultAttrDict(i), kGradRole))
-        gradProducers[*k].insert(s % pp);
+        gradProducers[*k].insert_range(pipeline::getStageRanks(step, s, pp));
     }
   }
   for (int64_t s = 0; s < stages; ++s)
@@ -386,7 +393,14 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
 
   std::map<std::pair<int64_t, int64_t>, Value> values; // (id, microbatch)
   std::map<std::pair<unsigned, int64_t>, Value> slices;
-  std::map<int64_t, SmallVector<Value>> outputs;        // result -> parts
+  // Result -> its parts by microbatch, and where they come from: the stage
+  // that computes them, and the rank that runs it on microbatch 0, which
+  // returns the result (with two pipelines the others send theirs there).
+  std::map<int64_t, std::map<int64_t, Value>> outputParts;
+  std::set<int64_t> outputStages;
+  auto outputOwner = [&](int64_t stage) {
+    return schedule.getRankOf(stage, 0);
+  };
   std::map<int64_t, Value> accumulated;                 // grad result
   if (call.continues)
     for (auto [key, at] : carriedValueArg)
@@ -514,7 +528,14 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
                    << " of the step in a forward that runs ahead of the "
                       "step's end; a schedule without a flush needs the "
                       "step's results from its last stage";
-          outputs[*out].push_back(r);
+          outputStages.insert(s);
+          if (outputOwner(s) == rank) {
+            outputParts[*out][k] = r;
+          } else {
+            dist::SendOp::create(b, loc, r, meshRef, ppAxes,
+                                 b.getI64IntegerAttr(outputOwner(s)),
+                                 b.getI64IntegerAttr(kOutputTag));
+          }
         }
         if (auto g = roleOf(attrs, kGradRole)) {
           Value &acc = accumulated[*g];
@@ -563,6 +584,28 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
             b.getI64IntegerAttr(peer), b.getI64IntegerAttr(tag));
     }
   }
+
+  // The parts of the results that other ranks computed, in the order they
+  // were sent: by microbatch, then as the stage's forward returns them.
+  for (int64_t s : outputStages) {
+    if (outputOwner(s) != rank)
+      continue;
+    func::FuncOp forward = stageFns[s].forward;
+    for (int64_t k = 0; k < microbatches; ++k) {
+      int64_t from = schedule.getRankOf(s, k);
+      if (from == rank)
+        continue;
+      for (unsigned i = 0; i < forward.getNumResults(); ++i)
+        if (auto out = roleOf(forward.getResultAttrDict(i), kOutputRole))
+          outputParts[*out][k] = dist::RecvOp::create(
+              b, loc, forward.getResultTypes()[i], meshRef, ppAxes,
+              b.getI64IntegerAttr(from), b.getI64IntegerAttr(kOutputTag));
+    }
+  }
+  std::map<int64_t, SmallVector<Value>> outputs; // result -> parts
+  for (auto &[out, parts] : outputParts)
+    for (auto &[k, part] : parts)
+      outputs[out].push_back(part);
 
   SmallVector<Type> resultTypes;
   SmallVector<Value> results;

@@ -265,7 +265,9 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
                   : DenseI64ArrayAttr();
     if (!at || at.empty())
       return std::nullopt;
-    return *llvm::min_element(at.asArrayRef()) % pp;
+    return pipeline::getStageRanks(step, *llvm::min_element(at.asArrayRef()),
+                                   pp)
+        .front();
   };
   deferredOps.insert_range(normAdds);
 
@@ -284,7 +286,7 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
                             "dist.stages");
       llvm::SmallDenseSet<int64_t, 2> ranks;
       for (int64_t s : at.asArrayRef())
-        ranks.insert(s % pp);
+        ranks.insert_range(pipeline::getStageRanks(step, s, pp));
       for (int64_t r = 0; r < pp; ++r)
         if (ranks.contains(r))
           placement[&op].push_back({phase, r});

@@ -1312,8 +1312,9 @@ static void setBaseBytes(const StageAssignment &sa) {
       weights(o, rank);
   };
   for (auto &[op, stage] : sa.stageOf)
-    for (Value v : op->getOperands())
-      weights(v, stage % ranks);
+    for (int64_t rank : getStageRanks(func, stage, ranks))
+      for (Value v : op->getOperands())
+        weights(v, rank);
   func->setAttr(kBaseBytesAttr, DenseI64ArrayAttr::get(sa.ctx, base));
 }
 
@@ -1322,6 +1323,9 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   StageAssignment sa(func, options);
   int64_t stages = sa.stages;
   func->setAttr(kNumStagesAttr, sa.i64(stages));
+  // Chimera's two pipelines: every stage on two ranks (getStageRanks).
+  if (pipeline::getPipelines({options.schedule}) == 2)
+    func->setAttr(dist::kPipelinesAttr, sa.i64(2));
 
   // The forward's work, in program order.
   ForwardOrder order = getForwardOrder(func, sa.phases);

@@ -117,8 +117,14 @@ namespace pipeline {
 llvm::SmallVector<int64_t> stateStages(mlir::func::FuncOp step, unsigned arg,
                                        int64_t numStages);
 
+/// The pipeline ranks of `ranks` that run stage `stage` of `step`: rank
+/// stage % ranks, and with two pipelines (dist.pipelines = 2, Chimera's)
+/// rank ranks - 1 - stage as well; in rank order.
+llvm::SmallVector<int64_t, 2> getStageRanks(mlir::func::FuncOp step,
+                                            int64_t stage, int64_t ranks);
+
 /// Whether pipeline rank `rank` of `ranks` holds state argument `arg`: one
-/// of its stateStages runs there (stage s on rank s % ranks).
+/// of its stateStages runs there (getStageRanks).
 bool holdsState(mlir::func::FuncOp step, unsigned arg, int64_t rank,
                 int64_t ranks);
 

@@ -158,7 +158,8 @@ static LogicalResult verifyDistAttribute(const AttrSite &site,
       return fail() << "must be array<i64: dim, extent> with extent > 0";
     return success();
   }
-  if (name == kMicrobatchesAttr || name == kNumStagesAttr)
+  if (name == kMicrobatchesAttr || name == kNumStagesAttr ||
+      name == kPipelinesAttr)
     return integer(1);
   if (name == kStepScheduleAttr) {
     if (!isa<FlatSymbolRefAttr>(value))

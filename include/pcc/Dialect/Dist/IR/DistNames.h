@@ -55,6 +55,9 @@ inline constexpr llvm::StringLiteral kBatchDimAttr = "dist.batch_dim";
 inline constexpr llvm::StringLiteral kStageAttr = "dist.stage";
 inline constexpr llvm::StringLiteral kStagesAttr = "dist.stages";
 inline constexpr llvm::StringLiteral kNumStagesAttr = "dist.num_stages";
+/// On a pipelined step: the pipelines its schedule runs over the same
+/// ranks; with 2 (Chimera), stage s also runs on rank ranks - 1 - s.
+inline constexpr llvm::StringLiteral kPipelinesAttr = "dist.pipelines";
 /// A step of a program of several pipelined steps: the dist.schedule it
 /// runs.
 inline constexpr llvm::StringLiteral kStepScheduleAttr = "dist.step_schedule";
