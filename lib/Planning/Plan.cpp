@@ -143,6 +143,15 @@ pcc::describePipeline(ModuleOp module) {
           ++ops[at.getInt()];
       });
   }
+  // The ranks that run a stage: one, or with two pipelines the stage's
+  // rank each way (the even and the odd microbatches).
+  auto stageRanks = [&](int64_t s) {
+    llvm::json::Array on{schedule.getRankOf(s, 0)};
+    if (schedule.getNumPipelines() > 1 &&
+        schedule.getRankOf(s, 1) != schedule.getRankOf(s, 0))
+      on.push_back(schedule.getRankOf(s, 1));
+    return on;
+  };
   llvm::json::Array stageArray;
   double slowest = 0, total = 0;
   for (int64_t s = 0; s < stages; ++s) {
@@ -151,12 +160,10 @@ pcc::describePipeline(ModuleOp module) {
     double w = costs.size() == size_t(3 * stages) ? costs[3 * s + 2] : 0;
     slowest = std::max(slowest, f + b + w);
     total += f + b + w;
-    llvm::json::Object entry{{"stage", s},
-                             {"rank", s % p},
-                             {"time", f + b + w},
-                             {"forward_time", f},
-                             {"backward_time", b + w},
-                             {"ops", ops[s]}};
+    llvm::json::Object entry{
+        {"stage", s},        {"rank", s % p},     {"ranks", stageRanks(s)},
+        {"time", f + b + w}, {"forward_time", f}, {"backward_time", b + w},
+        {"ops", ops[s]}};
     if (!stash.empty())
       entry["stash_bytes"] = stash[s];
     if (!transfers.empty()) {
@@ -185,6 +192,10 @@ pcc::describePipeline(ModuleOp module) {
                           ? "a step once full, no flush between steps: each "
                             "rank runs the next step's first forwards while "
                             "the step drains "
+                      : schedule.getNumPipelines() > 1
+                          ? "with two pipelines in opposite directions (the "
+                            "odd microbatches up), each stage's weights on "
+                            "two ranks "
                           : "");
   if (pieces > 1)
     os << llvm::formatv("    LM head and loss in {0} pieces of the sequence "

@@ -344,10 +344,14 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
   }
   // What pipeline rank `rank`'s stages hold of `sums` (parameters,
   // gradients or state).
+  // Chimera runs each stage on two ranks, s and p - 1 - s.
+  bool chimera = layout.schedule == "chimera";
   auto ofRank = [&](int64_t rank, ArrayRef<double> sums) {
     double bytes = 0;
     for (int64_t s = rank; s < stages; s += p)
       bytes += sums[s];
+    if (chimera && p - 1 - rank != rank)
+      bytes += sums[p - 1 - rank];
     return bytes;
   };
   // What a rank holds throughout, with ZeRO's splits; 2bw keeps its
@@ -376,6 +380,9 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
       return double(m * v);
     if (layout.schedule == "interleaved")
       return double(std::min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1));
+    // Chimera: a rank's two stages keep about p chunks between them.
+    if (layout.schedule == "chimera")
+      return double(std::min(m, p)) / 2;
     return double(std::min(m, p - rank));
   };
   int64_t memory = usableBytes(cost);
@@ -413,9 +420,14 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
     int64_t r = s % p;
     double again = recomputeShare[r] * (fwd[s] - comm[s] / 3);
     t[s] = fwd[s] + bwd[s] + again;
-    load[r] += t[s];
-    busyComm[r] += comm[s];
-    recomputeTime[r] += again;
+    // Chimera: each of a stage's two ranks runs half of the microbatches.
+    for (int64_t on : chimera ? SmallVector<int64_t, 2>{r, p - 1 - r}
+                              : SmallVector<int64_t, 2>{r}) {
+      double share = chimera ? 0.5 : 1.0;
+      load[on] += share * t[s];
+      busyComm[on] += share * comm[s];
+      recomputeTime[on] += share * again;
+    }
     slowest = std::max(slowest, t[s]);
     total += t[s];
     double inputGradient = bwd[s] - wgt[s];
@@ -429,6 +441,10 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
     makespan = double(m) * busiest + double(p - 1) * slowest;
   else if (layout.schedule == "zb-h1")
     makespan = double(m) * busiest + double(p - 1) * std::max(0.0, zbBubble);
+  else if (chimera)
+    // Each pipeline's fill and drain overlap the other's but at the middle
+    // ranks (Chimera's bubble, (p - 2) / (2m + p - 2) of equal stages).
+    makespan = double(m) * busiest + double(p - 2) * slowest;
   else
     makespan = double(m - 1) * slowest + total;
   // 2bw once full: the forwards that lead into the next step ran during
@@ -748,6 +764,8 @@ void LayoutSearch::estimateMesh(int64_t dp, int64_t tp, int64_t pp, bool sp) {
     schedules.push_back({"zb-h1", 1});
     for (int64_t v = 2; v <= maxVirtual; ++v)
       schedules.push_back({"interleaved", v});
+    if (pp % 2 == 0)
+      schedules.push_back({"chimera", 1});
     // A schedule that changes what the training computes, only when asked.
     if (options.allowAsync)
       schedules.push_back({"2bw", 1});

@@ -14,10 +14,13 @@ with `pcc plan` and checks what every plan must hold:
   2bw         its bubble (a step once full) is below 1F1B's, and every
               rank's parameter bytes are at least 1.8 x its gradient bytes
               (the weights one update old beside the newest)
+  chimera     (an even pipeline degree) its bubble is not above 1F1B's,
+              and each stage is on two ranks: ranks r and p - 1 - r hold
+              the same parameter bytes
 
 usage: sweep.py PCC OUTDIR [--layers 1-64,96] [--pp 2-16] [--jobs 2]
                 [--model gpt:hidden=...] [--microbatches-per-rank 2]
-                [--checks plan,balance,interleaved,zb-h1,2bw]
+                [--checks plan,balance,interleaved,zb-h1,2bw,chimera]
 
 Prints one line per failure and a summary line `N passed, N failed`; exits
 1 when anything failed.
@@ -72,7 +75,8 @@ def main():
                     default="gpt:hidden=1024,heads=16,vocab=50304,seq=1024")
     ap.add_argument("--microbatches-per-rank", type=int, default=2)
     ap.add_argument("--balance", type=float, default=1.10)
-    ap.add_argument("--checks", default="plan,balance,interleaved,zb-h1,2bw")
+    ap.add_argument("--checks",
+                    default="plan,balance,interleaved,zb-h1,2bw,chimera")
     args = ap.parse_args()
     os.makedirs(args.outdir, exist_ok=True)
 
@@ -83,6 +87,8 @@ def main():
                 continue
             for kind in ("gpipe", "1f1b", "zb-h1", "2bw"):
                 jobs.append((layers, pp, kind, 1))
+            if pp % 2 == 0:
+                jobs.append((layers, pp, "chimera", 1))
             for v in (2, 3):
                 if pp * v <= layers:
                     jobs.append((layers, pp, "interleaved", v))
@@ -134,6 +140,14 @@ def main():
                 check(bubble < ref,
                       f"{name}: bubble {bubble:.4f} not below 1F1B's "
                       f"{ref:.4f}", kind)
+        if kind == "chimera" and base and base[1]:
+            ref = base[1]["schedule"]["bubble_fraction"]
+            check(bubble <= ref + 1e-9,
+                  f"{name}: bubble {bubble:.4f} above 1F1B's {ref:.4f}", kind)
+            held = [r["parameter_bytes"] for r in p["ranks"]]
+            check(held == held[::-1],
+                  f"{name}: ranks r and p - 1 - r hold other parameter "
+                  f"bytes: {held}", kind)
         if kind == "2bw" and base and base[1]:
             ref = base[1]["schedule"]["bubble_fraction"]
             check(bubble < ref,
