@@ -432,10 +432,27 @@ static llvm::json::Object predictStep(ModuleOp module,
                      op->getAttrOfType<DenseI64ArrayAttr>(kStagesAttr)) {
         llvm::SmallDenseSet<int64_t> ranks;
         for (int64_t s : stages.asArrayRef())
-          if (ranks.insert(s % options.pp).second)
-            after[s % options.pp] += cost.time(op);
+          for (int64_t r : pipeline::getStageRanks(step, s, options.pp))
+            if (ranks.insert(r).second)
+              after[r] += cost.time(op);
       }
     });
+    // A parameter held on several pipeline ranks (a tied embedding and
+    // head, or every stage's under Chimera): each holder receives the
+    // others' parts of its gradient after the flush.
+    for (unsigned k = 0; k < step.getNumResults(); ++k) {
+      std::optional<unsigned> param =
+          graph::getStateIndex(step, k, graph::kGradAttr);
+      if (!param || options.pp == 1)
+        continue;
+      SmallVector<int64_t> holders;
+      for (int64_t r = 0; r < options.pp; ++r)
+        if (pipeline::holdsState(step, *param, r, options.pp))
+          holders.push_back(r);
+      int64_t bytes = getTensorBytes(step.getResultTypes()[k]);
+      for (int64_t r : holders)
+        after[r] += double(holders.size() - 1) * cost.transferTime(bytes);
+    }
     // The weights one update old (2bw) are the weights before the update,
     // copied to their version each step.
     for (unsigned i = 0; i < step.getNumArguments(); ++i)
