@@ -285,6 +285,8 @@ Solver::Solver(func::FuncOp func, StringRef axis, int64_t shards)
       rootNames[arg] = getStateName(func, i);
     } else if (auto of = func.getArgAttrOfType<IntegerAttr>(i, kStateOfAttr)) {
       followRoot[arg] = body.getArgument(of.getInt());
+      if (func.getArgAttr(i, kPreviousVersionAttr))
+        versions.insert(arg);
     }
   }
   // Backward ops and everything computed from them (the optimizer) come
@@ -586,6 +588,11 @@ void Solver::reset(Unseeded mode) {
   for (auto [state, param] : followRoot) {
     if (pending.count(param))
       pending[state] = param;
+    else if (versions.contains(state))
+      // A version of the parameter (2bw's weights one update old), which
+      // the forward reads: laid out as the parameter is.
+      layouts[state] =
+          layouts.count(param) ? layouts.lookup(param) : seeds.lookup(param);
     else
       layouts[state] = stateLayout(param).value_or(seeds.lookup(param));
   }

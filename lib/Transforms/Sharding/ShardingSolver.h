@@ -243,6 +243,8 @@ private:
   llvm::DenseMap<mlir::Value, llvm::SmallVector<mlir::Value>> chains;
   llvm::SmallVector<mlir::Value> roots;
   llvm::DenseMap<mlir::Value, mlir::Value> followRoot; ///< moments -> param
+  /// Of followRoot's, the parameters' versions one update old (2bw).
+  llvm::DenseSet<mlir::Value> versions;
   /// Gradients the step returns -> their parameter: the optimizer reads
   /// them in the parameter's layout.
   llvm::DenseMap<mlir::Value, mlir::Value> gradientOf;
