@@ -158,29 +158,10 @@ def check_stages(model, ids, bounds):
                          f"model by {diff} in the logits")
 
 
-def setup_ddp(a, rank, world, model, ids):
-    from torch.nn.parallel import DistributedDataParallel
-    ddp = DistributedDataParallel(model)
-    opt = adamw(ddp.parameters())
-    b = ids.shape[0] // world
-    local = ids[rank * b:(rank + 1) * b]
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = lm_loss(ddp(local).logits, local)
-        loss.backward()
-        opt.step()
-        return loss.item() / world
-    return step
-
-
-def setup_fsdp2(a, rank, world, model, ids):
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-    mesh = init_device_mesh("cpu", (world,))
-    for block in model.transformer.h:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+def data_parallel_step(rank, world, model, ids):
+    """The step of a data-parallel wrapper of the model (DDP, FSDP2): this
+    rank's rows of the batch, AdamW; returns its share of the batch's mean
+    loss."""
     opt = adamw(model.parameters())
     b = ids.shape[0] // world
     local = ids[rank * b:(rank + 1) * b]
@@ -192,6 +173,21 @@ def setup_fsdp2(a, rank, world, model, ids):
         opt.step()
         return loss.item() / world
     return step
+
+
+def setup_ddp(a, rank, world, model, ids):
+    from torch.nn.parallel import DistributedDataParallel
+    return data_parallel_step(rank, world, DistributedDataParallel(model), ids)
+
+
+def setup_fsdp2(a, rank, world, model, ids):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (world,))
+    for block in model.transformer.h:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return data_parallel_step(rank, world, model, ids)
 
 
 def setup_pp(a, rank, world, model, ids):
