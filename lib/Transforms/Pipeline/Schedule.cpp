@@ -124,6 +124,45 @@ static StepOrder interleavedOrder(const ScheduleSpec &spec) {
   return order;
 }
 
+/// Runs a list scheduler over simulated time for `ranks` ranks: while some
+/// rank is not `finished`, every rank idle at the earliest time one is free
+/// (`freeAt`, which `act` moves on when it runs an action) is offered that
+/// time, in rank order, until none acts (zero-cost actions can enable
+/// others at the same time); the ranks still idle then wait for the next
+/// action to end anywhere, since only an end delivers an input or a
+/// gradient. Fails when some rank waits and no action is running.
+static LogicalResult
+runListScheduler(int64_t ranks, llvm::function_ref<bool(int64_t)> finished,
+                 llvm::function_ref<double &(int64_t)> freeAt,
+                 llvm::function_ref<bool(int64_t, double)> act) {
+  constexpr double kNotYet = std::numeric_limits<double>::infinity();
+  auto all = llvm::seq<int64_t>(0, ranks);
+  while (llvm::any_of(all, [&](int64_t r) { return !finished(r); })) {
+    double now = kNotYet;
+    for (int64_t r : all)
+      if (!finished(r))
+        now = std::min(now, freeAt(r));
+    for (bool acted = true; acted;) {
+      acted = false;
+      for (int64_t r : all)
+        if (!finished(r) && freeAt(r) <= now && act(r, now))
+          acted = true;
+    }
+    double next = kNotYet;
+    for (int64_t r : all)
+      if (freeAt(r) > now)
+        next = std::min(next, freeAt(r));
+    for (int64_t r : all) {
+      if (finished(r) || freeAt(r) > now)
+        continue;
+      if (next == kNotYet)
+        return failure();
+      freeAt(r) = next;
+    }
+  }
+  return success();
+}
+
 /// Zero bubble H1 by list scheduling over simulated time (one stage per
 /// rank). Deterministic: ranks act in rank order at equal times and each
 /// phase takes its microbatches in order.
@@ -185,40 +224,13 @@ static StepOrder zeroBubbleH1Order(const ScheduleSpec &spec) {
     return false;
   };
 
-  while (
-      llvm::any_of(ranks, [&](const RankState &s) { return !s.finished(m); })) {
-    double now = kNotYet;
-    for (const RankState &s : ranks)
-      if (!s.finished(m))
-        now = std::min(now, s.free);
-    // Zero-cost actions can enable others at the same time: repeat until
-    // nobody idle at `now` can act.
-    bool acted = true;
-    while (acted) {
-      acted = false;
-      for (int64_t r = 0; r < p; ++r)
-        if (!ranks[r].finished(m) && ranks[r].free <= now && act(r, now))
-          acted = true;
-    }
-    // Ranks still idle wait for the next action to end anywhere: only an
-    // end can deliver an input or a gradient.
-    double next = kNotYet;
-    for (const RankState &s : ranks)
-      if (s.free > now)
-        next = std::min(next, s.free);
-    // B of the last stage and W need nothing from elsewhere, and F of the
-    // first stage has its input, so a waiting rank always has another rank
-    // ahead of it.
-    for (RankState &s : ranks) {
-      if (s.finished(m) || s.free > now)
-        continue;
-      if (next == kNotYet) {
-        assert(false && "zb-h1 list scheduler stalled");
-        return order;
-      }
-      s.free = next;
-    }
-  }
+  // B of the last stage and W need nothing from elsewhere, and F of the
+  // first stage has its input, so a waiting rank always has another rank
+  // ahead of it.
+  [[maybe_unused]] LogicalResult ran = runListScheduler(
+      p, [&](int64_t r) { return ranks[r].finished(m); },
+      [&](int64_t r) -> double & { return ranks[r].free; }, act);
+  assert(succeeded(ran) && "zb-h1 list scheduler stalled");
   return order;
 }
 
@@ -301,34 +313,12 @@ static StepOrder chimeraOrder(const ScheduleSpec &spec) {
   auto finished = [&](const RankState &rs) {
     return rs.done == int64_t(rs.chunks.size());
   };
-  while (
-      llvm::any_of(ranks, [&](const RankState &rs) { return !finished(rs); })) {
-    double now = kNotYet;
-    for (const RankState &rs : ranks)
-      if (!finished(rs))
-        now = std::min(now, rs.free);
-    bool acted = true;
-    while (acted) {
-      acted = false;
-      for (int64_t r = 0; r < p; ++r)
-        if (!finished(ranks[r]) && ranks[r].free <= now && act(r, now))
-          acted = true;
-    }
-    // Ranks still idle wait for the next action to end anywhere.
-    double next = kNotYet;
-    for (const RankState &rs : ranks)
-      if (rs.free > now)
-        next = std::min(next, rs.free);
-    for (RankState &rs : ranks) {
-      if (finished(rs) || rs.free > now)
-        continue;
-      if (next == kNotYet) {
-        assert(false && "chimera list scheduler stalled");
-        return order;
-      }
-      rs.free = next;
-    }
-  }
+  // The last stage's backward needs only its forward, and the first
+  // stage's forward has its input: some rank can always act.
+  [[maybe_unused]] LogicalResult ran = runListScheduler(
+      p, [&](int64_t r) { return finished(ranks[r]); },
+      [&](int64_t r) -> double & { return ranks[r].free; }, act);
+  assert(succeeded(ran) && "chimera list scheduler stalled");
   return order;
 }
 
