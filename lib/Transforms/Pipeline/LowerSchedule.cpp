@@ -108,9 +108,6 @@ private:
   void getCarried(const Call &call,
                   std::set<std::pair<int64_t, int64_t>> &values,
                   std::set<unsigned> &inputs);
-  StageFunctions &functionsOf(const pipeline::Action &a) {
-    return stageFns[a.stage];
-  }
   func::FuncOp calleeOf(const pipeline::Action &a);
   bool holds(unsigned arg, int64_t rank);
   Value mb(OpBuilder &b, Value whole, unsigned arg, int64_t k);
