@@ -467,9 +467,8 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
     /// `microbatch`: rank `stage % ranks`, or in the second of two
     /// pipelines (odd microbatches) rank `ranks - 1 - stage`.
     int64_t getRankOf(int64_t stage, int64_t microbatch) {
-      if (getNumPipelines() == 2 && microbatch % 2 == 1)
-        return getNumRanks() - 1 - stage;
-      return stage % getNumRanks();
+      return getPipelineRank(stage, microbatch, getNumRanks(),
+                             getNumPipelines());
     }
     /// The dist.rank ops of the body, in order.
     ::llvm::SmallVector<RankOp> getRankOps();

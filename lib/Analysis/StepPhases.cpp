@@ -119,11 +119,13 @@ SmallVector<int64_t> pcc::pipeline::stateStages(func::FuncOp step, unsigned arg,
 SmallVector<int64_t, 2> pcc::pipeline::getStageRanks(func::FuncOp step,
                                                      int64_t stage,
                                                      int64_t ranks) {
-  SmallVector<int64_t, 2> on{stage % ranks};
-  auto pipelines = step->getAttrOfType<IntegerAttr>(dist::kPipelinesAttr);
-  if (pipelines && pipelines.getInt() == 2 && stage < ranks &&
-      ranks - 1 - stage != on[0])
-    on.push_back(ranks - 1 - stage);
+  // The rank of an even and of an odd microbatch: one rank, or two.
+  auto attr = step->getAttrOfType<IntegerAttr>(dist::kPipelinesAttr);
+  int64_t pipelines = attr && stage < ranks ? attr.getInt() : 1;
+  SmallVector<int64_t, 2> on{dist::getPipelineRank(stage, 0, ranks, pipelines)};
+  int64_t odd = dist::getPipelineRank(stage, 1, ranks, pipelines);
+  if (odd != on[0])
+    on.push_back(odd);
   llvm::sort(on);
   return on;
 }

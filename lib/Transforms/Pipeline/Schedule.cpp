@@ -240,7 +240,7 @@ static StepOrder zeroBubbleH1Order(const ScheduleSpec &spec) {
 static StepOrder chimeraOrder(const ScheduleSpec &spec) {
   int64_t p = spec.ranks, m = spec.microbatches;
   auto rankOf = [&](int64_t stage, int64_t k) {
-    return k % 2 ? p - 1 - stage : stage;
+    return dist::getPipelineRank(stage, k, p, 2);
   };
   auto cost = [&](Phase phase, int64_t stage) {
     if (spec.costs.empty())
@@ -546,7 +546,7 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
   int64_t pipelines = getPipelines(spec);
   ScheduleTable table =
       withTransfers(order, stages, [&](int64_t stage, int64_t k) {
-        return pipelines == 2 && k % 2 ? p - 1 - stage : stage % p;
+        return dist::getPipelineRank(stage, k, p, pipelines);
       });
   placeSendWaits(table, spec);
   return table;

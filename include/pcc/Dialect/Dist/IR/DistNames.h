@@ -14,6 +14,8 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <cstdint>
+
 namespace pcc::dist {
 
 /// The device mesh the passes create (`dist.mesh @mesh`), and its axes:
@@ -58,6 +60,17 @@ inline constexpr llvm::StringLiteral kNumStagesAttr = "dist.num_stages";
 /// On a pipelined step: the pipelines its schedule runs over the same
 /// ranks; with 2 (Chimera), stage s also runs on rank ranks - 1 - s.
 inline constexpr llvm::StringLiteral kPipelinesAttr = "dist.pipelines";
+
+/// The pipeline rank of `ranks` that runs virtual stage `stage` of
+/// microbatch `microbatch` with `pipelines` pipelines over the ranks: rank
+/// `stage % ranks`, or, in the second of two (the odd microbatches, one
+/// stage per rank), rank `ranks - 1 - stage`.
+inline int64_t getPipelineRank(int64_t stage, int64_t microbatch, int64_t ranks,
+                               int64_t pipelines) {
+  if (pipelines == 2 && microbatch % 2 == 1)
+    return ranks - 1 - stage;
+  return stage % ranks;
+}
 /// A step of a program of several pipelined steps: the dist.schedule it
 /// runs.
 inline constexpr llvm::StringLiteral kStepScheduleAttr = "dist.step_schedule";

@@ -3,6 +3,8 @@
 #ifndef PCC_DIALECT_DIST_IR_DISTOPS_H
 #define PCC_DIALECT_DIST_IR_DISTOPS_H
 
+#include "pcc/Dialect/Dist/IR/DistNames.h"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
