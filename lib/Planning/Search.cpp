@@ -380,9 +380,6 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
       return double(m * v);
     if (layout.schedule == "interleaved")
       return double(std::min(m * v, 2 * (p - rank - 1) + (v - 1) * p + 1));
-    // Chimera: a rank's two stages keep about p chunks between them.
-    if (layout.schedule == "chimera")
-      return double(std::min(m, p)) / 2;
     return double(std::min(m, p - rank));
   };
   int64_t memory = usableBytes(cost);
@@ -390,7 +387,12 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
   SmallVector<double> recomputeShare(p, 0);
   for (int64_t r = 0; r < p; ++r) {
     double bytes = held(r);
-    double kept = ofRank(r, stash) / double(v) * inFlight(r);
+    // Chimera: each of a rank's two stages, s, keeps 1F1B's p - s chunks
+    // at most (Schedule.cpp), of its half of the microbatches.
+    double kept = chimera
+                      ? stash[r] * double(std::min(m / 2, p - r)) +
+                            stash[p - 1 - r] * double(std::min(m / 2, r + 1))
+                      : ofRank(r, stash) / double(v) * inFlight(r);
     double peak = bytes + kept + model.largestValue * f;
     if (memory > 0 && peak > double(memory)) {
       // Recomputation frees stashed bytes, at most half of them (what

@@ -594,11 +594,14 @@ def PipelineSchedule : Pass<"pcc-pipeline-schedule", "::mlir::ModuleOp"> {
     - `chimera` (Chimera's bidirectional pipelines, an even number of ranks
       and of microbatches): the even microbatches flow down (stage `s` on
       rank `s`), the odd ones up (stage `s` on rank `ranks - 1 - s`,
-      `pipelines = 2`); a list scheduler over simulated time runs, on each
-      idle rank, the oldest backward whose gradient has arrived, else the
-      oldest forward whose input has. Each rank sends to a peer in the
-      order the peer receives (transfers between two ranks match in
-      order).
+      `pipelines = 2`). Two list schedulers over simulated time make
+      candidate orders: forwards first (the oldest forward whose input has
+      arrived while fewer than `ranks` chunks are in flight on the rank, as
+      Chimera's basic units of `ranks` microbatches, else the oldest
+      backward whose gradient has), and backwards first with no cap. The
+      one the timed simulation finishes first is kept (at a tie, the one
+      with fewer chunks in flight). Each rank sends to a peer in the order
+      the peer receives (transfers between two ranks match in order).
 
     A receive comes right before the computation that reads it, a send right
     after the one that produces it; stages on the same rank need none.

@@ -254,7 +254,22 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
     // stage holds at once (1 unpipelined).
     int64_t ranks = stages ? request.schedule.ranks : 1;
     SmallVector<int64_t> peak(ranks, 0);
-    SmallVector<int64_t> inFlight(std::max<int64_t>(stages, 1), 1);
+    // The ranks that run each stage: one, or two under Chimera's two
+    // pipelines (the first of two microbatches on one, the second on the
+    // other). Recomputing a stage's value frees bytes on each of them.
+    int64_t pipelines = stages ? pipeline::getPipelines(request.schedule) : 1;
+    auto holders = [&](int64_t stage) {
+      SmallVector<int64_t, 2> on;
+      for (int64_t k = 0; k < pipelines; ++k)
+        if (int64_t r = dist::getPipelineRank(stage, k, ranks, pipelines);
+            !llvm::is_contained(on, r))
+          on.push_back(r);
+      return on;
+    };
+    // Per stage and rank, how many microbatches' stash of that stage the
+    // rank holds at once (1 unpipelined).
+    SmallVector<SmallVector<int64_t>> inFlight(std::max<int64_t>(stages, 1),
+                                               SmallVector<int64_t>(ranks, 1));
     if (stages) {
       pipeline::ScheduleSpec spec = request.schedule;
       pipeline::fillSpecFromStep(func, spec);
@@ -276,10 +291,10 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
         unit.assign(stages, 0);
         unit[s] = 1;
         counting.stashBytes = unit;
-        inFlight[s] =
-            std::max<int64_t>(1, pipeline::timeSchedule(*table, counting)
-                                     .ranks[s % ranks]
-                                     .peakBytes);
+        pipeline::ScheduleStats counted =
+            pipeline::timeSchedule(*table, counting);
+        for (int64_t r : holders(s))
+          inFlight[s][r] = std::max<int64_t>(1, counted.ranks[r].peakBytes);
       }
     } else {
       peak[0] = request.plannedBytes;
@@ -301,17 +316,20 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
               (!cheapOnly || !contracts(d)) && seen.insert(d).second)
             ops.push_back(d);
     };
+    // Each rank's bytes above the budget; a choice made for one rank
+    // frees bytes on every rank of its stage.
+    SmallVector<int64_t> over = llvm::map_to_vector(
+        peak, [&](int64_t bytes) { return bytes - request.budget; });
     for (int64_t r = 0; r < ranks; ++r) {
-      int64_t over = peak[r] - request.budget;
       SmallVector<Operation *> ops, bestOps;
-      while (over > 0) {
+      while (over[r] > 0) {
         // The forward op of this rank whose recomputation, with what it
         // takes along, frees the most bytes per flop.
         double bestRate = -1;
-        int64_t bestFreed = 0;
+        int64_t bestStage = 0, bestUnit = 0;
         for (Operation *def : order.ops) {
           int64_t stage = stageKey(def);
-          if (stage < 0 || stage % ranks != r ||
+          if (stage < 0 || !llvm::is_contained(holders(stage), r) ||
               llvm::none_of(def->getResults(), [&](Value result) {
                 return kept.contains(result) && eligible(result);
               }))
@@ -334,14 +352,14 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
                     !kept.contains(u) && counted.insert(u).second)
                   loss += getTensorBytes(u.getType());
             }
-            int64_t freed =
-                (gain - loss) * inFlight[std::max<int64_t>(stage, 0)];
+            int64_t freed = (gain - loss) * inFlight[stage][r];
             if (freed <= 0)
               continue;
             double rate = double(freed) / double(std::max<int64_t>(flops, 1));
             if (rate > bestRate) {
               bestRate = rate;
-              bestFreed = freed;
+              bestStage = stage;
+              bestUnit = gain - loss;
               bestOps = ops;
             }
           }
@@ -367,10 +385,11 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
               kept.insert(u);
         }
         bestOps.clear();
-        over -= bestFreed;
+        for (int64_t on : holders(bestStage))
+          over[on] -= bestUnit * inFlight[bestStage][on];
       }
-      if (over > 0)
-        outcome.over.push_back({r, request.budget + over});
+      if (over[r] > 0)
+        outcome.over.push_back({r, request.budget + over[r]});
     }
   }
 

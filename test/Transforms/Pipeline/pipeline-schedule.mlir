@@ -15,6 +15,8 @@
 // RUN: pcc-opt %s --pcc-pipeline-schedule="kind=2bw ranks=2 microbatches=2" --pcc-verify-schedule=remarks=true 2>&1 | grep -v "transfer wait" | FileCheck %s --check-prefix=TWOBW
 // RUN: pcc-opt %s --pcc-pipeline-schedule="kind=chimera ranks=2 microbatches=2" --pcc-verify-schedule=remarks=true 2>&1 | grep -v "transfer wait" | FileCheck %s --check-prefix=CHIMERA
 // RUN: pcc-opt %s --pcc-pipeline-schedule="kind=chimera ranks=4 microbatches=8" --pcc-verify-schedule=remarks=true 2>&1 >/dev/null | FileCheck %s --check-prefix=CHIMERA4
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=chimera ranks=8 microbatches=16" --pcc-verify-schedule=remarks=true 2>&1 >/dev/null | FileCheck %s --check-prefix=CHIMERA8
+// RUN: pcc-opt %s --pcc-pipeline-schedule="kind=chimera ranks=6 microbatches=8" --pcc-verify-schedule=remarks=true 2>&1 >/dev/null | FileCheck %s --check-prefix=CHIMERA6
 
 dist.mesh @mesh(pp = 3, tp = 2)
 
@@ -378,5 +380,19 @@ dist.mesh @mesh(pp = 3, tp = 2)
 
 // p = 4, m = 8: the two pipelines' activations and gradients between two
 // ranks cross; each rank sends in the order its peer receives, and the
-// bubble is below 1F1B's 3/11.
-// CHIMERA4: remark: schedule @schedule (chimera, 4 ranks, 8 microbatches): bubble 17.2%
+// bubble is about half of 1F1B's 3/11 (forwards first, each stage s
+// within 1F1B's p - s chunks in flight; the backwards-first order's is
+// 17.2%).
+// CHIMERA4: remark: schedule @schedule (chimera, 4 ranks, 8 microbatches): bubble 14.3%, makespan 28; rank 0 busy 24, peak 5 stashed; rank 1 busy 24, peak 5 stashed; rank 2 busy 24, peak 5 stashed; rank 3 busy 24, peak 5 stashed
+
+// p = 8, m = 16: forwards first keeps each rank's two stages within
+// p + 1 chunks in flight (1F1B's peak is p) and leaves 20% against
+// 1F1B's 30.4% (the backwards-first order's: 26.2%, with 11 chunks in
+// flight).
+// CHIMERA8: remark: schedule @schedule (chimera, 8 ranks, 16 microbatches): bubble 20.0%, makespan 60; rank 0 busy 48, peak 9 stashed
+// CHIMERA8-SAME: rank 7 busy 48, peak 9 stashed{{$}}
+
+// p = 6, m = 8: backwards first finishes first here (forwards first:
+// 22.6%), so its order is kept, with 8 chunks in flight on the middle
+// ranks.
+// CHIMERA6: remark: schedule @schedule (chimera, 6 ranks, 8 microbatches): bubble 20.0%, makespan 30; rank 0 busy 24, peak 5 stashed; rank 1 busy 24, peak 6 stashed; rank 2 busy 24, peak 8 stashed
