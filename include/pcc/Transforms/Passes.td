@@ -596,9 +596,9 @@ def PipelineSchedule : Pass<"pcc-pipeline-schedule", "::mlir::ModuleOp"> {
       rank `s`), the odd ones up (stage `s` on rank `ranks - 1 - s`,
       `pipelines = 2`). Two list schedulers over simulated time make
       candidate orders: forwards first (the oldest forward whose input has
-      arrived while fewer than `ranks` chunks are in flight on the rank, as
-      Chimera's basic units of `ranks` microbatches, else the oldest
-      backward whose gradient has), and backwards first with no cap. The
+      arrived while its stage `s` has fewer than 1F1B's `ranks - s`
+      chunks in flight on the rank, else the oldest backward whose
+      gradient has), and backwards first with no cap. The
       one the timed simulation finishes first is kept (at a tie, the one
       with fewer chunks in flight). Each rank sends to a peer in the order
       the peer receives (transfers between two ranks match in order).
