@@ -20,7 +20,12 @@
 #   bash bench/dist.sh [--batch B] [--seq T] [--steps K] [--ranks R]
 #                      [--threads N] [--microbatches M]
 #                      [--layers L] [--hidden H] [--vocab V]
-#                      [--only pcc|torch]
+#                      [--only pcc|torch] [--machine FILE]
+#
+# pcc compiles with --machine FILE, the machine description its cost model
+# plans by (the stage partition's cuts, the LM head's pieces); by default
+# `pcc calibrate --ranks R` measures this machine once into
+# $PCC_BENCH_WORK/machine-rR.json, reused after.
 #
 # --layers, --hidden (heads: H / 64) and --vocab make a smaller GPT-2 for a
 # quick run, e.g. `--layers 2 --batch 4 --seq 32 --steps 3`. --only runs
@@ -44,7 +49,8 @@ LAYERS=12
 HIDDEN=768
 VOCAB=50257
 ONLY=""
-usage="usage: bash bench/dist.sh [--batch B] [--seq T] [--steps K] [--ranks R] [--threads N] [--microbatches M] [--layers L] [--hidden H] [--vocab V] [--only pcc|torch]"
+MACHINE=""
+usage="usage: bash bench/dist.sh [--batch B] [--seq T] [--steps K] [--ranks R] [--threads N] [--microbatches M] [--layers L] [--hidden H] [--vocab V] [--only pcc|torch] [--machine FILE]"
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { echo "$usage" >&2; exit 1; }
   case "$1" in
@@ -58,6 +64,7 @@ while [ $# -gt 0 ]; do
     --hidden) HIDDEN="$2" ;;
     --vocab) VOCAB="$2" ;;
     --only) ONLY="$2" ;;
+    --machine) MACHINE="$2" ;;
     *) echo "$usage" >&2; exit 1 ;;
   esac
   shift 2
@@ -84,6 +91,15 @@ PY="$VENV/bin/python"
 [ -x "$PY" ] || fail "no $PY: set PCC_BENCH_VENV, or run bench/run.sh once to make it"
 WORK="${PCC_BENCH_WORK:-/tmp/pcc-bench}"
 mkdir -p "$WORK"
+if [ -z "$MACHINE" ] && [ "$ONLY" != torch ]; then
+  MACHINE="$WORK/machine-r$RANKS.json"
+  if [ ! -f "$MACHINE" ]; then
+    echo "dist.sh: calibrating this machine into $MACHINE" >&2
+    "$PCC" calibrate -o "$MACHINE" --ranks "$RANKS" > "$WORK/calibrate.log" 2>&1 ||
+      { cat "$WORK/calibrate.log" >&2; fail "pcc calibrate failed"; }
+  fi
+fi
+[ -z "$MACHINE" ] || [ -f "$MACHINE" ] || fail "--machine $MACHINE: no such file"
 
 if [ "$LAYERS.$HIDDEN.$VOCAB" = "12.768.50257" ]; then
   SIZE=small
@@ -122,7 +138,7 @@ pcc_compile() {
   # shellcheck disable=SC2206
   local flags=(${PCCFLAGS[$1]})
   CMD=("$PCC" compile "$MODEL/model.onnx" -o "$WORK/dist-$1" --train --optimizer adamw
-       --lr 1e-3 --weight-decay 0.01 --threads "$THREADS" "${flags[@]}")
+       --lr 1e-3 --weight-decay 0.01 --threads "$THREADS" --machine "$MACHINE" "${flags[@]}")
 }
 pcc_run() { CMD=("$PCC" run "$WORK/dist-$1" --input "$MODEL/input_0.pb" --steps "$STEPS"); }
 torch_cmd() {
@@ -133,6 +149,7 @@ show() { "$@"; echo "#   ${CMD[*]}"; }
 
 echo "# $NAME, global batch $BATCH x $SEQ, AdamW (lr 1e-3, weight decay 0.01), $RANKS ranks x $THREADS thread(s)"
 echo "# machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
+[ -z "$MACHINE" ] || echo "# pcc's cost model: --machine $MACHINE"
 echo "# versions: $("$PCC" --version | head -1); $("$PY" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' 2>/dev/null)"
 echo "# times: the median of steps 2..$STEPS of one run of $STEPS steps (PyTorch: each step the slowest rank's)"
 echo "# export: ${EXPORT[*]}"

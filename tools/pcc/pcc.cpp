@@ -116,7 +116,11 @@ compile options:
                          tensor-parallel regions along the sequence
                          (all-gather + reduce-scatter replace all-reduce)
   --microbatches M       microbatches per step (default pp)
-  --schedule S           gpipe|1f1b|interleaved|zb-h1 (default 1f1b)
+  --schedule S           gpipe|1f1b|interleaved|zb-h1|2bw|chimera (default
+                         1f1b); 2bw (PipeDream-2BW, no flush between steps,
+                         weights one update old) needs --train, chimera
+                         (two pipelines in opposite directions) an even
+                         --pp and --microbatches
   --virtual-stages V     chunks per rank for the interleaved schedule
   --pp-split A,B,...     end pipeline stages after these ONNX nodes instead
                          of where the cost model balances them

@@ -262,12 +262,17 @@ public:
   /// The statement reads and writes only `buffers`, under `names` (one per
   /// buffer: a target may run the nest as a kernel whose parameters they
   /// are), and `offsets` holds each access's offset expression. Buffers
-  /// written by the nest overlap no other buffer of the list.
+  /// written by the nest overlap no other buffer of the list. `prologue`
+  /// (may be null) gives statements, over the same names, whose locals
+  /// every iteration may read: a target runs them once before the
+  /// iterations, or before each.
   virtual void emitParallelLoop(
       const LoopNest &nest, llvm::ArrayRef<LoopBuffer> buffers,
       llvm::function_ref<std::string(llvm::ArrayRef<std::string> names,
                                      llvm::ArrayRef<std::string> offsets)>
-          statement) = 0;
+          statement,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string> names)>
+          prologue) = 0;
   virtual void emitReduction(const ReductionLoop &reduction) = 0;
   /// `softmax` over `buffers` (the output first, written); `element(names,
   /// offsets, var)` gives the statements that set the local `var` to one

@@ -32,7 +32,8 @@ void FunctionEmitter::elementwise(
 void FunctionEmitter::elementwiseNest(
     ValueRange results, ValueRange ins,
     function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
-        statement) {
+        statement,
+    function_ref<std::string(ArrayRef<std::string>)> prologue) {
   // The results are written in order over their shape, the operands read
   // broadcast to it. A state that a result updates in place is one buffer
   // read and written at the same elements: one parameter (restrict-
@@ -60,33 +61,42 @@ void FunctionEmitter::elementwiseNest(
     accesses.push_back(Access::broadcast(shapeOf(in), space));
     buffers.push_back(buffer(in));
   }
+  auto names = [&](ArrayRef<std::string> paramName) {
+    return llvm::map_to_vector(param, [&](unsigned k) { return paramName[k]; });
+  };
+  auto withNames = [&](ArrayRef<std::string> paramName) {
+    return prologue(names(paramName));
+  };
   hooks.emitParallelLoop(
       LoopNest(space, accesses), buffers,
       [&](ArrayRef<std::string> paramName, ArrayRef<std::string> paramOff) {
-        SmallVector<std::string> name, off;
-        for (unsigned k : param) {
-          name.push_back(paramName[k]);
+        SmallVector<std::string> off;
+        for (unsigned k : param)
           off.push_back(paramOff[k]);
-        }
-        return statement(name, off);
-      });
+        return statement(names(paramName), off);
+      },
+      prologue ? function_ref<std::string(ArrayRef<std::string>)>(withNames)
+               : nullptr);
 }
 
 SmallVector<std::string>
 FunctionEmitter::fusionScalars(FusionOp fusion, ArrayRef<std::string> inputs,
-                               std::string &text) {
+                               std::string &text,
+                               llvm::DenseMap<Value, std::string> given) {
   // Each body op becomes a local of the iteration.
   Block &block = fusion.getBody().front();
-  llvm::DenseMap<Value, std::string> scalar;
+  llvm::DenseMap<Value, std::string> scalar = std::move(given);
   auto local = [&](Value v, StringRef init) {
     std::string n = "t" + std::to_string(scalar.size());
     text += type(v) + " " + n + " = " + init.str() + "; ";
     scalar[v] = n;
   };
   for (BlockArgument arg : block.getArguments())
-    if (!arg.use_empty())
+    if (!arg.use_empty() && !scalar.count(arg))
       local(arg, inputs[arg.getArgNumber()]);
   for (Operation &op : block.without_terminator()) {
+    if (scalar.count(op.getResult(0)))
+      continue;
     if (auto constant = dyn_cast<ConstantOp>(op)) {
       auto value = cast<DenseElementsAttr>(constant.getValue());
       Type et = value.getElementType();
@@ -107,23 +117,79 @@ FunctionEmitter::fusionScalars(FusionOp fusion, ArrayRef<std::string> inputs,
   return results;
 }
 
+llvm::DenseSet<Value> FunctionEmitter::fusionInvariants(FusionOp fusion) {
+  Block &block = fusion.getBody().front();
+  llvm::DenseSet<Value> invariant;
+  for (BlockArgument arg : block.getArguments())
+    if (getNumElements(shapeOf(fusion.getInputs()[arg.getArgNumber()])) == 1)
+      invariant.insert(arg);
+  bool computed = false;
+  for (Operation &op : block.without_terminator())
+    if (op.getNumResults() == 1 && llvm::all_of(op.getOperands(), [&](Value v) {
+          return invariant.contains(v);
+        })) {
+      invariant.insert(op.getResult(0));
+      computed |= !isa<ConstantOp>(op);
+    }
+  if (!computed)
+    invariant.clear();
+  return invariant;
+}
+
 void FunctionEmitter::fusion(FusionOp fusion) {
   // One loop nest over the results' shape, each operand read broadcast to
-  // that shape.
+  // that shape. What is the same for every element is computed once,
+  // before the nest.
   unsigned numResults = fusion.getNumResults();
-  elementwiseNest(fusion.getResults(), fusion.getInputs(),
-                  [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
-                    SmallVector<std::string> reads;
-                    for (unsigned k = 0; k < fusion.getInputs().size(); ++k)
-                      reads.push_back(name[numResults + k] + "[" +
-                                      off[numResults + k] + "]");
-                    std::string text;
-                    SmallVector<std::string> results =
-                        fusionScalars(fusion, reads, text);
-                    for (auto [k, r] : llvm::enumerate(results))
-                      text += name[k] + "[" + off[k] + "] = " + r + "; ";
-                    return text;
-                  });
+  Block &block = fusion.getBody().front();
+  llvm::DenseSet<Value> invariant = fusionInvariants(fusion);
+  llvm::DenseMap<Value, std::string> hoisted;
+  auto prologue = [&](ArrayRef<std::string> name) {
+    std::string text;
+    auto local = [&](Value v, StringRef init) {
+      std::string n = "t" + std::to_string(hoisted.size());
+      text += "const " + type(v) + " " + n + " = " + init.str() + "; ";
+      hoisted[v] = n;
+    };
+    for (BlockArgument arg : block.getArguments())
+      if (invariant.contains(arg) && !arg.use_empty())
+        local(arg, name[numResults + arg.getArgNumber()] + "[0]");
+    for (Operation &op : block.without_terminator()) {
+      if (!invariant.contains(op.getResult(0)))
+        continue;
+      if (auto constant = dyn_cast<ConstantOp>(op)) {
+        auto value = cast<DenseElementsAttr>(constant.getValue());
+        Type et = value.getElementType();
+        local(constant, type(constant) + "(" +
+                            getLiterals(value.resizeSplat(
+                                RankedTensorType::get({1}, et))) +
+                            ")");
+        continue;
+      }
+      SmallVector<std::string> operands;
+      for (Value v : op.getOperands())
+        operands.push_back(hoisted.lookup(v));
+      local(op.getResult(0), *getScalarExpr(&op, operands, hooks));
+    }
+    return text;
+  };
+  elementwiseNest(
+      fusion.getResults(), fusion.getInputs(),
+      [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
+        SmallVector<std::string> reads;
+        for (unsigned k = 0; k < fusion.getInputs().size(); ++k)
+          reads.push_back(name[numResults + k] + "[" + off[numResults + k] +
+                          "]");
+        std::string text;
+        SmallVector<std::string> results =
+            fusionScalars(fusion, reads, text, hoisted);
+        for (auto [k, r] : llvm::enumerate(results))
+          text += name[k] + "[" + off[k] + "] = " + r + "; ";
+        return text;
+      },
+      invariant.empty()
+          ? function_ref<std::string(ArrayRef<std::string>)>(nullptr)
+          : function_ref<std::string(ArrayRef<std::string>)>(prologue));
 }
 
 std::optional<LogicalResult> FunctionEmitter::emitElementwiseOp(Operation *op) {

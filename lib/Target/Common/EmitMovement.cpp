@@ -48,7 +48,8 @@ void FunctionEmitter::copyFrom(StringRef srcPointer, Value src,
       nest, {buffer(dst, true), from},
       [&](ArrayRef<std::string> name, ArrayRef<std::string> off) {
         return name[0] + "[" + off[0] + "] = " + name[1] + "[" + off[1] + "];";
-      });
+      },
+      /*prologue=*/nullptr);
 }
 
 void FunctionEmitter::slicesAlongAxis(StringRef kernel, Operation *op,

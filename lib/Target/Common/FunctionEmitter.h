@@ -144,10 +144,17 @@ private:
   void fusion(graph::FusionOp fusion);
   /// The statements, appended to `text`, that compute `fusion`'s body for
   /// one element whose operands are read by the expressions `inputs`; the
-  /// names of the locals that hold its results.
+  /// names of the locals that hold its results. `given` names the body's
+  /// values computed already (fusionInvariants), and takes the others.
   llvm::SmallVector<std::string>
   fusionScalars(graph::FusionOp fusion, llvm::ArrayRef<std::string> inputs,
-                std::string &text);
+                std::string &text,
+                llvm::DenseMap<mlir::Value, std::string> given = {});
+  /// The body's values of `fusion` that are the same for every element:
+  /// those of its one-element inputs and what only they and constants
+  /// compute (a bias correction's powers in an optimizer update). Empty
+  /// unless one of them is an operation.
+  llvm::DenseSet<mlir::Value> fusionInvariants(graph::FusionOp fusion);
   void rowSoftmax(mlir::Operation *softmax, graph::FusionOp fusion, bool log);
   /// The epilogue of `product` (M x N, its C contiguous): `bias` (a
   /// graph.gemm's C, scaled by `beta`), then `consumer`; either may be
@@ -158,11 +165,13 @@ private:
   /// One loop nest writing `results` (of one shape, contiguous) and reading
   /// `ins` broadcast to it; `statement` gets a name and an offset per
   /// result, then per operand.
-  void
-  elementwiseNest(mlir::ValueRange results, mlir::ValueRange ins,
-                  llvm::function_ref<std::string(llvm::ArrayRef<std::string>,
-                                                 llvm::ArrayRef<std::string>)>
-                      statement);
+  void elementwiseNest(
+      mlir::ValueRange results, mlir::ValueRange ins,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>,
+                                     llvm::ArrayRef<std::string>)>
+          statement,
+      llvm::function_ref<std::string(llvm::ArrayRef<std::string>)> prologue =
+          nullptr);
   /// `v`'s buffer as a loop nest reads (or writes) it.
   LoopBuffer buffer(mlir::Value v, bool written = false) {
     return {ptr(v), elemOf(v), written};

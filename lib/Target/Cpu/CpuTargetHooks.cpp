@@ -125,8 +125,12 @@ void CpuTargetHooks::emitLoops(
 void CpuTargetHooks::emitParallelLoop(
     const LoopNest &nest, ArrayRef<LoopBuffer> buffers,
     function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
-        statement) {
-  emitLoopKernel(nest, buffers, statement, /*parallel=*/true);
+        statement,
+    function_ref<std::string(ArrayRef<std::string>)> prologue) {
+  // The prologue runs once, before the threads: in the outlined body of an
+  // OpenMP loop the parameters lose their restrict qualifiers, and the C++
+  // compiler would compute it again for every element.
+  emitLoopKernel(nest, buffers, statement, /*parallel=*/true, prologue);
 }
 
 void CpuTargetHooks::emitLoopKernel(

@@ -160,7 +160,8 @@ void CudaTargetHooks::emitBlockPerItemKernel(ArrayRef<std::string> params,
 void CudaTargetHooks::emitParallelLoop(
     const LoopNest &nest, ArrayRef<LoopBuffer> buffers,
     function_ref<std::string(ArrayRef<std::string>, ArrayRef<std::string>)>
-        statement) {
+        statement,
+    function_ref<std::string(ArrayRef<std::string>)> prologue) {
   if (nest.isEmpty())
     return;
   SmallVector<std::string> names, ivs;
@@ -171,8 +172,13 @@ void CudaTargetHooks::emitParallelLoop(
   SmallVector<std::string> offsets;
   for (unsigned k = 0; k < nest.getNumAccesses(); ++k)
     offsets.push_back(nest.getOffset(k, ivs));
-  emitKernel(nest.getBounds(), ivs, buffers,
-             "    { " + statement(names, offsets) + " }\n");
+  // The prologue, in each thread's iteration (a few scalar operations),
+  // before the statement that reads its locals.
+  std::string text = "    { ";
+  if (prologue)
+    text += prologue(names) + " ";
+  text += statement(names, offsets) + " }\n";
+  emitKernel(nest.getBounds(), ivs, buffers, text);
 }
 
 void CudaTargetHooks::emitReduction(const ReductionLoop &r) {

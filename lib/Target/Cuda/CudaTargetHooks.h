@@ -44,11 +44,13 @@ public:
                           llvm::ArrayRef<std::string> args) const override;
 
   void emitComment(llvm::StringRef text) override;
-  void emitParallelLoop(
-      const LoopNest &nest, llvm::ArrayRef<LoopBuffer> buffers,
-      llvm::function_ref<std::string(llvm::ArrayRef<std::string>,
-                                     llvm::ArrayRef<std::string>)>
-          statement) override;
+  void
+  emitParallelLoop(const LoopNest &nest, llvm::ArrayRef<LoopBuffer> buffers,
+                   llvm::function_ref<std::string(llvm::ArrayRef<std::string>,
+                                                  llvm::ArrayRef<std::string>)>
+                       statement,
+                   llvm::function_ref<std::string(llvm::ArrayRef<std::string>)>
+                       prologue) override;
   void emitReduction(const ReductionLoop &reduction) override;
   void emitRowSoftmax(
       const RowSoftmax &softmax, llvm::ArrayRef<LoopBuffer> buffers,

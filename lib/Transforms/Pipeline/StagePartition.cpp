@@ -225,6 +225,71 @@ static T latestAvailable(ArrayRef<SmallVector<T>> available, T at) {
   return at;
 }
 
+namespace {
+/// A part of a gradient summed from parts: a leaf of the sum's tree of
+/// adds, and the views of sums (transposes, reshapes) above it.
+struct SumPart {
+  Value value;
+  SmallVector<Operation *> views; ///< outermost first
+};
+} // namespace
+
+/// Whether `v` is an add of two `type`s into a `type`, by an op `placed`
+/// accepts (one on a stage, or of the backward).
+static bool isPlacedSum(Value v, Type type,
+                        llvm::function_ref<bool(Operation *)> placed) {
+  auto add = v.getDefiningOp<graph::AddOp>();
+  return add && placed(add) && add.getType() == type &&
+         add.getLhs().getType() == type && add.getRhs().getType() == type;
+}
+
+/// Collects into `parts` the leaves of the tree of adds that `v` sums
+/// (through transposes and reshapes of sums), each with the views above it
+/// (`views` holds those above `v`), and into `sums` the adds and views of
+/// the tree, all ops that `placed` accepts. `root`: `v` is the gradient,
+/// which may have other users.
+static void collectSumParts(Value v, bool root,
+                            llvm::function_ref<bool(Operation *)> placed,
+                            SmallVector<Operation *> &views,
+                            SmallVector<SumPart> &parts,
+                            SmallVector<Operation *> &sums) {
+  Operation *def = v.getDefiningOp();
+  if ((root || v.hasOneUse()) && isPlacedSum(v, v.getType(), placed)) {
+    sums.push_back(def);
+    for (Value operand : def->getOperands())
+      collectSumParts(operand, false, placed, views, parts, sums);
+    return;
+  }
+  if ((root || v.hasOneUse()) && def &&
+      isa<graph::TransposeOp, graph::ReshapeOp>(def) && placed(def) &&
+      def->getOperand(0).hasOneUse() &&
+      isPlacedSum(def->getOperand(0), def->getOperand(0).getType(), placed)) {
+    sums.push_back(def);
+    views.push_back(def);
+    collectSumParts(def->getOperand(0), false, placed, views, parts, sums);
+    views.pop_back();
+    return;
+  }
+  parts.push_back({v, views});
+}
+
+/// The gradients returned by `func` that only the return and the optimizer
+/// read: a sum of parts made on different stages is split per stage
+/// (splitGradientSums) rather than summed per microbatch.
+static SmallVector<Value> getSplittableGradients(func::FuncOp func,
+                                                 const StepPhases &phases) {
+  SmallVector<Value> gradients;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (auto [k, v] : llvm::enumerate(ret.getOperands()))
+    if (func.getResultAttr(k, graph::kGradAttr) &&
+        llvm::all_of(v.getUsers(), [&](Operation *user) {
+          return isa<func::ReturnOp>(user) ||
+                 phases.of(user) == Phase::Optimizer;
+        }))
+      gradients.push_back(v);
+  return gradients;
+}
+
 /// The time of the whole step that each forward op accounts for: its own,
 /// and that of the backward ops that will run on its stage, which are
 /// attributed as the stage assignment below places them (the latest
@@ -268,9 +333,30 @@ stepTimes(Block &body, const StepPhases &phases, ArrayRef<Operation *> forward,
       if (phases.isFree(v))
         forEachParameter(phases, v,
                          [&, i = i](BlockArgument p) { paramAt[p].push_back(i); });
+  // The adds (and views of sums) of a gradient summed from parts: each
+  // stage sums its own parts (splitGradientSums), so the sum's time is
+  // spread over the places of its parts (the cost model may charge a
+  // fused sum's whole time to one add), once they are all placed.
+  auto inBackward = [&](Operation *op) {
+    return phases.of(op) == Phase::Backward && !phases.isFree(op);
+  };
+  struct PartSum {
+    SmallVector<Operation *> sums;
+    SmallVector<SumPart> parts;
+  };
+  SmallVector<PartSum> partSums;
+  llvm::DenseSet<Operation *> inPartSum;
+  for (Value g :
+       getSplittableGradients(cast<func::FuncOp>(body.getParentOp()), phases)) {
+    SmallVector<Operation *> views;
+    PartSum sum;
+    collectSumParts(g, true, inBackward, views, sum.parts, sum.sums);
+    inPartSum.insert(sum.sums.begin(), sum.sums.end());
+    partSums.push_back(std::move(sum));
+  }
   llvm::DenseMap<Operation *, size_t> backwardAt;
   for (Operation &op : body.without_terminator()) {
-    if (phases.of(&op) != Phase::Backward || phases.isFree(&op))
+    if (!inBackward(&op) || inPartSum.contains(&op))
       continue;
     size_t at = forward.size() - 1;
     SmallVector<SmallVector<size_t>> available;
@@ -296,6 +382,24 @@ stepTimes(Block &body, const StepPhases &phases, ArrayRef<Operation *> forward,
     // A data-parallel gradient sum runs once per step, after the flush.
     if (!isDataParallelReduction(&op))
       times.backward[at] += cost.time(&op);
+  }
+  for (const PartSum &sum : partSums) {
+    if (sum.sums.empty())
+      continue;
+    SmallVector<size_t> places;
+    for (const SumPart &part : sum.parts)
+      if (auto it = backwardAt.find(part.value.getDefiningOp());
+          it != backwardAt.end())
+        places.push_back(it->second);
+    if (places.empty())
+      places.push_back(forward.size() - 1);
+    double time = 0;
+    for (Operation *op : sum.sums)
+      time += cost.time(op);
+    for (size_t at : places)
+      times.backward[at] += time / double(places.size());
+    for (Operation *op : sum.sums)
+      backwardAt[op] = *llvm::max_element(places);
   }
   if (placed)
     *placed = std::move(backwardAt);
@@ -884,50 +988,6 @@ static void placeOps(StageAssignment &sa, ArrayRef<Operation *> forward,
   }
 }
 
-namespace {
-/// A part of a gradient summed from parts: a leaf of the sum's tree of
-/// adds, and the views of sums (transposes, reshapes) above it.
-struct SumPart {
-  Value value;
-  SmallVector<Operation *> views; ///< outermost first
-};
-} // namespace
-
-/// Whether `v` is an add of two `type`s, made on a stage, into a `type`.
-static bool isStageSum(const StageAssignment &sa, Value v, Type type) {
-  auto add = v.getDefiningOp<graph::AddOp>();
-  return add && sa.stageOf.count(add) && add.getType() == type &&
-         add.getLhs().getType() == type && add.getRhs().getType() == type;
-}
-
-/// Collects into `parts` the leaves of the tree of adds that `v` sums
-/// (through transposes and reshapes of sums), each with the views above it
-/// (`views` holds those above `v`), and into `sums` the adds and views of
-/// the tree. `root`: `v` is the gradient, which may have other users.
-static void collectSumParts(const StageAssignment &sa, Value v, bool root,
-                            SmallVector<Operation *> &views,
-                            SmallVector<SumPart> &parts,
-                            SmallVector<Operation *> &sums) {
-  Operation *def = v.getDefiningOp();
-  if ((root || v.hasOneUse()) && isStageSum(sa, v, v.getType())) {
-    sums.push_back(def);
-    for (Value operand : def->getOperands())
-      collectSumParts(sa, operand, false, views, parts, sums);
-    return;
-  }
-  if ((root || v.hasOneUse()) && def &&
-      isa<graph::TransposeOp, graph::ReshapeOp>(def) && sa.stageOf.count(def) &&
-      def->getOperand(0).hasOneUse() &&
-      isStageSum(sa, def->getOperand(0), def->getOperand(0).getType())) {
-    sums.push_back(def);
-    views.push_back(def);
-    collectSumParts(sa, def->getOperand(0), false, views, parts, sums);
-    views.pop_back();
-    return;
-  }
-  parts.push_back({v, views});
-}
-
 /// Replaces the gradient `g`, where different stages compute its parts, by
 /// a sum per stage of that stage's parts, the stages' sums added by
 /// `dist.grad_sum` adds.
@@ -940,7 +1000,9 @@ static void splitGradientSum(StageAssignment &sa, Value g) {
   };
   SmallVector<Operation *> views, sums;
   SmallVector<SumPart> parts;
-  collectSumParts(sa, g, true, views, parts, sums);
+  collectSumParts(
+      g, true, [&](Operation *op) { return stageOf.count(op) > 0; }, views,
+      parts, sums);
   std::map<int64_t, SmallVector<const SumPart *>> byStage;
   for (const SumPart &part : parts) {
     int64_t stage = stageOfValue(part.value);
@@ -1015,13 +1077,8 @@ static void splitGradientSum(StageAssignment &sa, Value g) {
 /// (a tied head's gradient is the transpose of its pieces' sum): each
 /// stage applies them to its own sum.
 static void splitGradientSums(StageAssignment &sa) {
-  for (auto [k, v] : llvm::enumerate(sa.getReturn().getOperands()))
-    if (sa.func.getResultAttr(k, graph::kGradAttr) &&
-        llvm::all_of(v.getUsers(), [&](Operation *user) {
-          return isa<func::ReturnOp>(user) ||
-                 sa.phases.of(user) == Phase::Optimizer;
-        }))
-      splitGradientSum(sa, v);
+  for (Value g : getSplittableGradients(sa.func, sa.phases))
+    splitGradientSum(sa, g);
 }
 
 /// Marks the weight gradient (W, which zero-bubble schedules run apart

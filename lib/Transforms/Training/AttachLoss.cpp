@@ -211,16 +211,25 @@ static int64_t autoPieces(func::FuncOp func, Value logits, int64_t chunks,
       auto c = dyn_cast<CostOpInterface>(op);
       if (!c)
         continue;
-      double weights = 0;
+      double weights = 0, weightElements = 0;
       for (Value v : op->getOperands())
-        if (v != chain.source && !inChain.contains(v.getDefiningOp()))
+        if (v != chain.source && !inChain.contains(v.getDefiningOp())) {
           weights += double(pcc::getTensorBytes(v.getType()));
+          weightElements +=
+              double(cast<RankedTensorType>(v.getType()).getNumElements());
+        }
       double bytes = double(c.getBytesAccessed());
       seconds += withBackward(
           op, cost.time(op->getName().getStringRef(),
                         double(c.getFlops()) / double(k),
                         weights + std::max(0.0, bytes - weights) / double(k),
                         c.runsOnMatrixUnits()));
+      // Each piece's product also makes a gradient of the whole weight,
+      // which is added to the other pieces' (and microbatches'): a pass
+      // over the weight's size that does not shrink with the piece.
+      if (c.runsOnMatrixUnits() && weights > 0)
+        seconds += cost.time("graph.add", weightElements, 3 * weights,
+                             /*matrix=*/false);
     }
     seconds += 2 * (cost.time("graph.log_softmax", 5 * logitElements / double(k),
                               2 * logitBytes / double(k), /*matrix=*/false) +
