@@ -79,23 +79,25 @@ void FunctionEmitter::elementwiseNest(
                : nullptr);
 }
 
-SmallVector<std::string>
-FunctionEmitter::fusionScalars(FusionOp fusion, ArrayRef<std::string> inputs,
-                               std::string &text,
-                               llvm::DenseMap<Value, std::string> given) {
-  // Each body op becomes a local of the iteration.
+void FunctionEmitter::fusionLocals(FusionOp fusion,
+                                   ArrayRef<std::string> inputs,
+                                   function_ref<bool(Value)> include,
+                                   StringRef qualifier,
+                                   llvm::DenseMap<Value, std::string> &scalar,
+                                   std::string &text) {
+  // Each body value becomes a local, named in the order made.
   Block &block = fusion.getBody().front();
-  llvm::DenseMap<Value, std::string> scalar = std::move(given);
   auto local = [&](Value v, StringRef init) {
     std::string n = "t" + std::to_string(scalar.size());
-    text += type(v) + " " + n + " = " + init.str() + "; ";
+    text += qualifier.str() + type(v) + " " + n + " = " + init.str() + "; ";
     scalar[v] = n;
   };
+  auto wanted = [&](Value v) { return !scalar.count(v) && include(v); };
   for (BlockArgument arg : block.getArguments())
-    if (!arg.use_empty() && !scalar.count(arg))
+    if (!arg.use_empty() && wanted(arg))
       local(arg, inputs[arg.getArgNumber()]);
   for (Operation &op : block.without_terminator()) {
-    if (scalar.count(op.getResult(0)))
+    if (!wanted(op.getResult(0)))
       continue;
     if (auto constant = dyn_cast<ConstantOp>(op)) {
       auto value = cast<DenseElementsAttr>(constant.getValue());
@@ -111,8 +113,17 @@ FunctionEmitter::fusionScalars(FusionOp fusion, ArrayRef<std::string> inputs,
       operands.push_back(scalar.lookup(v));
     local(op.getResult(0), *getScalarExpr(&op, operands, hooks));
   }
+}
+
+SmallVector<std::string>
+FunctionEmitter::fusionScalars(FusionOp fusion, ArrayRef<std::string> inputs,
+                               std::string &text,
+                               llvm::DenseMap<Value, std::string> given) {
+  llvm::DenseMap<Value, std::string> scalar = std::move(given);
+  fusionLocals(
+      fusion, inputs, [](Value) { return true; }, "", scalar, text);
   SmallVector<std::string> results;
-  for (Value v : block.getTerminator()->getOperands())
+  for (Value v : fusion.getBody().front().getTerminator()->getOperands())
     results.push_back(scalar.lookup(v));
   return results;
 }
@@ -141,36 +152,16 @@ void FunctionEmitter::fusion(FusionOp fusion) {
   // that shape. What is the same for every element is computed once,
   // before the nest.
   unsigned numResults = fusion.getNumResults();
-  Block &block = fusion.getBody().front();
   llvm::DenseSet<Value> invariant = fusionInvariants(fusion);
   llvm::DenseMap<Value, std::string> hoisted;
   auto prologue = [&](ArrayRef<std::string> name) {
+    SmallVector<std::string> reads;
+    for (unsigned k = 0; k < fusion.getInputs().size(); ++k)
+      reads.push_back(name[numResults + k] + "[0]");
     std::string text;
-    auto local = [&](Value v, StringRef init) {
-      std::string n = "t" + std::to_string(hoisted.size());
-      text += "const " + type(v) + " " + n + " = " + init.str() + "; ";
-      hoisted[v] = n;
-    };
-    for (BlockArgument arg : block.getArguments())
-      if (invariant.contains(arg) && !arg.use_empty())
-        local(arg, name[numResults + arg.getArgNumber()] + "[0]");
-    for (Operation &op : block.without_terminator()) {
-      if (!invariant.contains(op.getResult(0)))
-        continue;
-      if (auto constant = dyn_cast<ConstantOp>(op)) {
-        auto value = cast<DenseElementsAttr>(constant.getValue());
-        Type et = value.getElementType();
-        local(constant, type(constant) + "(" +
-                            getLiterals(value.resizeSplat(
-                                RankedTensorType::get({1}, et))) +
-                            ")");
-        continue;
-      }
-      SmallVector<std::string> operands;
-      for (Value v : op.getOperands())
-        operands.push_back(hoisted.lookup(v));
-      local(op.getResult(0), *getScalarExpr(&op, operands, hooks));
-    }
+    fusionLocals(
+        fusion, reads, [&](Value v) { return invariant.contains(v); }, "const ",
+        hoisted, text);
     return text;
   };
   elementwiseNest(

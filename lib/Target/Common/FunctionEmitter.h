@@ -149,7 +149,17 @@ private:
   llvm::SmallVector<std::string>
   fusionScalars(graph::FusionOp fusion, llvm::ArrayRef<std::string> inputs,
                 std::string &text,
-                llvm::DenseMap<mlir::Value, std::string> given = {});
+                llvm::DenseMap<mlir::Value, std::string> given =
+                    llvm::DenseMap<mlir::Value, std::string>());
+  /// Appends to `text` a local (declared with `qualifier`) for each value
+  /// of `fusion`'s body that `include` accepts and `scalar` does not name
+  /// yet, its arguments read by the expressions `inputs`, and names it in
+  /// `scalar`.
+  void fusionLocals(graph::FusionOp fusion, llvm::ArrayRef<std::string> inputs,
+                    llvm::function_ref<bool(mlir::Value)> include,
+                    llvm::StringRef qualifier,
+                    llvm::DenseMap<mlir::Value, std::string> &scalar,
+                    std::string &text);
   /// The body's values of `fusion` that are the same for every element:
   /// those of its one-element inputs and what only they and constants
   /// compute (a bias correction's powers in an optimizer update). Empty
