@@ -258,13 +258,16 @@ LogicalResult recompute(func::FuncOp func, const Request &request,
     // pipelines (the first of two microbatches on one, the second on the
     // other). Recomputing a stage's value frees bytes on each of them.
     int64_t pipelines = stages ? pipeline::getPipelines(request.schedule) : 1;
-    auto holders = [&](int64_t stage) {
-      SmallVector<int64_t, 2> on;
+    SmallVector<SmallVector<int64_t, 2>> stageRanks(
+        std::max<int64_t>(stages, 1));
+    for (auto [stage, on] : llvm::enumerate(stageRanks))
       for (int64_t k = 0; k < pipelines; ++k)
-        if (int64_t r = dist::getPipelineRank(stage, k, ranks, pipelines);
+        if (int64_t r =
+                dist::getPipelineRank(int64_t(stage), k, ranks, pipelines);
             !llvm::is_contained(on, r))
           on.push_back(r);
-      return on;
+    auto holders = [&](int64_t stage) -> ArrayRef<int64_t> {
+      return stageRanks[stage];
     };
     // Per stage and rank, how many microbatches' stash of that stage the
     // rank holds at once (1 unpipelined).
