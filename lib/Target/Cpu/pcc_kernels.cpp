@@ -19,6 +19,21 @@ static int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
   return (p * k + k0) * kPanelCols;
 }
 
+/// What a micro-kernel fetches ahead, a cache line an iteration q: the
+/// line at base + (q >> shift) * rowStride + (q & (2^shift - 1)) lines,
+/// that is, runs of 2^shift lines `rowStride` floats apart. A prepared B's
+/// next block is one run (shift 0, rowStride a line); B as it is, its next
+/// block's rows, a line (or, transposed, 16 lines) each.
+struct Ahead {
+  const float *base;
+  int64_t rowStride;
+  int shift;
+  const float *at(int64_t q) const {
+    return base + (q >> shift) * rowStride +
+           (q & ((int64_t(1) << shift) - 1)) * kLineFloats;
+  }
+};
+
 /// C[rows x kPanelCols] (=|+=) alpha * tile, of which C's first `cols`
 /// columns are written: the end of a micro-kernel whose panel passes N.
 static void storeTile(int rows, const float *tile, float *c, int64_t ldc,
@@ -44,8 +59,7 @@ template <int Rows>
 __attribute__((noinline)) static void
 microKernel(int64_t depth, const float *a, int64_t rowStride,
             int64_t depthStride, const float *b, float *c, int64_t ldc,
-            float alpha, float beta, bool first, int64_t cols,
-            const float *ahead) {
+            float alpha, float beta, bool first, int64_t cols, Ahead ahead) {
   constexpr int64_t C = kPanelCols;
   alignas(64) float tile[Rows][C];
 #if PCC_GEMM_VECTORS
@@ -80,7 +94,7 @@ microKernel(int64_t depth, const float *a, int64_t rowStride,
     }
     // One line an iteration of what the next calls read: B's next block
     // on its way from memory into L2 while this one is read from L1.
-    __builtin_prefetch(ahead + q * kLineFloats, 0, 1);
+    __builtin_prefetch(ahead.at(q), 0, 1);
 #pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
       // A broadcast (x - 0 is x, -0 included); the row offsets stay in
@@ -135,8 +149,7 @@ template <int Rows = kPanelRows>
 static void microKernelRows(int64_t rows, int64_t depth, const float *a,
                             int64_t rowStride, int64_t depthStride,
                             const float *b, float *c, int64_t ldc, float alpha,
-                            float beta, bool first, int64_t cols,
-                            const float *ahead) {
+                            float beta, bool first, int64_t cols, Ahead ahead) {
   if constexpr (Rows > 1)
     if (rows < Rows)
       return microKernelRows<Rows - 1>(rows, depth, a, rowStride, depthStride,
@@ -160,25 +173,81 @@ static int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
   return (panels - 2) * kPanelRows + (kPanelRows + rest) / 2;
 }
 
+#if PCC_GEMM_VECTORS
+/// Writes the transpose of 16 x 16 floats, row i at in + i * ld, as 16 rows
+/// of 16 at out, kPanelCols apart: four rounds of shuffles, each of which
+/// interleaves pairs of rows at twice the last round's width.
+static void transpose16(const float *in, int64_t ld, float *out) {
+  typedef float V __attribute__((vector_size(16 * sizeof(float))));
+  V r[16], t[16];
+  for (int i = 0; i < 16; ++i)
+    std::memcpy(&r[i], in + i * ld, sizeof(V));
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 16, 2, 18, 4, 20, 6, 22,
+                                   8, 24, 10, 26, 12, 28, 14, 30);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 1, 17, 3, 19, 5, 21, 7,
+                                       23, 9, 25, 11, 27, 13, 29, 15, 31);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int h = 0; h < 2; ++h) {
+      r[i + h] =
+          __builtin_shufflevector(t[i + h], t[i + h + 2], 0, 1, 16, 17, 4, 5,
+                                  20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+      r[i + h + 2] =
+          __builtin_shufflevector(t[i + h], t[i + h + 2], 2, 3, 18, 19, 6, 7,
+                                  22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    }
+  for (int i = 0; i < 16; i += 8)
+    for (int h = 0; h < 4; ++h) {
+      t[i + h] =
+          __builtin_shufflevector(r[i + h], r[i + h + 4], 0, 1, 2, 3, 16, 17,
+                                  18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+      t[i + h + 4] =
+          __builtin_shufflevector(r[i + h], r[i + h + 4], 4, 5, 6, 7, 20, 21,
+                                  22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    }
+  for (int h = 0; h < 8; ++h) {
+    r[h] = __builtin_shufflevector(t[h], t[h + 8], 0, 1, 2, 3, 4, 5, 6, 7, 16,
+                                   17, 18, 19, 20, 21, 22, 23);
+    r[h + 8] = __builtin_shufflevector(t[h], t[h + 8], 8, 9, 10, 11, 12, 13, 14,
+                                       15, 24, 25, 26, 27, 28, 29, 30, 31);
+  }
+  for (int q = 0; q < 16; ++q)
+    std::memcpy(out + q * kPanelCols, &r[q], sizeof(V));
+}
+#endif
+
 /// Packs columns [col0, col0 + kPanelCols) of op(B)'s rows [k0, k0 +
 /// depth) into `o`, a row of kPanelCols floats per row of K, zero past
 /// column n. op(B) is B (k x n, ldb apart) or, when transB, B's transpose,
-/// whose columns are B's rows: each is read along its length, into a
-/// column of `o` (a block in L1), rather than a float from each of
-/// kPanelCols rows per row of `o` (attention's q k^T, whose k the product
-/// reads in place, ran 8% faster).
+/// whose columns are B's rows: those are transposed 16 x 16 in registers
+/// where the panel is whole, and otherwise in tiles of 8 rows of K, each
+/// column's 8 floats read along its row (a float at a time, scattered into
+/// `o`, the copy took half as long as the product of 128 rows it fed).
 static void packBPanel(const float *b, int64_t ldb, bool transB, int64_t n,
                        int64_t col0, int64_t k0, int64_t depth, float *o) {
   int64_t cols = std::min(kPanelCols, n - col0);
   if (transB) {
-    for (int64_t j = 0; j < cols; ++j) {
-      const float *row = b + (col0 + j) * ldb + k0;
-      for (int64_t q = 0; q < depth; ++q)
-        o[q * kPanelCols + j] = row[q];
+    int64_t q0 = 0;
+#if PCC_GEMM_VECTORS
+    if (cols == kPanelCols && kPanelCols % 16 == 0)
+      for (; q0 + 16 <= depth; q0 += 16)
+        for (int64_t j = 0; j < kPanelCols; j += 16)
+          transpose16(b + (col0 + j) * ldb + k0 + q0, ldb,
+                      o + q0 * kPanelCols + j);
+#endif
+    constexpr int64_t kTile = 8;
+    for (; q0 < depth; q0 += kTile) {
+      int64_t tile = std::min(kTile, depth - q0);
+      for (int64_t j = 0; j < cols; ++j) {
+        const float *row = b + (col0 + j) * ldb + k0 + q0;
+        for (int64_t q = 0; q < tile; ++q)
+          o[(q0 + q) * kPanelCols + j] = row[q];
+      }
+      for (int64_t q = 0; q < tile; ++q)
+        for (int64_t j = cols; j < kPanelCols; ++j)
+          o[(q0 + q) * kPanelCols + j] = 0.0f;
     }
-    for (int64_t q = 0; q < depth; ++q)
-      for (int64_t j = cols; j < kPanelCols; ++j)
-        o[q * kPanelCols + j] = 0.0f;
     return;
   }
   for (int64_t q = 0; q < depth; ++q, o += kPanelCols) {
@@ -224,6 +293,14 @@ constexpr int64_t kPackAPanels = 32;
 /// Row panels one task covers: its blocks of B are packed (or read) once
 /// for all of them.
 constexpr int64_t kBlockPanels = 32;
+
+/// Floats of A's rows that one task reads over a slice of K (1 MB): half
+/// of a core's L2 on the processors pcc was tuned on, the rest for B's
+/// blocks and C.
+#ifndef PCC_CACHED_A_FLOATS
+#define PCC_CACHED_A_FLOATS (int64_t(1) << 18)
+#endif
+constexpr int64_t kCachedAFloats = PCC_CACHED_A_FLOATS;
 
 /// The most floats of A packed at once: a larger product packs and runs
 /// its rows in slices of this many (a weight gradient's A, the vocabulary
@@ -303,8 +380,17 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
                    ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
       }
   };
-  // A panel of B over a block of rows of C, then its epilogue.
-  auto runTask = [&](int64_t task) {
+  // Products of a long K run in slices of K (kSliceDepth, whole K-blocks),
+  // each over every task before the next: a block of A's rows over one
+  // slice stays in L2 while every panel of B reads it, where over the
+  // whole of K it would be read from memory once per panel (the LM head's
+  // input gradient, K the vocabulary, ran at 79 GFLOP/s instead of 112).
+  int64_t blockRows = std::min(m, kBlockPanels * kPanelRows);
+  int64_t sliceDepth =
+      std::max<int64_t>(kDepth, kCachedAFloats / blockRows / kDepth * kDepth);
+  // A panel of B over a block of rows of C and K-rows [kBegin, kEnd), then,
+  // after K's last slice, its epilogue.
+  auto runTask = [&](int64_t task, int64_t kBegin, int64_t kEnd) {
     // A block of B packed by this thread (no prepared operand).
     static thread_local std::vector<float> bBlock;
     if (!bp)
@@ -313,20 +399,32 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
     int64_t r0 = block * kBlockPanels,
             r1 = std::min(rowPanels, r0 + kBlockPanels);
     int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
-    for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-      int64_t depth = std::min(kDepth, k - k0);
+    for (int64_t k0 = kBegin; k0 < kEnd; k0 += kDepth) {
+      int64_t depth = std::min(kDepth, kEnd - k0);
       const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
       if (!bp)
         packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth, bBlock.data());
-      // A prepared B is read in the order it is stored: the next block
-      // follows this one. The first two row panels fetch it, half each (a
-      // line an iteration), the others touch their own block.
-      const float *next = bp ? bb + depth * kPanelCols : bb;
+      // The first two row panels fetch the next block of this task, half
+      // each (a line an iteration), the others touch their own block. A
+      // prepared B's follows this one. B as it is, packed block by block,
+      // is read from its rows: without the fetch ahead, the packing waited
+      // on memory for a third of a product of 128 rows.
+      int64_t kNext = k0 + depth;
+      int64_t col0 = p * kPanelCols;
+      auto aheadOf = [&](int64_t half) -> Ahead {
+        if (bp)
+          return {bb + depth * kPanelCols + half * depth * kLineFloats,
+                  kLineFloats, 0};
+        if (kNext >= kEnd)
+          return {bb, kLineFloats, 0};
+        if (transB) // 16 of op(B)'s columns, 16 lines of K each
+          return {b + (col0 + half * kPanelCols / 2) * ldb + kNext, ldb, 4};
+        return {b + kNext * ldb + col0 + half * kLineFloats, ldb, 0};
+      };
       for (int64_t r = r0; r < r1; ++r) {
         int64_t first = panelStart(r, rowPanels, m);
         int64_t end = panelStart(r + 1, rowPanels, m);
-        const float *ahead =
-            r - r0 < 2 ? next + (r - r0) * depth * kLineFloats : bb;
+        Ahead ahead = r - r0 < 2 ? aheadOf(r - r0) : Ahead{bb, kLineFloats, 0};
         if (packA)
           microKernelRows(end - first, depth,
                           ap + rowPanels * kPanelRows * k0 +
@@ -339,7 +437,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
                           k0 == 0, cols, ahead);
       }
     }
-    if (epilogue)
+    if (epilogue && kEnd == k)
       epilogue(epilogueArgs, rowBase + panelStart(r0, rowPanels, m),
                rowBase + panelStart(r1, rowPanels, m), p * kPanelCols,
                p * kPanelCols + cols);
@@ -350,8 +448,9 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
   if (!parallel || threads() <= 1) {
     if (packA)
       packRowPanels(0, 1);
-    for (int64_t task = 0; task < tasks; ++task)
-      runTask(task);
+    for (int64_t k0 = 0; k0 < k; k0 += sliceDepth)
+      for (int64_t task = 0; task < tasks; ++task)
+        runTask(task, k0, std::min(k, k0 + sliceDepth));
     return;
   }
 #pragma omp parallel num_threads(threads())
@@ -368,9 +467,21 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
     // Tasks go to the threads in chunks as they finish the last: two
     // threads of a virtual machine need not run at the same speed.
     [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, tasks / (8 * count));
+    // A slice's tasks add to the C that the last slice's made: the threads
+    // wait for each other between slices (the implicit barrier), but not
+    // after the last.
+    for (int64_t k0 = 0; k0 < k; k0 += sliceDepth) {
+      int64_t kEnd = std::min(k, k0 + sliceDepth);
+      if (kEnd < k) {
+#pragma omp for schedule(dynamic, chunk)
+        for (int64_t task = 0; task < tasks; ++task)
+          runTask(task, k0, kEnd);
+      } else {
 #pragma omp for schedule(dynamic, chunk) nowait
-    for (int64_t task = 0; task < tasks; ++task)
-      runTask(task);
+        for (int64_t task = 0; task < tasks; ++task)
+          runTask(task, k0, kEnd);
+      }
+    }
   }
 }
 } // namespace packed
