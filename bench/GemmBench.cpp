@@ -1,0 +1,119 @@
+//===- GemmBench.cpp - The packed GEMM's speed on given shapes -----------===//
+//
+// pcc-bench-gemm times pcc's float product (packed::product, as the
+// generated code calls it) on the shapes it is given, each the best of R
+// runs after one of warm-up, and prints GFLOP/s per shape:
+//
+//   pcc-bench-gemm [--threads N] [--reps R] M,N,K[,ta][,tb][,prepared]...
+//
+// `ta` and `tb` transpose A and B; `prepared` packs B ahead (a constant
+// weight's product). bench/gemm.sh runs it beside PyTorch's matmul.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pcc_kernels.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+struct Shape {
+  int64_t m = 0, n = 0, k = 0;
+  bool transA = false, transB = false, prepared = false;
+  std::string text;
+};
+
+[[noreturn]] void usage(const std::string &message) {
+  std::fprintf(stderr,
+               "pcc-bench-gemm: %s\nusage: pcc-bench-gemm [--threads N] "
+               "[--reps R] M,N,K[,ta][,tb][,prepared]...\n",
+               message.c_str());
+  std::exit(1);
+}
+
+Shape parseShape(const std::string &text) {
+  Shape s;
+  s.text = text;
+  std::stringstream in(text);
+  std::string field;
+  std::vector<std::string> fields;
+  while (std::getline(in, field, ','))
+    fields.push_back(field);
+  if (fields.size() < 3)
+    usage("a shape is M,N,K with optional flags: '" + text + "'");
+  int64_t *dims[] = {&s.m, &s.n, &s.k};
+  for (int i = 0; i < 3; ++i) {
+    char *end = nullptr;
+    long long v = std::strtoll(fields[i].c_str(), &end, 10);
+    if (fields[i].empty() || *end || v <= 0 || v > (1 << 20))
+      usage("not a dimension in '" + text + "': '" + fields[i] + "'");
+    *dims[i] = v;
+  }
+  for (size_t i = 3; i < fields.size(); ++i) {
+    if (fields[i] == "ta")
+      s.transA = true;
+    else if (fields[i] == "tb")
+      s.transB = true;
+    else if (fields[i] == "prepared")
+      s.prepared = true;
+    else
+      usage("unknown flag '" + fields[i] + "' in '" + text + "'");
+  }
+  if (s.prepared && s.transA)
+    usage("a prepared product reads A as it is: '" + text + "'");
+  return s;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  int threads = 1, reps = 10;
+  std::vector<Shape> shapes;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if ((arg == "--threads" || arg == "--reps") && i + 1 < argc) {
+      int v = std::atoi(argv[++i]);
+      if (v <= 0)
+        usage(arg + " takes a positive count");
+      (arg == "--threads" ? threads : reps) = v;
+    } else if (!arg.empty() && arg[0] == '-') {
+      usage("unknown option '" + arg + "'");
+    } else {
+      shapes.push_back(parseShape(arg));
+    }
+  }
+  if (shapes.empty())
+    usage("no shape");
+  pcc_k::setThreads(threads);
+  for (const Shape &s : shapes) {
+    int64_t aRows = s.transA ? s.k : s.m, aCols = s.transA ? s.m : s.k;
+    int64_t bRows = s.transB ? s.n : s.k, bCols = s.transB ? s.k : s.n;
+    std::vector<float> a(size_t(aRows * aCols), 0.5f),
+        b(size_t(bRows * bCols), 0.25f), c(size_t(s.m * s.n));
+    std::vector<float> packed;
+    if (s.prepared) {
+      packed.resize(size_t(pcc_k::packedBElements(s.k, s.n)));
+      pcc_k::packB(s.k, s.n, b.data(), bCols, s.transB, packed.data());
+    }
+    bool parallel = threads > 1 && pcc_k::parallelProduct(s.m, s.n, s.k);
+    double best = 0;
+    for (int r = 0; r <= reps; ++r) {
+      auto start = std::chrono::steady_clock::now();
+      pcc_k::packed::product(s.m, s.n, s.k, 1.0f, a.data(), aCols, s.transA,
+                             s.prepared ? packed.data() : nullptr, b.data(),
+                             bCols, s.transB, 0.0f, c.data(), s.n, nullptr,
+                             nullptr, parallel);
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      if (r > 0 && (best == 0 || seconds < best))
+        best = seconds;
+    }
+    std::printf("%-24s %9.3f ms %7.1f GFLOP/s\n", s.text.c_str(), best * 1e3,
+                2.0 * double(s.m) * double(s.n) * double(s.k) / best / 1e9);
+  }
+  return 0;
+}
