@@ -74,9 +74,13 @@ for r in $(seq "$ROUNDS"); do
 done
 echo "# $("$PY" -c 'import torch; print("torch", torch.__version__)'), $THREADS thread(s), $T tokens, hidden $H, vocabulary $V; GFLOP/s, the median of $ROUNDS rounds"
 printf "%-18s %-22s %8s %8s %6s\n" product "M,N,K" pcc torch "pcc/torch"
+# The median of a shape's rates in FILE (lines "SPEC GFLOPS").
+median() { # SPEC FILE
+  awk -v s="$1" '$1 == s {print $2}' "$2" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+}
 for s in "${SHAPES[@]}"; do
   name="${s%% *}" spec="${s#* }"
-  p=$(awk -v s="$spec" '$1 == s {print $2}' "$WORK/pcc.txt" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  t=$(awk -v s="$spec" '$1 == s {print $2}' "$WORK/torch.txt" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  p=$(median "$spec" "$WORK/pcc.txt")
+  t=$(median "$spec" "$WORK/torch.txt")
   printf "%-18s %-22s %8.1f %8.1f %6.2f\n" "$name" "$spec" "$p" "$t" "$(awk -v p="$p" -v t="$t" 'BEGIN {print p / t}')"
 done

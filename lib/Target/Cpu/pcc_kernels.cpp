@@ -222,8 +222,9 @@ static void transpose16(const float *in, int64_t ld, float *out) {
 /// column n. op(B) is B (k x n, ldb apart) or, when transB, B's transpose,
 /// whose columns are B's rows: those are transposed 16 x 16 in registers
 /// where the panel is whole, and otherwise in tiles of 8 rows of K, each
-/// column's 8 floats read along its row (a float at a time, scattered into
-/// `o`, the copy took half as long as the product of 128 rows it fed).
+/// column's 8 floats read along its row. (Copied a float at a time into
+/// scattered places of `o`, the copy took half as long as the product of
+/// 128 rows it fed.)
 static void packBPanel(const float *b, int64_t ldb, bool transB, int64_t n,
                        int64_t col0, int64_t k0, int64_t depth, float *o) {
   int64_t cols = std::min(kPanelCols, n - col0);
@@ -297,10 +298,7 @@ constexpr int64_t kBlockPanels = 32;
 /// Floats of A's rows that one task reads over a slice of K (1 MB): half
 /// of a core's L2 on the processors pcc was tuned on, the rest for B's
 /// blocks and C.
-#ifndef PCC_CACHED_A_FLOATS
-#define PCC_CACHED_A_FLOATS (int64_t(1) << 18)
-#endif
-constexpr int64_t kCachedAFloats = PCC_CACHED_A_FLOATS;
+constexpr int64_t kCachedAFloats = int64_t(1) << 18;
 
 /// The most floats of A packed at once: a larger product packs and runs
 /// its rows in slices of this many (a weight gradient's A, the vocabulary
@@ -380,7 +378,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
                    ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
       }
   };
-  // Products of a long K run in slices of K (kSliceDepth, whole K-blocks),
+  // Products of a long K run in slices of K (sliceDepth, whole K-blocks),
   // each over every task before the next: a block of A's rows over one
   // slice stays in L2 while every panel of B reads it, where over the
   // whole of K it would be read from memory once per panel (the LM head's
@@ -468,18 +466,15 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
     // threads of a virtual machine need not run at the same speed.
     [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, tasks / (8 * count));
     // A slice's tasks add to the C that the last slice's made: the threads
-    // wait for each other between slices (the implicit barrier), but not
-    // after the last.
+    // wait for each other between slices, but not after the last (the
+    // region's end waits).
     for (int64_t k0 = 0; k0 < k; k0 += sliceDepth) {
       int64_t kEnd = std::min(k, k0 + sliceDepth);
-      if (kEnd < k) {
-#pragma omp for schedule(dynamic, chunk)
-        for (int64_t task = 0; task < tasks; ++task)
-          runTask(task, k0, kEnd);
-      } else {
 #pragma omp for schedule(dynamic, chunk) nowait
-        for (int64_t task = 0; task < tasks; ++task)
-          runTask(task, k0, kEnd);
+      for (int64_t task = 0; task < tasks; ++task)
+        runTask(task, k0, kEnd);
+      if (kEnd < k) {
+#pragma omp barrier
       }
     }
   }
