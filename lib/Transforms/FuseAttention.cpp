@@ -25,6 +25,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
 
@@ -294,9 +295,58 @@ DenseElementsAttr getConstantValue(Value v) {
   return attr ? getDenseValue(attr) : DenseElementsAttr();
 }
 
-/// The elements of a boolean mask computed from constants: a constant,
-/// `x == c` of a constant x and a scalar c (nanoGPT's `tril == 0`), or the
-/// negation of such a mask.
+/// The elements of the constant `dense` (integers, booleans or floats) as
+/// doubles, broadcast to `shape` (numpy's rules: trailing dimensions
+/// aligned, extents of 1 repeated); nullopt where they do not broadcast.
+std::optional<SmallVector<double>> broadcastConstant(DenseElementsAttr dense,
+                                                     ArrayRef<int64_t> shape) {
+  Type et = dense.getElementType();
+  SmallVector<double> values;
+  if (isa<FloatType>(et)) {
+    for (APFloat e : dense.getValues<APFloat>())
+      values.push_back(e.convertToDouble());
+  } else if (et.isInteger(1)) {
+    for (bool e : dense.getValues<bool>())
+      values.push_back(e);
+  } else if (isa<IntegerType>(et)) {
+    for (APInt e : dense.getValues<APInt>())
+      values.push_back(double(e.getSExtValue()));
+  } else {
+    return std::nullopt;
+  }
+  ArrayRef<int64_t> in = cast<ShapedType>(dense.getType()).getShape();
+  if (in.size() > shape.size())
+    return std::nullopt;
+  // The stride of each of `shape`'s dimensions in `values` (0 where it
+  // repeats).
+  SmallVector<int64_t> strides(shape.size(), 0);
+  int64_t stride = 1;
+  for (size_t d = 0; d < in.size(); ++d) {
+    size_t i = in.size() - 1 - d, o = shape.size() - 1 - d;
+    if (in[i] != shape[o] && in[i] != 1)
+      return std::nullopt;
+    strides[o] = in[i] == 1 ? 0 : stride;
+    stride *= in[i];
+  }
+  int64_t count = 1;
+  for (int64_t extent : shape)
+    count *= extent;
+  SmallVector<double> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t at = 0, rest = i;
+    for (size_t d = shape.size(); d-- > 0;) {
+      at += rest % shape[d] * strides[d];
+      rest /= shape[d];
+    }
+    out[size_t(i)] = values[dense.isSplat() ? 0 : size_t(at)];
+  }
+  return out;
+}
+
+/// The elements of a boolean mask computed from constants: a constant, a
+/// comparison of two constants (broadcast; HuggingFace's causal mask,
+/// `key_index <= query_index`, and nanoGPT's `tril == 0`), a triangle
+/// (Trilu) of such a mask, or its negation.
 std::optional<SmallVector<bool>> getConstantMask(Value v, int depth = 0) {
   if (depth > 4)
     return std::nullopt;
@@ -332,18 +382,28 @@ std::optional<SmallVector<bool>> getConstantMask(Value v, int depth = 0) {
         b = !b;
     return inner;
   }
-  if (auto eq = v.getDefiningOp<EqualOp>()) {
-    DenseElementsAttr x = getConstantValue(eq.getLhs());
-    std::optional<double> c = getScalar(eq.getRhs());
-    if (!x || !c || !isa<FloatType>(x.getElementType()) ||
-        shapeOf(eq.getLhs()) != shapeOf(v))
-      return std::nullopt;
-    SmallVector<bool> mask;
-    for (APFloat e : x.getValues<APFloat>())
-      mask.push_back(e.convertToDouble() == *c);
-    return mask;
-  }
-  return std::nullopt;
+  Operation *op = v.getDefiningOp();
+  if (!isa_and_nonnull<EqualOp, LessOp, LessOrEqualOp, GreaterOp,
+                       GreaterOrEqualOp>(op))
+    return std::nullopt;
+  DenseElementsAttr lhs = getConstantValue(op->getOperand(0)),
+                    rhs = getConstantValue(op->getOperand(1));
+  if (!lhs || !rhs)
+    return std::nullopt;
+  std::optional<SmallVector<double>> x = broadcastConstant(lhs, shapeOf(v)),
+                                     y = broadcastConstant(rhs, shapeOf(v));
+  if (!x || !y)
+    return std::nullopt;
+  SmallVector<bool> mask;
+  mask.reserve(x->size());
+  for (auto [a, b] : llvm::zip_equal(*x, *y))
+    mask.push_back(TypeSwitch<Operation *, bool>(op)
+                       .Case([&](EqualOp) { return a == b; })
+                       .Case([&](LessOp) { return a < b; })
+                       .Case([&](LessOrEqualOp) { return a <= b; })
+                       .Case([&](GreaterOp) { return a > b; })
+                       .Default([&](Operation *) { return a >= b; }));
+  return mask;
 }
 
 /// What the mask `v` is computed from, as getConstantMask and isCausal read
@@ -363,10 +423,15 @@ static std::string maskKey(Value v, int depth = 0) {
   else if (auto t = v.getDefiningOp<TriluOp>())
     os << "trilu(" << maskKey(t.getInput(), depth + 1) << ","
        << t.getUpper() << "," << static_cast<int64_t>(t.getK()) << ")";
-  else if (auto eq = v.getDefiningOp<EqualOp>())
-    os << "eq(" << maskKey(eq.getLhs(), depth + 1) << ","
-       << getScalar(eq.getRhs()).value_or(NAN) << ")";
-  else
+  else if (isa_and_nonnull<EqualOp, LessOp, LessOrEqualOp, GreaterOp,
+                           GreaterOrEqualOp, WhereOp>(v.getDefiningOp())) {
+    Operation *op = v.getDefiningOp();
+    os << op->getName().getStringRef() << "(";
+    llvm::interleaveComma(op->getOperands(), os, [&](Value operand) {
+      os << maskKey(operand, depth + 1);
+    });
+    os << ")";
+  } else
     os << "v" << v.getAsOpaquePointer();
   return key;
 }
@@ -401,6 +466,18 @@ bool isCausalUncached(Value v, bool isWhereMask, bool keepWhere) {
       if ((b == keepWhere) != causalAt(i))
         return false;
     return true;
+  }
+  // where(mask, 0, masked) or where(mask, masked, 0) of scalars.
+  if (auto where = v.getDefiningOp<WhereOp>()) {
+    std::optional<double> a = getScalar(where.getLhs()),
+                          b = getScalar(where.getRhs());
+    if (!a || !b || shapeOf(where.getCondition()) != shape)
+      return false;
+    if (*a == 0 && isMaskValue(*b))
+      return isCausalUncached(where.getCondition(), true, true);
+    if (isMaskValue(*a) && *b == 0)
+      return isCausalUncached(where.getCondition(), true, false);
+    return false;
   }
   DenseElementsAttr dense = getConstantValue(v);
   if (!dense || !isa<FloatType>(dense.getElementType()))
@@ -473,7 +550,7 @@ bool rewrite(Match &m, llvm::StringMap<bool> &knownMasks) {
   bool causal = false;
   Value bias;
   for (BiasTerm term : m.bias) {
-    if (!causal &&
+    if (!causal && (term.isWhereMask || term.coefficient > 0) &&
         isCausal(term.value, term.isWhereMask, term.keepWhere, knownMasks)) {
       causal = true;
       continue;

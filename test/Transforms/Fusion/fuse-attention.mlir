@@ -179,3 +179,52 @@ func.func @falcon(%q: tensor<1x4x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: tensor<1
   %o = graph.matmul %p, %v : (tensor<1x4x4x4xf32>, tensor<1x1x4x8xf32>) -> tensor<1x4x4x8xf32>
   return %o : tensor<1x4x4x8xf32>
 }
+
+// -----
+
+// HuggingFace's causal mask as torch's dynamo exporter writes it: a
+// comparison of the key and query positions (constants, broadcast against
+// each other), made a float bias by a `where` of two scalars. Causal, no
+// bias. With `<` instead of `<=` the diagonal is masked too: not causal,
+// and the mask stays the bias.
+
+// CHECK-LABEL: func.func @hf_positions
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 1.250000e-01 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) ->
+// CHECK-NOT:     graph.where
+// CHECK:         return
+func.func @hf_positions(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %keys = graph.weight "unsqueeze_12" dense<[[[[0, 1, 2, 3]]]]> : tensor<1x1x1x4xi64>
+  %queries = graph.weight "unsqueeze_9" dense<[[[[0], [1], [2], [3]]]]> : tensor<1x1x4x1xi64>
+  %zero = graph.weight "zeros" dense<0.0> : tensor<f32>
+  %lowest = graph.weight "val_26" dense<-3.40282347e+38> : tensor<f32>
+  %scale = graph.constant dense<0.125> : tensor<f32>
+  %visible = graph.less_or_equal %keys, %queries : (tensor<1x1x1x4xi64>, tensor<1x1x4x1xi64>) -> tensor<1x1x4x4xi1>
+  %mask = graph.where %visible, %zero, %lowest : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.add %s1, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// CHECK-LABEL: func.func @hf_positions_strict
+// CHECK:         %[[M:.*]] = graph.where
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[M]] {scale = 1.250000e-01 : f32}
+func.func @hf_positions_strict(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %keys = graph.weight "unsqueeze_12" dense<[[[[0, 1, 2, 3]]]]> : tensor<1x1x1x4xi64>
+  %queries = graph.weight "unsqueeze_9" dense<[[[[0], [1], [2], [3]]]]> : tensor<1x1x4x1xi64>
+  %zero = graph.weight "zeros" dense<0.0> : tensor<f32>
+  %lowest = graph.weight "val_26" dense<-3.40282347e+38> : tensor<f32>
+  %scale = graph.constant dense<0.125> : tensor<f32>
+  %visible = graph.less %keys, %queries : (tensor<1x1x1x4xi64>, tensor<1x1x4x1xi64>) -> tensor<1x1x4x4xi1>
+  %mask = graph.where %visible, %zero, %lowest : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.add %s1, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
