@@ -81,6 +81,11 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
                  options.getViewSource ? options.getViewSource(op) : Value())
       for (Value result : op->getResults())
         roots[result] = getRoot(source);
+    // A call's result that its callee writes into the buffer of one of its
+    // arguments (a partial sum it adds to) is that operand's buffer.
+    else if (auto call = dyn_cast<func::CallOp>(op))
+      for (auto [k, operand] : getAccumulatedOperands(call))
+        roots[call.getResult(k)] = getRoot(operand);
     SmallVector<Value> reads(op->getOperands());
     if (options.getExtraReads)
       options.getExtraReads(op, reads);
@@ -189,6 +194,23 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
   workspaceBytes = workspace.getHighWaterMark();
 }
 
+bool pcc::neverFails(Operation *) { return false; }
+
+SmallVector<std::pair<unsigned, Value>>
+pcc::getAccumulatedOperands(func::CallOp call) {
+  SmallVector<std::pair<unsigned, Value>> pairs;
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      call, call.getCalleeAttr());
+  if (!callee)
+    return pairs;
+  for (unsigned k = 0; k < callee.getNumResults(); ++k)
+    if (auto j =
+            callee.getResultAttrOfType<IntegerAttr>(k, dist::kAccumulatesAttr);
+        j && j.getInt() >= 0 && j.getInt() < int64_t(call.getNumOperands()))
+      pairs.push_back({k, call.getOperand(unsigned(j.getInt()))});
+  return pairs;
+}
+
 std::optional<int64_t> BufferPlan::getWorkspaceOffset(Value v) const {
   auto it = offsets.find(v);
   if (it == offsets.end())
@@ -225,6 +247,9 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
   for (unsigned k = 0; k < func.getNumResults(); ++k) {
     std::optional<unsigned> state =
         graph::getStateIndex(func, k, graph::kUpdateAttr);
+    if (auto j =
+            func.getResultAttrOfType<IntegerAttr>(k, dist::kAccumulatesAttr))
+      state = unsigned(j.getInt());
     writeBack.push_back(state ? int64_t(*state) : -1);
     if (!state)
       held += getTensorBytes(func.getResultTypes()[k]);
@@ -238,7 +263,14 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
   // they ran.
   BufferPlanOptions options;
   options.writeBack = writeBack;
-  options.mayFail = mayReturnEarly;
+  // A called function's partial sums are the step's own buffers, not
+  // state that a failed step must leave as it was (as the program
+  // emitter plans them).
+  bool accumulates =
+      llvm::any_of(llvm::seq(func.getNumResults()), [&](unsigned k) {
+        return bool(func.getResultAttr(k, dist::kAccumulatesAttr));
+      });
+  options.mayFail = accumulates ? neverFails : mayReturnEarly;
   auto external = [](Value v) {
     Operation *def = v.getDefiningOp();
     return isa_and_nonnull<graph::WeightOp, graph::ConstantOp>(def) ||

@@ -310,10 +310,16 @@ Operation *findEpilogueConsumer(Operation *product,
   ArrayRef<int64_t> space = shapeOf(consumer->getResult(0));
   if (ShapedType::getNumElements(space) != mn)
     return nullptr;
+  // A result the function writes back into a state argument may share that
+  // argument's buffer, which the product may still read.
+  auto func = product->getParentOfType<func::FuncOp>();
+  auto writesBack = [&](OpOperand &use) {
+    return isa<func::ReturnOp>(use.getOwner()) &&
+           (!func || func.getResultAttr(use.getOperandNumber(),
+                                        pcc::graph::kUpdateAttr));
+  };
   for (Value r : consumer->getResults())
-    if (shapeOf(r) != space || llvm::any_of(r.getUsers(), [](Operation *user) {
-          return isa<func::ReturnOp>(user);
-        }))
+    if (shapeOf(r) != space || llvm::any_of(r.getUses(), writesBack))
       return nullptr;
   std::optional<unsigned> t = pcc::getRowDims(space, n);
   if (!t)

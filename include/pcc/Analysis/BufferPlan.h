@@ -111,6 +111,15 @@ private:
 /// and calls. A state updated in place must not be followed by one
 /// (BufferPlanOptions::mayFail).
 bool mayReturnEarly(mlir::Operation *op);
+/// No op: for a function whose written-back results are no state (a
+/// called function's partial sums, dist.accumulates).
+bool neverFails(mlir::Operation *op);
+
+/// The results of `call` that its callee writes into the buffer of an
+/// argument (dist.accumulates), each with the call's operand there: the
+/// result lives in that operand's buffer.
+llvm::SmallVector<std::pair<unsigned, mlir::Value>>
+getAccumulatedOperands(mlir::func::CallOp call);
 
 /// The bytes a rank holds to run `func` (one block of statically shaped
 /// tensors): its arguments (the parameters, the state, the inputs), its

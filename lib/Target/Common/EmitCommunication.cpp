@@ -82,7 +82,18 @@ FunctionEmitter::emitCommunicationOp(Operation *op) {
                  Access{0, {chunk, 1}}, {outer, chunk});
         return success();
       })
-      .Case([&](func::CallOp call) {
+      .Case([&](func::CallOp call) -> LogicalResult {
+        // A partial sum the callee adds to in place is the call's alone:
+        // nothing reads it after the call, and it lives in this function's
+        // workspace (no argument or constant; pcc-lower-schedule passes the
+        // previous call's result).
+        for (auto [k, operand] : getAccumulatedOperands(call))
+          if (!operand.hasOneUse() ||
+              !bufferPlan->getWorkspaceOffset(bufferPlan->getRoot(operand)))
+            return call.emitError("result ")
+                   << k << " of '" << call.getCallee()
+                   << "' accumulates into an operand that this function's "
+                      "workspace does not hold for the call alone";
         SmallVector<std::string> args, results;
         for (Value v : call.getOperands())
           args.push_back(ptr(v));

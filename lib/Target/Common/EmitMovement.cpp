@@ -54,15 +54,19 @@ void FunctionEmitter::copyFrom(StringRef srcPointer, Value src,
 
 void FunctionEmitter::slicesAlongAxis(StringRef kernel, Operation *op,
                                       Value src, Value idx,
-                                      ArrayRef<int64_t> shape, int64_t axis) {
-  hooks.emitKernelCall(
-      kernel, {},
-      {ptr(src), ptr(idx), ptr(op->getResult(0)),
-       std::to_string(getNumElements(shape.take_front(axis))),
-       std::to_string(shape[axis]),
-       std::to_string(getNumElements(shape.drop_front(axis + 1))),
-       std::to_string(getNumElements(shapeOf(idx)))},
-      "PCCRT_ERR_INDEX_OUT_OF_RANGE");
+                                      ArrayRef<int64_t> shape, int64_t axis,
+                                      StringRef extra) {
+  SmallVector<std::string> args{
+      ptr(src),
+      ptr(idx),
+      ptr(op->getResult(0)),
+      std::to_string(getNumElements(shape.take_front(axis))),
+      std::to_string(shape[axis]),
+      std::to_string(getNumElements(shape.drop_front(axis + 1))),
+      std::to_string(getNumElements(shapeOf(idx)))};
+  if (!extra.empty())
+    args.push_back(extra.str());
+  hooks.emitKernelCall(kernel, {}, args, "PCCRT_ERR_INDEX_OUT_OF_RANGE");
 }
 
 LogicalResult FunctionEmitter::elementsAlongAxis(StringRef kernel,
@@ -162,6 +166,12 @@ std::optional<LogicalResult> FunctionEmitter::emitMovementOp(Operation *op) {
         return success();
       })
       .Case([&](ScatterAddOp sc) {
+        // Into the partial sum that the add reading it updates in place.
+        if (Operation *sum = scatterInto.lookup(op)) {
+          slicesAlongAxis("scatterAdd", sum, sc.getUpdates(), sc.getIndices(),
+                          shapeOf(result()), sc.getAxis(), "true");
+          return success();
+        }
         slicesAlongAxis("scatterAdd", op, sc.getUpdates(), sc.getIndices(),
                         shapeOf(result()), sc.getAxis());
         return success();

@@ -95,6 +95,26 @@ GemmEpilogue FunctionEmitter::getEpilogue(Operation *product, int64_t m,
   return e;
 }
 
+std::optional<std::string>
+FunctionEmitter::getAccumulationTarget(Operation *product,
+                                       Operation *consumer) {
+  auto add = dyn_cast_or_null<AddOp>(consumer);
+  if (!add || !bufferPlan)
+    return std::nullopt;
+  llvm::SmallPtrSet<Value, 4> views;
+  pcc::getViewChain(product->getResult(0), views);
+  Value sum = add.getResult();
+  for (unsigned i = 0; i < 2; ++i) {
+    Value partial = add->getOperand(i), term = add->getOperand(1 - i);
+    if (views.contains(term) && !views.contains(partial) &&
+        partial.getType() == sum.getType() &&
+        elemOf(product->getResult(0)) == elemOf(sum) &&
+        bufferPlan->getRoot(partial) == bufferPlan->getRoot(sum))
+      return ptr(sum);
+  }
+  return std::nullopt;
+}
+
 std::optional<LogicalResult> FunctionEmitter::emitProductOp(Operation *op) {
   auto result = [&](unsigned i = 0) { return op->getResult(i); };
   std::string t = op->getNumResults() ? type(result()) : "";
@@ -147,7 +167,13 @@ std::optional<LogicalResult> FunctionEmitter::emitProductOp(Operation *op) {
                 ? getProductConstantIndex(rhs, m.getRhs())
                 : -1};
         GemmEpilogue epilogue;
-        if (Operation *consumer = epilogueConsumer.lookup(op)) {
+        Operation *consumer = epilogueConsumer.lookup(op);
+        if (std::optional<std::string> into =
+                getAccumulationTarget(op, consumer)) {
+          // The product adds itself to the partial sum, in its buffer.
+          call.c = *into;
+          call.beta = t + "(1)";
+        } else if (consumer) {
           epilogue = getEpilogue(op, M, N, Value(), 0.0f, consumer);
           call.epilogue = &epilogue;
         }
@@ -194,7 +220,13 @@ std::optional<LogicalResult> FunctionEmitter::emitProductOp(Operation *op) {
                       getProductConstantIndex(rhs, g.getB())};
         GemmEpilogue epilogue;
         Operation *consumer = epilogueConsumer.lookup(op);
-        if (biasAfter || consumer) {
+        std::optional<std::string> into =
+            bias ? std::nullopt : getAccumulationTarget(op, consumer);
+        if (into) {
+          // The product adds itself to the partial sum, in its buffer.
+          call.c = *into;
+          call.beta = t + "(1)";
+        } else if (biasAfter || consumer) {
           epilogue = getEpilogue(op, c[0], c[1], biasAfter ? bias : Value(),
                                  beta, consumer);
           call.epilogue = &epilogue;

@@ -166,6 +166,12 @@ private:
   /// unless one of them is an operation.
   llvm::DenseSet<mlir::Value> fusionInvariants(graph::FusionOp fusion);
   void rowSoftmax(mlir::Operation *softmax, graph::FusionOp fusion, bool log);
+  /// Where `product` adds itself in place, with no epilogue: its epilogue
+  /// `consumer` is the sum of its result and a partial sum that lives in
+  /// the sum's own buffer (a gradient accumulated in place,
+  /// dist.accumulates), whose buffer then is the product's C (beta 1).
+  std::optional<std::string> getAccumulationTarget(mlir::Operation *product,
+                                                   mlir::Operation *consumer);
   /// The epilogue of `product` (M x N, its C contiguous): `bias` (a
   /// graph.gemm's C, scaled by `beta`), then `consumer`; either may be
   /// null.
@@ -187,10 +193,12 @@ private:
     return {ptr(v), elemOf(v), written};
   }
   /// A call of a gather/scatter kernel over slices of `shape` ([outer, k,
-  /// inner] around `axis`) at the indices.
+  /// inner] around `axis`) at the indices, into `op`'s result; `extra`, if
+  /// any, is one more argument.
   void slicesAlongAxis(llvm::StringRef kernel, mlir::Operation *op,
                        mlir::Value src, mlir::Value idx,
-                       llvm::ArrayRef<int64_t> shape, int64_t axis);
+                       llvm::ArrayRef<int64_t> shape, int64_t axis,
+                       llvm::StringRef extra = "");
   /// A call of an element-wise gather/scatter kernel, which walks the
   /// indices' shape and needs both shapes as arrays.
   mlir::LogicalResult elementsAlongAxis(llvm::StringRef kernel,
@@ -243,6 +251,11 @@ private:
       return -1;
     return getConstantIndex(m.buffer);
   }
+  /// Per scatter_add that adds itself to a partial sum in that sum's own
+  /// buffer (a gradient accumulated in place, dist.accumulates): the add
+  /// that reads it, which then has no code of its own.
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> scatterInto;
+  llvm::DenseSet<mlir::Operation *> scatteredSums;
   /// Fusions that the softmax reading them computes on the fly, and the
   /// softmax of each.
   llvm::DenseMap<mlir::Operation *, mlir::Operation *> absorbed;

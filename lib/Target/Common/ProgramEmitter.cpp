@@ -303,8 +303,9 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
     os << op->getName().getStringRef() << " " << op->getLoc();
     hooks.emitComment(comment);
   }
-  // An epilogue runs inside its product's call.
-  if (epilogueProduct.contains(op))
+  // An epilogue runs inside its product's call, a sum into which a
+  // scatter_add adds in place inside that scatter's.
+  if (epilogueProduct.contains(op) || scatteredSums.contains(op))
     return success();
   // A wait completes its collective; its result is the collective's.
   if (auto wait = dyn_cast<dist::WaitOp>(op)) {
@@ -385,10 +386,16 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     return failure();
   gemmOperands.emplace(func);
   SmallVector<int64_t> writeBack;
-  for (auto [k, role] : llvm::enumerate(resultRole))
+  // A called function's result that the caller gives its argument's
+  // buffer (a partial sum, dist.accumulates) is written back there too.
+  for (auto [k, role] : llvm::enumerate(resultRole)) {
+    auto into = func.getResultAttrOfType<IntegerAttr>(unsigned(k),
+                                                      dist::kAccumulatesAttr);
     writeBack.push_back(role == Role::StateUpdate
                             ? int64_t(*getStateIndex(func, k, kUpdateAttr))
-                            : -1);
+                        : into && !isEntry ? into.getInt()
+                                           : -1);
+  }
   BufferPlanOptions planOptions;
   auto isExternal = [&](Value v) { return external.contains(v); };
   planOptions.isExternal = isExternal;
@@ -409,7 +416,9 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     return isReadInPlace(op) ? op->getOperand(0) : Value();
   };
   planOptions.getViewSource = viewSource;
-  planOptions.mayFail = mayReturnEarly;
+  // The state a failed step must leave as it was is the entry's; a
+  // called function's partial sums are the caller's temporaries.
+  planOptions.mayFail = isEntry ? mayReturnEarly : neverFails;
   // What pcc-fuse decided the target computes inside another op's loop:
   // a softmax that computes its producing fusion per row reads the
   // fusion's operands, which stay alive until it ran; a product that runs
@@ -442,6 +451,23 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   planOptions.getExtraReads = extraReads;
   BufferPlan plan(func, planOptions);
   bufferPlan = &plan;
+  // A scatter_add whose only reader adds it to a partial sum, updated in
+  // place (the sum's buffer is the partial sum's, which only that add
+  // reads), scatters into that buffer: no table of zeros, no add.
+  for (auto scatter : func.getBody().front().getOps<ScatterAddOp>()) {
+    auto add = dyn_cast_or_null<AddOp>(
+        scatter->hasOneUse() ? *scatter->getUsers().begin() : nullptr);
+    if (!add)
+      continue;
+    Value partial =
+        add.getLhs() == scatter.getResult() ? add.getRhs() : add.getLhs();
+    if (partial == scatter.getResult() || partial.getType() != add.getType() ||
+        scatter.getType() != add.getType() || !partial.hasOneUse() ||
+        plan.getRoot(partial) != plan.getRoot(add.getResult()))
+      continue;
+    scatterInto[scatter] = add;
+    scatteredSums.insert(add);
+  }
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
   for (Operation &op : func.getBody().front().without_terminator()) {

@@ -1336,13 +1336,16 @@ inline int scatterElementsAdd(const T *updates, const I *idx, T *out, int rank,
       [&](int64_t e, int64_t off) { out[off] = T(out[off] + updates[e]); });
 }
 
-/// The adjoint of gather: out [outer, k, inner] = 0, then adds each of the
-/// `count` update slices at its index. Returns 1 on an index out of range.
+/// The adjoint of gather: out [outer, k, inner] = 0 (unless `accumulate`:
+/// out holds a partial sum, added to), then adds each of the `count` update
+/// slices at its index. Returns 1 on an index out of range.
 template <typename T, typename I>
 inline int scatterAdd(const T *updates, const I *idx, T *out, int64_t outer,
-                      int64_t k, int64_t inner, int64_t count) {
-  for (int64_t e = 0; e < outer * k * inner; ++e)
-    out[e] = T(0);
+                      int64_t k, int64_t inner, int64_t count,
+                      bool accumulate = false) {
+  if (!accumulate)
+    for (int64_t e = 0; e < outer * k * inner; ++e)
+      out[e] = T(0);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < count; ++j) {
       int64_t i = int64_t(idx[j]);

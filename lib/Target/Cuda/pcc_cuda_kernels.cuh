@@ -1335,8 +1335,10 @@ __global__ void scatterAddKernel(const T *__restrict__ updates,
 
 template <typename T, typename I>
 inline void scatterAdd(const T *updates, const I *idx, T *out, int64_t outer,
-                      int64_t k, int64_t inner, int64_t count) {
-  fill(out, outer * k * inner, T(0));
+                       int64_t k, int64_t inner, int64_t count,
+                       bool accumulate = false) {
+  if (!accumulate)
+    fill(out, outer * k * inner, T(0));
   if (outer * inner == 0)
     return;
   auto kernel = &scatterAddKernel<T, I>;

@@ -109,6 +109,7 @@ private:
                   std::set<std::pair<int64_t, int64_t>> &values,
                   std::set<unsigned> &inputs);
   func::FuncOp calleeOf(const pipeline::Action &a);
+  func::FuncOp getAccumulating(func::FuncOp fn);
   bool holds(unsigned arg, int64_t rank);
   Value mb(OpBuilder &b, Value whole, unsigned arg, int64_t k);
 
@@ -117,6 +118,9 @@ private:
   int64_t pp, stages = 1, microbatches = 1;
   MLIRContext *ctx;
   std::vector<StageFunctions> stageFns;
+  /// Per stage function that returns gradients, its accumulating variant
+  /// (getAccumulating).
+  llvm::DenseMap<Operation *, func::FuncOp> accumulatingFns;
   std::map<int64_t, func::FuncOp> optimizerFns;
   Routes routes;
   /// Per gradient result: the ranks whose backward contributes to it.
@@ -252,6 +256,51 @@ func::FuncOp Lowering::calleeOf(const pipeline::Action &a) {
     return fns.weight;
   }
   llvm_unreachable("unknown phase");
+}
+
+/// The variant of stage function `fn` that adds each gradient it returns
+/// to what the microbatches before have accumulated: one more argument per
+/// gradient result (its partial sum), in result order, after `fn`'s own,
+/// and the sum returned in the gradient's place, made right where the
+/// gradient is. The sum lives in the partial sum's buffer
+/// (dist.accumulates), which the caller passes for the result too, so that
+/// the product or scatter making the gradient adds it there (pcc-fuse's
+/// epilogue, the program emitter) and the caller reads no gradient again.
+/// Made once, beside `fn`; it is called, not scheduled (no phase or
+/// stage).
+func::FuncOp Lowering::getAccumulating(func::FuncOp fn) {
+  func::FuncOp &variant = accumulatingFns[fn];
+  if (variant)
+    return variant;
+  variant = fn.clone();
+  variant.setSymName((fn.getSymName() + "_accumulate").str());
+  variant->removeAttr(kPhaseAttr);
+  variant->removeAttr(kStageAttr);
+  SymbolTable(step->getParentOfType<ModuleOp>())
+      .insert(variant, ++Block::iterator(fn));
+  Block &body = variant.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  for (unsigned i = 0; i < variant.getNumResults(); ++i) {
+    if (!roleOf(variant.getResultAttrDict(i), kGradRole))
+      continue;
+    Value gradient = ret.getOperand(i);
+    unsigned at = variant.getNumArguments();
+    if (failed(variant.insertArgument(at, gradient.getType(), {},
+                                      gradient.getLoc())))
+      return {};
+    OpBuilder b(ctx);
+    if (Operation *def = gradient.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(&body);
+    auto sum = graph::AddOp::create(b, gradient.getLoc(),
+                                    variant.getArgument(at), gradient);
+    sum->setAttr(graph::kBackwardAttr, b.getUnitAttr());
+    ret.setOperand(i, sum);
+    // The caller gives the sum the partial sum's buffer.
+    variant.setResultAttr(i, dist::kAccumulatesAttr, b.getI64IntegerAttr(at));
+  }
+  return variant;
 }
 
 void Lowering::getCarried(const Call &call,
@@ -504,6 +553,26 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
           return failure();
         operands.push_back(*v);
       }
+      // Once every gradient the function returns has a part accumulated
+      // here, its accumulating variant adds to them (not where it returns
+      // two parts of one gradient, which the caller adds in turn).
+      SmallVector<Value> partials;
+      std::set<int64_t> grads;
+      bool distinct = true;
+      for (unsigned i = 0; i < callee.getNumResults(); ++i)
+        if (auto g = roleOf(callee.getResultAttrDict(i), kGradRole)) {
+          partials.push_back(accumulated.count(*g) ? accumulated[*g] : Value());
+          distinct &= grads.insert(*g).second;
+        }
+      bool accumulates =
+          distinct && !partials.empty() &&
+          llvm::all_of(partials, [](Value v) { return bool(v); });
+      if (accumulates) {
+        callee = getAccumulating(callee);
+        if (!callee)
+          return op->emitError("stage ") << s << ": no accumulating variant";
+        llvm::append_range(operands, partials);
+      }
       auto callOp = func::CallOp::create(b, loc, callee, operands);
       // The next step's microbatches are marked as such.
       std::string label =
@@ -536,7 +605,9 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
         }
         if (auto g = roleOf(attrs, kGradRole)) {
           Value &acc = accumulated[*g];
-          acc = acc ? graph::AddOp::create(b, loc, acc, r).getResult() : r;
+          acc = acc && !accumulates
+                    ? graph::AddOp::create(b, loc, acc, r).getResult()
+                    : r;
         }
       }
       for (int64_t g : lastContribution.lookup(op)) {

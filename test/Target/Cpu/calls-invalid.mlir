@@ -104,3 +104,34 @@ func.func @main(%s: tensor<3xf32> {graph.state = "s", graph.init = dense<0.0> : 
   %y = call @f() : () -> tensor<3xf32>
   return %y : tensor<3xf32>
 }
+
+// -----
+
+// A partial sum that the callee accumulates into (dist.accumulates) is
+// overwritten by the call: the caller may read it no more, and it may be
+// no argument of the caller.
+
+func.func private @grad(%x: tensor<4xf32>, %partial: tensor<4xf32>) -> (tensor<4xf32> {dist.accumulates = 1 : i64}) {
+  %s = graph.add %partial, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
+
+func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %first = graph.add %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // expected-error@+1 {{result 0 of 'grad' accumulates into an operand that this function's workspace does not hold for the call alone}}
+  %a = call @grad(%x, %first) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %a, %first : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+func.func private @grad(%x: tensor<4xf32>, %partial: tensor<4xf32>) -> (tensor<4xf32> {dist.accumulates = 1 : i64}) {
+  %s = graph.add %partial, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
+
+func.func @main(%x: tensor<4xf32>, %p: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{result 0 of 'grad' accumulates into an operand that this function's workspace does not hold for the call alone}}
+  %a = call @grad(%x, %p) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}

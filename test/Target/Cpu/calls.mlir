@@ -117,3 +117,61 @@ func.func @step() -> (tensor<2048xf32> {onnx.name = "r"}) {
 // CHECK:        void *const callArgs[] = {nullptr};
 // CHECK-NEXT:   void *const callResults[] = {{{v[0-9]+}}};
 // CHECK-NEXT:   if (int error = fn_stage_0(ctx, callArgs, callResults, ws + 0)) return error;
+
+// -----
+
+// A callee's result marked dist.accumulates = j is written into the buffer
+// of argument j (a partial sum), which the caller gives the result too, so
+// that nothing is copied: the product whose sum with the partial sum is
+// that result accumulates into it (beta 1, no epilogue); an element-wise
+// sum is computed in place. The caller's second call accumulates into the
+// first call's result.
+
+func.func private @grad(%x: tensor<4x8xf32>, %y: tensor<8x16xf32>, %partial: tensor<4x16xf32>, %bias: tensor<16xf32>, %bpartial: tensor<16xf32>,
+                        %ids: tensor<3xi64>, %rows: tensor<3x16xf32>, %epartial: tensor<5x16xf32>)
+    -> (tensor<4x16xf32> {dist.accumulates = 2 : i64}, tensor<16xf32> {dist.accumulates = 4 : i64}, tensor<5x16xf32> {dist.accumulates = 7 : i64}) {
+  %p = graph.matmul %x, %y {graph.epilogue} : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %s = graph.add %partial, %p : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %b = graph.add %bpartial, %bias : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %t = graph.scatter_add %rows[%ids] {axis = 0 : i64} : (tensor<3x16xf32>, tensor<3xi64>) -> tensor<5x16xf32>
+  %e = graph.add %epartial, %t : (tensor<5x16xf32>, tensor<5x16xf32>) -> tensor<5x16xf32>
+  return %s, %b, %e : tensor<4x16xf32>, tensor<16xf32>, tensor<5x16xf32>
+}
+
+func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %y: tensor<8x16xf32> {onnx.name = "y"}, %bias: tensor<16xf32> {onnx.name = "bias"},
+                %ids: tensor<3xi64> {onnx.name = "ids"}, %rows: tensor<3x16xf32> {onnx.name = "rows"})
+    -> (tensor<4x16xf32> {onnx.name = "g"}, tensor<16xf32> {onnx.name = "gb"}, tensor<5x16xf32> {onnx.name = "ge"}) {
+  %zero = graph.constant dense<0.0> : tensor<16xf32>
+  %first = graph.matmul %x, %y : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %firstb = graph.add %bias, %zero : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %firste = graph.scatter_add %rows[%ids] {axis = 0 : i64} : (tensor<3x16xf32>, tensor<3xi64>) -> tensor<5x16xf32>
+  %a:3 = call @grad(%x, %y, %first, %bias, %firstb, %ids, %rows, %firste) : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<3xi64>, tensor<3x16xf32>, tensor<5x16xf32>) -> (tensor<4x16xf32>, tensor<16xf32>, tensor<5x16xf32>)
+  %b:3 = call @grad(%x, %y, %a#0, %bias, %a#1, %ids, %rows, %a#2) : (tensor<4x8xf32>, tensor<8x16xf32>, tensor<4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<3xi64>, tensor<3x16xf32>, tensor<5x16xf32>) -> (tensor<4x16xf32>, tensor<16xf32>, tensor<5x16xf32>)
+  return %b#0, %b#1, %b#2 : tensor<4x16xf32>, tensor<16xf32>, tensor<5x16xf32>
+}
+
+// CHECK:      // @grad: {{[0-9]+}} bytes of workspace
+// CHECK-NEXT: PCC_PROGRAM static int fn_grad(
+// CHECK:        float* [[PARTIAL:a2]] = (float*)args[2];
+// CHECK:        float* [[BPARTIAL:a4]] = (float*)args[4];
+// CHECK:        float* [[S:v[0-9]+]] = (float*)[[PARTIAL]];
+// CHECK:        float* [[B:v[0-9]+]] = (float*)[[BPARTIAL]];
+// CHECK:        float* [[E:v[0-9]+]] = (float*)a7;
+// CHECK:        pcc_k::gemm<float>(4, 16, 8, float(1), a0 + 0, 8, false, a1 + 0, 16, false, float(1), [[S]] + 0, 16);
+// CHECK-NEXT:   }
+// CHECK-NEXT:   // graph.add
+// CHECK-NEXT:   // graph.add
+// CHECK:        pcc_loop{{[0-9]+}}([[B]], a3);
+// The scatter adds its rows into the partial sum's buffer, with no table
+// of zeros and no add after it.
+// CHECK:        pcc_k::scatterAdd(a6, a5, [[E]], 1, 5, 16, 3, true)
+// CHECK-NEXT:   // graph.add
+// CHECK-NEXT:   if ((void*)((float*)results[0]) != (void*)[[S]]) std::memcpy(
+// CHECK-NEXT:   if ((void*)((float*)results[1]) != (void*)[[B]]) std::memcpy(
+// CHECK-NEXT:   if ((void*)((float*)results[2]) != (void*)[[E]]) std::memcpy(
+// CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(
+// CHECK:        float* [[FIRST:v[0-9]+]] = (float*)(ws + {{[0-9]+}});
+// CHECK:        float* [[A0:v[0-9]+]] = (float*)[[FIRST]];
+// CHECK:        void *const callArgs[] = {a0, a1, [[FIRST]], a2, [[FB:v[0-9]+]], a3, a4, [[FE:v[0-9]+]]};
+// CHECK-NEXT:   void *const callResults[] = {[[A0]], [[A1:v[0-9]+]], [[A2:v[0-9]+]]};
+// CHECK:        void *const callArgs[] = {a0, a1, [[A0]], a2, [[A1]], a3, a4, [[A2]]};

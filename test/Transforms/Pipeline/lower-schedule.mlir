@@ -9,6 +9,16 @@
 // CHECK-SAME: tensor<1x8x40xf32> {dist.output = 0 : i64}, tensor<f32> {dist.output = 1 : i64}
 // CHECK: func.func private @main_stage0_backward(
 // CHECK-SAME: tensor<40x16xf32> {dist.grad = 2 : i64}
+// Each backward that returns gradients has a variant that adds them to
+// what the microbatches before accumulated: one argument per gradient
+// after its own, the sum made where the gradient is (the embedding's
+// scatter, the layers' products), not by the caller.
+// CHECK: func.func private @main_stage0_backward_accumulate(
+// CHECK-SAME: %[[EMB:arg[0-9]+]]: tensor<40x16xf32>, %{{arg[0-9]+}}: tensor<16xf32>, %{{arg[0-9]+}}: tensor<16xf32>, %{{arg[0-9]+}}: tensor<16x48xf32>, %{{arg[0-9]+}}: tensor<48xf32>, %{{arg[0-9]+}}: tensor<16x16xf32>) -> (tensor<40x16xf32> {dist.accumulates = 14 : i64, dist.grad = 2 : i64}
+// CHECK-NOT: dist.stage
+// CHECK: %[[SCATTER:.*]] = graph.scatter_add
+// CHECK-NEXT: %[[ACC:.*]] = graph.add %[[EMB]], %[[SCATTER]] {graph.backward}
+// CHECK: return %[[ACC]],
 // CHECK: func.func private @main_stage1_backward(
 // CHECK-SAME: tensor<40x16xf32> {dist.grad = 2 : i64}
 // CHECK: func.func private @main_rank0_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<f32> {dist.state = 12 : i64}, %arg2: tensor<40x16xf32> {dist.state = 1 : i64}
@@ -29,10 +39,12 @@
 // The sends complete where the schedule's simulation has their receives
 // done: the activations are free before the backward.
 // CHECK: dist.wait_send %[[F0]]#{{[0-9]+}} on @mesh axes ["pp"] to 1 tag 0
-// CHECK: call @main_stage0_backward({{.*}}dist.action = "B0"
+// The second microbatch's backward adds to the first's gradients.
+// CHECK: %[[B0:.*]]:6 = call @main_stage0_backward({{.*}}dist.action = "B0"
 // CHECK: dist.recv on @mesh axes ["pp"] from 1 tag 1 : tensor<1x8x16xf32>
-// CHECK: call @main_stage0_backward({{.*}}dist.action = "B1"
-// CHECK: dist.send %{{.*}} on @mesh axes ["pp"] to 1 tag 2 : tensor<40x16xf32>
+// CHECK: %[[B1:.*]]:6 = call @main_stage0_backward_accumulate({{.*}}, %[[B0]]#0, %[[B0]]#1, %[[B0]]#2, %[[B0]]#3, %[[B0]]#4, %[[B0]]#5) {dist.action = "B1"
+// CHECK-NOT: graph.add %[[B0]]
+// CHECK: dist.send %[[B1]]#0 on @mesh axes ["pp"] to 1 tag 2 : tensor<40x16xf32>
 // CHECK: %[[PART:.*]] = dist.recv on @mesh axes ["pp"] from 1 tag 2 : tensor<40x16xf32>
 // CHECK: %[[SUM:.*]] = graph.add %{{.*}}, %[[PART]]
 // CHECK: %[[AVG:.*]] = graph.div %[[SUM]], %{{.*}} : (tensor<40x16xf32>, tensor<f32>)
@@ -86,7 +98,7 @@
 // TWOBW:         call @main_stage0_forward(%arg7, {{.*}}dist.action = "F1"
 // TWOBW:         call @main_stage0_backward({{.*}}dist.action = "B0"
 // TWOBW:         call @main_stage0_forward(%arg1, {{.*}}dist.action = "F0+"
-// TWOBW:         call @main_stage0_backward({{.*}}dist.action = "B1"
+// TWOBW:         call @main_stage0_backward_accumulate({{.*}}dist.action = "B1"
 // TWOBW:         dist.action = "O"
 // TWOBW-LABEL: func.func @main_finish_rank0(
 // TWOBW-SAME:    pcc.entry = "main_finish"
