@@ -750,7 +750,16 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
     (values that skip stages are relayed by the ranks between). Graph
     inputs are sliced per microbatch (`dist.batch_dim`), outputs joined
     along it, the loss averaged. Gradients accumulate over microbatches on
-    the stage that computes them; after the flush, the ranks holding a
+    the stage that computes them: from the second microbatch on, a stage
+    function's calls go to its accumulating variant (`<name>_accumulate`,
+    made once beside it), which takes the partial sums as arguments after
+    its own and returns each gradient added to its partial sum, the sum made
+    where the gradient is made. Each such result is marked
+    `dist.accumulates = j` (its partial sum is argument j) and lives in that
+    argument's buffer: the caller gives both the same buffer, so that the
+    CPU's products add themselves to the partial sum (beta 1), an
+    embedding's scatter adds its rows into it, and nothing is copied. After
+    the flush, the ranks holding a
     parameter receive the other stages' parts of its gradient (a tied
     embedding and LM head), sum them in rank order so every copy stays
     equal, divide by the microbatches, and call their optimizer. A rank's
