@@ -244,12 +244,15 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
   for (BlockArgument arg : body.getArguments())
     held += getTensorBytes(arg.getType());
   SmallVector<int64_t> writeBack;
+  bool accumulates = false;
   for (unsigned k = 0; k < func.getNumResults(); ++k) {
     std::optional<unsigned> state =
         graph::getStateIndex(func, k, graph::kUpdateAttr);
     if (auto j =
-            func.getResultAttrOfType<IntegerAttr>(k, dist::kAccumulatesAttr))
+            func.getResultAttrOfType<IntegerAttr>(k, dist::kAccumulatesAttr)) {
       state = unsigned(j.getInt());
+      accumulates = true;
+    }
     writeBack.push_back(state ? int64_t(*state) : -1);
     if (!state)
       held += getTensorBytes(func.getResultTypes()[k]);
@@ -266,10 +269,6 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
   // A called function's partial sums are the step's own buffers, not
   // state that a failed step must leave as it was (as the program
   // emitter plans them).
-  bool accumulates =
-      llvm::any_of(llvm::seq(func.getNumResults()), [&](unsigned k) {
-        return bool(func.getResultAttr(k, dist::kAccumulatesAttr));
-      });
   options.mayFail = accumulates ? neverFails : mayReturnEarly;
   auto external = [](Value v) {
     Operation *def = v.getDefiningOp();

@@ -166,14 +166,12 @@ std::optional<LogicalResult> FunctionEmitter::emitMovementOp(Operation *op) {
         return success();
       })
       .Case([&](ScatterAddOp sc) {
-        // Into the partial sum that the add reading it updates in place.
-        if (Operation *sum = scatterInto.lookup(op)) {
-          slicesAlongAxis("scatterAdd", sum, sc.getUpdates(), sc.getIndices(),
-                          shapeOf(result()), sc.getAxis(), "true");
-          return success();
-        }
-        slicesAlongAxis("scatterAdd", op, sc.getUpdates(), sc.getIndices(),
-                        shapeOf(result()), sc.getAxis());
+        // Into the partial sum that the add reading it updates in place,
+        // if any.
+        Operation *sum = scatterInto.lookup(op);
+        slicesAlongAxis("scatterAdd", sum ? sum : op, sc.getUpdates(),
+                        sc.getIndices(), shapeOf(result()), sc.getAxis(),
+                        sum ? "true" : "");
         return success();
       })
       .Case([&](ScatterElementsAddOp sc) {

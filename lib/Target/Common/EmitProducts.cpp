@@ -95,23 +95,26 @@ GemmEpilogue FunctionEmitter::getEpilogue(Operation *product, int64_t m,
   return e;
 }
 
+Value FunctionEmitter::getInPlacePartial(AddOp add, Value term) {
+  Value partial = add.getLhs() == term ? add.getRhs() : add.getLhs();
+  if (partial == term || (add.getLhs() != term && add.getRhs() != term) ||
+      partial.getType() != add.getType() || !partial.hasOneUse() ||
+      bufferPlan->getRoot(partial) != bufferPlan->getRoot(add.getResult()))
+    return Value();
+  return partial;
+}
+
 std::optional<std::string>
 FunctionEmitter::getAccumulationTarget(Operation *product,
                                        Operation *consumer) {
   auto add = dyn_cast_or_null<AddOp>(consumer);
-  if (!add || !bufferPlan)
+  if (!add || elemOf(product->getResult(0)) != elemOf(add.getResult()))
     return std::nullopt;
   llvm::SmallPtrSet<Value, 4> views;
   pcc::getViewChain(product->getResult(0), views);
-  Value sum = add.getResult();
-  for (unsigned i = 0; i < 2; ++i) {
-    Value partial = add->getOperand(i), term = add->getOperand(1 - i);
-    if (views.contains(term) && !views.contains(partial) &&
-        partial.getType() == sum.getType() &&
-        elemOf(product->getResult(0)) == elemOf(sum) &&
-        bufferPlan->getRoot(partial) == bufferPlan->getRoot(sum))
-      return ptr(sum);
-  }
+  for (Value term : add->getOperands())
+    if (views.contains(term) && getInPlacePartial(add, term))
+      return ptr(add.getResult());
   return std::nullopt;
 }
 

@@ -166,6 +166,10 @@ private:
   /// unless one of them is an operation.
   llvm::DenseSet<mlir::Value> fusionInvariants(graph::FusionOp fusion);
   void rowSoftmax(mlir::Operation *softmax, graph::FusionOp fusion, bool log);
+  /// The operand of `add` besides `term` where the sum is computed in that
+  /// operand's buffer (a partial sum updated in place, dist.accumulates)
+  /// and nothing but `add` reads it, else null.
+  mlir::Value getInPlacePartial(graph::AddOp add, mlir::Value term);
   /// Where `product` adds itself in place, with no epilogue: its epilogue
   /// `consumer` is the sum of its result and a partial sum that lives in
   /// the sum's own buffer (a gradient accumulated in place,

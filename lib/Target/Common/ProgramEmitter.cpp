@@ -457,13 +457,8 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   for (auto scatter : func.getBody().front().getOps<ScatterAddOp>()) {
     auto add = dyn_cast_or_null<AddOp>(
         scatter->hasOneUse() ? *scatter->getUsers().begin() : nullptr);
-    if (!add)
-      continue;
-    Value partial =
-        add.getLhs() == scatter.getResult() ? add.getRhs() : add.getLhs();
-    if (partial == scatter.getResult() || partial.getType() != add.getType() ||
-        scatter.getType() != add.getType() || !partial.hasOneUse() ||
-        plan.getRoot(partial) != plan.getRoot(add.getResult()))
+    if (!add || scatter.getType() != add.getType() ||
+        !getInPlacePartial(add, scatter.getResult()))
       continue;
     scatterInto[scatter] = add;
     scatteredSums.insert(add);
