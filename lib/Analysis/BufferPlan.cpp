@@ -4,6 +4,7 @@
 
 #include "pcc/Analysis/CostModel.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GemmOperands.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 
@@ -140,6 +141,37 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
     }
   }
 
+  // An op that adds its result into a partial sum does so in the partial
+  // sum's buffer where the sum is computed in place there (a gradient
+  // accumulated over microbatches): the result and its views live in that
+  // buffer. Only a partial sum that is a buffer of its own, which the sum
+  // alone reads: from the op on it holds the sum already. Not where the op
+  // or one before the sum may fail: a failed step leaves its state as it
+  // was.
+  if (options.getAccumulation)
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      auto [sum, partial] = options.getAccumulation(op);
+      if (!sum || getRoot(partial) != partial || getRoot(sum) != partial ||
+          isExternal(partial))
+        continue;
+      bool mayFail = false;
+      for (Operation *next : ArrayRef(ops).drop_front(i)) {
+        if (next == sum.getDefiningOp())
+          break;
+        mayFail |= options.mayFail && options.mayFail(next);
+      }
+      if (mayFail)
+        continue;
+      Value result = op->getResult(0);
+      for (auto &entry : roots)
+        if (entry.second == result)
+          entry.second = partial;
+      roots[result] = partial;
+      lastUse[partial] =
+          std::max(lastUse.lookup(partial), lastUse.lookup(result));
+      accumulated.insert(result);
+    }
+
   // A value an op computes, first returned as result k, is computed in
   // place in result k's buffer; everything else the function returns is
   // copied there at the end (written-back results into their arguments).
@@ -195,6 +227,30 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
 }
 
 bool pcc::neverFails(Operation *) { return false; }
+
+bool pcc::canAccumulateInPlace(Operation *op) {
+  if (auto gemm = dyn_cast<graph::GemmOp>(op))
+    return !gemm.getC();
+  return isa<graph::MatMulOp, graph::ScatterAddOp>(op);
+}
+
+std::pair<Value, Value> pcc::getAccumulatingSum(Operation *op) {
+  if (!canAccumulateInPlace(op) || op->getNumResults() != 1)
+    return {};
+  llvm::SmallPtrSet<Value, 4> chain;
+  auto add =
+      dyn_cast_or_null<graph::AddOp>(getViewChain(op->getResult(0), chain));
+  if (!add)
+    return {};
+  Value term = add.getLhs(), partial = add.getRhs();
+  if (!chain.contains(term))
+    std::swap(term, partial);
+  if (!chain.contains(term) || chain.contains(partial) ||
+      term.getType() != add.getType() || partial.getType() != add.getType() ||
+      !partial.hasOneUse())
+    return {};
+  return {add.getResult(), partial};
+}
 
 SmallVector<std::pair<unsigned, Value>>
 pcc::getAccumulatedOperands(func::CallOp call) {
@@ -282,5 +338,8 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
       llvm::append_range(reads, inputs);
   };
   options.getExtraReads = extraReads;
+  // Products and scatters add themselves into partial sums updated in
+  // place, as the targets do.
+  options.getAccumulation = getAccumulatingSum;
   return held + BufferPlan(func, options).getWorkspaceBytes();
 }

@@ -9,7 +9,9 @@
 // the result of an update in place (graph::OpTrait::UpdatesInPlace: a KV
 // cache's write), unless its operand is a constant the target holds. A result
 // of the function is computed in place in the buffer the caller provides
-// for it where it can be, and otherwise copied there at the end.
+// for it where it can be, and otherwise copied there at the end. A product
+// or scatter whose result is only added to a partial sum that is updated in
+// place adds itself into that buffer and takes no block of its own.
 //
 // The plan is a pure analysis: the target decides which values it holds
 // outside the workspace (constants in the code, weights in the weights
@@ -62,6 +64,14 @@ struct BufferPlanOptions {
   llvm::function_ref<void(mlir::Operation *,
                           llvm::SmallVectorImpl<mlir::Value> &)>
       getExtraReads;
+  /// Ops that can add their result into a partial sum instead of writing
+  /// it (a product with beta 1, a scatter that accumulates): the sum that
+  /// reads the result and the partial sum it adds, or nulls
+  /// (getAccumulatingSum). Where the plan computes that sum in place in the
+  /// partial sum's buffer, the op's result and its views live there too
+  /// (isAccumulated). Null: none.
+  llvm::function_ref<std::pair<mlir::Value, mlir::Value>(mlir::Operation *)>
+      getAccumulation;
   /// The alignment (and granularity) of workspace blocks, in bytes.
   int64_t alignment = 64;
 };
@@ -84,6 +94,10 @@ public:
   bool isUpdatedInPlace(mlir::Value v) const {
     return updatedInPlace.contains(v);
   }
+  /// Whether `v`, the result of an op that options.getAccumulation names,
+  /// lives in its partial sum's buffer: the op adds itself there, and the
+  /// sum has no code of its own.
+  bool isAccumulated(mlir::Value v) const { return accumulated.contains(v); }
   /// The byte offset of `v`'s block in the workspace, if it has one.
   std::optional<int64_t> getWorkspaceOffset(mlir::Value v) const;
   /// The result `v` is computed in place for (its buffer is that result's),
@@ -100,6 +114,7 @@ public:
 private:
   llvm::DenseMap<mlir::Value, mlir::Value> roots;
   llvm::DenseSet<mlir::Value> updatedInPlace;
+  llvm::DenseSet<mlir::Value> accumulated;
   llvm::DenseMap<mlir::Value, int64_t> offsets;
   llvm::DenseMap<mlir::Value, unsigned> resultSlots;
   llvm::DenseMap<unsigned, int64_t> snapshots;
@@ -120,6 +135,20 @@ bool neverFails(mlir::Operation *op);
 /// result lives in that operand's buffer.
 llvm::SmallVector<std::pair<unsigned, mlir::Value>>
 getAccumulatedOperands(mlir::func::CallOp call);
+
+/// Whether `op` can add its result into a partial sum where that sum is
+/// computed in place, instead of writing the result: a product
+/// (graph.matmul, graph.gemm without C) with beta 1, a graph.scatter_add
+/// that accumulates.
+bool canAccumulateInPlace(mlir::Operation *op);
+
+/// The sum an op that canAccumulateInPlace could add its result into, and
+/// that sum's partial
+/// sum: the result, through a chain of views each read once, is read only
+/// by a graph.add that adds it (of the add's type) to another value of that
+/// type, which nothing else reads. Else nulls. (Whether the sum is computed in
+/// the partial sum's buffer is the buffer plan's to say.)
+std::pair<mlir::Value, mlir::Value> getAccumulatingSum(mlir::Operation *op);
 
 /// The bytes a rank holds to run `func` (one block of statically shaped
 /// tensors): its arguments (the parameters, the state, the inputs), its

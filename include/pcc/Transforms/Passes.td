@@ -757,9 +757,9 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
     where the gradient is made. Each such result is marked
     `dist.accumulates = j` (its partial sum is argument j) and lives in that
     argument's buffer: the caller gives both the same buffer, so that the
-    CPU's products add themselves to the partial sum (beta 1), an
-    embedding's scatter adds its rows into it, and nothing is copied. After
-    the flush, the ranks holding a
+    products add themselves to the partial sum (beta 1), an embedding's
+    scatter adds its rows into it, neither with a buffer of its own, and
+    nothing is copied. After the flush, the ranks holding a
     parameter receive the other stages' parts of its gradient (a tied
     embedding and LM head), sum them in rank order so every copy stays
     equal, divide by the microbatches, and call their optimizer. A rank's

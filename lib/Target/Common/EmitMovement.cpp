@@ -168,7 +168,7 @@ std::optional<LogicalResult> FunctionEmitter::emitMovementOp(Operation *op) {
       .Case([&](ScatterAddOp sc) {
         // Into the partial sum that the add reading it updates in place,
         // if any.
-        Operation *sum = scatterInto.lookup(op);
+        Operation *sum = accumulateInto.lookup(op);
         slicesAlongAxis("scatterAdd", sum ? sum : op, sc.getUpdates(),
                         sc.getIndices(), shapeOf(result()), sc.getAxis(),
                         sum ? "true" : "");

@@ -95,29 +95,6 @@ GemmEpilogue FunctionEmitter::getEpilogue(Operation *product, int64_t m,
   return e;
 }
 
-Value FunctionEmitter::getInPlacePartial(AddOp add, Value term) {
-  Value partial = add.getLhs() == term ? add.getRhs() : add.getLhs();
-  if (partial == term || (add.getLhs() != term && add.getRhs() != term) ||
-      partial.getType() != add.getType() || !partial.hasOneUse() ||
-      bufferPlan->getRoot(partial) != bufferPlan->getRoot(add.getResult()))
-    return Value();
-  return partial;
-}
-
-std::optional<std::string>
-FunctionEmitter::getAccumulationTarget(Operation *product,
-                                       Operation *consumer) {
-  auto add = dyn_cast_or_null<AddOp>(consumer);
-  if (!add || elemOf(product->getResult(0)) != elemOf(add.getResult()))
-    return std::nullopt;
-  llvm::SmallPtrSet<Value, 4> views;
-  pcc::getViewChain(product->getResult(0), views);
-  for (Value term : add->getOperands())
-    if (views.contains(term) && getInPlacePartial(add, term))
-      return ptr(add.getResult());
-  return std::nullopt;
-}
-
 std::optional<LogicalResult> FunctionEmitter::emitProductOp(Operation *op) {
   auto result = [&](unsigned i = 0) { return op->getResult(i); };
   std::string t = op->getNumResults() ? type(result()) : "";
@@ -171,10 +148,9 @@ std::optional<LogicalResult> FunctionEmitter::emitProductOp(Operation *op) {
                 : -1};
         GemmEpilogue epilogue;
         Operation *consumer = epilogueConsumer.lookup(op);
-        if (std::optional<std::string> into =
-                getAccumulationTarget(op, consumer)) {
+        if (Operation *sum = accumulateInto.lookup(op)) {
           // The product adds itself to the partial sum, in its buffer.
-          call.c = *into;
+          call.c = ptr(sum->getResult(0));
           call.beta = t + "(1)";
         } else if (consumer) {
           epilogue = getEpilogue(op, M, N, Value(), 0.0f, consumer);
@@ -223,11 +199,9 @@ std::optional<LogicalResult> FunctionEmitter::emitProductOp(Operation *op) {
                       getProductConstantIndex(rhs, g.getB())};
         GemmEpilogue epilogue;
         Operation *consumer = epilogueConsumer.lookup(op);
-        std::optional<std::string> into =
-            bias ? std::nullopt : getAccumulationTarget(op, consumer);
-        if (into) {
+        if (Operation *sum = accumulateInto.lookup(op)) {
           // The product adds itself to the partial sum, in its buffer.
-          call.c = *into;
+          call.c = ptr(sum->getResult(0));
           call.beta = t + "(1)";
         } else if (biasAfter || consumer) {
           epilogue = getEpilogue(op, c[0], c[1], biasAfter ? bias : Value(),

@@ -166,16 +166,6 @@ private:
   /// unless one of them is an operation.
   llvm::DenseSet<mlir::Value> fusionInvariants(graph::FusionOp fusion);
   void rowSoftmax(mlir::Operation *softmax, graph::FusionOp fusion, bool log);
-  /// The operand of `add` besides `term` where the sum is computed in that
-  /// operand's buffer (a partial sum updated in place, dist.accumulates)
-  /// and nothing but `add` reads it, else null.
-  mlir::Value getInPlacePartial(graph::AddOp add, mlir::Value term);
-  /// Where `product` adds itself in place, with no epilogue: its epilogue
-  /// `consumer` is the sum of its result and a partial sum that lives in
-  /// the sum's own buffer (a gradient accumulated in place,
-  /// dist.accumulates), whose buffer then is the product's C (beta 1).
-  std::optional<std::string> getAccumulationTarget(mlir::Operation *product,
-                                                   mlir::Operation *consumer);
   /// The epilogue of `product` (M x N, its C contiguous): `bias` (a
   /// graph.gemm's C, scaled by `beta`), then `consumer`; either may be
   /// null.
@@ -255,11 +245,12 @@ private:
       return -1;
     return getConstantIndex(m.buffer);
   }
-  /// Per scatter_add that adds itself to a partial sum in that sum's own
-  /// buffer (a gradient accumulated in place, dist.accumulates): the add
-  /// that reads it, which then has no code of its own.
-  llvm::DenseMap<mlir::Operation *, mlir::Operation *> scatterInto;
-  llvm::DenseSet<mlir::Operation *> scatteredSums;
+  /// Per product or scatter_add that adds itself into a partial sum in
+  /// place (BufferPlan::isAccumulated: a gradient accumulated over
+  /// microbatches, dist.accumulates): the add that reads it, which then has
+  /// no code of its own; and those adds.
+  llvm::DenseMap<mlir::Operation *, mlir::Operation *> accumulateInto;
+  llvm::DenseSet<mlir::Operation *> accumulatedSums;
   /// Fusions that the softmax reading them computes on the fly, and the
   /// softmax of each.
   llvm::DenseMap<mlir::Operation *, mlir::Operation *> absorbed;

@@ -303,9 +303,9 @@ LogicalResult FunctionEmitter::emitOp(Operation *op) {
     os << op->getName().getStringRef() << " " << op->getLoc();
     hooks.emitComment(comment);
   }
-  // An epilogue runs inside its product's call, a sum into which a
-  // scatter_add adds in place inside that scatter's.
-  if (epilogueProduct.contains(op) || scatteredSums.contains(op))
+  // An epilogue runs inside its product's call, a sum into which a product
+  // or a scatter_add adds itself in place inside that op's.
+  if (epilogueProduct.contains(op) || accumulatedSums.contains(op))
     return success();
   // A wait completes its collective; its result is the collective's.
   if (auto wait = dyn_cast<dist::WaitOp>(op)) {
@@ -449,19 +449,22 @@ FailureOr<int64_t> FunctionEmitter::emit() {
       reads.push_back(wait.getCollective()->getOperand(0));
   };
   planOptions.getExtraReads = extraReads;
+  // Products and scatter_adds add themselves into partial sums updated in
+  // place (beta 1, an accumulating scatter), on every target.
+  planOptions.getAccumulation = getAccumulatingSum;
   BufferPlan plan(func, planOptions);
   bufferPlan = &plan;
-  // A scatter_add whose only reader adds it to a partial sum, updated in
-  // place (the sum's buffer is the partial sum's, which only that add
-  // reads), scatters into that buffer: no table of zeros, no add.
-  for (auto scatter : func.getBody().front().getOps<ScatterAddOp>()) {
-    auto add = dyn_cast_or_null<AddOp>(
-        scatter->hasOneUse() ? *scatter->getUsers().begin() : nullptr);
-    if (!add || scatter.getType() != add.getType() ||
-        !getInPlacePartial(add, scatter.getResult()))
+  // Such an op runs with no epilogue; its sum has no code of its own.
+  for (Operation &op : func.getBody().front()) {
+    if (op.getNumResults() != 1 || !plan.isAccumulated(op.getResult(0)))
       continue;
-    scatterInto[scatter] = add;
-    scatteredSums.insert(add);
+    Operation *sum = getAccumulatingSum(&op).first.getDefiningOp();
+    accumulateInto[&op] = sum;
+    accumulatedSums.insert(sum);
+    if (epilogueConsumer.lookup(&op) == sum) {
+      epilogueConsumer.erase(&op);
+      epilogueProduct.erase(sum);
+    }
   }
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);

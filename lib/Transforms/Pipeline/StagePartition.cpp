@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Analysis/BufferPlan.h"
 #include "pcc/Analysis/CostModel.h"
 #include "pcc/Analysis/StepPhases.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
@@ -27,6 +28,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -1130,8 +1132,9 @@ static SmallVector<double> setStageCosts(const StageAssignment &sa) {
     costs[3 * at->second + column] += options.cost.time(op);
   }
   // Each microbatch's gradients are added to those of the earlier ones
-  // (pcc-lower-schedule's accumulation, between a stage's backward and the
-  // next): an add over each gradient a stage makes, in all but the first.
+  // (pcc-lower-schedule's accumulation): an add over each gradient a stage
+  // makes, in all but the first, except where the product or scatter that
+  // makes it adds itself into the partial sum (its cost is the same).
   if (options.microbatches > 1) {
     double later = double(options.microbatches - 1) / options.microbatches;
     for (auto [k, v] : llvm::enumerate(sa.getReturn().getOperands())) {
@@ -1139,6 +1142,11 @@ static SmallVector<double> setStageCosts(const StageAssignment &sa) {
         continue;
       auto at = stageOf.find(v.getDefiningOp());
       if (at == stageOf.end())
+        continue;
+      Operation *def = v.getDefiningOp();
+      while (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def))
+        def = view.getViewSource().getDefiningOp();
+      if (def && canAccumulateInPlace(def))
         continue;
       auto type = cast<RankedTensorType>(v.getType());
       double elements = double(type.getNumElements());

@@ -123,8 +123,8 @@ func.func @step() -> (tensor<2048xf32> {onnx.name = "r"}) {
 // A callee's result marked dist.accumulates = j is written into the buffer
 // of argument j (a partial sum), which the caller gives the result too, so
 // that nothing is copied: the product whose sum with the partial sum is
-// that result accumulates into it (beta 1, no epilogue); an element-wise
-// sum is computed in place. The caller's second call accumulates into the
+// that result accumulates into it (beta 1, no epilogue, no buffer of its
+// own); an element-wise sum is computed in place. The caller's second call accumulates into the
 // first call's result.
 
 func.func private @grad(%x: tensor<4x8xf32>, %y: tensor<8x16xf32>, %partial: tensor<4x16xf32>, %bias: tensor<16xf32>, %bpartial: tensor<16xf32>,
@@ -150,13 +150,17 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %y: tensor<8x16xf32> {onn
   return %b#0, %b#1, %b#2 : tensor<4x16xf32>, tensor<16xf32>, tensor<5x16xf32>
 }
 
-// CHECK:      // @grad: {{[0-9]+}} bytes of workspace
+// The product and the scatter take no buffer of their own: their results
+// live in the partial sums' buffers, as the sums do.
+// CHECK:      // @grad: 0 bytes of workspace, 0 with its calls
 // CHECK-NEXT: PCC_PROGRAM static int fn_grad(
 // CHECK:        float* [[PARTIAL:a2]] = (float*)args[2];
 // CHECK:        float* [[BPARTIAL:a4]] = (float*)args[4];
-// CHECK:        float* [[S:v[0-9]+]] = (float*)[[PARTIAL]];
-// CHECK:        float* [[B:v[0-9]+]] = (float*)[[BPARTIAL]];
-// CHECK:        float* [[E:v[0-9]+]] = (float*)a7;
+// CHECK:        float* {{v[0-9]+}} = (float*)[[PARTIAL]];
+// CHECK-NEXT:   float* [[S:v[0-9]+]] = (float*)[[PARTIAL]];
+// CHECK-NEXT:   float* [[B:v[0-9]+]] = (float*)[[BPARTIAL]];
+// CHECK-NEXT:   float* {{v[0-9]+}} = (float*)a7;
+// CHECK-NEXT:   float* [[E:v[0-9]+]] = (float*)a7;
 // CHECK:        pcc_k::gemm<float>(4, 16, 8, float(1), a0 + 0, 8, false, a1 + 0, 16, false, float(1), [[S]] + 0, 16);
 // CHECK-NEXT:   }
 // CHECK-NEXT:   // graph.add
