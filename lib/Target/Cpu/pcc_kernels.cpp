@@ -393,7 +393,13 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
     static thread_local std::vector<float> bBlock;
     if (!bp)
       bBlock.resize(size_t(kDepth * kPanelCols));
-    int64_t p = task / rowBlocks, block = task % rowBlocks;
+    // Block after block of rows, every panel of B over one before the
+    // next, so that the block of A's rows stays in L2 while the panels read
+    // it: panel after panel, each over every block, read each block from
+    // L3 or memory again when A's rows outgrow L2 (1024 tokens: 3 blocks of
+    // 384 rows, 2.4 MB over a slice of K; 4-14% slower on one thread of
+    // the Intel VM, 1-17% on two).
+    int64_t block = task / panels, p = task % panels;
     int64_t r0 = block * kBlockPanels,
             r1 = std::min(rowPanels, r0 + kBlockPanels);
     int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
