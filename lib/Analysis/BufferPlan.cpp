@@ -191,10 +191,61 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
         if (options.readsUntilEnd(operand))
           liveToEnd.insert(getRoot(operand.get()));
 
+  // A concatenation along its outermost dimension, whose every input is
+  // the whole of a buffer computed here that only the concatenation reads
+  // (through views), is made in place: each input's buffer is its part of
+  // the concatenation's block, which is allocated when the first of them
+  // is computed and lives until the concatenation's last reader.
+  llvm::DenseMap<Value, std::pair<Value, int64_t>> partOf;
+  llvm::DenseMap<Value, int64_t> concatIndex;
+  if (options.concatInPlace)
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      if (!canConcatenateInPlace(op))
+        continue;
+      auto concat = cast<graph::ConcatOp>(op);
+      Value whole = concat.getResult();
+      if (isView(whole) || resultSlots.count(whole) || isExternal(whole))
+        continue;
+      SmallVector<std::pair<Value, int64_t>> parts;
+      llvm::DenseSet<Value> seen;
+      int64_t at = 0;
+      bool inPlace = true;
+      for (Value input : concat.getInputs()) {
+        Value root = getRoot(input);
+        llvm::SmallPtrSet<Value, 4> chain;
+        inPlace &=
+            isa<OpResult>(root) && !isExternal(root) &&
+            !resultSlots.count(root) && !liveToEnd.contains(root) &&
+            !partOf.count(root) && seen.insert(root).second &&
+            getTensorBytes(root.getType()) == getTensorBytes(input.getType()) &&
+            getViewChain(root, chain) == op && chain.contains(input);
+        parts.push_back({root, at});
+        at += getTensorBytes(input.getType());
+      }
+      if (!inPlace)
+        continue;
+      for (auto [root, offset] : parts)
+        partOf[root] = {whole, offset};
+      concatIndex[whole] = int64_t(i);
+      concatenatedInPlace.insert(whole);
+    }
+
   Allocator workspace(options.alignment);
   for (auto [i, op] : llvm::enumerate(ops)) {
     for (Value v : op->getResults()) {
       if (isView(v) || resultSlots.count(v) || isExternal(v))
+        continue;
+      if (auto part = partOf.find(v); part != partOf.end()) {
+        auto [whole, offset] = part->second;
+        if (!offsets.count(whole)) {
+          offsets[whole] = workspace.allocate(whole);
+          lastUse.try_emplace(whole, concatIndex.lookup(whole));
+        }
+        offsets[v] = offsets[whole] + offset;
+        continue;
+      }
+      // A concatenation made in place has its block already.
+      if (offsets.count(v))
         continue;
       offsets[v] = workspace.allocate(v);
       // A result nobody reads is still written: free it after this op.
@@ -232,6 +283,28 @@ bool pcc::canAccumulateInPlace(Operation *op) {
   if (auto gemm = dyn_cast<graph::GemmOp>(op))
     return !gemm.getC();
   return isa<graph::MatMulOp, graph::ScatterAddOp>(op);
+}
+
+bool pcc::canConcatenateInPlace(Operation *op) {
+  auto concat = dyn_cast<graph::ConcatOp>(op);
+  if (!concat ||
+      llvm::any_of(concat.getType().getShape().take_front(concat.getAxis()),
+                   [](int64_t d) { return d != 1; }))
+    return false;
+  llvm::DenseSet<Value> roots;
+  for (Value input : concat.getInputs()) {
+    Value root = input;
+    while (auto view =
+               dyn_cast_or_null<ViewLikeOpInterface>(root.getDefiningOp()))
+      root = view.getViewSource();
+    Operation *def = root.getDefiningOp();
+    llvm::SmallPtrSet<Value, 4> chain;
+    if (!def || def->hasTrait<OpTrait::ConstantLike>() ||
+        isa<graph::WeightOp>(def) || !roots.insert(root).second ||
+        getViewChain(root, chain) != op || !chain.contains(input))
+      return false;
+  }
+  return true;
 }
 
 std::pair<Value, Value> pcc::getAccumulatingSum(Operation *op) {
@@ -341,5 +414,6 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
   // Products and scatters add themselves into partial sums updated in
   // place, as the targets do.
   options.getAccumulation = getAccumulatingSum;
+  options.concatInPlace = true;
   return held + BufferPlan(func, options).getWorkspaceBytes();
 }

@@ -2,6 +2,8 @@
 
 #include "pcc/Analysis/CostModel.h"
 
+#include "pcc/Analysis/BufferPlan.h"
+
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
@@ -392,8 +394,10 @@ double CostModel::time(Operation *op) const {
     }
     return opOverheadSeconds + transferTime(bytes);
   }
-  // A view (a reshape) has no code: it names its input's buffer.
-  if (isa<ViewLikeOpInterface>(op))
+  // A view (a reshape) has no code: it names its input's buffer; nor has a
+  // concatenation whose inputs are computed in their parts of it (a bucket
+  // of gradients).
+  if (isa<ViewLikeOpInterface>(op) || canConcatenateInPlace(op))
     return 0;
   auto cost = dyn_cast<graph::CostOpInterface>(op);
   if (!cost)

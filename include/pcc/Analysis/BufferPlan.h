@@ -11,7 +11,9 @@
 // of the function is computed in place in the buffer the caller provides
 // for it where it can be, and otherwise copied there at the end. A product
 // or scatter whose result is only added to a partial sum that is updated in
-// place adds itself into that buffer and takes no block of its own.
+// place adds itself into that buffer and takes no block of its own; the
+// inputs of a concatenation that can be made in place (a bucket of
+// gradients) are computed in their parts of its block.
 //
 // The plan is a pure analysis: the target decides which values it holds
 // outside the workspace (constants in the code, weights in the weights
@@ -72,6 +74,12 @@ struct BufferPlanOptions {
   /// (isAccumulated). Null: none.
   llvm::function_ref<std::pair<mlir::Value, mlir::Value>(mlir::Operation *)>
       getAccumulation;
+  /// Whether a concatenation along its outermost dimension (a bucket of
+  /// gradients) is made in place where it can be: each input, a buffer
+  /// that only the concatenation reads, lives in its part of the result's
+  /// block, allocated when the first input is computed, so that nothing is
+  /// copied (isConcatenatedInPlace). The target then runs no code for it.
+  bool concatInPlace = false;
   /// The alignment (and granularity) of workspace blocks, in bytes.
   int64_t alignment = 64;
 };
@@ -98,6 +106,11 @@ public:
   /// lives in its partial sum's buffer: the op adds itself there, and the
   /// sum has no code of its own.
   bool isAccumulated(mlir::Value v) const { return accumulated.contains(v); }
+  /// Whether `v`, a graph.concat's result, is made in place
+  /// (BufferPlanOptions::concatInPlace): its inputs are computed in it.
+  bool isConcatenatedInPlace(mlir::Value v) const {
+    return concatenatedInPlace.contains(v);
+  }
   /// The byte offset of `v`'s block in the workspace, if it has one.
   std::optional<int64_t> getWorkspaceOffset(mlir::Value v) const;
   /// The result `v` is computed in place for (its buffer is that result's),
@@ -115,6 +128,7 @@ private:
   llvm::DenseMap<mlir::Value, mlir::Value> roots;
   llvm::DenseSet<mlir::Value> updatedInPlace;
   llvm::DenseSet<mlir::Value> accumulated;
+  llvm::DenseSet<mlir::Value> concatenatedInPlace;
   llvm::DenseMap<mlir::Value, int64_t> offsets;
   llvm::DenseMap<mlir::Value, unsigned> resultSlots;
   llvm::DenseMap<unsigned, int64_t> snapshots;
@@ -149,6 +163,13 @@ bool canAccumulateInPlace(mlir::Operation *op);
 /// type, which nothing else reads. Else nulls. (Whether the sum is computed in
 /// the partial sum's buffer is the buffer plan's to say.)
 std::pair<mlir::Value, mlir::Value> getAccumulatingSum(mlir::Operation *op);
+
+/// Whether `op` is a graph.concat that a buffer plan with concatInPlace may
+/// make in place: along its outermost dimension (or after dimensions of 1),
+/// each input the whole of an op's result (through views) that only the
+/// concatenation reads, no two the same. (The plan also asks that the
+/// inputs are workspace buffers, neither returned nor held by the target.)
+bool canConcatenateInPlace(mlir::Operation *op);
 
 /// The bytes a rank holds to run `func` (one block of statically shaped
 /// tensors): its arguments (the parameters, the state, the inputs), its

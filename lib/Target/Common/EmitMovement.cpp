@@ -120,6 +120,9 @@ std::optional<LogicalResult> FunctionEmitter::emitMovementOp(Operation *op) {
         return success();
       })
       .Case([&](ConcatOp c) {
+        // Made in place: its inputs were computed in their parts.
+        if (bufferPlan->isConcatenatedInPlace(result()))
+          return success();
         ArrayRef<int64_t> outShape = shapeOf(result());
         SmallVector<int64_t> ost = getContiguousStrides(outShape);
         int64_t at = 0, axis = c.getAxis();

@@ -452,6 +452,7 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   // Products and scatter_adds add themselves into partial sums updated in
   // place (beta 1, an accumulating scatter), on every target.
   planOptions.getAccumulation = getAccumulatingSum;
+  planOptions.concatInPlace = true;
   BufferPlan plan(func, planOptions);
   bufferPlan = &plan;
   // Such an op runs with no epilogue; its sum has no code of its own.
