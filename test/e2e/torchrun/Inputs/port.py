@@ -2,6 +2,8 @@
 """Ports for the torchrun-style tests.
 
 usage: port.py free            print a TCP port that nothing listens on now
+       port.py pair            print a TCP port that nothing listens on now,
+                               and whose next one is free too
        port.py taken CMD ARG...  run CMD with MASTER_PORT set to a port that
                                  this script listens on (and never answers
                                  on), and exit with CMD's status
@@ -23,9 +25,27 @@ def listener():
     return s
 
 
+def listener_beside_free():
+    """A bound socket whose port's next one nothing is bound to."""
+    while True:
+        s = listener()
+        port = s.getsockname()[1]
+        try:
+            beside = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            beside.bind(("", port + 1))
+            beside.close()
+            return s
+        except OSError:
+            s.close()
+
+
 def main(argv):
     if argv[:1] == ["free"] and len(argv) == 1:
         s = listener()
+        print(s.getsockname()[1])
+        return 0
+    if argv[:1] == ["pair"] and len(argv) == 1:
+        s = listener_beside_free()
         print(s.getsockname()[1])
         return 0
     if argv[:1] == ["taken"] and len(argv) > 1:
@@ -34,16 +54,8 @@ def main(argv):
         env = dict(os.environ, MASTER_PORT=str(s.getsockname()[1]))
         return subprocess.call(argv[1:], env=env)
     if argv[:1] == ["hold"] and len(argv) == 2:
-        while True:
-            s = listener()
-            port = s.getsockname()[1]
-            try:
-                beside = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                beside.bind(("", port + 1))
-                beside.close()
-                break
-            except OSError:
-                s.close()
+        s = listener_beside_free()
+        port = s.getsockname()[1]
         s.listen(8)
         with open(argv[1] + ".tmp", "w") as f:
             f.write(str(port))
