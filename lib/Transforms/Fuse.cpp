@@ -284,7 +284,7 @@ Operation *findEpilogueConsumer(Operation *product,
     return nullptr;
   if (auto m = dyn_cast<MatMulOp>(product))
     if (shapeOf(m.getLhs()).size() < 2 || shapeOf(m.getRhs()).size() < 2 ||
-        ShapedType::getNumElements(shape.drop_back(2)) != 1)
+        !operands.getProductRows(m))
       return nullptr;
   int64_t n = shape.back(), mn = ShapedType::getNumElements(shape);
   if (mn == 0)

@@ -125,29 +125,40 @@ std::optional<LogicalResult> FunctionEmitter::emitProductOp(Operation *op) {
         Access ac = Access::contiguous(batch);
         for (int64_t &s : ac.strides)
           s *= M * N;
-        GemmCall call{
-            elemOf(result()),
-            M,
-            N,
-            K,
-            t + "(1)",
-            t + "(0)",
-            ptr(lhs.buffer),
-            ptr(rhs.buffer),
-            ptr(result()),
-            lhs.ld,
-            rhs.ld,
-            N,
-            lhs.transposed,
-            rhs.transposed,
-            LoopNest(batch,
-                     {batchAccess(ArrayRef<int64_t>(a).drop_back(2), lhs),
-                      batchAccess(ArrayRef<int64_t>(b).drop_back(2), rhs), ac}),
-            getNumElements(batch) == 1
-                ? getProductConstantIndex(rhs, m.getRhs())
-                : -1};
+        LoopNest nest(
+            batch, {batchAccess(ArrayRef<int64_t>(a).drop_back(2), lhs),
+                    batchAccess(ArrayRef<int64_t>(b).drop_back(2), rhs), ac});
+        // A batch that runs as one product: all of A's rows at once.
+        if (std::optional<int64_t> rows = gemmOperands->getProductRows(m)) {
+          M = *rows;
+          batch.clear();
+          nest = LoopNest(
+              {}, {Access{lhs.offset, {}}, Access{rhs.offset, {}}, Access()});
+        }
+        GemmCall call{elemOf(result()),
+                      M,
+                      N,
+                      K,
+                      t + "(1)",
+                      t + "(0)",
+                      ptr(lhs.buffer),
+                      ptr(rhs.buffer),
+                      ptr(result()),
+                      lhs.ld,
+                      rhs.ld,
+                      N,
+                      lhs.transposed,
+                      rhs.transposed,
+                      nest,
+                      getNumElements(batch) == 1
+                          ? getProductConstantIndex(rhs, m.getRhs())
+                          : -1};
         GemmEpilogue epilogue;
         Operation *consumer = epilogueConsumer.lookup(op);
+        // pcc-fuse gives an epilogue to one product only.
+        if (consumer && getNumElements(batch) != 1)
+          return LogicalResult(op->emitOpError(
+              "has an epilogue but runs as a batch of products"));
         if (Operation *sum = accumulateInto.lookup(op)) {
           // The product adds itself to the partial sum, in its buffer.
           call.c = ptr(sum->getResult(0));

@@ -988,6 +988,32 @@ static void placeOps(StageAssignment &sa, ArrayRef<Operation *> forward,
     }
     stageOf[&op] = latestAvailable<int64_t>(available, hi);
   }
+
+  // A view of backward values runs where its readers do, not where its
+  // operand is made: across a cut, the gradient of a linear layer's output
+  // and its rows flattened for the weight's gradient would otherwise both
+  // be sent, where the one is the other. Readers first, so that a chain of
+  // views moves as one.
+  for (Operation &op : llvm::reverse(sa.body.without_terminator())) {
+    if (!isa<ViewLikeOpInterface>(op) || phases.of(&op) != Phase::Backward ||
+        !stageOf.count(&op))
+      continue;
+    bool ofBackward = llvm::all_of(op.getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && phases.of(def) == Phase::Backward && stageOf.count(def);
+    });
+    std::optional<int64_t> latest;
+    for (Operation *user : op.getUsers()) {
+      auto it = stageOf.find(user);
+      if (it == stageOf.end() || phases.of(user) != Phase::Backward) {
+        ofBackward = false;
+        break;
+      }
+      latest = std::max(latest.value_or(it->second), it->second);
+    }
+    if (ofBackward && latest && *latest < stageOf[&op])
+      stageOf[&op] = *latest;
+  }
 }
 
 /// Replaces the gradient `g`, where different stages compute its parts, by

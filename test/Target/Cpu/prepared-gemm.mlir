@@ -5,12 +5,13 @@
 // before the first run and after the weights change, into the prepared
 // operands (pccrt_model_info.prepared_bytes, ctx->prepared). Products that
 // read the same weight alike share one packed copy; a transposed weight (a
-// tied LM head) is packed from its transpose; a 16-bit weight, a batch of
-// products and a product whose A is transposed read their operands as they
-// are. A weight that the run reads only through its packed copies is
-// flagged PCCRT_FLAG_PREPARED_ONLY, which lets the runtime free it once
-// prepared: "embedding" here, not "w", which two products read as it is,
-// nor the bias "b".
+// tied LM head) is packed from its transpose; a batch of products that
+// share the weight is one product of all their rows, which reads it packed
+// too; a 16-bit weight and a product whose A is transposed read their
+// operands as they are. A weight that the run reads only through its
+// packed copies is flagged PCCRT_FLAG_PREPARED_ONLY, which lets the
+// runtime free it once prepared: "embedding" here, not "w", which a
+// product reads as it is, nor the bias "b".
 
 func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %h: tensor<2x4x8xf32> {onnx.name = "h"},
                 %u: tensor<8x4xf32> {onnx.name = "u"})
@@ -49,9 +50,7 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %h: tensor<2x4x8xf32> {on
 // CHECK:      pcc_k::gemmPackedB(4, 16, 8, float(0x1p+0f), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[W]]), [[CW:c[0-9]+]], 16, false, float(0), {{v[0-9]+}}, 16, pcc_loop{{[0-9]+}}, pcc_args{{[0-9]+}});
 // CHECK:      pcc_k::gemmPackedB(4, 16, 8, float(1), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[W]]), [[CW]], 16, false, float(0), {{v[0-9]+}}, 16);
 // CHECK:      pcc_k::gemmPackedB(4, 5, 8, float(0x1p+0f), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[E]]), {{c[0-9]+}}, 8, true, float(0), {{v[0-9]+}}, 5);
-// CHECK:      #pragma omp parallel for schedule(dynamic) num_threads(pcc_k::threads())
-// CHECK-NEXT:   for
-// CHECK-NEXT:   pcc_k::gemmSerial<float>(4, 16, 8,
+// CHECK:      pcc_k::gemmPackedB(8, 16, 8, float(1), {{a[0-9]+}}, 8, (const float*)((const char*)ctx->prepared + [[W]]), [[CW]], 16, false, float(0), {{v[0-9]+}}, 16);
 // CHECK:      pcc_k::gemm<float>(4, 16, 8, float(0x1p+0f), {{a[0-9]+}} + 0, 4, true,
 
 // -----

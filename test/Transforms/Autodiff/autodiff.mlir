@@ -496,8 +496,9 @@ func.func @cast() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
 
 // -----
 
-// Batched activations times a 2-D weight: dW = x^T g, summed over the batch.
-// The input's gradient g W^T is built too; canonicalization drops it.
+// Batched activations times a 2-D weight: dW = x^T g over every row of
+// the batch, one product with no sum after it. The input's gradient g W^T
+// is built too; canonicalization drops it.
 
 // CHECK-LABEL: func.func @matmul(
 // CHECK-SAME:      %[[X:[^ ,]+]]: tensor<4x2x3xf32>,
@@ -506,15 +507,17 @@ func.func @cast() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<4x2x5xf32>
 // CHECK-DAG:     %[[WT:.*]] = graph.transpose %[[W]] {graph.backward, perm = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
 // CHECK-DAG:     %[[DX:.*]] = graph.matmul %[[G]], %[[WT]] {graph.backward} : (tensor<4x2x5xf32>, tensor<5x3xf32>) -> tensor<4x2x3xf32>
-// CHECK-DAG:     %[[XT:.*]] = graph.transpose %[[X]] {graph.backward, perm = array<i64: 0, 2, 1>} : (tensor<4x2x3xf32>) -> tensor<4x3x2xf32>
-// CHECK-DAG:     %[[GW:.*]] = graph.matmul %[[XT]], %[[G]] {graph.backward} : (tensor<4x3x2xf32>, tensor<4x2x5xf32>) -> tensor<4x3x5xf32>
-// CHECK-DAG:     %[[SW:.*]] = graph.reduce_sum %[[GW]] {axes = array<i64: 0>, graph.backward} : (tensor<4x3x5xf32>) -> tensor<1x3x5xf32>
-// CHECK-DAG:     %[[DW:.*]] = graph.reshape %[[SW]] {graph.backward} : tensor<1x3x5xf32> to tensor<3x5xf32>
+// CHECK-DAG:     %[[XR:.*]] = graph.reshape %[[X]] {graph.backward} : tensor<4x2x3xf32> to tensor<8x3xf32>
+// CHECK-DAG:     %[[GR:.*]] = graph.reshape %[[G]] {graph.backward} : tensor<4x2x5xf32> to tensor<8x5xf32>
+// CHECK-DAG:     %[[XT:.*]] = graph.transpose %[[XR]] {graph.backward, perm = array<i64: 1, 0>} : (tensor<8x3xf32>) -> tensor<3x8xf32>
+// CHECK-DAG:     %[[DW:.*]] = graph.matmul %[[XT]], %[[GR]] {graph.backward} : (tensor<3x8xf32>, tensor<8x5xf32>) -> tensor<3x5xf32>
+// CHECK-NOT:     graph.reduce_sum
 // CHECK:         return %{{.*}}, %[[DW]] : tensor<f32>, tensor<3x5xf32>
 
 // CANON-LABEL: func.func @matmul(
 // CANON-NOT:     -> tensor<4x2x3xf32>
-// CANON:         graph.reduce_sum %{{.*}} {axes = array<i64: 0>, graph.backward} : (tensor<4x3x5xf32>) -> tensor<1x3x5xf32>
+// CANON-NOT:     graph.reduce_sum {{.*}}graph.backward
+// CANON:         graph.matmul %{{.*}}, %{{.*}} {graph.backward} : (tensor<3x8xf32>, tensor<8x5xf32>) -> tensor<3x5xf32>
 func.func @matmul(%x: tensor<4x2x3xf32>) -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
   %w = graph.weight "w" trainable dense<1.0> : tensor<3x5xf32>
   %y = graph.matmul %x, %w : (tensor<4x2x3xf32>, tensor<3x5xf32>) -> tensor<4x2x5xf32>
@@ -939,10 +942,10 @@ func.func @trilu() -> (tensor<f32> {graph.loss, onnx.name = "loss"}) {
 // CHECK:         %[[G:.*]] = graph.expand {{.*}} to tensor<2x3x10xf32>
 // CHECK-DAG:     %[[WTT:.*]] = graph.transpose %[[WT]] {graph.backward, perm = array<i64: 1, 0>} : (tensor<4x10xf32>) -> tensor<10x4xf32>
 // CHECK-DAG:     %[[DH:.*]] = graph.matmul %[[G]], %[[WTT]] {graph.backward} : (tensor<2x3x10xf32>, tensor<10x4xf32>) -> tensor<2x3x4xf32>
-// CHECK-DAG:     %[[HT:.*]] = graph.transpose %[[H]] {graph.backward, perm = array<i64: 0, 2, 1>}
-// CHECK-DAG:     %[[GWT:.*]] = graph.matmul %[[HT]], %[[G]] {graph.backward} : (tensor<2x4x3xf32>, tensor<2x3x10xf32>) -> tensor<2x4x10xf32>
-// CHECK-DAG:     %[[SWT:.*]] = graph.reduce_sum %[[GWT]] {axes = array<i64: 0>, graph.backward}
-// CHECK-DAG:     %[[DWT:.*]] = graph.reshape %[[SWT]] {graph.backward} : tensor<1x4x10xf32> to tensor<4x10xf32>
+// CHECK-DAG:     %[[HR:.*]] = graph.reshape %[[H]] {graph.backward} : tensor<2x3x4xf32> to tensor<6x4xf32>
+// CHECK-DAG:     %[[GR:.*]] = graph.reshape %[[G]] {graph.backward} : tensor<2x3x10xf32> to tensor<6x10xf32>
+// CHECK-DAG:     %[[HT:.*]] = graph.transpose %[[HR]] {graph.backward, perm = array<i64: 1, 0>}
+// CHECK-DAG:     %[[DWT:.*]] = graph.matmul %[[HT]], %[[GR]] {graph.backward} : (tensor<4x6xf32>, tensor<6x10xf32>) -> tensor<4x10xf32>
 // CHECK-DAG:     %[[HEAD:.*]] = graph.transpose %[[DWT]] {graph.backward, perm = array<i64: 1, 0>} : (tensor<4x10xf32>) -> tensor<10x4xf32>
 // CHECK-DAG:     %[[EMB:.*]] = graph.scatter_add %[[DH]][%[[IDS]]] {axis = 0 : i64, graph.backward} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
 // CHECK:         %[[DW:.*]] = graph.add %[[HEAD]], %[[EMB]] {graph.backward} : (tensor<10x4xf32>, tensor<10x4xf32>) -> tensor<10x4xf32>

@@ -7,15 +7,14 @@
 // CHECK: func.func @main({{.*}}%arg1: tensor<40x16xf32> {dist.stages = array<i64: 0, 1>, {{.*}}graph.state = "wte"}
 // CHECK-SAME: dist.num_stages = 2
 // The cost model, balancing forward and backward together, cuts the
-// forward after attention and the MLP's layer norm: the residual stream
-// and the norm's output cross to stage 1. (The tied parameter's gradient
-// sum counts on the places of its parts, the embedding's and the head's,
-// as each stage sums its own.)
+// forward after attention: the residual stream alone crosses to stage 1.
+// (The tied parameter's gradient sum counts on the places of its parts,
+// the embedding's and the head's, as each stage sums its own.)
 // CHECK: graph.gather %arg1[%arg0] {axis = 0 : i64, dist.stage = 0 : i64}
 // CHECK: graph.softmax {{.*}}dist.stage = 0
 // CHECK: %[[ATTN:.*]] = graph.matmul %{{.*}}, %arg6 {dist.stage = 0
 // CHECK: %[[RES:.*]] = graph.add %{{.*}}, %[[ATTN]] {dist.stage = 0 : i64}
-// CHECK: %[[LN:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[RES]], {{.*}}dist.stage = 0 : i64
+// CHECK: %[[LN:.*]], %{{.*}}, %{{.*}} = graph.layer_norm %[[RES]], {{.*}}dist.stage = 1 : i64
 // CHECK: graph.matmul %[[LN]], %arg9 {dist.stage = 1 : i64}
 // CHECK: graph.log_softmax {{.*}}dist.stage = 1
 // The backward follows its forward ops: the LM head's on stage 1, the

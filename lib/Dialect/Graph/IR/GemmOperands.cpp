@@ -118,6 +118,38 @@ MatrixOperand GemmOperands::get(OpOperand &operand) const {
   return *m;
 }
 
+std::optional<int64_t> GemmOperands::getProductRows(MatMulOp op) const {
+  ArrayRef<int64_t> a = shapeOf(op.getLhs()), b = shapeOf(op.getRhs());
+  // A vector is one row or one column: one product where nothing else
+  // is batched.
+  if (a.size() < 2 || b.size() < 2) {
+    if (a.size() > 2 || b.size() > 2)
+      return std::nullopt;
+    return a.size() < 2 ? 1 : a[0];
+  }
+  int64_t rows = a[a.size() - 2];
+  ArrayRef<int64_t> batch = shapeOf(op.getResult()).drop_back(2);
+  if (ShapedType::getNumElements(batch) == 1)
+    return rows;
+  // A's batch is the whole batch, its matrices one after another.
+  MatrixOperand lhs = get(op->getOpOperand(0));
+  if (lhs.transposed || a.drop_back(2) != batch)
+    return std::nullopt;
+  int64_t step = rows * lhs.ld;
+  for (size_t i = batch.size(); i-- > 0;) {
+    if (batch[i] != 1 && lhs.batchStrides[i] != step)
+      return std::nullopt;
+    step *= batch[i];
+  }
+  // B is the same matrix all along the batch.
+  MatrixOperand rhs = get(op->getOpOperand(1));
+  ArrayRef<int64_t> rhsBatch = b.drop_back(2);
+  for (auto [extent, stride] : llvm::zip(rhsBatch, rhs.batchStrides))
+    if (extent != 1 && stride != 0)
+      return std::nullopt;
+  return rows * ShapedType::getNumElements(batch);
+}
+
 bool GemmOperands::onlyProductsRead(Operation *op) const {
   SmallVector<Value> worklist(op->getResults());
   while (!worklist.empty()) {

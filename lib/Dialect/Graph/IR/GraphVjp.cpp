@@ -247,6 +247,23 @@ LogicalResult MatMulOp::buildVjp(OpBuilder &builder,
     return emitOpError("reverse mode needs operands of rank >= 2");
   // dA = dC B^T and dB = A^T dC, summed over broadcast batch dimensions.
   Value ga = MatMulOp::create(builder, getLoc(), g, v.transposeLast2(b));
+  ArrayRef<int64_t> as = v.shape(a), gs = v.shape(g);
+  if (as.size() > 2 && v.shape(b).size() == 2) {
+    // A matrix B shared by every matrix of A (a linear layer over [batch,
+    // tokens, features]): the sum over the batch of A_i^T dC_i is one
+    // product over all of A's rows, whose K is every row, not a batch of
+    // products summed after (a [batch, K, N] temporary as large as the
+    // batch times the weight, then a reduction of it).
+    int64_t rows = 1;
+    for (int64_t d : as.drop_back())
+      rows *= d;
+    Value flatA = v.reshape(a, {rows, as.back()});
+    Value flatG = v.reshape(g, {rows, gs.back()});
+    operandGrads.push_back(v.sumTo(ga, a));
+    operandGrads.push_back(
+        MatMulOp::create(builder, getLoc(), v.transposeLast2(flatA), flatG));
+    return success();
+  }
   Value gb = MatMulOp::create(builder, getLoc(), v.transposeLast2(a), g);
   operandGrads.push_back(v.sumTo(ga, a));
   operandGrads.push_back(v.sumTo(gb, b));

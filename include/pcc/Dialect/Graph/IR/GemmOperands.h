@@ -57,6 +57,13 @@ public:
   /// Whether `operand` is an operand that a product reads as a matrix.
   static bool isMatrixOperand(mlir::OpOperand &operand);
 
+  /// The rows of C where `op` runs as one product, else none. A batch of
+  /// products whose B is one matrix shared by the whole batch (a linear
+  /// layer over [batch, tokens, features]), and whose A's matrices follow
+  /// each other row after row, is one product of all of A's rows: B is
+  /// read once, and the product is as tall as the batch.
+  std::optional<int64_t> getProductRows(graph::MatMulOp op) const;
+
 private:
   /// The buffer `v` is read in and its layout there: through the
   /// reshapes and read-in-place ops that produce it, else `v` itself,
