@@ -70,14 +70,20 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
   for (Operation &op : block.without_terminator())
     ops.push_back(&op);
   llvm::DenseMap<Value, int64_t> lastUse;
+  // `v` lives where `source` does (its root, at its offset there).
+  auto alias = [&](Value v, Value source) {
+    roots[v] = getRoot(source);
+    if (int64_t offset = getViewOffset(source))
+      viewOffsets[v] = offset;
+  };
   for (auto [i, op] : llvm::enumerate(ops)) {
     if (auto view = dyn_cast<ViewLikeOpInterface>(op))
-      roots[view.getViewDest()] = getRoot(view.getViewSource());
+      alias(view.getViewDest(), view.getViewSource());
     // An update in place (a KV cache's write) takes its operand's buffer,
     // unless that is a constant the target holds, which it must not write.
     else if (op->hasTrait<graph::OpTrait::UpdatesInPlace>() &&
              !isExternal(getRoot(op->getOperand(0))))
-      roots[op->getResult(0)] = getRoot(op->getOperand(0));
+      alias(op->getResult(0), op->getOperand(0));
     else if (Value source =
                  options.getViewSource ? options.getViewSource(op) : Value())
       for (Value result : op->getResults())
@@ -86,7 +92,18 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
     // arguments (a partial sum it adds to) is that operand's buffer.
     else if (auto call = dyn_cast<func::CallOp>(op))
       for (auto [k, operand] : getAccumulatedOperands(call))
-        roots[call.getResult(k)] = getRoot(operand);
+        alias(call.getResult(k), operand);
+    // A slice that is one block of a buffer computed here is that part of
+    // it: the gradients sliced out of an all-reduced bucket, the logits
+    // the loss reads of a batch of one.
+    else if (std::optional<int64_t> offset =
+                 options.sliceViews ? getSliceOffset(op) : std::nullopt) {
+      Value input = op->getOperand(0), root = getRoot(input);
+      if (isa<OpResult>(root) && !isExternal(root)) {
+        roots[op->getResult(0)] = root;
+        viewOffsets[op->getResult(0)] = getViewOffset(input) + *offset;
+      }
+    }
     SmallVector<Value> reads(op->getOperands());
     if (options.getExtraReads)
       options.getExtraReads(op, reads);
@@ -172,12 +189,63 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       accumulated.insert(result);
     }
 
+  // A collective that reduces its operand into a result of the same type
+  // (an all-reduce) computes it in the operand's buffer where nothing but
+  // its own wait reads that buffer after it: a bucket of gradients travels
+  // where it was made, with no copy first. Not an argument's buffer, a
+  // constant's, nor one that is returned or that a send reads to the end.
+  if (options.reducesInPlace) {
+    llvm::DenseSet<Value> pinned;
+    for (Value v : ret.getOperands())
+      pinned.insert(getRoot(v));
+    for (Operation *op : ops)
+      for (OpOperand &operand : op->getOpOperands())
+        if (options.readsUntilEnd && options.readsUntilEnd(operand))
+          pinned.insert(getRoot(operand.get()));
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      if (!options.reducesInPlace(op))
+        continue;
+      Value result = op->getResult(0);
+      Value root = getRoot(op->getOperand(0));
+      if (op->getOperand(0).getType() != result.getType() || isView(result) ||
+          !isa<OpResult>(root) || isExternal(root) || pinned.contains(root))
+        continue;
+      // Its readers after the collective: its wait alone.
+      bool readAfter = false;
+      for (int64_t k = int64_t(i) + 1;
+           !readAfter && k <= lastUse.lookup(root) && k < int64_t(ops.size());
+           ++k) {
+        auto wait = dyn_cast<dist::WaitOp>(ops[k]);
+        if (wait && wait.getCollective() == op)
+          continue;
+        SmallVector<Value> reads(ops[k]->getOperands());
+        if (options.getExtraReads)
+          options.getExtraReads(ops[k], reads);
+        readAfter =
+            llvm::any_of(reads, [&](Value v) { return getRoot(v) == root; });
+      }
+      if (readAfter)
+        continue;
+      for (auto &entry : roots)
+        if (entry.second == result) {
+          entry.second = root;
+          if (int64_t offset = getViewOffset(op->getOperand(0)))
+            viewOffsets[entry.first] += offset;
+        }
+      alias(result, op->getOperand(0));
+      lastUse[root] = std::max(lastUse.lookup(root), lastUse.lookup(result));
+    }
+  }
+
   // A value an op computes, first returned as result k, is computed in
   // place in result k's buffer; everything else the function returns is
   // copied there at the end (written-back results into their arguments).
+  auto isOptional = [&](unsigned k) {
+    return options.isOptionalResult && options.isOptionalResult(k);
+  };
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
-    if (writeBack(k) < 0 && isa<OpResult>(v) && !isView(v) && !isExternal(v) &&
-        !v.getDefiningOp()->hasTrait<OpTrait::ConstantLike>())
+    if (writeBack(k) < 0 && !isOptional(k) && isa<OpResult>(v) && !isView(v) &&
+        !isExternal(v) && !v.getDefiningOp()->hasTrait<OpTrait::ConstantLike>())
       resultSlots.try_emplace(v, k);
 
   // Returned buffers stay alive to the end, and so do those read until
@@ -279,6 +347,37 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
 
 bool pcc::neverFails(Operation *) { return false; }
 
+std::optional<int64_t> pcc::getSliceOffset(Operation *op) {
+  auto slice = dyn_cast<graph::SliceOp>(op);
+  if (!slice ||
+      llvm::any_of(slice.getSteps(), [](int64_t s) { return s != 1; }))
+    return std::nullopt;
+  // One block: the dimensions after the first sliced one are whole, those
+  // before it of extent 1.
+  ArrayRef<int64_t> in = slice.getInput().getType().getShape();
+  ArrayRef<int64_t> out = slice.getType().getShape();
+  size_t first = 0;
+  while (first < in.size() && out[first] == in[first])
+    ++first;
+  for (size_t d = first + 1; d < in.size(); ++d)
+    if (out[d] != in[d])
+      return std::nullopt;
+  for (size_t d = 0; d < first && first < in.size(); ++d)
+    if (in[d] != 1)
+      return std::nullopt;
+  int64_t offset = 0, stride = 1;
+  for (size_t d = in.size(); d-- > 0;) {
+    offset += slice.getStarts()[d] * stride;
+    stride *= in[d];
+  }
+  int64_t elements = slice.getType().getNumElements();
+  if (elements == 0)
+    return std::nullopt;
+  return offset * (getTensorBytes(slice.getType()) / elements);
+}
+
+bool pcc::isReducedInPlace(Operation *op) { return isa<dist::AllReduceOp>(op); }
+
 bool pcc::canAccumulateInPlace(Operation *op) {
   if (auto gemm = dyn_cast<graph::GemmOp>(op))
     return !gemm.getC();
@@ -347,6 +446,10 @@ std::optional<int64_t> BufferPlan::getWorkspaceOffset(Value v) const {
   return it->second;
 }
 
+int64_t BufferPlan::getViewOffset(Value v) const {
+  return viewOffsets.lookup(v);
+}
+
 std::optional<unsigned> BufferPlan::getResultSlot(Value v) const {
   auto it = resultSlots.find(v);
   if (it == resultSlots.end())
@@ -374,6 +477,11 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
     held += getTensorBytes(arg.getType());
   SmallVector<int64_t> writeBack;
   bool accumulates = false;
+  // A step's gradients are optional results: they live in the workspace,
+  // and the buffers a dump gives them are the caller's.
+  auto isGrad = [&](unsigned k) {
+    return graph::getStateIndex(func, k, graph::kGradAttr).has_value();
+  };
   for (unsigned k = 0; k < func.getNumResults(); ++k) {
     std::optional<unsigned> state =
         graph::getStateIndex(func, k, graph::kUpdateAttr);
@@ -383,7 +491,7 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
       accumulates = true;
     }
     writeBack.push_back(state ? int64_t(*state) : -1);
-    if (!state)
+    if (!state && !isGrad(k))
       held += getTensorBytes(func.getResultTypes()[k]);
   }
   // Weights (an inference step's, or a frozen one's) live outside the
@@ -405,6 +513,7 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
            (def && CostModel::isFusedIntoReaders(def));
   };
   options.isExternal = external;
+  options.isOptionalResult = isGrad;
   auto extraReads = [](Operation *op, SmallVectorImpl<Value> &reads) {
     llvm::SetVector<Value> inputs;
     if (CostModel::getFusedChainInputs(op, inputs))
@@ -415,5 +524,7 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
   // place, as the targets do.
   options.getAccumulation = getAccumulatingSum;
   options.concatInPlace = true;
+  options.reducesInPlace = isReducedInPlace;
+  options.sliceViews = true;
   return held + BufferPlan(func, options).getWorkspaceBytes();
 }

@@ -396,9 +396,20 @@ double CostModel::time(Operation *op) const {
   }
   // A view (a reshape) has no code: it names its input's buffer; nor has a
   // concatenation whose inputs are computed in their parts of it (a bucket
-  // of gradients).
+  // of gradients), nor a slice that is one block of a buffer the step
+  // computes (BufferPlanOptions::sliceViews).
   if (isa<ViewLikeOpInterface>(op) || canConcatenateInPlace(op))
     return 0;
+  if (getSliceOffset(op)) {
+    Value root = op->getOperand(0);
+    while (auto view =
+               dyn_cast_or_null<ViewLikeOpInterface>(root.getDefiningOp()))
+      root = view.getViewSource();
+    Operation *def = root.getDefiningOp();
+    if (def && !def->hasTrait<OpTrait::ConstantLike>() &&
+        !isa<graph::WeightOp>(def))
+      return 0;
+  }
   auto cost = dyn_cast<graph::CostOpInterface>(op);
   if (!cost)
     return 0;

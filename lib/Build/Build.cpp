@@ -485,8 +485,11 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
   for (auto [i, t] : llvm::enumerate(func.getArgumentTypes()))
     if (func.getArgAttr(i, kOnnxNameAttr))
       memory.ioBytes += getTensorBytes(t);
+  // Gradients are outputs only for a dump: a step keeps them in its
+  // workspace and writes them out where asked (pccrt.h, ABI 16).
   for (auto &[index, at] : getStepResults(entries))
-    if (!at.first.getResultAttr(at.second, graph::kUpdateAttr))
+    if (!at.first.getResultAttr(at.second, graph::kUpdateAttr) &&
+        !at.first.getResultAttr(at.second, graph::kGradAttr))
       memory.ioBytes += getTensorBytes(at.first.getResultTypes()[at.second]);
   return memory;
 }

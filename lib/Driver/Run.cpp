@@ -63,6 +63,14 @@ static bool isLogged(const pccrt_model_info &info, int32_t i) {
          info.outputs[i].kind == PCCRT_KIND_OUTPUT;
 }
 
+/// Which outputs a step's line reads: the scalars it prints.
+static std::vector<bool> loggedOutputs(const pccrt_model_info &info) {
+  std::vector<bool> read;
+  for (int32_t i = 0; i < info.num_outputs; ++i)
+    read.push_back(isLogged(info, i));
+  return read;
+}
+
 static std::vector<pccrt::Tensor> ofKind(const std::vector<pccrt::Tensor> &all,
                                          int32_t kind) {
   std::vector<pccrt::Tensor> selected;
@@ -398,14 +406,11 @@ static void loadModel(StepRun &run, const std::string &lib,
   if (run.ranks.runComm)
     model.setRunCommunicator(run.ranks.runComm);
   const pccrt_model_info &info = model.info();
-  // On a device, a run without --dump brings back only the loss it
-  // prints, not the logits or gradients.
-  if (model.onDevice() && options.dumpDir.empty()) {
-    std::vector<bool> read;
-    for (int32_t i = 0; i < info.num_outputs; ++i)
-      read.push_back(isLogged(info, i));
-    model.setOutputsRead(std::move(read));
-  }
+  // A run without --dump reads only the loss it prints: no step writes
+  // out its gradients, and on a device nothing else comes back either.
+  // With --dump, the first step's outputs are read whole (runStepLoop).
+  if (options.dumpDir.empty())
+    model.setOutputsRead(loggedOutputs(info));
   run.training = model.isTraining();
   // The calls of a pipeline without a flush, named after the step's entry.
   if (model.numEntries() > 1) {
@@ -784,8 +789,10 @@ static void runStepLoop(StepRun &run) {
     // What --dump writes: the first step's outputs, copied only when a
     // later step will overwrite them (a training step's gradients are as
     // large as the model).
-    if (step == 0 && !options.dumpDir.empty() && options.steps > 1)
+    if (step == 0 && !options.dumpDir.empty() && options.steps > 1) {
       run.first = run.outputs;
+      model.setOutputsRead(loggedOutputs(info));
+    }
     // A pipeline's loss is made on its last stage.
     std::optional<float> loss, rate;
     if (run.training)

@@ -720,7 +720,8 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
 
   // Storage of the last run is reused: a training step's outputs (its
   // gradients) are as large as the model, and fresh pages cost a fault and
-  // a clear each.
+  // a clear each. A gradient that nobody reads gets no buffer at all: the
+  // step keeps it in its workspace (ABI 16).
   outputs.resize(info.num_outputs);
   std::vector<void *> outputPointers;
   for (int32_t i = 0; i < info.num_outputs; ++i) {
@@ -729,7 +730,11 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
     output.kind = info.outputs[i].kind;
     output.dtype = info.outputs[i].dtype;
     output.shape = shapeOf(info.outputs[i]);
-    if (!holds(info.outputs[i])) {
+    bool unread = output.kind == PCCRT_KIND_GRAD && !outputsRead.empty() &&
+                  (size_t(i) >= outputsRead.size() || !outputsRead[size_t(i)]);
+    if (unread)
+      std::vector<uint8_t>().swap(output.data);
+    if (!holds(info.outputs[i]) || unread) {
       output.data.clear();
       outputPointers.push_back(nullptr);
       continue;

@@ -80,6 +80,20 @@ struct BufferPlanOptions {
   /// block, allocated when the first input is computed, so that nothing is
   /// copied (isConcatenatedInPlace). The target then runs no code for it.
   bool concatInPlace = false;
+  /// Collectives that can reduce in place (their result in their
+  /// operand's buffer, as the targets' all-reduce does): each does where
+  /// nothing but its wait reads the operand after it. Null: none.
+  llvm::function_ref<bool(mlir::Operation *)> reducesInPlace;
+  /// Whether a slice that is one block of a buffer computed here (steps
+  /// 1, the dimensions before its first sliced one of extent 1, those
+  /// after it whole: getSliceOffset) is a view of that part of it
+  /// (getViewOffset), with no code.
+  bool sliceViews = false;
+  /// Results the caller may leave out (a training step's gradients, which
+  /// only a dump reads): none is computed in its result's buffer, which
+  /// may be missing; each is copied there at the end where it is given.
+  /// Null: none.
+  llvm::function_ref<bool(unsigned)> isOptionalResult;
   /// The alignment (and granularity) of workspace blocks, in bytes.
   int64_t alignment = 64;
 };
@@ -111,6 +125,9 @@ public:
   bool isConcatenatedInPlace(mlir::Value v) const {
     return concatenatedInPlace.contains(v);
   }
+  /// Where a view lives in its root's buffer: a byte offset, 0 for all but
+  /// slices (BufferPlanOptions::sliceViews) and what views them.
+  int64_t getViewOffset(mlir::Value v) const;
   /// The byte offset of `v`'s block in the workspace, if it has one.
   std::optional<int64_t> getWorkspaceOffset(mlir::Value v) const;
   /// The result `v` is computed in place for (its buffer is that result's),
@@ -126,6 +143,7 @@ public:
 
 private:
   llvm::DenseMap<mlir::Value, mlir::Value> roots;
+  llvm::DenseMap<mlir::Value, int64_t> viewOffsets;
   llvm::DenseSet<mlir::Value> updatedInPlace;
   llvm::DenseSet<mlir::Value> accumulated;
   llvm::DenseSet<mlir::Value> concatenatedInPlace;
@@ -149,6 +167,16 @@ bool neverFails(mlir::Operation *op);
 /// result lives in that operand's buffer.
 llvm::SmallVector<std::pair<unsigned, mlir::Value>>
 getAccumulatedOperands(mlir::func::CallOp call);
+
+/// Where the result of `op`, a graph.slice, starts in its input, in bytes,
+/// if it is one block of it (steps 1, the dimensions before the first
+/// sliced one of extent 1, those after it whole); else none.
+std::optional<int64_t> getSliceOffset(mlir::Operation *op);
+
+/// Whether `op` is a collective that every target can run in place, its
+/// result in its operand's buffer (dist.all_reduce):
+/// BufferPlanOptions::reducesInPlace.
+bool isReducedInPlace(mlir::Operation *op);
 
 /// Whether `op` can add its result into a partial sum where that sum is
 /// computed in place, instead of writing the result: a product

@@ -196,7 +196,8 @@ struct StepMemory {
                : workspaceBytes;
   }
   /// The graph inputs, and the outputs but the state updates (written over
-  /// their state).
+  /// their state) and the gradients (in the workspace, written out only
+  /// for a dump).
   int64_t ioBytes = 0;
   /// The operands prepared from constant weights (packed for products),
   /// and the weights the runtime frees once they are prepared (read only

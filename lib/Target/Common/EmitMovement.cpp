@@ -108,6 +108,9 @@ std::optional<LogicalResult> FunctionEmitter::emitMovementOp(Operation *op) {
         return success();
       })
       .Case([&](SliceOp s) {
+        // One block of its input, where it is: no copy.
+        if (bufferPlan->isView(result()))
+          return success();
         ArrayRef<int64_t> outShape = shapeOf(result());
         SmallVector<int64_t> st = getContiguousStrides(shapeOf(s.getInput()));
         Access src;

@@ -278,7 +278,11 @@ void FunctionEmitter::declareBuffers(const BufferPlan &plan) {
       std::string n = hooks.makeName("v");
       names[v] = n;
       if (plan.isView(v))
-        declare(v, n, names[plan.getRoot(v)]);
+        declare(v, n,
+                plan.getViewOffset(v)
+                    ? "((char*)" + names[plan.getRoot(v)] + " + " +
+                          std::to_string(plan.getViewOffset(v)) + ")"
+                    : names[plan.getRoot(v)]);
       else if (std::optional<unsigned> k = plan.getResultSlot(v))
         declare(v, n,
                 (resultArray() + "[" + Twine(resultIndex[*k]) + "]").str());
@@ -349,8 +353,14 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
     std::string target = llvm::formatv("(({0}*){1}[{2}])", type(v),
                                        resultArray(), resultIndex[k])
                              .str();
+    // A gradient goes out where the caller gave it a buffer.
+    bool optional = isEntry && resultRole[k] == Role::Grad;
+    if (optional)
+      hooks.emitLine("if (" + target + ") {");
     hooks.emitCopy(target, ptr(v), getTensorBytes(v.getType()),
                    /*mayAlias=*/true);
+    if (optional)
+      hooks.emitLine("}");
   }
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (auto it = updateSnapshots.find(k); it != updateSnapshots.end())
@@ -400,6 +410,13 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   auto isExternal = [&](Value v) { return external.contains(v); };
   planOptions.isExternal = isExternal;
   planOptions.writeBack = writeBack;
+  // An entry's gradients are copied out only where the caller asks for
+  // them (pccrt.h, ABI 16): a training step need not write a copy of the
+  // model each step.
+  auto isOptionalResult = [&](unsigned k) {
+    return isEntry && resultRole[k] == Role::Grad;
+  };
+  planOptions.isOptionalResult = isOptionalResult;
   // A send reads its buffer until its dist.wait_send (which reads it too),
   // or, without one, until the function waits for its sends, at the end.
   for (auto wait : func.getBody().front().getOps<dist::WaitSendOp>()) {
@@ -453,6 +470,10 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   // place (beta 1, an accumulating scatter), on every target.
   planOptions.getAccumulation = getAccumulatingSum;
   planOptions.concatInPlace = true;
+  // An all-reduce runs in place on its result (TargetHooks::emitCollective);
+  // a slice that is one block of its input is that block.
+  planOptions.reducesInPlace = isReducedInPlace;
+  planOptions.sliceViews = true;
   BufferPlan plan(func, planOptions);
   bufferPlan = &plan;
   // Such an op runs with no epilogue; its sum has no code of its own.

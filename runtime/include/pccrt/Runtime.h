@@ -247,10 +247,13 @@ public:
   }
   /// Whether the model's buffers live on a device (a CUDA build).
   bool onDevice() const { return deviceOps != nullptr; }
-  /// Device models: which outputs run() copies back to the host, by index
-  /// (empty, the default: all). The others keep their shapes and are left
-  /// as they were: a training step's gradients are as large as the model,
-  /// and a caller that only prints the loss need not move them each step.
+  /// Which outputs run() gives the caller, by index (empty, the default:
+  /// all). A gradient output not read gets no buffer: the step does not
+  /// write it out, and its tensor is left empty (its shape kept). On a
+  /// device, the other outputs not read stay there, keeping their shapes
+  /// and what they held on the host. A training step's gradients are as
+  /// large as the model, and a caller that only prints the loss need not
+  /// copy them each step.
   void setOutputsRead(std::vector<bool> read) { outputsRead = std::move(read); }
   /// Replaces every STATE weight by the whole tensor of the same name in
   /// \p tensors (other tensors are ignored). Each STATE weight must be

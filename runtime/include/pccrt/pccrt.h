@@ -22,6 +22,9 @@
 //  - `outputs` holds PCCRT_KIND_OUTPUT entries (graph outputs, the training
 //    loss "loss") and PCCRT_KIND_GRAD entries (the gradient of a parameter
 //    for this step, computed before the update, named by the parameter).
+//    A GRAD entry's pointer may be null: the step then computes that
+//    gradient for its update as always but writes no copy of it out (a
+//    training run reads the gradients of the steps it dumps only).
 //  - `weights` holds PCCRT_KIND_CONSTANT entries, which the run function
 //    only reads, and PCCRT_KIND_STATE entries (trainable parameters,
 //    optimizer moments, the step counter), which one call reads and then
@@ -90,6 +93,10 @@
 // stages, whose workspaces differ, and each rank allocates its own stage's
 // rather than the largest.
 //
+// 16 lets a run pass null for a GRAD output, which it then does not write:
+// the gradients live in the workspace, and are copied out only where asked
+// for.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PCCRT_PCCRT_H
@@ -101,7 +108,7 @@
 extern "C" {
 #endif
 
-#define PCCRT_ABI_VERSION 15
+#define PCCRT_ABI_VERSION 16
 
 /// Element types, numbered as ONNX's TensorProto.DataType.
 typedef enum pccrt_dtype {

@@ -84,7 +84,8 @@ int pcc_model_run(const pccrt_context *ctx) {
     return PCCRT_ERR_INDEX_OUT_OF_RANGE;
   for (int i = 0; i < WL; ++i) {
     partial += w[i] * w[i];
-    grad[i] = 2 * w[i];
+    if (grad) /* null where the caller does not read it (ABI 16) */
+      grad[i] = 2 * w[i];
   }
   for (int i = 0; i < VL; ++i) {
     partial += v[i]; /* padding is zero */
