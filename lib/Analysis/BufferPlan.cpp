@@ -477,11 +477,9 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
     held += getTensorBytes(arg.getType());
   SmallVector<int64_t> writeBack;
   bool accumulates = false;
-  // A step's gradients are optional results: they live in the workspace,
-  // and the buffers a dump gives them are the caller's.
-  auto isGrad = [&](unsigned k) {
-    return graph::getStateIndex(func, k, graph::kGradAttr).has_value();
-  };
+  // Every result is held: a step's gradients, which the emitter keeps in
+  // the workspace (optional results) rather than in outputs, are counted
+  // here as results, live to the end either way.
   for (unsigned k = 0; k < func.getNumResults(); ++k) {
     std::optional<unsigned> state =
         graph::getStateIndex(func, k, graph::kUpdateAttr);
@@ -491,7 +489,7 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
       accumulates = true;
     }
     writeBack.push_back(state ? int64_t(*state) : -1);
-    if (!state && !isGrad(k))
+    if (!state)
       held += getTensorBytes(func.getResultTypes()[k]);
   }
   // Weights (an inference step's, or a frozen one's) live outside the
@@ -513,7 +511,6 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
            (def && CostModel::isFusedIntoReaders(def));
   };
   options.isExternal = external;
-  options.isOptionalResult = isGrad;
   auto extraReads = [](Operation *op, SmallVectorImpl<Value> &reads) {
     llvm::SetVector<Value> inputs;
     if (CostModel::getFusedChainInputs(op, inputs))
