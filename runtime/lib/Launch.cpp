@@ -80,12 +80,17 @@ std::string findOnPath(const std::string &name) {
   return "";
 }
 
-/// Open MPI's own stderr lines: "[host:pid] ..." (backtraces, error logs)
-/// and the rules around its help texts (which -q mostly suppresses).
+/// Open MPI's own stderr lines: "[host:pid] ..." (backtraces, error logs),
+/// the rules around its help texts (which -q mostly suppresses), and the
+/// warnings of the libevent it bundles ("[warn] Epoll MOD(1) on fd 25
+/// failed...", printed when a rank's exit closes its sockets under it).
 bool isOpenMpiLine(const std::string &line) {
   if (line.rfind("------", 0) == 0 &&
       line.find_first_not_of('-') == std::string::npos)
     return true;
+  for (const char *level : {"[warn] ", "[err] ", "[debug] ", "[msg] "})
+    if (line.rfind(level, 0) == 0)
+      return true;
   if (line.empty() || line[0] != '[')
     return false;
   size_t close = line.find(']');
