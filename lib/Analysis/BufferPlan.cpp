@@ -76,6 +76,20 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
     if (int64_t offset = getViewOffset(source))
       viewOffsets[v] = offset;
   };
+  // `result`, a buffer of its own so far, and its views move into where
+  // `source` lives: `result` is computed there, live as long as either.
+  auto moveInto = [&](Value result, Value source) {
+    Value root = getRoot(source);
+    int64_t offset = getViewOffset(source);
+    for (auto &entry : roots)
+      if (entry.second == result) {
+        entry.second = root;
+        if (offset)
+          viewOffsets[entry.first] += offset;
+      }
+    alias(result, source);
+    lastUse[root] = std::max(lastUse.lookup(root), lastUse.lookup(result));
+  };
   for (auto [i, op] : llvm::enumerate(ops)) {
     if (auto view = dyn_cast<ViewLikeOpInterface>(op))
       alias(view.getViewDest(), view.getViewSource());
@@ -180,12 +194,7 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       if (mayFail)
         continue;
       Value result = op->getResult(0);
-      for (auto &entry : roots)
-        if (entry.second == result)
-          entry.second = partial;
-      roots[result] = partial;
-      lastUse[partial] =
-          std::max(lastUse.lookup(partial), lastUse.lookup(result));
+      moveInto(result, partial);
       accumulated.insert(result);
     }
 
@@ -224,16 +233,8 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
         readAfter =
             llvm::any_of(reads, [&](Value v) { return getRoot(v) == root; });
       }
-      if (readAfter)
-        continue;
-      for (auto &entry : roots)
-        if (entry.second == result) {
-          entry.second = root;
-          if (int64_t offset = getViewOffset(op->getOperand(0)))
-            viewOffsets[entry.first] += offset;
-        }
-      alias(result, op->getOperand(0));
-      lastUse[root] = std::max(lastUse.lookup(root), lastUse.lookup(result));
+      if (!readAfter)
+        moveInto(result, op->getOperand(0));
     }
   }
 
@@ -376,6 +377,17 @@ std::optional<int64_t> pcc::getSliceOffset(Operation *op) {
   return offset * (getTensorBytes(slice.getType()) / elements);
 }
 
+Value pcc::getComputedRoot(Value value) {
+  while (auto view =
+             dyn_cast_or_null<ViewLikeOpInterface>(value.getDefiningOp()))
+    value = view.getViewSource();
+  Operation *def = value.getDefiningOp();
+  if (!def || def->hasTrait<OpTrait::ConstantLike>() ||
+      isa<graph::WeightOp>(def))
+    return {};
+  return value;
+}
+
 bool pcc::isReducedInPlace(Operation *op) { return isa<dist::AllReduceOp>(op); }
 
 bool pcc::canAccumulateInPlace(Operation *op) {
@@ -392,14 +404,9 @@ bool pcc::canConcatenateInPlace(Operation *op) {
     return false;
   llvm::DenseSet<Value> roots;
   for (Value input : concat.getInputs()) {
-    Value root = input;
-    while (auto view =
-               dyn_cast_or_null<ViewLikeOpInterface>(root.getDefiningOp()))
-      root = view.getViewSource();
-    Operation *def = root.getDefiningOp();
+    Value root = getComputedRoot(input);
     llvm::SmallPtrSet<Value, 4> chain;
-    if (!def || def->hasTrait<OpTrait::ConstantLike>() ||
-        isa<graph::WeightOp>(def) || !roots.insert(root).second ||
+    if (!root || !roots.insert(root).second ||
         getViewChain(root, chain) != op || !chain.contains(input))
       return false;
   }

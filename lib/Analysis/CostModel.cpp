@@ -400,16 +400,8 @@ double CostModel::time(Operation *op) const {
   // computes (BufferPlanOptions::sliceViews).
   if (isa<ViewLikeOpInterface>(op) || canConcatenateInPlace(op))
     return 0;
-  if (getSliceOffset(op)) {
-    Value root = op->getOperand(0);
-    while (auto view =
-               dyn_cast_or_null<ViewLikeOpInterface>(root.getDefiningOp()))
-      root = view.getViewSource();
-    Operation *def = root.getDefiningOp();
-    if (def && !def->hasTrait<OpTrait::ConstantLike>() &&
-        !isa<graph::WeightOp>(def))
-      return 0;
-  }
+  if (getSliceOffset(op) && getComputedRoot(op->getOperand(0)))
+    return 0;
   auto cost = dyn_cast<graph::CostOpInterface>(op);
   if (!cost)
     return 0;

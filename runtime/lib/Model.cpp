@@ -732,10 +732,10 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
     output.shape = shapeOf(info.outputs[i]);
     bool unread = output.kind == PCCRT_KIND_GRAD && !outputsRead.empty() &&
                   (size_t(i) >= outputsRead.size() || !outputsRead[size_t(i)]);
-    if (unread)
-      std::vector<uint8_t>().swap(output.data);
+    // An output this rank does not hold, or a gradient nobody reads this
+    // step, has no buffer (and gives its memory back).
     if (!holds(info.outputs[i]) || unread) {
-      output.data.clear();
+      std::vector<uint8_t>().swap(output.data);
       outputPointers.push_back(nullptr);
       continue;
     }

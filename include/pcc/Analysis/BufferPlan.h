@@ -173,6 +173,11 @@ getAccumulatedOperands(mlir::func::CallOp call);
 /// sliced one of extent 1, those after it whole); else none.
 std::optional<int64_t> getSliceOffset(mlir::Operation *op);
 
+/// The op result `value` names, through views (ViewLikeOpInterface), if an
+/// op computes it: null for a block argument, a constant or a weight,
+/// which the target holds.
+mlir::Value getComputedRoot(mlir::Value value);
+
 /// Whether `op` is a collective that every target can run in place, its
 /// result in its operand's buffer (dist.all_reduce):
 /// BufferPlanOptions::reducesInPlace.

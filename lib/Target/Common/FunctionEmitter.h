@@ -110,6 +110,10 @@ private:
   /// The outputs-table entry of result `k` of the entry (an output or a
   /// gradient): its key in the tables.
   mlir::FailureOr<unsigned> addOutput(unsigned k);
+  /// Whether result k goes out only where the caller gives it a buffer (an
+  /// entry's gradients, pccrt.h ABI 16): a training step need not write a
+  /// copy of the model each step.
+  bool isOptionalResult(unsigned k) const;
 
   /// The name of `v`'s buffer, for code that reads or writes it: a read of
   /// the weight it lies in is counted (AbiTables::noteWeightRead).

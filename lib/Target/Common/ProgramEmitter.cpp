@@ -140,6 +140,10 @@ LogicalResult FunctionEmitter::collectInterface() {
   return success();
 }
 
+bool FunctionEmitter::isOptionalResult(unsigned k) const {
+  return isEntry && resultRole[k] == Role::Grad;
+}
+
 FailureOr<unsigned> FunctionEmitter::addOutput(unsigned k) {
   Value v = cast<func::ReturnOp>(func.getBody().front().getTerminator())
                 .getOperand(k);
@@ -354,7 +358,7 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
                                        resultArray(), resultIndex[k])
                              .str();
     // A gradient goes out where the caller gave it a buffer.
-    bool optional = isEntry && resultRole[k] == Role::Grad;
+    bool optional = isOptionalResult(k);
     if (optional)
       hooks.emitLine("if (" + target + ") {");
     hooks.emitCopy(target, ptr(v), getTensorBytes(v.getType()),
@@ -410,13 +414,9 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   auto isExternal = [&](Value v) { return external.contains(v); };
   planOptions.isExternal = isExternal;
   planOptions.writeBack = writeBack;
-  // An entry's gradients are copied out only where the caller asks for
-  // them (pccrt.h, ABI 16): a training step need not write a copy of the
-  // model each step.
-  auto isOptionalResult = [&](unsigned k) {
-    return isEntry && resultRole[k] == Role::Grad;
-  };
-  planOptions.isOptionalResult = isOptionalResult;
+  // (The options hold function_refs: the callable outlives the plan.)
+  auto isOptional = [&](unsigned k) { return isOptionalResult(k); };
+  planOptions.isOptionalResult = isOptional;
   // A send reads its buffer until its dist.wait_send (which reads it too),
   // or, without one, until the function waits for its sends, at the end.
   for (auto wait : func.getBody().front().getOps<dist::WaitSendOp>()) {
