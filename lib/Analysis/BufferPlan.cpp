@@ -446,6 +446,35 @@ pcc::getAccumulatedOperands(func::CallOp call) {
   return pairs;
 }
 
+bool pcc::mayWriteIntoOperand(func::CallOp call, unsigned k, Value operand) {
+  if (isa<OpResult>(operand))
+    return operand.hasOneUse();
+  auto arg = dyn_cast<BlockArgument>(operand);
+  auto func = call->getParentOfType<func::FuncOp>();
+  if (!arg || !func || arg.getOwner() != call->getBlock() ||
+      arg.getType() != call.getResult(k).getType())
+    return false;
+  auto ret = cast<func::ReturnOp>(call->getBlock()->getTerminator());
+  bool updated =
+      llvm::any_of(llvm::enumerate(ret.getOperands()), [&](auto indexed) {
+        std::optional<unsigned> state = graph::getStateIndex(
+            func, unsigned(indexed.index()), graph::kUpdateAttr);
+        return indexed.value() == call.getResult(k) && state &&
+               *state == arg.getArgNumber();
+      });
+  if (!updated)
+    return false;
+  int64_t byCall = 0;
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = use.getOwner();
+    if (user == call)
+      ++byCall;
+    else if (!user->isBeforeInBlock(call))
+      return false;
+  }
+  return byCall == 1;
+}
+
 std::optional<int64_t> BufferPlan::getWorkspaceOffset(Value v) const {
   auto it = offsets.find(v);
   if (it == offsets.end())
@@ -473,8 +502,7 @@ std::optional<int64_t> BufferPlan::getSnapshotOffset(unsigned result) const {
 
 bool pcc::mayReturnEarly(Operation *op) {
   return isa<graph::GatherOp, graph::GatherElementsOp, graph::ScatterAddOp,
-             graph::ScatterElementsAddOp, func::CallOp>(op) ||
-         isa<dist::DistDialect>(op->getDialect());
+             graph::ScatterElementsAddOp, func::CallOp>(op);
 }
 
 int64_t pcc::getPlannedBytes(func::FuncOp func) {

@@ -55,7 +55,7 @@ struct BufferPlanOptions {
   /// views (data movement that only products read, GemmOperands): the
   /// operand, or null. Null: only ViewLikeOpInterface ops.
   llvm::function_ref<mlir::Value(mlir::Operation *)> getViewSource;
-  /// Ops that may fail and return early (collectives, gathers, calls):
+  /// Ops that may fail and return early (gathers, calls):
   /// once a state is updated in place, no such op may follow, so that a
   /// failed step leaves the state as it was. Null: no state is updated in
   /// place.
@@ -153,10 +153,14 @@ private:
   int64_t workspaceBytes = 0;
 };
 
-/// Whether `op`'s code may fail and return early: the index checks of
-/// gathers and scatters, communication (a started collective's wait too)
-/// and calls. A state updated in place must not be followed by one
-/// (BufferPlanOptions::mayFail).
+/// Whether `op`'s code may fail and return early, after which the step's
+/// caller may go on with the state as it was: the index checks of gathers
+/// and scatters, and calls (whose callees may hold them). A state updated
+/// in place must not be followed by one (BufferPlanOptions::mayFail).
+/// Communication is not: a collective, send or wait that fails leaves the
+/// group's ranks out of step, which ends the run on every rank whatever
+/// the state (so a data-parallel step's updates, which follow the waits
+/// of their buckets, are made in place).
 bool mayReturnEarly(mlir::Operation *op);
 /// No op: for a function whose written-back results are no state (a
 /// called function's partial sums, dist.accumulates).
@@ -167,6 +171,16 @@ bool neverFails(mlir::Operation *op);
 /// result lives in that operand's buffer.
 llvm::SmallVector<std::pair<unsigned, mlir::Value>>
 getAccumulatedOperands(mlir::func::CallOp call);
+
+/// Whether `call` may write its result k into the buffer of `operand`,
+/// one of its operands (dist.accumulates): nothing reads the operand after
+/// the call. The operand is either an op's result that only the call reads
+/// (a partial sum the previous call made), or an argument of the calling
+/// function that the call reads once, that no later op reads, and that the
+/// caller returns result k as the update of (graph.update: a state that a
+/// pipeline rank's optimizer updates).
+bool mayWriteIntoOperand(mlir::func::CallOp call, unsigned k,
+                         mlir::Value operand);
 
 /// Where the result of `op`, a graph.slice, starts in its input, in bytes,
 /// if it is one block of it (steps 1, the dimensions before the first

@@ -762,7 +762,13 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
     nothing is copied. After the flush, the ranks holding a
     parameter receive the other stages' parts of its gradient (a tied
     embedding and LM head), sum them in rank order so every copy stays
-    equal, divide by the microbatches, and call their optimizer. A rank's
+    equal, divide by the microbatches, and call their optimizer. The
+    optimizer's update of a state is marked `dist.accumulates = j` too
+    (the state is its argument j) where every call of it allows
+    (`mayWriteIntoOperand`: the caller returns the result as that state's
+    update and reads the state no more after the call): it writes the
+    weights and moments in place instead of into results that the step
+    would copy back at its end. A rank's
     function takes every graph input and the state it holds, and returns
     the outputs, gradients and updates it makes, with the step's
     attributes; state the forward updates in place (a KV cache's writes)

@@ -83,17 +83,19 @@ FunctionEmitter::emitCommunicationOp(Operation *op) {
         return success();
       })
       .Case([&](func::CallOp call) -> LogicalResult {
-        // A partial sum the callee adds to in place is the call's alone:
-        // nothing reads it after the call, and it lives in this function's
-        // workspace (no argument or constant; pcc-lower-schedule passes the
-        // previous call's result).
+        // What the callee writes in place is the call's alone: a partial
+        // sum in this function's workspace (no constant; pcc-lower-schedule
+        // passes the previous call's result), or a state this function
+        // updates with the result, which nothing reads after the call.
         for (auto [k, operand] : getAccumulatedOperands(call))
-          if (!operand.hasOneUse() ||
-              !bufferPlan->getWorkspaceOffset(bufferPlan->getRoot(operand)))
+          if (!mayWriteIntoOperand(call, k, operand) ||
+              (isa<OpResult>(operand) &&
+               !bufferPlan->getWorkspaceOffset(bufferPlan->getRoot(operand))))
             return call.emitError("result ")
                    << k << " of '" << call.getCallee()
-                   << "' accumulates into an operand that this function's "
-                      "workspace does not hold for the call alone";
+                   << "' is written into an operand that is not the call's "
+                      "alone (a partial sum in this function's workspace, "
+                      "or a state that it updates with the result)";
         SmallVector<std::string> args, results;
         for (Value v : call.getOperands())
           args.push_back(ptr(v));

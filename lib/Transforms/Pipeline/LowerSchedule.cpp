@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Analysis/BufferPlan.h"
 #include "pcc/Analysis/StepPhases.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
@@ -911,6 +912,48 @@ LogicalResult Lowering::run() {
   return success();
 }
 
+/// Each pipeline rank's optimizer writes a state's update into the state's
+/// own buffer (dist.accumulates on the update) where every call of it may
+/// have it so (mayWriteIntoOperand: the caller returns the result as that
+/// state's update and reads the state no more), and the optimizer returns
+/// no state as it was: otherwise the caller's state updates are copied from
+/// the optimizer's results at the end of each step (a model's weights and
+/// moments, every step).
+static void updateStateInPlace(ModuleOp module) {
+  llvm::DenseMap<func::FuncOp, SmallVector<func::CallOp>> calls;
+  module.walk([&](func::CallOp call) {
+    auto callee = module.lookupSymbol<func::FuncOp>(call.getCallee());
+    auto phase =
+        callee ? callee->getAttrOfType<StringAttr>(kPhaseAttr) : StringAttr();
+    if (phase && phase.getValue() == "optimizer")
+      calls[callee].push_back(call);
+  });
+  for (auto &[opt, sites] : calls) {
+    auto ret = cast<func::ReturnOp>(opt.getBody().front().getTerminator());
+    for (unsigned i = 0; i < opt.getNumResults(); ++i) {
+      std::optional<int64_t> update =
+          roleOf(opt.getResultAttrDict(i), kUpdateRole);
+      if (!update || isa<BlockArgument>(ret.getOperand(i)))
+        continue;
+      // The argument holding the state that the result updates.
+      std::optional<unsigned> arg;
+      for (unsigned j = 0; j < opt.getNumArguments() && !arg; ++j)
+        if (opt.getArgAttr(j, kStateRole) &&
+            mayWriteIntoOperand(sites.front(), i, sites.front().getOperand(j)))
+          arg = j;
+      if (!arg ||
+          llvm::is_contained(ret.getOperands(), opt.getArgument(*arg)) ||
+          !llvm::all_of(sites, [&](func::CallOp call) {
+            return mayWriteIntoOperand(call, i, call.getOperand(*arg));
+          }))
+        continue;
+      opt.setResultAttr(
+          i, dist::kAccumulatesAttr,
+          IntegerAttr::get(IntegerType::get(module.getContext(), 64), *arg));
+    }
+  }
+}
+
 LogicalResult pcc::lowerSchedule(ModuleOp module) {
   SmallVector<dist::ScheduleOp> schedules(module.getOps<dist::ScheduleOp>());
   SmallVector<func::FuncOp> steps;
@@ -927,6 +970,7 @@ LogicalResult pcc::lowerSchedule(ModuleOp module) {
     if (failed(Lowering(steps[0], schedules[0], pp).run()))
       return failure();
     steps[0].erase();
+    updateStateInPlace(module);
     return success();
   }
   for (func::FuncOp step : steps) {
@@ -943,6 +987,7 @@ LogicalResult pcc::lowerSchedule(ModuleOp module) {
   }
   for (func::FuncOp step : steps)
     step.erase();
+  updateStateInPlace(module);
   return success();
 }
 

@@ -109,7 +109,8 @@ func.func @main(%s: tensor<3xf32> {graph.state = "s", graph.init = dense<0.0> : 
 
 // A partial sum that the callee accumulates into (dist.accumulates) is
 // overwritten by the call: the caller may read it no more, and it may be
-// no argument of the caller.
+// no argument of the caller but a state that the caller updates with the
+// result.
 
 func.func private @grad(%x: tensor<4xf32>, %partial: tensor<4xf32>) -> (tensor<4xf32> {dist.accumulates = 1 : i64}) {
   %s = graph.add %partial, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
@@ -118,7 +119,7 @@ func.func private @grad(%x: tensor<4xf32>, %partial: tensor<4xf32>) -> (tensor<4
 
 func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %first = graph.add %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  // expected-error@+1 {{result 0 of 'grad' accumulates into an operand that this function's workspace does not hold for the call alone}}
+  // expected-error@+1 {{result 0 of 'grad' is written into an operand that is not the call's alone (a partial sum in this function's workspace, or a state that it updates with the result)}}
   %a = call @grad(%x, %first) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %a, %first : tensor<4xf32>, tensor<4xf32>
 }
@@ -131,7 +132,25 @@ func.func private @grad(%x: tensor<4xf32>, %partial: tensor<4xf32>) -> (tensor<4
 }
 
 func.func @main(%x: tensor<4xf32>, %p: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error@+1 {{result 0 of 'grad' accumulates into an operand that this function's workspace does not hold for the call alone}}
+  // expected-error@+1 {{result 0 of 'grad' is written into an operand that is not the call's alone (a partial sum in this function's workspace, or a state that it updates with the result)}}
   %a = call @grad(%x, %p) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %a : tensor<4xf32>
+}
+
+// -----
+
+// A state that the call updates in place may be read before the call, not
+// after it: here the caller returns its old value too.
+
+func.func private @update(%p: tensor<4xf32>) -> (tensor<4xf32> {dist.accumulates = 0 : i64}) {
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %s = graph.add %p, %one : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
+
+func.func @main(%p: tensor<4xf32> {graph.state = "p", graph.init = dense<0.0> : tensor<4xf32>})
+    -> (tensor<4xf32>, tensor<4xf32> {graph.update = 0 : i64}) {
+  // expected-error@+1 {{result 0 of 'update' is written into an operand that is not the call's alone}}
+  %a = call @update(%p) : (tensor<4xf32>) -> tensor<4xf32>
+  return %p, %a : tensor<4xf32>, tensor<4xf32>
 }

@@ -179,3 +179,36 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %y: tensor<8x16xf32> {onn
 // CHECK:        void *const callArgs[] = {a0, a1, [[FIRST]], a2, [[FB:v[0-9]+]], a3, a4, [[FE:v[0-9]+]]};
 // CHECK-NEXT:   void *const callResults[] = {[[A0]], [[A1:v[0-9]+]], [[A2:v[0-9]+]]};
 // CHECK:        void *const callArgs[] = {a0, a1, [[A0]], a2, [[A1]], a3, a4, [[A2]]};
+
+// -----
+
+// A state that the caller updates with a call's result, and reads no more
+// after the call, may be the buffer that the callee writes the result into
+// (dist.accumulates: a pipeline rank's optimizer): the callee updates it in
+// place, and the step copies nothing back at its end.
+
+func.func private @optimizer(%p: tensor<4xf32>, %g: tensor<4xf32>) -> (tensor<4xf32> {dist.accumulates = 0 : i64}) {
+  %lr = graph.constant dense<0.5> : tensor<f32>
+  %d = graph.mul %g, %lr : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %q = graph.sub %p, %d : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %q : tensor<4xf32>
+}
+
+func.func @main(%x: tensor<4xf32> {onnx.name = "x"},
+                %p: tensor<4xf32> {graph.state = "p", graph.init = dense<1.0> : tensor<4xf32>})
+    -> (tensor<4xf32> {onnx.name = "y"}, tensor<4xf32> {graph.update = 1 : i64}) {
+  %y = graph.mul %x, %p : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %q = call @optimizer(%p, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y, %q : tensor<4xf32>, tensor<4xf32>
+}
+
+// CHECK:      PCC_PROGRAM static int fn_optimizer(
+// CHECK:        float* [[OP:a0]] = (float*)args[0];
+// CHECK:        float* [[OQ:v[0-9]+]] = (float*)[[OP]];
+// CHECK:        if ((void*)((float*)results[0]) != (void*)[[OQ]]) std::memcpy(
+// CHECK:      extern "C" PCC_PROGRAM int pcc_model_run(
+// CHECK:        float* [[P:a[0-9]+]] = (float*)w[0];
+// CHECK:        float* [[Q:v[0-9]+]] = (float*)[[P]];
+// CHECK:        void *const callResults[] = {[[Q]]};
+// CHECK:        // state update 'p'
+// CHECK-NEXT:   if ((void*)((float*)w[0]) != (void*)[[Q]]) std::memcpy(

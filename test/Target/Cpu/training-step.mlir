@@ -130,3 +130,27 @@ func.func @later_gather(%i: tensor<2xi64> {onnx.name = "i"},
 // CHECK:      pcc_loop{{[0-9]+}}([[GW1]], [[GW]], {{c[0-9]+}});
 // CHECK:      if (pcc_k::gather(
 // CHECK:      if ((void*)((float*)w[0]) != (void*)[[GW1]]) std::memcpy(((float*)w[0]), [[GW1]], 12);
+
+// -----
+
+// A collective after the update does not keep it out of place: a failed
+// collective ends the run on every rank, whatever the state (a
+// data-parallel step's updates follow their buckets' waits).
+
+dist.mesh @mesh(dp = 2)
+
+func.func @later_collective(%g: tensor<3xf32> {onnx.name = "g"},
+                            %w: tensor<3xf32> {graph.state = "w", graph.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>})
+    -> (tensor<3xf32> {onnx.name = "y"}, tensor<3xf32> {graph.update = 1 : i64}) {
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %w1 = graph.add %w, %one : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %r = dist.all_reduce %g on @mesh axes ["dp"] sum : tensor<3xf32>
+  %y = dist.wait %r : tensor<3xf32>
+  return %y, %w1 : tensor<3xf32>, tensor<3xf32>
+}
+
+// CHECK:      float* [[CW:a[0-9]+]] = (float*)w[0];
+// CHECK-NEXT: float* [[CW1:v[0-9]+]] = (float*)[[CW]];
+// CHECK:      pcc_loop{{[0-9]+}}([[CW1]], {{c[0-9]+}});
+// CHECK:      start_all_reduce
+// CHECK:      if ((void*)((float*)w[0]) != (void*)[[CW1]]) std::memcpy(((float*)w[0]), [[CW1]], 12);

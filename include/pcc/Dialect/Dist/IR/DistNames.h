@@ -110,11 +110,12 @@ inline constexpr llvm::StringLiteral kUpdateRole = "dist.update";
 /// the gradient once, after its last microbatch, instead of every
 /// microbatch's part.
 inline constexpr llvm::StringLiteral kReduceAxesAttr = "dist.reduce_axes";
-/// On a result of a function that a call runs (a stage's accumulating
-/// backward, from pcc-lower-schedule): the index of the argument whose
-/// buffer the result is written into, the partial sum it adds to. The
-/// caller gives both the same buffer, which the call's operand may no
-/// longer be read from.
+/// On a result of a function that a call runs (from pcc-lower-schedule):
+/// the index of the argument whose buffer the result is written into, the
+/// partial sum it adds to (a stage's accumulating backward) or the state it
+/// updates (a pipeline rank's optimizer). The caller gives both the same
+/// buffer, which the call's operand may no longer be read from
+/// (mayWriteIntoOperand).
 inline constexpr llvm::StringLiteral kAccumulatesAttr = "dist.accumulates";
 
 } // namespace pcc::dist
