@@ -55,7 +55,7 @@ struct BufferPlanOptions {
   /// views (data movement that only products read, GemmOperands): the
   /// operand, or null. Null: only ViewLikeOpInterface ops.
   llvm::function_ref<mlir::Value(mlir::Operation *)> getViewSource;
-  /// Ops that may fail and return early (gathers, calls):
+  /// Ops that may fail and return early (gathers, scatters, calls):
   /// once a state is updated in place, no such op may follow, so that a
   /// failed step leaves the state as it was. Null: no state is updated in
   /// place.

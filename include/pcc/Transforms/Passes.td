@@ -762,8 +762,10 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
     nothing is copied. After the flush, the ranks holding a
     parameter receive the other stages' parts of its gradient (a tied
     embedding and LM head), sum them in rank order so every copy stays
-    equal, divide by the microbatches, and call their optimizer. The
-    optimizer's update of a state is marked `dist.accumulates = j` too
+    equal, and call their optimizer, which divides the sums by the
+    microbatch count first (pcc-fuse folds the division into the update's
+    loop; the gradients the step returns are divided apart, and their code
+    runs only when the caller asks for them). The optimizer's update of a state is marked `dist.accumulates = j` too
     (the state is its argument j) where every call of it allows
     (`mayWriteIntoOperand`: the caller returns the result as that state's
     update and reads the state no more after the call): it writes the

@@ -114,6 +114,15 @@ private:
   /// entry's gradients, pccrt.h ABI 16): a training step need not write a
   /// copy of the model each step.
   bool isOptionalResult(unsigned k) const;
+  /// The test `if (...)` that result k's caller gave it a buffer, for an
+  /// optional result.
+  std::string optionalResultTest(unsigned k) const;
+  /// Per op whose results only optional results read, directly or through
+  /// other such ops: the test that one of them is asked for. Its code runs
+  /// only then (a pipeline rank's averaged gradients, which a training step
+  /// seldom reads back). Ops that communicate, call, may fail or write in
+  /// place always run.
+  llvm::DenseMap<mlir::Operation *, std::string> getOptionalOnlyOps();
 
   /// The name of `v`'s buffer, for code that reads or writes it: a read of
   /// the weight it lies in is counted (AbiTables::noteWeightRead).

@@ -144,6 +144,52 @@ bool FunctionEmitter::isOptionalResult(unsigned k) const {
   return isEntry && resultRole[k] == Role::Grad;
 }
 
+std::string FunctionEmitter::optionalResultTest(unsigned k) const {
+  return (resultArray() + "[" + Twine(resultIndex[k]) + "]").str();
+}
+
+DenseMap<Operation *, std::string> FunctionEmitter::getOptionalOnlyOps() {
+  DenseMap<Operation *, std::string> tests;
+  if (!isEntry ||
+      llvm::none_of(llvm::seq<unsigned>(0, resultRole.size()),
+                    [&](unsigned k) { return isOptionalResult(k); }))
+    return tests;
+  Block &block = func.getBody().front();
+  Operation *ret = block.getTerminator();
+  // The optional results each op feeds, from the last op up.
+  DenseMap<Operation *, SmallVector<unsigned>> feeds;
+  for (Operation &op : llvm::reverse(block.without_terminator())) {
+    // (Ops of no operands, constants and weights, only name a buffer.)
+    if (op.getNumResults() == 0 || op.getNumOperands() == 0 ||
+        !isa<graph::GraphDialect>(op.getDialect()) ||
+        op.hasTrait<graph::OpTrait::UpdatesInPlace>() || mayReturnEarly(&op))
+      continue;
+    SmallVector<unsigned> ks;
+    bool onlyOptional = true;
+    for (OpOperand &use : op.getUses()) {
+      if (use.getOwner() == ret && isOptionalResult(use.getOperandNumber())) {
+        ks.push_back(use.getOperandNumber());
+        continue;
+      }
+      auto it = feeds.find(use.getOwner());
+      if (it == feeds.end()) {
+        onlyOptional = false;
+        break;
+      }
+      llvm::append_range(ks, it->second);
+    }
+    if (!onlyOptional || ks.empty())
+      continue;
+    llvm::sort(ks);
+    ks.erase(llvm::unique(ks), ks.end());
+    feeds[&op] = ks;
+    tests[&op] = llvm::join(
+        llvm::map_range(ks, [&](unsigned k) { return optionalResultTest(k); }),
+        " || ");
+  }
+  return tests;
+}
+
 FailureOr<unsigned> FunctionEmitter::addOutput(unsigned k) {
   Value v = cast<func::ReturnOp>(func.getBody().front().getTerminator())
                 .getOperand(k);
@@ -360,7 +406,7 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
     // A gradient goes out where the caller gave it a buffer.
     bool optional = isOptionalResult(k);
     if (optional)
-      hooks.emitLine("if (" + target + ") {");
+      hooks.emitLine("if (" + optionalResultTest(k) + ") {");
     hooks.emitCopy(target, ptr(v), getTensorBytes(v.getType()),
                    /*mayAlias=*/true);
     if (optional)
@@ -490,7 +536,11 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   }
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
+  DenseMap<Operation *, std::string> optionalOnly = getOptionalOnlyOps();
   for (Operation &op : func.getBody().front().without_terminator()) {
+    std::string test = optionalOnly.lookup(&op);
+    if (!test.empty())
+      hooks.emitLine("if (" + test + ") {");
     // Ops that name a buffer (views; constants and weights, of no
     // operands) or call a traced stage have no time of their own.
     std::string label;
@@ -506,6 +556,8 @@ FailureOr<int64_t> FunctionEmitter::emit() {
       return failure();
     if (!label.empty())
       hooks.emitTrace(label, /*begin=*/false);
+    if (!test.empty())
+      hooks.emitLine("}");
     // A collective that no dist.wait completes completes where it starts.
     if (dist::isStartedCollective(&op) && !dist::completesAtWait(&op))
       hooks.emitCollectiveWait(requestOf(&op));

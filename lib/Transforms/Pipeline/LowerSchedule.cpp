@@ -10,8 +10,9 @@
 // ranks holding a parameter exchange the parts of its gradient that other
 // stages computed (a tied embedding and LM head: Megatron's embedding
 // group), all summing them in rank order so that every copy stays equal,
-// divide by the microbatches and run the optimizer. Nothing of the
-// schedule remains to interpret at run time.
+// and run the optimizer, which divides the sums by the microbatch count
+// first (in the update's loop, once fused). Nothing of the schedule
+// remains to interpret at run time.
 //
 // A schedule of two steps without a flush (PipeDream-2BW's) lowers to four
 // functions per rank: the step itself (its fill, then its drain: a step
@@ -113,6 +114,7 @@ private:
   func::FuncOp getAccumulating(func::FuncOp fn);
   bool holds(unsigned arg, int64_t rank);
   Value mb(OpBuilder &b, Value whole, unsigned arg, int64_t k);
+  void averageInOptimizer(func::FuncOp opt);
 
   func::FuncOp step;
   dist::ScheduleOp schedule;
@@ -123,6 +125,9 @@ private:
   /// (getAccumulating).
   llvm::DenseMap<Operation *, func::FuncOp> accumulatingFns;
   std::map<int64_t, func::FuncOp> optimizerFns;
+  /// The optimizers that divide their gradients by the microbatch count
+  /// (averageInOptimizer).
+  llvm::DenseSet<Operation *> averagingOptimizers;
   Routes routes;
   /// Per gradient result: the ranks whose backward contributes to it.
   std::map<int64_t, llvm::SmallDenseSet<int64_t, 2>> gradProducers;
@@ -132,6 +137,20 @@ private:
   std::map<int64_t, std::set<unsigned>> carriedInputs;
 };
 } // namespace
+
+/// `sum` (a sum over `count` microbatches) divided by `count`; `sum` itself
+/// for one.
+static Value averageOverMicrobatches(OpBuilder &b, Location loc, Value sum,
+                                     int64_t count) {
+  if (count == 1)
+    return sum;
+  auto elem = cast<RankedTensorType>(sum.getType()).getElementType();
+  auto scalarType = RankedTensorType::get({}, elem);
+  Value divisor = graph::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(scalarType, FloatAttr::get(elem, double(count))));
+  return graph::DivOp::create(b, loc, sum.getType(), sum, divisor);
+}
 
 static std::optional<int64_t> roleOf(DictionaryAttr attrs, StringRef role) {
   if (!attrs)
@@ -755,20 +774,12 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
       return step.emitError("gradient result ") << k << " has no producer";
     wholeGrads[k] = sum;
   }
-  auto scalar = [&](Type t, double v) -> Value {
-    auto elem = cast<RankedTensorType>(t).getElementType();
-    auto st = RankedTensorType::get({}, elem);
-    return graph::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(st, FloatAttr::get(elem, v)));
-  };
-  if (microbatches > 1)
-    for (auto &[k, g] : wholeGrads)
-      g = graph::DivOp::create(b, loc, g.getType(), g,
-                               scalar(g.getType(), microbatches));
-
+  // The gradients are sums over the microbatches: the optimizer divides
+  // those it reads, the step those it returns.
   std::map<int64_t, Value> updates, stepOutputs;
   if (auto it = optimizerFns.find(rank); it != optimizerFns.end()) {
     func::FuncOp opt = it->second;
+    averageInOptimizer(opt);
     SmallVector<Value> operands;
     for (unsigned i = 0; i < opt.getNumArguments(); ++i) {
       DictionaryAttr attrs = opt.getArgAttrDict(i);
@@ -800,7 +811,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
     if (step.getResultAttr(k, graph::kGradAttr)) {
       if (!needs(k))
         continue;
-      v = wholeGrads[k];
+      v = averageOverMicrobatches(b, loc, wholeGrads[k], microbatches);
     } else if (auto state =
                    graph::getStateIndex(step, k, graph::kUpdateAttr)) {
       // Written in place by the stage it was passed to.
@@ -830,8 +841,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
         v = parts[0];
         for (Value p : ArrayRef(parts).drop_front())
           v = graph::AddOp::create(b, loc, v, p);
-        v = graph::DivOp::create(b, loc, v.getType(), v,
-                                 scalar(v.getType(), microbatches));
+        v = averageOverMicrobatches(b, loc, v, microbatches);
       } else {
         v = parts.back();
       }
@@ -849,6 +859,22 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
     resultAttrs.push_back(attrs.getDictionary(ctx));
   }
   return finish();
+}
+
+/// The optimizer `opt` reads its gradients as the microbatches' sums and
+/// divides them itself, first: code generation folds the division into the
+/// update's loop, where the step would pass over every gradient once more.
+void Lowering::averageInOptimizer(func::FuncOp opt) {
+  if (microbatches == 1 || !averagingOptimizers.insert(opt).second)
+    return;
+  Block &body = opt.getBody().front();
+  OpBuilder b = OpBuilder::atBlockBegin(&body);
+  for (BlockArgument arg : body.getArguments()) {
+    if (!opt.getArgAttr(arg.getArgNumber(), kGradRole))
+      continue;
+    Value mean = averageOverMicrobatches(b, opt.getLoc(), arg, microbatches);
+    arg.replaceAllUsesExcept(mean, mean.getDefiningOp());
+  }
 }
 
 LogicalResult Lowering::run() {
@@ -931,9 +957,8 @@ static void updateStateInPlace(ModuleOp module) {
   for (auto &[opt, sites] : calls) {
     auto ret = cast<func::ReturnOp>(opt.getBody().front().getTerminator());
     for (unsigned i = 0; i < opt.getNumResults(); ++i) {
-      std::optional<int64_t> update =
-          roleOf(opt.getResultAttrDict(i), kUpdateRole);
-      if (!update || isa<BlockArgument>(ret.getOperand(i)))
+      if (!opt.getResultAttr(i, kUpdateRole) ||
+          isa<BlockArgument>(ret.getOperand(i)))
         continue;
       // The argument holding the state that the result updates.
       std::optional<unsigned> arg;

@@ -21,12 +21,17 @@
 // CHECK: return %[[ACC]],
 // CHECK: func.func private @main_stage1_backward(
 // CHECK-SAME: tensor<40x16xf32> {dist.grad = 2 : i64}
+// The optimizer reads the gradients' sums over the microbatches and
+// averages them first (pcc-fuse folds the division into the update).
 // CHECK: func.func private @main_rank0_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<f32> {dist.state = 12 : i64}, %arg2: tensor<40x16xf32> {dist.state = 1 : i64}
+// CHECK-NEXT: %[[TWO:.*]] = graph.constant dense<2.000000e+00> : tensor<f32>
+// CHECK-NEXT: graph.div %arg0, %[[TWO]] : (tensor<40x16xf32>, tensor<f32>)
 // CHECK: func.func private @main_rank1_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<f32> {dist.state = 12 : i64}, %arg2: tensor<40x16xf32> {dist.state = 1 : i64}
 
 // Rank 0 (1F1B with 2 ranks: one warm-up forward): its microbatch slices,
 // activations out, gradients in, then the tied embedding's gradient parts
-// exchanged once after the flush, averaged, and its optimizer.
+// exchanged once after the flush, its optimizer, and the gradients the
+// step returns averaged apart.
 // CHECK-LABEL: func.func @main_rank0(%arg0: tensor<2x8xi64> {graph.index_bound = 40 : i64, graph.index_node = "graph.gather", onnx.name = "input_ids"}
 // CHECK-SAME: dist.rank = 0
 // CHECK: %[[MB0:.*]] = graph.slice %arg0 {sizes = array<i64: 1, 8>, starts = array<i64: 0, 0>
@@ -47,9 +52,10 @@
 // CHECK: dist.send %[[B1]]#0 on @mesh axes ["pp"] to 1 tag 2 : tensor<40x16xf32>
 // CHECK: %[[PART:.*]] = dist.recv on @mesh axes ["pp"] from 1 tag 2 : tensor<40x16xf32>
 // CHECK: %[[SUM:.*]] = graph.add %{{.*}}, %[[PART]]
+// CHECK-NOT: graph.div
+// CHECK: %[[UPDATES:.*]]:6 = call @main_rank0_optimizer(%[[SUM]], %{{[a-z0-9]+}}, %arg1, {{.*}}dist.action = "O"
 // CHECK: %[[AVG:.*]] = graph.div %[[SUM]], %{{.*}} : (tensor<40x16xf32>, tensor<f32>)
-// CHECK: call @main_rank0_optimizer(%[[AVG]], %{{[a-z0-9]+}}, %arg1, {{.*}}dist.action = "O"
-// CHECK: return
+// CHECK: return %[[AVG]], {{.*}}, %[[UPDATES]]#0
 
 // Rank 1 ends the forward: the loss is the microbatches' mean, the logits
 // their concatenation; its copy of the tied embedding sums the parts in
