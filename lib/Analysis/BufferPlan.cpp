@@ -198,12 +198,9 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       accumulated.insert(result);
     }
 
-  // A collective that reduces its operand into a result of the same type
-  // (an all-reduce) computes it in the operand's buffer where nothing but
-  // its own wait reads that buffer after it: a bucket of gradients travels
-  // where it was made, with no copy first. Not an argument's buffer, a
-  // constant's, nor one that is returned or that a send reads to the end.
-  if (options.reducesInPlace) {
+  // The buffers that no op may compute into in place: those returned (as
+  // their roots are now) and those a send reads to the end.
+  auto getPinnedRoots = [&] {
     llvm::DenseSet<Value> pinned;
     for (Value v : ret.getOperands())
       pinned.insert(getRoot(v));
@@ -211,6 +208,16 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       for (OpOperand &operand : op->getOpOperands())
         if (options.readsUntilEnd && options.readsUntilEnd(operand))
           pinned.insert(getRoot(operand.get()));
+    return pinned;
+  };
+
+  // A collective that reduces its operand into a result of the same type
+  // (an all-reduce) computes it in the operand's buffer where nothing but
+  // its own wait reads that buffer after it: a bucket of gradients travels
+  // where it was made, with no copy first. Not an argument's buffer, a
+  // constant's, nor one that is returned or that a send reads to the end.
+  if (options.reducesInPlace) {
+    llvm::DenseSet<Value> pinned = getPinnedRoots();
     for (auto [i, op] : llvm::enumerate(ops)) {
       if (!options.reducesInPlace(op))
         continue;
@@ -238,14 +245,55 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
     }
   }
 
+  // An element-wise op whose operand of the result's type is a buffer
+  // computed here that nothing reads after it computes its result there.
+  // Not an argument's buffer, a constant's, nor one that is returned, that
+  // a send reads to the end, or that a product or scatter accumulates
+  // into. The target reads and writes it through one parameter
+  // (isUpdatedInPlace).
+  if (options.elementwiseInPlace) {
+    llvm::DenseSet<Value> pinned = getPinnedRoots();
+    for (Value v : accumulated)
+      pinned.insert(getRoot(v));
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      // (A returned result is computed in its result's buffer instead.)
+      if (!op->hasTrait<graph::OpTrait::Elementwise>() ||
+          op->getNumResults() != 1 || isView(op->getResult(0)) ||
+          llvm::is_contained(ret.getOperands(), op->getResult(0)))
+        continue;
+      Value result = op->getResult(0);
+      // Not an op that reads more than its operands (one that runs as a
+      // product's epilogue, inside the product, which reads its own).
+      SmallVector<Value> extra;
+      if (options.getExtraReads)
+        options.getExtraReads(op, extra);
+      if (!extra.empty())
+        continue;
+      for (Value operand : op->getOperands()) {
+        Value root = getRoot(operand);
+        if (operand != root || operand.getType() != result.getType() ||
+            !isa<OpResult>(root) || isExternal(root) || pinned.contains(root) ||
+            lastUse.lookup(root) != int64_t(i) ||
+            llvm::count(op->getOperands(), operand) != 1)
+          continue;
+        moveInto(result, operand);
+        updatedInPlace.insert(result);
+        break;
+      }
+    }
+  }
+
   // A value an op computes, first returned as result k, is computed in
   // place in result k's buffer; everything else the function returns is
   // copied there at the end (written-back results into their arguments).
-  auto isOptional = [&](unsigned k) {
-    return options.isOptionalResult && options.isOptionalResult(k);
+  // An optional result's buffer may be missing: only a value whose op runs
+  // just when it is given is computed there.
+  auto hasBuffer = [&](unsigned k, Value v) {
+    return !options.isOptionalResult || !options.isOptionalResult(k) ||
+           (options.runsOnlyWhenAsked && options.runsOnlyWhenAsked(k, v));
   };
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
-    if (writeBack(k) < 0 && !isOptional(k) && isa<OpResult>(v) && !isView(v) &&
+    if (writeBack(k) < 0 && hasBuffer(k, v) && isa<OpResult>(v) && !isView(v) &&
         !isExternal(v) && !v.getDefiningOp()->hasTrait<OpTrait::ConstantLike>())
       resultSlots.try_emplace(v, k);
 
@@ -558,5 +606,6 @@ int64_t pcc::getPlannedBytes(func::FuncOp func) {
   options.concatInPlace = true;
   options.reducesInPlace = isReducedInPlace;
   options.sliceViews = true;
+  options.elementwiseInPlace = true;
   return held + BufferPlan(func, options).getWorkspaceBytes();
 }

@@ -84,6 +84,13 @@ struct BufferPlanOptions {
   /// operand's buffer, as the targets' all-reduce does): each does where
   /// nothing but its wait reads the operand after it. Null: none.
   llvm::function_ref<bool(mlir::Operation *)> reducesInPlace;
+  /// Whether an element-wise op (graph's Elementwise trait) computes its
+  /// result in the buffer of an operand of the result's type that nothing
+  /// reads after it (a sum of gradient parts, into the part made here):
+  /// each element is read before it is written, at the same place. Not an
+  /// op that reads more than its operands (getExtraReads: a product's
+  /// epilogue).
+  bool elementwiseInPlace = false;
   /// Whether a slice that is one block of a buffer computed here (steps
   /// 1, the dimensions before its first sliced one of extent 1, those
   /// after it whole: getSliceOffset) is a view of that part of it
@@ -94,6 +101,10 @@ struct BufferPlanOptions {
   /// may be missing; each is copied there at the end where it is given.
   /// Null: none.
   llvm::function_ref<bool(unsigned)> isOptionalResult;
+  /// Whether the op computing `v`, returned as optional result k, runs
+  /// only where the caller gives result k its buffer: then `v` is computed
+  /// in that buffer. Null: none.
+  llvm::function_ref<bool(unsigned k, mlir::Value v)> runsOnlyWhenAsked;
   /// The alignment (and granularity) of workspace blocks, in bytes.
   int64_t alignment = 64;
 };
@@ -111,8 +122,10 @@ public:
     return it == roots.end() ? v : it->second;
   }
   bool isView(mlir::Value v) const { return roots.count(v); }
-  /// Whether `v`, a written-back result, is computed in place in the
-  /// buffer of the argument it updates (which it is then a view of).
+  /// Whether `v` is computed in place in the buffer of an operand that its
+  /// element-wise op reads at the same elements (which it is then a view
+  /// of): a written-back result in its argument's, or an op's result in
+  /// its operand's (BufferPlanOptions::elementwiseInPlace).
   bool isUpdatedInPlace(mlir::Value v) const {
     return updatedInPlace.contains(v);
   }

@@ -35,10 +35,10 @@ void FunctionEmitter::elementwiseNest(
         statement,
     function_ref<std::string(ArrayRef<std::string>)> prologue) {
   // The results are written in order over their shape, the operands read
-  // broadcast to it. A state that a result updates in place is one buffer
-  // read and written at the same elements: one parameter (restrict-
-  // qualified parameters must not overlap), through which the operand is
-  // read.
+  // broadcast to it. An operand that a result is computed over in place
+  // (a state it updates, a buffer the op reads last) is one buffer read
+  // and written at the same elements: one parameter (restrict-qualified
+  // parameters must not overlap), through which the operand is read.
   ArrayRef<int64_t> space = shapeOf(results.front());
   SmallVector<Access> accesses;
   SmallVector<LoopBuffer> buffers;

@@ -118,11 +118,12 @@ private:
   /// optional result.
   std::string optionalResultTest(unsigned k) const;
   /// Per op whose results only optional results read, directly or through
-  /// other such ops: the test that one of them is asked for. Its code runs
-  /// only then (a pipeline rank's averaged gradients, which a training step
-  /// seldom reads back). Ops that communicate, call, may fail or write in
-  /// place always run.
-  llvm::DenseMap<mlir::Operation *, std::string> getOptionalOnlyOps();
+  /// other such ops: those results, sorted. Its code runs only where the
+  /// caller asks for one of them (a pipeline rank's averaged gradients,
+  /// which a training step seldom reads back). Ops that communicate, call,
+  /// may fail or write in place always run.
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<unsigned>>
+  getOptionalOnlyOps();
 
   /// The name of `v`'s buffer, for code that reads or writes it: a read of
   /// the weight it lies in is counted (AbiTables::noteWeightRead).

@@ -148,16 +148,16 @@ std::string FunctionEmitter::optionalResultTest(unsigned k) const {
   return (resultArray() + "[" + Twine(resultIndex[k]) + "]").str();
 }
 
-DenseMap<Operation *, std::string> FunctionEmitter::getOptionalOnlyOps() {
-  DenseMap<Operation *, std::string> tests;
+DenseMap<Operation *, SmallVector<unsigned>>
+FunctionEmitter::getOptionalOnlyOps() {
+  // The optional results each op feeds, from the last op up.
+  DenseMap<Operation *, SmallVector<unsigned>> feeds;
   if (!isEntry ||
       llvm::none_of(llvm::seq<unsigned>(0, resultRole.size()),
                     [&](unsigned k) { return isOptionalResult(k); }))
-    return tests;
+    return feeds;
   Block &block = func.getBody().front();
   Operation *ret = block.getTerminator();
-  // The optional results each op feeds, from the last op up.
-  DenseMap<Operation *, SmallVector<unsigned>> feeds;
   for (Operation &op : llvm::reverse(block.without_terminator())) {
     // (Ops of no operands, constants and weights, only name a buffer.)
     if (op.getNumResults() == 0 || op.getNumOperands() == 0 ||
@@ -183,11 +183,8 @@ DenseMap<Operation *, std::string> FunctionEmitter::getOptionalOnlyOps() {
     llvm::sort(ks);
     ks.erase(llvm::unique(ks), ks.end());
     feeds[&op] = ks;
-    tests[&op] = llvm::join(
-        llvm::map_range(ks, [&](unsigned k) { return optionalResultTest(k); }),
-        " || ");
   }
-  return tests;
+  return feeds;
 }
 
 FailureOr<unsigned> FunctionEmitter::addOutput(unsigned k) {
@@ -463,6 +460,13 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   // (The options hold function_refs: the callable outlives the plan.)
   auto isOptional = [&](unsigned k) { return isOptionalResult(k); };
   planOptions.isOptionalResult = isOptional;
+  DenseMap<Operation *, SmallVector<unsigned>> optionalOnly =
+      getOptionalOnlyOps();
+  auto runsOnlyWhenAsked = [&](unsigned k, Value v) {
+    auto it = optionalOnly.find(v.getDefiningOp());
+    return it != optionalOnly.end() && it->second == ArrayRef<unsigned>(k);
+  };
+  planOptions.runsOnlyWhenAsked = runsOnlyWhenAsked;
   // A send reads its buffer until its dist.wait_send (which reads it too),
   // or, without one, until the function waits for its sends, at the end.
   for (auto wait : func.getBody().front().getOps<dist::WaitSendOp>()) {
@@ -520,6 +524,8 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   // a slice that is one block of its input is that block.
   planOptions.reducesInPlace = isReducedInPlace;
   planOptions.sliceViews = true;
+  // An element-wise op computes in the buffer of an operand it reads last.
+  planOptions.elementwiseInPlace = true;
   BufferPlan plan(func, planOptions);
   bufferPlan = &plan;
   // Such an op runs with no epilogue; its sum has no code of its own.
@@ -536,9 +542,13 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   }
   ownWorkspace = plan.getWorkspaceBytes();
   declareBuffers(plan);
-  DenseMap<Operation *, std::string> optionalOnly = getOptionalOnlyOps();
   for (Operation &op : func.getBody().front().without_terminator()) {
-    std::string test = optionalOnly.lookup(&op);
+    std::string test;
+    if (auto it = optionalOnly.find(&op); it != optionalOnly.end())
+      test = llvm::join(
+          llvm::map_range(it->second,
+                          [&](unsigned k) { return optionalResultTest(k); }),
+          " || ");
     if (!test.empty())
       hooks.emitLine("if (" + test + ") {");
     // Ops that name a buffer (views; constants and weights, of no

@@ -159,7 +159,9 @@ func.func @later_collective(%g: tensor<3xf32> {onnx.name = "g"},
 
 // Code that only gradients read (optional results: the caller may give
 // them no buffer) runs only where the caller asks for one of them; code
-// that a state update reads too, or a collective, always runs.
+// that a state update reads too, or a collective, always runs. A value
+// computed only when its one result is asked for is computed in the
+// caller's buffer.
 
 dist.mesh @mesh(dp = 2)
 
@@ -178,18 +180,20 @@ func.func @averaged(%g: tensor<3xf32> {onnx.name = "g"},
   return %gw, %gv, %w1 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
 }
 
+// CHECK:      float* [[GW:v[0-9]+]] = (float*)out[0];
+// CHECK-NEXT: float* [[GV:v[0-9]+]] = (float*)out[1];
 // CHECK:      start_all_reduce
 // CHECK:      // graph.sub
 // CHECK-NEXT: pcc_loop
 // CHECK-NEXT: if (out[0] || out[1]) {
 // CHECK-NEXT: // graph.exp
-// CHECK-NEXT: pcc_loop
+// CHECK-NEXT: pcc_loop{{[0-9]+}}([[E:v[0-9]+]],
 // CHECK-NEXT: }
 // CHECK-NEXT: if (out[0]) {
 // CHECK-NEXT: // graph.div
-// CHECK-NEXT: pcc_loop
+// CHECK-NEXT: pcc_loop{{[0-9]+}}([[GW]], [[E]],
 // CHECK-NEXT: }
 // CHECK-NEXT: if (out[1]) {
 // CHECK-NEXT: // graph.mul
-// CHECK-NEXT: pcc_loop
+// CHECK-NEXT: pcc_loop{{[0-9]+}}([[GV]], [[E]],
 // CHECK-NEXT: }

@@ -3,7 +3,7 @@
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd recompute=selective fuse-attention=false" | FileCheck %s --check-prefix=SEL
 
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd recompute=auto memory-budget=1 fuse-attention=false" | FileCheck %s --check-prefix=AUTO-ALL
-// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd recompute=auto memory-budget=60000 fuse-attention=false" | FileCheck %s --check-prefix=AUTO-SOME
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd recompute=auto memory-budget=58000 fuse-attention=false" | FileCheck %s --check-prefix=AUTO-SOME
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd recompute=auto memory-budget=64000 fuse-attention=false" | FileCheck %s --check-prefix=AUTO-NONE
 // RUN: not pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd recompute=auto" 2>&1 | FileCheck %s --check-prefix=AUTO-NOBUDGET
 // pcc-recompute on one GPT block (attention unfused). The forward's masked
@@ -35,15 +35,15 @@
 // SEL-DAG: graph.softmax %{{[0-9]+}} {axis = 3 : i64, graph.backward}
 // SEL-DAG: graph.tanh {{.*}}graph.backward
 
-// Auto: the step (about 63 KB as its buffers plan, unpipelined; the state
+// Auto: the step (about 62 KB as its buffers plan, unpipelined; the state
 // updates are written over the state) is brought under the budget at the
-// least added work. Budget 64000 fits as it is; 60000 takes
+// least added work. Budget 64000 fits as it is; 58000 takes
 // the cheapest bytes first (the layer norms' outputs, made again from the
 // kept residual stream, and attention's scores and probabilities: 7 ops);
 // a budget nothing fits recomputes what full
 // does and names the rank and the bytes its buffers then plan.
 // AUTO-ALL: module attributes {graph.recompute = {budget = 1 : i64, bytes = 12544 : i64, flops = 69952 : i64, ops = 19 : i64, over = [{bytes = 56840 : i64, rank = 0 : i64}]}}
-// AUTO-SOME: module attributes {graph.recompute = {budget = 60000 : i64, bytes = 4352 : i64, flops = 5696 : i64, ops = 7 : i64, over = []}}
+// AUTO-SOME: module attributes {graph.recompute = {budget = 58000 : i64, bytes = 4352 : i64, flops = 5696 : i64, ops = 7 : i64, over = []}}
 // AUTO-SOME-DAG: graph.softmax %{{[0-9]+}} {axis = 3 : i64, graph.backward}
 // AUTO-SOME-DAG: graph.layer_norm {{.*}}graph.backward
 // AUTO-NONE: module attributes {graph.recompute = {budget = 64000 : i64, bytes = 0 : i64, flops = 0 : i64, ops = 0 : i64, over = []}}
