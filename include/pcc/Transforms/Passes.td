@@ -765,8 +765,9 @@ def LowerSchedule : Pass<"pcc-lower-schedule", "::mlir::ModuleOp"> {
     equal, and call their optimizer, which divides the sums by the
     microbatch count first (pcc-fuse folds the division into the update's
     loop; the gradients the step returns are divided apart, and their code
-    runs only when the caller asks for them). The optimizer's update of a state is marked `dist.accumulates = j` too
-    (the state is its argument j) where every call of it allows
+    runs only when the caller asks for them). The optimizer's update of a
+    state is marked `dist.accumulates = j` too (the state is its argument
+    j) where every call of it allows
     (`mayWriteIntoOperand`: the caller returns the result as that state's
     update and reads the state no more after the call): it writes the
     weights and moments in place instead of into results that the step
