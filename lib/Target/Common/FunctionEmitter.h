@@ -114,9 +114,9 @@ private:
   /// entry's gradients, pccrt.h ABI 16): a training step need not write a
   /// copy of the model each step.
   bool isOptionalResult(unsigned k) const;
-  /// The test `if (...)` that result k's caller gave it a buffer, for an
-  /// optional result.
-  std::string optionalResultTest(unsigned k) const;
+  /// Result k's entry of the results table (`out[i]`): its buffer, and
+  /// for an optional result the test that the caller gave it one.
+  std::string resultSlot(unsigned k) const;
   /// Per op whose results only optional results read, directly or through
   /// other such ops: those results, sorted. Its code runs only where the
   /// caller asks for one of them (a pipeline rank's averaged gradients,

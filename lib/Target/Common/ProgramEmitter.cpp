@@ -144,7 +144,7 @@ bool FunctionEmitter::isOptionalResult(unsigned k) const {
   return isEntry && resultRole[k] == Role::Grad;
 }
 
-std::string FunctionEmitter::optionalResultTest(unsigned k) const {
+std::string FunctionEmitter::resultSlot(unsigned k) const {
   return (resultArray() + "[" + Twine(resultIndex[k]) + "]").str();
 }
 
@@ -331,8 +331,7 @@ void FunctionEmitter::declareBuffers(const BufferPlan &plan) {
                           std::to_string(plan.getViewOffset(v)) + ")"
                     : names[plan.getRoot(v)]);
       else if (std::optional<unsigned> k = plan.getResultSlot(v))
-        declare(v, n,
-                (resultArray() + "[" + Twine(resultIndex[*k]) + "]").str());
+        declare(v, n, resultSlot(*k));
       else
         declare(v, n,
                 "(ws + " + std::to_string(*plan.getWorkspaceOffset(v)) + ")");
@@ -403,7 +402,7 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
     // A gradient goes out where the caller gave it a buffer.
     bool optional = isOptionalResult(k);
     if (optional)
-      hooks.emitLine("if (" + optionalResultTest(k) + ") {");
+      hooks.emitLine("if (" + resultSlot(k) + ") {");
     hooks.emitCopy(target, ptr(v), getTensorBytes(v.getType()),
                    /*mayAlias=*/true);
     if (optional)
@@ -547,7 +546,7 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     if (auto it = optionalOnly.find(&op); it != optionalOnly.end())
       test = llvm::join(
           llvm::map_range(it->second,
-                          [&](unsigned k) { return optionalResultTest(k); }),
+                          [&](unsigned k) { return resultSlot(k); }),
           " || ");
     if (!test.empty())
       hooks.emitLine("if (" + test + ") {");
