@@ -17,9 +17,18 @@
 // order a run without the thread makes them (so no new deadlock can arise)
 // and never two at once (MPI_THREAD_SERIALIZED).
 //
+// A group whose ranks all run on one host reduces and gathers through a
+// segment of shared memory instead (SharedMemoryGroup), mapped when the
+// groups are made; MPI still carries its transfers and what the segment
+// does not reduce, and collectives too small for the segment to pay. Such
+// a collective also runs in program order, and like MPI's returns once
+// every member has joined. PCCRT_SHM=0 turns the segments off; PCCRT_SHM=2
+// sends every collective they can run through them, whatever its size.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "SharedMemoryGroup.h"
 #include "pccrt/Comm.h"
 #include "pccrt/Runtime.h"
 
@@ -34,8 +43,11 @@
 #include <map>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #ifdef PCCRT_HAVE_MPI
 #include <mpi.h>
@@ -218,6 +230,32 @@ bool asyncWanted(int size) {
   return int64_t(std::thread::hardware_concurrency()) > busy;
 }
 
+/// How often a rank polls a shared-memory barrier before it sleeps (on a
+/// futex, which on a virtual machine takes tens of microseconds to wake):
+/// where every computing thread of this host's ranks has a core, for about
+/// a millisecond, since the member it waits for is running and the
+/// segment's collectives last milliseconds; where they share cores, not at
+/// all, since polling takes the core from the member it waits for.
+int sharedMemorySpins(int size) {
+  int64_t busy =
+      int64_t(detail::localRanks(size)) * detail::threadsPerRank(size);
+  return int64_t(std::thread::hardware_concurrency()) >= busy ? 20000 : 0;
+}
+
+/// A segment of shared memory that the members of a group mapped, and the
+/// collectives over it.
+struct SharedSegment {
+  void *address = nullptr;
+  size_t bytes = 0;
+  std::unique_ptr<detail::SharedMemoryGroup> group;
+  SharedSegment() = default;
+  SharedSegment(const SharedSegment &) = delete;
+  ~SharedSegment() {
+    if (address)
+      munmap(address, bytes);
+  }
+};
+
 class MpiCommunicator final : public Communicator {
 public:
   MpiCommunicator(int rank, int size, std::vector<int64_t> mesh)
@@ -231,6 +269,11 @@ public:
     if (size > 1 && axes <= 6)
       for (uint32_t mask = 1; mask < (uint32_t(1) << axes); ++mask)
         group(mask);
+    const char *shm = std::getenv("PCCRT_SHM");
+    sharedAlways = shm && std::strcmp(shm, "2") == 0;
+    if (size > 1 && axes <= 6 && !(shm && std::strcmp(shm, "0") == 0))
+      for (uint32_t mask = 1; mask < (uint32_t(1) << axes); ++mask)
+        mapSharedMemory(mask, sharedMemorySpins(size));
   }
   ~MpiCommunicator() override {
     if (worker.joinable()) {
@@ -259,6 +302,14 @@ public:
     int n = checkedCount(count);
     MPI_Datatype t = mpiType(dtype, true);
     MPI_Op op = mpiOp(reduction);
+    if (detail::SharedMemoryGroup *local =
+            sharedGroup(CommOp::AllReduce, axes, count, dtype);
+        local && detail::SharedMemoryGroup::reduces(dtype, reduction)) {
+      serialized([&] { local->allReduce(data, count, dtype, reduction); });
+      if (reduction == PCCRT_REDUCE_MEAN)
+        divide(data, count, dtype, groupSize(axes));
+      return;
+    }
     collective(
         "all_reduce",
         [&] {
@@ -274,6 +325,11 @@ public:
                    int32_t dtype) override {
     MPI_Datatype t = mpiType(dtype, false);
     int n = checkedCount(count);
+    if (detail::SharedMemoryGroup *local =
+            sharedGroup(CommOp::AllGather, axes, count, dtype)) {
+      serialized([&] { local->allGather(in, out, count, dtypeSize(dtype)); });
+      return;
+    }
     collective(
         "all_gather",
         [&] { return MPI_Allgather(in, n, t, out, n, t, group(axes)); },
@@ -295,6 +351,15 @@ public:
     int n = checkedCount(count);
     MPI_Datatype t = mpiType(dtype, true);
     MPI_Op op = mpiOp(reduction);
+    if (detail::SharedMemoryGroup *local =
+            sharedGroup(CommOp::ReduceScatter, axes, count, dtype);
+        local && detail::SharedMemoryGroup::reduces(dtype, reduction)) {
+      serialized(
+          [&] { local->reduceScatter(in, out, count, dtype, reduction); });
+      if (reduction == PCCRT_REDUCE_MEAN)
+        divide(out, count, dtype, groupSize(axes));
+      return;
+    }
     collective(
         "reduce_scatter",
         [&] {
@@ -561,6 +626,88 @@ private:
     return comm;
   }
   std::map<uint32_t, MPI_Comm> groups;
+
+  /// The shared-memory collectives of `axes`' group for `op` of a member's
+  /// `count` elements of `dtype`, or null
+  /// where MPI's are faster, or its ranks are on several hosts, or its
+  /// segment could not be made.
+  detail::SharedMemoryGroup *sharedGroup(CommOp op, uint32_t axes,
+                                         int64_t count, int32_t dtype) {
+    auto it = shared.find(axes);
+    if (it == shared.end() ||
+        (!sharedAlways && !detail::SharedMemoryGroup::pays(
+                              op, uint64_t(count) * dtypeSize(dtype))))
+      return nullptr;
+    return it->second.group.get();
+  }
+  /// Maps a segment of shared memory for the group of `axes` if all its
+  /// ranks are on this host: its first rank makes it, the others open it
+  /// by the name it broadcasts, and the name goes once all have it mapped.
+  /// Collective over the group; every member takes the same decision, and
+  /// where any of them fails (no /dev/shm, too little room in it), the
+  /// group's collectives stay MPI's.
+  void mapSharedMemory(uint32_t axes, int spins) {
+    int members = int(groupSize(axes)), position = int(groupPosition(axes));
+    if (members < 2)
+      return;
+    MPI_Comm comm = group(axes);
+    MPI_Comm host;
+    check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, position,
+                              MPI_INFO_NULL, &host),
+          "splitting a group by host");
+    int hostMembers = 0;
+    MPI_Comm_size(host, &hostMembers);
+    MPI_Comm_free(&host);
+    if (hostMembers != members)
+      return;
+    size_t bytes = detail::SharedMemoryGroup::segmentBytes(members);
+    // The name, then whether the first rank made the segment.
+    char name[64] = {};
+    int fd = -1;
+    bool made = false;
+    if (position == 0) {
+      std::snprintf(name, sizeof(name) - 1, "/pccrt-%d-%u", int(getpid()),
+                    axes);
+      fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+      made = fd >= 0;
+      // Reserved now (zeroed), so that a full /dev/shm fails here rather
+      // than with SIGBUS at a first touch.
+      name[sizeof(name) - 1] =
+          made && posix_fallocate(fd, 0, off_t(bytes)) == 0;
+    }
+    check(MPI_Bcast(name, int(sizeof(name)), MPI_CHAR, 0, comm),
+          "sharing a segment's name");
+    bool ok = name[sizeof(name) - 1] != 0;
+    name[sizeof(name) - 1] = 0;
+    if (ok && position != 0) {
+      fd = shm_open(name, O_RDWR, 0);
+      ok = fd >= 0;
+    }
+    void *address = MAP_FAILED;
+    if (ok)
+      address = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fd >= 0)
+      close(fd);
+    int mine = address != MAP_FAILED, all = 0;
+    check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, comm),
+          "mapping shared memory");
+    if (made)
+      shm_unlink(name);
+    if (!all) {
+      if (address != MAP_FAILED)
+        munmap(address, bytes);
+      return;
+    }
+    SharedSegment &segment = shared[axes];
+    segment.address = address;
+    segment.bytes = bytes;
+    segment.group = std::make_unique<detail::SharedMemoryGroup>(
+        address, position, members, spins);
+  }
+  std::map<uint32_t, SharedSegment> shared;
+  /// Whether every collective that a group's segment can run takes it,
+  /// whatever its size (PCCRT_SHM=2, for tests).
+  bool sharedAlways = false;
 };
 } // namespace
 

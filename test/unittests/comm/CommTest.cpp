@@ -15,6 +15,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -80,6 +81,60 @@ int main() {
     for (int64_t p = 0; p < n; ++p)
       want += 10.0 * memberRank(c, axes, p) + double(c.groupPosition(axes));
     expect(out[0] == want, "reduce_scatter" + on, r);
+    // Collectives large enough for the shared-memory path by default
+    // (from 4 MiB a rank; a reduce_scatter of any size), cut into chunks of
+    // a slot (1 MiB), the last one short: a float sum and max, a
+    // reduce_scatter of doubles and an all_gather of bytes.
+    {
+      int64_t count = 5 * (int64_t(1) << 18) + 1237;
+      auto value = [](int64_t rank, int64_t i) {
+        return float((rank + 1) * (i % 97));
+      };
+      std::vector<float> sum(count), max(count);
+      for (int64_t i = 0; i < count; ++i)
+        sum[i] = max[i] = value(r, i);
+      c.allReduce(axes, sum.data(), count, PCCRT_F32, PCCRT_REDUCE_SUM);
+      c.allReduce(axes, max.data(), count, PCCRT_F32, PCCRT_REDUCE_MAX);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        float s = 0, m = 0;
+        for (int64_t p = 0; p < n; ++p) {
+          s += value(memberRank(c, axes, p), i);
+          m = std::max(m, value(memberRank(c, axes, p), i));
+        }
+        wrong += sum[i] != s || max[i] != m;
+      }
+      expect(wrong == 0, "a large all_reduce" + on, r);
+
+      int64_t block = 100003;
+      std::vector<double> in(n * block), mine(block);
+      for (int64_t p = 0; p < n; ++p)
+        for (int64_t i = 0; i < block; ++i)
+          in[p * block + i] = 10.0 * r + double(p) + double(i % 13);
+      c.reduceScatter(axes, in.data(), mine.data(), block, PCCRT_F64,
+                      PCCRT_REDUCE_SUM);
+      wrong = 0;
+      for (int64_t i = 0; i < block; ++i) {
+        double want = 0;
+        for (int64_t p = 0; p < n; ++p)
+          want += 10.0 * memberRank(c, axes, p) +
+                  double(c.groupPosition(axes)) + double(i % 13);
+        wrong += mine[i] != want;
+      }
+      expect(wrong == 0, "a large reduce_scatter" + on, r);
+
+      int64_t bytes = 4200007;
+      std::vector<int8_t> part(bytes), whole(n * bytes);
+      for (int64_t i = 0; i < bytes; ++i)
+        part[i] = int8_t((7 * r + i % 251) & 0x7f);
+      c.allGather(axes, part.data(), whole.data(), bytes, PCCRT_I8);
+      wrong = 0;
+      for (int64_t p = 0; p < n; ++p)
+        for (int64_t i = 0; i < bytes; ++i)
+          wrong += whole[p * bytes + i] !=
+                   int8_t((7 * memberRank(c, axes, p) + i % 251) & 0x7f);
+      expect(wrong == 0, "a large all_gather" + on, r);
+    }
     // all_to_all: block p goes to member p.
     std::vector<int32_t> send(n), recv(n);
     for (int64_t p = 0; p < n; ++p)
