@@ -300,11 +300,23 @@ constexpr int64_t kBlockPanels = 32;
 /// blocks and C.
 constexpr int64_t kCachedAFloats = int64_t(1) << 18;
 
-/// The most floats of A packed at once: a larger product packs and runs
+/// The most floats of A packed at once: A is packed a slice of K at a time
+/// (sliceDepth), and a product whose rows over one slice hold more runs
 /// its rows in slices of this many (a weight gradient's A, the vocabulary
 /// by the tokens, would otherwise take a copy as large as the logits,
 /// outside the memory the compiler planned).
 constexpr int64_t kPackedAFloats = int64_t(4) << 20;
+
+/// The depth of K over which every task of a product of `m` rows runs
+/// before the next (whole K-blocks): a block of A's rows over it stays in
+/// L2 while every panel of B reads it, where over the whole of K it would
+/// be read from memory once per panel (the LM head's input gradient, K the
+/// vocabulary, ran at 79 GFLOP/s instead of 112).
+static int64_t sliceDepth(int64_t m) {
+  int64_t blockRows = std::min(m, kBlockPanels * kPanelRows);
+  return std::max<int64_t>(kDepth,
+                           kCachedAFloats / blockRows / kDepth * kDepth);
+}
 
 /// The product of rows `rowBase`.. of C (`m` of them, `c` and `a` already
 /// at that row): the epilogue is told rows of the whole C.
@@ -323,9 +335,12 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
   int64_t panels = (n + kPanelCols - 1) / kPanelCols;
   bool packA = transA || panels >= kPackAPanels;
   // Whole tasks' rows per slice; each row's sums run as they would whole.
+  // A long K needs none (the LM head's input gradient: 256 rows over the
+  // vocabulary): it is packed a slice of K at a time, and its rows in
+  // slices would each pack B again.
   int64_t unit = kPanelRows * kBlockPanels;
-  int64_t slice = std::max<int64_t>(
-      unit, kPackedAFloats / std::max<int64_t>(k, 1) / unit * unit);
+  int64_t depth = std::max<int64_t>(1, std::min(k, sliceDepth(m)));
+  int64_t slice = std::max<int64_t>(unit, kPackedAFloats / depth / unit * unit);
   if (!packA || m <= slice) {
     productRows(m, n, k, alpha, a, lda, transA, bp, b, ldb, transB, beta, c,
                 ldc, epilogue, epilogueArgs, parallel, 0);
@@ -356,36 +371,33 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
   }
   int64_t rowPanels = (m + kPanelRows - 1) / kPanelRows;
   int64_t panels = (n + kPanelCols - 1) / kPanelCols;
-  // A transposed, or read by many panels, is packed once per call, per
-  // K-block its micro-panels one after another; otherwise it is read in
-  // place, a row a stream.
+  // Products of a long K run in slices of K (sliceDepth), each over every
+  // task before the next.
+  int64_t depthPerSlice = sliceDepth(m);
+  // A transposed, or read by many panels, is packed once per call, a slice
+  // of K at a time, per K-block its micro-panels one after another;
+  // otherwise it is read in place, a row a stream.
   bool packA = transA || panels >= kPackAPanels;
   static thread_local std::vector<float> aPacked;
   if (packA)
-    aPacked.resize(size_t(rowPanels * kPanelRows * k));
+    aPacked.resize(size_t(rowPanels * kPanelRows * std::min(k, depthPerSlice)));
   float *ap = aPacked.data();
   int64_t rowBlocks = (rowPanels + kBlockPanels - 1) / kBlockPanels;
   int64_t tasks = panels * rowBlocks;
   // Packs A's row panels index, index + count, ... (all of them for one
-  // thread).
-  auto packRowPanels = [&](int64_t index, int64_t count) {
+  // thread) over the slice of K-rows [kBegin, kEnd).
+  auto packRowPanels = [&](int64_t index, int64_t count, int64_t kBegin,
+                           int64_t kEnd) {
     for (int64_t r = index; r < rowPanels; r += count)
-      for (int64_t k0 = 0; k0 < k; k0 += kDepth) {
-        int64_t depth = std::min(kDepth, k - k0);
+      for (int64_t k0 = kBegin; k0 < kEnd; k0 += kDepth) {
+        int64_t depth = std::min(kDepth, kEnd - k0);
         int64_t first = panelStart(r, rowPanels, m);
         packAPanel(a, lda, transA, first,
                    panelStart(r + 1, rowPanels, m) - first, k0, depth,
-                   ap + rowPanels * kPanelRows * k0 + r * depth * kPanelRows);
+                   ap + rowPanels * kPanelRows * (k0 - kBegin) +
+                       r * depth * kPanelRows);
       }
   };
-  // Products of a long K run in slices of K (sliceDepth, whole K-blocks),
-  // each over every task before the next: a block of A's rows over one
-  // slice stays in L2 while every panel of B reads it, where over the
-  // whole of K it would be read from memory once per panel (the LM head's
-  // input gradient, K the vocabulary, ran at 79 GFLOP/s instead of 112).
-  int64_t blockRows = std::min(m, kBlockPanels * kPanelRows);
-  int64_t sliceDepth =
-      std::max<int64_t>(kDepth, kCachedAFloats / blockRows / kDepth * kDepth);
   // A panel of B over a block of rows of C and K-rows [kBegin, kEnd), then,
   // after K's last slice, its epilogue.
   auto runTask = [&](int64_t task, int64_t kBegin, int64_t kEnd) {
@@ -431,7 +443,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
         Ahead ahead = r - r0 < 2 ? aheadOf(r - r0) : Ahead{bb, kLineFloats, 0};
         if (packA)
           microKernelRows(end - first, depth,
-                          ap + rowPanels * kPanelRows * k0 +
+                          ap + rowPanels * kPanelRows * (k0 - kBegin) +
                               r * depth * kPanelRows,
                           1, kPanelRows, bb, c + first * ldc + p * kPanelCols,
                           ldc, alpha, beta, k0 == 0, cols, ahead);
@@ -450,11 +462,13 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
   // `if` clause keeps to one thread costs OpenMP 1-2 us to open, a tenth of
   // an attention head's product.
   if (!parallel || threads() <= 1) {
-    if (packA)
-      packRowPanels(0, 1);
-    for (int64_t k0 = 0; k0 < k; k0 += sliceDepth)
+    for (int64_t k0 = 0; k0 < k; k0 += depthPerSlice) {
+      int64_t kEnd = std::min(k, k0 + depthPerSlice);
+      if (packA)
+        packRowPanels(0, 1, k0, kEnd);
       for (int64_t task = 0; task < tasks; ++task)
-        runTask(task, k0, std::min(k, k0 + sliceDepth));
+        runTask(task, k0, kEnd);
+    }
     return;
   }
 #pragma omp parallel num_threads(threads())
@@ -464,18 +478,19 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
 #else
     int index = 0, count = 1;
 #endif
-    if (packA) {
-      packRowPanels(index, count);
-#pragma omp barrier
-    }
     // Tasks go to the threads in chunks as they finish the last: two
     // threads of a virtual machine need not run at the same speed.
     [[maybe_unused]] int64_t chunk = std::max<int64_t>(1, tasks / (8 * count));
-    // A slice's tasks add to the C that the last slice's made: the threads
-    // wait for each other between slices, but not after the last (the
+    // A slice's tasks add to the C that the last slice's made, and read the
+    // A that the threads packed for it: the threads wait for each other
+    // between slices and after packing, but not after the last slice (the
     // region's end waits).
-    for (int64_t k0 = 0; k0 < k; k0 += sliceDepth) {
-      int64_t kEnd = std::min(k, k0 + sliceDepth);
+    for (int64_t k0 = 0; k0 < k; k0 += depthPerSlice) {
+      int64_t kEnd = std::min(k, k0 + depthPerSlice);
+      if (packA) {
+        packRowPanels(index, count, k0, kEnd);
+#pragma omp barrier
+      }
 #pragma omp for schedule(dynamic, chunk) nowait
       for (int64_t task = 0; task < tasks; ++task)
         runTask(task, k0, kEnd);

@@ -136,16 +136,19 @@ TEST(PackedGemm, MatchesReference) {
 TEST(PackedGemm, UnpreparedMatchesReference) {
   for (int threads : {1, 2}) {
     pcc_k::setThreads(threads);
-    for (Shape s : {Shape{1, 1, 1}, Shape{5, 17, 3}, Shape{7, 65, 257},
-                    Shape{13, 130, 600}, Shape{128, 96, 64}, Shape{31, 64, 64},
-                    Shape{400, 70, 40}, Shape{300, 33, 300}, Shape{5, 17, 0},
-                    Shape{13, 530, 600},
-                    // Whole panels of a transposed B, transposed 16 x 16,
-                    // and a depth that leaves a rest of fewer than 16.
-                    Shape{20, 64, 300}, Shape{33, 96, 700},
-                    // A long K, run in slices that every task finishes
-                    // before the next.
-                    Shape{400, 70, 1300}})
+    for (Shape s :
+         {Shape{1, 1, 1}, Shape{5, 17, 3}, Shape{7, 65, 257},
+          Shape{13, 130, 600}, Shape{128, 96, 64}, Shape{31, 64, 64},
+          Shape{400, 70, 40}, Shape{300, 33, 300}, Shape{5, 17, 0},
+          Shape{13, 530, 600},
+          // Whole panels of a transposed B, transposed 16 x 16,
+          // and a depth that leaves a rest of fewer than 16.
+          Shape{20, 64, 300}, Shape{33, 96, 700},
+          // A long K, run in slices that every task finishes
+          // before the next, A packed a slice at a time
+          // (transposed, or read by enough panels of B), and
+          // rows enough over a slice to be run in slices too.
+          Shape{400, 70, 1300}, Shape{40, 530, 1400}, Shape{3100, 20, 1300}})
       for (bool transA : {false, true})
         for (bool transB : {false, true}) {
           checkProduct(s, transA, transB, 1.0f, 0.0f, false);
