@@ -701,8 +701,15 @@ private:
     SharedSegment &segment = shared[axes];
     segment.address = address;
     segment.bytes = bytes;
+    // MPI's progress engine runs in its calls: a probe moves on the
+    // rank's started sends while it waits. The wait is in program order
+    // (serialized), so no other thread of the rank is in MPI meanwhile.
     segment.group = std::make_unique<detail::SharedMemoryGroup>(
-        address, position, members, spins);
+        address, position, members, spins, [] {
+          int flag = 0;
+          MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag,
+                     MPI_STATUS_IGNORE);
+        });
   }
   std::map<uint32_t, SharedSegment> shared;
   /// Whether every collective that a group's segment can run takes it,

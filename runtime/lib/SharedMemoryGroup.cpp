@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #ifdef __linux__
@@ -36,13 +37,13 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
                   std::atomic<uint32_t>::is_always_lock_free,
               "the barrier's words are shared between processes");
 
-/// Sleeps while `*word` holds `expected` (or for at most 10 ms: the loop
-/// around it tests again).
+/// Sleeps while `*word` holds `expected` (or for at most a millisecond:
+/// the loop around it moves the rank's transfers on and tests again).
 void sleepWhile(std::atomic<uint32_t> *word, uint32_t expected) {
 #ifdef __linux__
   // Not FUTEX_PRIVATE_FLAG: the word is in a mapping other processes
   // share.
-  timespec timeout{0, 10 * 1000 * 1000};
+  timespec timeout{0, 1000 * 1000};
   syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT, expected,
           &timeout, nullptr, 0);
 #else
@@ -136,11 +137,11 @@ size_t SharedMemoryGroup::segmentBytes(int members) {
 }
 
 SharedMemoryGroup::SharedMemoryGroup(void *segment, int position, int members,
-                                     int spins)
+                                     int spins, std::function<void()> progress)
     : control(static_cast<Control *>(segment)),
       slots(static_cast<unsigned char *>(segment) + kControlBytes),
       position(position), members(members), spins(spins),
-      sources(size_t(members)) {
+      progress(std::move(progress)), sources(size_t(members)) {
   static_assert(sizeof(Control) <= kControlBytes);
 }
 
@@ -171,13 +172,18 @@ void SharedMemoryGroup::barrier() {
   for (int i = 0; i < spins; ++i) {
     if (control->generation.load(std::memory_order_acquire) != generation)
       return;
+    if (progress && i % 1024 == 1023)
+      progress();
     relax();
   }
   // Counted before the test, so the opener either sees this sleeper or
   // this test sees its opening.
   control->sleepers.fetch_add(1, std::memory_order_seq_cst);
-  while (control->generation.load(std::memory_order_seq_cst) == generation)
+  while (control->generation.load(std::memory_order_seq_cst) == generation) {
+    if (progress)
+      progress();
     sleepWhile(&control->generation, generation);
+  }
   control->sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 

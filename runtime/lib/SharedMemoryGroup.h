@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace pccrt::detail {
@@ -43,7 +44,11 @@ public:
   /// any member uses it), as seen by member `position`. A member waiting at
   /// a barrier polls `spins` times before it sleeps: some thousands where
   /// every member has a core of its own, none where they share cores.
-  SharedMemoryGroup(void *segment, int position, int members, int spins);
+  /// While it waits it calls `progress` now and then, as a blocking MPI
+  /// collective moves the rank's other transfers on while it waits (a
+  /// send that another member's receive needs before it can join).
+  SharedMemoryGroup(void *segment, int position, int members, int spins,
+                    std::function<void()> progress);
 
   /// Whether the group reduces `dtype` with `reduction` (the float and
   /// 32- or 64-bit integer types; sum, mean, max and min); others go to the
@@ -83,6 +88,7 @@ private:
   Control *control;
   unsigned char *slots;
   int position, members, spins;
+  std::function<void()> progress;
   int set = 0;
   /// The inputs of a segment's combination, one per member.
   std::vector<const unsigned char *> sources;
