@@ -266,14 +266,17 @@ public:
     // different orders (one stage's tensor-parallel all-reduce while the
     // next waits for its activations), which lazy splits would deadlock.
     size_t axes = meshShape().size();
-    if (size > 1 && axes <= 6)
-      for (uint32_t mask = 1; mask < (uint32_t(1) << axes); ++mask)
-        group(mask);
+    // So are the groups' shared-memory segments, which each member maps.
     const char *shm = std::getenv("PCCRT_SHM");
+    bool mapShared = !(shm && std::strcmp(shm, "0") == 0);
     sharedAlways = shm && std::strcmp(shm, "2") == 0;
-    if (size > 1 && axes <= 6 && !(shm && std::strcmp(shm, "0") == 0))
-      for (uint32_t mask = 1; mask < (uint32_t(1) << axes); ++mask)
-        mapSharedMemory(mask, sharedMemorySpins(size));
+    int spins = sharedMemorySpins(size);
+    if (size > 1 && axes <= 6)
+      for (uint32_t mask = 1; mask < (uint32_t(1) << axes); ++mask) {
+        group(mask);
+        if (mapShared)
+          mapSharedMemory(mask, spins);
+      }
   }
   ~MpiCommunicator() override {
     if (worker.joinable()) {
@@ -304,20 +307,18 @@ public:
     MPI_Op op = mpiOp(reduction);
     if (detail::SharedMemoryGroup *local =
             sharedGroup(CommOp::AllReduce, axes, count, dtype);
-        local && detail::SharedMemoryGroup::reduces(dtype, reduction)) {
+        local && detail::SharedMemoryGroup::reduces(dtype, reduction))
       serialized([&] { local->allReduce(data, count, dtype, reduction); });
-      if (reduction == PCCRT_REDUCE_MEAN)
-        divide(data, count, dtype, groupSize(axes));
-      return;
-    }
-    collective(
-        "all_reduce",
-        [&] {
-          return MPI_Allreduce(MPI_IN_PLACE, data, n, t, op, group(axes));
-        },
-        [&](MPI_Request *r) {
-          return MPI_Iallreduce(MPI_IN_PLACE, data, n, t, op, group(axes), r);
-        });
+    else
+      collective(
+          "all_reduce",
+          [&] {
+            return MPI_Allreduce(MPI_IN_PLACE, data, n, t, op, group(axes));
+          },
+          [&](MPI_Request *r) {
+            return MPI_Iallreduce(MPI_IN_PLACE, data, n, t, op, group(axes),
+                                  r);
+          });
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(data, count, dtype, groupSize(axes));
   }
@@ -353,21 +354,19 @@ public:
     MPI_Op op = mpiOp(reduction);
     if (detail::SharedMemoryGroup *local =
             sharedGroup(CommOp::ReduceScatter, axes, count, dtype);
-        local && detail::SharedMemoryGroup::reduces(dtype, reduction)) {
+        local && detail::SharedMemoryGroup::reduces(dtype, reduction))
       serialized(
           [&] { local->reduceScatter(in, out, count, dtype, reduction); });
-      if (reduction == PCCRT_REDUCE_MEAN)
-        divide(out, count, dtype, groupSize(axes));
-      return;
-    }
-    collective(
-        "reduce_scatter",
-        [&] {
-          return MPI_Reduce_scatter_block(in, out, n, t, op, group(axes));
-        },
-        [&](MPI_Request *r) {
-          return MPI_Ireduce_scatter_block(in, out, n, t, op, group(axes), r);
-        });
+    else
+      collective(
+          "reduce_scatter",
+          [&] {
+            return MPI_Reduce_scatter_block(in, out, n, t, op, group(axes));
+          },
+          [&](MPI_Request *r) {
+            return MPI_Ireduce_scatter_block(in, out, n, t, op, group(axes),
+                                             r);
+          });
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(out, count, dtype, groupSize(axes));
   }
@@ -628,9 +627,8 @@ private:
   std::map<uint32_t, MPI_Comm> groups;
 
   /// The shared-memory collectives of `axes`' group for `op` of a member's
-  /// `count` elements of `dtype`, or null
-  /// where MPI's are faster, or its ranks are on several hosts, or its
-  /// segment could not be made.
+  /// `count` elements of `dtype`, or null where MPI's are faster, or its
+  /// ranks are on several hosts, or its segment could not be made.
   detail::SharedMemoryGroup *sharedGroup(CommOp op, uint32_t axes,
                                          int64_t count, int32_t dtype) {
     auto it = shared.find(axes);
