@@ -67,8 +67,9 @@ seconds() { local start=$1; echo "$(( $(date +%s%N) - start ))" | awk '{printf "
 # its weights (half a gigabyte for GPT-2 124M) is not compiling. pcc's
 # kernels' cache starts empty: the first forward compiles the kernels
 # beside the model, the training step's build precompiles their header,
-# and the second forward finds both, as every later build does.
-export PCC_CACHE_DIR="$WORK/pcc-cache"
+# and the second forward finds both, as every later build does. The
+# libraries' cache is off (PCC_CACHE_LIMIT_MB=0): each build compiles.
+export PCC_CACHE_DIR="$WORK/pcc-cache" PCC_CACHE_LIMIT_MB=0
 rm -rf "$WORK/pcc-forward" "$WORK/pcc-train" "$PCC_CACHE_DIR"
 compile_forward() {
   rm -rf "$WORK/pcc-forward"

@@ -247,40 +247,123 @@ static std::optional<std::string> getCacheDir() {
   return std::string(dir);
 }
 
-/// The name of the kernels' entries in the cache (without a suffix): a hash
-/// of what makes them, i.e. the kernels' text, the compiler (its file, size
-/// and time), the flags and, for -march=native, the processor.
-static std::string getKernelEntryName(StringRef cxx,
-                                      ArrayRef<std::string> flags) {
-  llvm::SHA256 hash;
-  auto add = [&](StringRef text) {
-    hash.update(text);
-    hash.update(StringRef("\0", 1));
-  };
-  add(getKernelHeader());
-  add(getKernelSource());
-  SmallString<256> compiler(cxx);
-  (void)llvm::sys::fs::real_path(cxx, compiler);
-  add(compiler);
+/// Adds `text` to `hash`, ended so that no two lists of texts hash alike.
+static void addText(llvm::SHA256 &hash, StringRef text) {
+  hash.update(text);
+  hash.update(StringRef("\0", 1));
+}
+
+/// Adds what makes a build tool's output to `hash`: the tool (its file,
+/// size and time), its flags and, for -march=native, the processor.
+static void addToolchain(llvm::SHA256 &hash, StringRef tool,
+                         ArrayRef<std::string> flags) {
+  SmallString<256> program(tool);
+  (void)llvm::sys::fs::real_path(tool, program);
+  addText(hash, program);
   llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(compiler, status)) {
-    add(std::to_string(status.getSize()));
-    add(std::to_string(
-        status.getLastModificationTime().time_since_epoch().count()));
+  if (!llvm::sys::fs::status(program, status)) {
+    addText(hash, std::to_string(status.getSize()));
+    addText(hash,
+            std::to_string(
+                status.getLastModificationTime().time_since_epoch().count()));
   }
   for (const std::string &flag : flags)
-    add(flag);
+    addText(hash, flag);
   if (llvm::is_contained(flags, "-march=native")) {
-    add(llvm::sys::getHostCPUName());
+    addText(hash, llvm::sys::getHostCPUName());
     std::vector<std::string> features;
     for (const auto &feature : llvm::sys::getHostCPUFeatures())
       features.push_back((feature.second ? "+" : "-") + feature.first().str());
     llvm::sort(features);
     for (const std::string &feature : features)
-      add(feature);
+      addText(hash, feature);
   }
+}
+
+/// The first 16 bytes of `hash`'s digest in hex.
+static std::string getDigest(llvm::SHA256 &hash) {
   std::array<uint8_t, 32> digest = hash.final();
-  return "kernels-" + llvm::toHex(ArrayRef(digest).take_front(16), true);
+  return llvm::toHex(ArrayRef(digest).take_front(16), true);
+}
+
+/// The name of the kernels' entries in the cache (without a suffix): a hash
+/// of what makes them, i.e. the kernels' text and the compiler with its
+/// flags.
+static std::string getKernelEntryName(StringRef cxx,
+                                      ArrayRef<std::string> flags) {
+  llvm::SHA256 hash;
+  addText(hash, getKernelHeader());
+  addText(hash, getKernelSource());
+  addToolchain(hash, cxx, flags);
+  return "kernels-" + getDigest(hash);
+}
+
+/// The most bytes of libraries the cache keeps: $PCC_CACHE_LIMIT_MB
+/// megabytes, else 1 GB; 0 keeps none (timing a compile).
+static uint64_t getLibraryCacheLimit() {
+  uint64_t megabytes = 1024;
+  if (std::optional<std::string> env =
+          llvm::sys::Process::GetEnv("PCC_CACHE_LIMIT_MB"))
+    (void)StringRef(*env).getAsInteger(10, megabytes);
+  return megabytes << 20;
+}
+
+/// The cache's entry for the library that `tool` with `flags` builds from
+/// `source` and the files pcc writes beside it, or an empty path where
+/// there is none (no cache, a limit of 0, a source that cannot be read):
+/// a hash of all of them names it, so that a model compiled again with the
+/// same options, by the same pcc and tools, runs no compiler.
+static std::string getLibraryEntry(const std::string &source, StringRef tool,
+                                   ArrayRef<std::string> flags) {
+  std::optional<std::string> dir = getCacheDir();
+  if (!dir || getLibraryCacheLimit() == 0 ||
+      llvm::sys::fs::create_directories(*dir))
+    return "";
+  auto text = llvm::MemoryBuffer::getFile(source);
+  if (!text)
+    return "";
+  llvm::SHA256 hash;
+  addText(hash, (*text)->getBuffer());
+  for (StringRef written :
+       {getAbiHeader(), getKernelHeader(), getKernelSource(),
+        getCudaKernelHeader(), getCudaEmulationHeader()})
+    addText(hash, written);
+  addToolchain(hash, tool, flags);
+  return *dir + "/library-" + getDigest(hash) + ".so";
+}
+
+/// Removes the libraries in `dir` used longest ago (a hit renews an
+/// entry's time) until those left fit the cache's limit. Builds that run at
+/// the same time may remove the same entry: what fails is left.
+static void evictLibraries(StringRef dir) {
+  struct Entry {
+    std::string path;
+    uint64_t size;
+    llvm::sys::TimePoint<> time;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    StringRef name = llvm::sys::path::filename(it->path());
+    llvm::sys::fs::file_status status;
+    if (!name.starts_with("library-") || !name.ends_with(".so") ||
+        llvm::sys::fs::status(it->path(), status))
+      continue;
+    entries.push_back(
+        {it->path(), status.getSize(), status.getLastModificationTime()});
+    total += status.getSize();
+  }
+  uint64_t limit = getLibraryCacheLimit();
+  llvm::sort(entries,
+             [](const Entry &a, const Entry &b) { return a.time < b.time; });
+  for (const Entry &entry : entries) {
+    if (total <= limit)
+      break;
+    if (!llvm::sys::fs::remove(entry.path))
+      total -= entry.size;
+  }
 }
 
 /// A new file beside `entry` for what becomes it, or an empty path.
@@ -308,16 +391,48 @@ static bool storeInCache(StringRef file, StringRef entry) {
   return true;
 }
 
-LogicalResult pcc::buildSharedLibrary(const std::string &source,
-                                      const std::string &output,
-                                      const std::string &logFile,
-                                      std::string &error, StringRef cpu) {
-  FailureOr<std::string> cxx = findCxx(error);
-  if (failed(cxx))
+/// Makes `output` by `build`, unless the cache holds `entry` (none when
+/// empty): then it is copied, and said in `logFile`. What `build` makes is
+/// stored as `entry`, and the cache's least recently used libraries are
+/// dropped beyond its limit.
+static LogicalResult
+buildThroughCache(const std::string &entry, const std::string &output,
+                  const std::string &logFile,
+                  llvm::function_ref<LogicalResult()> build) {
+  if (entry.empty())
+    return build();
+  if (!llvm::sys::fs::copy_file(entry, output)) {
+    // The entry's time says when it was last used.
+    int fd;
+    if (!llvm::sys::fs::openFileForReadWrite(entry, fd,
+                                             llvm::sys::fs::CD_OpenExisting,
+                                             llvm::sys::fs::OF_None)) {
+      (void)llvm::sys::fs::setLastAccessAndModificationTime(
+          fd, std::chrono::system_clock::now());
+      llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+    }
+    (void)llvm::sys::fs::setPermissions(output, llvm::sys::fs::all_read |
+                                                    llvm::sys::fs::all_exe |
+                                                    llvm::sys::fs::owner_write);
+    appendToLog(logFile, "pcc: the library from the cache: " + entry + "\n");
+    return success();
+  }
+  if (failed(build()))
     return failure();
-  CxxFlags flags = getCxxFlags(cpu);
+  if (storeInCache(output, entry))
+    evictLibraries(llvm::sys::path::parent_path(entry));
+  return success();
+}
+
+/// Compiles the model's `source` with `cxx` and links it with the kernels
+/// (from the cache where it holds them) into `output`.
+static LogicalResult compileAndLink(const std::string &source,
+                                    const std::string &output,
+                                    const std::string &logFile,
+                                    std::string &error, StringRef cxx,
+                                    const CxxFlags &flags) {
   auto compileArgs = [&](ArrayRef<std::string> inputArgs, StringRef output) {
-    SmallVector<std::string> args{*cxx};
+    SmallVector<std::string> args{cxx.str()};
     llvm::append_range(args, flags.compile);
     llvm::append_range(args, inputArgs);
     llvm::append_range(args, ArrayRef<std::string>{"-o", output.str()});
@@ -340,7 +455,7 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   std::string entry;
   if (std::optional<std::string> dir = getCacheDir();
       dir && !llvm::sys::fs::create_directories(*dir))
-    entry = *dir + "/" + getKernelEntryName(*cxx, flags.compile);
+    entry = *dir + "/" + getKernelEntryName(cxx, flags.compile);
   std::string objectEntry = entry + ".o", headerEntry = entry + ".h",
               pchEntry = entry + ".h.gch";
   bool cached = !entry.empty() && llvm::sys::fs::exists(objectEntry);
@@ -411,7 +526,7 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
     return failure();
   }
   auto link = [&](StringRef kernels) {
-    SmallVector<std::string> args{*cxx, "-o", output, modelObject,
+    SmallVector<std::string> args{cxx.str(), "-o", output, modelObject,
                                   kernels.str()};
     llvm::append_range(args, flags.link);
     return runBuild(args, logFile, error, "linker");
@@ -433,6 +548,22 @@ LogicalResult pcc::buildSharedLibrary(const std::string &source,
   return success();
 }
 
+LogicalResult pcc::buildSharedLibrary(const std::string &source,
+                                      const std::string &output,
+                                      const std::string &logFile,
+                                      std::string &error, StringRef cpu) {
+  FailureOr<std::string> cxx = findCxx(error);
+  if (failed(cxx))
+    return failure();
+  CxxFlags flags = getCxxFlags(cpu);
+  SmallVector<std::string> allFlags(flags.compile);
+  llvm::append_range(allFlags, flags.link);
+  return buildThroughCache(
+      getLibraryEntry(source, *cxx, allFlags), output, logFile, [&] {
+        return compileAndLink(source, output, logFile, error, *cxx, flags);
+      });
+}
+
 LogicalResult pcc::buildCudaLibrary(const std::string &source,
                                     const std::string &output,
                                     const std::string &logFile,
@@ -451,21 +582,23 @@ LogicalResult pcc::buildCudaLibrary(const std::string &source,
   SmallString<256> lib(llvm::sys::path::parent_path(
       llvm::sys::path::parent_path(*nvcc)));
   llvm::sys::path::append(lib, "lib64");
-  SmallVector<std::string> args{*nvcc,
-                                "-std=c++17",
-                                "-O3",
-                                "-arch=" + arch.str(),
-                                "--expt-relaxed-constexpr",
-                                "-Xcompiler",
-                                "-fPIC",
-                                "-shared",
-                                "-w",
-                                "-o",
-                                output,
-                                source,
-                                "-L" + std::string(lib),
-                                "-lcublasLt"};
-  return runBuild(args, logFile, error, "CUDA compiler (nvcc)");
+  SmallVector<std::string> flags{"-std=c++17",
+                                 "-O3",
+                                 "-arch=" + arch.str(),
+                                 "--expt-relaxed-constexpr",
+                                 "-Xcompiler",
+                                 "-fPIC",
+                                 "-shared",
+                                 "-w"},
+      libraries{"-L" + std::string(lib), "-lcublasLt"};
+  SmallVector<std::string> args{*nvcc};
+  llvm::append_range(args, flags);
+  llvm::append_range(args, ArrayRef<std::string>{"-o", output, source});
+  llvm::append_range(args, libraries);
+  llvm::append_range(flags, libraries);
+  return buildThroughCache(
+      getLibraryEntry(source, *nvcc, flags), output, logFile,
+      [&] { return runBuild(args, logFile, error, "CUDA compiler (nvcc)"); });
 }
 
 LogicalResult pcc::buildEmulatedCudaLibrary(const std::string &source,
@@ -477,15 +610,27 @@ LogicalResult pcc::buildEmulatedCudaLibrary(const std::string &source,
     return failure();
   SmallString<256> header(llvm::sys::path::parent_path(source));
   llvm::sys::path::append(header, "pcc_cuda_emulation.h");
-  SmallVector<std::string> args{
-      *cxx,  "-std=c++17",     "-O2",     "-fno-math-errno", "-fPIC",
-      "-shared", "-Wl,-z,nodelete", "-w", "-x",              "c++",
-      "-include", std::string(header), "-o", output,          source, "-x",
-      "none"};
+  SmallVector<std::string> flags{"-std=c++17", "-O2",     "-fno-math-errno",
+                                 "-fPIC",      "-shared", "-Wl,-z,nodelete",
+                                 "-w",         "-x",      "c++"},
+      libraries{"-x", "none"};
   std::istringstream blas(PCC_BLAS_FLAGS);
   for (std::string flag; blas >> flag;)
-    args.push_back(flag);
-  return runBuild(args, logFile, error, "C++ compiler (CUDA emulation)");
+    libraries.push_back(flag);
+  SmallVector<std::string> args{*cxx};
+  llvm::append_range(args, flags);
+  llvm::append_range(args,
+                     ArrayRef<std::string>{"-include", std::string(header),
+                                           "-o", output, source});
+  llvm::append_range(args, libraries);
+  // The emulation's own entry: the same source and compiler as a CPU
+  // build's would otherwise share one.
+  flags.push_back("cuda-emulation");
+  llvm::append_range(flags, libraries);
+  return buildThroughCache(
+      getLibraryEntry(source, *cxx, flags), output, logFile, [&] {
+        return runBuild(args, logFile, error, "C++ compiler (CUDA emulation)");
+      });
 }
 
 LogicalResult
