@@ -9,10 +9,20 @@
 // `ta` and `tb` transpose A and B; `prepared` packs B ahead (a constant
 // weight's product). bench/gemm.sh runs it beside PyTorch's matmul.
 //
+// Built with PCC_GEMM_PAIRS (by bench/gemm-pairs.sh), it times two versions
+// of the kernels in one process, a call of each in turns (R pairs, the
+// order alternating), and prints each one's median and the median of the
+// pairs' time ratios: a virtual machine's slow minutes then fall on both.
+//
 //===----------------------------------------------------------------------===//
 
+#ifdef PCC_GEMM_PAIRS
+#include "GemmPairs.h"
+#else
 #include "pcc_kernels.h"
+#endif
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -87,12 +97,61 @@ int main(int argc, char **argv) {
   }
   if (shapes.empty())
     usage("no shape");
-  pcc_k::setThreads(threads);
   for (const Shape &s : shapes) {
     int64_t aRows = s.transA ? s.k : s.m, aCols = s.transA ? s.m : s.k;
     int64_t bRows = s.transB ? s.n : s.k, bCols = s.transB ? s.k : s.n;
-    std::vector<float> a(size_t(aRows * aCols), 0.5f),
-        b(size_t(bRows * bCols), 0.25f), c(size_t(s.m * s.n));
+    // Multiples of 1/8 and 1/16 below 1: every partial sum of a product is
+    // a float exactly (a multiple of 1/128 below 2^17), in any order.
+    std::vector<float> a(size_t(aRows * aCols)), b(size_t(bRows * bCols)),
+        c(size_t(s.m * s.n));
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = float(int64_t(i * 7 % 13) - 6) / 8;
+    for (size_t i = 0; i < b.size(); ++i)
+      b[i] = float(int64_t(i * 5 % 11) - 5) / 16;
+    double flop = 2.0 * double(s.m) * double(s.n) * double(s.k);
+#ifdef PCC_GEMM_PAIRS
+    // Each version packs its own B: the two may lay it out differently.
+    // Each writes a C of its own, compared at the end.
+    std::vector<float> cNew(c.size());
+    gemm_pairs::Product product{s.m,      s.n,        s.k,      a.data(),
+                                aCols,    s.transA,   b.data(), bCols,
+                                s.transB, s.prepared, c.data(), threads};
+    std::vector<float> packed[2];
+    auto time = [&](int side) {
+      gemm_pairs::Product call = product;
+      if (side)
+        call.c = cNew.data();
+      auto start = std::chrono::steady_clock::now();
+      (side ? gemm_pairs::runNew : gemm_pairs::runBase)(call, packed[side]);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                           start)
+          .count();
+    };
+    time(0), time(1);
+    std::vector<double> seconds[2], ratios;
+    for (int r = 0; r < reps; ++r) {
+      double t[2];
+      int first = r % 2;
+      t[first] = time(first);
+      t[1 - first] = time(1 - first);
+      seconds[0].push_back(t[0]);
+      seconds[1].push_back(t[1]);
+      ratios.push_back(t[1] / t[0]);
+    }
+    auto quantile = [](std::vector<double> v, double q) {
+      std::sort(v.begin(), v.end());
+      return v[size_t(q * double(v.size() - 1) + 0.5)];
+    };
+    // Exact sums: two correct versions give the same bits.
+    bool differ = c != cNew;
+    std::printf("%-24s base %7.1f  new %7.1f GFLOP/s  new/base time %.3f "
+                "(quartiles %.3f-%.3f)%s\n",
+                s.text.c_str(), flop / quantile(seconds[0], 0.5) / 1e9,
+                flop / quantile(seconds[1], 0.5) / 1e9, quantile(ratios, 0.5),
+                quantile(ratios, 0.25), quantile(ratios, 0.75),
+                differ ? "  RESULTS DIFFER" : "");
+#else
+    pcc_k::setThreads(threads);
     std::vector<float> packed;
     if (s.prepared) {
       packed.resize(size_t(pcc_k::packedBElements(s.k, s.n)));
@@ -113,7 +172,8 @@ int main(int argc, char **argv) {
         best = seconds;
     }
     std::printf("%-24s %9.3f ms %7.1f GFLOP/s\n", s.text.c_str(), best * 1e3,
-                2.0 * double(s.m) * double(s.n) * double(s.k) / best / 1e9);
+                flop / best / 1e9);
+#endif
   }
   return 0;
 }

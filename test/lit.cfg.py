@@ -50,6 +50,13 @@ def has_cuda_gpu():
     return out.returncode == 0 and "GPU" in out.stdout
 config.available_features.add("cuda-gpu" if has_cuda_gpu() else "no-cuda-gpu")
 
+# Benchmark scripts that build a git revision's sources beside the working
+# tree's (bench/gemm-pairs.sh) need the sources as a git checkout.
+if shutil.which("git") and subprocess.run(
+        ["git", "-C", config.pcc_src_root, "rev-parse", "--verify", "HEAD"],
+        capture_output=True).returncode == 0:
+    config.available_features.add("git-checkout")
+
 # The `openai` client package, for the serving tests that drive pcc serve
 # with it: utils/setup.sh installs it into build/test-venv (which sees
 # Debian's packages) where PyPI can be reached.
