@@ -298,6 +298,28 @@ static std::string getKernelEntryName(StringRef cxx,
   return "kernels-" + getDigest(hash);
 }
 
+/// `source` without its line comments that stand alone on a line: they
+/// cannot change what it compiles to, and name what the build came from
+/// (an op's location, the model's path as given). Such a line is kept
+/// where it may be more than a comment: after a line that a backslash
+/// continues, ending in one itself, closing a block comment, or anywhere
+/// in a source with a raw string literal.
+static std::string withoutLineComments(StringRef source) {
+  if (source.contains("R\""))
+    return source.str();
+  std::string text;
+  text.reserve(source.size());
+  bool continued = false;
+  for (StringRef line : llvm::split(source, '\n')) {
+    bool comment = !continued && line.ltrim().starts_with("//") &&
+                   !line.ends_with("\\") && !line.contains("*/");
+    continued = line.ends_with("\\");
+    if (!comment)
+      text.append(line.begin(), line.end()).push_back('\n');
+  }
+  return text;
+}
+
 /// The most bytes of libraries the cache keeps: $PCC_CACHE_LIMIT_MB
 /// megabytes, else 1 GB; 0 keeps none (timing a compile).
 static uint64_t getLibraryCacheLimit() {
@@ -309,10 +331,11 @@ static uint64_t getLibraryCacheLimit() {
 }
 
 /// The cache's entry for the library that `tool` with `flags` builds from
-/// `source` and the files pcc writes beside it, or an empty path where
-/// there is none (no cache, a limit of 0, a source that cannot be read):
-/// a hash of all of them names it, so that a model compiled again with the
-/// same options, by the same pcc and tools, runs no compiler.
+/// `source` (its code: see withoutLineComments) and the files pcc writes
+/// beside it, or an empty path where there is none (no cache, a limit of
+/// 0, a source that cannot be read): a hash of all of them names it, so
+/// that a model compiled again with the same options, by the same pcc and
+/// tools, runs no compiler.
 static std::string getLibraryEntry(const std::string &source, StringRef tool,
                                    ArrayRef<std::string> flags) {
   std::optional<std::string> dir = getCacheDir();
@@ -323,7 +346,7 @@ static std::string getLibraryEntry(const std::string &source, StringRef tool,
   if (!text)
     return "";
   llvm::SHA256 hash;
-  addText(hash, (*text)->getBuffer());
+  addText(hash, withoutLineComments((*text)->getBuffer()));
   for (StringRef written :
        {getAbiHeader(), getKernelHeader(), getKernelSource(),
         getCudaKernelHeader(), getCudaEmulationHeader()})
