@@ -646,9 +646,9 @@ LogicalResult pcc::buildEmulatedCudaLibrary(const std::string &source,
                      ArrayRef<std::string>{"-include", std::string(header),
                                            "-o", output, source});
   llvm::append_range(args, libraries);
-  // The emulation's own entry: the same source and compiler as a CPU
-  // build's would otherwise share one.
-  flags.push_back("cuda-emulation");
+  // The forced include is part of the build (its text is in every key).
+  llvm::append_range(flags,
+                     ArrayRef<std::string>{"-include", "pcc_cuda_emulation.h"});
   llvm::append_range(flags, libraries);
   return buildThroughCache(
       getLibraryEntry(source, *cxx, flags), output, logFile, [&] {
