@@ -37,7 +37,8 @@ void CudaTargetHooks::printRunBody(raw_ostream &os, StringRef preamble,
   if (!singleRank)
     return TargetHooks::printRunBody(os, preamble, body, singleRank,
                                      modelInfo);
-  os << preamble << "  auto step = [&]() -> int {\n"
+  os << preamble << "  auto step = [&]() " << getFunctionAttributes()
+     << " -> int {\n"
      << body << "  return PCCRT_OK;\n  };\n"
      << "  return pcc_cu::runGraph(ctx, " << modelInfo << "(), step);\n";
 }

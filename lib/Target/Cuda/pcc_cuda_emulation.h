@@ -711,8 +711,45 @@ inline cudaError_t launch(const LaunchInfo &L) {
   return cudaSuccess;
 }
 
-template <typename Body> void invokeBody(void *B) {
-  (*static_cast<Body *>(B))();
+/// The arguments of a launch, converted to the kernel's parameter types
+/// (one base per parameter), and the kernel. Lighter to compile than
+/// std::tuple and std::apply, which took most of a model's compile time:
+/// a launch instantiates this once per kernel signature.
+template <size_t I, typename T> struct LaunchArg { T Value; };
+template <typename Indices, typename... Params> struct LaunchArgs;
+template <size_t... Is, typename... Params>
+struct LaunchArgs<std::index_sequence<Is...>, Params...>
+    : LaunchArg<Is, Params>... {
+  void (*Kernel)(Params...);
+  static void invoke(void *B) {
+    const auto &Args = *static_cast<const LaunchArgs *>(B);
+    Args.Kernel(static_cast<const LaunchArg<Is, Params> &>(Args).Value...);
+  }
+};
+
+/// `Value`, converted as an argument is to its parameter's type.
+template <typename Param, typename Arg> Param convertArgument(Arg &&Value) {
+  return std::forward<Arg>(Value);
+}
+
+/// Runs a launch whose arguments are converted, or records it.
+template <typename Pack>
+void launchPack(const char *Name, const Pack &Values, dim3 Grid, dim3 Block,
+                cudaStream_t Stream) {
+  if (capturing(Stream)) {
+    if (!validConfiguration(Grid, Block)) {
+      invalidateCapture(Stream, cudaErrorInvalidConfiguration);
+      return;
+    }
+    enqueue(Stream, [=]() {
+      LaunchInfo L{Name, Grid, Block, &Pack::invoke,
+                   const_cast<Pack *>(&Values)};
+      return launch(L);
+    });
+    return;
+  }
+  LaunchInfo L{Name, Grid, Block, &Pack::invoke, const_cast<Pack *>(&Values)};
+  launch(L);
 }
 
 /// Runs Kernel over the grid. Like CUDA, converts the arguments to the
@@ -724,22 +761,9 @@ void launchKernel(const char *Name, void (*Kernel)(Params...), dim3 Grid,
                   dim3 Block, cudaStream_t Stream, Args &&...A) {
   static_assert(sizeof...(Params) == sizeof...(Args),
                 "PCC_LAUNCH: wrong number of kernel arguments");
-  std::tuple<std::decay_t<Params>...> Values{std::forward<Args>(A)...};
-  if (capturing(Stream)) {
-    if (!validConfiguration(Grid, Block)) {
-      invalidateCapture(Stream, cudaErrorInvalidConfiguration);
-      return;
-    }
-    enqueue(Stream, [=]() {
-      auto Body = [&] { std::apply(Kernel, Values); };
-      LaunchInfo L{Name, Grid, Block, &invokeBody<decltype(Body)>, &Body};
-      return launch(L);
-    });
-    return;
-  }
-  auto Body = [&] { std::apply(Kernel, Values); };
-  LaunchInfo L{Name, Grid, Block, &invokeBody<decltype(Body)>, &Body};
-  launch(L);
+  using Pack = LaunchArgs<std::index_sequence_for<Params...>, Params...>;
+  Pack Values{{convertArgument<Params>(std::forward<Args>(A))}..., Kernel};
+  launchPack(Name, Values, Grid, Block, Stream);
 }
 
 template <typename T> uint64_t toBits(T V) {
@@ -786,6 +810,18 @@ template <typename T> T shuffle(unsigned Mask, T Var, int Src) {
   (static_cast<const dim3 &>(::pcc_cuda::detail::CurrentMachine->BlockDim))
 #define gridDim                                                                \
   (static_cast<const dim3 &>(::pcc_cuda::detail::CurrentMachine->GridDim))
+
+// The program's functions are straight-line sequences of launches and
+// library calls: optimized, each launch's code inlined into them tripled
+// their compile for nothing at run time. As on the CPU target
+// (pcc_kernels.h), they are compiled unoptimized; the kernels are not.
+#ifndef PCC_PROGRAM
+#if defined(__clang__)
+#define PCC_PROGRAM __attribute__((optnone))
+#elif defined(__GNUC__)
+#define PCC_PROGRAM __attribute__((optimize("O0")))
+#endif
+#endif
 
 // Synchronous: the kernel has run over the whole grid when this returns. An
 // invalid configuration is reported by cudaGetLastError, as in CUDA.

@@ -36,8 +36,12 @@
 #include <limits>
 #include <type_traits>
 
-// Program functions are host code; nothing to say about their optimization.
+// The program's functions (the model's steps) are host code that calls
+// kernels. nvcc compiles them quickly; the emulation compiles them
+// unoptimized (pcc_cuda_emulation.h), as the CPU target does.
+#ifndef PCC_PROGRAM
 #define PCC_PROGRAM
+#endif
 
 namespace pcc_cu {
 
