@@ -811,18 +811,6 @@ template <typename T> T shuffle(unsigned Mask, T Var, int Src) {
 #define gridDim                                                                \
   (static_cast<const dim3 &>(::pcc_cuda::detail::CurrentMachine->GridDim))
 
-// The program's functions are straight-line sequences of launches and
-// library calls: optimized, each launch's code inlined into them tripled
-// their compile for nothing at run time. As on the CPU target
-// (pcc_kernels.h), they are compiled unoptimized; the kernels are not.
-#ifndef PCC_PROGRAM
-#if defined(__clang__)
-#define PCC_PROGRAM __attribute__((optnone))
-#elif defined(__GNUC__)
-#define PCC_PROGRAM __attribute__((optimize("O0")))
-#endif
-#endif
-
 // Synchronous: the kernel has run over the whole grid when this returns. An
 // invalid configuration is reported by cudaGetLastError, as in CUDA.
 #ifndef PCC_LAUNCH

@@ -46,7 +46,7 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %i: tensor<2xi64> {onnx.n
   return %r, %a, %b : tensor<2x8xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 }
 
-// CHECK:      auto step = [&]() -> int {
+// CHECK:      auto step = [&]() PCC_PROGRAM -> int {
 // CHECK:        float* [[SA:a[0-9]+]] = (float*)w[0];
 // CHECK:        float* [[PB:v[0-9]+]] = (float*)(ws + {{[0-9]+}});
 // CHECK:        float* {{v[0-9]+}} = (float*)[[SA]];

@@ -47,7 +47,7 @@ func.func @main(%x: tensor<2x3x4xf32> {onnx.name = "x"}, %y: tensor<2x4x5xf32> {
 // CHECK-NEXT:   if (ctx->abi_version != PCCRT_ABI_VERSION) return PCCRT_ERR_ABI_MISMATCH;
 // CHECK-NEXT:   if (int error = pcc_cu::begin(ctx)) return error;
 // A single-rank run's work is queued through a CUDA graph.
-// CHECK:        auto step = [&]() -> int {
+// CHECK:        auto step = [&]() PCC_PROGRAM -> int {
 // CHECK:        float* [[T:c[0-9]+]] = (float*)w[0];
 // CHECK:        PCC_LAUNCH([[ADD]], pcc_cu::blocksFor(24), pcc_cu::kBlock, pcc_cu::stream(), {{.*}}, {{.*}}, [[T]]);
 // CHECK:        PCC_LAUNCH([[RED]], pcc_cu::blocksFor(8), pcc_cu::kBlock, pcc_cu::stream(),
