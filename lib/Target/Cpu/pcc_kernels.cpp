@@ -994,32 +994,15 @@ void attentionGrad(const T *q, const T *k, const T *v, const T *bias,
 
 // The instances the generated code calls: attention in each element type
 // the CPU target emits.
-template void attention<float>(const float *, const float *, const float *,
-                               const float *, float *, float *,
-                               const AttentionShape &);
-template void attentionGrad<float>(const float *, const float *, const float *,
-                                   const float *, const float *, const float *,
-                                   const float *, float *, float *, float *,
-                                   const AttentionShape &);
-template void attention<double>(const double *, const double *, const double *,
-                                const double *, double *, float *,
-                                const AttentionShape &);
-template void attentionGrad<double>(const double *, const double *,
-                                    const double *, const double *,
-                                    const double *, const float *,
-                                    const double *, double *, double *,
-                                    double *, const AttentionShape &);
-template void attention<f16>(const f16 *, const f16 *, const f16 *, const f16 *,
-                             f16 *, float *, const AttentionShape &);
-template void attentionGrad<f16>(const f16 *, const f16 *, const f16 *,
-                                 const f16 *, const f16 *, const float *,
-                                 const f16 *, f16 *, f16 *, f16 *,
-                                 const AttentionShape &);
-template void attention<bf16>(const bf16 *, const bf16 *, const bf16 *,
-                              const bf16 *, bf16 *, float *,
-                              const AttentionShape &);
-template void attentionGrad<bf16>(const bf16 *, const bf16 *, const bf16 *,
-                                  const bf16 *, const bf16 *, const float *,
-                                  const bf16 *, bf16 *, bf16 *, bf16 *,
-                                  const AttentionShape &);
+#define PCC_ATTENTION_INSTANCES(T)                                             \
+  template void attention<T>(const T *, const T *, const T *, const T *, T *,  \
+                             float *, const AttentionShape &);                 \
+  template void attentionGrad<T>(const T *, const T *, const T *, const T *,   \
+                                 const T *, const float *, const T *, T *,     \
+                                 T *, T *, const AttentionShape &);
+PCC_ATTENTION_INSTANCES(float)
+PCC_ATTENTION_INSTANCES(double)
+PCC_ATTENTION_INSTANCES(f16)
+PCC_ATTENTION_INSTANCES(bf16)
+#undef PCC_ATTENTION_INSTANCES
 } // namespace pcc_k
