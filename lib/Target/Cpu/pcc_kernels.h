@@ -4,9 +4,9 @@
 // element-wise ops, reductions and data movement as loops of their own;
 // these are the kernels whose loops are not worth emitting per op. All
 // shapes arrive as compile-time constants at the call sites. The packed
-// GEMM engine and the fused attention, the same for every model, are only
-// declared here: their code is pcc_kernels.cpp, compiled once per flag set
-// and linked with the model.
+// GEMM engine, the same for every model, is only declared here, and
+// float's fused attention only instantiated there: their code is
+// pcc_kernels.cpp, compiled once per flag set and linked with the model.
 //
 //===----------------------------------------------------------------------===//
 
@@ -780,19 +780,495 @@ struct AttentionShape {
   bool causal;
 };
 
+namespace detail {
+/// The blocks of attention's kernels: 32 queries by 64 keys, whose scores,
+/// the keys and the values of a block stay in cache.
+constexpr int64_t kAttentionRows = 32, kAttentionKeys = 64;
+
+/// Attention's products run on vectors of the target's width, GCC's
+/// vector extensions, which lower to what the target has: plain loops,
+/// which the compiler vectorizes along a row of sums, load and store those
+/// sums for every few terms (the earlier kernels ran at a third of the
+/// GEMMs' speed). A tile of kAttentionTileRows rows by
+/// kAttentionTileVectors vectors of sums stays in registers instead: with
+/// AVX-512's 32 registers, 4 x 4 sums beside four vectors of a row of B;
+/// with AVX's 16, 4 x 3 beside three (4 x 2 ran 5% slower); with SSE's 16,
+/// 4 x 2. Vectors wider than the registers, which GCC splits, spill: a
+/// build for generic x86-64 ran seven times slower with AVX's width.
+#if defined(__AVX512F__)
+constexpr int64_t kAttentionLanes = 16;
+constexpr int kAttentionTileVectors = 4;
+#elif defined(__AVX__)
+constexpr int64_t kAttentionLanes = 8;
+constexpr int kAttentionTileVectors = 3;
+#else
+constexpr int64_t kAttentionLanes = 4;
+constexpr int kAttentionTileVectors = 2;
+#endif
+constexpr int kAttentionTileRows = 4;
+typedef float AttentionVec
+    __attribute__((vector_size(kAttentionLanes * sizeof(float))));
+static_assert(kAttentionRows % kAttentionTileRows == 0 &&
+                  kAttentionKeys % kAttentionTileRows == 0 &&
+                  kAttentionKeys % kAttentionLanes == 0,
+              "attention's blocks are whole tiles");
+
+/// n rounded up to whole vectors: the row length of the float copies of
+/// attention's operands, whose rows the products read as vectors (the
+/// padding is zero).
+inline int64_t attentionPadded(int64_t n) {
+  return (n + kAttentionLanes - 1) / kAttentionLanes * kAttentionLanes;
+}
+
+/// The terms of a product summed in registers before the sum is added to
+/// the output: one chain of all of a block's terms (64 with a head of 64
+/// features) left the results half again as far from the exact ones as
+/// the earlier kernels' parts of four did; parts of 16 keep them as close
+/// (parts of 32 did not), for a load, an add and a store of each sum per
+/// 16 FMAs.
+constexpr int64_t kAttentionChain = 16;
+
+/// c[i][x] (+)= sum_k a[i * aRow + k * aStep] * b[k * ldb + x] for R rows
+/// of c and V vectors of b's rows: each element of `a` is broadcast against
+/// a row of b. The sums start from c where `accumulate`, from 0 otherwise.
+template <int R, int V>
+inline void attentionTile(const float *a, int64_t aRow, int64_t aStep,
+                          int64_t n, const float *b, int64_t ldb, float *c,
+                          int64_t ldc, bool accumulate) {
+  for (int64_t k0 = 0; k0 < n || (k0 == 0 && !accumulate);
+       k0 += kAttentionChain) {
+    // Only ever indexed by constants (the loops unroll), the sums stay in
+    // registers.
+    AttentionVec acc[R][V];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int x = 0; x < V; ++x)
+        acc[i][x] = AttentionVec{};
+    int64_t k1 = std::min(n, k0 + kAttentionChain);
+#pragma GCC unroll 4
+    for (int64_t k = k0; k < k1; ++k) {
+      AttentionVec bk[V];
+#pragma GCC unroll 4
+      for (int x = 0; x < V; ++x) {
+        AttentionVec bx;
+        std::memcpy(&bx, b + k * ldb + x * kAttentionLanes,
+                    sizeof(AttentionVec));
+#if PCC_GEMM_VECTORS
+        // In registers: GCC folds the loads into each FMA instead, and a
+        // load of b for every FMA makes the loop wait on the load ports
+        // (as in packed::microKernel).
+        __asm__("" : "+v"(bx));
+#endif
+        bk[x] = bx;
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < R; ++i) {
+        // A broadcast (x - 0 is x, -0 included).
+        AttentionVec ak = a[i * aRow + k * aStep] - AttentionVec{};
+#pragma GCC unroll 4
+        for (int x = 0; x < V; ++x)
+          acc[i][x] = ak * bk[x] + acc[i][x];
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int x = 0; x < V; ++x) {
+        float *ci = c + i * ldc + x * kAttentionLanes;
+        if (k0 > 0 || accumulate) {
+          AttentionVec sum;
+          std::memcpy(&sum, ci, sizeof(AttentionVec));
+          acc[i][x] += sum;
+        }
+        std::memcpy(ci, &acc[i][x], sizeof(AttentionVec));
+      }
+  }
+}
+
+/// attentionTile for the last `left` (< kAttentionTileVectors) vectors of
+/// a row.
+template <int V>
+inline void attentionTileTail(int64_t left, const float *a, int64_t aRow,
+                              int64_t aStep, int64_t n, const float *b,
+                              int64_t ldb, float *c, int64_t ldc,
+                              bool accumulate) {
+  if constexpr (V > 0) {
+    if (left == V)
+      attentionTile<kAttentionTileRows, V>(a, aRow, aStep, n, b, ldb, c, ldc,
+                                           accumulate);
+    else
+      attentionTileTail<V - 1>(left, a, aRow, aStep, n, b, ldb, c, ldc,
+                               accumulate);
+  }
+}
+
+/// c (+)= a b for `rows` (a multiple of kAttentionTileRows) rows of c,
+/// ldc apart, each `vectors` vectors long: a is rows x n, its elements
+/// aRow and aStep apart (a transposed operand is read in place), b n rows
+/// ldb apart.
+inline void attentionProduct(const float *a, int64_t aRow, int64_t aStep,
+                             int64_t rows, int64_t n, const float *b,
+                             int64_t ldb, int64_t vectors, float *c,
+                             int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < rows; i += kAttentionTileRows) {
+    const float *ai = a + i * aRow;
+    float *ci = c + i * ldc;
+    int64_t x = 0;
+    for (; x + kAttentionTileVectors <= vectors; x += kAttentionTileVectors)
+      attentionTile<kAttentionTileRows, kAttentionTileVectors>(
+          ai, aRow, aStep, n, b + x * kAttentionLanes, ldb,
+          ci + x * kAttentionLanes, ldc, accumulate);
+    attentionTileTail<kAttentionTileVectors - 1>(
+        vectors - x, ai, aRow, aStep, n, b + x * kAttentionLanes, ldb,
+        ci + x * kAttentionLanes, ldc, accumulate);
+  }
+}
+
+/// Keys [j0, j1) of one key/value head in float, as the products read
+/// them: transposed, block by block of kAttentionKeys keys (key c, feature
+/// f at kt[c / kAttentionKeys * d * kAttentionKeys + f * kAttentionKeys +
+/// c % kAttentionKeys]), so that a block's rows lie together and not a
+/// row of all keys apart (at 1024 keys, a page: the lines of a block would
+/// all fall in a few sets of the cache and evict each other); and, where
+/// kb is not null, as rows kb[c][f] dPad apart.
+template <typename T>
+inline void attentionLoadKeys(const AttentionShape &l, const T *k, int64_t j0,
+                              int64_t j1, float *kt, float *kb, int64_t dPad) {
+  int64_t d = l.features, step = l.kStrides[2];
+  if (kb)
+    for (int64_t c = j0; c < j1; ++c)
+      for (int64_t f = 0; f < d; ++f)
+        kb[c * dPad + f] = float(k[c * step + f]);
+  for (int64_t c = j0; c < j1; ++c) {
+    float *column =
+        kt + c / kAttentionKeys * d * kAttentionKeys + c % kAttentionKeys;
+    for (int64_t f = 0; f < d; ++f)
+      column[f * kAttentionKeys] = float(k[c * step + f]);
+  }
+}
+
+/// s[r][c] = scale * q_r . k_c + bias(r, c) for the kAttentionRows rows of
+/// `qb` (queries i0 on, in float, ldq apart; zero past `rows`) and keys
+/// [j0, j0 + cols) of one head, their block `kt` of attentionLoadKeys;
+/// -inf where the causal mask hides key c from row r and past `cols` (up
+/// to kAttentionKeys). The rows past `rows` are not scores.
+template <typename T>
+inline void attentionScores(const AttentionShape &l, const float *qb,
+                            int64_t ldq, const float *kt, const T *bias,
+                            int64_t i0, int64_t rows, int64_t j0, int64_t cols,
+                            float *s) {
+  attentionProduct(qb, ldq, 1, kAttentionRows, l.features, kt, kAttentionKeys,
+                   kAttentionKeys / kAttentionLanes, s, kAttentionKeys,
+                   /*accumulate=*/false);
+  for (int64_t r = 0; r < rows; ++r) {
+    float *sr = s + r * kAttentionKeys;
+    for (int64_t c = 0; c < cols; ++c)
+      sr[c] *= l.scale;
+    if (bias) {
+      const T *br = bias + (i0 + r) * l.biasStrides[2] + j0 * l.biasStrides[3];
+      for (int64_t c = 0; c < cols; ++c)
+        sr[c] += float(br[c * l.biasStrides[3]]);
+    }
+    int64_t end = l.causal ? std::max<int64_t>(0, i0 + r + 1 - j0) : cols;
+    for (int64_t c = std::min(end, cols); c < kAttentionKeys; ++c)
+      sr[c] = -std::numeric_limits<float>::infinity();
+  }
+}
+} // namespace detail
+
 /// Scaled dot-product attention without its scores (FlashAttention's
-/// forward), and its gradients (FlashAttention's backward): see
-/// pcc_kernels.cpp, which compiles them once, for float, double, f16 and
-/// bf16 operands. They are the largest of the kernels: instantiated in
-/// every model's code, they took half of its compile time.
+/// forward): per block of queries, the blocks of keys in turn, with a
+/// running maximum and sum per row; under a causal mask the blocks above
+/// the diagonal are skipped. Writes the output (dense) and each row's
+/// log-sum-exp (-inf, and a zero output, for a row whose keys are all
+/// masked).
 template <typename T>
 PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
-                              T *o, float *lse, const AttentionShape &l);
+                              T *o, float *lse, const AttentionShape &l) {
+  using namespace detail;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  int64_t d = l.features, e = l.valueFeatures, ePad = attentionPadded(e);
+  int64_t rowBlocks = (l.queries + kAttentionRows - 1) / kAttentionRows;
+  int64_t keysPad =
+      (l.keys + kAttentionKeys - 1) / kAttentionKeys * kAttentionKeys;
+  int64_t tasks = l.batch * l.heads * rowBlocks;
+  int64_t perGroup = l.heads / l.groups;
+  int64_t work = tasks * kAttentionRows * l.keys * l.features;
+#pragma omp parallel num_threads(threads()) if (shareThreads(work))
+  {
+    // The keys (transposed) and values of the key/value head of the
+    // thread's last task, in float, as far as its tasks have needed them:
+    // the tasks of a head follow each other, and a thread takes many of
+    // them, which read the same keys.
+    std::vector<float> kt(d * keysPad), vb(keysPad * ePad);
+    int64_t held = -1, heldKeys = 0;
+    // Per row: its running maximum, and its running sum as a vector of
+    // partial sums, added up once the row is done (adding up each block's
+    // share of a row took a tenth of the time).
+    std::vector<float> qb(kAttentionRows * d),
+        s(kAttentionRows * kAttentionKeys), acc(kAttentionRows * ePad),
+        mx(kAttentionRows), sums(kAttentionRows * kAttentionLanes);
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      // A head's last block of rows first: under a causal mask it has the
+      // most keys, and the short ones even out the threads' ends.
+      int64_t ib = rowBlocks - 1 - task % rowBlocks, bh = task / rowBlocks;
+      int64_t b = bh / l.heads, h = bh % l.heads, g = h / perGroup;
+      int64_t i0 = ib * kAttentionRows;
+      int64_t rows = std::min(kAttentionRows, l.queries - i0);
+      const T *qh = q + b * l.qStrides[0] + h * l.qStrides[1];
+      const T *bh0 =
+          bias ? bias + b * l.biasStrides[0] + h * l.biasStrides[1] : nullptr;
+      int64_t keyEnd = l.causal ? std::min(l.keys, i0 + rows) : l.keys;
+      if (held != b * l.groups + g) {
+        held = b * l.groups + g;
+        heldKeys = 0;
+      }
+      if (heldKeys < keyEnd) {
+        const T *vh = v + b * l.vStrides[0] + g * l.vStrides[1];
+        attentionLoadKeys(l, k + b * l.kStrides[0] + g * l.kStrides[1],
+                          heldKeys, keyEnd, kt.data(), nullptr, 0);
+        for (int64_t c = heldKeys; c < keyEnd; ++c)
+          for (int64_t x = 0; x < e; ++x)
+            vb[c * ePad + x] = float(vh[c * l.vStrides[2] + x]);
+        heldKeys = keyEnd;
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t f = 0; f < d; ++f)
+          qb[r * d + f] = float(qh[(i0 + r) * l.qStrides[2] + f]);
+      std::fill(qb.begin() + rows * d, qb.end(), 0.0f);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      std::fill(mx.begin(), mx.end(), kNegInf);
+      std::fill(sums.begin(), sums.end(), 0.0f);
+      for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
+        int64_t cols = std::min(kAttentionKeys, keyEnd - j0);
+        attentionScores(l, qb.data(), d, kt.data() + j0 * d, bh0, i0, rows, j0,
+                        cols, s.data());
+        for (int64_t r = 0; r < kAttentionRows; ++r) {
+          float *sr = s.data() + r * kAttentionKeys;
+          float m =
+              r < rows ? std::max(mx[r], rowMax(sr, kAttentionKeys)) : kNegInf;
+          if (m == kNegInf) {
+            // Every key so far masked (or no row): the row adds nothing.
+            std::fill(sr, sr + kAttentionKeys, 0.0f);
+            continue;
+          }
+          float correction = expNonPositive<float>(mx[r] - m);
+          for (int64_t c = 0; c < kAttentionKeys; ++c)
+            sr[c] = expNonPositive<float>(sr[c] - m);
+          AttentionVec part, block;
+          std::memcpy(&part, &sums[r * kAttentionLanes], sizeof(part));
+          part *= correction;
+          for (int64_t c = 0; c < kAttentionKeys; c += kAttentionLanes) {
+            std::memcpy(&block, sr + c, sizeof(block));
+            part += block;
+          }
+          std::memcpy(&sums[r * kAttentionLanes], &part, sizeof(part));
+          mx[r] = m;
+          float *ar = acc.data() + r * ePad;
+          for (int64_t x = 0; x < e; ++x)
+            ar[x] *= correction;
+        }
+        attentionProduct(s.data(), kAttentionKeys, 1, kAttentionRows, cols,
+                         vb.data() + j0 * ePad, ePad, ePad / kAttentionLanes,
+                         acc.data(), ePad, /*accumulate=*/true);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        T *orow = o + ((b * l.heads + h) * l.queries + i0 + r) * e;
+        float sum = 0;
+        for (int64_t c = 0; c < kAttentionLanes; ++c)
+          sum += sums[r * kAttentionLanes + c];
+        float inv = sum > 0 ? 1.0f / sum : 0.0f;
+        for (int64_t x = 0; x < e; ++x)
+          orow[x] = T(acc[r * ePad + x] * inv);
+        lse[(b * l.heads + h) * l.queries + i0 + r] =
+            sum > 0 ? mx[r] + std::log(sum) : kNegInf;
+      }
+    }
+  }
+}
+
+/// The gradients of attention's query, key and value (FlashAttention's
+/// backward): the probabilities of each block are recomputed from the
+/// saved log-sum-exp. Each block of keys makes its key and value gradients
+/// (over every query head of its group) and adds its part of the query
+/// gradients to its thread's copy of them; the copies are then summed in
+/// thread order, so a run is reproducible at a given thread count. The
+/// gradients are dense, in their operands' shapes.
 template <typename T>
 PCC_KERNEL_API void attentionGrad(const T *q, const T *k, const T *v,
                                   const T *bias, const T *o, const float *lse,
                                   const T *dout, T *dq, T *dk, T *dv,
-                                  const AttentionShape &l);
+                                  const AttentionShape &l) {
+  using namespace detail;
+  int64_t d = l.features, e = l.valueFeatures;
+  int64_t dPad = attentionPadded(d), ePad = attentionPadded(e);
+  int64_t perGroup = l.heads / l.groups;
+  int64_t rowBlocks = (l.queries + kAttentionRows - 1) / kAttentionRows;
+  int64_t rowsPad = rowBlocks * kAttentionRows;
+  int64_t keyBlocks = (l.keys + kAttentionKeys - 1) / kAttentionKeys;
+  int64_t heads = l.batch * l.heads;
+  int64_t work = heads * l.queries * l.keys * d;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  constexpr int64_t kKeyVectors = kAttentionKeys / kAttentionLanes;
+  bool parallel = shareThreads(work);
+  // Every block of keys reads the rows of q and dout of every head of its
+  // group: they are made float once, a head's rows rowsPad apart (zero past
+  // the queries), and with them delta = rowsum(dout * o).
+  std::vector<float> qf(heads * rowsPad * dPad), df(heads * rowsPad * ePad),
+      delta(heads * rowsPad);
+  int64_t dqSize = heads * rowsPad * dPad;
+  std::vector<float> dqParts((parallel ? threads() : 1) * dqSize, 0.0f);
+#pragma omp parallel num_threads(threads()) if (parallel)
+  {
+#pragma omp for schedule(static)
+    for (int64_t row = 0; row < heads * l.queries; ++row) {
+      int64_t bh = row / l.queries, i = row % l.queries;
+      int64_t b = bh / l.heads, h = bh % l.heads;
+      const T *qr =
+          q + b * l.qStrides[0] + h * l.qStrides[1] + i * l.qStrides[2];
+      int64_t at = b * l.oStrides[0] + h * l.oStrides[1] + i * l.oStrides[2];
+      float *qfr = qf.data() + (bh * rowsPad + i) * dPad;
+      float *dfr = df.data() + (bh * rowsPad + i) * ePad;
+      for (int64_t f = 0; f < d; ++f)
+        qfr[f] = float(qr[f]);
+      float sum = 0;
+      for (int64_t x = 0; x < e; ++x) {
+        dfr[x] = float(dout[at + x]);
+        sum += dfr[x] * float(o[at + x]);
+      }
+      delta[bh * rowsPad + i] = sum;
+    }
+    // The block's keys transposed (kt) and as rows (kb), its values
+    // transposed (vt); P and dS of a block of rows, then the block's key
+    // and value gradients.
+    std::vector<float> kt(d * kAttentionKeys), kb(kAttentionKeys * dPad),
+        vt(e * kAttentionKeys), p(kAttentionRows * kAttentionKeys),
+        ds(kAttentionRows * kAttentionKeys), dkb(kAttentionKeys * dPad),
+        dvb(kAttentionKeys * ePad);
+#ifdef _OPENMP
+    int64_t part = omp_get_thread_num(), parts = omp_get_num_threads();
+#else
+    int64_t part = 0, parts = 1;
+#endif
+    float *dqMine = dqParts.data() + part * dqSize;
+    // Per batch entry, key/value head and block of keys, round robin (the
+    // causal mask leaves later blocks less to do), every other head's
+    // blocks from the last: otherwise, with an even number of blocks and
+    // two threads, one thread would take every head's longest block.
+#pragma omp for schedule(static, 1)
+    for (int64_t task = 0; task < l.batch * l.groups * keyBlocks; ++task) {
+      int64_t bg = task / keyBlocks, jb = task % keyBlocks;
+      if (bg % 2)
+        jb = keyBlocks - 1 - jb;
+      int64_t b = bg / l.groups, g = bg % l.groups;
+      int64_t j0 = jb * kAttentionKeys;
+      int64_t cols = std::min(kAttentionKeys, l.keys - j0);
+      // A short last block's columns past `cols` are zero: what an earlier
+      // block left there would enter dP, and dS as 0 * inf were it not
+      // finite.
+      if (cols < kAttentionKeys) {
+        std::fill(kt.begin(), kt.end(), 0.0f);
+        std::fill(vt.begin(), vt.end(), 0.0f);
+      }
+      const T *kh = k + b * l.kStrides[0] + g * l.kStrides[1];
+      const T *vh = v + b * l.vStrides[0] + g * l.vStrides[1];
+      attentionLoadKeys(l, kh + j0 * l.kStrides[2], 0, cols, kt.data(),
+                        kb.data(), dPad);
+      for (int64_t c = 0; c < cols; ++c)
+        for (int64_t x = 0; x < e; ++x)
+          vt[x * kAttentionKeys + c] = float(vh[(j0 + c) * l.vStrides[2] + x]);
+      std::fill(dkb.begin(), dkb.end(), 0.0f);
+      std::fill(dvb.begin(), dvb.end(), 0.0f);
+      for (int64_t h = g * perGroup; h < (g + 1) * perGroup; ++h) {
+        int64_t bh = b * l.heads + h;
+        const T *bh0 =
+            bias ? bias + b * l.biasStrides[0] + h * l.biasStrides[1] : nullptr;
+        const float *lseRow = lse + bh * l.queries;
+        int64_t firstRow = l.causal ? j0 : 0;
+        for (int64_t i0 = firstRow / kAttentionRows * kAttentionRows;
+             i0 < l.queries; i0 += kAttentionRows) {
+          int64_t rows = std::min(kAttentionRows, l.queries - i0);
+          const float *qb = qf.data() + (bh * rowsPad + i0) * dPad;
+          const float *db = df.data() + (bh * rowsPad + i0) * ePad;
+          const float *deltaRows = delta.data() + bh * rowsPad + i0;
+          // P, and dS = P * (dP - delta) with dP = dout . v^T; zero past
+          // the block's rows and keys.
+          attentionScores(l, qb, dPad, kt.data(), bh0, i0, rows, j0, cols,
+                          p.data());
+          attentionProduct(db, ePad, 1, kAttentionRows, e, vt.data(),
+                           kAttentionKeys, kKeyVectors, ds.data(),
+                           kAttentionKeys, /*accumulate=*/false);
+          for (int64_t r = 0; r < kAttentionRows; ++r) {
+            float m = r < rows ? lseRow[i0 + r] : kNegInf;
+            float *pr = p.data() + r * kAttentionKeys;
+            float *dsr = ds.data() + r * kAttentionKeys;
+            if (m == kNegInf) {
+              std::fill(pr, pr + kAttentionKeys, 0.0f);
+              std::fill(dsr, dsr + kAttentionKeys, 0.0f);
+              continue;
+            }
+            // min(0, x) as a select, which vectorizes (std::min's branch
+            // does not).
+            for (int64_t c = 0; c < kAttentionKeys; ++c) {
+              float x = pr[c] - m;
+              pr[c] = expNonPositive<float>(select(x < 0.0f, x, 0.0f));
+            }
+            for (int64_t c = 0; c < kAttentionKeys; ++c)
+              dsr[c] = pr[c] * (dsr[c] - deltaRows[r]);
+          }
+          // dv_c += sum_r p_rc dout_r, dk_c += sum_r ds_rc q_r (scaled
+          // when written): P and dS read transposed, in place.
+          attentionProduct(p.data(), 1, kAttentionKeys, kAttentionKeys, rows,
+                           db, ePad, ePad / kAttentionLanes, dvb.data(), ePad,
+                           /*accumulate=*/true);
+          attentionProduct(ds.data(), 1, kAttentionKeys, kAttentionKeys, rows,
+                           qb, dPad, dPad / kAttentionLanes, dkb.data(), dPad,
+                           /*accumulate=*/true);
+          // dq_r += sum_c ds_rc k_c (scaled when the parts are summed).
+          attentionProduct(ds.data(), kAttentionKeys, 1, kAttentionRows, cols,
+                           kb.data(), dPad, dPad / kAttentionLanes,
+                           dqMine + (bh * rowsPad + i0) * dPad, dPad,
+                           /*accumulate=*/true);
+        }
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        T *dkr = dk + ((b * l.groups + g) * l.keys + j0 + c) * d;
+        T *dvr = dv + ((b * l.groups + g) * l.keys + j0 + c) * e;
+        for (int64_t f = 0; f < d; ++f)
+          dkr[f] = T(dkb[c * dPad + f] * l.scale);
+        for (int64_t x = 0; x < e; ++x)
+          dvr[x] = T(dvb[c * ePad + x]);
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t row = 0; row < heads * l.queries; ++row) {
+      int64_t bh = row / l.queries, i = row % l.queries;
+      const float *part0 = dqParts.data() + (bh * rowsPad + i) * dPad;
+      for (int64_t f = 0; f < d; ++f) {
+        float sum = 0;
+        for (int64_t t = 0; t < parts; ++t)
+          sum += part0[t * dqSize + f];
+        dq[row * d + f] = T(sum * l.scale);
+      }
+    }
+  }
+}
+
+/// float's attention, what nearly every model calls, is compiled once, in
+/// pcc_kernels.cpp (cached per flag set): instantiated in every model's
+/// code, the two took half of its compile. Other element types (bf16 under
+/// --dtype bf16, f16 and double models) are instantiated where used, which
+/// keeps the kernels' object quick to build (each type takes about 3 s).
+extern template void attention<float>(const float *, const float *,
+                                      const float *, const float *, float *,
+                                      float *, const AttentionShape &);
+extern template void attentionGrad<float>(const float *, const float *,
+                                          const float *, const float *,
+                                          const float *, const float *,
+                                          const float *, float *, float *,
+                                          float *, const AttentionShape &);
 
 /// Gather along the middle extent of data [outer, k, inner] at `count`
 /// indices. Returns 1 when an index is out of range.
