@@ -37,7 +37,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
