@@ -173,30 +173,47 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
   }
 
   // An op that adds its result into a partial sum does so in the partial
-  // sum's buffer where the sum is computed in place there (a gradient
-  // accumulated over microbatches): the result and its views live in that
-  // buffer. Only a partial sum that is a buffer of its own, which the sum
-  // alone reads: from the op on it holds the sum already. Not where the op
-  // or one before the sum may fail: a failed step leaves its state as it
-  // was.
-  if (options.getAccumulation)
+  // sum's buffer where the sum is computed in place there: the result and
+  // its views live in that buffer, which from the op on holds the sum. Only
+  // a partial sum that is a buffer of its own, which the sum alone reads:
+  //  - an argument that the sum is written back into (a gradient
+  //    accumulated over microbatches), not where the op or one before the
+  //    sum may fail: a failed step leaves its state as it was;
+  //  - a buffer computed here before the op (a tied embedding's head
+  //    gradient, which its rows are scattered into), where the sum, a
+  //    buffer of its own so far, then lives too. It holds no state.
+  if (options.getAccumulation) {
+    llvm::DenseMap<Operation *, int64_t> position;
+    for (auto [i, op] : llvm::enumerate(ops))
+      position[op] = int64_t(i);
     for (auto [i, op] : llvm::enumerate(ops)) {
       auto [sum, partial] = options.getAccumulation(op);
-      if (!sum || getRoot(partial) != partial || getRoot(sum) != partial ||
-          isExternal(partial))
+      if (!sum || getRoot(partial) != partial || isExternal(partial) ||
+          isExternal(sum))
         continue;
-      bool mayFail = false;
-      for (Operation *next : ArrayRef(ops).drop_front(i)) {
-        if (next == sum.getDefiningOp())
-          break;
-        mayFail |= options.mayFail && options.mayFail(next);
+      if (Operation *made = partial.getDefiningOp()) {
+        auto at = position.find(made);
+        if (at == position.end() || at->second > int64_t(i) ||
+            getRoot(sum) != sum)
+          continue;
+        moveInto(sum, partial);
+      } else {
+        if (getRoot(sum) != partial)
+          continue;
+        bool mayFail = false;
+        for (Operation *next : ArrayRef(ops).drop_front(i)) {
+          if (next == sum.getDefiningOp())
+            break;
+          mayFail |= options.mayFail && options.mayFail(next);
+        }
+        if (mayFail)
+          continue;
       }
-      if (mayFail)
-        continue;
       Value result = op->getResult(0);
       moveInto(result, partial);
       accumulated.insert(result);
     }
+  }
 
   // The buffers that no op may compute into in place: those returned (as
   // their roots are now) and those a send reads to the end.
@@ -477,6 +494,18 @@ std::pair<Value, Value> pcc::getAccumulatingSum(Operation *op) {
       !partial.hasOneUse())
     return {};
   return {add.getResult(), partial};
+}
+
+bool pcc::accumulatesRows(Operation *op) {
+  auto scatter = dyn_cast<graph::ScatterAddOp>(op);
+  if (!scatter || !scatter->hasOneUse() ||
+      cast<ShapedType>(scatter.getUpdates().getType()).getNumElements() >=
+          scatter.getType().getNumElements())
+    return false;
+  auto [sum, partial] = getAccumulatingSum(op);
+  Operation *made = partial ? partial.getDefiningOp() : nullptr;
+  return sum && *scatter->getUsers().begin() == sum.getDefiningOp() && made &&
+         made->getBlock() == op->getBlock();
 }
 
 SmallVector<std::pair<unsigned, Value>>

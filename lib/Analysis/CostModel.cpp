@@ -165,6 +165,15 @@ constexpr llvm::StringLiteral kCpu =
     ;
 } // namespace
 
+/// Whether `op` is the graph.add that a scatter adds its rows into
+/// (accumulatesRows): it runs as no code of its own.
+static bool isSumOfRows(Operation *op) {
+  return isa<graph::AddOp>(op) && llvm::any_of(op->getOperands(), [](Value v) {
+           Operation *def = v.getDefiningOp();
+           return def && accumulatesRows(def);
+         });
+}
+
 llvm::Expected<CostModel> CostModel::get(StringRef target, StringRef costTable,
                                          StringRef machine, StringRef dtype) {
   if (!machine.empty())
@@ -402,9 +411,19 @@ double CostModel::time(Operation *op) const {
     return 0;
   if (getSliceOffset(op) && getComputedRoot(op->getOperand(0)))
     return 0;
+  // A scatter that adds its rows into a partial sum (accumulatesRows)
+  // reads and writes those rows alone, and its sum has no code.
+  if (isSumOfRows(op))
+    return 0;
   auto cost = dyn_cast<graph::CostOpInterface>(op);
   if (!cost)
     return 0;
+  if (auto scatter = dyn_cast<graph::ScatterAddOp>(op);
+      scatter && accumulatesRows(op))
+    return time(op->getName().getStringRef(), double(cost.getFlops()),
+                3.0 * double(getTensorBytes(scatter.getUpdates().getType())) +
+                    double(getTensorBytes(scatter.getIndices().getType())),
+                false);
   // An element-wise op that pcc-fuse computes inside its readers' loop
   // nest writes no buffer and starts no kernel: its flops alone (its
   // readers' reading of its result stands for its own reads).
@@ -460,7 +479,8 @@ std::optional<double> CostModel::getFusedChainBytes(Operation *op) {
 }
 
 bool CostModel::isFusedIntoReaders(Operation *op) {
-  if (!graph::isFusibleElementwise(op) || op->getResult(0).use_empty())
+  if (!graph::isFusibleElementwise(op) || op->getResult(0).use_empty() ||
+      isSumOfRows(op))
     return false;
   // Every reader is element-wise over the same shape, in the same block and
   // the same part of the step (forward or backward: a forward value the

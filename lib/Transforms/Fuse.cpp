@@ -6,10 +6,13 @@
 // first, like XLA's instruction fusion: a producer joins when it has the
 // group's shape and all its other readers come after the group's root, so
 // that the fusion can take the root's place without moving any other op
-// (collectives and transfers keep their order).
+// (collectives and transfers keep their order). An add that a scatter of a
+// few rows can accumulate into (a tied embedding's gradient) joins no group,
+// and the scatter moves after the add's other operand.
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Analysis/BufferPlan.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
 #include "pcc/Dialect/Graph/IR/GemmOperands.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
@@ -123,7 +126,7 @@ Value cloneConstantExpression(OpBuilder &builder, Value v,
     return done;
   Value copy;
   if (DenseElementsAttr value = getInlinedConstant(v)) {
-    copy = builder.create<ConstantOp>(v.getLoc(), cast<ElementsAttr>(value))
+    copy = ConstantOp::create(builder, v.getLoc(), cast<ElementsAttr>(value))
                .getResult();
   } else {
     Operation *op = v.getDefiningOp();
@@ -142,8 +145,9 @@ Value cloneConstantExpression(OpBuilder &builder, Value v,
       if (auto value = dyn_cast_if_present<DenseElementsAttr>(
               dyn_cast_if_present<Attribute>(folded[0]))) {
         clone->erase();
-        copy = builder.create<ConstantOp>(v.getLoc(), cast<ElementsAttr>(value))
-                   .getResult();
+        copy =
+            ConstantOp::create(builder, v.getLoc(), cast<ElementsAttr>(value))
+                .getResult();
       }
   }
   mapping.map(v, copy);
@@ -178,8 +182,8 @@ void materialize(Group &group,
   SmallVector<Type> types;
   for (Value v : outputs)
     types.push_back(v.getType());
-  auto fusion = builder.create<FusionOp>(group.root->getLoc(), types,
-                                         inputs.getArrayRef());
+  auto fusion = FusionOp::create(builder, group.root->getLoc(), types,
+                                 inputs.getArrayRef());
   // A loop nest that does a backward op's work is the backward's: what it
   // reads of the forward is kept for it.
   if (llvm::any_of(ops, [](Operation *op) {
@@ -197,7 +201,7 @@ void materialize(Group &group,
   SmallVector<Value> yielded;
   for (Value v : outputs)
     yielded.push_back(mapping.lookup(v));
-  builder.create<YieldOp>(group.root->getLoc(), yielded);
+  YieldOp::create(builder, group.root->getLoc(), yielded);
   for (auto [old, replacement] : llvm::zip(outputs, fusion.getResults()))
     old.replaceAllUsesWith(replacement);
   for (Operation *op : llvm::reverse(ops))
@@ -222,10 +226,13 @@ void rewriteCheaperForms(Block &block) {
   llvm::DenseMap<Type, Value> twos;
   auto two = [&](Type et, Location loc) {
     Value &c = twos[et];
-    if (!c)
-      c = OpBuilder::atBlockBegin(&block).create<ConstantOp>(
-          loc, cast<ElementsAttr>(DenseElementsAttr::get(
-                   RankedTensorType::get({}, et), FloatAttr::get(et, 2.0))));
+    if (!c) {
+      OpBuilder top = OpBuilder::atBlockBegin(&block);
+      c = ConstantOp::create(
+          top, loc,
+          cast<ElementsAttr>(DenseElementsAttr::get(
+              RankedTensorType::get({}, et), FloatAttr::get(et, 2.0))));
+    }
     return c;
   };
   for (Operation &op : llvm::make_early_inc_range(block)) {
@@ -240,15 +247,40 @@ void rewriteCheaperForms(Block &block) {
       Location loc = add.getLoc();
       Value c = two(tanh.getType().getElementType(), loc);
       OpBuilder builder(add);
-      Value doubled = builder.create<MulOp>(loc, tanh.getInput(), c);
-      Value sigmoid = builder.create<SigmoidOp>(loc, doubled);
-      Value result = builder.create<MulOp>(loc, sigmoid, c);
+      Value doubled = MulOp::create(builder, loc, tanh.getInput(), c);
+      Value sigmoid = SigmoidOp::create(builder, loc, doubled);
+      Value result = MulOp::create(builder, loc, sigmoid, c);
       add.replaceAllUsesWith(result);
       add->erase();
       tanh->erase();
       break;
     }
   }
+}
+
+/// Scatters that add a few rows into a large sum (pcc::accumulatesRows: a
+/// tied embedding's gradient, added to its head's) move to just before
+/// their add, after the partial sum's op, so that each adds its rows into
+/// the partial sum's buffer instead of writing zeros over a whole result
+/// that a fused add then reads. Returns the adds, which stay out of
+/// fusions, where the buffer plan could not make them in place.
+llvm::SmallVector<Operation *> sinkSparseAccumulations(Block &block) {
+  llvm::SmallVector<Operation *> sums;
+  // Each scatter once, and none before a scatter moved here: of two
+  // scatters added together, the first moves after the second, which stays.
+  auto scatters = llvm::to_vector(block.getOps<ScatterAddOp>());
+  llvm::DenseSet<Operation *> moved;
+  for (ScatterAddOp scatter : scatters) {
+    if (!pcc::accumulatesRows(scatter))
+      continue;
+    auto [sum, partial] = pcc::getAccumulatingSum(scatter);
+    Operation *made = partial.getDefiningOp();
+    if (scatter->isBeforeInBlock(made) && !moved.contains(made))
+      scatter->moveBefore(sum.getDefiningOp());
+    moved.insert(scatter);
+    sums.push_back(sum.getDefiningOp());
+  }
+  return sums;
 }
 
 /// A softmax (or log-softmax) over the last axis of a fusion's only result
@@ -341,10 +373,13 @@ struct FusePass : pcc::impl::FuseBase<FusePass> {
     for (Block &block : getOperation().getBody())
       rewriteCheaperForms(block);
     for (Block &block : getOperation().getBody()) {
+      // Sums that a scatter accumulates into join no group.
+      llvm::DenseSet<Operation *> grouped;
+      for (Operation *sum : sinkSparseAccumulations(block))
+        grouped.insert(sum);
       llvm::DenseMap<Operation *, int64_t> position;
       for (auto [i, op] : llvm::enumerate(block))
         position[&op] = int64_t(i);
-      llvm::DenseSet<Operation *> grouped;
       SmallVector<Group> groups;
       for (Operation &op : llvm::reverse(block)) {
         if (grouped.contains(&op) || !isFusibleElementwise(&op))

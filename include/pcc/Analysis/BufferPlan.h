@@ -224,6 +224,15 @@ bool canAccumulateInPlace(mlir::Operation *op);
 /// the partial sum's buffer is the buffer plan's to say.)
 std::pair<mlir::Value, mlir::Value> getAccumulatingSum(mlir::Operation *op);
 
+/// Whether `op` is a graph.scatter_add that adds its rows into a partial
+/// sum computed in the same block (a tied embedding's rows into its head's
+/// gradient): fewer updates than its result's elements, its result read
+/// only by the graph.add of getAccumulatingSum. pcc-fuse moves it after the
+/// partial sum's op and keeps the add out of fusions, so that the buffer
+/// plan accumulates it; it then writes only its rows, and the add has no
+/// code (CostModel::time).
+bool accumulatesRows(mlir::Operation *op);
+
 /// Whether `op` is a graph.concat that a buffer plan with concatInPlace may
 /// make in place: along its outermost dimension (or after dimensions of 1),
 /// each input the whole of an op's result (through views) that only the
