@@ -375,7 +375,9 @@ def Graph_AttentionOp : Graph_Op<"attention", [
     head `h` without repeating it (H a multiple of G). `bias`, if any, is
     added to the scaled scores and broadcasts to [B, H, Tq, Tk] (a padding
     or attention mask of 0 and -inf, ALiBi's slopes); `causal` masks key j
-    for query i where j > i, and the kernels skip those blocks.
+    for query i where j > i, and the kernels skip those blocks. `softcap`,
+    if set, caps the scaled scores before the bias (Gemma 2's logit
+    soft-capping): `softcap * tanh(scale * query . key^T / softcap)`.
 
     Results: the attention `output` [B, H, Tq, E] and, per query row, the
     log-sum-exp of its scaled and biased scores, `lse` [B, H, Tq] in f32,
@@ -386,7 +388,8 @@ def Graph_AttentionOp : Graph_Op<"attention", [
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                    AnyRankedTensor:$value, Optional<AnyRankedTensor>:$bias,
-                   F32Attr:$scale, UnitAttr:$causal);
+                   F32Attr:$scale, UnitAttr:$causal,
+                   OptionalAttr<F32Attr>:$softcap);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
   let assemblyFormat = "$query `,` $key `,` $value (`,` $bias^)? attr-dict "
                        "`:` functional-type(operands, results)";
@@ -405,13 +408,14 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [
     are recomputed from `lse` (no [query, key] buffer is kept or
     allocated), with `delta = rowsum(output_grad * output)` for the
     softmax's backward. A grouped key/value head sums the gradients of the
-    query heads that read it.
+    query heads that read it. Under a `softcap`, the scores' gradients are
+    multiplied by the cap's slope, `1 - tanh^2`.
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                    AnyRankedTensor:$value, AnyRankedTensor:$output,
                    AnyRankedTensor:$lse, AnyRankedTensor:$output_grad,
                    Optional<AnyRankedTensor>:$bias, F32Attr:$scale,
-                   UnitAttr:$causal);
+                   UnitAttr:$causal, OptionalAttr<F32Attr>:$softcap);
   let results = (outs AnyRankedTensor:$query_grad, AnyRankedTensor:$key_grad,
                  AnyRankedTensor:$value_grad);
   let assemblyFormat = "$query `,` $key `,` $value `,` $output `,` $lse `,` "
@@ -460,7 +464,8 @@ def Graph_PagedAttentionOp : Graph_Op<"paged_attention", [
     that `graph.cache_write` filled, laid out by `block_tables` [S, M] i64
     as that op says. Token n (of sequence `slots[n]`, at `positions[n]`)
     attends to its sequence's keys at positions 0 .. positions[n]:
-    `softmax(scale * q . k^T) . v` over them, query head h reading
+    `softmax(scale * q . k^T) . v` over them (the scores capped as
+    graph.attention's `softcap` says, if set), query head h reading
     key/value head `h / (H / G)` (grouped-query attention). The output is
     [1, H, N, E]; a padding token (negative slot) gets zeros. An index out
     of range fails the run.
@@ -468,7 +473,7 @@ def Graph_PagedAttentionOp : Graph_Op<"paged_attention", [
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key_cache,
                    AnyRankedTensor:$value_cache, AnyRankedTensor:$slots,
                    AnyRankedTensor:$positions, AnyRankedTensor:$block_tables,
-                   F32Attr:$scale);
+                   F32Attr:$scale, OptionalAttr<F32Attr>:$softcap);
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat = "$query `,` $key_cache `,` $value_cache `,` $slots `,` "
                        "$positions `,` $block_tables attr-dict `:` "

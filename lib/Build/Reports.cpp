@@ -113,15 +113,18 @@ llvm::json::Array pcc::describeAttention(ModuleOp module) {
     llvm::json::Array names;
     for (const std::string &n : nodes)
       names.push_back(n);
-    entries.push_back(llvm::json::Object{{"nodes", std::move(names)},
-                                         {"causal", op.getCausal()},
-                                         {"padding", padding},
-                                         {"bias", bias},
-                                         {"heads", q[1]},
-                                         {"kv_heads", k[1]},
-                                         {"head_dim", q[3]},
-                                         {"queries", q[2]},
-                                         {"keys", k[2]}});
+    llvm::json::Object entry{{"nodes", std::move(names)},
+                             {"causal", op.getCausal()},
+                             {"padding", padding},
+                             {"bias", bias},
+                             {"heads", q[1]},
+                             {"kv_heads", k[1]},
+                             {"head_dim", q[3]},
+                             {"queries", q[2]},
+                             {"keys", k[2]}};
+    if (std::optional<APFloat> cap = op.getSoftcap())
+      entry["softcap"] = cap->convertToDouble();
+    entries.push_back(std::move(entry));
   });
   return entries;
 }

@@ -12,7 +12,8 @@
 // `graph.attention`, reading the keys and values before any repeat. A
 // constant causal mask (0 on and below the diagonal, -inf or below -1e4
 // above it, the same for every batch entry and head) becomes the op's
-// `causal` flag rather than a bias.
+// `causal` flag rather than a bias; a tanh that caps the scaled scores
+// (Gemma 2's `c * tanh(s / c)`) its `softcap`.
 //
 // Only values nothing else reads are fused: a model that returns its
 // attention probabilities keeps them.
@@ -84,6 +85,9 @@ struct Match {
   /// keys and the bias terms below the reshape are rank 3.
   std::optional<std::pair<int64_t, int64_t>> batchHeads;
   SmallVector<BiasTerm> bias;
+  /// Soft-capping (Gemma 2): the scores are `softcap * tanh(s / softcap)`
+  /// of the scaled product `s`, before the bias.
+  std::optional<double> softcap;
   Operation *output = nullptr; ///< the product with the values
 };
 
@@ -155,7 +159,7 @@ bool reachesScores(Value v, int depth = 0) {
   if (auto r = dyn_cast<ReshapeOp>(op))
     return r.getInput().hasOneUse() && shapeOf(r.getInput()).size() == 3 &&
            reachesScores(r.getInput(), depth + 1);
-  if (!isa<MulOp, DivOp, AddOp, SubOp, WhereOp>(op))
+  if (!isa<MulOp, DivOp, AddOp, SubOp, WhereOp, TanhOp>(op))
     return false;
   return llvm::any_of(op->getOperands(), [&](Value operand) {
     return operand.hasOneUse() && shapeOf(operand) == shapeOf(v) &&
@@ -165,7 +169,9 @@ bool reachesScores(Value v, int depth = 0) {
 
 /// Walks from the softmax's input to the product of queries and keys,
 /// collecting the scale and the bias terms. `factor` is what the terms
-/// found so far multiply what lies below them.
+/// found so far multiply what lies below them. A tanh between them and the
+/// product caps the scores: the factor above it is the cap, and below it
+/// no bias may be added.
 bool matchScores(Value x, Match &m) {
   double factor = 1;
   while (true) {
@@ -174,7 +180,8 @@ bool matchScores(Value x, Match &m) {
       return false;
     m.ops.push_back(op);
     if (auto scores = dyn_cast<MatMulOp>(op)) {
-      m.scale *= factor;
+      // Under a cap c, the factor below it is scale / c.
+      m.scale *= factor * m.softcap.value_or(1.0);
       // A square root of the scale on each side (PyTorch's exports).
       Value q = scores.getLhs(), k = scores.getRhs();
       for (Value *side : {&q, &k}) {
@@ -218,9 +225,17 @@ bool matchScores(Value x, Match &m) {
       x = op->getOperand(i);
       continue;
     }
+    if (auto tanh = dyn_cast<TanhOp>(op)) {
+      if (m.softcap || factor <= 0 || !chain(0))
+        return false;
+      m.softcap = factor;
+      factor = 1;
+      x = tanh.getInput();
+      continue;
+    }
     if (isa<AddOp, SubOp>(op)) {
       unsigned i = chain(0) ? 0 : chain(1) ? 1 : 2;
-      if (i == 2 || (isa<SubOp>(op) && i != 0))
+      if (i == 2 || (isa<SubOp>(op) && i != 0) || m.softcap)
         return false;
       m.bias.push_back({op->getOperand(1 - i), isa<SubOp>(op) ? -1.0 : 1.0});
       // What lies below is scaled by the factor so far; so is this term.
@@ -233,7 +248,7 @@ bool matchScores(Value x, Match &m) {
       bool keep = chain(1);
       unsigned i = keep ? 1 : 2;
       std::optional<double> c = getScalar(op->getOperand(keep ? 2 : 1));
-      if (!chain(i) || !c || !isMaskValue(*c) || factor <= 0)
+      if (!chain(i) || !c || !isMaskValue(*c) || factor <= 0 || m.softcap)
         return false;
       m.bias.push_back({where.getCondition(), 1.0, true, keep});
       x = op->getOperand(i);
@@ -572,9 +587,10 @@ bool rewrite(Match &m, llvm::StringMap<bool> &knownMasks) {
     }
     bias = bias ? Value(AddOp::create(b, loc, bias, t)) : t;
   }
-  auto attention = AttentionOp::create(b, loc, query, key, value, bias,
-                                       b.getF32FloatAttr(m.scale),
-                                       causal ? b.getUnitAttr() : UnitAttr());
+  auto attention = AttentionOp::create(
+      b, loc, query, key, value, bias, b.getF32FloatAttr(m.scale),
+      causal ? b.getUnitAttr() : UnitAttr(),
+      m.softcap ? b.getF32FloatAttr(*m.softcap) : FloatAttr());
   m.output->getResult(0).replaceAllUsesWith(attention.getOutput());
   // The matched ops, then whatever only they read, as they become unused.
   SmallVector<Operation *> dead(m.ops.rbegin(), m.ops.rend());

@@ -4,9 +4,10 @@
 // of the target's FlashAttention kernels (pcc_k::attention on the CPU,
 // pcc_cu::attention on CUDA), given the extents and, per operand, the
 // strides of its batch, head and sequence dimensions and of a bias's
-// broadcast over [batch, heads, queries, keys]. A generation step's paged
-// KV cache: graph.cache_write and graph.paged_attention, one kernel call
-// each, given the extents of the step and the cache (PagedShape).
+// broadcast over [batch, heads, queries, keys], and a soft cap if any. A
+// generation step's paged KV cache: graph.cache_write and
+// graph.paged_attention, one kernel call each, given the extents of the step
+// and the cache (PagedShape).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,7 +24,8 @@ using namespace pcc::graph;
 /// The kernels' AttentionShape, as a braced initializer: extents, the
 /// strides of query, key, value and output (dense buffers) and the bias's.
 static std::string attentionShape(Value query, Value key, Value value,
-                                  Value bias, float scale, bool causal) {
+                                  Value bias, float scale, bool causal,
+                                  std::optional<APFloat> softcap) {
   ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
   auto strides = [](ArrayRef<int64_t> shape) {
     SmallVector<int64_t> s = getContiguousStrides(shape);
@@ -44,21 +46,27 @@ static std::string attentionShape(Value query, Value key, Value value,
       biasStrides, [&](int64_t s) { text += std::to_string(s); },
       [&] { text += ", "; });
   text += "}, " + getFloatLiteral(scale, /*isFloat=*/true) + ", " +
-          (causal ? "true" : "false") + "}";
-  return text;
+          (causal ? "true" : "false");
+  if (softcap)
+    text += ", " + getFloatLiteral(softcap->convertToFloat(), /*isFloat=*/true);
+  return text + "}";
 }
 
 /// The kernels' PagedShape, as a braced initializer, of a step whose
 /// queries (or rows) are `query` [1, H, N, D], whose caches are `keys` and
 /// `values` and whose block table is `table`.
 static std::string pagedShape(Value query, Value keys, Value values,
-                              Value table, float scale) {
+                              Value table, float scale,
+                              std::optional<APFloat> softcap = std::nullopt) {
   ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(keys), t = shapeOf(table);
   std::string text = "{";
   for (int64_t extent : {q[2], q[1], k[1], k[3], shapeOf(values)[3], k[0],
                          k[2], t[0], t[1]})
     text += std::to_string(extent) + ", ";
-  return text + getFloatLiteral(scale, /*isFloat=*/true) + "}";
+  text += getFloatLiteral(scale, /*isFloat=*/true);
+  if (softcap)
+    text += ", " + getFloatLiteral(softcap->convertToFloat(), /*isFloat=*/true);
+  return text + "}";
 }
 
 std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
@@ -69,9 +77,9 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
             {ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
              a.getBias() ? ptr(a.getBias()) : "nullptr", ptr(a.getOutput()),
              ptr(a.getLse()),
-             attentionShape(a.getQuery(), a.getKey(), a.getValue(),
-                            a.getBias(), a.getScale().convertToFloat(),
-                            a.getCausal())});
+             attentionShape(a.getQuery(), a.getKey(), a.getValue(), a.getBias(),
+                            a.getScale().convertToFloat(), a.getCausal(),
+                            a.getSoftcap())});
         return success();
       })
       .Case([&](AttentionGradOp g) -> LogicalResult {
@@ -81,9 +89,9 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
              g.getBias() ? ptr(g.getBias()) : "nullptr", ptr(g.getOutput()),
              ptr(g.getLse()), ptr(g.getOutputGrad()), ptr(g.getQueryGrad()),
              ptr(g.getKeyGrad()), ptr(g.getValueGrad()),
-             attentionShape(g.getQuery(), g.getKey(), g.getValue(),
-                            g.getBias(), g.getScale().convertToFloat(),
-                            g.getCausal())});
+             attentionShape(g.getQuery(), g.getKey(), g.getValue(), g.getBias(),
+                            g.getScale().convertToFloat(), g.getCausal(),
+                            g.getSoftcap())});
         return success();
       })
       .Case([&](CacheWriteOp w) -> LogicalResult {
@@ -107,10 +115,11 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
         hooks.emitKernelCall(
             "pagedAttention", {elemOf(a.getOutput())},
             {ptr(a.getQuery()), ptr(a.getKeyCache()), ptr(a.getValueCache()),
-             ptr(a.getSlots()), ptr(a.getPositions()),
-             ptr(a.getBlockTables()), ptr(a.getOutput()),
+             ptr(a.getSlots()), ptr(a.getPositions()), ptr(a.getBlockTables()),
+             ptr(a.getOutput()),
              pagedShape(a.getQuery(), a.getKeyCache(), a.getValueCache(),
-                        a.getBlockTables(), a.getScale().convertToFloat())},
+                        a.getBlockTables(), a.getScale().convertToFloat(),
+                        a.getSoftcap())},
             "PCCRT_ERR_INDEX_OUT_OF_RANGE");
         return success();
       })

@@ -772,12 +772,14 @@ inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
 /// keys, valueFeatures]) and where their elements lie: the strides of the
 /// batch, head and sequence dimensions of the query, key, value and output
 /// (the feature stride is 1), and a bias's stride per dimension of
-/// [batch, heads, queries, keys] (0 where it broadcasts).
+/// [batch, heads, queries, keys] (0 where it broadcasts). A `softcap` above
+/// 0 caps the scaled scores before the bias: softcap * tanh(s / softcap).
 struct AttentionShape {
   int64_t batch, heads, groups, queries, keys, features, valueFeatures;
   int64_t qStrides[3], kStrides[3], vStrides[3], oStrides[3], biasStrides[4];
   float scale;
   bool causal;
+  float softcap = 0;
 };
 
 namespace detail {
@@ -952,12 +954,14 @@ inline void attentionLoadKeys(const AttentionShape &l, const T *k, int64_t j0,
 /// `qb` (queries i0 on, in float, ldq apart; zero past `rows`) and keys
 /// [j0, j0 + cols) of one head, their block `kt` of attentionLoadKeys;
 /// -inf where the causal mask hides key c from row r and past `cols` (up
-/// to kAttentionKeys). The rows past `rows` are not scores.
+/// to kAttentionKeys). The rows past `rows` are not scores. Under a
+/// softcap, `slope` (if given) gets the cap's derivative, 1 - tanh^2, of
+/// each score of the block.
 template <typename T>
 inline void attentionScores(const AttentionShape &l, const float *qb,
                             int64_t ldq, const float *kt, const T *bias,
                             int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                            float *s) {
+                            float *s, float *slope = nullptr) {
   attentionProduct(qb, ldq, 1, kAttentionRows, l.features, kt, kAttentionKeys,
                    kAttentionKeys / kAttentionLanes, s, kAttentionKeys,
                    /*accumulate=*/false);
@@ -965,6 +969,13 @@ inline void attentionScores(const AttentionShape &l, const float *qb,
     float *sr = s + r * kAttentionKeys;
     for (int64_t c = 0; c < cols; ++c)
       sr[c] *= l.scale;
+    if (l.softcap > 0)
+      for (int64_t c = 0; c < cols; ++c) {
+        float t = std::tanh(sr[c] / l.softcap);
+        sr[c] = l.softcap * t;
+        if (slope)
+          slope[r * kAttentionKeys + c] = 1.0f - t * t;
+      }
     if (bias) {
       const T *br = bias + (i0 + r) * l.biasStrides[2] + j0 * l.biasStrides[3];
       for (int64_t c = 0; c < cols; ++c)
@@ -1146,7 +1157,8 @@ PCC_KERNEL_API void attentionGrad(const T *q, const T *k, const T *v,
     std::vector<float> kt(d * kAttentionKeys), kb(kAttentionKeys * dPad),
         vt(e * kAttentionKeys), p(kAttentionRows * kAttentionKeys),
         ds(kAttentionRows * kAttentionKeys), dkb(kAttentionKeys * dPad),
-        dvb(kAttentionKeys * ePad);
+        dvb(kAttentionKeys * ePad),
+        slope(l.softcap > 0 ? kAttentionRows * kAttentionKeys : 0);
 #ifdef _OPENMP
     int64_t part = omp_get_thread_num(), parts = omp_get_num_threads();
 #else
@@ -1196,7 +1208,7 @@ PCC_KERNEL_API void attentionGrad(const T *q, const T *k, const T *v,
           // P, and dS = P * (dP - delta) with dP = dout . v^T; zero past
           // the block's rows and keys.
           attentionScores(l, qb, dPad, kt.data(), bh0, i0, rows, j0, cols,
-                          p.data());
+                          p.data(), slope.empty() ? nullptr : slope.data());
           attentionProduct(db, ePad, 1, kAttentionRows, e, vt.data(),
                            kAttentionKeys, kKeyVectors, ds.data(),
                            kAttentionKeys, /*accumulate=*/false);
@@ -1217,6 +1229,11 @@ PCC_KERNEL_API void attentionGrad(const T *q, const T *k, const T *v,
             }
             for (int64_t c = 0; c < kAttentionKeys; ++c)
               dsr[c] = pr[c] * (dsr[c] - deltaRows[r]);
+            // Through the cap, to the scaled product's scores (p is 0 past
+            // the block's keys).
+            if (!slope.empty())
+              for (int64_t c = 0; c < cols; ++c)
+                dsr[c] *= slope[r * kAttentionKeys + c];
           }
           // dv_c += sum_r p_rc dout_r, dk_c += sum_r ds_rc q_r (scaled
           // when written): P and dS read transposed, in place.
@@ -1422,6 +1439,7 @@ struct PagedShape {
   int64_t tokens, heads, groups, features, valueFeatures;
   int64_t blocks, blockSize, sequences, blocksPerSequence;
   float scale;
+  float softcap = 0; ///< as AttentionShape's
 };
 
 namespace detail {
@@ -1508,6 +1526,8 @@ inline int pagedAttention(const T *q, const T *keys, const T *values,
           float dot = 0;
           for (int64_t f = 0; f < d; ++f)
             dot += qf[f] * float(kr[f]);
+          if (l.softcap > 0)
+            dot = l.softcap * std::tanh(dot / l.softcap);
           scores[j] = dot;
           blockMax = std::max(blockMax, dot);
         }

@@ -706,6 +706,7 @@ struct AttentionShape {
   int64_t qStrides[3], kStrides[3], vStrides[3], oStrides[3], biasStrides[4];
   float scale;
   bool causal;
+  float softcap = 0; ///< above 0: softcap * tanh(s / softcap) of the scaled s
 };
 
 __device__ __host__ __forceinline__ int64_t smaller(int64_t a, int64_t b) {
@@ -742,12 +743,13 @@ template <typename T> struct AttentionOperands {
   }
 };
 
-/// The score of query row `i` and key `j` of one head: scaled, biased, and
-/// -inf where the causal mask hides the key.
+/// The score of query row `i` and key `j` of one head: scaled, capped,
+/// biased, and -inf where the causal mask hides the key. Under a cap,
+/// `slope` (if given) gets its derivative, 1 - tanh^2.
 template <typename T>
 __device__ __forceinline__ float
 attentionScore(const AttentionShape &a, const AttentionOperands<T> &head,
-               int64_t i, int64_t j) {
+               int64_t i, int64_t j, float *slope = nullptr) {
   if (a.causal && j > i)
     return -INFINITY;
   const T *qRow = head.q + i * a.qStrides[2],
@@ -756,6 +758,12 @@ attentionScore(const AttentionShape &a, const AttentionOperands<T> &head,
   for (int64_t f = 0; f < a.features; ++f)
     dot += float(qRow[f]) * float(kRow[f]);
   dot *= a.scale;
+  if (a.softcap > 0) {
+    float t = tanhf(dot / a.softcap);
+    dot = a.softcap * t;
+    if (slope)
+      *slope = 1.0f - t * t;
+  }
   if (head.bias)
     dot += float(head.bias[i * a.biasStrides[2] + j * a.biasStrides[3]]);
   return dot;
@@ -851,7 +859,8 @@ attentionScoreGrads(const AttentionShape &a, const AttentionOperands<T> &head,
     int64_t r = x / kAttentionKeys, c = x % kAttentionKeys;
     float prob = 0, grad = 0;
     if (r < rows && c < cols) {
-      float score = attentionScore(a, head, i0 + r, j0 + c);
+      float slope = 1;
+      float score = attentionScore(a, head, i0 + r, j0 + c, &slope);
       float m = head.lse[i0 + r];
       prob = m == -INFINITY || score == -INFINITY
                  ? 0.0f
@@ -861,7 +870,7 @@ attentionScoreGrads(const AttentionShape &a, const AttentionOperands<T> &head,
       float dp = 0;
       for (int64_t f = 0; f < a.valueFeatures; ++f)
         dp += float(dor[f]) * float(vc[f]);
-      grad = prob * (dp - delta[r]);
+      grad = prob * (dp - delta[r]) * slope;
     }
     p[r][c] = prob;
     ds[r][c] = grad;
@@ -1035,6 +1044,7 @@ struct PagedShape {
   int64_t tokens, heads, groups, features, valueFeatures;
   int64_t blocks, blockSize, sequences, blocksPerSequence;
   float scale;
+  float softcap = 0; ///< as AttentionShape's
 };
 
 /// The cache block of position `p` of the sequence in row `slot`, or -1.
@@ -1143,6 +1153,8 @@ __global__ void pagedAttentionKernel(const T *__restrict__ q,
         float dot = 0;
         for (int64_t f = 0; f < d; ++f)
           dot += qs[f] * float(kr[f]);
+        if (l.softcap > 0)
+          dot = l.softcap * tanhf(dot / l.softcap);
         s[c] = dot;
       }
       __syncthreads();

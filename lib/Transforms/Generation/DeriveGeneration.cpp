@@ -350,7 +350,7 @@ LogicalResult StepBuilder::rewrite(Operation &op) {
     cacheUpdates.push_back(values);
     all[attention.getOutput()] = PagedAttentionOp::create(
         *builder, loc, q, keys, values, slots, positions, blockTables,
-        attention.getScaleAttr());
+        attention.getScaleAttr(), attention.getSoftcapAttr());
     return success();
   }
 

@@ -228,3 +228,49 @@ func.func @hf_positions_strict(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>,
   %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// Gemma 2's soft-capped scores: scaled, divided by the cap, tanh, times
+// the cap, then the causal mask. The op's scale is the product's factor
+// below the cap times the cap (0.25 / 50 * 50), its softcap the factor
+// above the tanh.
+
+// CHECK-LABEL: func.func @softcap
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f32, softcap = 5.000000e+01 : f32}
+// CHECK-NOT:     graph.tanh
+func.func @softcap(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.constant dense<0.25> : tensor<f32>
+  %cap = graph.constant dense<50.0> : tensor<f32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.div %s1, %cap : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s3 = graph.tanh %s2 : tensor<1x2x4x4xf32>
+  %s4 = graph.mul %s3, %cap : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s5 = graph.add %s4, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s5 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// A bias added inside the cap is not attention's: left as it is.
+
+// CHECK-LABEL: func.func @bias_under_cap
+// CHECK-NOT:     graph.attention
+// CHECK:         graph.tanh
+func.func @bias_under_cap(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>, %b: tensor<1x1x4x4xf32>) -> tensor<1x2x4x8xf32> {
+  %cap = graph.constant dense<50.0> : tensor<f32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.add %s, %b : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.div %s1, %cap : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s3 = graph.tanh %s2 : tensor<1x2x4x4xf32>
+  %s4 = graph.mul %s3, %cap : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s4 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}

@@ -4,8 +4,8 @@ weights, exported to ONNX with dynamic batch and sequence, and the new tokens
 that transformers' generate() picks greedily for a few prompts.
 
 usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
-       gpt2, llama, mistral, qwen2, phi3, gemma, neox, gptj, opt, falcon,
-       codegen, bloom; default all)
+       gpt2, llama, mistral, qwen2, phi3, gemma, gemma2, neox, gptj, opt,
+       falcon, codegen, bloom; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -132,6 +132,20 @@ def gemma():
     return GemmaForCausalLM(c)
 
 
+def gemma2():
+    # A cap small enough for the random weights' scores to reach it (the
+    # attention's soft-capping, tanh), and the final logits' cap. Untied: a
+    # tied head with Gemma's sqrt(d)-scaled embedding repeats one token.
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+    c = Gemma2Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                     vocab_size=VOCAB, max_position_embeddings=128,
+                     attn_logit_softcapping=2.0, final_logit_softcapping=30.0,
+                     tie_word_embeddings=False, pad_token_id=None, initializer_range=0.3,
+                     attention_dropout=0.0, attn_implementation="eager")
+    return Gemma2ForCausalLM(c)
+
+
 def neox():
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
     c = GPTNeoXConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
@@ -191,8 +205,8 @@ def bloom():
 
 
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "qwen2": qwen2,
-          "phi3": phi3, "gemma": gemma, "neox": neox, "gptj": gptj, "opt": opt,
-          "falcon": falcon, "codegen": codegen, "bloom": bloom}
+          "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
+          "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 

@@ -447,6 +447,14 @@ VARIANTS = {
         (2, 16),
         "HF Gemma, 2 layers, d=32, 4 query heads / 1 KV head: embedding scaled "
         "by sqrt(d), RMSNorm with 1 + w, tanh-GELU gated MLP, tied head"),
+    "gemma2-dyn18": dyn(
+        llama(2, 32, 4, 2, 64, 96, True, arch="Gemma2ForCausalLM", head_dim=8,
+              pad_token_id=None, attn_logit_softcapping=1.5,
+              final_logit_softcapping=8.0, initializer_range=0.3),
+        (2, 16),
+        "HF Gemma 2, 2 layers, d=32, 4 query / 2 KV heads: the attention "
+        "scores soft-capped (tanh, cap 1.5) and the logits (cap 8), pre- and "
+        "post-norms, tied head"),
 }
 
 
