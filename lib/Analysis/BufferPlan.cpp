@@ -182,18 +182,14 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
   //  - a buffer computed here before the op (a tied embedding's head
   //    gradient, which its rows are scattered into), where the sum, a
   //    buffer of its own so far, then lives too. It holds no state.
-  if (options.getAccumulation) {
-    llvm::DenseMap<Operation *, int64_t> position;
-    for (auto [i, op] : llvm::enumerate(ops))
-      position[op] = int64_t(i);
+  if (options.getAccumulation)
     for (auto [i, op] : llvm::enumerate(ops)) {
       auto [sum, partial] = options.getAccumulation(op);
       if (!sum || getRoot(partial) != partial || isExternal(partial) ||
           isExternal(sum))
         continue;
       if (Operation *made = partial.getDefiningOp()) {
-        auto at = position.find(made);
-        if (at == position.end() || at->second > int64_t(i) ||
+        if (made->getBlock() != &block || !made->isBeforeInBlock(op) ||
             getRoot(sum) != sum)
           continue;
         moveInto(sum, partial);
@@ -213,7 +209,6 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       moveInto(result, partial);
       accumulated.insert(result);
     }
-  }
 
   // The buffers that no op may compute into in place: those returned (as
   // their roots are now) and those a send reads to the end.
