@@ -375,7 +375,10 @@ def Graph_AttentionOp : Graph_Op<"attention", [
     head `h` without repeating it (H a multiple of G). `bias`, if any, is
     added to the scaled scores and broadcasts to [B, H, Tq, Tk] (a padding
     or attention mask of 0 and -inf, ALiBi's slopes); `causal` masks key j
-    for query i where j > i, and the kernels skip those blocks. `softcap`,
+    for query i where j > i, and the kernels skip those blocks. `window`,
+    if set, also masks the keys j <= i - window (a sliding window: query i
+    attends to its `window` latest keys, as Mistral's and Gemma's
+    `sliding_window` say), and the kernels skip those blocks too. `softcap`,
     if set, caps the scaled scores before the bias (Gemma 2's logit
     soft-capping): `softcap * tanh(scale * query . key^T / softcap)`.
 
@@ -389,7 +392,8 @@ def Graph_AttentionOp : Graph_Op<"attention", [
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                    AnyRankedTensor:$value, Optional<AnyRankedTensor>:$bias,
                    F32Attr:$scale, UnitAttr:$causal,
-                   OptionalAttr<F32Attr>:$softcap);
+                   OptionalAttr<F32Attr>:$softcap,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
   let assemblyFormat = "$query `,` $key `,` $value (`,` $bias^)? attr-dict "
                        "`:` functional-type(operands, results)";
@@ -409,13 +413,15 @@ def Graph_AttentionGradOp : Graph_Op<"attention_grad", [
     allocated), with `delta = rowsum(output_grad * output)` for the
     softmax's backward. A grouped key/value head sums the gradients of the
     query heads that read it. Under a `softcap`, the scores' gradients are
-    multiplied by the cap's slope, `1 - tanh^2`.
+    multiplied by the cap's slope, `1 - tanh^2`; `causal` and `window` mask
+    as the forward's.
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                    AnyRankedTensor:$value, AnyRankedTensor:$output,
                    AnyRankedTensor:$lse, AnyRankedTensor:$output_grad,
                    Optional<AnyRankedTensor>:$bias, F32Attr:$scale,
-                   UnitAttr:$causal, OptionalAttr<F32Attr>:$softcap);
+                   UnitAttr:$causal, OptionalAttr<F32Attr>:$softcap,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window);
   let results = (outs AnyRankedTensor:$query_grad, AnyRankedTensor:$key_grad,
                  AnyRankedTensor:$value_grad);
   let assemblyFormat = "$query `,` $key `,` $value `,` $output `,` $lse `,` "
@@ -463,21 +469,26 @@ def Graph_PagedAttentionOp : Graph_Op<"paged_attention", [
     block_size, D] and `value_cache` [blocks, G, block_size, E] are caches
     that `graph.cache_write` filled, laid out by `block_tables` [S, M] i64
     as that op says. Token n (of sequence `slots[n]`, at `positions[n]`)
-    attends to its sequence's keys at positions 0 .. positions[n]:
-    `softmax(scale * q . k^T) . v` over them (the scores capped as
+    attends to its sequence's keys at positions 0 .. positions[n] (under a
+    `window`, only the last `window` of them, from positions[n] - window +
+    1): `softmax(scale * q . k^T) . v` over them (the scores capped as
     graph.attention's `softcap` says, if set), query head h reading
-    key/value head `h / (H / G)` (grouped-query attention). The output is
-    [1, H, N, E]; a padding token (negative slot) gets zeros. An index out
-    of range fails the run.
+    key/value head `h / (H / G)` (grouped-query attention). `slopes`, if
+    given, [H] of the query's element type, adds ALiBi's bias to the
+    scores: `slopes[h] * (j - positions[n])` for the key at position j. The
+    output is [1, H, N, E]; a padding token (negative slot) gets zeros. An
+    index out of range fails the run.
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key_cache,
                    AnyRankedTensor:$value_cache, AnyRankedTensor:$slots,
                    AnyRankedTensor:$positions, AnyRankedTensor:$block_tables,
-                   F32Attr:$scale, OptionalAttr<F32Attr>:$softcap);
+                   Optional<AnyRankedTensor>:$slopes,
+                   F32Attr:$scale, OptionalAttr<F32Attr>:$softcap,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window);
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat = "$query `,` $key_cache `,` $value_cache `,` $slots `,` "
-                       "$positions `,` $block_tables attr-dict `:` "
-                       "functional-type(operands, results)";
+                       "$positions `,` $block_tables (`,` $slopes^)? "
+                       "attr-dict `:` functional-type(operands, results)";
 }
 
 class Graph_ReduceOp<string mnemonic, string what>

@@ -124,6 +124,8 @@ llvm::json::Array pcc::describeAttention(ModuleOp module) {
                              {"keys", k[2]}};
     if (std::optional<APFloat> cap = op.getSoftcap())
       entry["softcap"] = cap->convertToDouble();
+    if (std::optional<int64_t> window = op.getWindow())
+      entry["window"] = *window;
     entries.push_back(std::move(entry));
   });
   return entries;

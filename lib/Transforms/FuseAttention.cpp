@@ -7,13 +7,16 @@
 // softmax over the keys, PyTorch's guard that zeros the rows a mask empties
 // (`where(isnan(p), 0, p)`), and a product with the values; grouped-query
 // attention repeats each key/value head (an expand between two reshapes)
-// before the products. This pass finds that shape of dataflow from each
-// softmax, whatever the nodes are named, and replaces it by one
-// `graph.attention`, reading the keys and values before any repeat. A
-// constant causal mask (0 on and below the diagonal, -inf or below -1e4
-// above it, the same for every batch entry and head) becomes the op's
-// `causal` flag rather than a bias; a tanh that caps the scaled scores
-// (Gemma 2's `c * tanh(s / c)`) its `softcap`.
+// before the products. Scores made as [B * H, Tq, Tk] (BLOOM's baddbmm)
+// and reshaped for the softmax, and probabilities reshaped back to [B * H,
+// Tq, Tk] for the product with the values, are read through. This pass finds
+// that shape of dataflow from each softmax, whatever the nodes are named, and
+// replaces it by one `graph.attention`, reading the keys and values before any
+// repeat. A constant causal mask (0 on and below the diagonal, -inf or below
+// -1e4 above it, the same for every batch entry and head) becomes the op's
+// `causal` flag rather than a bias, and a causal mask that also hides the
+// keys W or more behind each query (a sliding window) its `window`; a tanh
+// that caps the scaled scores (Gemma 2's `c * tanh(s / c)`) its `softcap`.
 //
 // Only values nothing else reads are fused: a model that returns its
 // attention probabilities keeps them.
@@ -88,6 +91,10 @@ struct Match {
   /// Soft-capping (Gemma 2): the scores are `softcap * tanh(s / softcap)`
   /// of the scaled product `s`, before the bias.
   std::optional<double> softcap;
+  /// The probabilities reshaped back to [B * H, Tq, Tk] for a product with
+  /// values of [B * H, Tk, E] (BLOOM's exports without the optimizer): the
+  /// values and the output are rank 3, split as `batchHeads` says.
+  bool mergedProbs = false;
   Operation *output = nullptr; ///< the product with the values
 };
 
@@ -289,13 +296,29 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
     m.ops.append({isNaN, guard});
     probs = guard.getResult();
   }
-  auto pv = dyn_cast_or_null<MatMulOp>(soleUser(probs));
-  if (!pv || pv.getLhs() != probs || shapeOf(pv.getRhs()).size() != 4)
+  Operation *user = soleUser(probs);
+  SmallVector<int64_t> p(shapeOf(probs));
+  if (auto merge = dyn_cast_or_null<ReshapeOp>(user)) {
+    if (shapeOf(merge.getOutput()) !=
+        ArrayRef<int64_t>{p[0] * p[1], p[2], p[3]})
+      return std::nullopt;
+    m.ops.push_back(merge);
+    m.mergedProbs = true;
+    probs = merge.getOutput();
+    user = soleUser(probs);
+  }
+  auto pv = dyn_cast_or_null<MatMulOp>(user);
+  if (!pv || pv.getLhs() != probs ||
+      shapeOf(pv.getRhs()).size() != (m.mergedProbs ? 3 : 4))
     return std::nullopt;
   m.ops.push_back(pv);
   m.output = pv;
   m.value = pv.getRhs();
   if (!matchScores(softmax.getInput(), m))
+    return std::nullopt;
+  // Merged probabilities need scores split the same way.
+  if (m.mergedProbs &&
+      m.batchHeads != std::optional<std::pair<int64_t, int64_t>>{{p[0], p[1]}})
     return std::nullopt;
   return m;
 }
@@ -421,8 +444,8 @@ std::optional<SmallVector<bool>> getConstantMask(Value v, int depth = 0) {
   return mask;
 }
 
-/// What the mask `v` is computed from, as getConstantMask and isCausal read
-/// it: each op's name and, for a constant, its (uniqued) attribute; for a
+/// What the mask `v` is computed from, as getConstantMask and getKeptScores
+/// read it: each op's name and, for a constant, its (uniqued) attribute; for a
 /// comparison, its scalar. Equal keys mean equal masks, so that the layers
 /// of a deep model, each with its own copy of one causal mask, have it
 /// checked once (a [2048, 2048] mask is 4M elements per layer).
@@ -451,60 +474,84 @@ static std::string maskKey(Value v, int depth = 0) {
   return key;
 }
 
-/// Whether `v` is a constant whose every [Tq, Tk] slice is causal: 0 where
-/// key j <= query i, a masking value above (`isWhereMask`: a boolean mask
-/// that keeps, where it is `keepWhere`, exactly j <= i).
-bool isCausalUncached(Value v, bool isWhereMask, bool keepWhere);
-bool isCausal(Value v, bool isWhereMask, bool keepWhere,
-              llvm::StringMap<bool> &known) {
-  std::string key =
-      maskKey(v) + (isWhereMask ? "w" : "") + (keepWhere ? "k" : "");
-  for (int64_t d : shapeOf(v))
-    key += "x" + std::to_string(d);
-  auto [it, inserted] = known.try_emplace(key, false);
-  if (inserted)
-    it->second = isCausalUncached(v, isWhereMask, keepWhere);
-  return it->second;
-}
-
-bool isCausalUncached(Value v, bool isWhereMask, bool keepWhere) {
-  ArrayRef<int64_t> shape = shapeOf(v);
-  if (shape.size() < 2 || shape[shape.size() - 2] < 2)
-    return false;
-  int64_t rows = shape[shape.size() - 2], cols = shape.back();
-  auto causalAt = [&](int64_t i) { return i % cols <= (i / cols) % rows; };
+/// Which elements of the mask `v` keep their score: a constant 0 (and a
+/// masking value where not), or a boolean mask (`isWhereMask`) that keeps
+/// where it is `keepWhere`; a `where` of such a mask between 0 and a
+/// masking value is read through.
+std::optional<SmallVector<bool>> getKeptScores(Value v, bool isWhereMask,
+                                               bool keepWhere) {
   if (isWhereMask) {
     std::optional<SmallVector<bool>> mask = getConstantMask(v);
-    if (!mask)
-      return false;
-    for (auto [i, b] : llvm::enumerate(*mask))
-      if ((b == keepWhere) != causalAt(i))
-        return false;
-    return true;
+    if (mask && !keepWhere)
+      for (auto &&b : *mask)
+        b = !b;
+    return mask;
   }
   // where(mask, 0, masked) or where(mask, masked, 0) of scalars.
   if (auto where = v.getDefiningOp<WhereOp>()) {
     std::optional<double> a = getScalar(where.getLhs()),
                           b = getScalar(where.getRhs());
-    if (!a || !b || shapeOf(where.getCondition()) != shape)
-      return false;
+    if (!a || !b || shapeOf(where.getCondition()) != shapeOf(v))
+      return std::nullopt;
     if (*a == 0 && isMaskValue(*b))
-      return isCausalUncached(where.getCondition(), true, true);
+      return getKeptScores(where.getCondition(), true, true);
     if (isMaskValue(*a) && *b == 0)
-      return isCausalUncached(where.getCondition(), true, false);
-    return false;
+      return getKeptScores(where.getCondition(), true, false);
+    return std::nullopt;
   }
   DenseElementsAttr dense = getConstantValue(v);
   if (!dense || !isa<FloatType>(dense.getElementType()))
-    return false;
-  int64_t i = 0;
+    return std::nullopt;
+  SmallVector<bool> kept;
+  kept.reserve(dense.getNumElements());
   for (APFloat value : dense.getValues<APFloat>()) {
     double x = value.convertToDouble();
-    if (causalAt(i) ? x != 0 : !isMaskValue(x))
-      return false;
-    ++i;
+    if (x != 0 && !isMaskValue(x))
+      return std::nullopt;
+    kept.push_back(x == 0);
   }
-  return true;
+  return kept;
+}
+
+/// A causal mask's sliding window: 0 for a mask that keeps exactly key
+/// j <= query i in every [Tq, Tk] slice, W for one that keeps exactly
+/// i - W < j <= i (W < Tq: a window as long as the sequence masks
+/// nothing more), nothing for any other mask.
+std::optional<int64_t> getCausalWindowUncached(Value v, bool isWhereMask,
+                                               bool keepWhere) {
+  ArrayRef<int64_t> shape = shapeOf(v);
+  if (shape.size() < 2 || shape[shape.size() - 2] < 2)
+    return std::nullopt;
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  std::optional<SmallVector<bool>> kept =
+      getKeptScores(v, isWhereMask, keepWhere);
+  if (!kept || kept->empty())
+    return std::nullopt;
+  // The window from the last row: its first kept key.
+  int64_t last = rows - 1, first = 0;
+  while (first < cols && !(*kept)[size_t(last * cols + first)])
+    ++first;
+  int64_t window = first == 0 ? 0 : last - first + 1;
+  for (auto [i, b] : llvm::enumerate(*kept)) {
+    int64_t row = int64_t(i) / cols % rows, col = int64_t(i) % cols;
+    if (b != (col <= row && (window == 0 || col > row - window)))
+      return std::nullopt;
+  }
+  return window;
+}
+
+/// getCausalWindowUncached, once per mask (see maskKey).
+std::optional<int64_t>
+getCausalWindow(Value v, bool isWhereMask, bool keepWhere,
+                llvm::StringMap<std::optional<int64_t>> &known) {
+  std::string key =
+      maskKey(v) + (isWhereMask ? "w" : "") + (keepWhere ? "k" : "");
+  for (int64_t d : shapeOf(v))
+    key += "x" + std::to_string(d);
+  auto [it, inserted] = known.try_emplace(key, std::nullopt);
+  if (inserted)
+    it->second = getCausalWindowUncached(v, isWhereMask, keepWhere);
+  return it->second;
 }
 
 /// Whether `v` is a constant 0 everywhere (a mask of a batch without
@@ -534,7 +581,7 @@ Value splitBatchHeads(OpBuilder &b, Location loc, Value v,
 /// Replaces what `m` matched by one graph.attention; false (and the IR
 /// as it was, but for unused new views) where its keys and values do not
 /// share their heads.
-bool rewrite(Match &m, llvm::StringMap<bool> &knownMasks) {
+bool rewrite(Match &m, llvm::StringMap<std::optional<int64_t>> &knownMasks) {
   Operation *anchor = m.output;
   OpBuilder b(anchor);
   SmallVector<Location> locs;
@@ -546,12 +593,15 @@ bool rewrite(Match &m, llvm::StringMap<bool> &knownMasks) {
     query = splitBatchHeads(b, loc, query, *m.batchHeads);
     keyT = splitBatchHeads(b, loc, keyT, *m.batchHeads);
   }
+  Value values = m.value;
+  if (m.mergedProbs)
+    values = splitBatchHeads(b, loc, values, *m.batchHeads);
   Value key = stripRepeat(b, loc, transposeLastTwo(b, loc, keyT));
-  Value value = stripRepeat(b, loc, m.value);
+  Value value = stripRepeat(b, loc, values);
   // Grouped heads only where keys and values share them.
   if (shapeOf(key)[1] != shapeOf(value)[1]) {
     key = transposeLastTwo(b, loc, keyT);
-    value = m.value;
+    value = values;
   }
   if (shapeOf(key)[1] != shapeOf(value)[1])
     return false;
@@ -563,12 +613,16 @@ bool rewrite(Match &m, llvm::StringMap<bool> &knownMasks) {
                                FloatAttr::get(et, x)));
   };
   bool causal = false;
+  int64_t window = 0;
   Value bias;
   for (BiasTerm term : m.bias) {
-    if (!causal && (term.isWhereMask || term.coefficient > 0) &&
-        isCausal(term.value, term.isWhereMask, term.keepWhere, knownMasks)) {
-      causal = true;
-      continue;
+    if (!causal && (term.isWhereMask || term.coefficient > 0)) {
+      if (std::optional<int64_t> w = getCausalWindow(
+              term.value, term.isWhereMask, term.keepWhere, knownMasks)) {
+        causal = true;
+        window = *w;
+        continue;
+      }
     }
     if (!term.isWhereMask && isZero(term.value))
       continue;
@@ -590,8 +644,13 @@ bool rewrite(Match &m, llvm::StringMap<bool> &knownMasks) {
   auto attention = AttentionOp::create(
       b, loc, query, key, value, bias, b.getF32FloatAttr(m.scale),
       causal ? b.getUnitAttr() : UnitAttr(),
-      m.softcap ? b.getF32FloatAttr(*m.softcap) : FloatAttr());
-  m.output->getResult(0).replaceAllUsesWith(attention.getOutput());
+      m.softcap ? b.getF32FloatAttr(*m.softcap) : FloatAttr(),
+      window ? b.getI64IntegerAttr(window) : IntegerAttr());
+  Value output = attention.getOutput();
+  if (m.mergedProbs)
+    output =
+        ReshapeOp::create(b, loc, m.output->getResult(0).getType(), output);
+  m.output->getResult(0).replaceAllUsesWith(output);
   // The matched ops, then whatever only they read, as they become unused.
   SmallVector<Operation *> dead(m.ops.rbegin(), m.ops.rend());
   while (!dead.empty()) {
@@ -617,7 +676,7 @@ struct FuseAttentionPass
 
   void runOnOperation() override {
     SmallVector<SoftmaxOp> softmaxes;
-    llvm::StringMap<bool> knownMasks;
+    llvm::StringMap<std::optional<int64_t>> knownMasks;
     getOperation().walk([&](SoftmaxOp s) { softmaxes.push_back(s); });
     for (SoftmaxOp softmax : softmaxes) {
       std::optional<Match> m = matchAttention(softmax);
@@ -627,8 +686,8 @@ struct FuseAttentionPass
       // [B, H or 1, D, Tk] and the values [B, H or 1, Tk, E]; made as
       // [B * H, ...], the query and keys are that and every bias term has
       // B * H or 1 leading.
-      SmallVector<int64_t> q(shapeOf(m->query)), k(shapeOf(m->key));
-      ArrayRef<int64_t> v = shapeOf(m->value);
+      SmallVector<int64_t> q(shapeOf(m->query)), k(shapeOf(m->key)),
+          v(shapeOf(m->value));
       if (m->batchHeads) {
         auto [batch, heads] = *m->batchHeads;
         auto leads = [&](ArrayRef<int64_t> s, bool orOne) {
@@ -643,6 +702,11 @@ struct FuseAttentionPass
           continue;
         q = {batch, heads, q[1], q[2]};
         k = {batch, heads, k[1], k[2]};
+        if (m->mergedProbs) {
+          if (!leads(v, false))
+            continue;
+          v = {batch, heads, v[1], v[2]};
+        }
       }
       auto headsFit = [&](int64_t h) { return h == q[1] || h == 1; };
       if (q.size() != 4 || k.size() != 4 || v.size() != 4 || k[2] != q[3] ||

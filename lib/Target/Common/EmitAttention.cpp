@@ -4,10 +4,10 @@
 // of the target's FlashAttention kernels (pcc_k::attention on the CPU,
 // pcc_cu::attention on CUDA), given the extents and, per operand, the
 // strides of its batch, head and sequence dimensions and of a bias's
-// broadcast over [batch, heads, queries, keys], and a soft cap if any. A
-// generation step's paged KV cache: graph.cache_write and
-// graph.paged_attention, one kernel call each, given the extents of the step
-// and the cache (PagedShape).
+// broadcast over [batch, heads, queries, keys], and a soft cap and a
+// sliding window if any. A generation step's paged KV cache:
+// graph.cache_write and graph.paged_attention, one kernel call each, given
+// the extents of the step and the cache (PagedShape).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,11 +21,26 @@ using namespace pcc;
 using namespace pcc::detail;
 using namespace pcc::graph;
 
+/// The shapes' last members, a soft cap and a sliding window, where set
+/// (both default to 0, none).
+static std::string capAndWindow(std::optional<APFloat> softcap,
+                                std::optional<int64_t> window) {
+  if (!softcap && !window)
+    return "";
+  std::string text =
+      ", " + getFloatLiteral(softcap ? softcap->convertToFloat() : 0.0f,
+                             /*isFloat=*/true);
+  if (window)
+    text += ", " + std::to_string(*window);
+  return text;
+}
+
 /// The kernels' AttentionShape, as a braced initializer: extents, the
 /// strides of query, key, value and output (dense buffers) and the bias's.
 static std::string attentionShape(Value query, Value key, Value value,
                                   Value bias, float scale, bool causal,
-                                  std::optional<APFloat> softcap) {
+                                  std::optional<APFloat> softcap,
+                                  std::optional<int64_t> window) {
   ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
   auto strides = [](ArrayRef<int64_t> shape) {
     SmallVector<int64_t> s = getContiguousStrides(shape);
@@ -47,9 +62,7 @@ static std::string attentionShape(Value query, Value key, Value value,
       [&] { text += ", "; });
   text += "}, " + getFloatLiteral(scale, /*isFloat=*/true) + ", " +
           (causal ? "true" : "false");
-  if (softcap)
-    text += ", " + getFloatLiteral(softcap->convertToFloat(), /*isFloat=*/true);
-  return text + "}";
+  return text + capAndWindow(softcap, window) + "}";
 }
 
 /// The kernels' PagedShape, as a braced initializer, of a step whose
@@ -57,16 +70,15 @@ static std::string attentionShape(Value query, Value key, Value value,
 /// `values` and whose block table is `table`.
 static std::string pagedShape(Value query, Value keys, Value values,
                               Value table, float scale,
-                              std::optional<APFloat> softcap = std::nullopt) {
+                              std::optional<APFloat> softcap = std::nullopt,
+                              std::optional<int64_t> window = std::nullopt) {
   ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(keys), t = shapeOf(table);
   std::string text = "{";
   for (int64_t extent : {q[2], q[1], k[1], k[3], shapeOf(values)[3], k[0],
                          k[2], t[0], t[1]})
     text += std::to_string(extent) + ", ";
   text += getFloatLiteral(scale, /*isFloat=*/true);
-  if (softcap)
-    text += ", " + getFloatLiteral(softcap->convertToFloat(), /*isFloat=*/true);
-  return text + "}";
+  return text + capAndWindow(softcap, window) + "}";
 }
 
 std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
@@ -79,7 +91,7 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
              ptr(a.getLse()),
              attentionShape(a.getQuery(), a.getKey(), a.getValue(), a.getBias(),
                             a.getScale().convertToFloat(), a.getCausal(),
-                            a.getSoftcap())});
+                            a.getSoftcap(), a.getWindow())});
         return success();
       })
       .Case([&](AttentionGradOp g) -> LogicalResult {
@@ -91,7 +103,7 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
              ptr(g.getKeyGrad()), ptr(g.getValueGrad()),
              attentionShape(g.getQuery(), g.getKey(), g.getValue(), g.getBias(),
                             g.getScale().convertToFloat(), g.getCausal(),
-                            g.getSoftcap())});
+                            g.getSoftcap(), g.getWindow())});
         return success();
       })
       .Case([&](CacheWriteOp w) -> LogicalResult {
@@ -119,7 +131,8 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
              ptr(a.getOutput()),
              pagedShape(a.getQuery(), a.getKeyCache(), a.getValueCache(),
                         a.getBlockTables(), a.getScale().convertToFloat(),
-                        a.getSoftcap())},
+                        a.getSoftcap(), a.getWindow()),
+             a.getSlopes() ? ptr(a.getSlopes()) : "nullptr"},
             "PCCRT_ERR_INDEX_OUT_OF_RANGE");
         return success();
       })

@@ -774,12 +774,20 @@ inline void layerNorm(const T *x, const T *scale, const T *bias, T *y, T *mean,
 /// (the feature stride is 1), and a bias's stride per dimension of
 /// [batch, heads, queries, keys] (0 where it broadcasts). A `softcap` above
 /// 0 caps the scaled scores before the bias: softcap * tanh(s / softcap).
+/// A `window` above 0 also masks key j from query i where j <= i - window
+/// (a sliding window).
 struct AttentionShape {
   int64_t batch, heads, groups, queries, keys, features, valueFeatures;
   int64_t qStrides[3], kStrides[3], vStrides[3], oStrides[3], biasStrides[4];
   float scale;
   bool causal;
   float softcap = 0;
+  int64_t window = 0;
+
+  /// The first key that query `i` may see.
+  int64_t firstKey(int64_t i) const {
+    return window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+  }
 };
 
 namespace detail {
@@ -953,10 +961,10 @@ inline void attentionLoadKeys(const AttentionShape &l, const T *k, int64_t j0,
 /// s[r][c] = scale * q_r . k_c + bias(r, c) for the kAttentionRows rows of
 /// `qb` (queries i0 on, in float, ldq apart; zero past `rows`) and keys
 /// [j0, j0 + cols) of one head, their block `kt` of attentionLoadKeys;
-/// -inf where the causal mask hides key c from row r and past `cols` (up
-/// to kAttentionKeys). The rows past `rows` are not scores. Under a
-/// softcap, `slope` (if given) gets the cap's derivative, 1 - tanh^2, of
-/// each score of the block.
+/// -inf where the causal mask or the window hides key c from row r and
+/// past `cols` (up to kAttentionKeys). The rows past `rows` are not scores.
+/// Under a softcap, `slope` (if given) gets the cap's derivative, 1 - tanh^2,
+/// of each score of the block.
 template <typename T>
 inline void attentionScores(const AttentionShape &l, const float *qb,
                             int64_t ldq, const float *kt, const T *bias,
@@ -984,6 +992,9 @@ inline void attentionScores(const AttentionShape &l, const float *qb,
     int64_t end = l.causal ? std::max<int64_t>(0, i0 + r + 1 - j0) : cols;
     for (int64_t c = std::min(end, cols); c < kAttentionKeys; ++c)
       sr[c] = -std::numeric_limits<float>::infinity();
+    int64_t start = std::min(cols, l.firstKey(i0 + r) - j0);
+    for (int64_t c = 0; c < start; ++c)
+      sr[c] = -std::numeric_limits<float>::infinity();
   }
 }
 } // namespace detail
@@ -991,9 +1002,9 @@ inline void attentionScores(const AttentionShape &l, const float *qb,
 /// Scaled dot-product attention without its scores (FlashAttention's
 /// forward): per block of queries, the blocks of keys in turn, with a
 /// running maximum and sum per row; under a causal mask the blocks above
-/// the diagonal are skipped. Writes the output (dense) and each row's
-/// log-sum-exp (-inf, and a zero output, for a row whose keys are all
-/// masked).
+/// the diagonal are skipped, and under a window those before it. Writes the
+/// output (dense) and each row's log-sum-exp (-inf, and a zero output, for a
+/// row whose keys are all masked).
 template <typename T>
 PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
                               T *o, float *lse, const AttentionShape &l) {
@@ -1052,7 +1063,8 @@ PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(mx.begin(), mx.end(), kNegInf);
       std::fill(sums.begin(), sums.end(), 0.0f);
-      for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
+      for (int64_t j0 = l.firstKey(i0) / kAttentionKeys * kAttentionKeys;
+           j0 < keyEnd; j0 += kAttentionKeys) {
         int64_t cols = std::min(kAttentionKeys, keyEnd - j0);
         attentionScores(l, qb.data(), d, kt.data() + j0 * d, bh0, i0, rows, j0,
                         cols, s.data());
@@ -1198,9 +1210,14 @@ PCC_KERNEL_API void attentionGrad(const T *q, const T *k, const T *v,
         const T *bh0 =
             bias ? bias + b * l.biasStrides[0] + h * l.biasStrides[1] : nullptr;
         const float *lseRow = lse + bh * l.queries;
+        // The rows that see the block: from its first key under a causal
+        // mask, up to its last key's window under a sliding one.
         int64_t firstRow = l.causal ? j0 : 0;
+        int64_t rowEnd = l.window > 0
+                             ? std::min(l.queries, j0 + cols + l.window - 1)
+                             : l.queries;
         for (int64_t i0 = firstRow / kAttentionRows * kAttentionRows;
-             i0 < l.queries; i0 += kAttentionRows) {
+             i0 < rowEnd; i0 += kAttentionRows) {
           int64_t rows = std::min(kAttentionRows, l.queries - i0);
           const float *qb = qf.data() + (bh * rowsPad + i0) * dPad;
           const float *db = df.data() + (bh * rowsPad + i0) * ePad;
@@ -1439,7 +1456,8 @@ struct PagedShape {
   int64_t tokens, heads, groups, features, valueFeatures;
   int64_t blocks, blockSize, sequences, blocksPerSequence;
   float scale;
-  float softcap = 0; ///< as AttentionShape's
+  float softcap = 0;  ///< as AttentionShape's
+  int64_t window = 0; ///< above 0: the keys from positions[n] - window + 1
 };
 
 namespace detail {
@@ -1480,14 +1498,17 @@ inline int cacheWrite(T *cache, const T *rows, const int64_t *slots,
 }
 
 /// Causal attention of each token over its sequence's cached keys and
-/// values at positions 0 .. positions[n], a block of positions at a time
-/// with a running maximum and sum; query head h reads key/value head
-/// h / (heads / groups). A padding token (negative slot) gets zeros.
-/// Returns 1 where an index is out of range.
+/// values at positions 0 .. positions[n] (the window's, under one), a
+/// block of positions at a time with a running maximum and sum; query head
+/// h reads key/value head h / (heads / groups). `slopes`, if given, adds
+/// ALiBi's slopes[h] * (p - positions[n]) to the score of position p. A
+/// padding token (negative slot) gets zeros. Returns 1 where an index is
+/// out of range.
 template <typename T>
 inline int pagedAttention(const T *q, const T *keys, const T *values,
                           const int64_t *slots, const int64_t *positions,
-                          const int64_t *table, T *o, const PagedShape &l) {
+                          const int64_t *table, T *o, const PagedShape &l,
+                          const T *slopes = nullptr) {
   using detail::pagedBlock;
   for (int64_t n = 0; n < l.tokens; ++n)
     if (slots[n] >= 0)
@@ -1515,11 +1536,18 @@ inline int pagedAttention(const T *q, const T *keys, const T *values,
       std::fill(acc.begin(), acc.end(), 0.0f);
       float mx = -std::numeric_limits<float>::infinity(), sum = 0;
       int64_t last = positions[n];
-      for (int64_t p0 = 0; p0 <= last; p0 += l.blockSize) {
+      int64_t first =
+          l.window > 0 ? std::max<int64_t>(0, last - l.window + 1) : 0;
+      // From the first key's block on, the keys of each block to the last.
+      for (int64_t p0 = first; p0 <= last;
+           p0 = (p0 / l.blockSize + 1) * l.blockSize) {
         int64_t block = pagedBlock(table, l, slots[n], p0);
-        int64_t count = std::min(l.blockSize, last + 1 - p0);
-        const T *kb = keys + (block * l.groups + g) * l.blockSize * d;
-        const T *vb = values + (block * l.groups + g) * l.blockSize * e;
+        int64_t offset = p0 % l.blockSize;
+        int64_t count = std::min(l.blockSize - offset, last + 1 - p0);
+        const T *kb =
+            keys + ((block * l.groups + g) * l.blockSize + offset) * d;
+        const T *vb =
+            values + ((block * l.groups + g) * l.blockSize + offset) * e;
         float blockMax = mx;
         for (int64_t j = 0; j < count; ++j) {
           const T *kr = kb + j * d;
@@ -1528,6 +1556,8 @@ inline int pagedAttention(const T *q, const T *keys, const T *values,
             dot += qf[f] * float(kr[f]);
           if (l.softcap > 0)
             dot = l.softcap * std::tanh(dot / l.softcap);
+          if (slopes)
+            dot += float(slopes[h]) * float(p0 + j - last);
           scores[j] = dot;
           blockMax = std::max(blockMax, dot);
         }

@@ -707,6 +707,12 @@ struct AttentionShape {
   float scale;
   bool causal;
   float softcap = 0; ///< above 0: softcap * tanh(s / softcap) of the scaled s
+  int64_t window = 0; ///< above 0: key j hidden from query i if j <= i - window
+
+  /// The first key that query `i` may see.
+  __device__ __host__ int64_t firstKey(int64_t i) const {
+    return window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+  }
 };
 
 __device__ __host__ __forceinline__ int64_t smaller(int64_t a, int64_t b) {
@@ -744,13 +750,13 @@ template <typename T> struct AttentionOperands {
 };
 
 /// The score of query row `i` and key `j` of one head: scaled, capped,
-/// biased, and -inf where the causal mask hides the key. Under a cap,
-/// `slope` (if given) gets its derivative, 1 - tanh^2.
+/// biased, and -inf where the causal mask or the window hides the key.
+/// Under a cap, `slope` (if given) gets its derivative, 1 - tanh^2.
 template <typename T>
 __device__ __forceinline__ float
 attentionScore(const AttentionShape &a, const AttentionOperands<T> &head,
                int64_t i, int64_t j, float *slope = nullptr) {
-  if (a.causal && j > i)
+  if ((a.causal && j > i) || j < a.firstKey(i))
     return -INFINITY;
   const T *qRow = head.q + i * a.qStrides[2],
           *kRow = head.k + j * a.kStrides[2];
@@ -795,7 +801,8 @@ __global__ void attentionForward(AttentionOperands<T> in, T *__restrict__ o,
       sum[threadIdx.x] = 0;
     }
     int64_t keyEnd = a.causal ? smaller(a.keys, i0 + rows) : a.keys;
-    for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
+    for (int64_t j0 = a.firstKey(i0) / kAttentionKeys * kAttentionKeys;
+         j0 < keyEnd; j0 += kAttentionKeys) {
       int64_t cols = smaller(kAttentionKeys, keyEnd - j0);
       __syncthreads();
       for (int64_t x = threadIdx.x; x < cols * e; x += blockDim.x)
@@ -940,7 +947,10 @@ __global__ void attentionKeyGrads(AttentionOperands<T> in, T *__restrict__ dk,
     for (int64_t h = g * perGroup; h < (g + 1) * perGroup; ++h) {
       AttentionOperands<T> at = in.head(a, b, h);
       int64_t first = a.causal ? j0 / kAttentionRows * kAttentionRows : 0;
-      for (int64_t i0 = first; i0 < a.queries; i0 += kAttentionRows) {
+      int64_t rowEnd = a.window > 0
+                           ? smaller(a.queries, j0 + cols + a.window - 1)
+                           : a.queries;
+      for (int64_t i0 = first; i0 < rowEnd; i0 += kAttentionRows) {
         int64_t rows = smaller(kAttentionRows, a.queries - i0);
         attentionDelta(a, at, i0, rows, delta);
         attentionScoreGrads(a, at, i0, rows, j0, cols, delta, p, ds);
@@ -982,7 +992,8 @@ __global__ void attentionQueryGrads(AttentionOperands<T> in, T *__restrict__ dq,
       dqs[x / d][x % d] = 0;
     attentionDelta(a, at, i0, rows, delta);
     int64_t keyEnd = a.causal ? smaller(a.keys, i0 + rows) : a.keys;
-    for (int64_t j0 = 0; j0 < keyEnd; j0 += kAttentionKeys) {
+    for (int64_t j0 = a.firstKey(i0) / kAttentionKeys * kAttentionKeys;
+         j0 < keyEnd; j0 += kAttentionKeys) {
       int64_t cols = smaller(kAttentionKeys, keyEnd - j0);
       attentionScoreGrads(a, at, i0, rows, j0, cols, delta, p, ds);
       for (int64_t x = threadIdx.x; x < rows * d; x += blockDim.x) {
@@ -1044,7 +1055,8 @@ struct PagedShape {
   int64_t tokens, heads, groups, features, valueFeatures;
   int64_t blocks, blockSize, sequences, blocksPerSequence;
   float scale;
-  float softcap = 0; ///< as AttentionShape's
+  float softcap = 0;  ///< as AttentionShape's
+  int64_t window = 0; ///< above 0: the keys from positions[n] - window + 1
 };
 
 /// The cache block of position `p` of the sequence in row `slot`, or -1.
@@ -1101,14 +1113,11 @@ constexpr int64_t kPagedKeys = 64;
 /// One block per token and query head: its sequence's keys kPagedKeys at a
 /// time, their scores in shared memory, a running maximum and sum.
 template <typename T>
-__global__ void pagedAttentionKernel(const T *__restrict__ q,
-                                     const T *__restrict__ keys,
-                                     const T *__restrict__ values,
-                                     const int64_t *__restrict__ slots,
-                                     const int64_t *__restrict__ positions,
-                                     const int64_t *__restrict__ table,
-                                     T *__restrict__ o, PagedShape l,
-                                     int *error) {
+__global__ void pagedAttentionKernel(
+    const T *__restrict__ q, const T *__restrict__ keys,
+    const T *__restrict__ values, const int64_t *__restrict__ slots,
+    const int64_t *__restrict__ positions, const int64_t *__restrict__ table,
+    T *__restrict__ o, PagedShape l, const T *__restrict__ slopes, int *error) {
   __shared__ float qs[kAttentionMaxFeatures], acc[kAttentionMaxFeatures];
   __shared__ float s[kPagedKeys];
   __shared__ float mx, sum, correction;
@@ -1135,7 +1144,9 @@ __global__ void pagedAttentionKernel(const T *__restrict__ q,
       sum = 0;
     }
     int64_t last = positions[n];
-    for (int64_t j0 = 0; j0 <= last; j0 += kPagedKeys) {
+    int64_t first =
+        l.window > 0 && last - l.window + 1 > 0 ? last - l.window + 1 : 0;
+    for (int64_t j0 = first; j0 <= last; j0 += kPagedKeys) {
       int64_t cols = smaller(kPagedKeys, last + 1 - j0);
       __syncthreads();
       for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -1155,6 +1166,8 @@ __global__ void pagedAttentionKernel(const T *__restrict__ q,
           dot += qs[f] * float(kr[f]);
         if (l.softcap > 0)
           dot = l.softcap * tanhf(dot / l.softcap);
+        if (slopes)
+          dot += float(slopes[h]) * float(j0 + c - last);
         s[c] = dot;
       }
       __syncthreads();
@@ -1193,14 +1206,15 @@ __global__ void pagedAttentionKernel(const T *__restrict__ q,
 template <typename T>
 inline void pagedAttention(const T *q, const T *keys, const T *values,
                            const int64_t *slots, const int64_t *positions,
-                           const int64_t *table, T *o, PagedShape l) {
+                           const int64_t *table, T *o, PagedShape l,
+                           const T *slopes = nullptr) {
   int64_t tasks = l.tokens * l.heads;
   if (tasks == 0)
     return;
   auto kernel = &pagedAttentionKernel<T>;
   PCC_LAUNCH(kernel, unsigned(tasks < 65535 ? tasks : 65535), kBlock,
              state().stream, q, keys, values, slots, positions, table, o, l,
-             state().indexError);
+             slopes, state().indexError);
 }
 
 //===----------------------------------------------------------------------===//

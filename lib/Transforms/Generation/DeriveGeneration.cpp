@@ -36,6 +36,8 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseMap.h"
 
+#include <cmath>
+
 namespace pcc {
 #define GEN_PASS_DEF_DERIVEGENERATION
 #include "pcc/Transforms/Passes.h.inc"
@@ -71,7 +73,61 @@ struct TokenFlow {
   llvm::DenseMap<Operation *, SmallVector<std::pair<unsigned, int64_t>>>
       positional;
   SmallVector<AttentionOp> attentions;
+  /// Per attention with ALiBi's bias: its slopes, one per query head.
+  llvm::DenseMap<Operation *, DenseElementsAttr> slopes;
 };
+
+/// ALiBi's slopes of `attention`'s bias, one per query head, of the
+/// query's element type: the bias must be a constant (read through
+/// reshapes, which keep its elements' order) that broadcasts to [1, H, Tq,
+/// Tk] as `slope[h] * j` for key j, plus what does not depend on j (which
+/// the softmax ignores). Nothing for any other bias.
+std::optional<DenseElementsAttr> getAlibiSlopes(AttentionOp attention) {
+  Value bias = attention.getBias();
+  ArrayRef<int64_t> shape = shapeOf(bias);
+  while (auto reshape = bias.getDefiningOp<ReshapeOp>())
+    bias = reshape.getInput();
+  ElementsAttr attr;
+  if (auto c = bias.getDefiningOp<ConstantOp>())
+    attr = c.getValue();
+  else if (auto w = bias.getDefiningOp<WeightOp>(); w && !w.getTrainable())
+    attr = w.getValue();
+  DenseElementsAttr dense = attr ? getDenseValue(attr) : DenseElementsAttr();
+  if (!dense || !isa<FloatType>(dense.getElementType()) || shape.size() > 4)
+    return std::nullopt;
+  SmallVector<int64_t> s(4 - shape.size(), 1);
+  llvm::append_range(s, shape);
+  int64_t heads = shapeOf(attention.getQuery())[1];
+  if (s[0] != 1 || (s[1] != 1 && s[1] != heads))
+    return std::nullopt;
+  SmallVector<double> values;
+  if (dense.isSplat())
+    values.assign(size_t(dense.getNumElements()),
+                  dense.getSplatValue<APFloat>().convertToDouble());
+  else
+    for (APFloat x : dense.getValues<APFloat>())
+      values.push_back(x.convertToDouble());
+  int64_t rows = s[2], keys = s[3];
+  SmallVector<double> slopes;
+  for (int64_t h = 0; h < s[1]; ++h) {
+    const double *head = values.data() + h * rows * keys;
+    double slope = keys > 1 ? head[1] - head[0] : 0;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < keys; ++j) {
+        double x = head[i * keys + j], expected = head[i * keys] + slope * j;
+        if (!std::isfinite(x) ||
+            std::abs(x - expected) > 1e-5 * (1 + std::abs(x)))
+          return std::nullopt;
+      }
+    slopes.push_back(slope);
+  }
+  Type et =
+      cast<RankedTensorType>(attention.getQuery().getType()).getElementType();
+  SmallVector<Attribute> elements;
+  for (int64_t h = 0; h < heads; ++h)
+    elements.push_back(FloatAttr::get(et, slopes[s[1] == 1 ? 0 : size_t(h)]));
+  return DenseElementsAttr::get(RankedTensorType::get({heads}, et), elements);
+}
 
 /// Where the token dimension of `input`, dimension `dim`, lands in a
 /// reshape to `output`: the dimension of the same extent whose elements
@@ -102,10 +158,19 @@ FailureOr<TokenFlow> analyzeTokens(func::FuncOp func, Value ids) {
     if (tokenOperands.empty())
       continue;
     if (auto attention = dyn_cast<AttentionOp>(op)) {
-      if (!attention.getCausal() || attention.getBias())
+      if (!attention.getCausal())
         return attention.emitError(
-            "--generate: attention that is not causal, or that adds a mask "
-            "or bias, cannot be served from a KV cache");
+            "--generate: attention that is not causal cannot be served from "
+            "a KV cache");
+      if (attention.getBias()) {
+        std::optional<DenseElementsAttr> slopes = getAlibiSlopes(attention);
+        if (!slopes)
+          return attention.emitError(
+              "--generate: attention that adds a mask or a bias other than "
+              "ALiBi's (a constant slope per head times the key's position) "
+              "cannot be served from a KV cache");
+        flow.slopes[&op] = *slopes;
+      }
       for (Value v : {attention.getQuery(), attention.getKey(),
                       attention.getValue()})
         if (flow.tokenDim.lookup(v) != 2 || !flow.tokenDim.count(v) ||
@@ -348,9 +413,13 @@ LogicalResult StepBuilder::rewrite(Operation &op) {
                                         positions, blockTables);
     cacheUpdates.push_back(keys);
     cacheUpdates.push_back(values);
+    Value slopes;
+    if (DenseElementsAttr s = flow.slopes.lookup(&op))
+      slopes = ConstantOp::create(*builder, loc, s);
     all[attention.getOutput()] = PagedAttentionOp::create(
-        *builder, loc, q, keys, values, slots, positions, blockTables,
-        attention.getScaleAttr(), attention.getSoftcapAttr());
+        *builder, loc, q, keys, values, slots, positions, blockTables, slopes,
+        attention.getScaleAttr(), attention.getSoftcapAttr(),
+        attention.getWindowAttr());
     return success();
   }
 

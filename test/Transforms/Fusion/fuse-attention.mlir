@@ -274,3 +274,87 @@ func.func @bias_under_cap(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: 
   %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// A sliding window (Mistral's, Gemma's): a causal mask that also hides the
+// keys two or more behind each query becomes the op's `window`, and no bias;
+// a boolean one (kept where true) the same.
+
+// CHECK-LABEL: func.func @sliding_window
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f32, window = 2 : i64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) ->
+func.func @sliding_window(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.constant dense<0.25> : tensor<f32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [-3.4e38, 0.0, 0.0, -3.4e38], [-3.4e38, -3.4e38, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.add %s1, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @sliding_window_where
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f32, window = 3 : i64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) ->
+func.func @sliding_window_where(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.constant dense<0.25> : tensor<f32>
+  %ninf = graph.constant dense<0xFF800000> : tensor<f32>
+  %keep = graph.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [false, true, true, true]]]]> : tensor<1x1x4x4xi1>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.where %keep, %s1, %ninf : (tensor<1x1x4x4xi1>, tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// A mask that is neither causal nor a window (a key hidden in the middle of
+// a row) stays a bias.
+
+// CHECK-LABEL: func.func @not_a_window
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32} :
+func.func @not_a_window(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.constant dense<0.25> : tensor<f32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [-3.4e38, 0.0, 0.0, -3.4e38], [0.0, -3.4e38, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.add %s1, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s2 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// BLOOM as the dynamo exporter writes it without the optimizer: scores made
+// per batch entry and head together ([B * H, Tq, Tk], ALiBi's bias added),
+// reshaped for the softmax, and the probabilities reshaped back for the
+// product with the values [B * H, Tk, E]. One graph.attention over the
+// split query, keys and values; its output reshaped to the product's.
+
+// CHECK-LABEL: func.func @merged_probabilities
+// CHECK:         %[[A:.*]], %{{.*}} = graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x1x4xf32>) ->
+// CHECK-NEXT:    %[[R:.*]] = graph.reshape %[[A]] : tensor<1x2x4x8xf32> to tensor<2x4x8xf32>
+// CHECK-NEXT:    return %[[R]]
+func.func @merged_probabilities(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %scale = graph.constant dense<0.25> : tensor<f32>
+  %alibi = graph.constant dense<[[[0.0, 0.5, 1.0, 1.5]], [[0.0, 0.25, 0.5, 0.75]]]> : tensor<2x1x4xf32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 1>} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %s2 = graph.add %s1, %alibi : (tensor<2x4x4xf32>, tensor<2x1x4xf32>) -> tensor<2x4x4xf32>
+  %s3 = graph.reshape %s2 : tensor<2x4x4xf32> to tensor<1x2x4x4xf32>
+  %s4 = graph.add %s3, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %s4 {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %p3 = graph.reshape %p : tensor<1x2x4x4xf32> to tensor<2x4x4xf32>
+  %o = graph.matmul %p3, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}

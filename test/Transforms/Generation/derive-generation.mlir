@@ -77,8 +77,45 @@ func.func @bidirectional(%ids: tensor<1x8xi64>) -> tensor<1x8x4xf32> {
   %emb = graph.weight "emb" dense<0.5> : tensor<16x4xf32>
   %x = graph.gather %emb[%ids] {axis = 0 : i64} : (tensor<16x4xf32>, tensor<1x8xi64>) -> tensor<1x8x4xf32>
   %q = graph.reshape %x : tensor<1x8x4xf32> to tensor<1x1x8x4xf32>
-  // expected-error @+1 {{--generate: attention that is not causal, or that adds a mask or bias, cannot be served from a KV cache}}
+  // expected-error @+1 {{--generate: attention that is not causal cannot be served from a KV cache}}
   %o:2 = graph.attention %q, %q, %q {scale = 0.5 : f32} : (tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>) -> (tensor<1x1x8x4xf32>, tensor<1x1x8xf32>)
+  %y = graph.reshape %o#0 : tensor<1x1x8x4xf32> to tensor<1x8x4xf32>
+  return %y : tensor<1x8x4xf32>
+}
+
+// -----
+
+// ALiBi (BLOOM's): a constant bias of slope h times the key's position per
+// head, made as [heads, 1, keys] and reshaped. The paged attention gets the
+// slopes, one per head.
+
+// CHECK-LABEL: func.func @prefill(
+// CHECK:      %[[S:.*]] = graph.constant dense<[5.000000e-01, 2.500000e-01]> : tensor<2xf32>
+// CHECK:      graph.paged_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[S]] {scale = 5.000000e-01 : f32} : {{.*}} -> tensor<1x2x4x2xf32>
+func.func @alibi(%ids: tensor<1x8xi64> {onnx.name = "input_ids"}) -> (tensor<1x8x4xf32> {onnx.name = "logits"}) {
+  %emb = graph.weight "emb" dense<0.5> : tensor<16x4xf32>
+  %x = graph.gather %emb[%ids] {axis = 0 : i64} : (tensor<16x4xf32>, tensor<1x8xi64>) -> tensor<1x8x4xf32>
+  %q0 = graph.reshape %x : tensor<1x8x4xf32> to tensor<1x8x2x2xf32>
+  %q = graph.transpose %q0 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x2xf32>) -> tensor<1x2x8x2xf32>
+  %b0 = graph.constant dense<[[[0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5]], [[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75]]]> : tensor<2x1x8xf32>
+  %b = graph.reshape %b0 : tensor<2x1x8xf32> to tensor<1x2x1x8xf32>
+  %o:2 = graph.attention %q, %q, %q, %b {causal, scale = 0.5 : f32} : (tensor<1x2x8x2xf32>, tensor<1x2x8x2xf32>, tensor<1x2x8x2xf32>, tensor<1x2x1x8xf32>) -> (tensor<1x2x8x2xf32>, tensor<1x2x8xf32>)
+  %t = graph.transpose %o#0 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x8x2xf32>) -> tensor<1x8x2x2xf32>
+  %y = graph.reshape %t : tensor<1x8x2x2xf32> to tensor<1x8x4xf32>
+  return %y : tensor<1x8x4xf32>
+}
+
+// -----
+
+// A bias that is not linear in the key's position (here a padding mask's
+// -inf) has no slopes: refused.
+func.func @padding_bias(%ids: tensor<1x8xi64>) -> tensor<1x8x4xf32> {
+  %emb = graph.weight "emb" dense<0.5> : tensor<16x4xf32>
+  %x = graph.gather %emb[%ids] {axis = 0 : i64} : (tensor<16x4xf32>, tensor<1x8xi64>) -> tensor<1x8x4xf32>
+  %q = graph.reshape %x : tensor<1x8x4xf32> to tensor<1x1x8x4xf32>
+  %b = graph.constant dense<[[[[0xFF800000, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x1x8xf32>
+  // expected-error @+1 {{--generate: attention that adds a mask or a bias other than ALiBi's (a constant slope per head times the key's position) cannot be served from a KV cache}}
+  %o:2 = graph.attention %q, %q, %q, %b {causal, scale = 0.5 : f32} : (tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x1x8xf32>) -> (tensor<1x1x8x4xf32>, tensor<1x1x8xf32>)
   %y = graph.reshape %o#0 : tensor<1x1x8x4xf32> to tensor<1x8x4xf32>
   return %y : tensor<1x8x4xf32>
 }

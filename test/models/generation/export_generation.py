@@ -4,8 +4,8 @@ weights, exported to ONNX with dynamic batch and sequence, and the new tokens
 that transformers' generate() picks greedily for a few prompts.
 
 usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
-       gpt2, llama, mistral, qwen2, phi3, gemma, gemma2, neox, gptj, opt,
-       falcon, codegen, bloom; default all)
+       gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
+       neox, gptj, opt, falcon, codegen, bloom; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -99,6 +99,32 @@ def mistral():
                       tie_word_embeddings=False, sliding_window=None,
                       attention_dropout=0.0, attn_implementation="eager")
     return MistralForCausalLM(c)
+
+
+def mistral_sw():
+    # A sliding window shorter than the prompts and their new tokens: every
+    # layer's query attends to its 6 latest keys.
+    from transformers import MistralConfig, MistralForCausalLM
+    c = MistralConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                      vocab_size=VOCAB, max_position_embeddings=128,
+                      tie_word_embeddings=False, sliding_window=6,
+                      attention_dropout=0.0, attn_implementation="eager")
+    return MistralForCausalLM(c)
+
+
+def gemma3():
+    # Gemma 3's layers in turn: a sliding window of 6 keys, then causal over
+    # the whole sequence. Untied, as Gemma 2.
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    c = Gemma3TextConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                         vocab_size=VOCAB, max_position_embeddings=128, sliding_window=6,
+                         layer_types=["sliding_attention", "full_attention"],
+                         tie_word_embeddings=False, pad_token_id=None,
+                         initializer_range=0.3, attention_dropout=0.0,
+                         attn_implementation="eager")
+    return Gemma3ForCausalLM(c)
 
 
 def qwen2():
@@ -204,7 +230,8 @@ def bloom():
     return BloomForCausalLM(c)
 
 
-MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "qwen2": qwen2,
+MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
+          "gemma3": gemma3, "qwen2": qwen2,
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
           "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom}
 # The exports of each model; the others get only "dyn".

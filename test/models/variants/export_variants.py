@@ -455,6 +455,15 @@ VARIANTS = {
         "HF Gemma 2, 2 layers, d=32, 4 query / 2 KV heads: the attention "
         "scores soft-capped (tanh, cap 1.5) and the logits (cap 8), pre- and "
         "post-norms, tied head"),
+    "gemma3-dyn18-sw": dyn(
+        llama(2, 32, 4, 2, 64, 96, True, arch="Gemma3ForCausalLM", head_dim=8,
+              pad_token_id=None, sliding_window=5,
+              layer_types=["sliding_attention", "full_attention"],
+              initializer_range=0.3),
+        (2, 16),
+        "HF Gemma 3, 2 layers, d=32, 4 query / 2 KV heads: the first layer's "
+        "attention in a sliding window of 5 keys, the second's causal over "
+        "the whole sequence; q/k norms, tied head"),
 }
 
 

@@ -337,22 +337,29 @@ int64_t MatMulOp::getFlops() {
 /// Per batch entry and head, two products of Tq x Tk x D (scores) and
 /// Tq x Tk x E (output) and the softmax's few operations per score; half
 /// of that under a causal mask, whose kernels skip the masked blocks.
-static int64_t attentionFlops(Value query, Value key, Value value,
-                              bool causal) {
+static int64_t attentionFlops(Value query, Value key, Value value, bool causal,
+                              std::optional<int64_t> window) {
   ArrayRef<int64_t> q = shapeOf(query);
   int64_t tk = shapeOf(key)[2], e = shapeOf(value)[3];
-  int64_t scores = q[0] * q[1] * q[2] * tk;
-  int64_t flops = scores * (2 * q[3] + 2 * e + 5);
-  return causal ? flops / 2 : flops;
+  // The keys a row reads: all, half under a causal mask, at most the
+  // window under a sliding one.
+  int64_t keys = causal ? tk / 2 : tk;
+  if (window)
+    keys = std::min(keys, *window);
+  int64_t scores = q[0] * q[1] * q[2] * std::max<int64_t>(keys, 1);
+  return scores * (2 * q[3] + 2 * e + 5);
 }
 
 // A token attends to as many keys as its position: counted as half of
-// what the cache holds per sequence, as for a causal mask.
+// what the cache holds per sequence, as for a causal mask, at most its
+// window.
 int64_t PagedAttentionOp::getFlops() {
   ArrayRef<int64_t> q = shapeOf(getQuery()), t = shapeOf(getBlockTables());
-  int64_t keys = t[1] * shapeOf(getKeyCache())[2];
+  int64_t keys = t[1] * shapeOf(getKeyCache())[2] / 2;
+  if (std::optional<int64_t> window = getWindow())
+    keys = std::min(keys, *window);
   int64_t e = shapeOf(getValueCache())[3];
-  return q[1] * q[2] * keys * (2 * q[3] + 2 * e + 5) / 2;
+  return q[1] * q[2] * keys * (2 * q[3] + 2 * e + 5);
 }
 
 // Reads the keys or values of each token at its position and writes them
@@ -368,16 +375,19 @@ int64_t CacheWriteOp::getBytesAccessed() {
 }
 
 // Each token reads the keys and values of its sequence up to its position
-// (counted, as the flops, as half of what a block-table row holds), at
-// most the whole cache.
+// (counted, as the flops, as half of what a block-table row holds, at most
+// its window), at most the whole cache.
 int64_t PagedAttentionOp::getBytesAccessed() {
   ArrayRef<int64_t> q = shapeOf(getQuery()), t = shapeOf(getBlockTables()),
                     k = shapeOf(getKeyCache());
   auto cache = cast<RankedTensorType>(getKeyCache().getType());
   int64_t element = std::max<int64_t>(1, cache.getElementTypeBitWidth() / 8);
   int64_t perPosition = k[1] * k[3] * element;
-  int64_t read = std::min(q[2] * t[1] * k[2] / 2 * perPosition,
-                          cache.getNumElements() * element);
+  int64_t keys = t[1] * k[2] / 2;
+  if (std::optional<int64_t> window = getWindow())
+    keys = std::min(keys, *window);
+  int64_t read =
+      std::min(q[2] * keys * perPosition, cache.getNumElements() * element);
   int64_t queries = cast<RankedTensorType>(getQuery().getType())
                         .getNumElements() *
                     element;
@@ -385,14 +395,16 @@ int64_t PagedAttentionOp::getBytesAccessed() {
 }
 
 int64_t AttentionOp::getFlops() {
-  return attentionFlops(getQuery(), getKey(), getValue(), getCausal());
+  return attentionFlops(getQuery(), getKey(), getValue(), getCausal(),
+                        getWindow());
 }
 
 // The backward recomputes the scores (one product), then makes the value,
 // probability, query and key gradients (four more).
 int64_t AttentionGradOp::getFlops() {
-  return attentionFlops(getQuery(), getKey(), getValue(), getCausal()) * 5 /
-         2;
+  return attentionFlops(getQuery(), getKey(), getValue(), getCausal(),
+                        getWindow()) *
+         5 / 2;
 }
 
 // Attention's backward and a decode step's attention are products too.
@@ -650,6 +662,15 @@ LogicalResult PagedAttentionOp::inferReturnTypes(
                                 adaptor.getPositions(),
                                 adaptor.getBlockTables(), q.getDimSize(2))))
     return failure();
+  if (Value slopes = adaptor.getSlopes()) {
+    auto s = tensorOf(slopes);
+    if (!s || s.getRank() != 1 || s.getDimSize(0) != q.getDimSize(1) ||
+        s.getElementType() != q.getElementType())
+      return emitOptionalError(loc, "paged_attention: slopes ",
+                               s ? shapeStr(s.getShape()) : "",
+                               " are not one per query head, of the query's "
+                               "element type");
+  }
   types.push_back(RankedTensorType::get(
       {1, q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
       q.getElementType()));

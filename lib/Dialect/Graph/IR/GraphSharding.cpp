@@ -480,6 +480,9 @@ ShardingRule PagedAttentionOp::getShardingRule() {
                          {blocks, g, slot, d},
                          {blocks, g, slot, e}};
   addPagedIndexFactors(rule, n, getBlockTables());
+  // ALiBi's slopes split with the query heads.
+  if (getSlopes())
+    rule.operandFactors.push_back({heads});
   rule.resultFactors = {{{}, heads, n, e}};
   return rule;
 }

@@ -355,10 +355,10 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder,
       llvm::append_range(work, def->getOperands());
     }
   }
-  auto grad = AttentionGradOp::create(builder, getLoc(), getQuery(), getKey(),
-                                      getValue(), getOutput(), getLse(), g,
-                                      getBias(), getScaleAttr(),
-                                      getCausalAttr(), getSoftcapAttr());
+  auto grad = AttentionGradOp::create(
+      builder, getLoc(), getQuery(), getKey(), getValue(), getOutput(),
+      getLse(), g, getBias(), getScaleAttr(), getCausalAttr(), getSoftcapAttr(),
+      getWindowAttr());
   llvm::append_range(operandGrads, grad.getResults());
   if (getBias())
     operandGrads.push_back({});
