@@ -670,7 +670,9 @@ def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_ShardingR
   let summary = "Keeps the upper or lower triangle of the last two dims";
   let description = [{
     ONNX `Trilu`: with `upper`, keeps elements with `col - row >= k`,
-    otherwise those with `col - row <= k`; the rest become zero.
+    otherwise those with `col - row <= k`; the rest become zero. A small
+    constant input folds (a mask that a later op, such as a ScatterND, needs
+    as a constant).
   }];
   let arguments = (ins AnyRankedTensor:$input,
                    DefaultValuedAttr<BoolAttr, "true">:$upper,
@@ -678,6 +680,7 @@ def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_ShardingR
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($output)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//

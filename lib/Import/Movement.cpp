@@ -603,6 +603,81 @@ static LogicalResult importTrilu(NodeImporter &n) {
   return n.setResults(r);
 }
 
+/// `shape` as [a, b, ...].
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(shape, os);
+  return text + "]";
+}
+
+/// ScatterND of constants (the masks that exporters build by slice
+/// assignment, `mask[..., :n] = x`, constant once shapes are fixed),
+/// evaluated at import: the data with the updates written at the indices
+/// (reduction "none"). Values computed at run time are refused.
+static LogicalResult importScatterND(NodeImporter &n) {
+  if (failed(n.requireInputs(3)))
+    return failure();
+  DenseElementsAttr data = NodeImporter::constantOf(n.input(0)),
+                    updates = NodeImporter::constantOf(n.input(2));
+  auto indices = n.constInts(1, "indices");
+  if (failed(indices))
+    return failure();
+  if (!data || !updates)
+    return emitError(n.loc) << "ScatterND: only constant data and updates "
+                               "are supported (the scatter is evaluated at "
+                               "compile time); fix graph inputs with --bind "
+                               "NAME=FILE.pb",
+           failure();
+  std::string reduction = n.attrString("reduction", "none");
+  if (reduction != "none")
+    return emitError(n.loc) << "ScatterND: reduction '" << reduction
+                            << "' is not supported (only 'none')",
+           failure();
+  ArrayRef<int64_t> shape = n.inputType(0).getShape(),
+                    indexShape = n.inputType(1).getShape(),
+                    updateShape = n.inputType(2).getShape();
+  if (failed(n.checkElements(shape, kMaxMaterializedElements)))
+    return failure();
+  int64_t k = indexShape.empty() ? 0 : indexShape.back();
+  if (k < 1 || k > int64_t(shape.size()))
+    return emitError(n.loc)
+               << "ScatterND: indices' last dimension " << k
+               << " is not in 1 .. the data's rank " << shape.size(),
+           failure();
+  // The updates: the indices' shape but its last dimension, then the
+  // data's past the first k.
+  SmallVector<int64_t> expected(indexShape.drop_back());
+  llvm::append_range(expected, shape.drop_front(k));
+  if (updateShape != ArrayRef<int64_t>(expected))
+    return emitError(n.loc)
+               << "ScatterND: updates of shape " << shapeString(updateShape)
+               << " do not fit the indices and the data ("
+               << shapeString(expected) << ")",
+           failure();
+  SmallVector<Attribute> out(data.getValues<Attribute>());
+  SmallVector<Attribute> in(updates.getValues<Attribute>());
+  int64_t slice = 1;
+  for (int64_t d : shape.drop_front(k))
+    slice *= d;
+  int64_t count = int64_t(indices->size()) / k;
+  for (int64_t u = 0; u < count; ++u) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = (*indices)[u * k + d];
+      if (i < -shape[d] || i >= shape[d])
+        return emitError(n.loc)
+                   << "ScatterND: index " << i << " out of range for "
+                   << "dimension " << d << " of extent " << shape[d],
+               failure();
+      offset = offset * shape[d] + (i < 0 ? i + shape[d] : i);
+    }
+    std::copy_n(in.begin() + u * slice, slice, out.begin() + offset * slice);
+  }
+  n.results = {n.constant(DenseElementsAttr::get(data.getType(), out))};
+  return success();
+}
+
 void pcc::import::registerMovementImporters(ImporterMap &map) {
   map["Reshape"] = importReshape;
   map["Squeeze"] = importSqueeze;
@@ -620,6 +695,7 @@ void pcc::import::registerMovementImporters(ImporterMap &map) {
   map["Trilu"] = importTrilu;
   map["Tile"] = importTile;
   map["GatherND"] = importGatherND;
+  map["ScatterND"] = importScatterND;
   map["SplitToSequence"] = importSplitToSequence;
   map["SequenceAt"] = importSequenceAt;
 }

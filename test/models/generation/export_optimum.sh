@@ -3,7 +3,9 @@
 # gpt2-optimum-past.tar.gz and llama-optimum-past.tar.gz (README.md,
 # "Optimum's plain exports").
 #
-#   bash export_optimum.sh [NAME ...]        (NAME: gpt2, llama; default both)
+#   bash export_optimum.sh [NAME ...]        (NAME: a model of
+#                                            export_generation.py; default
+#                                            gpt2 and llama)
 #
 # For each NAME, in $WORK (default /tmp/pcc-generation-optimum):
 #   hf-NAME/            the model export_generation.py builds (MODELS[NAME](),
@@ -81,7 +83,8 @@ outs = [o.name for o in past.get_outputs()]
 print(os.path.basename(os.path.dirname(past_path)), "inputs",
       [(i.name, i.shape) for i in past.get_inputs()], "outputs",
       [(o.name, o.shape) for o in past.get_outputs()], flush=True)
-assert {"input_ids", "attention_mask", "position_ids"} <= set(ins), list(ins)
+# position_ids where the model takes them (BLOOM's ALiBi reads the mask).
+assert {"input_ids", "attention_mask"} <= set(ins), list(ins)
 assert any(n.startswith("past_key_values.") for n in ins), list(ins)
 assert outs[0] == "logits" and any(n.startswith("present.") for n in outs), outs
 m = onnx.load(past_path, load_external_data=False)
@@ -90,8 +93,9 @@ print("  opset", [(o.domain or "ai.onnx", o.version) for o in m.opset_import],
 
 def run_past(ids):
     b, s = ids.shape
-    feed = {"input_ids": ids, "attention_mask": np.ones((b, s), np.int64),
-            "position_ids": np.tile(np.arange(s, dtype=np.int64), (b, 1))}
+    feed = {"input_ids": ids, "attention_mask": np.ones((b, s), np.int64)}
+    if "position_ids" in ins:
+        feed["position_ids"] = np.tile(np.arange(s, dtype=np.int64), (b, 1))
     for n, i in ins.items():
         if n.startswith("past_key_values."):
             # [batch, kv heads, past_sequence_length = 0, head dim]

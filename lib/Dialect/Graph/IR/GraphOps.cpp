@@ -1377,6 +1377,24 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor a) {
   return {};
 }
 
+OpFoldResult TriluOp::fold(FoldAdaptor a) {
+  auto in = denseOf(a.getInput());
+  if (!in || !mayFold(*this))
+    return {};
+  auto type = cast<RankedTensorType>(getOutput().getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  Attribute zero = Builder(getContext()).getZeroAttr(type.getElementType());
+  SmallVector<Attribute> values(in.getValues<Attribute>());
+  int64_t k = getK();
+  for (int64_t i = 0, e = int64_t(values.size()); i < e; ++i) {
+    int64_t diagonal = i % cols - i / cols % rows;
+    if (getUpper() ? diagonal < k : diagonal > k)
+      values[size_t(i)] = zero;
+  }
+  return DenseElementsAttr::get(type, values);
+}
+
 OpFoldResult TransposeOp::fold(FoldAdaptor a) {
   auto isIdentity = [](ArrayRef<int64_t> perm) {
     for (size_t i = 0; i < perm.size(); ++i)
