@@ -629,6 +629,10 @@ static LogicalResult importScatterND(NodeImporter &n) {
                                "compile time); fix graph inputs with --bind "
                                "NAME=FILE.pb",
            failure();
+  if (data.getElementType() != updates.getElementType())
+    return emitError(n.loc) << "ScatterND: the updates' element type differs "
+                               "from the data's",
+           failure();
   std::string reduction = n.attrString("reduction", "none");
   if (reduction != "none")
     return emitError(n.loc) << "ScatterND: reduction '" << reduction
