@@ -134,10 +134,14 @@ def main(argv):
 
     if "--queue" in argv:
         server = Server(pcc, out, ["--max-queue", "1"])
-        # Long enough that the batch is full while the others come.
+        # Long enough that the batch is full while the others come, and
+        # sent together (a barrier): threads started one by one on a busy
+        # machine were each served before the next came.
         results = [None] * 12
+        together = threading.Barrier(12)
 
         def send(i):
+            together.wait()
             results[i] = completion(server, {
                 "prompt": prompts[i % 2], "max_tokens": 40,
                 "temperature": 0})
