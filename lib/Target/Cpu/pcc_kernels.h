@@ -1458,6 +1458,11 @@ struct PagedShape {
   float scale;
   float softcap = 0;  ///< as AttentionShape's
   int64_t window = 0; ///< above 0: the keys from positions[n] - window + 1
+
+  /// The first position that a query at position `last` may see.
+  int64_t firstKey(int64_t last) const {
+    return window > 0 ? std::max<int64_t>(0, last - window + 1) : 0;
+  }
 };
 
 namespace detail {
@@ -1536,8 +1541,7 @@ inline int pagedAttention(const T *q, const T *keys, const T *values,
       std::fill(acc.begin(), acc.end(), 0.0f);
       float mx = -std::numeric_limits<float>::infinity(), sum = 0;
       int64_t last = positions[n];
-      int64_t first =
-          l.window > 0 ? std::max<int64_t>(0, last - l.window + 1) : 0;
+      int64_t first = l.firstKey(last);
       // From the first key's block on, the keys of each block to the last.
       for (int64_t p0 = first; p0 <= last;
            p0 = (p0 / l.blockSize + 1) * l.blockSize) {

@@ -1057,6 +1057,11 @@ struct PagedShape {
   float scale;
   float softcap = 0;  ///< as AttentionShape's
   int64_t window = 0; ///< above 0: the keys from positions[n] - window + 1
+
+  /// The first position that a query at position `last` may see.
+  __device__ __host__ int64_t firstKey(int64_t last) const {
+    return window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
+  }
 };
 
 /// The cache block of position `p` of the sequence in row `slot`, or -1.
@@ -1144,8 +1149,7 @@ __global__ void pagedAttentionKernel(
       sum = 0;
     }
     int64_t last = positions[n];
-    int64_t first =
-        l.window > 0 && last - l.window + 1 > 0 ? last - l.window + 1 : 0;
+    int64_t first = l.firstKey(last);
     for (int64_t j0 = first; j0 <= last; j0 += kPagedKeys) {
       int64_t cols = smaller(kPagedKeys, last + 1 - j0);
       __syncthreads();
