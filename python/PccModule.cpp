@@ -321,7 +321,9 @@ std::vector<PyResult> generate(PySession &self,
                                const std::vector<std::vector<int64_t>> &prompts,
                                int64_t maxNewTokens, double temperature,
                                int64_t topK, double topP, uint64_t seed,
-                               const std::vector<int64_t> &stop) {
+                               const std::vector<int64_t> &stop,
+                               double repetitionPenalty, double presencePenalty,
+                               double frequencyPenalty) {
   Session &session = self.get();
   Generator *generator = session.generator();
   if (!generator)
@@ -329,10 +331,18 @@ std::vector<PyResult> generate(PySession &self,
                 "--generate)");
   if (prompts.empty())
     throw Error("no prompts");
-  if (maxNewTokens < 1)
-    throw Error("max_new_tokens must be at least 1");
-  if (temperature < 0 || topK < 0 || topP <= 0 || topP > 1)
-    throw Error("temperature and top_k must be at least 0, top_p in (0, 1]");
+  Sampling sampling;
+  sampling.maxNewTokens = maxNewTokens;
+  sampling.temperature = temperature;
+  sampling.topK = topK;
+  sampling.topP = topP;
+  sampling.seed = seed;
+  sampling.stop = stop;
+  sampling.repetitionPenalty = repetitionPenalty;
+  sampling.presencePenalty = presencePenalty;
+  sampling.frequencyPenalty = frequencyPenalty;
+  if (std::string range = sampling.rangeError(); !range.empty())
+    throw Error(range);
   int64_t vocabulary = generator->shape().vocabulary;
   for (const std::vector<int64_t> &p : prompts)
     for (int64_t id : p)
@@ -347,12 +357,7 @@ std::vector<PyResult> generate(PySession &self,
     for (const std::vector<int64_t> &p : prompts) {
       GenerationRequest request;
       request.prompt = p;
-      request.sampling.maxNewTokens = maxNewTokens;
-      request.sampling.temperature = temperature;
-      request.sampling.topK = topK;
-      request.sampling.topP = topP;
-      request.sampling.seed = seed;
-      request.sampling.stop = stop;
+      request.sampling = sampling;
       ids.push_back(generator->submit(std::move(request)));
     }
     while (generator->busy())
@@ -390,16 +395,16 @@ PYBIND11_MODULE(_pcc, m) {
       });
 
   py::class_<PySession>(m, "_Session")
-      .def(py::init<const std::string &, const std::string &,
-                    const std::string &, int64_t, const std::string &,
-                    double>(),
-           py::arg("dir"), py::arg("library"), py::arg("weights"),
-           py::arg("max_sequence"), py::arg("pcc"), py::arg("timeout"))
+      .def(
+          py::init<const std::string &, const std::string &,
+                   const std::string &, int64_t, const std::string &, double>(),
+          py::arg("dir"), py::arg("library"), py::arg("weights"),
+          py::arg("max_sequence"), py::arg("pcc"), py::arg("timeout"))
       .def("run", &run, py::arg("feeds"), py::arg("entry") = "")
-      .def("generate", &generate, py::arg("prompts"),
-           py::arg("max_new_tokens"), py::arg("temperature"),
-           py::arg("top_k"), py::arg("top_p"), py::arg("seed"),
-           py::arg("stop"))
+      .def("generate", &generate, py::arg("prompts"), py::arg("max_new_tokens"),
+           py::arg("temperature"), py::arg("top_k"), py::arg("top_p"),
+           py::arg("seed"), py::arg("stop"), py::arg("repetition_penalty"),
+           py::arg("presence_penalty"), py::arg("frequency_penalty"))
       .def("close", &PySession::close)
       .def_property_readonly("num_ranks", &PySession::numRanks)
       .def_property_readonly("input_names",

@@ -101,6 +101,12 @@ pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
         request.sampling.topK = integerAt(value, file, line, k);
       } else if (k == "top_p") {
         request.sampling.topP = numberAt(value, file, line, k);
+      } else if (k == "repetition_penalty") {
+        request.sampling.repetitionPenalty = numberAt(value, file, line, k);
+      } else if (k == "presence_penalty") {
+        request.sampling.presencePenalty = numberAt(value, file, line, k);
+      } else if (k == "frequency_penalty") {
+        request.sampling.frequencyPenalty = numberAt(value, file, line, k);
       } else if (k == "seed") {
         request.sampling.seed = uint64_t(integerAt(value, file, line, k));
       } else if (k == "stop") {
@@ -125,14 +131,13 @@ pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
              "the prompt has " + std::to_string(request.prompt.size()) +
                  " tokens, more than the build's --max-seq " +
                  std::to_string(maxSeq));
-    const pccrt::Sampling &s = request.sampling;
-    if (s.maxNewTokens < 1)
-      failAt(file, line, "max_new_tokens must be at least 1");
-    if (s.temperature < 0 || s.topK < 0 || s.topP <= 0 || s.topP > 1 ||
-        request.arrivalStep < 0)
+    std::string range = request.sampling.rangeError();
+    if (!range.empty())
+      failAt(file, line, range);
+    if (request.arrivalStep < 0)
       failAt(file, line,
-             "temperature and top_k must be at least 0, top_p in (0, 1], "
-             "arrival_step at least 0");
+             "arrival_step must be at least 0, not " +
+                 std::to_string(request.arrivalStep));
     requests.push_back(std::move(request));
   }
   if (requests.empty())

@@ -547,9 +547,12 @@ Completion Api::parse(const httplib::Request &request) const {
   int64_t topK = 0;
   if (integer("top_k", topK))
     s.topK = topK == -1 ? 0 : topK; // vLLM's -1: every token
-  if (s.temperature < 0 || s.topP <= 0 || s.topP > 1 || s.topK < 0)
-    refuse("'temperature' must be at least 0, 'top_p' in (0, 1] and "
-           "'top_k' at least 0 (or -1)");
+  // OpenAI's penalties, and vLLM's repetition penalty.
+  number("presence_penalty", s.presencePenalty);
+  number("frequency_penalty", s.frequencyPenalty);
+  number("repetition_penalty", s.repetitionPenalty);
+  if (std::string range = s.rangeError(); !range.empty())
+    refuse(range);
   int64_t seed = 0;
   if (integer("seed", seed)) {
     s.seed = uint64_t(seed);

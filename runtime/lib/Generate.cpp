@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
-#include <set>
 #include <numeric>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
 using namespace pccrt;
 
@@ -103,6 +106,59 @@ Generator::Generator(Model &model, int64_t maxSequence)
 
 Generator::~Generator() = default;
 
+std::string Sampling::rangeError() const {
+  auto text = [](double x) {
+    std::ostringstream os;
+    os << x;
+    return os.str();
+  };
+  if (maxNewTokens < 1)
+    return "max_new_tokens must be at least 1, not " +
+           std::to_string(maxNewTokens);
+  if (!(temperature >= 0))
+    return "temperature must be at least 0, not " + text(temperature);
+  if (topK < 0)
+    return "top_k must be at least 0, not " + std::to_string(topK);
+  if (!(topP > 0 && topP <= 1))
+    return "top_p must be in (0, 1], not " + text(topP);
+  if (!(repetitionPenalty > 0))
+    return "repetition_penalty must be above 0, not " + text(repetitionPenalty);
+  if (!(presencePenalty >= -2 && presencePenalty <= 2))
+    return "presence_penalty must be in [-2, 2], not " + text(presencePenalty);
+  if (!(frequencyPenalty >= -2 && frequencyPenalty <= 2))
+    return "frequency_penalty must be in [-2, 2], not " +
+           text(frequencyPenalty);
+  return "";
+}
+
+void Generator::penalize(float *logits, int64_t vocabulary,
+                         const Sampling &sampling,
+                         const std::vector<int64_t> &tokens,
+                         int64_t promptLength) {
+  // Each token's count among the generated ones, and whether the prompt
+  // holds it; every id once, as transformers gathers and scatters them.
+  std::unordered_map<int64_t, int64_t> generated;
+  std::unordered_set<int64_t> seen;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    int64_t t = tokens[i];
+    if (t < 0 || t >= vocabulary)
+      continue;
+    seen.insert(t);
+    if (int64_t(i) >= promptLength)
+      ++generated[t];
+  }
+  // In float, as transformers computes on float32 logits.
+  if (sampling.repetitionPenalty != 1) {
+    float penalty = float(sampling.repetitionPenalty);
+    for (int64_t t : seen)
+      logits[t] = logits[t] < 0 ? logits[t] * penalty : logits[t] / penalty;
+  }
+  if (sampling.presencePenalty != 0 || sampling.frequencyPenalty != 0)
+    for (auto [t, count] : generated)
+      logits[t] -= float(sampling.frequencyPenalty) * float(count) +
+                   float(sampling.presencePenalty);
+}
+
 int64_t Generator::sample(const float *logits, int64_t vocabulary,
                           const Sampling &sampling, int64_t index) {
   if (sampling.temperature <= 0)
@@ -191,15 +247,18 @@ double realOf(int64_t w) {
 }
 
 /// A request as int64 words: prompt length, prompt, max new tokens,
-/// temperature and top-p (as their bits), top-k, seed, logprobs, stop
+/// temperature and top-p (as their bits), top-k, seed, logprobs, the
+/// repetition, presence and frequency penalties (as their bits), stop
 /// count, stops.
 void appendRequest(std::vector<int64_t> &words, const GenerationRequest &r) {
   const Sampling &s = r.sampling;
   words.push_back(int64_t(r.prompt.size()));
   words.insert(words.end(), r.prompt.begin(), r.prompt.end());
-  words.insert(words.end(), {s.maxNewTokens, bitsOf(s.temperature),
-                             bitsOf(s.topP), s.topK, int64_t(s.seed),
-                             s.logprobs, int64_t(s.stop.size())});
+  words.insert(words.end(),
+               {s.maxNewTokens, bitsOf(s.temperature), bitsOf(s.topP), s.topK,
+                int64_t(s.seed), s.logprobs, bitsOf(s.repetitionPenalty),
+                bitsOf(s.presencePenalty), bitsOf(s.frequencyPenalty),
+                int64_t(s.stop.size())});
   words.insert(words.end(), s.stop.begin(), s.stop.end());
 }
 
@@ -218,6 +277,9 @@ std::vector<GenerationRequest> readRequests(const std::vector<int64_t> &words,
     s.topK = words[at++];
     s.seed = uint64_t(words[at++]);
     s.logprobs = words[at++];
+    s.repetitionPenalty = realOf(words[at++]);
+    s.presencePenalty = realOf(words[at++]);
+    s.frequencyPenalty = realOf(words[at++]);
     int64_t stops = words[at++];
     s.stop.assign(words.begin() + at, words.begin() + at + stops);
     at += size_t(stops);
@@ -583,13 +645,21 @@ void Generator::Scheduler::run(Group &group,
   if (!sampler)
     return; // the tokens come when the group's next step is due
   Tensor logits = model.gatherHeldOutput(entry, outputs, 0);
+  std::vector<float> penalized;
   for (size_t k = 0; k < step.rowOf.size(); ++k) {
     const Sequence &q = seqs[step.rowOf[k]];
     const Sampling &sampling = requests[size_t(q.request)].sampling;
     const float *row = reinterpret_cast<const float *>(logits.data.data()) +
                        int64_t(k) * s.vocabulary;
     int64_t *record = &step.tokens[k * size_t(kRecordWords)];
-    record[0] = Generator::sample(row, s.vocabulary, sampling,
+    const float *chosenFrom = row;
+    if (sampling.penalizes()) {
+      penalized.assign(row, row + s.vocabulary);
+      Generator::penalize(penalized.data(), s.vocabulary, sampling, q.tokens,
+                          q.promptLength);
+      chosenFrom = penalized.data();
+    }
+    record[0] = Generator::sample(chosenFrom, s.vocabulary, sampling,
                                   int64_t(q.tokens.size()) - q.promptLength);
     record[1] = -1;
     if (sampling.logprobs < 0)

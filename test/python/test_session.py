@@ -90,6 +90,14 @@ def test_generate_equals_transformers(tmp, gpt2_dyn, layout):
         sampled = s.generate([ref["prompts"][2]] * 2, max_new_tokens=6,
                              temperature=0.8, seed=5)
         assert sampled[0].tokens == sampled[1].tokens
+        # transformers' repetition penalty (export_penalties.py's tokens).
+        pen = json.load(open(os.path.join(ROOT, "test", "e2e", "generate",
+                                          "Inputs", "penalties",
+                                          "gpt2-repetition.json")))
+        penalized = s.generate(pen["prompts"],
+                               max_new_tokens=pen["max_new_tokens"],
+                               **pen["sampling"])
+        assert [r.tokens for r in penalized] == pen["tokens"]
 
 
 def test_generate_text(tmp, gpt2_dyn):
@@ -168,5 +176,7 @@ def test_errors_are_exceptions(tmp, gpt2_tiny, gpt2_dyn):
                 s.generate([[10 ** 6]])
             with pytest.raises(pcc.Error, match="needs a tokenizer"):
                 s.generate(["text"])
+            with pytest.raises(pcc.Error, match="presence_penalty must be"):
+                s.generate([[1, 2]], presence_penalty=2.5)
     with pytest.raises(pcc.Error):
         pcc.Tokenizer(os.path.join(tmp, "no-such-tokenizer.json"))

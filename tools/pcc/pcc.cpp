@@ -7,6 +7,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -25,7 +26,8 @@ static const char kSynopsis[] =
        pcc generate OUT --prompts FILE.jsonl [-o OUT.jsonl]
                     [--tokenizer tokenizer.json] [--max-new-tokens N]
                     [--temperature T] [--top-k K] [--top-p P] [--seed S]
-                    [--stop ID ...]
+                    [--repetition-penalty R] [--presence-penalty P]
+                    [--frequency-penalty F] [--stop ID ...]
                              (generates with a build of compile --generate)
        pcc serve OUT [--port P] [--host H] [--tokenizer tokenizer.json]
                  [--api-key KEY] [--max-queue N] [--model-name NAME]
@@ -764,8 +766,9 @@ generate options:
   --prompts FILE         one request a line: {"prompt": [token ids]} (or
                          {"prompt": "text"} with --tokenizer), and
                          any of the options below for that request alone
-                         (max_new_tokens, temperature, top_k, top_p, seed,
-                         stop), and arrival_step (the scheduler step it
+                         (max_new_tokens, temperature, top_k, top_p,
+                         repetition_penalty, presence_penalty,
+                         frequency_penalty, seed, stop), and arrival_step (the scheduler step it
                          joins at)
   -o FILE                write one line per request, in input order:
                          {"tokens": [...], "finish_reason": "length"|"stop"}
@@ -781,6 +784,15 @@ generate options:
   --top-p P              sample among the most likely tokens of mass P
   --seed S               the draws of each request (the same tokens at any
                          layout and batch)
+  --repetition-penalty R transformers' and vLLM's: the logits of the tokens
+                         of the prompt and of those generated so far are
+                         divided by R where positive, multiplied where
+                         negative, before a token is chosen (default 1)
+  --presence-penalty P   OpenAI's: P is subtracted from the logit of every
+                         token generated so far (in [-2, 2], default 0)
+  --frequency-penalty F  OpenAI's: F times the count of each token generated
+                         so far is subtracted from its logit (in [-2, 2],
+                         default 0)
   --stop ID ...          token ids that end a request
   --load CKPT            serve the trained parameters of a checkpoint that
                          pcc run --save wrote (with --strip-prefix P as for
@@ -818,6 +830,12 @@ static int generateCommand(Args &args) {
       ok = args.integer(a, g.sampling.topK, 0);
     else if (a == "--top-p")
       ok = args.number(a, g.sampling.topP);
+    else if (a == "--repetition-penalty")
+      ok = args.number(a, g.sampling.repetitionPenalty);
+    else if (a == "--presence-penalty")
+      ok = args.number(a, g.sampling.presencePenalty);
+    else if (a == "--frequency-penalty")
+      ok = args.number(a, g.sampling.frequencyPenalty);
     else if (a == "--seed") {
       int64_t seed = 0;
       ok = args.integer(a, seed, 0);
@@ -849,10 +867,12 @@ static int generateCommand(Args &args) {
     llvm::errs() << "pcc: error: generate needs --prompts FILE.jsonl\n";
     return 1;
   }
-  if (g.sampling.temperature < 0 || g.sampling.topP <= 0 ||
-      g.sampling.topP > 1) {
-    llvm::errs() << "pcc: error: --temperature must be at least 0 and "
-                    "--top-p in (0, 1]\n";
+  // The request's keys, as flags (top_p: --top-p).
+  if (std::string range = g.sampling.rangeError(); !range.empty()) {
+    std::string flag = "--" + range.substr(0, range.find(' '));
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    llvm::errs() << "pcc: error: " << flag << range.substr(range.find(' '))
+                 << "\n";
     return 1;
   }
   o.generation = std::move(g);

@@ -18,11 +18,12 @@ class Tokenizer;
 /// The requests of `text`, the contents of the requests file `file`: one
 /// JSON object a line ({"prompt": [ids]}, or {"prompt": "text"} encoded
 /// with `tokenizer`, and any of max_new_tokens,
-/// temperature, top_k, top_p, seed, stop and arrival_step, over
-/// `defaults`), blank lines skipped. Throws a pccrt::Error naming the file,
-/// the line and, for a token, its position for anything malformed: not
-/// JSON, an unknown key, a prompt that is empty, longer than `maxSeq` or
-/// with an id outside `vocabulary`, an option out of its range, no request.
+/// temperature, top_k, top_p, repetition_penalty, presence_penalty,
+/// frequency_penalty, seed, stop and arrival_step, over `defaults`), blank
+/// lines skipped. Throws a pccrt::Error naming the file, the line and, for a
+/// token, its position for anything malformed: not JSON, an unknown key, a
+/// prompt that is empty, longer than `maxSeq` or with an id outside
+/// `vocabulary`, an option out of its range, no request.
 std::vector<pccrt::GenerationRequest>
 parseGenerationRequests(llvm::StringRef text, const std::string &file,
                         const pccrt::Sampling &defaults, int64_t vocabulary,

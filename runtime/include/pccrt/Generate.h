@@ -52,13 +52,33 @@ struct Sampling {
   double topP = 1;
   /// The draws of a request: a function of the seed and the token's index.
   uint64_t seed = 0;
+  /// transformers' and vLLM's repetition penalty: before a token is
+  /// chosen, the logit of every token of the prompt or generated so far is
+  /// divided by it where positive and multiplied by it where negative (1:
+  /// none).
+  double repetitionPenalty = 1;
+  /// OpenAI's penalties, as vLLM applies them: the logit of every token
+  /// generated so far less presencePenalty, and less frequencyPenalty for
+  /// each time it was generated (0: none).
+  double presencePenalty = 0;
+  double frequencyPenalty = 0;
   /// Tokens that end the request (kept as its last token).
   std::vector<int64_t> stop;
   /// The log-probabilities to return with each token (of the model's
-  /// distribution, before temperature and truncation): -1 none, 0 the
-  /// chosen token's, k > 0 also the k most likely tokens' (at most
+  /// distribution, before penalties, temperature and truncation): -1 none, 0
+  /// the chosen token's, k > 0 also the k most likely tokens' (at most
   /// kMaxLogprobs).
   int64_t logprobs = -1;
+
+  /// Whether a penalty changes the logits before a token is chosen.
+  bool penalizes() const {
+    return repetitionPenalty != 1 || presencePenalty != 0 ||
+           frequencyPenalty != 0;
+  }
+  /// What is out of range, named by the keys of a request (temperature,
+  /// top_k, top_p, repetition_penalty, presence_penalty,
+  /// frequency_penalty, max_new_tokens); empty if nothing is.
+  std::string rangeError() const;
 };
 
 /// The most alternatives a token's log-probabilities list.
@@ -166,6 +186,15 @@ public:
   /// number \p index (0 for its first new token).
   static int64_t sample(const float *logits, int64_t vocabulary,
                         const Sampling &sampling, int64_t index);
+
+  /// Applies \p sampling's penalties to \p logits for a request whose
+  /// tokens so far are \p tokens, its prompt the first \p promptLength
+  /// (the repetition penalty reads them all, presence and frequency only
+  /// the generated ones).
+  static void penalize(float *logits, int64_t vocabulary,
+                       const Sampling &sampling,
+                       const std::vector<int64_t> &tokens,
+                       int64_t promptLength);
 
   /// The log-probabilities of \p token and of the \p top most likely
   /// tokens (ties by id) under the softmax of \p logits.

@@ -2,8 +2,9 @@
 
   check_tokens.py prompts REF.json OUT.jsonl [--arrivals]
       writes the requests of REF.json (a fixture's generate.json: prompts,
-      max_new_tokens, tokens) as pcc generate's JSONL; with --arrivals the
-      later requests arrive while the earlier ones decode
+      max_new_tokens, tokens) as pcc generate's JSONL, each with the keys
+      of REF.json's "sampling" if it has one (penalties); with --arrivals
+      the later requests arrive while the earlier ones decode
   check_tokens.py check REF.json OUT.jsonl
       compares pcc generate's output with REF.json's tokens, request by
       request; prints ok or each mismatch, and exits 1 on any
@@ -19,6 +20,7 @@ def main(argv):
         with open(out_path, "w") as f:
             for i, prompt in enumerate(ref["prompts"]):
                 request = {"prompt": prompt}
+                request.update(ref.get("sampling", {}))
                 if "--arrivals" in argv:
                     request["arrival_step"] = 3 * i
                 f.write(json.dumps(request) + "\n")

@@ -2,12 +2,15 @@
 `openai` package where it is installed), and checks what it answers.
 
   check_server.py PCC OUT REF.json TOKENIZER [--ranks N] [--queue]
+                  [--expect-ids IDS] [--penalties PEN.json]
 
 starts `PCC serve OUT --port 0 --tokenizer TOKENIZER --api-key KEY`, then:
   - 24 concurrent greedy requests (the fixture's prompts in turn) whose
-    tokens must equal REF.json's (transformers' generate()), five bad
+    tokens must equal REF.json's (transformers' generate()), six bad
     requests among them answered 400, one without the key answered 401;
   - a streamed request: at least two chunks, then [DONE], the same tokens;
+  - with --penalties, PEN.json's prompts with its "sampling" (presence and
+    frequency penalties): its tokens;
   - a text prompt: its prompt_token_ids equal the tokenizer's encoding, and
     its tokens and text equal those of the same ids given as a prompt;
   - /v1/models, /health and /metrics;
@@ -169,7 +172,7 @@ def main(argv):
     server = Server(pcc, out, (["--tokenizer", tokenizer] if tokenizer != "-"
                                else []) + ["--api-key", KEY])
 
-    # 24 concurrent greedy requests, five bad ones among them.
+    # 24 concurrent greedy requests, six bad ones among them.
     good = [None] * 24
     bad_bodies = [
         None,  # not JSON
@@ -177,6 +180,7 @@ def main(argv):
         {"prompt": prompts[0], "max_tokens": -1},
         {"prompt": [1, 2, 10 ** 6], "max_tokens": 4},
         {"prompt": prompts[0], "max_tokens": 10 ** 4},  # over --max-seq
+        {"prompt": prompts[0], "frequency_penalty": 3},  # over 2
     ]
     bad = [None] * len(bad_bodies)
 
@@ -221,7 +225,8 @@ def main(argv):
           "greedy tokens" % ranks)
     for i, (status, answer) in enumerate(bad):
         check_error(status, answer, 400, "bad request %d" % i)
-    print("ok 5 bad requests answered 400 while the others were served")
+    print("ok %d bad requests answered 400 while the others were served" %
+          len(bad_bodies))
     status, answer = completion(server, {"prompt": prompts[0]}, key=None)
     check_error(status, answer, 401, "a request without the key")
     status, answer = completion(server, {"prompt": prompts[0]}, key="wrong")
@@ -260,6 +265,21 @@ def main(argv):
              (chunks, done, streamed, tokens[3]))
     print("ok a streamed request: %d chunks, then [DONE], the same tokens" %
           chunks)
+
+    # OpenAI's penalties (a reference of export_penalties.py: the prompts
+    # of REF.json, its tokens under the file's "sampling").
+    if "--penalties" in argv:
+        pen = json.load(open(argv[argv.index("--penalties") + 1]))
+        for i, prompt in enumerate(pen["prompts"]):
+            body = {"prompt": prompt, "max_tokens": pen["max_new_tokens"],
+                    "temperature": 0, "return_token_ids": True}
+            body.update(pen["sampling"])
+            status, answer = completion(server, body)
+            got = answer["choices"][0]["token_ids"] if status == 200 else answer
+            if got != pen["tokens"][i]:
+                fail("penalties %s, prompt %d: %s, expected %s" %
+                     (pen["sampling"], i, got, pen["tokens"][i]))
+        print("ok presence and frequency penalties: the reference's tokens")
 
     # Text in: the tokenizer's ids, and the same answer as those ids.
     text = "the quick brown fox jumps"

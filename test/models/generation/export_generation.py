@@ -382,7 +382,9 @@ def pack(folder, tag):
     return tgz
 
 
-def make(name):
+def build(name):
+    """The model NAME of the archives: seeded by its name, every parameter
+    perturbed, without end-of-sequence token."""
     torch.manual_seed(zlib.crc32(name.encode()) % 1000)
     model = MODELS[name]()
     with torch.no_grad():
@@ -394,6 +396,11 @@ def make(name):
     for c in (model.config, model.generation_config):
         c.eos_token_id = c.bos_token_id = None
     model.generation_config.pad_token_id = 0
+    return model
+
+
+def make(name):
+    model = build(name)
 
     # Prompts whose greedy steps all have a clear winner and whose new tokens
     # vary: the first seed (counting up from the name's) whose smallest gap

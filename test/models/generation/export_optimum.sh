@@ -39,21 +39,13 @@ for name in "${names[@]}"; do
 
   # The model of NAME-dyn, saved for Optimum.
   "$VENV/bin/python" - "$HERE" "$name" "$WORK/hf-$name" <<'EOF'
-import sys, zlib
+import sys
 import torch
 sys.path.insert(0, sys.argv[1])
 import export_generation as eg
 name, out = sys.argv[2], sys.argv[3]
 torch.set_num_threads(1)
-torch.manual_seed(zlib.crc32(name.encode()) % 1000)   # as make() does
-model = eg.MODELS[name]()
-with torch.no_grad():
-    for p in model.parameters():
-        p.add_(0.02 * torch.randn_like(p))
-model.eval()
-for c in (model.config, model.generation_config):
-    c.eos_token_id = c.bos_token_id = None
-model.generation_config.pad_token_id = 0
+model = eg.build(name)
 model.save_pretrained(out)
 EOF
 

@@ -76,3 +76,47 @@ TEST(Sampling, FollowsTheSoftmax) {
     EXPECT_NEAR(double(counts[int64_t(t)]) / draws, expected, 0.015) << t;
   }
 }
+
+TEST(Sampling, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
+  Sampling s;
+  s.repetitionPenalty = 2.0;
+  std::vector<float> logits = kLogits;
+  // Prompt {1, 2}, then 2 generated again: each id is penalized once.
+  Generator::penalize(logits.data(), int64_t(logits.size()), s, {1, 2, 2},
+                      /*promptLength=*/2);
+  EXPECT_EQ(logits[1], 1.0f);
+  EXPECT_EQ(logits[2], -2.0f);
+  EXPECT_EQ(logits[0], kLogits[0]);
+  EXPECT_EQ(logits[3], kLogits[3]);
+  // Greedy now takes id 3, the other largest logit.
+  EXPECT_EQ(Generator::sample(logits.data(), int64_t(logits.size()), s, 0), 3);
+}
+
+TEST(Sampling, PresenceAndFrequencyReadOnlyTheGeneratedTokens) {
+  Sampling s;
+  s.presencePenalty = 0.5;
+  s.frequencyPenalty = 0.25;
+  std::vector<float> logits = kLogits;
+  // Id 4 is in the prompt only; 1 was generated twice, 5 once.
+  Generator::penalize(logits.data(), int64_t(logits.size()), s, {4, 1, 5, 1},
+                      /*promptLength=*/1);
+  EXPECT_EQ(logits[4], kLogits[4]);
+  EXPECT_FLOAT_EQ(logits[1], 2.0f - 0.5f - 2 * 0.25f);
+  EXPECT_FLOAT_EQ(logits[5], 0.0f - 0.5f - 0.25f);
+  EXPECT_EQ(logits[3], kLogits[3]);
+  EXPECT_TRUE(s.penalizes());
+  EXPECT_FALSE(Sampling().penalizes());
+}
+
+TEST(Sampling, RangeErrorNamesTheKey) {
+  Sampling s;
+  EXPECT_EQ(s.rangeError(), "");
+  s.topP = 1.5;
+  EXPECT_EQ(s.rangeError(), "top_p must be in (0, 1], not 1.5");
+  s.topP = 1;
+  s.repetitionPenalty = 0;
+  EXPECT_EQ(s.rangeError(), "repetition_penalty must be above 0, not 0");
+  s.repetitionPenalty = 1;
+  s.frequencyPenalty = -3;
+  EXPECT_EQ(s.rangeError(), "frequency_penalty must be in [-2, 2], not -3");
+}
