@@ -323,7 +323,7 @@ std::vector<PyResult> generate(PySession &self,
                                int64_t topK, double topP, uint64_t seed,
                                const std::vector<int64_t> &stop,
                                double repetitionPenalty, double presencePenalty,
-                               double frequencyPenalty) {
+                               double frequencyPenalty, int64_t minNewTokens) {
   Session &session = self.get();
   Generator *generator = session.generator();
   if (!generator)
@@ -341,6 +341,7 @@ std::vector<PyResult> generate(PySession &self,
   sampling.repetitionPenalty = repetitionPenalty;
   sampling.presencePenalty = presencePenalty;
   sampling.frequencyPenalty = frequencyPenalty;
+  sampling.minNewTokens = minNewTokens;
   if (std::string range = sampling.rangeError(); !range.empty())
     throw Error(range);
   int64_t vocabulary = generator->shape().vocabulary;
@@ -404,7 +405,8 @@ PYBIND11_MODULE(_pcc, m) {
       .def("generate", &generate, py::arg("prompts"), py::arg("max_new_tokens"),
            py::arg("temperature"), py::arg("top_k"), py::arg("top_p"),
            py::arg("seed"), py::arg("stop"), py::arg("repetition_penalty"),
-           py::arg("presence_penalty"), py::arg("frequency_penalty"))
+           py::arg("presence_penalty"), py::arg("frequency_penalty"),
+           py::arg("min_new_tokens"))
       .def("close", &PySession::close)
       .def_property_readonly("num_ranks", &PySession::numRanks)
       .def_property_readonly("input_names",

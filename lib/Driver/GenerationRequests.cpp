@@ -10,6 +10,9 @@
 #include "pcc/Tokenizer/Tokenizer.h"
 
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <sstream>
 
 using namespace pcc;
 
@@ -95,6 +98,8 @@ pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
         }
       } else if (k == "max_new_tokens") {
         request.sampling.maxNewTokens = integerAt(value, file, line, k);
+      } else if (k == "min_new_tokens") {
+        request.sampling.minNewTokens = integerAt(value, file, line, k);
       } else if (k == "temperature") {
         request.sampling.temperature = numberAt(value, file, line, k);
       } else if (k == "top_k") {
@@ -143,6 +148,121 @@ pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
   if (requests.empty())
     throw pccrt::Error(file + ": no requests");
   return requests;
+}
+
+pccrt::Sampling pcc::readGenerationConfig(const std::string &path,
+                                          pccrt::Sampling sampling) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    throw pccrt::Error(path +
+                       ": cannot read it: " + buffer.getError().message());
+  return parseGenerationConfig((*buffer)->getBuffer(), path,
+                               std::move(sampling));
+}
+
+pccrt::Sampling pcc::parseGenerationConfig(llvm::StringRef text,
+                                           const std::string &path,
+                                           pccrt::Sampling sampling) {
+  auto fail = [&](const std::string &message) -> pccrt::Error {
+    return pccrt::Error(path + ": " + message);
+  };
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed)
+    throw fail("not JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *config = parsed->getAsObject();
+  if (!config)
+    throw fail("a generation config must be a JSON object");
+  // A key that is absent or null keeps its default.
+  auto get = [&](llvm::StringRef key) -> const llvm::json::Value * {
+    const llvm::json::Value *v = config->get(key);
+    return v && v->kind() != llvm::json::Value::Null ? v : nullptr;
+  };
+  auto number = [&](llvm::StringRef key, double fallback) {
+    const llvm::json::Value *v = get(key);
+    if (!v)
+      return fallback;
+    std::optional<double> n = v->getAsNumber();
+    if (!n)
+      throw fail(key.str() + " must be a number");
+    return *n;
+  };
+  auto integer = [&](llvm::StringRef key, int64_t fallback) {
+    const llvm::json::Value *v = get(key);
+    if (!v)
+      return fallback;
+    std::optional<int64_t> n = v->getAsInteger();
+    if (!n)
+      throw fail(key.str() + " must be an integer");
+    return *n;
+  };
+
+  // What changes transformers' choice of tokens and pcc cannot do: refused
+  // rather than ignored, unless the value is the one that changes nothing.
+  for (auto [key, neutral] :
+       {std::pair<llvm::StringRef, double>{"num_beams", 1},
+        {"num_beam_groups", 1},
+        {"no_repeat_ngram_size", 0},
+        {"encoder_no_repeat_ngram_size", 0},
+        {"min_length", 0},
+        {"typical_p", 1},
+        {"epsilon_cutoff", 0},
+        {"eta_cutoff", 0},
+        {"diversity_penalty", 0},
+        {"encoder_repetition_penalty", 1},
+        {"penalty_alpha", 0},
+        {"min_p", 0},
+        {"guidance_scale", 1}})
+    if (double value = number(key, neutral); value != neutral) {
+      std::ostringstream text;
+      text << value;
+      throw fail(key.str() + " " + text.str() + " is not supported");
+    }
+  for (llvm::StringRef key :
+       {"bad_words_ids", "suppress_tokens", "begin_suppress_tokens",
+        "forced_bos_token_id", "forced_eos_token_id", "sequence_bias",
+        "exponential_decay_length_penalty", "forced_decoder_ids"})
+    if (const llvm::json::Value *v = get(key)) {
+      const llvm::json::Array *list = v->getAsArray();
+      if (!list || !list->empty())
+        throw fail(key.str() + " is not supported");
+    }
+
+  bool sample = false;
+  if (const llvm::json::Value *v = get("do_sample")) {
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      throw fail("do_sample must be true or false");
+    sample = *b;
+  }
+  // transformers' defaults: greedy unless do_sample; then temperature 1,
+  // top-k 50 and top-p 1 unless set.
+  sampling.temperature = sample ? number("temperature", 1) : 0;
+  sampling.topK = sample ? integer("top_k", 50) : 0;
+  sampling.topP = sample ? number("top_p", 1) : 1;
+  sampling.repetitionPenalty =
+      number("repetition_penalty", sampling.repetitionPenalty);
+  sampling.maxNewTokens = integer("max_new_tokens", sampling.maxNewTokens);
+  sampling.minNewTokens = integer("min_new_tokens", sampling.minNewTokens);
+  // The end-of-sequence ids (one, or a list) end a request.
+  if (const llvm::json::Value *v = get("eos_token_id")) {
+    std::vector<const llvm::json::Value *> ids;
+    if (const llvm::json::Array *list = v->getAsArray())
+      for (const llvm::json::Value &id : *list)
+        ids.push_back(&id);
+    else
+      ids.push_back(v);
+    for (const llvm::json::Value *id : ids) {
+      std::optional<int64_t> n = id->getAsInteger();
+      if (!n || *n < 0)
+        throw fail("eos_token_id must be a token id or a list of them");
+      if (!llvm::is_contained(sampling.stop, *n))
+        sampling.stop.push_back(*n);
+    }
+  }
+  if (std::string range = sampling.rangeError(); !range.empty())
+    throw fail(range);
+  return sampling;
 }
 
 Tokenizer pcc::loadTokenizer(const std::string &path, int64_t vocabulary) {

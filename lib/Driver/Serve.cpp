@@ -473,8 +473,12 @@ Completion Api::parse(const httplib::Request &request) const {
     refuse("the body must be a JSON object");
   Completion c;
   pccrt::Sampling &s = c.sampling;
-  s.maxNewTokens = 16; // OpenAI's default
-  s.temperature = 1;
+  if (options.defaults) {
+    s = *options.defaults;
+  } else {
+    s.maxNewTokens = 16; // OpenAI's default
+    s.temperature = 1;
+  }
   bool seeded = false;
   auto number = [&](llvm::StringRef key, double &out) {
     if (const json::Value *v = object->get(key)) {
@@ -548,6 +552,7 @@ Completion Api::parse(const httplib::Request &request) const {
   if (integer("top_k", topK))
     s.topK = topK == -1 ? 0 : topK; // vLLM's -1: every token
   // OpenAI's penalties, and vLLM's repetition penalty.
+  integer("min_tokens", s.minNewTokens); // vLLM's
   number("presence_penalty", s.presencePenalty);
   number("frequency_penalty", s.frequencyPenalty);
   number("repetition_penalty", s.repetitionPenalty);

@@ -78,12 +78,14 @@ class Session:
 
     def generate(self, prompts, max_new_tokens=16, temperature=0.0, top_k=0,
                  top_p=1.0, seed=0, stop=(), repetition_penalty=1.0,
-                 presence_penalty=0.0, frequency_penalty=0.0):
+                 presence_penalty=0.0, frequency_penalty=0.0,
+                 min_new_tokens=0):
         """Generates for every prompt (a list of token ids, or a string with
         a tokenizer) with continuous batching; one Result per prompt, in
         order, with .tokens, .finish_reason and, with a tokenizer, .text.
         The penalties are as pcc generate's (--repetition-penalty: the
-        transformers and vLLM one; presence and frequency: OpenAI's)."""
+        transformers and vLLM one; presence and frequency: OpenAI's);
+        no token of `stop` is chosen before min_new_tokens."""
         if isinstance(prompts, (str, bytes)) or (
                 prompts and isinstance(prompts[0], int)):
             raise Error("prompts is a list of prompts (each a list of token "
@@ -108,7 +110,8 @@ class Session:
                                          [int(t) for t in stop],
                                          float(repetition_penalty),
                                          float(presence_penalty),
-                                         float(frequency_penalty))
+                                         float(frequency_penalty),
+                                         int(min_new_tokens))
         if self.tokenizer is not None:
             for r in results:
                 r.text = self.tokenizer.decode(r.tokens)

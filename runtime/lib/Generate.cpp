@@ -11,9 +11,6 @@
 #include <deque>
 #include <numeric>
 #include <set>
-#include <sstream>
-#include <unordered_map>
-#include <unordered_set>
 
 using namespace pccrt;
 
@@ -40,16 +37,6 @@ int32_t findStep(const Model &model, const std::string &name,
       throw Error(what + ": the '" + name + "' step's input " +
                   std::to_string(i) + " is not '" + kInputs[i] + "' (I64)");
   return index;
-}
-
-/// A counter-based generator: the draw of a request's token is a function
-/// of its seed and the token's index alone (SplitMix64).
-double uniform(uint64_t seed, int64_t index) {
-  uint64_t x = seed + 0x9e3779b97f4a7c15ull * uint64_t(index + 1);
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return double(x >> 11) * 0x1.0p-53;
 }
 
 /// A request while it runs.
@@ -106,97 +93,6 @@ Generator::Generator(Model &model, int64_t maxSequence)
 
 Generator::~Generator() = default;
 
-std::string Sampling::rangeError() const {
-  auto text = [](double x) {
-    std::ostringstream os;
-    os << x;
-    return os.str();
-  };
-  if (maxNewTokens < 1)
-    return "max_new_tokens must be at least 1, not " +
-           std::to_string(maxNewTokens);
-  if (!(temperature >= 0))
-    return "temperature must be at least 0, not " + text(temperature);
-  if (topK < 0)
-    return "top_k must be at least 0, not " + std::to_string(topK);
-  if (!(topP > 0 && topP <= 1))
-    return "top_p must be in (0, 1], not " + text(topP);
-  if (!(repetitionPenalty > 0))
-    return "repetition_penalty must be above 0, not " + text(repetitionPenalty);
-  if (!(presencePenalty >= -2 && presencePenalty <= 2))
-    return "presence_penalty must be in [-2, 2], not " + text(presencePenalty);
-  if (!(frequencyPenalty >= -2 && frequencyPenalty <= 2))
-    return "frequency_penalty must be in [-2, 2], not " +
-           text(frequencyPenalty);
-  return "";
-}
-
-void Generator::penalize(float *logits, int64_t vocabulary,
-                         const Sampling &sampling,
-                         const std::vector<int64_t> &tokens,
-                         int64_t promptLength) {
-  // Each token's count among the generated ones, and whether the prompt
-  // holds it; every id once, as transformers gathers and scatters them.
-  std::unordered_map<int64_t, int64_t> generated;
-  std::unordered_set<int64_t> seen;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    int64_t t = tokens[i];
-    if (t < 0 || t >= vocabulary)
-      continue;
-    seen.insert(t);
-    if (int64_t(i) >= promptLength)
-      ++generated[t];
-  }
-  // In float, as transformers computes on float32 logits.
-  if (sampling.repetitionPenalty != 1) {
-    float penalty = float(sampling.repetitionPenalty);
-    for (int64_t t : seen)
-      logits[t] = logits[t] < 0 ? logits[t] * penalty : logits[t] / penalty;
-  }
-  if (sampling.presencePenalty != 0 || sampling.frequencyPenalty != 0)
-    for (auto [t, count] : generated)
-      logits[t] -= float(sampling.frequencyPenalty) * float(count) +
-                   float(sampling.presencePenalty);
-}
-
-int64_t Generator::sample(const float *logits, int64_t vocabulary,
-                          const Sampling &sampling, int64_t index) {
-  if (sampling.temperature <= 0)
-    return std::max_element(logits, logits + vocabulary) - logits;
-  // The candidates, most likely first (ties by id), cut to top-k.
-  std::vector<int64_t> order(static_cast<size_t>(vocabulary));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return logits[a] > logits[b];
-  });
-  if (sampling.topK > 0 && sampling.topK < vocabulary)
-    order.resize(size_t(sampling.topK));
-  std::vector<double> p(order.size());
-  double top = logits[order.front()] / sampling.temperature, sum = 0;
-  for (size_t i = 0; i < order.size(); ++i)
-    sum += p[i] = std::exp(logits[order[i]] / sampling.temperature - top);
-  // Top-p: the fewest candidates whose probabilities reach p.
-  size_t keep = order.size();
-  if (sampling.topP < 1) {
-    double mass = 0;
-    for (size_t i = 0; i < order.size(); ++i) {
-      mass += p[i] / sum;
-      if (mass >= sampling.topP) {
-        keep = i + 1;
-        break;
-      }
-    }
-    sum = std::accumulate(p.begin(), p.begin() + keep, 0.0);
-  }
-  double u = uniform(sampling.seed, index) * sum;
-  for (size_t i = 0; i < keep; ++i) {
-    u -= p[i];
-    if (u < 0)
-      return order[i];
-  }
-  return order[keep - 1];
-}
-
 namespace {
 /// A scheduler step of one group of sequences, from its run to its tokens.
 struct Step {
@@ -246,8 +142,8 @@ double realOf(int64_t w) {
   return x;
 }
 
-/// A request as int64 words: prompt length, prompt, max new tokens,
-/// temperature and top-p (as their bits), top-k, seed, logprobs, the
+/// A request as int64 words: prompt length, prompt, max and min new
+/// tokens, temperature and top-p (as their bits), top-k, seed, logprobs, the
 /// repetition, presence and frequency penalties (as their bits), stop
 /// count, stops.
 void appendRequest(std::vector<int64_t> &words, const GenerationRequest &r) {
@@ -255,10 +151,10 @@ void appendRequest(std::vector<int64_t> &words, const GenerationRequest &r) {
   words.push_back(int64_t(r.prompt.size()));
   words.insert(words.end(), r.prompt.begin(), r.prompt.end());
   words.insert(words.end(),
-               {s.maxNewTokens, bitsOf(s.temperature), bitsOf(s.topP), s.topK,
-                int64_t(s.seed), s.logprobs, bitsOf(s.repetitionPenalty),
-                bitsOf(s.presencePenalty), bitsOf(s.frequencyPenalty),
-                int64_t(s.stop.size())});
+               {s.maxNewTokens, s.minNewTokens, bitsOf(s.temperature),
+                bitsOf(s.topP), s.topK, int64_t(s.seed), s.logprobs,
+                bitsOf(s.repetitionPenalty), bitsOf(s.presencePenalty),
+                bitsOf(s.frequencyPenalty), int64_t(s.stop.size())});
   words.insert(words.end(), s.stop.begin(), s.stop.end());
 }
 
@@ -272,6 +168,7 @@ std::vector<GenerationRequest> readRequests(const std::vector<int64_t> &words,
     at += size_t(n);
     Sampling &s = r.sampling;
     s.maxNewTokens = words[at++];
+    s.minNewTokens = words[at++];
     s.temperature = realOf(words[at++]);
     s.topP = realOf(words[at++]);
     s.topK = words[at++];
@@ -645,22 +542,22 @@ void Generator::Scheduler::run(Group &group,
   if (!sampler)
     return; // the tokens come when the group's next step is due
   Tensor logits = model.gatherHeldOutput(entry, outputs, 0);
-  std::vector<float> penalized;
+  std::vector<float> processed;
   for (size_t k = 0; k < step.rowOf.size(); ++k) {
     const Sequence &q = seqs[step.rowOf[k]];
     const Sampling &sampling = requests[size_t(q.request)].sampling;
     const float *row = reinterpret_cast<const float *>(logits.data.data()) +
                        int64_t(k) * s.vocabulary;
     int64_t *record = &step.tokens[k * size_t(kRecordWords)];
+    int64_t index = int64_t(q.tokens.size()) - q.promptLength;
     const float *chosenFrom = row;
-    if (sampling.penalizes()) {
-      penalized.assign(row, row + s.vocabulary);
-      Generator::penalize(penalized.data(), s.vocabulary, sampling, q.tokens,
-                          q.promptLength);
-      chosenFrom = penalized.data();
+    if (sampling.changesLogits(index)) {
+      processed.assign(row, row + s.vocabulary);
+      Generator::processLogits(processed.data(), s.vocabulary, sampling,
+                               q.tokens, q.promptLength);
+      chosenFrom = processed.data();
     }
-    record[0] = Generator::sample(chosenFrom, s.vocabulary, sampling,
-                                  int64_t(q.tokens.size()) - q.promptLength);
+    record[0] = Generator::sample(chosenFrom, s.vocabulary, sampling, index);
     record[1] = -1;
     if (sampling.logprobs < 0)
       continue;
@@ -681,30 +578,6 @@ void Generator::Scheduler::run(Group &group,
             int64_t(step.tokens.size()), PCCRT_I64));
   if (groups.size() == 1)
     complete(group, events);
-}
-
-std::vector<TokenLogprob> Generator::logprobsOf(const float *logits,
-                                                int64_t vocabulary,
-                                                int64_t token, int64_t top) {
-  float largest = *std::max_element(logits, logits + vocabulary);
-  double sum = 0;
-  for (int64_t i = 0; i < vocabulary; ++i)
-    sum += std::exp(double(logits[i]) - largest);
-  double logSum = std::log(sum) + largest;
-  std::vector<TokenLogprob> out{{token, double(logits[token]) - logSum}};
-  if (top <= 0)
-    return out;
-  std::vector<int64_t> order(static_cast<size_t>(vocabulary));
-  std::iota(order.begin(), order.end(), 0);
-  top = std::min(top, vocabulary);
-  std::partial_sort(order.begin(), order.begin() + top, order.end(),
-                    [&](int64_t a, int64_t b) {
-                      return logits[a] > logits[b] ||
-                             (logits[a] == logits[b] && a < b);
-                    });
-  for (int64_t i = 0; i < top; ++i)
-    out.push_back({order[size_t(i)], double(logits[order[size_t(i)]]) - logSum});
-  return out;
 }
 
 /// Throws for a prompt that is empty or longer than \p maxSequence.

@@ -1,9 +1,10 @@
 //===- GenerationRequestsFuzzer.cpp - libFuzzer entry for pcc generate ----===//
 //
 // Feeds arbitrary bytes to pcc generate's requests parser as the contents
-// of a requests file. It must accept them or throw its one-line
+// of a requests file, and to its generation config's parser as a
+// generation_config.json. Each must accept them or throw its one-line
 // pccrt::Error; any crash or sanitizer report is a bug, and so is an
-// accepted request that breaks the checks the parser promises. Text
+// accepted request or config that breaks the checks the parser promises. Text
 // prompts go through the tokenizer.json named by $PCC_FUZZ_TOKENIZER
 // (run-fuzzers.sh gives the serving tests' one), else they are refused.
 //
@@ -33,14 +34,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                      tokenizer ? &*tokenizer : nullptr);
     for (const pccrt::GenerationRequest &r : requests) {
       if (r.prompt.empty() || int64_t(r.prompt.size()) > kMaxSeq ||
-          r.sampling.maxNewTokens < 1 || r.sampling.topP <= 0 ||
-          r.sampling.topP > 1 || r.sampling.temperature < 0 ||
-          r.arrivalStep < 0)
+          !r.sampling.rangeError().empty() || r.arrivalStep < 0)
         std::abort();
       for (int64_t id : r.prompt)
         if (id < 0 || id >= kVocabulary)
           std::abort();
     }
+  } catch (const pccrt::Error &) {
+  }
+  try {
+    pccrt::Sampling s = pcc::parseGenerationConfig(
+        text, "generation_config.json", pccrt::Sampling());
+    if (!s.rangeError().empty())
+      std::abort();
+    for (int64_t id : s.stop)
+      if (id < 0)
+        std::abort();
   } catch (const pccrt::Error &) {
   }
   return 0;

@@ -40,7 +40,8 @@ mlir_inc=/usr/lib/llvm-22/include
 # tokenizer its text prompts go through).
 "$cxx" "${flags[@]}" -I"$root/include" -I"$root/runtime/include" \
   -isystem "$mlir_inc" "$root/test/fuzz/GenerationRequestsFuzzer.cpp" \
-  "$root/lib/Driver/GenerationRequests.cpp" "$root"/lib/Tokenizer/*.cpp \
+  "$root/lib/Driver/GenerationRequests.cpp" "$root/runtime/lib/Sampling.cpp" \
+  "$root"/lib/Tokenizer/*.cpp \
   -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lLLVM \
   -licuuc -licui18n -o "$out/Requests-fuzzer"
 
@@ -72,6 +73,8 @@ printf '{"prompt": [200, 1], "temperature": 0.8, "top_k": 5, "top_p": 0.9, "seed
   > "$out/seed-requests/sampled.jsonl"
 printf '{"prompt": "the quick brown fox \\u00fcber \\ud83d\\ude42"}\n' \
   > "$out/seed-requests/text.jsonl"
+printf '{"do_sample": true, "top_k": 20, "repetition_penalty": 1.05, "eos_token_id": [2, 7], "min_new_tokens": 1, "num_beams": 1}\n' \
+  > "$out/seed-requests/generation_config.json"
 export PCC_FUZZ_TOKENIZER="$root/test/e2e/serve/tokenizer-384.json"
 cp "$root"/test/Import/*.onnxtxt "$out/seed-import/" 2>/dev/null || true
 find "$root/test" -name '*.onnx' -size -64k -exec cp {} "$out/seed-import/" \; 2>/dev/null || true

@@ -98,6 +98,18 @@ def test_generate_equals_transformers(tmp, gpt2_dyn, layout):
                                max_new_tokens=pen["max_new_tokens"],
                                **pen["sampling"])
         assert [r.tokens for r in penalized] == pen["tokens"]
+        # A generation config's as arguments: min_new_tokens holds back a
+        # stop token, the other ends requests.
+        cfg = json.load(open(os.path.join(ROOT, "test", "e2e", "generate",
+                                          "Inputs", "penalties",
+                                          "gpt2-config.json")))
+        gc = cfg["generation_config"]
+        held = s.generate(cfg["prompts"], max_new_tokens=gc["max_new_tokens"],
+                          min_new_tokens=gc["min_new_tokens"],
+                          repetition_penalty=gc["repetition_penalty"],
+                          stop=gc["eos_token_id"])
+        assert [r.tokens for r in held] == cfg["tokens"]
+        assert [r.finish_reason for r in held] == cfg["finish_reasons"]
 
 
 def test_generate_text(tmp, gpt2_dyn):

@@ -1,6 +1,7 @@
 //===- pcc.cpp - The pcc command: compile and run models ------------------===//
 
 #include "pcc/Driver/Driver.h"
+#include "pcc/Driver/GenerationRequests.h"
 #include "pcc/Planning/Plan.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -27,10 +28,12 @@ static const char kSynopsis[] =
                     [--tokenizer tokenizer.json] [--max-new-tokens N]
                     [--temperature T] [--top-k K] [--top-p P] [--seed S]
                     [--repetition-penalty R] [--presence-penalty P]
-                    [--frequency-penalty F] [--stop ID ...]
+                    [--frequency-penalty F] [--min-new-tokens N]
+                    [--stop ID ...] [--generation-config FILE]
                              (generates with a build of compile --generate)
        pcc serve OUT [--port P] [--host H] [--tokenizer tokenizer.json]
                  [--api-key KEY] [--max-queue N] [--model-name NAME]
+                 [--generation-config FILE]
                              (the OpenAI completions API over a build of
                               compile --generate, at any tp x pp)
        pcc plan (MODEL.onnx | --model gpt:layers=L,hidden=H,heads=N,vocab=V,
@@ -766,8 +769,8 @@ generate options:
   --prompts FILE         one request a line: {"prompt": [token ids]} (or
                          {"prompt": "text"} with --tokenizer), and
                          any of the options below for that request alone
-                         (max_new_tokens, temperature, top_k, top_p,
-                         repetition_penalty, presence_penalty,
+                         (max_new_tokens, min_new_tokens, temperature,
+                         top_k, top_p, repetition_penalty, presence_penalty,
                          frequency_penalty, seed, stop), and arrival_step (the scheduler step it
                          joins at)
   -o FILE                write one line per request, in input order:
@@ -794,16 +797,42 @@ generate options:
                          so far is subtracted from its logit (in [-2, 2],
                          default 0)
   --stop ID ...          token ids that end a request
+  --min-new-tokens N     no stop token is chosen before N tokens
+  --generation-config FILE
+                         the defaults of a Hugging Face
+                         generation_config.json, as transformers' generate()
+                         takes them (greedy unless do_sample; eos_token_id
+                         ends a request; repetition_penalty, max_new_tokens,
+                         min_new_tokens); the other options override them
   --load CKPT            serve the trained parameters of a checkpoint that
                          pcc run --save wrote (with --strip-prefix P as for
                          pcc run)
   --timeout S            as for pcc run, on a build of several ranks
 )";
 
+/// The sampling defaults of the --generation-config among \p arguments (a
+/// flag after it overrides what it says), into \p sampling; false after
+/// an error.
+static bool readGenerationConfigFlag(const std::vector<std::string> &arguments,
+                                     pccrt::Sampling &sampling) {
+  for (size_t i = 0; i + 1 < arguments.size(); ++i)
+    if (arguments[i] == "--generation-config") {
+      try {
+        sampling = pcc::readGenerationConfig(arguments[i + 1], sampling);
+      } catch (const pccrt::Error &e) {
+        llvm::errs() << "pcc: error: " << e.what() << "\n";
+        return false;
+      }
+    }
+  return true;
+}
+
 static int generateCommand(Args &args) {
   RunOptions o;
   o.arguments = args.rest();
   GenerateOptions g;
+  if (!readGenerationConfigFlag(o.arguments, g.sampling))
+    return 1;
   while (!args.done()) {
     llvm::StringRef a = args.next();
     std::string v;
@@ -824,6 +853,10 @@ static int generateCommand(Args &args) {
       ok = args.value(a, g.output);
     else if (a == "--max-new-tokens")
       ok = args.integer(a, g.sampling.maxNewTokens, 1);
+    else if (a == "--min-new-tokens")
+      ok = args.integer(a, g.sampling.minNewTokens, 0);
+    else if (a == "--generation-config")
+      ok = args.value(a, v); // read before the other flags
     else if (a == "--temperature")
       ok = args.number(a, g.sampling.temperature);
     else if (a == "--top-k")
@@ -894,6 +927,11 @@ serve options:
                          further requests are answered 503 (default 64)
   --model-name NAME      the model's name in /v1/models and requests
                          (default: OUT's folder name)
+  --generation-config FILE
+                         what a request leaves unset takes from a Hugging
+                         Face generation_config.json, as for pcc generate
+                         (without it, OpenAI's defaults: 16 tokens,
+                         temperature 1)
   --load CKPT            serve the trained parameters of a checkpoint that
                          pcc run --save wrote (with --strip-prefix P as for
                          pcc run)
@@ -928,7 +966,13 @@ static int serveCommand(Args &args) {
       ok = args.integer(a, serve.maxQueue, 1);
     else if (a == "--model-name")
       ok = args.value(a, serve.modelName);
-    else if (a == "--load")
+    else if (a == "--generation-config") {
+      std::string path;
+      pccrt::Sampling defaults;
+      ok = args.value(a, path) &&
+           readGenerationConfigFlag({"--generation-config", path}, defaults);
+      serve.defaults = defaults;
+    } else if (a == "--load")
       ok = args.value(a, o.loadCheckpoint);
     else if (a == "--strip-prefix")
       ok = args.value(a, o.stripPrefix);

@@ -125,12 +125,14 @@ struct ServeOptions {
   /// The name /v1/models lists and requests may give (default: the
   /// compiled folder's name).
   std::string modelName;
+  /// What a request leaves unset takes (--generation-config); without
+  /// it, OpenAI's defaults (16 tokens, temperature 1).
+  std::optional<pccrt::Sampling> defaults;
 };
 
 struct GenerateOptions {
   /// One JSON object a line: {"prompt": [ids] or "text"} and any of
-  /// max_new_tokens, temperature, top_k, top_p, seed, stop and
-  /// arrival_step.
+  /// the keys of parseGenerationRequests.
   std::string prompts;
   /// A Hugging Face tokenizer.json: text prompts in, text out.
   std::string tokenizer;

@@ -17,7 +17,7 @@ class Tokenizer;
 
 /// The requests of `text`, the contents of the requests file `file`: one
 /// JSON object a line ({"prompt": [ids]}, or {"prompt": "text"} encoded
-/// with `tokenizer`, and any of max_new_tokens,
+/// with `tokenizer`, and any of max_new_tokens, min_new_tokens,
 /// temperature, top_k, top_p, repetition_penalty, presence_penalty,
 /// frequency_penalty, seed, stop and arrival_step, over `defaults`), blank
 /// lines skipped. Throws a pccrt::Error naming the file, the line and, for a
@@ -28,6 +28,24 @@ std::vector<pccrt::GenerationRequest>
 parseGenerationRequests(llvm::StringRef text, const std::string &file,
                         const pccrt::Sampling &defaults, int64_t vocabulary,
                         int64_t maxSeq, const Tokenizer *tokenizer = nullptr);
+
+/// `sampling` with the defaults of the Hugging Face generation_config.json
+/// at `path` as transformers' generate() takes them: greedy unless
+/// do_sample (then temperature, top_k and top_p, transformers' defaults 1,
+/// 50 and 1 where unset), repetition_penalty, max_new_tokens,
+/// min_new_tokens, and eos_token_id (one or a list) added to the stop
+/// tokens. Keys that would change the tokens in a way pcc cannot (beam
+/// search, n-gram bans, suppressed or forced tokens, ...) are refused
+/// unless they hold the value that changes nothing; the others (ids of
+/// special tokens, transformers' version, ...) are ignored. Throws a
+/// pccrt::Error naming the file.
+pccrt::Sampling readGenerationConfig(const std::string &path,
+                                     pccrt::Sampling sampling);
+
+/// As readGenerationConfig, of `text`, the contents of the file `path`.
+pccrt::Sampling parseGenerationConfig(llvm::StringRef text,
+                                      const std::string &path,
+                                      pccrt::Sampling sampling);
 
 /// The tokenizer.json at `path` for a model of `vocabulary` tokens; throws
 /// a pccrt::Error naming the file if it cannot be read or has more tokens.

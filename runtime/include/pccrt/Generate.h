@@ -43,6 +43,10 @@ namespace pccrt {
 struct Sampling {
   /// Tokens to generate at most.
   int64_t maxNewTokens = 16;
+  /// Tokens to generate at least: until there are as many, the stop
+  /// tokens cannot be chosen (transformers' min_new_tokens, vLLM's
+  /// min_tokens).
+  int64_t minNewTokens = 0;
   /// 0: greedy (the first of the largest logits); otherwise the logits
   /// are divided by it and a token is drawn.
   double temperature = 0;
@@ -70,14 +74,16 @@ struct Sampling {
   /// kMaxLogprobs).
   int64_t logprobs = -1;
 
-  /// Whether a penalty changes the logits before a token is chosen.
-  bool penalizes() const {
+  /// Whether the penalties or minNewTokens change the logits of the
+  /// request's token number \p index (0 for its first new token).
+  bool changesLogits(int64_t index) const {
     return repetitionPenalty != 1 || presencePenalty != 0 ||
-           frequencyPenalty != 0;
+           frequencyPenalty != 0 || (index < minNewTokens && !stop.empty());
   }
   /// What is out of range, named by the keys of a request (temperature,
   /// top_k, top_p, repetition_penalty, presence_penalty,
-  /// frequency_penalty, max_new_tokens); empty if nothing is.
+  /// frequency_penalty, max_new_tokens, min_new_tokens); empty if nothing
+  /// is.
   std::string rangeError() const;
 };
 
@@ -187,14 +193,16 @@ public:
   static int64_t sample(const float *logits, int64_t vocabulary,
                         const Sampling &sampling, int64_t index);
 
-  /// Applies \p sampling's penalties to \p logits for a request whose
-  /// tokens so far are \p tokens, its prompt the first \p promptLength
-  /// (the repetition penalty reads them all, presence and frequency only
-  /// the generated ones).
-  static void penalize(float *logits, int64_t vocabulary,
-                       const Sampling &sampling,
-                       const std::vector<int64_t> &tokens,
-                       int64_t promptLength);
+  /// Applies \p sampling's penalties and minimum to \p logits for a
+  /// request whose tokens so far are \p tokens, its prompt the first
+  /// \p promptLength (the repetition penalty reads them all, presence and
+  /// frequency only the generated ones; below minNewTokens generated, the
+  /// stop tokens' logits become -infinity), as transformers' logits
+  /// processors do before the choice.
+  static void processLogits(float *logits, int64_t vocabulary,
+                            const Sampling &sampling,
+                            const std::vector<int64_t> &tokens,
+                            int64_t promptLength);
 
   /// The log-probabilities of \p token and of the \p top most likely
   /// tokens (ties by id) under the softmax of \p logits.

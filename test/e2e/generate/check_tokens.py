@@ -6,8 +6,9 @@
       of REF.json's "sampling" if it has one (penalties); with --arrivals
       the later requests arrive while the earlier ones decode
   check_tokens.py check REF.json OUT.jsonl
-      compares pcc generate's output with REF.json's tokens, request by
-      request; prints ok or each mismatch, and exits 1 on any
+      compares pcc generate's output with REF.json's tokens and finish
+      reasons ("finish_reasons", or "length" for all), request by request;
+      prints ok or each mismatch, and exits 1 on any
 """
 import json
 import sys
@@ -34,15 +35,20 @@ def main(argv):
         if got["tokens"] != want:
             problems.append("prompt %d: %s, transformers %s" %
                             (i, got["tokens"], want))
-        if got["finish_reason"] != "length":
-            problems.append("prompt %d: finish_reason %s" %
-                            (i, got["finish_reason"]))
+        reason = ref.get("finish_reasons", ["length"] * len(lines))[i]
+        if got["finish_reason"] != reason:
+            problems.append("prompt %d: finish_reason %s, not %s" %
+                            (i, got["finish_reason"], reason))
     for p in problems:
         print("FAIL " + p)
     if problems:
         return 1
-    print("ok %d prompts, %d tokens each, equal to transformers" %
-          (len(lines), ref["max_new_tokens"]))
+    if "finish_reasons" in ref:
+        print("ok %d prompts, %d stopped, tokens equal to transformers" %
+              (len(lines), ref["finish_reasons"].count("stop")))
+    else:
+        print("ok %d prompts, %d tokens each, equal to transformers" %
+              (len(lines), ref["max_new_tokens"]))
     return 0
 
 

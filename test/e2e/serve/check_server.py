@@ -16,7 +16,10 @@ starts `PCC serve OUT --port 0 --tokenizer TOKENIZER --api-key KEY`, then:
   - /v1/models, /health and /metrics;
   - SIGTERM: the server and every rank end within 10 s, none left.
 With --queue it starts it with --max-queue 1 instead and checks that
-requests beyond the queue get 503 while the others are served.
+requests beyond the queue get 503 while the others are served. With
+--generation-config it starts it with REF.json's "generation_config"
+(export_penalties.py's gpt2-config.json) and checks that requests of a
+prompt alone get REF.json's tokens and "finish_reasons".
 Prints one `ok ...` line per check; exits 1 at the first failure.
 """
 import json
@@ -166,6 +169,30 @@ def main(argv):
                 fail("a served request's tokens differ from transformers'")
         print("ok --max-queue 1: %d of 12 requests answered 503, the others "
               "served" % len(busy))
+        server.stop()
+        return 0
+
+    if "--generation-config" in argv:
+        # REF.json's "generation_config" as the server's defaults: requests
+        # that give only their prompt get its tokens and finish reasons.
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".json",
+                                         delete=False) as f:
+            json.dump(ref["generation_config"], f)
+        server = Server(pcc, out, ["--generation-config", f.name])
+        for i, prompt in enumerate(prompts):
+            status, answer = completion(server, {"prompt": prompt})
+            if status != 200:
+                fail("prompt %d: status %s: %s" % (i, status, answer))
+            choice = answer["choices"][0]
+            if (choice["token_ids"] != tokens[i] or
+                    choice["finish_reason"] != ref["finish_reasons"][i]):
+                fail("prompt %d: %s (%s), transformers %s (%s)" %
+                     (i, choice["token_ids"], choice["finish_reason"],
+                      tokens[i], ref["finish_reasons"][i]))
+        os.unlink(f.name)
+        print("ok --generation-config: requests of a prompt alone get "
+              "transformers' tokens and finish reasons")
         server.stop()
         return 0
 

@@ -21,7 +21,14 @@ that check_tokens.py copies into every request:
                         step, no cache) that subtracts OpenAI's presence
                         penalty P and frequency penalty F x count from the
                         logits of the tokens generated so far, as vLLM does
-                        (transformers has no such processor), chosen as R.
+                        (transformers has no such processor), chosen as R;
+  gpt2-config.json      (GPT-2 only) "generation_config", a Hugging Face
+                        generation config (greedy, the repetition penalty
+                        of gpt2-repetition.json, max_new_tokens 12,
+                        min_new_tokens 3, two end-of-sequence ids: one that
+                        min_new_tokens holds back, one that ends a request),
+                        and the tokens and "finish_reasons" of transformers'
+                        generate(generation_config=...).
 
 Needs what export_generation.py needs (PyTorch, transformers, onnx). Seeds
 are fixed and PyTorch runs on one thread: the same packages give the same
@@ -94,9 +101,55 @@ def openai(model, prompts, presence, frequency):
     return tokens, margin
 
 
-def write(ref, tokens, margin, sampling, path):
+def with_config(model, prompts, config):
+    """transformers' generate() under a generation config: its tokens, why
+    each ended, and the smallest gap of the processed scores."""
+    from transformers import GenerationConfig
+    tokens, reasons, margin = [], [], float("inf")
+    for p in prompts:
+        x = torch.tensor([p])
+        with torch.no_grad():
+            gc = GenerationConfig(**config, use_cache=True, pad_token_id=0,
+                                  output_scores=True, return_dict_in_generate=True)
+            out = model.generate(x, attention_mask=torch.ones_like(x),
+                                 generation_config=gc)
+        new = out.sequences[0, len(p):].tolist()
+        tokens.append(new)
+        reasons.append("stop" if new[-1] in config["eos_token_id"] else "length")
+        margin = min([margin] + [margin_of(s[0]) for s in out.scores])
+    return tokens, reasons, margin
+
+
+def config_reference(model, ref, penalized):
+    """A generation config whose end-of-sequence ids both end a request and
+    are held back by min_new_tokens: eos_token_id [early, late], early among
+    the first MIN_NEW of some prompt's tokens under the repetition penalty,
+    late among another's later tokens; the first pair (in the order of the
+    prompts and positions) for which a request stops, min_new_tokens
+    changes some request's tokens, and every step keeps MIN_MARGIN."""
+    MIN_NEW = 3
+    base = {"do_sample": False, "repetition_penalty": penalized["sampling"]["repetition_penalty"],
+            "max_new_tokens": ref["max_new_tokens"], "min_new_tokens": MIN_NEW}
+    toks = penalized["tokens"]
+    for i, early_of in enumerate(toks):
+        for early in early_of[:MIN_NEW]:
+            for j, late_of in enumerate(toks):
+                for late in late_of[MIN_NEW + 2:]:
+                    if j == i or late == early or late in late_of[:MIN_NEW + 2]:
+                        continue
+                    config = dict(base, eos_token_id=[early, late])
+                    tokens, reasons, margin = with_config(model, ref["prompts"], config)
+                    unheld, _, _ = with_config(model, ref["prompts"], dict(config, min_new_tokens=0))
+                    if ("stop" in reasons and tokens != [t[:len(u)] for t, u in zip(tokens, unheld)]
+                            and margin >= MIN_MARGIN):
+                        return config, tokens, reasons, margin
+    return None
+
+
+def write(ref, tokens, margin, sampling, path, extra=None):
     data = {"max_new_tokens": ref["max_new_tokens"], "prompts": ref["prompts"],
             "tokens": tokens, "sampling": sampling, "min_margin": margin}
+    data.update(extra or {})
     with open(path, "w") as f:
         json.dump(data, f)
         f.write("\n")
@@ -117,7 +170,8 @@ def main(argv):
         for r in REPETITION_PENALTIES:
             tokens, margin = repetition(model, ref["prompts"], r)
             if margin >= MIN_MARGIN and changed(tokens, ref) >= MIN_CHANGED:
-                write(ref, tokens, margin, {"repetition_penalty": r},
+                penalized = {"tokens": tokens, "sampling": {"repetition_penalty": r}}
+                write(ref, tokens, margin, penalized["sampling"],
                       os.path.join(OUT, name + "-repetition.json"))
                 break
         else:
@@ -131,6 +185,13 @@ def main(argv):
                 break
         else:  # the gaps of some models' greedy steps are too narrow
             print(name + ": no OpenAI penalties with a clear margin; none written")
+        if name == "gpt2":
+            found = config_reference(model, ref, penalized)
+            if not found:
+                raise SystemExit(name + ": no generation config reference")
+            config, tokens, reasons, margin = found
+            write(ref, tokens, margin, {}, os.path.join(OUT, name + "-config.json"),
+                  {"generation_config": config, "finish_reasons": reasons})
     return 0
 
 

@@ -82,8 +82,8 @@ TEST(Sampling, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
   s.repetitionPenalty = 2.0;
   std::vector<float> logits = kLogits;
   // Prompt {1, 2}, then 2 generated again: each id is penalized once.
-  Generator::penalize(logits.data(), int64_t(logits.size()), s, {1, 2, 2},
-                      /*promptLength=*/2);
+  Generator::processLogits(logits.data(), int64_t(logits.size()), s, {1, 2, 2},
+                           /*promptLength=*/2);
   EXPECT_EQ(logits[1], 1.0f);
   EXPECT_EQ(logits[2], -2.0f);
   EXPECT_EQ(logits[0], kLogits[0]);
@@ -98,14 +98,15 @@ TEST(Sampling, PresenceAndFrequencyReadOnlyTheGeneratedTokens) {
   s.frequencyPenalty = 0.25;
   std::vector<float> logits = kLogits;
   // Id 4 is in the prompt only; 1 was generated twice, 5 once.
-  Generator::penalize(logits.data(), int64_t(logits.size()), s, {4, 1, 5, 1},
-                      /*promptLength=*/1);
+  Generator::processLogits(logits.data(), int64_t(logits.size()), s,
+                           {4, 1, 5, 1},
+                           /*promptLength=*/1);
   EXPECT_EQ(logits[4], kLogits[4]);
   EXPECT_FLOAT_EQ(logits[1], 2.0f - 0.5f - 2 * 0.25f);
   EXPECT_FLOAT_EQ(logits[5], 0.0f - 0.5f - 0.25f);
   EXPECT_EQ(logits[3], kLogits[3]);
-  EXPECT_TRUE(s.penalizes());
-  EXPECT_FALSE(Sampling().penalizes());
+  EXPECT_TRUE(s.changesLogits(0));
+  EXPECT_FALSE(Sampling().changesLogits(0));
 }
 
 TEST(Sampling, RangeErrorNamesTheKey) {
@@ -119,4 +120,22 @@ TEST(Sampling, RangeErrorNamesTheKey) {
   s.repetitionPenalty = 1;
   s.frequencyPenalty = -3;
   EXPECT_EQ(s.rangeError(), "frequency_penalty must be in [-2, 2], not -3");
+}
+
+TEST(Sampling, MinNewTokensHoldsBackTheStopTokens) {
+  Sampling s;
+  s.stop = {1, 3};
+  s.minNewTokens = 2;
+  EXPECT_TRUE(s.changesLogits(1));
+  EXPECT_FALSE(s.changesLogits(2));
+  std::vector<float> logits = kLogits;
+  // One token generated: both stops are out of reach, greedy takes id 4.
+  Generator::processLogits(logits.data(), int64_t(logits.size()), s, {0, 5},
+                           /*promptLength=*/1);
+  EXPECT_EQ(Generator::sample(logits.data(), int64_t(logits.size()), s, 1), 4);
+  // Two generated: the logits stay.
+  logits = kLogits;
+  Generator::processLogits(logits.data(), int64_t(logits.size()), s, {0, 5, 4},
+                           /*promptLength=*/1);
+  EXPECT_EQ(logits, kLogits);
 }
