@@ -128,6 +128,14 @@ llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
   if (preemptions)
     llvm::errs() << "pcc: note: the KV cache ran out of blocks: " << preemptions
                  << " preemption(s), their requests computed again\n";
+  int64_t promptTokens = 0, cachedTokens = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    promptTokens += int64_t(requests[i].prompt.size());
+    cachedTokens += results[i].cachedTokens;
+  }
+  if (cachedTokens)
+    summary << "pcc: prefix cache: " << cachedTokens << " of " << promptTokens
+            << " prompt tokens' keys and values reused\n";
 
   std::string text;
   llvm::raw_string_ostream os(text);

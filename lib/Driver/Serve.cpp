@@ -140,7 +140,7 @@ struct Job {
 struct Metrics {
   std::map<std::string, uint64_t> finished; ///< by finish reason
   std::map<int, uint64_t> refused;          ///< by HTTP status
-  uint64_t promptTokens = 0, generationTokens = 0;
+  uint64_t promptTokens = 0, generationTokens = 0, cachedTokens = 0;
   pccrt::Generator::Load load;
   Histogram ttft{{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
                   0.75, 1, 2.5, 5, 7.5, 10}};
@@ -252,6 +252,7 @@ void Engine::deliver(const std::vector<pccrt::GenerationEvent> &events) {
     Job &job = *it->second;
     if (event.token >= 0) {
       ++metrics.generationTokens;
+      metrics.cachedTokens += uint64_t(event.cachedTokens);
       if (!job.hadToken)
         metrics.ttft.observe(std::chrono::duration<double>(now - job.arrived)
                                  .count());
@@ -362,6 +363,9 @@ std::string Engine::metricsText() {
        << metrics.refused[status] << "\n";
   metric("pcc_prompt_tokens_total", "counter", "Prompt tokens taken.");
   os << "pcc_prompt_tokens_total " << metrics.promptTokens << "\n";
+  metric("pcc_prefix_cache_hits_total", "counter",
+         "Prompt tokens whose keys and values the prefix cache held.");
+  os << "pcc_prefix_cache_hits_total " << metrics.cachedTokens << "\n";
   metric("pcc_generation_tokens_total", "counter", "Tokens generated.");
   os << "pcc_generation_tokens_total " << metrics.generationTokens << "\n";
   metric("pcc_requests_running", "gauge",
@@ -630,6 +634,7 @@ struct Choice {
   std::vector<int64_t> tokens;
   std::vector<std::vector<pccrt::TokenLogprob>> logprobs;
   std::string text;
+  int64_t cachedTokens = 0;
   size_t textSent = 0, tokensSent = 0;
   bool finished = false, reported = false;
   std::string finishReason, error;
@@ -669,7 +674,8 @@ void Api::completions(const httplib::Request &request,
     job->request.prompt = prompt;
     job->request.sampling = c.sampling;
     jobs.push_back(job);
-    choices->push_back(Choice{job, {}, {}, {}, "", 0, 0, false, false, "", ""});
+    choices->push_back(
+        Choice{job, {}, {}, {}, "", 0, 0, 0, false, false, "", ""});
   }
   if (std::optional<ApiError> e = engine.submit(jobs))
     return fail(response, *e);
@@ -699,6 +705,8 @@ void Api::completions(const httplib::Request &request,
           continue;
         taken += event.token >= 0;
         if (event.token >= 0) {
+          if (ch.tokens.empty())
+            ch.cachedTokens = event.cachedTokens;
           ch.tokens.push_back(event.token);
           if (!event.logprobs.empty())
             ch.logprobs.push_back(event.logprobs);
@@ -797,14 +805,17 @@ void Api::completions(const httplib::Request &request,
     return o;
   };
   auto usage = [choices]() {
-    int64_t prompt = 0, completion = 0;
+    int64_t prompt = 0, completion = 0, cached = 0;
     for (const Choice &ch : *choices) {
       prompt += int64_t(ch.job->request.prompt.size());
       completion += int64_t(ch.tokens.size());
+      cached += ch.cachedTokens;
     }
-    return json::Object{{"prompt_tokens", prompt},
-                        {"completion_tokens", completion},
-                        {"total_tokens", prompt + completion}};
+    return json::Object{
+        {"prompt_tokens", prompt},
+        {"completion_tokens", completion},
+        {"total_tokens", prompt + completion},
+        {"prompt_tokens_details", json::Object{{"cached_tokens", cached}}}};
   };
   auto header = [this, id, created](const char *object) {
     return json::Object{{"id", id},

@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <list>
 #include <numeric>
 #include <set>
+#include <unordered_map>
 
 using namespace pccrt;
 
@@ -47,8 +49,28 @@ struct Sequence {
   int64_t computed = 0; ///< tokens whose keys and values are cached
   int64_t slot = -1;    ///< its row of the block table
   std::vector<int64_t> blocks;
+  /// Its first blocks that the prefix cache holds (taken from it or
+  /// registered), and their hashes; whether it registers the next ones
+  /// (not once a block of the same tokens was registered before its own).
+  int64_t registered = 0;
+  std::vector<uint64_t> hashes;
+  bool caching = true;
+  bool admitted = false;
   std::chrono::steady_clock::time_point arrived;
 };
+
+/// The prefix cache's key of a full block: a hash of every token up to its
+/// end, from the previous block's key and the block's own tokens.
+constexpr uint64_t kFirstBlockKey = 0x243f6a8885a308d3ull;
+uint64_t chainHash(uint64_t key, const int64_t *tokens, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    uint64_t x = key ^ (uint64_t(tokens[i]) + 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    key = x ^ (x >> 31);
+  }
+  return key;
+}
 
 } // namespace
 
@@ -206,6 +228,20 @@ struct Generator::Scheduler {
   std::set<int64_t> cancelled;
   std::deque<Sequence> waiting;
   std::vector<int64_t> freeSlots, freeBlocks, blockTable;
+  /// The prefix cache: per block, how many sequences hold it and, once
+  /// registered, its key and its own tokens (checked on a match); the
+  /// registered blocks by key; those no sequence holds, least recently
+  /// released first, which a new block may take.
+  struct BlockState {
+    int64_t holders = 0;
+    bool cached = false;
+    uint64_t key = 0;
+    std::vector<int64_t> tokens;
+    std::list<int64_t>::iterator unheld;
+  };
+  std::vector<BlockState> blockStates;
+  std::unordered_map<uint64_t, int64_t> cachedBlocks;
+  std::list<int64_t> unheldCached;
   std::vector<Group> groups;
   int64_t tick = 0, perGroup = 0, running = 0;
   /// Whether this rank samples (its stage holds the logits), and which
@@ -221,6 +257,16 @@ struct Generator::Scheduler {
   std::vector<Tensor> inputs, outputs;
 
   void release(Sequence &q);
+  /// A block for a sequence: a free one, else the cached block released
+  /// longest ago (leaving the cache); -1 if every block is held.
+  int64_t takeBlock();
+  /// A sequence lets go of \p block: free, or cached and unheld.
+  void dropBlock(int64_t block);
+  /// At admission: the cached blocks that begin \p q's tokens become its
+  /// first blocks, computed (all but its last token at most).
+  void takeCachedPrefix(Sequence &q);
+  /// Registers \p q's blocks that are now full and computed.
+  void registerComputed(Sequence &q);
   /// Hands rank 0's new requests and cancellations to every rank, queues
   /// the requests and ends the cancelled ones that wait.
   void shareRequests(std::vector<GenerationEvent> &events);
@@ -240,6 +286,7 @@ Generator::Scheduler::Scheduler(Generator &g)
     freeSlots.push_back(i);
   for (int64_t i = shape.numBlocks - 1; i >= 0; --i)
     freeBlocks.push_back(i);
+  blockStates.resize(size_t(shape.numBlocks));
   blockTable.assign(size_t(shape.maxBatch * shape.blocksPerSequence), 0);
   // A pipeline runs one group per stage; the stage that holds the logits
   // samples the tokens and sends them to the others, so that every rank
@@ -262,10 +309,90 @@ Generator::Scheduler::Scheduler(Generator &g)
 }
 
 void Generator::Scheduler::release(Sequence &q) {
-  freeBlocks.insert(freeBlocks.end(), q.blocks.rbegin(), q.blocks.rend());
+  for (auto it = q.blocks.rbegin(); it != q.blocks.rend(); ++it)
+    dropBlock(*it);
   q.blocks.clear();
+  q.hashes.clear();
+  q.registered = 0;
+  q.caching = true;
   freeSlots.push_back(q.slot);
   q.slot = -1;
+}
+
+int64_t Generator::Scheduler::takeBlock() {
+  int64_t block = -1;
+  if (!freeBlocks.empty()) {
+    block = freeBlocks.back();
+    freeBlocks.pop_back();
+  } else if (!unheldCached.empty()) {
+    block = unheldCached.front();
+    unheldCached.pop_front();
+    BlockState &state = blockStates[size_t(block)];
+    cachedBlocks.erase(state.key);
+    state.cached = false;
+    state.tokens.clear();
+  } else {
+    return -1;
+  }
+  blockStates[size_t(block)].holders = 1;
+  return block;
+}
+
+void Generator::Scheduler::dropBlock(int64_t block) {
+  BlockState &state = blockStates[size_t(block)];
+  if (--state.holders > 0)
+    return;
+  if (state.cached)
+    state.unheld = unheldCached.insert(unheldCached.end(), block);
+  else
+    freeBlocks.push_back(block);
+}
+
+void Generator::Scheduler::takeCachedPrefix(Sequence &q) {
+  int64_t size = shape.blockSize;
+  uint64_t key = kFirstBlockKey;
+  for (int64_t b = 0; (b + 1) * size < int64_t(q.tokens.size()); ++b) {
+    const int64_t *tokens = q.tokens.data() + b * size;
+    key = chainHash(key, tokens, size);
+    auto it = cachedBlocks.find(key);
+    if (it == cachedBlocks.end())
+      break;
+    BlockState &state = blockStates[size_t(it->second)];
+    if (!std::equal(state.tokens.begin(), state.tokens.end(), tokens))
+      break;
+    if (state.holders++ == 0)
+      unheldCached.erase(state.unheld);
+    q.blocks.push_back(it->second);
+    q.hashes.push_back(key);
+  }
+  q.registered = int64_t(q.blocks.size());
+  q.computed = q.registered * size;
+  if (!q.admitted)
+    results[size_t(q.request)].cachedTokens = q.computed;
+  q.admitted = true;
+}
+
+void Generator::Scheduler::registerComputed(Sequence &q) {
+  int64_t size = shape.blockSize;
+  while (q.caching && q.registered < int64_t(q.blocks.size()) &&
+         (q.registered + 1) * size <= q.computed) {
+    const int64_t *tokens = q.tokens.data() + q.registered * size;
+    uint64_t key = chainHash(q.registered ? q.hashes.back() : kFirstBlockKey,
+                             tokens, size);
+    int64_t block = q.blocks[size_t(q.registered)];
+    if (!cachedBlocks.emplace(key, block).second) {
+      // Another block holds these tokens: this one and the next stay the
+      // sequence's own.
+      q.caching = false;
+      break;
+    }
+    BlockState &state = blockStates[size_t(block)];
+    state.cached = true;
+    state.key = key;
+    state.tokens.assign(tokens, tokens + size);
+    q.hashes.push_back(key);
+    ++q.registered;
+  }
 }
 
 void Generator::Scheduler::finish(int64_t request, const std::string &reason,
@@ -376,8 +503,11 @@ void Generator::Scheduler::complete(Group &group,
     comm->waitSend(request);
   step.sends.clear();
   std::vector<Sequence> &seqs = group.running;
-  for (const Step::Part &part : step.parts)
-    seqs[part.sequence].computed = part.from + part.count;
+  for (const Step::Part &part : step.parts) {
+    Sequence &q = seqs[part.sequence];
+    q.computed = part.from + part.count;
+    registerComputed(q);
+  }
   auto now = Clock::now();
   std::vector<bool> finished(seqs.size(), false);
   for (size_t k = 0; k < step.rowOf.size(); ++k) {
@@ -389,7 +519,8 @@ void Generator::Scheduler::complete(Group &group,
     int64_t next = record[0];
     q.tokens.push_back(next);
     result.tokens.push_back(next);
-    GenerationEvent event{q.request, next, "", {}};
+    GenerationEvent event{
+        q.request, next, "", {}, index == 0 ? result.cachedTokens : 0};
     for (int64_t i = 0; i < record[1]; ++i)
       event.logprobs.push_back({record[2 + 2 * i], realOf(record[3 + 2 * i])});
     if (record[1] >= 0)
@@ -434,6 +565,7 @@ void Generator::Scheduler::run(Group &group,
     waiting.pop_front();
     q.slot = freeSlots.back();
     freeSlots.pop_back();
+    takeCachedPrefix(q);
     seqs.push_back(std::move(q));
   }
   if (seqs.empty())
@@ -466,9 +598,11 @@ void Generator::Scheduler::run(Group &group,
     for (const Step::Part &part : step.parts) {
       Sequence &q = seqs[part.sequence];
       int64_t needed = (part.from + part.count - 1) / s.blockSize + 1;
-      while (int64_t(q.blocks.size()) < needed && !freeBlocks.empty()) {
-        q.blocks.push_back(freeBlocks.back());
-        freeBlocks.pop_back();
+      while (int64_t(q.blocks.size()) < needed) {
+        int64_t block = takeBlock();
+        if (block < 0)
+          break;
+        q.blocks.push_back(block);
       }
       short_ |= int64_t(q.blocks.size()) < needed;
     }
@@ -629,7 +763,9 @@ Generator::Load Generator::load() const {
   load.waiting = int64_t(s.waiting.size() + s.submitted.size());
   for (const Group &group : s.groups)
     load.running += int64_t(group.running.size());
-  load.usedBlocks = shapeOf.numBlocks - int64_t(s.freeBlocks.size());
+  load.cachedBlocks = int64_t(s.unheldCached.size());
+  load.usedBlocks =
+      shapeOf.numBlocks - int64_t(s.freeBlocks.size()) - load.cachedBlocks;
   return load;
 }
 

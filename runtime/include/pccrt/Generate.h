@@ -16,6 +16,17 @@
 // tokens so far, once blocks are free. A request's tokens depend only on
 // it and its seed, never on what else runs.
 //
+// Full blocks are kept by their content (vLLM's automatic prefix caching):
+// a block whose positions are all computed is registered under a hash of
+// every token up to its end, and a request admitted later whose tokens
+// begin with the same blocks takes them instead of computing them again
+// (all but its last token: its logits are needed). A block that no
+// sequence holds stays cached until a block is needed and none is free;
+// then the least recently released one is taken. Every key and value
+// depends only on the tokens up to it, and pcc's kernels compute a row
+// the same way whatever else is batched, so a request's tokens are the
+// same with or without the cache.
+//
 // On a mesh of several ranks, every rank runs the same Generator on the
 // same requests and makes the same decisions: the ranks that hold the
 // logits gather them whole and sample, and over a pipeline send the tokens
@@ -113,6 +124,9 @@ struct GenerationResult {
   double firstTokenSeconds = 0; ///< from its arrival to its first token
   double lastTokenSeconds = 0;  ///< from its arrival to its last token
   int64_t preemptions = 0;
+  /// Prompt tokens whose keys and values were found in the prefix cache
+  /// when the request was admitted (vLLM's num_cached_tokens).
+  int64_t cachedTokens = 0;
 };
 
 /// What a generation build's entries say of it.
@@ -138,6 +152,8 @@ struct GenerationEvent {
   std::string finishReason;
   /// As GenerationResult::logprobs, for this token.
   std::vector<TokenLogprob> logprobs;
+  /// With the request's first token: GenerationResult::cachedTokens.
+  int64_t cachedTokens = 0;
 };
 
 class Generator {
@@ -169,9 +185,10 @@ public:
   std::vector<GenerationEvent> step();
 
   /// Requests waiting for a place in a step, those running (prefilling
-  /// or decoding), and the KV cache's blocks in use, as of the last step.
+  /// or decoding), the KV cache's blocks in use, and those that no
+  /// sequence holds but the prefix cache keeps, as of the last step.
   struct Load {
-    int64_t waiting = 0, running = 0, usedBlocks = 0;
+    int64_t waiting = 0, running = 0, usedBlocks = 0, cachedBlocks = 0;
   };
   Load load() const;
 

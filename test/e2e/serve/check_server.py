@@ -11,6 +11,8 @@ starts `PCC serve OUT --port 0 --tokenizer TOKENIZER --api-key KEY`, then:
   - a streamed request: at least two chunks, then [DONE], the same tokens;
   - with --penalties, PEN.json's prompts with its "sampling" (presence and
     frequency penalties): its tokens;
+  - the longest prompt twice: the second's usage counts the cached tokens
+    of its full blocks (blocks of 16 positions), and its tokens are the same;
   - a text prompt: its prompt_token_ids equal the tokenizer's encoding, and
     its tokens and text equal those of the same ids given as a prompt;
   - /v1/models, /health and /metrics;
@@ -308,6 +310,23 @@ def main(argv):
                      (pen["sampling"], i, got, pen["tokens"][i]))
         print("ok presence and frequency penalties: the reference's tokens")
 
+    # The prefix cache: the same prompt again reuses its full blocks (16
+    # positions each; all but the last token), and says so in its usage.
+    longest = max(range(len(prompts)), key=lambda i: len(prompts[i]))
+    for _ in range(2):
+        status, again = completion(server, {
+            "prompt": prompts[longest], "max_tokens": 3, "temperature": 0,
+            "return_token_ids": True})
+    cached = again.get("usage", {}).get("prompt_tokens_details", {}).get(
+        "cached_tokens")
+    want = (len(prompts[longest]) - 1) // 16 * 16
+    if (status != 200 or cached != want or
+            again["choices"][0]["token_ids"] != tokens[longest][:3]):
+        fail("prefix cache: %s %s, %s cached tokens expected" %
+             (status, again, want))
+    print("ok a prompt sent again: %d of its %d tokens from the prefix cache, "
+          "the same tokens" % (cached, len(prompts[longest])))
+
     # Text in: the tokenizer's ids, and the same answer as those ids.
     text = "the quick brown fox jumps"
     if tokenizer == "-":
@@ -399,7 +418,8 @@ def finish(server, n):
                  "pcc_generation_tokens_total", "pcc_requests_running",
                  "pcc_requests_waiting", "pcc_kv_cache_usage_ratio",
                  "pcc_time_to_first_token_seconds_bucket",
-                 "pcc_inter_token_latency_seconds_bucket"):
+                 "pcc_inter_token_latency_seconds_bucket",
+                 "pcc_prefix_cache_hits_total"):
         if name not in metrics:
             fail("/metrics has no %s" % name)
     generated = [l for l in metrics.splitlines()
