@@ -19,6 +19,7 @@
 
 #include "pcc/Driver/Driver.h"
 #include "pcc/Driver/GenerationRequests.h"
+#include "pcc/Tokenizer/ChatTemplate.h"
 #include "pcc/Tokenizer/Tokenizer.h"
 
 #include "pccrt/Comm.h"
@@ -28,6 +29,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -392,6 +394,8 @@ std::string Engine::metricsText() {
 
 /// A completions request, checked.
 struct Completion {
+  /// /v1/chat/completions: messages through the chat template.
+  bool chat = false;
   std::vector<std::vector<int64_t>> prompts;
   pccrt::Sampling sampling;
   std::vector<std::string> stopStrings;
@@ -404,18 +408,21 @@ class Api {
 public:
   Api(Engine &engine, const ServeOptions &options, std::string model,
       const pccrt::GenerationShape &shape, int64_t maxSeq,
-      const Tokenizer *tokenizer)
-      : engine(engine), options(options), model(std::move(model)),
-        shape(shape), maxSeq(maxSeq), tokenizer(tokenizer) {}
+      const Tokenizer *tokenizer, const ChatTemplate *chatTemplate)
+      : engine(engine), options(options), model(std::move(model)), shape(shape),
+        maxSeq(maxSeq), tokenizer(tokenizer), chatTemplate(chatTemplate) {}
 
   void install(httplib::Server &server);
 
 private:
-  Completion parse(const httplib::Request &request) const;
+  Completion parse(const httplib::Request &request, bool chat) const;
+  /// A chat request's messages, rendered by the chat template and
+  /// encoded.
+  std::vector<int64_t> chatPrompt(const json::Object &object) const;
   std::vector<int64_t> promptOf(const json::Value &value,
                                 const std::string &param) const;
-  void completions(const httplib::Request &request,
-                   httplib::Response &response);
+  void completions(const httplib::Request &request, httplib::Response &response,
+                   bool chat);
   void fail(httplib::Response &response, const ApiError &e) {
     engine.refused(e.status);
     response.status = e.status;
@@ -428,11 +435,53 @@ private:
   pccrt::GenerationShape shape;
   int64_t maxSeq;
   const Tokenizer *tokenizer;
+  const ChatTemplate *chatTemplate;
   std::atomic<int64_t> nextId{0};
   /// The seeds of requests that give none.
   mutable std::mt19937_64 seeds{std::random_device{}()};
   mutable std::mutex seedMutex;
 };
+
+/// The chat template of `path` (a Jinja file, or a tokenizer_config.json),
+/// else that of the tokenizer_config.json beside `tokenizerPath` if it has
+/// one; none without either. Throws a pccrt::Error naming the file.
+std::optional<ChatTemplate> loadChatTemplate(const std::string &path,
+                                             const std::string &tokenizerPath) {
+  std::string source = path;
+  if (source.empty()) {
+    if (tokenizerPath.empty())
+      return std::nullopt;
+    llvm::SmallString<256> config(llvm::sys::path::parent_path(tokenizerPath));
+    llvm::sys::path::append(config, "tokenizer_config.json");
+    // A config without a template: no chat, not an error.
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        llvm::MemoryBuffer::getFile(config, /*IsText=*/true);
+    if (!buffer)
+      return std::nullopt;
+    llvm::Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+    if (!parsed) {
+      llvm::consumeError(parsed.takeError());
+      return std::nullopt;
+    }
+    const json::Object *o = parsed->getAsObject();
+    if (!o || !o->get("chat_template"))
+      return std::nullopt;
+    source = config.str().str();
+  }
+  llvm::Expected<ChatTemplate> chat = [&]() -> llvm::Expected<ChatTemplate> {
+    if (llvm::StringRef(source).ends_with(".json"))
+      return ChatTemplate::fromTokenizerConfig(source);
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
+        llvm::MemoryBuffer::getFile(source, /*IsText=*/true);
+    if (!text)
+      throw pccrt::Error(source +
+                         ": cannot read it: " + text.getError().message());
+    return ChatTemplate::parse((*text)->getBuffer(), source);
+  }();
+  if (!chat)
+    throw pccrt::Error(llvm::toString(chat.takeError()));
+  return std::move(*chat);
+}
 
 [[noreturn]] void refuse(const std::string &message,
                          const std::string &param = "") {
@@ -468,7 +517,55 @@ std::vector<int64_t> Api::promptOf(const json::Value &value,
   return ids;
 }
 
-Completion Api::parse(const httplib::Request &request) const {
+std::vector<int64_t> Api::chatPrompt(const json::Object &object) const {
+  if (!tokenizer)
+    refuse("chat completions need a tokenizer (pcc serve --tokenizer)",
+           "messages");
+  if (!chatTemplate)
+    refuse("this server has no chat template (pcc serve --chat-template, "
+           "or a tokenizer_config.json with one beside --tokenizer)",
+           "messages");
+  const json::Array *messages = object.getArray("messages");
+  if (!messages || messages->empty())
+    refuse("'messages' must be a list of messages, not empty", "messages");
+  // OpenAI's content may be a list of parts; the template takes text.
+  json::Array normalized;
+  for (const json::Value &m : *messages) {
+    const json::Object *message = m.getAsObject();
+    if (!message || !message->getString("role"))
+      refuse("each message is an object with a 'role'", "messages");
+    json::Object copy = *message;
+    if (const json::Array *parts = message->getArray("content")) {
+      std::string text;
+      for (const json::Value &part : *parts) {
+        const json::Object *p = part.getAsObject();
+        if (!p || p->getString("type") != llvm::StringRef("text") ||
+            !p->getString("text"))
+          refuse("only text parts of a message's content are supported",
+                 "messages");
+        text += p->getString("text")->str();
+      }
+      copy["content"] = text;
+    } else if (const json::Value *content = message->get("content");
+               content && !content->getAsString() &&
+               content->kind() != json::Value::Null) {
+      refuse("a message's content is a string or a list of text parts",
+             "messages");
+    }
+    normalized.push_back(std::move(copy));
+  }
+  json::Object variables{{"messages", std::move(normalized)},
+                         {"add_generation_prompt", true}};
+  if (const json::Value *tools = object.get("tools"))
+    variables["tools"] = *tools;
+  llvm::Expected<std::string> text = chatTemplate->render(variables);
+  if (!text)
+    refuse("the chat template: " + llvm::toString(text.takeError()),
+           "messages");
+  return promptOf(json::Value(std::move(*text)), "messages");
+}
+
+Completion Api::parse(const httplib::Request &request, bool chat) const {
   llvm::Expected<json::Value> body = json::parse(request.body);
   if (!body)
     refuse("the body is not JSON: " + llvm::toString(body.takeError()));
@@ -523,21 +620,28 @@ Completion Api::parse(const httplib::Request &request) const {
                               "' does not exist; this server serves '" +
                               model + "'",
                      "model"};
-  const json::Value *prompt = object->get("prompt");
-  if (!prompt)
-    refuse("'prompt' is required", "prompt");
-  // A string, a list of ids, or a list of either.
-  const json::Array *list = prompt->getAsArray();
-  bool many = list && !list->empty() &&
-              ((*list)[0].getAsString() || (*list)[0].getAsArray());
-  if (many) {
-    for (const json::Value &p : *list)
-      c.prompts.push_back(promptOf(p, "prompt"));
+  c.chat = chat;
+  if (chat) {
+    c.prompts.push_back(chatPrompt(*object));
   } else {
-    c.prompts.push_back(promptOf(*prompt, "prompt"));
+    const json::Value *prompt = object->get("prompt");
+    if (!prompt)
+      refuse("'prompt' is required", "prompt");
+    // A string, a list of ids, or a list of either.
+    const json::Array *list = prompt->getAsArray();
+    bool many = list && !list->empty() &&
+                ((*list)[0].getAsString() || (*list)[0].getAsArray());
+    if (many) {
+      for (const json::Value &p : *list)
+        c.prompts.push_back(promptOf(p, "prompt"));
+    } else {
+      c.prompts.push_back(promptOf(*prompt, "prompt"));
+    }
   }
 
   integer("max_tokens", s.maxNewTokens);
+  if (chat)
+    integer("max_completion_tokens", s.maxNewTokens);
   if (s.maxNewTokens < 1)
     refuse("'max_tokens' must be at least 1, not " +
                std::to_string(s.maxNewTokens),
@@ -579,8 +683,20 @@ Completion Api::parse(const httplib::Request &request) const {
   boolean("echo", echo);
   if (echo)
     refuse("'echo' is not supported", "echo");
-  if (const json::Value *v = object->get("logprobs");
-      v && v->kind() != json::Value::Null) {
+  if (chat) {
+    // Chat's logprobs: a flag, and top_logprobs alternatives.
+    bool wanted = false;
+    boolean("logprobs", wanted);
+    int64_t top = 0;
+    integer("top_logprobs", top);
+    if (top < 0 || top > pccrt::kMaxLogprobs)
+      refuse("'top_logprobs' must be an integer from 0 to " +
+                 std::to_string(pccrt::kMaxLogprobs),
+             "top_logprobs");
+    if (wanted)
+      s.logprobs = top;
+  } else if (const json::Value *v = object->get("logprobs");
+             v && v->kind() != json::Value::Null) {
     std::optional<int64_t> k = v->getAsInteger();
     if (!k || *k < 0 || *k > pccrt::kMaxLogprobs)
       refuse("'logprobs' must be an integer from 0 to " +
@@ -660,10 +776,10 @@ size_t settledLength(const Choice &c, const std::vector<std::string> &stops) {
 }
 
 void Api::completions(const httplib::Request &request,
-                      httplib::Response &response) {
+                      httplib::Response &response, bool chat) {
   Completion c;
   try {
-    c = parse(request);
+    c = parse(request, chat);
   } catch (const ApiError &e) {
     return fail(response, e);
   }
@@ -679,7 +795,7 @@ void Api::completions(const httplib::Request &request,
   }
   if (std::optional<ApiError> e = engine.submit(jobs))
     return fail(response, *e);
-  std::string id = "cmpl-" + std::to_string(nextId++);
+  std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(nextId++);
   int64_t created = int64_t(std::time(nullptr));
   auto shared = std::make_shared<Completion>(std::move(c));
 
@@ -758,12 +874,46 @@ void Api::completions(const httplib::Request &request,
     return *text;
   };
   // The choice's part from what was sent on: its text, ids, log-probs.
-  auto choiceJson = [this, shared, tokenText](Choice &ch, size_t index, size_t textEnd,
-                                   size_t tokensEnd, bool final) {
-    json::Object o{{"index", int64_t(index)},
-                   {"text", ch.text.substr(ch.textSent,
-                                           textEnd - ch.textSent)}};
-    if (shared->sampling.logprobs >= 0) {
+  auto choiceJson = [this, shared, tokenText](Choice &ch, size_t index,
+                                              size_t textEnd, size_t tokensEnd,
+                                              bool final) {
+    std::string piece = ch.text.substr(ch.textSent, textEnd - ch.textSent);
+    json::Object o{{"index", int64_t(index)}};
+    if (!shared->chat) {
+      o["text"] = piece;
+    } else if (!shared->stream) {
+      o["message"] = json::Object{{"role", "assistant"}, {"content", piece}};
+    } else {
+      // The first chunk names the role.
+      json::Object delta{{"content", piece}};
+      if (ch.tokensSent == 0 && ch.textSent == 0)
+        delta["role"] = "assistant";
+      o["delta"] = std::move(delta);
+    }
+    if (shared->chat && shared->sampling.logprobs >= 0) {
+      // Chat's form: per token its text, log-probability and bytes, and
+      // its alternatives.
+      auto entry = [&](const pccrt::TokenLogprob &lp) {
+        std::string t = tokenText(lp.token);
+        json::Array bytes;
+        for (unsigned char b : t)
+          bytes.push_back(int64_t(b));
+        return json::Object{
+            {"token", t}, {"logprob", lp.logprob}, {"bytes", std::move(bytes)}};
+      };
+      json::Array content;
+      for (size_t i = ch.tokensSent; i < tokensEnd && i < ch.logprobs.size();
+           ++i) {
+        const std::vector<pccrt::TokenLogprob> &lp = ch.logprobs[i];
+        json::Object e = entry(lp[0]);
+        json::Array top;
+        for (size_t k = 1; k < lp.size(); ++k)
+          top.push_back(entry(lp[k]));
+        e["top_logprobs"] = std::move(top);
+        content.push_back(std::move(e));
+      }
+      o["logprobs"] = json::Object{{"content", std::move(content)}};
+    } else if (shared->sampling.logprobs >= 0) {
       json::Array tokens, tokenLogprobs, top, offsets;
       size_t offset = ch.textSent;
       for (size_t i = ch.tokensSent; i < tokensEnd && i < ch.logprobs.size();
@@ -830,7 +980,8 @@ void Api::completions(const httplib::Request &request,
     for (const Choice &ch : *choices)
       if (!ch.error.empty())
         return fail(response, ApiError{503, ch.error, ""});
-    json::Object body = header("text_completion");
+    json::Object body =
+        header(shared->chat ? "chat.completion" : "text_completion");
     json::Array out;
     json::Array prompts;
     for (size_t i = 0; i < choices->size(); ++i) {
@@ -884,7 +1035,8 @@ void Api::completions(const httplib::Request &request,
             continue;
           if (textEnd < ch.textSent)
             textEnd = ch.textSent;
-          json::Object chunk = header("text_completion");
+          json::Object chunk = header(shared->chat ? "chat.completion.chunk"
+                                                   : "text_completion");
           chunk["choices"] = json::Array{
               choiceJson(ch, i, textEnd, tokensEnd, ch.finished)};
           if (!send(json::Value(std::move(chunk))))
@@ -893,7 +1045,8 @@ void Api::completions(const httplib::Request &request,
         }
         if (all) {
           if (shared->includeUsage) {
-            json::Object chunk = header("text_completion");
+            json::Object chunk = header(shared->chat ? "chat.completion.chunk"
+                                                     : "text_completion");
             chunk["choices"] = json::Array{};
             chunk["usage"] = usage();
             send(json::Value(std::move(chunk)));
@@ -931,11 +1084,14 @@ void Api::install(httplib::Server &server) {
                                 ""});
         return httplib::Server::HandlerResponse::Handled;
       });
-  server.Post("/v1/completions",
-              [this](const httplib::Request &request,
-                     httplib::Response &response) {
-                completions(request, response);
-              });
+  server.Post("/v1/chat/completions", [this](const httplib::Request &request,
+                                             httplib::Response &response) {
+    completions(request, response, /*chat=*/true);
+  });
+  server.Post("/v1/completions", [this](const httplib::Request &request,
+                                        httplib::Response &response) {
+    completions(request, response, /*chat=*/false);
+  });
   server.Get("/v1/models", [this](const httplib::Request &,
                                   httplib::Response &response) {
     json::Object entry{{"id", model},
@@ -988,6 +1144,7 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
 
   std::unique_ptr<pccrt::Session> session;
   std::optional<Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chatTemplate;
   httplib::Server server;
   int port = int(serve.port);
   int listening = -1;
@@ -1004,6 +1161,8 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
     if (rank == 0 && !g.tokenizer.empty())
       tokenizer.emplace(loadTokenizer(
           g.tokenizer, session->generator()->shape().vocabulary));
+    if (rank == 0)
+      chatTemplate = loadChatTemplate(serve.chatTemplate, g.tokenizer);
     if (rank == 0) {
       // cpp-httplib listens with a backlog of 5, which a burst of clients
       // overflows (their connections reset): the socket's options are
@@ -1041,7 +1200,8 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
   const pccrt::GenerationShape &shape = session->generator()->shape();
   Engine engine(*session, serve);
   Api api(engine, serve, model, shape, maxSeq,
-          tokenizer ? &*tokenizer : nullptr);
+          tokenizer ? &*tokenizer : nullptr,
+          chatTemplate ? &*chatTemplate : nullptr);
   api.install(server);
   // Threads enough for every request the queue and the batch hold, so
   // that a request waits in the engine's queue, where it is counted, and
@@ -1055,9 +1215,11 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
   int64_t ranks = comm ? comm->numRanks() : 1;
   summary << llvm::formatv(
       "pcc: serving '{0}' on http://{1}:{2} ({3} rank(s), up to {4} "
-      "sequences of {5} tokens{6})\n",
+      "sequences of {5} tokens{6}{7})\n",
       model, serve.host, port, ranks, shape.maxBatch, maxSeq,
-      tokenizer ? ", text through " + g.tokenizer : std::string());
+      tokenizer ? ", text through " + g.tokenizer : std::string(),
+      chatTemplate ? ", chat through " + chatTemplate->name().str()
+                   : std::string());
   summary.flush();
   llvm::outs().flush();
   llvm::LogicalResult result = llvm::success();

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds pcc's libFuzzer targets with clang-22 (ASan + UBSan) and runs each
-# on the ONNX importer, the TensorProto decoder, the safetensors reader and
-# pcc generate's requests parser and the tokenizer.json reader, i.e. every
-# parser of untrusted bytes.
+# on the ONNX importer, the TensorProto decoder, the safetensors reader,
+# pcc generate's requests parser, the tokenizer.json reader and the chat
+# template parser and renderer, i.e. every parser of untrusted bytes.
 #   test/fuzz/run-fuzzers.sh BUILD_DIR [RUNS]
 # RUNS inputs per target with a fixed seed (default 300000, about 20 s
 # each), so that CI explores the same inputs every time; for a longer,
@@ -52,6 +52,13 @@ mlir_inc=/usr/lib/llvm-22/include
   -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lLLVM \
   -licuuc -licui18n -o "$out/Tokenizer-fuzzer"
 
+# Chat templates (lib/Tokenizer/ChatTemplate.cpp), over LLVM's JSON and
+# Unicode support.
+"$cxx" "${flags[@]}" -I"$root/include" -isystem "$mlir_inc" \
+  "$root/test/fuzz/ChatTemplateFuzzer.cpp" "$root/lib/Tokenizer/ChatTemplate.cpp" \
+  -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -lLLVM \
+  -o "$out/ChatTemplate-fuzzer"
+
 # Seeds: the trained tokenizer.json files of the tokenizer tests, and a
 # dictionary of their keywords.
 mkdir -p "$out/seed-tokenizer"
@@ -81,12 +88,18 @@ find "$root/test" -name '*.onnx' -size -64k -exec cp {} "$out/seed-import/" \; 2
 
 export ASAN_OPTIONS=detect_leaks=0:detect_container_overflow=0
 status=0
-for f in Import TensorProto Safetensors Requests Tokenizer; do
+mkdir -p "$out/seed-chat"
+cp "$root"/test/tokenizer/data/chat/*.jinja "$out/seed-chat/"
+for f in Import TensorProto Safetensors Requests Tokenizer ChatTemplate; do
   seed="$out/seed-import"
   [ "$f" = TensorProto ] && seed="$out/seed-tp"
   [ "$f" = Safetensors ] && seed="$out/seed-st"
   [ "$f" = Requests ] && seed="$out/seed-requests"
   extra=(); n=$runs
+  if [ "$f" = ChatTemplate ]; then
+    # About 1900 runs/s: a fifth of the runs, about 30 s.
+    seed="$out/seed-chat"; n=$((runs / 5))
+  fi
   if [ "$f" = Tokenizer ]; then
     # Its seeds reach 113 KB (the later -max_len wins); about 640 runs/s,
     # so a tenth of the runs, about 50 s.

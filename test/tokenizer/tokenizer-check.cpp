@@ -8,10 +8,16 @@
 //   tokenizer-check TOKENIZER.json stream   [ids] lines -> "text" a line,
 //       decoded by a Detokenizer fed one id at a time; a result that differs
 //       from decode() is an error
+//   tokenizer-check TEMPLATE chat   lines of JSON objects (a chat
+//       template's variables: messages, add_generation_prompt, ...) ->
+//       "text" a line, or {"error": "message"} where rendering fails;
+//       TEMPLATE is a Jinja file, or a tokenizer_config.json (*.json) whose
+//       chat_template, bos_token and eos_token it takes
 // Lines are separated by \n only. Any error is one line on stderr, exit 1.
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Tokenizer/ChatTemplate.h"
 #include "pcc/Tokenizer/Tokenizer.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -47,12 +53,49 @@ std::vector<int64_t> parseIds(llvm::StringRef line, size_t lineNo) {
   return ids;
 }
 
+int renderChats(llvm::StringRef path) {
+  llvm::Expected<pcc::ChatTemplate> chat =
+      path.ends_with(".json") ? pcc::ChatTemplate::fromTokenizerConfig(path)
+                              : [&]() -> llvm::Expected<pcc::ChatTemplate> {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> source =
+        llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+    if (!source)
+      die(path + ": " + source.getError().message());
+    return pcc::ChatTemplate::parse((*source)->getBuffer(), path);
+  }();
+  if (!chat)
+    die(llvm::toString(chat.takeError()));
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> input =
+      llvm::MemoryBuffer::getSTDIN();
+  if (!input)
+    die("cannot read stdin: " + input.getError().message());
+  llvm::StringRef rest = (*input)->getBuffer();
+  for (size_t lineNo = 1; !rest.empty(); ++lineNo) {
+    auto [line, next] = rest.split('\n');
+    rest = next;
+    llvm::Expected<llvm::json::Value> variables = llvm::json::parse(line);
+    if (!variables || !variables->getAsObject())
+      die("line " + llvm::Twine(lineNo) + ": not a JSON object");
+    llvm::Expected<std::string> text = chat->render(*variables->getAsObject());
+    if (text)
+      llvm::outs() << llvm::json::Value(std::move(*text)) << "\n";
+    else
+      llvm::outs() << llvm::json::Value(llvm::json::Object{
+                          {"error", llvm::toString(text.takeError())}})
+                   << "\n";
+  }
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   if (argc != 3)
-    die("usage: tokenizer-check TOKENIZER.json encode|decode|stream < lines");
+    die("usage: tokenizer-check TOKENIZER.json encode|decode|stream < lines\n"
+        "       tokenizer-check TEMPLATE chat < variables");
   llvm::StringRef mode = argv[2];
+  if (mode == "chat")
+    return renderChats(argv[1]);
   if (mode != "encode" && mode != "encode-hex" && mode != "decode" &&
       mode != "stream")
     die("unknown mode '" + mode + "' (encode, encode-hex, decode or stream)");

@@ -33,9 +33,10 @@ static const char kSynopsis[] =
                              (generates with a build of compile --generate)
        pcc serve OUT [--port P] [--host H] [--tokenizer tokenizer.json]
                  [--api-key KEY] [--max-queue N] [--model-name NAME]
-                 [--generation-config FILE]
-                             (the OpenAI completions API over a build of
-                              compile --generate, at any tp x pp)
+                 [--generation-config FILE] [--chat-template FILE]
+                             (the OpenAI completions and chat completions
+                              API over a build of compile --generate, at
+                              any tp x pp)
        pcc plan (MODEL.onnx | --model gpt:layers=L,hidden=H,heads=N,vocab=V,
                  seq=S,batch=B) -o DIR [compile options]
                              (stages, schedule, bubble and memory per rank,
@@ -932,6 +933,11 @@ serve options:
                          Face generation_config.json, as for pcc generate
                          (without it, OpenAI's defaults: 16 tokens,
                          temperature 1)
+  --chat-template FILE   the chat template of /v1/chat/completions: a Jinja
+                         file, or a tokenizer_config.json whose
+                         chat_template (and bos_token, eos_token) it takes
+                         (default: the tokenizer_config.json beside
+                         --tokenizer, if it has a chat_template)
   --load CKPT            serve the trained parameters of a checkpoint that
                          pcc run --save wrote (with --strip-prefix P as for
                          pcc run)
@@ -966,6 +972,8 @@ static int serveCommand(Args &args) {
       ok = args.integer(a, serve.maxQueue, 1);
     else if (a == "--model-name")
       ok = args.value(a, serve.modelName);
+    else if (a == "--chat-template")
+      ok = args.value(a, serve.chatTemplate);
     else if (a == "--generation-config") {
       std::string path;
       pccrt::Sampling defaults;

@@ -128,6 +128,10 @@ struct ServeOptions {
   /// What a request leaves unset takes (--generation-config); without
   /// it, OpenAI's defaults (16 tokens, temperature 1).
   std::optional<pccrt::Sampling> defaults;
+  /// The chat template of /v1/chat/completions: a Jinja file or a
+  /// tokenizer_config.json (empty: the tokenizer_config.json beside the
+  /// tokenizer, if it has one).
+  std::string chatTemplate;
 };
 
 struct GenerateOptions {

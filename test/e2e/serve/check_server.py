@@ -18,7 +18,13 @@ starts `PCC serve OUT --port 0 --tokenizer TOKENIZER --api-key KEY`, then:
   - /v1/models, /health and /metrics;
   - SIGTERM: the server and every rank end within 10 s, none left.
 With --queue it starts it with --max-queue 1 instead and checks that
-requests beyond the queue get 503 while the others are served. With
+requests beyond the queue get 503 while the others are served. With --chat TEMPLATE (a
+template of test/tokenizer/data/chat) it starts it with --chat-template
+set to a tokenizer_config.json of TEMPLATE and the special tokens of
+cases.jsonl (with --beside, that file beside a copy of TOKENIZER, without
+--chat-template), and checks that chat completions equal the completions of the
+text transformers renders for the same conversations (expected.json),
+streamed and not, and that a template's own error is a 400. With
 --generation-config it starts it with REF.json's "generation_config"
 (export_penalties.py's gpt2-config.json) and checks that requests of a
 prompt alone get REF.json's tokens and "finish_reasons".
@@ -118,8 +124,8 @@ class Server:
         return time.time() - start
 
 
-def completion(server, body, key=KEY):
-    status, text = server.request("POST", "/v1/completions", body, key)
+def completion(server, body, key=KEY, path="/v1/completions"):
+    status, text = server.request("POST", path, body, key)
     try:
         return status, json.loads(text)
     except ValueError:
@@ -171,6 +177,88 @@ def main(argv):
                 fail("a served request's tokens differ from transformers'")
         print("ok --max-queue 1: %d of 12 requests answered 503, the others "
               "served" % len(busy))
+        server.stop()
+        return 0
+
+    if "--chat" in argv:
+        # /v1/chat/completions through a chat template (a template of
+        # test/tokenizer/data/chat): each conversation's answer equals the
+        # completion of the text transformers renders for it
+        # (expected.json), streamed or not; a template's own error is a 400.
+        template = argv[argv.index("--chat") + 1]
+        data = os.path.dirname(template)
+        name = os.path.basename(template)[:-len(".jinja")]
+        rendered = json.load(open(os.path.join(data, "expected.json"),
+                                  encoding="utf-8"))[name]
+        cases = [json.loads(l) for l in
+                 open(os.path.join(data, "cases.jsonl"), encoding="utf-8")]
+        # As a model's tokenizer_config.json: the template, and the special
+        # tokens the cases were rendered with.
+        import tempfile
+        config = os.path.join(tempfile.mkdtemp(), "tokenizer_config.json")
+        with open(config, "w", encoding="utf-8") as f:
+            json.dump({"chat_template": open(template, encoding="utf-8").read(),
+                       "bos_token": cases[0]["bos_token"],
+                       "eos_token": {"content": cases[0]["eos_token"]}}, f)
+        if "--beside" in argv:
+            # Found beside the tokenizer, as a model's folder holds both.
+            import shutil
+            beside = os.path.join(os.path.dirname(config), "tokenizer.json")
+            shutil.copy(tokenizer, beside)
+            server = Server(pcc, out, ["--tokenizer", beside])
+        else:
+            server = Server(pcc, out, ["--tokenizer", tokenizer,
+                                       "--chat-template", config])
+        checked = 0
+        for case, text in zip(cases, rendered):
+            if not case["add_generation_prompt"] or not case["messages"]:
+                continue
+            body = {"messages": case["messages"], "max_tokens": 6,
+                    "temperature": 0, "return_token_ids": True}
+            status, chat = completion(server, body, path="/v1/chat/completions")
+            if isinstance(text, dict):
+                check_error(status, chat, 400, "a template's error")
+                if text["error"].split(": ", 1)[1] not in chat["error"]["message"]:
+                    fail("chat error: %s, transformers %s" % (chat, text))
+                continue
+            status2, plain = completion(server, {
+                "prompt": text, "max_tokens": 6, "temperature": 0,
+                "return_token_ids": True})
+            if status != 200 or status2 != 200:
+                fail("chat: %s %s / %s %s" % (status, chat, status2, plain))
+            c, p = chat["choices"][0], plain["choices"][0]
+            if (chat["object"] != "chat.completion" or
+                    c["message"]["role"] != "assistant" or
+                    c["message"]["content"] != p["text"] or
+                    c["token_ids"] != p["token_ids"] or
+                    c["prompt_token_ids"] != p["prompt_token_ids"]):
+                fail("chat %s, the rendered text's completion %s" % (chat, plain))
+            checked += 1
+        # Streamed: the role first, then the content in pieces.
+        req = urllib.request.Request(
+            "http://%s/v1/chat/completions" % server.base, method="POST",
+            data=json.dumps({"messages": cases[0]["messages"], "max_tokens": 6,
+                             "temperature": 0, "stream": True}).encode())
+        req.add_header("Content-Type", "application/json")
+        deltas = []
+        with urllib.request.urlopen(req, timeout=300) as r:
+            for line in r:
+                line = line.decode().strip()
+                if line.startswith("data: ") and line != "data: [DONE]":
+                    chunk = json.loads(line[len("data: "):])
+                    if chunk["object"] != "chat.completion.chunk":
+                        fail("stream: %s" % chunk)
+                    deltas.append(chunk["choices"][0]["delta"])
+        status, whole = completion(server, {
+            "messages": cases[0]["messages"], "max_tokens": 6,
+            "temperature": 0}, path="/v1/chat/completions")
+        if (not deltas or deltas[0].get("role") != "assistant" or
+                "".join(d.get("content", "") for d in deltas) !=
+                whole["choices"][0]["message"]["content"]):
+            fail("chat stream: %s, whole %s" % (deltas, whole))
+        print("ok chat completions through %s: %d conversations equal the "
+              "completions of transformers' rendered text, a stream of %d "
+              "chunks" % (name, checked, len(deltas)))
         server.stop()
         return 0
 
