@@ -51,6 +51,20 @@ CASES = [
                   {"content": "b", "role": "user"}],
      "add_generation_prompt": True},
     {"messages": [], "add_generation_prompt": True},
+    # Tools, as OpenAI's requests give them.
+    {"messages": [{"content": "Weather in Paris?", "role": "user"},
+                  {"content": "", "role": "assistant",
+                   "tool_calls": [{"function": {"arguments": {"city": "Paris"},
+                                                "name": "weather"},
+                                   "type": "function"}]},
+                  {"content": "18 C, clear", "role": "tool"},
+                  {"content": "22 C", "role": "tool"}],
+     "add_generation_prompt": True,
+     "tools": [{"function": {"description": "The weather of a city.",
+                             "name": "weather",
+                             "parameters": {"properties": {"city": {"type": "string"}},
+                                            "type": "object"}},
+                "type": "function"}]},
 ]
 TOKENS = {"bos_token": "<s>", "eos_token": "</s>"}
 
