@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pcc/Tokenizer/ChatTemplate.h"
 #include "pcc/Tokenizer/Tokenizer.h"
 
 #include "pccrt/Comm.h"
@@ -440,6 +441,31 @@ PYBIND11_MODULE(_pcc, m) {
         if (!text)
           throw Error(llvm::toString(text.takeError()));
         // Lossy already: invalid bytes were replaced.
+        return py::str(*text);
+      });
+
+  py::class_<pcc::ChatTemplate>(m, "_ChatTemplate")
+      .def(py::init([](const std::string &path, const std::string &source) {
+             llvm::Expected<pcc::ChatTemplate> t =
+                 source.empty() ? pcc::ChatTemplate::fromTokenizerConfig(path)
+                                : pcc::ChatTemplate::parse(source, path);
+             if (!t)
+               throw Error(llvm::toString(t.takeError()));
+             return std::move(*t);
+           }),
+           py::arg("path"), py::arg("source"))
+      // The variables as JSON text (the Python side dumps them).
+      .def("render", [](const pcc::ChatTemplate &t,
+                        const std::string &variables) {
+        llvm::Expected<llvm::json::Value> v = llvm::json::parse(variables);
+        if (!v || !v->getAsObject()) {
+          if (!v)
+            llvm::consumeError(v.takeError());
+          throw Error("the chat template's variables must be a JSON object");
+        }
+        llvm::Expected<std::string> text = t.render(*v->getAsObject());
+        if (!text)
+          throw Error(llvm::toString(text.takeError()));
         return py::str(*text);
       });
 }

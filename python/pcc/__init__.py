@@ -4,6 +4,8 @@
     s = pcc.Session("out")                      # pcc compile ... -o out
     s.run({"input_ids": ids})                   # -> {"logits": array}
     s.generate([[464, 2068]], max_new_tokens=8) # a --generate build
+    s.chat([[{"role": "user", "content": "Hi"}]])  # with a tokenizer and
+                                                   # a chat template
     s.train_step({"input_ids": x, "labels": y}) # a --train build
 
 A build of several ranks (tp x pp) runs rank 0 in this process and the
@@ -18,16 +20,42 @@ import os
 from . import _pcc
 from ._pcc import Error, Result, Tokenizer
 
-__all__ = ["Session", "Tokenizer", "Result", "Error"]
+__all__ = ["Session", "Tokenizer", "ChatTemplate", "Result", "Error"]
 
 # Where the build put pcc, unless PCC_EXECUTABLE says otherwise.
 from ._config import PCC_EXECUTABLE as _BUILT_PCC
 
 
+class ChatTemplate:
+    """A model's chat template: a Jinja file, or a tokenizer_config.json
+    (its chat_template, bos_token and eos_token), rendered as transformers'
+    apply_chat_template renders it."""
+
+    def __init__(self, path):
+        path = os.fspath(path)
+        source = ""
+        if not path.endswith(".json"):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    source = f.read()
+            except OSError as e:
+                raise Error(f"{path}: {e.strerror}") from None
+            if not source:
+                source = " "  # an empty template renders nothing
+        self._template = _pcc._ChatTemplate(path, source)
+
+    def render(self, messages, add_generation_prompt=True, **variables):
+        """The text of `messages` (a list of {"role", "content"} dicts);
+        other variables (tools, bos_token, ...) as keyword arguments."""
+        variables = dict(variables, messages=list(messages),
+                         add_generation_prompt=bool(add_generation_prompt))
+        return self._template.render(json.dumps(variables))
+
+
 class Session:
     """A build of `pcc compile` (the folder it wrote), loaded once."""
 
-    def __init__(self, dir, tokenizer=None, timeout=300.0):
+    def __init__(self, dir, tokenizer=None, timeout=300.0, chat_template=None):
         dir = os.path.abspath(os.fspath(dir))
         library = os.path.join(dir, "libmodel.so")
         if not os.path.exists(library):
@@ -49,6 +77,11 @@ class Session:
         if tokenizer is not None:
             self.tokenizer = (tokenizer if isinstance(tokenizer, Tokenizer)
                               else Tokenizer(os.fspath(tokenizer)))
+        self.chat_template = None
+        if chat_template is not None:
+            self.chat_template = (chat_template
+                                  if isinstance(chat_template, ChatTemplate)
+                                  else ChatTemplate(chat_template))
         pcc = os.environ.get("PCC_EXECUTABLE", _BUILT_PCC)
         self._session = _pcc._Session(dir, library, weights, max_sequence,
                                       pcc, float(timeout))
@@ -116,6 +149,20 @@ class Session:
             for r in results:
                 r.text = self.tokenizer.decode(r.tokens)
         return results
+
+    def chat(self, conversations, **options):
+        """Generates the assistant's answer to each conversation (a list of
+        {"role", "content"} messages) through the chat template and the
+        tokenizer; the options are generate()'s. One Result per
+        conversation, its .text the answer."""
+        if self.tokenizer is None or self.chat_template is None:
+            raise Error("chat needs a tokenizer and a chat template "
+                        "(pcc.Session(dir, tokenizer=..., chat_template=...))")
+        if conversations and isinstance(conversations[0], dict):
+            raise Error("conversations is a list of conversations (each a "
+                        "list of messages)")
+        return self.generate([self.chat_template.render(c)
+                              for c in conversations], **options)
 
     def close(self):
         """Ends the session: the other ranks exit."""

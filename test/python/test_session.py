@@ -127,6 +127,37 @@ def test_generate_text(tmp, gpt2_dyn):
         assert isinstance(by_text.text, str)
 
 
+def test_chat(tmp, gpt2_dyn):
+    # A conversation through a chat template: the answer of the text
+    # transformers renders for it (test/tokenizer's references).
+    out = os.path.join(tmp, "gen-text")
+    if not os.path.exists(out):
+        compile_model(os.path.join(gpt2_dyn, "model.onnx"), out, "--generate",
+                      "--max-seq", "64", "--max-batch", "2")
+    data = os.path.join(ROOT, "test", "tokenizer", "data", "chat")
+    rendered = json.load(open(os.path.join(data, "expected.json"),
+                              encoding="utf-8"))["chatml"][0]
+    case = json.loads(open(os.path.join(data, "cases.jsonl"),
+                           encoding="utf-8").readline())
+    template = pcc.ChatTemplate(os.path.join(data, "chatml.jinja"))
+    assert template.render(case["messages"]) == rendered
+    tokenizer = os.path.join(ROOT, "test", "e2e", "serve",
+                             "tokenizer-384.json")
+    # Zephyr's template: a prompt short enough for --max-seq 64 in the
+    # test tokenizer's bytes.
+    template = pcc.ChatTemplate(os.path.join(data, "zephyr.jinja"))
+    short = [{"role": "user", "content": "Hi"}]
+    with pcc.Session(out, tokenizer=tokenizer,
+                     chat_template=template) as s:
+        (answer,) = s.chat([short], max_new_tokens=4)
+        (same,) = s.generate([template.render(short)], max_new_tokens=4)
+        assert answer.tokens == same.tokens and answer.text == same.text
+    with pytest.raises(pcc.Error, match="not supported"):
+        bad = os.path.join(tmp, "bad.jinja")
+        open(bad, "w").write("{% macro m() %}{% endmacro %}")
+        pcc.ChatTemplate(bad)
+
+
 def test_train_step_equals_pytorch(tmp, gpt2_tiny):
     out = compile_model(os.path.join(gpt2_tiny, "model.onnx"),
                         os.path.join(tmp, "train"), "--train", "--optimizer",
