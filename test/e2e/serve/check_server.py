@@ -259,6 +259,30 @@ def main(argv):
         print("ok chat completions through %s: %d conversations equal the "
               "completions of transformers' rendered text, a stream of %d "
               "chunks" % (name, checked, len(deltas)))
+        try:
+            import openai
+        except ImportError:
+            openai = None
+        if openai is not None and "--openai" in argv:
+            client = openai.OpenAI(base_url="http://%s/v1" % server.base,
+                                   api_key=KEY)
+            model = os.path.basename(out.rstrip("/"))
+            answer = client.chat.completions.create(
+                model=model, messages=cases[0]["messages"], max_tokens=6,
+                temperature=0)
+            streamed = client.chat.completions.create(
+                model=model, messages=cases[0]["messages"], max_tokens=6,
+                temperature=0, stream=True)
+            pieces = [c.choices[0].delta.content or "" for c in streamed
+                      if c.choices]
+            want = whole["choices"][0]["message"]["content"]
+            if (answer.choices[0].message.content != want or
+                    answer.choices[0].message.role != "assistant" or
+                    "".join(pieces) != want):
+                fail("openai client chat: %s / %r, expected %r" %
+                     (answer, pieces, want))
+            print("ok the openai client's chat completions: the same answer, "
+                  "streamed in %d pieces" % len(pieces))
         server.stop()
         return 0
 
