@@ -100,10 +100,12 @@ llvm::LogicalResult pcc::runGeneration(const RunOptions &options,
     auto buffer = llvm::MemoryBuffer::getFile(g.prompts, /*IsText=*/true);
     if (!buffer)
       throw pccrt::Error(g.prompts + ": " + buffer.getError().message());
-    requests = parseGenerationRequests((*buffer)->getBuffer(), g.prompts,
-                                       g.sampling,
-                                       generator->shape().vocabulary, maxSeq,
-                                       tokenizer ? &*tokenizer : nullptr);
+    std::optional<ChatTemplate> chat =
+        loadChatTemplate(g.chatTemplate, g.tokenizer);
+    requests = parseGenerationRequests(
+        (*buffer)->getBuffer(), g.prompts, g.sampling,
+        generator->shape().vocabulary, maxSeq,
+        tokenizer ? &*tokenizer : nullptr, chat ? &*chat : nullptr);
     if (rank == 0 && !g.output.empty())
       pccrt::checkWritableFile(g.output);
   } catch (const pccrt::Error &e) {

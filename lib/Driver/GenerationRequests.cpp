@@ -7,10 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Driver/GenerationRequests.h"
+#include "pcc/Tokenizer/ChatTemplate.h"
 #include "pcc/Tokenizer/Tokenizer.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <sstream>
 
@@ -43,11 +45,10 @@ double numberAt(const llvm::json::Value &value, const std::string &file,
 
 } // namespace
 
-std::vector<pccrt::GenerationRequest>
-pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
-                             const pccrt::Sampling &defaults,
-                             int64_t vocabulary, int64_t maxSeq,
-                             const Tokenizer *tokenizer) {
+std::vector<pccrt::GenerationRequest> pcc::parseGenerationRequests(
+    llvm::StringRef text, const std::string &file,
+    const pccrt::Sampling &defaults, int64_t vocabulary, int64_t maxSeq,
+    const Tokenizer *tokenizer, const ChatTemplate *chat) {
   std::vector<pccrt::GenerationRequest> requests;
   llvm::SmallVector<llvm::StringRef> lines;
   text.split(lines, '\n');
@@ -96,6 +97,30 @@ pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
                        std::to_string(vocabulary));
           request.prompt.push_back(*token);
         }
+      } else if (k == "messages") {
+        if (!tokenizer || !chat)
+          failAt(file, line,
+                 "\"messages\" need a tokenizer and a chat template "
+                 "(--tokenizer, and --chat-template or a "
+                 "tokenizer_config.json with one beside the tokenizer)");
+        const llvm::json::Array *messages = value.getAsArray();
+        if (!messages || messages->empty())
+          failAt(file, line, "\"messages\" must be a list of messages");
+        llvm::json::Object variables;
+        variables["messages"] = llvm::json::Array(*messages);
+        variables["add_generation_prompt"] = true;
+        llvm::Expected<std::string> text = chat->render(variables);
+        if (!text)
+          failAt(file, line,
+                 "the chat template: " + llvm::toString(text.takeError()));
+        for (int64_t id : tokenizer->encode(*text)) {
+          if (id < 0 || id >= vocabulary)
+            failAt(file, line,
+                   "the chat's token id " + std::to_string(id) +
+                       " is outside the vocabulary of " +
+                       std::to_string(vocabulary));
+          request.prompt.push_back(id);
+        }
       } else if (k == "max_new_tokens") {
         request.sampling.maxNewTokens = integerAt(value, file, line, k);
       } else if (k == "min_new_tokens") {
@@ -127,8 +152,8 @@ pcc::parseGenerationRequests(llvm::StringRef text, const std::string &file,
         failAt(file, line, "unknown key \"" + k + "\"");
       }
     }
-    if (!object->get("prompt"))
-      failAt(file, line, "no \"prompt\"");
+    if (!object->get("prompt") == !object->get("messages"))
+      failAt(file, line, "a request has a \"prompt\" or \"messages\"");
     if (request.prompt.empty())
       failAt(file, line, "the prompt is empty");
     if (int64_t(request.prompt.size()) > maxSeq)
@@ -263,6 +288,46 @@ pccrt::Sampling pcc::parseGenerationConfig(llvm::StringRef text,
   if (std::string range = sampling.rangeError(); !range.empty())
     throw fail(range);
   return sampling;
+}
+
+std::optional<ChatTemplate>
+pcc::loadChatTemplate(const std::string &path,
+                      const std::string &tokenizerPath) {
+  std::string source = path;
+  if (source.empty()) {
+    if (tokenizerPath.empty())
+      return std::nullopt;
+    llvm::SmallString<256> config(llvm::sys::path::parent_path(tokenizerPath));
+    llvm::sys::path::append(config, "tokenizer_config.json");
+    // A config without a template: no chat, not an error.
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+        llvm::MemoryBuffer::getFile(config, /*IsText=*/true);
+    if (!buffer)
+      return std::nullopt;
+    llvm::Expected<llvm::json::Value> parsed =
+        llvm::json::parse((*buffer)->getBuffer());
+    if (!parsed) {
+      llvm::consumeError(parsed.takeError());
+      return std::nullopt;
+    }
+    const llvm::json::Object *o = parsed->getAsObject();
+    if (!o || !o->get("chat_template"))
+      return std::nullopt;
+    source = config.str().str();
+  }
+  llvm::Expected<ChatTemplate> chat = [&]() -> llvm::Expected<ChatTemplate> {
+    if (llvm::StringRef(source).ends_with(".json"))
+      return ChatTemplate::fromTokenizerConfig(source);
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
+        llvm::MemoryBuffer::getFile(source, /*IsText=*/true);
+    if (!text)
+      throw pccrt::Error(source +
+                         ": cannot read it: " + text.getError().message());
+    return ChatTemplate::parse((*text)->getBuffer(), source);
+  }();
+  if (!chat)
+    throw pccrt::Error(llvm::toString(chat.takeError()));
+  return std::move(*chat);
 }
 
 Tokenizer pcc::loadTokenizer(const std::string &path, int64_t vocabulary) {

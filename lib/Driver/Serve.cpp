@@ -442,47 +442,6 @@ private:
   mutable std::mutex seedMutex;
 };
 
-/// The chat template of `path` (a Jinja file, or a tokenizer_config.json),
-/// else that of the tokenizer_config.json beside `tokenizerPath` if it has
-/// one; none without either. Throws a pccrt::Error naming the file.
-std::optional<ChatTemplate> loadChatTemplate(const std::string &path,
-                                             const std::string &tokenizerPath) {
-  std::string source = path;
-  if (source.empty()) {
-    if (tokenizerPath.empty())
-      return std::nullopt;
-    llvm::SmallString<256> config(llvm::sys::path::parent_path(tokenizerPath));
-    llvm::sys::path::append(config, "tokenizer_config.json");
-    // A config without a template: no chat, not an error.
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-        llvm::MemoryBuffer::getFile(config, /*IsText=*/true);
-    if (!buffer)
-      return std::nullopt;
-    llvm::Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
-    if (!parsed) {
-      llvm::consumeError(parsed.takeError());
-      return std::nullopt;
-    }
-    const json::Object *o = parsed->getAsObject();
-    if (!o || !o->get("chat_template"))
-      return std::nullopt;
-    source = config.str().str();
-  }
-  llvm::Expected<ChatTemplate> chat = [&]() -> llvm::Expected<ChatTemplate> {
-    if (llvm::StringRef(source).ends_with(".json"))
-      return ChatTemplate::fromTokenizerConfig(source);
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
-        llvm::MemoryBuffer::getFile(source, /*IsText=*/true);
-    if (!text)
-      throw pccrt::Error(source +
-                         ": cannot read it: " + text.getError().message());
-    return ChatTemplate::parse((*text)->getBuffer(), source);
-  }();
-  if (!chat)
-    throw pccrt::Error(llvm::toString(chat.takeError()));
-  return std::move(*chat);
-}
-
 [[noreturn]] void refuse(const std::string &message,
                          const std::string &param = "") {
   throw ApiError{400, message, param};
@@ -1162,7 +1121,7 @@ llvm::LogicalResult pcc::runServer(const RunOptions &options,
       tokenizer.emplace(loadTokenizer(
           g.tokenizer, session->generator()->shape().vocabulary));
     if (rank == 0)
-      chatTemplate = loadChatTemplate(serve.chatTemplate, g.tokenizer);
+      chatTemplate = loadChatTemplate(g.chatTemplate, g.tokenizer);
     if (rank == 0) {
       // cpp-httplib listens with a backlog of 5, which a burst of clients
       // overflows (their connections reset): the socket's options are

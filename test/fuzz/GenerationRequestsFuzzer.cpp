@@ -6,21 +6,34 @@
 // pccrt::Error; any crash or sanitizer report is a bug, and so is an
 // accepted request or config that breaks the checks the parser promises. Text
 // prompts go through the tokenizer.json named by $PCC_FUZZ_TOKENIZER
-// (run-fuzzers.sh gives the serving tests' one), else they are refused.
+// (run-fuzzers.sh gives the serving tests' one), else they are refused;
+// requests of messages through a ChatML template.
 //
 //===----------------------------------------------------------------------===//
 
 #include "pcc/Driver/GenerationRequests.h"
+#include "pcc/Tokenizer/ChatTemplate.h"
 #include "pcc/Tokenizer/Tokenizer.h"
 
 #include <cstdlib>
 #include <optional>
 
 static std::optional<pcc::Tokenizer> tokenizer;
+static std::optional<pcc::ChatTemplate> chat;
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   if (const char *path = std::getenv("PCC_FUZZ_TOKENIZER"))
     tokenizer.emplace(pcc::loadTokenizer(path, 384));
+  // Requests of messages go through a ChatML template.
+  llvm::Expected<pcc::ChatTemplate> t = pcc::ChatTemplate::parse(
+      "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] "
+      "}}<|im_end|>\n{% endfor %}{% if add_generation_prompt "
+      "%}<|im_start|>assistant\n{% endif %}",
+      "chatml");
+  if (t)
+    chat.emplace(std::move(*t));
+  else
+    llvm::consumeError(t.takeError());
   return 0;
 }
 
@@ -29,9 +42,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef text(reinterpret_cast<const char *>(data), size);
   try {
     std::vector<pccrt::GenerationRequest> requests =
-        pcc::parseGenerationRequests(text, "fuzz.jsonl", pccrt::Sampling(),
-                                     kVocabulary, kMaxSeq,
-                                     tokenizer ? &*tokenizer : nullptr);
+        pcc::parseGenerationRequests(
+            text, "fuzz.jsonl", pccrt::Sampling(), kVocabulary, kMaxSeq,
+            tokenizer ? &*tokenizer : nullptr, chat ? &*chat : nullptr);
     for (const pccrt::GenerationRequest &r : requests) {
       if (r.prompt.empty() || int64_t(r.prompt.size()) > kMaxSeq ||
           !r.sampling.rangeError().empty() || r.arrivalStep < 0)

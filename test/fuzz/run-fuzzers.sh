@@ -80,6 +80,8 @@ printf '{"prompt": [200, 1], "temperature": 0.8, "top_k": 5, "top_p": 0.9, "seed
   > "$out/seed-requests/sampled.jsonl"
 printf '{"prompt": "the quick brown fox \\u00fcber \\ud83d\\ude42"}\n' \
   > "$out/seed-requests/text.jsonl"
+printf '{"messages": [{"role": "user", "content": "Hi"}], "max_new_tokens": 2}\n' \
+  > "$out/seed-requests/chat.jsonl"
 printf '{"do_sample": true, "top_k": 20, "repetition_penalty": 1.05, "eos_token_id": [2, 7], "min_new_tokens": 1, "num_beams": 1}\n' \
   > "$out/seed-requests/generation_config.json"
 export PCC_FUZZ_TOKENIZER="$root/test/e2e/serve/tokenizer-384.json"

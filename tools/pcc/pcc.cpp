@@ -30,6 +30,7 @@ static const char kSynopsis[] =
                     [--repetition-penalty R] [--presence-penalty P]
                     [--frequency-penalty F] [--min-new-tokens N]
                     [--stop ID ...] [--generation-config FILE]
+                    [--chat-template FILE]
                              (generates with a build of compile --generate)
        pcc serve OUT [--port P] [--host H] [--tokenizer tokenizer.json]
                  [--api-key KEY] [--max-queue N] [--model-name NAME]
@@ -768,7 +769,8 @@ static bool takeFolder(llvm::StringRef arg, std::string &dir) {
 static const char kGenerateHelp[] = R"(
 generate options:
   --prompts FILE         one request a line: {"prompt": [token ids]} (or
-                         {"prompt": "text"} with --tokenizer), and
+                         {"prompt": "text"} with --tokenizer, or
+                         {"messages": [...]} with a chat template), and
                          any of the options below for that request alone
                          (max_new_tokens, min_new_tokens, temperature,
                          top_k, top_p, repetition_penalty, presence_penalty,
@@ -782,6 +784,10 @@ generate options:
                          GPT-2, Llama 3 and Qwen2's, or BPE with byte
                          fallback, as Llama 2 and Mistral's): text prompts
                          in, text out
+  --chat-template FILE   the chat template of requests of
+                         {"messages": [...]}: a Jinja file, or a
+                         tokenizer_config.json (default: the
+                         tokenizer_config.json beside --tokenizer)
   --max-new-tokens N     tokens to generate per request (default 16)
   --temperature T        0 (the default): greedy; otherwise sample
   --top-k K              sample among the K most likely tokens
@@ -850,6 +856,8 @@ static int generateCommand(Args &args) {
       ok = args.value(a, o.stripPrefix);
     else if (a == "--tokenizer")
       ok = args.value(a, g.tokenizer);
+    else if (a == "--chat-template")
+      ok = args.value(a, g.chatTemplate);
     else if (a == "-o")
       ok = args.value(a, g.output);
     else if (a == "--max-new-tokens")
@@ -973,7 +981,7 @@ static int serveCommand(Args &args) {
     else if (a == "--model-name")
       ok = args.value(a, serve.modelName);
     else if (a == "--chat-template")
-      ok = args.value(a, serve.chatTemplate);
+      ok = args.value(a, g.chatTemplate);
     else if (a == "--generation-config") {
       std::string path;
       pccrt::Sampling defaults;

@@ -128,10 +128,6 @@ struct ServeOptions {
   /// What a request leaves unset takes (--generation-config); without
   /// it, OpenAI's defaults (16 tokens, temperature 1).
   std::optional<pccrt::Sampling> defaults;
-  /// The chat template of /v1/chat/completions: a Jinja file or a
-  /// tokenizer_config.json (empty: the tokenizer_config.json beside the
-  /// tokenizer, if it has one).
-  std::string chatTemplate;
 };
 
 struct GenerateOptions {
@@ -140,6 +136,11 @@ struct GenerateOptions {
   std::string prompts;
   /// A Hugging Face tokenizer.json: text prompts in, text out.
   std::string tokenizer;
+  /// The chat template of requests of messages (and of
+  /// /v1/chat/completions): a Jinja file or a tokenizer_config.json
+  /// (empty: the tokenizer_config.json beside the tokenizer, if it has
+  /// one).
+  std::string chatTemplate;
   /// Serve over HTTP (pcc serve) instead of reading prompts.
   std::optional<ServeOptions> serve;
   /// Where the results go, one line per request in input order (empty:

@@ -3,21 +3,25 @@
 #ifndef PCC_DRIVER_GENERATIONREQUESTS_H
 #define PCC_DRIVER_GENERATIONREQUESTS_H
 
+#include "pcc/Tokenizer/ChatTemplate.h"
 #include "pccrt/Comm.h"
 #include "pccrt/Generate.h"
 
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace pcc {
 
+class ChatTemplate;
 class Tokenizer;
 
 /// The requests of `text`, the contents of the requests file `file`: one
 /// JSON object a line ({"prompt": [ids]}, or {"prompt": "text"} encoded
-/// with `tokenizer`, and any of max_new_tokens, min_new_tokens,
+/// with `tokenizer`, or {"messages": [...]} rendered by `chat` and
+/// encoded, and any of max_new_tokens, min_new_tokens,
 /// temperature, top_k, top_p, repetition_penalty, presence_penalty,
 /// frequency_penalty, seed, stop and arrival_step, over `defaults`), blank
 /// lines skipped. Throws a pccrt::Error naming the file, the line and, for a
@@ -27,7 +31,14 @@ class Tokenizer;
 std::vector<pccrt::GenerationRequest>
 parseGenerationRequests(llvm::StringRef text, const std::string &file,
                         const pccrt::Sampling &defaults, int64_t vocabulary,
-                        int64_t maxSeq, const Tokenizer *tokenizer = nullptr);
+                        int64_t maxSeq, const Tokenizer *tokenizer = nullptr,
+                        const ChatTemplate *chat = nullptr);
+
+/// The chat template of `path` (a Jinja file, or a tokenizer_config.json),
+/// else that of the tokenizer_config.json beside `tokenizerPath` if it has
+/// one; none without either. Throws a pccrt::Error naming the file.
+std::optional<ChatTemplate> loadChatTemplate(const std::string &path,
+                                             const std::string &tokenizerPath);
 
 /// `sampling` with the defaults of the Hugging Face generation_config.json
 /// at `path` as transformers' generate() takes them: greedy unless
