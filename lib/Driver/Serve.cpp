@@ -598,9 +598,21 @@ Completion Api::parse(const httplib::Request &request, bool chat) const {
     }
   }
 
-  integer("max_tokens", s.maxNewTokens);
-  if (chat)
-    integer("max_completion_tokens", s.maxNewTokens);
+  bool limited = integer("max_tokens", s.maxNewTokens);
+  if (chat) {
+    limited |= integer("max_completion_tokens", s.maxNewTokens);
+    // Chat answers run to the end of the context unless limited (OpenAI's
+    // and vLLM's default), or to a generation config's max_new_tokens.
+    if (!limited && !options.defaults) {
+      int64_t size = int64_t(c.prompts[0].size());
+      if (size >= maxSeq)
+        refuse("this model's maximum context length is " +
+                   std::to_string(maxSeq) + " tokens; the conversation takes " +
+                   std::to_string(size),
+               "messages");
+      s.maxNewTokens = maxSeq - size;
+    }
+  }
   if (s.maxNewTokens < 1)
     refuse("'max_tokens' must be at least 1, not " +
                std::to_string(s.maxNewTokens),

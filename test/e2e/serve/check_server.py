@@ -256,6 +256,16 @@ def main(argv):
                 "".join(d.get("content", "") for d in deltas) !=
                 whole["choices"][0]["message"]["content"]):
             fail("chat stream: %s, whole %s" % (deltas, whole))
+        # Without max_tokens a chat answer runs to the end of the context.
+        status, models = server.request("GET", "/v1/models", key=None)
+        context = json.loads(models)["data"][0]["max_model_len"]
+        status, unlimited = completion(server, {
+            "messages": cases[0]["messages"], "temperature": 0},
+            path="/v1/chat/completions")
+        u = unlimited.get("usage", {})
+        if (status != 200 or unlimited["choices"][0]["finish_reason"] != "length"
+                or u["prompt_tokens"] + u["completion_tokens"] != context):
+            fail("chat without max_tokens: %s (context %d)" % (unlimited, context))
         print("ok chat completions through %s: %d conversations equal the "
               "completions of transformers' rendered text, a stream of %d "
               "chunks" % (name, checked, len(deltas)))
