@@ -445,15 +445,14 @@ PYBIND11_MODULE(_pcc, m) {
       });
 
   py::class_<pcc::ChatTemplate>(m, "_ChatTemplate")
-      .def(py::init([](const std::string &path, const std::string &source) {
+      .def(py::init([](const std::string &path) {
              llvm::Expected<pcc::ChatTemplate> t =
-                 source.empty() ? pcc::ChatTemplate::fromTokenizerConfig(path)
-                                : pcc::ChatTemplate::parse(source, path);
+                 pcc::ChatTemplate::fromFile(path);
              if (!t)
                throw Error(llvm::toString(t.takeError()));
              return std::move(*t);
            }),
-           py::arg("path"), py::arg("source"))
+           py::arg("path"))
       // The variables as JSON text (the Python side dumps them).
       .def("render", [](const pcc::ChatTemplate &t,
                         const std::string &variables) {

@@ -315,16 +315,7 @@ pcc::loadChatTemplate(const std::string &path,
       return std::nullopt;
     source = config.str().str();
   }
-  llvm::Expected<ChatTemplate> chat = [&]() -> llvm::Expected<ChatTemplate> {
-    if (llvm::StringRef(source).ends_with(".json"))
-      return ChatTemplate::fromTokenizerConfig(source);
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
-        llvm::MemoryBuffer::getFile(source, /*IsText=*/true);
-    if (!text)
-      throw pccrt::Error(source +
-                         ": cannot read it: " + text.getError().message());
-    return ChatTemplate::parse((*text)->getBuffer(), source);
-  }();
+  llvm::Expected<ChatTemplate> chat = ChatTemplate::fromFile(source);
   if (!chat)
     throw pccrt::Error(llvm::toString(chat.takeError()));
   return std::move(*chat);

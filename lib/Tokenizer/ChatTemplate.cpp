@@ -2095,6 +2095,18 @@ llvm::Expected<ChatTemplate> ChatTemplate::fromTokenizerConfig(StringRef path) {
   return t;
 }
 
+llvm::Expected<ChatTemplate> ChatTemplate::fromFile(StringRef path) {
+  if (path.ends_with(".json"))
+    return fromTokenizerConfig(path);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> source =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!source)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   path + ": cannot read it: " +
+                                       source.getError().message());
+  return parse((*source)->getBuffer(), path);
+}
+
 llvm::Expected<std::string>
 ChatTemplate::render(const llvm::json::Object &variables) const {
   std::string out;

@@ -32,17 +32,7 @@ class ChatTemplate:
     apply_chat_template renders it."""
 
     def __init__(self, path):
-        path = os.fspath(path)
-        source = ""
-        if not path.endswith(".json"):
-            try:
-                with open(path, encoding="utf-8") as f:
-                    source = f.read()
-            except OSError as e:
-                raise Error(f"{path}: {e.strerror}") from None
-            if not source:
-                source = " "  # an empty template renders nothing
-        self._template = _pcc._ChatTemplate(path, source)
+        self._template = _pcc._ChatTemplate(os.fspath(path))
 
     def render(self, messages, add_generation_prompt=True, **variables):
         """The text of `messages` (a list of {"role", "content"} dicts);

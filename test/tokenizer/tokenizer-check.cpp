@@ -54,15 +54,7 @@ std::vector<int64_t> parseIds(llvm::StringRef line, size_t lineNo) {
 }
 
 int renderChats(llvm::StringRef path) {
-  llvm::Expected<pcc::ChatTemplate> chat =
-      path.ends_with(".json") ? pcc::ChatTemplate::fromTokenizerConfig(path)
-                              : [&]() -> llvm::Expected<pcc::ChatTemplate> {
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> source =
-        llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-    if (!source)
-      die(path + ": " + source.getError().message());
-    return pcc::ChatTemplate::parse((*source)->getBuffer(), path);
-  }();
+  llvm::Expected<pcc::ChatTemplate> chat = pcc::ChatTemplate::fromFile(path);
   if (!chat)
     die(llvm::toString(chat.takeError()));
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> input =

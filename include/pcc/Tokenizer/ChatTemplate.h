@@ -36,6 +36,10 @@ public:
   /// with its bos_token and eos_token (strings or {"content": ...}).
   static llvm::Expected<ChatTemplate> fromTokenizerConfig(llvm::StringRef path);
 
+  /// The template of the file `path`: a tokenizer_config.json (*.json) as
+  /// fromTokenizerConfig reads it, else a Jinja file.
+  static llvm::Expected<ChatTemplate> fromFile(llvm::StringRef path);
+
   ChatTemplate(ChatTemplate &&) noexcept;
   ChatTemplate &operator=(ChatTemplate &&) noexcept;
   ~ChatTemplate();
