@@ -292,6 +292,36 @@ constexpr int64_t kPackAPanels = std::numeric_limits<int64_t>::max();
 constexpr int64_t kPackAPanels = 32;
 #endif
 
+/// Whether a micro-panel's rows of an untransposed A, `lda` floats apart,
+/// crowd one set of the L1 cache (64-byte lines in 64 sets, a 4 KB period
+/// on every x86 core pcc targets; 8 or 12 ways): more than six of them in
+/// one set evict each other and B's block while the micro-kernel reads them
+/// side by side. A row of 1024, 2048, 3072 or 4096 floats puts all twelve
+/// rows of AVX-512's panels in one set: products of hidden sizes that are
+/// multiples of 1024, and every MLP's down projection at 4 x 768, ran
+/// 10-30% slower in place than packed on a Zen 4 (bench/RESULTS.md,
+/// forty-second session). Six rows a set (1536 floats, or AVX2's panels)
+/// read as fast in place; three (768, 1280) faster.
+static bool rowsCrowdL1Set(int64_t lda) {
+  constexpr int64_t kSets = 64, kMostRowsPerSet = 6;
+  int64_t rows[kSets] = {};
+  for (int64_t i = 0; i < kPanelRows; ++i)
+    if (++rows[(i * lda / kLineFloats) % kSets] > kMostRowsPerSet)
+      return true;
+  return false;
+}
+
+/// Whether op(A) is packed, a slice of K at a time, before the panels of
+/// B read it: always when transposed; otherwise where enough panels read
+/// it (kPackAPanels), or where its rows crowd a set of L1 and at least
+/// kPackCrowdedPanels read it (a product of 4 panels, 128 x 4096 rows,
+/// ran 17% slower packed).
+constexpr int64_t kPackCrowdedPanels = 8;
+static bool packsA(bool transA, int64_t panels, int64_t lda) {
+  return transA || panels >= kPackAPanels ||
+         (panels >= kPackCrowdedPanels && rowsCrowdL1Set(lda));
+}
+
 /// Row panels one task covers: its blocks of B are packed (or read) once
 /// for all of them.
 constexpr int64_t kBlockPanels = 32;
@@ -334,7 +364,7 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
              GemmEpilogueFn epilogue, void *const *epilogueArgs,
              bool parallel) {
   int64_t panels = (n + kPanelCols - 1) / kPanelCols;
-  bool packA = transA || panels >= kPackAPanels;
+  bool packA = packsA(transA, panels, lda);
   // Whole tasks' rows per slice; each row's sums run as they would whole.
   // A long K needs none (the LM head's input gradient: 256 rows over the
   // vocabulary): it is packed a slice of K at a time, and its rows in
@@ -378,7 +408,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
   // A transposed, or read by many panels, is packed once per call, a slice
   // of K at a time, per K-block its micro-panels one after another;
   // otherwise it is read in place, a row a stream.
-  bool packA = transA || panels >= kPackAPanels;
+  bool packA = packsA(transA, panels, lda);
   static thread_local std::vector<float> aPacked;
   if (packA)
     aPacked.resize(size_t(rowPanels * kPanelRows * std::min(k, depthPerSlice)));

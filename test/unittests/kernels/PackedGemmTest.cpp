@@ -120,7 +120,10 @@ TEST(PackedGemm, MatchesReference) {
           Shape{21, 50, 7}, Shape{12, 32, 31}, Shape{14, 40, 33},
           Shape{18, 70, 300}, Shape{25, 33, 17}, Shape{31, 64, 64},
           // Enough panels of B that A is packed (kPackAPanels).
-          Shape{13, 530, 600}, Shape{23, 777, 70}})
+          Shape{13, 530, 600}, Shape{23, 777, 70},
+          // Rows 1024 floats apart (k + 3): a panel's rows in one set of
+          // L1, A packed with AVX-512 for the 10 panels of B.
+          Shape{30, 300, 1021}})
       for (bool transB : {false, true}) {
         checkProduct(s, false, transB, 1.0f, 0.0f, true);
         checkProduct(s, false, transB, 1.0f, 1.0f, true);
@@ -148,7 +151,9 @@ TEST(PackedGemm, UnpreparedMatchesReference) {
           // before the next, A packed a slice at a time
           // (transposed, or read by enough panels of B), and
           // rows enough over a slice to be run in slices too.
-          Shape{400, 70, 1300}, Shape{40, 530, 1400}, Shape{3100, 20, 1300}})
+          Shape{400, 70, 1300}, Shape{40, 530, 1400}, Shape{3100, 20, 1300},
+          // Rows 1024 floats apart (rowsCrowdL1Set).
+          Shape{30, 300, 1021}})
       for (bool transA : {false, true})
         for (bool transB : {false, true}) {
           checkProduct(s, transA, transB, 1.0f, 0.0f, false);
