@@ -323,8 +323,18 @@ static bool packsA(bool transA, int64_t panels, int64_t lda) {
 }
 
 /// Row panels one task covers: its blocks of B are packed (or read) once
-/// for all of them.
-constexpr int64_t kBlockPanels = 32;
+/// for all of them. A task that packs B's blocks itself covers 32 panels,
+/// over which each packing is spread. One that reads a prepared B covers
+/// blocks of at most 192 rows (16 of AVX-512's panels, 32 of AVX2's): 384
+/// rows of A over a slice of K filled a Zen 4's 1 MB L2 and cut K=768 in
+/// two slices, and the forward's products at 1024 tokens ran 4-6% slower
+/// than in blocks of 192 rows, on one thread and two. (With B packed per
+/// task, blocks of 192 rows made the weight gradients 4-7% slower.)
+static int64_t blockPanels(bool preparedB) {
+  constexpr int64_t kBlockPanels = 32, kPreparedBlockRows = 192;
+  return preparedB ? std::min(kBlockPanels, kPreparedBlockRows / kPanelRows)
+                   : kBlockPanels;
+}
 
 /// Floats of A's rows that one task reads over a slice of K (1 MB): half
 /// of a core's L2 on the processors pcc was tuned on, the rest for B's
@@ -343,8 +353,8 @@ constexpr int64_t kPackedAFloats = int64_t(4) << 20;
 /// L2 while every panel of B reads it, where over the whole of K it would
 /// be read from memory once per panel (the LM head's input gradient, K the
 /// vocabulary, ran at 79 GFLOP/s instead of 112).
-static int64_t sliceDepth(int64_t m) {
-  int64_t blockRows = std::min(m, kBlockPanels * kPanelRows);
+static int64_t sliceDepth(int64_t m, bool preparedB) {
+  int64_t blockRows = std::min(m, blockPanels(preparedB) * kPanelRows);
   return std::max<int64_t>(kDepth,
                            kCachedAFloats / blockRows / kDepth * kDepth);
 }
@@ -369,8 +379,8 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
   // A long K needs none (the LM head's input gradient: 256 rows over the
   // vocabulary): it is packed a slice of K at a time, and its rows in
   // slices would each pack B again.
-  int64_t unit = kPanelRows * kBlockPanels;
-  int64_t depth = std::max<int64_t>(1, std::min(k, sliceDepth(m)));
+  int64_t unit = kPanelRows * blockPanels(bp);
+  int64_t depth = std::max<int64_t>(1, std::min(k, sliceDepth(m, bp)));
   int64_t slice = std::max<int64_t>(unit, kPackedAFloats / depth / unit * unit);
   if (!packA || m <= slice) {
     productRows(m, n, k, alpha, a, lda, transA, bp, b, ldb, transB, beta, c,
@@ -404,7 +414,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
   int64_t panels = (n + kPanelCols - 1) / kPanelCols;
   // Products of a long K run in slices of K (sliceDepth), each over every
   // task before the next.
-  int64_t depthPerSlice = sliceDepth(m);
+  int64_t depthPerSlice = sliceDepth(m, bp);
   // A transposed, or read by many panels, is packed once per call, a slice
   // of K at a time, per K-block its micro-panels one after another;
   // otherwise it is read in place, a row a stream.
@@ -413,7 +423,8 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
   if (packA)
     aPacked.resize(size_t(rowPanels * kPanelRows * std::min(k, depthPerSlice)));
   float *ap = aPacked.data();
-  int64_t rowBlocks = (rowPanels + kBlockPanels - 1) / kBlockPanels;
+  int64_t panelsPerBlock = blockPanels(bp);
+  int64_t rowBlocks = (rowPanels + panelsPerBlock - 1) / panelsPerBlock;
   int64_t tasks = panels * rowBlocks;
   // Packs A's row panels index, index + count, ... (all of them for one
   // thread) over the slice of K-rows [kBegin, kEnd).
@@ -443,8 +454,8 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
     // 384 rows, 2.4 MB over a slice of K; 4-14% slower on one thread of
     // the Intel VM, 1-17% on two).
     int64_t block = task / panels, p = task % panels;
-    int64_t r0 = block * kBlockPanels,
-            r1 = std::min(rowPanels, r0 + kBlockPanels);
+    int64_t r0 = block * panelsPerBlock,
+            r1 = std::min(rowPanels, r0 + panelsPerBlock);
     int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
     for (int64_t k0 = kBegin; k0 < kEnd; k0 += kDepth) {
       int64_t depth = std::min(kDepth, kEnd - k0);

@@ -123,7 +123,9 @@ TEST(PackedGemm, MatchesReference) {
           Shape{13, 530, 600}, Shape{23, 777, 70},
           // Rows 1024 floats apart (k + 3): a panel's rows in one set of
           // L1, A packed with AVX-512 for the 10 panels of B.
-          Shape{30, 300, 1021}})
+          Shape{30, 300, 1021},
+          // More rows than a task's block over a prepared B (192).
+          Shape{200, 70, 300}})
       for (bool transB : {false, true}) {
         checkProduct(s, false, transB, 1.0f, 0.0f, true);
         checkProduct(s, false, transB, 1.0f, 1.0f, true);
