@@ -520,21 +520,20 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
 #else
     int index = 0, count = 1;
 #endif
-    // Tasks go to the threads in chunks as they finish the last: two
-    // threads of a virtual machine need not run at the same speed. Over
-    // one slice of K a chunk is a run of neighbouring panels, the next of
-    // which the last K-block's fetch ahead brings in: in chunks of one
-    // task (24 panels of 32 columns at N = 768, an eighth of a thread's
-    // share) each thread fetched blocks the other would read, and the
-    // products of N = 768 ran 10-15% slower with AVX-512 on a Zen 4 than in
-    // chunks of a quarter of a thread's share (a half read no faster).
-    // Over several slices that fetch brings the panel's next slice, and
-    // each slice ends at a barrier that waits for the slower thread's last
-    // chunk: an eighth (the LM head's input gradient, K the vocabulary,
-    // ran 8% slower in quarters).
-    int64_t shares = k > depthPerSlice ? 8 : 4;
+    // Tasks go to the threads in chunks as they finish the last, an eighth
+    // of a thread's share: two threads of a virtual machine need not run at
+    // the same speed (AVX2's 576 tasks of a weight gradient ran 14% slower in
+    // quarters). Over one slice of K a chunk is a run of neighbouring
+    // panels, the next of which the last K-block's fetch ahead brings in,
+    // and it holds at least three: in chunks of one task (24 panels of 32
+    // columns at N = 768) each thread fetched blocks the other would read,
+    // and the products of N = 768 ran 10-15% slower with AVX-512 on a Zen 4
+    // than in chunks of three. Over several slices that fetch brings the
+    // panel's next slice, and each slice ends at a barrier that waits for
+    // the slower thread's last chunk (the LM head's input gradient, K the
+    // vocabulary, ran 8% slower in chunks of three).
     [[maybe_unused]] int64_t chunk =
-        std::max<int64_t>(1, tasks / (shares * count));
+        std::max<int64_t>(k > depthPerSlice ? 1 : 3, tasks / (8 * count));
     // A slice's tasks add to the C that the last slice's made, and read the
     // A that the threads packed for it: the threads wait for each other
     // between slices and after packing, but not after the last slice (the
