@@ -65,6 +65,16 @@ std::vector<pccrt::GenerationRequest> pcc::parseGenerationRequests(
       failAt(file, line, "a request must be a JSON object");
     pccrt::GenerationRequest request;
     request.sampling = defaults;
+    // Appends a prompt token, the model's vocabulary checked; `where` begins
+    // the message that names it ("prompt position 3: ").
+    auto appendToken = [&](int64_t token, const std::string &where) {
+      if (token < 0 || token >= vocabulary)
+        failAt(file, line,
+               where + "token id " + std::to_string(token) +
+                   " is outside the vocabulary of " +
+                   std::to_string(vocabulary));
+      request.prompt.push_back(token);
+    };
     for (const auto &[key, value] : *object) {
       std::string k = key.str();
       if (k == "prompt") {
@@ -89,13 +99,8 @@ std::vector<pccrt::GenerationRequest> pcc::parseGenerationRequests(
             failAt(file, line,
                    "prompt position " + std::to_string(position) +
                        ": a token id must be an integer");
-          if (*token < 0 || *token >= vocabulary)
-            failAt(file, line,
-                   "prompt position " + std::to_string(position) +
-                       ": token id " + std::to_string(*token) +
-                       " is outside the vocabulary of " +
-                       std::to_string(vocabulary));
-          request.prompt.push_back(*token);
+          appendToken(*token,
+                      "prompt position " + std::to_string(position) + ": ");
         }
       } else if (k == "messages") {
         if (!tokenizer || !chat)
@@ -113,14 +118,8 @@ std::vector<pccrt::GenerationRequest> pcc::parseGenerationRequests(
         if (!text)
           failAt(file, line,
                  "the chat template: " + llvm::toString(text.takeError()));
-        for (int64_t id : tokenizer->encode(*text)) {
-          if (id < 0 || id >= vocabulary)
-            failAt(file, line,
-                   "the chat's token id " + std::to_string(id) +
-                       " is outside the vocabulary of " +
-                       std::to_string(vocabulary));
-          request.prompt.push_back(id);
-        }
+        for (int64_t id : tokenizer->encode(*text))
+          appendToken(id, "the chat's ");
       } else if (k == "max_new_tokens") {
         request.sampling.maxNewTokens = integerAt(value, file, line, k);
       } else if (k == "min_new_tokens") {
