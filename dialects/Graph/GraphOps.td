@@ -388,12 +388,21 @@ def Graph_AttentionOp : Graph_Op<"attention", [
     probabilities. A row whose keys are all masked gets zeros (PyTorch's
     exports guard such rows so). pcc-fuse-attention forms the op from what
     exporters write.
+
+    `sequence_first` puts the sequence before the heads in `query` [B, Tq,
+    H, D], `key` [B, Tk, G, D], `value` [B, Tk, G, E] and `output` [B, Tq,
+    H, E], as a projection's rows make them: the kernels read and write
+    them in place, with no transposes around the op (`lse` stays [B, H,
+    Tq]). pcc-attention-layout sets it for code generation; the passes
+    before it (reverse mode, generation, the layout passes) take the op
+    without it.
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                    AnyRankedTensor:$value, Optional<AnyRankedTensor>:$bias,
                    F32Attr:$scale, UnitAttr:$causal,
                    OptionalAttr<F32Attr>:$softcap,
-                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window);
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window,
+                   UnitAttr:$sequence_first);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
   let assemblyFormat = "$query `,` $key `,` $value (`,` $bias^)? attr-dict "
                        "`:` functional-type(operands, results)";

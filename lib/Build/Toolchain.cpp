@@ -132,6 +132,10 @@ LogicalResult pcc::importAndPrint(const std::string &model,
 void pcc::buildCompilePipeline(OpPassManager &pm,
                                const CompileOptions &options) {
   buildParallelizePipeline(pm, options);
+  // Attention reads the projections' [B, T, H, D] in place, where the
+  // program does not also need the transposes it dropped.
+  if (options.fuseAttention)
+    pm.addNestedPass<func::FuncOp>(createAttentionLayout());
   // Code generation's view of the program: element-wise chains as loop
   // nests, and what runs inside a softmax's or a product's loop (the CPU's
   // products run epilogues; cuBLAS's calls do not).

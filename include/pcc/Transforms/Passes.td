@@ -983,6 +983,24 @@ def FuseAttention : Pass<"pcc-fuse-attention", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }
 
+def AttentionLayout : Pass<"pcc-attention-layout", "::mlir::func::FuncOp"> {
+  let summary = "Reads graph.attention's operands in the layout their "
+                "producers write";
+  let description = [{
+    Exporters transpose the [B, T, H, D] queries, keys and values that the
+    projections make to attention's [B, H, T, D], and its output back; each
+    transpose copies an activation. Where transposes of dimensions 1 and 2
+    make attention's operands for it alone, or alone read its output, this
+    pass sets the op's `sequence_first` and drops them, provided it removes
+    more transposes than it puts on the other operands or the output. The
+    kernels read and write the strided layout in place. Code generation
+    runs it after the parallelize pipeline: reverse mode, generation and
+    the layout passes take attention as [B, H, T, D], and a training step's
+    attention_grad, which reads the same values, keeps the transposes.
+  }];
+  let dependentDialects = ["::pcc::graph::GraphDialect"];
+}
+
 def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
   let summary = "Groups element-wise ops into graph.fusion loop nests";
   let description = [{

@@ -36,14 +36,22 @@ static std::string capAndWindow(std::optional<APFloat> softcap,
 }
 
 /// The kernels' AttentionShape, as a braced initializer: extents, the
-/// strides of query, key, value and output (dense buffers) and the bias's.
+/// strides of query, key, value and output (dense buffers, [B, H, T, D] or
+/// with `sequenceFirst` [B, T, H, D]) and the bias's.
 static std::string attentionShape(Value query, Value key, Value value,
                                   Value bias, float scale, bool causal,
                                   std::optional<APFloat> softcap,
-                                  std::optional<int64_t> window) {
-  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
-  auto strides = [](ArrayRef<int64_t> shape) {
-    SmallVector<int64_t> s = getContiguousStrides(shape);
+                                  std::optional<int64_t> window,
+                                  bool sequenceFirst = false) {
+  SmallVector<int64_t, 4> q = swapHeadsSequence(shapeOf(query), sequenceFirst),
+                          k = swapHeadsSequence(shapeOf(key), sequenceFirst),
+                          v = swapHeadsSequence(shapeOf(value), sequenceFirst);
+  // The strides of the batch, head and sequence dimensions of a buffer of
+  // `shape` ([B, H, T, D] order), laid out in the op's layout.
+  auto strides = [&](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> s = swapHeadsSequence(
+        getContiguousStrides(swapHeadsSequence(shape, sequenceFirst)),
+        sequenceFirst);
     return "{" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " +
            std::to_string(s[2]) + "}";
   };
@@ -91,7 +99,8 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
              ptr(a.getLse()),
              attentionShape(a.getQuery(), a.getKey(), a.getValue(), a.getBias(),
                             a.getScale().convertToFloat(), a.getCausal(),
-                            a.getSoftcap(), a.getWindow())});
+                            a.getSoftcap(), a.getWindow(),
+                            a.getSequenceFirst())});
         return success();
       })
       .Case([&](AttentionGradOp g) -> LogicalResult {

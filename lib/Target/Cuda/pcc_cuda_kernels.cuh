@@ -840,7 +840,7 @@ __global__ void attentionForward(AttentionOperands<T> in, T *__restrict__ o,
     __syncthreads();
     for (int64_t x = threadIdx.x; x < rows * e; x += blockDim.x) {
       int64_t r = x / e, f = x % e;
-      o[((b * a.heads + h) * a.queries + i0 + r) * e + f] =
+      o[b * a.oStrides[0] + h * a.oStrides[1] + (i0 + r) * a.oStrides[2] + f] =
           T(sum[r] > 0 ? acc[r][f] / sum[r] : 0.0f);
     }
     if (threadIdx.x < rows)

@@ -158,6 +158,10 @@ FailureOr<TokenFlow> analyzeTokens(func::FuncOp func, Value ids) {
     if (tokenOperands.empty())
       continue;
     if (auto attention = dyn_cast<AttentionOp>(op)) {
+      if (attention.getSequenceFirst())
+        return attention.emitError(
+            "--generate: the KV cache is derived from attention in the "
+            "[B, H, T, D] layout; pcc-attention-layout runs after it");
       if (!attention.getCausal())
         return attention.emitError(
             "--generate: attention that is not causal cannot be served from "

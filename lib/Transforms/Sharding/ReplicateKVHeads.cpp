@@ -29,11 +29,12 @@ using namespace pcc::graph;
 
 namespace {
 
-/// `v` ([B, G, T, D]) with each of its G heads repeated `copies` times
-/// along axis 1, in order.
-Value repeatHeads(OpBuilder &b, Location loc, Value v, int64_t copies) {
+/// `v` ([B, G, T, D], or [B, T, G, D] sequence-first) with each of its G
+/// heads (along `axis`) repeated `copies` times, in order.
+Value repeatHeads(OpBuilder &b, Location loc, Value v, int64_t axis,
+                  int64_t copies) {
   auto type = cast<RankedTensorType>(v.getType());
-  int64_t heads = type.getDimSize(1);
+  int64_t heads = type.getDimSize(axis);
   SmallVector<int64_t> picks;
   for (int64_t h = 0; h < heads * copies; ++h)
     picks.push_back(h / copies);
@@ -42,10 +43,10 @@ Value repeatHeads(OpBuilder &b, Location loc, Value v, int64_t copies) {
   Value indices = ConstantOp::create(
       b, loc, DenseElementsAttr::get(indexType, ArrayRef<int64_t>(picks)));
   SmallVector<int64_t> shape(type.getShape());
-  shape[1] = heads * copies;
-  return GatherOp::create(
-      b, loc, RankedTensorType::get(shape, type.getElementType()), v, indices,
-      /*axis=*/1);
+  shape[axis] = heads * copies;
+  return GatherOp::create(b, loc,
+                          RankedTensorType::get(shape, type.getElementType()),
+                          v, indices, axis);
 }
 
 struct ReplicateKVHeadsPass
@@ -60,7 +61,10 @@ struct ReplicateKVHeadsPass
       auto key = cast<RankedTensorType>(attention.getKey().getType());
       if (query.getRank() != 4 || key.getRank() != 4)
         return;
-      int64_t heads = query.getDimSize(1), groups = key.getDimSize(1);
+      // The heads' dimension of either layout.
+      int64_t headDim = attention.getSequenceFirst() ? 2 : 1;
+      int64_t heads = query.getDimSize(headDim),
+              groups = key.getDimSize(headDim);
       // Heads tp divides split as they are; heads that cannot split over
       // tp at all are ShardStrategy's error to report.
       if (groups % tp == 0 || tp % groups != 0 || heads % tp != 0)
@@ -69,9 +73,9 @@ struct ReplicateKVHeadsPass
       int64_t copies = tp / groups;
       Location loc = attention.getLoc();
       attention.getKeyMutable().assign(
-          repeatHeads(b, loc, attention.getKey(), copies));
+          repeatHeads(b, loc, attention.getKey(), headDim, copies));
       attention.getValueMutable().assign(
-          repeatHeads(b, loc, attention.getValue(), copies));
+          repeatHeads(b, loc, attention.getValue(), headDim, copies));
     });
   }
 };

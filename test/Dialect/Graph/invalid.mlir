@@ -740,3 +740,14 @@ func.func @paged_attention_heads(%q: tensor<1x3x3x8xf32>, %c: tensor<6x2x4x8xf32
   %o = graph.paged_attention %q, %c, %c, %i, %i, %t {scale = 0.5 : f32} : (tensor<1x3x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>) -> tensor<1x3x3x8xf32>
   return
 }
+
+// -----
+
+// Sequence-first operands are [B, T, H, D]: these keys (read as [B, T, H,
+// D]) have 4 heads, which do not divide the queries' 2.
+func.func @attention_sequence_first_heads(%q: tensor<1x4x2x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+2 {{attention: query [1,4,2,8], key [1,2,4,8] and value [1,2,4,8] do not fit [B, Tq, H, D], [B, Tk, G, D], [B, Tk, G, E] with H a multiple of G}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %lse = graph.attention %q, %k, %k {scale = 0.5 : f32, sequence_first} : (tensor<1x4x2x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x4xf32>)
+  return
+}

@@ -133,3 +133,16 @@ func.func @no_rule(%x: tensor<2xf32>) -> tensor<2xf32> {
   %0 = func.call @callee(%x) : (tensor<2xf32>) -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+// Attention's heads split with their key/value groups (jk: group j, query
+// head k of it); sequence-first operands and output carry the same factors
+// with the sequence before the heads, the log-sum-exp stays [B, H, T].
+func.func @attention_layouts(%q: tensor<2x4x3x8xf32>, %k: tensor<2x2x3x8xf32>, %qs: tensor<2x3x4x8xf32>, %ks: tensor<2x3x2x8xf32>) {
+  // expected-remark @+1 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o]) -> ([i, jk, l, o], [i, jk, l]) {i=2, j=2, k=2, l=3, m=3, n=8, o=8} need_replication={l, m, n, o}}}
+  %o, %lse = graph.attention %q, %k, %k {causal, scale = 0.5 : f32} : (tensor<2x4x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x4x3xf32>)
+  // expected-remark @+1 {{sharding rule: ([i, l, jk, n], [i, m, j, n], [i, m, j, o]) -> ([i, l, jk, o], [i, jk, l]) {i=2, j=2, k=2, l=3, m=3, n=8, o=8} need_replication={l, m, n, o}}}
+  %o2, %lse2 = graph.attention %qs, %ks, %ks {causal, scale = 0.5 : f32, sequence_first} : (tensor<2x3x4x8xf32>, tensor<2x3x2x8xf32>, tensor<2x3x2x8xf32>) -> (tensor<2x3x4x8xf32>, tensor<2x4x3xf32>)
+  return
+}

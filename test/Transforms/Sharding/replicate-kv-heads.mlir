@@ -43,3 +43,17 @@ func.func @untouched(%q: tensor<1x8x3x8xf32>, %k: tensor<1x8x3x8xf32>, %q6: tens
   %p:2 = graph.attention %q6, %k2, %k2 {causal, scale = 0.25 : f32} : (tensor<1x6x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>) -> (tensor<1x6x3x8xf32>, tensor<1x6x3xf32>)
   return %o#0, %p#0 : tensor<1x8x3x8xf32>, tensor<1x6x3x8xf32>
 }
+
+// -----
+
+// The same, sequence-first: the heads are axis 2.
+
+// CHECK-LABEL: func.func @gqa_sequence_first(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<1x5x8x16xf32>, %[[K:[^:]*]]: tensor<1x5x2x16xf32>, %[[V:[^:]*]]: tensor<1x5x2x8xf32>
+// CHECK:      %[[K4:.*]] = graph.gather %[[K]][%{{.*}}] {axis = 2 : i64} : (tensor<1x5x2x16xf32>, tensor<4xi64>) -> tensor<1x5x4x16xf32>
+// CHECK:      %[[V4:.*]] = graph.gather %[[V]][%{{.*}}] {axis = 2 : i64} : (tensor<1x5x2x8xf32>, tensor<4xi64>) -> tensor<1x5x4x8xf32>
+// CHECK:      graph.attention %[[Q]], %[[K4]], %[[V4]] {causal, scale = 2.500000e-01 : f32, sequence_first} : (tensor<1x5x8x16xf32>, tensor<1x5x4x16xf32>, tensor<1x5x4x8xf32>) -> (tensor<1x5x8x8xf32>, tensor<1x8x5xf32>)
+func.func @gqa_sequence_first(%q: tensor<1x5x8x16xf32>, %k: tensor<1x5x2x16xf32>, %v: tensor<1x5x2x8xf32>) -> tensor<1x5x8x8xf32> {
+  %o:2 = graph.attention %q, %k, %v {causal, scale = 0.25 : f32, sequence_first} : (tensor<1x5x8x16xf32>, tensor<1x5x2x16xf32>, tensor<1x5x2x8xf32>) -> (tensor<1x5x8x8xf32>, tensor<1x8x5xf32>)
+  return %o#0 : tensor<1x5x8x8xf32>
+}

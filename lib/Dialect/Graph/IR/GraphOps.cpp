@@ -338,9 +338,11 @@ int64_t MatMulOp::getFlops() {
 /// Tq x Tk x E (output) and the softmax's few operations per score; half
 /// of that under a causal mask, whose kernels skip the masked blocks.
 static int64_t attentionFlops(Value query, Value key, Value value, bool causal,
-                              std::optional<int64_t> window) {
-  ArrayRef<int64_t> q = shapeOf(query);
-  int64_t tk = shapeOf(key)[2], e = shapeOf(value)[3];
+                              std::optional<int64_t> window,
+                              bool sequenceFirst = false) {
+  SmallVector<int64_t, 4> q = swapHeadsSequence(shapeOf(query), sequenceFirst);
+  int64_t tk = swapHeadsSequence(shapeOf(key), sequenceFirst)[2],
+          e = shapeOf(value)[3];
   // The keys a row reads: all, half under a causal mask, at most the
   // window under a sliding one.
   int64_t keys = causal ? tk / 2 : tk;
@@ -396,7 +398,7 @@ int64_t PagedAttentionOp::getBytesAccessed() {
 
 int64_t AttentionOp::getFlops() {
   return attentionFlops(getQuery(), getKey(), getValue(), getCausal(),
-                        getWindow());
+                        getWindow(), getSequenceFirst());
 }
 
 // The backward recomputes the scores (one product), then makes the value,
@@ -516,28 +518,37 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
 }
 
 /// The checks graph.attention and graph.attention_grad share: query
-/// [B, H, Tq, D], key [B, G, Tk, D], value [B, G, Tk, E], H a multiple of
-/// G, and a bias that broadcasts to [B, H, Tq, Tk]. Appends the types of
-/// attention's results: the output [B, H, Tq, E] in the query's type and
-/// the log-sum-exp [B, H, Tq] in f32.
+/// [B, H, Tq, D], key [B, G, Tk, D], value [B, G, Tk, E] (with
+/// `sequenceFirst`, [B, Tq, H, D], [B, Tk, G, D], [B, Tk, G, E]), H a
+/// multiple of G, and a bias that broadcasts to [B, H, Tq, Tk]. Appends the
+/// types of attention's results: the output [B, H, Tq, E] (or [B, Tq, H,
+/// E]) in the query's type and the log-sum-exp [B, H, Tq] in f32.
 static LogicalResult verifyAttentionShapes(std::optional<Location> loc,
                                            StringRef name, Value query,
                                            Value key, Value value, Value bias,
-                                           SmallVectorImpl<Type> &results) {
+                                           SmallVectorImpl<Type> &results,
+                                           bool sequenceFirst = false) {
   auto q = tensorOf(query), k = tensorOf(key), v = tensorOf(value);
   if (!q || !k || !v || q.getRank() != 4 || k.getRank() != 4 ||
       v.getRank() != 4)
-    return emitOptionalError(loc, name,
-                             ": query, key and value must be ranked tensors "
-                             "of rank 4 ([batch, heads, sequence, features])");
-  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+    return emitOptionalError(
+        loc, name,
+        sequenceFirst ? ": query, key and value must be ranked tensors of "
+                        "rank 4 ([batch, sequence, heads, features])"
+                      : ": query, key and value must be ranked tensors of "
+                        "rank 4 ([batch, heads, sequence, features])");
+  SmallVector<int64_t, 4> qs = swapHeadsSequence(q.getShape(), sequenceFirst),
+                          ks = swapHeadsSequence(k.getShape(), sequenceFirst),
+                          vs = swapHeadsSequence(v.getShape(), sequenceFirst);
   if (qs[0] != ks[0] || ks[0] != vs[0] || ks[1] != vs[1] || ks[2] != vs[2] ||
       qs[3] != ks[3] || ks[1] < 1 || qs[1] % ks[1] != 0)
     return emitOptionalError(
-        loc, name, ": query ", shapeStr(qs), ", key ", shapeStr(ks),
-        " and value ", shapeStr(vs),
-        " do not fit [B, H, Tq, D], [B, G, Tk, D], [B, G, Tk, E] with H a "
-        "multiple of G");
+        loc, name, ": query ", shapeStr(q.getShape()), ", key ",
+        shapeStr(k.getShape()), " and value ", shapeStr(v.getShape()),
+        sequenceFirst ? " do not fit [B, Tq, H, D], [B, Tk, G, D], [B, Tk, "
+                        "G, E] with H a multiple of G"
+                      : " do not fit [B, H, Tq, D], [B, G, Tk, D], [B, G, "
+                        "Tk, E] with H a multiple of G");
   if (q.getElementType() != k.getElementType() ||
       q.getElementType() != v.getElementType() ||
       !isa<FloatType>(q.getElementType()))
@@ -556,8 +567,9 @@ static LogicalResult verifyAttentionShapes(std::optional<Location> loc,
                                " does not broadcast to the scores ",
                                shapeStr(scores), " of the query's type");
   }
-  results.push_back(
-      RankedTensorType::get({qs[0], qs[1], qs[2], vs[3]}, q.getElementType()));
+  results.push_back(RankedTensorType::get(
+      swapHeadsSequence({qs[0], qs[1], qs[2], vs[3]}, sequenceFirst),
+      q.getElementType()));
   results.push_back(RankedTensorType::get({qs[0], qs[1], qs[2]},
                                           Float32Type::get(q.getContext())));
   return success();
@@ -567,9 +579,9 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  return verifyAttentionShapes(loc, "attention", adaptor.getQuery(),
-                               adaptor.getKey(), adaptor.getValue(),
-                               adaptor.getBias(), types);
+  return verifyAttentionShapes(
+      loc, "attention", adaptor.getQuery(), adaptor.getKey(),
+      adaptor.getValue(), adaptor.getBias(), types, adaptor.getSequenceFirst());
 }
 
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *context,

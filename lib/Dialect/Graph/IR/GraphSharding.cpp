@@ -404,9 +404,10 @@ struct AttentionFactors {
   }
 };
 
-static AttentionFactors attentionFactors(ShardingRule &rule, Value query,
-                                         Value key, Value value) {
-  ArrayRef<int64_t> q = shapeOf(query), k = shapeOf(key);
+static AttentionFactors attentionFactors(ShardingRule &rule,
+                                         ArrayRef<int64_t> q,
+                                         ArrayRef<int64_t> k,
+                                         ArrayRef<int64_t> v) {
   auto add = [&](int64_t size, FactorKind kind = FactorKind::Parallel) {
     return size == 1 ? int64_t(-1) : rule.addFactor(size, kind);
   };
@@ -417,18 +418,28 @@ static AttentionFactors attentionFactors(ShardingRule &rule, Value query,
   f.tq = add(q[2], FactorKind::NeedReplication);
   f.tk = add(k[2], FactorKind::NeedReplication);
   f.d = add(q[3], FactorKind::NeedReplication);
-  f.e = add(shapeOf(value)[3], FactorKind::NeedReplication);
+  f.e = add(v[3], FactorKind::NeedReplication);
   return f;
 }
 
 ShardingRule AttentionOp::getShardingRule() {
   ShardingRule rule;
+  bool swap = getSequenceFirst();
+  // Sequence-first operands: their factors in [B, H, T, D] order, swapped
+  // back.
+  auto layout = [&](ShardingRule::TensorFactors f) {
+    if (swap)
+      std::swap(f[1], f[2]);
+    return f;
+  };
   AttentionFactors f =
-      attentionFactors(rule, getQuery(), getKey(), getValue());
-  rule.operandFactors = {f.query(), f.key(), f.value()};
+      attentionFactors(rule, swapHeadsSequence(shapeOf(getQuery()), swap),
+                       swapHeadsSequence(shapeOf(getKey()), swap),
+                       swapHeadsSequence(shapeOf(getValue()), swap));
+  rule.operandFactors = {layout(f.query()), layout(f.key()), layout(f.value())};
   if (getBias())
     rule.operandFactors.push_back(f.bias(getBias()));
-  rule.resultFactors = {f.output(), f.lse()};
+  rule.resultFactors = {layout(f.output()), f.lse()};
   return rule;
 }
 
@@ -489,8 +500,8 @@ ShardingRule PagedAttentionOp::getShardingRule() {
 
 ShardingRule AttentionGradOp::getShardingRule() {
   ShardingRule rule;
-  AttentionFactors f =
-      attentionFactors(rule, getQuery(), getKey(), getValue());
+  AttentionFactors f = attentionFactors(rule, shapeOf(getQuery()),
+                                        shapeOf(getKey()), shapeOf(getValue()));
   rule.operandFactors = {f.query(), f.key(),    f.value(),
                          f.output(), f.lse(), f.output()};
   if (getBias())

@@ -332,6 +332,11 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder,
   if (resultGrads[1])
     return emitOpError("reverse mode through the log-sum-exp result is not "
                        "supported");
+  // attention_grad reads [B, H, T, D]; code generation's layout pass, which
+  // sets sequence_first, runs after reverse mode.
+  if (getSequenceFirst())
+    return emitOpError("reverse mode takes attention in the [B, H, T, D] "
+                       "layout, not sequence_first");
   if (!g) {
     operandGrads.append(getNumOperands(), Value());
     return success();

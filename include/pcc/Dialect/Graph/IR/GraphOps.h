@@ -41,6 +41,21 @@ inline constexpr llvm::StringLiteral kRowPrologueAttr = "graph.row_prologue";
 /// op, which the runtime checks its inputs against before a run.
 inline constexpr llvm::StringLiteral kIndexBoundAttr = "graph.index_bound";
 inline constexpr llvm::StringLiteral kIndexNodeAttr = "graph.index_node";
+
+/// An attention operand's or output's shape in the other layout: with
+/// `swap` (graph.attention's `sequence_first`), dimensions 1 and 2
+/// exchanged, [B, H, T, D] <-> [B, T, H, D]; as it is otherwise.
+template <typename Range>
+llvm::SmallVector<int64_t, 4> swapHeadsSequence(const Range &shape, bool swap) {
+  llvm::SmallVector<int64_t, 4> result(shape.begin(), shape.end());
+  if (swap && result.size() >= 3)
+    std::swap(result[1], result[2]);
+  return result;
+}
+inline llvm::SmallVector<int64_t, 4>
+swapHeadsSequence(std::initializer_list<int64_t> shape, bool swap) {
+  return swapHeadsSequence(llvm::ArrayRef<int64_t>(shape), swap);
+}
 } // namespace pcc::graph
 
 namespace pcc::graph {
