@@ -981,19 +981,22 @@ inline void attentionLoadKeys(const AttentionShape &l, const T *k, int64_t j0,
 /// -inf where the causal mask or the window hides key c from row r and
 /// past `cols` (up to kAttentionKeys). The rows past `rows` are not scores.
 /// Under a softcap, `slope` (if given) gets the cap's derivative, 1 - tanh^2,
-/// of each score of the block.
+/// of each score of the block. With `scaled`, the queries were copied
+/// times the scale already (attentionScaleFolds).
 template <typename T>
 inline void attentionScores(const AttentionShape &l, const float *qb,
                             int64_t ldq, const float *kt, const T *bias,
                             int64_t i0, int64_t rows, int64_t j0, int64_t cols,
-                            float *s, float *slope = nullptr) {
+                            float *s, float *slope = nullptr,
+                            bool scaled = false) {
   attentionProduct(qb, ldq, 1, kAttentionRows, l.features, kt, kAttentionKeys,
                    kAttentionKeys / kAttentionLanes, s, kAttentionKeys,
                    /*accumulate=*/false);
   for (int64_t r = 0; r < rows; ++r) {
     float *sr = s + r * kAttentionKeys;
-    for (int64_t c = 0; c < cols; ++c)
-      sr[c] *= l.scale;
+    if (!scaled)
+      for (int64_t c = 0; c < cols; ++c)
+        sr[c] *= l.scale;
     if (l.softcap > 0)
       for (int64_t c = 0; c < cols; ++c) {
         float t = std::tanh(sr[c] / l.softcap);
@@ -1016,6 +1019,18 @@ inline void attentionScores(const AttentionShape &l, const float *qb,
 }
 } // namespace detail
 
+/// Whether the scale may multiply the queries as they are copied instead
+/// of every block's scores: a power of two (GPT-2's 1/8 for heads of 64)
+/// scales each term of the products exactly, so the scores are the same
+/// bits (unless a query's product falls below FLT_MIN), and a block's
+/// pass over its scores is saved.
+inline bool attentionScaleFolds(float scale) {
+  int exponent;
+  return scale > 0 && std::isfinite(scale) &&
+         std::frexp(scale, &exponent) == 0.5f &&
+         scale >= std::numeric_limits<float>::min();
+}
+
 /// Scaled dot-product attention without its scores (FlashAttention's
 /// forward): per block of queries, the blocks of keys in turn, with a
 /// running maximum and sum per row; under a causal mask the blocks above
@@ -1034,6 +1049,8 @@ PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
   int64_t tasks = l.batch * l.heads * rowBlocks;
   int64_t perGroup = l.heads / l.groups;
   int64_t work = tasks * kAttentionRows * l.keys * l.features;
+  bool foldScale = attentionScaleFolds(l.scale);
+  float qScale = foldScale ? l.scale : 1.0f;
 #pragma omp parallel num_threads(threads()) if (shareThreads(work))
   {
     // The keys (transposed) and values of the key/value head of the
@@ -1079,7 +1096,7 @@ PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
       }
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t f = 0; f < d; ++f)
-          qb[r * d + f] = float(qh[(i0 + r) * l.qStrides[2] + f]);
+          qb[r * d + f] = float(qh[(i0 + r) * l.qStrides[2] + f]) * qScale;
       std::fill(qb.begin() + rows * d, qb.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
       std::fill(mx.begin(), mx.end(), kNegInf);
@@ -1088,17 +1105,27 @@ PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
            j0 < keyEnd; j0 += kAttentionKeys) {
         int64_t cols = std::min(kAttentionKeys, keyEnd - j0);
         attentionScores(l, qb.data(), d, kt.data() + j0 * d, bh0, i0, rows, j0,
-                        cols, s.data());
+                        cols, s.data(), nullptr, foldScale);
+        // The rows' new maxima, then the factors of their sums so far, in
+        // one loop that vectorizes: an exp per row on its own sat on a
+        // chain of some twenty dependent scalar instructions.
+        alignas(64) float next[kAttentionRows], corrections[kAttentionRows];
+        for (int64_t r = 0; r < kAttentionRows; ++r)
+          next[r] = r < rows
+                        ? std::max(mx[r], rowMax(s.data() + r * kAttentionKeys,
+                                                 kAttentionKeys))
+                        : kNegInf;
+        for (int64_t r = 0; r < kAttentionRows; ++r)
+          corrections[r] = expNonPositive<float>(
+              detail::select(next[r] == kNegInf, 0.0f, mx[r] - next[r]));
         for (int64_t r = 0; r < kAttentionRows; ++r) {
           float *sr = s.data() + r * kAttentionKeys;
-          float m =
-              r < rows ? std::max(mx[r], rowMax(sr, kAttentionKeys)) : kNegInf;
+          float m = next[r], correction = corrections[r];
           if (m == kNegInf) {
             // Every key so far masked (or no row): the row adds nothing.
             std::fill(sr, sr + kAttentionKeys, 0.0f);
             continue;
           }
-          float correction = expNonPositive<float>(mx[r] - m);
           for (int64_t c = 0; c < kAttentionKeys; ++c)
             sr[c] = expNonPositive<float>(sr[c] - m);
           AttentionVec part, block;
