@@ -2,12 +2,15 @@
 //
 // pcc-bench-gemm times pcc's float product (packed::product, as the
 // generated code calls it) on the shapes it is given, each the best of R
-// runs after one of warm-up, and prints GFLOP/s per shape:
+// runs after one of warm-up (and their median), and prints GFLOP/s per
+// shape:
 //
-//   pcc-bench-gemm [--threads N] [--reps R] M,N,K[,ta][,tb][,prepared]...
+//   pcc-bench-gemm [--threads N] [--reps R]
+//                  M,N,K[,ta][,tb][,prepared][,cold]...
 //
 // `ta` and `tb` transpose A and B; `prepared` packs B ahead (a constant
-// weight's product). bench/gemm.sh runs it beside PyTorch's matmul.
+// weight's product); `cold` reads B from memory (a copy of it a run).
+// bench/gemm.sh runs it beside PyTorch's matmul.
 //
 // Built with PCC_GEMM_PAIRS (by bench/gemm-pairs.sh), it times two versions
 // of the kernels in one process, a call of each in turns (R pairs, the
@@ -40,7 +43,7 @@ struct Shape {
 [[noreturn]] void usage(const std::string &message) {
   std::fprintf(stderr,
                "pcc-bench-gemm: %s\nusage: pcc-bench-gemm [--threads N] "
-               "[--reps R] M,N,K[,ta][,tb][,prepared]...\n",
+               "[--reps R] M,N,K[,ta][,tb][,prepared][,cold]...\n",
                message.c_str());
   std::exit(1);
 }
