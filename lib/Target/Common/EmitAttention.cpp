@@ -36,9 +36,11 @@ static std::string capAndWindow(std::optional<APFloat> softcap,
 }
 
 /// The kernels' AttentionShape, as a braced initializer: extents, the
-/// strides of query, key, value and output (dense buffers, [B, H, T, D] or
-/// with `sequenceFirst` [B, T, H, D]) and the bias's.
-static std::string attentionShape(Value query, Value key, Value value,
+/// strides of query, key and value (`operands`: each one's four, in the
+/// op's dimension order, where it is read), of the output (dense, [B, H,
+/// T, E] or with `sequenceFirst` [B, T, H, E]) and the bias's.
+static std::string attentionShape(ArrayRef<AttentionOperand> operands,
+                                  Value query, Value key, Value value,
                                   Value bias, float scale, bool causal,
                                   std::optional<APFloat> softcap,
                                   std::optional<int64_t> window,
@@ -46,12 +48,10 @@ static std::string attentionShape(Value query, Value key, Value value,
   SmallVector<int64_t, 4> q = swapHeadsSequence(shapeOf(query), sequenceFirst),
                           k = swapHeadsSequence(shapeOf(key), sequenceFirst),
                           v = swapHeadsSequence(shapeOf(value), sequenceFirst);
-  // The strides of the batch, head and sequence dimensions of a buffer of
-  // `shape` ([B, H, T, D] order), laid out in the op's layout.
-  auto strides = [&](ArrayRef<int64_t> shape) {
-    SmallVector<int64_t> s = swapHeadsSequence(
-        getContiguousStrides(swapHeadsSequence(shape, sequenceFirst)),
-        sequenceFirst);
+  // The strides of the batch, head and sequence dimensions of strides in
+  // the op's layout.
+  auto strides = [&](ArrayRef<int64_t> layout) {
+    SmallVector<int64_t> s = swapHeadsSequence(layout, sequenceFirst);
     return "{" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " +
            std::to_string(s[2]) + "}";
   };
@@ -63,8 +63,10 @@ static std::string attentionShape(Value query, Value key, Value value,
   std::string text = "{";
   for (int64_t extent : {q[0], q[1], k[1], q[2], k[2], q[3], v[3]})
     text += std::to_string(extent) + ", ";
-  text += strides(q) + ", " + strides(k) + ", " + strides(v) + ", " +
-          strides(out) + ", {";
+  for (const AttentionOperand &operand : operands)
+    text += strides(operand.strides) + ", ";
+  text += strides(getContiguousStrides(swapHeadsSequence(out, sequenceFirst))) +
+          ", {";
   llvm::interleave(
       biasStrides, [&](int64_t s) { text += std::to_string(s); },
       [&] { text += ", "; });
@@ -90,29 +92,40 @@ static std::string pagedShape(Value query, Value keys, Value values,
 }
 
 std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
+  // The query, key and value where their data movement started (the split
+  // of a fused QKV projection, the head transposes), at their layouts.
+  SmallVector<AttentionOperand, 3> operands;
+  SmallVector<std::string, 3> pointers;
+  if (isa<AttentionOp, AttentionGradOp>(op))
+    for (OpOperand &operand : op->getOpOperands().take_front(3)) {
+      operands.push_back(gemmOperands->getAttention(operand));
+      pointers.push_back(ptr(operands.back().buffer));
+      if (int64_t offset = operands.back().offset)
+        pointers.back() += " + " + std::to_string(offset);
+    }
   return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
       .Case([&](AttentionOp a) -> LogicalResult {
         hooks.emitKernelCall(
             "attention", {elemOf(a.getOutput())},
-            {ptr(a.getQuery()), ptr(a.getKey()), ptr(a.getValue()),
+            {pointers[0], pointers[1], pointers[2],
              a.getBias() ? ptr(a.getBias()) : "nullptr", ptr(a.getOutput()),
              ptr(a.getLse()),
-             attentionShape(a.getQuery(), a.getKey(), a.getValue(), a.getBias(),
-                            a.getScale().convertToFloat(), a.getCausal(),
-                            a.getSoftcap(), a.getWindow(),
+             attentionShape(operands, a.getQuery(), a.getKey(), a.getValue(),
+                            a.getBias(), a.getScale().convertToFloat(),
+                            a.getCausal(), a.getSoftcap(), a.getWindow(),
                             a.getSequenceFirst())});
         return success();
       })
       .Case([&](AttentionGradOp g) -> LogicalResult {
         hooks.emitKernelCall(
             "attentionGrad", {elemOf(g.getQueryGrad())},
-            {ptr(g.getQuery()), ptr(g.getKey()), ptr(g.getValue()),
+            {pointers[0], pointers[1], pointers[2],
              g.getBias() ? ptr(g.getBias()) : "nullptr", ptr(g.getOutput()),
              ptr(g.getLse()), ptr(g.getOutputGrad()), ptr(g.getQueryGrad()),
              ptr(g.getKeyGrad()), ptr(g.getValueGrad()),
-             attentionShape(g.getQuery(), g.getKey(), g.getValue(), g.getBias(),
-                            g.getScale().convertToFloat(), g.getCausal(),
-                            g.getSoftcap(), g.getWindow())});
+             attentionShape(operands, g.getQuery(), g.getKey(), g.getValue(),
+                            g.getBias(), g.getScale().convertToFloat(),
+                            g.getCausal(), g.getSoftcap(), g.getWindow())});
         return success();
       })
       .Case([&](CacheWriteOp w) -> LogicalResult {

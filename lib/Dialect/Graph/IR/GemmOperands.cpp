@@ -37,12 +37,27 @@ bool GemmOperands::isMatrixOperand(OpOperand &operand) {
          operand.getOperandNumber() < 2;
 }
 
+bool GemmOperands::isAttentionOperand(OpOperand &operand) {
+  Operation *op = operand.getOwner();
+  unsigned n = operand.getOperandNumber();
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return n == a.getQueryMutable().getOperandNumber() ||
+           n == a.getKeyMutable().getOperandNumber() ||
+           n == a.getValueMutable().getOperandNumber();
+  if (auto g = dyn_cast<AttentionGradOp>(op))
+    return n == g.getQueryMutable().getOperandNumber() ||
+           n == g.getKeyMutable().getOperandNumber() ||
+           n == g.getValueMutable().getOperandNumber();
+  return false;
+}
+
 GemmOperands::GemmOperands(func::FuncOp func) {
   Block &block = func.getBody().front();
   // Reshapes are views for every target already; the other data-movement
   // ops start as candidates and drop out until every one left is read by
-  // products only. Dropping one can only make its producers' readers fail
-  // too (it becomes a reader that is not a product), so the loop ends.
+  // products and attention only. Dropping one can only make its producers'
+  // readers fail too (it becomes a reader that reads it dense), so the loop
+  // ends.
   for (Operation &op : block)
     if (isa<StridedViewOpInterface>(op) && !isa<ViewLikeOpInterface>(op) &&
         op.getNumOperands() == 1)
@@ -51,7 +66,7 @@ GemmOperands::GemmOperands(func::FuncOp func) {
   while (changed) {
     changed = false;
     for (Operation &op : llvm::reverse(block))
-      if (inPlace.contains(&op) && !onlyProductsRead(&op)) {
+      if (inPlace.contains(&op) && !onlyStridedReadersRead(&op)) {
         inPlace.erase(&op);
         changed = true;
       }
@@ -111,6 +126,29 @@ std::optional<MatrixOperand> GemmOperands::getMatrix(OpOperand &operand) const {
   return m;
 }
 
+std::optional<AttentionOperand>
+GemmOperands::getAttentionLayout(OpOperand &operand) const {
+  auto composed = compose(operand.get());
+  if (!composed)
+    return std::nullopt;
+  auto [buffer, layout] = *composed;
+  ArrayRef<int64_t> shape = shapeOf(operand.get());
+  ArrayRef<int64_t> strides = layout.strides;
+  if (shape.size() != 4 ||
+      llvm::any_of(strides, [](int64_t s) { return s < 0; }) ||
+      (shape[3] != 1 && strides[3] != 1))
+    return std::nullopt;
+  return AttentionOperand{buffer, layout.offset,
+                          SmallVector<int64_t, 4>(strides)};
+}
+
+AttentionOperand GemmOperands::getAttention(OpOperand &operand) const {
+  assert(isAttentionOperand(operand) && "not an operand attention reads");
+  std::optional<AttentionOperand> a = getAttentionLayout(operand);
+  assert(a && "an attention operand that the analysis did not check");
+  return *a;
+}
+
 MatrixOperand GemmOperands::get(OpOperand &operand) const {
   assert(isMatrixOperand(operand) && "not an operand of a product");
   std::optional<MatrixOperand> m = getMatrix(operand);
@@ -150,7 +188,7 @@ std::optional<int64_t> GemmOperands::getProductRows(MatMulOp op) const {
   return rows * ShapedType::getNumElements(batch);
 }
 
-bool GemmOperands::onlyProductsRead(Operation *op) const {
+bool GemmOperands::onlyStridedReadersRead(Operation *op) const {
   SmallVector<Value> worklist(op->getResults());
   while (!worklist.empty()) {
     Value v = worklist.pop_back_val();
@@ -162,7 +200,9 @@ bool GemmOperands::onlyProductsRead(Operation *op) const {
         llvm::append_range(worklist, user->getResults());
         continue;
       }
-      if (!isMatrixOperand(use) || !getMatrix(use))
+      if (isMatrixOperand(use)
+              ? !getMatrix(use)
+              : !isAttentionOperand(use) || !getAttentionLayout(use))
         return false;
     }
   }

@@ -12,10 +12,13 @@ of the kernels' blocks of rows and keys), causal:
 - `o_relaid`: the heads-first op between the exporters' transposes of
   dimensions 1 and 2, at 0.25 (a power of two: the CPU kernel scales the
   queries as it copies them), which pcc-attention-layout gives
-  `sequence_first` when the program is compiled.
-Writes OUTDIR/program.mlir (Graph dialect IR), OUTDIR/{q,k,v}.pb (its
-inputs) and OUTDIR/{o_direct,o_relaid}.pb computed with numpy in float64,
-[B, T, H, D] as the program returns them.
+  `sequence_first` when the program is compiled;
+- `o_split`: the same of the three split from one fused projection's rows
+  `qkv` [B, T, (H + 2 G) D], as GPT-2's are: the op reads them in that
+  buffer, at their offsets, and the split has no code.
+Writes OUTDIR/program.mlir (Graph dialect IR), OUTDIR/{q,k,v,qkv}.pb (its
+inputs) and OUTDIR/{o_direct,o_relaid,o_split}.pb computed with numpy in
+float64, [B, T, H, D] as the program returns them.
 """
 import os
 import sys
@@ -28,6 +31,8 @@ B, T, H, G, D = 2, 200, 4, 2, 16
 q = rng.standard_normal((B, T, H, D)).astype(np.float32)
 k = rng.standard_normal((B, T, G, D)).astype(np.float32)
 v = rng.standard_normal((B, T, G, D)).astype(np.float32)
+qkv = np.concatenate([q.reshape(B, T, H * D), k.reshape(B, T, G * D),
+                      v.reshape(B, T, G * D)], axis=-1)
 
 
 def reference(scale):
@@ -61,22 +66,38 @@ body = [
     f"  %oh, %lse = graph.attention %qt, %kt, %vt "
     f"{{causal, scale = 0.25 : f32}} : ({QH}, {KH}, {KH}) -> ({QH}, {LT})",
     f"  %o_relaid = graph.transpose %oh {swap} : ({QH}) -> {QS}",
+    f"  %sq, %sk, %sv = graph.split %qkv {{axis = 2 : i64, "
+    f"sizes = array<i64: {H * D}, {G * D}, {G * D}>}} : "
+    f"({ty(qkv.shape)}) -> ({ty((B, T, H * D))}, {ty((B, T, G * D))}, "
+    f"{ty((B, T, G * D))})",
+    f"  %rq = graph.reshape %sq : {ty((B, T, H * D))} to {QS}",
+    f"  %rk = graph.reshape %sk : {ty((B, T, G * D))} to {KS}",
+    f"  %rv = graph.reshape %sv : {ty((B, T, G * D))} to {KS}",
+    f"  %sqt = graph.transpose %rq {swap} : ({QS}) -> {QH}",
+    f"  %skt = graph.transpose %rk {swap} : ({KS}) -> {KH}",
+    f"  %svt = graph.transpose %rv {swap} : ({KS}) -> {KH}",
+    f"  %os, %lses = graph.attention %sqt, %skt, %svt "
+    f"{{causal, scale = 0.25 : f32}} : ({QH}, {KH}, {KH}) -> ({QH}, {LT})",
+    f"  %o_split = graph.transpose %os {swap} : ({QH}) -> {QS}",
 ]
-results = {"o_direct": reference(0.3), "o_relaid": reference(0.25)}
+results = {"o_direct": reference(0.3), "o_relaid": reference(0.25),
+           "o_split": reference(0.25)}
 signature = ", ".join(f'{QS} {{onnx.name = "{n}"}}' for n in results)
 inputs = ", ".join(f'%{n}: {ty(t.shape)} {{onnx.name = "{n}"}}'
-                   for n, t in (("q", q), ("k", k), ("v", v)))
+                   for n, t in (("q", q), ("k", k), ("v", v),
+                                ("qkv", qkv)))
 ir = "\n".join([
     f"func.func @main({inputs}) -> ({signature}) {{",
     *body,
-    f"  return %o_direct, %o_relaid : {QS}, {QS}",
+    f"  return {', '.join('%' + n for n in results)} : "
+    f"{', '.join(QS for _ in results)}",
     "}", ""])
 
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 with open(os.path.join(out, "program.mlir"), "w") as f:
     f.write(ir)
-for name, value in list({"q": q, "k": k, "v": v}.items()) + \
+for name, value in list({"q": q, "k": k, "v": v, "qkv": qkv}.items()) + \
         list(results.items()):
     with open(os.path.join(out, name + ".pb"), "wb") as f:
         f.write(numpy_helper.from_array(

@@ -2,17 +2,19 @@
 //
 // A matrix product reads each operand as a matrix through a leading
 // dimension, possibly transposed, and a batch of them through one stride
-// per batch dimension. A chain of data-movement ops between a buffer and a
-// product (StridedViewOpInterface: the split of a fused QKV projection,
-// attention's head transposes, a slice, a broadcast, reshapes) then needs
-// no copy wherever the layout it composes is such a matrix: the product
-// reads the buffer the chain starts from.
+// per batch dimension; fused attention reads its queries, keys and values
+// through a stride per dimension, the features contiguous. A chain of
+// data-movement ops between a buffer and a product (StridedViewOpInterface: the
+// split of a fused QKV projection, attention's head transposes, a slice, a
+// broadcast, reshapes) then needs no copy wherever the layout it composes is
+// such a matrix (or such an attention operand): the product reads the buffer
+// the chain starts from.
 //
 // This analysis finds the data-movement ops that every reader takes that
 // way, through any further such ops and reshapes, and gives each product
-// operand its buffer and layout. Those ops have no code and no buffer of
-// their own: for BufferPlan they are views of their input. The same for
-// every target; only how a target calls its product differs.
+// or attention operand its buffer and layout. Those ops have no code and no
+// buffer of their own: for BufferPlan they are views of their input. The same
+// for every target; only how a target calls its product differs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +44,17 @@ struct MatrixOperand {
   llvm::SmallVector<int64_t> batchStrides;
 };
 
+/// A query, key or value operand of fused attention (graph.attention,
+/// graph.attention_grad) as its kernels read it: in `buffer` from element
+/// `offset`, each of its four dimensions `strides` apart, the features'
+/// (the last) contiguous. The split of a fused QKV projection and the
+/// head transposes before the op then cost nothing.
+struct AttentionOperand {
+  mlir::Value buffer;
+  int64_t offset = 0;
+  llvm::SmallVector<int64_t, 4> strides;
+};
+
 class GemmOperands {
 public:
   /// Analyzes `func`, a function of one block.
@@ -57,6 +70,14 @@ public:
   /// Whether `operand` is an operand that a product reads as a matrix.
   static bool isMatrixOperand(mlir::OpOperand &operand);
 
+  /// Whether `operand` is a query, key or value that fused attention
+  /// reads at any strides.
+  static bool isAttentionOperand(mlir::OpOperand &operand);
+
+  /// Query, key or value `operand` of fused attention as its kernels read
+  /// it.
+  AttentionOperand getAttention(mlir::OpOperand &operand) const;
+
   /// The rows of C where `op` runs as one product, else none. A batch of
   /// products whose B is one matrix shared by the whole batch (a linear
   /// layer over [batch, tokens, features]), and whose A's matrices follow
@@ -71,9 +92,12 @@ private:
   std::optional<std::pair<mlir::Value, graph::StridedLayout>>
   compose(mlir::Value v) const;
   std::optional<MatrixOperand> getMatrix(mlir::OpOperand &operand) const;
+  std::optional<AttentionOperand>
+  getAttentionLayout(mlir::OpOperand &operand) const;
   /// Whether every reader of `op`'s results, through reshapes and
-  /// read-in-place ops, is a product operand it can read as a matrix.
-  bool onlyProductsRead(mlir::Operation *op) const;
+  /// read-in-place ops, is a product operand it can read as a matrix or
+  /// an attention operand it can read at its strides.
+  bool onlyStridedReadersRead(mlir::Operation *op) const;
 
   llvm::DenseSet<mlir::Operation *> inPlace;
 };
