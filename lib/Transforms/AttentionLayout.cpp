@@ -3,14 +3,15 @@
 // A projection's rows are tokens: the queries, keys and values it makes are
 // [B, T, H, D], which exporters transpose to the [B, H, T, D] that
 // graph.attention takes, and attention's [B, H, T, E] output goes back to
-// [B, T, H, E] before the output projection. Each of these transposes is a
-// copy of a whole activation (49 of GPT-2 124M's forward at 1024 tokens:
-// 22 ms of 1.5 s on two cores). The kernels read and write any strides, so
-// this pass gives attention the `sequence_first` layout wherever that
-// removes more transposes than it adds: operands that a transpose of
-// dimensions 1 and 2 makes for attention alone are read before it, and an
-// output that only such a transpose reads is that transpose's result; the
-// other operands (or the output) get the transpose instead.
+// [B, T, H, E] before the output projection. The kernels read their
+// operands at any strides, so a transpose that only attention reads is a
+// view (GemmOperands) and costs nothing; the one back from the output is a
+// copy of a whole activation (12 of GPT-2 124M's forward). Where a
+// transpose of dimensions 1 and 2 is the output's only reader, this pass
+// gives attention the `sequence_first` layout, which the kernels write in
+// place: that transpose's result is the op's output, operands that such
+// transposes make for attention alone are read before them, and the others
+// get one (a view: a rotary embedding applied in [B, H, T, D], say).
 //
 // Code generation's choice: it runs after reverse mode, generation and the
 // layout passes, which take attention as [B, H, T, D]. In a training step
@@ -57,23 +58,23 @@ TransposeOp swapOnlyOf(Value v) {
   return t;
 }
 
-/// Rewrites `attention` into the sequence-first layout where that removes
-/// more transposes than it adds.
+/// Rewrites `attention` into the sequence-first layout where its output's
+/// only reader is the transpose back to [B, T, H, E].
 void relayout(AttentionOp attention) {
   if (attention.getSequenceFirst() ||
       cast<RankedTensorType>(attention.getQuery().getType()).getRank() != 4)
     return;
   Value operands[] = {attention.getQuery(), attention.getKey(),
                       attention.getValue()};
-  TransposeOp before[3];
-  int64_t removed = 0;
-  for (int i = 0; i < 3; ++i)
-    removed += bool(before[i] = swapOnlyFor(operands[i]));
+  // Only the transpose back from the output is a copy to save: one on an
+  // operand that attention alone reads is a view (GemmOperands), the
+  // exporters' or one this puts there alike.
   TransposeOp after = swapOnlyOf(attention.getOutput());
-  removed += bool(after);
-  // Each transpose not removed is one added.
-  if (removed <= 4 - removed)
+  if (!after)
     return;
+  TransposeOp before[3];
+  for (int i = 0; i < 3; ++i)
+    before[i] = swapOnlyFor(operands[i]);
   OpBuilder b(attention);
   Location loc = attention.getLoc();
   Value relaid[3];
@@ -92,13 +93,8 @@ void relayout(AttentionOp attention) {
         attr.getName() != attention.getSequenceFirstAttrName())
       next->setAttr(attr.getName(), attr.getValue());
   attention.getLse().replaceAllUsesWith(next.getLse());
-  if (after) {
-    after.getOutput().replaceAllUsesWith(next.getOutput());
-    after.erase();
-  } else {
-    attention.getOutput().replaceAllUsesWith(
-        TransposeOp::create(b, loc, next.getOutput(), ArrayRef(kSwap)));
-  }
+  after.getOutput().replaceAllUsesWith(next.getOutput());
+  after.erase();
   attention.erase();
   for (TransposeOp t : before)
     if (t)

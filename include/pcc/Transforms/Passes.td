@@ -988,15 +988,16 @@ def AttentionLayout : Pass<"pcc-attention-layout", "::mlir::func::FuncOp"> {
                 "producers write";
   let description = [{
     Exporters transpose the [B, T, H, D] queries, keys and values that the
-    projections make to attention's [B, H, T, D], and its output back; each
-    transpose copies an activation. Where transposes of dimensions 1 and 2
-    make attention's operands for it alone, or alone read its output, this
-    pass sets the op's `sequence_first` and drops them, provided it removes
-    more transposes than it puts on the other operands or the output. The
-    kernels read and write the strided layout in place. Code generation
+    projections make to attention's [B, H, T, D], and its output back. A
+    transpose that only attention reads costs nothing (the kernels read it
+    in place); the one back from the output copies an activation. Where
+    a transpose of dimensions 1 and 2 is the output's only reader, this
+    pass sets the op's `sequence_first`, which the kernels write in place:
+    the transposes that make its operands for it alone are dropped, and
+    the other operands get one (which it reads in place). Code generation
     runs it after the parallelize pipeline: reverse mode, generation and
     the layout passes take attention as [B, H, T, D], and a training step's
-    attention_grad, which reads the same values, keeps the transposes.
+    attention_grad, which reads the output too, keeps the transpose.
   }];
   let dependentDialects = ["::pcc::graph::GraphDialect"];
 }

@@ -22,8 +22,9 @@ func.func @gpt2(%q: tensor<1x4x2x8xf32>, %k: tensor<1x4x2x8xf32>, %v: tensor<1x4
 // -----
 
 // Grouped-query attention whose queries are made in [B, H, T, D] (a
-// rotary embedding's product, say): three transposes go, one comes on the
-// queries. Keys and values of 2 groups, queries of 4 heads.
+// rotary embedding's product, say): the transposes of the keys, the values
+// and the output go, and the queries get one (which attention reads in
+// place). Keys and values of 2 groups, queries of 4 heads.
 
 // CHECK-LABEL: func.func @three_of_four
 // CHECK-SAME:    (%[[Q:.*]]: tensor<1x4x3x8xf32>, %[[K:.*]]: tensor<1x3x2x8xf32>, %[[V:.*]]: tensor<1x3x2x8xf32>)
@@ -43,13 +44,16 @@ func.func @three_of_four(%q: tensor<1x4x3x8xf32>, %k: tensor<1x3x2x8xf32>, %v: t
 
 // -----
 
-// Two transposes of four (queries and keys rotated in [B, H, T, D]): as
-// many would come as go, and the op keeps its layout.
+// Queries and keys rotated in [B, H, T, D], the values transposed: still
+// the output's transpose goes, and the queries and keys get one each.
 
 // CHECK-LABEL: func.func @two_of_four
-// CHECK:         graph.transpose
-// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f32} :
-// CHECK:         graph.transpose
+// CHECK-SAME:    (%[[Q:.*]]: tensor<1x2x3x8xf32>, %[[K:.*]]: tensor<1x2x3x8xf32>, %[[V:.*]]: tensor<1x3x2x8xf32>)
+// CHECK:         %[[QT:.*]] = graph.transpose %[[Q]]
+// CHECK:         %[[KT:.*]] = graph.transpose %[[K]]
+// CHECK:         %[[O:.*]], %{{.*}} = graph.attention %[[QT]], %[[KT]], %[[V]] {scale = 5.000000e-01 : f32, sequence_first} :
+// CHECK-NOT:     graph.transpose
+// CHECK:         return %[[O]]
 func.func @two_of_four(%q: tensor<1x2x3x8xf32>, %k: tensor<1x2x3x8xf32>, %v: tensor<1x3x2x8xf32>) -> tensor<1x3x2x8xf32> {
   %vt = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x8xf32>) -> tensor<1x2x3x8xf32>
   %o, %lse = graph.attention %q, %k, %vt {scale = 0.5 : f32} : (tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>) -> (tensor<1x2x3x8xf32>, tensor<1x2x3xf32>)
@@ -59,9 +63,26 @@ func.func @two_of_four(%q: tensor<1x2x3x8xf32>, %k: tensor<1x2x3x8xf32>, %v: ten
 
 // -----
 
-// A training step's attention: attention_grad reads the transposed
-// operands and the output too, so no transpose is attention's alone and
-// nothing changes.
+// Nothing but attention reads the output as [B, H, T, E] (it is
+// returned): the op keeps its layout, and the operands' transposes stay
+// (views of their inputs to the kernels).
+
+// CHECK-LABEL: func.func @returned
+// CHECK-COUNT-3: graph.transpose
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f32} :
+// CHECK-NOT:     graph.transpose
+func.func @returned(%q: tensor<1x3x2x8xf32>, %k: tensor<1x3x2x8xf32>, %v: tensor<1x3x2x8xf32>) -> tensor<1x2x3x8xf32> {
+  %qt = graph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x8xf32>) -> tensor<1x2x3x8xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x8xf32>) -> tensor<1x2x3x8xf32>
+  %vt = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x8xf32>) -> tensor<1x2x3x8xf32>
+  %o, %lse = graph.attention %qt, %kt, %vt {scale = 0.5 : f32} : (tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>) -> (tensor<1x2x3x8xf32>, tensor<1x2x3xf32>)
+  return %o : tensor<1x2x3x8xf32>
+}
+
+// -----
+
+// A training step's attention: attention_grad reads the output too, so
+// its transpose is not the output's only reader and nothing changes.
 
 // CHECK-LABEL: func.func @shared
 // CHECK-COUNT-3: graph.transpose
