@@ -1026,9 +1026,8 @@ inline void attentionScores(const AttentionShape &l, const float *qb,
 /// pass over its scores is saved.
 inline bool attentionScaleFolds(float scale) {
   int exponent;
-  return scale > 0 && std::isfinite(scale) &&
-         std::frexp(scale, &exponent) == 0.5f &&
-         scale >= std::numeric_limits<float>::min();
+  return std::isfinite(scale) && scale >= std::numeric_limits<float>::min() &&
+         std::frexp(scale, &exponent) == 0.5f;
 }
 
 /// Scaled dot-product attention without its scores (FlashAttention's

@@ -89,15 +89,24 @@ GemmOperands::compose(Value v) const {
   return std::make_pair(input->first, *layout);
 }
 
+std::optional<std::pair<Value, StridedLayout>>
+GemmOperands::composeForward(Value v) const {
+  auto composed = compose(v);
+  if (!composed ||
+      llvm::any_of(composed->second.strides, [](int64_t s) { return s < 0; }))
+    return std::nullopt;
+  return composed;
+}
+
 std::optional<MatrixOperand> GemmOperands::getMatrix(OpOperand &operand) const {
-  auto composed = compose(operand.get());
+  auto composed = composeForward(operand.get());
   if (!composed)
     return std::nullopt;
   auto [buffer, layout] = *composed;
   ArrayRef<int64_t> shape = shapeOf(operand.get());
   ArrayRef<int64_t> strides = layout.strides;
   int64_t rank = shape.size();
-  if (rank == 0 || llvm::any_of(strides, [](int64_t s) { return s < 0; }))
+  if (rank == 0)
     return std::nullopt;
   // A vector operand of matmul is one row (the first) or one column.
   int64_t rows, cols, rowStride, colStride;
@@ -128,15 +137,13 @@ std::optional<MatrixOperand> GemmOperands::getMatrix(OpOperand &operand) const {
 
 std::optional<AttentionOperand>
 GemmOperands::getAttentionLayout(OpOperand &operand) const {
-  auto composed = compose(operand.get());
+  auto composed = composeForward(operand.get());
   if (!composed)
     return std::nullopt;
   auto [buffer, layout] = *composed;
   ArrayRef<int64_t> shape = shapeOf(operand.get());
   ArrayRef<int64_t> strides = layout.strides;
-  if (shape.size() != 4 ||
-      llvm::any_of(strides, [](int64_t s) { return s < 0; }) ||
-      (shape[3] != 1 && strides[3] != 1))
+  if (shape.size() != 4 || (shape[3] != 1 && strides[3] != 1))
     return std::nullopt;
   return AttentionOperand{buffer, layout.offset,
                           SmallVector<int64_t, 4>(strides)};

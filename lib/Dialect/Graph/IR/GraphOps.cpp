@@ -533,10 +533,8 @@ static LogicalResult verifyAttentionShapes(std::optional<Location> loc,
       v.getRank() != 4)
     return emitOptionalError(
         loc, name,
-        sequenceFirst ? ": query, key and value must be ranked tensors of "
-                        "rank 4 ([batch, sequence, heads, features])"
-                      : ": query, key and value must be ranked tensors of "
-                        "rank 4 ([batch, heads, sequence, features])");
+        ": query, key and value must be ranked tensors of rank 4 ([batch, ",
+        sequenceFirst ? "sequence, heads" : "heads, sequence", ", features])");
   SmallVector<int64_t, 4> qs = swapHeadsSequence(q.getShape(), sequenceFirst),
                           ks = swapHeadsSequence(k.getShape(), sequenceFirst),
                           vs = swapHeadsSequence(v.getShape(), sequenceFirst);
@@ -545,10 +543,10 @@ static LogicalResult verifyAttentionShapes(std::optional<Location> loc,
     return emitOptionalError(
         loc, name, ": query ", shapeStr(q.getShape()), ", key ",
         shapeStr(k.getShape()), " and value ", shapeStr(v.getShape()),
-        sequenceFirst ? " do not fit [B, Tq, H, D], [B, Tk, G, D], [B, Tk, "
-                        "G, E] with H a multiple of G"
-                      : " do not fit [B, H, Tq, D], [B, G, Tk, D], [B, G, "
-                        "Tk, E] with H a multiple of G");
+        " do not fit ",
+        sequenceFirst ? "[B, Tq, H, D], [B, Tk, G, D], [B, Tk, G, E]"
+                      : "[B, H, Tq, D], [B, G, Tk, D], [B, G, Tk, E]",
+        " with H a multiple of G");
   if (q.getElementType() != k.getElementType() ||
       q.getElementType() != v.getElementType() ||
       !isa<FloatType>(q.getElementType()))

@@ -91,6 +91,10 @@ private:
   /// dense. None where a reshape of a strided layout has no strided form.
   std::optional<std::pair<mlir::Value, graph::StridedLayout>>
   compose(mlir::Value v) const;
+  /// compose's result where no stride is negative (the kernels read
+  /// forward), else none.
+  std::optional<std::pair<mlir::Value, graph::StridedLayout>>
+  composeForward(mlir::Value v) const;
   std::optional<MatrixOperand> getMatrix(mlir::OpOperand &operand) const;
   std::optional<AttentionOperand>
   getAttentionLayout(mlir::OpOperand &operand) const;
