@@ -73,7 +73,7 @@ PYEOF
 warm="$T,$F,$H"
 for r in $(seq "$ROUNDS"); do
   "$TOOL" --threads "$THREADS" "$warm" "${specs[@]}" | tail -n +2 |
-    awk '{print $1, $(NF-1)}' >> "$WORK/pcc.txt"
+    awk '{for (i = 2; i <= NF; ++i) if ($i == "GFLOP/s") print $1, $(i - 1)}' >> "$WORK/pcc.txt"
   OMP_NUM_THREADS="$THREADS" "$PY" "$WORK/torch_gemm.py" "$THREADS" "$warm" "${specs[@]}" |
     tail -n +2 >> "$WORK/torch.txt"
 done
