@@ -20,18 +20,22 @@ static int64_t blockOffset(int64_t k, int64_t p, int64_t k0) {
   return (p * k + k0) * kPanelCols;
 }
 
-/// What a micro-kernel fetches ahead, a cache line an iteration q: the
-/// line at base + (q >> shift) * rowStride + (q & (2^shift - 1)) lines,
-/// that is, runs of 2^shift lines `rowStride` floats apart. A prepared B's
-/// next block is one run (shift 0, rowStride a line); B as it is, its next
-/// block's rows, a line (or, transposed, 16 lines) each.
+/// What a micro-kernel fetches ahead, a cache line every 2^skip iterations
+/// q: with j = q >> skip, the line at base + j * rowStride (a run: a
+/// prepared B's next block, rowStride a line; B's rows, a line of each) or,
+/// where `Runs`, at base + (j >> 4) * rowStride + (j & 15) lines (runs of
+/// 16 lines rowStride apart: a transposed B's rows over K). The micro-kernel
+/// takes the walk as a template argument: the runs' two more operations an
+/// iteration made the products of a prepared B 2-9% slower.
 struct Ahead {
   const float *base;
   int64_t rowStride;
-  int shift;
-  const float *at(int64_t q) const {
-    return base + (q >> shift) * rowStride +
-           (q & ((int64_t(1) << shift) - 1)) * kLineFloats;
+  int skip = 0;
+  template <bool Runs> const float *at(int64_t q) const {
+    int64_t j = q >> skip;
+    if constexpr (Runs)
+      return base + (j >> 4) * rowStride + (j & 15) * kLineFloats;
+    return base + j * rowStride;
   }
 };
 
@@ -56,7 +60,7 @@ static void storeTile(int rows, const float *tile, float *c, int64_t ldc,
 /// branches were copied for each outcome of the loops' tests, which
 /// tripled the compile time (of every model library, when the kernels
 /// were in the header) for no speed.
-template <int Rows>
+template <int Rows, bool Runs>
 __attribute__((noinline)) static void
 microKernel(int64_t depth, const float *a, int64_t rowStride,
             int64_t depthStride, const float *b, float *c, int64_t ldc,
@@ -95,7 +99,7 @@ microKernel(int64_t depth, const float *a, int64_t rowStride,
     }
     // One line an iteration of what the next calls read: B's next block
     // on its way from memory into L2 while this one is read from L1.
-    __builtin_prefetch(ahead.at(q), 0, 1);
+    __builtin_prefetch(ahead.at<Runs>(q), 0, 1);
 #pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
       // A broadcast (x - 0 is x, -0 included); the row offsets stay in
@@ -145,19 +149,25 @@ microKernel(int64_t depth, const float *a, int64_t rowStride,
   storeTile(Rows, &tile[0][0], c, ldc, alpha, beta, first, cols);
 }
 
-/// The micro-kernel for a panel of `rows` rows, Rows at most.
+/// The micro-kernel for a panel of `rows` rows, Rows at most, fetching
+/// ahead in runs of 16 lines where `runs`.
 template <int Rows = kPanelRows>
 static void microKernelRows(int64_t rows, int64_t depth, const float *a,
                             int64_t rowStride, int64_t depthStride,
                             const float *b, float *c, int64_t ldc, float alpha,
-                            float beta, bool first, int64_t cols, Ahead ahead) {
+                            float beta, bool first, int64_t cols, Ahead ahead,
+                            bool runs) {
   if constexpr (Rows > 1)
     if (rows < Rows)
       return microKernelRows<Rows - 1>(rows, depth, a, rowStride, depthStride,
                                        b, c, ldc, alpha, beta, first, cols,
-                                       ahead);
-  microKernel<Rows>(depth, a, rowStride, depthStride, b, c, ldc, alpha, beta,
-                    first, cols, ahead);
+                                       ahead, runs);
+  if (runs)
+    microKernel<Rows, true>(depth, a, rowStride, depthStride, b, c, ldc, alpha,
+                            beta, first, cols, ahead);
+  else
+    microKernel<Rows, false>(depth, a, rowStride, depthStride, b, c, ldc, alpha,
+                             beta, first, cols, ahead);
 }
 
 /// The first row of A's micro-panel r of `panels` over m rows (m for r =
@@ -462,37 +472,71 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
       const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
       if (!bp)
         packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth, bBlock.data());
-      // The first two row panels fetch the next block of this task, half
-      // each (a line an iteration), the others touch their own block. A
-      // prepared B's follows this one. B as it is, packed block by block,
-      // is read from its rows: without the fetch ahead, the packing waited
-      // on memory for a third of a product of 128 rows.
+      // B's next block on its way into L2 while this one is read. A
+      // prepared B's follows this one in memory: the first two row panels
+      // fetch it, half each, a line an iteration (the processor's own
+      // prefetcher follows the run too), and the others touch their own
+      // block. B as it is, packed block by block, is fetched from its rows
+      // (without, the packing waited on memory for a third of a product of
+      // 128 rows), lines 9 KB apart that only these fetches bring in: each
+      // holds one of the core's few line-fill buffers until its line
+      // arrives, and 512 of them over two micro-kernel calls kept the
+      // micro-kernel's own reads of A waiting (with no fetch at all, B read
+      // from L3 as it was packed cost a 128-row product 30% more). So up to
+      // eight row panels share them, a line every 2^skip iterations each.
       int64_t kNext = k0 + depth;
       int64_t col0 = p * kPanelCols;
-      auto aheadOf = [&](int64_t half) -> Ahead {
+      int64_t sharers = 1;
+      while (!bp && sharers * 2 <= std::min<int64_t>(8, r1 - r0))
+        sharers *= 2;
+      int skip = 0;
+      while ((int64_t(2) << skip) < sharers)
+        ++skip;
+      // Row panel `index`'s share: of a prepared B's, half `index`; of B as
+      // it is, 1 / sharers of the lines (the two columns of lines of a row
+      // panel of untransposed B's rows, or 16 lines of K of a transposed
+      // B's 32 rows).
+      auto aheadOf = [&](int64_t index) -> Ahead {
         if (bp)
-          return {bb + depth * kPanelCols + half * depth * kLineFloats,
-                  kLineFloats, 0};
-        if (kNext >= kEnd)
-          return {bb, kLineFloats, 0};
-        if (transB) // 16 of op(B)'s columns, 16 lines of K each
-          return {b + (col0 + half * kPanelCols / 2) * ldb + kNext, ldb, 4};
-        return {b + kNext * ldb + col0 + half * kLineFloats, ldb, 0};
+          return {bb + depth * kPanelCols + index * depth * kLineFloats,
+                  kLineFloats};
+        // After the slice's last block, the next panel's first: the task
+        // that most likely follows on this thread.
+        int64_t rowNext = kNext, colNext = col0;
+        if (kNext >= kEnd) {
+          if (p + 1 >= panels)
+            return {bb, kLineFloats};
+          rowNext = kBegin;
+          colNext = col0 + kPanelCols;
+        }
+        // Each share is kDepth >> skip lines: of a transposed B's 32 rows
+        // (16 lines of K each), kDepth >> skip >> 4 of them; of B's rows
+        // (two lines each), one line of kDepth >> skip rows.
+        int64_t lines = kDepth >> skip;
+        if (transB)
+          return {b + std::min(n - 1, colNext + index * lines / 16) * ldb +
+                      rowNext,
+                  ldb, skip};
+        return {b + (rowNext + (index >> 1) * lines) * ldb + colNext +
+                    (index & 1) * kLineFloats,
+                ldb, skip};
       };
       for (int64_t r = r0; r < r1; ++r) {
         int64_t first = panelStart(r, rowPanels, m);
         int64_t end = panelStart(r + 1, rowPanels, m);
-        Ahead ahead = r - r0 < 2 ? aheadOf(r - r0) : Ahead{bb, kLineFloats, 0};
+        bool fetches = r - r0 < (bp ? 2 : sharers);
+        Ahead ahead = fetches ? aheadOf(r - r0) : Ahead{bb, kLineFloats};
+        bool runs = fetches && !bp && transB;
         if (packA)
           microKernelRows(end - first, depth,
                           ap + rowPanels * kPanelRows * (k0 - kBegin) +
                               r * depth * kPanelRows,
                           1, kPanelRows, bb, c + first * ldc + p * kPanelCols,
-                          ldc, alpha, beta, k0 == 0, cols, ahead);
+                          ldc, alpha, beta, k0 == 0, cols, ahead, runs);
         else
           microKernelRows(end - first, depth, a + first * lda + k0, lda, 1, bb,
                           c + first * ldc + p * kPanelCols, ldc, alpha, beta,
-                          k0 == 0, cols, ahead);
+                          k0 == 0, cols, ahead, runs);
       }
     }
     if (epilogue && kEnd == k)
