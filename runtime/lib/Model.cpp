@@ -175,13 +175,29 @@ std::string runErrorName(int code) {
   }
 }
 
+constexpr uint64_t kHugePage = uint64_t(2) << 20;
+
+/// Asks Linux for transparent huge pages for the 2 MiB-aligned part of the
+/// \p bytes at \p begin, before their pages are first touched. Advice
+/// only: without huge pages the memory works the same.
+void adviseHugePages([[maybe_unused]] void *begin,
+                     [[maybe_unused]] uint64_t bytes) {
+#ifdef MADV_HUGEPAGE
+  auto at = reinterpret_cast<uintptr_t>(begin);
+  uintptr_t first = (at + kHugePage - 1) / kHugePage * kHugePage;
+  uintptr_t last = (at + bytes) / kHugePage * kHugePage;
+  if (last > first)
+    (void)madvise(reinterpret_cast<void *>(first), size_t(last - first),
+                  MADV_HUGEPAGE);
+#endif
+}
+
 /// \p bytes of memory aligned to 64, as the ABI promises its buffers, to
 /// be released with std::free. A buffer of several megabytes (the prepared
 /// operands, a large workspace) is aligned to 2 MiB and, on Linux, asks
 /// for transparent huge pages: the packed weights stream through it on
 /// every run, and with 4 KiB pages that is a TLB miss every 64 cache lines.
 void *allocateAligned(uint64_t bytes, const std::string &what) {
-  constexpr uint64_t kHugePage = uint64_t(2) << 20;
   uint64_t alignment = bytes >= 2 * kHugePage ? kHugePage : 64;
   // aligned_alloc wants a multiple of the alignment.
   uint64_t size = (bytes + alignment - 1) / alignment * alignment;
@@ -191,36 +207,23 @@ void *allocateAligned(uint64_t bytes, const std::string &what) {
   if (!memory)
     throw Error("cannot allocate " + std::to_string(bytes) + " bytes of " +
                 what);
-#ifdef MADV_HUGEPAGE
-  // Advice only: without huge pages the buffer works the same.
   if (alignment == kHugePage)
-    (void)madvise(memory, size_t(size), MADV_HUGEPAGE);
-#endif
+    adviseHugePages(memory, size);
   return memory;
 }
 
-/// Sizes \p data to \p bytes zeros. A buffer of several megabytes asks,
-/// on Linux, for transparent huge pages for its 2 MiB-aligned part before
-/// its pages are first touched (reserve, advise, then resize): a training
-/// step's products read the weights as they are, and the optimizer streams
-/// the weights and its moments through memory, every step; with 4 KiB
-/// pages each 4 KiB of a weight's rows is a TLB miss, and a product of 128
-/// rows reading a weight of 768 x 2304 ran 12% slower (bench/RESULTS.md,
-/// forty-fourth session).
+/// Sizes \p data to \p bytes zeros. A buffer of several megabytes asks for
+/// huge pages for its 2 MiB-aligned part before its pages are first touched
+/// (reserve, advise, then resize): a training step's products read the
+/// weights as they are, and the optimizer streams the weights and its
+/// moments through memory, every step; with 4 KiB pages each 4 KiB of a
+/// weight's rows is a TLB miss, and a product of 128 rows reading a weight
+/// of 768 x 2304 ran 12% slower (bench/RESULTS.md, forty-fourth session).
 void resizeOnHugePages(std::vector<uint8_t> &data, uint64_t bytes) {
-#ifdef MADV_HUGEPAGE
-  constexpr uint64_t kHugePage = uint64_t(2) << 20;
   if (data.empty() && bytes >= 2 * kHugePage) {
     data.reserve(size_t(bytes));
-    auto begin = reinterpret_cast<uintptr_t>(data.data());
-    uintptr_t first = (begin + kHugePage - 1) / kHugePage * kHugePage;
-    uintptr_t last = (begin + bytes) / kHugePage * kHugePage;
-    // Advice only: without huge pages the buffer works the same.
-    if (last > first)
-      (void)madvise(reinterpret_cast<void *>(first), size_t(last - first),
-                    MADV_HUGEPAGE);
+    adviseHugePages(data.data(), bytes);
   }
-#endif
   data.resize(size_t(bytes), 0);
 }
 

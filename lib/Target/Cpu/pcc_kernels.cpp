@@ -97,8 +97,9 @@ microKernel(int64_t depth, const float *a, int64_t rowStride,
       // wait on the load ports (6 cycles instead of 4 with AVX2's 4 rows).
       __asm__("" : "+v"(bv[v]));
     }
-    // One line an iteration of what the next calls read: B's next block
-    // on its way from memory into L2 while this one is read from L1.
+    // A line every 2^skip iterations of what the next calls read: B's
+    // next block on its way from memory into L2 while this one is read
+    // from L1.
     __builtin_prefetch(ahead.at<Runs>(q), 0, 1);
 #pragma GCC unroll 16
     for (int i = 0; i < Rows; ++i) {
@@ -467,6 +468,14 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
     int64_t r0 = block * panelsPerBlock,
             r1 = std::min(rowPanels, r0 + panelsPerBlock);
     int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
+    // The row panels that fetch B's next blocks as it is (below), and the
+    // iterations, 2^skip, over which each fetches a line.
+    int64_t sharers = 1;
+    while (!bp && sharers * 2 <= std::min<int64_t>(8, r1 - r0))
+      sharers *= 2;
+    int skip = 0;
+    while ((int64_t(2) << skip) < sharers)
+      ++skip;
     for (int64_t k0 = kBegin; k0 < kEnd; k0 += kDepth) {
       int64_t depth = std::min(kDepth, kEnd - k0);
       const float *bb = bp ? bp + blockOffset(k, p, k0) : bBlock.data();
@@ -486,12 +495,6 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
       // eight row panels share them, a line every 2^skip iterations each.
       int64_t kNext = k0 + depth;
       int64_t col0 = p * kPanelCols;
-      int64_t sharers = 1;
-      while (!bp && sharers * 2 <= std::min<int64_t>(8, r1 - r0))
-        sharers *= 2;
-      int skip = 0;
-      while ((int64_t(2) << skip) < sharers)
-        ++skip;
       // Row panel `index`'s share: of a prepared B's, half `index`; of B as
       // it is, 1 / sharers of the lines (the two columns of lines of a row
       // panel of untransposed B's rows, or 16 lines of K of a transposed
