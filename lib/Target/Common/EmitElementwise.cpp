@@ -131,10 +131,13 @@ FunctionEmitter::fusionScalars(FusionOp fusion, ArrayRef<std::string> inputs,
 llvm::DenseSet<Value> FunctionEmitter::fusionInvariants(FusionOp fusion) {
   Block &block = fusion.getBody().front();
   llvm::DenseSet<Value> invariant;
+  bool read = false, computed = false;
   for (BlockArgument arg : block.getArguments())
-    if (getNumElements(shapeOf(fusion.getInputs()[arg.getArgNumber()])) == 1)
+    if (!arg.use_empty() &&
+        getNumElements(shapeOf(fusion.getInputs()[arg.getArgNumber()])) == 1) {
       invariant.insert(arg);
-  bool computed = false;
+      read = true;
+    }
   for (Operation &op : block.without_terminator())
     if (op.getNumResults() == 1 && llvm::all_of(op.getOperands(), [&](Value v) {
           return invariant.contains(v);
@@ -142,7 +145,7 @@ llvm::DenseSet<Value> FunctionEmitter::fusionInvariants(FusionOp fusion) {
       invariant.insert(op.getResult(0));
       computed |= !isa<ConstantOp>(op);
     }
-  if (!computed)
+  if (!read && !computed)
     invariant.clear();
   return invariant;
 }

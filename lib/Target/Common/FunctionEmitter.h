@@ -177,7 +177,8 @@ private:
   /// The body's values of `fusion` that are the same for every element:
   /// those of its one-element inputs and what only they and constants
   /// compute (a bias correction's powers in an optimizer update). Empty
-  /// unless one of them is an operation.
+  /// unless one of them is a one-element input or an operation (constants
+  /// alone stay in the loop).
   llvm::DenseSet<mlir::Value> fusionInvariants(graph::FusionOp fusion);
   void rowSoftmax(mlir::Operation *softmax, graph::FusionOp fusion, bool log);
   /// The epilogue of `product` (M x N, its C contiguous): `bias` (a
