@@ -814,6 +814,10 @@ void Model::run(int32_t entryIndex, const std::vector<Tensor> &inputs,
   const char *errorOp = nullptr;
   context.error_op = &errorOp;
   int code = step.run(&context);
+  // A failed run may have updated a state and not yet its prepared
+  // operands: they are made again before the next.
+  if (code != PCCRT_OK)
+    preparedValid = false;
   if (code == PCCRT_ERR_COMM && codeComm && !codeComm->lastError().empty())
     throw Error("model run failed: " + codeComm->lastError());
   if (code != PCCRT_OK)
@@ -897,8 +901,9 @@ void Model::preparedOperands(pccrt_context &context) {
     return;
   int code = info.prepare(&context);
   if (code != PCCRT_OK)
-    throw Error("preparing the model's constant operands failed: " +
-                runErrorName(code) + " (code " + std::to_string(code) + ")");
+    throw Error(
+        "preparing the operands derived from the model's weights failed: " +
+        runErrorName(code) + " (code " + std::to_string(code) + ")");
   preparedValid = true;
 }
 

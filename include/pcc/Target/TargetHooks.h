@@ -92,9 +92,16 @@ struct GemmCall {
   int64_t lda = 0, ldb = 0, ldc = 0;
   bool transA = false, transB = false;
   LoopNest batch;
-  /// The weights-table index of B when B is a CONSTANT weight read whole
-  /// from its start (a target may prepare it ahead of the runs), else -1.
-  int64_t constantB = -1;
+  /// The weights-table index of B when B is a weight read whole from its
+  /// start that a target may prepare ahead (pack for its micro-kernel),
+  /// else -1: a CONSTANT weight, which the runtime prepares before the
+  /// runs, or a STATE weight that this function updates (a training step's
+  /// parameter), whose prepared operands the function makes again once the
+  /// update has landed (getPrepareWeight).
+  int64_t preparableB = -1;
+  /// Whether preparableB is a STATE weight, whose prepared operands each
+  /// run makes again: a target prepares it only where that pays.
+  bool updatedB = false;
   /// What follows the product on each block of C (one product only, where
   /// the target supportsGemmEpilogue()); null: nothing.
   const GemmEpilogue *epilogue = nullptr;
@@ -220,7 +227,7 @@ public:
   /// The pccrt_device enumerator of a target whose buffers are on a device;
   /// empty for the host.
   virtual llvm::StringRef getDevice() const { return {}; }
-  /// Bytes of the operands the program derives from its CONSTANT weights
+  /// Bytes of the operands the program derives from its weights
   /// (pccrt_model_info.prepared_bytes) as a constant expression of the
   /// generated code; empty when there are none.
   virtual std::string getPreparedBytes() const { return {}; }
@@ -231,6 +238,14 @@ public:
   /// scope) that make the prepared operands from the weights; only called
   /// when getPreparedBytes() is not empty.
   virtual std::string getPrepareBody() const { return {}; }
+  /// Statements that make weight `index`'s prepared operands again from
+  /// `pointer` (its buffer; `ctx` in scope), where a run has just updated
+  /// it: empty when it has none (so far: a function's products come before
+  /// the update of a weight they read).
+  virtual std::string getPrepareWeight(int64_t index,
+                                       llvm::StringRef pointer) const {
+    return {};
+  }
   /// Whether emitGemm(`g`) reads B only through a prepared operand (B's
   /// own pointer passed along for a build that prepares nothing), so that
   /// a weight read by such products alone need not stay in memory.

@@ -20,8 +20,8 @@ using namespace pcc::graph;
 
 void FunctionEmitter::emitGemm(const GemmCall &call) {
   hooks.emitGemm(call);
-  if (call.constantB >= 0 && hooks.readsPreparedB(call))
-    tables.noteWeightRead(call.constantB, /*prepared=*/true);
+  if (call.preparableB >= 0 && hooks.readsPreparedB(call))
+    tables.noteWeightRead(call.preparableB, /*prepared=*/true);
 }
 
 GemmEpilogue FunctionEmitter::getEpilogue(Operation *product, int64_t m,
@@ -149,10 +149,9 @@ std::optional<LogicalResult> FunctionEmitter::emitProductOp(Operation *op) {
                       N,
                       lhs.transposed,
                       rhs.transposed,
-                      nest,
-                      getNumElements(batch) == 1
-                          ? getProductConstantIndex(rhs, m.getRhs())
-                          : -1};
+                      nest};
+        if (getNumElements(batch) == 1)
+          setPreparableB(call, rhs, m.getRhs());
         GemmEpilogue epilogue;
         Operation *consumer = epilogueConsumer.lookup(op);
         // pcc-fuse gives an epilogue to one product only.
@@ -206,8 +205,8 @@ std::optional<LogicalResult> FunctionEmitter::emitProductOp(Operation *op) {
                       g.getTransA() != lhs.transposed,
                       g.getTransB() != rhs.transposed,
                       LoopNest({}, {Access{lhs.offset, {}},
-                                    Access{rhs.offset, {}}, Access()}),
-                      getProductConstantIndex(rhs, g.getB())};
+                                    Access{rhs.offset, {}}, Access()})};
+        setPreparableB(call, rhs, g.getB());
         GemmEpilogue epilogue;
         Operation *consumer = epilogueConsumer.lookup(op);
         if (Operation *sum = accumulateInto.lookup(op)) {

@@ -252,14 +252,43 @@ private:
       v = bufferPlan->getRoot(v);
     return constantIndex.lookup_or(v, -1);
   }
-  /// The weights-table index of the constant that product operand `v`,
-  /// read as `m`, is the whole of (from its start), else -1.
-  int64_t getProductConstantIndex(const MatrixOperand &m, mlir::Value v) const {
+  /// An entry's STATE arguments that it updates (a training step's
+  /// parameters and moments, not a KV cache): their index in the weights
+  /// table. Their products may read them prepared (GemmCall::preparableB):
+  /// the argument's buffer keeps its value until its update lands, after
+  /// every read of it, and the prepared operands are made again then.
+  llvm::DenseMap<mlir::Value, int64_t> updatedStateIndex;
+  /// Per value returned as such an update: the state's weights-table index
+  /// (emitPrepareUpdated) and argument.
+  llvm::DenseMap<mlir::Value, int64_t> stateUpdateIndex;
+  llvm::DenseMap<mlir::Value, mlir::Value> stateUpdateArg;
+  /// The updates whose prepared operands were made where they were
+  /// computed; the others' are made after their copies at the end.
+  llvm::DenseSet<mlir::Value> preparedUpdates;
+  /// The weights-table index of the weight that product operand `v`, read
+  /// as `m`, is the whole of (from its start) and that the target may read
+  /// prepared (GemmCall::preparableB), else -1.
+  int64_t getProductPreparableIndex(const MatrixOperand &m,
+                                    mlir::Value v) const {
     if (m.offset != 0 ||
         getNumElements(shapeOf(v)) != getNumElements(shapeOf(m.buffer)))
       return -1;
-    return getConstantIndex(m.buffer);
+    if (int64_t index = getConstantIndex(m.buffer); index >= 0)
+      return index;
+    mlir::Value root = m.buffer;
+    if (bufferPlan && bufferPlan->isView(root))
+      root = bufferPlan->getRoot(root);
+    return updatedStateIndex.lookup_or(root, -1);
   }
+  /// Sets `call`'s preparableB (and updatedB) from its B, `v`, read as `m`.
+  void setPreparableB(GemmCall &call, const MatrixOperand &m,
+                      mlir::Value v) const {
+    call.preparableB = getProductPreparableIndex(m, v);
+    call.updatedB = call.preparableB >= 0 && getConstantIndex(m.buffer) < 0;
+  }
+  /// Makes the prepared operands of the state that `update` is the new
+  /// value of again from `pointer`, its buffer, where it has any.
+  void emitPrepareUpdated(mlir::Value update, llvm::StringRef pointer);
   /// Per product or scatter_add that adds itself into a partial sum in
   /// place (BufferPlan::isAccumulated: a gradient accumulated over
   /// microbatches, dist.accumulates): the add that reads it, which then has

@@ -424,7 +424,20 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
         ("state update '" + tables.getWeights()[resultIndex[k]].name + "'"));
     hooks.emitCopy(target, src, getTensorBytes(v.getType()),
                    /*mayAlias=*/true);
+    if (stateUpdateArg.count(v) && !preparedUpdates.contains(v))
+      emitPrepareUpdated(v, target);
   }
+}
+
+void FunctionEmitter::emitPrepareUpdated(Value update, StringRef pointer) {
+  int64_t index = stateUpdateIndex.lookup(update);
+  std::string text = hooks.getPrepareWeight(index, pointer);
+  if (text.empty())
+    return;
+  hooks.emitComment("the prepared operands of '" +
+                    tables.getWeights()[index].name + "', updated");
+  for (StringRef line : llvm::split(StringRef(text).rtrim('\n'), '\n'))
+    hooks.emitLine(line.str());
 }
 
 FailureOr<int64_t> FunctionEmitter::emit() {
@@ -527,6 +540,25 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   planOptions.elementwiseInPlace = true;
   BufferPlan plan(func, planOptions);
   bufferPlan = &plan;
+  // The states the entry updates, and their updates (whose prepared
+  // operands are made again where each lands: after the op that computes
+  // it in the state's buffer, else after its copy there at the end).
+  if (isEntry) {
+    Block &block = func.getBody().front();
+    Operation *ret = block.getTerminator();
+    for (auto [k, role] : llvm::enumerate(resultRole)) {
+      if (role != Role::StateUpdate ||
+          tables.getWeights()[resultIndex[k]].kind != WeightKind::State)
+        continue;
+      Value arg = block.getArgument(*getStateIndex(func, k, kUpdateAttr));
+      Value update = ret->getOperand(k);
+      if (update == arg)
+        continue;
+      updatedStateIndex[arg] = resultIndex[k];
+      stateUpdateIndex[update] = resultIndex[k];
+      stateUpdateArg[update] = arg;
+    }
+  }
   // Such an op runs with no epilogue; its sum has no code of its own.
   for (Operation &op : func.getBody().front()) {
     if (op.getNumResults() != 1 || !plan.isAccumulated(op.getResult(0)))
@@ -570,6 +602,15 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     // A collective that no dist.wait completes completes where it starts.
     if (dist::isStartedCollective(&op) && !dist::completesAtWait(&op))
       hooks.emitCollectiveWait(requestOf(&op));
+    // A state that this op updated in its own buffer, while it may still
+    // be in the caches (one that a later dist.wait completes, at the end).
+    if (!dist::isStartedCollective(&op) || !dist::completesAtWait(&op))
+      for (Value r : op.getResults())
+        if (auto it = stateUpdateArg.find(r);
+            it != stateUpdateArg.end() && plan.getRoot(r) == it->second) {
+          emitPrepareUpdated(r, ptr(r));
+          preparedUpdates.insert(r);
+        }
   }
   // Before the results land, since a state update may overwrite a buffer a
   // send still reads.
@@ -729,11 +770,12 @@ emitEntryPoints(ModuleOp module, ArrayRef<EntryPoint> points,
            << hooks.getFunctionAttributes() << " static int "
            << program.functionNames[entry] << "(const pccrt_context *ctx) {\n"
            << kEntryPreamble << bodies[entry] << "  return PCCRT_OK;\n}\n";
-  // Operands derived from the CONSTANT weights, made by the runtime once
-  // before the runs (and again after a weight changes).
+  // Operands derived from the weights, made by the runtime once before the
+  // runs (and again after it changes a weight); a run that updates a state
+  // makes that state's again itself.
   std::string preparedBytes = hooks.getPreparedBytes();
   if (!preparedBytes.empty())
-    os << "\n// The operands prepared from the constant weights.\n"
+    os << "\n// The operands prepared from the weights.\n"
        << hooks.getFunctionAttributes()
        << " static int prepare(const pccrt_context *ctx) {\n"
        << "  if (ctx->abi_version != PCCRT_ABI_VERSION) "

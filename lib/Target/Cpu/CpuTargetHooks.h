@@ -55,6 +55,8 @@ public:
   std::string getPreparedBytes() const override;
   bool readsPreparedB(const GemmCall &g) const override;
   std::string getPrepareBody() const override;
+  std::string getPrepareWeight(int64_t index,
+                               llvm::StringRef pointer) const override;
 
 private:
   /// Defines the function that runs `epilogue` on a block of C (a
@@ -89,7 +91,7 @@ private:
   /// dimensions: 16 floats are a 64-byte cache line.
   static constexpr int64_t kTile = 16;
 
-  /// A GEMM's B packed from a CONSTANT weight (pcc_k::packB), at the
+  /// A GEMM's B packed from a weight (pcc_k::packB), at the
   /// offset `offset` (a constant of the generated code) of the prepared
   /// operands. Products that read the same weight alike share one.
   struct PreparedB {
@@ -100,6 +102,10 @@ private:
   /// Where `p` ends in the prepared operands: its offset plus its size, as
   /// the kernel library computes it.
   static std::string getEnd(const PreparedB &p);
+  /// The statement that packs `p` from `weight` into `prepared` (pointer
+  /// expressions).
+  static std::string getPackB(const PreparedB &p, llvm::StringRef weight,
+                              llvm::StringRef prepared);
   int64_t getPreparedBytesAtLeast() const override;
   /// The expression of `g`'s B packed, prepared once.
   std::string getPreparedB(const GemmCall &g);

@@ -380,8 +380,8 @@ private:
   int64_t runs = 0;
   static void recordAction(void *user, const char *action, int32_t begin);
   std::unique_ptr<void, FreeDeleter> workspace;
-  /// Operands derived from the CONSTANT weights (info().prepared_bytes),
-  /// and whether they are those of the current weights.
+  /// Operands derived from the weights (info().prepared_bytes), and
+  /// whether they are those of the current weights.
   std::unique_ptr<void, FreeDeleter> prepared;
   bool preparedValid = false;
   /// The weights file: a weight freed once prepared is read again from it

@@ -204,12 +204,15 @@ typedef struct pccrt_model_info {
   const int64_t *mesh_shape;      ///< their sizes; ranks = their product
   int32_t stage_axis;             ///< the pipeline's mesh axis, or -1
   int32_t device;                 ///< a pccrt_device: where the buffers live
-  /// Bytes of operands the program derives from its CONSTANT weights (a
-  /// GEMM's B packed for its micro-kernel), 0 when none. The runtime owns a
-  /// buffer of that size, aligned to 64, and calls `prepare` to fill it
-  /// from the context's weights before the first run and again before the
-  /// next run after any CONSTANT weight changed; every run gets the same
-  /// buffer as `pccrt_context.prepared`. `prepare` fills only the operands
+  /// Bytes of operands the program derives from its weights (a GEMM's B
+  /// packed for its micro-kernel), 0 when none: from CONSTANT weights, and
+  /// from the STATE weights that a run updates (a training step's
+  /// parameters), whose operands that run makes again itself once it has
+  /// updated them. The runtime owns a buffer of that size, aligned to 64,
+  /// and calls `prepare` to fill it from the context's weights before the
+  /// first run and again before the next run after it changed any weight
+  /// (or a run failed); every run gets the same buffer as
+  /// `pccrt_context.prepared`. `prepare` fills only the operands
   /// of the weights whose pointers are not null, and leaves the others'
   /// bytes as they are, so that the runtime may prepare one weight at a
   /// time (and free it where its flags allow). It returns a run's codes.
