@@ -238,14 +238,15 @@ public:
   /// scope) that make the prepared operands from the weights; only called
   /// when getPreparedBytes() is not empty.
   virtual std::string getPrepareBody() const { return {}; }
-  /// Statements that make weight `index`'s prepared operands again from
-  /// `pointer` (its buffer; `ctx` in scope), where a run has just updated
-  /// it: empty when it has none (so far: a function's products come before
-  /// the update of a weight they read).
-  virtual std::string getPrepareWeight(int64_t index,
-                                       llvm::StringRef pointer) const {
-    return {};
-  }
+  /// Makes weight `index`'s prepared operands again from `pointer` (its
+  /// buffer; `ctx` in scope), where a run has just updated it: a call of
+  /// a function of the file that getPrepareWeightFunctions() defines once
+  /// the whole program is emitted (the products that read it prepared may
+  /// come later, in its callees). Nothing where the target prepares none.
+  virtual void emitPrepareWeight(int64_t index, llvm::StringRef pointer) {}
+  /// The functions that emitPrepareWeight's calls call, for the file's
+  /// globals.
+  virtual std::string getPrepareWeightFunctions() const { return {}; }
   /// Whether emitGemm(`g`) reads B only through a prepared operand (B's
   /// own pointer passed along for a build that prepares nothing), so that
   /// a weight read by such products alone need not stay in memory.

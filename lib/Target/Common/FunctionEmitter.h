@@ -60,6 +60,14 @@ struct Program {
   llvm::DenseMap<mlir::func::FuncOp, uint64_t> holders;
   /// Per entry function: its entry point's index in the tables.
   llvm::DenseMap<mlir::func::FuncOp, unsigned> entryPoints;
+  /// Arguments of the functions that are a STATE weight which their entry
+  /// updates (a training step's parameters and moments, not a KV cache):
+  /// the entry's own, and a callee's that every call passes the same one
+  /// (collectUpdatedStates). Their weights-table index. Products may read
+  /// them prepared (GemmCall::preparableB): the weight's buffer keeps its
+  /// value until its update lands, after every read of it, and the entry
+  /// makes the prepared operands again then.
+  llvm::DenseMap<mlir::Value, int64_t> updatedStates;
 };
 
 /// Emits one function of the program: its constants, the declarations of
@@ -77,6 +85,9 @@ public:
   /// Maps an entry's signature onto the ABI's tables; every entry's before
   /// any function is emitted, so that the tables are complete.
   mlir::LogicalResult collectInterface();
+  /// Adds the entry's arguments that are a STATE weight it updates to
+  /// Program::updatedStates; after collectInterface.
+  void collectUpdatedStates();
   /// Emits the function; returns the workspace it needs for itself (its
   /// calls get the workspace after that).
   mlir::FailureOr<int64_t> emit();
@@ -252,14 +263,9 @@ private:
       v = bufferPlan->getRoot(v);
     return constantIndex.lookup_or(v, -1);
   }
-  /// An entry's STATE arguments that it updates (a training step's
-  /// parameters and moments, not a KV cache): their index in the weights
-  /// table. Their products may read them prepared (GemmCall::preparableB):
-  /// the argument's buffer keeps its value until its update lands, after
-  /// every read of it, and the prepared operands are made again then.
-  llvm::DenseMap<mlir::Value, int64_t> updatedStateIndex;
-  /// Per value returned as such an update: the state's weights-table index
-  /// (emitPrepareUpdated) and argument.
+  /// Per value the entry returns as the update of a state in
+  /// Program::updatedStates that a product may read (feedsProductB): the
+  /// state's weights-table index (emitPrepareUpdated) and argument.
   llvm::DenseMap<mlir::Value, int64_t> stateUpdateIndex;
   llvm::DenseMap<mlir::Value, mlir::Value> stateUpdateArg;
   /// The updates whose prepared operands were made where they were
@@ -278,7 +284,7 @@ private:
     mlir::Value root = m.buffer;
     if (bufferPlan && bufferPlan->isView(root))
       root = bufferPlan->getRoot(root);
-    return updatedStateIndex.lookup_or(root, -1);
+    return program.updatedStates.lookup_or(root, -1);
   }
   /// Sets `call`'s preparableB (and updatedB) from its B, `v`, read as `m`.
   void setPreparableB(GemmCall &call, const MatrixOperand &m,

@@ -235,6 +235,71 @@ void FunctionEmitter::collectCalleeInterface() {
   }
 }
 
+void FunctionEmitter::collectUpdatedStates() {
+  Operation *ret = func.getBody().front().getTerminator();
+  for (auto [k, role] : llvm::enumerate(resultRole)) {
+    if (role != Role::StateUpdate ||
+        tables.getWeights()[resultIndex[k]].kind != WeightKind::State)
+      continue;
+    Value arg = func.getArgument(*getStateIndex(func, k, kUpdateAttr));
+    if (ret->getOperand(k) != arg)
+      program.updatedStates[arg] = resultIndex[k];
+  }
+}
+
+/// Adds to `states` (Program::updatedStates) each argument of a function
+/// that every call of it passes the same state of `states`.
+static void propagateUpdatedStates(const ProgramCallGraph &graph,
+                                   DenseMap<Value, int64_t> &states) {
+  // Per callee argument: the state every call so far passed, or -1.
+  DenseMap<Value, int64_t> passed;
+  // Callers before their callees: a function's calls are all seen when
+  // it is reached.
+  for (func::FuncOp f : llvm::reverse(graph.getFunctions())) {
+    if (!graph.isEntry(f))
+      for (BlockArgument arg : f.getArguments())
+        if (int64_t index = passed.lookup_or(arg, -1); index >= 0)
+          states[arg] = index;
+    for (auto call : f.getBody().front().getOps<func::CallOp>()) {
+      func::FuncOp callee = graph.getCallee(call);
+      for (auto [operand, arg] :
+           llvm::zip(call.getOperands(), callee.getArguments())) {
+        int64_t index = states.lookup_or(operand, -1);
+        auto [it, inserted] = passed.try_emplace(arg, index);
+        if (!inserted && it->second != index)
+          it->second = -1;
+      }
+    }
+  }
+}
+
+/// Whether `v` (an argument), or a view of it, is read as a product's B,
+/// here or in a function it is passed to.
+static bool feedsProductB(Value v, const ProgramCallGraph &graph) {
+  SmallVector<Value> work{v};
+  llvm::DenseSet<Value> seen{v};
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    for (OpOperand &use : x.getUses()) {
+      Operation *user = use.getOwner();
+      SmallVector<Value> next;
+      if (isa<MatMulOp, GemmOp>(user)) {
+        if (use.getOperandNumber() == 1)
+          return true;
+      } else if (auto call = dyn_cast<func::CallOp>(user)) {
+        next.push_back(
+            graph.getCallee(call).getArgument(use.getOperandNumber()));
+      } else if (isa<ViewLikeOpInterface, TransposeOp>(user)) {
+        llvm::append_range(next, user->getResults());
+      }
+      for (Value n : next)
+        if (seen.insert(n).second)
+          work.push_back(n);
+    }
+  }
+  return false;
+}
+
 LogicalResult FunctionEmitter::emitConstants() {
   for (Operation &op : func.getBody().front()) {
     if (!isa<ConstantOp, WeightOp>(op))
@@ -431,13 +496,9 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
 
 void FunctionEmitter::emitPrepareUpdated(Value update, StringRef pointer) {
   int64_t index = stateUpdateIndex.lookup(update);
-  std::string text = hooks.getPrepareWeight(index, pointer);
-  if (text.empty())
-    return;
   hooks.emitComment("the prepared operands of '" +
                     tables.getWeights()[index].name + "', updated");
-  for (StringRef line : llvm::split(StringRef(text).rtrim('\n'), '\n'))
-    hooks.emitLine(line.str());
+  hooks.emitPrepareWeight(index, pointer);
 }
 
 FailureOr<int64_t> FunctionEmitter::emit() {
@@ -540,21 +601,20 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   planOptions.elementwiseInPlace = true;
   BufferPlan plan(func, planOptions);
   bufferPlan = &plan;
-  // The states the entry updates, and their updates (whose prepared
-  // operands are made again where each lands: after the op that computes
-  // it in the state's buffer, else after its copy there at the end).
+  // The updates of states that a product may read prepared: their
+  // prepared operands are made again where each lands (after the op that
+  // computes it in the state's buffer, else after its copy there at the
+  // end).
   if (isEntry) {
-    Block &block = func.getBody().front();
-    Operation *ret = block.getTerminator();
+    Operation *ret = func.getBody().front().getTerminator();
     for (auto [k, role] : llvm::enumerate(resultRole)) {
-      if (role != Role::StateUpdate ||
-          tables.getWeights()[resultIndex[k]].kind != WeightKind::State)
+      if (role != Role::StateUpdate)
         continue;
-      Value arg = block.getArgument(*getStateIndex(func, k, kUpdateAttr));
+      Value arg = func.getArgument(*getStateIndex(func, k, kUpdateAttr));
       Value update = ret->getOperand(k);
-      if (update == arg)
+      if (!program.updatedStates.count(arg) ||
+          !feedsProductB(arg, program.graph))
         continue;
-      updatedStateIndex[arg] = resultIndex[k];
       stateUpdateIndex[update] = resultIndex[k];
       stateUpdateArg[update] = arg;
     }
@@ -709,6 +769,10 @@ emitEntryPoints(ModuleOp module, ArrayRef<EntryPoint> points,
   for (auto [f, emitter] : llvm::zip(order, emitters))
     if (graph->isEntry(f) && failed(emitter->collectInterface()))
       return failure();
+  for (auto [f, emitter] : llvm::zip(order, emitters))
+    if (graph->isEntry(f))
+      emitter->collectUpdatedStates();
+  propagateUpdatedStates(*graph, program.updatedStates);
   llvm::DenseMap<func::FuncOp, int64_t> ownWorkspace;
   for (auto [f, emitter] : llvm::zip(order, emitters)) {
     FailureOr<int64_t> bytes = emitter->emit();
@@ -744,7 +808,8 @@ emitEntryPoints(ModuleOp module, ArrayRef<EntryPoint> points,
   os << "extern \"C\" const pccrt_model_info *" << p << "_model_info(void);\n"
      << "extern \"C\" " << hooks.getFunctionAttributes() << " int " << p
      << "_model_run(const pccrt_context *ctx);\n"
-     << "namespace " << tables.getNamespace() << " {\n" << hooks.getGlobals();
+     << "namespace " << tables.getNamespace() << " {\n"
+     << hooks.getGlobals() << hooks.getPrepareWeightFunctions();
   tables.printTables(os, mesh);
   // Callees come before their callers.
   for (func::FuncOp f : graph->getFunctions()) {

@@ -365,12 +365,27 @@ std::string CpuTargetHooks::getPrepareBody() const {
   return text;
 }
 
-std::string CpuTargetHooks::getPrepareWeight(int64_t index,
-                                             StringRef pointer) const {
+/// The function that packs weight `index`'s operands again.
+static std::string getPrepareWeightName(int64_t index) {
+  return "pcc_prepare_w" + std::to_string(index);
+}
+
+void CpuTargetHooks::emitPrepareWeight(int64_t index, StringRef pointer) {
+  updatedPrepared.insert(index);
+  emitLine(getPrepareWeightName(index) + "(ctx, " + pointer.str() + ");");
+}
+
+std::string CpuTargetHooks::getPrepareWeightFunctions() const {
   std::string text;
-  for (const PreparedB &p : preparedBs)
-    if (p.weight == index)
-      text += getPackB(p, pointer, "(char*)ctx->prepared") + "\n";
+  for (int64_t index : updatedPrepared) {
+    text += "static void " + getPrepareWeightName(index) +
+            "(const pccrt_context *ctx, const void *weight) {\n"
+            "  (void)ctx; (void)weight;\n";
+    for (const PreparedB &p : preparedBs)
+      if (p.weight == index)
+        text += "  " + getPackB(p, "weight", "(char*)ctx->prepared") + "\n";
+    text += "}\n";
+  }
   return text;
 }
 

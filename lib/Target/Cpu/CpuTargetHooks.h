@@ -12,6 +12,7 @@
 
 #include "pcc/Target/TargetHooks.h"
 #include <map>
+#include <set>
 
 namespace pcc {
 
@@ -55,8 +56,8 @@ public:
   std::string getPreparedBytes() const override;
   bool readsPreparedB(const GemmCall &g) const override;
   std::string getPrepareBody() const override;
-  std::string getPrepareWeight(int64_t index,
-                               llvm::StringRef pointer) const override;
+  void emitPrepareWeight(int64_t index, llvm::StringRef pointer) override;
+  std::string getPrepareWeightFunctions() const override;
 
 private:
   /// Defines the function that runs `epilogue` on a block of C (a
@@ -110,6 +111,9 @@ private:
   /// The expression of `g`'s B packed, prepared once.
   std::string getPreparedB(const GemmCall &g);
   std::vector<PreparedB> preparedBs;
+  /// The weights whose prepared operands the runs make again
+  /// (emitPrepareWeight).
+  std::set<int64_t> updatedPrepared;
 };
 
 } // namespace pcc
