@@ -419,8 +419,15 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
     memory.stageWorkspaceBytes.push_back(int64_t(bytes));
   // Prepared operands are made on the host (a device run keeps every
   // weight as it is).
+  memory.ranks.resize(entries.size());
   if (target == "cpu" && code.preparedBytes) {
-    memory.preparedBytes = int64_t(code.preparedBytes);
+    // A pipeline rank prepares the operands of the weights it holds.
+    for (auto [r, rank] : llvm::enumerate(memory.ranks)) {
+      for (auto [w, bytes] : llvm::zip(code.weights, code.weightPreparedBytes))
+        if (w.holders == 0 || (r < 64 && ((w.holders >> r) & 1)))
+          rank.prepared += int64_t(bytes);
+      memory.preparedBytes = std::max(memory.preparedBytes, rank.prepared);
+    }
     for (const WeightEntry &w : code.weights)
       if (w.kind == WeightKind::Constant && w.preparedReads &&
           w.preparedReads == w.reads)
@@ -437,7 +444,6 @@ StepMemory pcc::countStepMemory(ModuleOp module, ArrayRef<func::FuncOp> entries,
   // Each tensor once, by name, however many pipeline ranks hold it; per
   // pipeline rank, what it holds.
   llvm::StringSet<> counted;
-  memory.ranks.resize(entries.size());
   for (size_t r = 0; r < entries.size(); ++r) {
     func::FuncOp entry = entries[r];
     StepMemory::RankBytes &rank = memory.ranks[r];

@@ -166,7 +166,7 @@ static StepCounts countStep(ModuleOp module, ArrayRef<func::FuncOp> entries,
 namespace {
 /// What one rank of the mesh holds of the step's parameters and state.
 struct RankHolding {
-  int64_t stage = 0, params = 0, state = 0, gradients = 0;
+  int64_t stage = 0, params = 0, state = 0, gradients = 0, prepared = 0;
 };
 } // namespace
 
@@ -186,12 +186,14 @@ static SmallVector<RankHolding> getRankHoldings(const CompileOptions &options,
     held.params = memory.paramBytes;
     held.state = memory.stateBytes;
     held.gradients = memory.ranks.front().gradients;
+    held.prepared = memory.preparedBytes;
     // memory.ranks is per entry function: per pipeline rank under a
     // pipeline (a program of several entry points has one per entry point).
     if (options.pp > 1 && size_t(held.stage) < memory.ranks.size()) {
       held.params = memory.ranks[held.stage].params;
       held.state = memory.ranks[held.stage].state;
       held.gradients = memory.ranks[held.stage].gradients;
+      held.prepared = memory.ranks[held.stage].prepared;
       if (!options.train && size_t(held.stage) < heldBytes.size())
         held.params = heldBytes[held.stage];
     }
@@ -216,8 +218,9 @@ static llvm::json::Array describePerRankBytes(ArrayRef<RankHolding> ranks,
   llvm::json::Array bytes;
   for (const RankHolding &held : ranks)
     bytes.push_back(memory.getPerRankBytes() - memory.paramBytes -
-                    memory.stateBytes - memory.workspaceBytes + held.params +
-                    held.state + memory.getStageWorkspaceBytes(held.stage));
+                    memory.stateBytes - memory.workspaceBytes -
+                    memory.preparedBytes + held.params + held.state +
+                    held.prepared + memory.getStageWorkspaceBytes(held.stage));
   return bytes;
 }
 

@@ -199,15 +199,16 @@ struct StepMemory {
   /// their state) and the gradients (in the workspace, written out only
   /// for a dump).
   int64_t ioBytes = 0;
-  /// The operands prepared from constant weights (packed for products),
-  /// and the weights the runtime frees once they are prepared (read only
+  /// The operands prepared from the weights (packed for products; those
+  /// of the pipeline rank that holds the most, RankBytes::prepared), and
+  /// the weights the runtime frees once they are prepared (read only
   /// through them): a weight also read otherwise (a tied embedding) is
   /// held twice.
   int64_t preparedBytes = 0, releasedBytes = 0;
   /// What one pipeline rank holds of the training state (the gradients as
   /// the rank holds them: a block with ZeRO 2).
   struct RankBytes {
-    int64_t params = 0, state = 0, gradients = 0;
+    int64_t params = 0, state = 0, gradients = 0, prepared = 0;
   };
   /// Per entry (pipeline rank).
   llvm::SmallVector<RankBytes> ranks;

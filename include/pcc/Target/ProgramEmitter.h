@@ -87,9 +87,10 @@ struct CppEmitResult {
   /// A pipeline's workspace per pipeline rank, in rank order (what the
   /// runtime allocates on each); empty when not pipelined.
   std::vector<uint64_t> stageWorkspaceBytes;
-  /// The operands prepared from constant weights (packed products'
-  /// operands), at least.
+  /// The operands prepared from the weights (packed products' operands),
+  /// at least: all of them, and per weight (in the weights table's order).
   uint64_t preparedBytes = 0;
+  std::vector<uint64_t> weightPreparedBytes;
 };
 
 /// Emits the program of `module` (Graph ops on static tensors) as a C++17

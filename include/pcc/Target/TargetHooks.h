@@ -234,6 +234,10 @@ public:
   /// The bytes those operands take at least (their elements, unpadded): what
   /// the compiler counts in a rank's memory, the panel padding aside.
   virtual int64_t getPreparedBytesAtLeast() const { return 0; }
+  /// Those of weight `index` (its entry in the weights table).
+  virtual int64_t getWeightPreparedBytesAtLeast(int64_t index) const {
+    return 0;
+  }
   /// Statements of the prepare function (`ctx`, `w` and `prepared` are in
   /// scope) that make the prepared operands from the weights; only called
   /// when getPreparedBytes() is not empty.

@@ -900,6 +900,9 @@ emitEntryPoints(ModuleOp module, ArrayRef<EntryPoint> points,
   result.stageWorkspaceBytes.assign(stageWorkspace.begin(),
                                     stageWorkspace.end());
   result.preparedBytes = uint64_t(hooks.getPreparedBytesAtLeast());
+  for (size_t i = 0; i < result.weights.size(); ++i)
+    result.weightPreparedBytes.push_back(
+        uint64_t(hooks.getWeightPreparedBytesAtLeast(int64_t(i))));
   for (const EntryPoint &point : points)
     for (auto [stage, entry] : llvm::enumerate(point.functions))
       result.entries.push_back({func::FuncOp(entry).getSymName().str(),

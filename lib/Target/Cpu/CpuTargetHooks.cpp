@@ -308,10 +308,23 @@ std::string CpuTargetHooks::getEnd(const PreparedB &p) {
                        p.n);
 }
 
+/// The bytes `p` takes at least.
+static int64_t getBytesAtLeast(int64_t k, int64_t n) {
+  return (k * n * int64_t(sizeof(float)) + 63) / 64 * 64;
+}
+
 int64_t CpuTargetHooks::getPreparedBytesAtLeast() const {
   int64_t bytes = 0;
   for (const PreparedB &p : preparedBs)
-    bytes += (p.k * p.n * int64_t(sizeof(float)) + 63) / 64 * 64;
+    bytes += getBytesAtLeast(p.k, p.n);
+  return bytes;
+}
+
+int64_t CpuTargetHooks::getWeightPreparedBytesAtLeast(int64_t index) const {
+  int64_t bytes = 0;
+  for (const PreparedB &p : preparedBs)
+    if (p.weight == index)
+      bytes += getBytesAtLeast(p.k, p.n);
   return bytes;
 }
 

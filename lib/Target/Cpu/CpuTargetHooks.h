@@ -108,6 +108,7 @@ private:
   static std::string getPackB(const PreparedB &p, llvm::StringRef weight,
                               llvm::StringRef prepared);
   int64_t getPreparedBytesAtLeast() const override;
+  int64_t getWeightPreparedBytesAtLeast(int64_t index) const override;
   /// The expression of `g`'s B packed, prepared once.
   std::string getPreparedB(const GemmCall &g);
   std::vector<PreparedB> preparedBs;
