@@ -188,12 +188,31 @@ std::optional<LogicalResult> FunctionEmitter::emitMovementOp(Operation *op) {
       .Case([&](InsertSliceOp is) {
         ArrayRef<int64_t> outShape = shapeOf(result());
         ArrayRef<int64_t> srcShape = shapeOf(is.getSource());
-        hooks.emitFill(ptr(result()), getNumElements(outShape), t + "(0)");
         SmallVector<int64_t> st = getContiguousStrides(outShape);
         Access dst;
         for (size_t d = 0; d < st.size(); ++d) {
           dst.base += is.getStarts()[d] * st[d];
           dst.strides.push_back(is.getSteps()[d] * st[d]);
+        }
+        // Zeros where the source does not go: around it where it is one
+        // block of the result (a gradient of logits but their last row:
+        // filling it all first wrote the block twice), else everywhere.
+        int64_t total = getNumElements(outShape),
+                count = getNumElements(srcShape);
+        SmallVector<int64_t> block = getContiguousStrides(srcShape);
+        bool isBlock =
+            llvm::all_of(llvm::seq<size_t>(0, srcShape.size()), [&](size_t d) {
+              return srcShape[d] <= 1 || dst.strides[d] == block[d];
+            });
+        if (!isBlock) {
+          hooks.emitFill(ptr(result()), total, t + "(0)");
+        } else {
+          if (dst.base > 0)
+            hooks.emitFill(ptr(result()), dst.base, t + "(0)");
+          if (dst.base + count < total)
+            hooks.emitFill(ptr(result()) + " + " +
+                               std::to_string(dst.base + count),
+                           total - dst.base - count, t + "(0)");
         }
         copy(is.getSource(), Access::contiguous(srcShape), result(), dst,
              srcShape);
