@@ -103,6 +103,7 @@ private:
   /// Where `p` ends in the prepared operands: its offset plus its size, as
   /// the kernel library computes it.
   static std::string getEnd(const PreparedB &p);
+  bool emitRowReduction(const ReductionLoop &r);
   /// The statement that packs `p` from `weight` into `prepared` (pointer
   /// expressions).
   static std::string getPackB(const PreparedB &p, llvm::StringRef weight,
