@@ -97,7 +97,7 @@ struct GemmCall {
   /// else -1: a CONSTANT weight, which the runtime prepares before the
   /// runs, or a STATE weight that this function updates (a training step's
   /// parameter), whose prepared operands the function makes again once the
-  /// update has landed (getPrepareWeight).
+  /// update has landed (emitPrepareWeight).
   int64_t preparableB = -1;
   /// Whether preparableB is a STATE weight, whose prepared operands each
   /// run makes again: a target prepares it only where that pays.

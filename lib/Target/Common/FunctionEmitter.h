@@ -265,8 +265,7 @@ private:
   }
   /// Per value the entry returns as the update of a state in
   /// Program::updatedStates that a product may read (feedsProductB): the
-  /// state's weights-table index (emitPrepareUpdated) and argument.
-  llvm::DenseMap<mlir::Value, int64_t> stateUpdateIndex;
+  /// state's argument.
   llvm::DenseMap<mlir::Value, mlir::Value> stateUpdateArg;
   /// The updates whose prepared operands were made where they were
   /// computed; the others' are made after their copies at the end.

@@ -495,7 +495,7 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
 }
 
 void FunctionEmitter::emitPrepareUpdated(Value update, StringRef pointer) {
-  int64_t index = stateUpdateIndex.lookup(update);
+  int64_t index = program.updatedStates.lookup(stateUpdateArg.lookup(update));
   hooks.emitComment("the prepared operands of '" +
                     tables.getWeights()[index].name + "', updated");
   hooks.emitPrepareWeight(index, pointer);
@@ -615,7 +615,6 @@ FailureOr<int64_t> FunctionEmitter::emit() {
       if (!program.updatedStates.count(arg) ||
           !feedsProductB(arg, program.graph))
         continue;
-      stateUpdateIndex[update] = resultIndex[k];
       stateUpdateArg[update] = arg;
     }
   }

@@ -224,6 +224,30 @@ void CpuTargetHooks::emitLoopKernel(
   emitLine(name + "(" + getKernelArguments(buffers) + ");");
 }
 
+/// The loops over the rows `bounds` of a row kernel, induction variables
+/// `ivs`, split among the threads where `parallel` (all of them collapsed);
+/// `indent` ends as the rows' body's.
+static std::string openRowLoops(ArrayRef<int64_t> bounds,
+                                ArrayRef<std::string> ivs, bool parallel,
+                                std::string &indent) {
+  std::string text;
+  if (parallel && !bounds.empty()) {
+    text += "#pragma omp parallel for schedule(static) num_threads(pcc_k::"
+            "threads()) if(pcc_k::threads() > 1)";
+    if (bounds.size() > 1)
+      text += " collapse(" + std::to_string(bounds.size()) + ")";
+    text += "\n";
+  }
+  indent = "  ";
+  for (auto [d, n] : llvm::enumerate(bounds)) {
+    text += indent + llvm::formatv("for (int64_t {0} = 0; {0} < {1}; ++{0})\n",
+                                   ivs[d], n)
+                         .str();
+    indent += "  ";
+  }
+  return text;
+}
+
 /// Emits `r` as rows where its innermost dimension is reduced and read
 /// contiguously (a sum over a LayerNorm's features, a loss over the
 /// vocabulary): each output adds in pcc_k::laneSum's (or rowMax's) result
@@ -249,10 +273,10 @@ bool CpuTargetHooks::emitRowReduction(const ReductionLoop &r) {
   };
   LoopNest rows(bounds.drop_back(), {outer(out), outer(in)});
   std::string t = getTypeName(r.elementType);
+  LoopBuffer buffers[] = {{r.output, r.elementType, true},
+                          {r.input, r.elementType}};
   SmallVector<std::string> names, params;
-  getKernelParameters(
-      {{r.output, r.elementType, true}, {r.input, r.elementType}}, "__restrict",
-      names, params);
+  getKernelParameters(buffers, "__restrict", names, params);
   SmallVector<std::string> ivs;
   for (unsigned d = 0; d < rows.getBounds().size(); ++d)
     ivs.push_back("i" + std::to_string(d));
@@ -268,21 +292,9 @@ bool CpuTargetHooks::emitRowReduction(const ReductionLoop &r) {
   int64_t bytes =
       r.nest.getNumIterations() *
       std::max<unsigned>(1, r.elementType.getIntOrFloatBitWidth() / 8);
-  if (independent && !rows.getBounds().empty() && bytes >= kParallelBytes)
-    text += "#pragma omp parallel for schedule(static) num_threads(pcc_k::"
-            "threads()) if(pcc_k::threads() > 1)" +
-            std::string(rows.getBounds().size() > 1
-                            ? " collapse(" +
-                                  std::to_string(rows.getBounds().size()) + ")"
-                            : "") +
-            "\n";
-  std::string indent = "  ";
-  for (auto [d, bound] : llvm::enumerate(rows.getBounds())) {
-    text += indent + llvm::formatv("for (int64_t {0} = 0; {0} < {1}; ++{0})\n",
-                                   ivs[d], bound)
-                         .str();
-    indent += "  ";
-  }
+  std::string indent;
+  text += openRowLoops(rows.getBounds(), ivs,
+                       independent && bytes >= kParallelBytes, indent);
   std::string row =
       r.kind == Kind::Max
           ? llvm::formatv("pcc_k::rowMax<{0}>({1}, {2})", t, x, n).str()
@@ -301,10 +313,7 @@ bool CpuTargetHooks::emitRowReduction(const ReductionLoop &r) {
                           r.outputElements, names[0], t, r.count)
                 .str();
   std::string name = defineKernel("static void", params, text);
-  emitLine(name + "(" +
-           getKernelArguments(
-               {{r.output, r.elementType, true}, {r.input, r.elementType}}) +
-           ");");
+  emitLine(name + "(" + getKernelArguments(buffers) + ");");
   return true;
 }
 
@@ -358,21 +367,9 @@ void CpuTargetHooks::emitRowSoftmax(
   auto [names, params, ivs, offsets, t] =
       getRowKernelParts(sm, buffers, "__restrict");
   ArrayRef<int64_t> bounds = sm.rows.getBounds();
-  std::string text;
-  if (sm.rows.getNumIterations() * sm.n >= 65536) {
-    text += "#pragma omp parallel for schedule(static) num_threads(pcc_k::"
-            "threads()) if(pcc_k::threads() > 1)";
-    if (bounds.size() > 1)
-      text += " collapse(" + std::to_string(bounds.size()) + ")";
-    text += "\n";
-  }
-  std::string indent = "  ";
-  for (auto [d, n] : llvm::enumerate(bounds)) {
-    text += indent + llvm::formatv("for (int64_t {0} = 0; {0} < {1}; ++{0})\n",
-                                   ivs[d], n)
-                         .str();
-    indent += "  ";
-  }
+  std::string indent;
+  std::string text = openRowLoops(
+      bounds, ivs, sm.rows.getNumIterations() * sm.n >= 65536, indent);
   text += indent + "{\n";
   text += indent + llvm::formatv("  {0}* y = p0 + {1};\n", t,
                                  sm.rows.getOffset(0, ivs))
