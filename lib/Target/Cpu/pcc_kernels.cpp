@@ -389,6 +389,46 @@ static int64_t sliceDepth(int64_t m, bool preparedB) {
                            kCachedAFloats / blockRows / kDepth * kDepth);
 }
 
+/// Floats of 64-byte aligned memory that only grows: a thread's copy of a
+/// B packed whole (packsBWhole), kept between calls as the packed A is.
+class AlignedFloats {
+public:
+  ~AlignedFloats() { std::free(floats); }
+  void reserve(int64_t count) {
+    if (count <= capacity)
+      return;
+    std::free(floats);
+    size_t bytes = (size_t(count) * sizeof(float) + 63) / 64 * 64;
+    floats = static_cast<float *>(std::aligned_alloc(64, bytes));
+    capacity = count;
+  }
+  float *data() const { return floats; }
+
+private:
+  float *floats = nullptr;
+  int64_t capacity = 0;
+};
+
+/// The most floats of a B packed whole, as of a packed A (kPackedAFloats):
+/// memory outside what the compiler plans.
+constexpr int64_t kWholeBFloats = int64_t(4) << 20;
+
+/// Whether a product of B as it is packs B whole before its tasks, as
+/// packB prepares a weight, rather than a block per task: a weight
+/// gradient's B, the output gradient (tokens x features, untransposed),
+/// packed a block of 256 rows of K by 32 columns at a time, read two
+/// lines from each of 256 rows 12 KB apart, which left its products
+/// 5-12% slower (one thread and two, bench/gemm-pairs.sh) than B packed
+/// whole first, row after row, then read as a prepared operand. Where
+/// few rows read B (fewer than 96, as for the prepared weights), packing
+/// all of it costs more than it saves.
+static bool packsBWhole(int64_t m, int64_t n, int64_t k) {
+  return m >= 96 && packedBElements(k, n) <= kWholeBFloats;
+}
+
+static void packOperand(int64_t k, int64_t n, const float *b, int64_t ldb,
+                        bool transB, float *out, bool stream, bool parallel);
+
 /// The product of rows `rowBase`.. of C (`m` of them, `c` and `a` already
 /// at that row): the epilogue is told rows of the whole C.
 static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
@@ -404,6 +444,13 @@ void product(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
              GemmEpilogueFn epilogue, void *const *epilogueArgs,
              bool parallel) {
   int64_t panels = (n + kPanelCols - 1) / kPanelCols;
+  if (!bp && packsBWhole(m, n, k)) {
+    static thread_local AlignedFloats whole;
+    whole.reserve(packedBElements(k, n));
+    // Not streamed: the tasks read it right away.
+    packOperand(k, n, b, ldb, transB, whole.data(), /*stream=*/false, parallel);
+    bp = whole.data();
+  }
   bool packA = packsA(transA, panels, lda);
   // Whole tasks' rows per slice; each row's sums run as they would whole.
   // A long K needs none (the LM head's input gradient: 256 rows over the
@@ -623,7 +670,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
 /// with streamed stores (store16) where the panel is whole.
 static void packPreparedBlock(const float *b, int64_t ldb, bool transB,
                               int64_t n, int64_t p, int64_t k0, int64_t depth,
-                              float *o) {
+                              float *o, bool stream) {
   int64_t col0 = p * kPanelCols;
 #if defined(__AVX512F__) && PCC_GEMM_VECTORS
   typedef float V __attribute__((vector_size(16 * sizeof(float))));
@@ -632,14 +679,17 @@ static void packPreparedBlock(const float *b, int64_t ldb, bool transB,
     if (transB)
       for (; q0 + 16 <= depth; q0 += 16)
         for (int64_t j = 0; j < kPanelCols; j += 16)
-          transpose16<true>(b + (col0 + j) * ldb + k0 + q0, ldb,
-                            o + q0 * kPanelCols + j);
+          stream ? transpose16<true>(b + (col0 + j) * ldb + k0 + q0, ldb,
+                                     o + q0 * kPanelCols + j)
+                 : transpose16<false>(b + (col0 + j) * ldb + k0 + q0, ldb,
+                                      o + q0 * kPanelCols + j);
     else
       for (; q0 < depth; ++q0)
         for (int64_t j = 0; j < kPanelCols; j += 16) {
           V v;
           std::memcpy(&v, b + (k0 + q0) * ldb + col0 + j, sizeof(V));
-          store16<true>(o + q0 * kPanelCols + j, v);
+          stream ? store16<true>(o + q0 * kPanelCols + j, v)
+                 : store16<false>(o + q0 * kPanelCols + j, v);
         }
     if (q0 < depth)
       packBPanel(b, ldb, transB, n, col0, k0 + q0, depth - q0,
@@ -651,9 +701,11 @@ static void packPreparedBlock(const float *b, int64_t ldb, bool transB,
 }
 } // namespace packed
 
-void packB(int64_t k, int64_t n, const float *b, int64_t ldb, bool transB,
-           float *out) {
-  using namespace packed;
+namespace packed {
+/// packB's work, its stores streamed where `stream`, on the run's threads
+/// where `parallel`.
+static void packOperand(int64_t k, int64_t n, const float *b, int64_t ldb,
+                        bool transB, float *out, bool stream, bool parallel) {
   if (!PCC_PACKED_GEMM || k <= 0 || n <= 0)
     return;
   int64_t panels = packedBElements(k, n) / (k * kPanelCols);
@@ -665,7 +717,7 @@ void packB(int64_t k, int64_t n, const float *b, int64_t ldb, bool transB,
   // against 28 GB/s so).
   constexpr int64_t kRows = 32;
   int64_t tasks = transB ? panels : (k + kRows - 1) / kRows;
-#pragma omp parallel num_threads(threads()) if (threads() > 1)
+#pragma omp parallel num_threads(threads()) if (parallel && threads() > 1)
   {
 #pragma omp for schedule(static) nowait
     for (int64_t task = 0; task < tasks; ++task) {
@@ -673,13 +725,13 @@ void packB(int64_t k, int64_t n, const float *b, int64_t ldb, bool transB,
         for (int64_t k0 = 0; k0 < k; k0 += kDepth)
           packPreparedBlock(b, ldb, transB, n, task, k0,
                             std::min(kDepth, k - k0),
-                            out + blockOffset(k, task, k0));
+                            out + blockOffset(k, task, k0), stream);
         continue;
       }
       int64_t k0 = task * kRows;
       for (int64_t p = 0; p < panels; ++p)
         packPreparedBlock(b, ldb, transB, n, p, k0, std::min(kRows, k - k0),
-                          out + blockOffset(k, p, k0));
+                          out + blockOffset(k, p, k0), stream);
     }
 #if defined(__AVX512F__)
     // This thread's streamed stores reach memory before the region ends
@@ -687,6 +739,13 @@ void packB(int64_t k, int64_t n, const float *b, int64_t ldb, bool transB,
     _mm_sfence();
 #endif
   }
+}
+} // namespace packed
+
+void packB(int64_t k, int64_t n, const float *b, int64_t ldb, bool transB,
+           float *out) {
+  packed::packOperand(k, n, b, ldb, transB, out, /*stream=*/true,
+                      /*parallel=*/true);
 }
 
 // The attention of float models, declared `extern template` in the header

@@ -155,7 +155,10 @@ TEST(PackedGemm, UnpreparedMatchesReference) {
           // rows enough over a slice to be run in slices too.
           Shape{400, 70, 1300}, Shape{40, 530, 1400}, Shape{3100, 20, 1300},
           // Rows 1024 floats apart (rowsCrowdL1Set).
-          Shape{30, 300, 1021}})
+          Shape{30, 300, 1021},
+          // Rows enough to pack B whole first (packsBWhole; so do
+          // 128 x 96, 400 x 70 and 300 x 33 above), panels partial.
+          Shape{96, 530, 257}})
       for (bool transA : {false, true})
         for (bool transB : {false, true}) {
           checkProduct(s, transA, transB, 1.0f, 0.0f, false);
