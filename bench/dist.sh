@@ -15,12 +15,16 @@
 # processes (torch.multiprocessing, forked) over gloo (bench/dist_peers.py
 # says how each is set up). Each time is the median of steps 2..K of one
 # run of K steps; beside it the loss of step 1 and of step K, which pcc and
-# PyTorch compute alike (same weights, same batch, same loss).
+# PyTorch compute alike (same weights, same batch, same loss). With
+# --rounds R, each layout's pcc run and PyTorch run take turns R times
+# (pcc compiles once), and each time is the median of the R runs' medians:
+# this VM's speed moves by a third within minutes, and a run of each in
+# turns puts the slow minutes on both.
 #
 #   bash bench/dist.sh [--batch B] [--seq T] [--steps K] [--ranks R]
 #                      [--threads N] [--microbatches M]
 #                      [--layers L] [--hidden H] [--vocab V]
-#                      [--only pcc|torch] [--machine FILE]
+#                      [--only pcc|torch] [--machine FILE] [--rounds R]
 #
 # pcc compiles with --machine FILE, the machine description its cost model
 # plans by (the stage partition's cuts, the LM head's pieces); by default
@@ -50,7 +54,8 @@ HIDDEN=768
 VOCAB=50257
 ONLY=""
 MACHINE=""
-usage="usage: bash bench/dist.sh [--batch B] [--seq T] [--steps K] [--ranks R] [--threads N] [--microbatches M] [--layers L] [--hidden H] [--vocab V] [--only pcc|torch] [--machine FILE]"
+ROUNDS=1
+usage="usage: bash bench/dist.sh [--batch B] [--seq T] [--steps K] [--ranks R] [--threads N] [--microbatches M] [--layers L] [--hidden H] [--vocab V] [--only pcc|torch] [--machine FILE] [--rounds R]"
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { echo "$usage" >&2; exit 1; }
   case "$1" in
@@ -65,12 +70,13 @@ while [ $# -gt 0 ]; do
     --vocab) VOCAB="$2" ;;
     --only) ONLY="$2" ;;
     --machine) MACHINE="$2" ;;
+    --rounds) ROUNDS="$2" ;;
     *) echo "$usage" >&2; exit 1 ;;
   esac
   shift 2
 done
 fail() { echo "dist.sh: $*" >&2; exit 1; }
-for v in BATCH SEQ STEPS RANKS THREADS MICRO LAYERS HIDDEN VOCAB; do
+for v in BATCH SEQ STEPS RANKS THREADS MICRO LAYERS HIDDEN VOCAB ROUNDS; do
   [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || fail "$v must be a positive integer (got '${!v}')"
 done
 case "$ONLY" in ""|pcc|torch) ;; *) fail "--only takes pcc or torch" ;; esac
@@ -151,7 +157,11 @@ echo "# $NAME, global batch $BATCH x $SEQ, AdamW (lr 1e-3, weight decay 0.01), $
 echo "# machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores"
 [ -z "$MACHINE" ] || echo "# pcc's cost model: --machine $MACHINE"
 echo "# versions: $("$PCC" --version | head -1); $("$PY" -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' 2>/dev/null)"
-echo "# times: the median of steps 2..$STEPS of one run of $STEPS steps (PyTorch: each step the slowest rank's)"
+if [ "$ROUNDS" = 1 ]; then
+  echo "# times: the median of steps 2..$STEPS of one run of $STEPS steps (PyTorch: each step the slowest rank's)"
+else
+  echo "# times: the median over $ROUNDS runs, pcc's and PyTorch's in turns, of each run's median of steps 2..$STEPS (PyTorch: each step the slowest rank's)"
+fi
 echo "# export: ${EXPORT[*]}"
 for n in "${NAMES[@]}"; do
   echo "# ${LABEL[$n]}:"
@@ -172,30 +182,47 @@ print("%.1f %.1f %s %s" % (statistics.median(later), min(later), steps[0][1], st
 EOF
 }
 
+# The median of the first field of each line on stdin; the other fields
+# of the first line.
+median_of_rounds() {
+  python3 -c '
+import statistics, sys
+rows = [l.split() for l in sys.stdin if l.strip()]
+print(" ".join(["%.1f" % statistics.median(float(r[0]) for r in rows)] + rows[0][1:]))'
+}
+
 declare -A PCCRES TORCHRES
 for n in "${NAMES[@]}"; do
+  pres="" tres=""
   if [ "$ONLY" != torch ]; then
-    echo "dist.sh: pcc, ${LABEL[$n]}" >&2
+    echo "dist.sh: pcc, ${LABEL[$n]}: compiling" >&2
     rm -rf "$WORK/dist-$n"
     pcc_compile "$n"
     "${CMD[@]}" > "$WORK/dist-$n.compile.log" 2>&1 ||
       { cat "$WORK/dist-$n.compile.log" >&2; fail "pcc compile failed (${LABEL[$n]})"; }
-    pcc_run "$n"
-    "${CMD[@]}" > "$WORK/dist-$n.run.log" 2>&1 ||
-      { cat "$WORK/dist-$n.run.log" >&2; fail "pcc run failed (${LABEL[$n]})"; }
-    res="$(pcc_times "$WORK/dist-$n.run.log")"
-    PCCRES[$n]="$res"
-    rm -rf "$WORK/dist-$n"
   fi
-  if [ "$ONLY" != pcc ]; then
-    echo "dist.sh: PyTorch, ${TORCHLABEL[$n]}" >&2
-    torch_cmd "$n"
-    "${CMD[@]}" > "$WORK/dist-$n.torch.log" 2>&1 ||
-      { cat "$WORK/dist-$n.torch.log" >&2; fail "PyTorch failed (${TORCHLABEL[$n]})"; }
-    res="$(grep '^RESULT ' "$WORK/dist-$n.torch.log" | awk '{print $3, $4, $5, $6}' || true)"
-    [ -n "$res" ] || { cat "$WORK/dist-$n.torch.log" >&2; fail "no result from PyTorch (${TORCHLABEL[$n]})"; }
-    TORCHRES[$n]="$res"
-  fi
+  for ((r = 1; r <= ROUNDS; ++r)); do
+    if [ "$ONLY" != torch ]; then
+      echo "dist.sh: pcc, ${LABEL[$n]}, run $r of $ROUNDS" >&2
+      pcc_run "$n"
+      "${CMD[@]}" > "$WORK/dist-$n.run.log" 2>&1 ||
+        { cat "$WORK/dist-$n.run.log" >&2; fail "pcc run failed (${LABEL[$n]})"; }
+      res="$(pcc_times "$WORK/dist-$n.run.log")"
+      pres+="$res"$'\n'
+    fi
+    if [ "$ONLY" != pcc ]; then
+      echo "dist.sh: PyTorch, ${TORCHLABEL[$n]}, run $r of $ROUNDS" >&2
+      torch_cmd "$n"
+      "${CMD[@]}" > "$WORK/dist-$n.torch.log" 2>&1 ||
+        { cat "$WORK/dist-$n.torch.log" >&2; fail "PyTorch failed (${TORCHLABEL[$n]})"; }
+      res="$(grep '^RESULT ' "$WORK/dist-$n.torch.log" | awk '{print $3, $4, $5, $6}' || true)"
+      [ -n "$res" ] || { cat "$WORK/dist-$n.torch.log" >&2; fail "no result from PyTorch (${TORCHLABEL[$n]})"; }
+      tres+="$res"$'\n'
+    fi
+  done
+  [ -z "$pres" ] || PCCRES[$n]="$(printf '%s' "$pres" | median_of_rounds)"
+  [ -z "$tres" ] || TORCHRES[$n]="$(printf '%s' "$tres" | median_of_rounds)"
+  rm -rf "$WORK/dist-$n"
 done
 
 echo
