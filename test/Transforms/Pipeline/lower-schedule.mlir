@@ -22,10 +22,16 @@
 // CHECK: func.func private @main_stage1_backward(
 // CHECK-SAME: tensor<40x16xf32> {dist.grad = 2 : i64}
 // The optimizer reads the gradients' sums over the microbatches and
-// averages them first (pcc-fuse folds the division into the update).
+// averages them first (pcc-fuse folds the division into the update). The
+// tied embedding's gradient comes in its ranks' parts, the rank's own an
+// argument with its role, the other's one more at the end, and the
+// optimizer adds them in rank order before anything reads the gradient
+// (pcc-fuse folds the sum into the update too).
 // CHECK: func.func private @main_rank0_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<f32> {dist.state = 12 : i64}, %arg2: tensor<40x16xf32> {dist.state = 1 : i64}
+// CHECK-SAME: %[[OTHERPART:arg[0-9]+]]: tensor<40x16xf32>)
+// CHECK-NEXT: %[[WHOLE:.*]] = graph.add %arg0, %[[OTHERPART]]
 // CHECK-NEXT: %[[TWO:.*]] = graph.constant dense<2.000000e+00> : tensor<f32>
-// CHECK-NEXT: graph.div %arg0, %[[TWO]] : (tensor<40x16xf32>, tensor<f32>)
+// CHECK-NEXT: graph.div %[[WHOLE]], %[[TWO]] : (tensor<40x16xf32>, tensor<f32>)
 // CHECK: func.func private @main_rank1_optimizer(%arg0: tensor<40x16xf32> {dist.grad = 2 : i64}, %arg1: tensor<f32> {dist.state = 12 : i64}, %arg2: tensor<40x16xf32> {dist.state = 1 : i64}
 
 // Rank 0 (1F1B with 2 ranks: one warm-up forward): its microbatch slices,
@@ -51,9 +57,11 @@
 // CHECK-NOT: graph.add %[[B0]]
 // CHECK: dist.send %[[B1]]#0 on @mesh axes ["pp"] to 1 tag 2 : tensor<40x16xf32>
 // CHECK: %[[PART:.*]] = dist.recv on @mesh axes ["pp"] from 1 tag 2 : tensor<40x16xf32>
-// CHECK: %[[SUM:.*]] = graph.add %{{.*}}, %[[PART]]
+// CHECK-NOT: graph.add
 // CHECK-NOT: graph.div
-// CHECK: %[[UPDATES:.*]]:6 = call @main_rank0_optimizer(%[[SUM]], %{{[a-z0-9]+}}, %arg1, {{.*}}dist.action = "O"
+// CHECK: %[[UPDATES:.*]]:6 = call @main_rank0_optimizer(%[[OWN:[0-9]+#0]], %{{[a-z0-9]+}}, %arg1, {{.*}}, %[[PART]]) {dist.action = "O"
+// The step adds the parts itself only for the gradient it returns.
+// CHECK: %[[SUM:.*]] = graph.add %[[OWN]], %[[PART]]
 // CHECK: %[[AVG:.*]] = graph.div %[[SUM]], %{{.*}} : (tensor<40x16xf32>, tensor<f32>)
 // CHECK: return %[[AVG]], {{.*}}, %[[UPDATES]]#0
 
@@ -67,8 +75,9 @@
 // CHECK: dist.send %{{.*}} on @mesh axes ["pp"] to 0 tag 1
 // CHECK: dist.send %{{.*}} on @mesh axes ["pp"] to 0 tag 2 : tensor<40x16xf32>
 // CHECK: %[[OTHER:.*]] = dist.recv on @mesh axes ["pp"] from 0 tag 2 : tensor<40x16xf32>
-// CHECK: graph.add %[[OTHER]], %{{.*}} : (tensor<40x16xf32>, tensor<40x16xf32>)
+// CHECK: call @main_rank1_optimizer(%[[OTHER]], {{.*}}, %[[MINE:[0-9]+#[0-9]+]]) {dist.action = "O"
 // CHECK: graph.concat %{{.*}}, %{{.*}} {axis = 0 : i64} : (tensor<1x8x40xf32>, tensor<1x8x40xf32>) -> tensor<2x8x40xf32>
+// CHECK: graph.add %[[OTHER]], %[[MINE]] : (tensor<40x16xf32>, tensor<40x16xf32>)
 // CHECK: return {{.*}} : tensor<2x8x40xf32>, tensor<f32>,
 // CHECK: dist.schedule @schedule {base_bytes = {{.*}}, bubble_fraction = {{.*}}, costs = {{.*}}, kind = "1f1b"
 
