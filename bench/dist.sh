@@ -191,6 +191,14 @@ rows = [l.split() for l in sys.stdin if l.strip()]
 print(" ".join(["%.1f" % statistics.median(float(r[0]) for r in rows)] + rows[0][1:]))'
 }
 
+# Runs CMD with its output in LOG; on failure prints LOG and fails with
+# the rest of the arguments.
+run_logged() { # LOG MESSAGE...
+  local log="$1"
+  shift
+  "${CMD[@]}" > "$log" 2>&1 || { cat "$log" >&2; fail "$*"; }
+}
+
 declare -A PCCRES TORCHRES
 for n in "${NAMES[@]}"; do
   pres="" tres=""
@@ -198,23 +206,19 @@ for n in "${NAMES[@]}"; do
     echo "dist.sh: pcc, ${LABEL[$n]}: compiling" >&2
     rm -rf "$WORK/dist-$n"
     pcc_compile "$n"
-    "${CMD[@]}" > "$WORK/dist-$n.compile.log" 2>&1 ||
-      { cat "$WORK/dist-$n.compile.log" >&2; fail "pcc compile failed (${LABEL[$n]})"; }
+    run_logged "$WORK/dist-$n.compile.log" "pcc compile failed (${LABEL[$n]})"
   fi
   for ((r = 1; r <= ROUNDS; ++r)); do
     if [ "$ONLY" != torch ]; then
       echo "dist.sh: pcc, ${LABEL[$n]}, run $r of $ROUNDS" >&2
       pcc_run "$n"
-      "${CMD[@]}" > "$WORK/dist-$n.run.log" 2>&1 ||
-        { cat "$WORK/dist-$n.run.log" >&2; fail "pcc run failed (${LABEL[$n]})"; }
-      res="$(pcc_times "$WORK/dist-$n.run.log")"
-      pres+="$res"$'\n'
+      run_logged "$WORK/dist-$n.run.log" "pcc run failed (${LABEL[$n]})"
+      pres+="$(pcc_times "$WORK/dist-$n.run.log")"$'\n'
     fi
     if [ "$ONLY" != pcc ]; then
       echo "dist.sh: PyTorch, ${TORCHLABEL[$n]}, run $r of $ROUNDS" >&2
       torch_cmd "$n"
-      "${CMD[@]}" > "$WORK/dist-$n.torch.log" 2>&1 ||
-        { cat "$WORK/dist-$n.torch.log" >&2; fail "PyTorch failed (${TORCHLABEL[$n]})"; }
+      run_logged "$WORK/dist-$n.torch.log" "PyTorch failed (${TORCHLABEL[$n]})"
       res="$(grep '^RESULT ' "$WORK/dist-$n.torch.log" | awk '{print $3, $4, $5, $6}' || true)"
       [ -n "$res" ] || { cat "$WORK/dist-$n.torch.log" >&2; fail "no result from PyTorch (${TORCHLABEL[$n]})"; }
       tres+="$res"$'\n'

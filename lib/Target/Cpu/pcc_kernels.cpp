@@ -11,6 +11,9 @@
 
 #include "pcc_kernels.h"
 
+#include <cstdlib>
+#include <new>
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -398,8 +401,12 @@ public:
     if (count <= capacity)
       return;
     std::free(floats);
+    floats = nullptr;
+    capacity = 0;
     size_t bytes = (size_t(count) * sizeof(float) + 63) / 64 * 64;
     floats = static_cast<float *>(std::aligned_alloc(64, bytes));
+    if (!floats)
+      throw std::bad_alloc();
     capacity = count;
   }
   float *data() const { return floats; }

@@ -121,7 +121,7 @@ private:
     unsigned argument;
     int64_t grad, part;
   };
-  const SmallVector<GradPart> &
+  LogicalResult
   addPartsInOptimizer(func::FuncOp opt,
                       const std::map<int64_t, SmallVector<Value>> &gradParts);
 
@@ -805,7 +805,9 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
           g && !gradParts.count(*g))
         return opt.emitError("rank ")
                << rank << " lacks gradient result " << *g;
-    const SmallVector<GradPart> &extra = addPartsInOptimizer(opt, gradParts);
+    if (failed(addPartsInOptimizer(opt, gradParts)))
+      return failure();
+    const SmallVector<GradPart> &extra = optimizerParts[opt];
     SmallVector<Value> operands;
     for (unsigned i = 0; i < opt.getNumArguments(); ++i) {
       DictionaryAttr attrs = opt.getArgAttrDict(i);
@@ -914,12 +916,11 @@ void Lowering::averageInOptimizer(func::FuncOp opt) {
 /// before the call (GPT-2's tied embedding: 154 MB read twice and written,
 /// 33 ms a step on a pipeline rank of the 2-core VM, with the other rank
 /// waiting). Made once per optimizer, after averageInOptimizer (so that
-/// the average is of the sum).
-const SmallVector<Lowering::GradPart> &Lowering::addPartsInOptimizer(
+/// the average is of the sum). The added arguments go to optimizerParts.
+LogicalResult Lowering::addPartsInOptimizer(
     func::FuncOp opt, const std::map<int64_t, SmallVector<Value>> &gradParts) {
-  auto [it, inserted] = optimizerParts.try_emplace(opt);
-  if (!inserted)
-    return it->second;
+  if (optimizerParts.count(opt))
+    return success();
   SmallVector<GradPart> added;
   Block &body = opt.getBody().front();
   unsigned count = opt.getNumArguments();
@@ -937,7 +938,8 @@ const SmallVector<Lowering::GradPart> &Lowering::addPartsInOptimizer(
     for (int64_t p = 1; p < int64_t(parts.size()); ++p) {
       unsigned at = opt.getNumArguments();
       if (failed(opt.insertArgument(at, own.getType(), {}, own.getLoc())))
-        return it->second;
+        return opt.emitError("cannot add an argument for part ")
+               << p << " of gradient result " << *g;
       added.push_back({at, *g, p});
       auto add =
           graph::AddOp::create(b, opt.getLoc(), sum, body.getArgument(at));
@@ -946,8 +948,8 @@ const SmallVector<Lowering::GradPart> &Lowering::addPartsInOptimizer(
     }
     own.replaceAllUsesExcept(sum, first);
   }
-  it->second = std::move(added);
-  return it->second;
+  optimizerParts[opt] = std::move(added);
+  return success();
 }
 
 LogicalResult Lowering::run() {
