@@ -11,7 +11,10 @@
 // until the wait; the thread instead runs each started collective as a
 // non-blocking one whose completion the thread tests, sleeping between
 // tests, so that it takes little of a core the program computes on (a
-// blocking MPI call polls without pause). Every MPI call of a
+// blocking MPI call polls without pause). The caller's own waits (sends,
+// receives, collectives) are non-blocking calls tested the same way after
+// a short poll: a pipeline rank waits for its neighbour's activations for
+// a large part of each step. Every MPI call of a
 // rank is made in program order: by that thread while it has work queued,
 // by the caller when it is idle. MPI thus sees each rank's calls in the
 // order a run without the thread makes them (so no new deadlock can arise)
@@ -208,6 +211,41 @@ void narrow(const std::vector<float> &wide, void *data, int32_t dtype) {
                               : detail::floatToBfloat(wide[i]);
 }
 
+/// Waits until `done` (an MPI test that sets its flag) reports completion:
+/// tests for about 50 us, then sleeps between tests, 1 us at first and
+/// doubling to 100 us. A blocking MPI call polls without pause for as
+/// long as it waits: a whole core for a pipeline rank, which waits for its
+/// neighbour a fifth of its step or more, taken from the rank computing
+/// where the two share a physical core or the machine's CPU time (the
+/// vCPUs of a virtual machine). GPT-2 124M at pp 2 on the 2-core VM, in
+/// turns: 3826 ms a step against 4649 polling (medians of six runs each;
+/// bench/RESULTS.md). A message between running ranks arrives within the
+/// polling; one that a rank waits for while the other computes costs at
+/// most a sleep's delay more.
+template <typename Test> void waitSleeping(Test done, const char *what) {
+  using Clock = std::chrono::steady_clock;
+  constexpr std::chrono::microseconds kPoll(50), kLongest(100);
+  auto start = Clock::now();
+  std::chrono::microseconds pause(1);
+  for (;;) {
+    int flag = 0;
+    check(done(&flag), what);
+    if (flag)
+      return;
+    if (Clock::now() - start < kPoll)
+      continue;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, kLongest);
+  }
+}
+
+/// Completes `request` (waitSleeping).
+void complete(MPI_Request &request, const char *what) {
+  waitSleeping(
+      [&](int *flag) { return MPI_Test(&request, flag, MPI_STATUS_IGNORE); },
+      what);
+}
+
 /// Whether started collectives run on a communication thread. MPI must
 /// allow two threads to call it in turn. PCCRT_MPI_ASYNC=1 or 0 decides;
 /// by default the thread is used where this host has a core that none of
@@ -310,15 +348,9 @@ public:
         local && detail::SharedMemoryGroup::reduces(dtype, reduction))
       serialized([&] { local->allReduce(data, count, dtype, reduction); });
     else
-      collective(
-          "all_reduce",
-          [&] {
-            return MPI_Allreduce(MPI_IN_PLACE, data, n, t, op, group(axes));
-          },
-          [&](MPI_Request *r) {
-            return MPI_Iallreduce(MPI_IN_PLACE, data, n, t, op, group(axes),
-                                  r);
-          });
+      collective("all_reduce", [&](MPI_Request *r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, data, n, t, op, group(axes), r);
+      });
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(data, count, dtype, groupSize(axes));
   }
@@ -331,12 +363,9 @@ public:
       serialized([&] { local->allGather(in, out, count, dtypeSize(dtype)); });
       return;
     }
-    collective(
-        "all_gather",
-        [&] { return MPI_Allgather(in, n, t, out, n, t, group(axes)); },
-        [&](MPI_Request *r) {
-          return MPI_Iallgather(in, n, t, out, n, t, group(axes), r);
-        });
+    collective("all_gather", [&](MPI_Request *r) {
+      return MPI_Iallgather(in, n, t, out, n, t, group(axes), r);
+    });
   }
   void doReduceScatter(uint32_t axes, const void *in, void *out, int64_t count,
                        int32_t dtype, int32_t reduction) override {
@@ -358,15 +387,9 @@ public:
       serialized(
           [&] { local->reduceScatter(in, out, count, dtype, reduction); });
     else
-      collective(
-          "reduce_scatter",
-          [&] {
-            return MPI_Reduce_scatter_block(in, out, n, t, op, group(axes));
-          },
-          [&](MPI_Request *r) {
-            return MPI_Ireduce_scatter_block(in, out, n, t, op, group(axes),
-                                             r);
-          });
+      collective("reduce_scatter", [&](MPI_Request *r) {
+        return MPI_Ireduce_scatter_block(in, out, n, t, op, group(axes), r);
+      });
     if (reduction == PCCRT_REDUCE_MEAN)
       divide(out, count, dtype, groupSize(axes));
   }
@@ -374,26 +397,30 @@ public:
                   int32_t dtype) override {
     MPI_Datatype t = mpiType(dtype, false);
     int n = checkedCount(count);
-    serialized([&] {
-      check(MPI_Alltoall(in, n, t, out, n, t, group(axes)), "all_to_all");
+    collective("all_to_all", [&](MPI_Request *r) {
+      return MPI_Ialltoall(in, n, t, out, n, t, group(axes), r);
     });
   }
   void doSend(uint32_t axes, int32_t peer, int32_t tag, const void *data,
               int64_t count, int32_t dtype) override {
     checkPeer(axes, peer);
     serialized([&] {
-      check(MPI_Send(data, checkedCount(count), mpiType(dtype, false), peer,
-                     tag, group(axes)),
+      MPI_Request request;
+      check(MPI_Isend(data, checkedCount(count), mpiType(dtype, false), peer,
+                      tag, group(axes), &request),
             "send");
+      complete(request, "send");
     });
   }
   void doRecv(uint32_t axes, int32_t peer, int32_t tag, void *data,
               int64_t count, int32_t dtype) override {
     checkPeer(axes, peer);
     serialized([&] {
-      check(MPI_Recv(data, checkedCount(count), mpiType(dtype, false), peer,
-                     tag, group(axes), MPI_STATUS_IGNORE),
+      MPI_Request request;
+      check(MPI_Irecv(data, checkedCount(count), mpiType(dtype, false), peer,
+                      tag, group(axes), &request),
             "recv");
+      complete(request, "recv");
     });
   }
   void doIsend(uint32_t axes, int32_t peer, int32_t tag, const void *data,
@@ -426,8 +453,7 @@ public:
       return; // completed by a wait_all
     MPI_Request request = it->second;
     started.erase(it);
-    serialized(
-        [&] { check(MPI_Wait(&request, MPI_STATUS_IGNORE), "wait_send"); });
+    serialized([&] { complete(request, "wait_send"); });
   }
   void doWaitAll() override {
     std::vector<MPI_Request> requests;
@@ -438,9 +464,12 @@ public:
     if (requests.empty())
       return;
     serialized([&] {
-      check(MPI_Waitall(int(requests.size()), requests.data(),
-                        MPI_STATUSES_IGNORE),
-            "wait_all");
+      waitSleeping(
+          [&](int *flag) {
+            return MPI_Testall(int(requests.size()), requests.data(), flag,
+                               MPI_STATUSES_IGNORE);
+          },
+          "wait_all");
     });
   }
 
@@ -527,17 +556,17 @@ private:
       pause = std::min(pause * 2, std::chrono::microseconds(100));
     }
   }
-  /// A collective in program order: \p blocking (returning MPI's code) on
-  /// the caller's thread; on the communication thread, \p start (given the
-  /// request to fill) and the tests that complete it.
-  template <typename Blocking, typename Start>
-  void collective(const char *what, Blocking blocking, Start start) {
+  /// A collective in program order, \p start (given the request to fill)
+  /// and the tests that complete it: on the communication thread, finish's;
+  /// on the caller's, complete's, which sleep while the others are late.
+  template <typename Start> void collective(const char *what, Start start) {
     serialized([&] {
-      if (!onWorker())
-        return check(blocking(), what);
       MPI_Request request;
       check(start(&request), what);
-      finish(request, what);
+      if (onWorker())
+        finish(request, what);
+      else
+        complete(request, what);
     });
   }
   /// Makes the MPI call \p call in program order: at once where the
