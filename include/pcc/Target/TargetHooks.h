@@ -248,8 +248,38 @@ public:
   /// the whole program is emitted (the products that read it prepared may
   /// come later, in its callees). Nothing where the target prepares none.
   virtual void emitPrepareWeight(int64_t index, llvm::StringRef pointer) {}
-  /// The functions that emitPrepareWeight's calls call, for the file's
-  /// globals.
+  /// The row length, in elements, of the rows of weight `index` that its
+  /// prepared operands are made from where the target can make them a
+  /// range of rows at a time (emitPrepareWeightRows), else 0: the weight
+  /// has none so far, or they read it with different row lengths.
+  virtual int64_t getPreparedRowPitch(int64_t index) const { return 0; }
+  /// Makes the parts of weight `index`'s prepared operands that its rows
+  /// [row0, row1) of `rows` give (expressions; rows of
+  /// getPreparedRowPitch(index) elements) from `pointer`, the weight's
+  /// buffer, where a run has just updated those rows and no later ones:
+  /// an operand that reads the weight with other rows is made whole once
+  /// row1 reaches `rows`. Only where getPreparedRowPitch(index) is not 0.
+  virtual void emitPrepareWeightRows(int64_t index, llvm::StringRef pointer,
+                                     llvm::StringRef row0, llvm::StringRef row1,
+                                     int64_t rows) {}
+  /// Emits `body` for rows [0, rows) in chunks of `chunkRows` rows (its
+  /// arguments: the expression of the chunk's first row, and its rows),
+  /// the last chunk shorter where `chunkRows` does not divide `rows`: a
+  /// loop over the whole chunks, then the rest. Statements `body` emits
+  /// for different chunks must touch different data.
+  virtual void
+  emitRowChunks(int64_t rows, int64_t chunkRows,
+                llvm::function_ref<void(llvm::StringRef, int64_t)> body) {
+    int64_t whole = rows / chunkRows * chunkRows;
+    emitLine("for (int64_t pcc_row = 0; pcc_row < " + std::to_string(whole) +
+             "; pcc_row += " + std::to_string(chunkRows) + ") {");
+    body("pcc_row", chunkRows);
+    emitLine("}");
+    if (rows > whole)
+      body(std::to_string(whole), rows - whole);
+  }
+  /// The functions that emitPrepareWeight's and emitPrepareWeightRows'
+  /// calls call, for the file's globals.
   virtual std::string getPrepareWeightFunctions() const { return {}; }
   /// Whether emitGemm(`g`) reads B only through a prepared operand (B's
   /// own pointer passed along for a build that prepares nothing), so that

@@ -208,6 +208,17 @@ private:
           statement,
       llvm::function_ref<std::string(llvm::ArrayRef<std::string>)> prologue =
           nullptr);
+  /// Emits a nest over `space` with `accesses` of `buffers` (emitNest) a
+  /// chunk of rows at a time, each followed by the part of the prepared
+  /// operands its rows give, where one of `results` is the in-place update
+  /// of a state that products read prepared, the target makes its prepared
+  /// operands by rows, and every access walks `space` whole or reads one
+  /// element; returns false, having emitted nothing, otherwise.
+  bool emitInPreparedChunks(
+      mlir::ValueRange results, llvm::ArrayRef<int64_t> space,
+      llvm::ArrayRef<Access> accesses, llvm::ArrayRef<LoopBuffer> buffers,
+      llvm::function_ref<void(const LoopNest &, llvm::ArrayRef<LoopBuffer>)>
+          emitNest);
   /// `v`'s buffer as a loop nest reads (or writes) it.
   LoopBuffer buffer(mlir::Value v, bool written = false) {
     return {ptr(v), elemOf(v), written};

@@ -665,8 +665,9 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     // be in the caches (one that a later dist.wait completes, at the end).
     if (!dist::isStartedCollective(&op) || !dist::completesAtWait(&op))
       for (Value r : op.getResults())
-        if (auto it = stateUpdateArg.find(r);
-            it != stateUpdateArg.end() && plan.getRoot(r) == it->second) {
+        if (auto it = stateUpdateArg.find(r); it != stateUpdateArg.end() &&
+                                              plan.getRoot(r) == it->second &&
+                                              !preparedUpdates.contains(r)) {
           emitPrepareUpdated(r, ptr(r));
           preparedUpdates.insert(r);
         }

@@ -471,6 +471,53 @@ void CpuTargetHooks::emitPrepareWeight(int64_t index, StringRef pointer) {
   emitLine(getPrepareWeightName(index) + "(ctx, " + pointer.str() + ");");
 }
 
+/// The function that packs a range of weight `index`'s rows.
+static std::string getPrepareWeightRowsName(int64_t index) {
+  return "pcc_prepare_rows_w" + std::to_string(index);
+}
+
+int64_t CpuTargetHooks::getPreparedRowPitch(int64_t index) const {
+  int64_t pitch = 0;
+  for (const PreparedB &p : preparedBs) {
+    if (p.weight != index)
+      continue;
+    if (pitch && p.ldb != pitch)
+      return 0;
+    pitch = p.ldb;
+  }
+  return pitch;
+}
+
+void CpuTargetHooks::emitRowChunks(
+    int64_t rows, int64_t chunkRows,
+    function_ref<void(StringRef, int64_t)> body) {
+  // The threads take whole chunks, each chunk's statements (an update's
+  // nest, then the packing of its rows) on one core, where its rows are
+  // in the caches; the kernels' own parallel loops inside run on that
+  // thread alone (a nested region). Dynamic: two virtual CPUs need not run
+  // at the same speed.
+  int64_t whole = rows / chunkRows * chunkRows;
+  emitLine("#pragma omp parallel for schedule(dynamic) "
+           "num_threads(pcc_k::threads()) if(pcc_k::threads() > 1)");
+  emitLine(llvm::formatv("for (int64_t pcc_row = 0; pcc_row < {0}; pcc_row "
+                         "+= {1}) {{",
+                         whole, chunkRows)
+               .str());
+  body("pcc_row", chunkRows);
+  emitLine("}");
+  if (rows > whole)
+    body(std::to_string(whole), rows - whole);
+}
+
+void CpuTargetHooks::emitPrepareWeightRows(int64_t index, StringRef pointer,
+                                           StringRef row0, StringRef row1,
+                                           int64_t rows) {
+  rowPrepared[index] = {getPreparedRowPitch(index), rows};
+  emitLine(llvm::formatv("{0}(ctx, {1}, {2}, {3});",
+                         getPrepareWeightRowsName(index), pointer, row0, row1)
+               .str());
+}
+
 std::string CpuTargetHooks::getPrepareWeightFunctions() const {
   std::string text;
   for (int64_t index : updatedPrepared) {
@@ -480,6 +527,32 @@ std::string CpuTargetHooks::getPrepareWeightFunctions() const {
     for (const PreparedB &p : preparedBs)
       if (p.weight == index)
         text += "  " + getPackB(p, "weight", "(char*)ctx->prepared") + "\n";
+    text += "}\n";
+  }
+  // The operands that read the weight in rows of the ranges' length are
+  // packed a range at a time; any other (a product emitted after the
+  // update that chose the ranges, reading the weight otherwise) whole,
+  // with the last range.
+  for (auto [index, rows] : rowPrepared) {
+    text += "static void " + getPrepareWeightRowsName(index) +
+            "(const pccrt_context *ctx, const void *weight, int64_t row0, "
+            "int64_t row1) {\n"
+            "  (void)ctx; (void)weight; (void)row0; (void)row1;\n";
+    for (const PreparedB &p : preparedBs) {
+      if (p.weight != index)
+        continue;
+      if (p.ldb == rows.pitch) {
+        text += llvm::formatv("  pcc_k::packBRows({0}, {1}, (const "
+                              "float*)weight, {2}, {3}, (float*)((char*)"
+                              "ctx->prepared + {4}), row0, row1);\n",
+                              p.k, p.n, p.ldb, p.transB ? "true" : "false",
+                              p.offset)
+                    .str();
+        continue;
+      }
+      text += llvm::formatv("  if (row1 == {0}) ", rows.rows).str() +
+              getPackB(p, "weight", "(char*)ctx->prepared") + "\n";
+    }
     text += "}\n";
   }
   return text;

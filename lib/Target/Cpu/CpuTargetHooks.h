@@ -57,6 +57,13 @@ public:
   bool readsPreparedB(const GemmCall &g) const override;
   std::string getPrepareBody() const override;
   void emitPrepareWeight(int64_t index, llvm::StringRef pointer) override;
+  int64_t getPreparedRowPitch(int64_t index) const override;
+  void emitRowChunks(
+      int64_t rows, int64_t chunkRows,
+      llvm::function_ref<void(llvm::StringRef, int64_t)> body) override;
+  void emitPrepareWeightRows(int64_t index, llvm::StringRef pointer,
+                             llvm::StringRef row0, llvm::StringRef row1,
+                             int64_t rows) override;
   std::string getPrepareWeightFunctions() const override;
 
 private:
@@ -116,6 +123,13 @@ private:
   /// The weights whose prepared operands the runs make again
   /// (emitPrepareWeight).
   std::set<int64_t> updatedPrepared;
+  /// The weights whose prepared operands the runs make a range of rows at
+  /// a time (emitPrepareWeightRows): the row length the ranges count in,
+  /// and the weight's rows of that length.
+  struct RowPrepare {
+    int64_t pitch, rows;
+  };
+  std::map<int64_t, RowPrepare> rowPrepared;
 };
 
 } // namespace pcc

@@ -434,7 +434,9 @@ static bool packsBWhole(int64_t m, int64_t n, int64_t k) {
 }
 
 static void packOperand(int64_t k, int64_t n, const float *b, int64_t ldb,
-                        bool transB, float *out, bool stream, bool parallel);
+                        bool transB, float *out, bool stream, bool parallel,
+                        int64_t row0 = 0,
+                        int64_t row1 = std::numeric_limits<int64_t>::max());
 
 /// The product of rows `rowBase`.. of C (`m` of them, `c` and `a` already
 /// at that row): the epilogue is told rows of the whole C.
@@ -710,12 +712,19 @@ static void packPreparedBlock(const float *b, int64_t ldb, bool transB,
 
 namespace packed {
 /// packB's work, its stores streamed where `stream`, on the run's threads
-/// where `parallel`.
+/// where `parallel`, for the part of the operand that b's rows [row0, row1)
+/// give (rows of ldb floats: op(B)'s rows, or its columns when transB).
+/// Transposed, a panel's columns are 32 of b's rows, which a range that
+/// starts or ends inside a panel packs whole.
 static void packOperand(int64_t k, int64_t n, const float *b, int64_t ldb,
-                        bool transB, float *out, bool stream, bool parallel) {
+                        bool transB, float *out, bool stream, bool parallel,
+                        int64_t row0, int64_t row1) {
   if (!PCC_PACKED_GEMM || k <= 0 || n <= 0)
     return;
-  int64_t panels = packedBElements(k, n) / (k * kPanelCols);
+  row0 = std::max<int64_t>(row0, 0);
+  row1 = std::min(row1, transB ? n : k);
+  if (row0 >= row1)
+    return;
   // Transposed, a panel's columns are B's rows, side by side in memory: a
   // thread packs a panel at a time, reading them in one run. Otherwise a
   // few of B's rows at a time, each read whole into every panel: panel by
@@ -723,21 +732,26 @@ static void packOperand(int64_t k, int64_t n, const float *b, int64_t ldb,
   // memory (50257 x 768 at 8.6 GB/s on two threads of the Intel VM,
   // against 28 GB/s so).
   constexpr int64_t kRows = 32;
-  int64_t tasks = transB ? panels : (k + kRows - 1) / kRows;
+  int64_t panels = packedBElements(k, n) / (k * kPanelCols);
+  int64_t firstPanel = row0 / kPanelCols;
+  int64_t tasks =
+      transB
+          ? std::min(panels, (row1 + kPanelCols - 1) / kPanelCols) - firstPanel
+          : (row1 - row0 + kRows - 1) / kRows;
 #pragma omp parallel num_threads(threads()) if (parallel && threads() > 1)
   {
 #pragma omp for schedule(static) nowait
     for (int64_t task = 0; task < tasks; ++task) {
       if (transB) {
+        int64_t p = firstPanel + task;
         for (int64_t k0 = 0; k0 < k; k0 += kDepth)
-          packPreparedBlock(b, ldb, transB, n, task, k0,
-                            std::min(kDepth, k - k0),
-                            out + blockOffset(k, task, k0), stream);
+          packPreparedBlock(b, ldb, transB, n, p, k0, std::min(kDepth, k - k0),
+                            out + blockOffset(k, p, k0), stream);
         continue;
       }
-      int64_t k0 = task * kRows;
+      int64_t k0 = row0 + task * kRows;
       for (int64_t p = 0; p < panels; ++p)
-        packPreparedBlock(b, ldb, transB, n, p, k0, std::min(kRows, k - k0),
+        packPreparedBlock(b, ldb, transB, n, p, k0, std::min(kRows, row1 - k0),
                           out + blockOffset(k, p, k0), stream);
     }
 #if defined(__AVX512F__)
@@ -753,6 +767,12 @@ void packB(int64_t k, int64_t n, const float *b, int64_t ldb, bool transB,
            float *out) {
   packed::packOperand(k, n, b, ldb, transB, out, /*stream=*/true,
                       /*parallel=*/true);
+}
+
+void packBRows(int64_t k, int64_t n, const float *b, int64_t ldb, bool transB,
+               float *out, int64_t row0, int64_t row1) {
+  packed::packOperand(k, n, b, ldb, transB, out, /*stream=*/true,
+                      /*parallel=*/true, row0, row1);
 }
 
 // The attention of float models, declared `extern template` in the header

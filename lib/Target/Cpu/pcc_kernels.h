@@ -576,6 +576,16 @@ constexpr uint64_t packedBBytes(int64_t k, int64_t n) {
 /// gemmPackedB, on the run's threads. In pcc_kernels.cpp.
 PCC_KERNEL_API void packB(int64_t k, int64_t n, const float *b, int64_t ldb,
                           bool transB, float *out);
+/// packB's work for the part of `out` that b's rows [row0, row1) give
+/// (rows of ldb floats: B's rows, or, when transB, its columns), once they
+/// hold their values: packing a weight a range of rows at a time as its
+/// update writes them, while they are in the caches. A transposed B's
+/// panels take 32 (kPanelCols) of b's rows: a range that starts or ends
+/// inside one packs it whole, so ranges that are not multiples of 32 pack
+/// their shared panels twice, the second time with every row in place.
+PCC_KERNEL_API void packBRows(int64_t k, int64_t n, const float *b, int64_t ldb,
+                              bool transB, float *out, int64_t row0,
+                              int64_t row1);
 
 /// Row-major C = alpha * A * op(B) + beta * C with B packed by packB (`bp`)
 /// from `b` (k x n, or n x k when transB, ldb apart), on the run's threads

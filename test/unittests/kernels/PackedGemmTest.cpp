@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -189,6 +190,48 @@ TEST(PackedGemm, EmptyDepthScalesC) {
   pcc_k::gemmPackedB(2, 2, 0, 1.0f, nullptr, 1, nullptr, nullptr, 2, false,
                      0.0f, c.data(), 2);
   EXPECT_EQ(c, (std::vector<float>{0, 0, 0, 0}));
+}
+
+/// An operand packed a range of b's rows at a time, each range's rows
+/// written just before it is packed (as an update that packs a weight
+/// chunk by chunk does), equals the operand packed whole: for ranges of 32
+/// rows and of 40 and 17, which start and end inside a transposed B's
+/// panels.
+TEST(PackedGemm, PackedByRowsMatchesWhole) {
+  for (Shape s : {Shape{1, 70, 300}, Shape{1, 64, 256}, Shape{1, 33, 530},
+                  Shape{1, 257, 96}})
+    for (bool transB : {false, true})
+      for (int64_t range : {32, 40, 17}) {
+        int64_t ldb = (transB ? s.k : s.n) + 5, rows = transB ? s.n : s.k;
+        std::vector<float> b(size_t(rows * ldb));
+        for (size_t i = 0; i < b.size(); ++i)
+          b[i] = float(i % 1009) * 0.5f - 7.0f;
+        size_t elements = size_t(pcc_k::packedBElements(s.k, s.n));
+        std::vector<float> wholeBuffer(elements + 16),
+            byRowsBuffer(elements + 16, -1.0f);
+        auto aligned = [](std::vector<float> &v) {
+          float *p = v.data();
+          while (reinterpret_cast<uintptr_t>(p) % 64)
+            ++p;
+          return p;
+        };
+        float *whole = aligned(wholeBuffer), *byRows = aligned(byRowsBuffer);
+        pcc_k::packB(s.k, s.n, b.data(), ldb, transB, whole);
+        // The rows not yet reached hold other values, as a weight's rows
+        // do before its update reaches them.
+        std::vector<float> updated(b.size(), 99.0f);
+        for (int64_t r0 = 0; r0 < rows; r0 += range) {
+          int64_t r1 = std::min(rows, r0 + range);
+          std::copy(b.begin() + r0 * ldb, b.begin() + r1 * ldb,
+                    updated.begin() + r0 * ldb);
+          pcc_k::packBRows(s.k, s.n, updated.data(), ldb, transB, byRows, r0,
+                           r1);
+        }
+        for (size_t i = 0; i < elements; ++i)
+          ASSERT_EQ(byRows[i], whole[i])
+              << "n " << s.n << " k " << s.k << " transB " << transB
+              << " range " << range << " at " << i;
+      }
 }
 
 } // namespace
