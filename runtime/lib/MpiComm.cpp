@@ -211,10 +211,28 @@ void narrow(const std::vector<float> &wide, void *data, int32_t dtype) {
                               : detail::floatToBfloat(wide[i]);
 }
 
-/// Waits until `done` (an MPI test that sets its flag) reports completion:
-/// tests for about 50 us, then sleeps between tests, 1 us at first and
-/// doubling to 100 us. A blocking MPI call polls without pause for as
-/// long as it waits: a whole core for a pipeline rank, which waits for its
+/// Waits until `done` (an MPI test that sets its flag) reports completion,
+/// testing without pause while `poll()` holds and otherwise sleeping
+/// between tests, 1 us at first and doubling to 100 us.
+template <typename Test, typename Poll>
+void waitSleeping(Test done, Poll poll, const char *what) {
+  std::chrono::microseconds pause(1);
+  for (;;) {
+    int flag = 0;
+    check(done(&flag), what);
+    if (flag)
+      return;
+    if (poll())
+      continue;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(100));
+  }
+}
+
+/// Waits on the caller's thread until `done` (an MPI test) reports
+/// completion: tests for about 50 us, then sleeps between tests
+/// (waitSleeping). A blocking MPI call polls without pause for as long as
+/// it waits: a whole core for a pipeline rank, which waits for its
 /// neighbour a fifth of its step or more, taken from the rank computing
 /// where the two share a physical core or the machine's CPU time (the
 /// vCPUs of a virtual machine). GPT-2 124M at pp 2 on the 2-core VM, in
@@ -222,26 +240,18 @@ void narrow(const std::vector<float> &wide, void *data, int32_t dtype) {
 /// bench/RESULTS.md). A message between running ranks arrives within the
 /// polling; one that a rank waits for while the other computes costs at
 /// most a sleep's delay more.
-template <typename Test> void waitSleeping(Test done, const char *what) {
+template <typename Test> void waitOnCaller(Test done, const char *what) {
   using Clock = std::chrono::steady_clock;
-  constexpr std::chrono::microseconds kPoll(50), kLongest(100);
   auto start = Clock::now();
-  std::chrono::microseconds pause(1);
-  for (;;) {
-    int flag = 0;
-    check(done(&flag), what);
-    if (flag)
-      return;
-    if (Clock::now() - start < kPoll)
-      continue;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, kLongest);
-  }
+  waitSleeping(
+      done,
+      [&] { return Clock::now() - start < std::chrono::microseconds(50); },
+      what);
 }
 
-/// Completes `request` (waitSleeping).
+/// Completes `request` on the caller's thread (waitOnCaller).
 void complete(MPI_Request &request, const char *what) {
-  waitSleeping(
+  waitOnCaller(
       [&](int *flag) { return MPI_Test(&request, flag, MPI_STATUS_IGNORE); },
       what);
 }
@@ -464,7 +474,7 @@ public:
     if (requests.empty())
       return;
     serialized([&] {
-      waitSleeping(
+      waitOnCaller(
           [&](int *flag) {
             return MPI_Testall(int(requests.size()), requests.data(), flag,
                                MPI_STATUSES_IGNORE);
@@ -543,18 +553,10 @@ private:
   /// between tests (up to 100 us), so that the thread leaves the cores to
   /// the program's computation while its collective progresses.
   void finish(MPI_Request &request, const char *what) {
-    std::chrono::microseconds pause(1);
-    while (true) {
-      int done = 0;
-      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
-      if (done)
-        return;
-      // Without pause while the program waits for this thread.
-      if (callerWaits.load(std::memory_order_relaxed))
-        continue;
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(100));
-    }
+    // Without pause while the program waits for this thread.
+    waitSleeping(
+        [&](int *flag) { return MPI_Test(&request, flag, MPI_STATUS_IGNORE); },
+        [&] { return callerWaits.load(std::memory_order_relaxed); }, what);
   }
   /// A collective in program order, \p start (given the request to fill)
   /// and the tests that complete it: on the communication thread, finish's;

@@ -265,8 +265,9 @@ public:
   /// Emits `body` for rows [0, rows) in chunks of `chunkRows` rows (its
   /// arguments: the expression of the chunk's first row, and its rows),
   /// the last chunk shorter where `chunkRows` does not divide `rows`: a
-  /// loop over the whole chunks, then the rest. Statements `body` emits
-  /// for different chunks must touch different data.
+  /// loop over the whole chunks (its first line, which a target may
+  /// annotate before), then the rest. Statements `body` emits for
+  /// different chunks must touch different data.
   virtual void
   emitRowChunks(int64_t rows, int64_t chunkRows,
                 llvm::function_ref<void(llvm::StringRef, int64_t)> body) {

@@ -134,10 +134,10 @@ bool FunctionEmitter::emitInPreparedChunks(
       kRowsPerPanel;
   if (chunkRows >= rows)
     return false;
-  auto chunk = [&](int64_t chunkRows, StringRef first) {
+  auto chunk = [&](int64_t count, StringRef first) {
     SmallVector<LoopBuffer> inChunk(buffers);
     SmallVector<Access> chunkAccesses;
-    int64_t length = chunkRows * pitch;
+    int64_t length = count * pitch;
     for (auto [k, whole] : llvm::enumerate(walked)) {
       chunkAccesses.push_back(whole ? Access::contiguous({length})
                                     : Access::broadcast({1}, {length}));

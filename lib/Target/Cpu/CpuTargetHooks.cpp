@@ -496,17 +496,9 @@ void CpuTargetHooks::emitRowChunks(
   // in the caches; the kernels' own parallel loops inside run on that
   // thread alone (a nested region). Dynamic: two virtual CPUs need not run
   // at the same speed.
-  int64_t whole = rows / chunkRows * chunkRows;
   emitLine("#pragma omp parallel for schedule(dynamic) "
            "num_threads(pcc_k::threads()) if(pcc_k::threads() > 1)");
-  emitLine(llvm::formatv("for (int64_t pcc_row = 0; pcc_row < {0}; pcc_row "
-                         "+= {1}) {{",
-                         whole, chunkRows)
-               .str());
-  body("pcc_row", chunkRows);
-  emitLine("}");
-  if (rows > whole)
-    body(std::to_string(whole), rows - whole);
+  TargetHooks::emitRowChunks(rows, chunkRows, body);
 }
 
 void CpuTargetHooks::emitPrepareWeightRows(int64_t index, StringRef pointer,
