@@ -250,18 +250,22 @@ public:
   virtual void emitPrepareWeight(int64_t index, llvm::StringRef pointer) {}
   /// The row length, in elements, of the rows of weight `index` that its
   /// prepared operands are made from where the target can make them a
-  /// range of rows at a time (emitPrepareWeightRows), else 0: the weight
-  /// has none so far, or they read it with different row lengths.
-  virtual int64_t getPreparedRowPitch(int64_t index) const { return 0; }
+  /// range of rows at a time (emitPrepareWeightRows), else 0: they read it
+  /// with different row lengths. Where no product emitted so far reads it
+  /// prepared (one in a function emitted later may), `rowLength`, the
+  /// length of the weight's own rows, which such products read.
+  virtual int64_t getPreparedRowPitch(int64_t index, int64_t rowLength) const {
+    return 0;
+  }
   /// Makes the parts of weight `index`'s prepared operands that its rows
-  /// [row0, row1) of `rows` give (expressions; rows of
-  /// getPreparedRowPitch(index) elements) from `pointer`, the weight's
-  /// buffer, where a run has just updated those rows and no later ones:
-  /// an operand that reads the weight with other rows is made whole once
-  /// row1 reaches `rows`. Only where getPreparedRowPitch(index) is not 0.
+  /// [row0, row1) of `rows` give (expressions; rows of `pitch` elements,
+  /// a getPreparedRowPitch) from `pointer`, the weight's buffer, where a
+  /// run has just updated those rows and no later ones: an operand that
+  /// reads the weight with other rows is made whole once row1 reaches
+  /// `rows`. Only where getPreparedRowPitch is not 0.
   virtual void emitPrepareWeightRows(int64_t index, llvm::StringRef pointer,
                                      llvm::StringRef row0, llvm::StringRef row1,
-                                     int64_t rows) {}
+                                     int64_t rows, int64_t pitch) {}
   /// Emits `body` for rows [0, rows) in chunks of `chunkRows` rows (its
   /// arguments: the expression of the chunk's first row, and its rows),
   /// the last chunk shorter where `chunkRows` does not divide `rows`: a

@@ -108,7 +108,9 @@ bool FunctionEmitter::emitInPreparedChunks(
   }
   if (!update)
     return false;
-  int64_t pitch = hooks.getPreparedRowPitch(index);
+  ArrayRef<int64_t> shape = shapeOf(update);
+  int64_t pitch =
+      hooks.getPreparedRowPitch(index, shape.empty() ? 1 : shape.back());
   int64_t elements = getNumElements(space);
   if (pitch <= 0 || elements % pitch != 0)
     return false;
@@ -152,7 +154,7 @@ bool FunctionEmitter::emitInPreparedChunks(
     chunk(count, first);
     hooks.emitPrepareWeightRows(index, weight, first,
                                 first.str() + " + " + std::to_string(count),
-                                rows);
+                                rows, pitch);
   });
   preparedUpdates.insert(update);
   return true;

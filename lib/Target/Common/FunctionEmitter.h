@@ -68,6 +68,10 @@ struct Program {
   /// value until its update lands, after every read of it, and the entry
   /// makes the prepared operands again then.
   llvm::DenseMap<mlir::Value, int64_t> updatedStates;
+  /// The weights-table indices of the states in updatedStates that a
+  /// product may read prepared (the entries', found as they are emitted,
+  /// before any other function).
+  llvm::DenseSet<int64_t> preparedStates;
 };
 
 /// Emits one function of the program: its constants, the declarations of
@@ -275,9 +279,15 @@ private:
     return constantIndex.lookup_or(v, -1);
   }
   /// Per value the entry returns as the update of a state in
-  /// Program::updatedStates that a product may read (feedsProductB): the
-  /// state's argument.
+  /// Program::updatedStates that a product may read (feedsProductB), or
+  /// that a called function returns into the buffer of such a state passed
+  /// to it (calleePrepares): the state's argument.
   llvm::DenseMap<mlir::Value, mlir::Value> stateUpdateArg;
+  /// Whether `call`'s result `k` is the update of a state in
+  /// Program::preparedStates that the callee computes into that state's
+  /// buffer, its argument (dist.accumulates): the callee then makes the
+  /// prepared operands again itself, where it computes the update.
+  bool calleePrepares(mlir::func::CallOp call, unsigned k) const;
   /// The updates whose prepared operands were made where they were
   /// computed; the others' are made after their copies at the end.
   llvm::DenseSet<mlir::Value> preparedUpdates;

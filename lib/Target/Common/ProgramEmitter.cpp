@@ -472,6 +472,12 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
                    /*mayAlias=*/true);
     if (optional)
       hooks.emitLine("}");
+    // A called function's update of a prepared state, where its caller
+    // gives it the state's buffer.
+    if (!isEntry && stateUpdateArg.count(v) && !preparedUpdates.contains(v)) {
+      emitPrepareUpdated(v, target);
+      preparedUpdates.insert(v);
+    }
   }
   for (auto [k, v] : llvm::enumerate(ret.getOperands()))
     if (auto it = updateSnapshots.find(k); it != updateSnapshots.end())
@@ -492,6 +498,27 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
     if (stateUpdateArg.count(v) && !preparedUpdates.contains(v))
       emitPrepareUpdated(v, target);
   }
+}
+
+/// The argument of `func`, a called function, whose buffer its result `k`
+/// is computed into (dist.accumulates) where that argument is a state of
+/// Program::preparedStates, else null.
+static Value getPreparedStateArg(const Program &program, func::FuncOp func,
+                                 unsigned k) {
+  auto into = func.getResultAttrOfType<IntegerAttr>(k, dist::kAccumulatesAttr);
+  if (!into || into.getInt() < 0 ||
+      into.getInt() >= int64_t(func.getNumArguments()))
+    return {};
+  Value arg = func.getArgument(unsigned(into.getInt()));
+  auto it = program.updatedStates.find(arg);
+  if (it == program.updatedStates.end() ||
+      !program.preparedStates.contains(it->second))
+    return {};
+  return arg;
+}
+
+bool FunctionEmitter::calleePrepares(func::CallOp call, unsigned k) const {
+  return bool(getPreparedStateArg(program, program.graph.getCallee(call), k));
 }
 
 void FunctionEmitter::emitPrepareUpdated(Value update, StringRef pointer) {
@@ -616,7 +643,13 @@ FailureOr<int64_t> FunctionEmitter::emit() {
           !feedsProductB(arg, program.graph))
         continue;
       stateUpdateArg[update] = arg;
+      program.preparedStates.insert(program.updatedStates.lookup(arg));
     }
+  } else {
+    Operation *ret = func.getBody().front().getTerminator();
+    for (unsigned k = 0; k < func.getNumResults(); ++k)
+      if (Value arg = getPreparedStateArg(program, func, k))
+        stateUpdateArg[ret->getOperand(k)] = arg;
   }
   // Such an op runs with no epilogue; its sum has no code of its own.
   for (Operation &op : func.getBody().front()) {
@@ -664,13 +697,18 @@ FailureOr<int64_t> FunctionEmitter::emit() {
     // A state that this op updated in its own buffer, while it may still
     // be in the caches (one that a later dist.wait completes, at the end).
     if (!dist::isStartedCollective(&op) || !dist::completesAtWait(&op))
-      for (Value r : op.getResults())
-        if (auto it = stateUpdateArg.find(r); it != stateUpdateArg.end() &&
-                                              plan.getRoot(r) == it->second &&
-                                              !preparedUpdates.contains(r)) {
+      for (OpResult r : op.getResults()) {
+        auto it = stateUpdateArg.find(r);
+        if (it == stateUpdateArg.end() || preparedUpdates.contains(r))
+          continue;
+        auto call = dyn_cast<func::CallOp>(op);
+        if (call && calleePrepares(call, r.getResultNumber())) {
+          preparedUpdates.insert(r);
+        } else if (plan.getRoot(r) == it->second) {
           emitPrepareUpdated(r, ptr(r));
           preparedUpdates.insert(r);
         }
+      }
   }
   // Before the results land, since a state update may overwrite a buffer a
   // send still reads.

@@ -476,7 +476,8 @@ static std::string getPrepareWeightRowsName(int64_t index) {
   return "pcc_prepare_rows_w" + std::to_string(index);
 }
 
-int64_t CpuTargetHooks::getPreparedRowPitch(int64_t index) const {
+int64_t CpuTargetHooks::getPreparedRowPitch(int64_t index,
+                                            int64_t rowLength) const {
   int64_t pitch = 0;
   for (const PreparedB &p : preparedBs) {
     if (p.weight != index)
@@ -485,7 +486,7 @@ int64_t CpuTargetHooks::getPreparedRowPitch(int64_t index) const {
       return 0;
     pitch = p.ldb;
   }
-  return pitch;
+  return pitch ? pitch : rowLength;
 }
 
 void CpuTargetHooks::emitRowChunks(
@@ -503,8 +504,8 @@ void CpuTargetHooks::emitRowChunks(
 
 void CpuTargetHooks::emitPrepareWeightRows(int64_t index, StringRef pointer,
                                            StringRef row0, StringRef row1,
-                                           int64_t rows) {
-  rowPrepared[index] = {getPreparedRowPitch(index), rows};
+                                           int64_t rows, int64_t pitch) {
+  rowPrepared[index] = {pitch, rows};
   emitLine(llvm::formatv("{0}(ctx, {1}, {2}, {3});",
                          getPrepareWeightRowsName(index), pointer, row0, row1)
                .str());

@@ -57,13 +57,13 @@ public:
   bool readsPreparedB(const GemmCall &g) const override;
   std::string getPrepareBody() const override;
   void emitPrepareWeight(int64_t index, llvm::StringRef pointer) override;
-  int64_t getPreparedRowPitch(int64_t index) const override;
+  int64_t getPreparedRowPitch(int64_t index, int64_t rowLength) const override;
   void emitRowChunks(
       int64_t rows, int64_t chunkRows,
       llvm::function_ref<void(llvm::StringRef, int64_t)> body) override;
   void emitPrepareWeightRows(int64_t index, llvm::StringRef pointer,
                              llvm::StringRef row0, llvm::StringRef row1,
-                             int64_t rows) override;
+                             int64_t rows, int64_t pitch) override;
   std::string getPrepareWeightFunctions() const override;
 
 private:
