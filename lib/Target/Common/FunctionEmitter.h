@@ -67,11 +67,13 @@ struct Program {
   /// them prepared (GemmCall::preparableB): the weight's buffer keeps its
   /// value until its update lands, after every read of it, and the entry
   /// makes the prepared operands again then.
-  llvm::DenseMap<mlir::Value, int64_t> updatedStates;
-  /// The weights-table indices of the states in updatedStates that a
-  /// product may read prepared (the entries', found as they are emitted,
-  /// before any other function).
-  llvm::DenseSet<int64_t> preparedStates;
+  llvm::DenseMap<mlir::Value, int64_t> updatedStates{};
+  /// Per entry: the weights-table indices of the states in updatedStates
+  /// that a product it reaches may read prepared (found as the entries
+  /// are emitted, before any other function). A pipeline rank reads its
+  /// copy of a tied embedding as a lookup table, the last rank as the
+  /// head's B: only the last packs it.
+  llvm::DenseMap<mlir::func::FuncOp, llvm::DenseSet<int64_t>> preparedStates{};
 };
 
 /// Emits one function of the program: its constants, the declarations of
@@ -92,6 +94,10 @@ public:
   /// Adds the entry's arguments that are a STATE weight it updates to
   /// Program::updatedStates; after collectInterface.
   void collectUpdatedStates();
+  /// Finds the entry's updates of states that a product it reaches may
+  /// read prepared (Program::preparedStates); after every entry's
+  /// collectUpdatedStates and their propagation to the callees.
+  void collectPreparedStates();
   /// Emits the function; returns the workspace it needs for itself (its
   /// calls get the workspace after that).
   mlir::FailureOr<int64_t> emit();
@@ -283,10 +289,11 @@ private:
   /// that a called function returns into the buffer of such a state passed
   /// to it (calleePrepares): the state's argument.
   llvm::DenseMap<mlir::Value, mlir::Value> stateUpdateArg;
-  /// Whether `call`'s result `k` is the update of a state in
-  /// Program::preparedStates that the callee computes into that state's
-  /// buffer, its argument (dist.accumulates): the callee then makes the
-  /// prepared operands again itself, where it computes the update.
+  /// Whether `call`'s result `k` is the update of a state that the callee
+  /// computes into that state's buffer, its argument (dist.accumulates),
+  /// and that every entry reaching the callee reads prepared
+  /// (Program::preparedStates): the callee then makes the prepared
+  /// operands again itself, where it computes the update.
   bool calleePrepares(mlir::func::CallOp call, unsigned k) const;
   /// The updates whose prepared operands were made where they were
   /// computed; the others' are made after their copies at the end.

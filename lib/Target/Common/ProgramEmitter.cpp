@@ -300,6 +300,19 @@ static bool feedsProductB(Value v, const ProgramCallGraph &graph) {
   return false;
 }
 
+void FunctionEmitter::collectPreparedStates() {
+  Operation *ret = func.getBody().front().getTerminator();
+  for (auto [k, role] : llvm::enumerate(resultRole)) {
+    if (role != Role::StateUpdate)
+      continue;
+    Value arg = func.getArgument(*getStateIndex(func, k, kUpdateAttr));
+    if (!program.updatedStates.count(arg) || !feedsProductB(arg, program.graph))
+      continue;
+    stateUpdateArg[ret->getOperand(k)] = arg;
+    program.preparedStates[func].insert(program.updatedStates.lookup(arg));
+  }
+}
+
 LogicalResult FunctionEmitter::emitConstants() {
   for (Operation &op : func.getBody().front()) {
     if (!isa<ConstantOp, WeightOp>(op))
@@ -501,8 +514,9 @@ void FunctionEmitter::emitResultCopies(const BufferPlan &plan) {
 }
 
 /// The argument of `func`, a called function, whose buffer its result `k`
-/// is computed into (dist.accumulates) where that argument is a state of
-/// Program::preparedStates, else null.
+/// is computed into (dist.accumulates) where that argument is a state that
+/// every entry reaching `func` reads prepared (Program::preparedStates),
+/// else null.
 static Value getPreparedStateArg(const Program &program, func::FuncOp func,
                                  unsigned k) {
   auto into = func.getResultAttrOfType<IntegerAttr>(k, dist::kAccumulatesAttr);
@@ -511,9 +525,16 @@ static Value getPreparedStateArg(const Program &program, func::FuncOp func,
     return {};
   Value arg = func.getArgument(unsigned(into.getInt()));
   auto it = program.updatedStates.find(arg);
-  if (it == program.updatedStates.end() ||
-      !program.preparedStates.contains(it->second))
+  if (it == program.updatedStates.end())
     return {};
+  for (func::FuncOp entry : program.graph.getEntries()) {
+    if (!program.graph.getReachable(entry).contains(func))
+      continue;
+    auto read = program.preparedStates.find(entry);
+    if (read == program.preparedStates.end() ||
+        !read->second.contains(it->second))
+      return {};
+  }
   return arg;
 }
 
@@ -631,21 +652,8 @@ FailureOr<int64_t> FunctionEmitter::emit() {
   // The updates of states that a product may read prepared: their
   // prepared operands are made again where each lands (after the op that
   // computes it in the state's buffer, else after its copy there at the
-  // end).
-  if (isEntry) {
-    Operation *ret = func.getBody().front().getTerminator();
-    for (auto [k, role] : llvm::enumerate(resultRole)) {
-      if (role != Role::StateUpdate)
-        continue;
-      Value arg = func.getArgument(*getStateIndex(func, k, kUpdateAttr));
-      Value update = ret->getOperand(k);
-      if (!program.updatedStates.count(arg) ||
-          !feedsProductB(arg, program.graph))
-        continue;
-      stateUpdateArg[update] = arg;
-      program.preparedStates.insert(program.updatedStates.lookup(arg));
-    }
-  } else {
+  // end); an entry's are known (collectPreparedStates).
+  if (!isEntry) {
     Operation *ret = func.getBody().front().getTerminator();
     for (unsigned k = 0; k < func.getNumResults(); ++k)
       if (Value arg = getPreparedStateArg(program, func, k))
@@ -811,6 +819,9 @@ emitEntryPoints(ModuleOp module, ArrayRef<EntryPoint> points,
     if (graph->isEntry(f))
       emitter->collectUpdatedStates();
   propagateUpdatedStates(*graph, program.updatedStates);
+  for (auto [f, emitter] : llvm::zip(order, emitters))
+    if (graph->isEntry(f))
+      emitter->collectPreparedStates();
   llvm::DenseMap<func::FuncOp, int64_t> ownWorkspace;
   for (auto [f, emitter] : llvm::zip(order, emitters)) {
     FailureOr<int64_t> bytes = emitter->emit();
