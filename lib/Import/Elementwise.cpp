@@ -158,6 +158,164 @@ static LogicalResult importGelu(NodeImporter &n) {
   return n.setResult(mul(*half, *onePlus));
 }
 
+/// Clip (torch.clamp): Max(x, min) then Min(that, max), each where its
+/// bound is given: as inputs from opset 11 (scalars, either may be ""), as
+/// float attributes before. Autodiff knows Max and Min: x keeps its
+/// gradient where it equals a bound, as under torch.clamp.
+static LogicalResult importClip(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  Value y = n.input(0);
+  Type et = n.inputType(0).getElementType();
+  Value bounds[2];
+  if (n.opset < 11) {
+    if (!isa<FloatType>(et))
+      return emitError(n.loc) << "Clip: input must be a float tensor before "
+                                 "opset 11, got "
+                              << n.inputType(0),
+             failure();
+    auto scalarType = RankedTensorType::get({}, et);
+    const char *names[] = {"min", "max"};
+    for (int i = 0; i < 2; ++i)
+      if (n.attr(names[i]))
+        bounds[i] = n.constant(DenseElementsAttr::get(
+            scalarType, FloatAttr::get(et, n.attrFloat(names[i], 0))));
+  } else {
+    for (int i = 0; i < 2; ++i) {
+      bounds[i] = n.input(size_t(i) + 1);
+      if (!bounds[i])
+        continue;
+      auto type = n.inputType(size_t(i) + 1);
+      if (type.getNumElements() != 1 || type.getElementType() != et)
+        return emitError(n.loc)
+                   << "Clip: its " << (i ? "max" : "min")
+                   << " must be one element of the input's type, got " << type,
+               failure();
+    }
+  }
+  if (bounds[0]) {
+    auto r = n.create1<graph::MaxOp>({y, bounds[0]});
+    if (failed(r))
+      return failure();
+    y = *r;
+  }
+  if (bounds[1]) {
+    auto r = n.create1<graph::MinOp>({y, bounds[1]});
+    if (failed(r))
+      return failure();
+    y = *r;
+  }
+  n.results = {y};
+  return success();
+}
+
+namespace {
+/// Builds an activation from Graph ops on float `x` (which autodiff
+/// knows), failing at the first op that does not build.
+class Composer {
+public:
+  Composer(NodeImporter &n, Value x)
+      : n(n), et(cast<RankedTensorType>(x.getType()).getElementType()) {}
+
+  Value scalar(double v) {
+    return n.constant(DenseElementsAttr::get(RankedTensorType::get({}, et),
+                                             FloatAttr::get(et, v)));
+  }
+  template <typename OpTy> Value unary(Value a) {
+    if (!a)
+      return {};
+    auto r = n.createWithTypes(OpTy::getOperationName(), a.getType(), a);
+    return succeeded(r) ? (*r)[0] : Value();
+  }
+  template <typename OpTy> Value binary(Value a, Value b) {
+    if (!a || !b)
+      return {};
+    auto r = n.create1<OpTy>({a, b});
+    return succeeded(r) ? *r : Value();
+  }
+  Value mul(Value a, Value b) { return binary<graph::MulOp>(a, b); }
+  Value add(Value a, Value b) { return binary<graph::AddOp>(a, b); }
+  /// log(1 + exp(x)) as relu(x) + log(1 + exp(-|x|)): exp never overflows.
+  /// (Each op is made in its own statement, so that the IR's order does
+  /// not depend on the order in which a compiler evaluates arguments.)
+  Value softplus(Value x) {
+    Value e = unary<graph::ExpOp>(unary<graph::NegOp>(unary<graph::AbsOp>(x)));
+    Value one = scalar(1);
+    Value tail = unary<graph::LogOp>(add(e, one));
+    Value relu = unary<graph::ReluOp>(x);
+    return add(relu, tail);
+  }
+  /// max(0, min(1, alpha x + beta)).
+  Value hardSigmoid(Value x, double alpha, double beta) {
+    Value a = scalar(alpha);
+    Value b = scalar(beta);
+    Value line = add(mul(x, a), b);
+    Value one = scalar(1);
+    Value upper = binary<graph::MinOp>(line, one);
+    Value zero = scalar(0);
+    return binary<graph::MaxOp>(upper, zero);
+  }
+  /// `negative` where x < 0, else x.
+  Value belowZero(Value x, Value negative) {
+    if (!negative)
+      return {};
+    Value zero = scalar(0);
+    auto less = n.create1<graph::LessOp>({x, zero});
+    if (failed(less))
+      return {};
+    return n.create1<graph::WhereOp>({*less, negative, x}).value_or(Value());
+  }
+
+private:
+  NodeImporter &n;
+  Type et;
+};
+} // namespace
+
+/// The activations that ONNX defines as functions of one float input, and
+/// their attributes' defaults: each a composite of Graph ops.
+static LogicalResult importActivation(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  Value x = n.input(0);
+  StringRef op = n.node.op_type();
+  if (!isa<FloatType>(n.inputType(0).getElementType()))
+    return emitError(n.loc) << op << ": input must be a float tensor, got "
+                            << n.inputType(0),
+           failure();
+  Composer c(n, x);
+  Value y;
+  if (op == "Softplus") {
+    y = c.softplus(x);
+  } else if (op == "Softsign") {
+    Value one = c.scalar(1);
+    Value denominator = c.add(c.unary<graph::AbsOp>(x), one);
+    y = c.binary<graph::DivOp>(x, denominator);
+  } else if (op == "Mish") {
+    y = c.mul(x, c.unary<graph::TanhOp>(c.softplus(x)));
+  } else if (op == "HardSigmoid") {
+    y = c.hardSigmoid(x, n.attrFloat("alpha", 0.2f), n.attrFloat("beta", 0.5f));
+  } else if (op == "HardSwish") {
+    y = c.mul(x, c.hardSigmoid(x, 1.0 / 6, 0.5));
+  } else if (op == "LeakyRelu") {
+    Value alpha = c.scalar(n.attrFloat("alpha", 0.01f));
+    y = c.belowZero(x, c.mul(x, alpha));
+  } else {
+    // Elu: alpha (exp(x) - 1) below zero, of exp(min(x, 0)), so that
+    // neither the value nor its gradient meets exp of a large x.
+    Value zero = c.scalar(0);
+    Value e = c.unary<graph::ExpOp>(c.binary<graph::MinOp>(x, zero));
+    Value one = c.scalar(1);
+    Value below = c.binary<graph::SubOp>(e, one);
+    Value alpha = c.scalar(n.attrFloat("alpha", 1.0f));
+    y = c.belowZero(x, c.mul(below, alpha));
+  }
+  if (!y)
+    return failure();
+  n.results = {y};
+  return success();
+}
+
 void pcc::import::registerElementwiseImporters(ImporterMap &map) {
   map["Sqrt"] = importUnary<graph::SqrtOp>;
   map["Reciprocal"] = importUnary<graph::ReciprocalOp>;
@@ -196,4 +354,8 @@ void pcc::import::registerElementwiseImporters(ImporterMap &map) {
   map["CastLike"] = importCastLike;
   map["IsNaN"] = importIsNaN;
   map["Gelu"] = importGelu;
+  map["Clip"] = importClip;
+  for (const char *op : {"Softplus", "Softsign", "Mish", "HardSigmoid",
+                         "HardSwish", "LeakyRelu", "Elu"})
+    map[op] = importActivation;
 }

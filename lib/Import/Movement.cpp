@@ -611,25 +611,22 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
   return text + "]";
 }
 
-/// ScatterND of constants (the masks that exporters build by slice
-/// assignment, `mask[..., :n] = x`, constant once shapes are fixed),
-/// evaluated at import: the data with the updates written at the indices
-/// (reduction "none"). Values computed at run time are refused.
+/// ScatterND (reduction "none"): the data with the updates written at the
+/// indices, which must be constants. Of constant data and updates (the
+/// masks that exporters build by slice assignment, `mask[..., :n] = x`,
+/// constant once shapes are fixed), evaluated at import. Of values computed
+/// at run time, where the indices write rows [a, b) of the data's first
+/// dimension in order (a slice assignment, `x[a:b] = u`, which exporters
+/// make of one along any axis by transposing it first: MLA's query
+/// halves), the rows before, the updates and the rows after concatenated;
+/// other run-time scatters are refused.
 static LogicalResult importScatterND(NodeImporter &n) {
   if (failed(n.requireInputs(3)))
     return failure();
-  DenseElementsAttr data = NodeImporter::constantOf(n.input(0)),
-                    updates = NodeImporter::constantOf(n.input(2));
   auto indices = n.constInts(1, "indices");
   if (failed(indices))
     return failure();
-  if (!data || !updates)
-    return emitError(n.loc) << "ScatterND: only constant data and updates "
-                               "are supported (the scatter is evaluated at "
-                               "compile time); fix graph inputs with --bind "
-                               "NAME=FILE.pb",
-           failure();
-  if (data.getElementType() != updates.getElementType())
+  if (n.inputType(0).getElementType() != n.inputType(2).getElementType())
     return emitError(n.loc) << "ScatterND: the updates' element type differs "
                                "from the data's",
            failure();
@@ -641,8 +638,6 @@ static LogicalResult importScatterND(NodeImporter &n) {
   ArrayRef<int64_t> shape = n.inputType(0).getShape(),
                     indexShape = n.inputType(1).getShape(),
                     updateShape = n.inputType(2).getShape();
-  if (failed(n.checkElements(shape, kMaxMaterializedElements)))
-    return failure();
   int64_t k = indexShape.empty() ? 0 : indexShape.back();
   if (k < 1 || k > int64_t(shape.size()))
     return emitError(n.loc)
@@ -659,12 +654,9 @@ static LogicalResult importScatterND(NodeImporter &n) {
                << " do not fit the indices and the data ("
                << shapeString(expected) << ")",
            failure();
-  SmallVector<Attribute> out(data.getValues<Attribute>());
-  SmallVector<Attribute> in(updates.getValues<Attribute>());
-  int64_t slice = 1;
-  for (int64_t d : shape.drop_front(k))
-    slice *= d;
+  // The flat row of the data's first k dimensions that each update writes.
   int64_t count = int64_t(indices->size()) / k;
+  SmallVector<int64_t> rows;
   for (int64_t u = 0; u < count; ++u) {
     int64_t offset = 0;
     for (int64_t d = 0; d < k; ++d) {
@@ -676,10 +668,63 @@ static LogicalResult importScatterND(NodeImporter &n) {
                failure();
       offset = offset * shape[d] + (i < 0 ? i + shape[d] : i);
     }
-    std::copy_n(in.begin() + u * slice, slice, out.begin() + offset * slice);
+    rows.push_back(offset);
   }
-  n.results = {n.constant(DenseElementsAttr::get(data.getType(), out))};
-  return success();
+  DenseElementsAttr data = NodeImporter::constantOf(n.input(0)),
+                    updates = NodeImporter::constantOf(n.input(2));
+  if (data && updates) {
+    if (failed(n.checkElements(shape, kMaxMaterializedElements)))
+      return failure();
+    SmallVector<Attribute> out(data.getValues<Attribute>());
+    SmallVector<Attribute> in(updates.getValues<Attribute>());
+    int64_t slice = 1;
+    for (int64_t d : shape.drop_front(k))
+      slice *= d;
+    for (auto [u, row] : llvm::enumerate(rows))
+      std::copy_n(in.begin() + u * slice, slice, out.begin() + row * slice);
+    n.results = {n.constant(DenseElementsAttr::get(data.getType(), out))};
+    return success();
+  }
+  bool range = k == 1 && count > 0 &&
+               llvm::all_of(llvm::seq<int64_t>(1, count),
+                            [&](int64_t u) { return rows[u] == rows[0] + u; });
+  if (!range)
+    return emitError(n.loc)
+               << "ScatterND: of data or updates computed at run time, only "
+                  "one that writes a range of the data's first dimension in "
+                  "order (a slice assignment) is supported",
+           failure();
+  // Rows [first, last) of the data, the slice's other dimensions whole.
+  auto rowsOf = [&](Value v, int64_t first, int64_t last) {
+    SmallVector<int64_t> starts(shape.size(), 0), sizes(shape),
+        steps(shape.size(), 1);
+    starts[0] = first;
+    sizes[0] = last - first;
+    return n.create1<graph::SliceOp>(
+        v, {n.b.getNamedAttr("starts", n.b.getDenseI64ArrayAttr(starts)),
+            n.b.getNamedAttr("sizes", n.b.getDenseI64ArrayAttr(sizes)),
+            n.b.getNamedAttr("steps", n.b.getDenseI64ArrayAttr(steps))});
+  };
+  SmallVector<Value> parts;
+  if (rows[0] > 0) {
+    auto before = rowsOf(n.input(0), 0, rows[0]);
+    if (failed(before))
+      return failure();
+    parts.push_back(*before);
+  }
+  parts.push_back(n.input(2));
+  if (rows[0] + count < shape[0]) {
+    auto after = rowsOf(n.input(0), rows[0] + count, shape[0]);
+    if (failed(after))
+      return failure();
+    parts.push_back(*after);
+  }
+  if (parts.size() == 1) {
+    n.results = {n.input(2)};
+    return success();
+  }
+  return n.setResult(n.create1<graph::ConcatOp>(
+      parts, n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(0))));
 }
 
 void pcc::import::registerMovementImporters(ImporterMap &map) {

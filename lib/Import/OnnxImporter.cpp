@@ -832,10 +832,10 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
   if (!model.has_graph())
     return emitError(fileLoc()) << "not an ONNX model (no graph)", nullptr;
   opset = opsetVersion();
-  if (opset < 7)
-    return emitError(fileLoc())
-               << "unsupported default-domain opset " << opset
-               << " (pcc imports opsets 7 to 21, tested from 13)",
+  if (opset < kMinImportedOpset)
+    return emitError(fileLoc()) << "unsupported default-domain opset " << opset
+                                << " (pcc imports opsets " << kMinImportedOpset
+                                << " to 21, tested from 13)",
            nullptr;
   const onnx::GraphProto &graph = model.graph();
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc());

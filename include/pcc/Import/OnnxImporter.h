@@ -13,6 +13,10 @@
 
 namespace pcc {
 
+/// The oldest default-domain opset the importer reads; older models are
+/// refused in one line.
+inline constexpr int64_t kMinImportedOpset = 7;
+
 /// Extents for graph inputs whose shapes the model leaves symbolic, as
 /// onnxruntime's free-dimension overrides and TensorRT's shapes give them.
 struct InputShapes {

@@ -5,7 +5,8 @@ that transformers' generate() picks greedily for a few prompts.
 
 usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
        gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
-       neox, gptj, opt, falcon, codegen, bloom; default all)
+       neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3;
+       default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -230,10 +231,48 @@ def bloom():
     return BloomForCausalLM(c)
 
 
+def olmo_clip():
+    # OLMo clamps its query, key and value projections (ONNX Clip).
+    from transformers import OlmoConfig, OlmoForCausalLM
+    c = OlmoConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                   num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                   max_position_embeddings=128, clip_qkv=0.5, pad_token_id=None,
+                   bos_token_id=None, eos_token_id=None, tie_word_embeddings=False,
+                   attention_dropout=0.0, attn_implementation="eager")
+    return OlmoForCausalLM(c)
+
+
+def apertus():
+    # xIELU's activation, of trainable slopes through Softplus.
+    from transformers import ApertusConfig, ApertusForCausalLM
+    c = ApertusConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                      num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                      max_position_embeddings=128, pad_token_id=None,
+                      bos_token_id=None, eos_token_id=None, tie_word_embeddings=False,
+                      attention_dropout=0.0, attn_implementation="eager")
+    return ApertusForCausalLM(c)
+
+
+def minicpm3():
+    # Multi-head latent attention (MLA): low-rank queries and keys/values,
+    # each head's query and key the concatenation of a rotary part and a
+    # plain one, assigned into a tensor by slices (ScatterND).
+    from transformers import MiniCPM3Config, MiniCPM3ForCausalLM
+    c = MiniCPM3Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                       num_attention_heads=4, num_key_value_heads=4, vocab_size=VOCAB,
+                       max_position_embeddings=128, qk_nope_head_dim=16,
+                       qk_rope_head_dim=8, v_head_dim=16, kv_lora_rank=32,
+                       q_lora_rank=48, pad_token_id=None, bos_token_id=None,
+                       eos_token_id=None, tie_word_embeddings=False,
+                       attention_dropout=0.0, attn_implementation="eager")
+    return MiniCPM3ForCausalLM(c)
+
+
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
           "gemma3": gemma3, "qwen2": qwen2,
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
-          "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom}
+          "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom,
+          "olmo-clip": olmo_clip, "apertus": apertus, "minicpm3": minicpm3}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 
