@@ -64,6 +64,21 @@ std::optional<double> getScalar(Value v) {
   return (*dense.getValues<APFloat>().begin()).convertToDouble();
 }
 
+/// The value of a float constant whose elements are all one value, or of
+/// a one-element one expanded.
+std::optional<double> getSplatScalar(Value v) {
+  while (auto expand = v.getDefiningOp<ExpandOp>())
+    v = expand.getInput();
+  if (std::optional<double> c = getScalar(v))
+    return c;
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto dense =
+      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
 /// Whether `x` masks a score out: -inf, or a float's lowest values that
 /// exporters use for it.
 bool isMaskValue(double x) { return x <= -1e4; }
@@ -91,6 +106,10 @@ struct Match {
   /// Soft-capping (Gemma 2): the scores are `softcap * tanh(s / softcap)`
   /// of the scaled product `s`, before the bias.
   std::optional<double> softcap;
+  /// The biased scores clamped from below to a masking value (BART's
+  /// decoders and XGLM: `max(s, finfo.min)`), which changes only a row
+  /// whose every score is masked.
+  bool clampedToMask = false;
   /// The probabilities reshaped back to [B * H, Tq, Tk] for a product with
   /// values of [B * H, Tk, E] (BLOOM's exports without the optimizer): the
   /// values and the output are rank 3, split as `batchHeads` says.
@@ -250,6 +269,16 @@ bool matchScores(Value x, Match &m) {
       x = op->getOperand(i);
       continue;
     }
+    if (isa<MaxOp>(op)) {
+      unsigned i = chain(0) ? 0 : 1;
+      std::optional<double> c = getSplatScalar(op->getOperand(1 - i));
+      if (!chain(i) || !c || !isMaskValue(*c) || factor <= 0 || m.softcap ||
+          m.clampedToMask)
+        return false;
+      m.clampedToMask = true;
+      x = op->getOperand(i);
+      continue;
+    }
     if (auto where = dyn_cast<WhereOp>(op)) {
       // where(mask, scores, -inf) or where(mask, -inf, scores).
       bool keep = chain(1);
@@ -269,10 +298,28 @@ bool matchScores(Value x, Match &m) {
 std::optional<Match> matchAttention(SoftmaxOp softmax) {
   Match m;
   auto type = cast<RankedTensorType>(softmax.getType());
-  if (type.getRank() != 4 || softmax.getAxis() != 3 ||
-      !isa<FloatType>(type.getElementType()))
+  if (!isa<FloatType>(type.getElementType()) ||
+      softmax.getAxis() != type.getRank() - 1)
     return std::nullopt;
   m.ops.push_back(softmax);
+  // A softmax of [B * H, Tq, Tk] (XGLM's): of scores made as [B, H, Tq, Tk]
+  // and merged, its probabilities merged already.
+  Value scores = softmax.getInput();
+  std::optional<std::pair<int64_t, int64_t>> mergedScores;
+  if (type.getRank() == 3) {
+    auto merge = scores.getDefiningOp<ReshapeOp>();
+    ArrayRef<int64_t> in =
+        merge ? shapeOf(merge.getInput()) : ArrayRef<int64_t>();
+    if (!merge || !scores.hasOneUse() || in.size() != 4 ||
+        in[0] * in[1] != type.getDimSize(0) || in[2] != type.getDimSize(1) ||
+        in[3] != type.getDimSize(2))
+      return std::nullopt;
+    m.ops.push_back(merge);
+    mergedScores = {in[0], in[1]};
+    scores = merge.getInput();
+  } else if (type.getRank() != 4) {
+    return std::nullopt;
+  }
   // Forward: the optional NaN guard, then the product with the values.
   Value probs = softmax.getResult();
   if (llvm::any_of(probs.getUsers(),
@@ -298,7 +345,10 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
   }
   Operation *user = soleUser(probs);
   SmallVector<int64_t> p(shapeOf(probs));
-  if (auto merge = dyn_cast_or_null<ReshapeOp>(user)) {
+  if (mergedScores) {
+    p = {mergedScores->first, mergedScores->second, p[1], p[2]};
+    m.mergedProbs = true;
+  } else if (auto merge = dyn_cast_or_null<ReshapeOp>(user)) {
     if (shapeOf(merge.getOutput()) !=
         ArrayRef<int64_t>{p[0] * p[1], p[2], p[3]})
       return std::nullopt;
@@ -314,7 +364,7 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
   m.ops.push_back(pv);
   m.output = pv;
   m.value = pv.getRhs();
-  if (!matchScores(softmax.getInput(), m))
+  if (!matchScores(scores, m))
     return std::nullopt;
   // Merged probabilities need scores split the same way.
   if (m.mergedProbs &&
@@ -582,6 +632,22 @@ Value splitBatchHeads(OpBuilder &b, Location loc, Value v,
 /// as it was, but for unused new views) where its keys and values do not
 /// share their heads.
 bool rewrite(Match &m, llvm::StringMap<std::optional<int64_t>> &knownMasks) {
+  // A clamp to a masking value is the identity where no row is masked
+  // whole: under a causal mask alone, every query keeps its own key.
+  if (m.clampedToMask) {
+    bool causal = false;
+    for (const BiasTerm &term : m.bias) {
+      if (!term.isWhereMask && isZero(term.value))
+        continue;
+      if (causal || (!term.isWhereMask && term.coefficient <= 0) ||
+          !getCausalWindow(term.value, term.isWhereMask, term.keepWhere,
+                           knownMasks))
+        return false;
+      causal = true;
+    }
+    if (!causal)
+      return false;
+  }
   Operation *anchor = m.output;
   OpBuilder b(anchor);
   SmallVector<Location> locs;

@@ -358,3 +358,57 @@ func.func @merged_probabilities(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v
   %o = graph.matmul %p3, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %o : tensor<2x4x8xf32>
 }
+
+// -----
+
+// XGLM (BART's decoders): scores made per batch entry and head together,
+// split to [B, H, Tq, Tk] for the causal mask, clamped from below to the
+// lowest float (max(s, finfo.min): the identity where no row is masked
+// whole, as under a causal mask), merged again for a softmax of rank 3,
+// whose probabilities meet the values [B * H, Tk, E]. One graph.attention.
+
+// CHECK-LABEL: func.func @clamped_merged_softmax
+// CHECK:         %[[A:.*]], %{{.*}} = graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) ->
+// CHECK-NEXT:    %[[R:.*]] = graph.reshape %[[A]] : tensor<1x2x4x8xf32> to tensor<2x4x8xf32>
+// CHECK-NOT:     graph.softmax
+// CHECK-NOT:     graph.max
+// CHECK:         return %[[R]]
+func.func @clamped_merged_softmax(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %scale = graph.constant dense<0.25> : tensor<f32>
+  %lowest = graph.constant dense<-3.40282347e+38> : tensor<1x2x4x4xf32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %qs = graph.mul %q, %scale : (tensor<2x4x8xf32>, tensor<f32>) -> tensor<2x4x8xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 1>} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+  %s = graph.matmul %qs, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %s4 = graph.reshape %s : tensor<2x4x4xf32> to tensor<1x2x4x4xf32>
+  %m = graph.add %s4, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = graph.max %m, %lowest : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c3 = graph.reshape %c : tensor<1x2x4x4xf32> to tensor<2x4x4xf32>
+  %p = graph.softmax %c3 {axis = 2 : i64} : tensor<2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}
+
+// -----
+
+// The same clamp under a mask that is not causal (here it masks the whole
+// first row): the clamp makes that row's probabilities uniform where
+// graph.attention would not, so nothing is fused.
+
+// CHECK-LABEL: func.func @clamped_not_causal
+// CHECK-NOT:     graph.attention
+// CHECK:         graph.max
+// CHECK:         graph.softmax
+func.func @clamped_not_causal(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %lowest = graph.constant dense<-3.40282347e+38> : tensor<1x2x4x4xf32>
+  %mask = graph.constant dense<[[[[-3.4e38, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 1>} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %s4 = graph.reshape %s : tensor<2x4x4xf32> to tensor<1x2x4x4xf32>
+  %m = graph.add %s4, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = graph.max %m, %lowest : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c3 = graph.reshape %c : tensor<1x2x4x4xf32> to tensor<2x4x4xf32>
+  %p = graph.softmax %c3 {axis = 2 : i64} : tensor<2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
+}

@@ -5,8 +5,8 @@ that transformers' generate() picks greedily for a few prompts.
 
 usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
        gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
-       neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3;
-       default all)
+       neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3,
+       xglm; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -268,11 +268,27 @@ def minicpm3():
     return MiniCPM3ForCausalLM(c)
 
 
+def xglm():
+    # BART's decoder attention: the scores clamped from below to the lowest
+    # float, split to [B, H, Tq, Tk] for the mask and merged for a softmax
+    # of rank 3; sinusoidal positions offset by 2, a scaled embedding (the
+    # head untied: tied to it, every prompt repeats one token).
+    from transformers import XGLMConfig, XGLMForCausalLM
+    c = XGLMConfig(num_layers=2, d_model=64, ffn_dim=128, attention_heads=4,
+                   vocab_size=VOCAB, max_position_embeddings=128, dropout=0.0,
+                   attention_dropout=0.0, activation_dropout=0.0, layerdrop=0.0,
+                   init_std=0.2, pad_token_id=None, bos_token_id=None,
+                   eos_token_id=None, tie_word_embeddings=False,
+                   attn_implementation="eager")
+    return XGLMForCausalLM(c)
+
+
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
           "gemma3": gemma3, "qwen2": qwen2,
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
           "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom,
-          "olmo-clip": olmo_clip, "apertus": apertus, "minicpm3": minicpm3}
+          "olmo-clip": olmo_clip, "apertus": apertus, "minicpm3": minicpm3,
+          "xglm": xglm}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 
