@@ -101,117 +101,10 @@ static LogicalResult importIsNaN(NodeImporter &n) {
   return n.setResult(r);
 }
 
-/// Gelu (opset 20) in Graph ops, which autodiff already knows:
-/// 0.5 x (1 + erf(x / sqrt 2)), or with approximate="tanh"
-/// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
-static LogicalResult importGelu(NodeImporter &n) {
-  if (failed(n.requireInputs(1)))
-    return failure();
-  Value x = n.input(0);
-  Type et = n.inputType(0).getElementType();
-  if (!isa<FloatType>(et))
-    return emitError(n.loc) << "Gelu: input must be a float tensor", failure();
-  std::string approximate = n.attrString("approximate", "none");
-  if (approximate != "none" && approximate != "tanh")
-    return emitError(n.loc) << "Gelu: unknown approximate '" << approximate
-                            << "' (none or tanh)",
-           failure();
-  auto scalar = [&](double v) {
-    return n.constant(DenseElementsAttr::get(RankedTensorType::get({}, et),
-                                             FloatAttr::get(et, v)));
-  };
-  auto mul = [&](Value a, Value b) { return n.create1<graph::MulOp>({a, b}); };
-  FailureOr<Value> inner;
-  if (approximate == "tanh") {
-    auto x2 = mul(x, x);
-    if (failed(x2))
-      return failure();
-    auto x3 = mul(*x2, x);
-    if (failed(x3))
-      return failure();
-    auto cubic = mul(*x3, scalar(0.044715));
-    if (failed(cubic))
-      return failure();
-    auto sum = n.create1<graph::AddOp>({x, *cubic});
-    if (failed(sum))
-      return failure();
-    auto scaled = mul(*sum, scalar(std::sqrt(2.0 / M_PI)));
-    if (failed(scaled))
-      return failure();
-    inner = n.create1WithType(graph::TanhOp::getOperationName(), x.getType(),
-                              *scaled);
-  } else {
-    auto scaled = mul(x, scalar(M_SQRT1_2));
-    if (failed(scaled))
-      return failure();
-    inner = n.create1WithType(graph::ErfOp::getOperationName(), x.getType(),
-                              *scaled);
-  }
-  if (failed(inner))
-    return failure();
-  auto onePlus = n.create1<graph::AddOp>({*inner, scalar(1.0)});
-  if (failed(onePlus))
-    return failure();
-  auto half = mul(x, scalar(0.5));
-  if (failed(half))
-    return failure();
-  return n.setResult(mul(*half, *onePlus));
-}
-
-/// Clip (torch.clamp): Max(x, min) then Min(that, max), each where its
-/// bound is given: as inputs from opset 11 (scalars, either may be ""), as
-/// float attributes before. Autodiff knows Max and Min: x keeps its
-/// gradient where it equals a bound, as under torch.clamp.
-static LogicalResult importClip(NodeImporter &n) {
-  if (failed(n.requireInputs(1)))
-    return failure();
-  Value y = n.input(0);
-  Type et = n.inputType(0).getElementType();
-  Value bounds[2];
-  if (n.opset < 11) {
-    if (!isa<FloatType>(et))
-      return emitError(n.loc) << "Clip: input must be a float tensor before "
-                                 "opset 11, got "
-                              << n.inputType(0),
-             failure();
-    auto scalarType = RankedTensorType::get({}, et);
-    const char *names[] = {"min", "max"};
-    for (int i = 0; i < 2; ++i)
-      if (n.attr(names[i]))
-        bounds[i] = n.constant(DenseElementsAttr::get(
-            scalarType, FloatAttr::get(et, n.attrFloat(names[i], 0))));
-  } else {
-    for (int i = 0; i < 2; ++i) {
-      bounds[i] = n.input(size_t(i) + 1);
-      if (!bounds[i])
-        continue;
-      auto type = n.inputType(size_t(i) + 1);
-      if (type.getNumElements() != 1 || type.getElementType() != et)
-        return emitError(n.loc)
-                   << "Clip: its " << (i ? "max" : "min")
-                   << " must be one element of the input's type, got " << type,
-               failure();
-    }
-  }
-  if (bounds[0]) {
-    auto r = n.create1<graph::MaxOp>({y, bounds[0]});
-    if (failed(r))
-      return failure();
-    y = *r;
-  }
-  if (bounds[1]) {
-    auto r = n.create1<graph::MinOp>({y, bounds[1]});
-    if (failed(r))
-      return failure();
-    y = *r;
-  }
-  n.results = {y};
-  return success();
-}
-
 namespace {
-/// Builds an activation from Graph ops on float `x` (which autodiff
-/// knows), failing at the first op that does not build.
+/// Builds a composite of Graph ops (which autodiff knows) on `x`, its
+/// scalars of x's element type (a float), failing at the first op that does
+/// not build.
 class Composer {
 public:
   Composer(NodeImporter &n, Value x)
@@ -271,6 +164,87 @@ private:
   Type et;
 };
 } // namespace
+
+/// Gelu (opset 20) in Graph ops, which autodiff already knows:
+/// 0.5 x (1 + erf(x / sqrt 2)), or with approximate="tanh"
+/// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+static LogicalResult importGelu(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  Value x = n.input(0);
+  Type et = n.inputType(0).getElementType();
+  if (!isa<FloatType>(et))
+    return emitError(n.loc) << "Gelu: input must be a float tensor", failure();
+  std::string approximate = n.attrString("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return emitError(n.loc) << "Gelu: unknown approximate '" << approximate
+                            << "' (none or tanh)",
+           failure();
+  Composer c(n, x);
+  Value inner;
+  if (approximate == "tanh") {
+    Value cube = c.mul(c.mul(x, x), x);
+    Value k = c.scalar(0.044715);
+    Value sum = c.add(x, c.mul(cube, k));
+    Value scale = c.scalar(std::sqrt(2.0 / M_PI));
+    inner = c.unary<graph::TanhOp>(c.mul(sum, scale));
+  } else {
+    Value scale = c.scalar(M_SQRT1_2);
+    inner = c.unary<graph::ErfOp>(c.mul(x, scale));
+  }
+  Value one = c.scalar(1.0);
+  Value onePlus = c.add(inner, one);
+  Value half = c.scalar(0.5);
+  Value y = c.mul(c.mul(x, half), onePlus);
+  if (!y)
+    return failure();
+  n.results = {y};
+  return success();
+}
+
+/// Clip (torch.clamp): Max(x, min) then Min(that, max), each where its
+/// bound is given: as inputs from opset 11 (scalars, either may be ""), as
+/// float attributes before. Autodiff knows Max and Min: x keeps its
+/// gradient where it equals a bound, as under torch.clamp.
+static LogicalResult importClip(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  Value y = n.input(0);
+  Type et = n.inputType(0).getElementType();
+  Composer c(n, y);
+  Value bounds[2];
+  if (n.opset < 11) {
+    if (!isa<FloatType>(et))
+      return emitError(n.loc) << "Clip: input must be a float tensor before "
+                                 "opset 11, got "
+                              << n.inputType(0),
+             failure();
+    const char *names[] = {"min", "max"};
+    for (int i = 0; i < 2; ++i)
+      if (n.attr(names[i]))
+        bounds[i] = c.scalar(n.attrFloat(names[i], 0));
+  } else {
+    for (int i = 0; i < 2; ++i) {
+      bounds[i] = n.input(size_t(i) + 1);
+      if (!bounds[i])
+        continue;
+      auto type = n.inputType(size_t(i) + 1);
+      if (type.getNumElements() != 1 || type.getElementType() != et)
+        return emitError(n.loc)
+                   << "Clip: its " << (i ? "max" : "min")
+                   << " must be one element of the input's type, got " << type,
+               failure();
+    }
+  }
+  if (bounds[0])
+    y = c.binary<graph::MaxOp>(y, bounds[0]);
+  if (bounds[1])
+    y = c.binary<graph::MinOp>(y, bounds[1]);
+  if (!y)
+    return failure();
+  n.results = {y};
+  return success();
+}
 
 /// The activations that ONNX defines as functions of one float input, and
 /// their attributes' defaults: each a composite of Graph ops.

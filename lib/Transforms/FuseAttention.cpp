@@ -64,16 +64,22 @@ std::optional<double> getScalar(Value v) {
   return (*dense.getValues<APFloat>().begin()).convertToDouble();
 }
 
-/// The value of a float constant whose elements are all one value, or of
-/// a one-element one expanded.
+/// The dense value of a constant or a non-trainable weight.
+DenseElementsAttr getConstantValue(Value v) {
+  ElementsAttr attr;
+  if (auto c = v.getDefiningOp<ConstantOp>())
+    attr = c.getValue();
+  else if (auto w = v.getDefiningOp<WeightOp>(); w && !w.getTrainable())
+    attr = w.getValue();
+  return attr ? getDenseValue(attr) : DenseElementsAttr();
+}
+
+/// The value of a float constant or non-trainable weight whose elements
+/// are all one value, or of one such expanded.
 std::optional<double> getSplatScalar(Value v) {
   while (auto expand = v.getDefiningOp<ExpandOp>())
     v = expand.getInput();
-  if (std::optional<double> c = getScalar(v))
-    return c;
-  auto constant = v.getDefiningOp<ConstantOp>();
-  auto dense =
-      constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  DenseElementsAttr dense = getConstantValue(v);
   if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
     return std::nullopt;
   return dense.getSplatValue<APFloat>().convertToDouble();
@@ -299,7 +305,7 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
   Match m;
   auto type = cast<RankedTensorType>(softmax.getType());
   if (!isa<FloatType>(type.getElementType()) ||
-      softmax.getAxis() != type.getRank() - 1)
+      int64_t(softmax.getAxis()) != type.getRank() - 1)
     return std::nullopt;
   m.ops.push_back(softmax);
   // A softmax of [B * H, Tq, Tk] (XGLM's): of scores made as [B, H, Tq, Tk]
@@ -371,16 +377,6 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
       m.batchHeads != std::optional<std::pair<int64_t, int64_t>>{{p[0], p[1]}})
     return std::nullopt;
   return m;
-}
-
-/// The dense value of a constant or a non-trainable weight.
-DenseElementsAttr getConstantValue(Value v) {
-  ElementsAttr attr;
-  if (auto c = v.getDefiningOp<ConstantOp>())
-    attr = c.getValue();
-  else if (auto w = v.getDefiningOp<WeightOp>(); w && !w.getTrainable())
-    attr = w.getValue();
-  return attr ? getDenseValue(attr) : DenseElementsAttr();
 }
 
 /// The elements of the constant `dense` (integers, booleans or floats) as
