@@ -674,6 +674,26 @@ def Graph_CumSumOp : Graph_Op<"cumsum", [SameOperandsAndResultType,
   let hasFolder = 1;
 }
 
+def Graph_TopKOp : Graph_Op<"top_k", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>,
+    DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
+  let summary = "The k largest or smallest elements along one axis";
+  let description = [{
+    ONNX `TopK` with a constant `k`: along `axis`, the `k` largest elements
+    (the smallest when `largest` is false) in order, the best first, and
+    their indices along `axis`. Of equal elements the one of the lower
+    index comes first; a NaN counts as larger than any number. A
+    mixture-of-experts layer routes each token to the experts of its
+    `k` highest scores with it. The values' gradient flows back to the
+    places the indices name (`graph.scatter_elements_add`).
+  }];
+  let arguments = (ins AnyRankedTensor:$input, I64Attr:$axis, I64Attr:$k,
+                   DefaultValuedAttr<BoolAttr, "true">:$largest);
+  let results = (outs AnyRankedTensor:$values, TensorOf<[I64]>:$indices);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
 def Graph_TriluOp : Graph_Op<"trilu", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Keeps the upper or lower triangle of the last two dims";

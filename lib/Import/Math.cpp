@@ -162,10 +162,49 @@ static LogicalResult importCumSum(NodeImporter &n) {
   return n.setResults(r);
 }
 
+/// TopK: k from the attribute before opset 10, from the second input
+/// after (a constant); `largest` from opset 11. The values come sorted
+/// whatever `sorted` says (an order is one that ONNX allows).
+static LogicalResult importTopK(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  int64_t k;
+  if (n.opset < 10) {
+    k = n.attrInt("k", -1);
+  } else {
+    if (failed(n.requireInputs(2)))
+      return failure();
+    auto c = n.constInts(1, "k");
+    if (failed(c))
+      return failure();
+    if (c->size() != 1)
+      return emitError(n.loc) << "TopK: k must hold one value", failure();
+    k = (*c)[0];
+  }
+  RankedTensorType type = n.inputType(0);
+  auto axis = n.normalizeAxis(n.attrInt("axis", -1), type.getRank());
+  if (failed(axis))
+    return failure();
+  if (!isa<FloatType, IntegerType>(type.getElementType()) ||
+      type.getElementType().isInteger(1))
+    return emitError(n.loc)
+               << "TopK: input of element type " << type.getElementType()
+               << " (numbers are compared)",
+           failure();
+  auto r = n.create<graph::TopKOp>(
+      n.input(0),
+      {n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)),
+       n.b.getNamedAttr("k", n.b.getI64IntegerAttr(k)),
+       n.b.getNamedAttr("largest",
+                        n.b.getBoolAttr(n.attrInt("largest", 1) != 0))});
+  return n.setResults(r);
+}
+
 void pcc::import::registerMathImporters(ImporterMap &map) {
   map["MatMul"] = importMatMul;
   map["Gemm"] = importGemm;
   map["CumSum"] = importCumSum;
+  map["TopK"] = importTopK;
   map["Softmax"] = importSoftmax<graph::SoftmaxOp>;
   map["LogSoftmax"] = importSoftmax<graph::LogSoftmaxOp>;
   map["LayerNormalization"] = importLayerNorm;

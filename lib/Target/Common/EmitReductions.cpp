@@ -145,5 +145,17 @@ std::optional<LogicalResult> FunctionEmitter::emitReductionOp(Operation *op) {
              c.getReverse() ? "true" : "false"});
         return success();
       })
+      .Case([&](TopKOp tk) {
+        ArrayRef<int64_t> s = shapeOf(tk.getInput());
+        int64_t axis = tk.getAxis();
+        hooks.emitKernelCall(
+            "topK", {elemOf(tk.getInput())},
+            {ptr(tk.getInput()), ptr(result(0)), ptr(result(1)),
+             std::to_string(getNumElements(s.take_front(axis))),
+             std::to_string(s[axis]),
+             std::to_string(getNumElements(s.drop_front(axis + 1))),
+             std::to_string(tk.getK()), tk.getLargest() ? "true" : "false"});
+        return success();
+      })
       .Default([](Operation *) { return std::nullopt; });
 }

@@ -1481,6 +1481,51 @@ inline void trilu(const T *x, T *y, int64_t batch, int64_t rows, int64_t cols,
       }
 }
 
+/// Whether `a` (at index `ia`) goes before `b` (at `ib`) among the k kept
+/// by TopK: the larger first (the smaller, unless `largest`), a NaN above
+/// every number, and of equal elements the lower index.
+template <typename T>
+inline bool topKBefore(T a, int64_t ia, T b, int64_t ib, bool largest) {
+  bool aNaN = a != a, bNaN = b != b;
+  if (aNaN || bNaN)
+    return aNaN && bNaN ? ia < ib : aNaN == largest;
+  if (a != b)
+    return largest ? b < a : a < b;
+  return ia < ib;
+}
+
+/// TopK along the middle dimension of [outer, n, inner]: the k best of each
+/// row in order into values and indices, both [outer, k, inner]. An
+/// insertion into the sorted k kept so far, for the small k of a router.
+template <typename T>
+inline void topK(const T *x, T *values, int64_t *indices, int64_t outer,
+                 int64_t n, int64_t inner, int64_t k, bool largest) {
+  std::vector<int64_t> kept(size_t(k > 0 ? k : 1));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < inner; ++c) {
+      const T *row = x + o * n * inner + c;
+      int64_t count = 0;
+      for (int64_t i = 0; i < n && k > 0; ++i) {
+        T v = row[i * inner];
+        if (count == k &&
+            !topKBefore(v, i, row[kept[k - 1] * inner], kept[k - 1], largest))
+          continue;
+        int64_t at = count < k ? count++ : k - 1;
+        while (at > 0 && topKBefore(v, i, row[kept[at - 1] * inner],
+                                    kept[at - 1], largest)) {
+          kept[at] = kept[at - 1];
+          --at;
+        }
+        kept[at] = i;
+      }
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t e = (o * k + j) * inner + c;
+        indices[e] = kept[j];
+        values[e] = row[kept[j] * inner];
+      }
+    }
+}
+
 /// Running sums along the middle dimension of [outer, n, inner], in reverse
 /// order if asked; an exclusive sum leaves each element out of its own.
 template <typename T>

@@ -1415,6 +1415,60 @@ inline void trilu(const T *x, T *y, int64_t batch, int64_t rows, int64_t cols,
              rows, cols, upper, k);
 }
 
+/// Whether `a` (at index `ia`) goes before `b` (at `ib`) among the k kept
+/// by TopK, as the CPU's topKBefore orders them.
+template <typename T>
+__device__ inline bool topKBefore(T a, int64_t ia, T b, int64_t ib,
+                                  bool largest) {
+  float fa = float(a), fb = float(b);
+  bool aNaN = fa != fa, bNaN = fb != fb;
+  if (aNaN || bNaN)
+    return aNaN && bNaN ? ia < ib : aNaN == largest;
+  if (fa != fb)
+    return largest ? fb < fa : fa < fb;
+  return ia < ib;
+}
+
+/// One thread a row of [outer, n, inner]: the k best by selection, each
+/// pass taking the best of those that come after the last one taken (the
+/// order is total, so no element is taken twice).
+template <typename T>
+__global__ void topKKernel(const T *__restrict__ x, T *__restrict__ values,
+                           int64_t *__restrict__ indices, int64_t outer,
+                           int64_t n, int64_t inner, int64_t k, bool largest) {
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+       r < outer * inner; r += int64_t(blockDim.x) * gridDim.x) {
+    int64_t o = r / inner, c = r % inner;
+    const T *row = x + o * n * inner + c;
+    int64_t last = -1;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      for (int64_t i = 0; i < n; ++i) {
+        if (last >= 0 &&
+            !topKBefore(row[last * inner], last, row[i * inner], i, largest))
+          continue;
+        if (best < 0 ||
+            topKBefore(row[i * inner], i, row[best * inner], best, largest))
+          best = i;
+      }
+      int64_t e = (o * k + j) * inner + c;
+      indices[e] = best;
+      values[e] = row[best * inner];
+      last = best;
+    }
+  }
+}
+
+template <typename T>
+inline void topK(const T *x, T *values, int64_t *indices, int64_t outer,
+                 int64_t n, int64_t inner, int64_t k, bool largest) {
+  if (outer * inner == 0 || k == 0)
+    return;
+  auto kernel = &topKKernel<T>;
+  PCC_LAUNCH(kernel, blocksFor(outer * inner), kBlock, state().stream, x,
+             values, indices, outer, n, inner, k, largest);
+}
+
 template <typename T>
 __global__ void cumSumKernel(const T *__restrict__ x, T *__restrict__ y,
                              int64_t outer, int64_t n, int64_t inner,

@@ -12,8 +12,11 @@
 // through each op's sharding rule: a result dimension that shares the
 // factor of an operand's token dimension is a token dimension, and an
 // operand that does not depend on the ids but has that factor (a position
-// table, rotary cos/sin) is taken at the tokens' positions. Every op must
-// treat tokens one by one (their factor parallel); attention, found as the
+// table, rotary cos/sin) is taken at the tokens' positions. A reshape may
+// merge each token's rows of another dimension into the token dimension
+// ([T, k, H] -> [T * k, H]: a mixture of experts' token-expert pairs) and
+// take them out again; such rows are computed for every token. Every op
+// must treat tokens one by one (their factor parallel); attention, found as the
 // graph.attention that pcc-fuse-attention forms, is the one op that mixes
 // them, and becomes the cache's write and read. Ops that only the returned
 // logits need, such as the LM head and the last norm, run on the R rows
@@ -68,6 +71,10 @@ RankedTensorType withExtent(Type type, int64_t dim, int64_t extent) {
 /// the operands taken at the tokens' positions.
 struct TokenFlow {
   llvm::DenseMap<Value, int64_t> tokenDim;
+  /// Where a token dimension holds each token's rows of another dimension
+  /// too, [T * s] with the tokens major (a mixture of experts' [T * k]
+  /// token-expert pairs): s. Absent for a plain token dimension (s = 1).
+  llvm::DenseMap<Value, int64_t> tokenScale;
   /// Per op: (operand index, dimension) of operands that do not depend on
   /// the ids but run along the tokens.
   llvm::DenseMap<Operation *, SmallVector<std::pair<unsigned, int64_t>>>
@@ -129,18 +136,41 @@ std::optional<DenseElementsAttr> getAlibiSlopes(AttentionOp attention) {
   return DenseElementsAttr::get(RankedTensorType::get({heads}, et), elements);
 }
 
-/// Where the token dimension of `input`, dimension `dim`, lands in a
-/// reshape to `output`: the dimension of the same extent whose elements
-/// lie at the same stride (everything before it holds the same elements).
-std::optional<int64_t> reshapedTokenDim(ArrayRef<int64_t> input, int64_t dim,
-                                        ArrayRef<int64_t> output) {
-  int64_t before = 1;
-  for (int64_t i = 0; i < dim; ++i)
-    before *= input[i];
+int64_t scaleOf(const TokenFlow &flow, Value v) {
+  auto it = flow.tokenScale.find(v);
+  return it == flow.tokenScale.end() ? 1 : it->second;
+}
+
+void setScale(TokenFlow &flow, Value v, int64_t scale) {
+  if (scale != 1)
+    flow.tokenScale[v] = scale;
+}
+
+/// Where the token dimension of `input`, dimension `dim` of `scale` rows a
+/// token, lands in a reshape to `output`, and its scale there: the
+/// dimension with the same elements before it whose index advances the
+/// token where the input's does. [T, k, H] -> [T * k, H] merges each
+/// token's k rows into the token dimension (scale k), and the reverse
+/// takes them out.
+std::optional<std::pair<int64_t, int64_t>>
+reshapedTokenDim(ArrayRef<int64_t> input, int64_t dim, int64_t scale,
+                 ArrayRef<int64_t> output) {
+  auto product = [](ArrayRef<int64_t> s) {
+    int64_t p = 1;
+    for (int64_t e : s)
+      p *= e;
+    return p;
+  };
+  int64_t before = product(input.take_front(dim));
+  int64_t tokens = input[dim] / scale;
+  // Elements from one token to the next.
+  int64_t stride = scale * product(input.drop_front(dim + 1));
   int64_t prefix = 1;
   for (auto [i, extent] : llvm::enumerate(output)) {
-    if (prefix == before && extent == input[dim])
-      return int64_t(i);
+    int64_t after = product(output.drop_front(i + 1));
+    if (prefix == before && after > 0 && stride % after == 0 &&
+        extent == tokens * (stride / after))
+      return std::make_pair(int64_t(i), stride / after);
     prefix *= extent;
   }
   return std::nullopt;
@@ -178,7 +208,7 @@ FailureOr<TokenFlow> analyzeTokens(func::FuncOp func, Value ids) {
       for (Value v : {attention.getQuery(), attention.getKey(),
                       attention.getValue()})
         if (flow.tokenDim.lookup(v) != 2 || !flow.tokenDim.count(v) ||
-            shapeOf(v)[0] != 1)
+            scaleOf(flow, v) != 1 || shapeOf(v)[0] != 1)
           return attention.emitError(
               "--generate: the query, key and value of this attention are "
               "not [1, heads, tokens, features] of the sequence's tokens");
@@ -190,15 +220,16 @@ FailureOr<TokenFlow> analyzeTokens(func::FuncOp func, Value ids) {
       continue;
     }
     if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-      std::optional<int64_t> dim =
-          reshapedTokenDim(shapeOf(reshape.getInput()),
-                           flow.tokenDim.lookup(reshape.getInput()),
-                           shapeOf(reshape.getOutput()));
+      Value input = reshape.getInput();
+      auto dim =
+          reshapedTokenDim(shapeOf(input), flow.tokenDim.lookup(input),
+                           scaleOf(flow, input), shapeOf(reshape.getOutput()));
       if (!dim)
         return reshape.emitError(
             "--generate: this reshape mixes the tokens of the sequence with "
             "another dimension");
-      flow.tokenDim[reshape.getOutput()] = *dim;
+      flow.tokenDim[reshape.getOutput()] = dim->first;
+      setScale(flow, reshape.getOutput(), dim->second);
       continue;
     }
     auto ruled = dyn_cast<ShardingRuleOpInterface>(op);
@@ -207,13 +238,15 @@ FailureOr<TokenFlow> analyzeTokens(func::FuncOp func, Value ids) {
              << op.getName() << " reads the tokens and has no sharding rule "
              << "to say how";
     ShardingRule rule = ruled.getShardingRule();
-    // Every operand's token dimension must be the same parallel factor.
-    int64_t factor = -1;
+    // Every operand's token dimension must be the same parallel factor,
+    // of the same rows a token.
+    int64_t factor = -1, scale = scaleOf(flow, op.getOperand(tokenOperands[0]));
     for (unsigned i : tokenOperands) {
       const ShardingRule::DimFactors &f =
           rule.operandFactors[i][flow.tokenDim.lookup(op.getOperand(i))];
       if (f.size() != 1 || (factor >= 0 && f.front() != factor) ||
-          rule.factors[f.front()].kind != FactorKind::Parallel)
+          rule.factors[f.front()].kind != FactorKind::Parallel ||
+          scaleOf(flow, op.getOperand(i)) != scale)
         return op.emitError("--generate: ")
                << op.getName()
                << " mixes the tokens of the sequence (attention is the only "
@@ -225,7 +258,7 @@ FailureOr<TokenFlow> analyzeTokens(func::FuncOp func, Value ids) {
         continue;
       for (auto [d, f] : llvm::enumerate(rule.operandFactors[i]))
         if (llvm::is_contained(f, factor)) {
-          if (f.size() != 1)
+          if (f.size() != 1 || scale != 1)
             return op.emitError("--generate: operand ")
                    << i << " runs along the tokens in a compound dimension";
           flow.positional[&op].push_back({unsigned(i), int64_t(d)});
@@ -238,6 +271,7 @@ FailureOr<TokenFlow> analyzeTokens(func::FuncOp func, Value ids) {
             return op.emitError("--generate: result ")
                    << r << " holds the tokens in a compound dimension";
           flow.tokenDim[result] = int64_t(d);
+          setScale(flow, result, scale);
         }
       if (!flow.tokenDim.count(result))
         return op.emitError("--generate: ")
@@ -282,7 +316,12 @@ llvm::DenseMap<Operation *, Rows> planRows(func::FuncOp func,
           n = Rows::All;
       mode = std::max(mode, n);
     }
-    if (isa<AttentionOp>(op) || mode == Rows::None)
+    // Rows of several a token are computed whole: the logits' rows are
+    // picked from plain token dimensions.
+    auto scaled = [&](Value v) { return scaleOf(flow, v) != 1; };
+    if (isa<AttentionOp>(op) || mode == Rows::None ||
+        llvm::any_of(op.getOperands(), scaled) ||
+        llvm::any_of(op.getResults(), scaled))
       mode = Rows::All;
     rows[&op] = mode;
     for (Value v : op.getOperands())
@@ -360,6 +399,8 @@ FailureOr<Value> StepBuilder::lookup(Value v, Rows mode) {
   if (Value p = picked.lookup(v))
     return p;
   // Computed on every row: pick the logits' rows.
+  if (scaleOf(flow, v) != 1)
+    return failure();
   Value whole = all.lookup(v);
   int64_t dim = flow.tokenDim.lookup(v);
   auto type = withExtent(whole.getType(), dim, shapeOf(logitIndices)[0]);
@@ -456,12 +497,13 @@ LogicalResult StepBuilder::rewrite(Operation &op) {
     SmallVector<int64_t> sizes(slice.getSizes());
     if (slice.getStarts()[dim] == 0 && slice.getSteps()[dim] == 1 &&
         sizes[dim] == shapeOf(op.getOperand(0))[dim]) {
-      sizes[dim] = extent;
+      sizes[dim] = extent * scaleOf(flow, op.getOperand(0));
       slice.setSizes(sizes);
     }
   }
   for (auto [old, result] : llvm::zip(op.getResults(), copy->getResults())) {
-    result.setType(withExtent(old.getType(), flow.tokenDim.lookup(old), extent));
+    result.setType(withExtent(old.getType(), flow.tokenDim.lookup(old),
+                              extent * scaleOf(flow, old)));
     mapped[old] = result;
   }
   if (failed(mlir::verify(copy)))
@@ -620,7 +662,8 @@ LogicalResult pcc::deriveGeneration(ModuleOp module,
     return forward.emitError(
         "--generate needs a causal language model: no causal attention was "
         "found (pcc-fuse-attention forms it from the exported ops)");
-  if (!flow->tokenDim.count(logits) || flow->tokenDim.lookup(logits) != 1)
+  if (!flow->tokenDim.count(logits) || flow->tokenDim.lookup(logits) != 1 ||
+      scaleOf(*flow, logits) != 1)
     return forward.emitError(
         "--generate: the logits do not run along the token ids");
   llvm::DenseMap<Operation *, Rows> rows = planRows(forward, *flow, logits);

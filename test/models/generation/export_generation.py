@@ -6,7 +6,7 @@ that transformers' generate() picks greedily for a few prompts.
 usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
        gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
        neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3,
-       xglm; default all)
+       xglm, mixtral, qwen3-moe; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -283,12 +283,44 @@ def xglm():
     return XGLMForCausalLM(c)
 
 
+def mixtral():
+    # A sparse mixture of experts: a router's softmax over 4 experts, the
+    # top 2 per token (TopK), their weights gathered per token-expert pair
+    # and applied as batched products. transformers' default experts loop
+    # over the experts a batch hits (NonZero: not exportable); its
+    # "batched_mm" experts are the exportable form.
+    from transformers import MixtralConfig, MixtralForCausalLM
+    c = MixtralConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=96,
+                      num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                      max_position_embeddings=128, num_local_experts=4,
+                      num_experts_per_tok=2, sliding_window=None,
+                      tie_word_embeddings=False, router_jitter_noise=0.0,
+                      attention_dropout=0.0, attn_implementation="eager",
+                      experts_implementation="batched_mm")
+    return MixtralForCausalLM(c)
+
+
+def qwen3_moe():
+    # Qwen3's experts: 8, the top 3 per token with their weights renormalized
+    # (norm_topk_prob), and a dense MLP in every other layer.
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    c = Qwen3MoeConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                       moe_intermediate_size=48, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=16, vocab_size=VOCAB,
+                       max_position_embeddings=128, num_experts=8,
+                       num_experts_per_tok=3, norm_topk_prob=True,
+                       decoder_sparse_step=1, mlp_only_layers=[1],
+                       tie_word_embeddings=False, attention_dropout=0.0,
+                       attn_implementation="eager", experts_implementation="batched_mm")
+    return Qwen3MoeForCausalLM(c)
+
+
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
           "gemma3": gemma3, "qwen2": qwen2,
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
           "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom,
           "olmo-clip": olmo_clip, "apertus": apertus, "minicpm3": minicpm3,
-          "xglm": xglm}
+          "xglm": xglm, "mixtral": mixtral, "qwen3-moe": qwen3_moe}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 

@@ -464,6 +464,15 @@ VARIANTS = {
         "HF Gemma 3, 2 layers, d=32, 4 query / 2 KV heads: the first layer's "
         "attention in a sliding window of 5 keys, the second's causal over "
         "the whole sequence; q/k norms, tied head"),
+    "mixtral-dyn18-moe": dyn(
+        llama(2, 32, 4, 2, 48, 96, False, arch="MixtralForCausalLM",
+              sliding_window=None, num_local_experts=4, num_experts_per_tok=2,
+              router_jitter_noise=0.0, experts_implementation="batched_mm"),
+        (2, 16),
+        "HF Mixtral, 2 layers, d=32, 4 query / 2 KV heads, a sparse mixture "
+        "of 4 experts, the top 2 per token (TopK; transformers' exportable "
+        "batched_mm experts: each token-expert pair's weights gathered), "
+        "untied head"),
 }
 
 

@@ -337,6 +337,16 @@ const Case kCases[] = {
      "  %y = graph.cumsum %w0 {axis = 0 : i64, exclusive = true, reverse = "
      "true} : tensor<3x2xf64>\n",
      "tensor<3x2xf64>"},
+    {"top_k",
+     {Weight{"3x5"}},
+     "  %y, %i = graph.top_k %w0 {axis = 1 : i64, k = 2 : i64} : "
+     "(tensor<3x5xf64>) -> (tensor<3x2xf64>, tensor<3x2xi64>)\n",
+     "tensor<3x2xf64>"},
+    {"top_k_smallest_axis0",
+     {Weight{"4x3"}},
+     "  %y, %i = graph.top_k %w0 {axis = 0 : i64, k = 3 : i64, largest = "
+     "false} : (tensor<4x3xf64>) -> (tensor<3x3xf64>, tensor<3x3xi64>)\n",
+     "tensor<3x3xf64>"},
     {"tied",
      {Weight{"3x2"}},
      "  %t = graph.transpose %w0 {perm = array<i64: 1, 0>} : "

@@ -196,6 +196,10 @@ int64_t SplitOp::getFlops() { return 0; }
 int64_t GatherOp::getFlops() { return 0; }
 int64_t GatherElementsOp::getFlops() { return 0; }
 int64_t TriluOp::getFlops() { return 0; }
+// One comparison per element and kept place.
+int64_t TopKOp::getFlops() {
+  return numElements(shapeOf(getInput())) * std::max<int64_t>(getK(), 1);
+}
 int64_t InsertSliceOp::getFlops() { return 0; }
 // A reshape is a view of its operand's buffer: it moves nothing.
 int64_t ReshapeOp::getBytesAccessed() { return 0; }
@@ -860,6 +864,26 @@ LogicalResult GatherElementsOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "GatherElements: axis out of range or "
                                   "ranks differ");
   types.push_back(RankedTensorType::get(idx.getShape(), data.getElementType()));
+  return success();
+}
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto input = tensorOf(adaptor.getInput());
+  int64_t axis = adaptor.getAxis(), k = adaptor.getK();
+  if (axis < 0 || axis >= input.getRank())
+    return emitOptionalError(loc, "TopK: axis ", axis, " out of range");
+  if (k < 0 || (!ShapedType::isDynamic(input.getDimSize(axis)) &&
+                k > input.getDimSize(axis)))
+    return emitOptionalError(loc, "TopK: k = ", k,
+                             " is not within the axis' extent ",
+                             input.getDimSize(axis));
+  SmallVector<int64_t> shape(input.getShape());
+  shape[axis] = k;
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  types.push_back(RankedTensorType::get(shape, IntegerType::get(context, 64)));
   return success();
 }
 

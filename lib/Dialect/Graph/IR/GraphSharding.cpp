@@ -196,6 +196,22 @@ ShardingRule CumSumOp::getShardingRule() {
   return wholeAlong(*this, {int64_t(getAxis())});
 }
 
+// Selection along the axis needs it whole; the k kept places are a
+// dimension of their own, whole too. The other dimensions are parallel.
+ShardingRule TopKOp::getShardingRule() {
+  ShardingRule rule;
+  int64_t axis = getAxis();
+  TensorFactors in = freshFactors(rule, getInput());
+  mark(rule, in, axis, FactorKind::NeedReplication);
+  TensorFactors out(in);
+  out[axis] = getK() == 1
+                  ? DimFactors{}
+                  : one(rule.addFactor(getK(), FactorKind::NeedReplication));
+  rule.operandFactors = {in};
+  rule.resultFactors = {out, out};
+  return rule;
+}
+
 // Masking by row and column index needs both whole.
 ShardingRule TriluOp::getShardingRule() {
   int64_t rank = shapeOf(getInput()).size();

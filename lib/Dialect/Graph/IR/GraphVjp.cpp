@@ -585,6 +585,19 @@ LogicalResult GatherElementsOp::buildVjp(OpBuilder &builder,
   return success();
 }
 
+/// The values' gradient goes back to the places they were taken from; the
+/// indices have none.
+LogicalResult TopKOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  Value g = resultGrads[0];
+  operandGrads.push_back(g && isFloatTensor(getInput())
+                             ? Value(ScatterElementsAddOp::create(
+                                   builder, getLoc(), getInput().getType(), g,
+                                   getIndices(), getAxis()))
+                             : Value());
+  return success();
+}
+
 /// The adjoint of a running sum is the running sum the other way.
 LogicalResult CumSumOp::buildVjp(OpBuilder &builder,
                                  ArrayRef<Value> resultGrads,
@@ -630,6 +643,7 @@ PCC_OPERAND_ROLE(ConcatOp, OperandRole::Movement)
 PCC_OPERAND_ROLE(SplitOp, OperandRole::Movement)
 PCC_OPERAND_ROLE(TriluOp, OperandRole::Movement)
 PCC_OPERAND_ROLE(CumSumOp, OperandRole::Elementwise)
+PCC_OPERAND_ROLE(TopKOp, OperandRole::Other)
 // A gather with indices that depend on the input looks rows up; with
 // constant indices it only moves values (a position table's slice).
 PCC_OPERAND_ROLE(GatherOp,
