@@ -15,7 +15,8 @@
 // repeat. A constant causal mask (0 on and below the diagonal, -inf or below
 // -1e4 above it, the same for every batch entry and head) becomes the op's
 // `causal` flag rather than a bias, and a causal mask that also hides the
-// keys W or more behind each query (a sliding window) its `window`; a tanh
+// keys W or more behind each query (a sliding window) its `window`; several
+// such masks added (GPT-Neo's own and transformers') intersect to one. A tanh
 // that caps the scaled scores (Gemma 2's `c * tanh(s / c)`) its `softcap`.
 //
 // Only values nothing else reads are fused: a model that returns its
@@ -678,11 +679,15 @@ bool rewrite(Match &m, llvm::StringMap<std::optional<int64_t>> &knownMasks) {
   int64_t window = 0;
   Value bias;
   for (BiasTerm term : m.bias) {
-    if (!causal && (term.isWhereMask || term.coefficient > 0)) {
+    // Causal masks, with or without a window, intersect to the causal
+    // mask of the narrower window: GPT-Neo adds transformers' causal mask
+    // to its own (a band in its local layers).
+    if (term.isWhereMask || term.coefficient > 0) {
       if (std::optional<int64_t> w = getCausalWindow(
               term.value, term.isWhereMask, term.keepWhere, knownMasks)) {
+        if (!causal || (*w && (!window || *w < window)))
+          window = *w;
         causal = true;
-        window = *w;
         continue;
       }
     }

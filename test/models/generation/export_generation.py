@@ -6,7 +6,7 @@ that transformers' generate() picks greedily for a few prompts.
 usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
        gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
        neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3,
-       xglm, mixtral, qwen3-moe; default all)
+       xglm, mixtral, qwen3-moe, gptneo; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -283,6 +283,20 @@ def xglm():
     return XGLMForCausalLM(c)
 
 
+def gptneo():
+    # GPT-Neo: global then local attention (a band of 6 keys), each layer's
+    # mask sliced from a constant [1, 1, 128, 128] buffer by the sequence's
+    # length and added to transformers' causal mask; unscaled scores, tied
+    # head.
+    from transformers import GPTNeoConfig, GPTNeoForCausalLM
+    c = GPTNeoConfig(num_layers=2, hidden_size=64, num_heads=4, vocab_size=VOCAB,
+                     max_position_embeddings=128, attention_types=[[["global", "local"], 1]],
+                     window_size=6, embed_dropout=0.0, attention_dropout=0.0,
+                     resid_dropout=0.0, initializer_range=0.2, bos_token_id=None,
+                     eos_token_id=None, attn_implementation="eager")
+    return GPTNeoForCausalLM(c)
+
+
 def mixtral():
     # A sparse mixture of experts: a router's softmax over 4 experts, the
     # top 2 per token (TopK), their weights gathered per token-expert pair
@@ -320,7 +334,8 @@ MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistra
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
           "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom,
           "olmo-clip": olmo_clip, "apertus": apertus, "minicpm3": minicpm3,
-          "xglm": xglm, "mixtral": mixtral, "qwen3-moe": qwen3_moe}
+          "xglm": xglm, "mixtral": mixtral, "qwen3-moe": qwen3_moe,
+          "gptneo": gptneo}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 
