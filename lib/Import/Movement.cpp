@@ -727,6 +727,62 @@ static LogicalResult importScatterND(NodeImporter &n) {
       parts, n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(0))));
 }
 
+/// ScatterElements: the data with updates[i][j] written (reduction "none")
+/// or added ("add") at data[indices[i][j]][j] along `axis`. An "add" is the
+/// data plus graph.scatter_elements_add of the updates; a write, whose
+/// indices ONNX requires to be distinct, adds at each index what turns the
+/// data's element into the update: updates - data's elements there
+/// (graph.gather_elements). DeepSeek's router marks its chosen groups so
+/// (`mask.scatter_(1, top_groups, 1)`). Other reductions are refused.
+static LogicalResult importScatterElements(NodeImporter &n) {
+  if (failed(n.requireInputs(3)))
+    return failure();
+  RankedTensorType data = n.inputType(0);
+  std::string reduction = n.attrString("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return emitError(n.loc) << "ScatterElements: reduction '" << reduction
+                            << "' is not supported (only 'none' and 'add')",
+           failure();
+  if (n.inputType(1).getShape() != n.inputType(2).getShape() ||
+      n.inputType(1).getRank() != data.getRank())
+    return emitError(n.loc)
+               << "ScatterElements: indices of shape "
+               << shapeString(n.inputType(1).getShape()) << " and updates of "
+               << shapeString(n.inputType(2).getShape())
+               << " must have one shape, of the data's rank",
+           failure();
+  if (n.inputType(2).getElementType() != data.getElementType())
+    return emitError(n.loc) << "ScatterElements: the updates' element type "
+                               "differs from the data's",
+           failure();
+  if (!isa<FloatType>(data.getElementType()))
+    return emitError(n.loc)
+               << "ScatterElements: of data of element type "
+               << data.getElementType() << " (only floats are supported)",
+           failure();
+  auto axis = n.normalizeAxis(n.attrInt("axis", 0), data.getRank());
+  if (failed(axis))
+    return failure();
+  auto axisAttr = n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis));
+  Value updates = n.input(2);
+  if (reduction == "none") {
+    auto old =
+        n.create1<graph::GatherElementsOp>({n.input(0), n.input(1)}, axisAttr);
+    if (failed(old))
+      return failure();
+    auto delta = n.create1<graph::SubOp>({updates, *old});
+    if (failed(delta))
+      return failure();
+    updates = *delta;
+  }
+  auto added =
+      n.createWithTypes(graph::ScatterElementsAddOp::getOperationName(), data,
+                        {updates, n.input(1)}, {axisAttr});
+  if (failed(added))
+    return failure();
+  return n.setResult(n.create1<graph::AddOp>({n.input(0), (*added)[0]}));
+}
+
 void pcc::import::registerMovementImporters(ImporterMap &map) {
   map["Reshape"] = importReshape;
   map["Squeeze"] = importSqueeze;
@@ -745,6 +801,7 @@ void pcc::import::registerMovementImporters(ImporterMap &map) {
   map["Tile"] = importTile;
   map["GatherND"] = importGatherND;
   map["ScatterND"] = importScatterND;
+  map["ScatterElements"] = importScatterElements;
   map["SplitToSequence"] = importSplitToSequence;
   map["SequenceAt"] = importSequenceAt;
 }

@@ -6,7 +6,7 @@ that transformers' generate() picks greedily for a few prompts.
 usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
        gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
        neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3,
-       xglm, mixtral, qwen3-moe, gptneo; default all)
+       xglm, mixtral, qwen3-moe, gptneo, deepseek-v3; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -283,6 +283,25 @@ def xglm():
     return XGLMForCausalLM(c)
 
 
+def deepseek_v3():
+    # DeepSeek-V3: multi-head latent attention with interleaved rotary
+    # halves, a dense first layer, then 8 routed experts in 2 groups (the
+    # best group by its top-2 scores kept: TopK, ScatterElements of a group
+    # mask), the top 2 experts of it by sigmoid scores, and a shared expert.
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+    c = DeepseekV3Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                         moe_intermediate_size=32, num_attention_heads=4,
+                         num_key_value_heads=4, vocab_size=VOCAB, max_position_embeddings=128,
+                         n_routed_experts=8, num_experts_per_tok=2, n_group=2, topk_group=1,
+                         n_shared_experts=1, first_k_dense_replace=1, q_lora_rank=32,
+                         kv_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16,
+                         v_head_dim=16, rope_interleave=True, tie_word_embeddings=False,
+                         attention_dropout=0.0, pad_token_id=None, bos_token_id=None,
+                         eos_token_id=None, attn_implementation="eager",
+                         experts_implementation="batched_mm")
+    return DeepseekV3ForCausalLM(c)
+
+
 def gptneo():
     # GPT-Neo: global then local attention (a band of 6 keys), each layer's
     # mask sliced from a constant [1, 1, 128, 128] buffer by the sequence's
@@ -335,7 +354,7 @@ MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistra
           "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom,
           "olmo-clip": olmo_clip, "apertus": apertus, "minicpm3": minicpm3,
           "xglm": xglm, "mixtral": mixtral, "qwen3-moe": qwen3_moe,
-          "gptneo": gptneo}
+          "gptneo": gptneo, "deepseek-v3": deepseek_v3}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 
