@@ -362,6 +362,16 @@ class Module:
         return self.emit("graph.cumsum %s {%s} : %s" % (
             x.name, ", ".join(attrs), x.type), [x.shape], [x.elem], key)
 
+    def top_k(self, x, axis, k, largest=True, key=True):
+        shape = list(x.shape)
+        shape[axis] = k
+        attrs = "axis = %d : i64, k = %d : i64" % (axis, k)
+        if not largest:
+            attrs += ", largest = false"
+        return self.emit("graph.top_k %s {%s} : (%s) -> (%s, %s)" % (
+            x.name, attrs, x.type, tensor_type(shape, x.elem),
+            tensor_type(shape, "i64")), [shape, shape], [x.elem, "i64"], key)
+
     def trilu(self, x, upper, k, key=True):
         return self.emit("graph.trilu %s {upper = %s, k = %d : i64} : %s" % (
             x.name, "true" if upper else "false", k, x.type), [x.shape],
@@ -594,6 +604,21 @@ def _(m):
 def _(m):
     return [m.cumsum(m.weight((8, 8), split=1), axis=0, exclusive=True,
                      reverse=True)]
+
+
+# TopK keeps its axis whole; the rows split (a router's tokens), and the
+# indices with them.
+@case("top_k_rows", ["split0"] * 2, GATHER * 2)
+def _(m):
+    values, indices = m.top_k(m.weight((8, 6), split=0), axis=1, k=3)
+    return [values, m.cast(indices, "f32", key=False)]
+
+
+@case("top_k_smallest_columns", ["split1"] * 2, GATHER * 2)
+def _(m):
+    values, indices = m.top_k(m.weight((5, 8), split=1), axis=0, k=2,
+                              largest=False)
+    return [values, m.cast(indices, "f32", key=False)]
 
 
 @case("trilu_batch_upper", ["split0"], GATHER)
