@@ -156,10 +156,7 @@ std::optional<std::pair<int64_t, int64_t>>
 reshapedTokenDim(ArrayRef<int64_t> input, int64_t dim, int64_t scale,
                  ArrayRef<int64_t> output) {
   auto product = [](ArrayRef<int64_t> s) {
-    int64_t p = 1;
-    for (int64_t e : s)
-      p *= e;
-    return p;
+    return ShapedType::getNumElements(s);
   };
   int64_t before = product(input.take_front(dim));
   int64_t tokens = input[dim] / scale;
