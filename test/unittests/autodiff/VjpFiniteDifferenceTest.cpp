@@ -323,6 +323,19 @@ const Case kCases[] = {
      "  %y = graph.gather_elements %w0[%i] {axis = 1 : i64} : "
      "(tensor<3x4xf64>, tensor<3x2xi64>) -> tensor<3x2xf64>\n",
      "tensor<3x2xf64>"},
+    {"scatter_add",
+     {Weight{"2x3x2"}},
+     "  %i = graph.constant dense<[1, 3, 1]> : tensor<3xi64>\n"
+     "  %y = graph.scatter_add %w0[%i] {axis = 1 : i64} : "
+     "(tensor<2x3x2xf64>, tensor<3xi64>) -> tensor<2x4x2xf64>\n",
+     "tensor<2x4x2xf64>"},
+    {"scatter_elements_add",
+     {Weight{"2x3"}},
+     "  %i = graph.constant dense<[[0, 2, 2], [3, 1, 0]]> : "
+     "tensor<2x3xi64>\n"
+     "  %y = graph.scatter_elements_add %w0[%i] {axis = 1 : i64} : "
+     "(tensor<2x3xf64>, tensor<2x3xi64>) -> tensor<2x4xf64>\n",
+     "tensor<2x4xf64>"},
     {"trilu",
      {Weight{"3x3"}},
      "  %y = graph.trilu %w0 {upper = false, k = 1 : i64} : "

@@ -585,6 +585,35 @@ LogicalResult GatherElementsOp::buildVjp(OpBuilder &builder,
   return success();
 }
 
+/// A scatter's updates were added at the indices: their gradient is read
+/// back from there (the gather it is the adjoint of); the indices have
+/// none.
+LogicalResult ScatterAddOp::buildVjp(OpBuilder &builder,
+                                     ArrayRef<Value> resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Value g = resultGrads[0];
+  operandGrads.push_back(
+      g && isFloatTensor(getUpdates())
+          ? Value(GatherOp::create(builder, getLoc(), getUpdates().getType(), g,
+                                   getIndices(), getAxis()))
+          : Value());
+  operandGrads.push_back({});
+  return success();
+}
+
+LogicalResult
+ScatterElementsAddOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  Value g = resultGrads[0];
+  operandGrads.push_back(g && isFloatTensor(getUpdates())
+                             ? Value(GatherElementsOp::create(
+                                   builder, getLoc(), getUpdates().getType(), g,
+                                   getIndices(), getAxis()))
+                             : Value());
+  operandGrads.push_back({});
+  return success();
+}
+
 /// The values' gradient goes back to the places they were taken from; the
 /// indices have none.
 LogicalResult TopKOp::buildVjp(OpBuilder &builder, ArrayRef<Value> resultGrads,
@@ -650,4 +679,8 @@ PCC_OPERAND_ROLE(GatherOp,
                  index == 0 ? OperandRole::Lookup : OperandRole::Other)
 PCC_OPERAND_ROLE(GatherElementsOp,
                  index == 0 ? OperandRole::Lookup : OperandRole::Other)
+PCC_OPERAND_ROLE(ScatterAddOp,
+                 index == 0 ? OperandRole::Movement : OperandRole::Other)
+PCC_OPERAND_ROLE(ScatterElementsAddOp,
+                 index == 0 ? OperandRole::Movement : OperandRole::Other)
 #undef PCC_OPERAND_ROLE
