@@ -71,7 +71,8 @@ template <int Rows, bool Runs>
 __attribute__((noinline)) static void
 microKernel(int64_t depth, const float *a, int64_t rowStride,
             int64_t depthStride, const float *b, float *c, int64_t ldc,
-            float alpha, float beta, bool first, int64_t cols, Ahead ahead) {
+            float alpha, float beta, bool first, int64_t cols, Ahead ahead,
+            bool stream) {
   constexpr int64_t C = kPanelCols;
   alignas(64) float tile[Rows][C];
 #if PCC_GEMM_VECTORS
@@ -136,6 +137,12 @@ microKernel(int64_t depth, const float *a, int64_t rowStride,
           std::memcpy(&old, ci, sizeof(Vec));
           r = vs * old + r;
         }
+#if defined(__AVX512F__)
+        if (stream) {
+          _mm512_stream_ps(ci, (__m512)r);
+          continue;
+        }
+#endif
         std::memcpy(ci, &r, sizeof(Vec));
       }
     return;
@@ -164,18 +171,18 @@ static void microKernelRows(int64_t rows, int64_t depth, const float *a,
                             int64_t rowStride, int64_t depthStride,
                             const float *b, float *c, int64_t ldc, float alpha,
                             float beta, bool first, int64_t cols, Ahead ahead,
-                            bool runs) {
+                            bool runs, bool stream = false) {
   if constexpr (Rows > 1)
     if (rows < Rows)
       return microKernelRows<Rows - 1>(rows, depth, a, rowStride, depthStride,
                                        b, c, ldc, alpha, beta, first, cols,
-                                       ahead, runs);
+                                       ahead, runs, stream);
   if (runs)
     microKernel<Rows, true>(depth, a, rowStride, depthStride, b, c, ldc, alpha,
-                            beta, first, cols, ahead);
+                            beta, first, cols, ahead, stream);
   else
     microKernel<Rows, false>(depth, a, rowStride, depthStride, b, c, ldc, alpha,
-                             beta, first, cols, ahead);
+                             beta, first, cols, ahead, stream);
 }
 
 /// The first row of A's micro-panel r of `panels` over m rows (m for r =
@@ -433,6 +440,36 @@ static bool packsBWhole(int64_t m, int64_t n, int64_t k) {
   return m >= 96 && packedBElements(k, n) <= kWholeBFloats;
 }
 
+/// C's floats from which a weight gradient's C is stored past the caches
+/// (2 MB, twice a core's L2 on the processors pcc was tuned on).
+constexpr int64_t kStreamedCFloats = int64_t(1) << 19;
+
+/// Whether the micro-kernels store C past the caches (_mm512_stream_ps): a
+/// weight gradient's C (A transposed, the activations), written once (one
+/// K-block, beta 0, no epilogue) and first read by the optimizer at the
+/// end of the step, long after the caches let it go; a store that is not
+/// streamed first reads the line it writes from memory.
+static bool streamsC(int64_t m, int64_t n, int64_t k, bool transA, float beta,
+                     const float *c, int64_t ldc, GemmEpilogueFn epilogue) {
+#if defined(__AVX512F__) && PCC_GEMM_VECTORS
+  return transA && k <= kDepth && beta == 0.0f && !epilogue &&
+         m * n >= kStreamedCFloats && ldc % kLineFloats == 0 &&
+         reinterpret_cast<uintptr_t>(c) % 64 == 0;
+#else
+  (void)m, (void)n, (void)k, (void)transA, (void)beta, (void)c, (void)ldc,
+      (void)epilogue;
+  return false;
+#endif
+}
+
+/// Orders this thread's streamed stores before what follows the product.
+static void fenceStreams([[maybe_unused]] bool streamed) {
+#if defined(__AVX512F__)
+  if (streamed)
+    _mm_sfence();
+#endif
+}
+
 static void packOperand(int64_t k, int64_t n, const float *b, int64_t ldb,
                         bool transB, float *out, bool stream, bool parallel,
                         int64_t row0 = 0,
@@ -509,6 +546,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
   if (packA)
     aPacked.resize(size_t(rowPanels * kPanelRows * std::min(k, depthPerSlice)));
   float *ap = aPacked.data();
+  bool streamC = streamsC(m, n, k, transA, beta, c, ldc, epilogue);
   int64_t panelsPerBlock = blockPanels(bp);
   int64_t rowBlocks = (rowPanels + panelsPerBlock - 1) / panelsPerBlock;
   int64_t tasks = panels * rowBlocks;
@@ -610,11 +648,12 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
                           ap + rowPanels * kPanelRows * (k0 - kBegin) +
                               r * depth * kPanelRows,
                           1, kPanelRows, bb, c + first * ldc + p * kPanelCols,
-                          ldc, alpha, beta, k0 == 0, cols, ahead, runs);
+                          ldc, alpha, beta, k0 == 0, cols, ahead, runs,
+                          streamC);
         else
           microKernelRows(end - first, depth, a + first * lda + k0, lda, 1, bb,
                           c + first * ldc + p * kPanelCols, ldc, alpha, beta,
-                          k0 == 0, cols, ahead, runs);
+                          k0 == 0, cols, ahead, runs, streamC);
       }
     }
     if (epilogue && kEnd == k)
@@ -633,6 +672,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
       for (int64_t task = 0; task < tasks; ++task)
         runTask(task, k0, kEnd);
     }
+    fenceStreams(streamC);
     return;
   }
 #pragma omp parallel num_threads(threads())
@@ -673,6 +713,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
 #pragma omp barrier
       }
     }
+    fenceStreams(streamC);
   }
 }
 /// Packs op(B)'s rows [k0, k0 + depth) of panel p into `o`, as packBPanel,

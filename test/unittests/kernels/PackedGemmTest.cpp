@@ -47,16 +47,24 @@ struct Epilogue {
 };
 
 /// Checks C = alpha * op(A) * op(B) + beta * C: through gemmPackedB where
-/// B is `prepared` (A not transposed), through gemm otherwise.
+/// B is `prepared` (A not transposed), through gemm otherwise. Where
+/// `alignedC`, C's rows are whole cache lines apart and start on one, as a
+/// workspace's buffers do (a weight gradient's C large enough is then
+/// stored past the caches).
 void checkProduct(Shape s, bool transA, bool transB, float alpha, float beta,
-                  bool prepared, bool withEpilogue = false) {
+                  bool prepared, bool withEpilogue = false,
+                  bool alignedC = false) {
   std::mt19937 gen(unsigned(s.m * 7919 + s.n * 131 + s.k));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   // Leading dimensions larger than the extents, as views of wider buffers.
   int64_t lda = (transA ? s.m : s.k) + 3, ldb = (transB ? s.k : s.n) + 5,
-          ldc = s.n + 2;
+          ldc = alignedC ? (s.n + 15) / 16 * 16 + 16 : s.n + 2;
   std::vector<float> a(size_t((transA ? s.k : s.m) * lda)),
-      b(size_t((transB ? s.n : s.k) * ldb)), c(size_t(s.m * ldc));
+      b(size_t((transB ? s.n : s.k) * ldb)), cBuffer(size_t(s.m * ldc + 16));
+  float *cStart = cBuffer.data();
+  while (alignedC && reinterpret_cast<uintptr_t>(cStart) % 64)
+    ++cStart;
+  std::vector<float> c(size_t(s.m * ldc));
   for (float &v : a)
     v = dist(gen);
   for (float &v : b)
@@ -85,13 +93,16 @@ void checkProduct(Shape s, bool transA, bool transB, float alpha, float beta,
   Epilogue epilogue{c.data(), ldc, s.n, std::vector<float>(size_t(s.m * s.n)),
                     std::vector<int>(size_t(s.m * s.n))};
   void *const epilogueArgs[] = {&epilogue};
+  std::copy(c.begin(), c.end(), cStart);
+  epilogue.c = cStart;
   if (prepared)
     pcc_k::gemmPackedB(s.m, s.n, s.k, alpha, a.data(), lda, bp, b.data(), ldb,
-                       transB, beta, c.data(), ldc,
+                       transB, beta, cStart, ldc,
                        withEpilogue ? &Epilogue::run : nullptr, epilogueArgs);
   else
     pcc_k::gemm<float>(s.m, s.n, s.k, alpha, a.data(), lda, transA, b.data(),
-                       ldb, transB, beta, c.data(), ldc);
+                       ldb, transB, beta, cStart, ldc);
+  std::copy(cStart, cStart + c.size(), c.begin());
   double tolerance = 1e-5 * (1 + std::sqrt(double(s.k)));
   for (int64_t i = 0; i < s.m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
@@ -165,6 +176,26 @@ TEST(PackedGemm, UnpreparedMatchesReference) {
           checkProduct(s, transA, transB, 1.0f, 0.0f, false);
           checkProduct(s, transA, transB, 0.125f, 0.5f, false);
         }
+  }
+  pcc_k::setThreads(1);
+}
+
+// Weight gradients (A transposed, one block of K) whose C fills 2 MB or
+// more: stored past the caches where C is aligned (whole panels, and a
+// last panel of 16 columns), and where it is not.
+TEST(PackedGemm, LargeWeightGradientMatchesReference) {
+  for (int threads : {1, 2}) {
+    pcc_k::setThreads(threads);
+    for (Shape s : {Shape{800, 672, 40}, Shape{770, 688, 256}})
+      for (bool alignedC : {true, false}) {
+        checkProduct(s, true, false, 1.0f, 0.0f, false, false, alignedC);
+        checkProduct(s, true, true, 0.5f, 0.0f, false, false, alignedC);
+      }
+    // Not streamed: accumulated into C, or over several blocks of K.
+    checkProduct(Shape{800, 672, 40}, true, false, 1.0f, 1.0f, false, false,
+                 true);
+    checkProduct(Shape{800, 672, 300}, true, false, 1.0f, 0.0f, false, false,
+                 true);
   }
   pcc_k::setThreads(1);
 }
