@@ -55,6 +55,50 @@ static LogicalResult importMean(NodeImporter &n) {
   return n.setResult(r);
 }
 
+/// Mod of integers, from the truncating division: r = a - (a / b) * b has
+/// the dividend's sign (fmod 1, C's %); fmod 0 (Python's %, the divisor's
+/// sign) adds b to a nonzero r whose sign differs from b's. Floats (fmod 1,
+/// C's fmod) are refused: a - trunc(a / b) * b in floats is not exact.
+static LogicalResult importMod(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  Type et = getElementTypeOrSelf(n.input(0).getType());
+  if (!isa<IntegerType>(et))
+    return emitError(n.loc) << "Mod: operands of " << et
+                            << " are not supported (integers only)",
+           failure();
+  Value a = n.input(0), b = n.input(1);
+  auto quotient = n.create1<graph::DivOp>({a, b});
+  if (failed(quotient))
+    return failure();
+  auto product = n.create1<graph::MulOp>({*quotient, b});
+  if (failed(product))
+    return failure();
+  auto rest = n.create1<graph::SubOp>({a, *product});
+  if (failed(rest) || n.attrInt("fmod", 0) != 0)
+    return n.setResult(rest);
+  Value zero = n.constant(DenseElementsAttr::get(RankedTensorType::get({}, et),
+                                                 IntegerAttr::get(et, 0)));
+  auto restNegative = n.create1<graph::LessOp>({*rest, zero});
+  auto divisorNegative = n.create1<graph::LessOp>({b, zero});
+  if (failed(restNegative) || failed(divisorNegative))
+    return failure();
+  auto signsDiffer = n.create1<graph::XorOp>({*restNegative, *divisorNegative});
+  auto restZero = n.create1<graph::EqualOp>({*rest, zero});
+  if (failed(signsDiffer) || failed(restZero))
+    return failure();
+  auto restNonzero = n.create1WithType(graph::NotOp::getOperationName(),
+                                       (*restZero).getType(), *restZero);
+  if (failed(restNonzero))
+    return failure();
+  auto moved = n.create1<graph::AndOp>({*signsDiffer, *restNonzero});
+  auto shifted = n.create1<graph::AddOp>({*rest, b});
+  if (failed(moved) || failed(shifted))
+    return failure();
+  auto r = n.create1<graph::WhereOp>({*moved, *shifted, *rest});
+  return n.setResult(r);
+}
+
 static LogicalResult importWhere(NodeImporter &n) {
   if (failed(n.requireInputs(3)))
     return failure();
@@ -311,6 +355,7 @@ void pcc::import::registerElementwiseImporters(ImporterMap &map) {
   map["Mul"] = importBinary<graph::MulOp>;
   map["Div"] = importBinary<graph::DivOp>;
   map["Pow"] = importBinary<graph::PowOp>;
+  map["Mod"] = importMod;
   map["And"] = importBinary<graph::AndOp>;
   map["Or"] = importBinary<graph::OrOp>;
   map["Xor"] = importBinary<graph::XorOp>;
