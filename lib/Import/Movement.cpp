@@ -729,11 +729,14 @@ static LogicalResult importScatterND(NodeImporter &n) {
 
 /// ScatterElements: the data with updates[i][j] written (reduction "none")
 /// or added ("add") at data[indices[i][j]][j] along `axis`. An "add" is the
-/// data plus graph.scatter_elements_add of the updates; a write, whose
-/// indices ONNX requires to be distinct, adds at each index what turns the
-/// data's element into the update: updates - data's elements there
-/// (graph.gather_elements). DeepSeek's router marks its chosen groups so
-/// (`mask.scatter_(1, top_groups, 1)`). Other reductions are refused.
+/// data plus graph.scatter_elements_add of the updates. A write, whose
+/// indices ONNX requires to be distinct, selects (graph.where) the
+/// scattered updates where a scatter of ones counts a write, the data
+/// elsewhere: exactly the updates, whatever the data held (a difference
+/// added to the data, updates - data, gave NaN over -inf data, as
+/// Llama 4's router fills its scores, and rounded finite ones). DeepSeek's
+/// router marks its chosen groups so (`mask.scatter_(1, top_groups, 1)`).
+/// Other reductions are refused.
 static LogicalResult importScatterElements(NodeImporter &n) {
   if (failed(n.requireInputs(3)))
     return failure();
@@ -764,23 +767,29 @@ static LogicalResult importScatterElements(NodeImporter &n) {
   if (failed(axis))
     return failure();
   auto axisAttr = n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis));
-  Value updates = n.input(2);
-  if (reduction == "none") {
-    auto old =
-        n.create1<graph::GatherElementsOp>({n.input(0), n.input(1)}, axisAttr);
-    if (failed(old))
-      return failure();
-    auto delta = n.create1<graph::SubOp>({updates, *old});
-    if (failed(delta))
-      return failure();
-    updates = *delta;
-  }
-  auto added =
-      n.createWithTypes(graph::ScatterElementsAddOp::getOperationName(), data,
-                        {updates, n.input(1)}, {axisAttr});
+  auto scatter = [&](Value updates) {
+    return n.createWithTypes(graph::ScatterElementsAddOp::getOperationName(),
+                             data, {updates, n.input(1)}, {axisAttr});
+  };
+  auto added = scatter(n.input(2));
   if (failed(added))
     return failure();
-  return n.setResult(n.create1<graph::AddOp>({n.input(0), (*added)[0]}));
+  if (reduction == "add")
+    return n.setResult(n.create1<graph::AddOp>({n.input(0), (*added)[0]}));
+  RankedTensorType updatesType = n.inputType(2);
+  Value ones = n.constant(DenseElementsAttr::get(
+      updatesType, FloatAttr::get(updatesType.getElementType(), 1.0)));
+  auto counts = scatter(ones);
+  if (failed(counts))
+    return failure();
+  Value zero = n.constant(
+      DenseElementsAttr::get(RankedTensorType::get({}, data.getElementType()),
+                             FloatAttr::get(data.getElementType(), 0.0)));
+  auto written = n.create1<graph::GreaterOp>({(*counts)[0], zero});
+  if (failed(written))
+    return failure();
+  return n.setResult(
+      n.create1<graph::WhereOp>({*written, (*added)[0], n.input(0)}));
 }
 
 void pcc::import::registerMovementImporters(ImporterMap &map) {
