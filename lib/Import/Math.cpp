@@ -200,11 +200,80 @@ static LogicalResult importTopK(NodeImporter &n) {
   return n.setResults(r);
 }
 
+/// ArgMax and ArgMin: the indices of a TopK of one along the axis (its ties
+/// give the lowest index, as select_last_index 0 asks), without the axis
+/// unless keepdims. select_last_index 1 takes it over the axis reversed (a
+/// slice of step -1): n - 1 minus that index.
+template <bool Largest>
+static LogicalResult importArgExtremum(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  StringRef name = Largest ? "ArgMax" : "ArgMin";
+  RankedTensorType type = n.inputType(0);
+  auto axis = n.normalizeAxis(n.attrInt("axis", 0), type.getRank());
+  if (failed(axis))
+    return failure();
+  if (!isa<FloatType, IntegerType>(type.getElementType()) ||
+      type.getElementType().isInteger(1))
+    return emitError(n.loc)
+               << name << ": input of element type " << type.getElementType()
+               << " (numbers are compared)",
+           failure();
+  if (type.getDimSize(*axis) == 0)
+    return emitError(n.loc) << name << ": the axis is empty", failure();
+  int64_t extent = type.getDimSize(*axis);
+  bool last = n.attrInt("select_last_index", 0) != 0;
+  Value input = n.input(0);
+  if (last) {
+    SmallVector<int64_t> starts(type.getRank(), 0), sizes(type.getShape()),
+        steps(type.getRank(), 1);
+    starts[*axis] = extent - 1;
+    steps[*axis] = -1;
+    auto reversed = n.create1<graph::SliceOp>(
+        input, {n.b.getNamedAttr("starts", n.b.getDenseI64ArrayAttr(starts)),
+                n.b.getNamedAttr("sizes", n.b.getDenseI64ArrayAttr(sizes)),
+                n.b.getNamedAttr("steps", n.b.getDenseI64ArrayAttr(steps))});
+    if (failed(reversed))
+      return failure();
+    input = *reversed;
+  }
+  auto top = n.create<graph::TopKOp>(
+      input, {n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(*axis)),
+              n.b.getNamedAttr("k", n.b.getI64IntegerAttr(1)),
+              n.b.getNamedAttr("largest", n.b.getBoolAttr(Largest))});
+  if (failed(top))
+    return failure();
+  Value indices = (*top)[1];
+  if (last) {
+    Type it = getElementTypeOrSelf(indices.getType());
+    auto fromEnd = n.create1<graph::SubOp>(
+        {n.constant(DenseElementsAttr::get(RankedTensorType::get({}, it),
+                                           IntegerAttr::get(it, extent - 1))),
+         indices});
+    if (failed(fromEnd))
+      return failure();
+    indices = *fromEnd;
+  }
+  if (n.attrInt("keepdims", 1) != 0) {
+    n.results = {indices};
+    return success();
+  }
+  SmallVector<int64_t> shape(type.getShape());
+  shape.erase(shape.begin() + *axis);
+  auto reshaped = n.create1WithType(
+      graph::ReshapeOp::getOperationName(),
+      RankedTensorType::get(shape, getElementTypeOrSelf(indices.getType())),
+      indices);
+  return n.setResult(reshaped);
+}
+
 void pcc::import::registerMathImporters(ImporterMap &map) {
   map["MatMul"] = importMatMul;
   map["Gemm"] = importGemm;
   map["CumSum"] = importCumSum;
   map["TopK"] = importTopK;
+  map["ArgMax"] = importArgExtremum<true>;
+  map["ArgMin"] = importArgExtremum<false>;
   map["Softmax"] = importSoftmax<graph::SoftmaxOp>;
   map["LogSoftmax"] = importSoftmax<graph::LogSoftmaxOp>;
   map["LayerNormalization"] = importLayerNorm;

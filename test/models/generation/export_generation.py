@@ -6,7 +6,7 @@ that transformers' generate() picks greedily for a few prompts.
 usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
        gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
        neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3,
-       xglm, mixtral, qwen3-moe, gptneo, deepseek-v3; default all)
+       xglm, mixtral, qwen3-moe, gptneo, deepseek-v3, phimoe; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -348,13 +348,28 @@ def qwen3_moe():
     return Qwen3MoeForCausalLM(c)
 
 
+def phimoe():
+    # PhiMoE's sparsemixer router picks each token's experts with ArgMax
+    # (imported as a TopK of one) and masks scores with Where, Abs and a
+    # ScatterElements write (a selection, exact over -inf).
+    from transformers import PhimoeConfig, PhimoeForCausalLM
+    c = PhimoeConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=96,
+                     num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                     max_position_embeddings=128, num_local_experts=4,
+                     num_experts_per_tok=2, router_jitter_noise=0.0,
+                     input_jitter_noise=0.0, sliding_window=None,
+                     tie_word_embeddings=False, attention_dropout=0.0,
+                     attn_implementation="eager", experts_implementation="batched_mm")
+    return PhimoeForCausalLM(c)
+
+
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
           "gemma3": gemma3, "qwen2": qwen2,
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
           "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom,
           "olmo-clip": olmo_clip, "apertus": apertus, "minicpm3": minicpm3,
           "xglm": xglm, "mixtral": mixtral, "qwen3-moe": qwen3_moe,
-          "gptneo": gptneo, "deepseek-v3": deepseek_v3}
+          "gptneo": gptneo, "deepseek-v3": deepseek_v3, "phimoe": phimoe}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 
