@@ -90,10 +90,9 @@ static LogicalResult importLayerNorm(NodeImporter &n) {
 }
 
 /// ReduceSum took its axes as an input from opset 13, the other reductions
-/// from opset 18.
-template <typename OpTy> static LogicalResult importReduce(NodeImporter &n) {
-  if (failed(n.requireInputs(1)))
-    return failure();
+/// from opset 18. Reduces `x` (the node's input, or a transform of it).
+template <typename OpTy>
+static LogicalResult importReduceOf(NodeImporter &n, Value x) {
   bool axesAsInput =
       n.opset >= 18 || (n.opset >= 13 && n.node.op_type() == "ReduceSum");
   SmallVector<int64_t> axes;
@@ -118,7 +117,7 @@ template <typename OpTy> static LogicalResult importReduce(NodeImporter &n) {
   int64_t rank = n.inputType(0).getRank();
   if (axes.empty()) {
     if (n.attrInt("noop_with_empty_axes", 0)) {
-      n.results = {n.input(0)};
+      n.results = {x};
       return success();
     }
     for (int64_t i = 0; i < rank; ++i)
@@ -134,11 +133,41 @@ template <typename OpTy> static LogicalResult importReduce(NodeImporter &n) {
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
     return emitError(n.loc) << n.node.op_type() << ": repeated axis", failure();
   auto r = n.create1<OpTy>(
-      n.input(0),
-      {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr(axes)),
-       n.b.getNamedAttr("keepdims",
-                        n.b.getBoolAttr(n.attrInt("keepdims", 1) != 0))});
+      x, {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr(axes)),
+          n.b.getNamedAttr("keepdims",
+                           n.b.getBoolAttr(n.attrInt("keepdims", 1) != 0))});
   return n.setResult(r);
+}
+
+template <typename OpTy> static LogicalResult importReduce(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  return importReduceOf<OpTy>(n, n.input(0));
+}
+
+/// ReduceL1, ReduceL2 and ReduceSumSquare: sums of |x| or x * x (the square
+/// root of the latter for L2; of the input itself where noop_with_empty_axes
+/// leaves it unreduced, as ONNX's reference does).
+enum class Norm { L1, L2, SumSquare };
+template <Norm Kind> static LogicalResult importReduceNorm(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  Value x = n.input(0);
+  if (!isa<FloatType, IntegerType>(getElementTypeOrSelf(x.getType())))
+    return emitError(n.loc) << n.node.op_type() << ": input of element type "
+                            << getElementTypeOrSelf(x.getType()),
+           failure();
+  auto terms =
+      Kind == Norm::L1
+          ? n.create1WithType(graph::AbsOp::getOperationName(), x.getType(), x)
+          : n.create1<graph::MulOp>({x, x});
+  if (failed(terms) || failed(importReduceOf<graph::ReduceSumOp>(n, *terms)))
+    return failure();
+  if (Kind != Norm::L2)
+    return success();
+  auto root = n.create1WithType(graph::SqrtOp::getOperationName(),
+                                n.results[0].getType(), n.results[0]);
+  return n.setResult(root);
 }
 
 static LogicalResult importCumSum(NodeImporter &n) {
@@ -281,4 +310,7 @@ void pcc::import::registerMathImporters(ImporterMap &map) {
   map["ReduceSum"] = importReduce<graph::ReduceSumOp>;
   map["ReduceMax"] = importReduce<graph::ReduceMaxOp>;
   map["ReduceMin"] = importReduce<graph::ReduceMinOp>;
+  map["ReduceL1"] = importReduceNorm<Norm::L1>;
+  map["ReduceL2"] = importReduceNorm<Norm::L2>;
+  map["ReduceSumSquare"] = importReduceNorm<Norm::SumSquare>;
 }

@@ -94,7 +94,7 @@ struct Options {
 const std::set<std::string> kOpList = {
     "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal",
     "Neg", "Erf", "Tanh", "Sigmoid", "Exp", "Log", "Relu", "Softmax",
-    "LogSoftmax", "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax",
+    "LogSoftmax", "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceL1", "ReduceL2", "ReduceSumSquare",
     "Reshape", "Transpose", "Split", "Slice", "Concat", "Gather",
     "GatherElements", "Expand", "Unsqueeze", "Squeeze", "Where", "Equal",
     "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Cast", "Constant",
