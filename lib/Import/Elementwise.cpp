@@ -99,6 +99,39 @@ static LogicalResult importMod(NodeImporter &n) {
   return n.setResult(r);
 }
 
+/// Sign: 1 above zero, -1 below, 0 at zero and NaN at a NaN, of the
+/// input's type.
+static LogicalResult importSign(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  Value x = n.input(0);
+  Type et = getElementTypeOrSelf(x.getType());
+  if (!isa<FloatType, IntegerType>(et) || et.isInteger(1))
+    return emitError(n.loc) << "Sign: input of element type " << et, failure();
+  auto scalar = [&](int64_t v) {
+    auto type = RankedTensorType::get({}, et);
+    return n.constant(
+        isa<FloatType>(et)
+            ? DenseElementsAttr::get(type, FloatAttr::get(et, double(v)))
+            : DenseElementsAttr::get(type, IntegerAttr::get(et, v)));
+  };
+  Value zero = scalar(0);
+  auto positive = n.create1<graph::GreaterOp>({x, zero});
+  auto negative = n.create1<graph::LessOp>({x, zero});
+  if (failed(positive) || failed(negative))
+    return failure();
+  // Where neither test holds x is zero or a NaN: x * 0 is its sign, with
+  // a gradient of zero, as Sign's everywhere.
+  auto rest = n.create1<graph::MulOp>({x, zero});
+  if (failed(rest))
+    return failure();
+  auto belowOrRest = n.create1<graph::WhereOp>({*negative, scalar(-1), *rest});
+  if (failed(belowOrRest))
+    return failure();
+  return n.setResult(
+      n.create1<graph::WhereOp>({*positive, scalar(1), *belowOrRest}));
+}
+
 static LogicalResult importWhere(NodeImporter &n) {
   if (failed(n.requireInputs(3)))
     return failure();
@@ -356,6 +389,7 @@ void pcc::import::registerElementwiseImporters(ImporterMap &map) {
   map["Div"] = importBinary<graph::DivOp>;
   map["Pow"] = importBinary<graph::PowOp>;
   map["Mod"] = importMod;
+  map["Sign"] = importSign;
   map["And"] = importBinary<graph::AndOp>;
   map["Or"] = importBinary<graph::OrOp>;
   map["Xor"] = importBinary<graph::XorOp>;

@@ -99,7 +99,7 @@ const std::set<std::string> kOpList = {
     "GatherElements", "Expand", "Unsqueeze", "Squeeze", "Where", "Equal",
     "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Cast", "Constant",
     "ConstantOfShape", "Range", "Trilu", "Shape", "Identity", "CastLike",
-    "IsNaN", "CumSum", "TopK", "ArgMax", "ArgMin", "ScatterElements", "Mod", "Tile", "GatherND", "SplitToSequence", "SequenceAt",
+    "IsNaN", "Sign", "CumSum", "TopK", "ArgMax", "ArgMin", "ScatterElements", "Mod", "Tile", "GatherND", "SplitToSequence", "SequenceAt",
     "Gelu", "Clip", "Softplus", "Softsign", "Mish", "HardSigmoid",
     "HardSwish", "LeakyRelu", "Elu"};
 
