@@ -55,83 +55,6 @@ static LogicalResult importMean(NodeImporter &n) {
   return n.setResult(r);
 }
 
-/// Mod of integers, from the truncating division: r = a - (a / b) * b has
-/// the dividend's sign (fmod 1, C's %); fmod 0 (Python's %, the divisor's
-/// sign) adds b to a nonzero r whose sign differs from b's. Floats (fmod 1,
-/// C's fmod) are refused: a - trunc(a / b) * b in floats is not exact.
-static LogicalResult importMod(NodeImporter &n) {
-  if (failed(n.requireInputs(2)))
-    return failure();
-  Type et = getElementTypeOrSelf(n.input(0).getType());
-  if (!isa<IntegerType>(et))
-    return emitError(n.loc) << "Mod: operands of " << et
-                            << " are not supported (integers only)",
-           failure();
-  Value a = n.input(0), b = n.input(1);
-  auto quotient = n.create1<graph::DivOp>({a, b});
-  if (failed(quotient))
-    return failure();
-  auto product = n.create1<graph::MulOp>({*quotient, b});
-  if (failed(product))
-    return failure();
-  auto rest = n.create1<graph::SubOp>({a, *product});
-  if (failed(rest) || n.attrInt("fmod", 0) != 0)
-    return n.setResult(rest);
-  Value zero = n.constant(DenseElementsAttr::get(RankedTensorType::get({}, et),
-                                                 IntegerAttr::get(et, 0)));
-  auto restNegative = n.create1<graph::LessOp>({*rest, zero});
-  auto divisorNegative = n.create1<graph::LessOp>({b, zero});
-  if (failed(restNegative) || failed(divisorNegative))
-    return failure();
-  auto signsDiffer = n.create1<graph::XorOp>({*restNegative, *divisorNegative});
-  auto restZero = n.create1<graph::EqualOp>({*rest, zero});
-  if (failed(signsDiffer) || failed(restZero))
-    return failure();
-  auto restNonzero = n.create1WithType(graph::NotOp::getOperationName(),
-                                       (*restZero).getType(), *restZero);
-  if (failed(restNonzero))
-    return failure();
-  auto moved = n.create1<graph::AndOp>({*signsDiffer, *restNonzero});
-  auto shifted = n.create1<graph::AddOp>({*rest, b});
-  if (failed(moved) || failed(shifted))
-    return failure();
-  auto r = n.create1<graph::WhereOp>({*moved, *shifted, *rest});
-  return n.setResult(r);
-}
-
-/// Sign: 1 above zero, -1 below, 0 at zero and NaN at a NaN, of the
-/// input's type.
-static LogicalResult importSign(NodeImporter &n) {
-  if (failed(n.requireInputs(1)))
-    return failure();
-  Value x = n.input(0);
-  Type et = getElementTypeOrSelf(x.getType());
-  if (!isa<FloatType, IntegerType>(et) || et.isInteger(1))
-    return emitError(n.loc) << "Sign: input of element type " << et, failure();
-  auto scalar = [&](int64_t v) {
-    auto type = RankedTensorType::get({}, et);
-    return n.constant(
-        isa<FloatType>(et)
-            ? DenseElementsAttr::get(type, FloatAttr::get(et, double(v)))
-            : DenseElementsAttr::get(type, IntegerAttr::get(et, v)));
-  };
-  Value zero = scalar(0);
-  auto positive = n.create1<graph::GreaterOp>({x, zero});
-  auto negative = n.create1<graph::LessOp>({x, zero});
-  if (failed(positive) || failed(negative))
-    return failure();
-  // Where neither test holds x is zero or a NaN: x * 0 is its sign, with
-  // a gradient of zero, as Sign's everywhere.
-  auto rest = n.create1<graph::MulOp>({x, zero});
-  if (failed(rest))
-    return failure();
-  auto belowOrRest = n.create1<graph::WhereOp>({*negative, scalar(-1), *rest});
-  if (failed(belowOrRest))
-    return failure();
-  return n.setResult(
-      n.create1<graph::WhereOp>({*positive, scalar(1), *belowOrRest}));
-}
-
 static LogicalResult importWhere(NodeImporter &n) {
   if (failed(n.requireInputs(3)))
     return failure();
@@ -180,16 +103,19 @@ static LogicalResult importIsNaN(NodeImporter &n) {
 
 namespace {
 /// Builds a composite of Graph ops (which autodiff knows) on `x`, its
-/// scalars of x's element type (a float), failing at the first op that does
-/// not build.
+/// scalars of x's element type, failing at the first op that does not
+/// build.
 class Composer {
 public:
   Composer(NodeImporter &n, Value x)
       : n(n), et(cast<RankedTensorType>(x.getType()).getElementType()) {}
 
   Value scalar(double v) {
-    return n.constant(DenseElementsAttr::get(RankedTensorType::get({}, et),
-                                             FloatAttr::get(et, v)));
+    auto type = RankedTensorType::get({}, et);
+    if (isa<IntegerType>(et))
+      return n.constant(
+          DenseElementsAttr::get(type, IntegerAttr::get(et, int64_t(v))));
+    return n.constant(DenseElementsAttr::get(type, FloatAttr::get(et, v)));
   }
   template <typename OpTy> Value unary(Value a) {
     if (!a)
@@ -202,6 +128,12 @@ public:
       return {};
     auto r = n.create1<OpTy>({a, b});
     return succeeded(r) ? *r : Value();
+  }
+  /// `a` where `cond` holds, else `b`.
+  Value select(Value cond, Value a, Value b) {
+    if (!cond || !a || !b)
+      return {};
+    return n.create1<graph::WhereOp>({cond, a, b}).value_or(Value());
   }
   Value mul(Value a, Value b) { return binary<graph::MulOp>(a, b); }
   Value add(Value a, Value b) { return binary<graph::AddOp>(a, b); }
@@ -230,10 +162,8 @@ public:
     if (!negative)
       return {};
     Value zero = scalar(0);
-    auto less = n.create1<graph::LessOp>({x, zero});
-    if (failed(less))
-      return {};
-    return n.create1<graph::WhereOp>({*less, negative, x}).value_or(Value());
+    Value less = binary<graph::LessOp>(x, zero);
+    return select(less, negative, x);
   }
 
 private:
@@ -241,6 +171,66 @@ private:
   Type et;
 };
 } // namespace
+
+/// Mod of integers, from the truncating division: r = a - (a / b) * b has
+/// the dividend's sign (fmod 1, C's %); fmod 0 (Python's %, the divisor's
+/// sign) adds b to a nonzero r whose sign differs from b's. Floats (fmod 1,
+/// C's fmod) are refused: a - trunc(a / b) * b in floats is not exact.
+static LogicalResult importMod(NodeImporter &n) {
+  if (failed(n.requireInputs(2)))
+    return failure();
+  Type et = getElementTypeOrSelf(n.input(0).getType());
+  if (!isa<IntegerType>(et))
+    return emitError(n.loc) << "Mod: operands of " << et
+                            << " are not supported (integers only)",
+           failure();
+  Value a = n.input(0), b = n.input(1);
+  Composer c(n, a);
+  Value quotient = c.binary<graph::DivOp>(a, b);
+  Value product = c.mul(quotient, b);
+  Value rest = c.binary<graph::SubOp>(a, product);
+  if (rest && n.attrInt("fmod", 0) == 0) {
+    Value zero = c.scalar(0);
+    Value restNegative = c.binary<graph::LessOp>(rest, zero);
+    Value divisorNegative = c.binary<graph::LessOp>(b, zero);
+    Value signsDiffer = c.binary<graph::XorOp>(restNegative, divisorNegative);
+    Value restZero = c.binary<graph::EqualOp>(rest, zero);
+    Value restNonzero = c.unary<graph::NotOp>(restZero);
+    Value moved = c.binary<graph::AndOp>(signsDiffer, restNonzero);
+    Value shifted = c.add(rest, b);
+    rest = c.select(moved, shifted, rest);
+  }
+  if (!rest)
+    return failure();
+  n.results = {rest};
+  return success();
+}
+
+/// Sign: 1 above zero, -1 below, 0 at zero and NaN at a NaN, of the
+/// input's type.
+static LogicalResult importSign(NodeImporter &n) {
+  if (failed(n.requireInputs(1)))
+    return failure();
+  Value x = n.input(0);
+  Type et = getElementTypeOrSelf(x.getType());
+  if (!isa<FloatType, IntegerType>(et) || et.isInteger(1))
+    return emitError(n.loc) << "Sign: input of element type " << et, failure();
+  Composer c(n, x);
+  Value zero = c.scalar(0);
+  Value positive = c.binary<graph::GreaterOp>(x, zero);
+  Value negative = c.binary<graph::LessOp>(x, zero);
+  // Where neither test holds x is zero or a NaN: x * 0 is its sign, with
+  // a gradient of zero, as Sign's everywhere.
+  Value rest = c.mul(x, zero);
+  Value minusOne = c.scalar(-1);
+  Value belowOrRest = c.select(negative, minusOne, rest);
+  Value one = c.scalar(1);
+  Value y = c.select(positive, one, belowOrRest);
+  if (!y)
+    return failure();
+  n.results = {y};
+  return success();
+}
 
 /// Gelu (opset 20) in Graph ops, which autodiff already knows:
 /// 0.5 x (1 + erf(x / sqrt 2)), or with approximate="tanh"

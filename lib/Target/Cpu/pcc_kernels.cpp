@@ -46,6 +46,23 @@ struct Ahead {
   }
 };
 
+#if PCC_GEMM_VECTORS
+/// Stores the 16 floats `v` at `out`, or, where `Stream` (and `out` is
+/// 64-byte aligned), past the caches: packB's operands are read by the
+/// products of the next run, and a weight gradient's C by the optimizer at
+/// the end of the step, long after the caches would have let them go, and
+/// a store that is not streamed first reads the line it writes.
+template <bool Stream, typename V> static void store16(float *out, V v) {
+#if defined(__AVX512F__)
+  if constexpr (Stream) {
+    _mm512_stream_ps(out, (__m512)v);
+    return;
+  }
+#endif
+  std::memcpy(out, &v, sizeof(V));
+}
+#endif
+
 /// C[rows x kPanelCols] (=|+=) alpha * tile, of which C's first `cols`
 /// columns are written: the end of a micro-kernel whose panel passes N.
 static void storeTile(int rows, const float *tile, float *c, int64_t ldc,
@@ -137,13 +154,7 @@ microKernel(int64_t depth, const float *a, int64_t rowStride,
           std::memcpy(&old, ci, sizeof(Vec));
           r = vs * old + r;
         }
-#if defined(__AVX512F__)
-        if (stream) {
-          _mm512_stream_ps(ci, (__m512)r);
-          continue;
-        }
-#endif
-        std::memcpy(ci, &r, sizeof(Vec));
+        stream ? store16<true>(ci, r) : store16<false>(ci, r);
       }
     return;
   }
@@ -200,20 +211,6 @@ static int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
 }
 
 #if PCC_GEMM_VECTORS
-/// Stores the 16 floats `v` at `out`, or, where `Stream` (and `out` is
-/// 64-byte aligned), past the caches: packB's operands are read by the
-/// products of the next run, long after the caches would have let them
-/// go, and a store that is not streamed first reads the line it writes.
-template <bool Stream, typename V> static void store16(float *out, V v) {
-#if defined(__AVX512F__)
-  if constexpr (Stream) {
-    _mm512_stream_ps(out, (__m512)v);
-    return;
-  }
-#endif
-  std::memcpy(out, &v, sizeof(V));
-}
-
 /// Writes the transpose of 16 x 16 floats, row i at in + i * ld, as 16 rows
 /// of 16 at out, kPanelCols apart (store16): four rounds of shuffles, each
 /// of which interleaves pairs of rows at twice the last round's width.
@@ -795,11 +792,9 @@ static void packOperand(int64_t k, int64_t n, const float *b, int64_t ldb,
         packPreparedBlock(b, ldb, transB, n, p, k0, std::min(kRows, row1 - k0),
                           out + blockOffset(k, p, k0), stream);
     }
-#if defined(__AVX512F__)
     // This thread's streamed stores reach memory before the region ends
     // (and the products that read them start).
-    _mm_sfence();
-#endif
+    fenceStreams(stream);
   }
 }
 } // namespace packed
