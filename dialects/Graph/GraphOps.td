@@ -362,7 +362,7 @@ def Graph_LayerNormOp : Graph_Op<"layer_norm", [DeclareOpInterfaceMethods<Graph_
 
 def Graph_AttentionOp : Graph_Op<"attention", [
     DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface>,
-    InferTypeOpAdaptor, Graph_LowPrecisionProduct,
+    InferTypeOpAdaptor, Graph_LowPrecisionProduct, AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>,
     DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface>]> {
   let summary = "Scaled dot-product attention, computed without its scores";
@@ -381,6 +381,11 @@ def Graph_AttentionOp : Graph_Op<"attention", [
     `sliding_window` say), and the kernels skip those blocks too. `softcap`,
     if set, caps the scaled scores before the bias (Gemma 2's logit
     soft-capping): `softcap * tanh(scale * query . key^T / softcap)`.
+    `sinks`, if given, [H] of the query's element type, are attention
+    sinks (GPT-OSS's): each query head's softmax also spans one more
+    column, of logit `sinks[h]` (neither scaled, capped nor biased), whose
+    probability is left out of the output: a row's weights sum to less
+    than one, and its log-sum-exp counts the sink.
 
     Results: the attention `output` [B, H, Tq, E] and, per query row, the
     log-sum-exp of its scaled and biased scores, `lse` [B, H, Tq] in f32,
@@ -399,12 +404,14 @@ def Graph_AttentionOp : Graph_Op<"attention", [
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                    AnyRankedTensor:$value, Optional<AnyRankedTensor>:$bias,
+                   Optional<AnyRankedTensor>:$sinks,
                    F32Attr:$scale, UnitAttr:$causal,
                    OptionalAttr<F32Attr>:$softcap,
                    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window,
                    UnitAttr:$sequence_first);
   let results = (outs AnyRankedTensor:$output, AnyRankedTensor:$lse);
-  let assemblyFormat = "$query `,` $key `,` $value (`,` $bias^)? attr-dict "
+  let assemblyFormat = "$query `,` $key `,` $value (`,` $bias^)? "
+                       "(`sinks` $sinks^)? attr-dict "
                        "`:` functional-type(operands, results)";
 }
 
@@ -467,7 +474,7 @@ def Graph_CacheWriteOp : Graph_Op<"cache_write", [Graph_UpdatesInPlace,
 }
 
 def Graph_PagedAttentionOp : Graph_Op<"paged_attention", [
-    InferTypeOpAdaptor,
+    InferTypeOpAdaptor, AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<Graph_CostOpInterface,
                               ["getFlops", "getBytesAccessed",
                                "runsOnMatrixUnits"]>,
@@ -484,19 +491,22 @@ def Graph_PagedAttentionOp : Graph_Op<"paged_attention", [
     graph.attention's `softcap` says, if set), query head h reading
     key/value head `h / (H / G)` (grouped-query attention). `slopes`, if
     given, [H] of the query's element type, adds ALiBi's bias to the
-    scores: `slopes[h] * (j - positions[n])` for the key at position j. The
-    output is [1, H, N, E]; a padding token (negative slot) gets zeros. An
-    index out of range fails the run.
+    scores: `slopes[h] * (j - positions[n])` for the key at position j.
+    `sinks`, if given, [H] of the query's element type, are graph.attention's
+    attention sinks. The output is [1, H, N, E]; a padding token (negative
+    slot) gets zeros. An index out of range fails the run.
   }];
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key_cache,
                    AnyRankedTensor:$value_cache, AnyRankedTensor:$slots,
                    AnyRankedTensor:$positions, AnyRankedTensor:$block_tables,
                    Optional<AnyRankedTensor>:$slopes,
+                   Optional<AnyRankedTensor>:$sinks,
                    F32Attr:$scale, OptionalAttr<F32Attr>:$softcap,
                    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$window);
   let results = (outs AnyRankedTensor:$output);
   let assemblyFormat = "$query `,` $key_cache `,` $value_cache `,` $slots `,` "
                        "$positions `,` $block_tables (`,` $slopes^)? "
+                       "(`sinks` $sinks^)? "
                        "attr-dict `:` functional-type(operands, results)";
 }
 

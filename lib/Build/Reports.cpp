@@ -126,6 +126,8 @@ llvm::json::Array pcc::describeAttention(ModuleOp module) {
       entry["softcap"] = cap->convertToDouble();
     if (std::optional<int64_t> window = op.getWindow())
       entry["window"] = *window;
+    if (op.getSinks())
+      entry["sinks"] = true;
     entries.push_back(std::move(entry));
   });
   return entries;

@@ -85,7 +85,7 @@ void relayout(AttentionOp attention) {
             : Value(TransposeOp::create(b, loc, operands[i], ArrayRef(kSwap)));
   auto next = AttentionOp::create(
       b, loc, relaid[0], relaid[1], relaid[2], attention.getBias(),
-      attention.getScaleAttr(), attention.getCausalAttr(),
+      attention.getSinks(), attention.getScaleAttr(), attention.getCausalAttr(),
       attention.getSoftcapAttr(), attention.getWindowAttr(), b.getUnitAttr());
   // What other passes noted on the op (its pipeline stage, say).
   for (NamedAttribute attr : attention->getAttrs())

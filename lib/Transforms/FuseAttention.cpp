@@ -18,6 +18,10 @@
 // keys W or more behind each query (a sliding window) its `window`; several
 // such masks added (GPT-Neo's own and transformers') intersect to one. A tanh
 // that caps the scaled scores (Gemma 2's `c * tanh(s / c)`) its `softcap`.
+// Scores concatenated with one more column of a logit per head, whose
+// probability is sliced off after the softmax (GPT-OSS's attention sinks),
+// become the op's `sinks`; a row's maximum subtracted before the softmax
+// (which the softmax does itself) is read through.
 //
 // Only values nothing else reads are fused: a model that returns its
 // attention probabilities keeps them.
@@ -121,6 +125,10 @@ struct Match {
   /// values of [B * H, Tk, E] (BLOOM's exports without the optimizer): the
   /// values and the output are rank 3, split as `batchHeads` says.
   bool mergedProbs = false;
+  /// Attention sinks: a value of the logits per head that the column
+  /// concatenated to the scores broadcasts ([H], or [1, H, 1, 1] and the
+  /// like), read through its expands.
+  Value sinks;
   Operation *output = nullptr; ///< the product with the values
 };
 
@@ -204,13 +212,15 @@ bool reachesScores(Value v, int depth = 0) {
 /// collecting the scale and the bias terms. `factor` is what the terms
 /// found so far multiply what lies below them. A tanh between them and the
 /// product caps the scores: the factor above it is the cap, and below it
-/// no bias may be added.
-bool matchScores(Value x, Match &m) {
+/// no bias may be added. `readers` is how many of the ops already matched
+/// read `x` (a row's maximum subtracted reads it twice).
+bool matchScores(Value x, Match &m, unsigned readers = 1) {
   double factor = 1;
   while (true) {
     Operation *op = x.getDefiningOp();
-    if (!op || !x.hasOneUse())
+    if (!op || !llvm::hasNItems(x.getUses(), readers))
       return false;
+    readers = 1;
     m.ops.push_back(op);
     if (auto scores = dyn_cast<MatMulOp>(op)) {
       // Under a cap c, the factor below it is scale / c.
@@ -301,6 +311,22 @@ bool matchScores(Value x, Match &m) {
   }
 }
 
+/// The logits per head that `column` ([B, H, Tq, 1], the sinks' column of
+/// the scores) broadcasts, through its expands: a value whose extents,
+/// aligned to the column's from the right, are 1 but for the heads'.
+Value getSinkLogits(Value column) {
+  Value v = column;
+  while (auto expand = v.getDefiningOp<ExpandOp>())
+    v = expand.getInput();
+  ArrayRef<int64_t> s = shapeOf(v), c = shapeOf(column);
+  if (s.size() > c.size() || !isa<FloatType>(getElementTypeOrSelf(v.getType())))
+    return {};
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] != 1 && i + c.size() - s.size() != 1)
+      return {};
+  return v;
+}
+
 /// Matches the attention that `softmax` is the core of.
 std::optional<Match> matchAttention(SoftmaxOp softmax) {
   Match m;
@@ -312,6 +338,41 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
   // A softmax of [B * H, Tq, Tk] (XGLM's): of scores made as [B, H, Tq, Tk]
   // and merged, its probabilities merged already.
   Value scores = softmax.getInput();
+  // The row's maximum subtracted first: the softmax does it again.
+  unsigned readers = 1;
+  if (auto sub = scores.getDefiningOp<SubOp>()) {
+    auto max = sub.getRhs().getDefiningOp<ReduceMaxOp>();
+    Value x = sub.getLhs();
+    if (max && max.getInput() == x && max.getKeepdims() &&
+        max.getAxes() == ArrayRef<int64_t>{type.getRank() - 1} &&
+        shapeOf(x) == type.getShape() && scores.hasOneUse() &&
+        max->hasOneUse() && llvm::hasNItems(x.getUses(), 2)) {
+      m.ops.append({sub, max});
+      scores = x;
+      readers = 2;
+    }
+  }
+  // Attention sinks: the scores and a column of a logit per head,
+  // concatenated, the column's probability sliced off below.
+  std::optional<unsigned> sinkColumn;
+  if (auto concat = scores.getDefiningOp<ConcatOp>();
+      concat && type.getRank() == 4 && concat.getAxis() == 3 &&
+      concat.getInputs().size() == 2 &&
+      llvm::hasNItems(scores.getUses(), readers)) {
+    for (unsigned i : {1u, 0u}) {
+      Value column = concat.getInputs()[i], rest = concat.getInputs()[1 - i];
+      if (shapeOf(column)[3] != 1 || !rest.hasOneUse() || !reachesScores(rest))
+        continue;
+      m.sinks = getSinkLogits(column);
+      if (!m.sinks)
+        return std::nullopt;
+      m.ops.push_back(concat);
+      sinkColumn = i;
+      scores = rest;
+      readers = 1;
+      break;
+    }
+  }
   std::optional<std::pair<int64_t, int64_t>> mergedScores;
   if (type.getRank() == 3) {
     auto merge = scores.getDefiningOp<ReshapeOp>();
@@ -327,8 +388,22 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
   } else if (type.getRank() != 4) {
     return std::nullopt;
   }
-  // Forward: the optional NaN guard, then the product with the values.
+  // Forward: the sinks' column sliced off, the optional NaN guard, then the
+  // product with the values.
   Value probs = softmax.getResult();
+  if (sinkColumn) {
+    auto slice = dyn_cast_or_null<SliceOp>(soleUser(probs));
+    SmallVector<int64_t> sizes(type.getShape());
+    --sizes[3];
+    if (!slice ||
+        !llvm::all_of(slice.getSteps(), [](int64_t s) { return s == 1; }) ||
+        slice.getSizes() != ArrayRef<int64_t>(sizes) ||
+        slice.getStarts() !=
+            ArrayRef<int64_t>{0, 0, 0, *sinkColumn == 0 ? 1 : 0})
+      return std::nullopt;
+    m.ops.push_back(slice);
+    probs = slice.getOutput();
+  }
   if (llvm::any_of(probs.getUsers(),
                    [](Operation *u) { return isa<IsNaNOp>(u); })) {
     if (!llvm::hasNItems(probs.getUsers(), 2))
@@ -371,7 +446,7 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
   m.ops.push_back(pv);
   m.output = pv;
   m.value = pv.getRhs();
-  if (!matchScores(scores, m))
+  if (!matchScores(scores, m, readers))
     return std::nullopt;
   // Merged probabilities need scores split the same way.
   if (m.mergedProbs &&
@@ -708,8 +783,30 @@ bool rewrite(Match &m, llvm::StringMap<std::optional<int64_t>> &knownMasks) {
     }
     bias = bias ? Value(AddOp::create(b, loc, bias, t)) : t;
   }
+  // The sinks as [H] of the query's type.
+  Value sinks;
+  if (m.sinks) {
+    int64_t heads = shapeOf(query)[1];
+    auto type = RankedTensorType::get({heads}, et);
+    // Its elements in order, whatever shapes reshapes gave it.
+    sinks = m.sinks;
+    while (auto reshape = sinks.getDefiningOp<ReshapeOp>())
+      sinks = reshape.getInput();
+    if (getElementTypeOrSelf(sinks.getType()) != et)
+      sinks = CastOp::create(
+          b, loc, cast<RankedTensorType>(sinks.getType()).clone(et), sinks);
+    int64_t count = cast<RankedTensorType>(sinks.getType()).getNumElements();
+    if (count == heads) {
+      if (shapeOf(sinks) != type.getShape())
+        sinks = ReshapeOp::create(b, loc, type, sinks);
+    } else {
+      sinks = ExpandOp::create(
+          b, loc, type,
+          ReshapeOp::create(b, loc, RankedTensorType::get({1}, et), sinks));
+    }
+  }
   auto attention = AttentionOp::create(
-      b, loc, query, key, value, bias, b.getF32FloatAttr(m.scale),
+      b, loc, query, key, value, bias, sinks, b.getF32FloatAttr(m.scale),
       causal ? b.getUnitAttr() : UnitAttr(),
       m.softcap ? b.getF32FloatAttr(*m.softcap) : FloatAttr(),
       window ? b.getI64IntegerAttr(window) : IntegerAttr());

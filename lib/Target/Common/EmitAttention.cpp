@@ -108,7 +108,8 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
         hooks.emitKernelCall(
             "attention", {elemOf(a.getOutput())},
             {pointers[0], pointers[1], pointers[2],
-             a.getBias() ? ptr(a.getBias()) : "nullptr", ptr(a.getOutput()),
+             a.getBias() ? ptr(a.getBias()) : "nullptr",
+             a.getSinks() ? ptr(a.getSinks()) : "nullptr", ptr(a.getOutput()),
              ptr(a.getLse()),
              attentionShape(operands, a.getQuery(), a.getKey(), a.getValue(),
                             a.getBias(), a.getScale().convertToFloat(),
@@ -154,7 +155,8 @@ std::optional<LogicalResult> FunctionEmitter::emitAttentionOp(Operation *op) {
              pagedShape(a.getQuery(), a.getKeyCache(), a.getValueCache(),
                         a.getBlockTables(), a.getScale().convertToFloat(),
                         a.getSoftcap(), a.getWindow()),
-             a.getSlopes() ? ptr(a.getSlopes()) : "nullptr"},
+             a.getSlopes() ? ptr(a.getSlopes()) : "nullptr",
+             a.getSinks() ? ptr(a.getSinks()) : "nullptr"},
             "PCCRT_ERR_INDEX_OUT_OF_RANGE");
         return success();
       })

@@ -814,7 +814,7 @@ void packBRows(int64_t k, int64_t n, const float *b, int64_t ldb, bool transB,
 // The attention of float models, declared `extern template` in the header
 // so that no model's code instantiates it.
 template void attention<float>(const float *, const float *, const float *,
-                               const float *, float *, float *,
+                               const float *, const float *, float *, float *,
                                const AttentionShape &);
 template void attentionGrad<float>(const float *, const float *, const float *,
                                    const float *, const float *, const float *,

@@ -1045,10 +1045,14 @@ inline bool attentionScaleFolds(float scale) {
 /// running maximum and sum per row; under a causal mask the blocks above
 /// the diagonal are skipped, and under a window those before it. Writes the
 /// output (at its strides) and each row's log-sum-exp (-inf, and a zero output,
-/// for a row whose keys are all masked).
+/// for a row whose keys are all masked). `sinks`, if given, are a logit per
+/// query head in every row's softmax whose column adds nothing to the
+/// output: a row's running maximum starts at its head's sink, and its sum
+/// at exp(0) = 1.
 template <typename T>
 PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
-                              T *o, float *lse, const AttentionShape &l) {
+                              const T *sinks, T *o, float *lse,
+                              const AttentionShape &l) {
   using namespace detail;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   int64_t d = l.features, e = l.valueFeatures, ePad = attentionPadded(e);
@@ -1108,8 +1112,11 @@ PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
           qb[r * d + f] = float(qh[(i0 + r) * l.qStrides[2] + f]) * qScale;
       std::fill(qb.begin() + rows * d, qb.end(), 0.0f);
       std::fill(acc.begin(), acc.end(), 0.0f);
-      std::fill(mx.begin(), mx.end(), kNegInf);
+      std::fill(mx.begin(), mx.end(), sinks ? float(sinks[h]) : kNegInf);
       std::fill(sums.begin(), sums.end(), 0.0f);
+      if (sinks)
+        for (int64_t r = 0; r < kAttentionRows; ++r)
+          sums[r * kAttentionLanes] = 1.0f;
       for (int64_t j0 = l.firstKey(i0) / kAttentionKeys * kAttentionKeys;
            j0 < keyEnd; j0 += kAttentionKeys) {
         int64_t cols = std::min(kAttentionKeys, keyEnd - j0);
@@ -1354,8 +1361,9 @@ PCC_KERNEL_API void attentionGrad(const T *q, const T *k, const T *v,
 /// --dtype bf16, f16 and double models) are instantiated where used, which
 /// keeps the kernels' object quick to build (each type takes about 3 s).
 extern template void attention<float>(const float *, const float *,
-                                      const float *, const float *, float *,
-                                      float *, const AttentionShape &);
+                                      const float *, const float *,
+                                      const float *, float *, float *,
+                                      const AttentionShape &);
 extern template void attentionGrad<float>(const float *, const float *,
                                           const float *, const float *,
                                           const float *, const float *,
@@ -1609,14 +1617,15 @@ inline int cacheWrite(T *cache, const T *rows, const int64_t *slots,
 /// values at positions 0 .. positions[n] (the window's, under one), a
 /// block of positions at a time with a running maximum and sum; query head
 /// h reads key/value head h / (heads / groups). `slopes`, if given, adds
-/// ALiBi's slopes[h] * (p - positions[n]) to the score of position p. A
-/// padding token (negative slot) gets zeros. Returns 1 where an index is
-/// out of range.
+/// ALiBi's slopes[h] * (p - positions[n]) to the score of position p;
+/// `sinks`, if given, a logit per query head to each softmax (attention's
+/// sinks). A padding token (negative slot) gets zeros. Returns 1 where an
+/// index is out of range.
 template <typename T>
 inline int pagedAttention(const T *q, const T *keys, const T *values,
                           const int64_t *slots, const int64_t *positions,
                           const int64_t *table, T *o, const PagedShape &l,
-                          const T *slopes = nullptr) {
+                          const T *slopes = nullptr, const T *sinks = nullptr) {
   using detail::pagedBlock;
   for (int64_t n = 0; n < l.tokens; ++n)
     if (slots[n] >= 0)
@@ -1642,7 +1651,10 @@ inline int pagedAttention(const T *q, const T *keys, const T *values,
       for (int64_t f = 0; f < d; ++f)
         qf[f] = float(qr[f]) * l.scale;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      float mx = -std::numeric_limits<float>::infinity(), sum = 0;
+      // A sink is a column of every block: the running sum starts with it.
+      float mx =
+          sinks ? float(sinks[h]) : -std::numeric_limits<float>::infinity();
+      float sum = sinks ? 1.0f : 0.0f;
       int64_t last = positions[n];
       int64_t first = l.firstKey(last);
       // From the first key's block on, the keys of each block to the last.

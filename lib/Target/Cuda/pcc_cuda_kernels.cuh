@@ -777,9 +777,11 @@ attentionScore(const AttentionShape &a, const AttentionOperands<T> &head,
 
 /// One block per tile of queries of one head: the tiles of keys in turn,
 /// each key tile's values in shared memory, the scores of the tile in
-/// shared memory, a running maximum and sum per row.
+/// shared memory, a running maximum and sum per row. A head's sink, if
+/// any, starts its rows' maximum and, as exp(0), their sums.
 template <typename T>
-__global__ void attentionForward(AttentionOperands<T> in, T *__restrict__ o,
+__global__ void attentionForward(AttentionOperands<T> in,
+                                 const T *__restrict__ sinks, T *__restrict__ o,
                                  float *__restrict__ lse, AttentionShape a) {
   __shared__ float vs[kAttentionKeys][kAttentionMaxFeatures];
   __shared__ float s[kAttentionRows][kAttentionKeys];
@@ -797,8 +799,8 @@ __global__ void attentionForward(AttentionOperands<T> in, T *__restrict__ o,
     for (int64_t x = threadIdx.x; x < kAttentionRows * e; x += blockDim.x)
       acc[x / e][x % e] = 0;
     if (threadIdx.x < kAttentionRows) {
-      mx[threadIdx.x] = -INFINITY;
-      sum[threadIdx.x] = 0;
+      mx[threadIdx.x] = sinks ? float(sinks[h]) : -INFINITY;
+      sum[threadIdx.x] = sinks ? 1.0f : 0.0f;
     }
     int64_t keyEnd = a.causal ? smaller(a.keys, i0 + rows) : a.keys;
     for (int64_t j0 = a.firstKey(i0) / kAttentionKeys * kAttentionKeys;
@@ -1013,8 +1015,8 @@ __global__ void attentionQueryGrads(AttentionOperands<T> in, T *__restrict__ dq,
 }
 
 template <typename T>
-inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
-                      float *lse, AttentionShape a) {
+inline void attention(const T *q, const T *k, const T *v, const T *bias,
+                      const T *sinks, T *o, float *lse, AttentionShape a) {
   int64_t tiles =
       a.batch * a.heads * ((a.queries + kAttentionRows - 1) / kAttentionRows);
   if (tiles == 0)
@@ -1022,7 +1024,7 @@ inline void attention(const T *q, const T *k, const T *v, const T *bias, T *o,
   AttentionOperands<T> in{q, k, v, bias, nullptr, nullptr, nullptr};
   auto kernel = &attentionForward<T>;
   PCC_LAUNCH(kernel, unsigned(tiles < 65535 ? tiles : 65535), kBlock,
-             state().stream, in, o, lse, a);
+             state().stream, in, sinks, o, lse, a);
 }
 
 template <typename T>
@@ -1122,7 +1124,8 @@ __global__ void pagedAttentionKernel(
     const T *__restrict__ q, const T *__restrict__ keys,
     const T *__restrict__ values, const int64_t *__restrict__ slots,
     const int64_t *__restrict__ positions, const int64_t *__restrict__ table,
-    T *__restrict__ o, PagedShape l, const T *__restrict__ slopes, int *error) {
+    T *__restrict__ o, PagedShape l, const T *__restrict__ slopes,
+    const T *__restrict__ sinks, int *error) {
   __shared__ float qs[kAttentionMaxFeatures], acc[kAttentionMaxFeatures];
   __shared__ float s[kPagedKeys];
   __shared__ float mx, sum, correction;
@@ -1145,8 +1148,8 @@ __global__ void pagedAttentionKernel(
     for (int64_t x = threadIdx.x; x < e; x += blockDim.x)
       acc[x] = 0;
     if (threadIdx.x == 0) {
-      mx = -INFINITY;
-      sum = 0;
+      mx = sinks ? float(sinks[h]) : -INFINITY;
+      sum = sinks ? 1.0f : 0.0f;
     }
     int64_t last = positions[n];
     int64_t first = l.firstKey(last);
@@ -1211,14 +1214,15 @@ template <typename T>
 inline void pagedAttention(const T *q, const T *keys, const T *values,
                            const int64_t *slots, const int64_t *positions,
                            const int64_t *table, T *o, PagedShape l,
-                           const T *slopes = nullptr) {
+                           const T *slopes = nullptr,
+                           const T *sinks = nullptr) {
   int64_t tasks = l.tokens * l.heads;
   if (tasks == 0)
     return;
   auto kernel = &pagedAttentionKernel<T>;
   PCC_LAUNCH(kernel, unsigned(tasks < 65535 ? tasks : 65535), kBlock,
              state().stream, q, keys, values, slots, positions, table, o, l,
-             slopes, state().indexError);
+             slopes, sinks, state().indexError);
 }
 
 //===----------------------------------------------------------------------===//

@@ -212,6 +212,10 @@ FailureOr<TokenFlow> analyzeTokens(func::FuncOp func, Value ids) {
       if (!attention.getLse().use_empty())
         return attention.emitError(
             "--generate: something reads attention's log-sum-exp");
+      if (Value sinks = attention.getSinks();
+          sinks && flow.tokenDim.count(sinks))
+        return attention.emitError(
+            "--generate: this attention's sinks depend on the tokens");
       flow.tokenDim[attention.getOutput()] = 2;
       flow.attentions.push_back(attention);
       continue;
@@ -458,9 +462,12 @@ LogicalResult StepBuilder::rewrite(Operation &op) {
     Value slopes;
     if (DenseElementsAttr s = flow.slopes.lookup(&op))
       slopes = ConstantOp::create(*builder, loc, s);
+    Value sinks;
+    if (attention.getSinks())
+      sinks = common.lookup(attention.getSinks());
     all[attention.getOutput()] = PagedAttentionOp::create(
         *builder, loc, q, keys, values, slots, positions, blockTables, slopes,
-        attention.getScaleAttr(), attention.getSoftcapAttr(),
+        sinks, attention.getScaleAttr(), attention.getSoftcapAttr(),
         attention.getWindowAttr());
     return success();
   }

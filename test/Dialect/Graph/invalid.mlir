@@ -751,3 +751,23 @@ func.func @attention_sequence_first_heads(%q: tensor<1x4x2x8xf32>, %k: tensor<1x
   %o, %lse = graph.attention %q, %k, %k {scale = 0.5 : f32, sequence_first} : (tensor<1x4x2x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x4xf32>)
   return
 }
+
+// -----
+
+// Attention sinks are one logit per query head (4 here), of the query's
+// type.
+func.func @attention_sinks_heads(%q: tensor<1x4x3x8xf32>, %k: tensor<1x2x3x8xf32>, %s: tensor<2xf32>) {
+  // expected-error @+2 {{attention: sinks [2] are not one per query head, of the query's element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %lse = graph.attention %q, %k, %k sinks %s {causal, scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>, tensor<2xf32>) -> (tensor<1x4x3x8xf32>, tensor<1x4x3xf32>)
+  return
+}
+
+// -----
+
+func.func @paged_attention_sinks_type(%q: tensor<1x4x3x8xf32>, %c: tensor<6x2x4x8xf32>, %i: tensor<3xi64>, %t: tensor<2x3xi64>, %s: tensor<4xf16>) {
+  // expected-error @+2 {{paged_attention: sinks [4] are not one per query head, of the query's element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o = graph.paged_attention %q, %c, %c, %i, %i, %t sinks %s {scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>, tensor<4xf16>) -> tensor<1x4x3x8xf32>
+  return
+}

@@ -200,3 +200,19 @@ func.func @paged_cache(%cache: tensor<6x2x4x8xf32>, %rows: tensor<1x2x3x8xf32>, 
   %o = graph.paged_attention %q, %c, %c, %slots, %positions, %tables {scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>) -> tensor<1x4x3x8xf32>
   return %o : tensor<1x4x3x8xf32>
 }
+
+// Attention sinks (one logit per query head) beside a bias, and beside
+// ALiBi's slopes in the paged op.
+// CHECK-LABEL: func.func @attention_sinks
+func.func @attention_sinks(%q: tensor<1x4x3x8xf32>, %k: tensor<1x2x3x8xf32>, %bias: tensor<1x1x3x3xf32>, %s: tensor<4xf32>,
+                           %c: tensor<6x2x4x8xf32>, %slots: tensor<3xi64>, %tables: tensor<2x3xi64>) {
+  // CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} sinks %{{.*}} {causal, scale = 5.000000e-01 : f32} : (tensor<1x4x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x1x3x3xf32>, tensor<4xf32>)
+  %o, %lse = graph.attention %q, %k, %k, %bias sinks %s {causal, scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x1x3x3xf32>, tensor<4xf32>) -> (tensor<1x4x3x8xf32>, tensor<1x4x3xf32>)
+  // CHECK: graph.attention %{{.*}}, %{{.*}}, %{{.*}} sinks %{{.*}} {scale
+  %o2, %lse2 = graph.attention %q, %k, %k sinks %s {scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<1x2x3x8xf32>, tensor<1x2x3x8xf32>, tensor<4xf32>) -> (tensor<1x4x3x8xf32>, tensor<1x4x3xf32>)
+  // CHECK: graph.paged_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} sinks %{{.*}} {scale
+  %p = graph.paged_attention %q, %c, %c, %slots, %slots, %tables, %s sinks %s {scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x4x3x8xf32>
+  // CHECK: graph.paged_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} sinks %{{.*}} {scale
+  %p2 = graph.paged_attention %q, %c, %c, %slots, %slots, %tables sinks %s {scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>, tensor<4xf32>) -> tensor<1x4x3x8xf32>
+  return
+}

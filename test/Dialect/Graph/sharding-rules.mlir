@@ -146,3 +146,10 @@ func.func @attention_layouts(%q: tensor<2x4x3x8xf32>, %k: tensor<2x2x3x8xf32>, %
   %o2, %lse2 = graph.attention %qs, %ks, %ks {causal, scale = 0.5 : f32, sequence_first} : (tensor<2x3x4x8xf32>, tensor<2x3x2x8xf32>, tensor<2x3x2x8xf32>) -> (tensor<2x3x4x8xf32>, tensor<2x4x3xf32>)
   return
 }
+
+// Attention sinks split with the query heads.
+func.func @attention_sinks(%q: tensor<2x4x3x8xf32>, %k: tensor<2x2x3x8xf32>, %s: tensor<4xf32>) {
+  // expected-remark @+1 {{sharding rule: ([i, jk, l, n], [i, j, m, n], [i, j, m, o], [jk]) -> ([i, jk, l, o], [i, jk, l]) {i=2, j=2, k=2, l=3, m=3, n=8, o=8} need_replication={l, m, n, o}}}
+  %o, %lse = graph.attention %q, %k, %k sinks %s {causal, scale = 0.5 : f32} : (tensor<2x4x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>, tensor<4xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x4x3xf32>)
+  return
+}

@@ -444,3 +444,107 @@ func.func @clamped_not_causal(%q: tensor<2x4x8xf32>, %k: tensor<2x4x8xf32>, %v: 
   %o = graph.matmul %p, %v : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %o : tensor<2x4x8xf32>
 }
+
+// -----
+
+// GPT-OSS's attention sinks: a learned logit per head, reshaped to
+// [1, H, 1, 1] and expanded to a column concatenated to the masked scores,
+// the row's maximum subtracted, the softmax, the column's probability
+// sliced off. The op takes the logits as its sinks ([H]); the expand, the
+// concat, the maximum and the slice go.
+
+// CHECK-LABEL: func.func @sinks
+// CHECK-SAME:    (%[[Q:.*]]: tensor<1x2x4x8xf32>, %[[K:.*]]: tensor<1x2x4x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK:         %[[W:.*]] = graph.weight "sinks" {{.*}} : tensor<2xf32>
+// CHECK:         %[[O:.*]], %{{.*}} = graph.attention %[[Q]], %[[K]], %[[V]] sinks %[[W]] {causal, scale = 0.353553385 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<2xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+// CHECK-NOT:     graph.concat
+// CHECK-NOT:     graph.reduce_max
+// CHECK-NOT:     graph.slice
+// CHECK:         return %[[O]]
+func.func @sinks(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.constant dense<0.353553385> : tensor<f32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %w = graph.weight "sinks" dense<[0.5, -1.5]> : tensor<2xf32>
+  %w4 = graph.reshape %w : tensor<2xf32> to tensor<1x2x1x1xf32>
+  %col = graph.expand %w4 : tensor<1x2x1x1xf32> to tensor<1x2x4x1xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.add %s1, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = graph.concat %s2, %col {axis = 3 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x5xf32>
+  %m = graph.reduce_max %c {axes = array<i64: 3>} : (tensor<1x2x4x5xf32>) -> tensor<1x2x4x1xf32>
+  %d = graph.sub %c, %m : (tensor<1x2x4x5xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x5xf32>
+  %p = graph.softmax %d {axis = 3 : i64} : tensor<1x2x4x5xf32>
+  %p1 = graph.slice %p {sizes = array<i64: 1, 2, 4, 4>, starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x2x4x5xf32>) -> tensor<1x2x4x4xf32>
+  %o = graph.matmul %p1, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// One sink for every head ([1, 1, 1, 1]), the column first and sliced from
+// 1, no maximum subtracted: the sinks are that logit expanded to [H].
+
+// CHECK-LABEL: func.func @sink_first
+// CHECK:         %[[E:.*]] = graph.expand %{{.*}} : tensor<1xf32> to tensor<2xf32>
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} sinks %[[E]] {causal
+func.func @sink_first(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.constant dense<0.353553385> : tensor<f32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %w = graph.weight "sink" dense<0.25> : tensor<1x1x1x1xf32>
+  %col = graph.expand %w : tensor<1x1x1x1xf32> to tensor<1x2x4x1xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.add %s1, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c = graph.concat %col, %s2 {axis = 3 : i64} : (tensor<1x2x4x1xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x5xf32>
+  %p = graph.softmax %c {axis = 3 : i64} : tensor<1x2x4x5xf32>
+  %p1 = graph.slice %p {sizes = array<i64: 1, 2, 4, 4>, starts = array<i64: 0, 0, 0, 1>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x2x4x5xf32>) -> tensor<1x2x4x4xf32>
+  %o = graph.matmul %p1, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// The sink's column sliced off the wrong end (the probabilities of the
+// sink and three keys): not attention with sinks; nothing is fused.
+
+// CHECK-LABEL: func.func @sink_kept
+// CHECK-NOT:     graph.attention
+// CHECK:         graph.softmax
+func.func @sink_kept(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.constant dense<0.353553385> : tensor<f32>
+  %w = graph.weight "sinks" dense<[0.5, -1.5]> : tensor<2xf32>
+  %w4 = graph.reshape %w : tensor<2xf32> to tensor<1x2x1x1xf32>
+  %col = graph.expand %w4 : tensor<1x2x1x1xf32> to tensor<1x2x4x1xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %c = graph.concat %s1, %col {axis = 3 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x5xf32>
+  %p = graph.softmax %c {axis = 3 : i64} : tensor<1x2x4x5xf32>
+  %p1 = graph.slice %p {sizes = array<i64: 1, 2, 4, 4>, starts = array<i64: 0, 0, 0, 1>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x2x4x5xf32>) -> tensor<1x2x4x4xf32>
+  %o = graph.matmul %p1, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// The row's maximum subtracted before the softmax, with no sinks: read
+// through (the softmax subtracts it again).
+
+// CHECK-LABEL: func.func @max_subtracted
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 0.353553385 : f32}
+// CHECK-NOT:     graph.reduce_max
+func.func @max_subtracted(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %scale = graph.constant dense<0.353553385> : tensor<f32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38, -3.4e38], [0.0, 0.0, -3.4e38, -3.4e38], [0.0, 0.0, 0.0, -3.4e38], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x8xf32>) -> tensor<1x2x8x4xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.add %s1, %mask : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = graph.reduce_max %s2 {axes = array<i64: 3>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x1xf32>
+  %d = graph.sub %s2, %m : (tensor<1x2x4x4xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x4xf32>
+  %p = graph.softmax %d {axis = 3 : i64} : tensor<1x2x4x4xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}

@@ -363,13 +363,34 @@ def phimoe():
     return PhimoeForCausalLM(c)
 
 
+def gpt_oss():
+    # GPT-OSS: attention sinks (a learned logit per head, concatenated to the
+    # scores before the softmax and sliced off after it), sliding windows in
+    # every other layer, YaRN's rotary scaling and clamped SwiGLU experts.
+    from transformers import GptOssConfig, GptOssForCausalLM
+    c = GptOssConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=48,
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                     vocab_size=VOCAB, max_position_embeddings=128,
+                     num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
+                     layer_types=["sliding_attention", "full_attention"],
+                     tie_word_embeddings=False, attention_dropout=0.0,
+                     attn_implementation="eager", experts_implementation="batched_mm")
+    m = GptOssForCausalLM(c)
+    with torch.no_grad():
+        # Sinks of either sign and size (they start at zero).
+        for layer in m.model.layers:
+            layer.self_attn.sinks.normal_(0.0, 1.0)
+    return m
+
+
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
           "gemma3": gemma3, "qwen2": qwen2,
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
           "gptj": gptj, "opt": opt, "falcon": falcon, "codegen": codegen, "bloom": bloom,
           "olmo-clip": olmo_clip, "apertus": apertus, "minicpm3": minicpm3,
           "xglm": xglm, "mixtral": mixtral, "qwen3-moe": qwen3_moe,
-          "gptneo": gptneo, "deepseek-v3": deepseek_v3, "phimoe": phimoe}
+          "gptneo": gptneo, "deepseek-v3": deepseek_v3, "phimoe": phimoe,
+          "gpt-oss": gpt_oss}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 

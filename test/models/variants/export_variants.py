@@ -473,6 +473,19 @@ VARIANTS = {
         "of 4 experts, the top 2 per token (TopK; transformers' exportable "
         "batched_mm experts: each token-expert pair's weights gathered), "
         "untied head"),
+    "gptoss-dyn18-noopt-sinks": dyn(
+        llama(2, 32, 4, 2, 48, 96, False, arch="GptOssForCausalLM", head_dim=8,
+              sliding_window=5, layer_types=["sliding_attention", "full_attention"],
+              num_local_experts=4, num_experts_per_tok=2, initializer_range=0.3,
+              experts_implementation="batched_mm"),
+        (2, 16),
+        "HF GPT-OSS, 2 layers, d=32, 4 query / 2 KV heads, exported without "
+        "the optimizer (which folds the sinks' expand into a constant): "
+        "attention sinks (a "
+        "learned logit per head concatenated to the scores, the row's maximum "
+        "subtracted, the sink's probability sliced off), the first layer's "
+        "attention in a sliding window of 5, a mixture of 4 clamped SwiGLU "
+        "experts (top 2), YaRN rotary scaling, untied head", optimize=False),
 }
 
 

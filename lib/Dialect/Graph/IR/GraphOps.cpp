@@ -24,7 +24,7 @@ using namespace pcc::graph;
 void GraphDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
-#include "pcc/Dialect/Graph/IR/GraphOps.cpp.inc"
+#include "pcc/Dialect/Graph/IR/GraphOpsMended.cpp.inc"
       >();
 }
 
@@ -577,13 +577,37 @@ static LogicalResult verifyAttentionShapes(std::optional<Location> loc,
   return success();
 }
 
+/// The check of a per-head operand (ALiBi's slopes, attention sinks): [H]
+/// of the query's element type, H its heads.
+static LogicalResult verifyPerHead(std::optional<Location> loc, StringRef name,
+                                   StringRef what, Value operand, int64_t heads,
+                                   Type elementType) {
+  auto s = tensorOf(operand);
+  if (!s || s.getRank() != 1 || s.getDimSize(0) != heads ||
+      s.getElementType() != elementType)
+    return emitOptionalError(loc, name, ": ", what, " ",
+                             s ? shapeStr(s.getShape()) : "",
+                             " are not one per query head, of the query's "
+                             "element type");
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  return verifyAttentionShapes(
-      loc, "attention", adaptor.getQuery(), adaptor.getKey(),
-      adaptor.getValue(), adaptor.getBias(), types, adaptor.getSequenceFirst());
+  if (failed(verifyAttentionShapes(loc, "attention", adaptor.getQuery(),
+                                   adaptor.getKey(), adaptor.getValue(),
+                                   adaptor.getBias(), types,
+                                   adaptor.getSequenceFirst())))
+    return failure();
+  if (Value sinks = adaptor.getSinks()) {
+    auto q = cast<RankedTensorType>(adaptor.getQuery().getType());
+    int64_t heads = q.getDimSize(adaptor.getSequenceFirst() ? 2 : 1);
+    return verifyPerHead(loc, "attention", "sinks", sinks, heads,
+                         q.getElementType());
+  }
+  return success();
 }
 
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *context,
@@ -676,15 +700,11 @@ LogicalResult PagedAttentionOp::inferReturnTypes(
                                 adaptor.getPositions(),
                                 adaptor.getBlockTables(), q.getDimSize(2))))
     return failure();
-  if (Value slopes = adaptor.getSlopes()) {
-    auto s = tensorOf(slopes);
-    if (!s || s.getRank() != 1 || s.getDimSize(0) != q.getDimSize(1) ||
-        s.getElementType() != q.getElementType())
-      return emitOptionalError(loc, "paged_attention: slopes ",
-                               s ? shapeStr(s.getShape()) : "",
-                               " are not one per query head, of the query's "
-                               "element type");
-  }
+  for (auto [operand, what] : {std::pair(adaptor.getSlopes(), "slopes"),
+                               std::pair(adaptor.getSinks(), "sinks")})
+    if (operand && failed(verifyPerHead(loc, "paged_attention", what, operand,
+                                        q.getDimSize(1), q.getElementType())))
+      return failure();
   types.push_back(RankedTensorType::get(
       {1, q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
       q.getElementType()));
@@ -1679,7 +1699,7 @@ OpFoldResult GatherOp::fold(FoldAdaptor a) {
 }
 
 #define GET_OP_CLASSES
-#include "pcc/Dialect/Graph/IR/GraphOps.cpp.inc"
+#include "pcc/Dialect/Graph/IR/GraphOpsMended.cpp.inc"
 
 //===----------------------------------------------------------------------===//
 // FusionOp

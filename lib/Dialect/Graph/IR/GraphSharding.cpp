@@ -455,6 +455,9 @@ ShardingRule AttentionOp::getShardingRule() {
   rule.operandFactors = {layout(f.query()), layout(f.key()), layout(f.value())};
   if (getBias())
     rule.operandFactors.push_back(f.bias(getBias()));
+  // Attention sinks split with the query heads.
+  if (getSinks())
+    rule.operandFactors.push_back({f.heads()});
   rule.resultFactors = {layout(f.output()), f.lse()};
   return rule;
 }
@@ -507,9 +510,10 @@ ShardingRule PagedAttentionOp::getShardingRule() {
                          {blocks, g, slot, d},
                          {blocks, g, slot, e}};
   addPagedIndexFactors(rule, n, getBlockTables());
-  // ALiBi's slopes split with the query heads.
-  if (getSlopes())
-    rule.operandFactors.push_back({heads});
+  // ALiBi's slopes and attention sinks split with the query heads.
+  for (Value perHead : {getSlopes(), getSinks()})
+    if (perHead)
+      rule.operandFactors.push_back({heads});
   rule.resultFactors = {{{}, heads, n, e}};
   return rule;
 }

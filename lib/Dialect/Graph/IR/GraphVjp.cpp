@@ -367,6 +367,29 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder,
   llvm::append_range(operandGrads, grad.getResults());
   if (getBias())
     operandGrads.push_back({});
+  if (Value sinks = getSinks()) {
+    // The sinks' column takes P_sink = exp(sink - lse) of each row and adds
+    // nothing to the output, so d sink = -sum over the rows of P_sink *
+    // (output_grad . output): the same delta the other gradients use, from
+    // values the forward kept. Summed in f32, as lse is.
+    VjpBuilder v(builder, getLoc());
+    auto f32 = [&](Value x) -> Value {
+      auto type = cast<RankedTensorType>(x.getType());
+      if (type.getElementType().isF32())
+        return x;
+      return CastOp::create(builder, getLoc(), type.clone(builder.getF32Type()),
+                            x);
+    };
+    Value delta = f32(v.reduceSum(v.mul(g, getOutput()), {3}, false));
+    Value sink = v.reshape(f32(sinks), {1, v.shape(sinks)[0], 1});
+    Value weight = v.exp(v.sub(sink, getLse()));
+    Value grad = v.neg(v.reduceSum(v.mul(weight, delta), {0, 2}, false));
+    auto type = cast<RankedTensorType>(sinks.getType());
+    operandGrads.push_back(
+        type.getElementType().isF32()
+            ? grad
+            : Value(CastOp::create(builder, getLoc(), type, grad)));
+  }
   return success();
 }
 
