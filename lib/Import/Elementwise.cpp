@@ -44,14 +44,8 @@ static LogicalResult importMean(NodeImporter &n) {
   if (n.numInputs() == 1)
     return success();
   Type et = getElementTypeOrSelf(n.results[0].getType());
-  auto scalarType = RankedTensorType::get({}, et);
-  DenseElementsAttr count =
-      isa<FloatType>(et)
-          ? DenseElementsAttr::get(scalarType,
-                                   FloatAttr::get(et, double(n.numInputs())))
-          : DenseElementsAttr::get(
-                scalarType, IntegerAttr::get(et, int64_t(n.numInputs())));
-  auto r = n.create1<graph::DivOp>({n.results[0], n.constant(count)});
+  auto r = n.create1<graph::DivOp>(
+      {n.results[0], n.scalar(et, double(n.numInputs()))});
   return n.setResult(r);
 }
 
@@ -110,13 +104,7 @@ public:
   Composer(NodeImporter &n, Value x)
       : n(n), et(cast<RankedTensorType>(x.getType()).getElementType()) {}
 
-  Value scalar(double v) {
-    auto type = RankedTensorType::get({}, et);
-    if (isa<IntegerType>(et))
-      return n.constant(
-          DenseElementsAttr::get(type, IntegerAttr::get(et, int64_t(v))));
-    return n.constant(DenseElementsAttr::get(type, FloatAttr::get(et, v)));
-  }
+  Value scalar(double v) { return n.scalar(et, v); }
   template <typename OpTy> Value unary(Value a) {
     if (!a)
       return {};

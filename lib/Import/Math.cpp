@@ -275,10 +275,8 @@ static LogicalResult importArgExtremum(NodeImporter &n) {
   Value indices = (*top)[1];
   if (last) {
     Type it = getElementTypeOrSelf(indices.getType());
-    auto fromEnd = n.create1<graph::SubOp>(
-        {n.constant(DenseElementsAttr::get(RankedTensorType::get({}, it),
-                                           IntegerAttr::get(it, extent - 1))),
-         indices});
+    auto fromEnd =
+        n.create1<graph::SubOp>({n.scalar(it, double(extent - 1)), indices});
     if (failed(fromEnd))
       return failure();
     indices = *fromEnd;

@@ -782,9 +782,7 @@ static LogicalResult importScatterElements(NodeImporter &n) {
   auto counts = scatter(ones);
   if (failed(counts))
     return failure();
-  Value zero = n.constant(
-      DenseElementsAttr::get(RankedTensorType::get({}, data.getElementType()),
-                             FloatAttr::get(data.getElementType(), 0.0)));
+  Value zero = n.scalar(data.getElementType(), 0.0);
   auto written = n.create1<graph::GreaterOp>({(*counts)[0], zero});
   if (failed(written))
     return failure();

@@ -141,6 +141,9 @@ public:
                                                mlir::ValueRange operands);
   /// A constant of the given values.
   mlir::Value constant(mlir::DenseElementsAttr value);
+  /// A rank-0 constant of `elementType` (a float or an integer type, whose
+  /// value is `value` truncated).
+  mlir::Value scalar(mlir::Type elementType, double value);
 
   /// Results of the node, in output order.
   llvm::SmallVector<mlir::Value> results;

@@ -493,6 +493,15 @@ Value NodeImporter::constant(DenseElementsAttr value) {
   return graph::ConstantOp::create(b, loc, value);
 }
 
+Value NodeImporter::scalar(Type elementType, double value) {
+  auto type = RankedTensorType::get({}, elementType);
+  if (isa<IntegerType>(elementType))
+    return constant(DenseElementsAttr::get(
+        type, IntegerAttr::get(elementType, int64_t(value))));
+  return constant(
+      DenseElementsAttr::get(type, FloatAttr::get(elementType, value)));
+}
+
 //===----------------------------------------------------------------------===//
 // Graph import
 //===----------------------------------------------------------------------===//
