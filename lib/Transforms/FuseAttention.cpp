@@ -129,6 +129,9 @@ struct Match {
   /// concatenated to the scores broadcasts ([H], or [1, H, 1, 1] and the
   /// like), read through its expands.
   Value sinks;
+  /// Or, where an export folded that broadcast into a constant column,
+  /// the logits it repeats, [H].
+  DenseElementsAttr sinkValues;
   Operation *output = nullptr; ///< the product with the values
 };
 
@@ -327,6 +330,48 @@ Value getSinkLogits(Value column) {
   return v;
 }
 
+/// The logits per head of a constant sinks' column [B, H, Tq, 1] (through
+/// its expands) that holds one value per head for every batch entry and
+/// query: a static-shape export folds the broadcast of the logits so.
+DenseElementsAttr getConstantSinkLogits(Value column) {
+  Value v = column;
+  while (auto expand = v.getDefiningOp<ExpandOp>())
+    v = expand.getInput();
+  // A parameter keeps its gradient: it is not read as constant values
+  // (trainable weights are chosen after this pass).
+  if (auto w = v.getDefiningOp<WeightOp>();
+      w && w.getExportedAs() == StringRef("parameter"))
+    return {};
+  DenseElementsAttr dense = getConstantValue(v);
+  ArrayRef<int64_t> c = shapeOf(column);
+  if (!dense || !isa<FloatType>(dense.getElementType()) || c.size() != 4)
+    return {};
+  // The source's extents aligned to the column's from the right, and the
+  // element of the column's (b, h, t) in it.
+  SmallVector<int64_t> s(4 - std::min<size_t>(4, shapeOf(v).size()), 1);
+  llvm::append_range(s, shapeOf(v));
+  if (s.size() != 4)
+    return {};
+  auto at = [&](int64_t b, int64_t h, int64_t t) {
+    int64_t index = 0;
+    for (auto [i, x] : llvm::enumerate(SmallVector<int64_t>{b, h, t, 0}))
+      index = index * s[i] + (s[i] == 1 ? 0 : x);
+    return index;
+  };
+  SmallVector<APFloat> values(dense.getValues<APFloat>());
+  SmallVector<APFloat> logits;
+  for (int64_t h = 0; h < c[1]; ++h) {
+    APFloat first = values[at(0, h, 0)];
+    for (int64_t b = 0; b < c[0]; ++b)
+      for (int64_t t = 0; t < c[2]; ++t)
+        if (!values[at(b, h, t)].bitwiseIsEqual(first))
+          return {};
+    logits.push_back(first);
+  }
+  return DenseElementsAttr::get(
+      RankedTensorType::get({c[1]}, dense.getElementType()), logits);
+}
+
 /// Matches the attention that `softmax` is the core of.
 std::optional<Match> matchAttention(SoftmaxOp softmax) {
   Match m;
@@ -365,6 +410,8 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
         continue;
       m.sinks = getSinkLogits(column);
       if (!m.sinks)
+        m.sinkValues = getConstantSinkLogits(column);
+      if (!m.sinks && !m.sinkValues)
         return std::nullopt;
       m.ops.push_back(concat);
       sinkColumn = i;
@@ -785,6 +832,8 @@ bool rewrite(Match &m, llvm::StringMap<std::optional<int64_t>> &knownMasks) {
   }
   // The sinks as [H] of the query's type.
   Value sinks;
+  if (m.sinkValues)
+    m.sinks = ConstantOp::create(b, loc, m.sinkValues);
   if (m.sinks) {
     int64_t heads = shapeOf(query)[1];
     auto type = RankedTensorType::get({heads}, et);

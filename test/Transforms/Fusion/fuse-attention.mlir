@@ -548,3 +548,67 @@ func.func @max_subtracted(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: 
   %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// A static-shape export with its optimizer folds the sinks' expand into a
+// constant column [B, H, Tq, 1]: one value per head throughout, which
+// become the op's sinks as a constant [H].
+
+// CHECK-LABEL: func.func @sinks_folded
+// CHECK:         %[[S:.*]] = graph.constant dense<[5.000000e-01, -1.500000e+00]> : tensor<2xf32>
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}} sinks %[[S]] {causal
+func.func @sinks_folded(%q: tensor<2x2x2x8xf32>, %k: tensor<2x2x2x8xf32>, %v: tensor<2x2x2x8xf32>) -> tensor<2x2x2x8xf32> {
+  %scale = graph.constant dense<0.353553385> : tensor<f32>
+  %mask = graph.constant dense<[[[[0.0, -3.4e38], [0.0, 0.0]]]]> : tensor<1x1x2x2xf32>
+  %col = graph.weight "expand_4" dense<[[[[0.5], [0.5]], [[-1.5], [-1.5]]], [[[0.5], [0.5]], [[-1.5], [-1.5]]]]> : tensor<2x2x2x1xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x2x2x8xf32>) -> tensor<2x2x8x2xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x2x2x8xf32>, tensor<2x2x8x2xf32>) -> tensor<2x2x2x2xf32>
+  %s1 = graph.mul %s, %scale : (tensor<2x2x2x2xf32>, tensor<f32>) -> tensor<2x2x2x2xf32>
+  %s2 = graph.add %s1, %mask : (tensor<2x2x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<2x2x2x2xf32>
+  %c = graph.concat %s2, %col {axis = 3 : i64} : (tensor<2x2x2x2xf32>, tensor<2x2x2x1xf32>) -> tensor<2x2x2x3xf32>
+  %p = graph.softmax %c {axis = 3 : i64} : tensor<2x2x2x3xf32>
+  %p1 = graph.slice %p {sizes = array<i64: 2, 2, 2, 2>, starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x2x2x3xf32>) -> tensor<2x2x2x2xf32>
+  %o = graph.matmul %p1, %v : (tensor<2x2x2x2xf32>, tensor<2x2x2x8xf32>) -> tensor<2x2x2x8xf32>
+  return %o : tensor<2x2x2x8xf32>
+}
+
+// -----
+
+// A constant column that differs along the queries is not sinks: nothing
+// is fused.
+
+// CHECK-LABEL: func.func @column_varies
+// CHECK-NOT:     graph.attention
+func.func @column_varies(%q: tensor<1x2x2x8xf32>, %k: tensor<1x2x2x8xf32>, %v: tensor<1x2x2x8xf32>) -> tensor<1x2x2x8xf32> {
+  %scale = graph.constant dense<0.353553385> : tensor<f32>
+  %col = graph.constant dense<[[[[0.5], [0.25]], [[-1.5], [-1.5]]]]> : tensor<1x2x2x1xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x2x8xf32>) -> tensor<1x2x8x2xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x2x8xf32>, tensor<1x2x8x2xf32>) -> tensor<1x2x2x2xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %c = graph.concat %s1, %col {axis = 3 : i64} : (tensor<1x2x2x2xf32>, tensor<1x2x2x1xf32>) -> tensor<1x2x2x3xf32>
+  %p = graph.softmax %c {axis = 3 : i64} : tensor<1x2x2x3xf32>
+  %p1 = graph.slice %p {sizes = array<i64: 1, 2, 2, 2>, starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x2x2x3xf32>) -> tensor<1x2x2x2xf32>
+  %o = graph.matmul %p1, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x8xf32>) -> tensor<1x2x2x8xf32>
+  return %o : tensor<1x2x2x8xf32>
+}
+
+// -----
+
+// The same column annotated as a parameter: its gradient would be lost as a
+// constant, so nothing is fused (the ops train it).
+
+// CHECK-LABEL: func.func @column_parameter
+// CHECK-NOT:     graph.attention
+func.func @column_parameter(%q: tensor<1x2x2x8xf32>, %k: tensor<1x2x2x8xf32>, %v: tensor<1x2x2x8xf32>) -> tensor<1x2x2x8xf32> {
+  %scale = graph.constant dense<0.353553385> : tensor<f32>
+  %col = graph.weight "sinks_column" {exported_as = "parameter"} dense<[[[[0.5], [0.5]], [[-1.5], [-1.5]]]]> : tensor<1x2x2x1xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x2x8xf32>) -> tensor<1x2x8x2xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x2x8xf32>, tensor<1x2x8x2xf32>) -> tensor<1x2x2x2xf32>
+  %s1 = graph.mul %s, %scale : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %c = graph.concat %s1, %col {axis = 3 : i64} : (tensor<1x2x2x2xf32>, tensor<1x2x2x1xf32>) -> tensor<1x2x2x3xf32>
+  %p = graph.softmax %c {axis = 3 : i64} : tensor<1x2x2x3xf32>
+  %p1 = graph.slice %p {sizes = array<i64: 1, 2, 2, 2>, starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<1x2x2x3xf32>) -> tensor<1x2x2x2xf32>
+  %o = graph.matmul %p1, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x8xf32>) -> tensor<1x2x2x8xf32>
+  return %o : tensor<1x2x2x8xf32>
+}
