@@ -317,17 +317,17 @@ static void packAPanel(const float *a, int64_t lda, bool transA, int64_t first,
   }
 }
 
-/// Panels of B over which an untransposed A is worth packing: with AVX2
-/// the micro-kernel reads a packed micro-panel as one stream instead of
-/// six (2-5% faster products at 48 panels and more on a Zen 3), which pays
-/// for the copy only where many panels read it (a product of 8 panels ran
-/// 8% slower packed, one of 4, 20%). With AVX-512 A is read in place: on
-/// the Zen 5 where its kernel was tuned, packing A cost 5-10% of a forward.
-#if defined(__AVX512F__)
-constexpr int64_t kPackAPanels = std::numeric_limits<int64_t>::max();
-#else
+/// Panels of B over which an untransposed A is worth packing: the
+/// micro-kernel then reads a micro-panel as one stream instead of one per
+/// row, which pays for the copy only where many panels read it. With AVX2
+/// on a Zen 3: 2-5% faster products at 48 panels and more (a product of 8
+/// panels ran 8% slower packed, one of 4, 20%). With AVX-512 on a Zen 4
+/// (bench/gemm-pairs.sh, two threads): the LM head's 1571 panels over 128
+/// rows 6-7% faster, products of 40-96 panels 1-4%, GPT-2 124M's forward
+/// 1-3% (its logits the same bits); a product of 24 panels gained nothing
+/// (the copy cost what the reads saved), and the Zen 5 where the AVX-512
+/// kernel was first tuned lost 5-10% of a forward with every A packed.
 constexpr int64_t kPackAPanels = 32;
-#endif
 
 /// Whether a micro-panel's rows of an untransposed A, `lda` floats apart,
 /// crowd one set of the L1 cache (64-byte lines in 64 sets, a 4 KB period

@@ -131,8 +131,11 @@ TEST(PackedGemm, MatchesReference) {
           Shape{3, 1000, 20}, Shape{19, 33, 40}, Shape{20, 17, 9},
           Shape{21, 50, 7}, Shape{12, 32, 31}, Shape{14, 40, 33},
           Shape{18, 70, 300}, Shape{25, 33, 17}, Shape{31, 64, 64},
-          // Enough panels of B that A is packed (kPackAPanels).
-          Shape{13, 530, 600}, Shape{23, 777, 70},
+          // Enough panels of B that A is packed (kPackAPanels: 32 panels,
+          // of AVX2's 16 columns or AVX-512's 32), over one block of rows
+          // and several.
+          Shape{13, 530, 600}, Shape{23, 777, 70}, Shape{13, 1100, 600},
+          Shape{200, 1030, 300},
           // Rows 1024 floats apart (k + 3): a panel's rows in one set of
           // L1, A packed with AVX-512 for the 10 panels of B.
           Shape{30, 300, 1021},
@@ -166,6 +169,7 @@ TEST(PackedGemm, UnpreparedMatchesReference) {
           // (transposed, or read by enough panels of B), and
           // rows enough over a slice to be run in slices too.
           Shape{400, 70, 1300}, Shape{40, 530, 1400}, Shape{3100, 20, 1300},
+          Shape{40, 1030, 1400},
           // Rows 1024 floats apart (rowsCrowdL1Set).
           Shape{30, 300, 1021},
           // Rows enough to pack B whole first (packsBWhole; so do
