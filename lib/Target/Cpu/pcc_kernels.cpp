@@ -211,15 +211,13 @@ static int64_t panelStart(int64_t r, int64_t panels, int64_t m) {
 }
 
 #if PCC_GEMM_VECTORS
-/// Writes the transpose of 16 x 16 floats, row i at in + i * ld, as 16 rows
-/// of 16 at out, kPanelCols apart (store16): four rounds of shuffles, each
-/// of which interleaves pairs of rows at twice the last round's width.
-template <bool Stream = false>
-static void transpose16(const float *in, int64_t ld, float *out) {
-  typedef float V __attribute__((vector_size(16 * sizeof(float))));
-  V r[16], t[16];
-  for (int i = 0; i < 16; ++i)
-    std::memcpy(&r[i], in + i * ld, sizeof(V));
+typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
+
+/// Transposes the 16 x 16 floats of r in registers: four rounds of
+/// shuffles, each of which interleaves pairs of rows at twice the last
+/// round's width.
+static inline void transpose16(Vec16 (&r)[16]) {
+  Vec16 t[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 16, 2, 18, 4, 20, 6, 22,
                                    8, 24, 10, 26, 12, 28, 14, 30);
@@ -250,6 +248,16 @@ static void transpose16(const float *in, int64_t ld, float *out) {
     r[h + 8] = __builtin_shufflevector(t[h], t[h + 8], 8, 9, 10, 11, 12, 13, 14,
                                        15, 24, 25, 26, 27, 28, 29, 30, 31);
   }
+}
+
+/// Writes the transpose of 16 x 16 floats, row i at in + i * ld, as 16 rows
+/// of 16 at out, kPanelCols apart (store16).
+template <bool Stream = false>
+static void transpose16(const float *in, int64_t ld, float *out) {
+  Vec16 r[16];
+  for (int i = 0; i < 16; ++i)
+    std::memcpy(&r[i], in + i * ld, sizeof(Vec16));
+  transpose16(r);
   for (int q = 0; q < 16; ++q)
     store16<Stream>(out + q * kPanelCols, r[q]);
 }
@@ -310,9 +318,32 @@ static void packAPanel(const float *a, int64_t lda, bool transA, int64_t first,
         o[q * kPanelRows + i] = a[(k0 + q) * lda + first + i];
     return;
   }
+  int64_t q0 = 0;
+#if PCC_GEMM_VECTORS
+  // A whole panel's rows 16 columns of K at a time, transposed in
+  // registers as 16 x 16 (the rows past the panel's zero): each column's
+  // kPanelRows floats stored as a vector in turn, which the next column's
+  // store overwrites past them, and the last one's as kPanelRows floats.
+  // (A float at a time, 128 x 3072 took 125 us, 2% of the product.)
+  if constexpr (kPanelRows <= 16)
+    if (rows == kPanelRows)
+      for (; q0 + 16 <= depth; q0 += 16) {
+        Vec16 r[16];
+        for (int i = 0; i < 16; ++i) {
+          r[i] = Vec16{};
+          if (i < kPanelRows)
+            std::memcpy(&r[i], a + (first + i) * lda + k0 + q0, sizeof(Vec16));
+        }
+        transpose16(r);
+        float *out = o + q0 * kPanelRows;
+        for (int q = 0; q < 15; ++q)
+          std::memcpy(out + q * kPanelRows, &r[q], sizeof(Vec16));
+        std::memcpy(out + 15 * kPanelRows, &r[15], kPanelRows * sizeof(float));
+      }
+#endif
   for (int64_t i = 0; i < rows; ++i) {
     const float *row = a + (first + i) * lda + k0;
-    for (int64_t q = 0; q < depth; ++q)
+    for (int64_t q = q0; q < depth; ++q)
       o[q * kPanelRows + i] = row[q];
   }
 }
