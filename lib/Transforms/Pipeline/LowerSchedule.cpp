@@ -40,8 +40,10 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -482,6 +484,61 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
   if (call.continues)
     for (auto [key, at] : carriedValueArg)
       values[key] = body->getArgument(at);
+  // State argument `index` of the step as microbatch k reads it.
+  auto stateArg = [&](func::FuncOp callee, unsigned index,
+                      int64_t k) -> FailureOr<Value> {
+    // The next step's forwards read the newest weights, which are one
+    // update old when that step runs.
+    if (k >= microbatches &&
+        step.getArgAttr(index, graph::kPreviousVersionAttr))
+      index = unsigned(
+          step.getArgAttrOfType<IntegerAttr>(index, graph::kStateOfAttr)
+              .getInt());
+    auto it = newArg.find(index);
+    if (it == newArg.end())
+      return callee.emitError("pipeline rank ")
+             << rank << " runs @" << callee.getSymName() << ", which reads "
+             << pipeline::describeState(step, index)
+             << " that the rank does not hold";
+    return Value(body->getArgument(it->second));
+  };
+  // The step's ops that make its invariants (Outline.cpp), by id, and the
+  // values made of them here, once each (per weights' version: the next
+  // step's forwards, under 2BW, read the newer weights): before the first
+  // call that reads one, the ops that make it, cloned from the step.
+  llvm::DenseMap<int64_t, Operation *> invariantDefs;
+  step.walk([&](Operation *op) {
+    if (auto id = op->getAttrOfType<IntegerAttr>(kInvariantIdAttr))
+      invariantDefs[id.getInt()] = op;
+  });
+  std::map<std::pair<Operation *, bool>, Operation *> made;
+  std::function<FailureOr<Value>(func::FuncOp, Value, int64_t)> invariant =
+      [&](func::FuncOp callee, Value v, int64_t k) -> FailureOr<Value> {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (!step.getArgAttr(arg.getArgNumber(), graph::kStateAttr))
+        return callee.emitError("pipeline rank ")
+               << rank << ": a value made once per step reads input "
+               << arg.getArgNumber() << " of the step";
+      return stateArg(callee, arg.getArgNumber(), k);
+    }
+    auto result = cast<OpResult>(v);
+    Operation *def = result.getOwner();
+    Operation *&clone = made[{def, k >= microbatches}];
+    if (!clone) {
+      IRMapping mapping;
+      for (Value o : def->getOperands()) {
+        FailureOr<Value> mine = invariant(callee, o, k);
+        if (failed(mine))
+          return failure();
+        mapping.map(o, *mine);
+      }
+      clone = b.clone(*def, mapping);
+      clone->removeAttr(kInvariantIdAttr);
+      clone->removeAttr(kStageAttr);
+      clone->removeAttr(kStagesAttr);
+    }
+    return clone->getResult(result.getResultNumber());
+  };
   auto argFor = [&](func::FuncOp callee, unsigned i,
                     int64_t k) -> FailureOr<Value> {
     DictionaryAttr attrs = callee.getArgAttrDict(i);
@@ -504,22 +561,14 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
       v = mb(b, body->getArgument(carried->second), *in, k);
       return v;
     }
-    if (auto st = roleOf(attrs, kStateRole)) {
-      unsigned index = unsigned(*st);
-      // The next step's forwards read the newest weights, which are one
-      // update old when that step runs.
-      if (k >= microbatches &&
-          step.getArgAttr(index, graph::kPreviousVersionAttr))
-        index = unsigned(
-            step.getArgAttrOfType<IntegerAttr>(index, graph::kStateOfAttr)
-                .getInt());
-      auto it = newArg.find(index);
-      if (it == newArg.end())
-        return callee.emitError("pipeline rank ")
-               << rank << " runs @" << callee.getSymName() << ", which reads "
-               << pipeline::describeState(step, index)
-               << " that the rank does not hold";
-      return Value(body->getArgument(it->second));
+    if (auto st = roleOf(attrs, kStateRole))
+      return stateArg(callee, unsigned(*st), k);
+    if (auto id = roleOf(attrs, kInvariantRole)) {
+      auto def = invariantDefs.find(*id);
+      if (def == invariantDefs.end())
+        return callee.emitError("argument ")
+               << i << ": the step makes no invariant " << *id;
+      return invariant(callee, def->second->getResult(0), k);
     }
     if (auto id = roleOf(attrs, kValueRole)) {
       Value v = values[{*id, k}];

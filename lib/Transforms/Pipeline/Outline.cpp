@@ -3,7 +3,9 @@
 // Moves the ops of each pipeline stage into functions that one microbatch's
 // action calls: per virtual stage its forward and its backward, and per
 // pipeline rank its optimizer. Free values (computed from parameters and
-// constants) are recomputed inside each function that needs them. What a
+// constants) are recomputed inside each function that needs them, except
+// those that narrow a parameter (isMadeOncePerStep), which the step
+// makes once. What a
 // function reads and makes is named by attributes on its arguments and
 // results, which the schedule's lowering wires up:
 //
@@ -12,6 +14,10 @@
 //   dist.state = k    state argument k of the step (a parameter, a moment)
 //   dist.value = n    a value another function made (a boundary tensor, an
 //                     activation kept for the backward) or makes for one
+//   dist.invariant = n  a free value the step makes once, before the first
+//                     call that reads it (a parameter's bf16 copy), rather
+//                     than every microbatch; the step's op that makes it
+//                     carries dist.invariant_id = n
 //   dist.output = k   result k of the step, this microbatch's part
 //   dist.grad = k     this stage's contribution to gradient result k,
 //                     accumulated over microbatches (an argument of the
@@ -57,6 +63,17 @@ using namespace mlir;
 using namespace pcc;
 using namespace pcc::pipeline;
 
+bool pcc::isMadeOncePerStep(Value v) {
+  auto cast = v.getDefiningOp<graph::CastOp>();
+  if (!cast)
+    return false;
+  auto from = dyn_cast<RankedTensorType>(cast->getOperand(0).getType());
+  auto to = dyn_cast<RankedTensorType>(v.getType());
+  return from && to && isa<FloatType>(from.getElementType()) &&
+         isa<FloatType>(to.getElementType()) &&
+         to.getElementTypeBitWidth() < from.getElementTypeBitWidth();
+}
+
 namespace {
 /// Which function an op goes to: (phase, stage) for forward and backward,
 /// (optimizer, rank) for the optimizer.
@@ -66,9 +83,13 @@ using FunctionKey = std::pair<Phase, int64_t>;
 /// from elsewhere, free values are recomputed.
 class FunctionBuilder {
 public:
+  /// With `invariantIds`, free values that narrow a parameter are the
+  /// step's, made once (isMadeOncePerStep), instead of recomputed here.
   FunctionBuilder(func::FuncOp step, const StepPhases &phases,
-                  llvm::DenseMap<Value, int64_t> &valueIds)
-      : step(step), phases(phases), valueIds(valueIds) {}
+                  llvm::DenseMap<Value, int64_t> &valueIds,
+                  llvm::DenseMap<Value, int64_t> *invariantIds = nullptr)
+      : step(step), phases(phases), valueIds(valueIds),
+        invariantIds(invariantIds) {}
 
   func::FuncOp create(OpBuilder &moduleBuilder, StringRef name) {
     func = func::FuncOp::create(moduleBuilder, step.getLoc(), name,
@@ -91,6 +112,12 @@ public:
       bool state = bool(step.getArgAttr(arg.getArgNumber(), graph::kStateAttr));
       return addArgument(v, state ? kRoleState : kRoleInput,
                          i64(arg.getArgNumber()));
+    }
+    if (invariantIds && phases.isFree(v) && isMadeOncePerStep(v)) {
+      auto [it, inserted] = invariantIds->try_emplace(v, invariantIds->size());
+      if (inserted)
+        v.getDefiningOp()->setAttr(kInvariantIdAttr, i64(it->second));
+      return addArgument(v, kInvariantRole, i64(it->second));
     }
     if (phases.isFree(v)) {
       // Recompute: clone the free op (its operands first).
@@ -169,6 +196,7 @@ private:
   func::FuncOp step;
   const StepPhases &phases;
   llvm::DenseMap<Value, int64_t> &valueIds;
+  llvm::DenseMap<Value, int64_t> *invariantIds;
   func::FuncOp func;
   Block *block = nullptr;
   OpBuilder builder{step.getContext()};
@@ -364,12 +392,13 @@ LogicalResult pcc::outlineStages(func::FuncOp step, bool splitBackward) {
       freeOutputs.push_back(k);
     }
 
-  llvm::DenseMap<Value, int64_t> valueIds;
+  llvm::DenseMap<Value, int64_t> valueIds, invariantIds;
   OpBuilder moduleBuilder(step);
   StringRef base = step.getSymName();
   for (auto &[key, ops] : members) {
     auto [phase, index] = key;
-    FunctionBuilder fb(step, phases, valueIds);
+    FunctionBuilder fb(step, phases, valueIds,
+                       phase == Phase::Optimizer ? nullptr : &invariantIds);
     std::string name =
         phase == Phase::Optimizer
             ? llvm::formatv("{0}_rank{1}_optimizer", base, index).str()

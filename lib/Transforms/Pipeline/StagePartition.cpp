@@ -1375,8 +1375,9 @@ static LogicalResult placeGradientNormParts(const StageAssignment &sa) {
 }
 
 /// What each rank holds throughout: its state (a moment where its
-/// parameter is, state of no parameter everywhere) and its weights. Sets
-/// the bytes on the step.
+/// parameter is, state of no parameter everywhere), its weights, and the
+/// narrowed copies of them that the step makes once (isMadeOncePerStep).
+/// Sets the bytes on the step.
 static void setBaseBytes(const StageAssignment &sa) {
   func::FuncOp func = sa.func;
   const StepPhases &phases = sa.phases;
@@ -1399,6 +1400,8 @@ static void setBaseBytes(const StageAssignment &sa) {
         base[rank] += getTensorBytes(v.getType());
       return;
     }
+    if (isMadeOncePerStep(v) && weightOn.insert({def, rank}).second)
+      base[rank] += getTensorBytes(v.getType());
     for (Value o : def->getOperands())
       weights(o, rank);
   };

@@ -2,6 +2,35 @@
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="pp=2 microbatches=2 schedule=gpipe fuse-attention=false" | FileCheck %s --check-prefix=INFER
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=zb-h1 fuse-attention=false" | FileCheck %s --check-prefix=ZB
 // RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=2bw fuse-attention=false" | FileCheck %s --check-prefix=TWOBW
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=1f1b fuse-attention=false dtype=bf16" | FileCheck %s --check-prefix=BF16
+// RUN: pcc-opt %S/../Sharding/Inputs/gpt-block.mlir --pcc-parallelize="train=true optimizer=sgd pp=2 microbatches=2 schedule=2bw fuse-attention=false dtype=bf16" | FileCheck %s --check-prefix=BF16-2BW
+
+// Under --dtype bf16 a weight's bf16 copy is the step's (dist.invariant),
+// made once before the first call that reads it, not by every microbatch's
+// forward and backward.
+// BF16: func.func private @main_stage0_forward({{.*}}%arg4: tensor<16x48xbf16> {dist.invariant = [[QKV:[0-9]+]] : i64}
+// BF16-NOT: graph.cast %arg4
+// BF16: func.func private @main_stage0_backward({{.*}}tensor<16x48xbf16> {dist.invariant = [[QKV]] : i64}
+// BF16-LABEL: func.func @main_rank0(
+// BF16: %[[W:.*]] = graph.cast %arg4 : tensor<16x48xf32> to tensor<16x48xbf16>
+// BF16: call @main_stage0_forward({{.*}}%[[W]]{{.*}}) {dist.action = "F0"}
+// BF16-NOT: graph.cast
+// BF16: call @main_stage0_forward({{.*}}%[[W]]{{.*}}) {dist.action = "F1"}
+// BF16-NOT: graph.cast
+// BF16: call @main_stage0_backward({{.*}}%[[W]]{{.*}}) {dist.action = "B0"}
+// BF16-NOT: graph.cast
+// BF16: call @main_stage0_backward_accumulate({{.*}}%[[W]]{{.*}}) {dist.action = "B1"}
+// BF16-LABEL: func.func @main_rank1(
+
+// Under 2BW the step's microbatches read the weights one update old and
+// the next step's forwards the newest: each version has its copy.
+// BF16-2BW-LABEL: func.func @main_overlap_rank0(
+// BF16-2BW: %[[OLD:.*]] = graph.cast %arg10 : tensor<16x48xf32> to tensor<16x48xbf16>
+// BF16-2BW: call @main_stage0_forward({{.*}}%[[OLD]]{{.*}}) {dist.action = "F1"}
+// BF16-2BW: call @main_stage0_backward({{.*}}%[[OLD]]{{.*}}) {dist.action = "B0"}
+// BF16-2BW: %[[NEW:.*]] = graph.cast %arg4 : tensor<16x48xf32> to tensor<16x48xbf16>
+// BF16-2BW: call @main_stage0_forward({{.*}}%[[NEW]]{{.*}}) {dist.action = "F0+"}
+// BF16-2BW: call @main_stage0_backward_accumulate({{.*}}%[[OLD]]{{.*}}) {dist.action = "B1"}
 
 // Outlined stages: each argument and result says what it is.
 // CHECK: func.func private @main_stage0_forward(%arg0: tensor<40x16xf32> {dist.state = 1 : i64}, %arg1: tensor<1x8xi64> {dist.input = 0 : i64}

@@ -43,6 +43,8 @@ using dist::kGradRole;
 using dist::kGradSumAttr;
 using dist::kHeaviestOpTimeAttr;
 using dist::kInputRole;
+using dist::kInvariantIdAttr;
+using dist::kInvariantRole;
 using dist::kMicrobatchesAttr;
 using dist::kNumStagesAttr;
 using dist::kOutputRole;
@@ -58,6 +60,15 @@ using dist::kTransferCostsAttr;
 using dist::kUpdateRole;
 using dist::kValueRole;
 using dist::kWeightGradAttr;
+
+/// Whether free value `v` (made from parameters and constants alone) is
+/// made once per step rather than in every microbatch's function that
+/// reads it: a cast of a float to fewer bits (a parameter's bf16 or f16
+/// copy under --dtype), which every microbatch's forward and backward would
+/// otherwise make again from the same weight (at 7.5B, a tenth of a
+/// microbatch's time). The step then holds it, half the parameter's bytes
+/// or less, from the first call that reads it to its last.
+bool isMadeOncePerStep(mlir::Value v);
 
 /// Rewrites `func` (a forward, before the loss is attached) to compute one
 /// of `microbatches` equal slices of its batch (see the pcc-microbatch

@@ -178,7 +178,8 @@ static LogicalResult verifyDistAttribute(const AttrSite &site,
   if (name == kStageAttr || name == kRankAttr || name == kResultIndexAttr ||
       name == kInputRole || name == kStateRole || name == kValueRole ||
       name == kOutputRole || name == kGradRole || name == kUpdateRole ||
-      name == kAccumulatesAttr)
+      name == kAccumulatesAttr || name == kInvariantRole ||
+      name == kInvariantIdAttr)
     return integer(0);
   if (name == kStagesAttr) {
     auto a = dyn_cast<DenseI64ArrayAttr>(value);

@@ -105,6 +105,13 @@ inline constexpr llvm::StringLiteral kValueRole = "dist.value";
 inline constexpr llvm::StringLiteral kOutputRole = "dist.output";
 inline constexpr llvm::StringLiteral kGradRole = "dist.grad";
 inline constexpr llvm::StringLiteral kUpdateRole = "dist.update";
+/// An argument of a forward or backward that the step computes once, before
+/// the rank's first call reads it, rather than every microbatch: a free
+/// value (made from parameters and constants alone) that narrows a
+/// parameter, such as its bf16 copy under --dtype bf16. The integer names
+/// the step's op that makes it, which carries it as kInvariantIdAttr.
+inline constexpr llvm::StringLiteral kInvariantRole = "dist.invariant";
+inline constexpr llvm::StringLiteral kInvariantIdAttr = "dist.invariant_id";
 /// A `dist.grad` result whose sum over the ranks of these mesh axes (data
 /// or tensor parallelism's) is still to be taken: the lowering all-reduces
 /// the gradient once, after its last microbatch, instead of every
