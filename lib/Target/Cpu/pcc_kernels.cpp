@@ -320,12 +320,16 @@ static void packAPanel(const float *a, int64_t lda, bool transA, int64_t first,
   }
   int64_t q0 = 0;
 #if PCC_GEMM_VECTORS
-  // A whole panel's rows 16 columns of K at a time, transposed in
-  // registers as 16 x 16 (the rows past the panel's zero): each column's
-  // kPanelRows floats stored as a vector in turn, which the next column's
-  // store overwrites past them, and the last one's as kPanelRows floats.
-  // (A float at a time, 128 x 3072 took 125 us, 2% of the product.)
-  if constexpr (kPanelRows <= 16)
+  // With AVX-512, a whole panel's rows 16 columns of K at a time,
+  // transposed in registers as 16 x 16 (the rows past the panel's zero):
+  // each column's kPanelRows floats stored as a whole vector in turn, past
+  // them what the next columns' stores overwrite, while the vector ends
+  // inside these 16 columns (a vector further on would write into the next
+  // micro-panel, which another thread may have packed already), and as
+  // kPanelRows floats after. (A float at a time, 128 x 3072 took 125 us, 2%
+  // of the product; with AVX2's 6 rows and 8 lanes this took twice as long
+  // as a float at a time.)
+  if constexpr (kLanes == 16 && kPanelRows <= 16)
     if (rows == kPanelRows)
       for (; q0 + 16 <= depth; q0 += 16) {
         Vec16 r[16];
@@ -336,9 +340,12 @@ static void packAPanel(const float *a, int64_t lda, bool transA, int64_t first,
         }
         transpose16(r);
         float *out = o + q0 * kPanelRows;
-        for (int q = 0; q < 15; ++q)
+        // The columns whose vector ends inside the 16.
+        constexpr int kWhole = int(16 - (16 + kPanelRows - 1) / kPanelRows + 1);
+        for (int q = 0; q < kWhole; ++q)
           std::memcpy(out + q * kPanelRows, &r[q], sizeof(Vec16));
-        std::memcpy(out + 15 * kPanelRows, &r[15], kPanelRows * sizeof(float));
+        for (int q = kWhole; q < 16; ++q)
+          std::memcpy(out + q * kPanelRows, &r[q], kPanelRows * sizeof(float));
       }
 #endif
   for (int64_t i = 0; i < rows; ++i) {
