@@ -302,6 +302,10 @@ std::vector<std::string> describeFailure(const std::vector<RankState> &ranks,
              " running " +
              (step > 0 ? "step " + std::to_string(step) : "its setup");
   }
+  // Ranks that never got through MPI's start said nothing themselves:
+  // mpirun's (or Open MPI's) own first line says why.
+  if (failed.count({-1, "exited"}) && !mpirunLine.empty())
+    line += ": " + mpirunLine;
   if (!line.empty() && !waits.empty())
     line += "; " + waits;
   else if (!waits.empty())
@@ -338,8 +342,12 @@ bool pccrt::startedByLauncher(int64_t *worldSize) {
   return false;
 }
 
-int pccrt::launchRanks(const LaunchOptions &options,
-                       std::vector<std::string> &errors) {
+/// One start of the job (see launchRanks). \p neverStarted is set when it
+/// failed before any rank was set up or said anything: no step ran, and a
+/// second start may succeed where a loaded host made Open MPI's fail.
+static int launchOnce(const LaunchOptions &options,
+                      std::vector<std::string> &errors, bool &neverStarted) {
+  neverStarted = false;
   std::string mpirun = findOnPath("mpirun");
   if (mpirun.empty())
     throw Error("cannot start " + std::to_string(options.ranks) +
@@ -435,6 +443,7 @@ int pccrt::launchRanks(const LaunchOptions &options,
   // Watch: pass the ranks' stderr lines on, note mpirun's end, and stop
   // the job if it does not end by itself once a rank failed.
   std::string pending, firstMpirunLine;
+  bool rankSpoke = false;
   auto emit = [&](const std::string &line) {
     if (isOpenMpiLine(line)) {
       if (firstMpirunLine.empty() &&
@@ -442,6 +451,7 @@ int pccrt::launchRanks(const LaunchOptions &options,
         firstMpirunLine = line;
       return;
     }
+    rankSpoke = true;
     std::string out = line + "\n";
     ssize_t ignored = ::write(2, out.data(), out.size());
     (void)ignored;
@@ -561,7 +571,28 @@ int pccrt::launchRanks(const LaunchOptions &options,
   if (stoppedBecause.empty() && exitStatus > 128 && exitStatus < 128 + 65 &&
       exitStatus != 128 + SIGTERM && exitStatus != 128 + SIGKILL)
     rankSignal = exitStatus - 128;
+  neverStarted = !interrupted && stoppedBecause.empty() && !rankSpoke &&
+                 std::all_of(ranks.begin(), ranks.end(),
+                             [](const RankState &rank) {
+                               return rank.phase == Phase::Starting;
+                             });
   errors = describeFailure(ranks, exitStatus, rankSignal, interrupted,
                            stoppedBecause, firstMpirunLine);
   return 1;
+}
+
+int pccrt::launchRanks(const LaunchOptions &options,
+                       std::vector<std::string> &errors) {
+  bool neverStarted = false;
+  int status = launchOnce(options, errors, neverStarted);
+  if (status == 0 || !neverStarted || interruptedBy)
+    return status;
+  // Nothing ran: start the job once more, and say so.
+  std::string note = "pcc: note: " + (errors.empty() ? "" : errors.back()) +
+                     "; starting the ranks once more\n";
+  ssize_t ignored = ::write(2, note.data(), note.size());
+  (void)ignored;
+  errors.clear();
+  ::sleep(1);
+  return launchOnce(options, errors, neverStarted);
 }

@@ -44,8 +44,11 @@ struct LaunchOptions {
 /// of the job left running, and \p errors holds one line per failure that
 /// no rank printed: an error a rank left to the launcher (once, prefixed
 /// with the ranks that had it unless all did), or which rank failed at which
-/// step and which operation the others were waiting in. Throws an Error if
-/// mpirun cannot be started.
+/// step and which operation the others were waiting in (for ranks that
+/// never got through MPI's start, with mpirun's own first line). A job
+/// that failed before any rank was set up or printed a line (Open MPI's
+/// start can fail on a loaded host) is started once more, with a note on
+/// stderr. Throws an Error if mpirun cannot be started.
 int launchRanks(const LaunchOptions &options, std::vector<std::string> &errors);
 
 } // namespace pccrt
