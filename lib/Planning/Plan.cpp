@@ -397,7 +397,8 @@ double pcc::getStepSeconds(func::FuncOp step, const CostModel &cost) {
 /// (plan.json's `prediction`), and the line that says so.
 ///
 /// A pipelined step takes the schedule's simulated makespan (its stages
-/// timed by the machine's cost model, transfers included), then on the
+/// timed by the machine's cost model, transfers included), the start that
+/// the weights' narrowed copies (made once per step) hold back, then on the
 /// slowest pipeline rank the data-parallel gradient sums (once, of the
 /// accumulated gradients) and the optimizer; a step without stages, the
 /// time of its ops one after another. Collectives do not overlap the
@@ -414,7 +415,7 @@ static llvm::json::Object predictStep(ModuleOp module,
   auto microbatches = step->getAttrOfType<IntegerAttr>(kMicrobatchesAttr);
   int64_t m = microbatches ? microbatches.getInt() : 1;
   const llvm::json::Object *schedule = plan.getObject("schedule");
-  double seconds = 0, reductions = 0, optimizer = 0, bubble = 0;
+  double seconds = 0, reductions = 0, optimizer = 0, bubble = 0, copies = 0;
   int64_t peak = heldPeak;
   if (schedule) {
     seconds = schedule->getNumber("makespan").value_or(0);
@@ -463,6 +464,33 @@ static llvm::json::Object predictStep(ModuleOp module,
                 "graph.copy", 0,
                 2.0 * double(getTensorBytes(step.getArgumentTypes()[i])),
                 /*matrix=*/false);
+    // The weights' narrowed copies (--dtype bf16), made once per step on
+    // each rank before its first action: they hold back the rank's start
+    // where the schedule would have it start sooner (every rank but the
+    // first waits for activations anyway). Under 2BW the next step's
+    // forwards read copies of the newer weights, made after the update.
+    SmallVector<double> firstStart(options.pp, 0);
+    if (const llvm::json::Array *ranks = schedule->getArray("ranks"))
+      for (auto [r, rank] : llvm::enumerate(*ranks)) {
+        const llvm::json::Array *timeline =
+            rank.getAsObject()->getArray("timeline");
+        if (r < firstStart.size() && timeline && !timeline->empty())
+          if (const llvm::json::Array *span = (*timeline)[0].getAsArray())
+            firstStart[r] = (*span)[1].getAsNumber().value_or(0);
+      }
+    bool twoVersions = false;
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      twoVersions |= bool(step.getArgAttr(i, graph::kPreviousVersionAttr));
+    for (auto [r, ops] :
+         llvm::enumerate(getOncePerStepCopies(step, options.pp))) {
+      double time = 0;
+      for (Operation *op : ops)
+        time += cost.time(op);
+      copies = std::max(copies, time - firstStart[r]);
+      if (twoVersions)
+        after[r] += time;
+    }
+    seconds += copies;
     double slowest = *llvm::max_element(after);
     seconds += slowest;
     if (const llvm::json::Array *ranks = schedule->getArray("ranks"))
@@ -502,6 +530,7 @@ static llvm::json::Object predictStep(ModuleOp module,
                             {"bubble_fraction", bubble},
                             {"data_parallel_reduction_seconds", reductions},
                             {"after_flush_seconds", optimizer},
+                            {"weight_copies_seconds", copies},
                             {"model_flops", modelFlops}};
 }
 

@@ -1374,6 +1374,30 @@ static LogicalResult placeGradientNormParts(const StageAssignment &sa) {
   return success();
 }
 
+SmallVector<SmallVector<Operation *>>
+pcc::getOncePerStepCopies(func::FuncOp step, int64_t ranks) {
+  StepPhases phases = classifyPhases(step);
+  SmallVector<SmallVector<Operation *>> copies(std::max<int64_t>(1, ranks));
+  llvm::DenseSet<std::pair<Operation *, int64_t>> seen;
+  std::function<void(Value, int64_t)> visit = [&](Value v, int64_t rank) {
+    Operation *def = v.getDefiningOp();
+    if (!def || !phases.isFree(v) || !seen.insert({def, rank}).second)
+      return;
+    if (isMadeOncePerStep(v)) {
+      copies[rank].push_back(def);
+      return;
+    }
+    for (Value o : def->getOperands())
+      visit(o, rank);
+  };
+  for (Operation &op : step.getBody().front().without_terminator())
+    if (auto stage = op.getAttrOfType<IntegerAttr>(kStageAttr))
+      for (int64_t rank : getStageRanks(step, stage.getInt(), copies.size()))
+        for (Value v : op.getOperands())
+          visit(v, rank);
+  return copies;
+}
+
 /// What each rank holds throughout: its state (a moment where its
 /// parameter is, state of no parameter everywhere), its weights, and the
 /// narrowed copies of them that the step makes once (isMadeOncePerStep).

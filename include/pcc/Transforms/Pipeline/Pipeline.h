@@ -70,6 +70,13 @@ using dist::kWeightGradAttr;
 /// or less, from the first call that reads it to its last.
 bool isMadeOncePerStep(mlir::Value v);
 
+/// For each of the `ranks` pipeline ranks of `step` (a step whose ops carry
+/// their stage), the ops that make the copies made once per step
+/// (isMadeOncePerStep) that the stages there read, each once, in the
+/// step's order: what the rank makes before its first action.
+llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
+getOncePerStepCopies(mlir::func::FuncOp step, int64_t ranks);
+
 /// Rewrites `func` (a forward, before the loss is attached) to compute one
 /// of `microbatches` equal slices of its batch (see the pcc-microbatch
 /// pass). `defaulted` says that the user did not choose `microbatches`:
