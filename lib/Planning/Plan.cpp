@@ -469,11 +469,13 @@ static llvm::json::Object predictStep(ModuleOp module,
     // where the schedule would have it start sooner (every rank but the
     // first waits for activations anyway). Under 2BW the next step's
     // forwards read copies of the newer weights, made after the update.
+    // Each rank's largest memory and the start of its first action.
     SmallVector<double> firstStart(options.pp, 0);
     if (const llvm::json::Array *ranks = schedule->getArray("ranks"))
       for (auto [r, rank] : llvm::enumerate(*ranks)) {
-        const llvm::json::Array *timeline =
-            rank.getAsObject()->getArray("timeline");
+        const llvm::json::Object *stats = rank.getAsObject();
+        peak = std::max(peak, stats->getInteger("peak_bytes").value_or(0));
+        const llvm::json::Array *timeline = stats->getArray("timeline");
         if (r < firstStart.size() && timeline && !timeline->empty())
           if (const llvm::json::Array *span = (*timeline)[0].getAsArray())
             firstStart[r] = (*span)[1].getAsNumber().value_or(0);
@@ -493,10 +495,6 @@ static llvm::json::Object predictStep(ModuleOp module,
     seconds += copies;
     double slowest = *llvm::max_element(after);
     seconds += slowest;
-    if (const llvm::json::Array *ranks = schedule->getArray("ranks"))
-      for (const llvm::json::Value &rank : *ranks)
-        peak = std::max(
-            peak, rank.getAsObject()->getInteger("peak_bytes").value_or(0));
     optimizer = slowest;
   } else {
     seconds = getStepSeconds(step, cost);

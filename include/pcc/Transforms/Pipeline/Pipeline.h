@@ -72,8 +72,9 @@ bool isMadeOncePerStep(mlir::Value v);
 
 /// For each of the `ranks` pipeline ranks of `step` (a step whose ops carry
 /// their stage), the ops that make the copies made once per step
-/// (isMadeOncePerStep) that the stages there read, each once, in the
-/// step's order: what the rank makes before its first action.
+/// (isMadeOncePerStep) that the stages there read, each once, in the order
+/// the stages' ops first read them: what the rank makes before its first
+/// action.
 llvm::SmallVector<llvm::SmallVector<mlir::Operation *>>
 getOncePerStepCopies(mlir::func::FuncOp step, int64_t ranks);
 
