@@ -101,6 +101,10 @@ llvm::json::Array pcc::describeAttention(ModuleOp module) {
         cast<RankedTensorType>(op.getQuery().getType()).getShape();
     ArrayRef<int64_t> k =
         cast<RankedTensorType>(op.getKey().getType()).getShape();
+    // [B, H, T, D], or [B, T, H, D] once pcc-attention-layout made the op
+    // sequence-first.
+    int64_t headAxis = op.getSequenceFirst() ? 2 : 1;
+    int64_t sequenceAxis = 3 - headAxis;
     bool padding = false, bias = false;
     if (Value b = op.getBias()) {
       // [B, 1, 1, Tk] (or fewer leading dimensions): a padding mask.
@@ -117,11 +121,11 @@ llvm::json::Array pcc::describeAttention(ModuleOp module) {
                              {"causal", op.getCausal()},
                              {"padding", padding},
                              {"bias", bias},
-                             {"heads", q[1]},
-                             {"kv_heads", k[1]},
+                             {"heads", q[headAxis]},
+                             {"kv_heads", k[headAxis]},
                              {"head_dim", q[3]},
-                             {"queries", q[2]},
-                             {"keys", k[2]}};
+                             {"queries", q[sequenceAxis]},
+                             {"keys", k[sequenceAxis]}};
     if (std::optional<APFloat> cap = op.getSoftcap())
       entry["softcap"] = cap->convertToDouble();
     if (std::optional<int64_t> window = op.getWindow())
