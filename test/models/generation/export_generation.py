@@ -6,7 +6,8 @@ that transformers' generate() picks greedily for a few prompts.
 usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
        gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
        neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3,
-       xglm, mixtral, qwen3-moe, gptneo, deepseek-v3, phimoe; default all)
+       xglm, mixtral, qwen3-moe, gptneo, deepseek-v3, phimoe, gpt-oss, qwen3,
+       olmo2, cohere, bigcode, smollm3; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -383,6 +384,81 @@ def gpt_oss():
     return m
 
 
+# Architectures whose layers differ from the ones above in where they
+# normalize, how they position and how many key/value heads they share.
+# Untied, with initializer_range 0.3 (Qwen3's q/k norms with the default
+# 0.02 gave one new token, the same for every step, at every prompt seed).
+
+def qwen3():
+    # Qwen3: an RMSNorm over each head's 16 features of the queries and of
+    # the keys, before the rotary embedding.
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    c = Qwen3Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                    vocab_size=VOCAB, max_position_embeddings=128,
+                    tie_word_embeddings=False, pad_token_id=None,
+                    initializer_range=0.3, attention_dropout=0.0,
+                    attn_implementation="eager")
+    return Qwen3ForCausalLM(c)
+
+
+def olmo2():
+    # OLMo 2: an RMSNorm over the whole query and key projections (across
+    # the heads: under tensor parallelism its mean spans every rank's
+    # heads), and norms after the attention and the MLP instead of before.
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+    c = Olmo2Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                    num_attention_heads=4, num_key_value_heads=4,
+                    vocab_size=VOCAB, max_position_embeddings=128,
+                    tie_word_embeddings=False, pad_token_id=None,
+                    initializer_range=0.3, attention_dropout=0.0,
+                    attn_implementation="eager")
+    return Olmo2ForCausalLM(c)
+
+
+def cohere():
+    # Cohere (Command R): attention and MLP side by side from one LayerNorm
+    # without bias, the rotary embedding on interleaved pairs of features
+    # (2i, 2i + 1), and the logits scaled (logit_scale 0.5).
+    from transformers import CohereConfig, CohereForCausalLM
+    c = CohereConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                     num_attention_heads=4, num_key_value_heads=2,
+                     vocab_size=VOCAB, max_position_embeddings=128,
+                     logit_scale=0.5, use_qk_norm=False,
+                     tie_word_embeddings=False, pad_token_id=None,
+                     bos_token_id=None, eos_token_id=None,
+                     initializer_range=0.3, attention_dropout=0.0,
+                     attn_implementation="eager")
+    return CohereForCausalLM(c)
+
+
+def bigcode():
+    # GPT-BigCode (StarCoder 1): multi-query attention, one key/value head
+    # of 16 features in the fused c_attn projection (64 + 2 x 16 columns),
+    # learned positions, a tied head.
+    from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM
+    c = GPTBigCodeConfig(n_layer=2, n_embd=64, n_head=4, vocab_size=VOCAB,
+                         n_positions=128, multi_query=True,
+                         initializer_range=0.3, bos_token_id=None,
+                         eos_token_id=None, resid_pdrop=0.0, embd_pdrop=0.0,
+                         attn_pdrop=0.0, attn_implementation="eager")
+    return GPTBigCodeForCausalLM(c)
+
+
+def smollm3():
+    # SmolLM3: no positional embedding at all in every other layer
+    # (no_rope_layer_interval 2: the second layer's attention is NoPE).
+    from transformers import SmolLM3Config, SmolLM3ForCausalLM
+    c = SmolLM3Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                      num_attention_heads=4, num_key_value_heads=2,
+                      no_rope_layer_interval=2, vocab_size=VOCAB,
+                      max_position_embeddings=128, tie_word_embeddings=False,
+                      pad_token_id=None, bos_token_id=None, eos_token_id=None,
+                      initializer_range=0.3, attention_dropout=0.0,
+                      attn_implementation="eager")
+    return SmolLM3ForCausalLM(c)
+
+
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
           "gemma3": gemma3, "qwen2": qwen2,
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
@@ -390,7 +466,8 @@ MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistra
           "olmo-clip": olmo_clip, "apertus": apertus, "minicpm3": minicpm3,
           "xglm": xglm, "mixtral": mixtral, "qwen3-moe": qwen3_moe,
           "gptneo": gptneo, "deepseek-v3": deepseek_v3, "phimoe": phimoe,
-          "gpt-oss": gpt_oss}
+          "gpt-oss": gpt_oss, "qwen3": qwen3, "olmo2": olmo2, "cohere": cohere,
+          "bigcode": bigcode, "smollm3": smollm3}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 
