@@ -105,33 +105,49 @@ static SmallVector<size_t> balance(ArrayRef<double> prefix,
   return cuts;
 }
 
+/// Calls `visit` on `v` and, where it returns true and `v` is a free op's
+/// result, on that op's operands in turn, depth first: the walk from what a
+/// stage's op reads back to the weights and state it is computed from
+/// (through a transposed or narrowed weight), which `visit` stops where its
+/// question is answered.
+static void walkFreeValues(const StepPhases &phases, Value v,
+                           llvm::function_ref<bool(Value)> visit) {
+  if (!visit(v))
+    return;
+  if (Operation *def = v.getDefiningOp(); def && phases.isFree(v))
+    for (Value o : def->getOperands())
+      walkFreeValues(phases, o, visit);
+}
+
 /// Calls `fn` on each block argument (a parameter or other state) that the
 /// free value `v` is computed from, through free ops (a transposed weight).
 static void forEachParameter(const StepPhases &phases, Value v,
                              llvm::function_ref<void(BlockArgument)> fn) {
-  if (auto arg = dyn_cast<BlockArgument>(v))
-    return fn(arg);
-  if (phases.isFree(v))
-    for (Value o : v.getDefiningOp()->getOperands())
-      forEachParameter(phases, o, fn);
+  walkFreeValues(phases, v, [&](Value u) {
+    auto arg = dyn_cast<BlockArgument>(u);
+    if (arg)
+      fn(arg);
+    return !arg;
+  });
 }
 
 /// Calls `fn` with the name of each weight (graph.weight) and state
 /// argument (graph.state) that `v` is, or comes from through free ops.
 static void forEachHeld(const StepPhases &phases, func::FuncOp func, Value v,
                         llvm::function_ref<void(StringRef)> fn) {
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      graph::kStateAttr))
-      fn(name.getValue());
-    return;
-  }
-  Operation *def = v.getDefiningOp();
-  if (auto weight = dyn_cast<graph::WeightOp>(def))
-    return fn(weight.getName());
-  if (phases.isFree(v))
-    for (Value o : def->getOperands())
-      forEachHeld(phases, func, o, fn);
+  walkFreeValues(phases, v, [&](Value u) {
+    if (auto arg = dyn_cast<BlockArgument>(u)) {
+      if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        graph::kStateAttr))
+        fn(name.getValue());
+      return false;
+    }
+    if (auto weight = u.getDefiningOp<graph::WeightOp>()) {
+      fn(weight.getName());
+      return false;
+    }
+    return true;
+  });
 }
 
 llvm::StringMap<SmallVector<int64_t>> pcc::getHolderStages(func::FuncOp func) {
@@ -1379,22 +1395,19 @@ pcc::getOncePerStepCopies(func::FuncOp step, int64_t ranks) {
   StepPhases phases = classifyPhases(step);
   SmallVector<SmallVector<Operation *>> copies(std::max<int64_t>(1, ranks));
   llvm::DenseSet<std::pair<Operation *, int64_t>> seen;
-  std::function<void(Value, int64_t)> visit = [&](Value v, int64_t rank) {
-    Operation *def = v.getDefiningOp();
-    if (!def || !phases.isFree(v) || !seen.insert({def, rank}).second)
-      return;
-    if (isMadeOncePerStep(v)) {
-      copies[rank].push_back(def);
-      return;
-    }
-    for (Value o : def->getOperands())
-      visit(o, rank);
-  };
   for (Operation &op : step.getBody().front().without_terminator())
     if (auto stage = op.getAttrOfType<IntegerAttr>(kStageAttr))
       for (int64_t rank : getStageRanks(step, stage.getInt(), copies.size()))
         for (Value v : op.getOperands())
-          visit(v, rank);
+          walkFreeValues(phases, v, [&](Value u) {
+            Operation *def = u.getDefiningOp();
+            if (!def || !phases.isFree(u) || !seen.insert({def, rank}).second)
+              return false;
+            if (!isMadeOncePerStep(u))
+              return true;
+            copies[rank].push_back(def);
+            return false;
+          });
   return copies;
 }
 
@@ -1414,25 +1427,21 @@ static void setBaseBytes(const StageAssignment &sa) {
       if (holdsState(func, arg.getArgNumber(), r, ranks))
         base[r] += getTensorBytes(arg.getType());
   }
+  // A copy counts beside the weight it is made from.
   llvm::DenseSet<std::pair<Operation *, int64_t>> weightOn;
-  std::function<void(Value, int64_t)> weights = [&](Value v, int64_t rank) {
-    Operation *def = v.getDefiningOp();
-    if (!def || !phases.isFree(v))
-      return;
-    if (isa<graph::WeightOp>(def)) {
-      if (weightOn.insert({def, rank}).second)
-        base[rank] += getTensorBytes(v.getType());
-      return;
-    }
-    if (isMadeOncePerStep(v) && weightOn.insert({def, rank}).second)
-      base[rank] += getTensorBytes(v.getType());
-    for (Value o : def->getOperands())
-      weights(o, rank);
-  };
   for (auto &[op, stage] : sa.stageOf)
     for (int64_t rank : getStageRanks(func, stage, ranks))
       for (Value v : op->getOperands())
-        weights(v, rank);
+        walkFreeValues(phases, v, [&](Value u) {
+          Operation *def = u.getDefiningOp();
+          if (!def || !phases.isFree(u))
+            return false;
+          bool weight = isa<graph::WeightOp>(def);
+          if ((weight || isMadeOncePerStep(u)) &&
+              weightOn.insert({def, rank}).second)
+            base[rank] += getTensorBytes(u.getType());
+          return !weight;
+        });
   func->setAttr(kBaseBytesAttr, DenseI64ArrayAttr::get(sa.ctx, base));
 }
 
