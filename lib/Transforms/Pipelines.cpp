@@ -73,9 +73,18 @@ void pcc::buildParallelizePipeline(OpPassManager &pm,
     // Padding comes before autodiff: the backward follows the padded
     // forward.
     // With ZeRO the padded extent splits over tp, then each block over dp.
-    if (options.tp > 1)
-      fpm.addPass(createPadVocabulary(
-          {options.tp * (options.zero > 0 ? options.dp : 1)}));
+    // Without tp, ZeRO 3 pads too: it holds the parameter itself split, and
+    // a table that dp does not divide (GPT-2's 50257 rows) would otherwise
+    // be split along its features, every rank's block strided, and be
+    // transposed around each gather and reduce-scatter (four passes over
+    // GPT-2's 154 MB embedding a step). ZeRO 1 and 2 hold the parameter
+    // whole, and a whole tensor's padding has no place in the runtime's
+    // tables (a split's full extent says it).
+    int64_t zeroDp =
+        options.zero > 0 && (options.tp > 1 || options.zero >= 3) ? options.dp
+                                                                   : 1;
+    if (options.tp * zeroDp > 1)
+      fpm.addPass(createPadVocabulary({options.tp * zeroDp}));
     // The products are narrowed before the backward is derived, so that
     // its products are narrowed too.
     if (options.dtype != "f32")
