@@ -389,17 +389,23 @@ def gpt_oss():
 # Untied, with initializer_range 0.3 (Qwen3's q/k norms with the default
 # 0.02 gave one new token, the same for every step, at every prompt seed).
 
+def _decoder(**kw):
+    """The configuration keywords of the decoders below: 2 layers, d = 64,
+    4 query heads, MLP 128, untied, no padding token, initializer_range
+    0.3; `kw` adds to them or replaces them."""
+    base = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                num_attention_heads=4, vocab_size=VOCAB, max_position_embeddings=128,
+                tie_word_embeddings=False, pad_token_id=None, initializer_range=0.3,
+                attention_dropout=0.0, attn_implementation="eager")
+    base.update(kw)
+    return base
+
+
 def qwen3():
     # Qwen3: an RMSNorm over each head's 16 features of the queries and of
     # the keys, before the rotary embedding.
     from transformers import Qwen3Config, Qwen3ForCausalLM
-    c = Qwen3Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
-                    num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                    vocab_size=VOCAB, max_position_embeddings=128,
-                    tie_word_embeddings=False, pad_token_id=None,
-                    initializer_range=0.3, attention_dropout=0.0,
-                    attn_implementation="eager")
-    return Qwen3ForCausalLM(c)
+    return Qwen3ForCausalLM(Qwen3Config(**_decoder(num_key_value_heads=2, head_dim=16)))
 
 
 def olmo2():
@@ -407,13 +413,7 @@ def olmo2():
     # the heads: under tensor parallelism its mean spans every rank's
     # heads), and norms after the attention and the MLP instead of before.
     from transformers import Olmo2Config, Olmo2ForCausalLM
-    c = Olmo2Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
-                    num_attention_heads=4, num_key_value_heads=4,
-                    vocab_size=VOCAB, max_position_embeddings=128,
-                    tie_word_embeddings=False, pad_token_id=None,
-                    initializer_range=0.3, attention_dropout=0.0,
-                    attn_implementation="eager")
-    return Olmo2ForCausalLM(c)
+    return Olmo2ForCausalLM(Olmo2Config(**_decoder(num_key_value_heads=4)))
 
 
 def cohere():
@@ -421,15 +421,9 @@ def cohere():
     # without bias, the rotary embedding on interleaved pairs of features
     # (2i, 2i + 1), and the logits scaled (logit_scale 0.5).
     from transformers import CohereConfig, CohereForCausalLM
-    c = CohereConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
-                     num_attention_heads=4, num_key_value_heads=2,
-                     vocab_size=VOCAB, max_position_embeddings=128,
-                     logit_scale=0.5, use_qk_norm=False,
-                     tie_word_embeddings=False, pad_token_id=None,
-                     bos_token_id=None, eos_token_id=None,
-                     initializer_range=0.3, attention_dropout=0.0,
-                     attn_implementation="eager")
-    return CohereForCausalLM(c)
+    return CohereForCausalLM(CohereConfig(**_decoder(
+        num_key_value_heads=2, logit_scale=0.5, use_qk_norm=False,
+        bos_token_id=None, eos_token_id=None)))
 
 
 def bigcode():
@@ -449,14 +443,9 @@ def smollm3():
     # SmolLM3: no positional embedding at all in every other layer
     # (no_rope_layer_interval 2: the second layer's attention is NoPE).
     from transformers import SmolLM3Config, SmolLM3ForCausalLM
-    c = SmolLM3Config(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
-                      num_attention_heads=4, num_key_value_heads=2,
-                      no_rope_layer_interval=2, vocab_size=VOCAB,
-                      max_position_embeddings=128, tie_word_embeddings=False,
-                      pad_token_id=None, bos_token_id=None, eos_token_id=None,
-                      initializer_range=0.3, attention_dropout=0.0,
-                      attn_implementation="eager")
-    return SmolLM3ForCausalLM(c)
+    return SmolLM3ForCausalLM(SmolLM3Config(**_decoder(
+        num_key_value_heads=2, no_rope_layer_interval=2, bos_token_id=None,
+        eos_token_id=None)))
 
 
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
