@@ -78,6 +78,36 @@ func.func @transpose_of_matmul(%a: tensor<4x3xf32>, %b: tensor<4x5xf32>, %c: ten
 
 // -----
 
+// (A B + C D)^T becomes B^T A^T + D^T C^T where every term is a product
+// only the sum reads (a tied LM head's weight gradient summed over the
+// pieces of a pipeline's head): no copy of the transposed sum. Not where a
+// term is not a product (its transpose would be a copy), nor where the sum
+// has other readers.
+// CHECK-LABEL: func.func @transpose_of_sum
+// CHECK-NEXT: %[[P0:.*]] = graph.matmul %arg2, %arg0 : (tensor<5x4xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
+// CHECK-NEXT: %[[P1:.*]] = graph.matmul %arg3, %arg1 : (tensor<5x2xf32>, tensor<2x3xf32>) -> tensor<5x3xf32>
+// CHECK-NEXT: %[[S:.*]] = graph.add %[[P0]], %[[P1]] {graph.backward}
+// CHECK-NEXT: %[[Q:.*]] = graph.matmul %arg0, %arg4
+// CHECK-NEXT: %[[R:.*]] = graph.add %[[Q]], %arg5
+// CHECK-NEXT: %[[RT:.*]] = graph.transpose %[[R]]
+// CHECK-NEXT: return %[[S]], %[[RT]]
+func.func @transpose_of_sum(%a: tensor<4x3xf32>, %c: tensor<2x3xf32>, %bt: tensor<5x4xf32>, %dt: tensor<5x2xf32>, %b: tensor<3x5xf32>, %e: tensor<4x5xf32>) -> (tensor<5x3xf32>, tensor<5x4xf32>) {
+  %b0 = graph.transpose %bt {perm = array<i64: 1, 0>} : (tensor<5x4xf32>) -> tensor<4x5xf32>
+  %at = graph.transpose %a {perm = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %0 = graph.matmul %at, %b0 : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  %d0 = graph.transpose %dt {perm = array<i64: 1, 0>} : (tensor<5x2xf32>) -> tensor<2x5xf32>
+  %ct = graph.transpose %c {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %1 = graph.matmul %ct, %d0 : (tensor<3x2xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+  %2 = graph.add %0, %1 {graph.backward} : (tensor<3x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
+  %3 = graph.transpose %2 {perm = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
+  %4 = graph.matmul %a, %b : (tensor<4x3xf32>, tensor<3x5xf32>) -> tensor<4x5xf32>
+  %5 = graph.add %4, %e : (tensor<4x5xf32>, tensor<4x5xf32>) -> tensor<4x5xf32>
+  %6 = graph.transpose %5 {perm = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+  return %3, %6 : tensor<5x3xf32>, tensor<5x4xf32>
+}
+
+// -----
+
 // The backward of a tied LM head over a batch of one: the sum over the
 // batch adds nothing, the transpose moves above the reshape that drops the
 // batch, and the product computes the transposed gradient directly.

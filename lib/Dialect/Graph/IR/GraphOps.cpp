@@ -1550,6 +1550,45 @@ struct TransposeOfMatMul : OpRewritePattern<TransposeOp> {
   }
 };
 
+/// Whether a transpose of `v`'s last two dimensions costs no copy once
+/// pushed into what makes it: a product only the transpose reads
+/// (TransposeOfMatMul), or a sum, only it read, of such values.
+bool transposeFoldsInto(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def || !def->hasOneUse())
+    return false;
+  if (auto product = dyn_cast<MatMulOp>(def))
+    return cast<RankedTensorType>(product.getLhs().getType()).getRank() >= 2 &&
+           cast<RankedTensorType>(product.getRhs().getType()).getRank() >= 2;
+  auto sum = dyn_cast<AddOp>(def);
+  return sum && sum.getLhs().getType() == sum.getType() &&
+         sum.getRhs().getType() == sum.getType() &&
+         transposeFoldsInto(sum.getLhs()) && transposeFoldsInto(sum.getRhs());
+}
+
+/// (A + B)^T = A^T + B^T where each term's transpose folds into the
+/// product that makes it: a tied LM head computed in pieces (a pipeline's)
+/// sums the pieces' weight gradients, and its transpose to the embedding's
+/// layout would otherwise copy the whole gradient once per microbatch.
+struct TransposeOfSum : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto sum = op.getInput().getDefiningOp<AddOp>();
+    if (!sum || !op.swapsLastTwo() || !transposeFoldsInto(sum.getResult()))
+      return failure();
+    Value lhs =
+        createMarkedSwapLastTwo(rewriter, op.getLoc(), sum.getLhs(), op);
+    Value rhs =
+        createMarkedSwapLastTwo(rewriter, op.getLoc(), sum.getRhs(), op);
+    auto swapped = AddOp::create(rewriter, op.getLoc(), op.getType(), lhs, rhs);
+    copyDiscardableAttrs(sum, swapped);
+    rewriter.replaceOp(op, swapped);
+    return success();
+  }
+};
+
 /// A transpose of the last two dimensions commutes with a reshape that
 /// keeps them and changes only the leading ones: transposed first, the
 /// reshape's source may be a product that TransposeOfMatMul rewrites.
@@ -1578,7 +1617,7 @@ struct TransposeOfReshape : OpRewritePattern<TransposeOp> {
 
 void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                               MLIRContext *context) {
-  results.add<TransposeOfMatMul, TransposeOfReshape>(context);
+  results.add<TransposeOfMatMul, TransposeOfSum, TransposeOfReshape>(context);
 }
 
 OpFoldResult ExpandOp::fold(FoldAdaptor a) {
