@@ -1519,6 +1519,23 @@ Value createMarkedSwapLastTwo(PatternRewriter &rewriter, Location loc, Value v,
   return t;
 }
 
+/// Whether a transpose of `v`'s last two dimensions costs no copy once
+/// pushed into what makes it: a product only the transpose reads
+/// (TransposeOfMatMul), or a sum, only it read, of such values.
+bool transposeFoldsInto(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def || !def->hasOneUse())
+    return false;
+  // Vectors are not matrices: their product drops a dimension.
+  if (auto product = dyn_cast<MatMulOp>(def))
+    return cast<RankedTensorType>(product.getLhs().getType()).getRank() >= 2 &&
+           cast<RankedTensorType>(product.getRhs().getType()).getRank() >= 2;
+  auto sum = dyn_cast<AddOp>(def);
+  return sum && sum.getLhs().getType() == sum.getType() &&
+         sum.getRhs().getType() == sum.getType() &&
+         transposeFoldsInto(sum.getLhs()) && transposeFoldsInto(sum.getRhs());
+}
+
 /// (A B)^T = B^T A^T over the last two dimensions: a transpose of a
 /// product that only it reads becomes the product of its operands'
 /// transposes, which a GEMM reads in place, so C^T is never copied (the
@@ -1530,12 +1547,7 @@ struct TransposeOfMatMul : OpRewritePattern<TransposeOp> {
   LogicalResult matchAndRewrite(TransposeOp op,
                                 PatternRewriter &rewriter) const override {
     auto product = op.getInput().getDefiningOp<MatMulOp>();
-    if (!product || !product->hasOneUse() || !op.swapsLastTwo())
-      return failure();
-    // Vectors are not matrices: their product drops a dimension.
-    auto lhsType = cast<RankedTensorType>(product.getLhs().getType());
-    auto rhsType = cast<RankedTensorType>(product.getRhs().getType());
-    if (lhsType.getRank() < 2 || rhsType.getRank() < 2)
+    if (!product || !op.swapsLastTwo() || !transposeFoldsInto(product))
       return failure();
     // The new ops are the product's: its marks go along.
     Value lhs = createMarkedSwapLastTwo(rewriter, op.getLoc(), product.getRhs(),
@@ -1549,22 +1561,6 @@ struct TransposeOfMatMul : OpRewritePattern<TransposeOp> {
     return success();
   }
 };
-
-/// Whether a transpose of `v`'s last two dimensions costs no copy once
-/// pushed into what makes it: a product only the transpose reads
-/// (TransposeOfMatMul), or a sum, only it read, of such values.
-bool transposeFoldsInto(Value v) {
-  Operation *def = v.getDefiningOp();
-  if (!def || !def->hasOneUse())
-    return false;
-  if (auto product = dyn_cast<MatMulOp>(def))
-    return cast<RankedTensorType>(product.getLhs().getType()).getRank() >= 2 &&
-           cast<RankedTensorType>(product.getRhs().getType()).getRank() >= 2;
-  auto sum = dyn_cast<AddOp>(def);
-  return sum && sum.getLhs().getType() == sum.getType() &&
-         sum.getRhs().getType() == sum.getType() &&
-         transposeFoldsInto(sum.getLhs()) && transposeFoldsInto(sum.getRhs());
-}
 
 /// (A + B)^T = A^T + B^T where each term's transpose folds into the
 /// product that makes it: a tied LM head computed in pieces (a pipeline's)
