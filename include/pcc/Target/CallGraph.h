@@ -92,6 +92,10 @@ public:
   /// needs.
   llvm::DenseMap<mlir::func::FuncOp, int64_t> getWorkspaceWithCallees(
       const llvm::DenseMap<mlir::func::FuncOp, int64_t> &ownBytes) const;
+  /// Per function, the most times one run of an entry calls it (an entry:
+  /// once): a pipeline rank's stage function, once per microbatch. A call
+  /// inside another op's region (a loop) counts once.
+  llvm::DenseMap<mlir::func::FuncOp, int64_t> getCallsPerRun() const;
 
 private:
   llvm::SmallVector<mlir::func::FuncOp> entries;

@@ -102,6 +102,10 @@ struct GemmCall {
   /// Whether preparableB is a STATE weight, whose prepared operands each
   /// run makes again: a target prepares it only where that pays.
   bool updatedB = false;
+  /// How many times one run of the program executes this product: its
+  /// function's calls per run (ProgramCallGraph::getCallsPerRun), a
+  /// pipeline stage's once per microbatch.
+  int64_t runs = 1;
   /// What follows the product on each block of C (one product only, where
   /// the target supportsGemmEpilogue()); null: nothing.
   const GemmEpilogue *epilogue = nullptr;

@@ -189,3 +189,20 @@ llvm::DenseMap<func::FuncOp, int64_t> ProgramCallGraph::getWorkspaceWithCallees(
   }
   return total;
 }
+
+llvm::DenseMap<func::FuncOp, int64_t> ProgramCallGraph::getCallsPerRun() const {
+  llvm::DenseMap<func::FuncOp, int64_t> most;
+  for (func::FuncOp entry : entries) {
+    // Callers before their callees: a function's count is whole when its
+    // own calls are counted.
+    llvm::DenseMap<func::FuncOp, int64_t> calls{{entry, 1}};
+    for (func::FuncOp f : llvm::reverse(functions)) {
+      int64_t runs = calls.lookup(f);
+      if (!runs)
+        continue;
+      most[f] = std::max(most.lookup(f), runs);
+      f.walk([&](func::CallOp call) { calls[getCallee(call)] += runs; });
+    }
+  }
+  return most;
+}

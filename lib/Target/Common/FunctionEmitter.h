@@ -74,6 +74,9 @@ struct Program {
   /// copy of a tied embedding as a lookup table, the last rank as the
   /// head's B: only the last packs it.
   llvm::DenseMap<mlir::func::FuncOp, llvm::DenseSet<int64_t>> preparedStates{};
+  /// Per function, the most times one run of an entry calls it
+  /// (ProgramCallGraph::getCallsPerRun).
+  llvm::DenseMap<mlir::func::FuncOp, int64_t> callsPerRun = graph.getCallsPerRun();
 };
 
 /// Emits one function of the program: its constants, the declarations of
@@ -318,6 +321,7 @@ private:
                       mlir::Value v) const {
     call.preparableB = getProductPreparableIndex(m, v);
     call.updatedB = call.preparableB >= 0 && getConstantIndex(m.buffer) < 0;
+    call.runs = std::max<int64_t>(1, program.callsPerRun.lookup(func));
   }
   /// Makes the prepared operands of the state that `update` is the new
   /// value of again from `pointer`, its buffer, where it has any.
