@@ -222,8 +222,9 @@ OwningOpRef<ModuleOp> pcc::loadModel(MLIRContext &context,
   return importOnnxFile(context, options.model, importOptions, report);
 }
 
-FailureOr<BuiltProgram> pcc::buildProgram(MLIRContext &context,
-                                          const CompileOptions &options) {
+FailureOr<BuiltProgram> pcc::buildProgram(
+    MLIRContext &context, const CompileOptions &options,
+    function_ref<std::string(ModuleOp, CompileOptions &)> decide) {
   BuiltProgram program;
   {
     ProgressLine progress("importing " + options.model);
@@ -235,6 +236,8 @@ FailureOr<BuiltProgram> pcc::buildProgram(MLIRContext &context,
     return printError(options.model + ": no function to compile");
 
   CompileOptions effective = options;
+  if (decide)
+    program.decided = decide(*program.module, effective);
   // pcc-select-trainable reports its decisions here.
   effective.onTrainableDecisions = [&](ArrayRef<TrainableDecision> made) {
     program.decisions.insert(program.decisions.end(), made.begin(),

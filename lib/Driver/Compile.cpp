@@ -354,7 +354,7 @@ static std::string formatSummary(const CompileOptions &options,
                 << d.name << "': " << d.reason << "\n";
   }
   if (pipeline)
-    summary << pipeline->summary;
+    summary << pipeline->summary << program.decided;
   if (options.dp > 1) {
     summary << "  data parallel: dp " << options.dp
             << " (ranks row-major over dp" << (options.pp > 1 ? " x pp" : "")
@@ -686,7 +686,13 @@ LogicalResult pcc::compile(const CompileOptions &options,
   MLIRContext context(registry);
   context.disableMultithreading();
   auto diagPrinter = installDiagnosticPrinter(context);
-  FailureOr<BuiltProgram> program = buildProgram(context, options);
+  // The LM head's pieces, where left to pcc, as the planner finds best.
+  FailureOr<BuiltProgram> program =
+      buildProgram(context, options, [](ModuleOp model, CompileOptions &o) {
+        std::string note;
+        o.headPieces = chooseHeadPieces(model, o, note);
+        return note;
+      });
   if (failed(program))
     return failure();
   ModuleOp module = *program->module;

@@ -14,6 +14,7 @@
 #include "pcc/Transforms/Pipeline/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
@@ -22,6 +23,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 
+#include <limits>
 #include <map>
 
 using namespace mlir;
@@ -687,6 +689,71 @@ FailureOr<PlannedLayout> pcc::planLayout(OwningOpRef<ModuleOp> module,
   return planned;
 }
 
+int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
+                              std::string &note) {
+  if (!options.train || options.pp < 2 || options.headPieces != 0)
+    return options.headPieces;
+  CompileOptions planning = options;
+  if (planning.machine.empty()) {
+    // The target's own machine, where it has one.
+    if (options.target != "cpu")
+      return options.headPieces;
+    planning.machine = options.target;
+  }
+  // A machine description that does not load is the compile's to report.
+  llvm::Expected<CostModel> cost =
+      CostModel::forMachine(planning.machine, planning.dtype);
+  if (!cost) {
+    llvm::consumeError(cost.takeError());
+    return options.headPieces;
+  }
+  // The candidates' diagnostics are the compile's to give, once.
+  ScopedDiagnosticHandler silence(model.getContext(),
+                                  [](Diagnostic &) { return success(); });
+  // Each count of pieces as planned (a count past the sequence's positions
+  // is planned as their number) and its step.
+  std::map<int64_t, double> steps;
+  auto plan = [&](int64_t pieces) {
+    planning.headPieces = pieces;
+    FailureOr<PlannedLayout> planned =
+        planLayout(OwningOpRef<ModuleOp>(model.clone()), planning, "",
+                   /*quiet=*/true);
+    if (failed(planned))
+      return;
+    const llvm::json::Object *prediction =
+        planned->json.getObject("prediction");
+    const llvm::json::Object *schedule = planned->json.getObject("schedule");
+    std::optional<double> seconds =
+        prediction ? prediction->getNumber("step_seconds") : std::nullopt;
+    std::optional<int64_t> made =
+        schedule ? schedule->getInteger("head_pieces") : std::nullopt;
+    if (seconds && made && *made >= 1)
+      steps.try_emplace(*made, *seconds);
+  };
+  // The pass's own count, then 1 to 4.
+  plan(0);
+  for (int64_t pieces = 1; pieces <= 4; ++pieces)
+    if (!steps.count(pieces))
+      plan(pieces);
+  if (steps.empty())
+    return options.headPieces;
+  double least = std::numeric_limits<double>::infinity();
+  for (auto [pieces, seconds] : steps)
+    least = std::min(least, seconds);
+  int64_t chosen = 0;
+  for (auto [pieces, seconds] : steps)
+    if (!chosen && seconds <= 1.01 * least)
+      chosen = pieces;
+  llvm::raw_string_ostream os(note);
+  os << "    planned step by the LM head's pieces (" << cost->machine
+     << "):";
+  for (auto [pieces, seconds] : steps)
+    os << " " << pieces << ": " << formatSeconds(seconds)
+       << (pieces == chosen ? " (chosen)" : "") << ",";
+  note.back() = '\n';
+  return chosen;
+}
+
 LogicalResult pcc::checkPlanFolder(StringRef dir, ArrayRef<StringRef> allowed) {
   // Plans go into a folder of their own: an existing one may hold only a
   // previous plan.
@@ -790,10 +857,15 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   if (!module)
     return failure();
   std::string what = modelSpec.empty() ? options.model : modelSpec.str();
+  // The head's pieces as `pcc compile` chooses them.
+  CompileOptions chosen = options;
+  std::string piecesNote;
+  chosen.headPieces = chooseHeadPieces(*module, options, piecesNote);
   FailureOr<PlannedLayout> planned =
-      planLayout(std::move(module), options, what);
+      planLayout(std::move(module), chosen, what);
   if (failed(planned))
     return failure();
+  planned->summary += piecesNote;
   std::string text =
       llvm::formatv("{0:2}", llvm::json::Value(std::move(planned->json)))
           .str() +

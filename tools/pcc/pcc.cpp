@@ -133,9 +133,9 @@ compile options:
                          of where the cost model balances them
   --head-pieces N        with --train --pp: compute the LM head and the
                          loss in N parts of the sequence, which the stages
-                         share (default: whole while they take at most
-                         half a chunk, else pieces of a sixth of one; 1:
-                         whole, the step returning the logits)
+                         share (default: of 1 to 4 pieces, the count whose
+                         planned step is the shortest on --machine's cost
+                         model; 1: whole, the step returning the logits)
   --cost-table FILE      measured throughputs for the cost model (JSON)
   --auto                 with --devices N: search the layout (dp, tp, pp,
                          microbatches, schedule, sequence parallelism,

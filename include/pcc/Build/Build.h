@@ -106,6 +106,8 @@ struct BuiltProgram {
   /// pcc-select-trainable's decisions, in the order it made them (its
   /// TrainableDecisionSink).
   std::vector<TrainableDecision> decisions;
+  /// What buildProgram's `decide` settled, in lines for the summary.
+  std::string decided;
 };
 
 /// Reads `options.model`: Graph dialect IR (.mlir) as the importer would
@@ -116,10 +118,15 @@ mlir::OwningOpRef<mlir::ModuleOp> loadModel(mlir::MLIRContext &context,
                                             ImportReport *report = nullptr);
 
 /// Loads the model and runs the compile pipeline on it, after measuring the
-/// step's planned peak for --recompute auto on one stage. Fails with the
+/// step's planned peak for --recompute auto on one stage. `decide`, where
+/// given, sees the model as loaded and may settle options the pipeline
+/// leaves to it (the planner's choice of --head-pieces), returning lines
+/// for the summary that say so (BuiltProgram::decided). Fails with the
 /// error diagnosed or printed.
-llvm::FailureOr<BuiltProgram> buildProgram(mlir::MLIRContext &context,
-                                           const CompileOptions &options);
+llvm::FailureOr<BuiltProgram> buildProgram(
+    mlir::MLIRContext &context, const CompileOptions &options,
+    llvm::function_ref<std::string(mlir::ModuleOp, CompileOptions &)> decide =
+        {});
 
 /// The program's entries: its public function, or one per pipeline rank
 /// (dist.rank); pipeline stages are private functions they call, which the

@@ -62,6 +62,19 @@ planLayout(mlir::OwningOpRef<mlir::ModuleOp> module,
            const CompileOptions &options, llvm::StringRef what,
            bool quiet = false);
 
+/// The pieces of the sequence in which a pipelined training step computes
+/// its LM head and loss, where `options` leaves them to pcc (--train, --pp
+/// above 1, --head-pieces 0): of 1 to 4 pieces and the count
+/// pcc-attach-loss picks by itself, the one whose planned step (stages,
+/// schedule and all, as planLayout plans it) is the shortest on the cost
+/// model of --machine, or of the target's own machine; within 1% of it
+/// (the cost model's own error, as pcc-attach-loss allows), the fewest.
+/// `model` is the model as loaded, each count planned on a copy of it,
+/// quietly: a count that fails to plan is passed over, and the compile
+/// reports its own errors. Else, or where no count plans,
+/// options.headPieces. `note` gets a line saying each count's step.
+int64_t chooseHeadPieces(mlir::ModuleOp model, const CompileOptions &options,
+                         std::string &note);
 /// Checks that `dir` is absent or a folder holding only files named in
 /// `allowed` (an earlier plan's), so that a plan replaces nothing else.
 llvm::LogicalResult checkPlanFolder(llvm::StringRef dir,
