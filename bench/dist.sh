@@ -28,8 +28,10 @@
 #
 # pcc compiles with --machine FILE, the machine description its cost model
 # plans by (the stage partition's cuts, the LM head's pieces); by default
-# `pcc calibrate --ranks R` measures this machine once into
-# $PCC_BENCH_WORK/machine-rR.json, reused after.
+# `pcc calibrate --ranks R` measures this machine at the start of each run
+# into $PCC_BENCH_WORK/machine-rR.json (a file of an earlier hour described
+# a VM whose speed had since moved: 47 GFLOP/s of products where a fresh
+# calibration said 89).
 #
 # --layers, --hidden (heads: H / 64) and --vocab make a smaller GPT-2 for a
 # quick run, e.g. `--layers 2 --batch 4 --seq 32 --steps 3`. --only runs
@@ -99,11 +101,9 @@ WORK="${PCC_BENCH_WORK:-/tmp/pcc-bench}"
 mkdir -p "$WORK"
 if [ -z "$MACHINE" ] && [ "$ONLY" != torch ]; then
   MACHINE="$WORK/machine-r$RANKS.json"
-  if [ ! -f "$MACHINE" ]; then
-    echo "dist.sh: calibrating this machine into $MACHINE" >&2
-    "$PCC" calibrate -o "$MACHINE" --ranks "$RANKS" > "$WORK/calibrate.log" 2>&1 ||
-      { cat "$WORK/calibrate.log" >&2; fail "pcc calibrate failed"; }
-  fi
+  echo "dist.sh: calibrating this machine into $MACHINE" >&2
+  "$PCC" calibrate -o "$MACHINE" --ranks "$RANKS" > "$WORK/calibrate.log" 2>&1 ||
+    { cat "$WORK/calibrate.log" >&2; fail "pcc calibrate failed"; }
 fi
 [ -z "$MACHINE" ] || [ -f "$MACHINE" ] || fail "--machine $MACHINE: no such file"
 

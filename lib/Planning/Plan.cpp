@@ -690,7 +690,7 @@ FailureOr<PlannedLayout> pcc::planLayout(OwningOpRef<ModuleOp> module,
 }
 
 int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
-                              std::string &note) {
+                              std::string &note, llvm::json::Object *record) {
   if (!options.train || options.pp < 2 || options.headPieces != 0)
     return options.headPieces;
   CompileOptions planning = options;
@@ -713,6 +713,7 @@ int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
   // Each count of pieces as planned (a count past the sequence's positions
   // is planned as their number) and its step.
   std::map<int64_t, double> steps;
+  int64_t own = 0;
   auto plan = [&](int64_t pieces) {
     planning.headPieces = pieces;
     FailureOr<PlannedLayout> planned =
@@ -727,8 +728,11 @@ int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
         prediction ? prediction->getNumber("step_seconds") : std::nullopt;
     std::optional<int64_t> made =
         schedule ? schedule->getInteger("head_pieces") : std::nullopt;
-    if (seconds && made && *made >= 1)
-      steps.try_emplace(*made, *seconds);
+    if (!seconds || !made || *made < 1)
+      return;
+    steps.try_emplace(*made, *seconds);
+    if (pieces == 0)
+      own = *made;
   };
   // The pass's own count, then 1 to 4.
   plan(0);
@@ -751,6 +755,14 @@ int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
     os << " " << pieces << ": " << formatSeconds(seconds)
        << (pieces == chosen ? " (chosen)" : "") << ",";
   note.back() = '\n';
+  if (record) {
+    llvm::json::Object byCount;
+    for (auto [pieces, seconds] : steps)
+      byCount[std::to_string(pieces)] = seconds;
+    *record = llvm::json::Object{{"chosen", chosen},
+                                 {"pass", own},
+                                 {"step_seconds", std::move(byCount)}};
+  }
   return chosen;
 }
 
@@ -860,12 +872,16 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   // The head's pieces as `pcc compile` chooses them.
   CompileOptions chosen = options;
   std::string piecesNote;
-  chosen.headPieces = chooseHeadPieces(*module, options, piecesNote);
+  llvm::json::Object piecesChoice;
+  chosen.headPieces =
+      chooseHeadPieces(*module, options, piecesNote, &piecesChoice);
   FailureOr<PlannedLayout> planned =
       planLayout(std::move(module), chosen, what);
   if (failed(planned))
     return failure();
   planned->summary += piecesNote;
+  if (!piecesChoice.empty())
+    planned->json["head_pieces_choice"] = std::move(piecesChoice);
   std::string text =
       llvm::formatv("{0:2}", llvm::json::Value(std::move(planned->json)))
           .str() +

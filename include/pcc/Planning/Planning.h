@@ -72,9 +72,12 @@ planLayout(mlir::OwningOpRef<mlir::ModuleOp> module,
 /// `model` is the model as loaded, each count planned on a copy of it,
 /// quietly: a count that fails to plan is passed over, and the compile
 /// reports its own errors. Else, or where no count plans,
-/// options.headPieces. `note` gets a line saying each count's step.
+/// options.headPieces. `note` gets a line saying each count's step, and
+/// `record`, where given, {"chosen": N, "pass": the pass's own count,
+/// "step_seconds": {"1": ..., ...}}.
 int64_t chooseHeadPieces(mlir::ModuleOp model, const CompileOptions &options,
-                         std::string &note);
+                         std::string &note,
+                         llvm::json::Object *record = nullptr);
 /// Checks that `dir` is absent or a folder holding only files named in
 /// `allowed` (an earlier plan's), so that a plan replaces nothing else.
 llvm::LogicalResult checkPlanFolder(llvm::StringRef dir,

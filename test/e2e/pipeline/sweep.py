@@ -8,7 +8,11 @@ with `pcc plan` and checks what every plan must hold:
               can give, wherever every stage or chunk gets at least two
               layers: the larger of the mean stage and the heaviest single
               op (an LM head over a large vocabulary can outweigh a mean
-              stage; no cut splits an op)
+              stage; no cut splits an op). Where the planner took another
+              count of the LM head's pieces than pcc-attach-loss's own
+              (plan.json's head_pieces_choice), for a shorter planned step
+              with coarser pieces: that count's step is the least of the
+              counts planned, or within 1% of it
   interleaved its bubble is below 1F1B's wherever every chunk gets a layer
   zb-h1       its bubble is below 1F1B's
   2bw         its bubble (a step once full) is below 1F1B's, and every
@@ -125,7 +129,15 @@ def main():
         mean = sum(times) / len(times)
         slowest = max(times)
         heaviest_op = p.get("balance", {}).get("heaviest_op_time", 0)
-        if layers >= 2 * len(stages):
+        choice = p.get("head_pieces_choice")
+        if choice and choice["chosen"] != choice["pass"]:
+            steps = choice["step_seconds"]
+            best = min(steps.values())
+            check(steps[str(choice["chosen"])] <= 1.01 * best,
+                  f"{name}: {choice['chosen']} head pieces planned at "
+                  f"{steps[str(choice['chosen'])]:.4g} s, the least {best:.4g}",
+                  "balance")
+        elif layers >= 2 * len(stages):
             least = max(mean, heaviest_op)
             check(slowest <= args.balance * least,
                   f"{name}: slowest stage {slowest:.4g} is "
