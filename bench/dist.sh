@@ -4,13 +4,17 @@
 # bench/export_gpt2.py, random weights, vocabulary 50257), the same global
 # batch B x T (default 4 x 128) and the same input, AdamW (lr 1e-3, weight
 # decay 0.01) on the causal-LM loss, R ranks (default 2) of N threads each
-# (default 1), three layouts:
+# (default 1), four layouts:
 #   dp R                   pcc --dp R           PyTorch DDP
 #   dp R, ZeRO 3           pcc --dp R --zero 3  PyTorch FSDP2 (fully_shard on
 #                                               each block, then the model)
 #   pp R, M microbatches,  pcc --pp R           torch.distributed.pipelining
 #   1F1B                   --microbatches M     (R stages of GPT-2's blocks,
 #                          --schedule 1f1b      Schedule1F1B)
+#   pp R, M microbatches,  pcc --pp R           none (PyTorch's zero-bubble
+#   ZB-H1                  --microbatches M     schedules hold two stages or
+#                          --schedule zb-h1     more per rank)
+# and after the table, pcc's pipelines' steps over its dp R step.
 # pcc's ranks are MPI processes (`pcc run` starts them), PyTorch's R
 # processes (torch.multiprocessing, forked) over gloo (bench/dist_peers.py
 # says how each is set up). Each time is the median of steps 2..K of one
@@ -124,7 +128,7 @@ if [ ! -f "$MODEL/model.onnx" ] || [ ! -f "$MODEL/state.pt" ] || [ ! -f "$MODEL/
 fi
 
 # The layouts: name, label, pcc's flags, PyTorch's layout and label.
-NAMES=(dp zero3 pp)
+NAMES=(dp zero3 pp ppzb)
 declare -A LABEL PCCFLAGS TORCH TORCHLABEL
 LABEL[dp]="dp $RANKS"
 PCCFLAGS[dp]="--dp $RANKS"
@@ -138,6 +142,12 @@ LABEL[pp]="pp $RANKS, $MICRO microbatches, 1F1B"
 PCCFLAGS[pp]="--pp $RANKS --microbatches $MICRO --schedule 1f1b"
 TORCH[pp]=pp
 TORCHLABEL[pp]="torch.distributed.pipelining Schedule1F1B"
+# pcc's zero-bubble schedule, without a peer: PyTorch's zero-bubble
+# schedules (ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble) hold
+# two or more stages per rank.
+LABEL[ppzb]="pp $RANKS, $MICRO microbatches, ZB-H1"
+PCCFLAGS[ppzb]="--pp $RANKS --microbatches $MICRO --schedule zb-h1"
+TORCH[ppzb]=""
 
 # Each sets CMD to a command (words) of layout NAME.
 pcc_compile() {
@@ -166,7 +176,7 @@ echo "# export: ${EXPORT[*]}"
 for n in "${NAMES[@]}"; do
   echo "# ${LABEL[$n]}:"
   [ "$ONLY" = torch ] || { show pcc_compile "$n"; show pcc_run "$n"; }
-  [ "$ONLY" = pcc ] || show torch_cmd "$n"
+  [ "$ONLY" = pcc ] || [ -z "${TORCH[$n]}" ] || show torch_cmd "$n"
 done
 
 # pcc's steps: "step N: loss X, ... Y ms" (rank 0's).
@@ -215,7 +225,7 @@ for n in "${NAMES[@]}"; do
       run_logged "$WORK/dist-$n.run.log" "pcc run failed (${LABEL[$n]})"
       pres+="$(pcc_times "$WORK/dist-$n.run.log")"$'\n'
     fi
-    if [ "$ONLY" != pcc ]; then
+    if [ "$ONLY" != pcc ] && [ -n "${TORCH[$n]}" ]; then
       echo "dist.sh: PyTorch, ${TORCHLABEL[$n]}, run $r of $ROUNDS" >&2
       torch_cmd "$n"
       run_logged "$WORK/dist-$n.torch.log" "PyTorch failed (${TORCHLABEL[$n]})"
@@ -240,3 +250,14 @@ for n in "${NAMES[@]}"; do
   tcell="-"; [ "$tm" = - ] || tcell="${TORCHLABEL[$n]} $tm ms"
   echo "| ${LABEL[$n]} | $pcell | $tcell | $ratio | $pl1, $plk / $tl1, $tlk |"
 done
+# pcc's pipelines against its own data parallelism at the same global batch.
+if [ "$ONLY" != torch ]; then
+  read -r dpm _ <<< "${PCCRES[dp]}"
+  line="pcc's pp $RANKS / dp $RANKS:"
+  for n in pp ppzb; do
+    read -r m _ <<< "${PCCRES[$n]}"
+    line+=" $(awk -v a="$m" -v b="$dpm" -v l="${LABEL[$n]##*, }" 'BEGIN {printf "%s %.2f,", l, a / b}')"
+  done
+  echo
+  echo "${line%,}"
+fi

@@ -430,15 +430,18 @@ std::string CpuTargetHooks::getPreparedB(const GemmCall &g) {
 
 bool CpuTargetHooks::readsPreparedB(const GemmCall &g) const {
   // A weight that each run updates is packed again each run, once per way
-  // its products read it, which costs about what the packed reads save a
-  // product of 60 rows: GPT-2 124M's training step at 128 tokens packs its
-  // weights twice in 45 ms and runs its products 100 ms faster (two
-  // threads of the Intel VM); a product of few rows a run reads it as it
-  // is. The rows are the run's: a pipeline stage's product of 32 rows,
-  // called once per microbatch, reads the weight 4 times a run at 4
-  // microbatches, and packing it once pays (the LM head's 32 x 50257 x
-  // 256 product: 17 ms a call as it is, 10.5 ms prepared, on the Zen 3).
-  constexpr int64_t kMinUpdatedRows = 96;
+  // its products read it, which pays where the run's products read enough
+  // rows of it; a product of few rows a run reads it as it is. The rows
+  // are the run's: a pipeline stage's product, called once per
+  // microbatch, reads the weight once per microbatch. On the Zen 3 (one
+  // thread), GPT-2's 50257 x 256 tied head packs in 9 ms (transposed or
+  // not), and a product of 16 rows reads it in 9.0 ms as it is against
+  // 4.8 ms prepared (32 rows: 11.6 against 9.7 ms untransposed, 13.7
+  // against 10.0 ms transposed): packing pays from about 35 rows a run,
+  // and 48 leaves a margin (on the Intel VM with two threads the packing
+  // cost what a product of 60 rows saved, before AVX2's transposes were
+  // vectorized).
+  constexpr int64_t kMinUpdatedRows = 48;
   return g.preparableB >= 0 && g.batch.getNumIterations() <= 1 && !g.transA &&
          g.elementType.isF32() &&
          (!g.updatedB || g.m * g.runs >= kMinUpdatedRows);
