@@ -1008,16 +1008,11 @@ static void placeOps(StageAssignment &sa, ArrayRef<Operation *> forward,
   // A view of backward values runs where its readers do, not where its
   // operand is made: across a cut, the gradient of a linear layer's output
   // and its rows flattened for the weight's gradient would otherwise both
-  // be sent, where the one is the other. So does a transpose: sent, it is
-  // a copy on the sending stage once per microbatch, where a product on
-  // the reading stage reads its operand transposed in place (a tied head's
-  // piece on an earlier stage, whose weight gradient reads the logits'
-  // gradient transposed: 2 ms a microbatch of the last stage's, GPT-2's
-  // vocabulary by 32 positions). Readers first, so that a chain of views
-  // moves as one.
+  // be sent, where the one is the other. Readers first, so that a chain of
+  // views moves as one.
   for (Operation &op : llvm::reverse(sa.body.without_terminator())) {
-    if (!isa<ViewLikeOpInterface, graph::TransposeOp>(op) ||
-        phases.of(&op) != Phase::Backward || !stageOf.count(&op))
+    if (!isa<ViewLikeOpInterface>(op) || phases.of(&op) != Phase::Backward ||
+        !stageOf.count(&op))
       continue;
     bool ofBackward = llvm::all_of(op.getOperands(), [&](Value v) {
       Operation *def = v.getDefiningOp();
