@@ -14,7 +14,6 @@
 #include "pcc/Transforms/Pipeline/Schedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
@@ -689,6 +688,21 @@ FailureOr<PlannedLayout> pcc::planLayout(OwningOpRef<ModuleOp> module,
   return planned;
 }
 
+std::optional<PlannedLayout> pcc::planExactly(ModuleOp source,
+                                              const CompileOptions &options,
+                                              StringRef what,
+                                              std::string &error) {
+  ErrorCapture capture(*source.getContext());
+  FailureOr<PlannedLayout> planned =
+      planLayout(OwningOpRef<ModuleOp>(source.clone()), options, what,
+                 /*quiet=*/true);
+  if (failed(planned)) {
+    error = capture.first;
+    return std::nullopt;
+  }
+  return std::move(*planned);
+}
+
 int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
                               std::string &note, llvm::json::Object *record) {
   if (!options.train || options.pp < 2 || options.headPieces != 0)
@@ -707,19 +721,17 @@ int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
     llvm::consumeError(cost.takeError());
     return options.headPieces;
   }
-  // The candidates' diagnostics are the compile's to give, once.
-  ScopedDiagnosticHandler silence(model.getContext(),
-                                  [](Diagnostic &) { return success(); });
   // Each count of pieces as planned (a count past the sequence's positions
-  // is planned as their number) and its step.
+  // is planned as their number) and its step. The candidates' diagnostics
+  // are the compile's to give, once.
   std::map<int64_t, double> steps;
   int64_t own = 0;
   auto plan = [&](int64_t pieces) {
     planning.headPieces = pieces;
-    FailureOr<PlannedLayout> planned =
-        planLayout(OwningOpRef<ModuleOp>(model.clone()), planning, "",
-                   /*quiet=*/true);
-    if (failed(planned))
+    std::string error;
+    std::optional<PlannedLayout> planned =
+        planExactly(model, planning, "", error);
+    if (!planned)
       return;
     const llvm::json::Object *prediction =
         planned->json.getObject("prediction");

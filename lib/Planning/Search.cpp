@@ -497,22 +497,6 @@ std::optional<Estimate> estimate(const SearchContext &ctx, Layout &layout,
 /// plans: one plan that starts within it runs to its end.
 constexpr double kSearchSeconds = 25;
 
-/// Plans `options` on a copy of `source` as planLayout does, in this
-/// process; nullopt with the first error in `error` when it fails.
-std::optional<PlannedLayout> planExactly(ModuleOp source,
-                                         const CompileOptions &options,
-                                         StringRef what, std::string &error) {
-  ErrorCapture capture(*source.getContext());
-  FailureOr<PlannedLayout> planned =
-      planLayout(OwningOpRef<ModuleOp>(source.clone()), options, what,
-                 /*quiet=*/true);
-  if (failed(planned)) {
-    error = capture.first;
-    return std::nullopt;
-  }
-  return std::move(*planned);
-}
-
 /// One search's state, which its tiers share: the model, its profiles and
 /// stage sums, the layouts estimated and those planned exactly, and why
 /// the others were rejected.

@@ -62,6 +62,13 @@ planLayout(mlir::OwningOpRef<mlir::ModuleOp> module,
            const CompileOptions &options, llvm::StringRef what,
            bool quiet = false);
 
+/// Plans `options` on a copy of `source` as planLayout does, quietly: no
+/// diagnostic is printed; nullopt with the first error in `error` when it
+/// fails (a search's candidate, a count of head pieces).
+std::optional<PlannedLayout> planExactly(mlir::ModuleOp source,
+                                         const CompileOptions &options,
+                                         llvm::StringRef what,
+                                         std::string &error);
 /// The pieces of the sequence in which a pipelined training step computes
 /// its LM head and loss, where `options` leaves them to pcc (--train, --pp
 /// above 1, --head-pieces 0): of 1 to 4 pieces and the count
