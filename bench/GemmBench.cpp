@@ -7,10 +7,17 @@
 //
 //   pcc-bench-gemm [--threads N] [--reps R]
 //                  M,N,K[,ta][,tb][,prepared][,cold]...
+//   pcc-bench-gemm [--threads N] [--reps R] --peak
 //
 // `ta` and `tb` transpose A and B; `prepared` packs B ahead (a constant
 // weight's product); `cold` reads B from memory (a copy of it a run).
 // bench/gemm.sh runs it beside PyTorch's matmul.
+//
+// `--peak` times the machine's fused multiply-adds alone instead: each of N
+// threads runs chains of them on registers, as wide as the build's vectors
+// (-march=native), enough chains to hide their latency; no memory is read.
+// It is the most any float product can run at here, the yardstick of
+// bench/run.sh's percentages.
 //
 // Built with PCC_GEMM_PAIRS (by bench/gemm-pairs.sh), it times two versions
 // of the kernels in one process, a call of each in turns (R pairs, the
@@ -27,6 +34,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <immintrin.h>
+#include <omp.h>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -77,7 +86,7 @@ struct Shape {
 [[noreturn]] void usage(const std::string &message) {
   std::fprintf(stderr,
                "pcc-bench-gemm: %s\nusage: pcc-bench-gemm [--threads N] "
-               "[--reps R] M,N,K[,ta][,tb][,prepared][,cold]...\n",
+               "[--reps R] M,N,K[,ta][,tb][,prepared][,cold]... | --peak\n",
                message.c_str());
   std::exit(1);
 }
@@ -116,14 +125,82 @@ Shape parseShape(const std::string &text) {
     usage("a prepared product reads A as it is: '" + text + "'");
   return s;
 }
+
+/// The fused multiply-adds' rate of `threads` threads, in GFLOP/s: the
+/// best of `reps` runs of 2^26 vector operations a thread.
+double peakGflops(int threads, int reps) {
+#if defined(__AVX512F__)
+  using Vector = __m512;
+  auto splat = [](float x) { return _mm512_set1_ps(x); };
+  auto fma = [](Vector a, Vector b, Vector c) {
+    return _mm512_fmadd_ps(a, b, c);
+  };
+  auto sum = [](Vector v) { return _mm512_reduce_add_ps(v); };
+#elif defined(__FMA__)
+  using Vector = __m256;
+  auto splat = [](float x) { return _mm256_set1_ps(x); };
+  auto fma = [](Vector a, Vector b, Vector c) {
+    return _mm256_fmadd_ps(a, b, c);
+  };
+  auto sum = [](Vector v) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, v);
+    float s = 0;
+    for (float x : lanes)
+      s += x;
+    return s;
+  };
+#else
+  using Vector = float;
+  auto splat = [](float x) { return x; };
+  auto fma = [](Vector a, Vector b, Vector c) { return a * b + c; };
+  auto sum = [](Vector v) { return v; };
+#endif
+  // Twelve chains: two FMA units of four cycles' latency need eight.
+  constexpr int kChains = 12;
+  constexpr int64_t kSteps = int64_t(1) << 22;
+  constexpr double kLanes = sizeof(Vector) / sizeof(float);
+  double best = 0;
+  volatile float sink = 0;
+  for (int r = 0; r < reps; ++r) {
+    auto start = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads)
+    {
+      // Values that stay finite: x * 0.999... + 1e-3 tends to about 1.
+      Vector acc[kChains];
+      for (int c = 0; c < kChains; ++c)
+        acc[c] = splat(float(c + omp_get_thread_num()) * 1e-3f);
+      Vector scale = splat(0.99999f), step = splat(1e-3f);
+      for (int64_t i = 0; i < kSteps / kChains * 16; ++i) {
+        for (int c = 0; c < kChains; ++c)
+          acc[c] = fma(acc[c], scale, step);
+      }
+      float total = 0;
+      for (int c = 0; c < kChains; ++c)
+        total += sum(acc[c]);
+#pragma omp critical
+      sink = sink + total;
+    }
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    double flop = 2.0 * kLanes * double(kSteps / kChains * 16 * kChains) *
+                  double(threads);
+    best = std::max(best, flop / seconds / 1e9);
+  }
+  return best;
+}
 } // namespace
 
 int main(int argc, char **argv) {
   int threads = 1, reps = 10;
   std::vector<Shape> shapes;
+  bool peak = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if ((arg == "--threads" || arg == "--reps") && i + 1 < argc) {
+    if (arg == "--peak") {
+      peak = true;
+    } else if ((arg == "--threads" || arg == "--reps") && i + 1 < argc) {
       int v = std::atoi(argv[++i]);
       if (v <= 0)
         usage(arg + " takes a positive count");
@@ -133,6 +210,13 @@ int main(int argc, char **argv) {
     } else {
       shapes.push_back(parseShape(arg));
     }
+  }
+  if (peak) {
+    if (!shapes.empty())
+      usage("--peak takes no shape");
+    std::printf("fused multiply-add peak, %d thread%s: %.1f GFLOP/s\n",
+                threads, threads == 1 ? "" : "s", peakGflops(threads, reps));
+    return 0;
   }
   if (shapes.empty())
     usage("no shape");

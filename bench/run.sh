@@ -16,7 +16,10 @@
 #   train step   pcc --train (loss, backward, AdamW), PyTorch eager and
 #                torch.compile (zero_grad, forward, cross-entropy, backward,
 #                AdamW step; lr 1e-3, weight decay 0.01 as pcc's defaults)
-# and prints ms and ratios, with the compile times of pcc. Needs the pcc
+# and prints ms and ratios, with the compile times of pcc, and the forward's
+# arithmetic rate against the machine's fused multiply-add peak
+# (pcc-bench-gemm --peak, N threads; the forward's FLOPs from pcc's
+# report.json): what fraction of the peak each forward runs at. Needs the pcc
 # build (build/bin/pcc); PyTorch, onnxruntime and transformers are installed
 # from PyPI into a virtual environment ($PCC_BENCH_VENV, default
 # ~/.cache/pcc-bench-venv) on the first run. The model is exported into
@@ -106,4 +109,12 @@ echo "pcc / PyTorch eager (forward):   $(ratio "$pcc_fwd" "$(peer torch-eager-fo
 echo "pcc / PyTorch eager (train):     $(ratio "$pcc_train" "$(peer torch-eager-train)")"
 echo "pcc / torch.compile (forward):   $(ratio "$pcc_fwd" "$(peer torch-compile-forward)")"
 echo "pcc / torch.compile (train):     $(ratio "$pcc_train" "$(peer torch-compile-train)")"
+peak_tool="$(dirname "$PCC")/pcc-bench-gemm"
+flops=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["flops"])' "$WORK/pcc-forward/report.json")
+if [ -x "$peak_tool" ]; then
+  peak=$("$peak_tool" --peak --threads "$THREADS" --reps 10 | awk '{print $(NF-1)}')
+  rate() { awk -v f="$flops" -v ms="$1" -v p="$peak" 'BEGIN {if (ms > 0) printf "%.1f GFLOP/s, %.0f%% of the peak", f / ms / 1e6, 100 * f / ms / 1e6 / p; else print "-"}'; }
+  echo "fused multiply-add peak, ${THREADS} threads: ${peak} GFLOP/s; the forward: $(awk -v f="$flops" 'BEGIN {printf "%.2f", f / 1e9}') GFLOP"
+  echo "  pcc $(rate "$pcc_fwd"); onnxruntime $(rate "$(peer ort-forward)")"
+fi
 echo "pcc compile time: forward ${compile_fwd} s (${compile_fwd_cold} s with an empty kernels' cache), training ${compile_train} s"
