@@ -6,11 +6,12 @@
 // shape:
 //
 //   pcc-bench-gemm [--threads N] [--reps R]
-//                  M,N,K[,ta][,tb][,prepared][,cold]...
+//                  M,N,K[,ta][,tb][,prepared][,cold][,acc]...
 //   pcc-bench-gemm [--threads N] [--reps R] --peak
 //
 // `ta` and `tb` transpose A and B; `prepared` packs B ahead (a constant
-// weight's product); `cold` reads B from memory (a copy of it a run).
+// weight's product); `cold` reads B from memory (a copy of it a run); `acc`
+// adds the product to C (beta 1: a gradient accumulated in place).
 // bench/gemm.sh runs it beside PyTorch's matmul.
 //
 // `--peak` times the machine's fused multiply-adds alone instead: each of N
@@ -79,14 +80,15 @@ using Floats = std::vector<float, HugePages<float>>;
 
 struct Shape {
   int64_t m = 0, n = 0, k = 0;
-  bool transA = false, transB = false, prepared = false, cold = false;
+  bool transA = false, transB = false, prepared = false, cold = false,
+       accumulate = false;
   std::string text;
 };
 
 [[noreturn]] void usage(const std::string &message) {
   std::fprintf(stderr,
                "pcc-bench-gemm: %s\nusage: pcc-bench-gemm [--threads N] "
-               "[--reps R] M,N,K[,ta][,tb][,prepared][,cold]... | --peak\n",
+               "[--reps R] M,N,K[,ta][,tb][,prepared][,cold][,acc]... | --peak\n",
                message.c_str());
   std::exit(1);
 }
@@ -118,6 +120,8 @@ Shape parseShape(const std::string &text) {
       s.prepared = true;
     else if (fields[i] == "cold")
       s.cold = true;
+    else if (fields[i] == "acc")
+      s.accumulate = true;
     else
       usage("unknown flag '" + fields[i] + "' in '" + text + "'");
   }
@@ -238,7 +242,8 @@ int main(int argc, char **argv) {
     Floats cNew(c.size());
     gemm_pairs::Product product{s.m,      s.n,        s.k,      a.data(),
                                 aCols,    s.transA,   b.data(), bCols,
-                                s.transB, s.prepared, c.data(), threads};
+                                s.transB, s.prepared, c.data(), threads,
+                                s.accumulate ? 1.0f : 0.0f};
     std::vector<float> packed[2];
     auto time = [&](int side) {
       gemm_pairs::Product call = product;
@@ -298,7 +303,8 @@ int main(int argc, char **argv) {
       pcc_k::packed::product(s.m, s.n, s.k, 1.0f, a.data(), aCols, s.transA,
                              s.prepared ? bUsed : nullptr,
                              s.prepared ? b.data() : bUsed, bCols, s.transB,
-                             0.0f, c.data(), s.n, nullptr, nullptr, parallel);
+                             s.accumulate ? 1.0f : 0.0f, c.data(), s.n,
+                             nullptr, nullptr, parallel);
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();

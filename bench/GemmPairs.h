@@ -26,6 +26,7 @@ struct Product {
   bool prepared;
   float *c;
   int threads;
+  float beta = 0.0f;
 };
 
 /// Runs `product` on the base version (the git revision) or the new one

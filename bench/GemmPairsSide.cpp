@@ -22,6 +22,6 @@ void gemm_pairs::PCC_GEMM_RUN(const Product &p, std::vector<float> &packed) {
       p.threads > 1 && PCC_GEMM_NAMESPACE::parallelProduct(p.m, p.n, p.k);
   PCC_GEMM_NAMESPACE::packed::product(p.m, p.n, p.k, 1.0f, p.a, p.lda, p.transA,
                                       p.prepared ? packed.data() : nullptr, p.b,
-                                      p.ldb, p.transB, 0.0f, p.c, p.n, nullptr,
+                                      p.ldb, p.transB, p.beta, p.c, p.n, nullptr,
                                       nullptr, parallel);
 }
