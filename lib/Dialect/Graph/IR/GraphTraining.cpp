@@ -291,8 +291,12 @@ LogicalResult GraphDialect::verifyRegionResultAttribute(Operation *op,
                failure();
     }
     // One gradient and one update per state: checked once per function
-    // and kind, at the first result of that kind (linear time).
-    for (unsigned i = 0; i < resultIndex; ++i)
+    // and kind, at the first result of that kind (linear time). Whether
+    // one comes before is asked nearest first: results of a kind lie
+    // together (a step's updates, its gradients), so that the question
+    // takes a few lookups, not one per earlier result (at every result, a
+    // quadratic search that took 30% of planning GPT-3 at pp 16).
+    for (unsigned i = resultIndex; i-- > 0;)
       if (getStateIndex(func, i, name))
         return success();
     llvm::DenseMap<unsigned, unsigned> seen;
