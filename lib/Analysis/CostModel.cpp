@@ -6,6 +6,7 @@
 
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GemmOperands.h"
 #include "pcc/Dialect/Graph/IR/GraphOps.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 
@@ -408,6 +409,11 @@ double CostModel::time(Operation *op) const {
   // of gradients), nor a slice that is one block of a buffer the step
   // computes (BufferPlanOptions::sliceViews).
   if (isa<ViewLikeOpInterface>(op) || canConcatenateInPlace(op))
+    return 0;
+  // Nor has data movement that products and attention read in place (a
+  // transpose a GEMM reads transposed, the split of a fused QKV
+  // projection, attention's head transposes: GemmOperands).
+  if (GemmOperands::isReadInPlaceAlone(op))
     return 0;
   if (getSliceOffset(op) && getComputedRoot(op->getOperand(0)))
     return 0;

@@ -308,12 +308,34 @@ static SmallVector<Value> getSplittableGradients(func::FuncOp func,
   return gradients;
 }
 
+/// The time of adding each microbatch's gradient `gradient` (a result of
+/// the step) to the earlier ones' (pcc-lower-schedule's accumulation): an
+/// add over it in all but the first microbatch, none where the product or
+/// scatter that makes it adds itself into the partial sum (its cost is the
+/// same).
+static double accumulationTime(Value gradient, int64_t microbatches,
+                               const CostModel &cost) {
+  if (microbatches <= 1)
+    return 0;
+  Operation *def = gradient.getDefiningOp();
+  while (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def))
+    def = view.getViewSource().getDefiningOp();
+  if (def && canAccumulateInPlace(def))
+    return 0;
+  auto type = cast<RankedTensorType>(gradient.getType());
+  double later = double(microbatches - 1) / double(microbatches);
+  return later * cost.time(graph::AddOp::getOperationName(),
+                           double(type.getNumElements()),
+                           3.0 * double(getTensorBytes(type)));
+}
+
 /// The time of the whole step that each forward op accounts for: its own,
 /// and that of the backward ops that will run on its stage, which are
 /// attributed as the stage assignment below places them (the latest
 /// forward op whose value they read, no later than the backward values
 /// they read), so that stages are balanced on forward, input gradient and
-/// weight gradient together.
+/// weight gradient together; with `microbatches` above one, the
+/// accumulation of each gradient where the op that makes it runs.
 namespace {
 /// Per forward op: its time, and that of the backward it accounts for.
 struct StepTimes {
@@ -325,7 +347,7 @@ struct StepTimes {
 static StepTimes
 stepTimes(Block &body, const StepPhases &phases, ArrayRef<Operation *> forward,
           const llvm::DenseMap<Operation *, size_t> &position,
-          const CostModel &cost,
+          const CostModel &cost, int64_t microbatches = 1,
           llvm::DenseMap<Operation *, size_t> *placed = nullptr) {
   StepTimes times;
   for (Operation *op : forward)
@@ -419,6 +441,20 @@ stepTimes(Block &body, const StepPhases &phases, ArrayRef<Operation *> forward,
     for (Operation *op : sum.sums)
       backwardAt[op] = *llvm::max_element(places);
   }
+  auto func = cast<func::FuncOp>(body.getParentOp());
+  for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+    if (!graph::getStateIndex(func, k, graph::kGradAttr))
+      continue;
+    // Where the gradient is made: its op, or the op its views start from.
+    Operation *def = v.getDefiningOp();
+    auto it = backwardAt.end();
+    while (def && (it = backwardAt.find(def)) == backwardAt.end()) {
+      auto view = dyn_cast<ViewLikeOpInterface>(def);
+      def = view ? view.getViewSource().getDefiningOp() : nullptr;
+    }
+    if (it != backwardAt.end())
+      times.backward[it->second] += accumulationTime(v, microbatches, cost);
+  }
   if (placed)
     *placed = std::move(backwardAt);
   return times;
@@ -454,7 +490,8 @@ StepProfile pipeline::profileStep(func::FuncOp step, const CostModel &cost) {
   size_t n = order.ops.size();
   llvm::DenseMap<Operation *, size_t> backwardAt;
   StepTimes times =
-      stepTimes(body, phases, order.ops, order.position, cost, &backwardAt);
+      stepTimes(body, phases, order.ops, order.position, cost,
+                /*microbatches=*/1, &backwardAt);
   profile.forward = times.forward;
   profile.backward = times.backward;
   profile.weight.assign(n, 0);
@@ -1173,29 +1210,13 @@ static SmallVector<double> setStageCosts(const StageAssignment &sa) {
                                                 : 1;
     costs[3 * at->second + column] += options.cost.time(op);
   }
-  // Each microbatch's gradients are added to those of the earlier ones
-  // (pcc-lower-schedule's accumulation): an add over each gradient a stage
-  // makes, in all but the first, except where the product or scatter that
-  // makes it adds itself into the partial sum (its cost is the same).
-  if (options.microbatches > 1) {
-    double later = double(options.microbatches - 1) / options.microbatches;
-    for (auto [k, v] : llvm::enumerate(sa.getReturn().getOperands())) {
-      if (!graph::getStateIndex(func, k, graph::kGradAttr))
-        continue;
-      auto at = stageOf.find(v.getDefiningOp());
-      if (at == stageOf.end())
-        continue;
-      Operation *def = v.getDefiningOp();
-      while (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def))
-        def = view.getViewSource().getDefiningOp();
-      if (def && canAccumulateInPlace(def))
-        continue;
-      auto type = cast<RankedTensorType>(v.getType());
-      double elements = double(type.getNumElements());
+  // Each microbatch's gradients are added to those of the earlier ones.
+  for (auto [k, v] : llvm::enumerate(sa.getReturn().getOperands())) {
+    if (!graph::getStateIndex(func, k, graph::kGradAttr))
+      continue;
+    if (auto at = stageOf.find(v.getDefiningOp()); at != stageOf.end())
       costs[3 * at->second + 2] +=
-          later * options.cost.time(graph::AddOp::getOperationName(), elements,
-                                    3.0 * double(getTensorBytes(type)));
-    }
+          accumulationTime(v, options.microbatches, options.cost);
   }
   SmallVector<int64_t> stash = getStashBytes(
       func, sa.phases, sa.stages, [&](Operation *op) -> std::optional<int64_t> {
@@ -1466,7 +1487,8 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   // than the heaviest (an LM head over a large vocabulary), which plans
   // report beside the stages.
   StepTimes times =
-      stepTimes(sa.body, sa.phases, forward, order.position, options.cost);
+      stepTimes(sa.body, sa.phases, forward, order.position, options.cost,
+                options.microbatches);
   double heaviest = 0;
   for (size_t i = 0; i < forward.size(); ++i)
     heaviest = std::max(heaviest, times.total(i));

@@ -51,26 +51,72 @@ bool GemmOperands::isAttentionOperand(OpOperand &operand) {
   return false;
 }
 
+/// Whether `op` is a data-movement op that may be read in place: one with a
+/// strided layout of its input that is not a reshape (reshapes are views for
+/// every target already).
+static bool isCandidate(Operation *op) {
+  return isa<StridedViewOpInterface>(op) && !isa<ViewLikeOpInterface>(op) &&
+         op->getNumOperands() == 1;
+}
+
 GemmOperands::GemmOperands(func::FuncOp func) {
   Block &block = func.getBody().front();
-  // Reshapes are views for every target already; the other data-movement
-  // ops start as candidates and drop out until every one left is read by
-  // products and attention only. Dropping one can only make its producers'
-  // readers fail too (it becomes a reader that reads it dense), so the loop
-  // ends.
-  for (Operation &op : block)
-    if (isa<StridedViewOpInterface>(op) && !isa<ViewLikeOpInterface>(op) &&
-        op.getNumOperands() == 1)
+  // The data-movement ops start as candidates and drop out until every one
+  // left is read by products and attention only.
+  SmallVector<Operation *> order;
+  for (Operation &op : llvm::reverse(block))
+    if (isCandidate(&op)) {
       inPlace.insert(&op);
+      order.push_back(&op);
+    }
+  dropCopiedCandidates(order);
+}
+
+void GemmOperands::dropCopiedCandidates(ArrayRef<Operation *> order) {
+  // Dropping one can only make its producers' readers fail too (it becomes
+  // a reader that reads it dense), so the loop ends.
   bool changed = true;
   while (changed) {
     changed = false;
-    for (Operation &op : llvm::reverse(block))
-      if (inPlace.contains(&op) && !onlyStridedReadersRead(&op)) {
-        inPlace.erase(&op);
+    for (Operation *op : order)
+      if (inPlace.contains(op) && !onlyStridedReadersRead(op)) {
+        inPlace.erase(op);
         changed = true;
       }
   }
+}
+
+bool GemmOperands::isReadInPlaceAlone(Operation *op) {
+  if (!isCandidate(op))
+    return false;
+  GemmOperands local;
+  SmallVector<Operation *> order;
+  auto add = [&](Operation *candidate) {
+    if (local.inPlace.insert(candidate).second)
+      order.push_back(candidate);
+  };
+  // Its readers, through reshapes and further candidates.
+  SmallVector<Operation *> walk{op};
+  while (!walk.empty()) {
+    Operation *at = walk.pop_back_val();
+    if (isCandidate(at))
+      add(at);
+    for (Operation *user : at->getUsers())
+      if (isCandidate(user) || (isa<ViewLikeOpInterface>(user) &&
+                                isa<StridedViewOpInterface>(user)))
+        walk.push_back(user);
+  }
+  // The chain that makes its input. The order does not change what the
+  // loop that drops candidates ends with.
+  Operation *def = op->getOperand(0).getDefiningOp();
+  while (def && isa<StridedViewOpInterface>(def) &&
+         def->getNumOperands() == 1) {
+    if (isCandidate(def))
+      add(def);
+    def = def->getOperand(0).getDefiningOp();
+  }
+  local.dropCopiedCandidates(order);
+  return local.inPlace.contains(op);
 }
 
 std::optional<std::pair<Value, StridedLayout>>

@@ -64,6 +64,15 @@ public:
   /// code, and its results live in its input's buffer.
   bool isReadInPlace(mlir::Operation *op) const { return inPlace.contains(op); }
 
+  /// Whether the analysis of `op`'s function would find `op` read in place,
+  /// judged from the data-movement ops around it alone: those that make its
+  /// input and those that read its results, through reshapes. The cost of
+  /// one op (CostModel) asks this, where analyzing the whole function per
+  /// op would be quadratic. It differs from the whole function's answer
+  /// only where a producer of `op`'s input is read in place by further
+  /// data-movement ops off `op`'s path (taken here as copied).
+  static bool isReadInPlaceAlone(mlir::Operation *op);
+
   /// Operand `operand` of a product as the product reads it.
   MatrixOperand get(mlir::OpOperand &operand) const;
 
@@ -86,6 +95,11 @@ public:
   std::optional<int64_t> getProductRows(graph::MatMulOp op) const;
 
 private:
+  GemmOperands() = default;
+  /// Drops the candidates in `inPlace` whose readers do not all read them
+  /// in place, until none is left to drop.
+  void dropCopiedCandidates(llvm::ArrayRef<mlir::Operation *> order);
+
   /// The buffer `v` is read in and its layout there: through the
   /// reshapes and read-in-place ops that produce it, else `v` itself,
   /// dense. None where a reshape of a strided layout has no strided form.
