@@ -704,7 +704,9 @@ std::optional<PlannedLayout> pcc::planExactly(ModuleOp source,
 }
 
 int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
-                              std::string &note, llvm::json::Object *record) {
+                              std::string &note, llvm::json::Object *record,
+                              StringRef what,
+                              std::optional<HeadPiecesPlan> *chosenPlan) {
   if (!options.train || options.pp < 2 || options.headPieces != 0)
     return options.headPieces;
   CompileOptions planning = options;
@@ -723,15 +725,29 @@ int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
   }
   // Each count of pieces as planned (a count past the sequence's positions
   // is planned as their number) and its step. The candidates' diagnostics
-  // are the compile's to give, once.
+  // are the compile's to give, once. A caller that plans the chosen count
+  // next with these same options (`chosenPlan`) gets that plan back instead,
+  // with the warnings it would have printed: a plan for each count made
+  // gives the same program whether the count was asked for or the pass's
+  // own.
   std::map<int64_t, double> steps;
+  std::map<int64_t, HeadPiecesPlan> kept;
+  bool keep = chosenPlan && planning.machine == options.machine;
   int64_t own = 0;
   auto plan = [&](int64_t pieces) {
     planning.headPieces = pieces;
-    std::string error;
-    std::optional<PlannedLayout> planned =
-        planExactly(model, planning, "", error);
-    if (!planned)
+    std::string warnings;
+    FailureOr<PlannedLayout> planned = failure();
+    {
+      ScopedDiagnosticHandler quiet(model.getContext(), [&](Diagnostic &d) {
+        if (d.getSeverity() == DiagnosticSeverity::Warning)
+          warnings += "pcc: warning: " + formatDiagnostic(d) + "\n";
+        return success();
+      });
+      planned = planLayout(OwningOpRef<ModuleOp>(model.clone()), planning,
+                           what, /*quiet=*/true);
+    }
+    if (failed(planned))
       return;
     const llvm::json::Object *prediction =
         planned->json.getObject("prediction");
@@ -742,7 +758,8 @@ int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
         schedule ? schedule->getInteger("head_pieces") : std::nullopt;
     if (!seconds || !made || *made < 1)
       return;
-    steps.try_emplace(*made, *seconds);
+    if (steps.try_emplace(*made, *seconds).second && keep)
+      kept.try_emplace(*made, HeadPiecesPlan{std::move(*planned), warnings});
     if (pieces == 0)
       own = *made;
   };
@@ -775,6 +792,8 @@ int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
                                  {"pass", own},
                                  {"step_seconds", std::move(byCount)}};
   }
+  if (auto it = kept.find(chosen); it != kept.end())
+    *chosenPlan = std::move(it->second);
   return chosen;
 }
 
@@ -885,10 +904,20 @@ LogicalResult pcc::plan(const CompileOptions &options, StringRef modelSpec,
   CompileOptions chosen = options;
   std::string piecesNote;
   llvm::json::Object piecesChoice;
-  chosen.headPieces =
-      chooseHeadPieces(*module, options, piecesNote, &piecesChoice);
-  FailureOr<PlannedLayout> planned =
-      planLayout(std::move(module), chosen, what);
+  std::optional<HeadPiecesPlan> reused;
+  chosen.headPieces = chooseHeadPieces(*module, options, piecesNote,
+                                       &piecesChoice, what, &reused);
+  FailureOr<PlannedLayout> planned = failure();
+  if (reused) {
+    // Planned already, quietly: what it would have said, then the plan.
+    llvm::errs() << reused->warnings;
+    if (const llvm::json::Object *recompute =
+            reused->plan.json.getObject("recompute"))
+      warnOverBudget(*recompute);
+    planned = std::move(reused->plan);
+  } else {
+    planned = planLayout(std::move(module), chosen, what);
+  }
   if (failed(planned))
     return failure();
   planned->summary += piecesNote;

@@ -69,6 +69,12 @@ std::optional<PlannedLayout> planExactly(mlir::ModuleOp source,
                                          const CompileOptions &options,
                                          llvm::StringRef what,
                                          std::string &error);
+/// A count of head pieces as chooseHeadPieces planned it: planLayout's
+/// result (quiet) and the warnings it would have printed otherwise.
+struct HeadPiecesPlan {
+  PlannedLayout plan;
+  std::string warnings;
+};
 /// The pieces of the sequence in which a pipelined training step computes
 /// its LM head and loss, where `options` leaves them to pcc (--train, --pp
 /// above 1, --head-pieces 0): of 1 to 4 pieces and the count
@@ -81,10 +87,15 @@ std::optional<PlannedLayout> planExactly(mlir::ModuleOp source,
 /// reports its own errors. Else, or where no count plans,
 /// options.headPieces. `note` gets a line saying each count's step, and
 /// `record`, where given, {"chosen": N, "pass": the pass's own count,
-/// "step_seconds": {"1": ..., ...}}.
+/// "step_seconds": {"1": ..., ...}}. Each count is planned as `what`;
+/// `chosenPlan`, where given, gets the chosen count's plan when it was made
+/// with `options` as they are (--machine given), so that a caller planning
+/// that count next need not plan it again.
 int64_t chooseHeadPieces(mlir::ModuleOp model, const CompileOptions &options,
                          std::string &note,
-                         llvm::json::Object *record = nullptr);
+                         llvm::json::Object *record = nullptr,
+                         llvm::StringRef what = "",
+                         std::optional<HeadPiecesPlan> *chosenPlan = nullptr);
 /// Checks that `dir` is absent or a folder holding only files named in
 /// `allowed` (an earlier plan's), so that a plan replaces nothing else.
 llvm::LogicalResult checkPlanFolder(llvm::StringRef dir,
