@@ -77,6 +77,20 @@ std::string pcc::formatDiagnostic(Diagnostic &diag) {
   return where.empty() ? msg : where + ": " + msg;
 }
 
+/// A warning as installDiagnosticPrinter prints it, newline included.
+static std::string formatWarning(Diagnostic &diag) {
+  return "pcc: warning: " + formatDiagnostic(diag) + "\n";
+}
+
+ErrorCapture::ErrorCapture(MLIRContext &context)
+    : handler(&context, [this](Diagnostic &d) {
+        if (d.getSeverity() == DiagnosticSeverity::Error && first.empty())
+          first = d.str();
+        if (d.getSeverity() == DiagnosticSeverity::Warning)
+          warnings += formatWarning(d);
+        return success();
+      }) {}
+
 std::unique_ptr<ScopedDiagnosticHandler>
 pcc::installDiagnosticPrinter(MLIRContext &context,
                               std::function<void(Diagnostic &)> onRemark) {
@@ -87,7 +101,7 @@ pcc::installDiagnosticPrinter(MLIRContext &context,
           llvm::errs() << "pcc: error: " << formatDiagnostic(diag) << "\n";
           break;
         case DiagnosticSeverity::Warning:
-          llvm::errs() << "pcc: warning: " << formatDiagnostic(diag) << "\n";
+          llvm::errs() << formatWarning(diag);
           break;
         case DiagnosticSeverity::Remark:
           if (onRemark)

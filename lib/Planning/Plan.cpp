@@ -691,7 +691,8 @@ FailureOr<PlannedLayout> pcc::planLayout(OwningOpRef<ModuleOp> module,
 std::optional<PlannedLayout> pcc::planExactly(ModuleOp source,
                                               const CompileOptions &options,
                                               StringRef what,
-                                              std::string &error) {
+                                              std::string &error,
+                                              std::string *warnings) {
   ErrorCapture capture(*source.getContext());
   FailureOr<PlannedLayout> planned =
       planLayout(OwningOpRef<ModuleOp>(source.clone()), options, what,
@@ -700,6 +701,8 @@ std::optional<PlannedLayout> pcc::planExactly(ModuleOp source,
     error = capture.first;
     return std::nullopt;
   }
+  if (warnings)
+    *warnings = std::move(capture.warnings);
   return std::move(*planned);
 }
 
@@ -736,18 +739,10 @@ int64_t pcc::chooseHeadPieces(ModuleOp model, const CompileOptions &options,
   int64_t own = 0;
   auto plan = [&](int64_t pieces) {
     planning.headPieces = pieces;
-    std::string warnings;
-    FailureOr<PlannedLayout> planned = failure();
-    {
-      ScopedDiagnosticHandler quiet(model.getContext(), [&](Diagnostic &d) {
-        if (d.getSeverity() == DiagnosticSeverity::Warning)
-          warnings += "pcc: warning: " + formatDiagnostic(d) + "\n";
-        return success();
-      });
-      planned = planLayout(OwningOpRef<ModuleOp>(model.clone()), planning,
-                           what, /*quiet=*/true);
-    }
-    if (failed(planned))
+    std::string error, warnings;
+    std::optional<PlannedLayout> planned =
+        planExactly(model, planning, what, error, &warnings);
+    if (!planned)
       return;
     const llvm::json::Object *prediction =
         planned->json.getObject("prediction");

@@ -262,17 +262,13 @@ std::string humanCount(double v, llvm::StringRef unit);
 llvm::json::Value shapeJson(mlir::Type t);
 
 /// The first error diagnosed in `context` while it lives, kept rather than
-/// printed (a search reports why a candidate failed).
+/// printed (a search reports why a candidate failed), and the warnings,
+/// each a line as the diagnostic printer would print it (to print later
+/// for a plan that is kept). In Toolchain.cpp.
 struct ErrorCapture {
-  std::string first;
+  std::string first, warnings;
   mlir::ScopedDiagnosticHandler handler;
-  explicit ErrorCapture(mlir::MLIRContext &context)
-      : handler(&context, [this](mlir::Diagnostic &d) {
-          if (d.getSeverity() == mlir::DiagnosticSeverity::Error &&
-              first.empty())
-            first = d.str();
-          return mlir::success();
-        }) {}
+  explicit ErrorCapture(mlir::MLIRContext &context);
 };
 
 } // namespace pcc

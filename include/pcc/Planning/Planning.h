@@ -64,11 +64,13 @@ planLayout(mlir::OwningOpRef<mlir::ModuleOp> module,
 
 /// Plans `options` on a copy of `source` as planLayout does, quietly: no
 /// diagnostic is printed; nullopt with the first error in `error` when it
-/// fails (a search's candidate, a count of head pieces).
+/// fails (a search's candidate, a count of head pieces). `warnings`, where
+/// given, gets the warnings planning would have printed, as printed.
 std::optional<PlannedLayout> planExactly(mlir::ModuleOp source,
                                          const CompileOptions &options,
                                          llvm::StringRef what,
-                                         std::string &error);
+                                         std::string &error,
+                                         std::string *warnings = nullptr);
 /// A count of head pieces as chooseHeadPieces planned it: planLayout's
 /// result (quiet) and the warnings it would have printed otherwise.
 struct HeadPiecesPlan {
