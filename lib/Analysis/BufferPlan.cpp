@@ -149,6 +149,25 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
         continue;
       Operation *op = result.getOwner();
       Value state = block.getArgument(arg);
+      // A sum added term by term (a gradient accumulated over microbatches,
+      // getAccumulatedTerms): the adds from the update down to the one
+      // that reads the state, each the only reader of the one after it,
+      // all computed in the state's buffer.
+      SmallVector<Value> chain{v};
+      while (auto add = dyn_cast<graph::AddOp>(op)) {
+        if (llvm::is_contained(add->getOperands(), state))
+          break;
+        Value next;
+        for (Value operand : add->getOperands())
+          if (operand.getDefiningOp<graph::AddOp>() && operand.hasOneUse() &&
+              operand.getType() == v.getType() && !isView(operand) &&
+              !isExternal(operand) && !next)
+            next = operand;
+        if (!next)
+          break;
+        chain.push_back(next);
+        op = next.getDefiningOp();
+      }
       bool elementwise = op->hasTrait<graph::OpTrait::Elementwise>() ||
                          isa<graph::FusionOp>(op);
       if (!elementwise || returned.contains(state) ||
@@ -167,8 +186,10 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       });
       if (!aligned || !llvm::is_contained(reads, state))
         continue;
-      roots[v] = state;
-      updatedInPlace.insert(v);
+      for (Value link : chain) {
+        roots[link] = state;
+        updatedInPlace.insert(link);
+      }
     }
   }
 
@@ -182,15 +203,26 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
   //  - a buffer computed here before the op (a tied embedding's head
   //    gradient, which its rows are scattered into), where the sum, a
   //    buffer of its own so far, then lives too. It holds no state.
+  // And a partial sum that is a link of a sum added term by term in a
+  // state's buffer, like the sum (the head's product added to the
+  // accumulated gradient there, then the embedding's rows).
   if (options.getAccumulation)
     for (auto [i, op] : llvm::enumerate(ops)) {
       auto [sum, partial] = options.getAccumulation(op);
-      if (!sum || getRoot(partial) != partial || isExternal(partial) ||
-          isExternal(sum))
+      if (!sum || isExternal(partial) || isExternal(sum))
         continue;
-      if (Operation *made = partial.getDefiningOp()) {
-        if (made->getBlock() != &block || !made->isBeforeInBlock(op) ||
-            getRoot(sum) != sum)
+      Operation *made = partial.getDefiningOp();
+      if (made &&
+          (made->getBlock() != &block || !made->isBeforeInBlock(op)))
+        continue;
+      if (getRoot(partial) != partial) {
+        // A partial sum already in the buffer the sum is in: a sum added
+        // term by term in a state's buffer (above).
+        if (!made || !updatedInPlace.contains(partial) ||
+            getRoot(sum) != getRoot(partial))
+          continue;
+      } else if (made) {
+        if (getRoot(sum) != sum)
           continue;
         moveInto(sum, partial);
       } else {
@@ -489,6 +521,43 @@ std::pair<Value, Value> pcc::getAccumulatingSum(Operation *op) {
       !partial.hasOneUse())
     return {};
   return {add.getResult(), partial};
+}
+
+SmallVector<Value> pcc::getAccumulatedTerms(Value sum) {
+  if (!sum.getDefiningOp<graph::AddOp>())
+    return {};
+  // The leaves of the tree of adds, left to right.
+  SmallVector<Value> terms, pending{sum};
+  while (!pending.empty()) {
+    Value v = pending.pop_back_val();
+    auto add = v.getDefiningOp<graph::AddOp>();
+    if (add && (v == sum || v.hasOneUse()) &&
+        add.getLhs().getType() == sum.getType() &&
+        add.getRhs().getType() == sum.getType()) {
+      pending.push_back(add.getRhs());
+      pending.push_back(add.getLhs());
+      continue;
+    }
+    terms.push_back(v);
+  }
+  // 0: a product, 1: a scatter, 2: anything else.
+  auto rank = [](Value term) {
+    if (!term.hasOneUse())
+      return 2;
+    Operation *def = term.getDefiningOp();
+    while (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def)) {
+      if (!view.getViewSource().hasOneUse())
+        break;
+      def = view.getViewSource().getDefiningOp();
+    }
+    if (!def || !canAccumulateInPlace(def))
+      return 2;
+    return isa<graph::ScatterAddOp>(def) ? 1 : 0;
+  };
+  llvm::stable_sort(terms, [&](Value a, Value b) { return rank(a) < rank(b); });
+  if (rank(terms.front()) != 0)
+    return {};
+  return terms;
 }
 
 bool pcc::accumulatesRows(Operation *op) {

@@ -224,6 +224,16 @@ bool canAccumulateInPlace(mlir::Operation *op);
 /// the partial sum's buffer is the buffer plan's to say.)
 std::pair<mlir::Value, mlir::Value> getAccumulatingSum(mlir::Operation *op);
 
+/// The terms of `sum`, a tree of graph.adds of one type whose inner adds
+/// are each read once, in the order in which adding them one at a time to
+/// a partial sum computes every one in that sum's buffer where it can: the
+/// products (canAccumulateInPlace) first, each with beta 1, then the
+/// scatters (accumulatesRows: they add their rows to what the products
+/// made), then the rest. Empty where `sum` is not an add or no term is a
+/// product: adding `sum` itself is then as cheap. A term is the value the
+/// add reads (a view of a product stands for the product).
+llvm::SmallVector<mlir::Value> getAccumulatedTerms(mlir::Value sum);
+
 /// Whether `op` is a graph.scatter_add that adds its rows into a partial
 /// sum computed in the same block (a tied embedding's rows into its head's
 /// gradient): fewer updates than its result's elements, its result read

@@ -326,10 +326,31 @@ func::FuncOp Lowering::getAccumulating(func::FuncOp fn) {
       b.setInsertionPointAfter(def);
     else
       b.setInsertionPointToStart(&body);
-    auto sum = graph::AddOp::create(b, gradient.getLoc(),
-                                    variant.getArgument(at), gradient);
-    sum->setAttr(graph::kBackwardAttr, b.getUnitAttr());
+    // A gradient that is a sum (a tied weight's head product and embedding
+    // scatter) is added term by term, its products first, so that each
+    // term adds itself into the partial sum rather than the whole gradient
+    // being made and then added to it.
+    SmallVector<Value> terms;
+    if (gradient.hasOneUse())
+      terms = getAccumulatedTerms(gradient);
+    if (terms.empty())
+      terms.push_back(gradient);
+    Value sum = variant.getArgument(at);
+    for (Value term : terms) {
+      sum = graph::AddOp::create(b, gradient.getLoc(), sum, term);
+      sum.getDefiningOp()->setAttr(graph::kBackwardAttr, b.getUnitAttr());
+    }
     ret.setOperand(i, sum);
+    // The adds of the gradient's own sum, which nothing reads now.
+    SmallVector<Value> unread{gradient};
+    while (!unread.empty()) {
+      Value v = unread.pop_back_val();
+      auto add = v.getDefiningOp<graph::AddOp>();
+      if (!add || !v.use_empty())
+        continue;
+      unread.append({add.getLhs(), add.getRhs()});
+      add->erase();
+    }
     // The caller gives the sum the partial sum's buffer.
     variant.setResultAttr(i, dist::kAccumulatesAttr, b.getI64IntegerAttr(at));
   }

@@ -327,7 +327,9 @@ static SmallVector<Value> getSplittableGradients(func::FuncOp func,
 /// the step) to the earlier ones' (pcc-lower-schedule's accumulation): an
 /// add over it in all but the first microbatch, none where the product or
 /// scatter that makes it adds itself into the partial sum (its cost is the
-/// same).
+/// same), or where it is a sum whose terms do so one after the other
+/// (getAccumulatedTerms: a tied weight's product and scatter), and for a
+/// sum of several stages' parts (dist.grad_sum), the parts' own.
 static double accumulationTime(Value gradient, int64_t microbatches,
                                const CostModel &cost) {
   if (microbatches <= 1)
@@ -336,6 +338,15 @@ static double accumulationTime(Value gradient, int64_t microbatches,
   while (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def))
     def = view.getViewSource().getDefiningOp();
   if (def && canAccumulateInPlace(def))
+    return 0;
+  if (def && def->hasAttr(kGradSumAttr))
+    return accumulationTime(def->getOperand(0), microbatches, cost) +
+           accumulationTime(def->getOperand(1), microbatches, cost);
+  SmallVector<Value> terms = getAccumulatedTerms(gradient);
+  if (!terms.empty() && llvm::all_of(terms, [](Value term) {
+        Operation *made = term.getDefiningOp();
+        return made && (canAccumulateInPlace(made) || accumulatesRows(made));
+      }))
     return 0;
   auto type = cast<RankedTensorType>(gradient.getType());
   double later = double(microbatches - 1) / double(microbatches);

@@ -182,6 +182,46 @@ func.func @main(%x: tensor<4x8xf32> {onnx.name = "x"}, %y: tensor<8x16xf32> {onn
 
 // -----
 
+// A gradient that is a sum of terms (a tied embedding's and LM head's),
+// added to the partial sum term by term (pcc-lower-schedule's accumulating
+// variant: the product first, then the scatter): the product adds itself
+// into the partial sum's buffer (beta 1), then the scatter its rows, with
+// no buffer and no add of their own.
+
+func.func private @tied(%x: tensor<5x8xf32>, %y: tensor<8x16xf32>, %ids: tensor<3xi64>, %rows: tensor<3x16xf32>, %partial: tensor<5x16xf32>)
+    -> (tensor<5x16xf32> {dist.accumulates = 4 : i64}) {
+  %p = graph.matmul %x, %y : (tensor<5x8xf32>, tensor<8x16xf32>) -> tensor<5x16xf32>
+  %s = graph.add %partial, %p : (tensor<5x16xf32>, tensor<5x16xf32>) -> tensor<5x16xf32>
+  %t = graph.scatter_add %rows[%ids] {axis = 0 : i64} : (tensor<3x16xf32>, tensor<3xi64>) -> tensor<5x16xf32>
+  %e = graph.add %s, %t : (tensor<5x16xf32>, tensor<5x16xf32>) -> tensor<5x16xf32>
+  return %e : tensor<5x16xf32>
+}
+
+func.func @main(%x: tensor<5x8xf32> {onnx.name = "x"}, %y: tensor<8x16xf32> {onnx.name = "y"},
+                %ids: tensor<3xi64> {onnx.name = "ids"}, %rows: tensor<3x16xf32> {onnx.name = "rows"})
+    -> (tensor<5x16xf32> {onnx.name = "g"}) {
+  %first = graph.matmul %x, %y : (tensor<5x8xf32>, tensor<8x16xf32>) -> tensor<5x16xf32>
+  %a = call @tied(%x, %y, %ids, %rows, %first) : (tensor<5x8xf32>, tensor<8x16xf32>, tensor<3xi64>, tensor<3x16xf32>, tensor<5x16xf32>) -> tensor<5x16xf32>
+  return %a : tensor<5x16xf32>
+}
+
+// CHECK:      // @tied: 0 bytes of workspace, 0 with its calls
+// CHECK-NEXT: PCC_PROGRAM static int fn_tied(
+// CHECK:        float* [[PARTIAL:a4]] = (float*)args[4];
+// CHECK-NEXT:   float* {{v[0-9]+}} = (float*)[[PARTIAL]];
+// CHECK-NEXT:   float* [[S:v[0-9]+]] = (float*)[[PARTIAL]];
+// CHECK-NEXT:   float* {{v[0-9]+}} = (float*)[[PARTIAL]];
+// CHECK-NEXT:   float* [[E:v[0-9]+]] = (float*)[[PARTIAL]];
+// CHECK:        pcc_k::gemm<float>(5, 16, 8, float(1), a0 + 0, 8, false, a1 + 0, 16, false, float(1), [[S]] + 0, 16);
+// CHECK-NEXT:   }
+// CHECK-NEXT:   // graph.add
+// CHECK-NEXT:   // graph.scatter_add
+// CHECK-NEXT:   pcc_k::scatterAdd(a3, a2, [[E]], 1, 5, 16, 3, true)
+// CHECK-NEXT:   // graph.add
+// CHECK-NEXT:   if ((void*)((float*)results[0]) != (void*)[[E]]) std::memcpy(
+
+// -----
+
 // A state that the caller updates with a call's result, and reads no more
 // after the call, may be the buffer that the callee writes the result into
 // (dist.accumulates: a pipeline rank's optimizer): the callee updates it in
