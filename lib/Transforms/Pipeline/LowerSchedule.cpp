@@ -6,7 +6,9 @@
 // of the tensors that cross that stage boundary (a value that skips stages
 // is relayed by the ranks between). Inputs are sliced per microbatch,
 // outputs joined and the loss averaged over them; gradients accumulate over
-// the microbatches on the stage that computes them. After the flush, the
+// the microbatches on the stage that computes them, except the products a
+// stage defers (pipeline::deferProducts), which one call after the rank's
+// last action computes over all microbatches' operands. After the flush, the
 // ranks holding a parameter exchange the parts of its gradient that other
 // stages computed (a tied embedding and LM head: Megatron's embedding
 // group), all summing them in rank order so that every copy stays equal,
@@ -132,6 +134,10 @@ private:
   int64_t pp, stages = 1, microbatches = 1;
   MLIRContext *ctx;
   std::vector<StageFunctions> stageFns;
+  /// Per stage, its backward with the weight-gradient products it defers
+  /// to one call a step taken out, and that call's function
+  /// (pipeline::deferProducts), where the schedule and the stage allow.
+  std::vector<std::optional<pipeline::DeferringBackward>> deferring;
   /// Per stage function that returns gradients, its accumulating variant
   /// (getAccumulating).
   llvm::DenseMap<Operation *, func::FuncOp> accumulatingFns;
@@ -233,6 +239,15 @@ LogicalResult Lowering::collect() {
       }))
     return schedule.emitError("the backward is split into input and weight "
                               "gradients but the schedule has no W actions");
+  // Schedules that run all of a stage's backwards in one call of its rank
+  // compute the products it defers once, after its last backward.
+  deferring.assign(stages, std::nullopt);
+  if (!hasW && schedule.getNumSteps() == 1 &&
+      pipeline::defersProducts(schedule.getKind()))
+    for (int64_t s = 0; s < stages; ++s)
+      if (stageFns[s].backward)
+        deferring[s] = pipeline::deferProducts(stageFns[s].backward,
+                                               microbatches);
   routes.act.assign(stages, {});
   routes.grad.assign(stages, {});
   for (auto &[id, e] : ends) {
@@ -284,6 +299,8 @@ func::FuncOp Lowering::calleeOf(const pipeline::Action &a) {
   case dist::Phase::F:
     return fns.forward;
   case dist::Phase::B:
+    if (const auto &d = deferring[a.stage])
+      return d->backward;
     return fns.backward;
   case dist::Phase::W:
     return fns.weight;
@@ -614,6 +631,7 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
   // sum overlaps the rest of the flush.
   llvm::DenseMap<Operation *, SmallVector<int64_t>> lastContribution;
   std::map<int64_t, ArrayAttr> reduceAxes;
+  std::set<int64_t> deferredGrads;
   if (training) {
     std::map<int64_t, Operation *> last;
     for (auto &[op, a] : call.actions) {
@@ -622,18 +640,68 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
       func::FuncOp callee = calleeOf(a);
       if (!callee)
         continue;
-      for (unsigned i = 0; i < callee.getNumResults(); ++i) {
-        DictionaryAttr attrs = callee.getResultAttrDict(i);
-        if (auto g = roleOf(attrs, kGradRole))
+      SmallVector<func::FuncOp, 2> fns{callee};
+      if (a.phase == dist::Phase::B && deferring[a.stage])
+        fns.push_back(deferring[a.stage]->products);
+      for (func::FuncOp fn : fns)
+        for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+          DictionaryAttr attrs = fn.getResultAttrDict(i);
+          auto g = roleOf(attrs, kGradRole);
+          if (!g)
+            continue;
+          if (fn != callee)
+            deferredGrads.insert(*g);
           if (auto axes = attrs.getAs<ArrayAttr>(kReduceAxesAttr)) {
             last[*g] = op;
             reduceAxes[*g] = axes;
           }
-      }
+        }
     }
+    // A gradient that deferred products add to is summed after them.
     for (auto [g, op] : last)
-      lastContribution[op].push_back(g);
+      if (!deferredGrads.count(g))
+        lastContribution[op].push_back(g);
   }
+  // Per stage whose products are deferred, its last backward action and
+  // the results of its backwards that those products read (dist.deferred),
+  // by operand and microbatch.
+  std::map<int64_t, Operation *> deferredAt;
+  std::map<int64_t, std::map<int64_t, std::map<int64_t, Value>>> deferredParts;
+  // Calls stage function `callee` of stage `s` (for action `op`) with
+  // `operands` and adds each gradient it returns to what this rank has
+  // accumulated of it. Once every gradient the function returns has a part
+  // accumulated here, its accumulating variant adds to them (not where it
+  // returns two parts of one gradient, which the caller adds in turn).
+  auto callAdding = [&](Operation *op, int64_t s, func::FuncOp callee,
+                        SmallVector<Value> operands)
+      -> FailureOr<func::CallOp> {
+    SmallVector<Value> partials;
+    std::set<int64_t> grads;
+    bool distinct = true;
+    for (unsigned i = 0; i < callee.getNumResults(); ++i)
+      if (auto g = roleOf(callee.getResultAttrDict(i), kGradRole)) {
+        partials.push_back(accumulated.count(*g) ? accumulated[*g] : Value());
+        distinct &= grads.insert(*g).second;
+      }
+    bool accumulates = distinct && !partials.empty() &&
+                       llvm::all_of(partials, [](Value v) { return bool(v); });
+    if (accumulates) {
+      callee = getAccumulating(callee);
+      if (!callee)
+        return op->emitError("stage ") << s << ": no accumulating variant";
+      llvm::append_range(operands, partials);
+    }
+    auto callOp = func::CallOp::create(b, loc, callee, operands);
+    for (unsigned i = 0; i < callee.getNumResults(); ++i)
+      if (auto g = roleOf(callee.getResultAttrDict(i), kGradRole)) {
+        Value &acc = accumulated[*g];
+        Value r = callOp.getResult(i);
+        acc = acc && !accumulates
+                  ? graph::AddOp::create(b, loc, acc, r).getResult()
+                  : r;
+      }
+    return callOp;
+  };
   for (auto &[op, a] : call.actions) {
     int64_t s = a.stage, k = a.microbatch;
     if (a.kind == Kind::Compute) {
@@ -654,27 +722,6 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
           return failure();
         operands.push_back(*v);
       }
-      // Once every gradient the function returns has a part accumulated
-      // here, its accumulating variant adds to them (not where it returns
-      // two parts of one gradient, which the caller adds in turn).
-      SmallVector<Value> partials;
-      std::set<int64_t> grads;
-      bool distinct = true;
-      for (unsigned i = 0; i < callee.getNumResults(); ++i)
-        if (auto g = roleOf(callee.getResultAttrDict(i), kGradRole)) {
-          partials.push_back(accumulated.count(*g) ? accumulated[*g] : Value());
-          distinct &= grads.insert(*g).second;
-        }
-      bool accumulates =
-          distinct && !partials.empty() &&
-          llvm::all_of(partials, [](Value v) { return bool(v); });
-      if (accumulates) {
-        callee = getAccumulating(callee);
-        if (!callee)
-          return op->emitError("stage ") << s << ": no accumulating variant";
-        llvm::append_range(operands, partials);
-      }
-      auto callOp = func::CallOp::create(b, loc, callee, operands);
       // The next step's microbatches are marked as such.
       std::string label =
           k < microbatches
@@ -682,12 +729,19 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
               : llvm::formatv("{0}{1}+", stringifyPhase(a.phase),
                               k - microbatches)
                     .str();
+      FailureOr<func::CallOp> called = callAdding(op, s, callee, operands);
+      if (failed(called))
+        return failure();
+      // (Its accumulating variant's results have the callee's roles.)
+      func::CallOp callOp = *called;
       callOp->setAttr(dist::kActionAttr, b.getStringAttr(label));
       for (unsigned i = 0; i < callee.getNumResults(); ++i) {
         DictionaryAttr attrs = callee.getResultAttrDict(i);
         Value r = callOp.getResult(i);
         if (auto id = roleOf(attrs, kValueRole))
           values[{*id, k}] = r;
+        if (auto j = roleOf(attrs, kDeferredRole))
+          deferredParts[s][*j][k] = r;
         if (auto out = roleOf(attrs, kOutputRole)) {
           if (k >= microbatches || !call.endsStep)
             return callee.emitError("pipeline rank ")
@@ -704,13 +758,9 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
                                  b.getI64IntegerAttr(kOutputTag));
           }
         }
-        if (auto g = roleOf(attrs, kGradRole)) {
-          Value &acc = accumulated[*g];
-          acc = acc && !accumulates
-                    ? graph::AddOp::create(b, loc, acc, r).getResult()
-                    : r;
-        }
       }
+      if (a.phase == dist::Phase::B && deferring[s])
+        deferredAt[s] = op;
       for (int64_t g : lastContribution.lookup(op)) {
         Value &acc = accumulated[g];
         acc = dist::AllReduceOp::create(
@@ -753,6 +803,36 @@ LogicalResult Lowering::lowerRank(int64_t rank, const Call &call) {
             b.getI64IntegerAttr(peer), b.getI64IntegerAttr(tag));
     }
   }
+
+  // Each stage's deferred products, over all its microbatches' operands,
+  // once the rank's actions are done (its sends gone), then the sums of
+  // the gradients they add to over other mesh axes.
+  for (auto [s, op] : deferredAt) {
+    func::FuncOp products = deferring[s]->products;
+    SmallVector<Value> stacks;
+    for (unsigned j = 0; j < products.getNumArguments(); ++j) {
+      std::map<int64_t, Value> &parts = deferredParts[s][int64_t(j)];
+      if (int64_t(parts.size()) != microbatches)
+        return op->emitError("stage ")
+               << s << ": " << parts.size() << " of " << microbatches
+               << " microbatches' operands of its deferred products on rank "
+               << rank;
+      SmallVector<Value> inputs;
+      for (auto &[k, part] : parts)
+        inputs.push_back(part);
+      stacks.push_back(graph::ConcatOp::create(b, loc, inputs, 0));
+    }
+    FailureOr<func::CallOp> made = callAdding(op, s, products, stacks);
+    if (failed(made))
+      return failure();
+    (*made)->setAttr(dist::kActionAttr, b.getStringAttr("W"));
+  }
+  for (int64_t g : deferredGrads)
+    if (reduceAxes.count(g) && accumulated.count(g))
+      accumulated[g] = dist::AllReduceOp::create(
+          b, loc, accumulated[g].getType(), accumulated[g], meshRef,
+          reduceAxes[g],
+          dist::ReductionKindAttr::get(ctx, dist::ReductionKind::Sum));
 
   // The parts of the results that other ranks computed, in the order they
   // were sent: by microbatch, then as the stage's forward returns them.

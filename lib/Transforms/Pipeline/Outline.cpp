@@ -23,6 +23,9 @@
 //                     accumulated over microbatches (an argument of the
 //                     optimizer: the whole gradient)
 //   dist.update = k   result k of the step, a state update
+//   dist.deferred = j (made by pcc-lower-schedule's pipeline::deferProducts)
+//                     operand j of a stage's deferred weight-gradient
+//                     products, joined over the microbatches
 //
 // A gradient that the step sums over other mesh axes as soon as it is made
 // (data parallelism's all-reduce of a parameter's gradient, or tensor

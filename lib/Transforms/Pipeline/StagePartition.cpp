@@ -1489,6 +1489,42 @@ static void setBaseBytes(const StageAssignment &sa) {
             base[rank] += getTensorBytes(u.getType());
           return !weight;
         });
+  // The operands of the weight-gradient products the lowering defers to
+  // one product a step, stacked over the microbatches, held until that
+  // product runs (counted as held throughout). The backward that the
+  // lowering defers a product of reads an operand made on another stage
+  // as a buffer of its own (received, row-major): the product's views of
+  // it must then be reshapes, and read it as B (K its rows), not A.
+  int64_t microbatches = sa.options.microbatches;
+  if (!sa.options.schedule.empty() && defersProducts(sa.options.schedule))
+    for (const DeferredProduct &d : getDeferredProducts(
+             func, microbatches,
+             [&](unsigned k) {
+               return bool(graph::getStateIndex(func, k, graph::kGradAttr));
+             },
+             /*inParts=*/true)) {
+      auto at = sa.stageOf.find(d.product);
+      if (at == sa.stageOf.end())
+        continue;
+      bool deferred = true;
+      for (auto [i, operand] : llvm::enumerate(d.product->getOperands())) {
+        bool reshapes = true;
+        for (Operation *def = operand.getDefiningOp();
+             def &&
+             isa<ViewLikeOpInterface, graph::StridedViewOpInterface>(def);
+             def = def->getOperand(0).getDefiningOp()) {
+          auto it = sa.stageOf.find(def);
+          if (it != sa.stageOf.end() && it->second != at->second) {
+            deferred &= i == 1 && reshapes;
+            break;
+          }
+          reshapes &= isa<ViewLikeOpInterface>(def);
+        }
+      }
+      if (deferred)
+        for (int64_t rank : getStageRanks(func, at->second, ranks))
+          base[rank] += d.bytes;
+    }
   func->setAttr(kBaseBytesAttr, DenseI64ArrayAttr::get(sa.ctx, base));
 }
 

@@ -417,7 +417,7 @@ func.func @stage(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 func.func private @callee()
 func.func @action() {
-  // expected-error@+1 {{dist.action must be "O" or F, B or W and a microbatch (with a `+` when of the next step), not "X1"}}
+  // expected-error@+1 {{dist.action must be "O", "W" or F, B or W and a microbatch (with a `+` when of the next step), not "X1"}}
   call @callee() {dist.action = "X1"} : () -> ()
   return
 }

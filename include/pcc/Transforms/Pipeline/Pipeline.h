@@ -33,12 +33,15 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
+
 namespace pcc {
 
 // The attributes' names and what they hold are the Dist dialect's (see
 // DistNames.h), which verifies them.
 using dist::kBaseBytesAttr;
 using dist::kBatchDimAttr;
+using dist::kDeferredRole;
 using dist::kGradRole;
 using dist::kGradSumAttr;
 using dist::kHeaviestOpTimeAttr;
@@ -153,6 +156,61 @@ bool holdsState(mlir::func::FuncOp step, unsigned arg, int64_t rank,
 /// writes such state through the argument it passes the stage that writes
 /// it: no function returns it, and no optimizer makes it.
 bool isUpdatedInPlace(mlir::func::FuncOp step, unsigned k);
+
+/// Whether a schedule of `kind` runs every backward of a stage on one rank,
+/// within one step's call, input and weight gradient together (gpipe, 1f1b,
+/// interleaved): the lowering can then defer weight-gradient products to
+/// one product a step (getDeferredProducts).
+bool defersProducts(llvm::StringRef kind);
+
+/// A weight-gradient product of a stage's backward that a step of
+/// `microbatches` computes once, over every microbatch's positions (K
+/// times the microbatches), rather than once per microbatch added into the
+/// partial sum: each such addition reads and writes the whole result (50
+/// MB for a tied LM head's gradient, past every cache) for a product of a
+/// few positions. Megatron-LM defers its embedding's weight gradient so.
+/// The product reads both operands with K as their slowest index (the
+/// rows of its transposed A, of its B: GemmOperands), so that the
+/// microbatches' buffers stacked are the operands of the one product; the
+/// stack of both, held to the end of the backward, is no larger than the
+/// result.
+struct DeferredProduct {
+  /// The graph.matmul, and the gradient result of its function that it
+  /// is a term of (getAccumulatedTerms), with the term.
+  mlir::Operation *product = nullptr;
+  unsigned result = 0;
+  mlir::Value term;
+  /// The buffers the product reads its A (transposed) and B from.
+  mlir::Value lhs, rhs;
+  /// The bytes of both over all microbatches.
+  int64_t bytes = 0;
+};
+
+/// The products of `func` (a stage's backward, or a whole step: its
+/// gradient results are those `isGradient` names) that a step of
+/// `microbatches` defers, in program order. With `inParts`, an operand
+/// may be a part of a larger buffer (a step not yet outlined, whose stage
+/// functions receive such a part, a slice of the batch's activations, as
+/// a buffer of its own).
+llvm::SmallVector<DeferredProduct>
+getDeferredProducts(mlir::func::FuncOp func, int64_t microbatches,
+                    llvm::function_ref<bool(unsigned)> isGradient,
+                    bool inParts = false);
+
+/// A stage's backward with its deferred products taken out (each returns
+/// its operands' buffers instead, marked dist.deferred = 2p and 2p + 1,
+/// and no longer its term of the gradient), and the function that computes
+/// them once a step: argument j the step's microbatches' results j
+/// stacked along their first dimension, a result per product, the
+/// gradient's term (dist.grad, and dist.reduce_axes as the backward's).
+struct DeferringBackward {
+  mlir::func::FuncOp backward, products;
+};
+
+/// Makes both beside `backward` for a step of `microbatches`; none where
+/// it has no product to defer.
+std::optional<DeferringBackward> deferProducts(mlir::func::FuncOp backward,
+                                               int64_t microbatches);
 
 /// Whether `op` sums gradients over data parallelism (an all-reduce or
 /// reduce-scatter over axis dp): a pipeline takes it once per step, of the

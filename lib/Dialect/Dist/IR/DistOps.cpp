@@ -179,7 +179,7 @@ static LogicalResult verifyDistAttribute(const AttrSite &site,
       name == kInputRole || name == kStateRole || name == kValueRole ||
       name == kOutputRole || name == kGradRole || name == kUpdateRole ||
       name == kAccumulatesAttr || name == kInvariantRole ||
-      name == kInvariantIdAttr)
+      name == kInvariantIdAttr || name == kDeferredRole)
     return integer(0);
   if (name == kStagesAttr) {
     auto a = dyn_cast<DenseI64ArrayAttr>(value);
@@ -236,11 +236,12 @@ static LogicalResult verifyDistAttribute(const AttrSite &site,
     StringRef number = text.drop_front();
     number.consume_back("+");
     bool ok =
-        text == "O" || (text.size() > 1 && StringRef("FBW").contains(text[0]) &&
+        text == "O" || text == "W" ||
+        (text.size() > 1 && StringRef("FBW").contains(text[0]) &&
                         !number.getAsInteger(10, microbatch));
     if (!ok)
-      return fail() << "must be \"O\" or F, B or W and a microbatch (with "
-                       "a `+` when of the next step), not "
+      return fail() << "must be \"O\", \"W\" or F, B or W and a microbatch "
+                       "(with a `+` when of the next step), not "
                     << value;
     return success();
   }

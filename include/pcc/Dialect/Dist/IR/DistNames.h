@@ -33,7 +33,8 @@ inline constexpr llvm::StringLiteral kMeshAxisOrder[] = {
 inline constexpr llvm::StringLiteral kRankAttr = "dist.rank";
 /// A call of a stage function: the scheduled action ("F0", "B1", "W0", "O";
 /// "F0+" for microbatch 0 of the next step, which a schedule without a flush
-/// runs before the step ends).
+/// runs before the step ends; "W" for a stage's weight-gradient products
+/// deferred to one call over all microbatches).
 inline constexpr llvm::StringLiteral kActionAttr = "dist.action";
 /// A result of a rank's step: its index among the whole step's results,
 /// which orders the outputs table the ranks share.
@@ -105,6 +106,11 @@ inline constexpr llvm::StringLiteral kValueRole = "dist.value";
 inline constexpr llvm::StringLiteral kOutputRole = "dist.output";
 inline constexpr llvm::StringLiteral kGradRole = "dist.grad";
 inline constexpr llvm::StringLiteral kUpdateRole = "dist.update";
+/// On a result of a stage's backward whose weight-gradient products the
+/// step defers (pipeline::deferProducts): the operand `j` of those
+/// products, whose microbatches the lowering joins and passes as argument
+/// `j` (same attribute) of the function that computes them once a step.
+inline constexpr llvm::StringLiteral kDeferredRole = "dist.deferred";
 /// An argument of a forward or backward that the step computes once, before
 /// the rank's first call reads it, rather than every microbatch: a free
 /// value (made from parameters and constants alone) that narrows a
