@@ -354,6 +354,16 @@ static void packBPanel(const float *b, int64_t ldb, bool transB, int64_t n,
 static void packAPanel(const float *a, int64_t lda, bool transA, int64_t first,
                        int64_t rows, int64_t k0, int64_t depth, float *o) {
   if (transA) {
+    // A whole panel's rows are contiguous in each row of A: one copy of a
+    // known size each (a weight gradient's A, the activations; with a copy
+    // of `rows` floats at a time the packing took 38% of a product of 50257
+    // rows from 124 positions, its micro-kernel 43%).
+    if (rows == kPanelRows) {
+      for (int64_t q = 0; q < depth; ++q)
+        std::memcpy(o + q * kPanelRows, a + (k0 + q) * lda + first,
+                    kPanelRows * sizeof(float));
+      return;
+    }
     for (int64_t q = 0; q < depth; ++q)
       for (int64_t i = 0; i < rows; ++i)
         o[q * kPanelRows + i] = a[(k0 + q) * lda + first + i];
