@@ -1071,10 +1071,24 @@ static void placeOps(StageAssignment &sa, ArrayRef<Operation *> forward,
   // A view of backward values runs where its readers do, not where its
   // operand is made: across a cut, the gradient of a linear layer's output
   // and its rows flattened for the weight's gradient would otherwise both
-  // be sent, where the one is the other. Readers first, so that a chain of
-  // views moves as one.
+  // be sent, where the one is the other; and a transpose sent is a copy
+  // that its reader, a product, would read in place (the logits'
+  // gradient of an LM head's piece whose weight gradient an earlier stage
+  // computes). Not a view that reads part of its operand (a slice), which
+  // would send more. Readers first, so that a chain of views moves as one.
+  auto movesToReaders = [](Operation &op) {
+    if (isa<ViewLikeOpInterface>(op))
+      return true;
+    if (!isa<graph::StridedViewOpInterface>(op) || op.getNumResults() != 1 ||
+        op.getNumOperands() != 1)
+      return false;
+    auto in = dyn_cast<RankedTensorType>(op.getOperand(0).getType());
+    auto out = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+    return in && out && in.hasStaticShape() && out.hasStaticShape() &&
+           out.getNumElements() >= in.getNumElements();
+  };
   for (Operation &op : llvm::reverse(sa.body.without_terminator())) {
-    if (!isa<ViewLikeOpInterface>(op) || phases.of(&op) != Phase::Backward ||
+    if (!movesToReaders(op) || phases.of(&op) != Phase::Backward ||
         !stageOf.count(&op))
       continue;
     bool ofBackward = llvm::all_of(op.getOperands(), [&](Value v) {
