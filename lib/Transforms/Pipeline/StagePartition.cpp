@@ -21,6 +21,7 @@
 #include "pcc/Analysis/StepPhases.h"
 #include "pcc/Dialect/Dist/IR/DistNames.h"
 #include "pcc/Dialect/Dist/IR/DistOps.h"
+#include "pcc/Dialect/Graph/IR/GemmOperands.h"
 #include "pcc/Dialect/Graph/IR/GraphTraining.h"
 #include "pcc/Transforms/Passes.h"
 #include "pcc/Transforms/Pipeline/Pipeline.h"
@@ -1072,15 +1073,17 @@ static void placeOps(StageAssignment &sa, ArrayRef<Operation *> forward,
   // operand is made: across a cut, the gradient of a linear layer's output
   // and its rows flattened for the weight's gradient would otherwise both
   // be sent, where the one is the other; and a transpose sent is a copy
-  // that its reader, a product, would read in place (the logits'
-  // gradient of an LM head's piece whose weight gradient an earlier stage
+  // that its readers, products, would read in place (the logits' gradient
+  // of an LM head's piece whose weight gradient an earlier stage
   // computes). Not a view that reads part of its operand (a slice), which
-  // would send more. Readers first, so that a chain of views moves as one.
+  // would send more, nor one that is a copy where it runs (the transposed
+  // weight gradient of a tied head, which the embedding's stage adds).
+  // Readers first, so that a chain of views moves as one.
   auto movesToReaders = [](Operation &op) {
     if (isa<ViewLikeOpInterface>(op))
       return true;
     if (!isa<graph::StridedViewOpInterface>(op) || op.getNumResults() != 1 ||
-        op.getNumOperands() != 1)
+        op.getNumOperands() != 1 || !GemmOperands::isReadInPlaceAlone(&op))
       return false;
     auto in = dyn_cast<RankedTensorType>(op.getOperand(0).getType());
     auto out = dyn_cast<RankedTensorType>(op.getResult(0).getType());
