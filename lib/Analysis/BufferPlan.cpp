@@ -523,6 +523,18 @@ std::pair<Value, Value> pcc::getAccumulatingSum(Operation *op) {
   return {add.getResult(), partial};
 }
 
+Operation *pcc::getViewedOp(Value v) {
+  while (true) {
+    Operation *def = v.getDefiningOp();
+    auto view = dyn_cast_or_null<ViewLikeOpInterface>(def);
+    if (!view)
+      return def;
+    v = view.getViewSource();
+    if (!v.hasOneUse())
+      return nullptr;
+  }
+}
+
 SmallVector<Value> pcc::getAccumulatedTerms(Value sum) {
   if (!sum.getDefiningOp<graph::AddOp>())
     return {};
@@ -544,12 +556,7 @@ SmallVector<Value> pcc::getAccumulatedTerms(Value sum) {
   auto rank = [](Value term) {
     if (!term.hasOneUse())
       return 2;
-    Operation *def = term.getDefiningOp();
-    while (auto view = dyn_cast_or_null<ViewLikeOpInterface>(def)) {
-      if (!view.getViewSource().hasOneUse())
-        break;
-      def = view.getViewSource().getDefiningOp();
-    }
+    Operation *def = getViewedOp(term);
     if (!def || !canAccumulateInPlace(def))
       return 2;
     return isa<graph::ScatterAddOp>(def) ? 1 : 0;

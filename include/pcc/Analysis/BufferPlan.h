@@ -224,6 +224,10 @@ bool canAccumulateInPlace(mlir::Operation *op);
 /// the partial sum's buffer is the buffer plan's to say.)
 std::pair<mlir::Value, mlir::Value> getAccumulatingSum(mlir::Operation *op);
 
+/// The op that makes `v` through a chain of views each read once; null
+/// where a view's source has other readers, or `v` is an argument.
+mlir::Operation *getViewedOp(mlir::Value v);
+
 /// The terms of `sum`, a tree of graph.adds of one type whose inner adds
 /// are each read once, in the order in which adding them one at a time to
 /// a partial sum computes every one in that sum's buffer where it can: the

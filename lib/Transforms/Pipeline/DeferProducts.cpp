@@ -22,7 +22,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/BitVector.h"
 
 using namespace mlir;
@@ -31,20 +33,6 @@ using namespace pcc::pipeline;
 
 bool pipeline::defersProducts(StringRef kind) {
   return kind == "gpipe" || kind == "1f1b" || kind == "interleaved";
-}
-
-/// The op that makes `v` through views each read once, and whether it
-/// does so only for `v`.
-static Operation *getViewedOp(Value v) {
-  while (true) {
-    Operation *def = v.getDefiningOp();
-    auto view = dyn_cast_or_null<ViewLikeOpInterface>(def);
-    if (!view)
-      return def;
-    v = view.getViewSource();
-    if (!v.hasOneUse())
-      return nullptr;
-  }
 }
 
 /// Whether `m`, an operand of `rows` x `columns` as the product reads it,
@@ -124,30 +112,35 @@ static RankedTensorType stacked(Type type, int64_t count) {
 std::optional<DeferringBackward>
 pipeline::deferProducts(func::FuncOp backward, int64_t microbatches) {
   MLIRContext *ctx = backward.getContext();
-  auto isGradient = [&](func::FuncOp fn) {
-    return [fn](unsigned k) mutable {
-      return bool(fn.getResultAttr(k, kGradRole));
-    };
-  };
-  auto module = backward->getParentOfType<ModuleOp>();
-  SymbolTable symbols(module);
-  func::FuncOp variant = backward.clone();
+  // Where the backward alone reads the gradient: it is returned, nothing
+  // else sees it change.
+  Operation *backwardRet = backward.getBody().front().getTerminator();
+  SmallVector<DeferredProduct> deferred = llvm::filter_to_vector(
+      getDeferredProducts(
+          backward, microbatches,
+          [&](unsigned k) {
+            return bool(backward.getResultAttr(k, kGradRole));
+          }),
+      [&](const DeferredProduct &d) {
+        return backwardRet->getOperand(d.result).hasOneUse();
+      });
+  if (deferred.empty())
+    return std::nullopt;
+  // The variant, and what was found, in it.
+  IRMapping mapping;
+  func::FuncOp variant = backward.clone(mapping);
   variant.setSymName((backward.getSymName() + "_deferring").str());
   variant->removeAttr(kPhaseAttr);
   variant->removeAttr(kStageAttr);
+  SymbolTable symbols(backward->getParentOfType<ModuleOp>());
   symbols.insert(variant, ++Block::iterator(backward));
-  // Where the backward alone reads the gradient: it is returned, nothing
-  // else sees it change.
-  auto ret = cast<func::ReturnOp>(variant.getBody().front().getTerminator());
-  SmallVector<DeferredProduct> deferred = llvm::filter_to_vector(
-      getDeferredProducts(variant, microbatches, isGradient(variant)),
-      [&](const DeferredProduct &d) {
-        return ret.getOperand(d.result).hasOneUse();
-      });
-  if (deferred.empty()) {
-    variant.erase();
-    return std::nullopt;
+  for (DeferredProduct &d : deferred) {
+    d.product = mapping.lookup(d.product->getResult(0)).getDefiningOp();
+    d.term = mapping.lookup(d.term);
+    d.lhs = mapping.lookup(d.lhs);
+    d.rhs = mapping.lookup(d.rhs);
   }
+  auto ret = cast<func::ReturnOp>(variant.getBody().front().getTerminator());
 
   OpBuilder mb(ctx);
   mb.setInsertionPointAfter(variant);
@@ -219,20 +212,18 @@ pipeline::deferProducts(func::FuncOp backward, int64_t microbatches) {
   ret->eraseOperands(dropped);
   if (failed(variant.eraseResults(dropped)))
     return std::nullopt;
-  // The products and the views between them and their terms, now unread.
+  // The products, the views between them and their terms, and what they
+  // alone read (their operands' transposes), now unread.
   for (DeferredProduct &d : deferred) {
-    Operation *product = d.product;
     SmallVector<Operation *> dead{d.term.getDefiningOp()};
     while (!dead.empty()) {
       Operation *op = dead.pop_back_val();
-      if (!op || !op->use_empty() || isa<func::ReturnOp>(op))
+      if (!op || !isOpTriviallyDead(op))
         continue;
       SmallVector<Value> inputs(op->getOperands());
       op->erase();
       for (Value v : inputs)
-        if (Operation *def = v.getDefiningOp();
-            def && (isa<ViewLikeOpInterface>(def) || def == product))
-          dead.push_back(def);
+        dead.push_back(v.getDefiningOp());
     }
   }
   func::ReturnOp::create(b, loc, made);
