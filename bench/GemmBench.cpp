@@ -6,11 +6,13 @@
 // shape:
 //
 //   pcc-bench-gemm [--threads N] [--reps R]
-//                  M,N,K[,ta][,tb][,prepared][,cold][,acc]...
+//                  M,N,K[,ta][,tb][,prepared][,swap][,cold][,acc]...
 //   pcc-bench-gemm [--threads N] [--reps R] --peak
 //
 // `ta` and `tb` transpose A and B; `prepared` packs B ahead (a constant
-// weight's product); `cold` reads B from memory (a copy of it a run); `acc`
+// weight's product); `swap` computes C = A * B^T as C^T = B * A^T
+// (pcc_k::gemmByTranspose, a trained weight's product, B read in place);
+// `cold` reads B from memory (a copy of it a run); `acc`
 // adds the product to C (beta 1: a gradient accumulated in place).
 // bench/gemm.sh runs it beside PyTorch's matmul.
 //
@@ -81,14 +83,14 @@ using Floats = std::vector<float, HugePages<float>>;
 struct Shape {
   int64_t m = 0, n = 0, k = 0;
   bool transA = false, transB = false, prepared = false, cold = false,
-       accumulate = false;
+       swap = false, accumulate = false;
   std::string text;
 };
 
 [[noreturn]] void usage(const std::string &message) {
   std::fprintf(stderr,
                "pcc-bench-gemm: %s\nusage: pcc-bench-gemm [--threads N] "
-               "[--reps R] M,N,K[,ta][,tb][,prepared][,cold][,acc]... | --peak\n",
+               "[--reps R] M,N,K[,ta][,tb][,prepared][,swap][,cold][,acc]... | --peak\n",
                message.c_str());
   std::exit(1);
 }
@@ -118,6 +120,8 @@ Shape parseShape(const std::string &text) {
       s.transB = true;
     else if (fields[i] == "prepared")
       s.prepared = true;
+    else if (fields[i] == "swap")
+      s.swap = true;
     else if (fields[i] == "cold")
       s.cold = true;
     else if (fields[i] == "acc")
@@ -127,6 +131,9 @@ Shape parseShape(const std::string &text) {
   }
   if (s.prepared && s.transA)
     usage("a prepared product reads A as it is: '" + text + "'");
+  if (s.swap && (s.prepared || s.transA || !s.transB))
+    usage("a swapped product reads B transposed, A and B as they are: '" +
+          text + "'");
   return s;
 }
 
@@ -300,11 +307,16 @@ int main(int argc, char **argv) {
     for (int r = 0; r <= reps; ++r) {
       const float *bUsed = bs[size_t(r) % copies].data();
       auto start = std::chrono::steady_clock::now();
-      pcc_k::packed::product(s.m, s.n, s.k, 1.0f, a.data(), aCols, s.transA,
-                             s.prepared ? bUsed : nullptr,
-                             s.prepared ? b.data() : bUsed, bCols, s.transB,
-                             s.accumulate ? 1.0f : 0.0f, c.data(), s.n,
-                             nullptr, nullptr, parallel);
+      if (s.swap)
+        pcc_k::gemmByTranspose(s.m, s.n, s.k, 1.0f, a.data(), aCols, bUsed,
+                               bCols, s.accumulate ? 1.0f : 0.0f, c.data(),
+                               s.n);
+      else
+        pcc_k::packed::product(s.m, s.n, s.k, 1.0f, a.data(), aCols,
+                               s.transA, s.prepared ? bUsed : nullptr,
+                               s.prepared ? b.data() : bUsed, bCols,
+                               s.transB, s.accumulate ? 1.0f : 0.0f,
+                               c.data(), s.n, nullptr, nullptr, parallel);
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();

@@ -428,22 +428,39 @@ std::string CpuTargetHooks::getPreparedB(const GemmCall &g) {
   return pointer(preparedBs.back());
 }
 
+/// A weight that each run updates is packed again each run, once per way
+/// its products read it, which pays where the run's products read enough
+/// rows of it; a product of few rows a run reads it as it is. The rows
+/// are the run's: a pipeline stage's product, called once per
+/// microbatch, reads the weight once per microbatch. On the Zen 3 (one
+/// thread), GPT-2's 50257 x 256 tied head packs in 9 ms (transposed or
+/// not), and a product of 16 rows reads it in 9.0 ms as it is against
+/// 4.8 ms prepared (32 rows: 11.6 against 9.7 ms untransposed, 13.7
+/// against 10.0 ms transposed): packing pays from about 35 rows a run,
+/// and 48 leaves a margin (on the Intel VM with two threads the packing
+/// cost what a product of 60 rows saved, before AVX2's transposes were
+/// vectorized).
+static constexpr int64_t kMinUpdatedRows = 48;
+
+bool CpuTargetHooks::transposesProduct(const GemmCall &g) const {
+  // Such a weight read transposed, C = A * B^T, runs as C^T = B * A^T
+  // instead, B's rows read in place as that product's A: about as fast as
+  // from a packed copy (GPT-2 124M's input gradients at 128 tokens, two
+  // threads, pcc-bench-gemm `swap` against `prepared`), and the update
+  // then packs one copy of the weight instead of two: GPT-2 124M's AdamW
+  // step at 1 x 128 writes 340 MB less (its update 110 -> 95 ms, the step
+  // 481 -> 475 ms). Not where C is large: GPT-2's tied LM head at 128
+  // tokens (C 128 x 50257, made in chunks of C^T and written back
+  // transposed) ran 15% slower, more than its second copy costs the update.
+  constexpr int64_t kMostFloatsOfC = int64_t(1) << 20;
+  return g.preparableB >= 0 && g.updatedB && g.transB && !g.transA &&
+         g.batch.getNumIterations() <= 1 && g.elementType.isF32() &&
+         g.m * g.runs >= kMinUpdatedRows && g.m * g.n <= kMostFloatsOfC;
+}
+
 bool CpuTargetHooks::readsPreparedB(const GemmCall &g) const {
-  // A weight that each run updates is packed again each run, once per way
-  // its products read it, which pays where the run's products read enough
-  // rows of it; a product of few rows a run reads it as it is. The rows
-  // are the run's: a pipeline stage's product, called once per
-  // microbatch, reads the weight once per microbatch. On the Zen 3 (one
-  // thread), GPT-2's 50257 x 256 tied head packs in 9 ms (transposed or
-  // not), and a product of 16 rows reads it in 9.0 ms as it is against
-  // 4.8 ms prepared (32 rows: 11.6 against 9.7 ms untransposed, 13.7
-  // against 10.0 ms transposed): packing pays from about 35 rows a run,
-  // and 48 leaves a margin (on the Intel VM with two threads the packing
-  // cost what a product of 60 rows saved, before AVX2's transposes were
-  // vectorized).
-  constexpr int64_t kMinUpdatedRows = 48;
   return g.preparableB >= 0 && g.batch.getNumIterations() <= 1 && !g.transA &&
-         g.elementType.isF32() &&
+         g.elementType.isF32() && !transposesProduct(g) &&
          (!g.updatedB || g.m * g.runs >= kMinUpdatedRows);
 }
 
@@ -637,6 +654,27 @@ void CpuTargetHooks::emitGemm(const GemmCall &g) {
   // A batch of products (attention's heads) runs one product per thread;
   // a single product is split inside pcc_k::gemm.
   bool batched = g.batch.getNumIterations() > 1;
+  if (transposesProduct(g)) {
+    std::string a = g.a;
+    if (int64_t offset = g.batch.getAccess(0).base)
+      a += " + " + std::to_string(offset);
+    std::string b = g.b;
+    if (int64_t offset = g.batch.getAccess(1).base)
+      b += " + " + std::to_string(offset);
+    std::string c = g.c;
+    if (int64_t offset = g.batch.getAccess(2).base)
+      c += " + " + std::to_string(offset);
+    emitLine(llvm::formatv("pcc_k::gemmByTranspose({0}, {1}, {2}, {3}, {4}, "
+                           "{5}, {6}, {7}, {8}, {9}, {10}{11});",
+                           g.m, g.n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta,
+                           c, g.ldc,
+                           g.epilogue ? ", " + epilogue + ", " + epilogueArgs
+                                      : std::string())
+                 .str());
+    if (g.epilogue)
+      emitLine("}");
+    return;
+  }
   // A product whose B is a constant weight reads it packed ahead, once for
   // all runs.
   if (readsPreparedB(g)) {

@@ -119,6 +119,9 @@ private:
   int64_t getWeightPreparedBytesAtLeast(int64_t index) const override;
   /// The expression of `g`'s B packed, prepared once.
   std::string getPreparedB(const GemmCall &g);
+  /// Whether `g` runs as its transpose (pcc_k::gemmByTranspose), reading
+  /// its B, a weight that each run updates, in place.
+  bool transposesProduct(const GemmCall &g) const;
   std::vector<PreparedB> preparedBs;
   /// The weights whose prepared operands the runs make again
   /// (emitPrepareWeight).

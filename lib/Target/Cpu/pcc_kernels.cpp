@@ -888,6 +888,110 @@ static void packOperand(int64_t k, int64_t n, const float *b, int64_t ldb,
 }
 } // namespace packed
 
+namespace packed {
+#if PCC_GEMM_VECTORS
+static inline void transposeRegisters(Vec16 (&r)[16]) { transpose16(r); }
+static inline void transposeRegisters(Vec8 (&r)[8]) { transpose8(r); }
+#endif
+
+/// out[j * ldo + i] = in[i * ldi + j] (+ beta * out[j * ldo + i] where beta
+/// is not 0) for `rows` rows i and `cols` columns j of `in`: 16 x 16 tiles
+/// (AVX2's as 8 x 8) transposed in registers, the edges a float at a time.
+static void transposeInto(const float *in, int64_t ldi, int64_t rows,
+                          int64_t cols, float *out, int64_t ldo, float beta) {
+  int64_t i0 = 0;
+#if PCC_GEMM_VECTORS
+  constexpr int64_t T = kLanes;
+  typedef float Vec __attribute__((vector_size(T * sizeof(float))));
+  for (; i0 + T <= rows; i0 += T)
+    for (int64_t j0 = 0; j0 + T <= cols; j0 += T) {
+      Vec r[T];
+      for (int64_t i = 0; i < T; ++i)
+        std::memcpy(&r[i], in + (i0 + i) * ldi + j0, sizeof(Vec));
+      transposeRegisters(r);
+      for (int64_t j = 0; j < T; ++j) {
+        float *o = out + (j0 + j) * ldo + i0;
+        if (beta != 0.0f) {
+          Vec old;
+          std::memcpy(&old, o, sizeof(Vec));
+          r[j] = (beta - Vec{}) * old + r[j];
+        }
+        std::memcpy(o, &r[j], sizeof(Vec));
+      }
+    }
+  // The rows below the last whole tile, over all columns; then the
+  // columns right of the tiles, over the rows above.
+  int64_t tiledCols = rows >= T ? cols / T * T : 0;
+#else
+  int64_t tiledCols = 0;
+#endif
+  auto edge = [&](int64_t iBegin, int64_t iEnd, int64_t jBegin, int64_t jEnd) {
+    for (int64_t j = jBegin; j < jEnd; ++j)
+      for (int64_t i = iBegin; i < iEnd; ++i) {
+        float v = in[i * ldi + j];
+        float &o = out[j * ldo + i];
+        o = beta != 0.0f ? v + beta * o : v;
+      }
+  };
+  edge(i0, rows, 0, cols);
+  edge(0, i0, tiledCols, cols);
+}
+
+/// What gemmTransposed's epilogue needs: the C^T of a chunk of B's rows
+/// (C's columns [first, ...)), `ldt` apart, and C with its own epilogue.
+struct TransposedC {
+  const float *t;
+  int64_t ldt, first;
+  float *c;
+  int64_t ldc;
+  float beta;
+  GemmEpilogueFn epilogue;
+  void *const *epilogueArgs;
+};
+
+/// Writes a finished block of C^T, rows [r0, r1) (C's columns, from the
+/// chunk's first) by columns [c0, c1) (C's rows), into C transposed, then
+/// runs C's epilogue on that block while it is in the cache.
+static void storeTransposed(void *const *args, int64_t r0, int64_t r1,
+                            int64_t c0, int64_t c1) {
+  const TransposedC &t = *static_cast<const TransposedC *>(args[0]);
+  transposeInto(t.t + r0 * t.ldt + c0, t.ldt, r1 - r0, c1 - c0,
+                t.c + c0 * t.ldc + t.first + r0, t.ldc, t.beta);
+  if (t.epilogue)
+    t.epilogue(t.epilogueArgs, c0, c1, t.first + r0, t.first + r1);
+}
+
+/// The most floats of C^T that gemmTransposed makes at once (4 MB): a
+/// chunk of B's rows at a time, as the packed A is bounded (memory outside
+/// what the compiler plans).
+constexpr int64_t kTransposedCFloats = int64_t(1) << 20;
+} // namespace packed
+
+void gemmTransposed(int64_t m, int64_t n, int64_t k, float alpha,
+                    const float *a, int64_t lda, const float *b, int64_t ldb,
+                    float beta, float *c, int64_t ldc, GemmEpilogueFn epilogue,
+                    void *const *epilogueArgs) {
+  using namespace packed;
+  if (m <= 0 || n <= 0)
+    return;
+  // Chunks of whole blocks of B's rows, as many as kTransposedCFloats hold.
+  int64_t unit = kPanelRows * blockPanels(/*preparedB=*/true);
+  int64_t chunk = std::min(
+      n, std::max(unit, kTransposedCFloats / std::max<int64_t>(m, 1) / unit *
+                            unit));
+  static thread_local AlignedFloats t;
+  t.reserve(chunk * m);
+  bool parallel = threads() > 1 && parallelProduct(n, m, k);
+  for (int64_t first = 0; first < n; first += chunk) {
+    int64_t rows = std::min(chunk, n - first);
+    TransposedC args{t.data(), m, first, c, ldc, beta, epilogue, epilogueArgs};
+    void *const pointers[] = {&args};
+    product(rows, m, k, alpha, b + first * ldb, ldb, /*transA=*/false,
+            /*bp=*/nullptr, a, lda, /*transB=*/true, /*beta=*/0.0f, t.data(),
+            m, storeTransposed, pointers, parallel);
+  }
+}
+
 void packB(int64_t k, int64_t n, const float *b, int64_t ldb, bool transB,
            float *out) {
   packed::packOperand(k, n, b, ldb, transB, out, /*stream=*/true,

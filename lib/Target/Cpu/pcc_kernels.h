@@ -612,6 +612,42 @@ inline void gemmPackedB(int64_t m, int64_t n, int64_t k, float alpha,
                   threads() > 1 && parallelProduct(m, n, k));
 }
 
+/// Row-major C = alpha * A * B^T + beta * C (A m x k and B n x k, lda and
+/// ldb apart) computed as its transpose, C^T = alpha * B * A^T, on the
+/// run's threads: B's rows are read in place as that product's A, and A's
+/// rows packed as its B. For a B that a training step updates, which the
+/// product as written reads packed (a copy the step makes again after each
+/// update): as fast here, and no copy. C^T is made a chunk of B's rows at
+/// a time in a buffer of the calling thread's; the task that finishes a
+/// block of it writes the block into C transposed, then runs `epilogue`, if
+/// any, on C's block. In pcc_kernels.cpp (PCC_PACKED_GEMM).
+PCC_KERNEL_API void gemmTransposed(int64_t m, int64_t n, int64_t k,
+                                   float alpha, const float *a, int64_t lda,
+                                   const float *b, int64_t ldb, float beta,
+                                   float *c, int64_t ldc,
+                                   GemmEpilogueFn epilogue,
+                                   void *const *epilogueArgs);
+
+/// C = alpha * A * B^T + beta * C through gemmTransposed, or, where
+/// nothing is packed (PCC_PACKED_GEMM 0), the BLAS's product and then
+/// `epilogue` on the whole of C.
+inline void gemmByTranspose(int64_t m, int64_t n, int64_t k, float alpha,
+                            const float *a, int64_t lda, const float *b,
+                            int64_t ldb, float beta, float *c, int64_t ldc,
+                            GemmEpilogueFn epilogue = nullptr,
+                            void *const *epilogueArgs = nullptr) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (!PCC_PACKED_GEMM || k <= 0) {
+    gemm<float>(m, n, k, alpha, a, lda, false, b, ldb, true, beta, c, ldc);
+    if (epilogue)
+      epilogue(epilogueArgs, 0, m, 0, n);
+    return;
+  }
+  gemmTransposed(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue,
+                 epilogueArgs);
+}
+
 /// exp(v) for v <= 0 in T: fexpNonPositive for float (inline, vectorizes),
 /// libm's in double otherwise.
 template <typename T> inline T expNonPositive(T v) {

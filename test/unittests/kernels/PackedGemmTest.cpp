@@ -53,7 +53,7 @@ struct Epilogue {
 /// stored past the caches).
 void checkProduct(Shape s, bool transA, bool transB, float alpha, float beta,
                   bool prepared, bool withEpilogue = false,
-                  bool alignedC = false) {
+                  bool alignedC = false, bool byTranspose = false) {
   std::mt19937 gen(unsigned(s.m * 7919 + s.n * 131 + s.k));
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   // Leading dimensions larger than the extents, as views of wider buffers.
@@ -95,7 +95,12 @@ void checkProduct(Shape s, bool transA, bool transB, float alpha, float beta,
   void *const epilogueArgs[] = {&epilogue};
   std::copy(c.begin(), c.end(), cStart);
   epilogue.c = cStart;
-  if (prepared)
+  if (byTranspose)
+    pcc_k::gemmByTranspose(s.m, s.n, s.k, alpha, a.data(), lda, b.data(), ldb,
+                           beta, cStart, ldc,
+                           withEpilogue ? &Epilogue::run : nullptr,
+                           epilogueArgs);
+  else if (prepared)
     pcc_k::gemmPackedB(s.m, s.n, s.k, alpha, a.data(), lda, bp, b.data(), ldb,
                        transB, beta, cStart, ldc,
                        withEpilogue ? &Epilogue::run : nullptr, epilogueArgs);
@@ -213,6 +218,24 @@ TEST(PackedGemm, EpilogueSeesEachFinishedElementOnce) {
       for (bool transB : {false, true})
         checkProduct(s, false, transB, 1.0f, 1.0f, true,
                      /*withEpilogue=*/true);
+  }
+  pcc_k::setThreads(1);
+}
+
+/// C = A * B^T run as its transpose (a trained weight's product, B read in
+/// place): C's blocks written back transposed, at C's leading dimension,
+/// beta's old C kept or not, and the epilogue once per element; a C^T
+/// larger than one chunk (128 x 9000) too.
+TEST(PackedGemm, ByTransposeMatchesReference) {
+  for (int threads : {1, 2}) {
+    pcc_k::setThreads(threads);
+    for (Shape s : {Shape{1, 1, 1}, Shape{7, 65, 257}, Shape{128, 200, 513},
+                    Shape{96, 768, 40}, Shape{50, 17, 0}, Shape{300, 70, 1300},
+                    Shape{128, 9000, 40}})
+      for (float beta : {0.0f, 1.0f})
+        for (bool withEpilogue : {false, true})
+          checkProduct(s, false, true, 0.5f, beta, false, withEpilogue,
+                       /*alignedC=*/false, /*byTranspose=*/true);
   }
   pcc_k::setThreads(1);
 }
