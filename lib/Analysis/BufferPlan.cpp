@@ -390,6 +390,27 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       concatIndex[whole] = int64_t(i);
       concatenatedInPlace.insert(whole);
     }
+  // So is the source of an insert_slice that is one block of its result
+  // (the gradient of a shifted loss's logits, all rows but the last): the
+  // insert_slice then writes only the zeros around it.
+  if (options.concatInPlace)
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      std::optional<int64_t> offset = getInsertSliceOffset(op);
+      Value whole = op->getNumResults() ? op->getResult(0) : Value();
+      if (!offset || isView(whole) || resultSlots.count(whole) ||
+          isExternal(whole))
+        continue;
+      Value source = op->getOperand(0), root = getRoot(source);
+      llvm::SmallPtrSet<Value, 4> chain;
+      if (!isa<OpResult>(root) || isExternal(root) || resultSlots.count(root) ||
+          liveToEnd.contains(root) || partOf.count(root) ||
+          partOf.count(whole) ||
+          getTensorBytes(root.getType()) != getTensorBytes(source.getType()) ||
+          getViewChain(root, chain) != op || !chain.contains(source))
+        continue;
+      partOf[root] = {whole, *offset};
+      concatIndex[whole] = int64_t(i);
+    }
 
   Allocator workspace(options.alignment);
   for (auto [i, op] : llvm::enumerate(ops)) {
@@ -467,6 +488,33 @@ std::optional<int64_t> pcc::getSliceOffset(Operation *op) {
   if (elements == 0)
     return std::nullopt;
   return offset * (getTensorBytes(slice.getType()) / elements);
+}
+
+std::optional<int64_t> pcc::getInsertSliceOffset(Operation *op) {
+  auto insert = dyn_cast<graph::InsertSliceOp>(op);
+  if (!insert)
+    return std::nullopt;
+  ArrayRef<int64_t> out = insert.getType().getShape();
+  ArrayRef<int64_t> in = insert.getSource().getType().getShape();
+  if (in.size() != out.size() || ShapedType::getNumElements(in) == 0)
+    return std::nullopt;
+  // One block: the source's first dimension of extent over 1 stepped by 1,
+  // and every dimension after it whole.
+  size_t first = 0;
+  while (first < in.size() && in[first] == 1)
+    ++first;
+  if (first < in.size() && insert.getSteps()[first] != 1)
+    return std::nullopt;
+  for (size_t d = first + 1; d < in.size(); ++d)
+    if (in[d] != out[d])
+      return std::nullopt;
+  int64_t offset = 0, stride = 1;
+  for (size_t d = out.size(); d-- > 0;) {
+    offset += insert.getStarts()[d] * stride;
+    stride *= out[d];
+  }
+  return offset * (getTensorBytes(insert.getSource().getType()) /
+                   ShapedType::getNumElements(in));
 }
 
 Value pcc::getComputedRoot(Value value) {

@@ -79,6 +79,8 @@ struct BufferPlanOptions {
   /// that only the concatenation reads, lives in its part of the result's
   /// block, allocated when the first input is computed, so that nothing is
   /// copied (isConcatenatedInPlace). The target then runs no code for it.
+  /// So is the source of an insert_slice that is one block of its result
+  /// (getInsertSliceOffset), which then only writes the zeros around it.
   bool concatInPlace = false;
   /// Collectives that can reduce in place (their result in their
   /// operand's buffer, as the targets' all-reduce does): each does where
@@ -199,6 +201,11 @@ bool mayWriteIntoOperand(mlir::func::CallOp call, unsigned k,
 /// if it is one block of it (steps 1, the dimensions before the first
 /// sliced one of extent 1, those after it whole); else none.
 std::optional<int64_t> getSliceOffset(mlir::Operation *op);
+
+/// Where the source of `op`, a graph.insert_slice, starts in its result,
+/// in bytes, if it is one block of it (its first dimension of extent over
+/// 1 stepped by 1, every dimension after it whole); else none.
+std::optional<int64_t> getInsertSliceOffset(mlir::Operation *op);
 
 /// The op result `value` names, through views (ViewLikeOpInterface), if an
 /// op computes it: null for a block argument, a constant or a weight,
