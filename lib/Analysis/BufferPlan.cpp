@@ -356,60 +356,54 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
   // the whole of a buffer computed here that only the concatenation reads
   // (through views), is made in place: each input's buffer is its part of
   // the concatenation's block, which is allocated when the first of them
-  // is computed and lives until the concatenation's last reader.
+  // is computed and lives until the concatenation's last reader. So is the
+  // source of an insert_slice that is one block of its result (the
+  // gradient of a shifted loss's logits, all rows but the last): the
+  // insert_slice then writes only the zeros around it. No part is itself
+  // such a block (a concatenation of concatenations): its own parts lie in
+  // it from their first op on, and it could not move into another later.
   llvm::DenseMap<Value, std::pair<Value, int64_t>> partOf;
   llvm::DenseMap<Value, int64_t> concatIndex;
   if (options.concatInPlace)
     for (auto [i, op] : llvm::enumerate(ops)) {
-      if (!canConcatenateInPlace(op))
+      // The op's inputs, each with the byte where it starts in the result.
+      SmallVector<std::pair<Value, int64_t>> inputs;
+      if (canConcatenateInPlace(op)) {
+        int64_t at = 0;
+        for (Value input : cast<graph::ConcatOp>(op).getInputs()) {
+          inputs.push_back({input, at});
+          at += getTensorBytes(input.getType());
+        }
+      } else if (std::optional<int64_t> offset = getInsertSliceOffset(op)) {
+        inputs.push_back({op->getOperand(0), *offset});
+      } else {
         continue;
-      auto concat = cast<graph::ConcatOp>(op);
-      Value whole = concat.getResult();
+      }
+      Value whole = op->getResult(0);
       if (isView(whole) || resultSlots.count(whole) || isExternal(whole))
         continue;
       SmallVector<std::pair<Value, int64_t>> parts;
       llvm::DenseSet<Value> seen;
-      int64_t at = 0;
       bool inPlace = true;
-      for (Value input : concat.getInputs()) {
+      for (auto [input, offset] : inputs) {
         Value root = getRoot(input);
         llvm::SmallPtrSet<Value, 4> chain;
         inPlace &=
             isa<OpResult>(root) && !isExternal(root) &&
             !resultSlots.count(root) && !liveToEnd.contains(root) &&
-            !partOf.count(root) && seen.insert(root).second &&
+            !partOf.count(root) && !concatIndex.count(root) &&
+            seen.insert(root).second &&
             getTensorBytes(root.getType()) == getTensorBytes(input.getType()) &&
             getViewChain(root, chain) == op && chain.contains(input);
-        parts.push_back({root, at});
-        at += getTensorBytes(input.getType());
+        parts.push_back({root, offset});
       }
       if (!inPlace)
         continue;
       for (auto [root, offset] : parts)
         partOf[root] = {whole, offset};
       concatIndex[whole] = int64_t(i);
-      concatenatedInPlace.insert(whole);
-    }
-  // So is the source of an insert_slice that is one block of its result
-  // (the gradient of a shifted loss's logits, all rows but the last): the
-  // insert_slice then writes only the zeros around it.
-  if (options.concatInPlace)
-    for (auto [i, op] : llvm::enumerate(ops)) {
-      std::optional<int64_t> offset = getInsertSliceOffset(op);
-      Value whole = op->getNumResults() ? op->getResult(0) : Value();
-      if (!offset || isView(whole) || resultSlots.count(whole) ||
-          isExternal(whole))
-        continue;
-      Value source = op->getOperand(0), root = getRoot(source);
-      llvm::SmallPtrSet<Value, 4> chain;
-      if (!isa<OpResult>(root) || isExternal(root) || resultSlots.count(root) ||
-          liveToEnd.contains(root) || partOf.count(root) ||
-          partOf.count(whole) ||
-          getTensorBytes(root.getType()) != getTensorBytes(source.getType()) ||
-          getViewChain(root, chain) != op || !chain.contains(source))
-        continue;
-      partOf[root] = {whole, *offset};
-      concatIndex[whole] = int64_t(i);
+      if (isa<graph::ConcatOp>(op))
+        concatenatedInPlace.insert(whole);
     }
 
   Allocator workspace(options.alignment);
