@@ -654,43 +654,32 @@ void CpuTargetHooks::emitGemm(const GemmCall &g) {
   // A batch of products (attention's heads) runs one product per thread;
   // a single product is split inside pcc_k::gemm.
   bool batched = g.batch.getNumIterations() > 1;
+  // Operand `k`'s pointer where the one product starts in its buffer (a
+  // slice that the product reads in place).
+  auto at = [&](StringRef pointer, unsigned k) {
+    int64_t offset = g.batch.getAccess(k).base;
+    return offset ? pointer.str() + " + " + std::to_string(offset)
+                  : pointer.str();
+  };
+  std::string epilogueCall =
+      g.epilogue ? ", " + epilogue + ", " + epilogueArgs : std::string();
   if (transposesProduct(g)) {
-    std::string a = g.a;
-    if (int64_t offset = g.batch.getAccess(0).base)
-      a += " + " + std::to_string(offset);
-    std::string b = g.b;
-    if (int64_t offset = g.batch.getAccess(1).base)
-      b += " + " + std::to_string(offset);
-    std::string c = g.c;
-    if (int64_t offset = g.batch.getAccess(2).base)
-      c += " + " + std::to_string(offset);
     emitLine(llvm::formatv("pcc_k::gemmByTranspose({0}, {1}, {2}, {3}, {4}, "
                            "{5}, {6}, {7}, {8}, {9}, {10}{11});",
-                           g.m, g.n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta,
-                           c, g.ldc,
-                           g.epilogue ? ", " + epilogue + ", " + epilogueArgs
-                                      : std::string())
+                           g.m, g.n, g.k, g.alpha, at(g.a, 0), g.lda,
+                           at(g.b, 1), g.ldb, g.beta, at(g.c, 2), g.ldc,
+                           epilogueCall)
                  .str());
-    if (g.epilogue)
-      emitLine("}");
-    return;
-  }
-  // A product whose B is a constant weight reads it packed ahead, once for
-  // all runs.
-  if (readsPreparedB(g)) {
-    // B itself too: a portable build without the micro-kernel reads it
-    // through the BLAS. A may start inside its buffer (a slice that the
-    // product reads in place).
-    std::string a = g.a;
-    if (int64_t offset = g.batch.getAccess(0).base)
-      a += " + " + std::to_string(offset);
+  } else if (readsPreparedB(g)) {
+    // A product whose B is a constant weight reads it packed ahead, once
+    // for all runs; B itself too: a portable build without the
+    // micro-kernel reads it through the BLAS.
     emitLine(llvm::formatv("pcc_k::gemmPackedB({0}, {1}, {2}, {3}, {4}, {5}, "
                            "{6}, {7}, {8}, {9}, {10}, {11}, {12}{13});",
-                           g.m, g.n, g.k, g.alpha, a, g.lda, getPreparedB(g),
-                           g.b, g.ldb, g.transB ? "true" : "false", g.beta, g.c,
-                           g.ldc,
-                           g.epilogue ? ", " + epilogue + ", " + epilogueArgs
-                                      : std::string())
+                           g.m, g.n, g.k, g.alpha, at(g.a, 0), g.lda,
+                           getPreparedB(g), g.b, g.ldb,
+                           g.transB ? "true" : "false", g.beta, g.c, g.ldc,
+                           epilogueCall)
                  .str());
   } else {
     emitLoops(
