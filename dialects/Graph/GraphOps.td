@@ -744,7 +744,7 @@ def Graph_ScatterAddOp : Graph_Op<"scatter_add", [DeclareOpInterfaceMethods<Grap
   let hasVerifier = 1;
 }
 
-def Graph_ScatterElementsAddOp : Graph_Op<"scatter_elements_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>,
+def Graph_ScatterElementsAddOp : Graph_Op<"scatter_elements_add", [DeclareOpInterfaceMethods<Graph_ShardingRuleOpInterface, ["partition"]>, DeclareOpInterfaceMethods<Graph_IndexingOpInterface>, DeclareOpInterfaceMethods<Graph_DifferentiableOpInterface, ["getOperandRole"]>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["getFlops"]>]> {
   let summary = "Adds elements into a zero tensor at indices along an axis";
   let description = [{

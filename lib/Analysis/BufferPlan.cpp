@@ -690,9 +690,29 @@ std::optional<int64_t> BufferPlan::getSnapshotOffset(unsigned result) const {
   return it->second;
 }
 
-bool pcc::mayReturnEarly(Operation *op) {
+/// Whether `op` checks indices and returns early on one out of range.
+static bool checksIndices(Operation *op) {
   return isa<graph::GatherOp, graph::GatherElementsOp, graph::ScatterAddOp,
-             graph::ScatterElementsAddOp, func::CallOp>(op);
+             graph::ScatterElementsAddOp>(op);
+}
+
+bool pcc::mayReturnEarly(Operation *op) {
+  if (isa<func::CallOp>(op))
+    return true;
+  if (!checksIndices(op))
+    return false;
+  // The first op of the block that checks these indices against this
+  // extent is the one that may fail; it runs whenever a step does.
+  auto indexing = cast<graph::IndexingOpInterface>(op);
+  Value indices = indexing.getIndicesOperand().get();
+  int64_t extent = indexing.getIndexedExtent();
+  return llvm::none_of(indices.getUsers(), [&](Operation *user) {
+    auto other = dyn_cast<graph::IndexingOpInterface>(user);
+    return other && user != op && checksIndices(user) &&
+           user->getBlock() == op->getBlock() && user->isBeforeInBlock(op) &&
+           other.getIndicesOperand().get() == indices &&
+           other.getIndexedExtent() == extent;
+  });
 }
 
 int64_t pcc::getPlannedBytes(func::FuncOp func) {

@@ -150,6 +150,10 @@ void pcc::buildCompilePipeline(OpPassManager &pm,
   // program does not also need the transposes it dropped.
   if (options.fuseAttention)
     pm.addNestedPass<func::FuncOp>(createAttentionLayout());
+  // Each update right after its gradient, which the caches still hold
+  // (before grouping, which then sees the order the code runs in).
+  if (options.train)
+    pm.addNestedPass<func::FuncOp>(createHoistUpdates());
   // Code generation's view of the program: element-wise chains as loop
   // nests, and what runs inside a softmax's or a product's loop (the CPU's
   // products run epilogues; cuBLAS's calls do not).

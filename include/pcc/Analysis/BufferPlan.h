@@ -170,8 +170,12 @@ private:
 
 /// Whether `op`'s code may fail and return early, after which the step's
 /// caller may go on with the state as it was: the index checks of gathers
-/// and scatters, and calls (whose callees may hold them). A state updated
-/// in place must not be followed by one (BufferPlanOptions::mayFail).
+/// and scatters, and calls (whose callees may hold them). Not an index
+/// check that an earlier op of the block made already, on the same indices
+/// against the same extent (an embedding's backward scatter after its
+/// gather, a loss's after the one that read the labels): that op would
+/// have failed first. A state updated in place must not be followed by one
+/// (BufferPlanOptions::mayFail).
 /// Communication is not: a collective, send or wait that fails leaves the
 /// group's ranks out of step, which ends the run on every rank whatever
 /// the state (so a data-parallel step's updates, which follow the waits

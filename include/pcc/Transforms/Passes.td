@@ -336,6 +336,26 @@ def Optimizer : Pass<"pcc-optimizer", "::mlir::func::FuncOp"> {
   ];
 }
 
+def HoistUpdates : Pass<"pcc-hoist-updates", "::mlir::func::FuncOp"> {
+  let summary = "Moves each state update to just after what it reads";
+  let description = [{
+    A training step's optimizer appends its updates after the whole
+    backward, where each reads a gradient made long before, out of the
+    caches by then. This pass moves every op that only feeds state updates
+    (its results read only by such ops or returned as `graph.update`
+    results: the optimizer's, not the backward's, whose gradients a step
+    returns too), in order, up to just after the last op it depends on:
+    the producers of its operands and, for a state
+    argument it reads that a result replaces, every other reader of that
+    state, also through views (so that the update stays the state's last
+    reader and is computed in its buffer). An update then runs right after
+    its parameter's gradient is final, on the gradient still in the
+    caches, and the gradient's buffer is free from there on. Only ops
+    without side effects move, and only earlier; the values the step
+    computes are the same.
+  }];
+}
+
 def PrintShardingRules : Pass<"pcc-print-sharding-rules",
                                "::mlir::func::FuncOp"> {
   let summary = "Reports each op's factor-based sharding rule as a remark";

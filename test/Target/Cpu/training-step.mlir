@@ -133,6 +133,53 @@ func.func @later_gather(%i: tensor<2xi64> {onnx.name = "i"},
 
 // -----
 
+// A scatter after the update whose indices a gather before it checked
+// against the same extent cannot fail (the gather would have failed
+// first): the update is computed in place (an embedding's backward
+// scatter, after the other parameters' updates that pcc-hoist-updates
+// moves up to their gradients). Against another extent it may fail, and
+// the update stays out of place.
+
+func.func @checked_scatter(%i: tensor<2xi64> {onnx.name = "i"},
+                           %e: tensor<3x2xf32> {onnx.name = "e"},
+                           %w: tensor<3xf32> {graph.state = "w", graph.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>})
+    -> (tensor<3x2xf32> {onnx.name = "s"}, tensor<3xf32> {graph.update = 2 : i64}) {
+  %y = graph.gather %e[%i] {axis = 0 : i64} : (tensor<3x2xf32>, tensor<2xi64>) -> tensor<2x2xf32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %w1 = graph.add %w, %one : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %s = graph.scatter_add %y[%i] {axis = 0 : i64} : (tensor<2x2xf32>, tensor<2xi64>) -> tensor<3x2xf32>
+  return %s, %w1 : tensor<3x2xf32>, tensor<3xf32>
+}
+
+// CHECK:      float* [[SW:a[0-9]+]] = (float*)w[0];
+// CHECK-NEXT: float* {{v[0-9]+}} = (float*)(ws + 0);
+// CHECK-NEXT: float* [[SW1:v[0-9]+]] = (float*)[[SW]];
+// CHECK:      if (pcc_k::gather(
+// CHECK:      pcc_loop{{[0-9]+}}([[SW1]], {{c[0-9]+}});
+// CHECK:      if (pcc_k::scatterAdd(
+
+// -----
+
+func.func @unchecked_scatter(%i: tensor<2xi64> {onnx.name = "i"},
+                             %e: tensor<3x2xf32> {onnx.name = "e"},
+                             %w: tensor<3xf32> {graph.state = "w", graph.init = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>})
+    -> (tensor<4x2xf32> {onnx.name = "s"}, tensor<3xf32> {graph.update = 2 : i64}) {
+  %y = graph.gather %e[%i] {axis = 0 : i64} : (tensor<3x2xf32>, tensor<2xi64>) -> tensor<2x2xf32>
+  %one = graph.constant dense<1.0> : tensor<f32>
+  %w1 = graph.add %w, %one : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+  %s = graph.scatter_add %y[%i] {axis = 0 : i64} : (tensor<2x2xf32>, tensor<2xi64>) -> tensor<4x2xf32>
+  return %s, %w1 : tensor<4x2xf32>, tensor<3xf32>
+}
+
+// CHECK:      float* [[UW:a[0-9]+]] = (float*)w[0];
+// CHECK-NEXT: float* {{v[0-9]+}} = (float*)(ws + 0);
+// CHECK-NEXT: float* [[UW1:v[0-9]+]] = (float*)(ws + 64);
+// CHECK:      pcc_loop{{[0-9]+}}([[UW1]], [[UW]], {{c[0-9]+}});
+// CHECK:      if (pcc_k::scatterAdd(
+// CHECK:      if ((void*)((float*)w[0]) != (void*)[[UW1]]) std::memcpy(((float*)w[0]), [[UW1]], 12);
+
+// -----
+
 // A collective after the update does not keep it out of place: a failed
 // collective ends the run on every rank, whatever the state (a
 // data-parallel step's updates follow their buckets' waits).

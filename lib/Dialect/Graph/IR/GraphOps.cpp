@@ -230,6 +230,9 @@ int64_t GatherElementsOp::getIndexedExtent() {
 int64_t ScatterAddOp::getIndexedExtent() {
   return getOutput().getType().getDimSize(getAxis());
 }
+int64_t ScatterElementsAddOp::getIndexedExtent() {
+  return getOutput().getType().getDimSize(getAxis());
+}
 int64_t ScatterElementsAddOp::getFlops() {
   return numElements(shapeOf(getUpdates()));
 }
