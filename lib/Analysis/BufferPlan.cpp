@@ -382,19 +382,29 @@ BufferPlan::BufferPlan(func::FuncOp func, const BufferPlanOptions &options) {
       Value whole = op->getResult(0);
       if (isView(whole) || resultSlots.count(whole) || isExternal(whole))
         continue;
+      // Whether `input` is `root` or reaches `op` from it through views and
+      // ops computed in its buffer (a sum that a scatter accumulates into
+      // it), each read once.
+      auto reaches = [&](Value root, Value input) {
+        llvm::SmallPtrSet<Value, 4> chain;
+        Operation *user = getViewChain(root, chain);
+        while (user && user != op && user->getNumResults() == 1 &&
+               getRoot(user->getResult(0)) == root)
+          user = getViewChain(user->getResult(0), chain);
+        return user == op && chain.contains(input);
+      };
       SmallVector<std::pair<Value, int64_t>> parts;
       llvm::DenseSet<Value> seen;
       bool inPlace = true;
       for (auto [input, offset] : inputs) {
         Value root = getRoot(input);
-        llvm::SmallPtrSet<Value, 4> chain;
         inPlace &=
             isa<OpResult>(root) && !isExternal(root) &&
             !resultSlots.count(root) && !liveToEnd.contains(root) &&
             !partOf.count(root) && !concatIndex.count(root) &&
             seen.insert(root).second &&
             getTensorBytes(root.getType()) == getTensorBytes(input.getType()) &&
-            getViewChain(root, chain) == op && chain.contains(input);
+            reaches(root, input);
         parts.push_back({root, offset});
       }
       if (!inPlace)
@@ -527,7 +537,8 @@ bool pcc::isReducedInPlace(Operation *op) { return isa<dist::AllReduceOp>(op); }
 bool pcc::canAccumulateInPlace(Operation *op) {
   if (auto gemm = dyn_cast<graph::GemmOp>(op))
     return !gemm.getC();
-  return isa<graph::MatMulOp, graph::ScatterAddOp>(op);
+  return isa<graph::MatMulOp, graph::ScatterAddOp,
+             graph::ScatterElementsAddOp>(op);
 }
 
 bool pcc::canConcatenateInPlace(Operation *op) {
@@ -601,7 +612,7 @@ SmallVector<Value> pcc::getAccumulatedTerms(Value sum) {
     Operation *def = getViewedOp(term);
     if (!def || !canAccumulateInPlace(def))
       return 2;
-    return isa<graph::ScatterAddOp>(def) ? 1 : 0;
+    return isa<graph::ScatterAddOp, graph::ScatterElementsAddOp>(def) ? 1 : 0;
   };
   llvm::stable_sort(terms, [&](Value a, Value b) { return rank(a) < rank(b); });
   if (rank(terms.front()) != 0)
@@ -610,14 +621,14 @@ SmallVector<Value> pcc::getAccumulatedTerms(Value sum) {
 }
 
 bool pcc::accumulatesRows(Operation *op) {
-  auto scatter = dyn_cast<graph::ScatterAddOp>(op);
-  if (!scatter || !scatter->hasOneUse() ||
-      cast<ShapedType>(scatter.getUpdates().getType()).getNumElements() >=
-          scatter.getType().getNumElements())
+  if (!isa<graph::ScatterAddOp, graph::ScatterElementsAddOp>(op) ||
+      !op->hasOneUse() ||
+      cast<ShapedType>(op->getOperand(0).getType()).getNumElements() >=
+          cast<ShapedType>(op->getResult(0).getType()).getNumElements())
     return false;
   auto [sum, partial] = getAccumulatingSum(op);
   Operation *made = partial ? partial.getDefiningOp() : nullptr;
-  return sum && *scatter->getUsers().begin() == sum.getDefiningOp() && made &&
+  return sum && *op->getUsers().begin() == sum.getDefiningOp() && made &&
          made->getBlock() == op->getBlock();
 }
 

@@ -424,11 +424,10 @@ double CostModel::time(Operation *op) const {
   auto cost = dyn_cast<graph::CostOpInterface>(op);
   if (!cost)
     return 0;
-  if (auto scatter = dyn_cast<graph::ScatterAddOp>(op);
-      scatter && accumulatesRows(op))
+  if (accumulatesRows(op))
     return time(op->getName().getStringRef(), double(cost.getFlops()),
-                3.0 * double(getTensorBytes(scatter.getUpdates().getType())) +
-                    double(getTensorBytes(scatter.getIndices().getType())),
+                3.0 * double(getTensorBytes(op->getOperand(0).getType())) +
+                    double(getTensorBytes(op->getOperand(1).getType())),
                 false);
   // An element-wise op that pcc-fuse computes inside its readers' loop
   // nest writes no buffer and starts no kernel: its flops alone (its

@@ -220,6 +220,12 @@ bool isFloatConstant(Value v, double value) {
 ///    exponential and one division instead of tanh's two branches, and no
 ///    cancellation where tanh(z) nears -1. Only where nothing else reads
 ///    the tanh (a training step's backward does).
+///  - s - x = s + (-x) where s is a scatter into zeros that puts at most
+///    one update in each element (a cross-entropy's gradient: one label a
+///    row), read only there: the scatter then adds its few elements into
+///    -x, which x's loop computes, instead of writing zeros over a whole
+///    result that the loop reads again (accumulatesRows). Equal bits: -x
+///    plus the one update is s's element minus x.
 void rewriteCheaperForms(Block &block) {
   // One constant 2 per element type, at the top with the others, so that
   // nothing comes between a product and the element-wise op after it.
@@ -236,6 +242,23 @@ void rewriteCheaperForms(Block &block) {
     return c;
   };
   for (Operation &op : llvm::make_early_inc_range(block)) {
+    if (auto sub = dyn_cast<SubOp>(op)) {
+      auto scatter = sub.getLhs().getDefiningOp<ScatterElementsAddOp>();
+      if (scatter && scatter->hasOneUse() &&
+          scatter.getType() == sub.getType() &&
+          sub.getRhs().getType() == sub.getType() &&
+          shapeOf(scatter.getIndices())[scatter.getAxis()] == 1) {
+        OpBuilder builder(sub);
+        auto negated = NegOp::create(builder, sub.getLoc(), sub.getRhs());
+        auto sum = AddOp::create(builder, sub.getLoc(), scatter, negated);
+        // (Still the backward's, where the subtraction was.)
+        for (Operation *made : {negated.getOperation(), sum.getOperation()})
+          made->setDiscardableAttrs(sub->getDiscardableAttrDictionary());
+        sub.replaceAllUsesWith(sum.getResult());
+        sub->erase();
+      }
+      continue;
+    }
     auto add = dyn_cast<AddOp>(op);
     if (!add)
       continue;
@@ -268,9 +291,12 @@ llvm::SmallVector<Operation *> sinkSparseAccumulations(Block &block) {
   llvm::SmallVector<Operation *> sums;
   // Each scatter once, and none before a scatter moved here: of two
   // scatters added together, the first moves after the second, which stays.
-  auto scatters = llvm::to_vector(block.getOps<ScatterAddOp>());
+  SmallVector<Operation *> scatters;
+  for (Operation &op : block)
+    if (isa<ScatterAddOp, ScatterElementsAddOp>(op))
+      scatters.push_back(&op);
   llvm::DenseSet<Operation *> moved;
-  for (ScatterAddOp scatter : scatters) {
+  for (Operation *scatter : scatters) {
     if (!pcc::accumulatesRows(scatter))
       continue;
     auto [sum, partial] = pcc::getAccumulatingSum(scatter);

@@ -223,8 +223,8 @@ bool isReducedInPlace(mlir::Operation *op);
 
 /// Whether `op` can add its result into a partial sum where that sum is
 /// computed in place, instead of writing the result: a product
-/// (graph.matmul, graph.gemm without C) with beta 1, a graph.scatter_add
-/// that accumulates.
+/// (graph.matmul, graph.gemm without C) with beta 1, a graph.scatter_add or
+/// graph.scatter_elements_add that accumulates.
 bool canAccumulateInPlace(mlir::Operation *op);
 
 /// The sum an op that canAccumulateInPlace could add its result into, and
@@ -249,9 +249,11 @@ mlir::Operation *getViewedOp(mlir::Value v);
 /// add reads (a view of a product stands for the product).
 llvm::SmallVector<mlir::Value> getAccumulatedTerms(mlir::Value sum);
 
-/// Whether `op` is a graph.scatter_add that adds its rows into a partial
-/// sum computed in the same block (a tied embedding's rows into its head's
-/// gradient): fewer updates than its result's elements, its result read
+/// Whether `op` is a graph.scatter_add or graph.scatter_elements_add that
+/// adds its rows (or elements) into a partial sum computed in the same
+/// block (a tied embedding's rows into its head's gradient, a
+/// cross-entropy's labels into its logits' gradient): fewer updates than
+/// its result's elements, its result read
 /// only by the graph.add of getAccumulatingSum. pcc-fuse moves it after the
 /// partial sum's op and keeps the add out of fusions, so that the buffer
 /// plan accumulates it; it then writes only its rows, and the add has no

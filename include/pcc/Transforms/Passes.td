@@ -1039,7 +1039,13 @@ def Fuse : Pass<"pcc-fuse", "::mlir::func::FuncOp"> {
     loss gradient and an optimizer's update of one parameter each become
     one loop nest. Before grouping, element-wise expressions take cheaper
     equal forms: `1 + tanh(z)` (tanh-approximated GELU) becomes
-    `2 sigmoid(2z)` where nothing else reads the tanh. Runs last, on the
+    `2 sigmoid(2z)` where nothing else reads the tanh; `s - x`, where `s`
+    is a `graph.scatter_elements_add` into zeros of one update a row read
+    only there (a cross-entropy's labels), becomes `s + (-x)`. A scatter
+    that adds a few rows or elements into a large sum this way (those
+    labels, a tied embedding's rows into its head's gradient) moves to
+    just before its add, which joins no group: the buffer plan then has it
+    add into the sum's buffer, and the add has no code. Runs last, on the
     program that a target emits.
 
     It then decides what a target computes inside another op's loop, and

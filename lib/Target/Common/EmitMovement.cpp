@@ -73,17 +73,23 @@ LogicalResult FunctionEmitter::elementsAlongAxis(StringRef kernel,
                                                  Operation *op, Value src,
                                                  Value idx,
                                                  ArrayRef<int64_t> dataShape,
-                                                 int64_t axis) {
+                                                 int64_t axis,
+                                                 StringRef extra) {
   if (dataShape.size() > 16)
     return op->emitOpError("of rank above 16 is not supported by ")
            << hooks.getTargetName();
   std::string dataDims = hooks.emitIndexArray(dataShape);
   std::string indexDims = hooks.emitIndexArray(shapeOf(idx));
-  hooks.emitKernelCall(kernel, {},
-                       {ptr(src), ptr(idx), ptr(op->getResult(0)),
-                        std::to_string(dataShape.size()), dataDims, indexDims,
-                        std::to_string(axis)},
-                       "PCCRT_ERR_INDEX_OUT_OF_RANGE");
+  SmallVector<std::string> args{ptr(src),
+                                ptr(idx),
+                                ptr(op->getResult(0)),
+                                std::to_string(dataShape.size()),
+                                dataDims,
+                                indexDims,
+                                std::to_string(axis)};
+  if (!extra.empty())
+    args.push_back(extra.str());
+  hooks.emitKernelCall(kernel, {}, args, "PCCRT_ERR_INDEX_OUT_OF_RANGE");
   return success();
 }
 
@@ -181,9 +187,13 @@ std::optional<LogicalResult> FunctionEmitter::emitMovementOp(Operation *op) {
         return success();
       })
       .Case([&](ScatterElementsAddOp sc) {
-        return elementsAlongAxis("scatterElementsAdd", op, sc.getUpdates(),
-                                 sc.getIndices(), shapeOf(result()),
-                                 sc.getAxis());
+        // Into the partial sum that the add reading it updates in place,
+        // if any.
+        Operation *sum = accumulateInto.lookup(op);
+        return elementsAlongAxis("scatterElementsAdd", sum ? sum : op,
+                                 sc.getUpdates(), sc.getIndices(),
+                                 shapeOf(result()), sc.getAxis(),
+                                 sum ? "true" : "");
       })
       .Case([&](InsertSliceOp is) {
         ArrayRef<int64_t> outShape = shapeOf(result());

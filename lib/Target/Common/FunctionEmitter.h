@@ -244,12 +244,14 @@ private:
                        llvm::ArrayRef<int64_t> shape, int64_t axis,
                        llvm::StringRef extra = "");
   /// A call of an element-wise gather/scatter kernel, which walks the
-  /// indices' shape and needs both shapes as arrays.
+  /// indices' shape and needs both shapes as arrays, into `op`'s result;
+  /// `extra`, if any, is one more argument.
   mlir::LogicalResult elementsAlongAxis(llvm::StringRef kernel,
                                         mlir::Operation *op, mlir::Value src,
                                         mlir::Value idx,
                                         llvm::ArrayRef<int64_t> dataShape,
-                                        int64_t axis);
+                                        int64_t axis,
+                                        llvm::StringRef extra = "");
   /// The padded dimension and real extent of argument `arg` ({-1, 0}).
   std::pair<int64_t, int64_t> paddingOfArg(unsigned arg);
 

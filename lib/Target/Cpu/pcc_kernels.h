@@ -1489,17 +1489,19 @@ inline int gatherElements(const T *data, const I *idx, T *out, int rank,
       [&](int64_t e, int64_t off) { out[e] = data[off]; });
 }
 
-/// The adjoint of gatherElements: out = 0, then out[... idx[e] ...] +=
-/// updates[e] with the index replacing the coordinate along `axis`.
+/// The adjoint of gatherElements: out = 0 (unless `accumulate`: out holds
+/// a partial sum, added to), then out[... idx[e] ...] += updates[e] with
+/// the index replacing the coordinate along `axis`.
 template <typename T, typename I>
 inline int scatterElementsAdd(const T *updates, const I *idx, T *out, int rank,
                               const int64_t *outShape, const int64_t *idxShape,
-                              int axis) {
+                              int axis, bool accumulate = false) {
   int64_t outTotal = 1;
   for (int d = 0; d < rank; ++d)
     outTotal *= outShape[d];
-  for (int64_t e = 0; e < outTotal; ++e)
-    out[e] = T(0);
+  if (!accumulate)
+    for (int64_t e = 0; e < outTotal; ++e)
+      out[e] = T(0);
   return forEachIndexedElement(
       idx, rank, outShape, idxShape, axis,
       [&](int64_t e, int64_t off) { out[off] = T(out[off] + updates[e]); });

@@ -1322,8 +1322,9 @@ inline void gatherElements(const T *data, const I *idx, T *out, int rank,
              rank, shape, index, axis, total, state().indexError);
 }
 
-/// out = 0, then out[... idx[e] ...] += updates[e] in the order of e: one
-/// thread, so that repeated indices add up in the CPU's order.
+/// out = 0 (unless `accumulate`: out holds a partial sum, added to), then
+/// out[... idx[e] ...] += updates[e] in the order of e: one thread, so
+/// that repeated indices add up in the CPU's order.
 template <typename T, typename I>
 __global__ void scatterElementsAddKernel(const T *__restrict__ updates,
                                          const I *__restrict__ idx,
@@ -1344,8 +1345,10 @@ __global__ void scatterElementsAddKernel(const T *__restrict__ updates,
 
 template <typename T, typename I>
 inline void scatterElementsAdd(const T *updates, const I *idx, T *out, int rank,
-                              Dims shape, Dims index, int axis) {
-  fill(out, product(rank, shape), T(0));
+                              Dims shape, Dims index, int axis,
+                              bool accumulate = false) {
+  if (!accumulate)
+    fill(out, product(rank, shape), T(0));
   int64_t total = product(rank, index);
   if (total == 0)
     return;
