@@ -345,14 +345,15 @@ def HoistUpdates : Pass<"pcc-hoist-updates", "::mlir::func::FuncOp"> {
     (its results read only by such ops or returned as `graph.update`
     results: the optimizer's, not the backward's, whose gradients a step
     returns too), in order, up to just after the last op it depends on:
-    the producers of its operands and, for a state
-    argument it reads that a result replaces, every other reader of that
-    state, also through views (so that the update stays the state's last
-    reader and is computed in its buffer). An update then runs right after
-    its parameter's gradient is final, on the gradient still in the
-    caches, and the gradient's buffer is free from there on. Only ops
-    without side effects move, and only earlier; the values the step
-    computes are the same.
+    the producers of its operands and, for a state argument it reads that
+    a result replaces, every other reader of that state, also through
+    views (so that the update stays the state's last reader and is
+    computed in its buffer). An update then runs right after its
+    parameter's gradient is final, on the gradient still in the caches,
+    and the gradient's buffer is free from there on. Only ops without side
+    effects move, and only earlier: the step computes the same ops on the
+    same values (pcc-fuse, after, groups them in their new order, and a
+    C++ compiler may contract that loop into other fused multiply-adds).
   }];
 }
 
