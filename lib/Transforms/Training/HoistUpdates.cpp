@@ -70,8 +70,7 @@ struct HoistUpdatesPass
     // The ops that only feed updates, latest first: without side effects,
     // every result read only by such an op or returned as an update (the
     // optimizer's, not the backward's, whose gradients are returned too).
-    llvm::DenseSet<Operation *> feeds;
-    SmallVector<Operation *> order;
+    llvm::SetVector<Operation *> feeds;
     for (Operation &op : llvm::reverse(block.without_terminator())) {
       if (op.getNumResults() == 0 || !isMemoryEffectFree(&op) ||
           op.hasTrait<pcc::graph::OpTrait::UpdatesInPlace>())
@@ -85,16 +84,14 @@ struct HoistUpdatesPass
           break;
         }
       }
-      if (onlyFeeds) {
+      if (onlyFeeds)
         feeds.insert(&op);
-        order.push_back(&op);
-      }
     }
 
     // Earliest first, each just after the latest op it depends on, after
     // the ops moved there before it.
     llvm::DenseSet<Operation *> moved;
-    for (Operation *op : llvm::reverse(order)) {
+    for (Operation *op : llvm::reverse(feeds)) {
       Operation *after = nullptr;
       auto dependOn = [&](Operation *other) {
         other = other ? getBlockAncestor(block, other) : nullptr;

@@ -1292,16 +1292,11 @@ OpFoldResult ReduceSumOp::fold(FoldAdaptor a) {
   // the updates: every other term is a zero, so no rounding differs. Only
   // where something else reads the scatter, which stays with its check of
   // the indices.
-  if (auto scatter = getInput().getDefiningOp<ScatterElementsAddOp>()) {
-    int64_t rank = shapeOf(getInput()).size();
-    ArrayRef<int64_t> axes = getAxes();
-    bool alongAxis = axes.size() == 1 &&
-                     (axes[0] < 0 ? axes[0] + rank : axes[0]) ==
-                         scatter.getAxis();
-    if (alongAxis && !scatter->hasOneUse() &&
-        scatter.getUpdates().getType() == getType())
+  // (Axes are sorted and in [0, rank): inferReduce.)
+  if (auto scatter = getInput().getDefiningOp<ScatterElementsAddOp>())
+    if (getAxes() == ArrayRef<int64_t>{scatter.getAxis()} &&
+        !scatter->hasOneUse() && scatter.getUpdates().getType() == getType())
       return scatter.getUpdates();
-  }
   DenseElementsAttr in = denseOf(a.getInput());
   // Integers only: a float sum folded here would round differently from
   // the one the target computes.
