@@ -1294,7 +1294,7 @@ OpFoldResult ReduceSumOp::fold(FoldAdaptor a) {
   // the indices.
   // (Axes are sorted and in [0, rank): inferReduce.)
   if (auto scatter = getInput().getDefiningOp<ScatterElementsAddOp>())
-    if (getAxes() == ArrayRef<int64_t>{scatter.getAxis()} &&
+    if (getAxes() == ArrayRef<int64_t>{int64_t(scatter.getAxis())} &&
         !scatter->hasOneUse() && scatter.getUpdates().getType() == getType())
       return scatter.getUpdates();
   DenseElementsAttr in = denseOf(a.getInput());
