@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HugePages.h"
 #ifdef PCC_GEMM_PAIRS
 #include "GemmPairs.h"
 #else
@@ -48,37 +49,7 @@
 #include <vector>
 
 namespace {
-/// Memory of several megabytes on transparent huge pages, as the runtime
-/// holds a model's weights, workspace and prepared operands (Model.cpp):
-/// with 4 KiB pages B's rows, read as they are, are a TLB miss each, and
-/// the products that read them timed 10-20% slower here than in a model.
-template <typename T> struct HugePages {
-  using value_type = T;
-  HugePages() = default;
-  template <typename U> HugePages(const HugePages<U> &) {}
-  T *allocate(size_t n) {
-    constexpr size_t kHugePage = size_t(2) << 20;
-    size_t bytes = n * sizeof(T);
-    size_t alignment = bytes >= 2 * kHugePage ? kHugePage : 64;
-    void *p = std::aligned_alloc(alignment, (bytes + alignment - 1) /
-                                                alignment * alignment);
-    if (!p)
-      throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    if (alignment == kHugePage)
-      (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-    return static_cast<T *>(p);
-  }
-  void deallocate(T *p, size_t) { std::free(p); }
-  template <typename U> bool operator==(const HugePages<U> &) const {
-    return true;
-  }
-  template <typename U> bool operator!=(const HugePages<U> &) const {
-    return false;
-  }
-};
-using Floats = std::vector<float, HugePages<float>>;
+using pcc_bench::Floats;
 
 struct Shape {
   int64_t m = 0, n = 0, k = 0;
@@ -251,9 +222,20 @@ int main(int argc, char **argv) {
                                 aCols,    s.transA,   b.data(), bCols,
                                 s.transB, s.prepared, c.data(), threads,
                                 s.accumulate ? 1.0f : 0.0f};
-    std::vector<float> packed[2];
+    // `cold`: copies of B over 256 MB, a copy a pair (each side packs its
+    // own copies of a prepared one).
+    size_t bytes = size_t(bRows * bCols) * sizeof(float);
+    product.copies = s.cold ? int64_t(std::max<size_t>(2, (size_t(256) << 20) /
+                                                            bytes))
+                            : 1;
+    std::vector<Floats> bs(s.prepared ? 1 : size_t(product.copies), b);
+    Floats packed[2];
+    int64_t pair = 0;
     auto time = [&](int side) {
       gemm_pairs::Product call = product;
+      call.copy = pair % product.copies;
+      if (!s.prepared)
+        call.b = bs[size_t(call.copy)].data();
       if (side)
         call.c = cNew.data();
       auto start = std::chrono::steady_clock::now();
@@ -267,6 +249,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < reps; ++r) {
       double t[2];
       int first = r % 2;
+      ++pair;
       t[first] = time(first);
       t[1 - first] = time(1 - first);
       seconds[0].push_back(t[0]);

@@ -10,8 +10,9 @@
 #ifndef PCC_BENCH_GEMMPAIRS_H
 #define PCC_BENCH_GEMMPAIRS_H
 
+#include "HugePages.h"
+
 #include <cstdint>
-#include <vector>
 
 namespace gemm_pairs {
 /// A product C = op(A) op(B), as pcc-bench-gemm's shapes give it.
@@ -27,13 +28,17 @@ struct Product {
   float *c;
   int threads;
   float beta = 0.0f;
+  /// Copies of a prepared B that each side keeps (over 256 MB where the
+  /// shape is `cold`, so that every call reads its B from memory), and the
+  /// one this call reads.
+  int64_t copies = 1, copy = 0;
 };
 
 /// Runs `product` on the base version (the git revision) or the new one
 /// (the working tree); a prepared B is packed into `packed` on the first
-/// call.
-void runBase(const Product &product, std::vector<float> &packed);
-void runNew(const Product &product, std::vector<float> &packed);
+/// call, in `product.copies` copies.
+void runBase(const Product &product, pcc_bench::Floats &packed);
+void runNew(const Product &product, pcc_bench::Floats &packed);
 } // namespace gemm_pairs
 
 #endif // PCC_BENCH_GEMMPAIRS_H

@@ -7,14 +7,14 @@
 #
 #   bash bench/gemm-pairs.sh [--base REV] [--threads N] [--pairs P] SHAPE...
 #
-# SHAPE is pcc-bench-gemm's M,N,K[,ta][,tb][,prepared][,acc]. Both versions are
+# SHAPE is pcc-bench-gemm's M,N,K[,ta][,tb][,prepared][,cold][,acc]. Both versions are
 # built as pcc builds generated code (-O3 -march=native -fopenmp), each
 # in a namespace of its own (GemmPairsSide.cpp), with GemmBench.cpp.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
 BASE=HEAD THREADS=1 PAIRS=30
-usage="usage: bash bench/gemm-pairs.sh [--base REV] [--threads N] [--pairs P] M,N,K[,ta][,tb][,prepared][,acc]..."
+usage="usage: bash bench/gemm-pairs.sh [--base REV] [--threads N] [--pairs P] M,N,K[,ta][,tb][,prepared][,cold][,acc]..."
 shapes=()
 while [ $# -gt 0 ]; do
   case "$1" in

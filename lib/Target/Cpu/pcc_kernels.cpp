@@ -667,10 +667,10 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
     int64_t r0 = block * panelsPerBlock,
             r1 = std::min(rowPanels, r0 + panelsPerBlock);
     int64_t cols = std::min(kPanelCols, n - p * kPanelCols);
-    // The row panels that fetch B's next blocks as it is (below), and the
+    // The row panels that fetch B's next blocks (below), and the
     // iterations, 2^skip, over which each fetches a line.
     int64_t sharers = 1;
-    while (!bp && sharers * 2 <= std::min<int64_t>(8, r1 - r0))
+    while (sharers * 2 <= std::min<int64_t>(8, r1 - r0))
       sharers *= 2;
     int skip = 0;
     while ((int64_t(2) << skip) < sharers)
@@ -681,10 +681,15 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
       if (!bp)
         packBPanel(b, ldb, transB, n, p * kPanelCols, k0, depth, bBlock.data());
       // B's next block on its way into L2 while this one is read. A
-      // prepared B's follows this one in memory: the first two row panels
-      // fetch it, half each, a line an iteration (the processor's own
-      // prefetcher follows the run too), and the others touch their own
-      // block. B as it is, packed block by block, is fetched from its rows
+      // prepared B's follows this one in memory: up to eight row panels
+      // fetch it, a share each, a line every 2^skip iterations (the
+      // processor's own prefetcher follows the run too), and the others
+      // touch their own block. Fetched by the first two panels alone, half
+      // each at a line an iteration, the block's 512 lines were asked for
+      // in the first fifth of a 128-row block's time, and the products of
+      // 128 rows of a weight read from memory ran 4-5% slower (the
+      // forward's, GPT-2 124M at 1 x 128, 6%). B as it is, packed block by
+      // block, is fetched from its rows
       // (without, the packing waited on memory for a third of a product of
       // 128 rows), lines 9 KB apart that only these fetches bring in: each
       // holds one of the core's few line-fill buffers until its line
@@ -694,14 +699,15 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
       // eight row panels share them, a line every 2^skip iterations each.
       int64_t kNext = k0 + depth;
       int64_t col0 = p * kPanelCols;
-      // Row panel `index`'s share: of a prepared B's, half `index`; of B as
-      // it is, 1 / sharers of the lines (the two columns of lines of a row
-      // panel of untransposed B's rows, or 16 lines of K of a transposed
-      // B's 32 rows).
+      // Row panel `index`'s share, 1 / sharers of the lines: of a prepared
+      // B's next block, a run of them; of B as it is, of the two columns of
+      // lines of a row panel of untransposed B's rows, or of 16 lines of K
+      // of a transposed B's 32 rows.
       auto aheadOf = [&](int64_t index) -> Ahead {
         if (bp)
-          return {bb + depth * kPanelCols + index * depth * kLineFloats,
-                  kLineFloats};
+          return {bb + depth * kPanelCols +
+                      index * (depth >> skip) * kLineFloats,
+                  kLineFloats, skip};
         // After the slice's last block, the next panel's first: the task
         // that most likely follows on this thread.
         int64_t rowNext = kNext, colNext = col0;
@@ -726,7 +732,7 @@ static void productRows(int64_t m, int64_t n, int64_t k, float alpha,
       for (int64_t r = r0; r < r1; ++r) {
         int64_t first = panelStart(r, rowPanels, m);
         int64_t end = panelStart(r + 1, rowPanels, m);
-        bool fetches = r - r0 < (bp ? 2 : sharers);
+        bool fetches = r - r0 < sharers;
         Ahead ahead = fetches ? aheadOf(r - r0) : Ahead{bb, kLineFloats};
         bool runs = fetches && !bp && transB;
         if (packA)
