@@ -39,7 +39,7 @@ def Dist_Dialect : Dialect {
     | `dist.stage`, `dist.rank` | op (function) | integer >= 0 |
     | `dist.stages` | op, argument | non-empty `array<i64>` of stages >= 0 |
     | `dist.weight_grad`, `dist.grad_sum` | op | unit |
-    | `dist.stage_costs`, `dist.transfer_costs` | function | `array<f64>` >= 0, 3 (2) per stage |
+    | `dist.stage_costs`, `dist.transfer_costs`, `dist.deferred_costs` | function | `array<f64>` >= 0, 3 (2, 1) per stage |
     | `dist.stash_bytes`, `dist.transfer_bytes`, `dist.base_bytes` | function | `array<i64>` >= 0 |
     | `dist.heaviest_op_time` | function | float >= 0 |
     | `dist.phase` | function | `"forward"`, `"backward"`, `"weight"` or `"optimizer"` |

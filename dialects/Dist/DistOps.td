@@ -383,8 +383,12 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
     latency and bandwidth included; a receive ends no earlier than its
     send's arrival; free when absent) and `transfer_bytes` (per virtual
     stage, the bytes of the same two sends, which a rank holds from the
-    send to its `wait`, or to the end of its step). A `wait` ends when the
-    receive of its send has. The simulation
+    send to its `wait`, or to the end of its step), and `deferred_costs`
+    (per virtual stage, the seconds of the weight-gradient products that
+    the stage runs once a step over all its microbatches, after its rank's
+    last action, as Megatron-LM defers its embedding's; `costs` leave
+    them out). A `wait` ends when the receive of its send has. The
+    simulation
     writes back `makespan` and `bubble_fraction` (the share of rank-time
     spent idle: 1 - sum(busy) / (ranks * makespan)).
 
@@ -438,6 +442,7 @@ def Dist_ScheduleOp : Dist_Op<"schedule", [Symbol, NoTerminator,
                        OptionalAttr<DenseI64ArrayAttr>:$base_bytes,
                        OptionalAttr<DenseF64ArrayAttr>:$transfer_costs,
                        OptionalAttr<DenseI64ArrayAttr>:$transfer_bytes,
+                       OptionalAttr<DenseF64ArrayAttr>:$deferred_costs,
                        OptionalAttr<F64Attr>:$bubble_fraction,
                        OptionalAttr<F64Attr>:$makespan,
                        OptionalAttr<Dist_PositiveI64>:$steps,

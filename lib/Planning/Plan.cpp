@@ -100,6 +100,15 @@ static std::string renderSvg(dist::ScheduleOp schedule,
             x + 2, y + row / 2 + 4,
             actionName(span.action, p, v, schedule.getMicrobatches()));
     }
+    // The deferred products, once a step after the rank's last action.
+    if (rank.deferredEnd > rank.deferredStart)
+      os << llvm::formatv(
+          "<rect x=\"{0:F2}\" y=\"{1}\" width=\"{2:F2}\" height=\"{3}\" "
+          "fill=\"#54a24b\" stroke=\"white\" stroke-width=\"0.5\"><title>"
+          "deferred weight-gradient products</title></rect>\n",
+          left + rank.deferredStart * scale, y + 2,
+          std::max(0.5, (rank.deferredEnd - rank.deferredStart) * scale),
+          row - 4);
   }
   os << llvm::formatv("<text x=\"{0}\" y=\"{1}\">time (cost model): {2:E2} "
                       "s per step</text>\n",
@@ -126,6 +135,8 @@ pcc::describePipeline(ModuleOp module) {
       schedule.getTransferCosts().value_or(ArrayRef<double>());
   ArrayRef<int64_t> sent =
       schedule.getTransferBytes().value_or(ArrayRef<int64_t>());
+  ArrayRef<double> deferred =
+      schedule.getDeferredCosts().value_or(ArrayRef<double>());
 
   // Ops per stage: those of its outlined functions once the schedule is
   // lowered, else those the step marks with the stage (`pcc plan`).
@@ -175,6 +186,9 @@ pcc::describePipeline(ModuleOp module) {
       entry["send_activations_bytes"] = sent[2 * s];
       entry["send_gradient_bytes"] = sent[2 * s + 1];
     }
+    // Once a step, not per microbatch: not in `time`.
+    if (!deferred.empty() && deferred[s] > 0)
+      entry["deferred_time"] = deferred[s];
     stageArray.push_back(std::move(entry));
   }
   llvm::json::Array ranks;
@@ -222,15 +236,19 @@ pcc::describePipeline(ModuleOp module) {
               std::to_string(span.action.peer),
           span.start, span.end});
     }
-    ranks.push_back(
-        llvm::json::Object{{"rank", int64_t(r)},
-                           {"actions", std::move(actions)},
-                           {"timeline", std::move(timeline)},
-                           {"sends", std::move(sends)},
-                           {"busy", rank.busy},
-                           {"peak_stashed", rank.peakStashed},
-                           {"peak_bytes", rank.peakBytes},
-                           {"peak_send_bytes", rank.peakSendBytes}});
+    llvm::json::Object entry{{"rank", int64_t(r)},
+                             {"actions", std::move(actions)},
+                             {"timeline", std::move(timeline)},
+                             {"sends", std::move(sends)},
+                             {"busy", rank.busy},
+                             {"peak_stashed", rank.peakStashed},
+                             {"peak_bytes", rank.peakBytes},
+                             {"peak_send_bytes", rank.peakSendBytes}};
+    // The deferred products' span, where the rank runs any.
+    if (rank.deferredEnd > rank.deferredStart)
+      entry["deferred"] =
+          llvm::json::Array{rank.deferredStart, rank.deferredEnd};
+    ranks.push_back(std::move(entry));
     // The schedule's memory: the workspace's other buffers come from the
     // emitter's plan, which the compile summary gives beside it.
     os << llvm::formatv("    pipeline rank {0}: {1} actions, at most {2} "

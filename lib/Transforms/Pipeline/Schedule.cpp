@@ -536,7 +536,8 @@ pcc::pipeline::generateSchedule(const ScheduleSpec &spec,
     return success();
   };
   if (failed(checkTimes(spec.costs, "costs", 3, "F, B and W times")) ||
-      failed(checkTimes(spec.transferCosts, "transfer costs", 2, "two")))
+      failed(checkTimes(spec.transferCosts, "transfer costs", 2, "two")) ||
+      failed(checkTimes(spec.deferredCosts, "deferred costs", 1, "one")))
     return failure();
   if (!spec.transferBytes.empty() &&
       int64_t(spec.transferBytes.size()) != 2 * stages)
@@ -622,6 +623,7 @@ pcc::pipeline::buildSchedule(OpBuilder &builder, Location loc, StringRef name,
       builder, loc, name, spec.kind, spec.microbatches, spec.virtualStages,
       spec.ranks, f64s(spec.costs), i64s(spec.stashBytes), i64s(spec.baseBytes),
       f64s(spec.transferCosts), i64s(spec.transferBytes),
+      f64s(spec.deferredCosts),
       /*bubble_fraction=*/nullptr,
       /*makespan=*/nullptr,
       /*steps=*/leads.empty() ? IntegerAttr() : builder.getI64IntegerAttr(2),
@@ -671,6 +673,8 @@ void pipeline::fillSpecFromStep(func::FuncOp func, ScheduleSpec &spec) {
                               spec.transferCosts);
   fromStep<DenseI64ArrayAttr>(func, dist::kTransferBytesAttr, 2 * stages,
                               spec.transferBytes);
+  fromStep<DenseF64ArrayAttr>(func, dist::kDeferredCostsAttr, stages,
+                              spec.deferredCosts);
 }
 
 ScheduleTiming pipeline::getScheduleTiming(const ScheduleSpec &spec,
@@ -681,6 +685,7 @@ ScheduleTiming pipeline::getScheduleTiming(const ScheduleSpec &spec,
   timing.stashBytes = spec.stashBytes;
   timing.baseBytes = spec.baseBytes;
   timing.transferBytes = spec.transferBytes;
+  timing.deferredCosts = spec.deferredCosts;
   for (const SmallVector<Action> &actions : table)
     for (const Action &a : actions)
       timing.split |= a.kind == Action::Kind::Compute && a.phase == Phase::W;

@@ -364,9 +364,11 @@ static double accumulationTime(Value gradient, int64_t microbatches,
 /// weight gradient together; with `microbatches` above one, the
 /// accumulation of each gradient where the op that makes it runs.
 namespace {
-/// Per forward op: its time, and that of the backward it accounts for.
+/// Per forward op: its time, and that of the backward it accounts for
+/// (per microbatch), and that of the products deferred to once a step
+/// that it accounts for.
 struct StepTimes {
-  SmallVector<double> forward, backward;
+  SmallVector<double> forward, backward, deferred;
   double total(size_t i) const { return forward[i] + backward[i]; }
 };
 } // namespace
@@ -380,6 +382,7 @@ stepTimes(Block &body, const StepPhases &phases, ArrayRef<Operation *> forward,
   for (Operation *op : forward)
     times.forward.push_back(cost.time(op));
   times.backward.assign(forward.size(), 0);
+  times.deferred.assign(forward.size(), 0);
   if (forward.empty())
     return times;
   // Where each forward value is available: its op and its forward users.
@@ -626,22 +629,36 @@ struct CutTiming {
 };
 } // namespace
 
+namespace {
+/// What the cut search times stages by, per forward op as prefix sums
+/// (entry i: ops [0, i)): the forward, the backward it accounts for (per
+/// microbatch) and the products deferred to once a step; per position,
+/// the time of receiving what crosses a cut there.
+struct CutCosts {
+  SmallVector<double> forward{0}, backward{0}, deferred{0}, crossing;
+  /// Ops: the prefixes' length less one.
+  size_t size() const { return forward.size() - 1; }
+  /// Forward and backward of ops [0, i).
+  double total(size_t i) const { return forward[i] + backward[i]; }
+};
+} // namespace
+
 /// The schedule `spec` names, timed on the stages that `cuts` make. A
 /// stage's forward pays for receiving what crosses its start, and so does
-/// its backward for sending the gradient back.
-static CutTiming timeCuts(ArrayRef<size_t> cuts, ArrayRef<double> forwardPrefix,
-                          ArrayRef<double> backwardPrefix,
-                          ArrayRef<double> crossing,
+/// its backward for sending the gradient back; its deferred products run
+/// after its rank's last action.
+static CutTiming timeCuts(ArrayRef<size_t> cuts, const CutCosts &c,
                           const pipeline::ScheduleSpec &spec) {
-  size_t n = forwardPrefix.size() - 1;
-  SmallVector<double> costs;
+  size_t n = c.size();
+  SmallVector<double> costs, deferred;
   double slowest = 0;
   for (size_t s = 0; s <= cuts.size(); ++s) {
     size_t from = s == 0 ? 0 : cuts[s - 1], to = s == cuts.size() ? n : cuts[s];
-    double f = forwardPrefix[to] - forwardPrefix[from] + crossing[from];
-    double b = backwardPrefix[to] - backwardPrefix[from] + crossing[from];
+    double f = c.forward[to] - c.forward[from] + c.crossing[from];
+    double b = c.backward[to] - c.backward[from] + c.crossing[from];
     costs.append({f, b, 0.0});
-    slowest = std::max(slowest, f + b - crossing[from]);
+    deferred.push_back(c.deferred[to] - c.deferred[from]);
+    slowest = std::max(slowest, f + b - c.crossing[from]);
   }
   pipeline::ScheduleSpec timed = spec;
   timed.costs = costs;
@@ -651,6 +668,8 @@ static CutTiming timeCuts(ArrayRef<size_t> cuts, ArrayRef<double> forwardPrefix,
       });
   pipeline::ScheduleTiming timing;
   timing.costs = costs;
+  if (c.deferred.back() > 0)
+    timing.deferredCosts = deferred;
   pipeline::ScheduleStats stats = pipeline::timeSchedule(*table, timing);
   CutTiming result;
   result.makespan = stats.makespan;
@@ -700,14 +719,13 @@ cutsNear(ArrayRef<double> targets, ArrayRef<double> prefix,
 /// its timing; none when none is.
 static std::optional<CutTiming>
 evenRanks(SmallVector<size_t> &cuts, ArrayRef<size_t> boundaries,
-          ArrayRef<double> forwardPrefix, ArrayRef<double> backwardPrefix,
-          ArrayRef<double> crossing, double bound, int64_t p, int64_t v,
+          const CutCosts &c, double bound, int64_t p, int64_t v,
           const pipeline::ScheduleSpec &spec) {
-  size_t n = forwardPrefix.size() - 1;
+  size_t n = c.size();
   int64_t chunks = p * v;
   SmallVector<double> prefix;
   for (size_t i = 0; i <= n; ++i)
-    prefix.push_back(forwardPrefix[i] + backwardPrefix[i]);
+    prefix.push_back(c.total(i));
   double fair = prefix[n] / p, share = fair / v;
   size_t heaviestOp = 0;
   for (size_t i = 0; i < n; ++i)
@@ -729,8 +747,7 @@ evenRanks(SmallVector<size_t> &cuts, ArrayRef<size_t> boundaries,
           cutsNear(targets, prefix, boundaries);
       if (!tried || *tried == cuts || (best && *tried == *best))
         continue;
-      CutTiming t =
-          timeCuts(*tried, forwardPrefix, backwardPrefix, crossing, spec);
+      CutTiming t = timeCuts(*tried, c, spec);
       if (t.slowest <= bound && (!current || t.betterThan(*current))) {
         current = t;
         best = *tried;
@@ -756,11 +773,8 @@ evenRanks(SmallVector<size_t> &cuts, ArrayRef<size_t> boundaries,
 /// crosses than at the balanced cuts (between blocks, on the residual
 /// stream). Schedules that order their actions by the stage costs (zb-h1)
 /// keep the balanced cut.
-static void refineCuts(SmallVector<size_t> &cuts,
-                       ArrayRef<double> forwardPrefix,
-                       ArrayRef<double> backwardPrefix,
-                       ArrayRef<double> crossing, double heaviest,
-                       const StageOptions &options) {
+static void refineCuts(SmallVector<size_t> &cuts, const CutCosts &c,
+                       double heaviest, const StageOptions &options) {
   int64_t p = options.ranks, stages = options.stages;
   int64_t v = stages / std::max<int64_t>(1, p), m = options.microbatches;
   pipeline::ScheduleSpec spec;
@@ -771,27 +785,26 @@ static void refineCuts(SmallVector<size_t> &cuts,
   if (cuts.empty() || p < 2 || pipeline::splitsBackward(options.schedule) ||
       pipeline::getScheduleShapeError(spec))
     return;
-  size_t n = forwardPrefix.size() - 1;
+  size_t n = c.size();
   // The makespan's shape shows at a few rounds of microbatches; more only
   // lengthen the simulation.
   spec.microbatches = std::min(m, 4 * p);
   bool interleaved = spec.kind == "interleaved";
-  double total = forwardPrefix[n] + backwardPrefix[n];
+  double total = c.total(n);
   double bound = 1.09 * std::max(total / stages, heaviest);
   // Boundaries: those where no more crosses than at the balanced cuts'
   // median, the residual stream between blocks in a transformer (not the
   // least crossing anywhere: that is the token ids before the embedding).
   SmallVector<double> atCuts;
-  for (size_t c : cuts)
-    atCuts.push_back(crossing[c]);
+  for (size_t cut : cuts)
+    atCuts.push_back(c.crossing[cut]);
   llvm::sort(atCuts);
   double typical = atCuts[atCuts.size() / 2];
   SmallVector<size_t> boundaries;
   for (size_t k = 1; k < n; ++k)
-    if (crossing[k] <= 1.01 * typical || llvm::is_contained(cuts, k))
+    if (c.crossing[k] <= 1.01 * typical || llvm::is_contained(cuts, k))
       boundaries.push_back(k);
-  CutTiming current =
-      timeCuts(cuts, forwardPrefix, backwardPrefix, crossing, spec);
+  CutTiming current = timeCuts(cuts, c, spec);
   bound = std::max(bound, current.slowest);
   // Steepest descent over moves of a run of consecutive cuts j..k by one
   // boundary each, in the same direction: a single cut trades work between
@@ -831,8 +844,7 @@ static void refineCuts(SmallVector<size_t> &cuts,
             if (!valid)
               continue;
             --budget;
-            CutTiming t = timeCuts(candidate, forwardPrefix, backwardPrefix,
-                                   crossing, spec);
+            CutTiming t = timeCuts(candidate, c, spec);
             if (t.slowest <= bound && t.betterThan(best)) {
               best = t;
               bestCuts = candidate;
@@ -851,8 +863,7 @@ static void refineCuts(SmallVector<size_t> &cuts,
   if (interleaved) {
     SmallVector<size_t> even = balanced;
     std::optional<CutTiming> evenTiming =
-        evenRanks(even, boundaries, forwardPrefix, backwardPrefix, crossing,
-                  bound, p, v, spec);
+        evenRanks(even, boundaries, c, bound, p, v, spec);
     if (evenTiming) {
       descend(even, *evenTiming);
       if (evenTiming->betterThan(current)) {
@@ -868,11 +879,8 @@ static void refineCuts(SmallVector<size_t> &cuts,
 /// holding it holds the schedule up and 1F1B's larger stages do better.
 /// Said, with both simulated steps, rather than left to find.
 static void warnIfFlushIsFaster(func::FuncOp func, ArrayRef<size_t> cuts,
-                                ArrayRef<double> prefix,
-                                ArrayRef<double> forwardPrefix,
-                                ArrayRef<double> backwardPrefix,
-                                ArrayRef<double> crossing, double heaviest,
-                                const StageOptions &options) {
+                                ArrayRef<double> prefix, const CutCosts &c,
+                                double heaviest, const StageOptions &options) {
   int64_t p = options.ranks, stages = options.stages;
   pipeline::ScheduleSpec spec;
   spec.kind = "interleaved";
@@ -882,18 +890,15 @@ static void warnIfFlushIsFaster(func::FuncOp func, ArrayRef<size_t> cuts,
   if (options.schedule != "interleaved" || p < 2 ||
       pipeline::getScheduleShapeError(spec))
     return;
-  SmallVector<size_t> flush = balance(prefix, crossing, p);
+  SmallVector<size_t> flush = balance(prefix, c.crossing, p);
   StageOptions flushOptions = options;
   flushOptions.schedule = "1f1b";
   flushOptions.stages = p;
-  refineCuts(flush, forwardPrefix, backwardPrefix, crossing, heaviest,
-             flushOptions);
-  double mine =
-      timeCuts(cuts, forwardPrefix, backwardPrefix, crossing, spec).makespan;
+  refineCuts(flush, c, heaviest, flushOptions);
+  double mine = timeCuts(cuts, c, spec).makespan;
   spec.kind = "1f1b";
   spec.virtualStages = 1;
-  double theirs =
-      timeCuts(flush, forwardPrefix, backwardPrefix, crossing, spec).makespan;
+  double theirs = timeCuts(flush, c, spec).makespan;
   if (mine > theirs * (1 + 1e-9))
     func.emitWarning()
         << "the interleaved schedule's step takes "
@@ -977,22 +982,22 @@ static SmallVector<size_t> balanceCuts(const StageAssignment &sa,
                                        double heaviest) {
   const StageOptions &options = sa.options;
   ArrayRef<Operation *> forward = order.ops;
-  SmallVector<double> prefix{0}, forwardPrefix{0}, backwardPrefix{0};
+  SmallVector<double> prefix{0};
+  CutCosts c;
   for (size_t i = 0; i < forward.size(); ++i) {
     prefix.push_back(prefix.back() + times.total(i));
-    forwardPrefix.push_back(forwardPrefix.back() + times.forward[i]);
-    backwardPrefix.push_back(backwardPrefix.back() + times.backward[i]);
+    c.forward.push_back(c.forward.back() + times.forward[i]);
+    c.backward.push_back(c.backward.back() + times.backward[i]);
+    c.deferred.push_back(c.deferred.back() + times.deferred[i]);
   }
   // What crossing each cut costs: receiving the values made before it
   // and used after it.
-  SmallVector<double> crossing =
-      getCrossingBytes(sa.func, sa.phases, order, /*arguments=*/false);
-  for (double &bytes : crossing)
+  c.crossing = getCrossingBytes(sa.func, sa.phases, order, /*arguments=*/false);
+  for (double &bytes : c.crossing)
     bytes = options.cost.transferTime(int64_t(bytes));
-  SmallVector<size_t> cuts = balance(prefix, crossing, sa.stages);
-  refineCuts(cuts, forwardPrefix, backwardPrefix, crossing, heaviest, options);
-  warnIfFlushIsFaster(sa.func, cuts, prefix, forwardPrefix, backwardPrefix,
-                      crossing, heaviest, options);
+  SmallVector<size_t> cuts = balance(prefix, c.crossing, sa.stages);
+  refineCuts(cuts, c, heaviest, options);
+  warnIfFlushIsFaster(sa.func, cuts, prefix, c, heaviest, options);
   return cuts;
 }
 
@@ -1228,6 +1233,64 @@ static void markWeightGradient(const StageAssignment &sa) {
       op->setAttr(kWeightGradAttr, UnitAttr::get(sa.ctx));
 }
 
+/// Whether result `k` of `func` is a parameter's gradient.
+static auto isGradientResult(func::FuncOp func) {
+  return [func](unsigned k) {
+    return bool(graph::getStateIndex(func, k, graph::kGradAttr));
+  };
+}
+
+/// The time of `product` deferred to once a step: one product over every
+/// microbatch's positions, its operands stacked, its result written once.
+static double deferredTime(Operation *product, int64_t microbatches,
+                           const CostModel &cost) {
+  auto c = cast<graph::CostOpInterface>(product);
+  int64_t operands = getTensorBytes(product->getOperand(0).getType()) +
+                     getTensorBytes(product->getOperand(1).getType());
+  return cost.time(product->getName().getStringRef(),
+                   double(microbatches) * double(c.getFlops()),
+                   double(c.getBytesAccessed() + (microbatches - 1) * operands),
+                   c.runsOnMatrixUnits());
+}
+
+/// The weight-gradient products that the lowering of the step's schedule
+/// defers to one product a step over every microbatch, with their stages.
+/// The backward that the lowering defers a product of reads an operand
+/// made on another stage as a buffer of its own (received, row-major): the
+/// product's views of it must then be reshapes, and read it as B (K its
+/// rows), not A.
+static SmallVector<std::pair<DeferredProduct, int64_t>>
+getStageDeferredProducts(const StageAssignment &sa) {
+  SmallVector<std::pair<DeferredProduct, int64_t>> found;
+  func::FuncOp func = sa.func;
+  if (sa.options.schedule.empty() || !defersProducts(sa.options.schedule))
+    return found;
+  for (const DeferredProduct &d :
+       getDeferredProducts(func, sa.options.microbatches,
+                           isGradientResult(func), /*inParts=*/true)) {
+    auto at = sa.stageOf.find(d.product);
+    if (at == sa.stageOf.end())
+      continue;
+    bool deferred = true;
+    for (auto [i, operand] : llvm::enumerate(d.product->getOperands())) {
+      bool reshapes = true;
+      for (Operation *def = operand.getDefiningOp();
+           def && isa<ViewLikeOpInterface, graph::StridedViewOpInterface>(def);
+           def = def->getOperand(0).getDefiningOp()) {
+        auto it = sa.stageOf.find(def);
+        if (it != sa.stageOf.end() && it->second != at->second) {
+          deferred &= i == 1 && reshapes;
+          break;
+        }
+        reshapes &= isa<ViewLikeOpInterface>(def);
+      }
+    }
+    if (deferred)
+      found.push_back({d, at->second});
+  }
+  return found;
+}
+
 /// What the schedule's timeline and memory need per stage: the time of
 /// its forward, input gradient and weight gradient, and the bytes one
 /// microbatch keeps from its forward until its backward. Sets both on the
@@ -1261,6 +1324,23 @@ static SmallVector<double> setStageCosts(const StageAssignment &sa) {
       costs[3 * at->second + 2] +=
           accumulationTime(v, options.microbatches, options.cost);
   }
+  // The products the lowering defers run once a step, over every
+  // microbatch's rows, after the rank's last action: out of their
+  // backward's time, into the stage's deferred time.
+  SmallVector<double> deferred(sa.stages, 0);
+  bool defers = false;
+  for (const auto &[d, stage] : getStageDeferredProducts(sa)) {
+    Operation *op = d.product;
+    int column = op->hasAttr(kWeightGradAttr) ? 2 : 1;
+    double &inBackward = costs[3 * stage + column];
+    inBackward = std::max(0.0, inBackward - options.cost.time(op));
+    deferred[stage] += deferredTime(op, options.microbatches, options.cost);
+    defers = true;
+  }
+  if (defers)
+    func->setAttr(kDeferredCostsAttr, DenseF64ArrayAttr::get(sa.ctx, deferred));
+  else
+    func->removeAttr(kDeferredCostsAttr);
   SmallVector<int64_t> stash = getStashBytes(
       func, sa.phases, sa.stages, [&](Operation *op) -> std::optional<int64_t> {
         auto it = stageOf.find(op);
@@ -1329,15 +1409,20 @@ static void setTransfers(const StageAssignment &sa) {
 
 /// A stage may be small, but stages that do next to nothing mean more
 /// stages than the model fills: their ranks mostly wait. Said once, from
-/// the stages' `costs` (three a stage).
+/// the stages' `costs` (three a stage) and a microbatch's share of their
+/// deferred products.
 static void warnIfStagesIdle(func::FuncOp func, ArrayRef<double> costs,
-                             int64_t stages) {
+                             int64_t stages, int64_t microbatches) {
   if (stages <= 1)
     return;
+  // A microbatch's share of the products deferred to once a step counts.
+  auto deferred = func->getAttrOfType<DenseF64ArrayAttr>(kDeferredCostsAttr);
   SmallVector<double> work(stages, 0);
   double total = 0;
   for (int64_t s = 0; s < stages; ++s) {
     work[s] = costs[3 * s] + costs[3 * s + 1] + costs[3 * s + 2];
+    if (deferred && int64_t(deferred.size()) == stages)
+      work[s] += deferred[s] / double(std::max<int64_t>(1, microbatches));
     total += work[s];
   }
   double mean = total / stages;
@@ -1508,40 +1593,10 @@ static void setBaseBytes(const StageAssignment &sa) {
         });
   // The operands of the weight-gradient products the lowering defers to
   // one product a step, stacked over the microbatches, held until that
-  // product runs (counted as held throughout). The backward that the
-  // lowering defers a product of reads an operand made on another stage
-  // as a buffer of its own (received, row-major): the product's views of
-  // it must then be reshapes, and read it as B (K its rows), not A.
-  int64_t microbatches = sa.options.microbatches;
-  if (!sa.options.schedule.empty() && defersProducts(sa.options.schedule))
-    for (const DeferredProduct &d : getDeferredProducts(
-             func, microbatches,
-             [&](unsigned k) {
-               return bool(graph::getStateIndex(func, k, graph::kGradAttr));
-             },
-             /*inParts=*/true)) {
-      auto at = sa.stageOf.find(d.product);
-      if (at == sa.stageOf.end())
-        continue;
-      bool deferred = true;
-      for (auto [i, operand] : llvm::enumerate(d.product->getOperands())) {
-        bool reshapes = true;
-        for (Operation *def = operand.getDefiningOp();
-             def &&
-             isa<ViewLikeOpInterface, graph::StridedViewOpInterface>(def);
-             def = def->getOperand(0).getDefiningOp()) {
-          auto it = sa.stageOf.find(def);
-          if (it != sa.stageOf.end() && it->second != at->second) {
-            deferred &= i == 1 && reshapes;
-            break;
-          }
-          reshapes &= isa<ViewLikeOpInterface>(def);
-        }
-      }
-      if (deferred)
-        for (int64_t rank : getStageRanks(func, at->second, ranks))
-          base[rank] += d.bytes;
-    }
+  // product runs (counted as held throughout).
+  for (const auto &[d, stage] : getStageDeferredProducts(sa))
+    for (int64_t rank : getStageRanks(func, stage, ranks))
+      base[rank] += d.bytes;
   func->setAttr(kBaseBytesAttr, DenseI64ArrayAttr::get(sa.ctx, base));
 }
 
@@ -1565,9 +1620,24 @@ LogicalResult pcc::assignStages(func::FuncOp func,
   // What each forward op costs with its backward: no stage can be faster
   // than the heaviest (an LM head over a large vocabulary), which plans
   // report beside the stages.
+  llvm::DenseMap<Operation *, size_t> placed;
   StepTimes times =
       stepTimes(sa.body, sa.phases, forward, order.position, options.cost,
-                options.microbatches);
+                options.microbatches, &placed);
+  // The products the schedule's lowering defers run once a step, after
+  // their rank's last action, not in each microbatch's backward. (Where
+  // the cuts leave one's operand made on another stage, read as A, the
+  // lowering keeps it in the backward: setStageCosts knows.)
+  if (!options.schedule.empty() && defersProducts(options.schedule))
+    for (const DeferredProduct &d :
+         getDeferredProducts(func, options.microbatches, isGradientResult(func),
+                             /*inParts=*/true))
+      if (auto it = placed.find(d.product); it != placed.end()) {
+        double &backward = times.backward[it->second];
+        backward = std::max(0.0, backward - options.cost.time(d.product));
+        times.deferred[it->second] +=
+            deferredTime(d.product, options.microbatches, options.cost);
+      }
   double heaviest = 0;
   for (size_t i = 0; i < forward.size(); ++i)
     heaviest = std::max(heaviest, times.total(i));
@@ -1585,7 +1655,7 @@ LogicalResult pcc::assignStages(func::FuncOp func,
 
   SmallVector<double> costs = setStageCosts(sa);
   setTransfers(sa);
-  warnIfStagesIdle(func, costs, stages);
+  warnIfStagesIdle(func, costs, stages, options.microbatches);
 
   placeOptimizer(sa);
   if (failed(placeGradientNormParts(sa)))

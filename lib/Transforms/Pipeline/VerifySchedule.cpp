@@ -17,6 +17,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/Format.h"
 
 #include <map>
@@ -258,6 +259,8 @@ static ScheduleTiming getTiming(dist::ScheduleOp schedule, bool split) {
       schedule.getTransferCosts().value_or(ArrayRef<double>());
   timing.transferBytes =
       schedule.getTransferBytes().value_or(ArrayRef<int64_t>());
+  timing.deferredCosts =
+      schedule.getDeferredCosts().value_or(ArrayRef<double>());
   timing.split = split;
   return timing;
 }
@@ -450,6 +453,21 @@ ScheduleStats pcc::pipeline::timeSchedule(const ScheduleTable &table,
     deadlocked |= next[r] != table[r].size();
   if (deadlocked && blockedAt)
     blockedAt->assign(next.begin(), next.end());
+
+  // Each rank's deferred products, once a step for each stage it ran.
+  if (!timing.deferredCosts.empty())
+    for (int64_t r = 0; r < p; ++r) {
+      llvm::SmallSetVector<int64_t, 4> stages;
+      for (const Action &a : table[r])
+        if (a.kind == Action::Kind::Compute)
+          stages.insert(a.stage);
+      RankStats &rs = stats.ranks[r];
+      rs.deferredStart = clock[r];
+      for (int64_t s : stages)
+        clock[r] += timing.deferredCosts[s];
+      rs.deferredEnd = clock[r];
+      rs.busy += rs.deferredEnd - rs.deferredStart;
+    }
 
   double busy = 0;
   for (int64_t r = 0; r < p; ++r) {

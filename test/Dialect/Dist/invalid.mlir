@@ -214,6 +214,16 @@ dist.schedule @negative_transfer {kind = "1f1b", microbatches = 1, ranks = 2, vi
 
 // -----
 
+// expected-error@+1 {{'dist.schedule' op deferred_costs has 1 values; expected the time of its deferred products for each of the 2 virtual stages (2)}}
+dist.schedule @deferred {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1, deferred_costs = array<f64: 1.0>} {
+  dist.rank 0 {
+  }
+  dist.rank 1 {
+  }
+}
+
+// -----
+
 // expected-error@+1 {{'dist.schedule' op base_bytes has 1 values; expected one per rank (2)}}
 dist.schedule @base_bytes {kind = "1f1b", microbatches = 1, ranks = 2, virtual_stages = 1, base_bytes = array<i64: 1>} {
   dist.rank 0 {

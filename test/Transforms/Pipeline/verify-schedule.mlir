@@ -42,6 +42,37 @@ dist.schedule @deferred_w {kind = "zb-h1", microbatches = 2, ranks = 1, virtual_
   }
 }
 
+// Products deferred to once a step run after each rank's last action:
+// rank 1's (2) while rank 0 runs its last backward, rank 0's (1) at the
+// end. F = 1, B = 2: rank 0's last B ends at 9, rank 1's at 7.
+// CHECK-LABEL: dist.schedule @deferred_products
+// CHECK-SAME: bubble_fraction = 2.5{{0+}}e-01 : f64
+// CHECK-SAME: makespan = 1.{{0+}}e+01 : f64
+// REMARK: remark: schedule @deferred_products (1f1b, 2 ranks, 2 microbatches): bubble 25.0%, makespan 10; rank 0 busy 7, peak 2 stashed; rank 1 busy 8, peak 1 stashed
+dist.schedule @deferred_products {kind = "1f1b", microbatches = 2, ranks = 2, virtual_stages = 1,
+                                  costs = array<f64: 1.0, 2.0, 0.0, 1.0, 2.0, 0.0>, deferred_costs = array<f64: 1.0, 2.0>} {
+  dist.rank 0 {
+    dist.compute F stage 0 microbatch 0
+    dist.transfer send act stage 0 microbatch 0 peer 1
+    dist.compute F stage 0 microbatch 1
+    dist.transfer send act stage 0 microbatch 1 peer 1
+    dist.transfer recv grad stage 1 microbatch 0 peer 1
+    dist.compute B stage 0 microbatch 0
+    dist.transfer recv grad stage 1 microbatch 1 peer 1
+    dist.compute B stage 0 microbatch 1
+  }
+  dist.rank 1 {
+    dist.transfer recv act stage 0 microbatch 0 peer 0
+    dist.compute F stage 1 microbatch 0
+    dist.compute B stage 1 microbatch 0
+    dist.transfer send grad stage 1 microbatch 0 peer 0
+    dist.transfer recv act stage 0 microbatch 1 peer 0
+    dist.compute F stage 1 microbatch 1
+    dist.compute B stage 1 microbatch 1
+    dist.transfer send grad stage 1 microbatch 1 peer 0
+  }
+}
+
 // A hand-made order no generator makes is fine as long as it is sound:
 // rank 1 runs its two forwards before either backward, and rank 0 receives
 // the gradients in the order they are sent. With unit costs (B = 2), rank 1

@@ -54,6 +54,7 @@ using dist::kOutputRole;
 using dist::kPhaseAttr;
 using dist::kReduceAxesAttr;
 using dist::kStageAttr;
+using dist::kDeferredCostsAttr;
 using dist::kStageCostsAttr;
 using dist::kStagesAttr;
 using dist::kStashBytesAttr;

@@ -50,6 +50,10 @@ struct ScheduleSpec {
   llvm::SmallVector<double> transferCosts;
   /// Empty, or per virtual stage the bytes of those two sends (2 values).
   llvm::SmallVector<int64_t> transferBytes;
+  /// Empty, or per virtual stage the time of the products it defers to
+  /// once a step, after its rank's last action (1 value; `costs` leave
+  /// them out).
+  llvm::SmallVector<double> deferredCosts;
 };
 
 /// Fills what `spec` leaves empty of its costs and bytes from `func`'s
@@ -173,6 +177,9 @@ struct RankStats {
     double start = 0, end = 0;
   };
   llvm::SmallVector<Span> timeline;
+  /// When the rank ran its stages' deferred products, after its last
+  /// action (an empty span where it defers none).
+  double deferredStart = 0, deferredEnd = 0;
   /// The rank's sends, from their start to their arrival.
   llvm::SmallVector<Span> transfers;
   /// When each send's receive ran (what its wait waits for), in the order
@@ -212,6 +219,9 @@ struct ScheduleTiming {
   llvm::ArrayRef<int64_t> stashBytes, baseBytes;
   /// Per virtual stage, the bytes of the two sends (none when empty).
   llvm::ArrayRef<int64_t> transferBytes;
+  /// Per virtual stage, the time of its deferred products, which its rank
+  /// runs after its last action (none when empty).
+  llvm::ArrayRef<double> deferredCosts;
   bool split = false;
 };
 
@@ -221,7 +231,9 @@ ScheduleTiming getScheduleTiming(const ScheduleSpec &spec,
                                  const ScheduleTable &table);
 
 /// Runs `table` in simulated time: sends never block, a receive waits for
-/// its send, a wait for its send's receive, a computation takes its cost.
+/// its send, a wait for its send's receive, a computation takes its cost;
+/// after its last action a rank runs the deferred products of the stages
+/// it ran.
 /// A send's bytes count from the send to its wait (or the end). When some rank
 /// never finishes (a deadlock), `blockedAt` (if given) receives each rank's
 /// index of the action it waits at; the stats then cover what ran. The schedule

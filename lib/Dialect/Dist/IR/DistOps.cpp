@@ -194,6 +194,8 @@ static LogicalResult verifyDistAttribute(const AttrSite &site,
   }
   if (name == kStageCostsAttr)
     return nonNegativeArray(3);
+  if (name == kDeferredCostsAttr)
+    return nonNegativeArray(1);
   if (name == kTransferCostsAttr)
     return nonNegativeArray(2);
   if (name == kStashBytesAttr || name == kTransferBytesAttr ||
@@ -742,7 +744,9 @@ LogicalResult ScheduleOp::verify() {
   if (failed(checkTimes(getCosts(), "costs", 3, "F, B and W times")) ||
       failed(checkTimes(getTransferCosts(), "transfer_costs", 2,
                         "the activations' and the input gradient's transfer "
-                        "times")))
+                        "times")) ||
+      failed(checkTimes(getDeferredCosts(), "deferred_costs", 1,
+                        "the time of its deferred products")))
     return failure();
   auto checkBytes = [&](std::optional<ArrayRef<int64_t>> bytes, StringRef name,
                         int64_t count, StringRef per) -> LogicalResult {

@@ -81,6 +81,11 @@ inline constexpr llvm::StringLiteral kWeightGradAttr = "dist.weight_grad";
 /// one microbatch's forward keeps until its backward.
 inline constexpr llvm::StringLiteral kStageCostsAttr = "dist.stage_costs";
 inline constexpr llvm::StringLiteral kStashBytesAttr = "dist.stash_bytes";
+/// Per virtual stage: the time of the weight-gradient products it runs
+/// once a step, after its rank's last action (pipeline::deferProducts),
+/// which its W time leaves out.
+inline constexpr llvm::StringLiteral kDeferredCostsAttr =
+    "dist.deferred_costs";
 /// Per virtual stage: the seconds its activations take to reach the next
 /// stage and its input gradient the previous one (2 per stage).
 inline constexpr llvm::StringLiteral kTransferCostsAttr = "dist.transfer_costs";
