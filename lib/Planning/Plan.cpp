@@ -73,6 +73,16 @@ static std::string renderSvg(dist::ScheduleOp schedule,
                       v > 1 ? llvm::formatv(", {0} chunks per rank", v).str()
                             : std::string(),
                       100 * stats.bubbleFraction);
+  // A span of a rank's row, from `start` to `end` (seconds), with a title.
+  auto drawSpan = [&](double y, double start, double end, StringRef color,
+                      StringRef title) {
+    os << llvm::formatv(
+        "<rect x=\"{0:F2}\" y=\"{1}\" width=\"{2:F2}\" "
+        "height=\"{3}\" fill=\"{4}\" stroke=\"white\" "
+        "stroke-width=\"0.5\"><title>{5}</title></rect>\n",
+        left + start * scale, y + 2, std::max(0.5, (end - start) * scale),
+        row - 4, color, title);
+  };
   for (auto [r, rank] : llvm::enumerate(stats.ranks)) {
     double y = top + row * r;
     os << llvm::formatv("<text x=\"4\" y=\"{0}\">rank {1}</text>\n",
@@ -85,30 +95,19 @@ static std::string renderSvg(dist::ScheduleOp schedule,
       const char *color = span.action.phase == dist::Phase::F   ? "#4c78a8"
                           : span.action.phase == dist::Phase::B ? "#f58518"
                                                                 : "#54a24b";
-      double x = left + span.start * scale,
-             w = std::max(0.5, (span.end - span.start) * scale);
-      os << llvm::formatv(
-          "<rect x=\"{0:F2}\" y=\"{1}\" width=\"{2:F2}\" "
-          "height=\"{3}\" fill=\"{4}\" stroke=\"white\" "
-          "stroke-width=\"0.5\"><title>{5}</title></rect>\n",
-          x, y + 2, w, row - 4, color,
-          actionName(span.action, p, v, schedule.getMicrobatches()));
-      if (w > 18)
+      std::string name =
+          actionName(span.action, p, v, schedule.getMicrobatches());
+      drawSpan(y, span.start, span.end, color, name);
+      if ((span.end - span.start) * scale > 18)
         os << llvm::formatv(
             "<text x=\"{0:F2}\" y=\"{1}\" fill=\"white\">"
             "{2}</text>\n",
-            x + 2, y + row / 2 + 4,
-            actionName(span.action, p, v, schedule.getMicrobatches()));
+            left + span.start * scale + 2, y + row / 2 + 4, name);
     }
     // The deferred products, once a step after the rank's last action.
     if (rank.deferredEnd > rank.deferredStart)
-      os << llvm::formatv(
-          "<rect x=\"{0:F2}\" y=\"{1}\" width=\"{2:F2}\" height=\"{3}\" "
-          "fill=\"#54a24b\" stroke=\"white\" stroke-width=\"0.5\"><title>"
-          "deferred weight-gradient products</title></rect>\n",
-          left + rank.deferredStart * scale, y + 2,
-          std::max(0.5, (rank.deferredEnd - rank.deferredStart) * scale),
-          row - 4);
+      drawSpan(y, rank.deferredStart, rank.deferredEnd, "#54a24b",
+               "deferred weight-gradient products");
   }
   os << llvm::formatv("<text x=\"{0}\" y=\"{1}\">time (cost model): {2:E2} "
                       "s per step</text>\n",

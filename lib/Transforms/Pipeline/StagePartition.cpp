@@ -773,7 +773,7 @@ evenRanks(SmallVector<size_t> &cuts, ArrayRef<size_t> boundaries,
 /// crosses than at the balanced cuts (between blocks, on the residual
 /// stream). Schedules that order their actions by the stage costs (zb-h1)
 /// keep the balanced cut.
-static void refineCuts(SmallVector<size_t> &cuts, const CutCosts &c,
+static void refineCuts(SmallVector<size_t> &cuts, const CutCosts &costs,
                        double heaviest, const StageOptions &options) {
   int64_t p = options.ranks, stages = options.stages;
   int64_t v = stages / std::max<int64_t>(1, p), m = options.microbatches;
@@ -785,10 +785,14 @@ static void refineCuts(SmallVector<size_t> &cuts, const CutCosts &c,
   if (cuts.empty() || p < 2 || pipeline::splitsBackward(options.schedule) ||
       pipeline::getScheduleShapeError(spec))
     return;
-  size_t n = c.size();
   // The makespan's shape shows at a few rounds of microbatches; more only
-  // lengthen the simulation.
+  // lengthen the simulation. A deferred product stacks every
+  // microbatch's operands, so the simulated ones weigh their share of it.
   spec.microbatches = std::min(m, 4 * p);
+  CutCosts c = costs;
+  for (double &deferred : c.deferred)
+    deferred *= double(spec.microbatches) / double(m);
+  size_t n = c.size();
   bool interleaved = spec.kind == "interleaved";
   double total = c.total(n);
   double bound = 1.09 * std::max(total / stages, heaviest);
