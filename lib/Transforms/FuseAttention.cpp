@@ -16,7 +16,11 @@
 // -1e4 above it, the same for every batch entry and head) becomes the op's
 // `causal` flag rather than a bias, and a causal mask that also hides the
 // keys W or more behind each query (a sliding window) its `window`; several
-// such masks added (GPT-Neo's own and transformers') intersect to one. A tanh
+// such masks added (GPT-Neo's own and transformers') intersect to one. Masks
+// are read through what computes them from constants and buffers (slices,
+// reshapes, element-wise arithmetic). Scores multiplied by a mask of zeros
+// and ones (GPT-1's `s * b + -1e4 * (1 - b)`) are fused only where the
+// causal masks added hide every score the product zeros. A tanh
 // that caps the scaled scores (Gemma 2's `c * tanh(s / c)`) its `softcap`.
 // Scores concatenated with one more column of a logit per head, whose
 // probability is sliced off after the softmax (GPT-OSS's attention sinks),
@@ -94,6 +98,143 @@ std::optional<double> getSplatScalar(Value v) {
 /// exporters use for it.
 bool isMaskValue(double x) { return x <= -1e4; }
 
+/// `values`, of shape `in`, broadcast to `shape` (numpy's rules: trailing
+/// dimensions aligned, extents of 1 repeated); nullopt where they do not
+/// broadcast.
+std::optional<SmallVector<double>> broadcastValues(ArrayRef<double> values,
+                                                   ArrayRef<int64_t> in,
+                                                   ArrayRef<int64_t> shape) {
+  if (in.size() > shape.size())
+    return std::nullopt;
+  // The stride of each of `shape`'s dimensions in `values` (0 where it
+  // repeats).
+  SmallVector<int64_t> strides(shape.size(), 0);
+  int64_t stride = 1;
+  for (size_t d = 0; d < in.size(); ++d) {
+    size_t i = in.size() - 1 - d, o = shape.size() - 1 - d;
+    if (in[i] != shape[o] && in[i] != 1)
+      return std::nullopt;
+    strides[o] = in[i] == 1 ? 0 : stride;
+    stride *= in[i];
+  }
+  int64_t count = 1;
+  for (int64_t extent : shape)
+    count *= extent;
+  SmallVector<double> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t at = 0, rest = i;
+    for (size_t d = shape.size(); d-- > 0;) {
+      at += rest % shape[d] * strides[d];
+      rest /= shape[d];
+    }
+    out[size_t(i)] = values[size_t(at)];
+  }
+  return out;
+}
+
+/// The elements of the constant `dense` (integers, booleans or floats) as
+/// doubles, broadcast to `shape`; nullopt where they do not broadcast.
+std::optional<SmallVector<double>> broadcastConstant(DenseElementsAttr dense,
+                                                     ArrayRef<int64_t> shape) {
+  Type et = dense.getElementType();
+  SmallVector<double> values;
+  if (isa<FloatType>(et)) {
+    for (APFloat e : dense.getValues<APFloat>())
+      values.push_back(e.convertToDouble());
+  } else if (et.isInteger(1)) {
+    for (bool e : dense.getValues<bool>())
+      values.push_back(e);
+  } else if (isa<IntegerType>(et)) {
+    for (APInt e : dense.getValues<APInt>())
+      values.push_back(double(e.getSExtValue()));
+  } else {
+    return std::nullopt;
+  }
+  ArrayRef<int64_t> in = cast<ShapedType>(dense.getType()).getShape();
+  if (dense.isSplat())
+    return broadcastValues(values, {}, shape);
+  return broadcastValues(values, in, shape);
+}
+
+/// The elements of `v`, in row-major order, where it is computed from
+/// constants alone: a constant or non-trainable weight (a buffer), a
+/// slice, reshape, expand or cast of such a value, or an element-wise sum,
+/// difference, product or quotient of two (GPT-1's mask `-1e4 * (1 - b)`,
+/// `b` a slice of its triangle buffer). Nothing for larger values than a
+/// mask of 4096 x 4096.
+std::optional<SmallVector<double>> evaluateConstant(Value v, int depth = 0) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (depth > 8 || !type || !type.hasStaticShape() ||
+      type.getNumElements() > (int64_t(1) << 24))
+    return std::nullopt;
+  ArrayRef<int64_t> shape = type.getShape();
+  // A parameter keeps its gradient (trainable weights are chosen after
+  // this pass).
+  if (auto w = v.getDefiningOp<WeightOp>();
+      w && w.getExportedAs() == StringRef("parameter"))
+    return std::nullopt;
+  if (DenseElementsAttr dense = getConstantValue(v))
+    return broadcastConstant(dense, shape);
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return std::nullopt;
+  auto operand = [&](unsigned i) {
+    return evaluateConstant(op->getOperand(i), depth + 1);
+  };
+  if (isa<ReshapeOp>(op) ||
+      (isa<CastOp>(op) && isa<FloatType>(type.getElementType())))
+    return operand(0);
+  if (isa<ExpandOp>(op)) {
+    std::optional<SmallVector<double>> in = operand(0);
+    if (!in)
+      return std::nullopt;
+    return broadcastValues(*in, shapeOf(op->getOperand(0)), shape);
+  }
+  if (auto slice = dyn_cast<SliceOp>(op)) {
+    std::optional<SmallVector<double>> in = operand(0);
+    if (!in)
+      return std::nullopt;
+    ArrayRef<int64_t> from = shapeOf(slice.getInput());
+    ArrayRef<int64_t> starts = slice.getStarts(), steps = slice.getSteps();
+    SmallVector<double> out(size_t(type.getNumElements()));
+    for (int64_t i = 0, e = type.getNumElements(); i < e; ++i) {
+      int64_t at = 0, rest = i, stride = 1;
+      for (size_t d = shape.size(); d-- > 0;) {
+        at += (starts[d] + rest % shape[d] * steps[d]) * stride;
+        rest /= shape[d];
+        stride *= from[d];
+      }
+      out[size_t(i)] = (*in)[size_t(at)];
+    }
+    return out;
+  }
+  if (!isa<AddOp, SubOp, MulOp, DivOp>(op))
+    return std::nullopt;
+  std::optional<SmallVector<double>> x, y;
+  if (!(x = operand(0)) || !(y = operand(1)) ||
+      !(x = broadcastValues(*x, shapeOf(op->getOperand(0)), shape)) ||
+      !(y = broadcastValues(*y, shapeOf(op->getOperand(1)), shape)))
+    return std::nullopt;
+  for (auto [a, b] : llvm::zip_equal(*x, *y))
+    a = TypeSwitch<Operation *, double>(op)
+            .Case([&](AddOp) { return a + b; })
+            .Case([&](SubOp) { return a - b; })
+            .Case([&](MulOp) { return a * b; })
+            .Default([&](Operation *) { return a / b; });
+  return x;
+}
+
+/// Whether `v` is a float mask of zeros and ones computed from constants.
+bool isZeroOneMask(Value v) {
+  if (!isa<FloatType>(getElementTypeOrSelf(v.getType())))
+    return false;
+  std::optional<SmallVector<double>> values = evaluateConstant(v);
+  return values && llvm::all_of(*values, [](double x) {
+           return x == 0 || x == 1;
+         });
+}
+
+
 /// A term of the bias: `coefficient * value`, or, for a `where` mask, the
 /// mask itself (`select`: -inf where the mask is `!keepWhere`).
 struct BiasTerm {
@@ -102,6 +243,12 @@ struct BiasTerm {
   /// A `where(mask, scores, -inf)`: `value` is the i1 mask.
   bool isWhereMask = false;
   bool keepWhere = true;
+  /// Scores multiplied by a mask of constant zeros and ones (GPT-1's
+  /// `s * b + -1e4 * (1 - b)`): `value` is the mask. It zeros the scores
+  /// it hides, so it may only go where the terms added after it hide
+  /// them already. `scores`: what it multiplies.
+  bool isMultipliedMask = false;
+  Value scores;
 };
 
 /// What the walk from a softmax found.
@@ -265,6 +412,13 @@ bool matchScores(Value x, Match &m, unsigned readers = 1) {
     if (isa<MulOp, DivOp>(op)) {
       unsigned i = chain(0) ? 0 : 1;
       std::optional<double> c = getScalar(op->getOperand(1 - i));
+      if (!c && isa<MulOp>(op) && chain(i) && factor > 0 && !m.softcap &&
+          isZeroOneMask(op->getOperand(1 - i))) {
+        m.bias.push_back(
+            {op->getOperand(1 - i), 1.0, false, true, true, op->getOperand(i)});
+        x = op->getOperand(i);
+        continue;
+      }
       if (!c || !chain(i) || (isa<DivOp>(op) && i != 0) || *c == 0)
         return false;
       factor *= isa<DivOp>(op) ? 1 / *c : *c;
@@ -502,54 +656,6 @@ std::optional<Match> matchAttention(SoftmaxOp softmax) {
   return m;
 }
 
-/// The elements of the constant `dense` (integers, booleans or floats) as
-/// doubles, broadcast to `shape` (numpy's rules: trailing dimensions
-/// aligned, extents of 1 repeated); nullopt where they do not broadcast.
-std::optional<SmallVector<double>> broadcastConstant(DenseElementsAttr dense,
-                                                     ArrayRef<int64_t> shape) {
-  Type et = dense.getElementType();
-  SmallVector<double> values;
-  if (isa<FloatType>(et)) {
-    for (APFloat e : dense.getValues<APFloat>())
-      values.push_back(e.convertToDouble());
-  } else if (et.isInteger(1)) {
-    for (bool e : dense.getValues<bool>())
-      values.push_back(e);
-  } else if (isa<IntegerType>(et)) {
-    for (APInt e : dense.getValues<APInt>())
-      values.push_back(double(e.getSExtValue()));
-  } else {
-    return std::nullopt;
-  }
-  ArrayRef<int64_t> in = cast<ShapedType>(dense.getType()).getShape();
-  if (in.size() > shape.size())
-    return std::nullopt;
-  // The stride of each of `shape`'s dimensions in `values` (0 where it
-  // repeats).
-  SmallVector<int64_t> strides(shape.size(), 0);
-  int64_t stride = 1;
-  for (size_t d = 0; d < in.size(); ++d) {
-    size_t i = in.size() - 1 - d, o = shape.size() - 1 - d;
-    if (in[i] != shape[o] && in[i] != 1)
-      return std::nullopt;
-    strides[o] = in[i] == 1 ? 0 : stride;
-    stride *= in[i];
-  }
-  int64_t count = 1;
-  for (int64_t extent : shape)
-    count *= extent;
-  SmallVector<double> out(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t at = 0, rest = i;
-    for (size_t d = shape.size(); d-- > 0;) {
-      at += rest % shape[d] * strides[d];
-      rest /= shape[d];
-    }
-    out[size_t(i)] = values[dense.isSplat() ? 0 : size_t(at)];
-  }
-  return out;
-}
-
 /// The elements of a boolean mask computed from constants: a constant, a
 /// comparison of two constants (broadcast; HuggingFace's causal mask,
 /// `key_index <= query_index`, and nanoGPT's `tril == 0`), a triangle
@@ -593,13 +699,11 @@ std::optional<SmallVector<bool>> getConstantMask(Value v, int depth = 0) {
   if (!isa_and_nonnull<EqualOp, LessOp, LessOrEqualOp, GreaterOp,
                        GreaterOrEqualOp>(op))
     return std::nullopt;
-  DenseElementsAttr lhs = getConstantValue(op->getOperand(0)),
-                    rhs = getConstantValue(op->getOperand(1));
-  if (!lhs || !rhs)
-    return std::nullopt;
-  std::optional<SmallVector<double>> x = broadcastConstant(lhs, shapeOf(v)),
-                                     y = broadcastConstant(rhs, shapeOf(v));
-  if (!x || !y)
+  std::optional<SmallVector<double>> x, y;
+  if (!(x = evaluateConstant(op->getOperand(0))) ||
+      !(y = evaluateConstant(op->getOperand(1))) ||
+      !(x = broadcastValues(*x, shapeOf(op->getOperand(0)), shapeOf(v))) ||
+      !(y = broadcastValues(*y, shapeOf(op->getOperand(1)), shapeOf(v))))
     return std::nullopt;
   SmallVector<bool> mask;
   mask.reserve(x->size());
@@ -668,13 +772,14 @@ std::optional<SmallVector<bool>> getKeptScores(Value v, bool isWhereMask,
       return getKeptScores(where.getCondition(), true, false);
     return std::nullopt;
   }
-  DenseElementsAttr dense = getConstantValue(v);
-  if (!dense || !isa<FloatType>(dense.getElementType()))
+  if (!isa<FloatType>(getElementTypeOrSelf(v.getType())))
+    return std::nullopt;
+  std::optional<SmallVector<double>> values = evaluateConstant(v);
+  if (!values)
     return std::nullopt;
   SmallVector<bool> kept;
-  kept.reserve(dense.getNumElements());
-  for (APFloat value : dense.getValues<APFloat>()) {
-    double x = value.convertToDouble();
+  kept.reserve(values->size());
+  for (double x : *values) {
     if (x != 0 && !isMaskValue(x))
       return std::nullopt;
     kept.push_back(x == 0);
@@ -751,22 +856,52 @@ Value splitBatchHeads(OpBuilder &b, Location loc, Value v,
 /// as it was, but for unused new views) where its keys and values do not
 /// share their heads.
 bool rewrite(Match &m, llvm::StringMap<std::optional<int64_t>> &knownMasks) {
-  // A clamp to a masking value is the identity where no row is masked
-  // whole: under a causal mask alone, every query keeps its own key.
-  if (m.clampedToMask) {
-    bool causal = false;
-    for (const BiasTerm &term : m.bias) {
-      if (!term.isWhereMask && isZero(term.value))
-        continue;
-      if (causal || (!term.isWhereMask && term.coefficient <= 0) ||
-          !getCausalWindow(term.value, term.isWhereMask, term.keepWhere,
-                           knownMasks))
-        return false;
+  // Which terms are causal masks, with or without a window: they
+  // intersect to the causal mask of the narrower window (GPT-Neo adds
+  // transformers' causal mask to its own, a band in its local layers).
+  bool causal = false;
+  int64_t window = 0;
+  SmallVector<bool> isCausal;
+  unsigned causalTerms = 0, otherTerms = 0;
+  for (const BiasTerm &term : m.bias) {
+    std::optional<int64_t> w;
+    if (!term.isMultipliedMask &&
+        (term.isWhereMask || term.coefficient > 0))
+      w = getCausalWindow(term.value, term.isWhereMask, term.keepWhere,
+                          knownMasks);
+    isCausal.push_back(w.has_value());
+    if (w) {
+      if (!causal || (*w && (!window || *w < window)))
+        window = *w;
       causal = true;
+      ++causalTerms;
+    } else if (!term.isMultipliedMask &&
+               (term.isWhereMask || !isZero(term.value))) {
+      ++otherTerms;
     }
-    if (!causal)
-      return false;
   }
+  // A mask that multiplies the scores zeros those it hides; the causal
+  // masks added must hide each of them (nothing else is read as one).
+  for (const BiasTerm &term : m.bias) {
+    if (!term.isMultipliedMask)
+      continue;
+    ArrayRef<int64_t> shape = shapeOf(term.scores);
+    std::optional<SmallVector<double>> mask = evaluateConstant(term.value);
+    if (mask)
+      mask = broadcastValues(*mask, shapeOf(term.value), shape);
+    if (!causal || !mask || shape.size() < 2)
+      return false;
+    int64_t rows = shape[shape.size() - 2], cols = shape.back();
+    for (auto [i, x] : llvm::enumerate(*mask)) {
+      int64_t row = int64_t(i) / cols % rows, col = int64_t(i) % cols;
+      if (x == 0 && col <= row && (window == 0 || col > row - window))
+        return false;
+    }
+  }
+  // A clamp to a masking value is the identity where no row is masked
+  // whole: under one causal mask alone, every query keeps its own key.
+  if (m.clampedToMask && (causalTerms != 1 || otherTerms != 0))
+    return false;
   Operation *anchor = m.output;
   OpBuilder b(anchor);
   SmallVector<Location> locs;
@@ -797,23 +932,11 @@ bool rewrite(Match &m, llvm::StringMap<std::optional<int64_t>> &knownMasks) {
         DenseElementsAttr::get(RankedTensorType::get({}, et),
                                FloatAttr::get(et, x)));
   };
-  bool causal = false;
-  int64_t window = 0;
   Value bias;
-  for (BiasTerm term : m.bias) {
-    // Causal masks, with or without a window, intersect to the causal
-    // mask of the narrower window: GPT-Neo adds transformers' causal mask
-    // to its own (a band in its local layers).
-    if (term.isWhereMask || term.coefficient > 0) {
-      if (std::optional<int64_t> w = getCausalWindow(
-              term.value, term.isWhereMask, term.keepWhere, knownMasks)) {
-        if (!causal || (*w && (!window || *w < window)))
-          window = *w;
-        causal = true;
-        continue;
-      }
-    }
-    if (!term.isWhereMask && isZero(term.value))
+  for (auto [i, matched] : llvm::enumerate(m.bias)) {
+    BiasTerm term = matched;
+    if (isCausal[i] || term.isMultipliedMask ||
+        (!term.isWhereMask && isZero(term.value)))
       continue;
     // The op broadcasts its bias itself: an expanded mask is read as it was.
     while (auto expand = term.value.getDefiningOp<ExpandOp>())

@@ -7,7 +7,7 @@ usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
        gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
        neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3,
        xglm, mixtral, qwen3-moe, gptneo, deepseek-v3, phimoe, gpt-oss, qwen3,
-       olmo2, cohere, bigcode, smollm3; default all)
+       olmo2, cohere, bigcode, smollm3, openai-gpt; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -448,6 +448,19 @@ def smollm3():
         eos_token_id=None)))
 
 
+def openai_gpt():
+    # OpenAI GPT (GPT-1): post-LayerNorm blocks, learned positions, the
+    # scores masked as s * b + -1e4 * (1 - b) with b a slice of the layer's
+    # triangle buffer, an untied head.
+    from transformers import OpenAIGPTConfig, OpenAIGPTLMHeadModel
+    c = OpenAIGPTConfig(n_layer=2, n_embd=64, n_head=4, vocab_size=VOCAB,
+                        n_positions=128, resid_pdrop=0.0, embd_pdrop=0.0,
+                        attn_pdrop=0.0, initializer_range=0.3,
+                        tie_word_embeddings=False,
+                        attn_implementation="eager")
+    return OpenAIGPTLMHeadModel(c)
+
+
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
           "gemma3": gemma3, "qwen2": qwen2,
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
@@ -456,7 +469,7 @@ MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistra
           "xglm": xglm, "mixtral": mixtral, "qwen3-moe": qwen3_moe,
           "gptneo": gptneo, "deepseek-v3": deepseek_v3, "phimoe": phimoe,
           "gpt-oss": gpt_oss, "qwen3": qwen3, "olmo2": olmo2, "cohere": cohere,
-          "bigcode": bigcode, "smollm3": smollm3}
+          "bigcode": bigcode, "smollm3": smollm3, "openai-gpt": openai_gpt}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 

@@ -486,6 +486,12 @@ VARIANTS = {
         "subtracted, the sink's probability sliced off), the first layer's "
         "attention in a sliding window of 5, a mixture of 4 clamped SwiGLU "
         "experts (top 2), YaRN rotary scaling, untied head", optimize=False),
+    "openai-gpt-dyn18": dyn(
+        hf("OpenAIGPTLMHeadModel", n_layer=2, n_embd=32, n_head=4,
+           vocab_size=96, n_positions=32, **NO_DROPOUT), (2, 16),
+        "HF OpenAI GPT (GPT-1), 2 layers, d=32, 4 heads: post-LayerNorm, "
+        "the scores masked by its triangle buffer b as s * b + -1e4 * (1 - b), "
+        "tied head"),
 }
 
 
