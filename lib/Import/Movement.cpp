@@ -611,6 +611,43 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
   return text + "]";
 }
 
+/// A run-time ScatterND whose constant indices write `rows` of the data's
+/// first `k` dimensions merged, in any order (a strided slice assignment,
+/// `x[..., a::3] = u`, which exporters write along the first axis after a
+/// transpose: Qwen3-VL's interleaved multimodal rotary sections): the data's
+/// rows and the updates stacked, and the row each output row takes from
+/// them gathered by constant indices. A row written twice takes the last
+/// write (ONNX leaves it undefined).
+static LogicalResult importScatteredRows(NodeImporter &n,
+                                         ArrayRef<int64_t> shape, int64_t k,
+                                         ArrayRef<int64_t> rows) {
+  int64_t merged = 1;
+  for (int64_t d : shape.take_front(k))
+    merged *= d;
+  SmallVector<int64_t> dataRows{merged}, updateRows{int64_t(rows.size())};
+  dataRows.append(shape.begin() + k, shape.end());
+  updateRows.append(shape.begin() + k, shape.end());
+  FailureOr<Value> data = reshapeValue(n, n.input(0), dataRows);
+  FailureOr<Value> updates = reshapeValue(n, n.input(2), updateRows);
+  if (failed(data) || failed(updates))
+    return failure();
+  FailureOr<Value> stacked = n.create1<graph::ConcatOp>(
+      {*data, *updates}, n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(0)));
+  if (failed(stacked))
+    return failure();
+  SmallVector<int64_t> from = llvm::to_vector(llvm::seq<int64_t>(0, merged));
+  for (auto [u, row] : llvm::enumerate(rows))
+    from[row] = merged + int64_t(u);
+  Value indices = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get({merged}, n.b.getIntegerType(64)),
+      ArrayRef<int64_t>(from)));
+  FailureOr<Value> gathered = n.create1<graph::GatherOp>(
+      {*stacked, indices}, n.b.getNamedAttr("axis", n.b.getI64IntegerAttr(0)));
+  if (failed(gathered))
+    return failure();
+  return n.setResult(reshapeValue(n, *gathered, shape));
+}
+
 /// ScatterND (reduction "none"): the data with the updates written at the
 /// indices, which must be constants. Of constant data and updates (the
 /// masks that exporters build by slice assignment, `mask[..., :n] = x`,
@@ -619,7 +656,7 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
 /// dimension in order (a slice assignment, `x[a:b] = u`, which exporters
 /// make of one along any axis by transposing it first: MLA's query
 /// halves), the rows before, the updates and the rows after concatenated;
-/// other run-time scatters are refused.
+/// any other rows, importScatteredRows.
 static LogicalResult importScatterND(NodeImporter &n) {
   if (failed(n.requireInputs(3)))
     return failure();
@@ -689,11 +726,7 @@ static LogicalResult importScatterND(NodeImporter &n) {
                llvm::all_of(llvm::seq<int64_t>(1, count),
                             [&](int64_t u) { return rows[u] == rows[0] + u; });
   if (!range)
-    return emitError(n.loc)
-               << "ScatterND: of data or updates computed at run time, only "
-                  "one that writes a range of the data's first dimension in "
-                  "order (a slice assignment) is supported",
-           failure();
+    return importScatteredRows(n, shape, k, rows);
   // Rows [first, last) of the data, the slice's other dimensions whole.
   auto rowsOf = [&](Value v, int64_t first, int64_t last) {
     SmallVector<int64_t> starts(shape.size(), 0), sizes(shape),

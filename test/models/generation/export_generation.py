@@ -7,7 +7,8 @@ usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
        gpt2, llama, mistral, mistral-sw, gemma3, qwen2, phi3, gemma, gemma2,
        neox, gptj, opt, falcon, codegen, bloom, olmo-clip, apertus, minicpm3,
        xglm, mixtral, qwen3-moe, gptneo, deepseek-v3, phimoe, gpt-oss, qwen3,
-       olmo2, cohere, bigcode, smollm3, openai-gpt; default all)
+       olmo2, cohere, bigcode, smollm3, openai-gpt,
+       qwen3_5-attn; default all)
 
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
@@ -461,6 +462,18 @@ def openai_gpt():
     return OpenAIGPTLMHeadModel(c)
 
 
+def qwen3_5_attn():
+    # Qwen3.5's attention layers alone (its Gated DeltaNet layers are not
+    # attention): a sigmoid gate on each head's output, rotary on a quarter
+    # of each head's 16 features, in multimodal sections interleaved along
+    # them (written by a strided slice assignment: a ScatterND of run-time
+    # values), q/k RMSNorms, 4 query / 2 KV heads.
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+    return Qwen3_5ForCausalLM(Qwen3_5TextConfig(**_decoder(
+        num_key_value_heads=2, head_dim=16, layer_types=["full_attention"] * 2,
+        bos_token_id=None, eos_token_id=None)))
+
+
 MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistral_sw,
           "gemma3": gemma3, "qwen2": qwen2,
           "phi3": phi3, "gemma": gemma, "gemma2": gemma2, "neox": neox,
@@ -469,7 +482,8 @@ MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistra
           "xglm": xglm, "mixtral": mixtral, "qwen3-moe": qwen3_moe,
           "gptneo": gptneo, "deepseek-v3": deepseek_v3, "phimoe": phimoe,
           "gpt-oss": gpt_oss, "qwen3": qwen3, "olmo2": olmo2, "cohere": cohere,
-          "bigcode": bigcode, "smollm3": smollm3, "openai-gpt": openai_gpt}
+          "bigcode": bigcode, "smollm3": smollm3, "openai-gpt": openai_gpt,
+          "qwen3_5-attn": qwen3_5_attn}
 # The exports of each model; the others get only "dyn".
 EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
 
