@@ -791,27 +791,62 @@ std::optional<SmallVector<bool>> getKeptScores(Value v, bool isWhereMask,
 /// j <= query i in every [Tq, Tk] slice, W for one that keeps exactly
 /// i - W < j <= i (W < Tq: a window as long as the sequence masks
 /// nothing more), nothing for any other mask.
-std::optional<int64_t> getCausalWindowUncached(Value v, bool isWhereMask,
-                                               bool keepWhere) {
-  ArrayRef<int64_t> shape = shapeOf(v);
-  if (shape.size() < 2 || shape[shape.size() - 2] < 2)
+std::optional<int64_t> getWindowOfKept(ArrayRef<bool> kept,
+                                       ArrayRef<int64_t> shape) {
+  if (shape.size() < 2 || shape[shape.size() - 2] < 2 || kept.empty())
     return std::nullopt;
   int64_t rows = shape[shape.size() - 2], cols = shape.back();
-  std::optional<SmallVector<bool>> kept =
-      getKeptScores(v, isWhereMask, keepWhere);
-  if (!kept || kept->empty())
-    return std::nullopt;
   // The window from the last row: its first kept key.
   int64_t last = rows - 1, first = 0;
-  while (first < cols && !(*kept)[size_t(last * cols + first)])
+  while (first < cols && !kept[size_t(last * cols + first)])
     ++first;
   int64_t window = first == 0 ? 0 : last - first + 1;
-  for (auto [i, b] : llvm::enumerate(*kept)) {
+  for (auto [i, b] : llvm::enumerate(kept)) {
     int64_t row = int64_t(i) / cols % rows, col = int64_t(i) % cols;
     if (b != (col <= row && (window == 0 || col > row - window)))
       return std::nullopt;
   }
   return window;
+}
+
+std::optional<int64_t> getCausalWindowUncached(Value v, bool isWhereMask,
+                                               bool keepWhere) {
+  std::optional<SmallVector<bool>> kept =
+      getKeptScores(v, isWhereMask, keepWhere);
+  if (!kept)
+    return std::nullopt;
+  return getWindowOfKept(*kept, shapeOf(v));
+}
+
+/// A bias computed from constants that masks the scores a causal mask
+/// hides (with or without a window) and adds finite values to the others
+/// (Falcon's ALiBi and causal mask, folded into one constant): the
+/// window, and the bias with zeros where it masks. Nothing for any other.
+std::optional<std::pair<int64_t, DenseElementsAttr>>
+splitCausalBias(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !isa<FloatType>(type.getElementType()))
+    return std::nullopt;
+  std::optional<SmallVector<double>> values = evaluateConstant(v);
+  if (!values)
+    return std::nullopt;
+  SmallVector<bool> kept;
+  kept.reserve(values->size());
+  for (double &x : *values) {
+    kept.push_back(!isMaskValue(x));
+    if (!kept.back())
+      x = 0;
+    else if (!std::isfinite(x))
+      return std::nullopt;
+  }
+  std::optional<int64_t> window = getWindowOfKept(kept, type.getShape());
+  if (!window)
+    return std::nullopt;
+  SmallVector<Attribute> elements;
+  elements.reserve(values->size());
+  for (double x : *values)
+    elements.push_back(FloatAttr::get(type.getElementType(), x));
+  return std::make_pair(*window, DenseElementsAttr::get(type, elements));
 }
 
 /// getCausalWindowUncached, once per mask (see maskKey).
@@ -859,26 +894,36 @@ bool rewrite(Match &m, llvm::StringMap<std::optional<int64_t>> &knownMasks) {
   // Which terms are causal masks, with or without a window: they
   // intersect to the causal mask of the narrower window (GPT-Neo adds
   // transformers' causal mask to its own, a band in its local layers).
+  // A bias that masks as a causal mask does and adds finite values
+  // elsewhere is both: a causal mask, and the bias with zeros where it
+  // masked (`split`).
   bool causal = false;
   int64_t window = 0;
   SmallVector<bool> isCausal;
+  SmallVector<DenseElementsAttr> split;
   unsigned causalTerms = 0, otherTerms = 0;
   for (const BiasTerm &term : m.bias) {
     std::optional<int64_t> w;
-    if (!term.isMultipliedMask &&
-        (term.isWhereMask || term.coefficient > 0))
+    split.emplace_back();
+    bool additive = !term.isMultipliedMask && !term.isWhereMask;
+    if (!term.isMultipliedMask && (term.isWhereMask || term.coefficient > 0))
       w = getCausalWindow(term.value, term.isWhereMask, term.keepWhere,
                           knownMasks);
-    isCausal.push_back(w.has_value());
+    if (!w && additive && term.coefficient > 0)
+      if (auto parts = splitCausalBias(term.value)) {
+        w = parts->first;
+        split.back() = parts->second;
+      }
+    isCausal.push_back(w.has_value() && !split.back());
     if (w) {
       if (!causal || (*w && (!window || *w < window)))
         window = *w;
       causal = true;
       ++causalTerms;
-    } else if (!term.isMultipliedMask &&
-               (term.isWhereMask || !isZero(term.value))) {
-      ++otherTerms;
     }
+    if (!isCausal.back() && !term.isMultipliedMask &&
+        (term.isWhereMask || !isZero(term.value)))
+      ++otherTerms;
   }
   // A mask that multiplies the scores zeros those it hides; the causal
   // masks added must hide each of them (nothing else is read as one).
@@ -938,6 +983,8 @@ bool rewrite(Match &m, llvm::StringMap<std::optional<int64_t>> &knownMasks) {
     if (isCausal[i] || term.isMultipliedMask ||
         (!term.isWhereMask && isZero(term.value)))
       continue;
+    if (split[i])
+      term.value = ConstantOp::create(b, loc, split[i]);
     // The op broadcasts its bias itself: an expanded mask is read as it was.
     while (auto expand = term.value.getDefiningOp<ExpandOp>())
       term.value = expand.getInput();

@@ -88,7 +88,9 @@ struct TokenFlow {
 /// query's element type: the bias must be a constant (read through
 /// reshapes, which keep its elements' order) that broadcasts to [1, H, Tq,
 /// Tk] as `slope[h] * j` for key j, plus what does not depend on j (which
-/// the softmax ignores). Nothing for any other bias.
+/// the softmax ignores), at the keys that the attention's causal mask and
+/// window keep (the others' bias is never read). Nothing for any other
+/// bias.
 std::optional<DenseElementsAttr> getAlibiSlopes(AttentionOp attention) {
   Value bias = attention.getBias();
   ArrayRef<int64_t> shape = shapeOf(bias);
@@ -115,17 +117,31 @@ std::optional<DenseElementsAttr> getAlibiSlopes(AttentionOp attention) {
     for (APFloat x : dense.getValues<APFloat>())
       values.push_back(x.convertToDouble());
   int64_t rows = s[2], keys = s[3];
+  // The keys [first, last] that query i sees. A bias of one row (BLOOM's,
+  // [H, 1, Tk]) serves every query, and so every key.
+  int64_t window = attention.getWindow().value_or(0);
+  bool causal = attention.getCausal() && rows > 1;
+  auto seen = [&](int64_t i) {
+    int64_t last = causal ? std::min(i, keys - 1) : keys - 1;
+    int64_t first = causal && window ? std::max<int64_t>(0, i - window + 1) : 0;
+    return std::make_pair(first, last);
+  };
   SmallVector<double> slopes;
   for (int64_t h = 0; h < s[1]; ++h) {
     const double *head = values.data() + h * rows * keys;
-    double slope = keys > 1 ? head[1] - head[0] : 0;
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < keys; ++j) {
-        double x = head[i * keys + j], expected = head[i * keys] + slope * j;
+    // The slope from the last row's last two keys, which every mask keeps.
+    const double *lastRow = head + (rows - 1) * keys;
+    double slope = keys > 1 ? lastRow[keys - 1] - lastRow[keys - 2] : 0;
+    for (int64_t i = 0; i < rows; ++i) {
+      auto [first, last] = seen(i);
+      for (int64_t j = first; j <= last; ++j) {
+        double x = head[i * keys + j],
+               expected = head[i * keys + first] + slope * double(j - first);
         if (!std::isfinite(x) ||
             std::abs(x - expected) > 1e-5 * (1 + std::abs(x)))
           return std::nullopt;
       }
+    }
     slopes.push_back(slope);
   }
   Type et =

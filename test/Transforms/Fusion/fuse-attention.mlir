@@ -677,3 +677,27 @@ func.func @product_mask_wider(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, 
   %o = graph.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// Falcon-RW's export: ALiBi (a slope per head times the key's position)
+// and the causal mask folded into one constant, added to the scores before
+// they are scaled. It is both: the causal flag, and the bias with zeros
+// where it masked, scaled as the scores are.
+
+// CHECK-LABEL: func.func @alibi_and_mask_folded
+// CHECK:         %[[B:.*]] = graph.constant dense<{{\[\[\[\[}}0.000000e+00, 0.000000e+00, 0.000000e+00], [0.000000e+00, 5.000000e-01, 0.000000e+00], [0.000000e+00, 5.000000e-01, 1.000000e+00]], {{\[\[}}0.000000e+00, 0.000000e+00, 0.000000e+00], [0.000000e+00, 2.500000e-01, 0.000000e+00], [0.000000e+00, 2.500000e-01, 5.000000e-01]]]]> : tensor<1x2x3x3xf32>
+// CHECK:         %[[SCALED:.*]] = graph.mul %[[B]], %{{.*}}
+// CHECK:         graph.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALED]] {causal, scale = 2.500000e-01 : f32}
+// CHECK-NOT:     graph.softmax
+func.func @alibi_and_mask_folded(%q: tensor<1x2x3x8xf32>, %k: tensor<1x2x3x8xf32>, %v: tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32> {
+  %bias = graph.constant dense<[[[[0.0, -3.4e38, -3.4e38], [0.0, 0.5, -3.4e38], [0.0, 0.5, 1.0]], [[0.0, -3.4e38, -3.4e38], [0.0, 0.25, -3.4e38], [0.0, 0.25, 0.5]]]]> : tensor<1x2x3x3xf32>
+  %c = graph.constant dense<0.25> : tensor<f32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x3x8xf32>) -> tensor<1x2x8x3xf32>
+  %s = graph.matmul %q, %kt : (tensor<1x2x3x8xf32>, tensor<1x2x8x3xf32>) -> tensor<1x2x3x3xf32>
+  %s1 = graph.add %s, %bias : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %s2 = graph.mul %s1, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %p = graph.softmax %s2 {axis = 3 : i64} : tensor<1x2x3x3xf32>
+  %o = graph.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x8xf32>) -> tensor<1x2x3x8xf32>
+  return %o : tensor<1x2x3x8xf32>
+}
