@@ -10,6 +10,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -823,6 +824,101 @@ static LogicalResult importScatterElements(NodeImporter &n) {
       n.create1<graph::WhereOp>({*written, (*added)[0], n.input(0)}));
 }
 
+/// OneHot: `values[1]` where the index (wrapped when negative) equals the
+/// position along the new axis of `depth` (a constant), `values[0]`
+/// elsewhere; a comparison of the indices with a constant range and a
+/// `where`. TorchScript exports `repeat_interleave` by a count so (the
+/// counts of a Tile, as transformers' batched experts repeat each token);
+/// constant indices fold at import.
+static LogicalResult importOneHot(NodeImporter &n) {
+  if (failed(n.requireInputs(3)))
+    return failure();
+  // A depth of any number type, truncated to an integer (ONNX's rule).
+  DenseElementsAttr depthValue = NodeImporter::constantOf(n.input(1));
+  if (!depthValue)
+    return emitError(n.loc) << "OneHot: input 'depth' (#1) must be a "
+                               "compile-time constant; fix graph inputs with "
+                               "--bind NAME=FILE.pb",
+           failure();
+  SmallVector<int64_t> depth;
+  if (isa<FloatType>(depthValue.getElementType()))
+    for (APFloat v : depthValue.getValues<APFloat>()) {
+      double x = v.convertToDouble();
+      depth.push_back(std::isfinite(x) && std::abs(x) < 1e15 ? int64_t(x) : 0);
+    }
+  else
+    for (APInt v : depthValue.getValues<APInt>())
+      depth.push_back(v.getSExtValue());
+  if (depth.size() != 1 || depth[0] < 1)
+    return emitError(n.loc) << "OneHot: depth must be one positive number",
+           failure();
+  RankedTensorType indicesType = n.inputType(0),
+                   valuesType = n.inputType(2);
+  if (!isa<IntegerType, FloatType>(indicesType.getElementType()))
+    return emitError(n.loc) << "OneHot: indices must be numbers", failure();
+  if (valuesType.getRank() != 1 || valuesType.getDimSize(0) != 2)
+    return emitError(n.loc)
+               << "OneHot: values must be [off, on], a tensor of 2 elements",
+           failure();
+  int64_t d = depth[0], rank = indicesType.getRank() + 1;
+  auto axis = n.normalizeAxis(n.attrInt("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> outShape(indicesType.getShape());
+  outShape.insert(outShape.begin() + *axis, d);
+  if (failed(n.checkElements(outShape, kMaxMaterializedElements)))
+    return failure();
+  Type i64 = n.b.getIntegerType(64);
+  Value indices = n.input(0);
+  if (indicesType.getElementType() != i64) {
+    auto cast = n.create1WithType(graph::CastOp::getOperationName(),
+                                  indicesType.clone(i64), indices);
+    if (failed(cast))
+      return failure();
+    indices = *cast;
+  }
+  // Negative indices count from the end of the axis.
+  auto scalar = [&](int64_t v) {
+    return n.constant(
+        DenseElementsAttr::get(RankedTensorType::get({}, i64), v));
+  };
+  auto negative = n.create1<graph::LessOp>({indices, scalar(0)});
+  auto wrapped = n.create1<graph::AddOp>({indices, scalar(d)});
+  if (failed(negative) || failed(wrapped))
+    return failure();
+  auto index = n.create1<graph::WhereOp>({*negative, *wrapped, indices});
+  if (failed(index))
+    return failure();
+  // The indices with an axis of 1 where the new one goes, against 0 .. d-1
+  // along it.
+  SmallVector<int64_t> spread(indicesType.getShape()), along(rank, 1);
+  spread.insert(spread.begin() + *axis, 1);
+  along[*axis] = d;
+  auto spreadIndex = reshapeValue(n, *index, spread);
+  if (failed(spreadIndex))
+    return failure();
+  Value positions = n.constant(DenseElementsAttr::get(
+      RankedTensorType::get(along, i64),
+      ArrayRef<int64_t>(llvm::to_vector(llvm::seq<int64_t>(0, d)))));
+  auto hot = n.create1<graph::EqualOp>({*spreadIndex, positions});
+  if (failed(hot))
+    return failure();
+  // values[0] and values[1] as scalars.
+  auto element = [&](int64_t i) -> FailureOr<Value> {
+    auto one = n.create1<graph::SliceOp>(
+        n.input(2), {n.b.getNamedAttr("starts", n.b.getDenseI64ArrayAttr({i})),
+                     n.b.getNamedAttr("sizes", n.b.getDenseI64ArrayAttr({1})),
+                     n.b.getNamedAttr("steps", n.b.getDenseI64ArrayAttr({1}))});
+    if (failed(one))
+      return failure();
+    return reshapeValue(n, *one, {});
+  };
+  FailureOr<Value> off = element(0), on = element(1);
+  if (failed(off) || failed(on))
+    return failure();
+  return n.setResult(n.create1<graph::WhereOp>({*hot, *on, *off}));
+}
+
 void pcc::import::registerMovementImporters(ImporterMap &map) {
   map["Reshape"] = importReshape;
   map["Squeeze"] = importSqueeze;
@@ -838,6 +934,7 @@ void pcc::import::registerMovementImporters(ImporterMap &map) {
   map["Gather"] = importGather<graph::GatherOp>;
   map["GatherElements"] = importGather<graph::GatherElementsOp>;
   map["Trilu"] = importTrilu;
+  map["OneHot"] = importOneHot;
   map["Tile"] = importTile;
   map["GatherND"] = importGatherND;
   map["ScatterND"] = importScatterND;

@@ -13,7 +13,7 @@ usage: python export_generation.py [NAME,NAME,...]    (NAME: a key of MODELS:
 Needs PyTorch (with the TorchScript and dynamo ONNX exporters, onnxscript),
 transformers and onnx; onnxruntime, if installed, checks every export (see
 README.md for the versions that made the archives). For each model NAME the
-exports of EXPORTS[NAME] (gpt2 and llama: both; the others: dyn only) are
+exports of EXPORTS[NAME] (gpt2, llama and mixtral: both; the others: dyn only) are
 made into WORK/NAME-EXP (WORK is $WORK or /tmp/pcc-generation) and packed as
 NAME-EXP.tar.gz beside this script:
 
@@ -504,7 +504,7 @@ MODELS = {"gpt2": gpt2, "llama": llama, "mistral": mistral, "mistral-sw": mistra
 NO_ONNXRUNTIME = {"falcon-alibi": "Falcon computes ALiBi in bfloat16, and "
                                   "onnxruntime's CPU provider has no bfloat16 Mul"}
 # The exports of each model; the others get only "dyn".
-EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts")}
+EXPORTS = {"gpt2": ("dyn", "ts"), "llama": ("dyn", "ts"), "mixtral": ("dyn", "ts")}
 
 
 class Logits(torch.nn.Module):
