@@ -57,10 +57,12 @@ def SelectTrainable : Pass<"pcc-select-trainable", "::mlir::func::FuncOp"> {
        (`DifferentiableOpInterface::getOperandRole`). An operand of a
        matrix product, a table looked up by the inputs, a normalization's
        scale or bias, a per-feature scale or bias, and an additive table
-       that does not feed a softmax (a position embedding) are parameters;
-       scalars, additive masks feeding a softmax, tables that multiply
-       activations (rotary cos/sin), values selected by a condition and
-       anything never combined with the inputs are constants.
+       that does not feed a softmax (a learned position embedding) are
+       parameters; scalars, additive masks feeding a softmax, fixed
+       sinusoidal position tables (each column a unit sine or cosine of
+       the position), tables that multiply activations (rotary cos/sin),
+       values selected by a condition and anything never combined with the
+       inputs are constants.
     3. `freeze` (a regular expression over initializer names) removes,
        `trainable` adds; `freeze` wins.
 

@@ -18,6 +18,9 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Regex.h"
 
+#include <cmath>
+#include <cstring>
+
 using namespace mlir;
 using namespace pcc;
 using namespace pcc::graph;
@@ -71,6 +74,86 @@ static bool reachesSoftmax(Value v, int depth = 0) {
     }
   }
   return false;
+}
+
+/// The first `rows` rows of `value`, a table [rows, columns] after leading
+/// 1s, as doubles; empty where it is no such table or is not read here.
+static SmallVector<double> getTableRows(ElementsAttr value, int64_t &rows,
+                                        int64_t &columns) {
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!type || type.getRank() < 2 ||
+      llvm::any_of(type.getShape().drop_back(2),
+                   [](int64_t d) { return d != 1; }))
+    return {};
+  int64_t all = type.getShape()[type.getRank() - 2];
+  columns = type.getShape().back();
+  rows = std::min<int64_t>(all, 64);
+  SmallVector<double> out;
+  if (type.getElementType().isF32()) {
+    std::optional<ArrayRef<char>> bytes = graph::getStoredBytes(value);
+    if (!bytes || int64_t(bytes->size()) != all * columns * 4)
+      return {};
+    out.resize(size_t(rows * columns));
+    for (int64_t i = 0; i < rows * columns; ++i) {
+      float x;
+      std::memcpy(&x, bytes->data() + i * 4, 4);
+      out[i] = x;
+    }
+    return out;
+  }
+  // Other float types, where the table is small enough to copy.
+  if (all * columns > (int64_t(1) << 20))
+    return {};
+  DenseElementsAttr dense = graph::getDenseValue(value);
+  if (!dense || dense.isSplat())
+    return {};
+  for (APFloat x : dense.getValues<APFloat>()) {
+    if (int64_t(out.size()) == rows * columns)
+      break;
+    out.push_back(x.convertToDouble());
+  }
+  return out;
+}
+
+/// True when `value` is a fixed sinusoidal position table (the original
+/// Transformer's, CTRL's, an exporter's folded slice of one): each column
+/// a unit sine or cosine of the position, sin(p w) or cos(p w), so that row
+/// 0 holds only 0s and 1s, and at least one column swings. A sinusoid
+/// x(p) = sin(p w + phi) satisfies x(p+1) + x(p-1) = 2 cos(w) x(p): each
+/// column is checked against that recurrence, cos(w) fitted by least
+/// squares over its first 64 rows. A learned table (random at
+/// initialization, trained later) fails it.
+static bool isSinusoidTable(ElementsAttr value) {
+  int64_t rows = 0, columns = 0;
+  SmallVector<double> x = getTableRows(value, rows, columns);
+  if (x.empty() || rows < 4 || columns < 2)
+    return false;
+  auto at = [&](int64_t p, int64_t j) { return x[size_t(p * columns + j)]; };
+  bool zero = false, one = false, swings = false;
+  for (int64_t j = 0; j < columns; ++j) {
+    double x0 = at(0, j);
+    if (std::abs(x0) > 1e-6 && std::abs(x0 - 1) > 1e-6)
+      return false;
+    (x0 < 0.5 ? zero : one) = true;
+    double num = 0, den = 0, peak = 0;
+    for (int64_t p = 1; p + 1 < rows; ++p) {
+      num += (at(p + 1, j) + at(p - 1, j)) * at(p, j);
+      den += 2 * at(p, j) * at(p, j);
+    }
+    double c = den > 0 ? num / den : 1;
+    if (std::abs(c) > 1 + 1e-6)
+      return false;
+    for (int64_t p = 0; p < rows; ++p) {
+      if (std::abs(at(p, j)) > 1 + 1e-5)
+        return false;
+      peak = std::max(peak, std::abs(at(p, j) - x0));
+      if (p > 0 && p + 1 < rows &&
+          std::abs(at(p + 1, j) + at(p - 1, j) - 2 * c * at(p, j)) > 1e-4)
+        return false;
+    }
+    swings |= peak > 0.5;
+  }
+  return zero && one && swings;
 }
 
 namespace {
@@ -149,6 +232,8 @@ public:
             parameter("a per-feature bias"), ++verdict.vectorUses;
           else if (reachesSoftmax(result))
             constant("an additive attention mask or bias");
+          else if (isSinusoidTable(w.getValue()))
+            constant("a fixed sinusoidal position table");
           else
             parameter("an additive table (a position embedding)");
           break;

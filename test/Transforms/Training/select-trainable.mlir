@@ -124,3 +124,23 @@ func.func @overrides(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %z = graph.mul %y, %scale : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
   return %z : tensor<2x4xf32>
 }
+
+// -----
+
+// A fixed sinusoidal position table added to the activations (CTRL's,
+// which the dynamo exporter's optimizer folds into an initializer without
+// a record) is a constant; the same table with one entry moved by 0.01 is
+// an additive table the rule trains.
+
+// CHECK-LABEL: func.func @sinusoid
+// CHECK: graph.weight "sinusoid" dense
+// CHECK: graph.weight "learned" trainable
+func.func @sinusoid(%x: tensor<2x6x4xf32>) -> tensor<2x6x4xf32> {
+  // expected-remark @+1 {{constant: a fixed sinusoidal position table}}
+  %s = graph.weight "sinusoid" dense<[[0.00000000e+00, 0.00000000e+00, 1.00000000e+00, 1.00000000e+00], [8.41471016e-01, 9.98334214e-02, 5.40302277e-01, 9.95004177e-01], [9.09297407e-01, 1.98669329e-01, -4.16146815e-01, 9.80066597e-01], [1.41120002e-01, 2.95520216e-01, -9.89992499e-01, 9.55336511e-01], [-7.56802499e-01, 3.89418334e-01, -6.53643608e-01, 9.21060979e-01], [-9.58924294e-01, 4.79425550e-01, 2.83662170e-01, 8.77582550e-01]]> : tensor<6x4xf32>
+  // expected-remark @+1 {{trainable: an additive table (a position embedding)}}
+  %l = graph.weight "learned" dense<[[0.00000000e+00, 0.00000000e+00, 1.00000000e+00, 1.00000000e+00], [8.41471016e-01, 9.98334214e-02, 5.40302277e-01, 9.95004177e-01], [9.09297407e-01, 1.98669329e-01, -4.16146815e-01, 9.80066597e-01], [1.41120002e-01, 3.05520207e-01, -9.89992499e-01, 9.55336511e-01], [-7.56802499e-01, 3.89418334e-01, -6.53643608e-01, 9.21060979e-01], [-9.58924294e-01, 4.79425550e-01, 2.83662170e-01, 8.77582550e-01]]> : tensor<6x4xf32>
+  %a = graph.add %x, %s : (tensor<2x6x4xf32>, tensor<6x4xf32>) -> tensor<2x6x4xf32>
+  %b = graph.add %a, %l : (tensor<2x6x4xf32>, tensor<6x4xf32>) -> tensor<2x6x4xf32>
+  return %b : tensor<2x6x4xf32>
+}

@@ -492,6 +492,13 @@ VARIANTS = {
         "HF OpenAI GPT (GPT-1), 2 layers, d=32, 4 heads: post-LayerNorm, "
         "the scores masked by its triangle buffer b as s * b + -1e4 * (1 - b), "
         "tied head"),
+    "ctrl-dyn18": dyn(
+        hf("CTRLLMHeadModel", n_layer=2, n_embd=32, n_head=4, dff=64,
+           vocab_size=96, n_positions=64, **NO_DROPOUT), (2, 16),
+        "HF CTRL, 2 layers, d=32, 4 heads, MLP 64: a fixed sinusoidal "
+        "position table (a buffer the optimizer folds into an initializer "
+        "without a record), embeddings scaled by sqrt(d), pre-LayerNorm, "
+        "head tied to the embedding, with a bias"),
 }
 
 
