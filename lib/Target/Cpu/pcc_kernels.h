@@ -1097,7 +1097,7 @@ PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
       (l.keys + kAttentionKeys - 1) / kAttentionKeys * kAttentionKeys;
   int64_t tasks = l.batch * l.heads * rowBlocks;
   int64_t perGroup = l.heads / l.groups;
-  int64_t work = tasks * kAttentionRows * l.keys * l.features;
+  [[maybe_unused]] int64_t work = tasks * kAttentionRows * l.keys * l.features;
   bool foldScale = attentionScaleFolds(l.scale);
   float qScale = foldScale ? l.scale : 1.0f;
   // A thread takes a whole head's blocks of rows at a time where the heads
@@ -1106,7 +1106,7 @@ PCC_KERNEL_API void attention(const T *q, const T *k, const T *v, const T *bias,
   // of one head went to both threads, which both copied its keys: GPT-2's
   // 12 heads at 128 tokens took 241 us against 212 (two threads of the
   // Emerald Rapids VM), 1% less at 1024.
-  int64_t headChunk =
+  [[maybe_unused]] int64_t headChunk =
       (l.batch * l.heads) % threads() == 0 ? rowBlocks : int64_t(1);
 #pragma omp parallel num_threads(threads()) if (shareThreads(work))
   {

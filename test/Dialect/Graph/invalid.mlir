@@ -771,3 +771,19 @@ func.func @paged_attention_sinks_type(%q: tensor<1x4x3x8xf32>, %c: tensor<6x2x4x
   %o = graph.paged_attention %q, %c, %c, %i, %i, %t sinks %s {scale = 0.5 : f32} : (tensor<1x4x3x8xf32>, tensor<6x2x4x8xf32>, tensor<6x2x4x8xf32>, tensor<3xi64>, tensor<3xi64>, tensor<2x3xi64>, tensor<4xf16>) -> tensor<1x4x3x8xf32>
   return
 }
+
+// -----
+
+func.func @cumsum_axis_past_rank(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{axis 2 out of range for rank 2}}
+  %0 = graph.cumsum %x {axis = 2 : i64} : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @cumsum_negative_axis(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{axis -1 out of range for rank 2}}
+  %0 = graph.cumsum %x {axis = -1 : i64} : tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

@@ -1336,9 +1336,10 @@ OpFoldResult ReduceSumOp::fold(FoldAdaptor a) {
 
 LogicalResult CumSumOp::verify() {
   int64_t rank = cast<RankedTensorType>(getType()).getRank();
-  if (getAxis() < 0 || getAxis() >= std::max<int64_t>(rank, 1) || rank == 0)
+  uint64_t axis = getAxis();
+  if (rank == 0 || axis >= uint64_t(rank))
     return emitOpError("axis ")
-           << getAxis() << " out of range for rank " << rank;
+           << int64_t(axis) << " out of range for rank " << rank;
   return success();
 }
 
